@@ -1,0 +1,152 @@
+//! The binary contract between checked PTX and the runtime: the per-module control block and the
+//! error ring. This is the one place these layouts are defined; the PTX generator emits offsets from
+//! these constants and the runtime reads and writes memory with these structs.
+//!
+//! Data flow: the runtime loads a checked module, looks up [`CONTROL_BLOCK_SYMBOL`] with
+//! `cuModuleGetGlobal`, and copies a [`ControlBlock`] into it. A checked access whose address lies in
+//! `[pool_base, pool_base + pool_size)` reads its shadow byte at
+//! `shadow_base + ((addr - pool_base) >> scale)`. A bad access calls the slow path, which takes a slot
+//! with `atom.add` on [`RingHeader::head`], writes an [`ErrorRecord`] whose `seq` field is written last
+//! (after `fence.sc.sys`) as `slot + 1`, then traps or skips the access depending on [`FLAG_RECOVER`].
+
+/// Name of the `.const` control block that every checked module defines (`.weak`, so several checked
+/// PTX inputs can be linked with `cuLink*`).
+pub const CONTROL_BLOCK_SYMBOL: &str = "__gasan_ctl";
+/// Name of the appended slow-path `.func`.
+pub const SLOW_PATH_SYMBOL: &str = "__gasan_report";
+
+/// `ControlBlock::flags` bit: record the error and skip the access (loads yield 0) instead of `trap`.
+pub const FLAG_RECOVER: u64 = 1 << 0;
+
+/// Per-module control block, written by the runtime after load. All zero (the state before the runtime
+/// writes it) makes `pool_size == 0`, so every access passes unchecked: a module the runtime failed to
+/// set up behaves like the original.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ControlBlock {
+    pub pool_base: u64,
+    pub pool_size: u64,
+    /// Device address of the shadow byte of `pool_base`.
+    pub shadow_base: u64,
+    /// Device address of the [`RingHeader`] (host-mapped pinned memory).
+    pub ring: u64,
+    /// `FLAG_*` bits.
+    pub flags: u64,
+    /// Runtime-assigned id, copied into every [`ErrorRecord`] so a record finds its site table.
+    pub module_id: u64,
+    pub reserved: [u64; 2],
+}
+
+/// Byte offsets inside [`ControlBlock`], used by the PTX generator.
+pub mod ctl_offset {
+    pub const POOL_BASE: usize = 0;
+    pub const POOL_SIZE: usize = 8;
+    pub const SHADOW_BASE: usize = 16;
+    pub const RING: usize = 24;
+    pub const FLAGS: usize = 32;
+    pub const MODULE_ID: usize = 40;
+}
+pub const CONTROL_BLOCK_SIZE: usize = 64;
+
+/// Header of the error ring. Records follow at [`RING_RECORDS_OFFSET`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingHeader {
+    /// Next slot to take; incremented by every error, including those that found the ring full
+    /// (so `head - capacity` is the number dropped).
+    pub head: u32,
+    /// Number of record slots after the header; set by the host.
+    pub capacity: u32,
+    pub reserved: [u32; 14],
+}
+pub const RING_HEADER_SIZE: usize = 64;
+pub const RING_RECORDS_OFFSET: usize = RING_HEADER_SIZE;
+pub mod ring_offset {
+    pub const HEAD: usize = 0;
+    pub const CAPACITY: usize = 4;
+}
+
+/// What the faulting instruction did.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    Read = 1,
+    Write = 2,
+    /// Read-modify-write (`atom`).
+    Atomic = 3,
+}
+
+impl AccessKind {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(Self::Read),
+            2 => Some(Self::Write),
+            3 => Some(Self::Atomic),
+            _ => None,
+        }
+    }
+}
+
+/// One error record, written by the device slow path.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// First byte of the access (for a range check: the address of the granule that failed).
+    pub addr: u64,
+    pub module_id: u32,
+    pub site_id: u32,
+    pub ctaid: [u32; 3],
+    pub tid: [u32; 3],
+    /// Access width in bytes (bulk copies: the whole range).
+    pub width: u32,
+    /// [`AccessKind`] as u8.
+    pub kind: u8,
+    /// The shadow byte that failed the check.
+    pub shadow: u8,
+    pub reserved0: u16,
+    /// `slot + 1`, written last: a reader treats the record as complete only when it matches.
+    pub seq: u32,
+    pub reserved1: [u32; 3],
+}
+pub const ERROR_RECORD_SIZE: usize = 64;
+pub mod record_offset {
+    pub const ADDR: usize = 0;
+    pub const MODULE_ID: usize = 8;
+    pub const SITE_ID: usize = 12;
+    pub const CTAID: usize = 16;
+    pub const TID: usize = 28;
+    pub const WIDTH: usize = 40;
+    pub const KIND: usize = 44;
+    pub const SHADOW: usize = 45;
+    pub const SEQ: usize = 48;
+}
+
+/// Bytes of host-mapped memory needed for a ring of `capacity` records.
+pub const fn ring_bytes(capacity: u32) -> usize {
+    RING_RECORDS_OFFSET + capacity as usize * ERROR_RECORD_SIZE
+}
+
+// Layout invariants, checked at compile time.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<ControlBlock>() == CONTROL_BLOCK_SIZE);
+    assert!(offset_of!(ControlBlock, pool_base) == ctl_offset::POOL_BASE);
+    assert!(offset_of!(ControlBlock, pool_size) == ctl_offset::POOL_SIZE);
+    assert!(offset_of!(ControlBlock, shadow_base) == ctl_offset::SHADOW_BASE);
+    assert!(offset_of!(ControlBlock, ring) == ctl_offset::RING);
+    assert!(offset_of!(ControlBlock, flags) == ctl_offset::FLAGS);
+    assert!(offset_of!(ControlBlock, module_id) == ctl_offset::MODULE_ID);
+    assert!(size_of::<RingHeader>() == RING_HEADER_SIZE);
+    assert!(offset_of!(RingHeader, head) == ring_offset::HEAD);
+    assert!(offset_of!(RingHeader, capacity) == ring_offset::CAPACITY);
+    assert!(size_of::<ErrorRecord>() == ERROR_RECORD_SIZE);
+    assert!(offset_of!(ErrorRecord, addr) == record_offset::ADDR);
+    assert!(offset_of!(ErrorRecord, module_id) == record_offset::MODULE_ID);
+    assert!(offset_of!(ErrorRecord, site_id) == record_offset::SITE_ID);
+    assert!(offset_of!(ErrorRecord, ctaid) == record_offset::CTAID);
+    assert!(offset_of!(ErrorRecord, tid) == record_offset::TID);
+    assert!(offset_of!(ErrorRecord, width) == record_offset::WIDTH);
+    assert!(offset_of!(ErrorRecord, kind) == record_offset::KIND);
+    assert!(offset_of!(ErrorRecord, shadow) == record_offset::SHADOW);
+    assert!(offset_of!(ErrorRecord, seq) == record_offset::SEQ);
+};

@@ -1,0 +1,124 @@
+//! The GASan shadow encodings (one shadow byte per 128- or 256-byte granule), stated once here and
+//! used by the PTX generator (the check), the runtime (poisoning) and the property tests.
+//!
+//! * GASan-128 (scale 7): `s` = number of accessible leading bytes (0..=128). Bad iff `s <= off`.
+//! * GASan-256 (scale 8): `s = 0` inaccessible; `s = n != 0` means the first `n + 1` bytes are
+//!   accessible. Bad iff `s == 0 || s < off`. A granule with exactly one accessible byte cannot be
+//!   encoded, so [`Scale::encodable_size`] rounds such allocation sizes up by one byte.
+//!
+//! In both, `off = (addr & (granule - 1)) + width - 1`, and an access never spans two granules
+//! (allocations start granule-aligned and PTX accesses are naturally aligned, ≤ 16 bytes).
+
+/// Shadow scale: log2 of the granule size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scale {
+    /// GASan-128.
+    S7,
+    /// GASan-256.
+    S8,
+}
+
+impl Scale {
+    pub fn from_shift(shift: u32) -> Option<Self> {
+        match shift {
+            7 => Some(Self::S7),
+            8 => Some(Self::S8),
+            _ => None,
+        }
+    }
+    pub const fn shift(self) -> u32 {
+        match self {
+            Self::S7 => 7,
+            Self::S8 => 8,
+        }
+    }
+    pub const fn granule(self) -> u64 {
+        1 << self.shift()
+    }
+
+    /// Shadow byte of a granule whose first `accessible` bytes may be touched (clamped to the
+    /// granule). Under S8 a single accessible byte is encoded as two (see [`Self::encodable_size`]).
+    pub fn encode(self, accessible: u64) -> u8 {
+        let k = accessible.min(self.granule());
+        match self {
+            Self::S7 => k as u8,
+            Self::S8 => match k {
+                0 => 0,
+                1 => 1,
+                k => (k - 1) as u8,
+            },
+        }
+    }
+
+    /// Number of accessible leading bytes that shadow byte `s` grants.
+    pub fn accessible(self, s: u8) -> u64 {
+        match self {
+            Self::S7 => u64::from(s).min(128),
+            Self::S8 => {
+                if s == 0 {
+                    0
+                } else {
+                    u64::from(s) + 1
+                }
+            }
+        }
+    }
+
+    /// The check the instrumented code performs: is an access of `width` bytes at `addr`, whose
+    /// granule has shadow byte `s`, bad?
+    pub fn is_bad(self, s: u8, addr: u64, width: u32) -> bool {
+        let off = (addr & (self.granule() - 1)) + u64::from(width) - 1;
+        match self {
+            Self::S7 => u64::from(s) <= off,
+            Self::S8 => s == 0 || u64::from(s) < off,
+        }
+    }
+
+    /// Size the allocator must make accessible so that the encoding is exact: S8 cannot express a
+    /// last granule with one accessible byte, so such sizes grow by one (the documented blind spot).
+    pub fn encodable_size(self, size: u64) -> u64 {
+        match self {
+            Self::S8 if size % 256 == 1 => size + 1,
+            _ => size,
+        }
+    }
+
+    /// Number of shadow bytes covering `len` bytes of pool starting at a granule boundary.
+    pub fn shadow_len(self, len: u64) -> u64 {
+        len.div_ceil(self.granule())
+    }
+
+    /// Shadow bytes for a region of `len` bytes (granule-aligned start) whose first `size` bytes are
+    /// accessible and the rest (redzone) are not.
+    pub fn region_shadow(self, size: u64, len: u64) -> Vec<u8> {
+        let g = self.granule();
+        (0..self.shadow_len(len))
+            .map(|i| self.encode(size.saturating_sub(i * g)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s7_partial_granule() {
+        let s = Scale::S7.encode(100);
+        assert!(!Scale::S7.is_bad(s, 96, 4));
+        assert!(Scale::S7.is_bad(s, 100, 4));
+        assert!(Scale::S7.is_bad(Scale::S7.encode(0), 0, 1));
+        assert!(!Scale::S7.is_bad(Scale::S7.encode(128), 112, 16));
+    }
+
+    #[test]
+    fn s8_partial_granule() {
+        let s = Scale::S8.encode(100);
+        assert!(!Scale::S8.is_bad(s, 96, 4));
+        assert!(Scale::S8.is_bad(s, 100, 4));
+        assert!(!Scale::S8.is_bad(Scale::S8.encode(256), 240, 16));
+        assert!(Scale::S8.is_bad(0, 0, 1));
+        assert_eq!(Scale::S8.encodable_size(257), 258);
+        assert_eq!(Scale::S8.accessible(Scale::S8.encode(2)), 2);
+    }
+}

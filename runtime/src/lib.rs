@@ -1,0 +1,1 @@
+//! gasan-runtime (filled in by the runtime issue).

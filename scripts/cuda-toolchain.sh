@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the pinned CUDA 13.0 compiler toolchain from PyPI wheels into an ignored cache directory
+# and prints the CUDA root (bin/nvcc, bin/ptxas, include/, lib/). Idempotent: a second call only prints.
+# Usage: scripts/cuda-toolchain.sh [--print-root]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cache="${GASAN_CACHE:-$here/.cache}"
+root="$cache/cuda-13.0"
+stamp="$root/.installed-v1"
+pins=(
+  nvidia-cuda-nvcc==13.0.88
+  nvidia-cuda-runtime==13.0.96
+  nvidia-cuda-crt==13.0.88
+  nvidia-nvvm==13.0.88
+  nvidia-cuda-cccl==13.0.85
+)
+if [ ! -f "$stamp" ]; then
+  echo "gasan: installing pinned CUDA 13.0 toolchain into $root" >&2
+  site="$cache/cuda-wheels-site"
+  rm -rf "$site" "$root"
+  mkdir -p "$cache/wheels"
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "${pins[@]}" >&2
+  python3 -m pip install -q --no-deps --no-index --no-compile --target "$site" \
+    $(for p in "${pins[@]}"; do n=${p%%==*}; v=${p##*==}; ls "$cache/wheels/${n//-/_}-$v-"*.whl; done) >&2
+  # The wheels spread one CUDA tree over nvidia/cu13/{bin,include,lib,nvvm}; merge into one root.
+  src="$site/nvidia/cu13"
+  [ -d "$src" ] || src=$(dirname "$(find "$site" -name nvcc -type f | head -1)")/..
+  mkdir -p "$root"
+  cp -a "$src"/. "$root"/
+  chmod +x "$root"/bin/* "$root"/nvvm/bin/* 2>/dev/null || true
+  # nvcc looks for libcudart_static and libcudadevrt under lib64 too.
+  [ -e "$root/lib64" ] || ln -s lib "$root/lib64"
+  "$root/bin/nvcc" --version >/dev/null
+  rm -rf "$site"
+  touch "$stamp"
+fi
+echo "$root"

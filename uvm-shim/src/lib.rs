@@ -1,0 +1,1 @@
+//! gasan-uvm: GPU virtual-address pool (filled in by the uvm-shim issue).
