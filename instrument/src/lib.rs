@@ -3,7 +3,11 @@
 //!
 //! Public API (kept small; the runtime uses only these):
 //! * [`abi`]: control-block and error-ring layouts shared with the runtime;
-//! * [`shadow`]: the GASan-128/256 encodings.
+//! * [`shadow`]: the GASan-128/256 encodings;
+//! * [`container`]: fatbin / ELF / PTX image reader;
+//! * [`ptx`]: the PTX rewriter, site table and statistics.
 
 pub mod abi;
+pub mod container;
+pub mod ptx;
 pub mod shadow;

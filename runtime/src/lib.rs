@@ -1,1 +1,6 @@
-//! gasan-runtime (filled in by the runtime issue).
+//! gasan-runtime: the preloaded library (driver-API interposition, allocator, shadow poisoning,
+//! module loading, error ring, reports) and the gasan-run launcher.
+
+pub mod allocator;
+pub mod options;
+pub mod report;

@@ -1,0 +1,1 @@
+//! Fatbinary, ELF and PTX image reader.

@@ -1,0 +1,1 @@
+//! PTX rewriter: shadow checks, slow path, site table, check elimination.

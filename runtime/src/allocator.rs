@@ -1,0 +1,1 @@
+//! Device allocator: slabs with redzones, large allocations with guard gaps, quarantine.

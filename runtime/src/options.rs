@@ -1,0 +1,1 @@
+//! Options (GASAN_OPTIONS and gasan-run flags), by ASan names.

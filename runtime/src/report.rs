@@ -1,0 +1,1 @@
+//! ASan-style reports (text and JSON).
