@@ -1,0 +1,96 @@
+//! gasan-ptx: list and extract fatbinary entries, instrument PTX, print instrumentation statistics.
+
+use clap::{Parser, Subcommand};
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+use gasan_instrument::shadow::Scale;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "gasan-ptx", version, about = "gasan PTX instrumenter and fatbinary reader")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List the fatbinary entries of an executable, shared library or fatbin; extract them with -o.
+    Extract {
+        input: PathBuf,
+        /// Directory to write every entry into (decompressed).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
+    /// Insert shadow checks into a PTX module.
+    Instrument {
+        input: PathBuf,
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Shadow scale: 7 (GASan-128) or 8 (GASan-256).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(7..=8))]
+        scale: u32,
+        /// Disable check elimination.
+        #[arg(long)]
+        no_opt: bool,
+        /// Write the site table (JSON) here.
+        #[arg(long)]
+        sites: Option<PathBuf>,
+    },
+    /// Accesses found, checked, eliminated and skipped (by reason), per kernel.
+    Stats {
+        input: PathBuf,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(7..=8))]
+        scale: u32,
+        #[arg(long)]
+        no_opt: bool,
+    },
+}
+
+fn read_ptx(p: &PathBuf) -> Result<String, String> {
+    std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.cmd {
+        Cmd::Extract { input, out } => {
+            let listing = gasan_instrument::container::extract_command(&input, out.as_deref()).map_err(|e| e.to_string())?;
+            print!("{listing}");
+            Ok(())
+        }
+        Cmd::Instrument { input, out, scale, no_opt, sites } => {
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt };
+            let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
+            std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            if let Some(s) = sites {
+                std::fs::write(&s, r.sites.to_json()).map_err(|e| format!("cannot write {}: {e}", s.display()))?;
+            }
+            let t = r.stats.total();
+            eprintln!("gasan-ptx: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown);
+            Ok(())
+        }
+        Cmd::Stats { input, scale, no_opt } => {
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt };
+            let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
+            println!("{:<48} {:>6} {:>8} {:>10} {:>8}  skipped", "function", "found", "checked", "eliminated", "unknown");
+            for (name, f) in r.stats.functions.iter().chain(std::iter::once((&"TOTAL".to_string(), &r.stats.total()))) {
+                let skipped: Vec<String> = f.skipped.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!("{:<48} {:>6} {:>8} {:>10} {:>8}  {}", name, f.found, f.checked, f.eliminated, f.unknown, skipped.join(" "));
+            }
+            for (op, n) in &r.stats.unknown_opcodes {
+                println!("unknown opcode {op}: {n}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gasan-ptx: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! PTX rewriter: shadow checks, slow path, site table, check elimination.

@@ -1,0 +1,377 @@
+//! Recognition of memory instructions: which statements touch global memory, where their address
+//! operand is, how wide they are, and whether they read, write or both.
+
+use crate::abi::AccessKind;
+
+/// Why a memory-like statement gets no check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum SkipReason {
+    /// `.shared`, `.local`, `.param`, `.const` state space.
+    NotGlobalSpace,
+    /// `[var]` of a module-scope variable: never pool memory.
+    ModuleVariable,
+    /// `prefetch`, `prefetchu`, `cp.async.bulk.prefetch`: hints that never fault.
+    Prefetch,
+    /// TMA tensor copies: validated on the host when the tensor map is encoded.
+    Tensor,
+    /// `multimem.*`: multicast addresses outside the pool.
+    Multicast,
+    /// Opcodes that address shared memory, registers, textures or tensor memory only.
+    NonGlobalOpcode,
+}
+
+/// Where the address of a checked access comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AddrBase {
+    Reg(String),
+    Imm(u64),
+}
+
+/// The width of a checked access.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Width {
+    Fixed(u32),
+    /// Bulk copies: first and last byte of a register-sized range are checked.
+    Reg(String),
+}
+
+/// A global or generic access that gets a check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub base: AddrBase,
+    pub offset: i64,
+    pub width: Width,
+    pub kind: AccessKind,
+    /// Destination registers of a load or atomic (zeroed when recover mode skips the access).
+    pub dests: Vec<String>,
+    /// Bulk range: check the first and the last byte instead of one access.
+    pub bulk: bool,
+    /// `cp.async` with a register `src-size`: a zero size copies nothing (zero fill) and is not checked.
+    pub guard_nonzero: Option<String>,
+}
+
+/// Classification of one statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Classified {
+    NotMemory,
+    Check(Access),
+    Skip(SkipReason),
+    /// Looks like a memory instruction but is not understood: left alone and counted.
+    Unknown(String),
+}
+
+/// A statement split into its parts: `@%p opcode operands;`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instr<'a> {
+    /// The guard predicate including `!`, e.g. `%p1` or `!%p1`.
+    pub guard: Option<&'a str>,
+    pub opcode: &'a str,
+    pub operands: Vec<&'a str>,
+}
+
+/// Splits a statement (without the trailing `;`) into guard, opcode and top-level operands.
+pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
+    let mut s = stmt.trim();
+    let mut guard = None;
+    if let Some(rest) = s.strip_prefix('@') {
+        let end = rest.find(char::is_whitespace)?;
+        guard = Some(&rest[..end]);
+        s = rest[end..].trim_start();
+    }
+    let end = s.find(char::is_whitespace).unwrap_or(s.len());
+    let opcode = &s[..end];
+    if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    Some(Instr { guard, opcode, operands: split_operands(&s[end..]) })
+}
+
+/// Splits on commas that are not inside `[]`, `{}` or `()`.
+fn split_operands(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' | '{' | '(' => depth += 1,
+            ']' | '}' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = s[start..].trim();
+    if !last.is_empty() {
+        out.push(last);
+    }
+    out
+}
+
+const SPACES_NOT_GLOBAL: &[&str] = &["shared", "local", "param", "const"];
+
+/// Opcodes that take a bracketed operand but never address global memory.
+const NON_GLOBAL_OPCODES: &[&str] = &[
+    "ldmatrix", "stmatrix", "mbarrier", "tex", "tld4", "suld", "sust", "sured", "suq", "txq", "wgmma",
+    "tcgen05", "applypriority", "discard", "createpolicy", "isspacep", "cvta", "mapa", "getctarank",
+    "tensormap", "elect", "setmaxnreg", "st.async", "red.async", "barrier", "bar", "call", "istypep",
+    "clusterlaunchcontrol", "movmatrix",
+];
+
+fn type_size(q: &str) -> Option<u32> {
+    Some(match q {
+        "b8" | "u8" | "s8" => 1,
+        "b16" | "u16" | "s16" | "f16" | "bf16" | "e4m3x2" | "e5m2x2" => 2,
+        "b32" | "u32" | "s32" | "f32" | "f16x2" | "bf16x2" | "tf32" => 4,
+        "b64" | "u64" | "s64" | "f64" => 8,
+        "b128" => 16,
+        _ => return None,
+    })
+}
+
+/// Parses `[reg]`, `[reg+imm]`, `[reg+-imm]`, `[var]`, `[var+imm]`, `[imm]`.
+/// Returns `Err(())` for a module variable.
+fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
+    let inner = op.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    let (base, off) = match inner.find('+') {
+        Some(p) => (inner[..p].trim(), inner[p + 1..].trim()),
+        None => match inner.rfind('-') {
+            Some(p) if p > 0 => (inner[..p].trim(), &inner[p..]),
+            _ => (inner, ""),
+        },
+    };
+    let offset = if off.is_empty() { 0 } else { parse_int(off)? };
+    if base.starts_with('%') {
+        Some(Ok((AddrBase::Reg(base.to_string()), offset)))
+    } else if let Some(v) = parse_int(base) {
+        Some(Ok((AddrBase::Imm(v as u64), offset)))
+    } else if base.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '$') {
+        Some(Err(()))
+    } else {
+        None
+    }
+}
+
+pub(crate) fn parse_int(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r.trim()),
+        None => (false, s),
+    };
+    let s = s.strip_suffix('U').unwrap_or(s);
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok().or_else(|| u64::from_str_radix(h, 16).ok().map(|v| v as i64))?
+    } else {
+        s.parse::<i64>().ok()?
+    };
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+fn dest_regs(op: &str) -> Vec<String> {
+    let op = op.trim();
+    if let Some(inner) = op.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+        inner.split(',').map(str::trim).filter(|r| r.starts_with('%')).map(String::from).collect()
+    } else if op.starts_with('%') {
+        // `%r1|%p1` style dual destinations do not occur for loads; keep the first.
+        vec![op.split('|').next().unwrap_or(op).to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Classifies one instruction.
+pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
+    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    let head = quals[0];
+    let has = |q: &str| quals.iter().any(|x| *x == q || x.starts_with(&format!("{q}::")));
+    let dotted2 = quals.iter().take(2).copied().collect::<Vec<_>>().join(".");
+    let _ = global_vars_ok;
+
+    match head {
+        "prefetch" | "prefetchu" => return Classified::Skip(SkipReason::Prefetch),
+        "multimem" => return Classified::Skip(SkipReason::Multicast),
+        _ => {}
+    }
+    if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2.as_str()) {
+        return Classified::Skip(SkipReason::NonGlobalOpcode);
+    }
+
+    match head {
+        "ld" | "ldu" | "st" | "atom" | "red" => {
+            if SPACES_NOT_GLOBAL.iter().any(|s| has(s)) {
+                return Classified::Skip(SkipReason::NotGlobalSpace);
+            }
+            let vec = quals.iter().find_map(|q| q.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())).unwrap_or(1);
+            let Some(ty) = quals.iter().rev().find_map(|q| type_size(q)) else {
+                return Classified::Unknown(ins.opcode.to_string());
+            };
+            let (addr_idx, kind) = match head {
+                "ld" | "ldu" => (1, AccessKind::Read),
+                "st" => (0, AccessKind::Write),
+                "red" => (0, AccessKind::Write),
+                _ => (1, AccessKind::Atomic),
+            };
+            let Some(op) = ins.operands.get(addr_idx) else {
+                return Classified::Unknown(ins.opcode.to_string());
+            };
+            let (base, offset) = match parse_address(op) {
+                Some(Ok(a)) => a,
+                Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
+                None => return Classified::Unknown(ins.opcode.to_string()),
+            };
+            let dests = if addr_idx == 1 { dest_regs(ins.operands[0]) } else { Vec::new() };
+            Classified::Check(Access {
+                base,
+                offset,
+                width: Width::Fixed(vec * ty),
+                kind,
+                dests,
+                bulk: false,
+                guard_nonzero: None,
+            })
+        }
+        "cp" | "cp.reduce" => classify_copy(ins, &quals),
+        _ => {
+            if ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
+                Classified::Unknown(ins.opcode.to_string())
+            } else {
+                Classified::NotMemory
+            }
+        }
+    }
+}
+
+fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
+    // cp.async.ca.shared.global [dst], [src], cp-size{, src-size}
+    // cp.async.bulk.<dst>.<src>... [dst], [src], size ...
+    // cp.reduce.async.bulk.<dst>.<src>... [dst], [src], size
+    if quals.get(1) != Some(&"async") && quals.get(1) != Some(&"reduce") {
+        return Classified::Unknown(ins.opcode.to_string());
+    }
+    if quals.contains(&"prefetch") {
+        return Classified::Skip(SkipReason::Prefetch);
+    }
+    if quals.contains(&"tensor") {
+        return Classified::Skip(SkipReason::Tensor);
+    }
+    let is_bulk = quals.contains(&"bulk");
+    if !is_bulk && quals.len() <= 2 {
+        // cp.async.commit_group / wait_group / wait_all carry no address.
+        return Classified::NotMemory;
+    }
+    if !is_bulk && matches!(quals.get(2), Some(q) if q.starts_with("commit") || q.starts_with("wait") || q.starts_with("mbarrier")) {
+        return Classified::NotMemory;
+    }
+    if is_bulk && matches!(quals.last(), Some(q) if q.starts_with("commit") || q.starts_with("wait")) {
+        return Classified::NotMemory;
+    }
+    // The first two state spaces after the opcode name are dst then src.
+    let spaces: Vec<&str> = quals
+        .iter()
+        .filter(|q| q.starts_with("global") || q.starts_with("shared"))
+        .copied()
+        .collect();
+    let Some(global_pos) = spaces.iter().take(2).position(|q| q.starts_with("global")) else {
+        return Classified::Skip(SkipReason::NotGlobalSpace);
+    };
+    let Some(op) = ins.operands.get(global_pos) else {
+        return Classified::Unknown(ins.opcode.to_string());
+    };
+    let (base, offset) = match parse_address(op) {
+        Some(Ok(a)) => a,
+        Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
+        None => return Classified::Unknown(ins.opcode.to_string()),
+    };
+    let kind = if global_pos == 0 { AccessKind::Write } else { AccessKind::Read };
+    let size_op = ins.operands.get(2).map(|s| s.trim()).unwrap_or("");
+    if is_bulk {
+        let width = match parse_int(size_op) {
+            Some(n) if n > 0 => Width::Fixed(n as u32),
+            _ if size_op.starts_with('%') => Width::Reg(size_op.to_string()),
+            _ => return Classified::Unknown(ins.opcode.to_string()),
+        };
+        return Classified::Check(Access { base, offset, width, kind, dests: vec![], bulk: true, guard_nonzero: None });
+    }
+    let Some(cp_size) = parse_int(size_op).filter(|n| (1..=16).contains(n)) else {
+        return Classified::Unknown(ins.opcode.to_string());
+    };
+    let mut width = cp_size as u32;
+    let mut guard_nonzero = None;
+    if let Some(src_size) = ins.operands.get(3).map(|s| s.trim()) {
+        if let Some(n) = parse_int(src_size) {
+            if n == 0 {
+                return Classified::NotMemory;
+            }
+            width = (n as u32).min(width);
+        } else if src_size.starts_with('%') {
+            guard_nonzero = Some(src_size.to_string());
+        }
+    }
+    Classified::Check(Access { base, offset, width: Width::Fixed(width), kind, dests: vec![], bulk: false, guard_nonzero })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(s: &str) -> Classified {
+        classify(&split_instr(s).unwrap(), true)
+    }
+
+    #[test]
+    fn loads_and_stores() {
+        match c("ld.global.nc.v4.f32 {%f1,%f2,%f3,%f4}, [%rd3]") {
+            Classified::Check(a) => {
+                assert_eq!(a.width, Width::Fixed(16));
+                assert_eq!(a.dests.len(), 4);
+                assert_eq!(a.kind, AccessKind::Read);
+            }
+            o => panic!("{o:?}"),
+        }
+        match c("st.global.f32 [%rd10+-8], %f3") {
+            Classified::Check(a) => {
+                assert_eq!(a.offset, -8);
+                assert_eq!(a.kind, AccessKind::Write);
+            }
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(c("ld.shared.f32 %f5, [%r9+-64]"), Classified::Skip(SkipReason::NotGlobalSpace));
+        assert_eq!(c("ld.param.u64 %rd1, [x_param_0]"), Classified::Skip(SkipReason::NotGlobalSpace));
+        assert_eq!(c("ld.global.u32 %r1, [gvar+4]"), Classified::Skip(SkipReason::ModuleVariable));
+        assert!(matches!(c("atom.global.add.u32 %r6, [%rd9], 1"), Classified::Check(Access { kind: AccessKind::Atomic, .. })));
+        assert!(matches!(c("ld.u8 %rs1, [%rd1]"), Classified::Check(Access { width: Width::Fixed(1), .. })));
+        assert_eq!(c("prefetch.global.L2 [%rd1]"), Classified::Skip(SkipReason::Prefetch));
+        assert_eq!(c("add.s64 %rd5, %rd1, %rd4"), Classified::NotMemory);
+        assert_eq!(c("cp.async.commit_group"), Classified::NotMemory);
+    }
+
+    #[test]
+    fn async_copies() {
+        match c("cp.async.ca.shared.global [%r1], [%rd1], 4, 4") {
+            Classified::Check(a) => {
+                assert_eq!(a.base, AddrBase::Reg("%rd1".into()));
+                assert_eq!(a.width, Width::Fixed(4));
+            }
+            o => panic!("{o:?}"),
+        }
+        match c("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], %r3") {
+            Classified::Check(a) => {
+                assert!(a.bulk);
+                assert_eq!(a.kind, AccessKind::Write);
+                assert_eq!(a.width, Width::Reg("%r3".into()));
+            }
+            o => panic!("{o:?}"),
+        }
+        match c("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd2], 256, [%r4]") {
+            Classified::Check(a) => {
+                assert_eq!(a.base, AddrBase::Reg("%rd2".into()));
+                assert_eq!(a.kind, AccessKind::Read);
+            }
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(
+            c("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]"),
+            Classified::Skip(SkipReason::Tensor)
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! PTX text that the rewriter emits: the module prelude (control block + slow path) and the check
+//! around one access. Every emitted line ends with the [`super::MARKER`] comment.
+
+use super::access::{AddrBase, Access, Instr, Width};
+use super::Header;
+use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
+use crate::shadow::Scale;
+use std::fmt::Write;
+
+const M: &str = super::MARKER;
+
+/// Control block and slow path, inserted after the module header.
+pub(super) fn prelude(scale: Scale, header: &Header) -> String {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    let fence = if header.target_sm >= 70 && header.version >= (6, 0) { "fence.sc.sys;" } else { "membar.sys;" };
+    let mut s = String::new();
+    let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
+    let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {M}");
+    let _ = writeln!(
+        s,
+        ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {M}"
+    );
+    let body = [
+        "{".to_string(),
+        ".reg .b64 %ra<6>;".into(),
+        ".reg .b32 %rr<12>;".into(),
+        ".reg .pred %rp<3>;".into(),
+        "ld.param.u64 %ra0, [gasan_addr];".into(),
+        "ld.param.u32 %rr0, [gasan_width];".into(),
+        "ld.param.u32 %rr1, [gasan_kind];".into(),
+        "ld.param.u32 %rr2, [gasan_site];".into(),
+        "ld.param.u32 %rr3, [gasan_shadow];".into(),
+        format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::RING),
+        "setp.eq.u64 %rp0, %ra1, 0;".into(),
+        "@%rp0 bra $gasan_rec_done;".into(),
+        format!("atom.global.add.u32 %rr4, [%ra1+{}], 1;", ring_offset::HEAD),
+        format!("ld.volatile.global.u32 %rr5, [%ra1+{}];", ring_offset::CAPACITY),
+        "setp.ge.u32 %rp1, %rr4, %rr5;".into(),
+        "@%rp1 bra $gasan_rec_done;".into(),
+        format!("mul.wide.u32 %ra2, %rr4, {ERROR_RECORD_SIZE};"),
+        "add.s64 %ra2, %ra2, %ra1;".into(),
+        format!("add.s64 %ra2, %ra2, {RING_RECORDS_OFFSET};"),
+        format!("st.volatile.global.u64 [%ra2+{}], %ra0;", record_offset::ADDR),
+        format!("ld.const.u32 %rr6, [{ctl}+{}];", ctl_offset::MODULE_ID),
+        format!("st.volatile.global.u32 [%ra2+{}], %rr6;", record_offset::MODULE_ID),
+        format!("st.volatile.global.u32 [%ra2+{}], %rr2;", record_offset::SITE_ID),
+        "mov.u32 %rr7, %ctaid.x;".into(),
+        "mov.u32 %rr8, %ctaid.y;".into(),
+        "mov.u32 %rr9, %ctaid.z;".into(),
+        format!("st.volatile.global.v2.u32 [%ra2+{}], {{%rr7, %rr8}};", record_offset::CTAID),
+        format!("st.volatile.global.u32 [%ra2+{}], %rr9;", record_offset::CTAID + 8),
+        "mov.u32 %rr7, %tid.x;".into(),
+        "mov.u32 %rr8, %tid.y;".into(),
+        "mov.u32 %rr9, %tid.z;".into(),
+        format!("st.volatile.global.u32 [%ra2+{}], %rr7;", record_offset::TID),
+        format!("st.volatile.global.v2.u32 [%ra2+{}], {{%rr8, %rr9}};", record_offset::TID + 4),
+        format!("st.volatile.global.u32 [%ra2+{}], %rr0;", record_offset::WIDTH),
+        format!("st.volatile.global.u8 [%ra2+{}], %rr1;", record_offset::KIND),
+        format!("st.volatile.global.u8 [%ra2+{}], %rr3;", record_offset::SHADOW),
+        fence.into(),
+        "add.u32 %rr10, %rr4, 1;".into(),
+        format!("st.volatile.global.u32 [%ra2+{}], %rr10;", record_offset::SEQ),
+        fence.into(),
+        "$gasan_rec_done:".into(),
+        format!("ld.const.u64 %ra3, [{ctl}+{}];", ctl_offset::FLAGS),
+        format!("and.b64 %ra3, %ra3, {FLAG_RECOVER};"),
+        "setp.eq.u64 %rp2, %ra3, 0;".into(),
+        "@%rp2 trap;".into(),
+        "mov.u32 %rr11, 1;".into(),
+        "st.param.b32 [gasan_ret], %rr11;".into(),
+        "ret;".into(),
+        "}".into(),
+    ];
+    for l in body {
+        let _ = writeln!(s, "{l} {M}");
+    }
+    s
+}
+
+/// Key for check elimination: same guard, same address expression.
+pub(super) fn check_key(ins: &Instr<'_>, a: &Access) -> Option<String> {
+    if a.bulk || a.guard_nonzero.is_some() {
+        return None;
+    }
+    let base = match &a.base {
+        AddrBase::Reg(r) => r.clone(),
+        AddrBase::Imm(v) => format!("#{v}"),
+    };
+    Some(format!("{}|{}|{}", ins.guard.unwrap_or(""), base, a.offset))
+}
+
+/// Does elimination key `k` depend on register `reg`?
+pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
+    k.split('|').any(|p| p == reg || p.trim_start_matches('!') == reg)
+}
+
+/// One probe: check `len` bytes (`1` for bulk range ends) at the address in `addr_reg`.
+fn probe(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    out.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
+    out.push(format!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
+    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
+    out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
+    if let Some(g) = guard {
+        out.push(format!("and.pred %gsp0, %gsp0, {g};"));
+    }
+    out.push(format!("shr.u64 %gsa3, %gsa1, {};", scale.shift()));
+    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+    out.push("add.s64 %gsa3, %gsa3, %gsa2;".into());
+    out.push("mov.u32 %gsr0, 0;".into());
+    out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa3];".into());
+    out.push(format!("cvt.u32.u64 %gsr1, {addr_reg};"));
+    out.push(format!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
+    out.push(format!("add.u32 %gsr1, %gsr1, {};", check_width - 1));
+    match scale {
+        Scale::S7 => out.push("setp.le.u32 %gsp1, %gsr0, %gsr1;".into()),
+        Scale::S8 => {
+            out.push("setp.lt.u32 %gsp1, %gsr0, %gsr1;".into());
+            out.push("setp.eq.u32 %gsp2, %gsr0, 0;".into());
+            out.push("or.pred %gsp1, %gsp1, %gsp2;".into());
+        }
+    }
+    out.push("and.pred %gsp1, %gsp1, %gsp0;".into());
+    out.push("mov.u32 %gsr2, 0;".into());
+    out.push(format!(
+        "@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"
+    ));
+    out.push("or.b32 %gsr3, %gsr3, %gsr2;".into());
+}
+
+/// The original statement wrapped in its check.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn checked_statement(
+    scale: Scale,
+    ins: &Instr<'_>,
+    a: &Access,
+    dest_types: &[Option<String>],
+    original: &str,
+    indent: &str,
+    site: u32,
+    label: u32,
+) -> String {
+    let mut v: Vec<String> = vec![
+        "{".into(),
+        ".reg .b64 %gsa<6>;".into(),
+        ".reg .b32 %gsr<4>;".into(),
+        ".reg .pred %gsp<5>;".into(),
+    ];
+    // Address of the first byte.
+    match &a.base {
+        AddrBase::Reg(r) if a.offset == 0 => v.push(format!("mov.b64 %gsa0, {r};")),
+        AddrBase::Reg(r) => v.push(format!("add.s64 %gsa0, {r}, {};", a.offset)),
+        AddrBase::Imm(x) => v.push(format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64))),
+    }
+    // Guard: the access's own predicate, and a nonzero cp.async src-size.
+    let mut guard = None;
+    if let Some(g) = ins.guard {
+        if let Some(neg) = g.strip_prefix('!') {
+            v.push(format!("not.pred %gsp3, {neg};"));
+        } else {
+            v.push(format!("mov.pred %gsp3, {g};"));
+        }
+        guard = Some("%gsp3");
+    }
+    if let Some(r) = &a.guard_nonzero {
+        v.push(format!("setp.ne.u32 %gsp4, {r}, 0;"));
+        if guard.is_some() {
+            v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
+        } else {
+            v.push("mov.pred %gsp3, %gsp4;".into());
+            guard = Some("%gsp3");
+        }
+    }
+    v.push("mov.u32 %gsr3, 0;".into());
+    let kind = a.kind as u8;
+    match (&a.width, a.bulk) {
+        (Width::Fixed(w), false) => probe(&mut v, scale, "%gsa0", *w, &w.to_string(), kind, site, guard),
+        (width, _) => {
+            // Bulk range: first and last byte.
+            let size = match width {
+                Width::Fixed(w) => {
+                    v.push(format!("mov.b64 %gsa5, {};", u64::from(*w)));
+                    w.to_string()
+                }
+                Width::Reg(r) => {
+                    v.push(format!("cvt.u64.u32 %gsa5, {r};"));
+                    r.clone()
+                }
+            };
+            probe(&mut v, scale, "%gsa0", 1, &size, kind, site, guard);
+            v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
+            v.push("sub.s64 %gsa4, %gsa4, 1;".into());
+            probe(&mut v, scale, "%gsa4", 1, &size, kind, site, guard);
+        }
+    }
+    v.push("setp.ne.u32 %gsp2, %gsr3, 0;".into());
+    v.push(format!("@%gsp2 bra $gasan_skip_{label};"));
+
+    let mut s = String::new();
+    for l in &v {
+        let _ = writeln!(s, "{indent}{l} {M}");
+    }
+    let _ = writeln!(s, "{indent}{original}");
+    let zeroing: Vec<String> = a
+        .dests
+        .iter()
+        .zip(dest_types)
+        .filter_map(|(d, ty)| {
+            let bits = ty.as_deref().and_then(super::type_bits).unwrap_or(32);
+            (ty.as_deref() != Some("pred")).then(|| format!("mov.b{bits} {d}, 0;"))
+        })
+        .collect();
+    if zeroing.is_empty() {
+        let _ = writeln!(s, "{indent}$gasan_skip_{label}: {M}");
+    } else {
+        let _ = writeln!(s, "{indent}bra.uni $gasan_done_{label}; {M}");
+        let _ = writeln!(s, "{indent}$gasan_skip_{label}: {M}");
+        for z in zeroing {
+            let _ = writeln!(s, "{indent}{z} {M}");
+        }
+        let _ = writeln!(s, "{indent}$gasan_done_{label}: {M}");
+    }
+    let _ = writeln!(s, "{indent}}} {M}");
+    s
+}

@@ -1,0 +1,553 @@
+//! PTX rewriter: inserts a shadow check before every access that can touch global memory.
+//!
+//! A line-level rewriter: every statement that is not a global/generic memory access passes through
+//! byte-identical (directives, `.loc`, comments, labels). A checked access becomes
+//!
+//! ```text
+//! { .reg ...;  <range test against the pool, shadow load, encoding test>
+//!   @bad call (skip), __gasan_report, (...);
+//!   @skip bra SKIP;   <original statement, unchanged>   ...   SKIP: }
+//! ```
+//!
+//! The control block `__gasan_ctl` and the slow path `__gasan_report` are added after the module
+//! header (see [`crate::abi`]).
+
+mod access;
+mod emit;
+mod sites;
+
+pub use access::SkipReason;
+pub use sites::{Site, SiteTable, SourceLoc};
+
+use crate::shadow::Scale;
+use access::{classify, split_instr, Classified};
+use std::collections::{BTreeMap, HashMap};
+
+/// Options of one instrumentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstrumentOptions {
+    pub scale: Scale,
+    /// Check elimination (drop checks dominated by an identical one in the same basic block).
+    pub optimize: bool,
+}
+
+impl Default for InstrumentOptions {
+    fn default() -> Self {
+        Self { scale: Scale::S8, optimize: true }
+    }
+}
+
+/// Errors of the rewriter. The input is never partially trusted: any error means "load the original".
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PtxError {
+    #[error("not PTX text: no .version directive")]
+    NoVersion,
+    #[error("unsupported PTX version {0} (gasan needs 6.0 or newer)")]
+    UnsupportedVersion(String),
+    #[error("unsupported .address_size {0} (gasan checks 64-bit addressing only)")]
+    AddressSize(String),
+    #[error("module already instrumented by gasan")]
+    AlreadyInstrumented,
+    #[error("unbalanced braces at line {0}")]
+    Unbalanced(usize),
+    #[error("address register {reg} at line {line} is not a 64-bit register")]
+    AddressRegister { reg: String, line: usize },
+}
+
+/// Per-kernel (per-function) counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FunctionStats {
+    /// Global or generic accesses found.
+    pub found: u32,
+    /// Checks emitted.
+    pub checked: u32,
+    /// Checks dropped by elimination.
+    pub eliminated: u32,
+    pub skipped: BTreeMap<String, u32>,
+    /// Memory-like statements not understood (left alone).
+    pub unknown: u32,
+}
+
+/// Whole-module counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Stats {
+    pub functions: BTreeMap<String, FunctionStats>,
+    pub unknown_opcodes: BTreeMap<String, u32>,
+}
+
+impl Stats {
+    pub fn total(&self) -> FunctionStats {
+        let mut t = FunctionStats::default();
+        for f in self.functions.values() {
+            t.found += f.found;
+            t.checked += f.checked;
+            t.eliminated += f.eliminated;
+            t.unknown += f.unknown;
+            for (k, v) in &f.skipped {
+                *t.skipped.entry(k.clone()).or_default() += v;
+            }
+        }
+        t
+    }
+}
+
+/// Result of instrumenting one PTX module.
+#[derive(Clone, Debug)]
+pub struct Instrumented {
+    pub ptx: String,
+    pub sites: SiteTable,
+    pub stats: Stats,
+}
+
+/// Marker comment on every line the rewriter adds (lets tests strip them and compare).
+pub const MARKER: &str = "//gasan";
+
+/// Instruments a PTX module.
+pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
+    Rewriter::new(ptx, *opts)?.run()
+}
+
+struct Header {
+    /// Byte offset just after the `.address_size` line (or `.target` line): where the control
+    /// block and slow path go.
+    insert_at: usize,
+    version: (u32, u32),
+    target_sm: u32,
+}
+
+fn parse_header(ptx: &str) -> Result<Header, PtxError> {
+    let mut version = None;
+    let mut target_sm = 0;
+    let mut insert_at = None;
+    let mut offset = 0;
+    for line in ptx.split_inclusive('\n') {
+        let t = strip_comment(line).trim();
+        let end = offset + line.len();
+        offset = end;
+        if let Some(v) = t.strip_prefix(".version") {
+            let v = v.trim();
+            let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(v.into()))?;
+            let parsed = (maj.trim().parse().ok(), min.trim().parse().ok());
+            match parsed {
+                (Some(a), Some(b)) => version = Some((a, b)),
+                _ => return Err(PtxError::UnsupportedVersion(v.into())),
+            }
+            insert_at = Some(end);
+        } else if let Some(t) = t.strip_prefix(".target") {
+            for part in t.split(',') {
+                if let Some(sm) = part.trim().strip_prefix("sm_") {
+                    target_sm = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0);
+                }
+            }
+            insert_at = Some(end);
+        } else if let Some(a) = t.strip_prefix(".address_size") {
+            if a.trim() != "64" {
+                return Err(PtxError::AddressSize(a.trim().into()));
+            }
+            insert_at = Some(end);
+            break;
+        } else if t.starts_with(".entry")
+            || t.starts_with(".visible")
+            || t.starts_with(".func")
+            || t.starts_with(".global")
+            || t.starts_with(".extern")
+            || t.starts_with(".weak")
+        {
+            break;
+        }
+    }
+    let version = version.ok_or(PtxError::NoVersion)?;
+    if version < (6, 0) {
+        return Err(PtxError::UnsupportedVersion(format!("{}.{}", version.0, version.1)));
+    }
+    Ok(Header { insert_at: insert_at.unwrap_or(0), version, target_sm })
+}
+
+/// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
+fn strip_comment(line: &str) -> &str {
+    match line.find("//") {
+        Some(p) if !line[..p].contains('"') => &line[..p],
+        _ => line,
+    }
+}
+
+/// Function-level state while scanning.
+struct FuncState {
+    name: String,
+    depth_at_open: i32,
+    reg_types: RegTypes,
+    /// Checks already emitted in the current basic block: key → widest width.
+    block_checks: HashMap<String, u32>,
+}
+
+/// Declared register types of the current function: `%r<5>` ranges and explicit names.
+#[derive(Default)]
+struct RegTypes {
+    prefixes: HashMap<String, String>,
+    names: HashMap<String, String>,
+}
+
+impl RegTypes {
+    fn declare(&mut self, decl: &str) {
+        // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
+        let mut parts = decl.split_whitespace();
+        parts.next(); // .reg
+        let Some(ty) = parts.next() else { return };
+        let ty = ty.trim_start_matches('.').to_string();
+        let rest: String = parts.collect::<Vec<_>>().join(" ");
+        for name in rest.split(',') {
+            let name = name.trim();
+            if let Some(p) = name.find('<') {
+                self.prefixes.insert(name[..p].to_string(), ty.clone());
+            } else if !name.is_empty() {
+                self.names.insert(name.to_string(), ty.clone());
+            }
+        }
+    }
+    fn type_of(&self, reg: &str) -> Option<&str> {
+        if let Some(t) = self.names.get(reg) {
+            return Some(t);
+        }
+        let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
+        self.prefixes.get(prefix).map(String::as_str)
+    }
+}
+
+pub(crate) fn type_bits(ty: &str) -> Option<u32> {
+    let digits: String = ty.chars().skip(1).take_while(|c| c.is_ascii_digit()).collect();
+    match ty {
+        "pred" => None,
+        _ => digits.parse().ok().filter(|b| [8, 16, 32, 64, 128].contains(b)),
+    }
+}
+
+struct Rewriter<'a> {
+    src: &'a str,
+    opts: InstrumentOptions,
+    header: Header,
+    out: String,
+    sites: SiteTable,
+    stats: Stats,
+    next_label: u32,
+}
+
+impl<'a> Rewriter<'a> {
+    fn new(src: &'a str, opts: InstrumentOptions) -> Result<Self, PtxError> {
+        if src.contains(crate::abi::CONTROL_BLOCK_SYMBOL) {
+            return Err(PtxError::AlreadyInstrumented);
+        }
+        let header = parse_header(src)?;
+        Ok(Self {
+            src,
+            opts,
+            header,
+            out: String::with_capacity(src.len() * 2),
+            sites: SiteTable::default(),
+            stats: Stats::default(),
+            next_label: 0,
+        })
+    }
+
+    fn run(mut self) -> Result<Instrumented, PtxError> {
+        let (head, body) = self.src.split_at(self.header.insert_at);
+        self.out.push_str(head);
+        if !head.ends_with('\n') && !head.is_empty() {
+            self.out.push('\n');
+        }
+        self.out.push_str(&emit::prelude(self.opts.scale, &self.header));
+
+        let mut depth = 0i32;
+        let mut func: Option<FuncState> = None;
+        let mut pending_name: Option<String> = None;
+        let mut in_block_comment = false;
+        let mut loc: Option<(u32, u32, u32)> = None;
+        let base_line = head.matches('\n').count();
+
+        for (i, line) in body.split_inclusive('\n').enumerate() {
+            let line_no = base_line + i + 1;
+            // Block comments pass through untouched.
+            if in_block_comment {
+                if line.contains("*/") {
+                    in_block_comment = false;
+                }
+                self.out.push_str(line);
+                continue;
+            }
+            let code = strip_comment(line);
+            if let Some(p) = code.find("/*") {
+                if !code[p..].contains("*/") {
+                    in_block_comment = true;
+                }
+                self.out.push_str(line);
+                continue;
+            }
+            let t = code.trim();
+
+            if let Some(name) = function_name(t) {
+                pending_name = Some(name);
+            }
+            if let Some(rest) = t.strip_prefix(".loc") {
+                let nums: Vec<u32> =
+                    rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok()).take(3).collect();
+                if nums.len() == 3 {
+                    loc = Some((nums[0], nums[1], nums[2]));
+                }
+            }
+            if t.starts_with(".file") {
+                self.sites.add_file_directive(t);
+            }
+
+            // Statements that open or close a function body.
+            let opens = t.matches('{').count() as i32;
+            let closes = t.matches('}').count() as i32;
+            if func.is_none() && opens > 0 {
+                if let Some(name) = pending_name.take() {
+                    func = Some(FuncState {
+                        name: name.clone(),
+                        depth_at_open: depth,
+                        reg_types: RegTypes::default(),
+                        block_checks: HashMap::new(),
+                    });
+                    self.stats.functions.entry(name).or_default();
+                    loc = None;
+                }
+            }
+            let line_has_memory = func.is_some() && depth > 0 && self.line_needs_rewrite(t);
+            if let (Some(f), true) = (func.as_mut(), depth > 0) {
+                if t.starts_with(".reg") {
+                    for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
+                        f.reg_types.declare(decl.trim());
+                    }
+                }
+            }
+
+            if line_has_memory {
+                let f = func.as_mut().expect("checked above");
+                let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
+                let trailing_comment = &line[code.len()..];
+                let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+                let any_check = stmts.iter().any(|s| {
+                    split_instr(s).is_some_and(|ins| matches!(classify(&ins, true), Classified::Check(_)))
+                });
+                let verbatim = !any_check;
+                for stmt in stmts {
+                    let text = format!("{stmt};");
+                    let emitted = Self::rewrite_statement(
+                        &mut self.sites,
+                        &mut self.stats,
+                        &mut self.next_label,
+                        self.opts,
+                        f,
+                        stmt,
+                        &text,
+                        &indent,
+                        line_no,
+                        loc,
+                    )?;
+                    if !verbatim {
+                        self.out.push_str(&emitted);
+                    }
+                }
+                if verbatim {
+                    // Nothing to check on this line (skipped or unknown accesses were counted).
+                    self.out.push_str(line);
+                } else if !trailing_comment.trim().is_empty() {
+                    self.out.push_str(&indent);
+                    self.out.push_str(trailing_comment.trim_end());
+                    self.out.push('\n');
+                }
+            } else {
+                if let Some(f) = func.as_mut() {
+                    if ends_basic_block(t) {
+                        f.block_checks.clear();
+                    } else {
+                        invalidate_defs(f, t);
+                    }
+                }
+                self.out.push_str(line);
+            }
+
+            depth += opens - closes;
+            if depth < 0 {
+                return Err(PtxError::Unbalanced(line_no));
+            }
+            if let Some(f) = &func {
+                if depth <= f.depth_at_open && closes > 0 {
+                    func = None;
+                }
+            }
+        }
+        if depth != 0 {
+            return Err(PtxError::Unbalanced(self.src.lines().count()));
+        }
+        self.sites.resolve_files();
+        for (name, s) in &self.stats.functions {
+            let _ = (name, s);
+        }
+        Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats })
+    }
+
+    fn line_needs_rewrite(&self, t: &str) -> bool {
+        if t.is_empty() || t.starts_with('.') || t.starts_with('{') || t.starts_with('}') || t.ends_with(':') {
+            return false;
+        }
+        // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
+        // memory access.
+        t.ends_with(';')
+            && t.split(';').any(|s| {
+                split_instr(s).is_some_and(|ins| !matches!(classify(&ins, true), Classified::NotMemory))
+            })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rewrite_statement(
+        sites: &mut SiteTable,
+        stats: &mut Stats,
+        next_label: &mut u32,
+        opts: InstrumentOptions,
+        f: &mut FuncState,
+        stmt: &str,
+        text: &str,
+        indent: &str,
+        line_no: usize,
+        loc: Option<(u32, u32, u32)>,
+    ) -> Result<String, PtxError> {
+        let fstats = stats.functions.entry(f.name.clone()).or_default();
+        let Some(ins) = split_instr(stmt) else {
+            return Ok(format!("{indent}{text}\n"));
+        };
+        let class = classify(&ins, true);
+        let access = match class {
+            Classified::NotMemory => {
+                if ends_basic_block(stmt) {
+                    f.block_checks.clear();
+                } else {
+                    invalidate_defs(f, stmt);
+                }
+                return Ok(format!("{indent}{text}\n"));
+            }
+            Classified::Skip(reason) => {
+                *fstats.skipped.entry(format!("{reason:?}")).or_default() += 1;
+                invalidate_defs(f, stmt);
+                return Ok(format!("{indent}{text}\n"));
+            }
+            Classified::Unknown(op) => {
+                fstats.unknown += 1;
+                *stats.unknown_opcodes.entry(op).or_default() += 1;
+                f.block_checks.clear();
+                return Ok(format!("{indent}{text}\n"));
+            }
+            Classified::Check(a) => a,
+        };
+        fstats.found += 1;
+        if let access::AddrBase::Reg(r) = &access.base {
+            if let Some(ty) = f.reg_types.type_of(r) {
+                if type_bits(ty) != Some(64) {
+                    return Err(PtxError::AddressRegister { reg: r.clone(), line: line_no });
+                }
+            }
+        }
+
+        // Check elimination: an identical earlier check in this basic block dominates this one.
+        let key = emit::check_key(&ins, &access);
+        let width_now = match &access.width {
+            access::Width::Fixed(w) => Some(*w),
+            access::Width::Reg(_) => None,
+        };
+        if opts.optimize {
+            if let (Some(k), Some(w)) = (&key, width_now) {
+                if f.block_checks.get(k).is_some_and(|&prev| prev >= w) {
+                    fstats.eliminated += 1;
+                    invalidate_defs(f, stmt);
+                    return Ok(format!("{indent}{text}\n"));
+                }
+            }
+        }
+
+        let site_id = sites.push(Site {
+            id: 0,
+            kernel: f.name.clone(),
+            kernel_demangled: sites::demangle(&f.name),
+            ptx_line: line_no as u32,
+            loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
+            kind: access.kind,
+            width: width_now.unwrap_or(0),
+        });
+        fstats.checked += 1;
+        let label = *next_label;
+        *next_label += 1;
+        let dest_types: Vec<Option<String>> =
+            access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
+        let emitted = emit::checked_statement(
+            opts.scale, &ins, &access, &dest_types, text, indent, site_id, label,
+        );
+        if let (Some(k), Some(w)) = (key, width_now) {
+            let e = f.block_checks.entry(k).or_insert(0);
+            *e = (*e).max(w);
+        }
+        // Atomics order memory like fences: later checks must be redone.
+        if access.kind == crate::abi::AccessKind::Atomic {
+            f.block_checks.clear();
+        } else {
+            invalidate_defs(f, stmt);
+        }
+        Ok(emitted)
+    }
+}
+
+/// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
+fn function_name(t: &str) -> Option<String> {
+    let pos = t.find(".entry").map(|p| p + 6).or_else(|| {
+        let p = t.find(".func")?;
+        Some(p + 5)
+    })?;
+    if t.trim_end().ends_with(';') {
+        // A prototype declaration, no body.
+        return None;
+    }
+    let mut rest = t[pos..].trim_start();
+    if rest.starts_with('(') {
+        // Return parameter list: skip to its close.
+        let close = rest.find(')')?;
+        rest = rest[close + 1..].trim_start();
+    }
+    let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$').collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Statements after which no earlier check can be assumed to still hold for the same register, or
+/// that end a basic block: labels, branches, calls, returns, barriers and fences.
+fn ends_basic_block(t: &str) -> bool {
+    let t = t.trim();
+    if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
+        return true;
+    }
+    let Some(ins) = split_instr(t.trim_end_matches(';')) else { return false };
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "bar" | "barrier" | "fence" | "membar" | "trap" | "atom" | "red")
+        || ins.opcode.starts_with("mbarrier")
+        || ins.opcode.starts_with("cp.async.wait")
+}
+
+/// Forgets checks whose address register this statement redefines.
+fn invalidate_defs(f: &mut FuncState, stmt: &str) {
+    if f.block_checks.is_empty() {
+        return;
+    }
+    let Some(ins) = split_instr(stmt.trim().trim_end_matches(';')) else { return };
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    if matches!(head, "st" | "red") {
+        return;
+    }
+    let Some(dst) = ins.operands.first() else { return };
+    let dsts: Vec<&str> = dst
+        .trim_matches(|c| c == '{' || c == '}')
+        .split([',', '|'])
+        .map(str::trim)
+        .filter(|d| d.starts_with('%'))
+        .collect();
+    if dsts.is_empty() {
+        return;
+    }
+    f.block_checks.retain(|k, _| !dsts.iter().any(|d| emit::key_mentions(k, d)));
+}
