@@ -1,1 +1,53 @@
-//! gasan-uvm: GPU virtual-address pool (filled in by the uvm-shim issue).
+//! gasan-uvm: the GPU virtual-address pool that holds every device allocation, with chunk, alias and
+//! shadow mappings.
+//!
+//! API used by the runtime:
+//! * [`Pool::new`]`(backend, &PoolConfig)`; [`Pool::base`], [`Pool::size`], [`Pool::shadow_base`],
+//!   [`Pool::granularity`];
+//! * [`Pool::commit`], [`Pool::decommit`], [`Pool::retire`], [`Pool::protect`], [`Pool::alias`];
+//! * [`Pool::write_shadow`], [`Pool::fill_shadow`] (optionally ordered on a CUDA stream), [`Pool::read_shadow`];
+//! * backends: [`VmmBackend::new`]`(device, &resolver)` (CUDA VMM through the real driver),
+//!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`kmod::probe`] (patched nvidia-uvm).
+//!
+//! [`plan`] holds all mapping arithmetic as pure functions.
+
+pub mod backend;
+pub mod host;
+pub mod kmod;
+pub mod plan;
+pub mod pool;
+pub mod vmm;
+
+pub use backend::{Backend, ChunkHandle, Prot, Stream};
+pub use host::HostBackend;
+pub use pool::{Pool, PoolConfig, PoolCounters};
+pub use vmm::{default_resolver, Resolver, VmmBackend};
+
+/// Errors of pool operations. A failed request changes nothing.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum UvmError {
+    #[error("CUDA call {call} failed with error {code}")]
+    Cuda { call: &'static str, code: i32 },
+    #[error("system call {call} failed: errno {errno}")]
+    Os { call: &'static str, errno: i32 },
+    #[error("range {va:#x}+{len:#x} is not aligned to {gran:#x} (or empty, or wraps)")]
+    Misaligned { va: u64, len: u64, gran: u64 },
+    #[error("range {va:#x}+{len:#x} is outside the pool")]
+    OutsidePool { va: u64, len: u64 },
+    #[error("chunk {0:#x} is already committed")]
+    AlreadyCommitted(u64),
+    #[error("chunk {0:#x} is not committed")]
+    NotCommitted(u64),
+    #[error("chunk {0:#x} is retired")]
+    Retired(u64),
+    #[error("{0:#x} is not an alias")]
+    NotAlias(u64),
+    #[error("bad chunk handle {0}")]
+    BadHandle(u64),
+    #[error("no virtual address range could be reserved for the pool")]
+    NoVa,
+    #[error("backend unavailable: {0}")]
+    Unavailable(String),
+    #[error("bad pool configuration: {0}")]
+    BadConfig(String),
+}

@@ -1,0 +1,41 @@
+//! The mapping interface every backend implements.
+
+use crate::UvmError;
+
+/// Access rights of a mapped range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prot {
+    ReadWrite,
+    ReadOnly,
+    None,
+}
+
+/// A CUDA stream (`CUstream`) to order memory operations on; `Stream::SYNC` is synchronous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream(pub usize);
+impl Stream {
+    pub const SYNC: Stream = Stream(usize::MAX);
+}
+
+/// Handle of one physical chunk (backend-specific).
+pub type ChunkHandle = u64;
+
+/// Reserve / map / protect primitives plus memory access for shadow maintenance.
+pub trait Backend: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Mapping granularity (chunk size) in bytes.
+    fn granularity(&self) -> u64;
+    /// Reserves `size` bytes of VA, at `hint` if possible (0: anywhere). Returns the address.
+    fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError>;
+    fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError>;
+    fn create_chunk(&self) -> Result<ChunkHandle, UvmError>;
+    fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError>;
+    /// Maps one chunk at `va` (granularity-aligned, inside a reservation), then sets `prot`.
+    fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError>;
+    /// Unmaps `[va, va+len)`; the VA stays reserved.
+    fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError>;
+    fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError>;
+    fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError>;
+    fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError>;
+    fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError>;
+}

@@ -1,0 +1,283 @@
+//! gasan-uvm: pool selftest and mapping benchmarks for kernel and tools developers.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use gasan_uvm::{Backend, HostBackend, Pool, PoolConfig, Prot, Stream, UvmError, VmmBackend};
+use std::ffi::c_void;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "gasan-uvm", version, about = "gasan GPU VA pool: selftest and benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum BackendKind {
+    Vmm,
+    Host,
+    Kmod,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Exercise every pool operation and verify each mapping through the memory itself.
+    Selftest {
+        #[arg(long, value_enum, default_value = "host")]
+        backend: BackendKind,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(7..=8))]
+        scale: u32,
+        /// Pool size in GiB (default: as large as reservations allow).
+        #[arg(long)]
+        pool_gib: Option<u64>,
+    },
+    /// Time commit / decommit / retire / alias per chunk and pool setup.
+    Bench {
+        #[arg(long, value_enum, default_value = "host")]
+        backend: BackendKind,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(7..=8))]
+        scale: u32,
+        #[arg(long, default_value_t = 64)]
+        iters: u32,
+    },
+}
+
+/// Creates and makes current the primary context of device 0 (the runtime uses the app's context).
+fn cuda_context(resolve: &gasan_uvm::Resolver) -> Result<(), String> {
+    type Init = unsafe extern "C" fn(u32) -> i32;
+    type DevGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
+    type Retain = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
+    type SetCur = unsafe extern "C" fn(*mut c_void) -> i32;
+    let f = |n: &std::ffi::CStr| {
+        let p = resolve(n);
+        if p.is_null() { Err(format!("no {n:?}")) } else { Ok(p) }
+    };
+    // SAFETY: driver entry points with their documented signatures.
+    unsafe {
+        let init: Init = std::mem::transmute(f(c"cuInit")?);
+        let get: DevGet = std::mem::transmute(f(c"cuDeviceGet")?);
+        let retain: Retain = std::mem::transmute(f(c"cuDevicePrimaryCtxRetain")?);
+        let set: SetCur = std::mem::transmute(f(c"cuCtxSetCurrent")?);
+        let r = init(0);
+        if r != 0 {
+            return Err(format!("cuInit failed: {r}"));
+        }
+        let mut dev = 0;
+        get(&mut dev, 0);
+        let mut ctx = std::ptr::null_mut();
+        let r = retain(&mut ctx, dev);
+        if r != 0 {
+            return Err(format!("cuDevicePrimaryCtxRetain failed: {r}"));
+        }
+        set(ctx);
+    }
+    Ok(())
+}
+
+fn make_backend(kind: BackendKind) -> Result<Box<dyn Backend>, String> {
+    match kind {
+        BackendKind::Host => Ok(Box::new(HostBackend::new(2 << 20))),
+        BackendKind::Kmod => {
+            gasan_uvm::kmod::probe().map_err(|e| format!("kmod backend: {e}"))?;
+            unreachable!("probe succeeds only with the patched module")
+        }
+        BackendKind::Vmm => {
+            let r = gasan_uvm::default_resolver().map_err(|e| e.to_string())?;
+            cuda_context(&r)?;
+            Ok(Box::new(VmmBackend::new(0, &r).map_err(|e| e.to_string())?))
+        }
+    }
+}
+
+/// Runs `f` in a forked child; true if the child died of SIGSEGV/SIGBUS (host backend only).
+fn faults_in_child(f: impl FnOnce()) -> bool {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::{fork, ForkResult};
+    // SAFETY: the child only touches memory and exits.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            f();
+            unsafe { libc::_exit(0) };
+        }
+        Ok(ForkResult::Parent { child }) => matches!(
+            waitpid(child, None),
+            Ok(WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _))
+        ),
+        Err(_) => false,
+    }
+}
+
+struct Table {
+    rows: Vec<(String, bool, String)>,
+}
+impl Table {
+    fn row(&mut self, name: &str, r: Result<String, String>) {
+        match r {
+            Ok(d) => self.rows.push((name.into(), true, d)),
+            Err(d) => self.rows.push((name.into(), false, d)),
+        }
+    }
+}
+
+fn expect_err(r: Result<(), UvmError>, what: &str) -> Result<String, String> {
+    match r {
+        Err(e) => Ok(format!("refused: {e}")),
+        Ok(()) => Err(format!("{what} was accepted")),
+    }
+}
+
+fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>) -> Result<bool, String> {
+    let backend = make_backend(kind)?;
+    let host = kind == BackendKind::Host;
+    let t0 = Instant::now();
+    let mut pool = Pool::new(backend, &PoolConfig { size: pool_gib.map_or(0, |g| g << 30), shift: scale, ..Default::default() })
+        .map_err(|e| format!("pool setup: {e}"))?;
+    let setup = t0.elapsed();
+    let g = pool.granularity();
+    let mut t = Table { rows: vec![] };
+    t.rows.push((
+        "pool + shadow setup".into(),
+        true,
+        format!("base {:#x} size {} GiB shadow {:#x} gran {} KiB in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), g >> 10, setup.as_secs_f64() * 1e3),
+    ));
+    let b0 = pool.base() + 4 * g;
+    let mut sh = vec![1u8; 16];
+    t.row("shadow of never-committed VA reads 0", pool.read_shadow(b0, &mut sh).map_err(|e| e.to_string()).and_then(|_| {
+        if sh.iter().all(|&x| x == 0) { Ok("16 bytes = 0".into()) } else { Err(format!("{sh:?}")) }
+    }));
+    t.row("commit 2 chunks", pool.commit(b0, 2 * g).map(|_| "ok".into()).map_err(|e| e.to_string()));
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    t.row("write/read committed memory", (|| {
+        pool.backend().write(b0 + g - 2048, &pattern, Stream::SYNC).map_err(|e| e.to_string())?;
+        let mut back = vec![0u8; 4096];
+        pool.backend().read(b0 + g - 2048, &mut back).map_err(|e| e.to_string())?;
+        if back == pattern { Ok("4 KiB across the chunk boundary".into()) } else { Err("mismatch".into()) }
+    })());
+    t.row("alias: write via alias, read via pool", (|| {
+        let a = pool.alias(b0, 2 * g).map_err(|e| e.to_string())?;
+        pool.backend().write(a + 100, b"gasan-alias", Stream::SYNC).map_err(|e| e.to_string())?;
+        let mut back = [0u8; 11];
+        pool.backend().read(b0 + 100, &mut back).map_err(|e| e.to_string())?;
+        pool.unalias(a).map_err(|e| e.to_string())?;
+        if &back == b"gasan-alias" { Ok(format!("alias at {a:#x}")) } else { Err(format!("{back:?}")) }
+    })());
+    t.row("shadow of committed VA: zero, then writable", (|| {
+        let mut s = vec![9u8; 64];
+        pool.read_shadow(b0, &mut s).map_err(|e| e.to_string())?;
+        if s.iter().any(|&x| x != 0) {
+            return Err("fresh shadow not zero".into());
+        }
+        pool.write_shadow(b0, &[255u8; 64], Stream::SYNC).map_err(|e| e.to_string())?;
+        pool.read_shadow(b0, &mut s).map_err(|e| e.to_string())?;
+        if s.iter().all(|&x| x == 255) { Ok("64 bytes".into()) } else { Err("write lost".into()) }
+    })());
+    t.row("protect read-only: reads work", (|| {
+        pool.protect(b0, g, Prot::ReadOnly).map_err(|e| e.to_string())?;
+        let mut back = vec![0u8; 16];
+        pool.backend().read(b0 + g - 2048, &mut back).map_err(|e| e.to_string())?;
+        if back[..] != pattern[..16] {
+            return Err("read mismatch".into());
+        }
+        if host {
+            let va = b0;
+            if !faults_in_child(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }) {
+                return Err("write to read-only memory did not fault".into());
+            }
+            pool.protect(b0, g, Prot::ReadWrite).map_err(|e| e.to_string())?;
+            Ok("write faults (child process)".into())
+        } else {
+            pool.protect(b0, g, Prot::ReadWrite).map_err(|e| e.to_string())?;
+            Ok("device write fault not provoked (would kill the context)".into())
+        }
+    })());
+    t.row("decommit, recommit from chunk cache", (|| {
+        let before = pool.counters().chunks_from_cache;
+        pool.decommit(b0 + g, g).map_err(|e| e.to_string())?;
+        pool.commit(b0 + g, g).map_err(|e| e.to_string())?;
+        if pool.counters().chunks_from_cache > before { Ok("chunk reused".into()) } else { Err("cache not used".into()) }
+    })());
+    t.row("retire: VA never reissued, shadow reads 0", (|| {
+        pool.retire(b0, 2 * g).map_err(|e| e.to_string())?;
+        if pool.commit(b0, g).is_ok() {
+            return Err("retired VA committed again".into());
+        }
+        let mut s = vec![7u8; 64];
+        pool.read_shadow(b0, &mut s).map_err(|e| e.to_string())?;
+        if s.iter().any(|&x| x != 0) {
+            return Err("shadow of retired VA not zero".into());
+        }
+        if host {
+            let va = b0;
+            if !faults_in_child(|| unsafe { { std::ptr::read_volatile(va as *const u8); } }) {
+                return Err("read of retired VA did not fault".into());
+            }
+            Ok("read faults (child process)".into())
+        } else {
+            Ok("device read of retired VA not provoked (would kill the context)".into())
+        }
+    })());
+    t.row("misaligned commit refused", expect_err(pool.commit(b0 + 4096 * 3, g), "misaligned commit"));
+    t.row("commit outside pool refused", expect_err(pool.commit(pool.base() + pool.size(), g), "outside commit"));
+    t.row("double retire refused", expect_err(pool.retire(b0, g), "double retire"));
+    t.row("alias of uncommitted refused", expect_err(pool.alias(b0 + 8 * g, g).map(|_| ()), "alias of uncommitted"));
+
+    println!("gasan-uvm selftest --backend {} --scale {scale}", pool.backend().name());
+    println!("{:<46} {:<5} detail", "check", "ok");
+    let mut all = true;
+    for (n, ok, d) in &t.rows {
+        all &= ok;
+        println!("{:<46} {:<5} {}", n, if *ok { "PASS" } else { "FAIL" }, d);
+    }
+    println!("{}", if all { "selftest: all passed" } else { "selftest: FAILED" });
+    Ok(all)
+}
+
+fn bench(kind: BackendKind, scale: u32, iters: u32) -> Result<(), String> {
+    let backend = make_backend(kind)?;
+    let t0 = Instant::now();
+    let mut pool = Pool::new(backend, &PoolConfig { shift: scale, ..Default::default() }).map_err(|e| e.to_string())?;
+    let setup = t0.elapsed().as_secs_f64();
+    let g = pool.granularity();
+    let e = |x: UvmError| x.to_string();
+    let n = iters as u64;
+    let base = pool.base() + (1 << 30);
+    let time = |f: &mut dyn FnMut() -> Result<(), String>| -> Result<f64, String> {
+        let t = Instant::now();
+        f()?;
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    let cold = time(&mut || (0..n).try_for_each(|i| pool.commit(base + i * g, g).map_err(e)))?;
+    let decommit = time(&mut || (0..n).try_for_each(|i| pool.decommit(base + i * g, g).map_err(e)))?;
+    let warm = time(&mut || (0..n).try_for_each(|i| pool.commit(base + i * g, g).map_err(e)))?;
+    let alias = time(&mut || (0..n).try_for_each(|i| pool.alias(base + i * g, g).and_then(|a| pool.unalias(a)).map_err(e)))?;
+    let shadow_w = time(&mut || (0..n).try_for_each(|i| pool.write_shadow(base + i * g, &[16u8; 32], Stream::SYNC).map_err(e)))?;
+    let retire = time(&mut || (0..n).try_for_each(|i| pool.retire(base + i * g, g).map_err(e)))?;
+    println!("gasan-uvm bench --backend {} --scale {scale} (per {} KiB chunk, {iters} iterations)", pool.backend().name(), g >> 10);
+    println!("{:<40} {:>12}", "operation", "µs");
+    println!("{:<40} {:>12.1}", "commit cold (create + map + shadow)", cold);
+    println!("{:<40} {:>12.1}", "decommit", decommit);
+    println!("{:<40} {:>12.1}", "commit from cache", warm);
+    println!("{:<40} {:>12.1}", "alias + unalias", alias);
+    println!("{:<40} {:>12.1}", "shadow write (32 B)", shadow_w);
+    println!("{:<40} {:>12.1}", "retire", retire);
+    println!("{:<40} {:>12.1}", "pool + shadow setup (ms)", setup * 1e3);
+    println!("{:<40} {:>12.3}", "shadow fan-out per GiB of pool (ms)", setup * 1e3 / (pool.size() >> 30) as f64);
+    println!("pool size {} GiB", pool.size() >> 30);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let r = match Cli::parse().cmd {
+        Cmd::Selftest { backend, scale, pool_gib } => selftest(backend, scale, pool_gib),
+        Cmd::Bench { backend, scale, iters } => bench(backend, scale, iters).map(|_| true),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("gasan-uvm: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

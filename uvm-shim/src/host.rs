@@ -1,0 +1,133 @@
+//! Host simulation with real MMU semantics: PROT_NONE reservations, memfd chunks mapped
+//! MAP_SHARED|MAP_FIXED (aliases share bytes), mprotect for protections.
+
+use crate::backend::{Backend, ChunkHandle, Prot, Stream};
+use crate::UvmError;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Mutex;
+
+pub struct HostBackend {
+    gran: u64,
+    chunks: Mutex<Vec<Option<OwnedFd>>>,
+}
+
+fn os(call: &'static str) -> impl FnOnce(nix::errno::Errno) -> UvmError {
+    move |e| UvmError::Os { call, errno: e as i32 }
+}
+
+fn prot_flags(p: Prot) -> libc::c_int {
+    match p {
+        Prot::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+        Prot::ReadOnly => libc::PROT_READ,
+        Prot::None => libc::PROT_NONE,
+    }
+}
+
+impl HostBackend {
+    /// `gran` must be a power of two and a multiple of the page size.
+    pub fn new(gran: u64) -> Self {
+        assert!(gran.is_power_of_two() && gran >= 4096);
+        Self { gran, chunks: Mutex::new(Vec::new()) }
+    }
+
+    fn raw_mmap(addr: u64, len: u64, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int) -> Result<u64, UvmError> {
+        // SAFETY: mapping fresh or reserved-by-us address space; callers pass ranges they own.
+        let p = unsafe { libc::mmap(addr as *mut _, len as usize, prot, flags, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(UvmError::Os { call: "mmap", errno: nix::errno::Errno::last() as i32 });
+        }
+        Ok(p as u64)
+    }
+}
+
+impl Backend for HostBackend {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+    fn granularity(&self) -> u64 {
+        self.gran
+    }
+    fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError> {
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        if hint != 0 {
+            if let Ok(p) = Self::raw_mmap(hint, size, libc::PROT_NONE, flags | libc::MAP_FIXED_NOREPLACE, -1) {
+                if p == hint {
+                    return Ok(p);
+                }
+                // Old kernels ignore MAP_FIXED_NOREPLACE and treat it as a hint.
+                // SAFETY: unmapping what we just mapped.
+                unsafe { libc::munmap(p as *mut _, size as usize) };
+            }
+        }
+        // Over-reserve to align to the granularity, then trim.
+        let p = Self::raw_mmap(0, size + self.gran, libc::PROT_NONE, flags, -1)?;
+        let aligned = (p + self.gran - 1) & !(self.gran - 1);
+        // SAFETY: trimming the unaligned head and tail of our own reservation.
+        unsafe {
+            if aligned > p {
+                libc::munmap(p as *mut _, (aligned - p) as usize);
+            }
+            let tail = p + size + self.gran - (aligned + size);
+            if tail > 0 {
+                libc::munmap((aligned + size) as *mut _, tail as usize);
+            }
+        }
+        Ok(aligned)
+    }
+    fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError> {
+        // SAFETY: releasing a reservation we made.
+        if unsafe { libc::munmap(va as *mut _, size as usize) } != 0 {
+            return Err(UvmError::Os { call: "munmap", errno: nix::errno::Errno::last() as i32 });
+        }
+        Ok(())
+    }
+    fn create_chunk(&self) -> Result<ChunkHandle, UvmError> {
+        let fd = nix::sys::memfd::memfd_create(c"gasan-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
+            .map_err(os("memfd_create"))?;
+        nix::unistd::ftruncate(&fd, self.gran as i64).map_err(os("ftruncate"))?;
+        let mut c = self.chunks.lock().unwrap();
+        c.push(Some(fd));
+        Ok((c.len() - 1) as u64)
+    }
+    fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
+        let mut c = self.chunks.lock().unwrap();
+        match c.get_mut(h as usize).and_then(Option::take) {
+            Some(_) => Ok(()),
+            None => Err(UvmError::BadHandle(h)),
+        }
+    }
+    fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        let c = self.chunks.lock().unwrap();
+        let fd = c.get(h as usize).and_then(Option::as_ref).ok_or(UvmError::BadHandle(h))?;
+        let p = Self::raw_mmap(va, self.gran, prot_flags(prot), libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd())?;
+        debug_assert_eq!(p, va);
+        Ok(())
+    }
+    fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        // Replace with a PROT_NONE anonymous mapping: the VA stays reserved.
+        Self::raw_mmap(va, len, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED, -1)?;
+        Ok(())
+    }
+    fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
+        // SAFETY: changing protections of our own mapped range.
+        if unsafe { libc::mprotect(va as *mut _, len as usize, prot_flags(prot)) } != 0 {
+            return Err(UvmError::Os { call: "mprotect", errno: nix::errno::Errno::last() as i32 });
+        }
+        Ok(())
+    }
+    fn write(&self, va: u64, data: &[u8], _: Stream) -> Result<(), UvmError> {
+        // SAFETY: the pool only writes shadow ranges it has mapped read-write.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), va as *mut u8, data.len()) };
+        Ok(())
+    }
+    fn fill(&self, va: u64, len: u64, byte: u8, _: Stream) -> Result<(), UvmError> {
+        // SAFETY: as for write.
+        unsafe { std::ptr::write_bytes(va as *mut u8, byte, len as usize) };
+        Ok(())
+    }
+    fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
+        // SAFETY: the pool only reads mapped ranges.
+        unsafe { std::ptr::copy_nonoverlapping(va as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+}

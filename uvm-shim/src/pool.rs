@@ -1,0 +1,373 @@
+//! The pool: one reserved VA range for all device allocations plus its shadow, grown in place by
+//! committing chunks. Shadow is backed by real chunks where the pool is committed and by one shared
+//! read-only zero chunk everywhere else (reads 0 = inaccessible).
+
+use crate::backend::{Backend, ChunkHandle, Prot, Stream};
+use crate::plan;
+use crate::UvmError;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Where to put the pool and how big.
+#[derive(Clone, Debug)]
+pub struct PoolConfig {
+    /// Pool size in bytes (0: the largest of [`DEFAULT_SIZES`] the backend grants).
+    pub size: u64,
+    /// Shadow scale: 7 or 8.
+    pub shift: u32,
+    /// Addresses to try first; then anywhere.
+    pub hints: Vec<u64>,
+}
+
+/// Pool sizes tried in order when none is configured.
+pub const DEFAULT_SIZES: [u64; 4] = [1 << 40, 1 << 38, 1 << 36, 1 << 34];
+pub const DEFAULT_HINTS: [u64; 2] = [0x1000_0000_0000, 0x2000_0000_0000];
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self { size: 0, shift: 8, hints: DEFAULT_HINTS.to_vec() }
+    }
+}
+
+/// Counters for benchmarks and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    pub chunks_created: u64,
+    pub chunks_from_cache: u64,
+    pub committed_bytes: u64,
+    pub retired_bytes: u64,
+}
+
+pub struct Pool {
+    backend: Box<dyn Backend>,
+    base: u64,
+    size: u64,
+    shadow_base: u64,
+    shadow_size: u64,
+    shift: u32,
+    gran: u64,
+    zero_chunk: ChunkHandle,
+    committed: BTreeMap<u64, ChunkHandle>,
+    retired: BTreeSet<u64>,
+    /// Shadow chunk index → (chunk, number of committed pool chunks it describes).
+    shadow: HashMap<u64, (ChunkHandle, u64)>,
+    cache: Vec<ChunkHandle>,
+    /// Alias base → (source va, len, reservation).
+    aliases: BTreeMap<u64, (u64, u64)>,
+    counters: PoolCounters,
+}
+
+impl Pool {
+    /// Reserves the pool and its shadow and fans the zero chunk out over the whole shadow.
+    pub fn new(backend: Box<dyn Backend>, cfg: &PoolConfig) -> Result<Self, UvmError> {
+        if !(7..=8).contains(&cfg.shift) {
+            return Err(UvmError::BadConfig(format!("shadow scale {} (must be 7 or 8)", cfg.shift)));
+        }
+        let gran = backend.granularity();
+        let sizes: Vec<u64> = if cfg.size != 0 { vec![cfg.size] } else { DEFAULT_SIZES.to_vec() };
+        let mut reserved = None;
+        'outer: for &size in &sizes {
+            let size = plan::align_out(0, size, gran << cfg.shift).map(|r| r.1).ok_or(UvmError::BadConfig("pool size".into()))?;
+            for &hint in cfg.hints.iter().chain(std::iter::once(&0)) {
+                if let Ok(va) = backend.reserve(size, hint) {
+                    reserved = Some((va, size));
+                    break 'outer;
+                }
+            }
+        }
+        let (base, size) = reserved.ok_or(UvmError::NoVa)?;
+        let shadow_size = plan::shadow_size(size, cfg.shift, gran);
+        let shadow_base = match backend.reserve(shadow_size, 0) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = backend.free_va(base, size);
+                return Err(e);
+            }
+        };
+        let mut pool = Pool {
+            backend,
+            base,
+            size,
+            shadow_base,
+            shadow_size,
+            shift: cfg.shift,
+            gran,
+            zero_chunk: 0,
+            committed: BTreeMap::new(),
+            retired: BTreeSet::new(),
+            shadow: HashMap::new(),
+            cache: Vec::new(),
+            aliases: BTreeMap::new(),
+            counters: PoolCounters::default(),
+        };
+        pool.setup_zero_chunk()?;
+        Ok(pool)
+    }
+
+    fn setup_zero_chunk(&mut self) -> Result<(), UvmError> {
+        let b = &self.backend;
+        let z = b.create_chunk()?;
+        self.zero_chunk = z;
+        // Zero it through a read-write mapping at the first shadow slot, then make it read-only.
+        b.map(self.shadow_base, z, Prot::ReadWrite)?;
+        b.fill(self.shadow_base, self.gran, 0, Stream::SYNC)?;
+        b.protect(self.shadow_base, self.gran, Prot::ReadOnly)?;
+        for va in plan::chunk_spans(self.shadow_base, self.shadow_size, self.gran).skip(1) {
+            b.map(va, z, Prot::ReadOnly)?;
+        }
+        Ok(())
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Shadow byte of `base()`.
+    pub fn shadow_base(&self) -> u64 {
+        self.shadow_base
+    }
+    pub fn shift(&self) -> u32 {
+        self.shift
+    }
+    pub fn granularity(&self) -> u64 {
+        self.gran
+    }
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+    pub fn counters(&self) -> PoolCounters {
+        self.counters
+    }
+    pub fn contains(&self, va: u64, len: u64) -> bool {
+        plan::contains(self.base, self.size, va, len)
+    }
+    pub fn shadow_addr(&self, va: u64) -> u64 {
+        self.shadow_base + ((va - self.base) >> self.shift)
+    }
+    pub fn is_committed(&self, va: u64) -> bool {
+        self.committed.contains_key(&(va & !(self.gran - 1)))
+    }
+    pub fn is_retired(&self, va: u64) -> bool {
+        self.retired.contains(&(va & !(self.gran - 1)))
+    }
+
+    fn check_range(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        plan::check_aligned(va, len, self.gran)?;
+        if !self.contains(va, len) {
+            return Err(UvmError::OutsidePool { va, len });
+        }
+        Ok(())
+    }
+
+    fn take_chunk(&mut self) -> Result<ChunkHandle, UvmError> {
+        if let Some(h) = self.cache.pop() {
+            self.counters.chunks_from_cache += 1;
+            return Ok(h);
+        }
+        self.counters.chunks_created += 1;
+        self.backend.create_chunk()
+    }
+
+    /// Maps physical memory under `[va, va+len)` and real, zeroed (= inaccessible) shadow under it.
+    pub fn commit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.check_range(va, len)?;
+        for c in plan::chunk_spans(va, len, self.gran) {
+            if self.committed.contains_key(&c) {
+                return Err(UvmError::AlreadyCommitted(c));
+            }
+            if self.retired.contains(&c) {
+                return Err(UvmError::Retired(c));
+            }
+        }
+        let mut done: Vec<u64> = Vec::new();
+        let result = (|| {
+            for c in plan::chunk_spans(va, len, self.gran) {
+                let h = self.take_chunk()?;
+                if let Err(e) = self.backend.map(c, h, Prot::ReadWrite) {
+                    self.cache.push(h);
+                    return Err(e);
+                }
+                self.committed.insert(c, h);
+                done.push(c);
+                self.shadow_ref(c)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            for c in done {
+                let _ = self.release_pool_chunk(c);
+            }
+            return Err(e);
+        }
+        self.counters.committed_bytes += len;
+        Ok(())
+    }
+
+    /// Adds a reference from pool chunk `c` to its shadow chunk, backing it on first use.
+    fn shadow_ref(&mut self, c: u64) -> Result<(), UvmError> {
+        for idx in plan::shadow_chunks(self.base, self.shift, self.gran, c, self.gran) {
+            if let Some(e) = self.shadow.get_mut(&idx) {
+                e.1 += 1;
+                continue;
+            }
+            let sva = self.shadow_base + idx * self.gran;
+            let h = self.take_chunk()?;
+            let mapped = self.backend.unmap(sva, self.gran).and_then(|_| self.backend.map(sva, h, Prot::ReadWrite));
+            let zeroed = mapped.and_then(|_| self.backend.fill(sva, self.gran, 0, Stream::SYNC));
+            if let Err(e) = zeroed {
+                let _ = self.backend.unmap(sva, self.gran);
+                let _ = self.backend.map(sva, self.zero_chunk, Prot::ReadOnly);
+                self.cache.push(h);
+                return Err(e);
+            }
+            self.shadow.insert(idx, (h, 1));
+        }
+        Ok(())
+    }
+
+    fn shadow_unref(&mut self, c: u64) -> Result<(), UvmError> {
+        for idx in plan::shadow_chunks(self.base, self.shift, self.gran, c, self.gran) {
+            let Some(e) = self.shadow.get_mut(&idx) else { continue };
+            e.1 -= 1;
+            if e.1 == 0 {
+                let (h, _) = self.shadow.remove(&idx).expect("present");
+                let sva = self.shadow_base + idx * self.gran;
+                self.backend.unmap(sva, self.gran)?;
+                self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
+                self.cache.push(h);
+            }
+        }
+        Ok(())
+    }
+
+    fn release_pool_chunk(&mut self, c: u64) -> Result<(), UvmError> {
+        if let Some(h) = self.committed.remove(&c) {
+            self.backend.unmap(c, self.gran)?;
+            self.cache.push(h);
+            self.shadow_unref(c)?;
+        }
+        Ok(())
+    }
+
+    fn require_committed(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.check_range(va, len)?;
+        for c in plan::chunk_spans(va, len, self.gran) {
+            if !self.committed.contains_key(&c) {
+                return Err(UvmError::NotCommitted(c));
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmaps `[va, va+len)`; the chunks go back to the cache and the VA may be committed again.
+    pub fn decommit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.require_committed(va, len)?;
+        for c in plan::chunk_spans(va, len, self.gran) {
+            self.release_pool_chunk(c)?;
+        }
+        self.counters.committed_bytes -= len;
+        Ok(())
+    }
+
+    /// Unmaps `[va, va+len)` forever: the VA is never committed again, and its shadow reads 0.
+    pub fn retire(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.check_range(va, len)?;
+        if let Some(c) = plan::chunk_spans(va, len, self.gran).find(|c| self.retired.contains(c)) {
+            return Err(UvmError::Retired(c));
+        }
+        let committed: Vec<u64> = plan::chunk_spans(va, len, self.gran).filter(|c| self.committed.contains_key(c)).collect();
+        for c in &committed {
+            self.release_pool_chunk(*c)?;
+        }
+        self.counters.committed_bytes -= committed.len() as u64 * self.gran;
+        self.retired.extend(plan::chunk_spans(va, len, self.gran));
+        self.counters.retired_bytes += len;
+        Ok(())
+    }
+
+    pub fn protect(&mut self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
+        self.require_committed(va, len)?;
+        self.backend.protect(va, len, prot)
+    }
+
+    /// Maps the chunks under committed `[src, src+len)` at a new VA range; returns its address.
+    pub fn alias(&mut self, src: u64, len: u64) -> Result<u64, UvmError> {
+        self.require_committed(src, len)?;
+        let a = self.backend.reserve(len, 0)?;
+        for (i, c) in plan::chunk_spans(src, len, self.gran).enumerate() {
+            let h = self.committed[&c];
+            if let Err(e) = self.backend.map(a + i as u64 * self.gran, h, Prot::ReadWrite) {
+                let _ = self.backend.unmap(a, i as u64 * self.gran);
+                let _ = self.backend.free_va(a, len);
+                return Err(e);
+            }
+        }
+        self.aliases.insert(a, (src, len));
+        Ok(a)
+    }
+
+    pub fn unalias(&mut self, alias: u64) -> Result<(), UvmError> {
+        let (_, len) = self.aliases.remove(&alias).ok_or(UvmError::NotAlias(alias))?;
+        self.backend.unmap(alias, len)?;
+        self.backend.free_va(alias, len)
+    }
+
+    /// Writes shadow bytes for the granules starting at pool address `va` (granule-aligned).
+    pub fn write_shadow(&self, va: u64, bytes: &[u8], stream: Stream) -> Result<(), UvmError> {
+        self.check_shadow_target(va, bytes.len() as u64)?;
+        self.backend.write(self.shadow_addr(va), bytes, stream)
+    }
+
+    /// Sets `n` shadow bytes, for the granules starting at pool address `va`, to `byte`.
+    pub fn fill_shadow(&self, va: u64, n: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
+        self.check_shadow_target(va, n)?;
+        self.backend.fill(self.shadow_addr(va), n, byte, stream)
+    }
+
+    pub fn read_shadow(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
+        if !self.contains(va, (out.len() as u64) << self.shift) {
+            return Err(UvmError::OutsidePool { va, len: (out.len() as u64) << self.shift });
+        }
+        self.backend.read(self.shadow_addr(va), out)
+    }
+
+    /// Shadow may only be written where the pool is committed (elsewhere it is the read-only zero chunk).
+    fn check_shadow_target(&self, va: u64, n: u64) -> Result<(), UvmError> {
+        let len = n << self.shift;
+        if va % (1 << self.shift) != 0 || !self.contains(va, len) {
+            return Err(UvmError::OutsidePool { va, len });
+        }
+        let (s, l) = plan::align_out(va, len, self.gran).ok_or(UvmError::OutsidePool { va, len })?;
+        for c in plan::chunk_spans(s, l, self.gran) {
+            if !self.committed.contains_key(&c) {
+                return Err(UvmError::NotCommitted(c));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let b = &self.backend;
+        for (&a, &(_, len)) in &self.aliases {
+            let _ = b.unmap(a, len);
+            let _ = b.free_va(a, len);
+        }
+        for (&c, &h) in &self.committed {
+            let _ = b.unmap(c, self.gran);
+            let _ = b.release_chunk(h);
+        }
+        let _ = b.unmap(self.shadow_base, self.shadow_size);
+        for (_, &(h, _)) in &self.shadow {
+            let _ = b.release_chunk(h);
+        }
+        for &h in &self.cache {
+            let _ = b.release_chunk(h);
+        }
+        let _ = b.release_chunk(self.zero_chunk);
+        let _ = b.free_va(self.shadow_base, self.shadow_size);
+        let _ = b.free_va(self.base, self.size);
+    }
+}

@@ -1,0 +1,217 @@
+//! CUDA VMM backend: cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess, called through
+//! function pointers resolved from the real libcuda by handle (the runtime interposes the exported
+//! symbols, so calling them by name would recurse).
+
+use crate::backend::{Backend, ChunkHandle, Prot, Stream};
+use crate::UvmError;
+use cudarc::driver::sys as cu;
+use std::ffi::{c_void, CStr};
+
+/// Resolves a driver entry point by its base name (`"cuMemCreate"`), as `cuGetProcAddress` does.
+pub type Resolver = Box<dyn Fn(&CStr) -> *mut c_void + Send + Sync>;
+
+type CuResult = cu::CUresult;
+type Dptr = cu::CUdeviceptr;
+
+#[allow(non_snake_case)]
+struct Api {
+    cuMemAddressReserve: unsafe extern "C" fn(*mut Dptr, usize, usize, Dptr, u64) -> CuResult,
+    cuMemAddressFree: unsafe extern "C" fn(Dptr, usize) -> CuResult,
+    cuMemCreate: unsafe extern "C" fn(*mut u64, usize, *const cu::CUmemAllocationProp, u64) -> CuResult,
+    cuMemRelease: unsafe extern "C" fn(u64) -> CuResult,
+    cuMemMap: unsafe extern "C" fn(Dptr, usize, usize, u64, u64) -> CuResult,
+    cuMemUnmap: unsafe extern "C" fn(Dptr, usize) -> CuResult,
+    cuMemSetAccess: unsafe extern "C" fn(Dptr, usize, *const cu::CUmemAccessDesc, usize) -> CuResult,
+    cuMemGetAllocationGranularity:
+        unsafe extern "C" fn(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags) -> CuResult,
+    cuMemcpyHtoD: unsafe extern "C" fn(Dptr, *const c_void, usize) -> CuResult,
+    cuMemcpyHtoDAsync: unsafe extern "C" fn(Dptr, *const c_void, usize, cu::CUstream) -> CuResult,
+    cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, Dptr, usize) -> CuResult,
+    cuMemsetD8: unsafe extern "C" fn(Dptr, u8, usize) -> CuResult,
+    cuMemsetD8Async: unsafe extern "C" fn(Dptr, u8, usize, cu::CUstream) -> CuResult,
+}
+
+/// Default resolver: `dlopen("libcuda.so.1")` and its `cuGetProcAddress_v2` (CUDA 13.0 ABI).
+pub fn default_resolver() -> Result<Resolver, UvmError> {
+    // SAFETY: plain dlopen/dlsym of the CUDA driver library.
+    let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(UvmError::Unavailable("libcuda.so.1 not found".into()));
+    }
+    // SAFETY: as above.
+    let gpa = unsafe { libc::dlsym(h, c"cuGetProcAddress_v2".as_ptr()) };
+    if gpa.is_null() {
+        return Err(UvmError::Unavailable("libcuda.so.1 has no cuGetProcAddress_v2".into()));
+    }
+    type Gpa = unsafe extern "C" fn(*const libc::c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
+    // SAFETY: cuGetProcAddress_v2 has this signature since CUDA 12.0.
+    let gpa: Gpa = unsafe { std::mem::transmute(gpa) };
+    let h = h as usize;
+    Ok(Box::new(move |name: &CStr| {
+        let _ = h;
+        let mut p = std::ptr::null_mut();
+        let mut status = 0;
+        // SAFETY: valid out-pointers.
+        let r = unsafe { gpa(name.as_ptr(), &mut p, 13000, 0, &mut status) };
+        if r == cu::CUresult::CUDA_SUCCESS { p } else { std::ptr::null_mut() }
+    }))
+}
+
+/// Checks a CUresult.
+fn ck(call: &'static str, r: CuResult) -> Result<(), UvmError> {
+    if r == cu::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(UvmError::Cuda { call, code: r as i32 })
+    }
+}
+
+pub struct VmmBackend {
+    api: Api,
+    device: i32,
+    gran: u64,
+}
+
+impl VmmBackend {
+    /// Needs a current CUDA context on `device`.
+    pub fn new(device: i32, resolve: &Resolver) -> Result<Self, UvmError> {
+        macro_rules! load {
+            ($name:ident) => {{
+                let p = resolve(&std::ffi::CString::new(stringify!($name)).unwrap());
+                if p.is_null() {
+                    return Err(UvmError::Unavailable(format!("driver entry point {} missing", stringify!($name))));
+                }
+                // SAFETY: the driver's entry point with the CUDA 13.0 signature declared in Api.
+                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+            }};
+        }
+        let api = Api {
+            cuMemAddressReserve: load!(cuMemAddressReserve),
+            cuMemAddressFree: load!(cuMemAddressFree),
+            cuMemCreate: load!(cuMemCreate),
+            cuMemRelease: load!(cuMemRelease),
+            cuMemMap: load!(cuMemMap),
+            cuMemUnmap: load!(cuMemUnmap),
+            cuMemSetAccess: load!(cuMemSetAccess),
+            cuMemGetAllocationGranularity: load!(cuMemGetAllocationGranularity),
+            cuMemcpyHtoD: load!(cuMemcpyHtoD),
+            cuMemcpyHtoDAsync: load!(cuMemcpyHtoDAsync),
+            cuMemcpyDtoH: load!(cuMemcpyDtoH),
+            cuMemsetD8: load!(cuMemsetD8),
+            cuMemsetD8Async: load!(cuMemsetD8Async),
+        };
+        let mut b = Self { api, device, gran: 0 };
+        let prop = b.prop();
+        let mut g = 0usize;
+        // SAFETY: valid pointers.
+        ck("cuMemGetAllocationGranularity", unsafe {
+            (b.api.cuMemGetAllocationGranularity)(&mut g, &prop, cu::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+        })?;
+        b.gran = g as u64;
+        Ok(b)
+    }
+
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    fn prop(&self) -> cu::CUmemAllocationProp {
+        // SAFETY: an all-zero CUmemAllocationProp is valid (no handle types, no flags).
+        let mut p: cu::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        p.type_ = cu::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.location.type_ = cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        p.location.id = self.device;
+        p
+    }
+
+    fn access(&self, prot: Prot) -> cu::CUmemAccessDesc {
+        cu::CUmemAccessDesc {
+            location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: self.device },
+            flags: match prot {
+                Prot::ReadWrite => cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                Prot::ReadOnly => cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READ,
+                Prot::None => cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE,
+            },
+        }
+    }
+
+    /// Grants another device access to a mapped range (peer access to the pool).
+    pub fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
+        let mut d = self.access(Prot::ReadWrite);
+        d.location.id = peer;
+        // SAFETY: valid descriptor.
+        ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
+    }
+}
+
+impl Backend for VmmBackend {
+    fn name(&self) -> &'static str {
+        "vmm"
+    }
+    fn granularity(&self) -> u64 {
+        self.gran
+    }
+    fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError> {
+        let mut p: Dptr = 0;
+        // SAFETY: valid out-pointer.
+        ck("cuMemAddressReserve", unsafe { (self.api.cuMemAddressReserve)(&mut p, size as usize, self.gran as usize, hint, 0) })?;
+        Ok(p)
+    }
+    fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError> {
+        // SAFETY: releasing our reservation.
+        ck("cuMemAddressFree", unsafe { (self.api.cuMemAddressFree)(va, size as usize) })
+    }
+    fn create_chunk(&self) -> Result<ChunkHandle, UvmError> {
+        let prop = self.prop();
+        let mut h = 0u64;
+        // SAFETY: valid pointers.
+        ck("cuMemCreate", unsafe { (self.api.cuMemCreate)(&mut h, self.gran as usize, &prop, 0) })?;
+        Ok(h)
+    }
+    fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
+        // SAFETY: a handle we created.
+        ck("cuMemRelease", unsafe { (self.api.cuMemRelease)(h) })
+    }
+    fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        // SAFETY: mapping our chunk into our reservation.
+        ck("cuMemMap", unsafe { (self.api.cuMemMap)(va, self.gran as usize, 0, h, 0) })?;
+        if let Err(e) = self.protect(va, self.gran, prot) {
+            // SAFETY: undo the map above.
+            unsafe { (self.api.cuMemUnmap)(va, self.gran as usize) };
+            return Err(e);
+        }
+        Ok(())
+    }
+    fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        // SAFETY: unmapping our mapping.
+        ck("cuMemUnmap", unsafe { (self.api.cuMemUnmap)(va, len as usize) })
+    }
+    fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
+        let d = self.access(prot);
+        // SAFETY: valid descriptor.
+        ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
+    }
+    fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
+        // SAFETY: host source valid for data.len(); an async copy from pageable memory is staged by
+        // the driver before the call returns.
+        if stream == Stream::SYNC {
+            ck("cuMemcpyHtoD", unsafe { (self.api.cuMemcpyHtoD)(va, data.as_ptr().cast(), data.len()) })
+        } else {
+            ck("cuMemcpyHtoDAsync", unsafe {
+                (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), stream.0 as cu::CUstream)
+            })
+        }
+    }
+    fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
+        // SAFETY: device range owned by the pool.
+        if stream == Stream::SYNC {
+            ck("cuMemsetD8", unsafe { (self.api.cuMemsetD8)(va, byte, len as usize) })
+        } else {
+            ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })
+        }
+    }
+    fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
+        // SAFETY: host destination valid for out.len().
+        ck("cuMemcpyDtoH", unsafe { (self.api.cuMemcpyDtoH)(out.as_mut_ptr().cast(), va, out.len()) })
+    }
+}
