@@ -419,6 +419,38 @@ pub fn extract_command(input: &Path, out_dir: Option<&Path>) -> Result<String> {
     Ok(listing)
 }
 
+/// Builds a fatbin holding one uncompressed PTX entry (what the driver's fatbin loaders accept), e.g.
+/// to hand checked PTX to a loader that only takes fatbins.
+pub fn build_ptx_fatbin(ptx: &str, arch: u32, ptx_version: (u16, u16)) -> Vec<u8> {
+    let mut payload = ptx.as_bytes().to_vec();
+    payload.push(0);
+    payload.resize(payload.len().div_ceil(8) * 8, 0);
+    let mut e = vec![0u8; 64];
+    e[0..2].copy_from_slice(&1u16.to_le_bytes());
+    e[2..4].copy_from_slice(&0x101u16.to_le_bytes());
+    e[4..8].copy_from_slice(&64u32.to_le_bytes());
+    e[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    e[0x18..0x1a].copy_from_slice(&ptx_version.1.to_le_bytes());
+    e[0x1a..0x1c].copy_from_slice(&ptx_version.0.to_le_bytes());
+    e[0x1c..0x20].copy_from_slice(&arch.to_le_bytes());
+    e[0x28..0x30].copy_from_slice(&0x11u64.to_le_bytes());
+    e.extend_from_slice(&payload);
+    let mut b = Vec::with_capacity(16 + e.len());
+    b.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&16u16.to_le_bytes());
+    b.extend_from_slice(&(e.len() as u64).to_le_bytes());
+    b.extend_from_slice(&e);
+    b
+}
+
+/// The `.version` of a PTX text, e.g. (9, 0).
+pub fn ptx_version(ptx: &str) -> Option<(u16, u16)> {
+    let line = ptx.lines().map(str::trim).find(|l| l.starts_with(".version"))?;
+    let (a, b) = line.trim_start_matches(".version").trim().split_once('.')?;
+    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +502,15 @@ mod tests {
         assert!(f.best_ptx(70).is_none());
         assert!(f.has_sass_for(90));
         assert!(!f.has_sass_for(80));
+    }
+
+    #[test]
+    fn built_fatbin_round_trips() {
+        let ptx = ".version 8.5\n.target sm_90\n.address_size 64\n";
+        let fb = build_ptx_fatbin(ptx, 90, ptx_version(ptx).unwrap());
+        let f = Fatbin::parse(&fb).unwrap();
+        assert_eq!(f.best_ptx(90).unwrap().ptx().unwrap(), ptx);
+        assert_eq!(f.entries[0].version, (8, 5));
     }
 
     #[test]

@@ -1,6 +1,17 @@
 //! gasan-runtime: the preloaded library (driver-API interposition, allocator, shadow poisoning,
 //! module loading, error ring, reports) and the gasan-run launcher.
+//!
+//! Concerns, one module each: [`options`], [`allocator`] (pool-backed device allocator, redzones,
+//! quarantine), [`report`] (ASan-style text/JSON), [`driver`] (the real libcuda), [`interpose`]
+//! (dlsym / cuGetProcAddress / export tables), [`hooks`] (intercepted calls), [`modules`] (checked
+//! module loading and cache), [`ring`] (device error ring), [`state`] (lazy global state).
 
 pub mod allocator;
+pub mod driver;
+pub mod hooks;
+pub mod interpose;
+pub mod modules;
 pub mod options;
 pub mod report;
+pub mod ring;
+pub mod state;

@@ -1,1 +1,365 @@
-//! ASan-style reports (text and JSON).
+//! ASan-style reports (text and JSON), with GPU coordinates.
+
+use crate::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
+use crate::options::{Options, ReportFormat};
+use gasan_instrument::abi::{AccessKind, ErrorRecord};
+use gasan_instrument::ptx::Site;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One error to report.
+#[derive(Clone, Debug)]
+pub enum Report {
+    /// A checked kernel access that failed (from the error ring).
+    Device { record: ErrorRecord, site: Option<Site>, desc: AddrDescription, device: i32 },
+    /// A host API call (memcpy/memset) whose range is bad.
+    Api { call: String, addr: u64, len: u64, write: bool, desc: AddrDescription, stack: HostStack },
+    /// A bad `cuMemFree*`.
+    Free { call: String, err: FreeError, stack: HostStack },
+    /// A kernel died with a device fault that no check reported (uninstrumented code).
+    Fault { cuda_error: i32, call: String, stack: HostStack },
+    Leaks(Vec<AllocInfo>),
+}
+
+impl Report {
+    /// ASan bug-type name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Report::Device { desc, .. } | Report::Api { desc, .. } => match desc.kind {
+                AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } => "heap-buffer-overflow",
+                AddrKind::UseAfterFree { .. } => "heap-use-after-free",
+                AddrKind::InBounds { .. } => "unknown-crash",
+                AddrKind::Wild => "wild-access",
+                AddrKind::Unknown => "unknown-address",
+            },
+            Report::Free { err, .. } => match err {
+                FreeError::DoubleFree { .. } => "double-free",
+                FreeError::NotBase { .. } | FreeError::Unknown { .. } => "bad-free",
+            },
+            Report::Fault { .. } => "gpu-fault-in-uninstrumented-code",
+            Report::Leaks(_) => "detected-memory-leaks",
+        }
+    }
+}
+
+pub struct Reporter {
+    format: ReportFormat,
+    log_path: Option<String>,
+    print_limit: u32,
+    suppress: Vec<(String, String)>,
+    reported: AtomicUsize,
+    out: Mutex<()>,
+}
+
+/// Symbolizes a stack as `#N 0xADDR in func file:line`.
+pub fn format_stack(s: &HostStack) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, &ip) in s.0.iter().enumerate() {
+        let mut line = format!("#{i} {ip:#x}");
+        let mut done = false;
+        backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+            if done {
+                return;
+            }
+            done = true;
+            if let Some(n) = sym.name() {
+                let _ = write!(line, " in {n:#}");
+            }
+            if let (Some(f), Some(l)) = (sym.filename(), sym.lineno()) {
+                let _ = write!(line, " {}:{}", f.display(), l);
+            }
+        });
+        out.push(line);
+    }
+    out
+}
+
+fn access_word(k: AccessKind) -> &'static str {
+    match k {
+        AccessKind::Read => "READ",
+        AccessKind::Write => "WRITE",
+        AccessKind::Atomic => "ATOMIC READ-WRITE",
+    }
+}
+
+fn location_text(d: &AddrDescription) -> Option<String> {
+    let a = d.alloc.as_ref()?;
+    let region = format!("{}-byte region [{:#x},{:#x})", a.size, a.start, a.start + a.size);
+    Some(match d.kind {
+        AddrKind::OverflowRight { distance } => format!("{:#x} is located {distance} bytes after {region}", d.addr),
+        AddrKind::OverflowLeft { distance } => format!("{:#x} is located {distance} bytes before {region}", d.addr),
+        AddrKind::UseAfterFree { offset } | AddrKind::InBounds { offset } => {
+            format!("{:#x} is located {offset} bytes inside of {region}", d.addr)
+        }
+        _ => return None,
+    })
+}
+
+fn shadow_text(d: &AddrDescription, out: &mut String) {
+    let Some((first, bytes)) = &d.shadow else { return };
+    let g = d.scale.granule();
+    let _ = writeln!(
+        out,
+        "Shadow bytes around the buggy address (one byte per {g}-byte granule; 00 = inaccessible, {}):",
+        if g == 256 { "n = first n+1 bytes accessible" } else { "n = first n bytes accessible" }
+    );
+    for (r, row) in bytes.chunks(16).enumerate() {
+        let row_addr = first + (r as u64) * 16 * g;
+        let mut line = format!("  {row_addr:#x}:");
+        for (i, b) in row.iter().enumerate() {
+            let a = row_addr + i as u64 * g;
+            if d.addr >= a && d.addr < a + g {
+                let _ = write!(line, "[{b:02x}]");
+            } else {
+                let _ = write!(line, " {b:02x} ");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+impl Reporter {
+    pub fn new(opts: &Options) -> Self {
+        let suppress = opts
+            .suppressions
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|s| {
+                s.lines()
+                    .filter_map(|l| {
+                        let l = l.trim();
+                        if l.starts_with('#') { None } else { l.split_once(':').map(|(k, v)| (k.to_string(), v.to_string())) }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Reporter {
+            format: opts.report_format,
+            log_path: opts.log_path.clone(),
+            print_limit: opts.print_limit,
+            suppress,
+            reported: AtomicUsize::new(0),
+            out: Mutex::new(()),
+        }
+    }
+
+    pub fn errors_reported(&self) -> usize {
+        self.reported.load(Ordering::SeqCst)
+    }
+
+    fn suppressed(&self, r: &Report) -> bool {
+        self.suppress.iter().any(|(k, v)| match (k.as_str(), r) {
+            ("kernel", Report::Device { site: Some(s), .. }) => s.kernel.contains(v.as_str()) || s.kernel_demangled.contains(v.as_str()),
+            ("src", Report::Device { site: Some(s), .. }) => s.loc.as_ref().is_some_and(|l| l.file.contains(v.as_str())),
+            ("call", Report::Api { call, .. }) | ("call", Report::Free { call, .. }) => call.contains(v.as_str()),
+            _ => false,
+        })
+    }
+
+    /// Prints a report unless suppressed or past `print_limit`. Returns whether it counted.
+    pub fn report(&self, r: &Report) -> bool {
+        if self.suppressed(r) {
+            return false;
+        }
+        let n = self.reported.fetch_add(1, Ordering::SeqCst);
+        if self.print_limit != 0 && n >= self.print_limit as usize {
+            return true;
+        }
+        let text = match self.format {
+            ReportFormat::Text => format_text(r),
+            ReportFormat::Json => format_json(r) + "\n",
+        };
+        let _g = self.out.lock().unwrap();
+        match &self.log_path {
+            Some(p) => {
+                let path = format!("{p}.{}", std::process::id());
+                if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+                    let _ = f.write_all(text.as_bytes());
+                }
+            }
+            None => {
+                let _ = std::io::stderr().write_all(text.as_bytes());
+            }
+        }
+        true
+    }
+}
+
+fn kernel_short(s: &Site) -> String {
+    let d = &s.kernel_demangled;
+    d.split('(').next().unwrap_or(d).to_string()
+}
+
+fn site_where(s: &Site) -> String {
+    match &s.loc {
+        Some(l) => l.to_string(),
+        None => format!("PTX line {}", s.ptx_line),
+    }
+}
+
+/// The text report.
+pub fn format_text(r: &Report) -> String {
+    let pid = std::process::id();
+    let mut o = String::new();
+    let kind = r.kind();
+    match r {
+        Report::Device { record, site, desc, device } => {
+            let access = AccessKind::from_u8(record.kind).unwrap_or(AccessKind::Read);
+            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", record.addr);
+            let kernel = site.as_ref().map(|s| s.kernel_demangled.clone()).unwrap_or_else(|| "<unknown kernel>".into());
+            let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
+            let at = site.as_ref().map(site_where).unwrap_or_else(|| format!("site {}", record.site_id));
+            let _ = writeln!(
+                o,
+                "    block ({},{},{}) thread ({},{},{}), at {at}",
+                record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2]
+            );
+            describe_text(desc, &mut o);
+            let summary_at = site.as_ref().map(|s| format!("{} in {}", site_where(s), kernel_short(s))).unwrap_or_default();
+            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} {summary_at}");
+        }
+        Report::Api { call, addr, len, write, desc, stack } => {
+            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", desc.addr);
+            let _ = writeln!(
+                o,
+                "{} of size {len} at {addr:#x} by host call {call}",
+                if *write { "WRITE" } else { "READ" }
+            );
+            for l in format_stack(stack) {
+                let _ = writeln!(o, "    {l}");
+            }
+            describe_text(desc, &mut o);
+            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} in {call}");
+        }
+        Report::Free { call, err, stack } => {
+            let (ptr, info) = match err {
+                FreeError::DoubleFree { ptr, info } | FreeError::NotBase { ptr, info } => (*ptr, Some(info)),
+                FreeError::Unknown { ptr, .. } => (*ptr, None),
+            };
+            let what = match err {
+                FreeError::DoubleFree { .. } => "attempting double-free",
+                FreeError::NotBase { .. } => "attempting free on address which was not allocated by cuMemAlloc (not the start of a block)",
+                FreeError::Unknown { .. } => "attempting free on address which was not allocated by cuMemAlloc",
+            };
+            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on {ptr:#x}: {what}");
+            for l in format_stack(stack) {
+                let _ = writeln!(o, "    {l}");
+            }
+            if let Some(a) = info {
+                let _ = writeln!(o, "{ptr:#x} is located {} bytes inside of {}-byte region [{:#x},{:#x})", ptr - a.start, a.size, a.start, a.start + a.size);
+                if let Some(f) = &a.free_stack {
+                    let _ = writeln!(o, "freed by thread T0 here:");
+                    for l in format_stack(f) {
+                        let _ = writeln!(o, "    {l}");
+                    }
+                }
+                let _ = writeln!(o, "previously allocated by thread T0 here:");
+                for l in format_stack(&a.alloc_stack) {
+                    let _ = writeln!(o, "    {l}");
+                }
+            }
+            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} in {call}");
+        }
+        Report::Fault { cuda_error, call, stack } => {
+            let _ = writeln!(
+                o,
+                "=={pid}==ERROR: GPUAddressSanitizer: {kind}: CUDA error {cuda_error} reported by {call}"
+            );
+            let _ = writeln!(
+                o,
+                "A kernel faulted on memory no gasan check saw (an uninstrumented, SASS-only module, or an access to unmapped pool VA: a guard gap or freed large block)."
+            );
+            for l in format_stack(stack) {
+                let _ = writeln!(o, "    {l}");
+            }
+            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} (CUDA error {cuda_error})");
+        }
+        Report::Leaks(v) => {
+            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: detected memory leaks");
+            let total: u64 = v.iter().map(|a| a.size).sum();
+            for a in v {
+                let _ = writeln!(o, "Direct leak of {} byte(s) in 1 object(s) at {:#x} allocated from:", a.size, a.start);
+                for l in format_stack(&a.alloc_stack) {
+                    let _ = writeln!(o, "    {l}");
+                }
+            }
+            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {total} byte(s) leaked in {} allocation(s).", v.len());
+        }
+    }
+    o
+}
+
+fn describe_text(d: &AddrDescription, o: &mut String) {
+    if let Some(t) = location_text(d) {
+        let _ = writeln!(o, "{t}");
+    } else if d.kind == AddrKind::Wild {
+        let _ = writeln!(o, "{:#x} is in the gasan pool but not near any allocation", d.addr);
+    }
+    if let Some(a) = &d.alloc {
+        if let Some(f) = &a.free_stack {
+            let _ = writeln!(o, "freed by thread T0 here:");
+            for l in format_stack(f) {
+                let _ = writeln!(o, "    {l}");
+            }
+            let _ = writeln!(o, "previously allocated by thread T0 here:");
+        } else {
+            let _ = writeln!(o, "allocated by thread T0 here:");
+        }
+        for l in format_stack(&a.alloc_stack) {
+            let _ = writeln!(o, "    {l}");
+        }
+    }
+    shadow_text(d, o);
+}
+
+/// One JSON object per report.
+pub fn format_json(r: &Report) -> String {
+    use serde_json::json;
+    let desc_json = |d: &AddrDescription| {
+        let (side, distance) = match d.kind {
+            AddrKind::OverflowLeft { distance } => (Some("left"), Some(distance)),
+            AddrKind::OverflowRight { distance } => (Some("right"), Some(distance)),
+            _ => (None, None),
+        };
+        json!({
+            "address": format!("{:#x}", d.addr),
+            "side": side,
+            "distance": distance,
+            "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live})),
+            "alloc_stack": d.alloc.as_ref().map(|a| format_stack(&a.alloc_stack)),
+            "free_stack": d.alloc.as_ref().and_then(|a| a.free_stack.as_ref().map(format_stack)),
+        })
+    };
+    let v = match r {
+        Report::Device { record, site, desc, device } => json!({
+            "tool": "gasan", "kind": r.kind(),
+            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", _ => "read" },
+            "size": record.width,
+            "address": format!("{:#x}", record.addr),
+            "device": device,
+            "kernel": site.as_ref().map(|s| s.kernel_demangled.clone()),
+            "kernel_mangled": site.as_ref().map(|s| s.kernel.clone()),
+            "file": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.file.clone())),
+            "line": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.line)),
+            "column": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.col)),
+            "ptx_line": site.as_ref().map(|s| s.ptx_line),
+            "block": record.ctaid, "thread": record.tid,
+            "shadow_byte": record.shadow,
+            "location": desc_json(desc),
+        }),
+        Report::Api { call, addr, len, write, desc, stack } => json!({
+            "tool": "gasan", "kind": r.kind(), "call": call, "access": if *write { "write" } else { "read" },
+            "size": len, "address": format!("{:#x}", addr), "bad_address": format!("{:#x}", desc.addr),
+            "stack": format_stack(stack), "location": desc_json(desc),
+        }),
+        Report::Free { call, err, stack } => {
+            let ptr = match err { FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } => *ptr };
+            json!({"tool": "gasan", "kind": r.kind(), "call": call, "address": format!("{ptr:#x}"), "stack": format_stack(stack)})
+        }
+        Report::Fault { cuda_error, call, .. } => json!({"tool": "gasan", "kind": r.kind(), "cuda_error": cuda_error, "call": call}),
+        Report::Leaks(v) => json!({"tool": "gasan", "kind": r.kind(), "leaks": v.iter().map(|a| json!({"address": format!("{:#x}", a.start), "size": a.size})).collect::<Vec<_>>()}),
+    };
+    v.to_string()
+}

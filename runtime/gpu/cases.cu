@@ -1,0 +1,177 @@
+// gasan GPU verification cases: one program, the case is argv[1]. Every case checks CUDA errors;
+// clean cases print "result ok". Built by runtime/gpu/build.sh with the pinned nvcc.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "CUDA error %d (%s) at %s:%d\n", (int)e_, cudaGetErrorString(e_), __FILE__, __LINE__); exit(3); } } while (0)
+
+__global__ void vecAdd(float* c, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+// Writes one element past the end (i == n).
+__global__ void vecAddOffByOne(float* c, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) c[i] = (i < n ? a[i] + b[i] : 1.0f);  // BUG: i == n writes c[n]
+}
+__global__ void readAt(const float* p, long idx, float* out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = p[idx];  // BUG when idx is out of bounds
+}
+__global__ void writeAt(float* p, long idx) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) p[idx] = 42.0f;  // BUG when idx is out of bounds
+}
+__global__ void scale(float* p, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] *= s;
+}
+__global__ void histo(unsigned* h, const int* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&h[x[i] & 255], 1u);
+}
+__global__ void empty() {}
+
+static float* dalloc(size_t n) { float* p; CK(cudaMalloc(&p, n * sizeof(float))); return p; }
+
+static int vecadd_clean(int n) {
+    std::vector<float> a(n), b(n), c(n);
+    for (int i = 0; i < n; i++) { a[i] = i; b[i] = 2 * i; }
+    float *da = dalloc(n), *db = dalloc(n), *dc = dalloc(n);
+    CK(cudaMemcpy(da, a.data(), n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, b.data(), n * 4, cudaMemcpyHostToDevice));
+    vecAdd<<<(n + 255) / 256, 256>>>(dc, da, db, n);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(c.data(), dc, n * 4, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) if (c[i] != 3.0f * i) { printf("wrong result at %d\n", i); return 4; }
+    CK(cudaFree(da)); CK(cudaFree(db)); CK(cudaFree(dc));
+    printf("result ok\n");
+    return 0;
+}
+
+static int multi_clean() {
+    const int n = 1 << 20;
+    float* x = dalloc(n);
+    int* keys; CK(cudaMalloc(&keys, n * sizeof(int)));
+    unsigned* h; CK(cudaMalloc(&h, 256 * sizeof(unsigned)));
+    CK(cudaMemset(h, 0, 256 * sizeof(unsigned)));
+    std::vector<int> hk(n); for (int i = 0; i < n; i++) hk[i] = i * 7;
+    CK(cudaMemcpy(keys, hk.data(), n * 4, cudaMemcpyHostToDevice));
+    std::vector<float> hx(n, 1.0f);
+    CK(cudaMemcpy(x, hx.data(), n * 4, cudaMemcpyHostToDevice));
+    for (int r = 0; r < 10; r++) scale<<<n / 256, 256>>>(x, 2.0f, n);
+    histo<<<n / 256, 256>>>(h, keys, n);
+    // Small allocations come and go between kernels.
+    for (int i = 0; i < 100; i++) { float* t = dalloc(1 + i * 13); scale<<<1, 32>>>(t, 1.0f, 1); CK(cudaFree(t)); }
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned> hh(256);
+    CK(cudaMemcpy(hh.data(), h, 256 * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hx.data(), x, n * 4, cudaMemcpyDeviceToHost));
+    unsigned total = 0; for (unsigned v : hh) total += v;
+    if (total != (unsigned)n || hx[12345] != 1024.0f) { printf("wrong result\n"); return 4; }
+    CK(cudaFree(x)); CK(cudaFree(keys)); CK(cudaFree(h));
+    printf("result ok\n");
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s CASE\n", argv[0]); return 2; }
+    const char* c = argv[1];
+    const int n = 1000;
+    if (!strcmp(c, "vecadd_clean")) return vecadd_clean(n);
+    if (!strcmp(c, "multi_clean")) return multi_clean();
+    if (!strcmp(c, "overflow_write")) {  // adjacent write, 4 bytes past 1000 floats
+        float *a = dalloc(n), *b = dalloc(n), *dc = dalloc(n);
+        CK(cudaMemset(a, 0, n * 4)); CK(cudaMemset(b, 0, n * 4));
+        vecAddOffByOne<<<(n + 256) / 256, 256>>>(dc, a, b, n);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "overflow_read")) {  // adjacent read
+        float *a = dalloc(n), *out = dalloc(1);
+        readAt<<<1, 32>>>(a, n, out);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "underflow_read")) {  // 1 element before the start
+        float *a = dalloc(n), *b = dalloc(n), *out = dalloc(1);
+        readAt<<<1, 32>>>(b, -1, out);
+        CK(cudaDeviceSynchronize());
+        (void)a; printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "overflow_far")) {  // 64 KiB past the end of a 4000-byte buffer
+        float* a = dalloc(n);
+        writeAt<<<1, 32>>>(a, 16384 + n);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "uaf")) {
+        float *a = dalloc(n), *out = dalloc(1);
+        CK(cudaFree(a));
+        readAt<<<1, 32>>>(a, 10, out);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "uaf_delayed")) {  // freed, then 1000 other allocations, then used
+        float *a = dalloc(n), *out = dalloc(1);
+        CK(cudaFree(a));
+        std::vector<float*> others;
+        for (int i = 0; i < 1000; i++) others.push_back(dalloc(n));
+        writeAt<<<1, 32>>>(a, 10);
+        CK(cudaDeviceSynchronize());
+        for (float* p : others) CK(cudaFree(p));
+        (void)out; printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "double_free")) {
+        float* a = dalloc(n);
+        CK(cudaFree(a));
+        cudaError_t e = cudaFree(a);  // BUG
+        printf("second free returned %d\n", (int)e); return 0;
+    }
+    if (!strcmp(c, "memcpy_overflow")) {
+        float* a = dalloc(n);
+        std::vector<float> h(n + 64);
+        CK(cudaMemcpy(a, h.data(), (n + 64) * 4, cudaMemcpyHostToDevice));  // BUG: 256 bytes too many
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
+        const long m = 1 << 20;
+        float* a = dalloc(m);
+        writeAt<<<1, 32>>>(a, m + 16384);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "bench_alloc")) {  // median cost of cudaMalloc(1 KiB) + cudaFree
+        const int iters = 5000;
+        float* warm = dalloc(256); CK(cudaFree(warm));
+        std::vector<double> ta, tf;
+        for (int i = 0; i < iters; i++) {
+            float* p;
+            auto t0 = std::chrono::steady_clock::now();
+            CK(cudaMalloc(&p, 1024));
+            auto t1 = std::chrono::steady_clock::now();
+            CK(cudaFree(p));
+            auto t2 = std::chrono::steady_clock::now();
+            ta.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+            tf.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+        }
+        std::sort(ta.begin(), ta.end()); std::sort(tf.begin(), tf.end());
+        printf("BENCH alloc_us=%.2f free_us=%.2f\n", ta[iters / 2], tf[iters / 2]);
+        return 0;
+    }
+    if (!strcmp(c, "bench_launch")) {  // median cost of an empty kernel launch
+        const int iters = 20000;
+        empty<<<1, 1>>>(); CK(cudaDeviceSynchronize());
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; i++) empty<<<1, 1>>>();
+        auto t1 = std::chrono::steady_clock::now();
+        CK(cudaDeviceSynchronize());
+        printf("BENCH launch_us=%.3f\n", std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
+        return 0;
+    }
+    fprintf(stderr, "unknown case %s\n", c);
+    return 2;
+}

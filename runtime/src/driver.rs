@@ -1,0 +1,102 @@
+//! The real CUDA driver: `dlopen("libcuda.so.1")` and the real `dlsym`, never our own exports.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+pub type CuResult = i32;
+pub const CUDA_SUCCESS: CuResult = 0;
+pub const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
+pub const CUDA_ERROR_ILLEGAL_ADDRESS: CuResult = 700;
+pub const CUDA_ERROR_LAUNCH_FAILED: CuResult = 719;
+pub const CUDA_ERROR_UNKNOWN: CuResult = 999;
+
+/// glibc's dlsym, found with dlvsym so that our exported `dlsym` is skipped.
+pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+pub fn real_dlsym() -> DlsymFn {
+    let mut p = REAL_DLSYM.load(Ordering::Acquire);
+    if p == 0 {
+        for ver in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
+            // SAFETY: dlvsym is not interposed by us.
+            let f = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), ver.as_ptr()) };
+            if !f.is_null() {
+                p = f as usize;
+                break;
+            }
+        }
+        assert!(p != 0, "gasan: cannot find glibc's dlsym");
+        REAL_DLSYM.store(p, Ordering::Release);
+    }
+    // SAFETY: p is glibc's dlsym.
+    unsafe { std::mem::transmute::<usize, DlsymFn>(p) }
+}
+
+/// Handle of the real libcuda.so.1 (loaded on first use).
+pub fn libcuda() -> Option<*mut c_void> {
+    static H: OnceLock<usize> = OnceLock::new();
+    let h = *H.get_or_init(|| {
+        // SAFETY: plain dlopen.
+        unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) as usize }
+    });
+    (h != 0).then_some(h as *mut c_void)
+}
+
+/// Is `handle` a dlopen handle of libcuda?
+pub fn is_libcuda_handle(handle: *mut c_void) -> bool {
+    libcuda() == Some(handle)
+}
+
+/// Address of an exact libcuda export (`"cuMemAlloc_v2"`), via the real dlsym.
+pub fn real_symbol(name: &str) -> Option<usize> {
+    let h = libcuda()?;
+    let c = CString::new(name).ok()?;
+    // SAFETY: valid handle and name.
+    let p = unsafe { real_dlsym()(h, c.as_ptr()) };
+    (!p.is_null()).then_some(p as usize)
+}
+
+/// Real entry points by exact name, resolved once.
+pub fn real(name: &'static str) -> usize {
+    static CACHE: OnceLock<std::sync::Mutex<HashMap<&'static str, usize>>> = OnceLock::new();
+    let m = CACHE.get_or_init(Default::default);
+    if let Some(&p) = m.lock().unwrap().get(name) {
+        return p;
+    }
+    let p = real_symbol(name).unwrap_or(0);
+    m.lock().unwrap().insert(name, p);
+    p
+}
+
+/// Calls the real driver function `$name` with signature `fn($($t),*) -> CuResult`.
+#[macro_export]
+macro_rules! real_call {
+    ($name:literal ($($t:ty),*) ($($a:expr),*)) => {{
+        let p = $crate::driver::real($name);
+        if p == 0 {
+            $crate::driver::CUDA_ERROR_UNKNOWN
+        } else {
+            // SAFETY: the real driver function with its CUDA 13.0 signature.
+            let f: unsafe extern "C" fn($($t),*) -> $crate::driver::CuResult = unsafe { std::mem::transmute(p) };
+            unsafe { f($($a),*) }
+        }
+    }};
+}
+
+/// Resolver handed to the uvm-shim Vmm backend: base names → the real driver's newest variant.
+pub fn resolver() -> gasan_uvm::Resolver {
+    Box::new(|name: &CStr| {
+        let base = name.to_str().unwrap_or("");
+        // Prefer the versioned export the CUDA 13 headers map the base name to.
+        for suffix in ["_v2", ""] {
+            if let Some(p) = real_symbol(&format!("{base}{suffix}")) {
+                return p as *mut c_void;
+            }
+        }
+        std::ptr::null_mut()
+    })
+}

@@ -1,0 +1,318 @@
+//! Bodies of the intercepted driver calls. Each hook is exported under the driver's exact symbol
+//! name (for `-lcuda` apps) and listed in [`table`] (for `cuGetProcAddress` / `dlsym`).
+//!
+//! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
+
+use crate::allocator::{FreeError, HostStack};
+use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
+use crate::modules;
+use crate::report::Report;
+use crate::state::{state, LoadedHandle};
+use gasan_uvm::Stream;
+use std::ffi::{c_char, c_void};
+
+type Dptr = u64;
+type Handle = usize;
+
+/// Sticky errors after which the context is dead: a `trap` (719) or an MMU fault (700), etc.
+fn is_sticky(r: CuResult) -> bool {
+    matches!(r, 700 | 714 | 715 | 716 | 717 | 718 | 719)
+}
+
+fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        eprintln!("==gasan== internal error in {name}");
+        crate::driver::CUDA_ERROR_UNKNOWN
+    });
+    if is_sticky(r) {
+        state().on_device_error(r, name);
+    }
+    r
+}
+
+macro_rules! hooks {
+    ($real:ident; $( $name:ident ( $($arg:ident : $t:ty),* ) $body:block )*) => {
+        $(
+            #[unsafe(no_mangle)]
+            #[allow(non_snake_case, unused_variables)]
+            pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
+                #[allow(unused)]
+                let $real = |$($arg: $t),*| -> CuResult {
+                    let p = crate::driver::real(stringify!($name));
+                    if p == 0 {
+                        return crate::driver::CUDA_ERROR_UNKNOWN;
+                    }
+                    // SAFETY: the real driver function of the same name and signature.
+                    let f: unsafe extern "C" fn($($t),*) -> CuResult = unsafe { std::mem::transmute(p) };
+                    unsafe { f($($arg),*) }
+                };
+                guard(stringify!($name), move || $body)
+            }
+        )*
+        /// Every hook: (exact driver symbol, our wrapper).
+        pub fn table() -> Vec<(&'static str, usize)> {
+            vec![$((stringify!($name), $name as *const () as usize)),*]
+        }
+    };
+}
+
+fn stream_of(s: Handle) -> Option<Stream> {
+    Some(Stream(s))
+}
+
+fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+    let s = state();
+    let Some(d) = s.device() else { return real() };
+    if dptr.is_null() || size == 0 {
+        return real();
+    }
+    match d.alloc.alloc(size as u64, stream) {
+        Ok(p) => {
+            // SAFETY: the caller's out-pointer.
+            unsafe { *dptr = p };
+            CUDA_SUCCESS
+        }
+        Err(e) => {
+            crate::state::log(1, || format!("allocation of {size} bytes failed: {e}"));
+            CUDA_ERROR_OUT_OF_MEMORY
+        }
+    }
+}
+
+fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+    let s = state();
+    let Some(d) = s.device() else { return real() };
+    if ptr == 0 {
+        return CUDA_SUCCESS;
+    }
+    match d.alloc.free(ptr, stream) {
+        Ok(()) => CUDA_SUCCESS,
+        // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.
+        Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => CUDA_SUCCESS,
+        Err(err) => {
+            s.host_error(Report::Free { call: call.to_string(), err, stack: HostStack::capture(s.opts.malloc_context_size) });
+            crate::driver::CUDA_ERROR_INVALID_VALUE
+        }
+    }
+}
+
+/// Checks `[addr, addr+len)` of a host API call before it runs.
+fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
+    let s = state();
+    let Some(d) = s.device() else { return true };
+    match d.alloc.check_range(addr, len as u64) {
+        Ok(()) => true,
+        Err(e) => {
+            s.host_error(Report::Api {
+                call: call.to_string(),
+                addr,
+                len: len as u64,
+                write,
+                desc: e.desc,
+                stack: HostStack::capture(s.opts.malloc_context_size),
+            });
+            false
+        }
+    }
+}
+
+fn after_sync(r: CuResult) -> CuResult {
+    if r == CUDA_SUCCESS {
+        state().check_after_sync();
+    }
+    r
+}
+
+fn before_launch() {
+    let s = state();
+    if s.has_pending.load(std::sync::atomic::Ordering::Acquire) {
+        s.device();
+        s.flush_pending();
+    }
+}
+
+const INVALID: CuResult = crate::driver::CUDA_ERROR_INVALID_VALUE;
+
+hooks! {
+    real;
+    // ---- allocation ----
+    cuMemAlloc_v2(dptr: *mut Dptr, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
+    cuMemAllocAsync(dptr: *mut Dptr, size: usize, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocAsync_ptsz(dptr: *mut Dptr, size: usize, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocFromPoolAsync(dptr: *mut Dptr, size: usize, pool: Handle, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocFromPoolAsync_ptsz(dptr: *mut Dptr, size: usize, pool: Handle, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocPitch_v2(dptr: *mut Dptr, pitch: *mut usize, width: usize, height: usize, elem: u32) {
+        if pitch.is_null() || width == 0 || height == 0 {
+            return real(dptr, pitch, width, height, elem);
+        }
+        // cudaMallocPitch rows are 512-byte aligned on current GPUs.
+        let p = width.div_ceil(512) * 512;
+        let r = do_alloc(dptr, p * height, None, || real(dptr, pitch, width, height, elem));
+        if r == CUDA_SUCCESS && state().device().is_some() {
+            // SAFETY: caller's out-pointer.
+            unsafe { *pitch = p };
+        }
+        r
+    }
+    cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
+    cuMemFreeAsync(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
+    cuMemFreeAsync_ptsz(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
+    cuMemGetAddressRange_v2(base: *mut Dptr, size: *mut usize, ptr: Dptr) {
+        if let Some((b, n)) = state().device().and_then(|d| d.alloc.allocation_containing(ptr)) {
+            // SAFETY: caller's out-pointers (either may be null).
+            unsafe {
+                if !base.is_null() { *base = b; }
+                if !size.is_null() { *size = n as usize; }
+            }
+            return CUDA_SUCCESS;
+        }
+        real(base, size, ptr)
+    }
+
+    // ---- host copies and sets: ranges checked before the call ----
+    cuMemcpyHtoD_v2(dst: Dptr, src: *const c_void, n: usize) { if !check_range("cuMemcpyHtoD", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
+    cuMemcpyHtoD_v2_ptds(dst: Dptr, src: *const c_void, n: usize) { if !check_range("cuMemcpyHtoD", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
+    cuMemcpyDtoH_v2(dst: *mut c_void, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoH", src, n, false) { return INVALID; } after_sync(real(dst, src, n)) }
+    cuMemcpyDtoH_v2_ptds(dst: *mut c_void, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoH", src, n, false) { return INVALID; } after_sync(real(dst, src, n)) }
+    cuMemcpyDtoD_v2(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoD", src, n, false) || !check_range("cuMemcpyDtoD", dst, n, true) { return INVALID; } real(dst, src, n) }
+    cuMemcpyDtoD_v2_ptds(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoD", src, n, false) || !check_range("cuMemcpyDtoD", dst, n, true) { return INVALID; } real(dst, src, n) }
+    cuMemcpy(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
+    cuMemcpy_ptds(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
+    cuMemcpyAsync(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyAsync_ptsz(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyHtoDAsync_v2(dst: Dptr, src: *const c_void, n: usize, stream: Handle) { if !check_range("cuMemcpyHtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyHtoDAsync_v2_ptsz(dst: Dptr, src: *const c_void, n: usize, stream: Handle) { if !check_range("cuMemcpyHtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoHAsync", src, n, false) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoHAsync", src, n, false) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoDAsync_v2(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoDAsync", src, n, false) || !check_range("cuMemcpyDtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoDAsync_v2_ptsz(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoDAsync", src, n, false) || !check_range("cuMemcpyDtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemsetD8_v2(dst: Dptr, v: u8, n: usize) { if !check_range("cuMemsetD8", dst, n, true) { return INVALID; } real(dst, v, n) }
+    cuMemsetD8_v2_ptds(dst: Dptr, v: u8, n: usize) { if !check_range("cuMemsetD8", dst, n, true) { return INVALID; } real(dst, v, n) }
+    cuMemsetD16_v2(dst: Dptr, v: u16, n: usize) { if !check_range("cuMemsetD16", dst, n * 2, true) { return INVALID; } real(dst, v, n) }
+    cuMemsetD16_v2_ptds(dst: Dptr, v: u16, n: usize) { if !check_range("cuMemsetD16", dst, n * 2, true) { return INVALID; } real(dst, v, n) }
+    cuMemsetD32_v2(dst: Dptr, v: u32, n: usize) { if !check_range("cuMemsetD32", dst, n * 4, true) { return INVALID; } real(dst, v, n) }
+    cuMemsetD32_v2_ptds(dst: Dptr, v: u32, n: usize) { if !check_range("cuMemsetD32", dst, n * 4, true) { return INVALID; } real(dst, v, n) }
+    cuMemsetD8Async(dst: Dptr, v: u8, n: usize, stream: Handle) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD8Async_ptsz(dst: Dptr, v: u8, n: usize, stream: Handle) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD32Async(dst: Dptr, v: u32, n: usize, stream: Handle) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD32Async_ptsz(dst: Dptr, v: u32, n: usize, stream: Handle) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
+
+    // ---- synchronization: the error ring is drained here ----
+    cuCtxSynchronize() { after_sync(real()) }
+    cuStreamSynchronize(stream: Handle) { after_sync(real(stream)) }
+    cuStreamSynchronize_ptsz(stream: Handle) { after_sync(real(stream)) }
+    cuEventSynchronize(event: Handle) { after_sync(real(event)) }
+
+    // ---- launches: control blocks of modules loaded before the pool existed ----
+    cuLaunchKernel(f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+    }
+    cuLaunchKernel_ptsz(f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+    }
+    cuLaunchKernelEx(config: *const c_void, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+    cuLaunchKernelEx_ptsz(config: *const c_void, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+
+    // ---- module loading ----
+    cuModuleLoadData(module: *mut Handle, image: *const c_void) {
+        unsafe { modules::load_checked(image, |_| Vec::new(), |img| real(module, img), || LoadedHandle::Module(*module)) }
+    }
+    cuModuleLoadDataEx(module: *mut Handle, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
+        unsafe { modules::load_checked(image, |_| Vec::new(), |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
+    }
+    cuModuleLoadFatBinary(module: *mut Handle, image: *const c_void) {
+        unsafe { modules::load_checked(image, |c| gasan_instrument::container::build_ptx_fatbin(c.ptx.to_str().unwrap_or(""), c.arch, c.version), |img| real(module, img), || LoadedHandle::Module(*module)) }
+    }
+    cuModuleLoad(module: *mut Handle, fname: *const c_char) {
+        match unsafe { read_file(fname) } {
+            Some(bytes) => {
+                let p = crate::driver::real("cuModuleLoadData");
+                let load = |img: *const c_void| -> CuResult {
+                    // SAFETY: the real cuModuleLoadData.
+                    let f: unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult = unsafe { std::mem::transmute(p) };
+                    unsafe { f(module, img) }
+                };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), |_| Vec::new(), load, || LoadedHandle::Module(*module)) };
+                std::mem::forget(bytes);
+                r
+            }
+            None => real(module, fname),
+        }
+    }
+    cuLibraryLoadData(lib: *mut Handle, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        unsafe { modules::load_checked(code, |_| Vec::new(), |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
+    }
+    cuLibraryLoadFromFile(lib: *mut Handle, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        match unsafe { read_file(fname) } {
+            Some(bytes) => {
+                let p = crate::driver::real("cuLibraryLoadData");
+                let load = |img: *const c_void| -> CuResult {
+                    type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
+                    // SAFETY: the real cuLibraryLoadData.
+                    let f: F = unsafe { std::mem::transmute(p) };
+                    unsafe { f(lib, img, jo, jv, njo, lo, lv, nlo) }
+                };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), |_| Vec::new(), load, || LoadedHandle::Library(*lib)) };
+                std::mem::forget(bytes);
+                r
+            }
+            None => real(lib, fname, jo, jv, njo, lo, lv, nlo),
+        }
+    }
+}
+
+/// Reads a module file (NUL-terminated so PTX text can be passed as an image).
+unsafe fn read_file(fname: *const c_char) -> Option<Vec<u8>> {
+    if fname.is_null() {
+        return None;
+    }
+    let p = unsafe { std::ffi::CStr::from_ptr(fname) }.to_str().ok()?;
+    let mut b = std::fs::read(p).ok()?;
+    b.push(0);
+    Some(b)
+}
+
+// ---- cudart's private module loaders (CUDART_INTERFACE export table slots 1, 6, 8) ----
+
+fn orig_slot(i: usize) -> usize {
+    crate::interpose::EXPORT_ORIG.get().map(|s| s[i]).unwrap_or(0)
+}
+
+/// A fatbin wrapper (version 1) around a checked PTX fatbin; leaked (cudart keeps the pointer).
+fn checked_wrapper(c: &modules::Checked) -> Vec<u8> {
+    let fb = Box::leak(gasan_instrument::container::build_ptx_fatbin(c.ptx.to_str().unwrap_or(""), c.arch, c.version).into_boxed_slice());
+    let mut w = Vec::with_capacity(24);
+    w.extend_from_slice(&gasan_instrument::container::WRAPPER_MAGIC.to_le_bytes());
+    w.extend_from_slice(&1u32.to_le_bytes());
+    w.extend_from_slice(&(fb.as_ptr() as u64).to_le_bytes());
+    w.extend_from_slice(&0u64.to_le_bytes());
+    w
+}
+
+pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut Handle, wrapper: *const c_void) -> CuResult {
+    guard("get_module_from_cubin", || {
+        type F = unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult;
+        // SAFETY: the original slot.
+        let f: F = unsafe { std::mem::transmute(orig_slot(0)) };
+        unsafe { modules::load_checked(wrapper, checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
+    })
+}
+
+pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut Handle, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
+    guard("get_module_from_cubin_ext1", || {
+        type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
+        // SAFETY: the original slot.
+        let f: F = unsafe { std::mem::transmute(orig_slot(1)) };
+        unsafe { modules::load_checked(wrapper, checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
+    })
+}
+
+pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut Handle, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
+    guard("get_module_from_cubin_ext2", || {
+        type F = unsafe extern "C" fn(*const c_void, *mut Handle, *mut c_void, *mut c_void, u32) -> CuResult;
+        // SAFETY: the original slot.
+        let f: F = unsafe { std::mem::transmute(orig_slot(2)) };
+        let build = |c: &modules::Checked| gasan_instrument::container::build_ptx_fatbin(c.ptx.to_str().unwrap_or(""), c.arch, c.version);
+        unsafe { modules::load_checked(header, build, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
+    })
+}

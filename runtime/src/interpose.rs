@@ -1,0 +1,178 @@
+//! How calls reach us: an exported `dlsym` that answers only for libcuda handles, `cuGetProcAddress`
+//! (all ABI variants: the real one picks the variant, we swap in our wrapper for exactly that
+//! variant), the module-loading slots of `cuGetExportTable`, and exported `cu*` symbols.
+
+use crate::driver::{self, CuResult, CUDA_SUCCESS};
+use crate::hooks;
+use crate::state::log;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::OnceLock;
+
+/// Real entry point address → our wrapper, for every hooked exact name.
+fn wrapper_by_real() -> &'static HashMap<usize, usize> {
+    static M: OnceLock<HashMap<usize, usize>> = OnceLock::new();
+    M.get_or_init(|| {
+        hooks::table()
+            .into_iter()
+            .filter_map(|(name, w)| driver::real_symbol(name).map(|r| (r, w)))
+            .collect()
+    })
+}
+
+fn wrapper_by_name(name: &str) -> Option<usize> {
+    static M: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    M.get_or_init(|| hooks::table().into_iter().collect()).get(name).copied()
+}
+
+/// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, else null
+/// (the caller then jumps to glibc's dlsym with the original return address, so `RTLD_NEXT` keeps
+/// working for everybody).
+extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    driver::real_dlsym();
+    if name.is_null() || handle.is_null() || handle == libc::RTLD_NEXT {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: dlsym's name is a C string.
+    let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+    if !n.starts_with(b"cu") {
+        return std::ptr::null_mut();
+    }
+    let Ok(n) = std::str::from_utf8(n) else { return std::ptr::null_mut() };
+    let found = std::panic::catch_unwind(|| {
+        if driver::is_libcuda_handle(handle) { wrapper_by_name(n) } else { None }
+    });
+    match found {
+        Ok(Some(w)) => {
+            log(2, || format!("dlsym(libcuda, {n}) -> gasan wrapper"));
+            w as *mut c_void
+        }
+        _ => std::ptr::null_mut(),
+    }
+}
+
+/// Our `dlsym`. A naked trampoline: ask [`dlsym_filter`]; if it declines, tail-jump to glibc's dlsym
+/// so that the caller's return address (which `RTLD_NEXT` lookups depend on) is unchanged.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlsym(_handle: *mut c_void, _name: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {filter}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jnz 2f",
+        "jmp qword ptr [rip + {real}]",
+        "2:",
+        "ret",
+        filter = sym dlsym_filter,
+        real = sym driver::REAL_DLSYM,
+    )
+}
+
+type GpaV2 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
+type GpaV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
+
+/// Swaps the real pointer the driver returned for our wrapper of the same variant.
+unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u64) {
+    if pfn.is_null() || unsafe { (*pfn).is_null() } {
+        return;
+    }
+    let real = unsafe { *pfn } as usize;
+    let wrapped = wrapper_by_real().get(&real).copied();
+    if let Some(w) = wrapped {
+        unsafe { *pfn = w as *mut c_void };
+    }
+    log(2, || {
+        // SAFETY: the caller's symbol name.
+        let n = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
+        format!("cuGetProcAddress({n}, flags={flags}) -> {}", if wrapped.is_some() { "gasan wrapper" } else { "driver" })
+    });
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: i32,
+    flags: u64,
+    status: *mut i32,
+) -> CuResult {
+    let p = driver::real("cuGetProcAddress_v2");
+    if p == 0 {
+        return driver::CUDA_ERROR_UNKNOWN;
+    }
+    // SAFETY: the real cuGetProcAddress_v2.
+    let r = unsafe { std::mem::transmute::<usize, GpaV2>(p)(symbol, pfn, version, flags, status) };
+    if r == CUDA_SUCCESS {
+        unsafe { swap_in_wrapper(symbol, pfn, flags) };
+    }
+    r
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64) -> CuResult {
+    let p = driver::real("cuGetProcAddress");
+    if p == 0 {
+        return driver::CUDA_ERROR_UNKNOWN;
+    }
+    // SAFETY: the real cuGetProcAddress.
+    let r = unsafe { std::mem::transmute::<usize, GpaV1>(p)(symbol, pfn, version, flags) };
+    if r == CUDA_SUCCESS {
+        unsafe { swap_in_wrapper(symbol, pfn, flags) };
+    }
+    r
+}
+
+/// The CUDART_INTERFACE export table GUID {6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}.
+const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9];
+
+/// Slots of CUDART_INTERFACE that load modules from fatbins.
+pub(crate) static EXPORT_ORIG: OnceLock<[usize; 3]> = OnceLock::new();
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) -> CuResult {
+    let p = driver::real("cuGetExportTable");
+    if p == 0 {
+        return driver::CUDA_ERROR_UNKNOWN;
+    }
+    type F = unsafe extern "C" fn(*mut *const c_void, *const [u8; 16]) -> CuResult;
+    // SAFETY: the real cuGetExportTable.
+    let r = unsafe { std::mem::transmute::<usize, F>(p)(table, id) };
+    if r != CUDA_SUCCESS || table.is_null() || id.is_null() {
+        return r;
+    }
+    let guid = unsafe { *id };
+    log(2, || format!("cuGetExportTable({})", guid.iter().map(|b| format!("{b:02x}")).collect::<String>()));
+    if guid == CUDART_INTERFACE {
+        static COPY: OnceLock<usize> = OnceLock::new();
+        let orig = unsafe { *table } as *const usize;
+        let copy = *COPY.get_or_init(|| unsafe { patched_cudart_table(orig) });
+        if copy != 0 {
+            unsafe { *table = copy as *const c_void };
+        }
+    }
+    r
+}
+
+/// A copy of the CUDART_INTERFACE table with the module-loading slots (1, 6, 8) wrapped. The table
+/// starts with its size in bytes.
+unsafe fn patched_cudart_table(orig: *const usize) -> usize {
+    let size = unsafe { *orig };
+    if !(9 * 8..0x10000).contains(&size) || size % 8 != 0 {
+        log(1, || format!("CUDART_INTERFACE table has unexpected size {size}; not patched"));
+        return 0;
+    }
+    let n = size / 8;
+    let mut v: Vec<usize> = (0..n).map(|i| unsafe { *orig.add(i) }).collect();
+    let _ = EXPORT_ORIG.set([v[1], v[6], v[8]]);
+    v[1] = hooks::cudart_get_module_from_cubin as *const () as usize;
+    v[6] = hooks::cudart_get_module_from_cubin_ext1 as *const () as usize;
+    v[8] = hooks::cudart_get_module_from_cubin_ext2 as *const () as usize;
+    Box::leak(v.into_boxed_slice()).as_ptr() as usize
+}

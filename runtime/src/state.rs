@@ -1,0 +1,275 @@
+//! Process-wide runtime state, created lazily at the first intercepted call. The device part (pool,
+//! allocator, ring) is created at the first call that has a current context.
+
+use crate::allocator::{Allocator, HostStack};
+use crate::driver::{CuResult, CUDA_SUCCESS};
+use crate::options::Options;
+use crate::real_call;
+use crate::report::{Report, Reporter};
+use crate::ring::Ring;
+use gasan_instrument::abi::ControlBlock;
+use gasan_instrument::ptx::SiteTable;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// A loaded checked module whose control block still has to be written.
+#[derive(Clone, Copy, Debug)]
+pub enum LoadedHandle {
+    Module(usize),
+    Library(usize),
+}
+
+pub struct DeviceRuntime {
+    pub alloc: Allocator,
+    pub ring: Mutex<Ring>,
+    pub device: i32,
+}
+
+#[derive(Default)]
+pub struct Counters {
+    pub modules_instrumented: AtomicU64,
+    pub modules_sass_only: AtomicU64,
+    pub modules_fallback: AtomicU64,
+    pub cache_hits: AtomicU64,
+}
+
+pub struct State {
+    pub opts: Options,
+    pub reporter: Reporter,
+    device: OnceLock<Option<DeviceRuntime>>,
+    device_init: Mutex<()>,
+    /// Site tables by module id - 1.
+    pub sites: Mutex<Vec<SiteTable>>,
+    pending: Mutex<Vec<(LoadedHandle, u64)>>,
+    pub has_pending: AtomicBool,
+    pub counters: Counters,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+
+pub fn state() -> &'static State {
+    STATE.get_or_init(|| {
+        let opts = match Options::from_env() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("==gasan== error in GASAN_OPTIONS: {e}");
+                // SAFETY: exiting the process on a configuration error, as ASan does.
+                unsafe { libc::_exit(1) };
+            }
+        };
+        extern "C" fn at_exit() {
+            if let Some(s) = STATE.get() {
+                s.at_exit();
+            }
+        }
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(at_exit) };
+        State {
+            reporter: Reporter::new(&opts),
+            opts,
+            device: OnceLock::new(),
+            device_init: Mutex::new(()),
+            sites: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
+            has_pending: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    })
+}
+
+pub fn log(level: u32, msg: impl FnOnce() -> String) {
+    if state().opts.verbosity >= level {
+        eprintln!("==gasan== {}", msg());
+    }
+}
+
+/// Device of the current context, if there is one.
+pub fn current_device() -> Option<i32> {
+    let mut d = -1i32;
+    let r = real_call!("cuCtxGetDevice"(*mut i32)(&mut d));
+    (r == CUDA_SUCCESS && d >= 0).then_some(d)
+}
+
+/// Compute capability (e.g. 90) of `device`.
+pub fn compute_capability(device: i32) -> Option<u32> {
+    let (mut maj, mut min) = (0i32, 0i32);
+    let a = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut maj, 75, device));
+    let b = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut min, 76, device));
+    (a == CUDA_SUCCESS && b == CUDA_SUCCESS).then_some((maj * 10 + min) as u32)
+}
+
+impl State {
+    /// The device runtime, created on first use (needs a current context).
+    pub fn device(&self) -> Option<&DeviceRuntime> {
+        if let Some(d) = self.device.get() {
+            return d.as_ref();
+        }
+        let _g = self.device_init.lock().unwrap();
+        if let Some(d) = self.device.get() {
+            return d.as_ref();
+        }
+        let dev = current_device()?;
+        let rt = match self.create_device_runtime(dev) {
+            Ok(rt) => Some(rt),
+            Err(e) => {
+                eprintln!("==gasan== WARNING: cannot set up the device pool ({e}); running without checks");
+                None
+            }
+        };
+        let _ = self.device.set(rt);
+        drop(_g);
+        self.flush_pending();
+        self.device.get().and_then(Option::as_ref)
+    }
+
+    fn create_device_runtime(&self, dev: i32) -> Result<DeviceRuntime, String> {
+        let t = std::time::Instant::now();
+        let backend = gasan_uvm::VmmBackend::new(dev, &crate::driver::resolver()).map_err(|e| e.to_string())?;
+        let cfg = gasan_uvm::PoolConfig {
+            size: self.opts.pool_size.unwrap_or(0),
+            shift: self.opts.shadow_scale.shift(),
+            ..Default::default()
+        };
+        let pool = gasan_uvm::Pool::new(Box::new(backend), &cfg).map_err(|e| e.to_string())?;
+        log(1, || format!("pool {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3));
+        let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
+        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev })
+    }
+
+    /// Registers a checked module's sites; returns its module id.
+    pub fn register_sites(&self, sites: SiteTable) -> u64 {
+        let mut v = self.sites.lock().unwrap();
+        v.push(sites);
+        v.len() as u64
+    }
+
+    /// Writes the module's control block now if the pool exists, else remembers it.
+    pub fn set_control_block(&self, h: LoadedHandle, module_id: u64) {
+        if self.device.get().is_some() || current_device().is_some() {
+            if let Some(d) = self.device() {
+                write_control_block(d, &self.opts, h, module_id);
+                return;
+            }
+        }
+        self.pending.lock().unwrap().push((h, module_id));
+        self.has_pending.store(true, Ordering::Release);
+    }
+
+    /// Writes control blocks of modules loaded before the pool existed (called before launches).
+    pub fn flush_pending(&self) {
+        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        let list: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap());
+        self.has_pending.store(false, Ordering::Release);
+        for (h, id) in list {
+            write_control_block(d, &self.opts, h, id);
+        }
+    }
+
+    /// Reports everything in the error ring. Returns the number of reports.
+    pub fn drain_ring(&self) -> usize {
+        let Some(d) = self.device.get().and_then(Option::as_ref) else { return 0 };
+        let (records, dropped) = d.ring.lock().unwrap().drain();
+        if dropped > 0 {
+            log(0, || format!("{dropped} error records were dropped (ring full)"));
+        }
+        let mut n = 0;
+        for rec in records {
+            let site = self.sites.lock().unwrap().get(rec.module_id as usize - 1).and_then(|t| t.get(rec.site_id)).cloned();
+            let desc = d.alloc.describe(rec.addr);
+            let report = Report::Device { record: rec, site, desc, device: d.device };
+            if self.reporter.report(&report) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// After a synchronizing call: report ring records, and stop in halt mode.
+    pub fn check_after_sync(&self) {
+        if self.drain_ring() > 0 && self.opts.halt_on_error {
+            self.exit_with_error();
+        }
+    }
+
+    /// A call returned a sticky device error (a `trap` or an MMU fault).
+    pub fn on_device_error(&self, code: CuResult, call: &str) {
+        static HANDLED: AtomicBool = AtomicBool::new(false);
+        if HANDLED.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.drain_ring() == 0 {
+            self.reporter.report(&Report::Fault { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.malloc_context_size) });
+        }
+        if self.opts.halt_on_error {
+            self.exit_with_error();
+        }
+    }
+
+    /// Reports a host-side error and stops in halt mode.
+    pub fn host_error(&self, r: Report) {
+        if self.reporter.report(&r) && self.opts.halt_on_error {
+            self.exit_with_error();
+        }
+    }
+
+    pub fn exit_with_error(&self) -> ! {
+        // SAFETY: ending the process like ASan's Die().
+        unsafe { libc::_exit(self.opts.exitcode) }
+    }
+
+    fn at_exit(&self) {
+        self.drain_ring();
+        if self.opts.detect_leaks {
+            if let Some(d) = self.device.get().and_then(Option::as_ref) {
+                let leaks = d.alloc.live_allocations();
+                if !leaks.is_empty() {
+                    self.reporter.report(&Report::Leaks(leaks));
+                }
+            }
+        }
+        if self.opts.verbosity >= 1 {
+            let c = &self.counters;
+            eprintln!(
+                "==gasan== modules: {} instrumented ({} from cache), {} SASS-only, {} fell back to the original",
+                c.modules_instrumented.load(Ordering::Relaxed),
+                c.cache_hits.load(Ordering::Relaxed),
+                c.modules_sass_only.load(Ordering::Relaxed),
+                c.modules_fallback.load(Ordering::Relaxed)
+            );
+        }
+        if self.reporter.errors_reported() > 0 {
+            // SAFETY: replacing the exit status after reported errors, like ASan.
+            unsafe { libc::_exit(self.opts.exitcode) };
+        }
+    }
+}
+
+fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64) {
+    let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
+    let ring = d.ring.lock().unwrap().device_ptr;
+    let ctl = ControlBlock {
+        pool_base,
+        pool_size,
+        shadow_base,
+        ring,
+        flags: if opts.halt_on_error { 0 } else { gasan_instrument::abi::FLAG_RECOVER },
+        module_id,
+        reserved: [0; 2],
+    };
+    let name = std::ffi::CString::new(gasan_instrument::abi::CONTROL_BLOCK_SYMBOL).unwrap();
+    let mut dptr = 0u64;
+    let mut bytes = 0usize;
+    let r = match h {
+        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
+        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+    };
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: control block not found (CUDA error {r}); its checks stay off"));
+        return;
+    }
+    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(dptr, (&ctl as *const ControlBlock).cast(), std::mem::size_of::<ControlBlock>()));
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
+    }
+    log(2, || format!("module {module_id}: control block at {dptr:#x} written"));
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs gasan's GPU verification on a machine with an NVIDIA GPU. Builds nothing: expects the release
+# binaries in target/release and the test programs from runtime/gpu/build.sh in .carry/gpu
+# (carry both to the GPU machine). Prints a table; exits non-zero if any row fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${GASAN_BIN:-target/release}
+PROG=${GASAN_GPU_PROGS:-.carry/gpu}
+OUT=${OUT:-/tmp/gasan-gpu-out}
+mkdir -p "$OUT/logs"
+if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "gpu-check: no GPU here (no /dev/nvidia0): skipped"; exit 0; fi
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+export GASAN_OPTIONS=cache_dir=$OUT/cache
+fails=0
+rows=()
+# run NAME BIN CASE SCALE EXPECT_RC PATTERN...
+check() {
+  local name=$1 bin=$2 case=$3 scale=$4 want_rc=$5; shift 5
+  local log="$OUT/logs/$name.s$scale.log"
+  local t0=$(date +%s.%N)
+  if [ "$scale" = native ]; then
+    "$PROG/$bin" "$case" >"$log" 2>&1
+  else
+    "$BIN/gasan-run" --shadow-scale "$scale" -- "$PROG/$bin" "$case" >"$log" 2>&1
+  fi
+  local rc=$?
+  local secs=$(echo "$(date +%s.%N) - $t0" | bc)
+  local ok=PASS miss=""
+  [ "$rc" = "$want_rc" ] || { ok=FAIL; miss="rc=$rc want $want_rc"; }
+  for p in "$@"; do
+    if [ "${p:0:1}" = "!" ]; then
+      grep -q -- "${p:1}" "$log" && { ok=FAIL; miss="$miss; unexpected '${p:1}'"; }
+    else
+      grep -q -- "$p" "$log" || { ok=FAIL; miss="$miss; missing '$p'"; }
+    fi
+  done
+  [ $ok = PASS ] || fails=$((fails + 1))
+  rows+=("$(printf '%-22s %-11s %-6s %-4s %-5s %6.2fs %s' "$name" "$bin" "$scale" "$rc" "$ok" "$secs" "$miss")")
+}
+
+for s in 8 7; do
+  check vecadd_clean cases vecadd_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check multi_clean cases multi_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check overflow_write cases overflow_write $s 1 "ERROR: GPUAddressSanitizer: heap-buffer-overflow" "WRITE of size 4 in kernel vecAddOffByOne" "cases.cu:" "0 bytes after 4000-byte region" "!result ok"
+  check overflow_read cases overflow_read $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "0 bytes after 4000-byte region"
+  check underflow_read cases underflow_read $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "4 bytes before 4000-byte region"
+  check overflow_far cases overflow_far $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "65536 bytes after 4000-byte region"
+  check uaf cases uaf $s 1 "heap-use-after-free" "READ of size 4 in kernel readAt" "freed by thread T0"
+  check uaf_delayed cases uaf_delayed $s 1 "heap-use-after-free" "WRITE of size 4 in kernel writeAt"
+  check double_free cases double_free $s 1 "double-free"
+  check memcpy_overflow cases memcpy_overflow $s 1 "heap-buffer-overflow" "cuMemcpy" "0 bytes after 4000-byte region"
+  check large_overflow cases large_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "65536 bytes after 4194304-byte region"
+  check large_overflow_sass cases_sass large_overflow $s 1 "GPUAddressSanitizer: gpu-fault" "!result ok"
+done
+check vecadd_clean cases vecadd_clean native 0 "result ok"
+check overflow_write cases overflow_write native 0 "result ok"
+
+echo
+printf '%-22s %-11s %-6s %-4s %-5s %7s %s\n' case binary scale rc ok time notes
+for r in "${rows[@]}"; do echo "$r"; done
+
+echo
+echo "== costs (median, µs)"
+for mode in native gasan; do
+  for c in bench_alloc bench_launch; do
+    if [ $mode = native ]; then line=$("$PROG/cases" $c 2>&1 | grep BENCH); else line=$("$BIN/gasan-run" -- "$PROG/cases" $c 2>&1 | grep BENCH); fi
+    echo "$mode $c: $line"
+  done
+done
+echo "== module load: first run (cold instrumentation cache) vs second (warm)"
+rm -rf "$OUT/cache2"
+for i in 1 2; do
+  t0=$(date +%s.%N); GASAN_OPTIONS=cache_dir=$OUT/cache2 "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean >/dev/null 2>&1
+  echo "run $i: $(echo "$(date +%s.%N) - $t0" | bc) s"
+done
+t0=$(date +%s.%N); "$PROG/cases" vecadd_clean >/dev/null 2>&1; echo "native: $(echo "$(date +%s.%N) - $t0" | bc) s"
+
+echo
+echo "gpu-check: $fails failed row(s)"
+[ $fails = 0 ]
