@@ -17,14 +17,14 @@ rows=()
 check() {
   local name=$1 bin=$2 case=$3 scale=$4 want_rc=$5; shift 5
   local log="$OUT/logs/$name.s$scale.log"
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   if [ "$scale" = native ]; then
     "$PROG/$bin" "$case" >"$log" 2>&1
   else
     "$BIN/gasan-run" --shadow-scale "$scale" -- "$PROG/$bin" "$case" >"$log" 2>&1
   fi
   local rc=$?
-  local secs=$(echo "$(date +%s.%N) - $t0" | bc)
+  local secs=$(( ($(date +%s%N) - t0) / 1000000 ))
   local ok=PASS miss=""
   [ "$rc" = "$want_rc" ] || { ok=FAIL; miss="rc=$rc want $want_rc"; }
   for p in "$@"; do
@@ -35,7 +35,7 @@ check() {
     fi
   done
   [ $ok = PASS ] || fails=$((fails + 1))
-  rows+=("$(printf '%-22s %-11s %-6s %-4s %-5s %6.2fs %s' "$name" "$bin" "$scale" "$rc" "$ok" "$secs" "$miss")")
+  rows+=("$(printf '%-22s %-11s %-6s %-4s %-5s %6sms %s' "$name" "$bin" "$scale" "$rc" "$ok" "$secs" "$miss")")
 }
 
 for s in 8 7; do
@@ -56,7 +56,7 @@ check vecadd_clean cases vecadd_clean native 0 "result ok"
 check overflow_write cases overflow_write native 0 "result ok"
 
 echo
-printf '%-22s %-11s %-6s %-4s %-5s %7s %s\n' case binary scale rc ok time notes
+printf '%-22s %-11s %-6s %-4s %-5s %8s %s\n' case binary scale rc ok time notes
 for r in "${rows[@]}"; do echo "$r"; done
 
 echo
@@ -70,10 +70,10 @@ done
 echo "== module load: first run (cold instrumentation cache) vs second (warm)"
 rm -rf "$OUT/cache2"
 for i in 1 2; do
-  t0=$(date +%s.%N); GASAN_OPTIONS=cache_dir=$OUT/cache2 "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean >/dev/null 2>&1
-  echo "run $i: $(echo "$(date +%s.%N) - $t0" | bc) s"
+  t0=$(date +%s%N); GASAN_OPTIONS=cache_dir=$OUT/cache2 "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean >/dev/null 2>&1
+  echo "run $i: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 done
-t0=$(date +%s.%N); "$PROG/cases" vecadd_clean >/dev/null 2>&1; echo "native: $(echo "$(date +%s.%N) - $t0" | bc) s"
+t0=$(date +%s%N); "$PROG/cases" vecadd_clean >/dev/null 2>&1; echo "native: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 
 echo
 echo "gpu-check: $fails failed row(s)"

@@ -9,11 +9,20 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 
+/// Every exact driver symbol we answer for, with our wrapper.
+fn all_wrappers() -> Vec<(&'static str, usize)> {
+    let mut v = hooks::table();
+    v.push(("cuGetProcAddress_v2", cuGetProcAddress_v2 as *const () as usize));
+    v.push(("cuGetProcAddress", cuGetProcAddress as *const () as usize));
+    v.push(("cuGetExportTable", cuGetExportTable as *const () as usize));
+    v
+}
+
 /// Real entry point address → our wrapper, for every hooked exact name.
 fn wrapper_by_real() -> &'static HashMap<usize, usize> {
     static M: OnceLock<HashMap<usize, usize>> = OnceLock::new();
     M.get_or_init(|| {
-        hooks::table()
+        all_wrappers()
             .into_iter()
             .filter_map(|(name, w)| driver::real_symbol(name).map(|r| (r, w)))
             .collect()
@@ -22,7 +31,7 @@ fn wrapper_by_real() -> &'static HashMap<usize, usize> {
 
 fn wrapper_by_name(name: &str) -> Option<usize> {
     static M: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
-    M.get_or_init(|| hooks::table().into_iter().collect()).get(name).copied()
+    M.get_or_init(|| all_wrappers().into_iter().collect()).get(name).copied()
 }
 
 /// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, else null
