@@ -376,7 +376,8 @@ impl Allocator {
         let right = prev.map(|p| (addr - (p.start + p.size), p));
         let left = next.map(|n| (n.start - addr, n));
         let pick_right = match (right, left) {
-            (Some((dr, p)), Some((dl, _))) => addr < p.region_end || dr <= dl,
+            // Between two blocks: blame the nearer one (ASan's rule).
+            (Some((dr, _)), Some((dl, _))) => dr <= dl,
             (Some(_), None) => true,
             _ => false,
         };

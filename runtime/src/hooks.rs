@@ -199,6 +199,11 @@ hooks! {
 
     // ---- synchronization: the error ring is drained here ----
     cuCtxSynchronize() { after_sync(real()) }
+    // CUDA 13's cuCtxSynchronize (what cuGetProcAddress returns for version 13000) takes the context.
+    cuCtxSynchronize_v2(ctx: Handle) { after_sync(real(ctx)) }
+    cuStreamQuery(stream: Handle) { after_sync(real(stream)) }
+    cuStreamQuery_ptsz(stream: Handle) { after_sync(real(stream)) }
+    cuEventQuery(event: Handle) { after_sync(real(event)) }
     cuStreamSynchronize(stream: Handle) { after_sync(real(stream)) }
     cuStreamSynchronize_ptsz(stream: Handle) { after_sync(real(stream)) }
     cuEventSynchronize(event: Handle) { after_sync(real(event)) }
