@@ -81,10 +81,10 @@ fn cache_dir() -> Option<PathBuf> {
 /// Instruments `ptx` (or takes it from the on-disk cache).
 pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable), String> {
     let s = state();
-    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true };
+    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error };
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
-    h.update([opts.scale.shift() as u8, opts.optimize as u8]);
+    h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8]);
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let dir = cache_dir();

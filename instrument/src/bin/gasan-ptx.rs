@@ -33,6 +33,9 @@ enum Cmd {
         /// Disable check elimination.
         #[arg(long)]
         no_opt: bool,
+        /// Recover mode: report and skip bad accesses instead of trapping.
+        #[arg(long)]
+        recover: bool,
         /// Write the site table (JSON) here.
         #[arg(long)]
         sites: Option<PathBuf>,
@@ -58,8 +61,8 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{listing}");
             Ok(())
         }
-        Cmd::Instrument { input, out, scale, no_opt, sites } => {
-            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt };
+        Cmd::Instrument { input, out, scale, no_opt, recover, sites } => {
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             if let Some(s) = sites {
@@ -70,7 +73,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Stats { input, scale, no_opt } => {
-            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt };
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover: false };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             println!("{:<48} {:>6} {:>8} {:>10} {:>8}  skipped", "function", "found", "checked", "eliminated", "unknown");
             for (name, f) in r.stats.functions.iter().chain(std::iter::once((&"TOTAL".to_string(), &r.stats.total()))) {

@@ -94,6 +94,126 @@ pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
     k.split('|').any(|p| p == reg || p.trim_start_matches('!') == reg)
 }
 
+/// The in-pool test and the encoding test, leaving `%gsp1` = bad (halt-mode fast path).
+fn probe_test(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    out.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
+    out.push(format!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
+    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
+    out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
+    if let Some(g) = guard {
+        out.push(format!("and.pred %gsp0, %gsp0, {g};"));
+    }
+    out.push(format!("shr.u64 %gsa3, %gsa1, {};", scale.shift()));
+    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+    out.push("add.s64 %gsa3, %gsa3, %gsa2;".into());
+    out.push("mov.u32 %gsr0, 0;".into());
+    out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa3];".into());
+    out.push(format!("cvt.u32.u64 %gsr1, {addr_reg};"));
+    out.push(format!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
+    out.push(format!("add.u32 %gsr1, %gsr1, {};", check_width - 1));
+    match scale {
+        Scale::S7 => out.push("setp.le.u32 %gsp1, %gsr0, %gsr1;".into()),
+        Scale::S8 => {
+            out.push("setp.lt.u32 %gsp1, %gsr0, %gsr1;".into());
+            out.push("setp.eq.u32 %gsp2, %gsr0, 0;".into());
+            out.push("or.pred %gsp1, %gsp1, %gsp2;".into());
+        }
+    }
+    out.push("and.pred %gsp1, %gsp1, %gsp0;".into());
+}
+
+/// Halt mode: the inline check (a conditional branch to an out-of-line block, no call and nothing
+/// around the access) and that block, which recomputes the address from the unchanged operands,
+/// reports and traps.
+pub(super) fn checked_statement_halt(
+    scale: Scale,
+    ins: &Instr<'_>,
+    a: &Access,
+    original: &str,
+    indent: &str,
+    site: u32,
+    label: u32,
+) -> (String, String) {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    let mut v: Vec<String> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
+    let addr = match &a.base {
+        AddrBase::Reg(r) if a.offset == 0 => format!("mov.b64 %gsa0, {r};"),
+        AddrBase::Reg(r) => format!("add.s64 %gsa0, {r}, {};", a.offset),
+        AddrBase::Imm(x) => format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64)),
+    };
+    v.push(addr.clone());
+    let mut guard = None;
+    if let Some(g) = ins.guard {
+        if let Some(neg) = g.strip_prefix('!') {
+            v.push(format!("not.pred %gsp3, {neg};"));
+        } else {
+            v.push(format!("mov.pred %gsp3, {g};"));
+        }
+        guard = Some("%gsp3");
+    }
+    if let Some(r) = &a.guard_nonzero {
+        v.push(format!("setp.ne.u32 %gsp4, {r}, 0;"));
+        if guard.is_some() {
+            v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
+        } else {
+            v.push("mov.pred %gsp3, %gsp4;".into());
+            guard = Some("%gsp3");
+        }
+    }
+    let kind = a.kind as u8;
+    // (probe label suffix, address setup in the fail block, check width, reported width)
+    let mut probes: Vec<(String, Vec<String>, u32, String)> = Vec::new();
+    match (&a.width, a.bulk) {
+        (Width::Fixed(w), false) => {
+            probe_test(&mut v, scale, "%gsa0", *w, guard);
+            v.push(format!("@%gsp1 bra $gasan_fail_{label};"));
+            probes.push((String::new(), vec![addr.clone()], *w, w.to_string()));
+        }
+        (width, _) => {
+            let (size_setup, size) = match width {
+                Width::Fixed(w) => (format!("mov.b64 %gsa5, {};", u64::from(*w)), w.to_string()),
+                Width::Reg(r) => (format!("cvt.u64.u32 %gsa5, {r};"), r.clone()),
+            };
+            v.push(size_setup.clone());
+            probe_test(&mut v, scale, "%gsa0", 1, guard);
+            v.push(format!("@%gsp1 bra $gasan_fail_{label};"));
+            v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
+            v.push("sub.s64 %gsa4, %gsa4, 1;".into());
+            probe_test(&mut v, scale, "%gsa4", 1, guard);
+            v.push(format!("@%gsp1 bra $gasan_fail_{label}_last;"));
+            probes.push((String::new(), vec![addr.clone()], 1, size.clone()));
+            let last = vec![addr.clone(), size_setup, "add.s64 %gsa0, %gsa0, %gsa5;".into(), "sub.s64 %gsa0, %gsa0, 1;".into()];
+            probes.push(("_last".into(), last, 1, size));
+        }
+    }
+    v.push("}".into());
+    let mut inline = String::new();
+    for l in &v {
+        let _ = writeln!(inline, "{indent}{l} {M}");
+    }
+    let _ = writeln!(inline, "{indent}{original}");
+
+    let mut fail = String::new();
+    for (suffix, setup, _w, report_width) in probes {
+        let mut f: Vec<String> = vec![format!("$gasan_fail_{label}{suffix}:"), "{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into()];
+        f.extend(setup);
+        f.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
+        f.push("sub.s64 %gsa1, %gsa0, %gsa1;".into());
+        f.push(format!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
+        f.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+        f.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
+        f.push("ld.global.nc.u8 %gsr0, [%gsa1];".into());
+        f.push(format!("call (%gsr1), {SLOW_PATH_SYMBOL}, (%gsa0, {report_width}, {kind}, {site}, %gsr0);"));
+        f.push("trap;".into());
+        f.push("}".into());
+        for l in f {
+            let _ = writeln!(fail, "{indent}{l} {M}");
+        }
+    }
+    (inline, fail)
+}
+
 /// One probe: check `len` bytes (`1` for bulk range ends) at the address in `addr_reg`.
 fn probe(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
     let ctl = CONTROL_BLOCK_SYMBOL;

@@ -29,11 +29,15 @@ pub struct InstrumentOptions {
     pub scale: Scale,
     /// Check elimination (drop checks dominated by an identical one in the same basic block).
     pub optimize: bool,
+    /// Recover mode: a bad access is reported and skipped (loads yield 0). Otherwise (halt mode)
+    /// the check branches to an out-of-line block that reports and traps, keeping the fast path
+    /// free of calls and of branches around the access.
+    pub recover: bool,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
-        Self { scale: Scale::S8, optimize: true }
+        Self { scale: Scale::S8, optimize: true, recover: false }
     }
 }
 
@@ -178,6 +182,8 @@ struct FuncState {
     reg_types: RegTypes,
     /// Checks already emitted in the current basic block: key → widest width.
     block_checks: HashMap<String, u32>,
+    /// Out-of-line report blocks (halt mode), emitted before the function's closing brace.
+    fail_blocks: Vec<String>,
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
@@ -307,6 +313,7 @@ impl<'a> Rewriter<'a> {
                         depth_at_open: depth,
                         reg_types: RegTypes::default(),
                         block_checks: HashMap::new(),
+                        fail_blocks: Vec::new(),
                     });
                     self.stats.functions.entry(name).or_default();
                     loc = None;
@@ -362,6 +369,11 @@ impl<'a> Rewriter<'a> {
                         f.block_checks.clear();
                     } else {
                         invalidate_defs(f, t);
+                    }
+                    if closes > 0 && depth + opens - closes <= f.depth_at_open {
+                        for b in f.fail_blocks.drain(..) {
+                            self.out.push_str(&b);
+                        }
                     }
                 }
                 self.out.push_str(line);
@@ -478,9 +490,13 @@ impl<'a> Rewriter<'a> {
         *next_label += 1;
         let dest_types: Vec<Option<String>> =
             access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
-        let emitted = emit::checked_statement(
-            opts.scale, &ins, &access, &dest_types, text, indent, site_id, label,
-        );
+        let emitted = if opts.recover {
+            emit::checked_statement(opts.scale, &ins, &access, &dest_types, text, indent, site_id, label)
+        } else {
+            let (inline, fail) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label);
+            f.fail_blocks.push(fail);
+            inline
+        };
         if let (Some(k), Some(w)) = (key, width_now) {
             let e = f.block_checks.entry(k).or_insert(0);
             *e = (*e).max(w);
