@@ -213,8 +213,11 @@ impl State {
     }
 
     pub fn exit_with_error(&self) -> ! {
-        // SAFETY: ending the process like ASan's Die().
-        unsafe { libc::_exit(self.opts.exitcode) }
+        // SAFETY: ending the process like ASan's Die(), keeping the program's buffered output.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::_exit(self.opts.exitcode)
+        }
     }
 
     fn at_exit(&self) {
@@ -238,8 +241,12 @@ impl State {
             );
         }
         if self.reporter.errors_reported() > 0 {
-            // SAFETY: replacing the exit status after reported errors, like ASan.
-            unsafe { libc::_exit(self.opts.exitcode) };
+            // SAFETY: replacing the exit status after reported errors, like ASan; the program's
+            // buffered output is flushed first (_exit would drop it).
+            unsafe {
+                libc::fflush(std::ptr::null_mut());
+                libc::_exit(self.opts.exitcode)
+            };
         }
     }
 }
