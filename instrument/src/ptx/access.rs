@@ -193,7 +193,8 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
         _ => {}
     }
     if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2.as_str()) {
-        return Classified::Skip(SkipReason::NonGlobalOpcode);
+        let addresses = ins.operands.iter().any(|o| o.trim_start().starts_with('['));
+        return if addresses { Classified::Skip(SkipReason::NonGlobalOpcode) } else { Classified::NotMemory };
     }
 
     match head {

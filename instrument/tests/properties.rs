@@ -1,0 +1,106 @@
+//! Property tests: the shadow encodings against a byte-exact model, and the parsers and rewriter on
+//! arbitrary and mutated input (never a panic; bounded fuzzing in CI).
+
+use gasan_instrument::container::{self, Fatbin};
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+use gasan_instrument::shadow::Scale;
+use proptest::prelude::*;
+
+/// Random allocations (sizes 1..1 MiB, 256-aligned starts, gaps between) in a small address space.
+fn layout() -> impl Strategy<Value = Vec<(u64, u64)>> {
+    prop::collection::vec((1u64..(1 << 20), 0u64..8), 1..6).prop_map(|v| {
+        let mut at = 0u64;
+        v.into_iter()
+            .map(|(size, gap)| {
+                let start = at + gap * 256;
+                at = (start + size).div_ceil(256) * 256;
+                (start, size)
+            })
+            .collect()
+    })
+}
+
+fn check_layout(scale: Scale, allocs: &[(u64, u64)], probes: &[(u64, u32)]) -> Result<(), TestCaseError> {
+    let end = allocs.iter().map(|(s, n)| s + n).max().unwrap() + 4096;
+    let g = scale.granule();
+    let mut shadow = vec![0u8; scale.shadow_len(end) as usize];
+    let mut accessible = vec![false; end as usize];
+    for &(start, size) in allocs {
+        // The allocator's rule: sizes the encoding cannot express grow by one byte.
+        let enc = scale.encodable_size(size);
+        let bytes = scale.region_shadow(enc, enc.div_ceil(g) * g);
+        shadow[(start / g) as usize..(start / g) as usize + bytes.len()].copy_from_slice(&bytes);
+        for b in start..start + enc {
+            accessible[b as usize] = true;
+        }
+    }
+    for &(addr, w) in probes {
+        let addr = (addr % (end - 16)) & !(u64::from(w) - 1);
+        let bad_model = (addr..addr + u64::from(w)).any(|b| !accessible[b as usize]);
+        let s = shadow[(addr / g) as usize];
+        prop_assert_eq!(scale.is_bad(s, addr, w), bad_model, "addr {} width {} shadow {}", addr, w, s);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn encodings_match_byte_model(allocs in layout(), probes in prop::collection::vec((any::<u64>(), prop::sample::select(vec![1u32, 2, 4, 8, 16])), 200)) {
+        check_layout(Scale::S7, &allocs, &probes)?;
+        check_layout(Scale::S8, &allocs, &probes)?;
+    }
+
+    #[test]
+    fn s8_blind_spot_is_only_the_one_byte_granule(size in 1u64..4096) {
+        // Without the allocator's rounding, the only sizes S8 misencodes are ≡ 1 (mod 256).
+        let g = 256;
+        let s = Scale::S8.encode(size % g);
+        let exact = Scale::S8.accessible(s) == size % g || size % g == 0;
+        prop_assert_eq!(exact, size % g != 1);
+    }
+
+    #[test]
+    fn container_parsers_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = container::sniff(&bytes);
+        let _ = container::image_len(&bytes);
+        let _ = Fatbin::parse(&bytes);
+        let _ = Fatbin::parse_all(&bytes);
+        let _ = container::fatbins_in_file(&bytes);
+    }
+
+    #[test]
+    fn mutated_fatbins_never_panic(flips in prop::collection::vec((0usize..400, any::<u8>()), 1..8)) {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p) { ret; }\n";
+        let mut fb = container::build_ptx_fatbin(ptx, 90, (8, 0));
+        for (at, v) in flips {
+            let n = fb.len();
+            fb[at % n] = v;
+        }
+        if let Ok(f) = Fatbin::parse(&fb) {
+            for e in &f.entries {
+                let _ = e.payload();
+            }
+            let _ = f.best_ptx(90);
+        }
+    }
+
+    #[test]
+    fn rewriter_never_panics_on_arbitrary_text(s in "\\PC{0,400}") {
+        let _ = instrument_ptx(&s, &InstrumentOptions::default());
+        let with_header = format!(".version 8.0\n.target sm_90\n.address_size 64\n{s}");
+        let _ = instrument_ptx(&with_header, &InstrumentOptions::default());
+    }
+
+    #[test]
+    fn rewriter_never_panics_on_mutated_ptx(cut in 0usize..2000, insert in "[\\[\\]{};@%.a-z0-9 ,+-]{0,40}") {
+        let base = include_str!("corpus/ptx_sample.ptx");
+        let cut = cut.min(base.len());
+        let cut = (0..=cut).rev().find(|&i| base.is_char_boundary(i)).unwrap();
+        let m = format!("{}{}{}", &base[..cut], insert, &base[cut..]);
+        for recover in [false, true] {
+            let _ = instrument_ptx(&m, &InstrumentOptions { scale: Scale::S8, optimize: true, recover });
+        }
+    }
+}
