@@ -194,6 +194,9 @@ impl Pool {
             }
             Ok(())
         })();
+        // Shadow chunks are shared by many pool chunks and may hold stale bytes from an earlier
+        // commitment of this range: start inaccessible.
+        let result = result.and_then(|_| self.backend.fill(self.shadow_addr(va), len >> self.shift, 0, Stream::SYNC));
         if let Err(e) = result {
             for c in done {
                 let _ = self.release_pool_chunk(c);

@@ -1,0 +1,146 @@
+//! The pool on the Host backend (real mmap/memfd/mprotect) over random operation sequences, checked
+//! against a model: live commitments never overlap, retired VA is never reissued, aliases share
+//! bytes, shadow of retired or never-committed VA reads zero, bad requests change nothing.
+
+use gasan_uvm::{HostBackend, Pool, PoolConfig, Prot, Stream, UvmError};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+const G: u64 = 64 << 10;
+
+fn pool(shift: u32) -> Pool {
+    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: 1 << 30, shift, hints: vec![] }).unwrap()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Commit(u64, u64),
+    Decommit(u64, u64),
+    Retire(u64, u64),
+    Write(u64, u8),
+    Alias(u64),
+    Misaligned(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let chunk = 0u64..16;
+    prop_oneof![
+        (chunk.clone(), 1u64..4).prop_map(|(c, n)| Op::Commit(c, n)),
+        (chunk.clone(), 1u64..4).prop_map(|(c, n)| Op::Decommit(c, n)),
+        (chunk.clone(), 1u64..3).prop_map(|(c, n)| Op::Retire(c, n)),
+        (chunk.clone(), any::<u8>()).prop_map(|(c, v)| Op::Write(c, v)),
+        chunk.clone().prop_map(Op::Alias),
+        (1u64..G).prop_map(Op::Misaligned),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn random_sequences_keep_the_invariants(ops in prop::collection::vec(op(), 1..40), shift in 7u32..=8) {
+        let mut p = pool(shift);
+        let base = p.base();
+        let mut committed: BTreeSet<u64> = BTreeSet::new();
+        let mut retired: BTreeSet<u64> = BTreeSet::new();
+        for o in ops {
+            match o {
+                Op::Commit(c, n) => {
+                    let ok_model = (c..c + n).all(|i| !committed.contains(&i) && !retired.contains(&i));
+                    let r = p.commit(base + c * G, n * G);
+                    prop_assert_eq!(r.is_ok(), ok_model, "commit {} {}: {:?}", c, n, r);
+                    if ok_model {
+                        committed.extend(c..c + n);
+                        let mut s = vec![1u8; 4];
+                        p.read_shadow(base + c * G, &mut s).unwrap();
+                        prop_assert!(s.iter().all(|&b| b == 0), "fresh shadow must be inaccessible");
+                    }
+                }
+                Op::Decommit(c, n) => {
+                    let ok_model = (c..c + n).all(|i| committed.contains(&i));
+                    prop_assert_eq!(p.decommit(base + c * G, n * G).is_ok(), ok_model);
+                    if ok_model {
+                        for i in c..c + n { committed.remove(&i); }
+                    }
+                }
+                Op::Retire(c, n) => {
+                    let ok_model = (c..c + n).all(|i| !retired.contains(&i));
+                    prop_assert_eq!(p.retire(base + c * G, n * G).is_ok(), ok_model);
+                    if ok_model {
+                        for i in c..c + n { committed.remove(&i); retired.insert(i); }
+                        let mut s = vec![7u8; 8];
+                        p.read_shadow(base + c * G, &mut s).unwrap();
+                        prop_assert!(s.iter().all(|&b| b == 0), "shadow of retired VA");
+                    }
+                }
+                Op::Write(c, v) => {
+                    if committed.contains(&c) {
+                        let va = base + c * G + 100;
+                        p.backend().write(va, &[v; 16], Stream::SYNC).unwrap();
+                        let mut back = [0u8; 16];
+                        p.backend().read(va, &mut back).unwrap();
+                        prop_assert_eq!(back, [v; 16]);
+                        p.write_shadow(base + c * G, &[v], Stream::SYNC).unwrap();
+                    } else {
+                        prop_assert!(p.write_shadow(base + c * G, &[v], Stream::SYNC).is_err());
+                    }
+                }
+                Op::Alias(c) => {
+                    let r = p.alias(base + c * G, G);
+                    prop_assert_eq!(r.is_ok(), committed.contains(&c));
+                    if let Ok(a) = r {
+                        p.backend().write(a + 8, b"alias", Stream::SYNC).unwrap();
+                        let mut back = [0u8; 5];
+                        p.backend().read(base + c * G + 8, &mut back).unwrap();
+                        prop_assert_eq!(&back, b"alias");
+                        p.unalias(a).unwrap();
+                    }
+                }
+                Op::Misaligned(off) => {
+                    let before = p.counters();
+                    let r = p.commit(base + off, G);
+                    let misaligned = matches!(r, Err(UvmError::Misaligned { .. }));
+                    prop_assert!(misaligned, "misaligned commit accepted");
+                    prop_assert_eq!(p.counters(), before);
+                }
+            }
+            for c in 0..64 {
+                prop_assert_eq!(p.is_committed(base + c * G), committed.contains(&c));
+                prop_assert_eq!(p.is_retired(base + c * G), retired.contains(&c));
+            }
+        }
+    }
+}
+
+/// Runs `f` in a child; true if it died of SIGSEGV/SIGBUS.
+fn faults(f: impl FnOnce()) -> bool {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::{fork, ForkResult};
+    // SAFETY: the child only touches memory and exits.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            f();
+            unsafe { libc::_exit(0) }
+        }
+        ForkResult::Parent { child } => matches!(
+            waitpid(child, None).unwrap(),
+            WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _)
+        ),
+    }
+}
+
+#[test]
+fn protections_hold() {
+    let mut p = pool(8);
+    let va = p.base();
+    p.commit(va, 2 * G).unwrap();
+    assert!(!faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
+    p.protect(va, G, Prot::ReadOnly).unwrap();
+    assert!(faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
+    assert!(!faults(|| unsafe { std::ptr::read_volatile(va as *const u8); }));
+    p.protect(va, G, Prot::None).unwrap();
+    assert!(faults(|| unsafe { std::ptr::read_volatile(va as *const u8); }));
+    p.retire(va + G, G).unwrap();
+    assert!(faults(|| unsafe { std::ptr::read_volatile((va + G) as *const u8); }));
+    assert!(faults(|| unsafe { std::ptr::read_volatile((va + 10 * G) as *const u8); }));
+}
