@@ -248,6 +248,8 @@ impl Pool {
         if let Some(h) = self.committed.remove(&c) {
             self.backend.unmap(c, self.gran)?;
             self.cache.push(h);
+            // The shadow chunk may stay mapped for its other pool chunks: this range must read 0.
+            self.backend.fill(self.shadow_addr(c), self.gran >> self.shift, 0, Stream::SYNC)?;
             self.shadow_unref(c)?;
         }
         Ok(())
