@@ -1,0 +1,122 @@
+//! The allocator on the Host pool backend (real mmap): layouts, redzones, quarantine, retired VA and
+//! free errors, with the shadow read back through the pool and judged by the encoding's own check.
+
+use gasan_runtime::allocator::{AddrKind, Allocator, FreeError, ALIGN};
+use gasan_runtime::options::Options;
+use gasan_instrument::shadow::Scale;
+use gasan_uvm::{HostBackend, Pool, PoolConfig};
+use proptest::prelude::*;
+
+fn allocator(scale: Scale, quarantine_mb: u64) -> Allocator {
+    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![] }).unwrap();
+    let opts = Options { shadow_scale: scale, quarantine_size_mb: quarantine_mb, malloc_context_size: 4, ..Options::default() };
+    Allocator::new(pool, &opts)
+}
+
+/// Shadow byte of `addr`, read from the pool's shadow memory (host backend: plain memory).
+fn shadow_of(a: &Allocator, addr: u64) -> u8 {
+    let (base, _, sbase) = a.control_fields();
+    let s = sbase + ((addr - base) >> a.scale().shift());
+    unsafe { std::ptr::read_volatile(s as *const u8) }
+}
+
+fn bad(a: &Allocator, addr: u64, w: u32) -> bool {
+    a.scale().is_bad(shadow_of(a, addr), addr, w)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn live_blocks_are_aligned_disjoint_and_exactly_accessible(sizes in prop::collection::vec(1u64..600_000, 1..24), s7 in any::<bool>()) {
+        let scale = if s7 { Scale::S7 } else { Scale::S8 };
+        let a = allocator(scale, 256);
+        let mut blocks: Vec<(u64, u64)> = Vec::new();
+        for &n in &sizes {
+            let p = a.alloc(n, None).unwrap();
+            prop_assert_eq!(p % ALIGN, 0);
+            for &(q, m) in &blocks {
+                prop_assert!(p + n + 256 <= q || q + m + 256 <= p, "blocks {:#x}+{} and {:#x}+{} overlap or touch", p, n, q, m);
+            }
+            blocks.push((p, n));
+        }
+        for &(p, n) in &blocks {
+            let enc = scale.encodable_size(n);
+            // First, last and a middle byte are accessible; the byte after is not, nor the one before.
+            prop_assert!(!bad(&a, p, 1));
+            prop_assert!(!bad(&a, p + n - 1, 1));
+            prop_assert!(!bad(&a, p + n / 2, 1));
+            prop_assert!(bad(&a, p + enc, 1), "byte after a {}-byte block accessible", n);
+            prop_assert!(bad(&a, p - 1, 1), "byte before a block accessible");
+            prop_assert!(bad(&a, p + enc.div_ceil(256) * 256 + 64, 4));
+            prop_assert_eq!(a.describe(p + enc).kind, AddrKind::OverflowRight { distance: enc - n });
+        }
+        // Freed memory is poisoned and described as use-after-free.
+        for &(p, n) in &blocks {
+            a.free(p, None).unwrap();
+            prop_assert!(bad(&a, p, 1));
+            prop_assert!(bad(&a, p + n - 1, 1));
+            let uaf = matches!(a.describe(p + n / 2).kind, AddrKind::UseAfterFree { .. });
+            prop_assert!(uaf, "freed block not described as use-after-free");
+        }
+    }
+
+    #[test]
+    fn virtual_addresses_are_never_reused(rounds in 1usize..40, big in any::<bool>()) {
+        let a = allocator(Scale::S8, 0);
+        let size = if big { 3 << 20 } else { 1000 };
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..rounds {
+            let p = a.alloc(size, None).unwrap();
+            prop_assert!(seen.insert(p), "address {:#x} handed out twice", p);
+            a.free(p, None).unwrap();
+        }
+    }
+}
+
+#[test]
+fn large_blocks_have_guard_gaps_and_retire_on_free() {
+    let a = allocator(Scale::S8, 256);
+    let p = a.alloc(4 << 20, None).unwrap();
+    let q = a.alloc(4 << 20, None).unwrap();
+    assert!(q - (p + (4 << 20)) >= 4 << 20, "gap smaller than the allocation");
+    // A far overflow lands in the gap: its shadow reads 0 (the shared zero chunk).
+    assert!(bad(&a, p + (4 << 20) + 65536, 4));
+    assert_eq!(a.describe(p + (4 << 20) + 65536).kind, AddrKind::OverflowRight { distance: 65536 });
+    a.free(p, None).unwrap();
+    assert!(bad(&a, p + 128, 4));
+}
+
+#[test]
+fn free_errors_are_typed() {
+    let a = allocator(Scale::S8, 256);
+    let p = a.alloc(4000, None).unwrap();
+    assert!(matches!(a.free(p + 16, None), Err(FreeError::NotBase { .. })));
+    a.free(p, None).unwrap();
+    assert!(matches!(a.free(p, None), Err(FreeError::DoubleFree { .. })));
+    assert!(matches!(a.free(0x1234, None), Err(FreeError::Unknown { in_pool: false, .. })));
+}
+
+#[test]
+fn host_api_ranges_are_checked() {
+    let a = allocator(Scale::S7, 256);
+    let p = a.alloc(4000, None).unwrap();
+    assert!(a.check_range(p, 4000).is_ok());
+    let e = a.check_range(p, 4256).unwrap_err();
+    assert_eq!(e.bad, p + 4000);
+    assert_eq!(e.desc.kind, AddrKind::OverflowRight { distance: 0 });
+    assert_eq!(a.allocation_containing(p + 10), Some((p, 4000)));
+    a.free(p, None).unwrap();
+    assert!(a.check_range(p, 16).is_err());
+    assert_eq!(a.allocation_containing(p + 10), None);
+}
+
+#[test]
+fn leaks_are_the_live_blocks() {
+    let a = allocator(Scale::S8, 256);
+    let p = a.alloc(100, None).unwrap();
+    let q = a.alloc(200, None).unwrap();
+    a.free(p, None).unwrap();
+    let live: Vec<u64> = a.live_allocations().iter().map(|b| b.start).collect();
+    assert_eq!(live, vec![q]);
+}

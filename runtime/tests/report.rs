@@ -1,0 +1,88 @@
+//! Report formatting from synthetic ring records and allocation state (text shape, JSON fields).
+
+use gasan_instrument::abi::{AccessKind, ErrorRecord};
+use gasan_instrument::ptx::{Site, SourceLoc};
+use gasan_instrument::shadow::Scale;
+use gasan_runtime::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
+use gasan_runtime::report::{format_json, format_text, Report};
+
+fn region(live: bool) -> AllocInfo {
+    AllocInfo {
+        id: 1,
+        start: 0x1000_0020_0000,
+        size: 4096,
+        region_end: 0x1000_0020_1200,
+        large: false,
+        live,
+        alloc_stack: HostStack::capture(4),
+        free_stack: (!live).then(|| HostStack::capture(4)),
+    }
+}
+
+fn device_report(kind: AddrKind, live: bool, addr: u64) -> Report {
+    let record = ErrorRecord { addr, module_id: 1, site_id: 3, ctaid: [3, 0, 0], tid: [64, 0, 0], width: 4, kind: AccessKind::Write as u8, shadow: 0, seq: 1, ..Default::default() };
+    let site = Site {
+        id: 3,
+        kernel: "_Z6vecAddPfPKfi".into(),
+        kernel_demangled: "vecAdd(float*, float const*, int)".into(),
+        ptx_line: 40,
+        loc: Some(SourceLoc { file_index: 1, file: "vecadd.cu".into(), line: 12, col: 5 }),
+        kind: AccessKind::Write,
+        width: 4,
+    };
+    let desc = AddrDescription { addr, kind, alloc: Some(region(live)), shadow: Some((0x1000_0020_0000, vec![255; 16].into_iter().chain(vec![0; 64]).collect())), scale: Scale::S8 };
+    Report::Device { record, site: Some(site), desc, device: 0 }
+}
+
+#[test]
+fn heap_buffer_overflow_text_has_the_asan_shape() {
+    let t = format_text(&device_report(AddrKind::OverflowRight { distance: 64 }, true, 0x1000_0020_1040));
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].starts_with("==") && lines[0].ends_with("==ERROR: GPUAddressSanitizer: heap-buffer-overflow on address 0x100000201040"), "{}", lines[0]);
+    assert_eq!(lines[1], "WRITE of size 4 in kernel vecAdd(float*, float const*, int) on device 0");
+    assert_eq!(lines[2], "    block (3,0,0) thread (64,0,0), at vecadd.cu:12:5");
+    assert_eq!(lines[3], "0x100000201040 is located 64 bytes after 4096-byte region [0x100000200000,0x100000201000)");
+    assert_eq!(lines[4], "allocated by thread T0 here:");
+    assert!(t.contains("Shadow bytes around the buggy address"));
+    assert!(t.contains("[00]"), "buggy granule marked");
+    assert_eq!(*lines.last().unwrap(), "SUMMARY: GPUAddressSanitizer: heap-buffer-overflow vecadd.cu:12:5 in vecAdd");
+}
+
+#[test]
+fn use_after_free_names_the_free_stack() {
+    let t = format_text(&device_report(AddrKind::UseAfterFree { offset: 16 }, false, 0x1000_0020_0010));
+    assert!(t.contains("heap-use-after-free on address 0x100000200010"));
+    assert!(t.contains("is located 16 bytes inside of 4096-byte region"));
+    let freed = t.find("freed by thread T0 here:").expect("free stack");
+    let alloc = t.find("previously allocated by thread T0 here:").expect("alloc stack");
+    assert!(freed < alloc);
+}
+
+#[test]
+fn json_reports_parse_with_stable_fields() {
+    let j = format_json(&device_report(AddrKind::OverflowLeft { distance: 4 }, true, 0x1000_001f_fffc));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["kind"], "heap-buffer-overflow");
+    assert_eq!(v["access"], "write");
+    assert_eq!(v["size"], 4);
+    assert_eq!(v["file"], "vecadd.cu");
+    assert_eq!(v["line"], 12);
+    assert_eq!(v["location"]["side"], "left");
+    assert_eq!(v["location"]["distance"], 4);
+    assert_eq!(v["block"][0], 3);
+    let free = format_json(&Report::Free { call: "cuMemFree".into(), err: FreeError::DoubleFree { ptr: 0x10, info: region(false) }, stack: HostStack::default() });
+    let v: serde_json::Value = serde_json::from_str(&free).unwrap();
+    assert_eq!(v["kind"], "double-free");
+}
+
+#[test]
+fn free_and_api_kinds() {
+    let r = Report::Free { call: "cuMemFree".into(), err: FreeError::NotBase { ptr: 0x1000_0020_0010, info: region(true) }, stack: HostStack::default() };
+    assert_eq!(r.kind(), "bad-free");
+    assert!(format_text(&r).contains("not the start of a block"));
+    let desc = AddrDescription { addr: 0x1000_0020_1000, kind: AddrKind::OverflowRight { distance: 0 }, alloc: Some(region(true)), shadow: None, scale: Scale::S7 };
+    let api = Report::Api { call: "cuMemcpyHtoD".into(), addr: 0x1000_0020_0000, len: 5000, write: true, desc, stack: HostStack::default() };
+    let t = format_text(&api);
+    assert!(t.contains("WRITE of size 5000 at 0x100000200000 by host call cuMemcpyHtoD"));
+    assert!(t.contains("0 bytes after 4096-byte region"));
+}
