@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Runs the detection suite natively, under gasan (scale 8, 7, and the SASS-only build), and under
+compute-sanitizer memcheck (with and without --padding, and on the -sanitize memcheck build); prints
+one table per case and tool (detected / missed / false report) and per-class detection rates.
+Exits non-zero if gasan regresses against tests/expectations.json.
+
+Usage (GPU machine): python3 tests/run_suite.py --bin-dir .carry/suite --gasan .carry/bin/gasan-run [--out FILE]
+"""
+import argparse, json, os, re, shutil, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GASAN_ERR = re.compile(r"ERROR: GPUAddressSanitizer: ([a-z-]+)")
+GASAN_AT = re.compile(r"(?:, at |SUMMARY: GPUAddressSanitizer: [a-z-]+ )\S*?([A-Za-z0-9_.]+\.cu):(\d+)")
+CS_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+
+
+def bug_lines(source):
+    """case name -> source line of its `// BUG:<case>` marker."""
+    lines = {}
+    with open(source) as f:
+        for no, line in enumerate(f, 1):
+            for m in re.finditer(r"BUG:([a-z0-9_]+)", line):
+                lines[m.group(1)] = no
+    return lines
+
+
+def parse_gasan(out):
+    """[(kind, line or None)] of every gasan report in an output."""
+    reports = []
+    for block in out.split("==ERROR: GPUAddressSanitizer: ")[1:]:
+        kind = re.match(r"([a-z-]+)", block).group(1)
+        m = GASAN_AT.search(block)
+        reports.append((kind, int(m.group(2)) if m else None))
+    return reports
+
+
+def parse_cs(out):
+    """Number of errors compute-sanitizer reported, or None if it did not finish."""
+    m = CS_SUMMARY.search(out)
+    return int(m.group(1)) if m else None
+
+
+def classify_gasan(case, bug_line, buggy_out, clean_out):
+    """'detected', 'missed', 'wrong-report' or 'false-report'."""
+    if parse_gasan(clean_out):
+        return "false-report"
+    reps = parse_gasan(buggy_out)
+    if not reps:
+        return "missed"
+    kind, line = reps[0]
+    if case.get("kind") and kind != case["kind"]:
+        if case["kind"] == "heap-buffer-overflow" and kind in ("gpu-fault-in-uninstrumented-code",):
+            return "detected"
+        if case["kind"] == "heap-use-after-free" and kind in ("gpu-fault-in-uninstrumented-code",):
+            return "detected"
+        return "wrong-report"
+    if not case.get("host_call") and line is not None and bug_line is not None and line != bug_line:
+        return "wrong-report"
+    return "detected"
+
+
+def classify_cs(buggy_out, clean_out):
+    c, b = parse_cs(clean_out), parse_cs(buggy_out)
+    if c:
+        return "false-report"
+    if b is None:
+        return "error"
+    return "detected" if b > 0 else "missed"
+
+
+def rates(cases, results, tool):
+    by = {}
+    for c in cases:
+        r = results.get((c["name"], tool))
+        if r is None:
+            continue
+        d, n = by.get(c["cls"], (0, 0))
+        by[c["cls"]] = (d + (r == "detected"), n + 1)
+    return by
+
+
+def regressions(cases, results):
+    """gasan rows that do worse than the committed expectations."""
+    bad = []
+    for c in cases:
+        for tool, key in (("gasan-s8", "gasan_s8"), ("gasan-s7", "gasan_s7"), ("gasan-sass", "gasan_sass")):
+            r = results.get((c["name"], tool))
+            if r is None:
+                continue
+            if r == "false-report" or (c["expect"][key] and r != "detected"):
+                bad.append(f"{c['name']} {tool}: {r}")
+    return bad
+
+
+def render(cases, results, tools):
+    mark = {"detected": "✔", "missed": "·", "false-report": "FALSE", "wrong-report": "wrong", "error": "err"}
+    lines = ["| case | class | " + " | ".join(tools) + " |", "|---|---|" + "---|" * len(tools)]
+    for c in cases:
+        lines.append(f"| {c['name']} | {c['cls']} | " + " | ".join(mark.get(results.get((c['name'], t)), "—") for t in tools) + " |")
+    lines += ["", "| class | " + " | ".join(tools) + " |", "|---|" + "---|" * len(tools)]
+    classes = sorted({c["cls"] for c in cases})
+    per = {t: rates(cases, results, t) for t in tools}
+    for cl in classes:
+        lines.append(f"| {cl} | " + " | ".join(f"{per[t][cl][0]}/{per[t][cl][1]}" if cl in per[t] else "—" for t in tools) + " |")
+    tot = lambda t: (sum(d for d, _ in per[t].values()), sum(n for _, n in per[t].values()))
+    lines.append("| **all** | " + " | ".join(f"**{tot(t)[0]}/{tot(t)[1]}**" for t in tools) + " |")
+    return "\n".join(lines)
+
+
+def run(cmd, timeout=120):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or "") + "[timeout]"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--gasan", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--only")
+    ap.add_argument("--no-sanitizer", action="store_true")
+    ap.add_argument("--jobs", type=int, default=8)
+    a = ap.parse_args()
+    exp = json.load(open(os.path.join(HERE, "expectations.json")))
+    cases = exp["cases"]
+    if a.only:
+        cases = [c for c in cases if c["name"] in a.only.split(",")]
+    lines = bug_lines(os.path.join(HERE, exp["source"]))
+    b = lambda n: os.path.join(a.bin_dir, n)
+    tools = {
+        "native": lambda c, m: [b("suite"), c] + m,
+        "gasan-s8": lambda c, m: [a.gasan, "--shadow-scale", "8", "--", b("suite"), c] + m,
+        "gasan-s7": lambda c, m: [a.gasan, "--shadow-scale", "7", "--", b("suite"), c] + m,
+        "gasan-sass": lambda c, m: [a.gasan, "--", b("suite_sass"), c] + m,
+    }
+    if shutil.which("compute-sanitizer") and not a.no_sanitizer:
+        tools["cs"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b("suite"), c] + m
+        tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b("suite"), c] + m
+        if os.path.exists(b("suite.csan")):
+            tools["cs-compiletime"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b("suite.csan"), c] + m
+    results, notes = {}, []
+    jobs = [(c, t, cmd) for c in cases for t, cmd in tools.items()]
+
+    def one(job):
+        c, t, cmd = job
+        return job, run(cmd(c["name"], [])), run(cmd(c["name"], ["clean"]))
+
+    # Independent processes share the GPU; run several at once to fit the lease.
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=a.jobs) as ex:
+        for (c, t, _), (rb, ob), (rc, oc) in ex.map(one, jobs):
+            if t == "native":
+                results[(c["name"], t)] = "clean-ok" if rc == 0 and "result ok" in oc else "clean-broken"
+                if results[(c["name"], t)] != "clean-ok":
+                    notes.append(f"{c['name']}: clean twin fails natively (rc={rc})")
+            elif t.startswith("gasan"):
+                results[(c["name"], t)] = classify_gasan(c, lines.get(c["name"]), ob, oc)
+                if "result ok" not in oc:
+                    notes.append(f"{c['name']} {t}: clean twin did not finish ({oc.strip().splitlines()[-1:] if oc.strip() else ''})")
+                if results[(c["name"], t)] in ("wrong-report", "false-report"):
+                    first = next((l for l in (ob + oc).splitlines() if "GPUAddressSanitizer" in l), "")
+                    notes.append(f"{c['name']} {t}: {results[(c['name'], t)]}: {first}")
+            else:
+                results[(c["name"], t)] = classify_cs(ob, oc)
+    shown = [t for t in tools if t != "native"]
+    report = render(cases, results, shown)
+    reg = regressions(cases, results)
+    report += "\n\n" + ("gasan regressions against expectations:\n" + "\n".join(f"- {r}" for r in reg) if reg else "No gasan regression against tests/expectations.json.")
+    if notes:
+        report += "\n\nNotes:\n" + "\n".join(f"- {n}" for n in notes)
+    print(report)
+    if a.out:
+        open(a.out, "w").write(report + "\n")
+    return 1 if reg else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
