@@ -122,7 +122,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only")
     ap.add_argument("--no-sanitizer", action="store_true")
-    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--jobs", type=int, default=1, help="parallel runs; >1 lets one program's GPU fault disturb others")
     a = ap.parse_args()
     exp = json.load(open(os.path.join(HERE, "expectations.json")))
     cases = exp["cases"]
