@@ -18,8 +18,8 @@ fn corpus() -> Vec<PathBuf> {
 }
 
 /// (label, PTX text) for every corpus file and build variant.
-fn ptx_variants() -> Vec<(String, String)> {
-    let dir = scratch("corpus-ptx");
+fn ptx_variants(tag: &str) -> Vec<(String, String)> {
+    let dir = scratch(&format!("corpus-ptx-{tag}"));
     let mut out = Vec::new();
     for src in corpus() {
         let stem = src.file_stem().unwrap().to_str().unwrap().to_string();
@@ -73,7 +73,7 @@ fn count_global_accesses(ptx: &str) -> usize {
 #[test]
 fn corpus_instruments_assembles_and_counts() {
     let dir = scratch("corpus-checked");
-    let variants = ptx_variants();
+    let variants = ptx_variants("all");
     assert!(variants.len() >= 10, "corpus too small");
     for (label, ptx) in &variants {
         let expected = count_global_accesses(ptx);
@@ -112,7 +112,7 @@ fn corpus_instruments_assembles_and_counts() {
 
 #[test]
 fn sites_carry_source_locations_with_lineinfo() {
-    let (_, ptx) = ptx_variants().into_iter().find(|(l, _)| l.starts_with("mixed sm_90 -lineinfo")).unwrap();
+    let (_, ptx) = ptx_variants("sites").into_iter().find(|(l, _)| l.starts_with("mixed sm_90 -lineinfo")).unwrap();
     let r = instrument_ptx(&ptx, &InstrumentOptions::default()).unwrap();
     let vec_add = r.sites.sites.iter().find(|s| s.kernel_demangled.starts_with("vecAdd(")).expect("vecAdd site");
     let loc = vec_add.loc.as_ref().expect(".loc");
