@@ -40,6 +40,12 @@ enum Cmd {
         #[arg(long)]
         sites: Option<PathBuf>,
     },
+    /// Instrumentation throughput (MB of PTX per second, this thread) over the given PTX files.
+    Bench {
+        inputs: Vec<PathBuf>,
+        #[arg(long, default_value_t = 20)]
+        iters: u32,
+    },
     /// Accesses found, checked, eliminated and skipped (by reason), per kernel.
     Stats {
         input: PathBuf,
@@ -70,6 +76,20 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let t = r.stats.total();
             eprintln!("gasan-ptx: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown);
+            Ok(())
+        }
+        Cmd::Bench { inputs, iters } => {
+            let texts: Vec<String> = inputs.iter().map(read_ptx).collect::<Result<_, _>>()?;
+            let bytes: usize = texts.iter().map(String::len).sum();
+            let opts = InstrumentOptions::default();
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                for p in &texts {
+                    std::hint::black_box(instrument_ptx(p, &opts).map_err(|e| e.to_string())?);
+                }
+            }
+            let secs = t.elapsed().as_secs_f64();
+            println!("instrumented {} files, {:.2} MB, {iters} times in {secs:.3} s: {:.1} MB/s", texts.len(), bytes as f64 / 1e6, bytes as f64 * f64::from(iters) / 1e6 / secs);
             Ok(())
         }
         Cmd::Stats { input, scale, no_opt } => {
