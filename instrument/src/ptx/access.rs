@@ -181,18 +181,27 @@ fn dest_regs(op: &str) -> Vec<String> {
 
 /// Classifies one instruction.
 pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
-    let quals: Vec<&str> = ins.opcode.split('.').collect();
-    let head = quals[0];
-    let has = |q: &str| quals.iter().any(|x| *x == q || x.starts_with(&format!("{q}::")));
-    let dotted2 = quals.iter().take(2).copied().collect::<Vec<_>>().join(".");
     let _ = global_vars_ok;
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    // Fast exit for the common case: an arithmetic or control statement (no address operand).
+    if !matches!(head, "ld" | "ldu" | "st" | "atom" | "red" | "cp" | "prefetch" | "prefetchu" | "multimem")
+        && !ins.operands.iter().any(|o| o.trim_start().starts_with('['))
+    {
+        return Classified::NotMemory;
+    }
+    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    let has = |q: &str| quals.iter().any(|x| x.strip_prefix(q).is_some_and(|r| r.is_empty() || r.starts_with("::")));
+    let dotted2 = match ins.opcode.match_indices('.').nth(1) {
+        Some((i, _)) => &ins.opcode[..i],
+        None => ins.opcode,
+    };
 
     match head {
         "prefetch" | "prefetchu" => return Classified::Skip(SkipReason::Prefetch),
         "multimem" => return Classified::Skip(SkipReason::Multicast),
         _ => {}
     }
-    if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2.as_str()) {
+    if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2) {
         let addresses = ins.operands.iter().any(|o| o.trim_start().starts_with('['));
         return if addresses { Classified::Skip(SkipReason::NonGlobalOpcode) } else { Classified::NotMemory };
     }

@@ -178,6 +178,8 @@ fn strip_comment(line: &str) -> &str {
 /// Function-level state while scanning.
 struct FuncState {
     name: String,
+    /// Demangled once per function (demangling is the costliest part of a site).
+    demangled: String,
     depth_at_open: i32,
     reg_types: RegTypes,
     /// Checks already emitted in the current basic block: key → widest width.
@@ -309,6 +311,7 @@ impl<'a> Rewriter<'a> {
             if func.is_none() && opens > 0 {
                 if let Some(name) = pending_name.take() {
                     func = Some(FuncState {
+                        demangled: sites::demangle(&name),
                         name: name.clone(),
                         depth_at_open: depth,
                         reg_types: RegTypes::default(),
@@ -479,7 +482,7 @@ impl<'a> Rewriter<'a> {
         let site_id = sites.push(Site {
             id: 0,
             kernel: f.name.clone(),
-            kernel_demangled: sites::demangle(&f.name),
+            kernel_demangled: f.demangled.clone(),
             ptx_line: line_no as u32,
             loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
             kind: access.kind,
