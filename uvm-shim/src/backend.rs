@@ -38,4 +38,8 @@ pub trait Backend: Send + Sync {
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError>;
     fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError>;
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError>;
+    /// Lets device `peer` access the mapped range `[va, va+len)` (multi-GPU).
+    fn grant_peer(&self, _va: u64, _len: u64, _peer: i32) -> Result<(), UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend has no peer devices", self.name())))
+    }
 }

@@ -54,6 +54,103 @@ pub fn shadow_size(pool_size: u64, shift: u32, gran: u64) -> u64 {
     (pool_size >> shift).div_ceil(gran) * gran
 }
 
+/// One mapping operation. The pool turns a request into a list of these with [`plan_commit`] /
+/// [`plan_release`] and applies them in order (rolling back on failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Replace the zero chunk under shadow chunk `idx` with a real, zero-filled chunk.
+    BackShadow { idx: u64 },
+    /// Map a physical chunk (from the cache, else new) read-write at pool address `va`.
+    MapChunk { va: u64 },
+    /// Zero the shadow bytes of pool range `[va, va+len)` (inaccessible).
+    ZeroShadow { va: u64, len: u64 },
+    /// Unmap the pool chunk at `va`; its physical chunk goes back to the cache.
+    UnmapChunk { va: u64 },
+    /// Put the zero chunk back under shadow chunk `idx` (its last pool chunk went away).
+    ReleaseShadow { idx: u64 },
+    /// Mark the chunk at `va` retired: never mapped again.
+    Retire { va: u64 },
+}
+
+/// What the planner needs to know about the pool's current state.
+pub trait PoolState {
+    fn base(&self) -> u64;
+    fn size(&self) -> u64;
+    fn shift(&self) -> u32;
+    fn gran(&self) -> u64;
+    fn committed(&self, chunk_va: u64) -> bool;
+    fn retired(&self, chunk_va: u64) -> bool;
+    /// Committed pool chunks currently described by shadow chunk `idx`.
+    fn shadow_refs(&self, idx: u64) -> u64;
+}
+
+fn check_request<S: PoolState + ?Sized>(s: &S, va: u64, len: u64) -> Result<(), UvmError> {
+    check_aligned(va, len, s.gran())?;
+    if !contains(s.base(), s.size(), va, len) {
+        return Err(UvmError::OutsidePool { va, len });
+    }
+    Ok(())
+}
+
+/// Plan for committing `[va, va+len)`: back the shadow chunks that had no committed pool chunk,
+/// map each pool chunk, and zero the range's shadow. Refuses committed or retired chunks.
+pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64) -> Result<Vec<Op>, UvmError> {
+    check_request(s, va, len)?;
+    let g = s.gran();
+    let mut ops = Vec::new();
+    let mut backed = std::collections::BTreeSet::new();
+    for c in chunk_spans(va, len, g) {
+        if s.committed(c) {
+            return Err(UvmError::AlreadyCommitted(c));
+        }
+        if s.retired(c) {
+            return Err(UvmError::Retired(c));
+        }
+        for idx in shadow_chunks(s.base(), s.shift(), g, c, g) {
+            if s.shadow_refs(idx) == 0 && backed.insert(idx) {
+                ops.push(Op::BackShadow { idx });
+            }
+        }
+        ops.push(Op::MapChunk { va: c });
+    }
+    ops.push(Op::ZeroShadow { va, len });
+    Ok(ops)
+}
+
+/// Plan for decommitting (`retire == false`: every chunk must be committed) or retiring
+/// (`retire == true`: none may be retired already) `[va, va+len)`: zero the shadow, unmap the
+/// committed chunks, release shadow chunks left with no committed pool chunk, mark retired.
+pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: bool) -> Result<Vec<Op>, UvmError> {
+    check_request(s, va, len)?;
+    let g = s.gran();
+    let mut ops = Vec::new();
+    let mut refs: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for c in chunk_spans(va, len, g) {
+        if retire && s.retired(c) {
+            return Err(UvmError::Retired(c));
+        }
+        if !s.committed(c) {
+            if !retire {
+                return Err(UvmError::NotCommitted(c));
+            }
+        } else {
+            ops.push(Op::ZeroShadow { va: c, len: g });
+            ops.push(Op::UnmapChunk { va: c });
+            for idx in shadow_chunks(s.base(), s.shift(), g, c, g) {
+                let r = refs.entry(idx).or_insert_with(|| s.shadow_refs(idx));
+                *r -= 1;
+                if *r == 0 {
+                    ops.push(Op::ReleaseShadow { idx });
+                }
+            }
+        }
+        if retire {
+            ops.push(Op::Retire { va: c });
+        }
+    }
+    Ok(ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +176,47 @@ mod tests {
             prop_assert!(check_aligned(s, l, gran).is_ok());
             prop_assert!(l - len < 2 * gran);
         }
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+    use std::collections::{BTreeSet, HashMap};
+
+    struct S {
+        committed: BTreeSet<u64>,
+        retired: BTreeSet<u64>,
+        refs: HashMap<u64, u64>,
+    }
+    impl PoolState for S {
+        fn base(&self) -> u64 { 0x1000_0000_0000 }
+        fn size(&self) -> u64 { 1 << 40 }
+        fn shift(&self) -> u32 { 8 }
+        fn gran(&self) -> u64 { 2 << 20 }
+        fn committed(&self, c: u64) -> bool { self.committed.contains(&c) }
+        fn retired(&self, c: u64) -> bool { self.retired.contains(&c) }
+        fn shadow_refs(&self, i: u64) -> u64 { self.refs.get(&i).copied().unwrap_or(0) }
+    }
+
+    #[test]
+    fn commit_backs_shadow_once_and_zeroes_it() {
+        let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new() };
+        let b = s.base();
+        let ops = plan_commit(&s, b, 4 << 20).unwrap();
+        assert_eq!(ops, vec![Op::BackShadow { idx: 0 }, Op::MapChunk { va: b }, Op::MapChunk { va: b + (2 << 20) }, Op::ZeroShadow { va: b, len: 4 << 20 }]);
+        assert!(plan_commit(&s, b + 4096, 2 << 20).is_err());
+        assert!(plan_commit(&s, b + (1 << 40), 2 << 20).is_err());
+    }
+
+    #[test]
+    fn release_drops_shadow_with_its_last_chunk() {
+        let b = 0x1000_0000_0000u64;
+        let s = S { committed: [b, b + (2 << 20)].into(), retired: BTreeSet::new(), refs: [(0, 2)].into() };
+        let ops = plan_release(&s, b, 2 << 20, true).unwrap();
+        assert_eq!(ops, vec![Op::ZeroShadow { va: b, len: 2 << 20 }, Op::UnmapChunk { va: b }, Op::Retire { va: b }]);
+        let ops = plan_release(&s, b, 4 << 20, false).unwrap();
+        assert!(ops.contains(&Op::ReleaseShadow { idx: 0 }));
+        assert!(plan_release(&s, b + (4 << 20), 2 << 20, false).is_err(), "decommit of uncommitted");
     }
 }

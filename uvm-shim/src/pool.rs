@@ -53,6 +53,8 @@ pub struct Pool {
     cache: Vec<ChunkHandle>,
     /// Alias base → (source va, len, reservation).
     aliases: BTreeMap<u64, (u64, u64)>,
+    /// Devices granted access to the pool (multi-GPU; one pool per device).
+    peers: Vec<i32>,
     counters: PoolCounters,
 }
 
@@ -97,6 +99,7 @@ impl Pool {
             shadow: HashMap::new(),
             cache: Vec::new(),
             aliases: BTreeMap::new(),
+            peers: Vec::new(),
             counters: PoolCounters::default(),
         };
         pool.setup_zero_chunk()?;
@@ -171,88 +174,124 @@ impl Pool {
 
     /// Maps physical memory under `[va, va+len)` and real, zeroed (= inaccessible) shadow under it.
     pub fn commit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
-        self.check_range(va, len)?;
-        for c in plan::chunk_spans(va, len, self.gran) {
-            if self.committed.contains_key(&c) {
-                return Err(UvmError::AlreadyCommitted(c));
-            }
-            if self.retired.contains(&c) {
-                return Err(UvmError::Retired(c));
-            }
-        }
-        let mut done: Vec<u64> = Vec::new();
-        let result = (|| {
-            for c in plan::chunk_spans(va, len, self.gran) {
-                let h = self.take_chunk()?;
-                if let Err(e) = self.backend.map(c, h, Prot::ReadWrite) {
-                    self.cache.push(h);
-                    return Err(e);
-                }
-                self.committed.insert(c, h);
-                done.push(c);
-                self.shadow_ref(c)?;
-            }
-            Ok(())
-        })();
-        // Shadow chunks are shared by many pool chunks and may hold stale bytes from an earlier
-        // commitment of this range: start inaccessible.
-        let result = result.and_then(|_| self.backend.fill(self.shadow_addr(va), len >> self.shift, 0, Stream::SYNC));
-        if let Err(e) = result {
-            for c in done {
-                let _ = self.release_pool_chunk(c);
-            }
-            return Err(e);
-        }
+        let ops = plan::plan_commit(self, va, len)?;
+        self.apply(&ops)?;
         self.counters.committed_bytes += len;
         Ok(())
     }
 
-    /// Adds a reference from pool chunk `c` to its shadow chunk, backing it on first use.
-    fn shadow_ref(&mut self, c: u64) -> Result<(), UvmError> {
-        for idx in plan::shadow_chunks(self.base, self.shift, self.gran, c, self.gran) {
-            if let Some(e) = self.shadow.get_mut(&idx) {
-                e.1 += 1;
-                continue;
-            }
-            let sva = self.shadow_base + idx * self.gran;
-            let h = self.take_chunk()?;
-            let mapped = self.backend.unmap(sva, self.gran).and_then(|_| self.backend.map(sva, h, Prot::ReadWrite));
-            let zeroed = mapped.and_then(|_| self.backend.fill(sva, self.gran, 0, Stream::SYNC));
-            if let Err(e) = zeroed {
-                let _ = self.backend.unmap(sva, self.gran);
-                let _ = self.backend.map(sva, self.zero_chunk, Prot::ReadOnly);
-                self.cache.push(h);
+    /// Unmaps `[va, va+len)`; the chunks go back to the cache and the VA may be committed again.
+    pub fn decommit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
+        let ops = plan::plan_release(self, va, len, false)?;
+        self.apply(&ops)?;
+        self.counters.committed_bytes -= len;
+        Ok(())
+    }
+
+    /// Unmaps `[va, va+len)` forever: the VA is never committed again, and its shadow reads 0.
+    pub fn retire(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
+        let ops = plan::plan_release(self, va, len, true)?;
+        let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
+        self.apply(&ops)?;
+        self.counters.committed_bytes -= unmapped * self.gran;
+        self.counters.retired_bytes += len;
+        Ok(())
+    }
+
+    /// Applies a plan; on failure undoes the operations already applied, in reverse.
+    fn apply(&mut self, ops: &[plan::Op]) -> Result<(), UvmError> {
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = self.apply_one(*op) {
+                for done in ops[..i].iter().rev() {
+                    let _ = self.undo_one(*done);
+                }
                 return Err(e);
             }
-            self.shadow.insert(idx, (h, 1));
         }
         Ok(())
     }
 
-    fn shadow_unref(&mut self, c: u64) -> Result<(), UvmError> {
-        for idx in plan::shadow_chunks(self.base, self.shift, self.gran, c, self.gran) {
-            let Some(e) = self.shadow.get_mut(&idx) else { continue };
-            e.1 -= 1;
-            if e.1 == 0 {
-                let (h, _) = self.shadow.remove(&idx).expect("present");
-                let sva = self.shadow_base + idx * self.gran;
-                self.backend.unmap(sva, self.gran)?;
-                self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
+    fn shadow_va(&self, idx: u64) -> u64 {
+        self.shadow_base + idx * self.gran
+    }
+
+    fn apply_one(&mut self, op: plan::Op) -> Result<(), UvmError> {
+        use plan::Op;
+        match op {
+            Op::BackShadow { idx } => {
+                let sva = self.shadow_va(idx);
+                let h = self.take_chunk()?;
+                let r = self.backend.unmap(sva, self.gran).and_then(|_| self.backend.map(sva, h, Prot::ReadWrite)).and_then(|_| self.backend.fill(sva, self.gran, 0, Stream::SYNC));
+                if let Err(e) = r {
+                    let _ = self.backend.unmap(sva, self.gran);
+                    let _ = self.backend.map(sva, self.zero_chunk, Prot::ReadOnly);
+                    self.cache.push(h);
+                    return Err(e);
+                }
+                self.shadow.insert(idx, (h, 0));
+            }
+            Op::MapChunk { va } => {
+                let h = self.take_chunk()?;
+                if let Err(e) = self.backend.map(va, h, Prot::ReadWrite) {
+                    self.cache.push(h);
+                    return Err(e);
+                }
+                for &p in &self.peers {
+                    if let Err(e) = self.backend.grant_peer(va, self.gran, p) {
+                        let _ = self.backend.unmap(va, self.gran);
+                        self.cache.push(h);
+                        return Err(e);
+                    }
+                }
+                self.committed.insert(va, h);
+                for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va, self.gran) {
+                    if let Some(e) = self.shadow.get_mut(&idx) {
+                        e.1 += 1;
+                    }
+                }
+            }
+            Op::ZeroShadow { va, len } => self.backend.fill(self.shadow_addr(va), len >> self.shift, 0, Stream::SYNC)?,
+            Op::UnmapChunk { va } => {
+                let h = *self.committed.get(&va).ok_or(UvmError::NotCommitted(va))?;
+                self.backend.unmap(va, self.gran)?;
+                self.committed.remove(&va);
                 self.cache.push(h);
+                for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va, self.gran) {
+                    if let Some(e) = self.shadow.get_mut(&idx) {
+                        e.1 -= 1;
+                    }
+                }
+            }
+            Op::ReleaseShadow { idx } => {
+                let sva = self.shadow_va(idx);
+                if let Some(&(h, _)) = self.shadow.get(&idx) {
+                    self.backend.unmap(sva, self.gran)?;
+                    self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
+                    self.shadow.remove(&idx);
+                    self.cache.push(h);
+                }
+            }
+            Op::Retire { va } => {
+                self.retired.insert(va);
             }
         }
         Ok(())
     }
 
-    fn release_pool_chunk(&mut self, c: u64) -> Result<(), UvmError> {
-        if let Some(h) = self.committed.remove(&c) {
-            self.backend.unmap(c, self.gran)?;
-            self.cache.push(h);
-            // The shadow chunk may stay mapped for its other pool chunks: this range must read 0.
-            self.backend.fill(self.shadow_addr(c), self.gran >> self.shift, 0, Stream::SYNC)?;
-            self.shadow_unref(c)?;
+    /// Best-effort inverse of an applied operation (rollback).
+    fn undo_one(&mut self, op: plan::Op) -> Result<(), UvmError> {
+        use plan::Op;
+        match op {
+            Op::BackShadow { idx } => self.apply_one(Op::ReleaseShadow { idx }),
+            Op::MapChunk { va } => self.apply_one(Op::UnmapChunk { va }),
+            Op::UnmapChunk { va } => self.apply_one(Op::MapChunk { va }),
+            Op::ReleaseShadow { idx } => self.apply_one(Op::BackShadow { idx }),
+            Op::ZeroShadow { .. } => Ok(()),
+            Op::Retire { va } => {
+                self.retired.remove(&va);
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     fn require_committed(&self, va: u64, len: u64) -> Result<(), UvmError> {
@@ -265,35 +304,22 @@ impl Pool {
         Ok(())
     }
 
-    /// Unmaps `[va, va+len)`; the chunks go back to the cache and the VA may be committed again.
-    pub fn decommit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
-        self.require_committed(va, len)?;
-        for c in plan::chunk_spans(va, len, self.gran) {
-            self.release_pool_chunk(c)?;
-        }
-        self.counters.committed_bytes -= len;
-        Ok(())
-    }
-
-    /// Unmaps `[va, va+len)` forever: the VA is never committed again, and its shadow reads 0.
-    pub fn retire(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
-        self.check_range(va, len)?;
-        if let Some(c) = plan::chunk_spans(va, len, self.gran).find(|c| self.retired.contains(c)) {
-            return Err(UvmError::Retired(c));
-        }
-        let committed: Vec<u64> = plan::chunk_spans(va, len, self.gran).filter(|c| self.committed.contains_key(c)).collect();
-        for c in &committed {
-            self.release_pool_chunk(*c)?;
-        }
-        self.counters.committed_bytes -= committed.len() as u64 * self.gran;
-        self.retired.extend(plan::chunk_spans(va, len, self.gran));
-        self.counters.retired_bytes += len;
-        Ok(())
-    }
-
     pub fn protect(&mut self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
         self.require_committed(va, len)?;
         self.backend.protect(va, len, prot)
+    }
+
+    /// Lets device `peer` access every committed and future chunk of this pool (and its shadow
+    /// chunks, so that kernels running there can check accesses).
+    pub fn grant_peer_access(&mut self, peer: i32) -> Result<(), UvmError> {
+        if self.peers.contains(&peer) {
+            return Ok(());
+        }
+        for &c in self.committed.keys() {
+            self.backend.grant_peer(c, self.gran, peer)?;
+        }
+        self.peers.push(peer);
+        Ok(())
     }
 
     /// Maps the chunks under committed `[src, src+len)` at a new VA range; returns its address.
@@ -350,6 +376,30 @@ impl Pool {
             }
         }
         Ok(())
+    }
+}
+
+impl plan::PoolState for Pool {
+    fn base(&self) -> u64 {
+        self.base
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn shift(&self) -> u32 {
+        self.shift
+    }
+    fn gran(&self) -> u64 {
+        self.gran
+    }
+    fn committed(&self, chunk_va: u64) -> bool {
+        self.committed.contains_key(&chunk_va)
+    }
+    fn retired(&self, chunk_va: u64) -> bool {
+        self.retired.contains(&chunk_va)
+    }
+    fn shadow_refs(&self, idx: u64) -> u64 {
+        self.shadow.get(&idx).map_or(0, |e| e.1)
     }
 }
 

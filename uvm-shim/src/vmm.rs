@@ -135,13 +135,6 @@ impl VmmBackend {
         }
     }
 
-    /// Grants another device access to a mapped range (peer access to the pool).
-    pub fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
-        let mut d = self.access(Prot::ReadWrite);
-        d.location.id = peer;
-        // SAFETY: valid descriptor.
-        ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
-    }
 }
 
 impl Backend for VmmBackend {
@@ -209,6 +202,12 @@ impl Backend for VmmBackend {
         } else {
             ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })
         }
+    }
+    fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
+        let mut d = self.access(Prot::ReadWrite);
+        d.location.id = peer;
+        // SAFETY: valid descriptor.
+        ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
     }
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
         // SAFETY: host destination valid for out.len().

@@ -144,3 +144,59 @@ fn protections_hold() {
     assert!(faults(|| unsafe { std::ptr::read_volatile((va + G) as *const u8); }));
     assert!(faults(|| unsafe { std::ptr::read_volatile((va + 10 * G) as *const u8); }));
 }
+
+/// A host backend whose `map` fails once, after a number of successful calls.
+struct Flaky {
+    inner: HostBackend,
+    maps_left: std::sync::atomic::AtomicI64,
+}
+impl gasan_uvm::Backend for Flaky {
+    fn name(&self) -> &'static str { "flaky" }
+    fn granularity(&self) -> u64 { self.inner.granularity() }
+    fn reserve(&self, s: u64, h: u64) -> Result<u64, UvmError> { self.inner.reserve(s, h) }
+    fn free_va(&self, v: u64, s: u64) -> Result<(), UvmError> { self.inner.free_va(v, s) }
+    fn create_chunk(&self) -> Result<u64, UvmError> { self.inner.create_chunk() }
+    fn release_chunk(&self, h: u64) -> Result<(), UvmError> { self.inner.release_chunk(h) }
+    fn map(&self, va: u64, h: u64, p: Prot) -> Result<(), UvmError> {
+        if self.maps_left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return Err(UvmError::Cuda { call: "cuMemMap", code: 2 });
+        }
+        self.inner.map(va, h, p)
+    }
+    fn unmap(&self, va: u64, l: u64) -> Result<(), UvmError> { self.inner.unmap(va, l) }
+    fn protect(&self, va: u64, l: u64, p: Prot) -> Result<(), UvmError> { self.inner.protect(va, l, p) }
+    fn write(&self, va: u64, d: &[u8], s: Stream) -> Result<(), UvmError> { self.inner.write(va, d, s) }
+    fn fill(&self, va: u64, l: u64, b: u8, s: Stream) -> Result<(), UvmError> { self.inner.fill(va, l, b, s) }
+    fn read(&self, va: u64, o: &mut [u8]) -> Result<(), UvmError> { self.inner.read(va, o) }
+}
+
+#[test]
+fn a_failed_plan_is_rolled_back() {
+    // Pool setup maps the zero chunk over the whole shadow; the map after `extra` more fails.
+    let shadow_chunks = ((1u64 << 30) >> 8).div_ceil(G);
+    for extra in 0..4 {
+        let b = Flaky { inner: HostBackend::new(G), maps_left: std::sync::atomic::AtomicI64::new((shadow_chunks + extra) as i64) };
+        let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![] }).unwrap();
+        let base = p.base();
+        let before = p.counters().committed_bytes;
+        let r = p.commit(base, 4 * G);
+        assert!(r.is_err(), "extra={extra}: the injected map failure must surface");
+        assert_eq!(p.counters().committed_bytes, before);
+        for c in 0..4 {
+            assert!(!p.is_committed(base + c * G), "extra={extra}: chunk {c} left committed");
+        }
+        let mut s = [9u8; 4];
+        p.read_shadow(base, &mut s).unwrap();
+        assert_eq!(s, [0; 4], "shadow not restored");
+    }
+}
+
+#[test]
+fn peer_access_needs_a_backend_with_peers() {
+    let mut p = pool(8);
+    p.commit(p.base(), G).unwrap();
+    let refused = matches!(p.grant_peer_access(1), Err(UvmError::Unavailable(_)));
+    assert!(refused, "host backend granted a peer");
+    // A refused grant changes nothing: later commits still work.
+    p.commit(p.base() + G, G).unwrap();
+}
