@@ -122,6 +122,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only")
     ap.add_argument("--no-sanitizer", action="store_true")
+    ap.add_argument("--tools", help="comma-separated subset of: native,gasan-s8,gasan-s7,gasan-sass,cs,cs-padding,cs-compiletime")
     ap.add_argument("--jobs", type=int, default=1, help="parallel runs; >1 lets one program's GPU fault disturb others")
     a = ap.parse_args()
     exp = json.load(open(os.path.join(HERE, "expectations.json")))
@@ -141,6 +142,9 @@ def main():
         tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b("suite"), c] + m
         if os.path.exists(b("suite.csan")):
             tools["cs-compiletime"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b("suite.csan"), c] + m
+    if a.tools:
+        keep = set(a.tools.split(","))
+        tools = {k: v for k, v in tools.items() if k in keep}
     results, notes = {}, []
     jobs = [(c, t, cmd) for c in cases for t, cmd in tools.items()]
 
