@@ -169,10 +169,24 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
 
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 fn strip_comment(line: &str) -> &str {
-    match line.find("//") {
+    match find_pair(line, b'/', b'/') {
         Some(p) if !line[..p].contains('"') => &line[..p],
         _ => line,
     }
+}
+
+/// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line).
+fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = bytes[from..].iter().position(|&c| c == a) {
+        let i = from + i;
+        if bytes.get(i + 1) == Some(&b) {
+            return Some(i);
+        }
+        from = i + 1;
+    }
+    None
 }
 
 /// Function-level state while scanning.
@@ -275,15 +289,15 @@ impl<'a> Rewriter<'a> {
             let line_no = base_line + i + 1;
             // Block comments pass through untouched.
             if in_block_comment {
-                if line.contains("*/") {
+                if find_pair(line, b'*', b'/').is_some() {
                     in_block_comment = false;
                 }
                 self.out.push_str(line);
                 continue;
             }
             let code = strip_comment(line);
-            if let Some(p) = code.find("/*") {
-                if !code[p..].contains("*/") {
+            if let Some(p) = find_pair(code, b'/', b'*') {
+                if find_pair(&code[p..], b'*', b'/').is_none() {
                     in_block_comment = true;
                 }
                 self.out.push_str(line);
@@ -291,8 +305,10 @@ impl<'a> Rewriter<'a> {
             }
             let t = code.trim();
 
-            if let Some(name) = function_name(t) {
-                pending_name = Some(name);
+            if t.starts_with('.') && t.contains('(') {
+                if let Some(name) = function_name(t) {
+                    pending_name = Some(name);
+                }
             }
             if let Some(rest) = t.strip_prefix(".loc") {
                 let nums: Vec<u32> =
@@ -541,11 +557,23 @@ fn ends_basic_block(t: &str) -> bool {
     if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
         return true;
     }
-    let Some(ins) = split_instr(t.trim_end_matches(';')) else { return false };
-    let head = ins.opcode.split('.').next().unwrap_or("");
+    let (op, _) = opcode_and_rest(t);
+    let head = op.split('.').next().unwrap_or("");
     matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "bar" | "barrier" | "fence" | "membar" | "trap" | "atom" | "red")
-        || ins.opcode.starts_with("mbarrier")
-        || ins.opcode.starts_with("cp.async.wait")
+        || op.starts_with("mbarrier")
+        || op.starts_with("cp.async.wait")
+}
+
+/// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
+fn opcode_and_rest(t: &str) -> (&str, &str) {
+    let mut t = t.trim_start();
+    if t.starts_with('@') {
+        t = t.split_once(char::is_whitespace).map_or("", |(_, r)| r).trim_start();
+    }
+    match t.split_once(char::is_whitespace) {
+        Some((op, rest)) => (op, rest),
+        None => (t.trim_end_matches(';'), ""),
+    }
 }
 
 /// Forgets checks whose address register this statement redefines.
@@ -553,14 +581,19 @@ fn invalidate_defs(f: &mut FuncState, stmt: &str) {
     if f.block_checks.is_empty() {
         return;
     }
-    let Some(ins) = split_instr(stmt.trim().trim_end_matches(';')) else { return };
-    let head = ins.opcode.split('.').next().unwrap_or("");
-    if matches!(head, "st" | "red") {
+    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
+    let head = op.split('.').next().unwrap_or("");
+    if matches!(head, "st" | "red") || rest.is_empty() {
         return;
     }
-    let Some(dst) = ins.operands.first() else { return };
+    // The first operand is the destination (a register or a `{...}` vector of registers).
+    let dst = if rest.trim_start().starts_with('{') {
+        rest.split('}').next().unwrap_or("")
+    } else {
+        rest.split(',').next().unwrap_or("")
+    };
     let dsts: Vec<&str> = dst
-        .trim_matches(|c| c == '{' || c == '}')
+        .trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
         .split([',', '|'])
         .map(str::trim)
         .filter(|d| d.starts_with('%'))
