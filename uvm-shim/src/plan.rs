@@ -49,6 +49,22 @@ pub fn alias_addr(src: u64, alias_base: u64, va: u64) -> u64 {
     alias_base + (va - src)
 }
 
+/// Page sizes the patched nvidia-uvm maps inside the pool, largest first.
+pub const PAGE_SIZES: [u64; 3] = [2 << 20, 64 << 10, 4 << 10];
+
+/// Splits a 4 KiB-aligned range into the largest pages each position's alignment allows.
+pub fn split_pages(va: u64, len: u64) -> Result<Vec<(u64, u64)>, UvmError> {
+    check_aligned(va, len, 4096)?;
+    let (mut va, mut len, mut out) = (va, len, Vec::new());
+    while len > 0 {
+        let size = PAGE_SIZES.into_iter().find(|&p| va % p == 0 && len >= p).expect("4 KiB always fits");
+        out.push((va, size));
+        va += size;
+        len -= size;
+    }
+    Ok(out)
+}
+
 /// Shadow VA size for a pool of `pool_size` bytes, rounded up to the granularity.
 pub fn shadow_size(pool_size: u64, shift: u32, gran: u64) -> u64 {
     (pool_size >> shift).div_ceil(gran) * gran
