@@ -94,7 +94,7 @@ pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
     k.split('|').any(|p| p == reg || p.trim_start_matches('!') == reg)
 }
 
-/// The in-pool test and the encoding test, leaving `%gsp1` = bad (halt-mode fast path).
+/// The in-pool test and the encoding test, leaving `%gsp1` = bad.
 fn probe_test(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     out.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
@@ -214,33 +214,10 @@ pub(super) fn checked_statement_halt(
     (inline, fail)
 }
 
-/// One probe: check `len` bytes (`1` for bulk range ends) at the address in `addr_reg`.
+/// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
+/// `%gsr3`) when the access is bad.
 fn probe(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
-    let ctl = CONTROL_BLOCK_SYMBOL;
-    out.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
-    out.push(format!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
-    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
-    out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
-    if let Some(g) = guard {
-        out.push(format!("and.pred %gsp0, %gsp0, {g};"));
-    }
-    out.push(format!("shr.u64 %gsa3, %gsa1, {};", scale.shift()));
-    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
-    out.push("add.s64 %gsa3, %gsa3, %gsa2;".into());
-    out.push("mov.u32 %gsr0, 0;".into());
-    out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa3];".into());
-    out.push(format!("cvt.u32.u64 %gsr1, {addr_reg};"));
-    out.push(format!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
-    out.push(format!("add.u32 %gsr1, %gsr1, {};", check_width - 1));
-    match scale {
-        Scale::S7 => out.push("setp.le.u32 %gsp1, %gsr0, %gsr1;".into()),
-        Scale::S8 => {
-            out.push("setp.lt.u32 %gsp1, %gsr0, %gsr1;".into());
-            out.push("setp.eq.u32 %gsp2, %gsr0, 0;".into());
-            out.push("or.pred %gsp1, %gsp1, %gsp2;".into());
-        }
-    }
-    out.push("and.pred %gsp1, %gsp1, %gsp0;".into());
+    probe_test(out, scale, addr_reg, check_width, guard);
     out.push("mov.u32 %gsr2, 0;".into());
     out.push(format!(
         "@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"
