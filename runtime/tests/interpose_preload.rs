@@ -1,0 +1,53 @@
+//! End-to-end interposition without a GPU: a small C program does what cudart does (dlopen
+//! libcuda.so.1, dlsym cuGetProcAddress_v2, fetch and call an entry point) against a stand-in
+//! libcuda, with libgasan_runtime.so preloaded. The entry point it gets must be gasan's wrapper,
+//! the wrapper must reach the real (stand-in) function, and RTLD_NEXT lookups must stay relative
+//! to their caller despite gasan's dlsym.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cdylib() -> Option<PathBuf> {
+    // Integration tests run from target/<profile>/deps; the cdylib sits in target/<profile>.
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.parent()?;
+    let lib = dir.join("libgasan_runtime.so");
+    lib.exists().then_some(lib)
+}
+
+fn gcc(args: &[&str]) {
+    let out = Command::new("gcc").args(args).output().expect("gcc");
+    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn cudart_style_lookup_gets_the_wrapper() {
+    let Some(lib) = cdylib() else {
+        eprintln!("libgasan_runtime.so not built next to the test binary; skipped");
+        return;
+    };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("preload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("libcuda.so.1");
+    gcc(&["-shared", "-fPIC", "-o", fake.to_str().unwrap(), src.join("fake_libcuda.c").to_str().unwrap()]);
+    let app = dir.join("app");
+    gcc(&["-o", app.to_str().unwrap(), src.join("app.c").to_str().unwrap(), "-ldl"]);
+    let out = Command::new(&app)
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("LD_PRELOAD", &lib)
+        .env("GASAN_OPTIONS", "verbosity=0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "app failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("gpa_rc=0"), "{stdout}");
+    assert!(stdout.contains("wrapped=1"), "cuGetProcAddress did not return gasan's wrapper: {stdout}");
+    assert!(stdout.contains("rc=0 fake_calls=1"), "wrapper did not reach the real function: {stdout}");
+    assert!(stdout.contains("next_dlsym_is_ours=1"), "RTLD_NEXT resolved relative to the wrong object: {stdout}");
+    assert!(stdout.contains("unknown=1"), "{stdout}");
+
+    // Without gasan the same program sees the stand-in's own function.
+    let plain = Command::new(&app).env("LD_LIBRARY_PATH", &dir).output().unwrap();
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("wrapped=0"));
+}
