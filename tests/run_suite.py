@@ -83,7 +83,7 @@ def regressions(cases, results):
     """gasan rows that do worse than the committed expectations."""
     bad = []
     for c in cases:
-        for tool, key in (("gasan-s8", "gasan_s8"), ("gasan-s7", "gasan_s7"), ("gasan-sass", "gasan_sass")):
+        for tool, key in (("gasan-s8", "gasan_s8"), ("gasan-s8-noline", "gasan_s8"), ("gasan-s7", "gasan_s7"), ("gasan-sass", "gasan_sass")):
             r = results.get((c["name"], tool))
             if r is None:
                 continue
@@ -122,7 +122,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only")
     ap.add_argument("--no-sanitizer", action="store_true")
-    ap.add_argument("--tools", help="comma-separated subset of: native,gasan-s8,gasan-s7,gasan-sass,cs,cs-padding,cs-compiletime")
+    ap.add_argument("--tools", help="comma-separated subset of: native,gasan-s8,gasan-s7,gasan-sass,gasan-s8-noline,cs,cs-padding,cs-compiletime")
     ap.add_argument("--jobs", type=int, default=1, help="parallel runs; >1 lets one program's GPU fault disturb others")
     a = ap.parse_args()
     exp = json.load(open(os.path.join(HERE, "expectations.json")))
@@ -137,6 +137,9 @@ def main():
         "gasan-s7": lambda c, m: [a.gasan, "--shadow-scale", "7", "--", b("suite"), c] + m,
         "gasan-sass": lambda c, m: [a.gasan, "--", b("suite_sass"), c] + m,
     }
+    if os.path.exists(b("suite_noline")):
+        # Without -lineinfo reports name the PTX line; only the kind is compared.
+        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--", b("suite_noline"), c] + m
     if shutil.which("compute-sanitizer") and not a.no_sanitizer:
         tools["cs"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b("suite"), c] + m
         tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b("suite"), c] + m
@@ -161,7 +164,8 @@ def main():
                 if results[(c["name"], t)] != "clean-ok":
                     notes.append(f"{c['name']}: clean twin fails natively (rc={rc})")
             elif t.startswith("gasan"):
-                results[(c["name"], t)] = classify_gasan(c, lines.get(c["name"]), ob, oc)
+                line = None if t.endswith("noline") else lines.get(c["name"])
+                results[(c["name"], t)] = classify_gasan(c, line, ob, oc)
                 if "result ok" not in oc:
                     notes.append(f"{c['name']} {t}: clean twin did not finish ({oc.strip().splitlines()[-1:] if oc.strip() else ''})")
                 if results[(c["name"], t)] in ("wrong-report", "false-report"):
