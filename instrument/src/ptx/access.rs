@@ -20,6 +20,20 @@ pub enum SkipReason {
     NonGlobalOpcode,
 }
 
+impl SkipReason {
+    /// The name used in statistics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotGlobalSpace => "NotGlobalSpace",
+            Self::ModuleVariable => "ModuleVariable",
+            Self::Prefetch => "Prefetch",
+            Self::Tensor => "Tensor",
+            Self::Multicast => "Multicast",
+            Self::NonGlobalOpcode => "NonGlobalOpcode",
+        }
+    }
+}
+
 /// Where the address of a checked access comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AddrBase {

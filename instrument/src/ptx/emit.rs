@@ -5,7 +5,15 @@ use super::access::{AddrBase, Access, Instr, Width};
 use super::Header;
 use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
 use crate::shadow::Scale;
+use std::borrow::Cow;
 use std::fmt::Write;
+
+/// An emitted line: most are fixed text, so they are not allocated.
+type Line = Cow<'static, str>;
+
+macro_rules! f {
+    ($($t:tt)*) => { Cow::Owned(format!($($t)*)) };
+}
 
 const M: &str = super::MARKER;
 
@@ -77,6 +85,15 @@ pub(super) fn prelude(scale: Scale, header: &Header) -> String {
     s
 }
 
+/// Appends `indent`, the line and the marker comment (no formatting machinery: this is hot).
+fn put(out: &mut String, indent: &str, line: &str) {
+    out.push_str(indent);
+    out.push_str(line);
+    out.push(' ');
+    out.push_str(M);
+    out.push('\n');
+}
+
 /// Key for check elimination: same guard, same address expression.
 pub(super) fn check_key(ins: &Instr<'_>, a: &Access) -> Option<String> {
     if a.bulk || a.guard_nonzero.is_some() {
@@ -95,23 +112,23 @@ pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
 }
 
 /// The in-pool test and the encoding test, leaving `%gsp1` = bad.
-fn probe_test(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
+fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
     let ctl = CONTROL_BLOCK_SYMBOL;
-    out.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
-    out.push(format!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
-    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
+    out.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
+    out.push(f!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
+    out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
     out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
     if let Some(g) = guard {
-        out.push(format!("and.pred %gsp0, %gsp0, {g};"));
+        out.push(f!("and.pred %gsp0, %gsp0, {g};"));
     }
-    out.push(format!("shr.u64 %gsa3, %gsa1, {};", scale.shift()));
-    out.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+    out.push(f!("shr.u64 %gsa3, %gsa1, {};", scale.shift()));
+    out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
     out.push("add.s64 %gsa3, %gsa3, %gsa2;".into());
     out.push("mov.u32 %gsr0, 0;".into());
     out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa3];".into());
-    out.push(format!("cvt.u32.u64 %gsr1, {addr_reg};"));
-    out.push(format!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
-    out.push(format!("add.u32 %gsr1, %gsr1, {};", check_width - 1));
+    out.push(f!("cvt.u32.u64 %gsr1, {addr_reg};"));
+    out.push(f!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
+    out.push(f!("add.u32 %gsr1, %gsr1, {};", check_width - 1));
     match scale {
         Scale::S7 => out.push("setp.le.u32 %gsp1, %gsr0, %gsr1;".into()),
         Scale::S8 => {
@@ -136,24 +153,24 @@ pub(super) fn checked_statement_halt(
     label: u32,
 ) -> (String, String) {
     let ctl = CONTROL_BLOCK_SYMBOL;
-    let mut v: Vec<String> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
+    let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
     let addr = match &a.base {
         AddrBase::Reg(r) if a.offset == 0 => format!("mov.b64 %gsa0, {r};"),
         AddrBase::Reg(r) => format!("add.s64 %gsa0, {r}, {};", a.offset),
         AddrBase::Imm(x) => format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64)),
     };
-    v.push(addr.clone());
+    v.push(addr.clone().into());
     let mut guard = None;
     if let Some(g) = ins.guard {
         if let Some(neg) = g.strip_prefix('!') {
-            v.push(format!("not.pred %gsp3, {neg};"));
+            v.push(f!("not.pred %gsp3, {neg};"));
         } else {
-            v.push(format!("mov.pred %gsp3, {g};"));
+            v.push(f!("mov.pred %gsp3, {g};"));
         }
         guard = Some("%gsp3");
     }
     if let Some(r) = &a.guard_nonzero {
-        v.push(format!("setp.ne.u32 %gsp4, {r}, 0;"));
+        v.push(f!("setp.ne.u32 %gsp4, {r}, 0;"));
         if guard.is_some() {
             v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
         } else {
@@ -163,52 +180,52 @@ pub(super) fn checked_statement_halt(
     }
     let kind = a.kind as u8;
     // (probe label suffix, address setup in the fail block, check width, reported width)
-    let mut probes: Vec<(String, Vec<String>, u32, String)> = Vec::new();
+    let mut probes: Vec<(String, Vec<Line>, u32, String)> = Vec::new();
     match (&a.width, a.bulk) {
         (Width::Fixed(w), false) => {
             probe_test(&mut v, scale, "%gsa0", *w, guard);
-            v.push(format!("@%gsp1 bra $gasan_fail_{label};"));
-            probes.push((String::new(), vec![addr.clone()], *w, w.to_string()));
+            v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
+            probes.push((String::new(), vec![addr.clone().into()], *w, w.to_string()));
         }
         (width, _) => {
             let (size_setup, size) = match width {
                 Width::Fixed(w) => (format!("mov.b64 %gsa5, {};", u64::from(*w)), w.to_string()),
                 Width::Reg(r) => (format!("cvt.u64.u32 %gsa5, {r};"), r.clone()),
             };
-            v.push(size_setup.clone());
+            v.push(size_setup.clone().into());
             probe_test(&mut v, scale, "%gsa0", 1, guard);
-            v.push(format!("@%gsp1 bra $gasan_fail_{label};"));
+            v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
             v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
             v.push("sub.s64 %gsa4, %gsa4, 1;".into());
             probe_test(&mut v, scale, "%gsa4", 1, guard);
-            v.push(format!("@%gsp1 bra $gasan_fail_{label}_last;"));
-            probes.push((String::new(), vec![addr.clone()], 1, size.clone()));
-            let last = vec![addr.clone(), size_setup, "add.s64 %gsa0, %gsa0, %gsa5;".into(), "sub.s64 %gsa0, %gsa0, 1;".into()];
+            v.push(f!("@%gsp1 bra $gasan_fail_{label}_last;"));
+            probes.push((String::new(), vec![addr.clone().into()], 1, size.clone()));
+            let last: Vec<Line> = vec![addr.clone().into(), size_setup.into(), "add.s64 %gsa0, %gsa0, %gsa5;".into(), "sub.s64 %gsa0, %gsa0, 1;".into()];
             probes.push(("_last".into(), last, 1, size));
         }
     }
     v.push("}".into());
     let mut inline = String::new();
     for l in &v {
-        let _ = writeln!(inline, "{indent}{l} {M}");
+        put(&mut inline, indent, &l);
     }
     let _ = writeln!(inline, "{indent}{original}");
 
     let mut fail = String::new();
     for (suffix, setup, _w, report_width) in probes {
-        let mut f: Vec<String> = vec![format!("$gasan_fail_{label}{suffix}:"), "{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into()];
+        let mut f: Vec<Line> = vec![f!("$gasan_fail_{label}{suffix}:"), "{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into()];
         f.extend(setup);
-        f.push(format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
+        f.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
         f.push("sub.s64 %gsa1, %gsa0, %gsa1;".into());
-        f.push(format!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
-        f.push(format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+        f.push(f!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
+        f.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
         f.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
         f.push("ld.global.nc.u8 %gsr0, [%gsa1];".into());
-        f.push(format!("call (%gsr1), {SLOW_PATH_SYMBOL}, (%gsa0, {report_width}, {kind}, {site}, %gsr0);"));
+        f.push(f!("call (%gsr1), {SLOW_PATH_SYMBOL}, (%gsa0, {report_width}, {kind}, {site}, %gsr0);"));
         f.push("trap;".into());
         f.push("}".into());
         for l in f {
-            let _ = writeln!(fail, "{indent}{l} {M}");
+            put(&mut fail, indent, &l);
         }
     }
     (inline, fail)
@@ -216,10 +233,10 @@ pub(super) fn checked_statement_halt(
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
-fn probe(out: &mut Vec<String>, scale: Scale, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
+fn probe(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
     probe_test(out, scale, addr_reg, check_width, guard);
     out.push("mov.u32 %gsr2, 0;".into());
-    out.push(format!(
+    out.push(f!(
         "@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"
     ));
     out.push("or.b32 %gsr3, %gsr3, %gsr2;".into());
@@ -237,7 +254,7 @@ pub(super) fn checked_statement(
     site: u32,
     label: u32,
 ) -> String {
-    let mut v: Vec<String> = vec![
+    let mut v: Vec<Line> = vec![
         "{".into(),
         ".reg .b64 %gsa<6>;".into(),
         ".reg .b32 %gsr<4>;".into(),
@@ -245,22 +262,22 @@ pub(super) fn checked_statement(
     ];
     // Address of the first byte.
     match &a.base {
-        AddrBase::Reg(r) if a.offset == 0 => v.push(format!("mov.b64 %gsa0, {r};")),
-        AddrBase::Reg(r) => v.push(format!("add.s64 %gsa0, {r}, {};", a.offset)),
-        AddrBase::Imm(x) => v.push(format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64))),
+        AddrBase::Reg(r) if a.offset == 0 => v.push(f!("mov.b64 %gsa0, {r};")),
+        AddrBase::Reg(r) => v.push(f!("add.s64 %gsa0, {r}, {};", a.offset)),
+        AddrBase::Imm(x) => v.push(f!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64))),
     }
     // Guard: the access's own predicate, and a nonzero cp.async src-size.
     let mut guard = None;
     if let Some(g) = ins.guard {
         if let Some(neg) = g.strip_prefix('!') {
-            v.push(format!("not.pred %gsp3, {neg};"));
+            v.push(f!("not.pred %gsp3, {neg};"));
         } else {
-            v.push(format!("mov.pred %gsp3, {g};"));
+            v.push(f!("mov.pred %gsp3, {g};"));
         }
         guard = Some("%gsp3");
     }
     if let Some(r) = &a.guard_nonzero {
-        v.push(format!("setp.ne.u32 %gsp4, {r}, 0;"));
+        v.push(f!("setp.ne.u32 %gsp4, {r}, 0;"));
         if guard.is_some() {
             v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
         } else {
@@ -276,11 +293,11 @@ pub(super) fn checked_statement(
             // Bulk range: first and last byte.
             let size = match width {
                 Width::Fixed(w) => {
-                    v.push(format!("mov.b64 %gsa5, {};", u64::from(*w)));
+                    v.push(f!("mov.b64 %gsa5, {};", u64::from(*w)));
                     w.to_string()
                 }
                 Width::Reg(r) => {
-                    v.push(format!("cvt.u64.u32 %gsa5, {r};"));
+                    v.push(f!("cvt.u64.u32 %gsa5, {r};"));
                     r.clone()
                 }
             };
@@ -291,11 +308,11 @@ pub(super) fn checked_statement(
         }
     }
     v.push("setp.ne.u32 %gsp2, %gsr3, 0;".into());
-    v.push(format!("@%gsp2 bra $gasan_skip_{label};"));
+    v.push(f!("@%gsp2 bra $gasan_skip_{label};"));
 
     let mut s = String::new();
     for l in &v {
-        let _ = writeln!(s, "{indent}{l} {M}");
+        put(&mut s, indent, &l);
     }
     let _ = writeln!(s, "{indent}{original}");
     let zeroing: Vec<String> = a
@@ -313,7 +330,7 @@ pub(super) fn checked_statement(
         let _ = writeln!(s, "{indent}bra.uni $gasan_done_{label}; {M}");
         let _ = writeln!(s, "{indent}$gasan_skip_{label}: {M}");
         for z in zeroing {
-            let _ = writeln!(s, "{indent}{z} {M}");
+            put(&mut s, indent, &z);
         }
         let _ = writeln!(s, "{indent}$gasan_done_{label}: {M}");
     }

@@ -338,7 +338,7 @@ impl<'a> Rewriter<'a> {
                     loc = None;
                 }
             }
-            let line_has_memory = func.is_some() && depth > 0 && self.line_needs_rewrite(t);
+            let (line_has_memory, any_check) = if func.is_some() && depth > 0 { Self::classify_line(t) } else { (false, false) };
             if let (Some(f), true) = (func.as_mut(), depth > 0) {
                 if t.starts_with(".reg") {
                     for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
@@ -352,9 +352,6 @@ impl<'a> Rewriter<'a> {
                 let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
                 let trailing_comment = &line[code.len()..];
                 let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
-                let any_check = stmts.iter().any(|s| {
-                    split_instr(s).is_some_and(|ins| matches!(classify(&ins, true), Classified::Check(_)))
-                });
                 let verbatim = !any_check;
                 for stmt in stmts {
                     let text = format!("{stmt};");
@@ -418,16 +415,30 @@ impl<'a> Rewriter<'a> {
         Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats })
     }
 
-    fn line_needs_rewrite(&self, t: &str) -> bool {
+    /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
+    fn classify_line(t: &str) -> (bool, bool) {
         if t.is_empty() || t.starts_with('.') || t.starts_with('{') || t.starts_with('}') || t.ends_with(':') {
-            return false;
+            return (false, false);
         }
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
         // memory access.
-        t.ends_with(';')
-            && t.split(';').any(|s| {
-                split_instr(s).is_some_and(|ins| !matches!(classify(&ins, true), Classified::NotMemory))
-            })
+        if !t.ends_with(';') {
+            return (false, false);
+        }
+        let (mut memory, mut check) = (false, false);
+        for stmt in t.split(';') {
+            if let Some(ins) = split_instr(stmt) {
+                match classify(&ins, true) {
+                    Classified::NotMemory => {}
+                    Classified::Check(_) => {
+                        memory = true;
+                        check = true;
+                    }
+                    _ => memory = true,
+                }
+            }
+        }
+        (memory, check)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -443,7 +454,11 @@ impl<'a> Rewriter<'a> {
         line_no: usize,
         loc: Option<(u32, u32, u32)>,
     ) -> Result<String, PtxError> {
-        let fstats = stats.functions.entry(f.name.clone()).or_default();
+        // The entry exists (created when the function opened): no key allocation per statement.
+        let fstats = match stats.functions.get_mut(&f.name) {
+            Some(x) => x,
+            None => stats.functions.entry(f.name.clone()).or_default(),
+        };
         let Some(ins) = split_instr(stmt) else {
             return Ok(format!("{indent}{text}\n"));
         };
@@ -458,7 +473,13 @@ impl<'a> Rewriter<'a> {
                 return Ok(format!("{indent}{text}\n"));
             }
             Classified::Skip(reason) => {
-                *fstats.skipped.entry(format!("{reason:?}")).or_default() += 1;
+                let key = reason.name();
+                match fstats.skipped.get_mut(key) {
+                    Some(n) => *n += 1,
+                    None => {
+                        fstats.skipped.insert(key.to_string(), 1);
+                    }
+                }
                 invalidate_defs(f, stmt);
                 return Ok(format!("{indent}{text}\n"));
             }
