@@ -20,6 +20,8 @@ check() {
   local t0=$(date +%s%N)
   if [ "$scale" = native ]; then
     "$PROG/$bin" "$case" >"$log" 2>&1
+  elif [ "$scale" = leaks ]; then
+    "$BIN/gasan-run" --detect-leaks 1 -- "$PROG/$bin" "$case" >"$log" 2>&1
   elif [ "$scale" = recover ]; then
     "$BIN/gasan-run" --halt-on-error 0 -- "$PROG/$bin" "$case" >"$log" 2>&1
   else
@@ -57,6 +59,8 @@ done
 # Recover mode: the bad access is reported and skipped, the program finishes, the exit code is gasan's.
 check overflow_write cases overflow_write recover 1 "heap-buffer-overflow" "WRITE of size 4 in kernel vecAddOffByOne" "result ok"
 check uaf cases uaf recover 1 "heap-use-after-free" "result ok"
+check leak cases leak leaks 1 "result ok" "detected memory leaks" "Direct leak of 4000 byte(s)" "Direct leak of 8000 byte(s)"
+check vecadd_clean_leaks cases vecadd_clean leaks 0 "result ok" "!detected memory leaks"
 check vecadd_clean cases vecadd_clean native 0 "result ok"
 check overflow_write cases overflow_write native 0 "result ok"
 

@@ -144,6 +144,12 @@ int main(int argc, char** argv) {
         CK(cudaDeviceSynchronize());
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "leak")) {  // two buffers never freed (LeakSanitizer-style report with detect_leaks=1)
+        float* a = dalloc(n); float* b = dalloc(2 * n);
+        vecAdd<<<4, 256>>>(a, b, b, n);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "bench_alloc")) {  // median cost of cudaMalloc(1 KiB) + cudaFree
         const int iters = 5000;
         float* warm = dalloc(256); CK(cudaFree(warm));
