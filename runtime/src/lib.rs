@@ -8,6 +8,7 @@
 
 pub mod allocator;
 pub mod driver;
+pub mod faults;
 pub mod hooks;
 pub mod interpose;
 pub mod modules;

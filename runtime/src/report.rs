@@ -1,5 +1,6 @@
 //! ASan-style reports (text and JSON), with GPU coordinates.
 
+use crate::faults::FatalFault;
 use crate::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
 use crate::options::{Options, ReportFormat};
 use gasan_instrument::abi::{AccessKind, ErrorRecord};
@@ -18,8 +19,9 @@ pub enum Report {
     Api { call: String, addr: u64, len: u64, write: bool, desc: AddrDescription, stack: HostStack },
     /// A bad `cuMemFree*`.
     Free { call: String, err: FreeError, stack: HostStack },
-    /// A kernel died with a device fault that no check reported (uninstrumented code).
-    Fault { cuda_error: i32, call: String, stack: HostStack },
+    /// A kernel died with a device fault that no check reported (uninstrumented code), with the
+    /// faulting address from nvidia-uvm's tools queue when it could be read.
+    Fault { cuda_error: i32, call: String, stack: HostStack, fault: Option<(FatalFault, AddrDescription)> },
     Leaks(Vec<AllocInfo>),
 }
 
@@ -27,20 +29,30 @@ impl Report {
     /// ASan bug-type name.
     pub fn kind(&self) -> &'static str {
         match self {
-            Report::Device { desc, .. } | Report::Api { desc, .. } => match desc.kind {
-                AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } => "heap-buffer-overflow",
-                AddrKind::UseAfterFree { .. } => "heap-use-after-free",
-                AddrKind::InBounds { .. } => "unknown-crash",
-                AddrKind::Wild => "wild-access",
-                AddrKind::Unknown => "unknown-address",
-            },
+            Report::Device { desc, .. } | Report::Api { desc, .. } => desc_kind(desc),
             Report::Free { err, .. } => match err {
                 FreeError::DoubleFree { .. } => "double-free",
                 FreeError::NotBase { .. } | FreeError::Unknown { .. } => "bad-free",
             },
+            // The allocator knows what the faulting address was: name the bug as for checked accesses.
+            Report::Fault { fault: Some((_, desc)), .. }
+                if matches!(desc.kind, AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::UseAfterFree { .. }) =>
+            {
+                desc_kind(desc)
+            }
             Report::Fault { .. } => "gpu-fault-in-uninstrumented-code",
             Report::Leaks(_) => "detected-memory-leaks",
         }
+    }
+}
+
+fn desc_kind(desc: &AddrDescription) -> &'static str {
+    match desc.kind {
+        AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } => "heap-buffer-overflow",
+        AddrKind::UseAfterFree { .. } => "heap-use-after-free",
+        AddrKind::InBounds { .. } => "unknown-crash",
+        AddrKind::Wild => "wild-access",
+        AddrKind::Unknown => "unknown-address",
     }
 }
 
@@ -262,15 +274,24 @@ pub fn format_text(r: &Report) -> String {
             }
             let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} in {call}");
         }
-        Report::Fault { cuda_error, call, stack } => {
-            let _ = writeln!(
-                o,
-                "=={pid}==ERROR: GPUAddressSanitizer: {kind}: CUDA error {cuda_error} reported by {call}"
-            );
+        Report::Fault { cuda_error, call, stack, fault } => {
+            match fault {
+                Some((f, _)) => {
+                    let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x} (GPU fault, CUDA error {cuda_error} reported by {call})", f.address);
+                    let _ = writeln!(o, "{} in an uninstrumented kernel (fault type {}, reason {}; page-granular, the access may be later in the page)", f.access_word(), f.fault_type, f.reason);
+                }
+                None => {
+                    let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind}: CUDA error {cuda_error} reported by {call}");
+                }
+            }
             let _ = writeln!(
                 o,
                 "A kernel faulted on memory no gasan check saw (an uninstrumented, SASS-only module, or an access to unmapped pool VA: a guard gap or freed large block)."
             );
+            if let Some((_, desc)) = fault {
+                describe_text(desc, &mut o);
+            }
+            let _ = writeln!(o, "host call:");
             for l in format_stack(stack) {
                 let _ = writeln!(o, "    {l}");
             }
@@ -358,7 +379,12 @@ pub fn format_json(r: &Report) -> String {
             let ptr = match err { FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } => *ptr };
             json!({"tool": "gasan", "kind": r.kind(), "call": call, "address": format!("{ptr:#x}"), "stack": format_stack(stack)})
         }
-        Report::Fault { cuda_error, call, .. } => json!({"tool": "gasan", "kind": r.kind(), "cuda_error": cuda_error, "call": call}),
+        Report::Fault { cuda_error, call, fault, .. } => json!({
+            "tool": "gasan", "kind": r.kind(), "cuda_error": cuda_error, "call": call,
+            "address": fault.as_ref().map(|(f, _)| format!("{:#x}", f.address)),
+            "access": fault.as_ref().map(|(f, _)| f.access_word().to_lowercase()),
+            "location": fault.as_ref().map(|(_, d)| desc_json(d)),
+        }),
         Report::Leaks(v) => json!({"tool": "gasan", "kind": r.kind(), "leaks": v.iter().map(|a| json!({"address": format!("{:#x}", a.start), "size": a.size})).collect::<Vec<_>>()}),
     };
     v.to_string()

@@ -23,6 +23,8 @@ pub struct DeviceRuntime {
     pub alloc: Allocator,
     pub ring: Mutex<Ring>,
     pub device: i32,
+    /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
+    pub faults: Mutex<Option<crate::faults::FaultQueue>>,
 }
 
 #[derive(Default)]
@@ -133,7 +135,14 @@ impl State {
         let pool = gasan_uvm::Pool::new(Box::new(backend), &cfg).map_err(|e| e.to_string())?;
         log(1, || format!("pool {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3));
         let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
-        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev })
+        let faults = match crate::faults::FaultQueue::attach() {
+            Ok(q) => Some(q),
+            Err(e) => {
+                log(1, || format!("GPU fault addresses unavailable: {e}"));
+                None
+            }
+        };
+        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, faults: Mutex::new(faults) })
     }
 
     /// Registers a checked module's sites; returns its module id.
@@ -198,7 +207,11 @@ impl State {
             return;
         }
         if self.drain_ring() == 0 {
-            self.reporter.report(&Report::Fault { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.malloc_context_size) });
+            let fault = self.device.get().and_then(Option::as_ref).and_then(|d| {
+                let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
+                Some((f, d.alloc.describe(f.address)))
+            });
+            self.reporter.report(&Report::Fault { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.malloc_context_size), fault });
         }
         if self.opts.halt_on_error {
             self.exit_with_error();

@@ -86,3 +86,27 @@ fn free_and_api_kinds() {
     assert!(t.contains("WRITE of size 5000 at 0x100000200000 by host call cuMemcpyHtoD"));
     assert!(t.contains("0 bytes after 4096-byte region"));
 }
+
+#[test]
+fn uninstrumented_fault_with_an_address_is_attributed_through_the_allocator() {
+    use gasan_runtime::faults::FatalFault;
+    let addr = 0x1000_0020_1000 + 0x200;
+    let desc = AddrDescription { addr, kind: AddrKind::OverflowRight { distance: 0x200 }, alloc: Some(region(true)), shadow: None, scale: Scale::S8 };
+    let f = FatalFault { address: addr, fault_type: 1, access_type: 2, processor_index: 1, reason: 1, timestamp: 5 };
+    let r = Report::Fault { cuda_error: 700, call: "cuCtxSynchronize".into(), stack: HostStack::capture(2), fault: Some((f, desc)) };
+    assert_eq!(r.kind(), "heap-buffer-overflow");
+    let t = format_text(&r);
+    assert!(t.lines().next().unwrap().contains(&format!("heap-buffer-overflow on address {addr:#x}")), "{t}");
+    assert!(t.contains("WRITE in an uninstrumented kernel"), "{t}");
+    assert!(t.contains("512 bytes after"), "{t}");
+    let j: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+    assert_eq!(j["address"], format!("{addr:#x}"));
+    assert_eq!(j["access"], "write");
+    assert_eq!(j["location"]["side"], "right");
+
+    // Without an address the report says what it can, under its own kind.
+    let r = Report::Fault { cuda_error: 700, call: "cuCtxSynchronize".into(), stack: HostStack::capture(2), fault: None };
+    assert_eq!(r.kind(), "gpu-fault-in-uninstrumented-code");
+    assert!(format_text(&r).contains("CUDA error 700 reported by cuCtxSynchronize"));
+    assert!(serde_json::from_str::<serde_json::Value>(&format_json(&r)).unwrap()["address"].is_null());
+}
