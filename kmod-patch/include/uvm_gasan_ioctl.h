@@ -94,7 +94,7 @@ typedef struct {
 typedef struct {
     gasan_u64 address;        /* faulting GPU VA */
     gasan_u64 timestampNs;
-    gasan_u32 accessType;     /* 0 read, 1 write, 2 atomic, 3 prefetch */
+    gasan_u32 accessType;     /* UvmEventMemoryAccessType: 1 read, 2 write, 3 atomic, 4 prefetch */
     gasan_u32 gpuIndex;
 } UVM_GASAN_FAULT_EVENT;
 
