@@ -65,6 +65,16 @@ check vecadd_clean_leaks cases vecadd_clean leaks 0 "result ok" "!detected memor
 check vecadd_clean cases vecadd_clean native 0 "result ok"
 check overflow_write cases overflow_write native 0 "result ok"
 
+# Kernel-patch backend: the stock nvidia-uvm here must refuse the gasan query, and gasan-run must
+# fall back to the CUDA VMM (nothing is loaded on this shared machine).
+kmod_log="$OUT/logs/kmod_probe.log"
+"$BIN/gasan-uvm" selftest --backend kmod >"$kmod_log" 2>&1; rc=$?
+if [ $rc != 0 ] && grep -q "not the gasan-patched module" "$kmod_log"; then ok=PASS; else ok=FAIL; fails=$((fails + 1)); fi
+rows+=("$(printf '%-22s %-11s %-6s %-4s %-5s %6sms %s' kmod_probe gasan-uvm - "$rc" "$ok" 0 "$(grep -o 'kmod backend unavailable.*' "$kmod_log" | head -c 90)")")
+check vecadd_vmm_fallback cases vecadd_clean 8 0 "result ok" "!GPUAddressSanitizer"
+GASAN_OPTIONS="cache_dir=$OUT/cache verbosity=1" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean > "$OUT/logs/backend.log" 2>&1
+grep -q "backend: CUDA VMM" "$OUT/logs/backend.log" || { fails=$((fails + 1)); rows+=("backend line missing: $(grep backend "$OUT/logs/backend.log" | head -1)"); }
+
 echo
 printf '%-22s %-11s %-6s %-4s %-5s %8s %s\n' case binary scale rc ok time notes
 for r in "${rows[@]}"; do echo "$r"; done

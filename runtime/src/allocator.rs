@@ -359,6 +359,8 @@ impl Allocator {
     /// Classifies `addr` against the allocations.
     pub fn describe(&self, addr: u64) -> AddrDescription {
         let g = self.inner.lock().unwrap();
+        // An alias address (GPU-only tagged VA with the patched module) describes its pool address.
+        let addr = g.pool.canonical(addr);
         let shadow = self.shadow_around(&g.pool, addr);
         let mut d = AddrDescription { addr, kind: AddrKind::Unknown, alloc: None, shadow, scale: self.scale };
         if !self.owns(addr) {

@@ -119,16 +119,6 @@ pub struct FaultQueue {
 // reads of kernel-written cursors.
 unsafe impl Send for FaultQueue {}
 
-/// The process's `/dev/nvidia-uvm` descriptor (libcuda keeps one per process).
-fn find_uvm_fd() -> Option<i32> {
-    for e in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
-        if std::fs::read_link(e.path()).ok()?.as_os_str() == "/dev/nvidia-uvm" {
-            return e.file_name().to_str()?.parse().ok();
-        }
-    }
-    None
-}
-
 fn map_page() -> Result<*mut u8, FaultQueueError> {
     // SAFETY: anonymous private mapping; checked for MAP_FAILED.
     let p = unsafe {
@@ -143,7 +133,7 @@ fn map_page() -> Result<*mut u8, FaultQueueError> {
 impl FaultQueue {
     /// Attaches to the process's UVM VA space; call after the first context exists.
     pub fn attach() -> Result<FaultQueue, FaultQueueError> {
-        let uvm_fd = find_uvm_fd().ok_or(FaultQueueError::NoUvmFd)?;
+        let uvm_fd = gasan_uvm::kmod::process_uvm_fd().ok_or(FaultQueueError::NoUvmFd)?;
         let tools = std::fs::OpenOptions::new().read(true).write(true).open("/dev/nvidia-uvm-tools").map_err(FaultQueueError::OpenTools)?;
         let tools: OwnedFd = tools.into();
         let queue = map_page()?;

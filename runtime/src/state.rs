@@ -126,13 +126,24 @@ impl State {
 
     fn create_device_runtime(&self, dev: i32) -> Result<DeviceRuntime, String> {
         let t = std::time::Instant::now();
-        let backend = gasan_uvm::VmmBackend::new(dev, &crate::driver::resolver()).map_err(|e| e.to_string())?;
+        let vmm = gasan_uvm::VmmBackend::new(dev, &crate::driver::resolver()).map_err(|e| e.to_string())?;
+        // The patched nvidia-uvm (kmod-patch/) when it answers, else the CUDA VMM alone.
+        let backend: Box<dyn gasan_uvm::Backend> = match gasan_uvm::KmodBackend::probe(vmm) {
+            Ok(k) => {
+                log(1, || format!("backend: gasan nvidia-uvm (guard pages of {} KiB)", gasan_uvm::Backend::guard_granularity(&k) >> 10));
+                Box::new(k)
+            }
+            Err((vmm, why)) => {
+                log(1, || format!("backend: CUDA VMM ({why})"));
+                Box::new(vmm)
+            }
+        };
         let cfg = gasan_uvm::PoolConfig {
             size: self.opts.pool_size.unwrap_or(0),
             shift: self.opts.shadow_scale.shift(),
             ..Default::default()
         };
-        let pool = gasan_uvm::Pool::new(Box::new(backend), &cfg).map_err(|e| e.to_string())?;
+        let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;
         log(1, || format!("pool {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3));
         let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
         let faults = match crate::faults::FaultQueue::attach() {

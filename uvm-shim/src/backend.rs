@@ -25,6 +25,10 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// Mapping granularity (chunk size) in bytes.
     fn granularity(&self) -> u64;
+    /// Finest granularity `protect` accepts (the chunk size unless the backend can do better).
+    fn guard_granularity(&self) -> u64 {
+        self.granularity()
+    }
     /// Reserves `size` bytes of VA, at `hint` if possible (0: anywhere). Returns the address.
     fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError>;
     fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError>;

@@ -47,6 +47,10 @@ impl Backend for HostBackend {
     fn granularity(&self) -> u64 {
         self.gran
     }
+    /// mprotect works per host page, like the patched module's 4 KiB GPU pages.
+    fn guard_granularity(&self) -> u64 {
+        4096
+    }
     fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError> {
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         if hint != 0 {

@@ -7,7 +7,9 @@
 //! * [`Pool::commit`], [`Pool::decommit`], [`Pool::retire`], [`Pool::protect`], [`Pool::alias`];
 //! * [`Pool::write_shadow`], [`Pool::fill_shadow`] (optionally ordered on a CUDA stream), [`Pool::read_shadow`];
 //! * backends: [`VmmBackend::new`]`(device, &resolver)` (CUDA VMM through the real driver),
-//!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`kmod::probe`] (patched nvidia-uvm).
+//!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`KmodBackend::probe`]`(vmm)` (patched
+//!   nvidia-uvm on top of the VMM, falling back to it), [`kmod::probe`];
+//! * [`Pool::canonical`] maps alias addresses back to the pool addresses they mirror.
 //!
 //! [`plan`] holds all mapping arithmetic as pure functions.
 
@@ -20,6 +22,7 @@ pub mod vmm;
 
 pub use backend::{Backend, ChunkHandle, Prot, Stream};
 pub use host::HostBackend;
+pub use kmod::KmodBackend;
 pub use pool::{Pool, PoolConfig, PoolCounters};
 pub use vmm::{default_resolver, Resolver, VmmBackend};
 
@@ -46,6 +49,8 @@ pub enum UvmError {
     BadHandle(u64),
     #[error("no virtual address range could be reserved for the pool")]
     NoVa,
+    #[error("{call} failed with NV_STATUS {status:#x}")]
+    Kmod { call: &'static str, status: u32 },
     #[error("backend unavailable: {0}")]
     Unavailable(String),
     #[error("bad pool configuration: {0}")]

@@ -304,9 +304,27 @@ impl Pool {
         Ok(())
     }
 
+    /// Changes the protection of committed `[va, va+len)`. Ranges finer than a chunk are allowed
+    /// when the backend protects at a finer granularity (the patched nvidia-uvm: 64 KiB / 4 KiB).
     pub fn protect(&mut self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
-        self.require_committed(va, len)?;
+        let fine = self.backend.guard_granularity();
+        plan::check_aligned(va, len, fine)?;
+        if !self.contains(va, len) {
+            return Err(UvmError::OutsidePool { va, len });
+        }
+        let (first, last) = (va - va % self.gran, (va + len - 1) - (va + len - 1) % self.gran);
+        self.require_committed(first, last + self.gran - first)?;
         self.backend.protect(va, len, prot)
+    }
+
+    /// The pool address behind `va`: for an address inside an alias range (GPU-only addresses of
+    /// the patched module included) the address it mirrors; any other address unchanged. Pointers
+    /// go through this before they reach driver API calls or the allocator's tables.
+    pub fn canonical(&self, va: u64) -> u64 {
+        match self.aliases.range(..=va).next_back() {
+            Some((&a, &(src, len))) if va < a + len => plan::alias_addr(a, src, va),
+            _ => va,
+        }
     }
 
     /// Lets device `peer` access every committed and future chunk of this pool (and its shadow

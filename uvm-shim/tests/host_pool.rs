@@ -200,3 +200,38 @@ fn peer_access_needs_a_backend_with_peers() {
     // A refused grant changes nothing: later commits still work.
     p.commit(p.base() + G, G).unwrap();
 }
+
+#[test]
+fn guard_pages_finer_than_a_chunk() {
+    // The host backend protects per 4 KiB page, as the patched nvidia-uvm does on the GPU: a guard
+    // page in the middle of a committed chunk faults while its neighbours stay usable.
+    let mut p = pool(8);
+    let va = p.base();
+    p.commit(va, G).unwrap();
+    let guard = va + 5 * 4096;
+    p.protect(guard, 4096, Prot::None).unwrap();
+    assert!(faults(|| unsafe { std::ptr::read_volatile(guard as *const u8); }));
+    assert!(!faults(|| unsafe { std::ptr::write_volatile((guard - 1) as *mut u8, 1) }));
+    assert!(!faults(|| unsafe { std::ptr::write_volatile((guard + 4096) as *mut u8, 1) }));
+    // Finer than the backend's page, outside the pool, or on uncommitted chunks: refused.
+    assert!(matches!(p.protect(guard + 8, 4096, Prot::None), Err(UvmError::Misaligned { .. })));
+    assert!(matches!(p.protect(va + G, 4096, Prot::None), Err(UvmError::NotCommitted(_))));
+    assert!(matches!(p.protect(p.base() + p.size(), 4096, Prot::None), Err(UvmError::OutsidePool { .. })));
+    p.protect(guard, 4096, Prot::ReadWrite).unwrap();
+    assert!(!faults(|| unsafe { std::ptr::read_volatile(guard as *const u8); }));
+}
+
+proptest! {
+    #[test]
+    fn canonical_maps_aliases_back_to_their_source(off in 0u64..(2 * G), pick in 0usize..3) {
+        let mut p = pool(8);
+        let src = p.base() + [0, 4, 9][pick] * G;
+        p.commit(src, 2 * G).unwrap();
+        let a = p.alias(src, 2 * G).unwrap();
+        prop_assert_eq!(p.canonical(a + off), src + off);
+        prop_assert_eq!(p.canonical(src + off), src + off);
+        prop_assert_eq!(p.canonical(a + 2 * G), a + 2 * G);
+        p.unalias(a).unwrap();
+        prop_assert_eq!(p.canonical(a + off), a + off);
+    }
+}

@@ -79,8 +79,17 @@ fn make_backend(kind: BackendKind) -> Result<Box<dyn Backend>, String> {
     match kind {
         BackendKind::Host => Ok(Box::new(HostBackend::new(2 << 20))),
         BackendKind::Kmod => {
-            gasan_uvm::kmod::probe().map_err(|e| format!("kmod backend: {e}"))?;
-            unreachable!("probe succeeds only with the patched module")
+            let r = gasan_uvm::default_resolver().map_err(|e| e.to_string())?;
+            cuda_context(&r)?;
+            let vmm = VmmBackend::new(0, &r).map_err(|e| e.to_string())?;
+            match gasan_uvm::KmodBackend::probe(vmm) {
+                Ok(k) => {
+                    let c = k.capabilities();
+                    eprintln!("kmod: gasan nvidia-uvm ABI {}, caps {:#x}, alias VA below {:#x}", c.abi_version, c.caps, c.max_va);
+                    Ok(Box::new(k))
+                }
+                Err((_vmm, e)) => Err(format!("kmod backend unavailable: {e} (gasan-run falls back to the CUDA VMM)")),
+            }
         }
         BackendKind::Vmm => {
             let r = gasan_uvm::default_resolver().map_err(|e| e.to_string())?;
@@ -191,6 +200,27 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>) -> Result<bool
             Ok("device write fault not provoked (would kill the context)".into())
         }
     })());
+    let fine = pool.backend().guard_granularity();
+    if fine < g {
+        t.row("guard page inside a chunk, neighbours usable", (|| {
+            let guard = b0 + 4 * fine.max(64 << 10);
+            pool.protect(guard, fine, Prot::None).map_err(|e| e.to_string())?;
+            let mut back = vec![0u8; 16];
+            pool.backend().read(guard - 16, &mut back).map_err(|e| format!("left neighbour: {e}"))?;
+            pool.backend().read(guard + fine, &mut back).map_err(|e| format!("right neighbour: {e}"))?;
+            let detail = if host {
+                if !faults_in_child(|| unsafe { { std::ptr::read_volatile(guard as *const u8); } }) {
+                    return Err("read of the guard page did not fault".into());
+                }
+                format!("{} KiB guard faults (child process)", fine >> 10)
+            } else {
+                format!("{} KiB guard set; device fault not provoked (would kill the context)", fine >> 10)
+            };
+            pool.protect(guard, fine, Prot::ReadWrite).map_err(|e| e.to_string())?;
+            pool.backend().read(guard, &mut back).map_err(|e| format!("guard after re-enable: {e}"))?;
+            Ok(detail)
+        })());
+    }
     t.row("decommit, recommit from chunk cache", (|| {
         let before = pool.counters().chunks_from_cache;
         pool.decommit(b0 + g, g).map_err(|e| e.to_string())?;
