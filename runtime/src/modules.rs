@@ -1,7 +1,9 @@
 //! Module loading through the instrumenter: image → best PTX → checked PTX (cached on disk) → the
 //! real loader; the control block is written after load. Anything unexpected loads the original.
 
+use crate::real_call;
 use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
+use std::ffi::c_char;
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
 use sha2::{Digest, Sha256};
@@ -16,6 +18,8 @@ pub struct Checked {
     pub sites: SiteTable,
     pub version: (u16, u16),
     pub arch: u32,
+    /// Content hash of the original PTX and the instrumentation options (the cache key).
+    pub key: String,
 }
 
 /// Why a module is loaded unchanged.
@@ -79,7 +83,7 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// Instruments `ptx` (or takes it from the on-disk cache).
-pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable), String> {
+pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let s = state();
     let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error };
     let mut h = Sha256::new();
@@ -93,25 +97,69 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable), String> {
         if let (Ok(ptx), Ok(json)) = (std::fs::read_to_string(&p), std::fs::read_to_string(&j)) {
             if let Ok(sites) = SiteTable::from_json(&json) {
                 s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return Ok((ptx, sites));
+                return Ok((ptx, sites, key));
             }
         }
     }
     let r = instrument_ptx(ptx, &opts).map_err(|e| e.to_string())?;
     if let Some(d) = &dir {
-        // Write-then-rename so concurrent processes never read half a file.
-        if std::fs::create_dir_all(d).is_ok() {
-            let tmp = d.join(format!("{key}.{}.tmp", std::process::id()));
-            for (name, data) in [(format!("{key}.sites.json"), r.sites.to_json()), (format!("{key}.ptx"), r.ptx.clone())] {
-                if std::fs::write(&tmp, data).is_ok() {
-                    let _ = std::fs::rename(&tmp, d.join(name));
-                }
-            }
-        }
+        cache_put(d, &format!("{key}.sites.json"), r.sites.to_json().as_bytes());
+        cache_put(d, &format!("{key}.ptx"), r.ptx.as_bytes());
     }
     let t = r.stats.total();
     log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
-    Ok((r.ptx, r.sites))
+    Ok((r.ptx, r.sites, key))
+}
+
+/// Writes `data` as `dir/name` atomically (write, then rename), so concurrent processes never
+/// read half a file.
+fn cache_put(dir: &std::path::Path, name: &str, data: &[u8]) {
+    if std::fs::create_dir_all(dir).is_ok() {
+        let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, data).is_ok() {
+            let _ = std::fs::rename(&tmp, dir.join(name));
+        }
+    }
+}
+
+/// The checked module compiled for this GPU: from the cache, or JIT-compiled now with the driver's
+/// linker (`cuLink*`) and cached, so that later runs skip the PTX JIT. `None` when there is no
+/// cache directory or the driver cannot link it (the PTX is then loaded as it is).
+fn checked_cubin(c: &Checked) -> Option<Vec<u8>> {
+    let dir = cache_dir()?;
+    let name = format!("{}.sm{}.cubin", c.key, c.arch);
+    if let Ok(b) = std::fs::read(dir.join(&name)) {
+        state().counters.cubin_cache_hits.fetch_add(1, Ordering::Relaxed);
+        return Some(b);
+    }
+    let cubin = jit_link(&c.ptx)?;
+    cache_put(&dir, &name, &cubin);
+    Some(cubin)
+}
+
+/// PTX → cubin for the current context's GPU with the real cuLinkCreate / AddData / Complete.
+fn jit_link(ptx: &std::ffi::CStr) -> Option<Vec<u8>> {
+    const CU_JIT_INPUT_PTX: i32 = 1;
+    let mut link: usize = 0;
+    let r = real_call!("cuLinkCreate_v2"(u32, *mut i32, *mut *mut c_void, *mut usize)(0, std::ptr::null_mut(), std::ptr::null_mut(), &mut link));
+    if r != 0 {
+        log(1, || format!("cuLinkCreate failed ({r}); loading checked PTX"));
+        return None;
+    }
+    let bytes = ptx.to_bytes_with_nul();
+    let r = real_call!("cuLinkAddData_v2"(usize, i32, *const c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void)(
+        link, CU_JIT_INPUT_PTX, bytes.as_ptr().cast(), bytes.len(), c"gasan_checked.ptx".as_ptr(), 0, std::ptr::null_mut(), std::ptr::null_mut()
+    ));
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let mut size = 0usize;
+    let r = if r == 0 { real_call!("cuLinkComplete"(usize, *mut *mut c_void, *mut usize)(link, &mut out, &mut size)) } else { r };
+    // SAFETY: the linker owns `out` until cuLinkDestroy: copy first.
+    let cubin = (r == 0 && !out.is_null()).then(|| unsafe { std::slice::from_raw_parts(out as *const u8, size) }.to_vec());
+    real_call!("cuLinkDestroy"(usize)(link));
+    if cubin.is_none() {
+        log(1, || format!("JIT link of the checked module failed ({r}); loading checked PTX"));
+    }
+    cubin
 }
 
 /// Prepares a checked version of a module image, or says why the original must be loaded.
@@ -126,9 +174,9 @@ pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
     let dev = current_device().unwrap_or(0);
     let cc = compute_capability(dev).ok_or_else(|| Skip::Error("no compute capability".into()))?;
     let ptx = unsafe { image_ptx(image, cc) }?;
-    let (checked, sites) = check_ptx(&ptx).map_err(Skip::Error)?;
+    let (checked, sites, key) = check_ptx(&ptx).map_err(Skip::Error)?;
     let version = container::ptx_version(&checked).unwrap_or((8, 0));
-    Ok(Checked { ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?, sites, version, arch: cc })
+    Ok(Checked { ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?, sites, version, arch: cc, key })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -164,7 +212,12 @@ pub unsafe fn load_checked(
             return load(image);
         }
     };
-    let bytes = wrap(&checked);
+    let t = std::time::Instant::now();
+    // Loaders that take a plain image get the cached cubin (no JIT); fatbin-only loaders get PTX.
+    let mut bytes = wrap(&checked);
+    if bytes.is_empty() {
+        bytes = checked_cubin(&checked).unwrap_or_default();
+    }
     let img: *const c_void = if bytes.is_empty() { checked.ptx.as_ptr().cast() } else { bytes.as_ptr().cast() };
     let r = load(img);
     if r != 0 {
@@ -175,6 +228,7 @@ pub unsafe fn load_checked(
     std::mem::forget(bytes);
     std::mem::forget(checked.ptx);
     let s = state();
+    s.counters.module_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
     s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
     let id = s.register_sites(checked.sites);
     s.set_control_block(handle(), id);
