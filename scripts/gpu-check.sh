@@ -90,8 +90,8 @@ done
 echo "== module load: first run (cold instrumentation cache) vs second (warm)"
 rm -rf "$OUT/cache2"
 for i in 1 2; do
-  t0=$(date +%s%N); GASAN_OPTIONS=cache_dir=$OUT/cache2 "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean >/dev/null 2>&1
-  echo "run $i: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  t0=$(date +%s%N); GASAN_OPTIONS="cache_dir=$OUT/cache2 verbosity=1" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean >"$OUT/logs/cache$i.log" 2>&1
+  echo "run $i: $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(grep -o 'modules:.*' "$OUT/logs/cache$i.log")"
 done
 t0=$(date +%s%N); "$PROG/cases" vecadd_clean >/dev/null 2>&1; echo "native: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 

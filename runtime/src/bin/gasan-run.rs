@@ -51,7 +51,7 @@ struct Cli {
     #[arg(long)]
     cache_dir: Option<PathBuf>,
     /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(required = true, trailing_var_arg = true)]
     program: Vec<String>,
 }
 
