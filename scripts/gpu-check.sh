@@ -53,6 +53,9 @@ for s in 8 7; do
   check uaf_delayed cases uaf_delayed $s 1 "heap-use-after-free" "WRITE of size 4 in kernel writeAt"
   check double_free cases double_free $s 1 "double-free"
   check memcpy_overflow cases memcpy_overflow $s 1 "heap-buffer-overflow" "cuMemcpy" "0 bytes after 4000-byte region"
+  check memcpy2d_clean cases memcpy2d_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check memcpy2d_overflow cases memcpy2d_overflow $s 1 "heap-buffer-overflow" "cuMemcpy2D" "!result ok"
+  check memset2d_overflow cases memset2d_overflow $s 1 "heap-buffer-overflow" "cuMemsetD2D" "!result ok"
   check large_overflow cases large_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "65536 bytes after 4194304-byte region"
   # SASS-only: no check runs; the guard-gap fault is attributed through the nvidia-uvm tools queue.
   check large_overflow_sass cases_sass large_overflow $s 1 "heap-buffer-overflow on address" "WRITE in an uninstrumented kernel" "65536 bytes after 4194304-byte region" "!result ok"

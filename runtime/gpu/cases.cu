@@ -137,6 +137,17 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(a, h.data(), (n + 64) * 4, cudaMemcpyHostToDevice));  // BUG: 256 bytes too many
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "memcpy2d_clean") || !strcmp(c, "memcpy2d_overflow") || !strcmp(c, "memset2d_overflow")) {
+        // A pitched 100 x 10 float image; the buggy variants touch an 11th row.
+        float* img; size_t pitch;
+        CK(cudaMallocPitch((void**)&img, &pitch, 100 * 4, 10));
+        std::vector<float> h(100 * 11, 1.0f);
+        size_t rows = !strcmp(c, "memcpy2d_clean") ? 10 : 11;
+        if (!strcmp(c, "memset2d_overflow")) CK(cudaMemset2D(img, pitch, 0, 100 * 4, rows));  // BUG: one row too many
+        else CK(cudaMemcpy2D(img, pitch, h.data(), 100 * 4, 100 * 4, rows, cudaMemcpyHostToDevice));  // BUG when rows == 11
+        CK(cudaMemcpy2D(h.data(), 100 * 4, img, pitch, 100 * 4, 10, cudaMemcpyDeviceToHost));
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
         const long m = 1 << 20;
         float* a = dalloc(m);

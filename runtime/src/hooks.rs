@@ -3,6 +3,7 @@
 //!
 //! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
 
+use crate::copies::{box_span, DeviceSpan, Memcpy2D, Memcpy3D};
 use crate::allocator::{FreeError, HostStack};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use crate::modules;
@@ -116,6 +117,35 @@ fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     }
 }
 
+/// Checks the device sides of a 2D / 3D copy descriptor before the call.
+fn check_copy<T: DeviceSpans>(call: &str, p: *const T) -> bool {
+    if p.is_null() {
+        return true; // the driver answers CUDA_ERROR_INVALID_VALUE itself
+    }
+    // SAFETY: the caller passed a descriptor of this type (cuda.h layout, size asserted).
+    let (src, dst) = unsafe { &*p }.device_spans();
+    src.is_none_or(|s| check_range(call, s.addr, s.len as usize, false)) && dst.is_none_or(|d| check_range(call, d.addr, d.len as usize, true))
+}
+
+trait DeviceSpans {
+    fn device_spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>);
+}
+impl DeviceSpans for Memcpy2D {
+    fn device_spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
+        self.spans()
+    }
+}
+impl DeviceSpans for Memcpy3D {
+    fn device_spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
+        self.spans()
+    }
+}
+
+/// Checks a pitched 2D memset (`width_bytes` per row, `h` rows).
+fn check_set2d(call: &str, dst: Dptr, pitch: usize, width_bytes: usize, h: usize) -> bool {
+    box_span(dst, 0, 0, 0, pitch as u64, 0, width_bytes as u64, h as u64, 1).is_none_or(|s| check_range(call, s.addr, s.len as usize, true))
+}
+
 fn after_sync(r: CuResult) -> CuResult {
     if r == CUDA_SUCCESS {
         state().check_after_sync();
@@ -194,8 +224,32 @@ hooks! {
     cuMemsetD32_v2_ptds(dst: Dptr, v: u32, n: usize) { if !check_range("cuMemsetD32", dst, n * 4, true) { return INVALID; } real(dst, v, n) }
     cuMemsetD8Async(dst: Dptr, v: u8, n: usize, stream: Handle) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD8Async_ptsz(dst: Dptr, v: u8, n: usize, stream: Handle) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD16Async(dst: Dptr, v: u16, n: usize, stream: Handle) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD16Async_ptsz(dst: Dptr, v: u16, n: usize, stream: Handle) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD32Async(dst: Dptr, v: u32, n: usize, stream: Handle) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD32Async_ptsz(dst: Dptr, v: u32, n: usize, stream: Handle) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemcpy2D_v2(p: *const Memcpy2D) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2D_v2_ptds(p: *const Memcpy2D) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DUnaligned_v2(p: *const Memcpy2D) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DUnaligned_v2_ptds(p: *const Memcpy2D) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DAsync_v2(p: *const Memcpy2D, stream: Handle) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy2DAsync_v2_ptsz(p: *const Memcpy2D, stream: Handle) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy3D_v2(p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy3D_v2_ptds(p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy3DAsync_v2(p: *const Memcpy3D, stream: Handle) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy3DAsync_v2_ptsz(p: *const Memcpy3D, stream: Handle) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemsetD2D8_v2(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D8_v2_ptds(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D8Async(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D8Async_ptsz(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D16_v2(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D16_v2_ptds(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D16Async(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D16Async_ptsz(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D32_v2(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize) { if !check_set2d("cuMemsetD2D32", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D32_v2_ptds(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize) { if !check_set2d("cuMemsetD2D32", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D32Async(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D32Async_ptsz(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
 
     // ---- synchronization: the error ring is drained here ----
     cuCtxSynchronize() { after_sync(real()) }

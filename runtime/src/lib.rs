@@ -7,6 +7,7 @@
 //! module loading and cache), [`ring`] (device error ring), [`state`] (lazy global state).
 
 pub mod allocator;
+pub mod copies;
 pub mod driver;
 pub mod faults;
 pub mod hooks;
