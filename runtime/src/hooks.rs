@@ -3,6 +3,7 @@
 //!
 //! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
 
+use crate::side_table::ForeignKind;
 use crate::copies::{box_span, DeviceSpan, Memcpy2D, Memcpy3D};
 use crate::allocator::{FreeError, HostStack};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
@@ -80,6 +81,15 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
     }
 }
 
+/// Records a successful managed / host allocation whose address the driver wrote to `out`.
+fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResult {
+    if r == CUDA_SUCCESS && !out.is_null() {
+        // SAFETY: the driver just wrote the allocation's address there.
+        state().foreign.insert(unsafe { *out }, size as u64, kind);
+    }
+    r
+}
+
 fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let s = state();
     let Some(d) = s.device() else { return real() };
@@ -89,7 +99,10 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
     match d.alloc.free(ptr, stream) {
         Ok(()) => CUDA_SUCCESS,
         // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.
-        Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => CUDA_SUCCESS,
+        Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => {
+            s.foreign.remove(ptr);
+            CUDA_SUCCESS
+        }
         Err(err) => {
             s.host_error(Report::Free { call: call.to_string(), err, stack: HostStack::capture(s.opts.malloc_context_size) });
             crate::driver::CUDA_ERROR_INVALID_VALUE
@@ -184,6 +197,17 @@ hooks! {
         }
         r
     }
+    // Managed and host memory: the driver's, tracked in the side table.
+    cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { track(real(dptr, size, flags), dptr.cast(), size, ForeignKind::Managed) }
+    cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { track(real(pp, size, flags), pp.cast(), size, ForeignKind::HostAlloc) }
+    cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { track(real(pp, size), pp.cast(), size, ForeignKind::HostAlloc) }
+    cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) {
+        let r = real(p, size, flags);
+        if r == CUDA_SUCCESS { state().foreign.insert(p as u64, size as u64, ForeignKind::HostRegistered); }
+        r
+    }
+    cuMemFreeHost(p: *mut c_void) { state().foreign.remove(p as u64); real(p) }
+    cuMemHostUnregister(p: *mut c_void) { state().foreign.remove(p as u64); real(p) }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
     cuMemFreeAsync_ptsz(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }

@@ -16,4 +16,5 @@ pub mod modules;
 pub mod options;
 pub mod report;
 pub mod ring;
+pub mod side_table;
 pub mod state;

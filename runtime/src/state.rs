@@ -48,6 +48,8 @@ pub struct State {
     pending: Mutex<Vec<(LoadedHandle, u64)>>,
     pub has_pending: AtomicBool,
     pub counters: Counters,
+    /// Managed and host memory (not in the pool), tracked for frees and descriptions.
+    pub foreign: crate::side_table::SideTable,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -78,6 +80,7 @@ pub fn state() -> &'static State {
             pending: Mutex::new(Vec::new()),
             has_pending: AtomicBool::new(false),
             counters: Counters::default(),
+            foreign: Default::default(),
         }
     })
 }
@@ -258,6 +261,14 @@ impl State {
             }
         }
         if self.opts.verbosity >= 1 {
+            use crate::side_table::ForeignKind as K;
+            let f = &self.foreign;
+            eprintln!(
+                "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host allocations live",
+                f.count(K::Managed),
+                f.count(K::HostAlloc),
+                f.count(K::HostRegistered)
+            );
             let c = &self.counters;
             eprintln!(
                 "==gasan== modules: {} instrumented ({} checked PTX and {} cubins from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",

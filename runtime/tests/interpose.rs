@@ -45,10 +45,6 @@ fn header_symbols() -> BTreeSet<String> {
 
 /// Entry points of the checked families that gasan leaves to the driver, and why.
 const PASS_THROUGH: &[(&str, &str)] = &[
-    ("cuMemAllocManaged", "managed memory: tracked by the driver, checking is a later step"),
-    ("cuMemAllocHost_v2", "host memory"),
-    ("cuMemHostAlloc", "host memory"),
-    ("cuMemFreeHost", "host memory"),
     ("cuMemcpyPeer", "peer copies: multi-GPU pools are a later step"),
     ("cuMemcpyPeerAsync", "peer copies: multi-GPU pools are a later step"),
     ("cuLaunchCooperativeKernel", "handles are already the checked module's; control blocks are written at load"),

@@ -1,0 +1,104 @@
+//! Memory gasan does not place in its pool but must know about: managed allocations and
+//! page-locked / registered host memory. They pass through to the driver unchanged and are tracked
+//! here so that frees are recognised, ranges can be described, and later checking has its table.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignKind {
+    /// `cuMemAllocManaged`.
+    Managed,
+    /// `cuMemHostAlloc` / `cuMemAllocHost`.
+    HostAlloc,
+    /// `cuMemHostRegister`.
+    HostRegistered,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForeignRegion {
+    pub start: u64,
+    pub len: u64,
+    pub kind: ForeignKind,
+}
+
+#[derive(Default)]
+pub struct SideTable {
+    regions: Mutex<BTreeMap<u64, ForeignRegion>>,
+}
+
+impl SideTable {
+    /// Records a region; one that overlaps older entries replaces them (the driver reused the VA).
+    pub fn insert(&self, start: u64, len: u64, kind: ForeignKind) {
+        if len == 0 {
+            return;
+        }
+        let mut m = self.regions.lock().unwrap();
+        let stale: Vec<u64> = m.range(..start + len).filter(|(_, r)| r.start + r.len > start).map(|(&k, _)| k).collect();
+        for k in stale {
+            m.remove(&k);
+        }
+        m.insert(start, ForeignRegion { start, len, kind });
+    }
+
+    /// Forgets the region that starts at `start` (a free), returning it.
+    pub fn remove(&self, start: u64) -> Option<ForeignRegion> {
+        self.regions.lock().unwrap().remove(&start)
+    }
+
+    /// The region holding `addr`.
+    pub fn find(&self, addr: u64) -> Option<ForeignRegion> {
+        let m = self.regions.lock().unwrap();
+        m.range(..=addr).next_back().map(|(_, r)| *r).filter(|r| addr < r.start + r.len)
+    }
+
+    pub fn count(&self, kind: ForeignKind) -> usize {
+        self.regions.lock().unwrap().values().filter(|r| r.kind == kind).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against a byte-level model: every address maps to the newest region covering it.
+        #[test]
+        fn find_agrees_with_a_model(ops in prop::collection::vec((0u64..64, 1u64..16, any::<bool>()), 1..30), probe in 0u64..80) {
+            let t = SideTable::default();
+            let mut model: Vec<Option<u64>> = vec![None; 96];
+            for (start, len, free) in ops {
+                if free {
+                    if let Some(r) = t.remove(start) {
+                        for a in r.start..r.start + r.len { model[a as usize] = None; }
+                    }
+                } else {
+                    // Overlapped regions disappear entirely, as in `insert`.
+                    let mut gone = vec![];
+                    for a in start..start + len {
+                        if let Some(s) = model[a as usize] { gone.push(s); }
+                    }
+                    for s in gone {
+                        for m in model.iter_mut() { if *m == Some(s) { *m = None; } }
+                    }
+                    t.insert(start, len, ForeignKind::Managed);
+                    for a in start..start + len { model[a as usize] = Some(start); }
+                }
+            }
+            prop_assert_eq!(t.find(probe).map(|r| r.start), model[probe as usize]);
+        }
+    }
+
+    #[test]
+    fn kinds_are_counted_and_frees_forget() {
+        let t = SideTable::default();
+        t.insert(0x1000, 0x100, ForeignKind::Managed);
+        t.insert(0x9000, 0x100, ForeignKind::HostAlloc);
+        assert_eq!((t.count(ForeignKind::Managed), t.count(ForeignKind::HostAlloc)), (1, 1));
+        assert_eq!(t.find(0x10ff).map(|r| r.kind), Some(ForeignKind::Managed));
+        assert_eq!(t.find(0x1100), None);
+        assert_eq!(t.remove(0x1000).map(|r| r.len), Some(0x100));
+        assert_eq!(t.find(0x1000), None);
+    }
+}
