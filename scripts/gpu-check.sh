@@ -56,6 +56,10 @@ for s in 8 7; do
   check memcpy2d_clean cases memcpy2d_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check memcpy2d_overflow cases memcpy2d_overflow $s 1 "heap-buffer-overflow" "cuMemcpy2D" "!result ok"
   check memset2d_overflow cases memset2d_overflow $s 1 "heap-buffer-overflow" "cuMemsetD2D" "!result ok"
+  # The application's own cuLink of two PTX inputs: each input checked with its own control block.
+  check link_clean link clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check link_overflow link overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "link_kernels.cu:10" "0 bytes after 4000-byte region" "!result ok"
+  check link_file_overflow link file-overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "!result ok"
   check large_overflow cases large_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "65536 bytes after 4194304-byte region"
   # SASS-only: no check runs; the guard-gap fault is attributed through the nvidia-uvm tools queue.
   check large_overflow_sass cases_sass large_overflow $s 1 "heap-buffer-overflow on address" "WRITE in an uninstrumented kernel" "65536 bytes after 4194304-byte region" "!result ok"
@@ -66,6 +70,8 @@ check uaf cases uaf recover 1 "heap-use-after-free" "result ok"
 check leak cases leak leaks 1 "result ok" "detected memory leaks" "Direct leak of 4000 byte(s)" "Direct leak of 8000 byte(s)"
 check vecadd_clean_leaks cases vecadd_clean leaks 0 "result ok" "!detected memory leaks"
 check vecadd_clean cases vecadd_clean native 0 "result ok"
+check link_clean link clean native 0 "result ok"
+check link_overflow link overflow native 0 "result ok"
 check overflow_write cases overflow_write native 0 "result ok"
 
 # Kernel-patch backend: the stock nvidia-uvm here must refuse the gasan query, and gasan-run must

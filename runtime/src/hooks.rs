@@ -297,6 +297,37 @@ hooks! {
     cuLaunchKernelEx_ptsz(config: *const c_void, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
 
     // ---- module loading ----
+    cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut Handle) {
+        let r = real(n, o, v, st);
+        if r == CUDA_SUCCESS && !st.is_null() { crate::link::on_create(unsafe { *st }); }
+        r
+    }
+    cuLinkAddData_v2(st: Handle, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+        match unsafe { crate::link::checked_input(st, ty, data, size) } {
+            Some((p, len)) => real(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, name, n, o, v),
+            None => real(st, ty, data, size, name, n, o, v),
+        }
+    }
+    cuLinkAddFile_v2(st: Handle, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+        let bytes = if ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY { unsafe { read_file(path) } } else { None };
+        let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st, ty, b.as_ptr().cast(), b.len()) });
+        match checked {
+            Some((p, len)) => {
+                type F = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
+                // SAFETY: the real cuLinkAddData_v2, with the checked PTX in place of the file.
+                let f: F = unsafe { std::mem::transmute(crate::driver::real("cuLinkAddData_v2")) };
+                unsafe { f(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, path, n, o, v) }
+            }
+            None => real(st, ty, path, n, o, v),
+        }
+    }
+    cuLinkComplete(st: Handle, out: *mut *mut c_void, size: *mut usize) {
+        let r = real(st, out, size);
+        if r == CUDA_SUCCESS && !out.is_null() { crate::link::on_complete(st, unsafe { *out }); }
+        else if r != CUDA_SUCCESS { crate::state::log(0, || format!("WARNING: cuLinkComplete failed ({r}) on a link with gasan-checked inputs")); }
+        r
+    }
+    cuLinkDestroy(st: Handle) { crate::link::on_destroy(st); real(st) }
     cuModuleLoadData(module: *mut Handle, image: *const c_void) {
         unsafe { modules::load_checked(image, |_| Vec::new(), |img| real(module, img), || LoadedHandle::Module(*module)) }
     }

@@ -12,6 +12,7 @@ pub mod driver;
 pub mod faults;
 pub mod hooks;
 pub mod interpose;
+pub mod link;
 pub mod modules;
 pub mod options;
 pub mod report;

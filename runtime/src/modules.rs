@@ -205,6 +205,18 @@ pub unsafe fn load_checked(
     load: impl Fn(*const c_void) -> i32,
     handle: impl Fn() -> LoadedHandle,
 ) -> i32 {
+    // A cubin from the application's own checked cuLink: load it, then write each input's block.
+    if let Some(inputs) = crate::link::linked_inputs(image) {
+        let r = load(image);
+        if r == 0 {
+            let s = state();
+            s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
+            for i in inputs {
+                s.set_control_block_named(handle(), i.module_id, &i.ctl_symbol);
+            }
+        }
+        return r;
+    }
     let checked = match unsafe { prepare(image) } {
         Ok(c) => c,
         Err(skip) => {

@@ -34,6 +34,7 @@ pub struct Counters {
     pub modules_fallback: AtomicU64,
     pub cache_hits: AtomicU64,
     pub cubin_cache_hits: AtomicU64,
+    pub link_inputs_checked: AtomicU64,
     /// Time spent getting checked modules loaded (JIT or cache, then the real load), µs.
     pub module_load_us: AtomicU64,
 }
@@ -45,7 +46,8 @@ pub struct State {
     device_init: Mutex<()>,
     /// Site tables by module id - 1.
     pub sites: Mutex<Vec<SiteTable>>,
-    pending: Mutex<Vec<(LoadedHandle, u64)>>,
+    /// (handle, module id, control block symbol) of loads that came before the pool.
+    pending: Mutex<Vec<(LoadedHandle, u64, String)>>,
     pub has_pending: AtomicBool,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
@@ -171,13 +173,19 @@ impl State {
 
     /// Writes the module's control block now if the pool exists, else remembers it.
     pub fn set_control_block(&self, h: LoadedHandle, module_id: u64) {
+        self.set_control_block_named(h, module_id, gasan_instrument::abi::CONTROL_BLOCK_SYMBOL);
+    }
+
+    /// As [`State::set_control_block`] for a control block under another name (inputs of a
+    /// `cuLink*` link each keep their own, see link.rs).
+    pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
         if self.device.get().is_some() || current_device().is_some() {
             if let Some(d) = self.device() {
-                write_control_block(d, &self.opts, h, module_id);
+                write_control_block(d, &self.opts, h, module_id, symbol);
                 return;
             }
         }
-        self.pending.lock().unwrap().push((h, module_id));
+        self.pending.lock().unwrap().push((h, module_id, symbol.to_string()));
         self.has_pending.store(true, Ordering::Release);
     }
 
@@ -186,8 +194,8 @@ impl State {
         let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
         let list: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap());
         self.has_pending.store(false, Ordering::Release);
-        for (h, id) in list {
-            write_control_block(d, &self.opts, h, id);
+        for (h, id, sym) in list {
+            write_control_block(d, &self.opts, h, id, &sym);
         }
     }
 
@@ -291,7 +299,7 @@ impl State {
     }
 }
 
-fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64) {
+fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
     let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
     let ring = d.ring.lock().unwrap().device_ptr;
     let ctl = ControlBlock {
@@ -303,7 +311,7 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
         module_id,
         reserved: [0; 2],
     };
-    let name = std::ffi::CString::new(gasan_instrument::abi::CONTROL_BLOCK_SYMBOL).unwrap();
+    let Ok(name) = std::ffi::CString::new(symbol) else { return };
     let mut dptr = 0u64;
     let mut bytes = 0usize;
     let r = match h {

@@ -18,8 +18,16 @@ fn cuda_include() -> PathBuf {
 fn header_symbols() -> BTreeSet<String> {
     let cuda_h = std::fs::read_to_string(cuda_include().join("cuda.h")).unwrap();
     let mut s = BTreeSet::new();
+    let mut prev = "";
     for line in cuda_h.lines() {
         let l = line.trim();
+        // A declaration split after the return type: `CUresult CUDAAPI` / `cuLinkComplete(...)`.
+        if prev == "CUresult CUDAAPI" && l.starts_with("cu") {
+            if let Some(name) = l.split('(').next() {
+                s.insert(name.trim().to_string());
+            }
+        }
+        prev = l;
         // `CUresult CUDAAPI cuMemAlloc(...)` after the macro renames, and the `#define cuX cuX_v2` lines.
         if let Some(rest) = l.strip_prefix("CUresult CUDAAPI ") {
             if let Some(name) = rest.split('(').next() {
@@ -49,9 +57,6 @@ const PASS_THROUGH: &[(&str, &str)] = &[
     ("cuMemcpyPeerAsync", "peer copies: multi-GPU pools are a later step"),
     ("cuLaunchCooperativeKernel", "handles are already the checked module's; control blocks are written at load"),
     ("cuLaunchHostFunc", "no device memory"),
-    ("cuLinkAddData_v2", "cuLink inputs are not instrumented yet"),
-    ("cuLinkAddFile_v2", "cuLink inputs are not instrumented yet"),
-    ("cuLinkCreate_v2", "cuLink inputs are not instrumented yet"),
     ("cuMemcpy3DBatchAsync_v2", "batched copies: range check not implemented yet"),
     ("cuMemcpyBatchAsync_v2", "batched copies: range check not implemented yet"),
     ("cuMemcpy3DPeer", "peer copies: multi-GPU pools are a later step"),

@@ -1,0 +1,129 @@
+//! The application's own `cuLink*` links: PTX and fatbin inputs are replaced by their checked PTX,
+//! each input keeping its own control block and slow path (renamed `__gasan_ctl_l<n>`,
+//! `__gasan_report_l<n>`, so several checked inputs link together and their reports point at the
+//! right site table). When the linked cubin is loaded, every input's control block is written.
+
+use crate::modules::{check_ptx, image_ptx, note_skip, Skip};
+use crate::state::{compute_capability, current_device, log, state};
+use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::Mutex;
+
+/// `CUjitInputType` values that carry PTX gasan can check.
+pub const CU_JIT_INPUT_PTX: i32 = 1;
+pub const CU_JIT_INPUT_FATBINARY: i32 = 4;
+
+/// One checked input of a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkInput {
+    pub module_id: u64,
+    pub ctl_symbol: String,
+}
+
+#[derive(Default)]
+struct LinkState {
+    inputs: Vec<LinkInput>,
+    /// Checked PTX handed to the linker (it may read it until cuLinkComplete).
+    keep: Vec<CString>,
+}
+
+static LINKS: Mutex<Option<HashMap<usize, LinkState>>> = Mutex::new(None);
+/// Linked images (cubin pointer from cuLinkComplete, valid until cuLinkDestroy) → their inputs.
+static LINKED: Mutex<Option<HashMap<usize, (usize, Vec<LinkInput>)>>> = Mutex::new(None);
+
+/// Renames the module-level gasan symbols of checked PTX for input `n` of a link.
+pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
+    let ctl = format!("{CONTROL_BLOCK_SYMBOL}_l{n}");
+    let renamed = checked.replace(CONTROL_BLOCK_SYMBOL, &ctl).replace(SLOW_PATH_SYMBOL, &format!("{SLOW_PATH_SYMBOL}_l{n}"));
+    (renamed, ctl)
+}
+
+pub fn on_create(link: usize) {
+    LINKS.lock().unwrap().get_or_insert_with(HashMap::new).insert(link, LinkState::default());
+}
+
+/// The checked replacement (PTX text with its NUL, and its length) for one input, or `None` to
+/// pass the input through unchanged (not PTX / fatbin, instrumentation off, no PTX for this GPU,
+/// or an error, which is logged).
+///
+/// # Safety
+/// `data` points to `size` readable bytes, as cuLinkAddData requires.
+pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, size: usize) -> Option<(*const c_void, usize)> {
+    let s = state();
+    if !s.opts.instrument || data.is_null() || !(jit_type == CU_JIT_INPUT_PTX || jit_type == CU_JIT_INPUT_FATBINARY) {
+        return None;
+    }
+    let mut guard = LINKS.lock().unwrap();
+    let st = guard.get_or_insert_with(HashMap::new).entry(link).or_default();
+    // PTX may come without its NUL: give image_ptx a terminated copy.
+    let mut bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size) }.to_vec();
+    if jit_type == CU_JIT_INPUT_PTX {
+        bytes.push(0);
+    }
+    let cc = compute_capability(current_device().unwrap_or(0)).unwrap_or(0);
+    let ptx = match unsafe { image_ptx(bytes.as_ptr().cast(), cc) } {
+        Ok(p) => p,
+        Err(skip) => {
+            note_skip(&skip);
+            return None;
+        }
+    };
+    let (checked, sites, _) = match check_ptx(&ptx) {
+        Ok(c) => c,
+        Err(e) => {
+            note_skip(&Skip::Error(e));
+            return None;
+        }
+    };
+    let (renamed, ctl_symbol) = rename_for_link(&checked, st.inputs.len());
+    let module_id = s.register_sites(sites);
+    st.inputs.push(LinkInput { module_id, ctl_symbol });
+    let c = CString::new(renamed).ok()?;
+    let r = (c.as_ptr() as *const c_void, c.as_bytes_with_nul().len());
+    st.keep.push(c);
+    s.counters.link_inputs_checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    log(1, || format!("cuLink input {} checked (module {module_id})", st.inputs.len() - 1));
+    Some(r)
+}
+
+pub fn on_complete(link: usize, cubin: *const c_void) {
+    let inputs = LINKS.lock().unwrap().as_ref().and_then(|m| m.get(&link)).map(|st| st.inputs.clone()).unwrap_or_default();
+    if !inputs.is_empty() && !cubin.is_null() {
+        LINKED.lock().unwrap().get_or_insert_with(HashMap::new).insert(cubin as usize, (link, inputs));
+    }
+}
+
+pub fn on_destroy(link: usize) {
+    if let Some(m) = LINKS.lock().unwrap().as_mut() {
+        m.remove(&link);
+    }
+    if let Some(m) = LINKED.lock().unwrap().as_mut() {
+        m.retain(|_, (l, _)| *l != link);
+    }
+}
+
+/// The checked inputs of `image` if it is a cubin a checked link produced.
+pub fn linked_inputs(image: *const c_void) -> Option<Vec<LinkInput>> {
+    LINKED.lock().unwrap().as_ref()?.get(&(image as usize)).map(|(_, v)| v.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renaming_gives_each_input_its_own_symbols() {
+        let checked = format!(".weak .const .align 8 .b8 {CONTROL_BLOCK_SYMBOL}[64];\n.weak .func {SLOW_PATH_SYMBOL}(...)\nld.const.u64 %r, [{CONTROL_BLOCK_SYMBOL}+8];\ncall {SLOW_PATH_SYMBOL};\n");
+        let (a, ca) = rename_for_link(&checked, 0);
+        let (b, cb) = rename_for_link(&checked, 1);
+        assert_eq!((ca.as_str(), cb.as_str()), ("__gasan_ctl_l0", "__gasan_ctl_l1"));
+        assert_eq!(a.matches("__gasan_ctl_l0").count(), 2);
+        assert_eq!(a.matches("__gasan_report_l0").count(), 2);
+        assert!(!b.contains("_l0") && b.matches("__gasan_ctl_l1[").count() == 1);
+        // No original name survives (the linker would merge it across inputs).
+        for t in [&a, &b] {
+            assert!(!t.replace(&ca, "").replace(&cb, "").contains(CONTROL_BLOCK_SYMBOL), "{t}");
+        }
+    }
+}
