@@ -11,6 +11,8 @@ mkdir -p "$OUT/logs"
 if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "gpu-check: no GPU here (no /dev/nvidia0): skipped"; exit 0; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export GASAN_OPTIONS=cache_dir=$OUT/cache
+# cases_shared needs the shared cudart carried next to it (the static programs ignore this).
+export LD_LIBRARY_PATH="$PROG/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fails=0
 rows=()
 # run NAME BIN CASE SCALE EXPECT_RC PATTERN...
@@ -56,6 +58,8 @@ for s in 8 7; do
   check memcpy2d_clean cases memcpy2d_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check memcpy2d_overflow cases memcpy2d_overflow $s 1 "heap-buffer-overflow" "cuMemcpy2D" "!result ok"
   check memset2d_overflow cases memset2d_overflow $s 1 "heap-buffer-overflow" "cuMemsetD2D" "!result ok"
+  check memcpy_batch_clean cases memcpy_batch_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check memcpy_batch_ovf cases memcpy_batch_overflow $s 1 "heap-buffer-overflow" "cuMemcpyBatchAsync" "256 bytes after 4000-byte region" "!result ok"
   # The application's own cuLink of two PTX inputs: each input checked with its own control block.
   check link_clean link clean $s 0 "result ok" "!GPUAddressSanitizer"
   check link_overflow link overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "link_kernels.cu:10" "0 bytes after 4000-byte region" "!result ok"
@@ -71,6 +75,14 @@ check leak cases leak leaks 1 "result ok" "detected memory leaks" "Direct leak o
 check vecadd_clean_leaks cases vecadd_clean leaks 0 "result ok" "!detected memory leaks"
 check vecadd_clean cases vecadd_clean native 0 "result ok"
 check link_clean link clean native 0 "result ok"
+# Other ways in: the shared cudart, and a direct driver-API (-lcuda) program through the exported cu* symbols.
+check shared_vecadd cases_shared vecadd_clean 8 0 "result ok" "!GPUAddressSanitizer"
+check shared_overflow cases_shared overflow_write 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel vecAddOffByOne" "cases.cu:" "!result ok"
+check shared_uaf cases_shared uaf 8 1 "heap-use-after-free" "!result ok"
+check shared_vecadd cases_shared vecadd_clean native 0 "result ok"
+check drvapp_clean drvapp clean 8 0 "result ok" "!GPUAddressSanitizer"
+check drvapp_overflow drvapp overflow 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "link_kernels.cu:10" "!result ok"
+check drvapp_clean drvapp clean native 0 "result ok"
 check link_overflow link overflow native 0 "result ok"
 check overflow_write cases overflow_write native 0 "result ok"
 

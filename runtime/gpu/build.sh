@@ -3,6 +3,8 @@
 #   cases        sm_90 SASS + compute_90 PTX, -lineinfo (instrumentable)
 #   cases_sass   sm_90 SASS only (no PTX: allocation-level protection only)
 #   link         an application that links link_a.ptx + link_b.ptx itself with cuLink*
+#   cases_shared cases with the shared cudart (lib/libcudart.so.13 copied next to it)
+#   drvapp       a direct driver-API (-lcuda) application
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -14,4 +16,12 @@ cuda=$("$root/scripts/cuda-toolchain.sh")
 "$cuda/bin/nvcc" -ptx -lineinfo -arch=compute_90 -o "$out/link_a.ptx" "$here/link_kernels.cu"
 "$cuda/bin/nvcc" -ptx -lineinfo -arch=compute_90 -DLINK_B -o "$out/link_b.ptx" "$here/link_kernels.cu"
 "$cuda/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$out/link" "$here/link.cu"
+# The wheels ship libcudart.so.13 only; link against it through a temporary unversioned name.
+stub=$(mktemp -d)
+ln -s "$cuda/lib64/libcudart.so.13" "$stub/libcudart.so"
+"$cuda/bin/nvcc" -O2 -lineinfo -cudart shared -L"$stub" -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/cases_shared" "$here/cases.cu"
+mkdir -p "$out/lib" && cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
+gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/libcuda.so" "$here/libcuda_stub.c"
+gcc -O2 -Wall -I"$cuda/include" -o "$out/drvapp" "$here/drvapp.c" -L"$stub" -lcuda
+rm -rf "$stub"
 echo "$out"

@@ -148,6 +148,23 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy2D(h.data(), 100 * 4, img, pitch, 100 * 4, 10, cudaMemcpyDeviceToHost));
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "memcpy_batch_overflow") || !strcmp(c, "memcpy_batch_clean")) {
+        // Two copies in one batch; the second writes 256 bytes past its destination when buggy.
+        float* a = dalloc(n);
+        float* b = dalloc(n);
+        std::vector<float> h(n + 64, 1.0f);
+        void* dsts[2] = {a, b};
+        const void* srcs[2] = {h.data(), h.data()};
+        size_t sizes[2] = {n * 4, (size_t)(!strcmp(c, "memcpy_batch_clean") ? n : n + 64) * 4};  // BUG: 64 floats too many
+        cudaMemcpyAttributes attr = {};
+        attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        size_t idx = 0;
+        cudaStream_t st;
+        CK(cudaStreamCreate(&st));
+        CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attr, &idx, 1, st));
+        CK(cudaStreamSynchronize(st));
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
         const long m = 1 << 20;
         float* a = dalloc(m);

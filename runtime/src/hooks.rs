@@ -154,6 +154,16 @@ impl DeviceSpans for Memcpy3D {
     }
 }
 
+/// Checks every copy of a batch (each side may be host or device memory; only pool memory is checked).
+fn check_batch(call: &str, dsts: *const Dptr, srcs: *const Dptr, sizes: *const usize, count: usize) -> bool {
+    if dsts.is_null() || srcs.is_null() || sizes.is_null() {
+        return true; // the driver answers CUDA_ERROR_INVALID_VALUE itself
+    }
+    // SAFETY: the caller passes `count` entries in each array, as the API requires.
+    let (d, s, n) = unsafe { (std::slice::from_raw_parts(dsts, count), std::slice::from_raw_parts(srcs, count), std::slice::from_raw_parts(sizes, count)) };
+    (0..count).all(|i| check_range(call, s[i], n[i], false) && check_range(call, d[i], n[i], true))
+}
+
 /// Checks a pitched 2D memset (`width_bytes` per row, `h` rows).
 fn check_set2d(call: &str, dst: Dptr, pitch: usize, width_bytes: usize, h: usize) -> bool {
     box_span(dst, 0, 0, 0, pitch as u64, 0, width_bytes as u64, h as u64, 1).is_none_or(|s| check_range(call, s.addr, s.len as usize, true))
@@ -196,6 +206,14 @@ hooks! {
             unsafe { *pitch = p };
         }
         r
+    }
+    cuMemcpyBatchAsync_v2(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: Handle) {
+        if !check_batch("cuMemcpyBatchAsync", dsts, srcs, sizes, count) { return INVALID; }
+        real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
+    }
+    cuMemcpyBatchAsync_v2_ptsz(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: Handle) {
+        if !check_batch("cuMemcpyBatchAsync", dsts, srcs, sizes, count) { return INVALID; }
+        real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
     }
     // Managed and host memory: the driver's, tracked in the side table.
     cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { track(real(dptr, size, flags), dptr.cast(), size, ForeignKind::Managed) }

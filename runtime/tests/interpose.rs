@@ -58,7 +58,6 @@ const PASS_THROUGH: &[(&str, &str)] = &[
     ("cuLaunchCooperativeKernel", "handles are already the checked module's; control blocks are written at load"),
     ("cuLaunchHostFunc", "no device memory"),
     ("cuMemcpy3DBatchAsync_v2", "batched copies: range check not implemented yet"),
-    ("cuMemcpyBatchAsync_v2", "batched copies: range check not implemented yet"),
     ("cuMemcpy3DPeer", "peer copies: multi-GPU pools are a later step"),
     ("cuMemcpy3DPeerAsync", "peer copies: multi-GPU pools are a later step"),
     ("cuMemcpyAtoA_v2", "CUDA arrays are not pool memory"),
