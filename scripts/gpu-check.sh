@@ -83,6 +83,9 @@ check shared_vecadd cases_shared vecadd_clean native 0 "result ok"
 check drvapp_clean drvapp clean 8 0 "result ok" "!GPUAddressSanitizer"
 check drvapp_overflow drvapp overflow 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "link_kernels.cu:10" "!result ok"
 check drvapp_clean drvapp clean native 0 "result ok"
+# Two GPUs (rows meaningful on a machine with two; with one the program says so and passes).
+check mgpu_clean cases mgpu_clean 8 0 "result ok" "!GPUAddressSanitizer"
+check mgpu_overflow cases mgpu_overflow 8 "$([ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo 1 || echo 0)" "$([ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo heap-buffer-overflow || echo 'result ok')"
 check link_overflow link overflow native 0 "result ok"
 check overflow_write cases overflow_write native 0 "result ok"
 

@@ -165,6 +165,26 @@ int main(int argc, char** argv) {
         CK(cudaStreamSynchronize(st));
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "mgpu_clean") || !strcmp(c, "mgpu_overflow")) {
+        // Two GPUs: a buffer and a kernel on each, then a peer copy. Device 0 is used first (it
+        // holds gasan's pool); the overflow is there. Device 1's memory passes through unchecked.
+        int nd = 0;
+        CK(cudaGetDeviceCount(&nd));
+        if (nd < 2) { printf("only %d device: nothing to do\nresult ok\n", nd); return 0; }
+        CK(cudaSetDevice(0));
+        float* a = dalloc(n);
+        CK(cudaSetDevice(1));
+        float* b = dalloc(n);
+        writeAt<<<1, 32>>>(b, n - 1);
+        CK(cudaDeviceSynchronize());
+        CK(cudaSetDevice(0));
+        writeAt<<<1, 32>>>(a, !strcmp(c, "mgpu_clean") ? n - 1 : n);  // BUG in mgpu_overflow
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpyPeer(b, 1, a, 0, n * sizeof(float)));
+        CK(cudaSetDevice(1));
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
         const long m = 1 << 20;
         float* a = dalloc(m);

@@ -68,6 +68,16 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
     if dptr.is_null() || size == 0 {
         return real();
     }
+    if crate::state::current_device() != Some(d.device) {
+        // The pool lives on the first GPU the program used; another GPU's memory must stay on that
+        // GPU, so it passes through (unchecked, tracked) rather than coming from the pool.
+        let r = real();
+        if r == CUDA_SUCCESS {
+            // SAFETY: the driver just wrote the allocation's address.
+            s.foreign.insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
+        }
+        return r;
+    }
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
             // SAFETY: the caller's out-pointer.

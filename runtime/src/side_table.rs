@@ -13,6 +13,8 @@ pub enum ForeignKind {
     HostAlloc,
     /// `cuMemHostRegister`.
     HostRegistered,
+    /// Device memory of a GPU other than the pool's (multi-GPU programs): passed through unchecked.
+    OtherDevice,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

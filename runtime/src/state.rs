@@ -272,10 +272,11 @@ impl State {
             use crate::side_table::ForeignKind as K;
             let f = &self.foreign;
             eprintln!(
-                "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host allocations live",
+                "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host, {} other-GPU allocations live",
                 f.count(K::Managed),
                 f.count(K::HostAlloc),
-                f.count(K::HostRegistered)
+                f.count(K::HostRegistered),
+                f.count(K::OtherDevice)
             );
             let c = &self.counters;
             eprintln!(
