@@ -75,6 +75,7 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
         if r == CUDA_SUCCESS {
             // SAFETY: the driver just wrote the allocation's address.
             s.foreign.insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
+            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (pool on device {})", crate::state::current_device(), d.device));
         }
         return r;
     }

@@ -19,6 +19,15 @@ pub enum LoadedHandle {
     Library(usize),
 }
 
+/// A control block waiting to be written.
+struct Pending {
+    handle: LoadedHandle,
+    module_id: u64,
+    symbol: String,
+    /// The GPU of the context a module was loaded in; `None` for libraries (any GPU).
+    device: Option<i32>,
+}
+
 pub struct DeviceRuntime {
     pub alloc: Allocator,
     pub ring: Mutex<Ring>,
@@ -46,8 +55,9 @@ pub struct State {
     device_init: Mutex<()>,
     /// Site tables by module id - 1.
     pub sites: Mutex<Vec<SiteTable>>,
-    /// (handle, module id, control block symbol) of loads that came before the pool.
-    pending: Mutex<Vec<(LoadedHandle, u64, String)>>,
+    /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
+    /// pool's GPU).
+    pending: Mutex<Vec<Pending>>,
     pub has_pending: AtomicBool,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
@@ -152,7 +162,7 @@ impl State {
             ..Default::default()
         };
         let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;
-        log(1, || format!("pool {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3));
+        log(1, || format!("pool on device {dev}: {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3));
         let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
         let faults = match crate::faults::FaultQueue::attach() {
             Ok(q) => Some(q),
@@ -178,24 +188,45 @@ impl State {
 
     /// As [`State::set_control_block`] for a control block under another name (inputs of a
     /// `cuLink*` link each keep their own, see link.rs).
+    ///
+    /// Only the pool's GPU gets control blocks: a module loaded in another GPU's context is never
+    /// written (its checks stay off: a zero pool), and a library (context-independent, one copy
+    /// per GPU) is written when it is used on the pool's GPU, possibly after launches elsewhere.
     pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
-        if self.device.get().is_some() || current_device().is_some() {
+        let loaded_on = current_device();
+        let entry = Pending { handle: h, module_id, symbol: symbol.to_string(), device: match h {
+            LoadedHandle::Module(_) => loaded_on,
+            LoadedHandle::Library(_) => None,
+        } };
+        if self.device.get().is_some() || loaded_on.is_some() {
             if let Some(d) = self.device() {
-                write_control_block(d, &self.opts, h, module_id, symbol);
-                return;
+                if loaded_on == Some(d.device) {
+                    write_control_block(d, &self.opts, h, module_id, symbol);
+                    return;
+                }
+                if matches!(h, LoadedHandle::Module(_)) && loaded_on.is_some() {
+                    return; // another GPU's module: never checked
+                }
             }
         }
-        self.pending.lock().unwrap().push((h, module_id, symbol.to_string()));
+        self.pending.lock().unwrap().push(entry);
         self.has_pending.store(true, Ordering::Release);
     }
 
-    /// Writes control blocks of modules loaded before the pool existed (called before launches).
+    /// Writes the control blocks still pending that belong on the pool's GPU, when that GPU is
+    /// current (called before launches and when the pool is created).
     pub fn flush_pending(&self) {
         let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        if current_device() != Some(d.device) {
+            return;
+        }
         let list: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap());
         self.has_pending.store(false, Ordering::Release);
-        for (h, id, sym) in list {
-            write_control_block(d, &self.opts, h, id, &sym);
+        for p in list {
+            match p.device {
+                Some(dev) if dev != d.device => {} // another GPU's module
+                _ => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+            }
         }
     }
 
