@@ -88,6 +88,7 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error };
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
+    h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
     h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8]);
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
