@@ -151,7 +151,6 @@ pub(super) fn checked_statement_halt(
     indent: &str,
     site: u32,
     label: u32,
-    defer_into: Option<u32>,
 ) -> (String, String) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
@@ -185,12 +184,7 @@ pub(super) fn checked_statement_halt(
     match (&a.width, a.bulk) {
         (Width::Fixed(w), false) => {
             probe_test(&mut v, scale, "%gsa0", *w, guard);
-            match defer_into {
-                // Deferred load check: the verdict waits in a function-level predicate and the
-                // branch comes later (see `deferred_branch`), so the load does not wait for it.
-                Some(q) => v.push(f!("mov.pred {DEFER_PRED}{q}, %gsp1;")),
-                None => v.push(f!("@%gsp1 bra $gasan_fail_{label};")),
-            }
+            v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
             probes.push((String::new(), vec![addr.clone().into()], *w, w.to_string()));
         }
         (width, _) => {
@@ -235,21 +229,6 @@ pub(super) fn checked_statement_halt(
         }
     }
     (inline, fail)
-}
-
-/// Function-level predicates holding deferred load verdicts (`%gsq0` ..), declared once per function.
-pub(super) const DEFER_PRED: &str = "%gsq";
-pub(super) const DEFER_SLOTS: u32 = 32;
-
-/// The declaration of the deferred-verdict predicates, right after a function's opening brace.
-pub(super) fn defer_decl() -> String {
-    format!("\t.reg .pred {DEFER_PRED}<{DEFER_SLOTS}>; {M}\n")
-}
-
-/// The branch that reports a deferred load check (placed before the next write, block end, or
-/// redefinition of the load's address register).
-pub(super) fn deferred_branch(indent: &str, slot: u32, label: u32) -> String {
-    format!("{indent}@{DEFER_PRED}{slot} bra $gasan_fail_{label}; {M}\n")
 }
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into

@@ -108,7 +108,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 2;
+pub const REVISION: u32 = 4;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -203,61 +203,6 @@ struct FuncState {
     block_checks: HashMap<String, u32>,
     /// Out-of-line report blocks (halt mode), emitted before the function's closing brace.
     fail_blocks: Vec<String>,
-    /// Deferred load checks not branched on yet: (predicate slot, fail label, address register).
-    deferred: Vec<(u32, u32, String)>,
-    /// Registers holding values derived from a deferred load (an address made from a possibly
-    /// bad loaded value must not be used before the verdicts are in).
-    tainted: Vec<String>,
-}
-
-impl FuncState {
-    /// Branches on every deferred verdict (in program order) and forgets them.
-    fn flush_deferred(&mut self, indent: &str) -> String {
-        let mut s = String::new();
-        for (slot, label, _) in self.deferred.drain(..) {
-            s.push_str(&emit::deferred_branch(indent, slot, label));
-        }
-        self.tainted.clear();
-        s
-    }
-
-    /// Does `stmt` need the deferred verdicts first? Writes, control flow, barriers, unknown
-    /// memory operations, redefinitions of a deferred load's address register, and accesses
-    /// through registers written since the first deferred check.
-    fn needs_flush(&self, stmt: &str, access_base: Option<&str>, is_deferrable_load: bool) -> bool {
-        if self.deferred.is_empty() {
-            return false;
-        }
-        if ends_basic_block(stmt) {
-            return true;
-        }
-        let (op, _) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
-        let head = op.split('.').next().unwrap_or("");
-        if matches!(head, "st" | "stu" | "red" | "atom" | "cp" | "prefetch" | "prefetchu" | "tex" | "suld" | "sust" | "sured") && !is_deferrable_load {
-            return true;
-        }
-        let dsts = dest_regs(stmt);
-        if self.deferred.iter().any(|(_, _, base)| dsts.iter().any(|d| d == base)) {
-            return true;
-        }
-        access_base.is_some_and(|b| self.tainted.iter().any(|d| d == b))
-    }
-
-    /// Propagates taint: a statement reading a tainted register taints what it writes.
-    fn note_defs(&mut self, stmt: &str) {
-        if self.tainted.is_empty() {
-            return;
-        }
-        let dsts = dest_regs(stmt);
-        let reads_tainted = operand_regs(stmt).into_iter().filter(|r| !dsts.contains(r)).any(|r| self.tainted.iter().any(|t| t == r));
-        if reads_tainted {
-            for d in dsts {
-                if !self.tainted.iter().any(|t| t == d) {
-                    self.tainted.push(d.to_string());
-                }
-            }
-        }
-    }
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
@@ -345,7 +290,6 @@ impl<'a> Rewriter<'a> {
 
         for (i, line) in body.split_inclusive('\n').enumerate() {
             let line_no = base_line + i + 1;
-            let mut opened_now = false;
             // Block comments pass through untouched.
             if in_block_comment {
                 if find_pair(line, b'*', b'/').is_some() {
@@ -392,10 +336,7 @@ impl<'a> Rewriter<'a> {
                         reg_types: RegTypes::default(),
                         block_checks: HashMap::new(),
                         fail_blocks: Vec::new(),
-                        deferred: Vec::new(),
-                        tainted: Vec::new(),
                     });
-                    opened_now = true;
                     self.stats.functions.entry(name).or_default();
                     loc = None;
                 }
@@ -417,7 +358,7 @@ impl<'a> Rewriter<'a> {
                 let verbatim = !any_check;
                 for stmt in stmts {
                     let text = format!("{stmt};");
-                    let (flush, emitted) = Self::rewrite_statement(
+                    let emitted = Self::rewrite_statement(
                         &mut self.sites,
                         &mut self.stats,
                         &mut self.next_label,
@@ -429,8 +370,6 @@ impl<'a> Rewriter<'a> {
                         line_no,
                         loc,
                     )?;
-                    // Deferred verdicts branched on before this statement: always emitted.
-                    self.out.push_str(&flush);
                     if !verbatim {
                         self.out.push_str(&emitted);
                     }
@@ -445,14 +384,6 @@ impl<'a> Rewriter<'a> {
                 }
             } else {
                 if let Some(f) = func.as_mut() {
-                    let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
-                    if t.split(';').map(str::trim).filter(|s| !s.is_empty()).any(|s| f.needs_flush(s, None, false)) {
-                        let flush = f.flush_deferred(&indent);
-                        self.out.push_str(&flush);
-                    }
-                    for s in t.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-                        f.note_defs(s);
-                    }
                     if ends_basic_block(t) {
                         f.block_checks.clear();
                     } else {
@@ -465,9 +396,6 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 self.out.push_str(line);
-                if opened_now && !self.opts.recover && self.opts.optimize && opens > 0 {
-                    self.out.push_str(&emit::defer_decl());
-                }
             }
 
             depth += opens - closes;
@@ -528,32 +456,26 @@ impl<'a> Rewriter<'a> {
         indent: &str,
         line_no: usize,
         loc: Option<(u32, u32, u32)>,
-    ) -> Result<(String, String), PtxError> {
+    ) -> Result<String, PtxError> {
         // The entry exists (created when the function opened): no key allocation per statement.
         let fstats = match stats.functions.get_mut(&f.name) {
             Some(x) => x,
             None => stats.functions.entry(f.name.clone()).or_default(),
         };
         let Some(ins) = split_instr(stmt) else {
-            let flush = if f.needs_flush(stmt, None, false) { f.flush_deferred(indent) } else { String::new() };
-            f.note_defs(stmt);
-            return Ok((flush, format!("{indent}{text}\n")));
+            return Ok(format!("{indent}{text}\n"));
         };
         let class = classify(&ins, true);
         let access = match class {
             Classified::NotMemory => {
-                let flush = if f.needs_flush(stmt, None, false) { f.flush_deferred(indent) } else { String::new() };
-                f.note_defs(stmt);
                 if ends_basic_block(stmt) {
                     f.block_checks.clear();
                 } else {
                     invalidate_defs(f, stmt);
                 }
-                return Ok((flush, format!("{indent}{text}\n")));
+                return Ok(format!("{indent}{text}\n"));
             }
             Classified::Skip(reason) => {
-                let flush = if f.needs_flush(stmt, None, false) { f.flush_deferred(indent) } else { String::new() };
-                f.note_defs(stmt);
                 let key = reason.name();
                 match fstats.skipped.get_mut(key) {
                     Some(n) => *n += 1,
@@ -562,37 +484,16 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 invalidate_defs(f, stmt);
-                return Ok((flush, format!("{indent}{text}\n")));
+                return Ok(format!("{indent}{text}\n"));
             }
             Classified::Unknown(op) => {
                 fstats.unknown += 1;
                 *stats.unknown_opcodes.entry(op).or_default() += 1;
                 f.block_checks.clear();
-                let flush = f.flush_deferred(indent);
-                return Ok((flush, format!("{indent}{text}\n")));
+                return Ok(format!("{indent}{text}\n"));
             }
             Classified::Check(a) => a,
         };
-        // A plain load through a register that it does not overwrite may have its check deferred
-        // (halt mode with optimization): the load is harmless if bad (pool VA is mapped around
-        // live blocks) and the verdict is branched on before anything can use or store its value.
-        let base_reg = match &access.base {
-            access::AddrBase::Reg(r) => Some(r.as_str()),
-            access::AddrBase::Imm(_) => None,
-        };
-        let deferrable = opts.optimize
-            && !opts.recover
-            && access.kind == crate::abi::AccessKind::Read
-            && !access.bulk
-            && access.guard_nonzero.is_none()
-            && matches!(access.width, access::Width::Fixed(_))
-            && (ins.opcode.starts_with("ld.") || ins.opcode.starts_with("ldu."))
-            && base_reg.is_some_and(|b| !access.dests.iter().any(|d| d == b));
-        let mut flush = if f.needs_flush(stmt, base_reg, deferrable) { f.flush_deferred(indent) } else { String::new() };
-        if !deferrable {
-            // Writes and other accesses are checked where they are; earlier verdicts come first.
-            flush.push_str(&f.flush_deferred(indent));
-        }
         fstats.found += 1;
         if let access::AddrBase::Reg(r) = &access.base {
             if let Some(ty) = f.reg_types.type_of(r) {
@@ -612,9 +513,8 @@ impl<'a> Rewriter<'a> {
             if let (Some(k), Some(w)) = (&key, width_now) {
                 if f.block_checks.get(k).is_some_and(|&prev| prev >= w) {
                     fstats.eliminated += 1;
-                    f.note_defs(stmt);
                     invalidate_defs(f, stmt);
-                    return Ok((flush, format!("{indent}{text}\n")));
+                    return Ok(format!("{indent}{text}\n"));
                 }
             }
         }
@@ -633,27 +533,13 @@ impl<'a> Rewriter<'a> {
         *next_label += 1;
         let dest_types: Vec<Option<String>> =
             access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
-        if deferrable && f.deferred.len() as u32 >= emit::DEFER_SLOTS {
-            flush.push_str(&f.flush_deferred(indent));
-        }
-        let slot = deferrable.then(|| f.deferred.len() as u32);
         let emitted = if opts.recover {
             emit::checked_statement(opts.scale, &ins, &access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label, slot);
+            let (inline, fail) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label);
             f.fail_blocks.push(fail);
             inline
         };
-        f.note_defs(stmt);
-        if let (Some(q), Some(b)) = (slot, base_reg) {
-            f.deferred.push((q, label, b.to_string()));
-            // What the load wrote may be garbage until its verdict is in.
-            for d in &access.dests {
-                if !f.tainted.contains(d) {
-                    f.tainted.push(d.clone());
-                }
-            }
-        }
         if let (Some(k), Some(w)) = (key, width_now) {
             let e = f.block_checks.entry(k).or_insert(0);
             *e = (*e).max(w);
@@ -664,7 +550,7 @@ impl<'a> Rewriter<'a> {
         } else {
             invalidate_defs(f, stmt);
         }
-        Ok((flush, emitted))
+        Ok(emitted)
     }
 }
 
@@ -712,28 +598,6 @@ fn opcode_and_rest(t: &str) -> (&str, &str) {
         Some((op, rest)) => (op, rest),
         None => (t.trim_end_matches(';'), ""),
     }
-}
-
-/// Registers a statement writes (its first operand, or the `{..}` vector there); none for stores.
-fn dest_regs(stmt: &str) -> Vec<&str> {
-    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
-    let head = op.split('.').next().unwrap_or("");
-    if matches!(head, "st" | "red" | "bra" | "call" | "ret" | "exit" | "bar" | "barrier") || rest.is_empty() {
-        return Vec::new();
-    }
-    let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
-    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
-        .split([',', '|'])
-        .map(str::trim)
-        .filter(|d| d.starts_with('%'))
-        .collect()
-}
-
-/// Every register a statement mentions (guard, destinations and sources).
-fn operand_regs(stmt: &str) -> Vec<&str> {
-    stmt.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$'))
-        .filter(|t| t.starts_with('%') && t.len() > 1)
-        .collect()
 }
 
 /// Forgets checks whose address register this statement redefines.
