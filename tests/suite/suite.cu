@@ -50,6 +50,7 @@ __global__ void k_pitch(float* p, size_t pitch, int w, int h) {
     int x = threadIdx.x, y = blockIdx.x;
     if (x < w && y < h) *(float*)((char*)p + y * pitch + x * 4) = 1.0f;  // BUG:pitch_overflow
 }
+__global__ void k_mgpu(float* p, long idx) { if (threadIdx.x == 0) p[idx] = 6.0f; }  // BUG:mgpu_overflow BUG:mgpu_uaf
 __global__ void k_shared_static(float* o, int idx) { __shared__ float s[64]; s[threadIdx.x] = 1; __syncthreads(); if (threadIdx.x == 0) { s[idx] = 2; o[0] = s[0]; } }  // BUG:shared_static_overflow
 __global__ void k_shared_dynamic(float* o, int idx) { extern __shared__ float d[]; d[threadIdx.x] = 1; __syncthreads(); if (threadIdx.x == 0) { d[idx] = 2; o[0] = d[0]; } }  // BUG:shared_dynamic_overflow
 __global__ void k_local(float* o, int idx) { float l[16]; for (int i = 0; i < 16; i++) l[i] = o[i]; l[idx] = 1; o[0] = l[(idx + 3) & 15]; }  // BUG:local_overflow
@@ -143,6 +144,22 @@ static int c_use_after_scope() { float* o = dmalloc<float>(1); k_scope<<<1, 1>>>
 static int c_device_malloc_overflow() { k_dev_malloc<<<1, 1>>>(clean ? 15 : 16); SYNC(); return 0; }
 static int c_managed_overflow() { float* p; CK(cudaMallocManaged(&p, 100 * 4)); k_managed<<<1, 128>>>(p, clean ? 100 : 101); SYNC(); return 0; }
 
+// Multi-GPU-safe: with a second GPU, it gets its own buffer and kernel first (its memory is not
+// gasan's); the bug is on device 0. With one GPU they are plain single-GPU bugs.
+static void other_device_work() {
+    int nd = 0;
+    CK(cudaGetDeviceCount(&nd));
+    if (nd < 2) return;
+    CK(cudaSetDevice(1));
+    float* q = dmalloc<float>(N);
+    k_write<<<4, 256>>>(q, N);
+    SYNC();
+    CK(cudaFree(q));
+    CK(cudaSetDevice(0));
+}
+static int c_mgpu_overflow() { CK(cudaSetDevice(0)); float* p = dmalloc<float>(N); other_device_work(); k_mgpu<<<1, 32>>>(p, clean ? N - 1 : N); SYNC(); return 0; }
+static int c_mgpu_uaf() { CK(cudaSetDevice(0)); float* p = dmalloc<float>(N); other_device_work(); if (!clean) CK(cudaFree(p)); k_mgpu<<<1, 32>>>(p, 0); SYNC(); return 0; }
+
 struct Case { const char* name; int (*fn)(); };
 #define C(n) {#n, c_##n}
 static const Case cases[] = {
@@ -155,7 +172,7 @@ static const Case cases[] = {
     C(memset_overflow), C(memcpy_after_free), C(async_uaf), C(async_memcpy_overflow), C(pitch_overflow),
     C(device_fn_overflow), C(predicated_overflow), C(pipeline_second_kernel), C(streamed_overflow),
     C(shared_static_overflow), C(shared_dynamic_overflow), C(local_overflow), C(use_after_scope),
-    C(device_malloc_overflow), C(managed_overflow),
+    C(device_malloc_overflow), C(managed_overflow), C(mgpu_overflow), C(mgpu_uaf),
 };
 
 int main(int argc, char** argv) {
