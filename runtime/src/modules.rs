@@ -1,9 +1,7 @@
 //! Module loading through the instrumenter: image → best PTX → checked PTX (cached on disk) → the
 //! real loader; the control block is written after load. Anything unexpected loads the original.
 
-use crate::real_call;
 use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
-use std::ffi::c_char;
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
 use sha2::{Digest, Sha256};
@@ -123,46 +121,6 @@ fn cache_put(dir: &std::path::Path, name: &str, data: &[u8]) {
     }
 }
 
-/// The checked module compiled for this GPU: from the cache, or JIT-compiled now with the driver's
-/// linker (`cuLink*`) and cached, so that later runs skip the PTX JIT. `None` when there is no
-/// cache directory or the driver cannot link it (the PTX is then loaded as it is).
-fn checked_cubin(c: &Checked) -> Option<Vec<u8>> {
-    let dir = cache_dir()?;
-    let name = format!("{}.sm{}.cubin", c.key, c.arch);
-    if let Ok(b) = std::fs::read(dir.join(&name)) {
-        state().counters.cubin_cache_hits.fetch_add(1, Ordering::Relaxed);
-        return Some(b);
-    }
-    let cubin = jit_link(&c.ptx)?;
-    cache_put(&dir, &name, &cubin);
-    Some(cubin)
-}
-
-/// PTX → cubin for the current context's GPU with the real cuLinkCreate / AddData / Complete.
-fn jit_link(ptx: &std::ffi::CStr) -> Option<Vec<u8>> {
-    const CU_JIT_INPUT_PTX: i32 = 1;
-    let mut link: usize = 0;
-    let r = real_call!("cuLinkCreate_v2"(u32, *mut i32, *mut *mut c_void, *mut usize)(0, std::ptr::null_mut(), std::ptr::null_mut(), &mut link));
-    if r != 0 {
-        log(1, || format!("cuLinkCreate failed ({r}); loading checked PTX"));
-        return None;
-    }
-    let bytes = ptx.to_bytes_with_nul();
-    let r = real_call!("cuLinkAddData_v2"(usize, i32, *const c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void)(
-        link, CU_JIT_INPUT_PTX, bytes.as_ptr().cast(), bytes.len(), c"gasan_checked.ptx".as_ptr(), 0, std::ptr::null_mut(), std::ptr::null_mut()
-    ));
-    let mut out: *mut c_void = std::ptr::null_mut();
-    let mut size = 0usize;
-    let r = if r == 0 { real_call!("cuLinkComplete"(usize, *mut *mut c_void, *mut usize)(link, &mut out, &mut size)) } else { r };
-    // SAFETY: the linker owns `out` until cuLinkDestroy: copy first.
-    let cubin = (r == 0 && !out.is_null()).then(|| unsafe { std::slice::from_raw_parts(out as *const u8, size) }.to_vec());
-    real_call!("cuLinkDestroy"(usize)(link));
-    if cubin.is_none() {
-        log(1, || format!("JIT link of the checked module failed ({r}); loading checked PTX"));
-    }
-    cubin
-}
-
 /// Prepares a checked version of a module image, or says why the original must be loaded.
 ///
 /// # Safety
@@ -226,11 +184,10 @@ pub unsafe fn load_checked(
         }
     };
     let t = std::time::Instant::now();
-    // Loaders that take a plain image get the cached cubin (no JIT); fatbin-only loaders get PTX.
-    let mut bytes = wrap(&checked);
-    if bytes.is_empty() {
-        bytes = checked_cubin(&checked).unwrap_or_default();
-    }
+    // The checked PTX goes to the driver's JIT as PTX: compiling it ourselves with cuLink (to cache
+    // a cubin) made kernels slower, because cuLink compiles PTX as relocatable code (see
+    // benches/results). The driver keeps its own JIT cache for the second run.
+    let bytes = wrap(&checked);
     let img: *const c_void = if bytes.is_empty() { checked.ptx.as_ptr().cast() } else { bytes.as_ptr().cast() };
     let r = load(img);
     if r != 0 {

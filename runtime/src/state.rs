@@ -42,7 +42,6 @@ pub struct Counters {
     pub modules_sass_only: AtomicU64,
     pub modules_fallback: AtomicU64,
     pub cache_hits: AtomicU64,
-    pub cubin_cache_hits: AtomicU64,
     pub link_inputs_checked: AtomicU64,
     /// Time spent getting checked modules loaded (JIT or cache, then the real load), µs.
     pub module_load_us: AtomicU64,
@@ -311,10 +310,9 @@ impl State {
             );
             let c = &self.counters;
             eprintln!(
-                "==gasan== modules: {} instrumented ({} checked PTX and {} cubins from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",
+                "==gasan== modules: {} instrumented ({} from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",
                 c.modules_instrumented.load(Ordering::Relaxed),
                 c.cache_hits.load(Ordering::Relaxed),
-                c.cubin_cache_hits.load(Ordering::Relaxed),
                 c.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
                 c.modules_sass_only.load(Ordering::Relaxed),
                 c.modules_fallback.load(Ordering::Relaxed)

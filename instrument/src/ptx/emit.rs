@@ -20,7 +20,7 @@ const M: &str = super::MARKER;
 /// Control block and slow path, inserted after the module header.
 pub(super) fn prelude(scale: Scale, header: &Header) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
-    let fence = if header.target_sm >= 70 && header.version >= (6, 0) { "fence.sc.sys;" } else { "membar.sys;" };
+    let fence = sys_fence(header);
     let mut s = String::new();
     let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
     let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {M}");
@@ -28,7 +28,7 @@ pub(super) fn prelude(scale: Scale, header: &Header) -> String {
         s,
         ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {M}"
     );
-    let body = [
+    let mut body = vec![
         "{".to_string(),
         ".reg .b64 %ra<6>;".into(),
         ".reg .b32 %rr<12>;".into(),
@@ -38,13 +38,83 @@ pub(super) fn prelude(scale: Scale, header: &Header) -> String {
         "ld.param.u32 %rr1, [gasan_kind];".into(),
         "ld.param.u32 %rr2, [gasan_site];".into(),
         "ld.param.u32 %rr3, [gasan_shadow];".into(),
+    ];
+    body.extend(record_body(fence, ""));
+    body.extend([
+        format!("ld.const.u64 %ra3, [{ctl}+{}];", ctl_offset::FLAGS),
+        format!("and.b64 %ra3, %ra3, {FLAG_RECOVER};"),
+        "setp.eq.u64 %rp2, %ra3, 0;".into(),
+        "@%rp2 trap;".into(),
+        "mov.u32 %rr11, 1;".into(),
+        "st.param.b32 [gasan_ret], %rr11;".into(),
+        "ret;".into(),
+        "}".into(),
+    ]);
+    for l in body {
+        let _ = writeln!(s, "{l} {M}");
+    }
+    s
+}
+
+/// Function-level registers of halt mode: the address being checked, and the failing site packed
+/// as `site | width << 32 | kind << 56`, read by the function's shared report block.
+pub(super) const LAST_ADDR: &str = "%gsx";
+pub(super) const LAST_SITE: &str = "%gss";
+/// The shared report block's label (labels are function-scoped in PTX).
+pub(super) const SHARED_FAIL: &str = "$gasan_fail_shared";
+
+/// Their declaration, right after a function's opening brace.
+pub(super) fn function_decls() -> String {
+    format!("\t.reg .b64 {LAST_ADDR}, {LAST_SITE}; {M}\n")
+}
+
+/// The function's shared report block (emitted once, before its closing brace, when used).
+pub(super) fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> String {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    let mut f: Vec<String> = vec![
+        format!("{SHARED_FAIL}:"),
+        "{".into(),
+        ".reg .b64 %ra<4>;".into(),
+        ".reg .b32 %rr<11>;".into(),
+        ".reg .pred %rp<2>;".into(),
+        format!("mov.b64 %ra0, {LAST_ADDR};"),
+        format!("cvt.u32.u64 %rr2, {LAST_SITE};"),
+        format!("shr.b64 %ra3, {LAST_SITE}, 32;"),
+        "cvt.u32.u64 %rr0, %ra3;".into(),
+        "and.b32 %rr0, %rr0, 16777215;".into(),
+        format!("shr.b64 %ra3, {LAST_SITE}, 56;"),
+        "cvt.u32.u64 %rr1, %ra3;".into(),
+        format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::POOL_BASE),
+        "sub.s64 %ra1, %ra0, %ra1;".into(),
+        format!("shr.u64 %ra1, %ra1, {};", scale.shift()),
+        format!("ld.const.u64 %ra2, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
+        "add.s64 %ra1, %ra1, %ra2;".into(),
+        "ld.global.nc.u8 %rr3, [%ra1];".into(),
+    ];
+    f.extend(record_body(fence, "_shared"));
+    f.push("trap;".into());
+    f.push("}".into());
+    let mut out = String::new();
+    for l in f {
+        put(&mut out, indent, &l);
+    }
+    out
+}
+
+/// The ring write of one error record, ending at `$gasan_rec_done{suffix}:`. Inputs: `%ra0` address,
+/// `%rr0` width, `%rr1` kind, `%rr2` site, `%rr3` shadow byte; uses `%ra1..2`, `%rr4..10`,
+/// `%rp0..1`. Shared by the slow-path function (recover mode) and the inline report blocks (halt
+/// mode: no call in the kernel, whose calling convention would cost the fast path registers).
+fn record_body(fence: &str, suffix: &str) -> Vec<String> {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    let mut v: Vec<String> = vec![
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::RING),
         "setp.eq.u64 %rp0, %ra1, 0;".into(),
-        "@%rp0 bra $gasan_rec_done;".into(),
+        format!("@%rp0 bra $gasan_rec_done{suffix};"),
         format!("atom.global.add.u32 %rr4, [%ra1+{}], 1;", ring_offset::HEAD),
         format!("ld.volatile.global.u32 %rr5, [%ra1+{}];", ring_offset::CAPACITY),
         "setp.ge.u32 %rp1, %rr4, %rr5;".into(),
-        "@%rp1 bra $gasan_rec_done;".into(),
+        format!("@%rp1 bra $gasan_rec_done{suffix};"),
         format!("mul.wide.u32 %ra2, %rr4, {ERROR_RECORD_SIZE};"),
         "add.s64 %ra2, %ra2, %ra1;".into(),
         format!("add.s64 %ra2, %ra2, {RING_RECORDS_OFFSET};"),
@@ -69,20 +139,14 @@ pub(super) fn prelude(scale: Scale, header: &Header) -> String {
         "add.u32 %rr10, %rr4, 1;".into(),
         format!("st.volatile.global.u32 [%ra2+{}], %rr10;", record_offset::SEQ),
         fence.into(),
-        "$gasan_rec_done:".into(),
-        format!("ld.const.u64 %ra3, [{ctl}+{}];", ctl_offset::FLAGS),
-        format!("and.b64 %ra3, %ra3, {FLAG_RECOVER};"),
-        "setp.eq.u64 %rp2, %ra3, 0;".into(),
-        "@%rp2 trap;".into(),
-        "mov.u32 %rr11, 1;".into(),
-        "st.param.b32 [gasan_ret], %rr11;".into(),
-        "ret;".into(),
-        "}".into(),
     ];
-    for l in body {
-        let _ = writeln!(s, "{l} {M}");
-    }
-    s
+    v.push(format!("$gasan_rec_done{suffix}:"));
+    v
+}
+
+/// `fence.sc.sys` where the target has it, else `membar.sys`.
+pub(super) fn sys_fence(header: &Header) -> &'static str {
+    if header.target_sm >= 70 && header.version >= (6, 0) { "fence.sc.sys;" } else { "membar.sys;" }
 }
 
 /// Appends `indent`, the line and the marker comment (no formatting machinery: this is hot).
@@ -151,7 +215,8 @@ pub(super) fn checked_statement_halt(
     indent: &str,
     site: u32,
     label: u32,
-) -> (String, String) {
+    fence: &str,
+) -> (String, String, bool) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
     let addr = match &a.base {
@@ -159,6 +224,7 @@ pub(super) fn checked_statement_halt(
         AddrBase::Reg(r) => format!("add.s64 %gsa0, {r}, {};", a.offset),
         AddrBase::Imm(x) => format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64)),
     };
+    let shared = matches!((&a.width, a.bulk), (Width::Fixed(_), false));
     v.push(addr.clone().into());
     let mut guard = None;
     if let Some(g) = ins.guard {
@@ -183,9 +249,12 @@ pub(super) fn checked_statement_halt(
     let mut probes: Vec<(String, Vec<Line>, u32, String)> = Vec::new();
     match (&a.width, a.bulk) {
         (Width::Fixed(w), false) => {
+            // Fixed-width accesses report through the function's one shared block: the address
+            // goes through `LAST_ADDR` and (site, width, kind) through `LAST_SITE` (one immediate,
+            // moved only on failure). One block for all keeps the kernel's fast path as compact
+            // as with no report code at all (ptxas keeps registers for every block that stores).
             probe_test(&mut v, scale, "%gsa0", *w, guard);
             v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
-            probes.push((String::new(), vec![addr.clone().into()], *w, w.to_string()));
         }
         (width, _) => {
             let (size_setup, size) = match width {
@@ -212,8 +281,25 @@ pub(super) fn checked_statement_halt(
     let _ = writeln!(inline, "{indent}{original}");
 
     let mut fail = String::new();
+    if let (true, Width::Fixed(w)) = (shared, &a.width) {
+        // A stub (no stores: those would cost the fast path registers) that recomputes the
+        // address from the access's operands, names the site and jumps to the shared block.
+        let packed = u64::from(site) | (u64::from(*w) << 32) | (u64::from(kind) << 56);
+        put(&mut fail, indent, &format!("$gasan_fail_{label}:"));
+        put(&mut fail, indent, &addr.replacen("%gsa0", LAST_ADDR, 1));
+        put(&mut fail, indent, &format!("mov.b64 {LAST_SITE}, {packed};"));
+        put(&mut fail, indent, &format!("bra.uni {SHARED_FAIL};"));
+    }
     for (suffix, setup, _w, report_width) in probes {
-        let mut f: Vec<Line> = vec![f!("$gasan_fail_{label}{suffix}:"), "{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into()];
+        let mut f: Vec<Line> = vec![
+            f!("$gasan_fail_{label}{suffix}:"),
+            "{".into(),
+            ".reg .b64 %gsa<6>;".into(),
+            ".reg .b32 %gsr<2>;".into(),
+            ".reg .b64 %ra<3>;".into(),
+            ".reg .b32 %rr<11>;".into(),
+            ".reg .pred %rp<2>;".into(),
+        ];
         f.extend(setup);
         f.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
         f.push("sub.s64 %gsa1, %gsa0, %gsa1;".into());
@@ -221,14 +307,21 @@ pub(super) fn checked_statement_halt(
         f.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
         f.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
         f.push("ld.global.nc.u8 %gsr0, [%gsa1];".into());
-        f.push(f!("call (%gsr1), {SLOW_PATH_SYMBOL}, (%gsa0, {report_width}, {kind}, {site}, %gsr0);"));
+        // The record is written inline: a call here would make the whole kernel pay the calling
+        // convention's registers on its fast path.
+        f.push("mov.b64 %ra0, %gsa0;".into());
+        f.push(f!("mov.u32 %rr0, {report_width};"));
+        f.push(f!("mov.u32 %rr1, {kind};"));
+        f.push(f!("mov.u32 %rr2, {site};"));
+        f.push("mov.u32 %rr3, %gsr0;".into());
+        f.extend(record_body(fence, &format!("_{label}{suffix}")).into_iter().map(Line::Owned));
         f.push("trap;".into());
         f.push("}".into());
         for l in f {
             put(&mut fail, indent, &l);
         }
     }
-    (inline, fail)
+    (inline, fail, shared)
 }
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into

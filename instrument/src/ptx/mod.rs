@@ -108,7 +108,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 4;
+pub const REVISION: u32 = 7;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -203,6 +203,8 @@ struct FuncState {
     block_checks: HashMap<String, u32>,
     /// Out-of-line report blocks (halt mode), emitted before the function's closing brace.
     fail_blocks: Vec<String>,
+    /// Some check branches to the function's shared report block.
+    uses_shared_fail: bool,
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
@@ -290,6 +292,7 @@ impl<'a> Rewriter<'a> {
 
         for (i, line) in body.split_inclusive('\n').enumerate() {
             let line_no = base_line + i + 1;
+            let mut opened_now = false;
             // Block comments pass through untouched.
             if in_block_comment {
                 if find_pair(line, b'*', b'/').is_some() {
@@ -336,7 +339,9 @@ impl<'a> Rewriter<'a> {
                         reg_types: RegTypes::default(),
                         block_checks: HashMap::new(),
                         fail_blocks: Vec::new(),
+                        uses_shared_fail: false,
                     });
+                    opened_now = true;
                     self.stats.functions.entry(name).or_default();
                     loc = None;
                 }
@@ -369,6 +374,7 @@ impl<'a> Rewriter<'a> {
                         &indent,
                         line_no,
                         loc,
+                        emit::sys_fence(&self.header),
                     )?;
                     if !verbatim {
                         self.out.push_str(&emitted);
@@ -393,9 +399,16 @@ impl<'a> Rewriter<'a> {
                         for b in f.fail_blocks.drain(..) {
                             self.out.push_str(&b);
                         }
+                        if f.uses_shared_fail {
+                            self.out.push_str(&emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
+                            f.uses_shared_fail = false;
+                        }
                     }
                 }
                 self.out.push_str(line);
+                if opened_now && opens > 0 && !self.opts.recover {
+                    self.out.push_str(&emit::function_decls());
+                }
             }
 
             depth += opens - closes;
@@ -456,6 +469,7 @@ impl<'a> Rewriter<'a> {
         indent: &str,
         line_no: usize,
         loc: Option<(u32, u32, u32)>,
+        fence: &'static str,
     ) -> Result<String, PtxError> {
         // The entry exists (created when the function opened): no key allocation per statement.
         let fstats = match stats.functions.get_mut(&f.name) {
@@ -536,7 +550,8 @@ impl<'a> Rewriter<'a> {
         let emitted = if opts.recover {
             emit::checked_statement(opts.scale, &ins, &access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label, fence);
+            f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline
         };
