@@ -175,6 +175,30 @@ pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
     k.split('|').any(|p| p == reg || p.trim_start_matches('!') == reg)
 }
 
+/// The condition under which the access happens, in `%gsp3`: its own predicate and, for cp.async,
+/// a nonzero src-size. `None` when it always happens.
+fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'static str> {
+    let mut guard = None;
+    if let Some(g) = ins.guard {
+        if let Some(neg) = g.strip_prefix('!') {
+            v.push(f!("not.pred %gsp3, {neg};"));
+        } else {
+            v.push(f!("mov.pred %gsp3, {g};"));
+        }
+        guard = Some("%gsp3");
+    }
+    if let Some(r) = &a.guard_nonzero {
+        v.push(f!("setp.ne.u32 %gsp4, {r}, 0;"));
+        if guard.is_some() {
+            v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
+        } else {
+            v.push("mov.pred %gsp3, %gsp4;".into());
+            guard = Some("%gsp3");
+        }
+    }
+    guard
+}
+
 /// The in-pool test and the encoding test, leaving `%gsp1` = bad.
 fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
     let ctl = CONTROL_BLOCK_SYMBOL;
@@ -226,24 +250,7 @@ pub(super) fn checked_statement_halt(
     };
     let shared = matches!((&a.width, a.bulk), (Width::Fixed(_), false));
     v.push(addr.clone().into());
-    let mut guard = None;
-    if let Some(g) = ins.guard {
-        if let Some(neg) = g.strip_prefix('!') {
-            v.push(f!("not.pred %gsp3, {neg};"));
-        } else {
-            v.push(f!("mov.pred %gsp3, {g};"));
-        }
-        guard = Some("%gsp3");
-    }
-    if let Some(r) = &a.guard_nonzero {
-        v.push(f!("setp.ne.u32 %gsp4, {r}, 0;"));
-        if guard.is_some() {
-            v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
-        } else {
-            v.push("mov.pred %gsp3, %gsp4;".into());
-            guard = Some("%gsp3");
-        }
-    }
+    let guard = guard_setup(&mut v, ins, a);
     let kind = a.kind as u8;
     // (probe label suffix, address setup in the fail block, check width, reported width)
     let mut probes: Vec<(String, Vec<Line>, u32, String)> = Vec::new();
@@ -360,24 +367,7 @@ pub(super) fn checked_statement(
         AddrBase::Imm(x) => v.push(f!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64))),
     }
     // Guard: the access's own predicate, and a nonzero cp.async src-size.
-    let mut guard = None;
-    if let Some(g) = ins.guard {
-        if let Some(neg) = g.strip_prefix('!') {
-            v.push(f!("not.pred %gsp3, {neg};"));
-        } else {
-            v.push(f!("mov.pred %gsp3, {g};"));
-        }
-        guard = Some("%gsp3");
-    }
-    if let Some(r) = &a.guard_nonzero {
-        v.push(f!("setp.ne.u32 %gsp4, {r}, 0;"));
-        if guard.is_some() {
-            v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
-        } else {
-            v.push("mov.pred %gsp3, %gsp4;".into());
-            guard = Some("%gsp3");
-        }
-    }
+    let guard = guard_setup(&mut v, ins, a);
     v.push("mov.u32 %gsr3, 0;".into());
     let kind = a.kind as u8;
     match (&a.width, a.bulk) {
