@@ -13,6 +13,7 @@
 //! header (see [`crate::abi`]).
 
 mod access;
+mod coalesce;
 mod emit;
 mod sites;
 
@@ -108,7 +109,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 7;
+pub const REVISION: u32 = 8;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -283,6 +284,8 @@ impl<'a> Rewriter<'a> {
         }
         self.out.push_str(&emit::prelude(self.opts.scale, &self.header));
 
+        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        let plan = if self.opts.optimize && !self.opts.recover { coalesce::plan(&lines) } else { coalesce::Plan::default() };
         let mut depth = 0i32;
         let mut func: Option<FuncState> = None;
         let mut pending_name: Option<String> = None;
@@ -290,7 +293,7 @@ impl<'a> Rewriter<'a> {
         let mut loc: Option<(u32, u32, u32)> = None;
         let base_line = head.matches('\n').count();
 
-        for (i, line) in body.split_inclusive('\n').enumerate() {
+        for (i, line) in lines.iter().copied().enumerate() {
             let line_no = base_line + i + 1;
             let mut opened_now = false;
             // Block comments pass through untouched.
@@ -361,6 +364,13 @@ impl<'a> Rewriter<'a> {
                 let trailing_comment = &line[code.len()..];
                 let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
                 let verbatim = !any_check;
+                // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
+                let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
+                let hoisted: Vec<(&str, usize, Option<(u32, u32, u32)>)> = plan
+                    .hoist
+                    .get(&i)
+                    .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), base_line + l + 1, lc)).collect())
+                    .unwrap_or_default();
                 for stmt in stmts {
                     let text = format!("{stmt};");
                     let emitted = Self::rewrite_statement(
@@ -375,6 +385,8 @@ impl<'a> Rewriter<'a> {
                         line_no,
                         loc,
                         emit::sys_fence(&self.header),
+                        covered,
+                        &hoisted,
                     )?;
                     if !verbatim {
                         self.out.push_str(&emitted);
@@ -470,6 +482,8 @@ impl<'a> Rewriter<'a> {
         line_no: usize,
         loc: Option<(u32, u32, u32)>,
         fence: &'static str,
+        covered: Option<bool>,
+        hoisted: &[(&str, usize, Option<(u32, u32, u32)>)],
     ) -> Result<String, PtxError> {
         // The entry exists (created when the function opened): no key allocation per statement.
         let fstats = match stats.functions.get_mut(&f.name) {
@@ -523,12 +537,51 @@ impl<'a> Rewriter<'a> {
             access::Width::Fixed(w) => Some(*w),
             access::Width::Reg(_) => None,
         };
+        if let Some(own_check_hoisted) = covered {
+            // Checked at the first access of its range group (coalesce.rs).
+            if own_check_hoisted {
+                fstats.checked += 1;
+            } else {
+                fstats.eliminated += 1;
+            }
+            invalidate_defs(f, stmt);
+            return Ok(format!("{indent}{text}\n"));
+        }
+        // Checks of later accesses of this one's range group, hoisted here (coalesce.rs).
+        let mut prefix = String::new();
+        for &(h_stmt, h_line, h_loc) in hoisted {
+            let Some(h_ins) = split_instr(h_stmt) else { continue };
+            let Classified::Check(h_acc) = classify(&h_ins, true) else { continue };
+            let w = match h_acc.width {
+                access::Width::Fixed(w) => w,
+                access::Width::Reg(_) => continue,
+            };
+            let h_site = sites.push(Site {
+                id: 0,
+                kernel: f.name.clone(),
+                kernel_demangled: f.demangled.clone(),
+                ptx_line: h_line as u32,
+                loc: h_loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
+                kind: h_acc.kind,
+                width: w,
+            });
+            let label = *next_label;
+            *next_label += 1;
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &h_ins, &h_acc, "", indent, h_site, label, fence);
+            f.uses_shared_fail |= shared;
+            f.fail_blocks.push(fail);
+            // The hoisted block ends with the (empty) original statement line: drop it.
+            prefix.push_str(inline.trim_end_matches(&format!("{indent}\n")[..]));
+            if !prefix.ends_with('\n') {
+                prefix.push('\n');
+            }
+        }
         if opts.optimize {
             if let (Some(k), Some(w)) = (&key, width_now) {
                 if f.block_checks.get(k).is_some_and(|&prev| prev >= w) {
                     fstats.eliminated += 1;
                     invalidate_defs(f, stmt);
-                    return Ok(format!("{indent}{text}\n"));
+                    return Ok(format!("{prefix}{indent}{text}\n"));
                 }
             }
         }
@@ -565,7 +618,8 @@ impl<'a> Rewriter<'a> {
         } else {
             invalidate_defs(f, stmt);
         }
-        Ok(emitted)
+        prefix.push_str(&emitted);
+        Ok(prefix)
     }
 }
 

@@ -1,0 +1,138 @@
+//! Range coalescing (halt mode with optimization): accesses in one basic block through the same
+//! address register and guard, with offsets spanning less than the minimum redzone (256 bytes), are
+//! covered by checking the lowest and the highest of them at the first one. Both ends addressable
+//! means the bytes between are too: two live blocks are always at least one redzone apart, and a
+//! freed block is poisoned end to end. The hoisted checks keep the sites of the accesses they stand
+//! for, so reports still name the right line, width and direction (only earlier in time).
+
+use super::access::{classify, split_instr, AddrBase, Classified, Width};
+use super::{ends_basic_block, opcode_and_rest, strip_comment};
+use crate::abi::AccessKind;
+use std::collections::{HashMap, HashSet};
+
+/// Smallest redzone the allocator ever places between two blocks.
+pub(super) const MIN_REDZONE: i64 = 256;
+
+#[derive(Default)]
+pub(super) struct Plan {
+    /// Lines whose check is covered by one hoisted to an earlier line.
+    pub covered: HashSet<usize>,
+    /// Covered lines whose own check was hoisted (they count as checked, the others as eliminated).
+    pub hoisted_lines: HashSet<usize>,
+    /// Line → lines whose checks are emitted before it (with that line's `.loc`).
+    pub hoist: HashMap<usize, Vec<(usize, Option<(u32, u32, u32)>)>>,
+}
+
+struct Entry {
+    line: usize,
+    offset: i64,
+    width: u32,
+    loc: Option<(u32, u32, u32)>,
+}
+
+/// Registers a statement writes (none for stores and control flow).
+fn dests(stmt: &str) -> Vec<String> {
+    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
+    let head = op.split('.').next().unwrap_or("");
+    if matches!(head, "st" | "red" | "bra" | "call" | "ret" | "exit") || rest.is_empty() {
+        return Vec::new();
+    }
+    let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
+    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
+        .split([',', '|'])
+        .map(str::trim)
+        .filter(|d| d.starts_with('%'))
+        .map(String::from)
+        .collect()
+}
+
+pub(super) fn plan(lines: &[&str]) -> Plan {
+    let mut plan = Plan::default();
+    let mut groups: HashMap<(String, String), Vec<Entry>> = HashMap::new();
+    let mut loc = None;
+    for (i, line) in lines.iter().enumerate() {
+        let code = strip_comment(line).trim();
+        if code.is_empty() {
+            continue;
+        }
+        if let Some(rest) = code.strip_prefix(".loc") {
+            let n: Vec<u32> = rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok()).take(3).collect();
+            if n.len() == 3 {
+                loc = Some((n[0], n[1], n[2]));
+            }
+            continue;
+        }
+        if code.contains("/*") || ends_basic_block(code) || code.starts_with(".entry") || code.starts_with(".func") {
+            finish_all(&mut groups, &mut plan);
+            continue;
+        }
+        if code.starts_with('.') {
+            continue; // other directives (.reg, .file, .pragma, ...)
+        }
+        let stmts: Vec<&str> = code.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+        if stmts.len() == 1 {
+            if let Some(ins) = split_instr(stmts[0]) {
+                if let Classified::Check(a) = classify(&ins, true) {
+                    if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) =
+                        (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic)
+                    {
+                        let key = (r.clone(), ins.guard.unwrap_or("").to_string());
+                        groups.entry(key).or_default().push(Entry { line: i, offset: a.offset, width: *w, loc });
+                    }
+                }
+            }
+        }
+        // Groups whose address or guard register a statement redefines end before it takes effect.
+        for s in &stmts {
+            let d = dests(s);
+            if d.is_empty() {
+                continue;
+            }
+            let ended: Vec<(String, String)> = groups
+                .keys()
+                .filter(|(base, guard)| d.iter().any(|x| x == base || x == guard.trim_start_matches('!')))
+                .cloned()
+                .collect();
+            for k in ended {
+                if let Some(g) = groups.remove(&k) {
+                    finish(g, &mut plan);
+                }
+            }
+        }
+    }
+    finish_all(&mut groups, &mut plan);
+    plan
+}
+
+fn finish_all(groups: &mut HashMap<(String, String), Vec<Entry>>, plan: &mut Plan) {
+    for (_, g) in groups.drain() {
+        finish(g, plan);
+    }
+}
+
+fn finish(g: Vec<Entry>, plan: &mut Plan) {
+    if g.len() < 2 {
+        return;
+    }
+    let lo = g.iter().min_by_key(|e| e.offset).unwrap();
+    let hi = g.iter().max_by_key(|e| e.offset + i64::from(e.width)).unwrap();
+    if hi.offset + i64::from(hi.width) - lo.offset >= MIN_REDZONE {
+        return;
+    }
+    let first = g[0].line;
+    let mut hoisted = Vec::new();
+    for e in [lo, hi] {
+        if e.line != first && !hoisted.iter().any(|(l, _)| *l == e.line) {
+            hoisted.push((e.line, e.loc));
+        }
+    }
+    for e in &g[1..] {
+        plan.covered.insert(e.line);
+    }
+    for (l, _) in &hoisted {
+        plan.hoisted_lines.insert(*l);
+    }
+    if !hoisted.is_empty() {
+        plan.hoist.insert(first, hoisted);
+    }
+}
