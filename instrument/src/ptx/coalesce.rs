@@ -6,7 +6,7 @@
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
-use super::{ends_basic_block, opcode_and_rest, strip_comment};
+use super::{dest_regs, ends_basic_block, strip_comment};
 use crate::abi::AccessKind;
 use std::collections::{HashMap, HashSet};
 
@@ -28,22 +28,6 @@ struct Entry {
     offset: i64,
     width: u32,
     loc: Option<(u32, u32, u32)>,
-}
-
-/// Registers a statement writes (none for stores and control flow).
-fn dests(stmt: &str) -> Vec<String> {
-    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
-    let head = op.split('.').next().unwrap_or("");
-    if matches!(head, "st" | "red" | "bra" | "call" | "ret" | "exit") || rest.is_empty() {
-        return Vec::new();
-    }
-    let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
-    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
-        .split([',', '|'])
-        .map(str::trim)
-        .filter(|d| d.starts_with('%'))
-        .map(String::from)
-        .collect()
 }
 
 pub(super) fn plan(lines: &[&str]) -> Plan {
@@ -84,13 +68,13 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
         for s in &stmts {
-            let d = dests(s);
+            let d = dest_regs(s);
             if d.is_empty() {
                 continue;
             }
             let ended: Vec<(String, String)> = groups
                 .keys()
-                .filter(|(base, guard)| d.iter().any(|x| x == base || x == guard.trim_start_matches('!')))
+                .filter(|(base, guard)| d.iter().any(|x| *x == base || *x == guard.trim_start_matches('!')))
                 .cloned()
                 .collect();
             for k in ended {

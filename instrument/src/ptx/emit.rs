@@ -285,7 +285,9 @@ pub(super) fn checked_statement_halt(
     for l in &v {
         put(&mut inline, indent, &l);
     }
-    let _ = writeln!(inline, "{indent}{original}");
+    if !original.is_empty() {
+        let _ = writeln!(inline, "{indent}{original}");
+    }
 
     let mut fail = String::new();
     if let (true, Width::Fixed(w)) = (shared, &a.width) {

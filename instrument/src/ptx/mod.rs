@@ -556,25 +556,14 @@ impl<'a> Rewriter<'a> {
                 access::Width::Fixed(w) => w,
                 access::Width::Reg(_) => continue,
             };
-            let h_site = sites.push(Site {
-                id: 0,
-                kernel: f.name.clone(),
-                kernel_demangled: f.demangled.clone(),
-                ptx_line: h_line as u32,
-                loc: h_loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
-                kind: h_acc.kind,
-                width: w,
-            });
+            let h_site = new_site(sites, f, h_line, h_loc, h_acc.kind, w);
             let label = *next_label;
             *next_label += 1;
+            // No statement of its own: the access it stands for comes later.
             let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &h_ins, &h_acc, "", indent, h_site, label, fence);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
-            // The hoisted block ends with the (empty) original statement line: drop it.
-            prefix.push_str(inline.trim_end_matches(&format!("{indent}\n")[..]));
-            if !prefix.ends_with('\n') {
-                prefix.push('\n');
-            }
+            prefix.push_str(&inline);
         }
         if opts.optimize {
             if let (Some(k), Some(w)) = (&key, width_now) {
@@ -586,15 +575,7 @@ impl<'a> Rewriter<'a> {
             }
         }
 
-        let site_id = sites.push(Site {
-            id: 0,
-            kernel: f.name.clone(),
-            kernel_demangled: f.demangled.clone(),
-            ptx_line: line_no as u32,
-            loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
-            kind: access.kind,
-            width: width_now.unwrap_or(0),
-        });
+        let site_id = new_site(sites, f, line_no, loc, access.kind, width_now.unwrap_or(0));
         fstats.checked += 1;
         let label = *next_label;
         *next_label += 1;
@@ -621,6 +602,19 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// Records the site of an access of the current function; returns its id.
+fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u32, u32, u32)>, kind: crate::abi::AccessKind, width: u32) -> u32 {
+    sites.push(Site {
+        id: 0,
+        kernel: f.name.clone(),
+        kernel_demangled: f.demangled.clone(),
+        ptx_line: line_no as u32,
+        loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
+        kind,
+        width,
+    })
 }
 
 /// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
@@ -674,25 +668,24 @@ fn invalidate_defs(f: &mut FuncState, stmt: &str) {
     if f.block_checks.is_empty() {
         return;
     }
-    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
-    let head = op.split('.').next().unwrap_or("");
-    if matches!(head, "st" | "red") || rest.is_empty() {
-        return;
-    }
-    // The first operand is the destination (a register or a `{...}` vector of registers).
-    let dst = if rest.trim_start().starts_with('{') {
-        rest.split('}').next().unwrap_or("")
-    } else {
-        rest.split(',').next().unwrap_or("")
-    };
-    let dsts: Vec<&str> = dst
-        .trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
-        .split([',', '|'])
-        .map(str::trim)
-        .filter(|d| d.starts_with('%'))
-        .collect();
+    let dsts = dest_regs(stmt);
     if dsts.is_empty() {
         return;
     }
     f.block_checks.retain(|k, _| !dsts.iter().any(|d| emit::key_mentions(k, d)));
+}
+
+/// Registers a statement writes: its first operand, or the `{...}` vector there (none for stores).
+fn dest_regs(stmt: &str) -> Vec<&str> {
+    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
+    let head = op.split('.').next().unwrap_or("");
+    if matches!(head, "st" | "red") || rest.is_empty() {
+        return Vec::new();
+    }
+    let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
+    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
+        .split([',', '|'])
+        .map(str::trim)
+        .filter(|d| d.starts_with('%'))
+        .collect()
 }
