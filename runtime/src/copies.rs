@@ -88,9 +88,14 @@ fn is_device(t: u32) -> bool {
     t == MEMORYTYPE_DEVICE || t == MEMORYTYPE_UNIFIED
 }
 
-impl Memcpy2D {
+/// A copy descriptor: the device spans of its two sides.
+pub trait CopyDescriptor {
     /// (source span, destination span) for the sides that are device memory.
-    pub fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
+    fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>);
+}
+
+impl CopyDescriptor for Memcpy2D {
+    fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
         let (w, h) = (self.width_in_bytes as u64, self.height as u64);
         let src = is_device(self.src_memory_type)
             .then(|| box_span(self.src_device, self.src_x_in_bytes as u64, self.src_y as u64, 0, self.src_pitch as u64, 0, w, h, 1))
@@ -102,8 +107,8 @@ impl Memcpy2D {
     }
 }
 
-impl Memcpy3D {
-    pub fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
+impl CopyDescriptor for Memcpy3D {
+    fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
         let (w, h, d) = (self.width_in_bytes as u64, self.height as u64, self.depth as u64);
         let src = is_device(self.src_memory_type)
             .then(|| {

@@ -4,7 +4,7 @@
 //! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
 
 use crate::side_table::ForeignKind;
-use crate::copies::{box_span, DeviceSpan, Memcpy2D, Memcpy3D};
+use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
 use crate::allocator::{FreeError, HostStack};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use crate::modules;
@@ -68,7 +68,7 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
     if dptr.is_null() || size == 0 {
         return real();
     }
-    if crate::state::current_device() != Some(d.device) {
+    if d.multi_gpu && crate::state::current_device() != Some(d.device) {
         // The pool lives on the first GPU the program used; another GPU's memory must stay on that
         // GPU, so it passes through (unchecked, tracked) rather than coming from the pool.
         let r = real();
@@ -142,27 +142,13 @@ fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
 }
 
 /// Checks the device sides of a 2D / 3D copy descriptor before the call.
-fn check_copy<T: DeviceSpans>(call: &str, p: *const T) -> bool {
+fn check_copy<T: CopyDescriptor>(call: &str, p: *const T) -> bool {
     if p.is_null() {
         return true; // the driver answers CUDA_ERROR_INVALID_VALUE itself
     }
     // SAFETY: the caller passed a descriptor of this type (cuda.h layout, size asserted).
-    let (src, dst) = unsafe { &*p }.device_spans();
+    let (src, dst) = unsafe { &*p }.spans();
     src.is_none_or(|s| check_range(call, s.addr, s.len as usize, false)) && dst.is_none_or(|d| check_range(call, d.addr, d.len as usize, true))
-}
-
-trait DeviceSpans {
-    fn device_spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>);
-}
-impl DeviceSpans for Memcpy2D {
-    fn device_spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
-        self.spans()
-    }
-}
-impl DeviceSpans for Memcpy3D {
-    fn device_spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
-        self.spans()
-    }
 }
 
 /// Checks every copy of a batch (each side may be host or device memory; only pool memory is checked).

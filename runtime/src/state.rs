@@ -32,6 +32,9 @@ pub struct DeviceRuntime {
     pub alloc: Allocator,
     pub ring: Mutex<Ring>,
     pub device: i32,
+    /// More than one GPU is visible: allocations must check which GPU is current (read once, at
+    /// pool creation, so single-GPU programs pay nothing per allocation).
+    pub multi_gpu: bool,
     /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
     pub faults: Mutex<Option<crate::faults::FaultQueue>>,
 }
@@ -170,7 +173,9 @@ impl State {
                 None
             }
         };
-        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, faults: Mutex::new(faults) })
+        let mut n = 0i32;
+        let multi_gpu = real_call!("cuDeviceGetCount"(*mut i32)(&mut n)) != CUDA_SUCCESS || n > 1;
+        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, multi_gpu, faults: Mutex::new(faults) })
     }
 
     /// Registers a checked module's sites; returns its module id.

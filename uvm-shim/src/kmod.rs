@@ -19,7 +19,7 @@ pub mod abi {
 }
 use abi::*;
 
-pub const UVM_GASAN_ABI_VERSION: u32 = abi::UVM_GASAN_ABI_VERSION;
+pub use abi::UVM_GASAN_ABI_VERSION;
 
 // nvidia-uvm numbers its ioctls plainly (no _IOWR encoding), hence the "bad" variants.
 nix::ioctl_readwrite_bad!(ioctl_query, UVM_GASAN_QUERY, UVM_GASAN_QUERY_PARAMS);
@@ -73,7 +73,8 @@ pub struct KmodDevice {
     _own: Option<OwnedFd>,
 }
 
-fn status(call: &'static str, r: nix::Result<i32>, rm_status: u32) -> Result<(), UvmError> {
+/// An nvidia-uvm ioctl's outcome: the system call's error, or the `rmStatus` it returned.
+pub(crate) fn status(call: &'static str, r: nix::Result<i32>, rm_status: u32) -> Result<(), UvmError> {
     match r {
         Err(e) => Err(UvmError::Os { call, errno: e as i32 }),
         Ok(_) if rm_status != 0 => Err(UvmError::Kmod { call, status: rm_status }),
@@ -168,14 +169,10 @@ impl KmodDevice {
 /// Decodes whole fault records from bytes read from the subscription fd (a trailing partial
 /// record is ignored).
 pub fn parse_fault_events(bytes: &[u8]) -> Vec<FaultEvent> {
-    let n = std::mem::size_of::<FaultEvent>();
     bytes
-        .chunks_exact(n)
-        .map(|c| {
-            let u64_at = |o: usize| u64::from_ne_bytes(c[o..o + 8].try_into().unwrap());
-            let u32_at = |o: usize| u32::from_ne_bytes(c[o..o + 4].try_into().unwrap());
-            FaultEvent { address: u64_at(0), timestampNs: u64_at(8), accessType: u32_at(16), gpuIndex: u32_at(20) }
-        })
+        .chunks_exact(std::mem::size_of::<FaultEvent>())
+        // SAFETY: each chunk holds exactly one record in the kernel's layout (bindgen's struct).
+        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<FaultEvent>()) })
         .collect()
 }
 
@@ -222,10 +219,6 @@ impl KmodBackend {
 
     pub fn capabilities(&self) -> Capabilities {
         self.caps
-    }
-
-    pub fn device(&self) -> &KmodDevice {
-        &self.dev
     }
 }
 

@@ -9,7 +9,8 @@
 //! * backends: [`VmmBackend::new`]`(device, &resolver)` (CUDA VMM through the real driver),
 //!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`KmodBackend::probe`]`(vmm)` (patched
 //!   nvidia-uvm on top of the VMM, falling back to it), [`kmod::probe`];
-//! * [`Pool::canonical`] maps alias addresses back to the pool addresses they mirror.
+//! * [`Pool::canonical`] maps alias addresses back to the pool addresses they mirror;
+//! * [`tools::FaultQueue`]: the process's fatal GPU faults from nvidia-uvm's tools event queue.
 //!
 //! [`plan`] holds all mapping arithmetic as pure functions.
 
@@ -18,6 +19,7 @@ pub mod host;
 pub mod kmod;
 pub mod plan;
 pub mod pool;
+pub mod tools;
 pub mod vmm;
 
 pub use backend::{Backend, ChunkHandle, Prot, Stream};
