@@ -6,7 +6,7 @@
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
-use super::{dest_regs, ends_basic_block, strip_comment};
+use super::{dest_regs, ends_basic_block, parse_loc, strip_comment};
 use crate::abi::AccessKind;
 use std::collections::{HashMap, HashSet};
 
@@ -33,19 +33,23 @@ struct Entry {
 pub(super) fn plan(lines: &[&str]) -> Plan {
     let mut plan = Plan::default();
     let mut groups: HashMap<(String, String), Vec<Entry>> = HashMap::new();
-    let mut loc = None;
+    let mut loc_text: Option<&str> = None;
     for (i, line) in lines.iter().enumerate() {
+        let raw = line.trim_start();
+        if let Some(rest) = raw.strip_prefix(".loc") {
+            loc_text = Some(strip_comment(rest)); // parsed only for the accesses that join a group
+            continue;
+        }
+        // Only a line with an address operand can start or extend a group; with no group open,
+        // nothing else needs looking at (this pass runs over every line of every module).
+        if groups.is_empty() && !raw.contains('[') {
+            continue;
+        }
         let code = strip_comment(line).trim();
         if code.is_empty() {
             continue;
         }
-        if let Some(rest) = code.strip_prefix(".loc") {
-            let n: Vec<u32> = rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok()).take(3).collect();
-            if n.len() == 3 {
-                loc = Some((n[0], n[1], n[2]));
-            }
-            continue;
-        }
+        let has_address = code.contains('[');
         if code.contains("/*") || ends_basic_block(code) || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;
@@ -53,21 +57,29 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
         if code.starts_with('.') {
             continue; // other directives (.reg, .file, .pragma, ...)
         }
-        let stmts: Vec<&str> = code.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
-        if stmts.len() == 1 {
-            if let Some(ins) = split_instr(stmts[0]) {
+        let mut stmts = code.split(';').map(str::trim).filter(|s| !s.is_empty());
+        let first = stmts.next();
+        let single = stmts.next().is_none();
+        if let (true, true, Some(stmt)) = (has_address, single, first) {
+            if let Some(ins) = split_instr(stmt) {
                 if let Classified::Check(a) = classify(&ins, true) {
                     if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) =
                         (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic)
                     {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
+                        let loc = loc_text.and_then(parse_loc);
                         groups.entry(key).or_default().push(Entry { line: i, offset: a.offset, width: *w, loc });
                     }
                 }
             }
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
-        for s in &stmts {
+        for s in code.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            // Parse destinations only where a group's register is named at all (a substring test
+            // is far cheaper, and most lines name none).
+            if !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
+                continue;
+            }
             let d = dest_regs(s);
             if d.is_empty() {
                 continue;

@@ -172,6 +172,13 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
 }
 
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
+/// `(file, line, column)` of a `.loc` directive's operands (without allocating: every `.loc` line
+/// of every module goes through here).
+fn parse_loc(rest: &str) -> Option<(u32, u32, u32)> {
+    let mut nums = rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+    Some((nums.next()?, nums.next()?, nums.next()?))
+}
+
 fn strip_comment(line: &str) -> &str {
     match find_pair(line, b'/', b'/') {
         Some(p) if !line[..p].contains('"') => &line[..p],
@@ -286,6 +293,7 @@ impl<'a> Rewriter<'a> {
 
         let lines: Vec<&str> = body.split_inclusive('\n').collect();
         let plan = if self.opts.optimize && !self.opts.recover { coalesce::plan(&lines) } else { coalesce::Plan::default() };
+        let mut shared_fail: Option<String> = None;
         let mut depth = 0i32;
         let mut func: Option<FuncState> = None;
         let mut pending_name: Option<String> = None;
@@ -320,11 +328,7 @@ impl<'a> Rewriter<'a> {
                 }
             }
             if let Some(rest) = t.strip_prefix(".loc") {
-                let nums: Vec<u32> =
-                    rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok()).take(3).collect();
-                if nums.len() == 3 {
-                    loc = Some((nums[0], nums[1], nums[2]));
-                }
+                loc = parse_loc(rest).or(loc);
             }
             if t.starts_with(".file") {
                 self.sites.add_file_directive(t);
@@ -412,7 +416,9 @@ impl<'a> Rewriter<'a> {
                             self.out.push_str(&b);
                         }
                         if f.uses_shared_fail {
-                            self.out.push_str(&emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
+                            // Same text in every function of the module: built once.
+                            let block = shared_fail.get_or_insert_with(|| emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
+                            self.out.push_str(block);
                             f.uses_shared_fail = false;
                         }
                     }
