@@ -74,6 +74,19 @@ impl Scale {
         }
     }
 
+    /// The same test in the form the checked PTX computes it (32-bit, one comparison): see
+    /// [`FastTest`]. Equal to [`Self::is_bad`] for every shadow byte and naturally aligned access
+    /// (property-tested against the byte-exact model).
+    pub fn fast_test(self, width: u32) -> FastTest {
+        match self {
+            Self::S7 => FastTest { addend: width - 1, at_least_one: false, strict: false },
+            // `s == 0 || s < off` is `s <= off - 1` when off >= 1, which holds for width >= 2; a
+            // byte access can have off = 0, so it compares against max(off, 1) instead.
+            Self::S8 if width >= 2 => FastTest { addend: width - 2, at_least_one: false, strict: false },
+            Self::S8 => FastTest { addend: 0, at_least_one: true, strict: true },
+        }
+    }
+
     /// Size the allocator must make accessible so that the encoding is exact: S8 cannot express a
     /// last granule with one accessible byte, so such sizes grow by one (the documented blind spot).
     pub fn encodable_size(self, size: u64) -> u64 {
@@ -95,6 +108,29 @@ impl Scale {
         (0..self.shadow_len(len))
             .map(|i| self.encode(size.saturating_sub(i * g)))
             .collect()
+    }
+}
+
+/// Shadow value the check uses for addresses outside the pool: it passes every naturally aligned
+/// access under both encodings, so an out-of-pool address needs no predicate after the load.
+pub const OUT_OF_POOL_SHADOW: u8 = 255;
+
+/// `bad iff s <= lim` (or `s < lim` when `strict`), with
+/// `lim = (addr & (granule - 1)) + addend`, raised to at least 1 when `at_least_one`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastTest {
+    pub addend: u32,
+    pub at_least_one: bool,
+    pub strict: bool,
+}
+
+impl FastTest {
+    pub fn is_bad(self, scale: Scale, s: u8, addr: u64) -> bool {
+        let mut lim = (addr as u32 & (scale.granule() as u32 - 1)).wrapping_add(self.addend);
+        if self.at_least_one {
+            lim = lim.max(1);
+        }
+        if self.strict { u32::from(s) < lim } else { u32::from(s) <= lim }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use gasan_instrument::container::{self, Fatbin};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
-use gasan_instrument::shadow::Scale;
+use gasan_instrument::shadow::{Scale, OUT_OF_POOL_SHADOW};
 use proptest::prelude::*;
 
 /// Random allocations (sizes 1..1 MiB, 256-aligned starts, gaps between) in a small address space.
@@ -39,6 +39,7 @@ fn check_layout(scale: Scale, allocs: &[(u64, u64)], probes: &[(u64, u32)]) -> R
         let bad_model = (addr..addr + u64::from(w)).any(|b| !accessible[b as usize]);
         let s = shadow[(addr / g) as usize];
         prop_assert_eq!(scale.is_bad(s, addr, w), bad_model, "addr {} width {} shadow {}", addr, w, s);
+        prop_assert_eq!(scale.fast_test(w).is_bad(scale, s, addr), bad_model, "fast test: addr {} width {} shadow {}", addr, w, s);
     }
     Ok(())
 }
@@ -50,6 +51,17 @@ proptest! {
     fn encodings_match_byte_model(allocs in layout(), probes in prop::collection::vec((any::<u64>(), prop::sample::select(vec![1u32, 2, 4, 8, 16])), 200)) {
         check_layout(Scale::S7, &allocs, &probes)?;
         check_layout(Scale::S8, &allocs, &probes)?;
+    }
+
+    #[test]
+    fn fast_test_equals_the_encoding_test_for_every_shadow_byte(s in any::<u8>(), addr in any::<u64>(), wi in 0usize..5) {
+        let w = [1u32, 2, 4, 8, 16][wi];
+        let addr = addr & !(u64::from(w) - 1);
+        for scale in [Scale::S7, Scale::S8] {
+            prop_assert_eq!(scale.fast_test(w).is_bad(scale, s, addr), scale.is_bad(s, addr, w), "{:?} s {} addr {} w {}", scale, s, addr, w);
+            // Addresses outside the pool read this value instead of a shadow byte: never bad.
+            prop_assert!(!scale.fast_test(w).is_bad(scale, OUT_OF_POOL_SHADOW, addr));
+        }
     }
 
     #[test]

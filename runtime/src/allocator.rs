@@ -5,9 +5,14 @@
 //!   of a slab has a B-byte left redzone, later blocks are guarded on the left by their neighbour's
 //!   right redzone.
 //! * Large allocations get their own chunks with an unmapped gap at least as large on both sides.
-//! * Virtual addresses are never reused: freed small blocks stay poisoned in a FIFO quarantine; when
-//!   a full slab has no live or quarantined block left it is retired (physical memory released, VA
-//!   never handed out again, shadow reads 0). Large blocks are retired when freed.
+//! * Virtual addresses are never reused, so the quarantine of freed address ranges is unbounded:
+//!   freed blocks stay poisoned (shadow 0) and described as freed forever. When a full slab has no
+//!   live block left it is retired (physical memory unmapped, VA never handed out again, shadow
+//!   reads 0: checked accesses report use-after-free, unchecked ones fault and are attributed).
+//!   Large blocks are retired when freed.
+//! * Physical memory is held after a free only for stream-ordered frees (`cuMemFreeAsync`), whose
+//!   unmapping must wait for the stream: those wait in a FIFO bounded by `quarantine_size_mb`.
+//!   Holding memory of synchronous frees would detect nothing more, only use memory.
 
 use crate::options::Options;
 use gasan_instrument::shadow::Scale;
@@ -305,37 +310,47 @@ impl Allocator {
         let a = g.allocs.get_mut(&ptr).expect("present");
         a.live = false;
         a.free_stack = Some(stack);
-        if info.large {
-            if stream.is_some() {
-                // Stream-ordered free: the unmap must wait for the stream; defer to the quarantine.
-                g.quarantine.push_back(ptr);
-            } else {
+        match (info.large, stream.is_some()) {
+            (true, false) => {
                 let _ = g.pool.retire(ptr, info.region_end - ptr);
             }
-        } else {
-            g.quarantine.push_back(ptr);
-            g.quarantine_bytes += info.region_end - ptr;
-            self.trim_quarantine(&mut g, self.quarantine_max);
+            (false, false) => self.release_small(&mut g, ptr),
+            (_, true) => {
+                // Stream-ordered free: the unmap must wait for the stream; defer to the quarantine.
+                g.quarantine.push_back(ptr);
+                g.quarantine_bytes += info.region_end - ptr;
+                self.trim_quarantine(&mut g, self.quarantine_max);
+            }
         }
         Ok(())
+    }
+
+    /// Drops a freed small block's hold on its slab, retiring the slab when it was the last.
+    fn release_small(&self, g: &mut Inner, ptr: u64) {
+        let slab = ptr & !(self.gran - 1);
+        if let Some(s) = g.slabs.get_mut(&slab) {
+            s.refs -= 1;
+            if s.refs == 0 && s.full {
+                g.slabs.remove(&slab);
+                let _ = g.pool.retire(slab, self.gran);
+            }
+        }
+    }
+
+    /// Bytes of pool memory currently mapped (slabs, large blocks, held stream-ordered frees).
+    pub fn mapped_bytes(&self) -> u64 {
+        self.inner.lock().unwrap().pool.counters().committed_bytes
     }
 
     fn trim_quarantine(&self, g: &mut Inner, max: u64) {
         while g.quarantine_bytes > max || (max == 0 && !g.quarantine.is_empty()) {
             let Some(p) = g.quarantine.pop_front() else { break };
             let a = g.allocs[&p].clone();
+            g.quarantine_bytes -= a.region_end - p;
             if a.large {
                 let _ = g.pool.retire(p, a.region_end - p);
-                continue;
-            }
-            g.quarantine_bytes -= a.region_end - p;
-            let slab = p & !(self.gran - 1);
-            if let Some(s) = g.slabs.get_mut(&slab) {
-                s.refs -= 1;
-                if s.refs == 0 && s.full {
-                    g.slabs.remove(&slab);
-                    let _ = g.pool.retire(slab, self.gran);
-                }
+            } else {
+                self.release_small(g, p);
             }
         }
     }

@@ -22,7 +22,9 @@ pub struct Options {
     pub redzone: u64,
     /// Minimum redzone B in bytes.
     pub min_redzone: u64,
-    /// Bytes of freed allocations kept poisoned before their slab may be released.
+    /// Memory of stream-ordered frees kept mapped until released (their unmapping must wait for
+    /// the stream). Freed address ranges themselves are never reused, so they stay poisoned and
+    /// detectable regardless of this bound.
     pub quarantine_size_mb: u64,
     pub detect_leaks: bool,
     /// Recover mode: stop printing after this many reports (0 = no limit).

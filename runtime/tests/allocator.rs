@@ -120,3 +120,41 @@ fn leaks_are_the_live_blocks() {
     let live: Vec<u64> = a.live_allocations().iter().map(|b| b.start).collect();
     assert_eq!(live, vec![q]);
 }
+
+#[test]
+fn synchronous_frees_release_slabs_at_once_and_stay_detected() {
+    // 4 KiB blocks fill 2 MiB slabs; free each right away, as a storm of cudaMalloc/cudaFree does.
+    let a = allocator(Scale::S8, 256);
+    let first = a.alloc(4096, None).unwrap();
+    a.free(first, None).unwrap();
+    let mut peak = 0;
+    let mut last = first;
+    for _ in 0..2000 {
+        last = a.alloc(4096, None).unwrap();
+        peak = peak.max(a.mapped_bytes());
+        a.free(last, None).unwrap();
+    }
+    assert!(last - first > 4 << 20, "the storm crossed several slabs");
+    // Only the slab being filled is held: freed slabs went back even with a 256 MiB quarantine.
+    assert!(peak <= 2 * (2 << 20), "peak mapped {peak} bytes");
+    // The first block's slab is retired; the block is still a use-after-free, not a wild access.
+    assert!(bad(&a, first, 4));
+    assert!(matches!(a.describe(first).kind, AddrKind::UseAfterFree { .. }), "{:?}", a.describe(first).kind);
+}
+
+#[test]
+fn stream_ordered_frees_are_held_up_to_the_quarantine_bound() {
+    let a = allocator(Scale::S8, 4);
+    let stream = Some(gasan_uvm::Stream::SYNC);
+    let blocks: Vec<u64> = (0..2048).map(|_| a.alloc(4096, None).unwrap()).collect();
+    let all = a.mapped_bytes();
+    for &b in &blocks {
+        a.free(b, stream).unwrap();
+    }
+    // Held until the 4 MiB bound; the slabs behind the older frees are released.
+    let held = a.mapped_bytes();
+    assert!(held < all && held >= 4 << 20, "mapped {all} before, {held} after");
+    a.drain_quarantine();
+    assert!(a.mapped_bytes() <= 2 << 20);
+    assert!(bad(&a, blocks[0], 4) && bad(&a, blocks[2047], 4));
+}

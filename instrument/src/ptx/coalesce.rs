@@ -21,6 +21,8 @@ pub(super) struct Plan {
     pub hoisted_lines: HashSet<usize>,
     /// Line → lines whose checks are emitted before it (with that line's `.loc`).
     pub hoist: HashMap<usize, Vec<(usize, Option<(u32, u32, u32)>)>>,
+    /// Shadow prefetches by anchor line (prefetch.rs), for the accesses not covered here.
+    pub prefetch: super::prefetch::PrefetchPlan,
 }
 
 struct Entry {
@@ -34,6 +36,10 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
     let mut plan = Plan::default();
     let mut groups: HashMap<(String, String), Vec<Entry>> = HashMap::new();
     let mut loc_text: Option<&str> = None;
+    // Lines holding a check (each will branch), and the plain single checks among them with their
+    // address register: the candidates for a shadow prefetch.
+    let mut check_lines: HashSet<usize> = HashSet::new();
+    let mut candidates: Vec<(usize, String)> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let raw = line.trim_start();
         if let Some(rest) = raw.strip_prefix(".loc") {
@@ -63,15 +69,19 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
         if let (true, true, Some(stmt)) = (has_address, single, first) {
             if let Some(ins) = split_instr(stmt) {
                 if let Classified::Check(a) = classify(&ins, true) {
+                    check_lines.insert(i);
                     if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) =
                         (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic)
                     {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
                         let loc = loc_text.and_then(parse_loc);
                         groups.entry(key).or_default().push(Entry { line: i, offset: a.offset, width: *w, loc });
+                        candidates.push((i, r.clone()));
                     }
                 }
             }
+        } else if has_address && !single && code.split(';').filter_map(split_instr).any(|ins| matches!(classify(&ins, true), Classified::Check(_))) {
+            check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
         for s in code.split(';').map(str::trim).filter(|s| !s.is_empty()) {
@@ -97,6 +107,8 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
         }
     }
     finish_all(&mut groups, &mut plan);
+    candidates.retain(|(j, _)| !plan.covered.contains(j));
+    plan.prefetch = super::prefetch::plan(lines, &check_lines, &candidates);
     plan
 }
 

@@ -4,7 +4,7 @@
 use super::access::{AddrBase, Access, Instr, Width};
 use super::Header;
 use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
-use crate::shadow::Scale;
+use crate::shadow::{Scale, OUT_OF_POOL_SHADOW};
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -199,8 +199,10 @@ fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'stati
     guard
 }
 
-/// The in-pool test and the encoding test, leaving `%gsp1` = bad.
-fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
+/// The in-pool test and the shadow load: `dst` = the shadow byte of `addr_reg`'s granule, or
+/// [`OUT_OF_POOL_SHADOW`] (passes every access) when the address is outside the pool or `guard` is
+/// false, so no predicate has to survive the load. Uses `%gsa1..2`, `%gsp0`.
+fn probe_load(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, guard: Option<&str>, dst: &str) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     out.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
     out.push(f!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
@@ -209,23 +211,69 @@ fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u3
     if let Some(g) = guard {
         out.push(f!("and.pred %gsp0, %gsp0, {g};"));
     }
-    out.push(f!("shr.u64 %gsa3, %gsa1, {};", scale.shift()));
+    out.push(f!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
     out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
-    out.push("add.s64 %gsa3, %gsa3, %gsa2;".into());
-    out.push("mov.u32 %gsr0, 0;".into());
-    out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa3];".into());
+    out.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
+    out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
+    out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
+}
+
+/// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of
+/// `check_width` bytes at `addr_reg + offset`, leaving `%gsp1` = bad (and `guard`, when given).
+/// Uses `%gsr1`.
+fn probe_compare(out: &mut Vec<Line>, scale: Scale, shadow: &str, addr_reg: &str, offset: i64, check_width: u32, guard: Option<&str>) {
+    let t = scale.fast_test(check_width);
     out.push(f!("cvt.u32.u64 %gsr1, {addr_reg};"));
-    out.push(f!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
-    out.push(f!("add.u32 %gsr1, %gsr1, {};", check_width - 1));
-    match scale {
-        Scale::S7 => out.push("setp.le.u32 %gsp1, %gsr0, %gsr1;".into()),
-        Scale::S8 => {
-            out.push("setp.lt.u32 %gsp1, %gsr0, %gsr1;".into());
-            out.push("setp.eq.u32 %gsp2, %gsr0, 0;".into());
-            out.push("or.pred %gsp1, %gsp1, %gsp2;".into());
-        }
+    if offset != 0 {
+        out.push(f!("add.u32 %gsr1, %gsr1, {};", offset as i32));
     }
-    out.push("and.pred %gsp1, %gsp1, %gsp0;".into());
+    out.push(f!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
+    if t.addend != 0 {
+        out.push(f!("add.u32 %gsr1, %gsr1, {};", t.addend));
+    }
+    if t.at_least_one {
+        out.push("max.u32 %gsr1, %gsr1, 1;".into());
+    }
+    let cmp = if t.strict { "lt" } else { "le" };
+    out.push(f!("setp.{cmp}.u32 %gsp1, {shadow}, %gsr1;"));
+    if let Some(g) = guard {
+        out.push(f!("and.pred %gsp1, %gsp1, {g};"));
+    }
+}
+
+/// The whole check of one probe in place: `%gsr0` = shadow byte, `%gsp1` = bad.
+fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
+    probe_load(out, scale, addr_reg, guard, "%gsr0");
+    probe_compare(out, scale, "%gsr0", addr_reg, 0, check_width, None);
+}
+
+/// Prefetch (halt mode): the shadow byte of a later access's granule, loaded into `%gsv<line>` as
+/// soon as its address register holds its final value, so that the loads of several checks in a
+/// basic block are in flight together instead of each waiting behind the previous check's branch.
+/// The load is unguarded (any pool address has mapped shadow); the check at the access applies the
+/// guard. Declares the register in the current scope.
+/// `chain` is the address arithmetic to recompute first: (declaration, statement) pairs.
+pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], reg: &str, indent: &str) -> String {
+    let mut v: Vec<Line> = vec![f!(".reg .b32 {reg};"), "{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .pred %gsp0;".into()];
+    v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
+    v.extend(chain.iter().map(|(_, stmt)| Line::from(stmt.clone())));
+    v.push(address_setup(a).into());
+    probe_load(&mut v, scale, "%gsa0", None, reg);
+    v.push("}".into());
+    let mut out = String::new();
+    for l in &v {
+        put(&mut out, indent, l);
+    }
+    out
+}
+
+/// `%gsa0` = the access's first byte address.
+fn address_setup(a: &Access) -> String {
+    match &a.base {
+        AddrBase::Reg(r) if a.offset == 0 => format!("mov.b64 %gsa0, {r};"),
+        AddrBase::Reg(r) => format!("add.s64 %gsa0, {r}, {};", a.offset),
+        AddrBase::Imm(x) => format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64)),
+    }
 }
 
 /// Halt mode: the inline check (a conditional branch to an out-of-line block, no call and nothing
@@ -240,16 +288,20 @@ pub(super) fn checked_statement_halt(
     site: u32,
     label: u32,
     fence: &str,
+    prefetched: Option<&str>,
 ) -> (String, String, bool) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
-    let addr = match &a.base {
-        AddrBase::Reg(r) if a.offset == 0 => format!("mov.b64 %gsa0, {r};"),
-        AddrBase::Reg(r) => format!("add.s64 %gsa0, {r}, {};", a.offset),
-        AddrBase::Imm(x) => format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64)),
-    };
+    let addr = address_setup(a);
     let shared = matches!((&a.width, a.bulk), (Width::Fixed(_), false));
-    v.push(addr.clone().into());
+    // With the shadow byte prefetched, only the low address bits are needed here.
+    let prefetched = match (&a.base, &a.width, a.bulk, prefetched) {
+        (AddrBase::Reg(r), Width::Fixed(w), false, Some(reg)) => Some((r.as_str(), *w, reg)),
+        _ => None,
+    };
+    if prefetched.is_none() {
+        v.push(addr.clone().into());
+    }
     let guard = guard_setup(&mut v, ins, a);
     let kind = a.kind as u8;
     // (probe label suffix, address setup in the fail block, check width, reported width)
@@ -260,7 +312,10 @@ pub(super) fn checked_statement_halt(
             // goes through `LAST_ADDR` and (site, width, kind) through `LAST_SITE` (one immediate,
             // moved only on failure). One block for all keeps the kernel's fast path as compact
             // as with no report code at all (ptxas keeps registers for every block that stores).
-            probe_test(&mut v, scale, "%gsa0", *w, guard);
+            match prefetched {
+                Some((base, w, reg)) => probe_compare(&mut v, scale, reg, base, a.offset, w, guard),
+                None => probe_test(&mut v, scale, "%gsa0", *w, guard),
+            }
             v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
         }
         (width, _) => {

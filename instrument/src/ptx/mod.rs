@@ -15,6 +15,7 @@
 mod access;
 mod coalesce;
 mod emit;
+mod prefetch;
 mod sites;
 
 pub use access::SkipReason;
@@ -22,7 +23,7 @@ pub use sites::{Site, SiteTable, SourceLoc};
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Options of one instrumentation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +110,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 8;
+pub const REVISION: u32 = 9;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -301,9 +302,19 @@ impl<'a> Rewriter<'a> {
         let mut loc: Option<(u32, u32, u32)> = None;
         let base_line = head.matches('\n').count();
 
+        // Access lines whose shadow byte was prefetched into `%gsv<line>`.
+        let mut prefetched: HashSet<usize> = HashSet::new();
         for (i, line) in lines.iter().copied().enumerate() {
             let line_no = base_line + i + 1;
             let mut opened_now = false;
+            if let (Some(list), Some(f), false) = (plan.prefetch.get(&i), func.as_ref(), in_block_comment) {
+                for p in list {
+                    if let Some(text) = self.prefetch_text(&lines, p, f) {
+                        self.out.push_str(&text);
+                        prefetched.insert(p.access);
+                    }
+                }
+            }
             // Block comments pass through untouched.
             if in_block_comment {
                 if find_pair(line, b'*', b'/').is_some() {
@@ -391,6 +402,7 @@ impl<'a> Rewriter<'a> {
                         emit::sys_fence(&self.header),
                         covered,
                         &hoisted,
+                        prefetched.contains(&i).then(|| prefetch_reg(i)).as_deref(),
                     )?;
                     if !verbatim {
                         self.out.push_str(&emitted);
@@ -449,6 +461,32 @@ impl<'a> Rewriter<'a> {
         Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats })
     }
 
+    /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
+    /// `None` when something in it is not understood (the access then gets a full check).
+    fn prefetch_text(&self, lines: &[&str], p: &prefetch::Prefetch, f: &FuncState) -> Option<String> {
+        let stmt = strip_comment(lines[p.access]).trim().trim_end_matches(';');
+        let Classified::Check(mut a) = classify(&split_instr(stmt)?, true) else { return None };
+        let indent: String = lines[p.access].chars().take_while(|c| c.is_whitespace()).collect();
+        // Recompute the chain into temporaries, in order, each reading the latest renamed inputs.
+        let mut renamed: HashMap<&str, String> = HashMap::new();
+        let mut chain = Vec::new();
+        for (n, &l) in p.chain.iter().enumerate() {
+            let ins = split_instr(strip_comment(lines[l]).trim().trim_end_matches(';'))?;
+            let (dest, srcs) = ins.operands.split_first()?;
+            let ty = f.reg_types.type_of(dest)?;
+            let tmp = format!("%gst{}_{n}", p.access);
+            let srcs: Vec<&str> = srcs.iter().map(|s| renamed.get(s).map_or(*s, String::as_str)).collect();
+            chain.push((format!(".reg .{ty} {tmp};"), format!("{} {tmp}, {};", ins.opcode, srcs.join(", "))));
+            renamed.insert(dest, tmp);
+        }
+        if let access::AddrBase::Reg(r) = &a.base {
+            if let Some(t) = renamed.get(r.as_str()) {
+                a.base = access::AddrBase::Reg(t.clone());
+            }
+        }
+        Some(emit::prefetch(self.opts.scale, &a, &chain, &prefetch_reg(p.access), &indent))
+    }
+
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
     fn classify_line(t: &str) -> (bool, bool) {
         if t.is_empty() || t.starts_with('.') || t.starts_with('{') || t.starts_with('}') || t.ends_with(':') {
@@ -490,6 +528,7 @@ impl<'a> Rewriter<'a> {
         fence: &'static str,
         covered: Option<bool>,
         hoisted: &[(&str, usize, Option<(u32, u32, u32)>)],
+        prefetched: Option<&str>,
     ) -> Result<String, PtxError> {
         // The entry exists (created when the function opened): no key allocation per statement.
         let fstats = match stats.functions.get_mut(&f.name) {
@@ -566,7 +605,7 @@ impl<'a> Rewriter<'a> {
             let label = *next_label;
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &h_ins, &h_acc, "", indent, h_site, label, fence);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &h_ins, &h_acc, "", indent, h_site, label, fence, None);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -590,7 +629,7 @@ impl<'a> Rewriter<'a> {
         let emitted = if opts.recover {
             emit::checked_statement(opts.scale, &ins, &access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label, fence);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label, fence, prefetched);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline
@@ -608,6 +647,11 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// The register holding the prefetched shadow byte of the access at body line `line`.
+fn prefetch_reg(line: usize) -> String {
+    format!("%gsv{line}")
 }
 
 /// Records the site of an access of the current function; returns its id.

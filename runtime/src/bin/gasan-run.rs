@@ -28,6 +28,7 @@ struct Cli {
     /// Minimum redzone B in bytes (power of two >= 256).
     #[arg(long)]
     min_redzone: Option<u64>,
+    /// MiB of stream-ordered frees kept mapped until released (freed ranges are never reused)
     #[arg(long)]
     quarantine_size_mb: Option<u64>,
     #[arg(long)]

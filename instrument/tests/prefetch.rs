@@ -1,0 +1,96 @@
+//! Shadow prefetch: in a basic block with several checks, the shadow byte of a later access is
+//! loaded as soon as its address register holds its final value, ahead of the earlier checks'
+//! branches (which ptxas will not move a load across).
+
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+
+fn module(body: &str) -> String {
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 p)\n{{\n\t.reg .b64 %rd<10>;\n\t.reg .f32 %f<10>;\n\t.reg .pred %p<3>;\n\tld.param.u64 %rd1, [p];\n{body}\tret;\n}}\n"
+    )
+}
+
+fn checked(body: &str, opts: InstrumentOptions) -> String {
+    instrument_ptx(&module(body), &opts).unwrap().ptx
+}
+
+/// Index of the last line before `before` containing `needle`.
+fn last_before(ptx: &str, before: usize, needle: &str) -> Option<usize> {
+    ptx.lines().collect::<Vec<_>>()[..before].iter().rposition(|l| l.contains(needle))
+}
+
+/// Index (in lines) of the first line containing `needle`.
+fn line_of(ptx: &str, needle: &str) -> usize {
+    ptx.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} not in\n{ptx}"))
+}
+
+#[test]
+fn a_later_load_s_shadow_is_loaded_before_the_first_check_branch() {
+    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
+    let ptx = checked(body, InstrumentOptions::default());
+    assert_eq!(ptx.matches(".reg .b32 %gsv").count(), 1, "only the second access gains from a prefetch:\n{ptx}");
+    let prefetch = line_of(&ptx, "ld.global.nc.u8 %gsv");
+    assert!(prefetch > line_of(&ptx, "add.s64 %rd3, %rd1, 8192;"), "after its address is final");
+    assert!(prefetch < line_of(&ptx, "@%gsp1 bra $gasan_fail_0"), "before the first check's branch");
+    // The second check compares the prefetched byte, and still guards its own access.
+    let second_branch = line_of(&ptx, "@%gsp1 bra $gasan_fail_1");
+    let compare = last_before(&ptx, second_branch, "setp.le.u32 %gsp1, %gsv").expect("compare of the prefetched byte");
+    assert!(compare > line_of(&ptx, "ld.global.f32 %f1, [%rd2];"));
+    assert!(second_branch < line_of(&ptx, "ld.global.f32 %f2, [%rd3];"));
+}
+
+#[test]
+fn no_prefetch_across_a_write_of_the_address_register_or_a_block_end() {
+    // The address comes from the first load: nothing can be loaded earlier.
+    let chased = "\tld.global.u64 %rd2, [%rd1];\n\tld.global.f32 %f1, [%rd2];\n";
+    assert!(!checked(chased, InstrumentOptions::default()).contains("%gsv"));
+    // A label between the accesses starts a new block.
+    let label = "\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd1];\n$L1:\n\tld.global.f32 %f2, [%rd3];\n";
+    assert!(!checked(label, InstrumentOptions::default()).contains("%gsv"));
+}
+
+#[test]
+fn prefetch_lands_after_the_last_write_even_between_checks() {
+    let body = "\tld.global.f32 %f1, [%rd1];\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f2, [%rd1+1024];\n\tld.global.f32 %f3, [%rd3];\n";
+    let ptx = checked(body, InstrumentOptions::default());
+    assert_eq!(ptx.matches(".reg .b32 %gsv").count(), 2, "[%rd1+1024] and [%rd3]:\n{ptx}");
+    let prefetch = line_of(&ptx, "mov.b64 %gsa0, %rd3;");
+    assert!(prefetch > line_of(&ptx, "add.s64 %rd3, %rd1, 8192;"));
+    assert!(prefetch < line_of(&ptx, "ld.global.f32 %f2, [%rd1+1024];"));
+}
+
+#[test]
+fn predicated_accesses_keep_their_guard_at_the_compare() {
+    let body = "\tadd.s64 %rd3, %rd1, 8192;\n\tsetp.ne.u64 %p1, %rd1, 0;\n\tld.global.f32 %f1, [%rd1];\n\t@%p1 ld.global.f32 %f2, [%rd3];\n";
+    let ptx = checked(body, InstrumentOptions::default());
+    assert!(ptx.contains("ld.global.nc.u8 %gsv"), "{ptx}");
+    let branch = line_of(&ptx, "@%gsp1 bra $gasan_fail_1");
+    let guard = last_before(&ptx, branch, "and.pred %gsp1, %gsp1, %gsp3").expect("guard applied");
+    assert!(guard > line_of(&ptx, "ld.global.f32 %f1, [%rd1];"));
+}
+
+#[test]
+fn only_halt_mode_with_optimization_prefetches() {
+    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
+    assert!(!checked(body, InstrumentOptions { optimize: false, ..Default::default() }).contains("%gsv"));
+    assert!(!checked(body, InstrumentOptions { recover: true, ..Default::default() }).contains("%gsv"));
+}
+
+#[test]
+fn address_arithmetic_after_a_check_is_recomputed_ahead_of_it() {
+    // %rd5 is computed after the first check from registers final before it: the prefetch
+    // recomputes the chain into temporaries at the top of the block.
+    let body = "\tmul.wide.s32 %rd2, %r1, 4;\n\tld.global.f32 %f1, [%rd1];\n\tadd.s64 %rd3, %rd1, %rd2;\n\tadd.s64 %rd5, %rd3, 64;\n\tld.global.f32 %f2, [%rd5];\n";
+    let src = module(body).replace(".reg .pred %p<3>;", ".reg .pred %p<3>;\n\t.reg .b32 %r<3>;");
+    let ptx = instrument_ptx(&src, &InstrumentOptions::default()).unwrap().ptx;
+    // The whole chain back to %r1 (never written in the block) is recomputed, in order.
+    let (mul, add1, add2) = (line_of(&ptx, "mul.wide.s32 %gst"), line_of(&ptx, "add.s64 %gst"), line_of(&ptx, "_1, 64;"));
+    assert!(mul < add1 && add1 < add2, "{ptx}");
+    assert!(ptx.contains(&format!("add.s64 %gst{0}_2, %gst{0}_1, 64;", ptx.split("%gsv").nth(1).unwrap().split(';').next().unwrap())), "{ptx}");
+    assert!(line_of(&ptx, "ld.global.nc.u8 %gsv") < line_of(&ptx, "@%gsp1 bra $gasan_fail_0"), "{ptx}");
+    // Originals untouched.
+    assert!(ptx.contains("\tadd.s64 %rd5, %rd3, 64;\n"));
+    // A chain through a load's result cannot move above that load.
+    let chased = "\tld.global.u64 %rd2, [%rd1];\n\tadd.s64 %rd3, %rd2, 8;\n\tld.global.f32 %f2, [%rd3];\n";
+    assert!(!checked(chased, InstrumentOptions::default()).contains("%gsv"));
+}
