@@ -94,3 +94,39 @@ fn address_arithmetic_after_a_check_is_recomputed_ahead_of_it() {
     let chased = "\tld.global.u64 %rd2, [%rd1];\n\tadd.s64 %rd3, %rd2, 8;\n\tld.global.f32 %f2, [%rd3];\n";
     assert!(!checked(chased, InstrumentOptions::default()).contains("%gsv"));
 }
+
+/// A grid-stride loop of one block: `%rd3` advances by `%rd2` each iteration.
+const LOOP: &str = "\tmov.u64 %rd3, %rd1;\n$L__loop:\n\tshl.b64 %rd4, %rd3, 2;\n\tadd.s64 %rd5, %rd1, %rd4;\n\tld.global.f32 %f1, [%rd5];\n\tadd.f32 %f2, %f2, %f1;\n\tadd.s64 %rd3, %rd3, %rd2;\n\tsetp.lt.u64 %p1, %rd3, %rd6;\n\t@%p1 bra $L__loop;\n";
+
+#[test]
+fn single_block_loops_load_the_next_iteration_s_shadow_byte_ahead() {
+    let ptx = checked(LOOP, InstrumentOptions::default());
+    let label = line_of(&ptx, "$L__loop:");
+    let edge = line_of(&ptx, "@%p1 bra $L__loop;");
+    // Preheader: declares both registers and loads the first iteration's byte.
+    let decl = line_of(&ptx, ".reg .b32 %gsv");
+    assert!(decl < label && ptx.lines().nth(decl + 1).unwrap().contains(".reg .b32 %gsn"), "{ptx}");
+    assert!(line_of(&ptx, "ld.global.nc.u8 %gsv") < label);
+    // Top of the body: the next iteration's address, with the induction step applied first.
+    let next = line_of(&ptx, "ld.global.nc.u8 %gsn");
+    assert!(label < next && next < line_of(&ptx, "shl.b64 %rd4, %rd3, 2;"), "{ptx}");
+    let first_in_body = ptx.lines().skip(label).find(|l| l.contains("%gst") && !l.contains(".reg")).unwrap();
+    assert!(first_in_body.contains("add.s64 %gst") && first_in_body.contains("%rd3, %rd2;"), "induction step recomputed first:\n{ptx}");
+    // The check compares the current byte; the back edge moves the next one into place.
+    assert!(ptx.contains("setp.le.u32 %gsp1, %gsv"));
+    let mv = line_of(&ptx, "mov.b32 %gsv");
+    assert!(mv > line_of(&ptx, "ld.global.f32 %f1, [%rd5];") && mv + 1 == edge, "{ptx}");
+}
+
+#[test]
+fn loops_entered_elsewhere_or_dense_with_accesses_are_not_pipelined() {
+    let entered = format!("\t@%p2 bra $L__loop;\n{LOOP}");
+    assert!(!checked(&entered, InstrumentOptions::default()).contains("%gsn"), "label reached from outside");
+    let dense = LOOP.replace(
+        "\tld.global.f32 %f1, [%rd5];\n",
+        "\tld.global.f32 %f1, [%rd5];\n\tld.global.f32 %f3, [%rd5+4096];\n\tld.global.f32 %f4, [%rd5+8192];\n\tld.global.f32 %f5, [%rd5+12288];\n\tld.global.f32 %f6, [%rd5+16384];\n",
+    );
+    let ptx = checked(&dense, InstrumentOptions::default());
+    assert!(!ptx.contains("%gsn"), "five checks in the body: plain prefetch only\n{ptx}");
+    assert!(ptx.contains("%gsv"), "the plain in-block prefetch still applies");
+}

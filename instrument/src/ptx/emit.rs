@@ -253,8 +253,10 @@ fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u3
 /// The load is unguarded (any pool address has mapped shadow); the check at the access applies the
 /// guard. Declares the register in the current scope.
 /// `chain` is the address arithmetic to recompute first: (declaration, statement) pairs.
-pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], reg: &str, indent: &str) -> String {
-    let mut v: Vec<Line> = vec![f!(".reg .b32 {reg};"), "{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .pred %gsp0;".into()];
+/// `declare` are the registers to declare in the current scope, `reg` the one loaded.
+pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str) -> String {
+    let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
+    v.extend(["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .pred %gsp0;".into()]);
     v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
     v.extend(chain.iter().map(|(_, stmt)| Line::from(stmt.clone())));
     v.push(address_setup(a).into());
@@ -264,6 +266,13 @@ pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], reg
     for l in &v {
         put(&mut out, indent, l);
     }
+    out
+}
+
+/// At a pipelined loop's back edge: the next iteration's shadow byte becomes the current one.
+pub(super) fn next_iteration_move(cur: &str, next: &str) -> String {
+    let mut out = String::new();
+    put(&mut out, "\t", &format!("mov.b32 {cur}, {next};"));
     out
 }
 

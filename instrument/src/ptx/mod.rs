@@ -110,7 +110,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 9;
+pub const REVISION: u32 = 10;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -307,11 +307,26 @@ impl<'a> Rewriter<'a> {
         for (i, line) in lines.iter().copied().enumerate() {
             let line_no = base_line + i + 1;
             let mut opened_now = false;
-            if let (Some(list), Some(f), false) = (plan.prefetch.get(&i), func.as_ref(), in_block_comment) {
-                for p in list {
-                    if let Some(text) = self.prefetch_text(&lines, p, f) {
-                        self.out.push_str(&text);
-                        prefetched.insert(p.access);
+            if let (Some(f), false) = (func.as_ref(), in_block_comment) {
+                for p in plan.prefetch.at.get(&i).into_iter().flatten() {
+                    // A next-iteration load needs its preheader's registers; if it cannot be
+                    // emitted, the access falls back to a full check (never a stale byte).
+                    if p.target == prefetch::Target::NextIteration && !prefetched.contains(&p.access) {
+                        continue;
+                    }
+                    match self.prefetch_text(&lines, p, f) {
+                        Some(text) => {
+                            self.out.push_str(&text);
+                            prefetched.insert(p.access);
+                        }
+                        None => {
+                            prefetched.remove(&p.access);
+                        }
+                    }
+                }
+                for &j in plan.prefetch.moves.get(&i).into_iter().flatten() {
+                    if prefetched.contains(&j) {
+                        self.out.push_str(&emit::next_iteration_move(&prefetch_reg(j), &next_iteration_reg(j)));
                     }
                 }
             }
@@ -467,24 +482,43 @@ impl<'a> Rewriter<'a> {
         let stmt = strip_comment(lines[p.access]).trim().trim_end_matches(';');
         let Classified::Check(mut a) = classify(&split_instr(stmt)?, true) else { return None };
         let indent: String = lines[p.access].chars().take_while(|c| c.is_whitespace()).collect();
-        // Recompute the chain into temporaries, in order, each reading the latest renamed inputs.
-        let mut renamed: HashMap<&str, String> = HashMap::new();
+        // Recompute chains into temporaries, in order, each reading the latest renamed inputs.
         let mut chain = Vec::new();
-        for (n, &l) in p.chain.iter().enumerate() {
-            let ins = split_instr(strip_comment(lines[l]).trim().trim_end_matches(';'))?;
-            let (dest, srcs) = ins.operands.split_first()?;
-            let ty = f.reg_types.type_of(dest)?;
-            let tmp = format!("%gst{}_{n}", p.access);
-            let srcs: Vec<&str> = srcs.iter().map(|s| renamed.get(s).map_or(*s, String::as_str)).collect();
-            chain.push((format!(".reg .{ty} {tmp};"), format!("{} {tmp}, {};", ins.opcode, srcs.join(", "))));
-            renamed.insert(dest, tmp);
+        let mut n = 0;
+        let mut recompute = |lines_of: &[usize], renamed: &mut HashMap<String, String>| -> Option<()> {
+            for &l in lines_of {
+                let ins = split_instr(strip_comment(lines[l]).trim().trim_end_matches(';'))?;
+                let (dest, srcs) = ins.operands.split_first()?;
+                let ty = f.reg_types.type_of(dest)?;
+                let tmp = format!("%gst{}_{n}", p.access);
+                n += 1;
+                let srcs: Vec<&str> = srcs.iter().map(|s| renamed.get(*s).map_or(*s, String::as_str)).collect();
+                chain.push((format!(".reg .{ty} {tmp};"), format!("{} {tmp}, {};", ins.opcode, srcs.join(", "))));
+                renamed.insert(dest.to_string(), tmp);
+            }
+            Some(())
+        };
+        // Next iteration: loop-carried registers take their back-edge values, each computed on
+        // its own (intermediate values of one must not leak into another).
+        let mut renamed: HashMap<String, String> = HashMap::new();
+        for (reg, value_chain) in &p.next_values {
+            let mut own = HashMap::new();
+            recompute(value_chain, &mut own)?;
+            renamed.insert(reg.clone(), own.remove(reg)?);
         }
+        recompute(&p.chain, &mut renamed)?;
         if let access::AddrBase::Reg(r) = &a.base {
             if let Some(t) = renamed.get(r.as_str()) {
                 a.base = access::AddrBase::Reg(t.clone());
             }
         }
-        Some(emit::prefetch(self.opts.scale, &a, &chain, &prefetch_reg(p.access), &indent))
+        let (cur, next) = (prefetch_reg(p.access), next_iteration_reg(p.access));
+        let (declare, load_into): (Vec<&str>, &str) = match p.target {
+            prefetch::Target::Plain => (vec![&cur], &cur),
+            prefetch::Target::Preheader => (vec![&cur, &next], &cur),
+            prefetch::Target::NextIteration => (vec![], &next),
+        };
+        Some(emit::prefetch(self.opts.scale, &a, &chain, &declare, load_into, &indent))
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
@@ -652,6 +686,11 @@ impl<'a> Rewriter<'a> {
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 fn prefetch_reg(line: usize) -> String {
     format!("%gsv{line}")
+}
+
+/// The register a pipelined loop loads the next iteration's shadow byte into.
+fn next_iteration_reg(line: usize) -> String {
+    format!("%gsn{line}")
 }
 
 /// Records the site of an access of the current function; returns its id.
