@@ -1,6 +1,7 @@
-//! Shadow prefetch: in a basic block with several checks, the shadow byte of a later access is
-//! loaded as soon as its address register holds its final value, ahead of the earlier checks'
-//! branches (which ptxas will not move a load across).
+//! Shadow prefetch and batching: in a basic block with several checks, the shadow bytes are loaded
+//! as soon as the addresses are known and tested together behind one branch before the block's
+//! first access (ptxas will not move a load across a branch); what cannot join the batch is still
+//! loaded ahead; single-block loops load the next iteration's byte one iteration ahead.
 
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
 
@@ -14,6 +15,63 @@ fn checked(body: &str, opts: InstrumentOptions) -> String {
     instrument_ptx(&module(body), &opts).unwrap().ptx
 }
 
+/// The text of the out-of-line block whose label starts with `label`, up to its `trap`.
+fn block_at<'a>(ptx: &'a str, label: &str) -> &'a str {
+    let at = ptx.find(&format!("\n{label}")).map(|p| p + 1).unwrap_or_else(|| panic!("{label} not in\n{ptx}"));
+    &ptx[at..ptx[at..].find("trap;").map_or(ptx.len(), |e| at + e)]
+}
+
+fn per_access_branches(ptx: &str) -> usize {
+    ptx.matches("@%gsp1 bra $gasan_fail_").count() - ptx.matches("@%gsp1 bra $gasan_fail_shared").count()
+}
+
+#[test]
+fn a_block_s_checks_are_tested_together_behind_one_branch() {
+    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
+    let r = instrument_ptx(&module(body), &InstrumentOptions::default()).unwrap();
+    let ptx = &r.ptx;
+    assert_eq!(ptx.matches("bra $gasan_batch_").count(), 1, "{ptx}");
+    assert_eq!(per_access_branches(ptx), 0, "no per-access branch left:\n{ptx}");
+    // Both bytes loaded and tested before the branch, which precedes the first access.
+    let branch = line_of(ptx, "bra $gasan_batch_");
+    assert_eq!(ptx.lines().take(branch).filter(|l| l.contains("ld.global.nc.u8 %gsv")).count(), 2);
+    assert!(ptx.lines().take(branch).any(|l| l.contains("or.pred %gsb")));
+    assert!(branch < line_of(ptx, "ld.global.f32 %f1, [%rd2];"));
+    // Each access keeps its own site (its own PTX line), and the recheck names both.
+    let lines: Vec<u32> = r.sites.sites.iter().map(|s| s.ptx_line).collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.contains(&13) && lines.contains(&14), "{lines:?}");
+    let recheck = block_at(ptx, "$gasan_batch_");
+    assert!(recheck.contains("mov.b64 %gsa0, %rd2;") && recheck.contains("mov.b64 %gsa0, %rd3;"), "{recheck}");
+    assert_eq!(recheck.matches("bra $gasan_fail_shared").count(), 2);
+    assert_eq!(r.stats.total().checked, 2);
+}
+
+#[test]
+fn addresses_computed_after_the_first_check_join_through_recomputed_chains() {
+    // %rd5 is computed after the first access from registers final before it: the batch
+    // recomputes the chain into temporaries at the top of the block.
+    let body = "\tmul.wide.s32 %rd2, %r1, 4;\n\tld.global.f32 %f1, [%rd1];\n\tadd.s64 %rd3, %rd1, %rd2;\n\tadd.s64 %rd5, %rd3, 64;\n\tld.global.f32 %f2, [%rd5];\n";
+    let src = module(body).replace(".reg .pred %p<3>;", ".reg .pred %p<3>;\n\t.reg .b32 %r<3>;");
+    let ptx = instrument_ptx(&src, &InstrumentOptions::default()).unwrap().ptx;
+    let (mul, add1, add2) = (line_of(&ptx, "mul.wide.s32 %gst"), line_of(&ptx, "add.s64 %gst"), line_of(&ptx, "_1, 64;"));
+    assert!(mul < add1 && add1 < add2, "the chain in order:\n{ptx}");
+    assert!(add2 < line_of(&ptx, "bra $gasan_batch_"));
+    // Originals untouched; the recheck reads the recomputed address.
+    assert!(ptx.contains("\tadd.s64 %rd5, %rd3, 64;\n"));
+    assert!(block_at(&ptx, "$gasan_batch_").contains("mov.b64 %gsa0, %gst"));
+}
+
+#[test]
+fn batches_are_capped_and_the_rest_check_on_their_own() {
+    let body: String = (0..12).map(|k| format!("\tld.global.f32 %f1, [%rd1+{}];\n", k * 1024)).collect();
+    let ptx = checked(&body, InstrumentOptions::default());
+    assert_eq!(ptx.matches("bra $gasan_batch_").count(), 1);
+    assert_eq!(block_at(&ptx, "$gasan_batch_").matches("bra $gasan_fail_shared").count(), 8, "{ptx}");
+    assert_eq!(per_access_branches(&ptx), 4);
+}
+
+
 /// Index of the last line before `before` containing `needle`.
 fn last_before(ptx: &str, before: usize, needle: &str) -> Option<usize> {
     ptx.lines().collect::<Vec<_>>()[..before].iter().rposition(|l| l.contains(needle))
@@ -25,21 +83,6 @@ fn line_of(ptx: &str, needle: &str) -> usize {
 }
 
 #[test]
-fn a_later_load_s_shadow_is_loaded_before_the_first_check_branch() {
-    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
-    let ptx = checked(body, InstrumentOptions::default());
-    assert_eq!(ptx.matches(".reg .b32 %gsv").count(), 1, "only the second access gains from a prefetch:\n{ptx}");
-    let prefetch = line_of(&ptx, "ld.global.nc.u8 %gsv");
-    assert!(prefetch > line_of(&ptx, "add.s64 %rd3, %rd1, 8192;"), "after its address is final");
-    assert!(prefetch < line_of(&ptx, "@%gsp1 bra $gasan_fail_0"), "before the first check's branch");
-    // The second check compares the prefetched byte, and still guards its own access.
-    let second_branch = line_of(&ptx, "@%gsp1 bra $gasan_fail_1");
-    let compare = last_before(&ptx, second_branch, "setp.le.u32 %gsp1, %gsv").expect("compare of the prefetched byte");
-    assert!(compare > line_of(&ptx, "ld.global.f32 %f1, [%rd2];"));
-    assert!(second_branch < line_of(&ptx, "ld.global.f32 %f2, [%rd3];"));
-}
-
-#[test]
 fn no_prefetch_across_a_write_of_the_address_register_or_a_block_end() {
     // The address comes from the first load: nothing can be loaded earlier.
     let chased = "\tld.global.u64 %rd2, [%rd1];\n\tld.global.f32 %f1, [%rd2];\n";
@@ -47,16 +90,6 @@ fn no_prefetch_across_a_write_of_the_address_register_or_a_block_end() {
     // A label between the accesses starts a new block.
     let label = "\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd1];\n$L1:\n\tld.global.f32 %f2, [%rd3];\n";
     assert!(!checked(label, InstrumentOptions::default()).contains("%gsv"));
-}
-
-#[test]
-fn prefetch_lands_after_the_last_write_even_between_checks() {
-    let body = "\tld.global.f32 %f1, [%rd1];\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f2, [%rd1+1024];\n\tld.global.f32 %f3, [%rd3];\n";
-    let ptx = checked(body, InstrumentOptions::default());
-    assert_eq!(ptx.matches(".reg .b32 %gsv").count(), 2, "[%rd1+1024] and [%rd3]:\n{ptx}");
-    let prefetch = line_of(&ptx, "mov.b64 %gsa0, %rd3;");
-    assert!(prefetch > line_of(&ptx, "add.s64 %rd3, %rd1, 8192;"));
-    assert!(prefetch < line_of(&ptx, "ld.global.f32 %f2, [%rd1+1024];"));
 }
 
 #[test]
@@ -74,25 +107,6 @@ fn only_halt_mode_with_optimization_prefetches() {
     let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
     assert!(!checked(body, InstrumentOptions { optimize: false, ..Default::default() }).contains("%gsv"));
     assert!(!checked(body, InstrumentOptions { recover: true, ..Default::default() }).contains("%gsv"));
-}
-
-#[test]
-fn address_arithmetic_after_a_check_is_recomputed_ahead_of_it() {
-    // %rd5 is computed after the first check from registers final before it: the prefetch
-    // recomputes the chain into temporaries at the top of the block.
-    let body = "\tmul.wide.s32 %rd2, %r1, 4;\n\tld.global.f32 %f1, [%rd1];\n\tadd.s64 %rd3, %rd1, %rd2;\n\tadd.s64 %rd5, %rd3, 64;\n\tld.global.f32 %f2, [%rd5];\n";
-    let src = module(body).replace(".reg .pred %p<3>;", ".reg .pred %p<3>;\n\t.reg .b32 %r<3>;");
-    let ptx = instrument_ptx(&src, &InstrumentOptions::default()).unwrap().ptx;
-    // The whole chain back to %r1 (never written in the block) is recomputed, in order.
-    let (mul, add1, add2) = (line_of(&ptx, "mul.wide.s32 %gst"), line_of(&ptx, "add.s64 %gst"), line_of(&ptx, "_1, 64;"));
-    assert!(mul < add1 && add1 < add2, "{ptx}");
-    assert!(ptx.contains(&format!("add.s64 %gst{0}_2, %gst{0}_1, 64;", ptx.split("%gsv").nth(1).unwrap().split(';').next().unwrap())), "{ptx}");
-    assert!(line_of(&ptx, "ld.global.nc.u8 %gsv") < line_of(&ptx, "@%gsp1 bra $gasan_fail_0"), "{ptx}");
-    // Originals untouched.
-    assert!(ptx.contains("\tadd.s64 %rd5, %rd3, 64;\n"));
-    // A chain through a load's result cannot move above that load.
-    let chased = "\tld.global.u64 %rd2, [%rd1];\n\tadd.s64 %rd3, %rd2, 8;\n\tld.global.f32 %f2, [%rd3];\n";
-    assert!(!checked(chased, InstrumentOptions::default()).contains("%gsv"));
 }
 
 /// A grid-stride loop of one block: `%rd3` advances by `%rd2` each iteration.

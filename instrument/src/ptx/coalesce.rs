@@ -39,7 +39,7 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
     let mut check_lines: HashSet<usize> = HashSet::new();
-    let mut candidates: Vec<(usize, String)> = Vec::new();
+    let mut candidates: Vec<super::prefetch::Candidate> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let raw = line.trim_start();
         if let Some(rest) = raw.strip_prefix(".loc") {
@@ -76,7 +76,7 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
                         let loc = loc_text.and_then(parse_loc);
                         groups.entry(key).or_default().push(Entry { line: i, offset: a.offset, width: *w, loc });
-                        candidates.push((i, r.clone()));
+                        candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some() });
                     }
                 }
             }
@@ -107,7 +107,7 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
         }
     }
     finish_all(&mut groups, &mut plan);
-    candidates.retain(|(j, _)| !plan.covered.contains(j));
+    candidates.retain(|c| !plan.covered.contains(&c.line));
     plan.prefetch = super::prefetch::plan(lines, &check_lines, &candidates);
     plan
 }

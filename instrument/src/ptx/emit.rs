@@ -254,17 +254,51 @@ fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u3
 /// guard. Declares the register in the current scope.
 /// `chain` is the address arithmetic to recompute first: (declaration, statement) pairs.
 /// `declare` are the registers to declare in the current scope, `reg` the one loaded.
-pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str) -> String {
+/// With `batch` = (predicate, first member, width) the byte is also tested at once and the result
+/// ORed into the block's batch predicate (set by the first member); the chain's temporaries are
+/// then declared in the current scope, for the batch's recheck.
+pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>) -> String {
     let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
-    v.extend(["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .pred %gsp0;".into()]);
-    v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
+    if let Some((pred, true, _)) = batch {
+        v.push(f!(".reg .pred {pred};"));
+    }
+    if batch.is_some() {
+        v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
+    }
+    v.extend(["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()]);
+    if batch.is_none() {
+        v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
+    }
     v.extend(chain.iter().map(|(_, stmt)| Line::from(stmt.clone())));
     v.push(address_setup(a).into());
     probe_load(&mut v, scale, "%gsa0", None, reg);
+    if let Some((pred, first, width)) = batch {
+        probe_compare(&mut v, scale, reg, "%gsa0", 0, width, None);
+        v.push(if first { f!("mov.pred {pred}, %gsp1;") } else { f!("or.pred {pred}, {pred}, %gsp1;") });
+    }
     v.push("}".into());
     let mut out = String::new();
     for l in &v {
         put(&mut out, indent, l);
+    }
+    out
+}
+
+/// One member of a batch's recheck (reached when the batch predicate is set): the full check of
+/// the access at `a` (its base already renamed to where the address lives at the batch point); on
+/// failure it hands the address and packed site to the function's shared report block.
+pub(super) fn batch_recheck(scale: Scale, a: &Access, width: u32, site: u32) -> String {
+    let packed = u64::from(site) | (u64::from(width) << 32) | (u64::from(a.kind as u8) << 56);
+    let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()];
+    v.push(address_setup(a).into());
+    probe_test(&mut v, scale, "%gsa0", width, None);
+    v.push(f!("@%gsp1 mov.b64 {LAST_ADDR}, %gsa0;"));
+    v.push(f!("@%gsp1 mov.b64 {LAST_SITE}, {packed};"));
+    v.push(f!("@%gsp1 bra {SHARED_FAIL};"));
+    v.push("}".into());
+    let mut out = String::new();
+    for l in &v {
+        put(&mut out, "\t", l);
     }
     out
 }

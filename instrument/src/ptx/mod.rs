@@ -11,6 +11,12 @@
 //!
 //! The control block `__gasan_ctl` and the slow path `__gasan_report` are added after the module
 //! header (see [`crate::abi`]).
+//!
+//! In halt mode with optimization, the checks of one basic block are planned together first:
+//! same-register accesses are coalesced into range checks (coalesce.rs), and the others have their
+//! shadow bytes loaded as early as their addresses are known and are tested behind one branch
+//! before the block's first access, or pipelined one iteration ahead in single-block loops
+//! (prefetch.rs). A failed batch rechecks its members to report the right one.
 
 mod access;
 mod coalesce;
@@ -24,6 +30,7 @@ pub use sites::{Site, SiteTable, SourceLoc};
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
 
 /// Options of one instrumentation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +117,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 10;
+pub const REVISION: u32 = 11;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -304,25 +311,46 @@ impl<'a> Rewriter<'a> {
 
         // Access lines whose shadow byte was prefetched into `%gsv<line>`.
         let mut prefetched: HashSet<usize> = HashSet::new();
+        // Batched access lines (checked at their block's batch point), and the rechecks of the
+        // batches not yet branched on, by batch point.
+        let mut batched: HashSet<usize> = HashSet::new();
+        let mut batch_recheck: HashMap<usize, String> = HashMap::new();
         for (i, line) in lines.iter().copied().enumerate() {
             let line_no = base_line + i + 1;
             let mut opened_now = false;
-            if let (Some(f), false) = (func.as_ref(), in_block_comment) {
+            if let (Some(f), false) = (func.as_mut(), in_block_comment) {
                 for p in plan.prefetch.at.get(&i).into_iter().flatten() {
                     // A next-iteration load needs its preheader's registers; if it cannot be
                     // emitted, the access falls back to a full check (never a stale byte).
                     if p.target == prefetch::Target::NextIteration && !prefetched.contains(&p.access) {
                         continue;
                     }
-                    match self.prefetch_text(&lines, p, f) {
-                        Some(text) => {
+                    let batch = match p.target {
+                        prefetch::Target::Batch(first) => Some((first, !batch_recheck.contains_key(&first))),
+                        _ => None,
+                    };
+                    match self.prefetch_text(&lines, p, f, batch) {
+                        Some((text, a)) => {
                             self.out.push_str(&text);
                             prefetched.insert(p.access);
+                            if let (Some((first, _)), access::Width::Fixed(w)) = (batch, &a.width) {
+                                // Its site, and its part of the batch's recheck.
+                                let loc = loc_before(&lines, p.access);
+                                let site = new_site(&mut self.sites, f, base_line + p.access + 1, loc, a.kind, *w);
+                                batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.scale, &a, *w, site));
+                                batched.insert(p.access);
+                            }
                         }
                         None => {
                             prefetched.remove(&p.access);
                         }
                     }
+                }
+                if let Some(recheck) = batch_recheck.remove(&i) {
+                    // The block's one branch for all its batched checks, before its first access.
+                    let _ = writeln!(self.out, "\t@{} bra $gasan_batch_{i}; {MARKER}", batch_pred(i));
+                    f.fail_blocks.push(format!("$gasan_batch_{i}: {MARKER}\n{recheck}\ttrap; {MARKER}\n"));
+                    f.uses_shared_fail = true;
                 }
                 for &j in plan.prefetch.moves.get(&i).into_iter().flatten() {
                     if prefetched.contains(&j) {
@@ -418,6 +446,7 @@ impl<'a> Rewriter<'a> {
                         covered,
                         &hoisted,
                         prefetched.contains(&i).then(|| prefetch_reg(i)).as_deref(),
+                        batched.contains(&i),
                     )?;
                     if !verbatim {
                         self.out.push_str(&emitted);
@@ -478,7 +507,7 @@ impl<'a> Rewriter<'a> {
 
     /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
     /// `None` when something in it is not understood (the access then gets a full check).
-    fn prefetch_text(&self, lines: &[&str], p: &prefetch::Prefetch, f: &FuncState) -> Option<String> {
+    fn prefetch_text(&self, lines: &[&str], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
         let stmt = strip_comment(lines[p.access]).trim().trim_end_matches(';');
         let Classified::Check(mut a) = classify(&split_instr(stmt)?, true) else { return None };
         let indent: String = lines[p.access].chars().take_while(|c| c.is_whitespace()).collect();
@@ -514,11 +543,17 @@ impl<'a> Rewriter<'a> {
         }
         let (cur, next) = (prefetch_reg(p.access), next_iteration_reg(p.access));
         let (declare, load_into): (Vec<&str>, &str) = match p.target {
-            prefetch::Target::Plain => (vec![&cur], &cur),
+            prefetch::Target::Plain | prefetch::Target::Batch(_) => (vec![&cur], &cur),
             prefetch::Target::Preheader => (vec![&cur, &next], &cur),
             prefetch::Target::NextIteration => (vec![], &next),
         };
-        Some(emit::prefetch(self.opts.scale, &a, &chain, &declare, load_into, &indent))
+        let pred = batch.map(|(first, _)| batch_pred(first));
+        let batch = match (&pred, batch, &a.width) {
+            (Some(pr), Some((_, is_first)), access::Width::Fixed(w)) => Some((pr.as_str(), is_first, *w)),
+            (Some(_), _, _) => return None,
+            _ => None,
+        };
+        Some((emit::prefetch(self.opts.scale, &a, &chain, &declare, load_into, &indent, batch), a))
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
@@ -529,6 +564,11 @@ impl<'a> Rewriter<'a> {
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
         // memory access.
         if !t.ends_with(';') {
+            return (false, false);
+        }
+        // Every PTX memory access names its address in brackets: most lines are decided here,
+        // without splitting them into operands.
+        if !t.contains('[') {
             return (false, false);
         }
         let (mut memory, mut check) = (false, false);
@@ -563,6 +603,7 @@ impl<'a> Rewriter<'a> {
         covered: Option<bool>,
         hoisted: &[(&str, usize, Option<(u32, u32, u32)>)],
         prefetched: Option<&str>,
+        batched: bool,
     ) -> Result<String, PtxError> {
         // The entry exists (created when the function opened): no key allocation per statement.
         let fstats = match stats.functions.get_mut(&f.name) {
@@ -644,6 +685,17 @@ impl<'a> Rewriter<'a> {
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
         }
+        if batched {
+            // Checked at its block's batch point (its site was recorded there).
+            fstats.checked += 1;
+            if let (Some(k), Some(w)) = (key, width_now) {
+                let e = f.block_checks.entry(k).or_insert(0);
+                *e = (*e).max(w);
+            }
+            invalidate_defs(f, stmt);
+            prefix.push_str(&format!("{indent}{text}\n"));
+            return Ok(prefix);
+        }
         if opts.optimize {
             if let (Some(k), Some(w)) = (&key, width_now) {
                 if f.block_checks.get(k).is_some_and(|&prev| prev >= w) {
@@ -686,6 +738,25 @@ impl<'a> Rewriter<'a> {
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 fn prefetch_reg(line: usize) -> String {
     format!("%gsv{line}")
+}
+
+/// The predicate collecting the batched checks whose batch point is body line `line`.
+fn batch_pred(line: usize) -> String {
+    format!("%gsb{line}")
+}
+
+/// The `.loc` in effect at body line `j` (the nearest one above it in its function).
+fn loc_before(lines: &[&str], j: usize) -> Option<(u32, u32, u32)> {
+    for l in lines[..j].iter().rev().take(512) {
+        let t = l.trim_start();
+        if let Some(rest) = t.strip_prefix(".loc") {
+            return parse_loc(strip_comment(rest));
+        }
+        if t.starts_with(".entry") || t.starts_with(".func") || t.starts_with(".visible") {
+            return None;
+        }
+    }
+    None
 }
 
 /// The register a pipelined loop loads the next iteration's shadow byte into.

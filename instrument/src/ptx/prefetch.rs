@@ -41,6 +41,20 @@ pub(super) enum Target {
     Preheader,
     /// Top of the loop body: loads the next iteration's register (declared by the preheader).
     NextIteration,
+    /// One of a basic block's batched checks: loads and tests the byte at the anchor and ORs the
+    /// result into the block's batch predicate, branched on once at the block's first check line
+    /// (the key). The access itself then needs no check of its own.
+    Batch(usize),
+}
+
+/// A plain single check the pre-pass found: a prefetch candidate.
+#[derive(Clone, Debug)]
+pub(super) struct Candidate {
+    pub line: usize,
+    /// Address register.
+    pub base: String,
+    /// Has a guard predicate (never batched: the guard may be computed after the batch point).
+    pub guarded: bool,
 }
 
 /// One prefetch: the access line, the lines of arithmetic to recompute first (in order), and for
@@ -61,27 +75,82 @@ pub(super) struct PrefetchPlan {
     pub at: HashMap<usize, Vec<Prefetch>>,
     /// Back-edge line (emit before it) → pipelined accesses whose next-iteration byte moves into place.
     pub moves: HashMap<usize, Vec<usize>>,
+    /// Batch point (a block's first check line; the branch goes before it) → batched access lines.
+    pub batches: HashMap<usize, Vec<usize>>,
 }
 
-/// Plans prefetches for `candidates` (access line, address register): plain single checks.
-pub(super) fn plan(lines: &[&str], check_lines: &HashSet<usize>, candidates: &[(usize, String)]) -> PrefetchPlan {
+/// Fewest accesses worth a batch (one alone is its own check).
+const MIN_BATCH: usize = 2;
+/// Most accesses in one batch: the batch keeps their shadow bytes and addresses live up to its
+/// branch, and ptxas then schedules all their loads together, which costs registers; the rest of
+/// the block's accesses keep their own checks.
+const MAX_BATCH: usize = 8;
+
+/// Plans prefetches for `candidates` (plain single checks, in line order).
+pub(super) fn plan(lines: &[&str], check_lines: &HashSet<usize>, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
     let mut label_refs: Option<HashMap<String, usize>> = None;
-    let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|(j, base)| pipeline(lines, *j, base, &mut label_refs)).collect();
+    let mut sc = Scan::new(lines);
+    let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, &mut label_refs)).collect();
     let mut per_loop: HashMap<usize, usize> = HashMap::new();
     for p in pipelined.iter().flatten() {
         *per_loop.entry(p.back_edge).or_default() += 1;
     }
-    for ((j, base), p) in candidates.iter().zip(pipelined) {
+    // Batch candidates by their block's first check line.
+    let mut batchable: HashMap<usize, Vec<(usize, usize, Vec<usize>)>> = HashMap::new();
+    let mut rest = Vec::new();
+    for (c, p) in candidates.iter().zip(pipelined) {
         if let Some(p) = p.filter(|p| per_loop[&p.back_edge] <= MAX_PIPELINED_PER_LOOP) {
-            out.at.entry(p.preheader).or_default().push(Prefetch { access: *j, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new() });
-            out.at.entry(p.start).or_default().push(Prefetch { access: *j, chain: p.chain, target: Target::NextIteration, next_values: p.next_values });
-            out.moves.entry(p.back_edge).or_default().push(*j);
-        } else if let Some((anchor, chain)) = place(lines, *j, base, check_lines) {
-            out.at.entry(anchor).or_default().push(Prefetch { access: *j, chain, target: Target::Plain, next_values: Vec::new() });
+            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new() });
+            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values });
+            out.moves.entry(p.back_edge).or_default().push(c.line);
+        } else if let Some((first_check, anchor, chain)) = (!c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
+            batchable.entry(first_check).or_default().push((c.line, anchor, chain));
+        } else {
+            rest.push(c);
         }
     }
+    let mut alone: Vec<usize> = Vec::new();
+    for (first_check, mut members) in batchable {
+        if members.len() < MIN_BATCH {
+            alone.extend(members.iter().map(|m| m.0));
+            continue;
+        }
+        alone.extend(members.iter().skip(MAX_BATCH).map(|m| m.0));
+        members.truncate(MAX_BATCH);
+        let mut lines_in = Vec::new();
+        for (j, anchor, chain) in members {
+            out.at.entry(anchor).or_default().push(Prefetch { access: j, chain, target: Target::Batch(first_check), next_values: Vec::new() });
+            lines_in.push(j);
+        }
+        lines_in.sort_unstable();
+        out.batches.insert(first_check, lines_in);
+    }
+    for c in candidates.iter().filter(|c| alone.contains(&c.line)).chain(rest) {
+        if let Some((anchor, chain)) = place(&mut sc, c.line, &c.base, check_lines) {
+            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new() });
+        }
+    }
+    // Several prefetches at one anchor: keep line order (deterministic output).
+    for v in out.at.values_mut() {
+        v.sort_by_key(|p| (p.access, matches!(p.target, Target::NextIteration)));
+    }
     out
+}
+
+/// For batching the access at `j`: its block's first check line, and an anchor at or before it
+/// where the access's address can be had (directly or through a recomputed chain).
+fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &HashSet<usize>) -> Option<(usize, usize, Vec<usize>)> {
+    let start = sc.block_start(j)?;
+    let first_check = (start..=j).find(|k| check_lines.contains(k))?;
+    let plain = sc.last_write(base, start, j).map_or(start, |k| k + 1);
+    if plain <= first_check {
+        return Some((first_check, plain, Vec::new()));
+    }
+    let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
+    let at = earliest(sc, base, start, j, &mut budget, &mut chain, &mut Vec::new());
+    chain.sort_unstable();
+    (at <= first_check && !chain.is_empty() && chain.iter().all(|&l| l >= at)).then_some((first_check, at, chain))
 }
 
 /// A pipelined access's placement.
@@ -96,8 +165,9 @@ struct Pipelined {
 
 /// Pipelining of the access at `j` when its block is a single-block loop and its address, and the
 /// next iteration's, can be computed at the top of the body.
-fn pipeline(lines: &[&str], j: usize, base: &str, label_refs: &mut Option<HashMap<String, usize>>) -> Option<Pipelined> {
-    let start = block_start(lines, j)?;
+fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option<HashMap<String, usize>>) -> Option<Pipelined> {
+    let start = sc.block_start(j)?;
+    let lines = sc.lines;
     let label_line = start.checked_sub(1)?;
     let label = strip_comment(lines[label_line]).trim().strip_suffix(':')?.trim();
     if label.is_empty() || label.contains(char::is_whitespace) {
@@ -130,7 +200,7 @@ fn pipeline(lines: &[&str], j: usize, base: &str, label_refs: &mut Option<HashMa
     let mut budget = MAX_CHAIN;
     let mut chain = Vec::new();
     let mut reads = Vec::new();
-    if earliest(lines, base, start, j, &mut budget, &mut chain, &mut reads) != start {
+    if earliest(sc, base, start, j, &mut budget, &mut chain, &mut reads) != start {
         return None;
     }
     chain.sort_unstable();
@@ -138,11 +208,11 @@ fn pipeline(lines: &[&str], j: usize, base: &str, label_refs: &mut Option<HashMa
     // the back edge, itself computed from values at the top.
     let mut next_values = Vec::new();
     for r in reads {
-        if last_write(lines, &r, start, back_edge).is_none() {
+        if sc.last_write(&r, start, back_edge).is_none() {
             continue; // loop-invariant
         }
         let (mut budget, mut c, mut rr) = (MAX_CHAIN, Vec::new(), Vec::new());
-        if earliest(lines, &r, start, back_edge, &mut budget, &mut c, &mut rr) != start {
+        if earliest(sc, &r, start, back_edge, &mut budget, &mut c, &mut rr) != start {
             return None;
         }
         c.sort_unstable();
@@ -177,40 +247,60 @@ fn count_label_refs(lines: &[&str]) -> HashMap<String, usize> {
     refs
 }
 
-/// The first line of `j`'s basic block, or `None` when the block holds something a prefetch must
-/// not be moved across or into (block comments, a statement continued over lines at the start).
-fn block_start(lines: &[&str], j: usize) -> Option<usize> {
-    let lo = j.saturating_sub(WINDOW);
-    let mut start = lo;
-    for k in (lo..j).rev() {
-        let line = lines[k];
-        if line.contains("/*") || line.contains("*/") {
-            return None;
-        }
-        let code = strip_comment(line).trim();
-        if code.is_empty() {
-            continue;
-        }
-        // Declarations start a region too: nothing declared after them may be used above them.
-        if ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared") {
-            start = k + 1;
-            break;
-        }
-    }
-    // The start must begin a statement: the code line before it ends one.
-    let before = lines[..start].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty());
-    match before {
-        Some(c) if !(c.ends_with(';') || c.ends_with(':') || c.ends_with('{') || c.ends_with('}') || c.starts_with('.')) => None,
-        _ => Some(start),
-    }
+/// Per-module scan state: block starts found walking forward through the candidates, and the
+/// registers each line writes, parsed once however many candidates look at the line.
+struct Scan<'l, 'a> {
+    lines: &'l [&'a str],
+    starts: HashMap<usize, Option<usize>>,
+    /// Last line walked, and the region state there: `Some(first line)` or `None` (poisoned by a
+    /// block comment).
+    walk: Option<(usize, Option<usize>)>,
+    dests: Vec<Option<Vec<&'a str>>>,
 }
 
-/// Last line in `[start, before)` that writes `reg`.
-fn last_write(lines: &[&str], reg: &str, start: usize, before: usize) -> Option<usize> {
-    (start..before).rev().find(|&k| {
-        let code = strip_comment(lines[k]);
-        code.contains(reg) && code.split(';').any(|st| dest_regs(st).contains(&reg))
-    })
+impl<'l, 'a> Scan<'l, 'a> {
+    fn new(lines: &'l [&'a str]) -> Self {
+        Self { lines, starts: HashMap::new(), walk: None, dests: vec![None; lines.len()] }
+    }
+
+    /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
+    /// holds something a prefetch must not be moved across or into (block comments, a statement
+    /// continued over lines at the start). Linear over increasing `j`.
+    fn block_start(&mut self, j: usize) -> Option<usize> {
+        if let Some(&s) = self.starts.get(&j) {
+            return s;
+        }
+        let (from, mut state) = match self.walk {
+            Some((last, state)) if last <= j => (last, state),
+            _ => (0, Some(0)),
+        };
+        for k in from..j {
+            let line = self.lines[k];
+            if line.contains("/*") || line.contains("*/") {
+                state = None;
+                continue;
+            }
+            let code = strip_comment(line).trim();
+            // Declarations start a region too: nothing declared after them may be used above them.
+            if !code.is_empty() && (ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared")) {
+                state = Some(k + 1);
+            }
+        }
+        self.walk = Some((j, state));
+        let start = state.map(|s| s.max(j.saturating_sub(WINDOW))).filter(|&s| {
+            // The start must begin a statement: the code line before it ends one.
+            let before = self.lines[..s].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty());
+            !matches!(before, Some(c) if !(c.ends_with(';') || c.ends_with(':') || c.ends_with('{') || c.ends_with('}') || c.starts_with('.')))
+        });
+        self.starts.insert(j, start);
+        start
+    }
+
+    /// Last line in `[start, before)` that writes `reg`.
+    fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
+        let lines = self.lines;
+        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| strip_comment(lines[k]).split(';').flat_map(dest_regs).collect()).contains(&reg))
+    }
 }
 
 /// The register operands a recomputable arithmetic statement reads, or `None` when it is not one
@@ -255,8 +345,8 @@ fn arithmetic_inputs(line: &str) -> Option<Vec<&str>> {
 /// Earliest line (within `[start, before)`) at which `reg`'s value at `before` can be had, and the
 /// arithmetic lines to recompute on the way (`budget` bounds their number).
 /// Registers read at the anchor (not recomputed) are added to `reads`.
-fn earliest(lines: &[&str], reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Vec<String>) -> usize {
-    let Some(k) = last_write(lines, reg, start, before) else {
+fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Vec<String>) -> usize {
+    let Some(k) = sc.last_write(reg, start, before) else {
         if !reads.iter().any(|r| r == reg) {
             reads.push(reg.to_string());
         }
@@ -265,12 +355,12 @@ fn earliest(lines: &[&str], reg: &str, start: usize, before: usize, budget: &mut
     if *budget == 0 {
         return k + 1;
     }
-    let Some(inputs) = arithmetic_inputs(lines[k]) else { return k + 1 };
+    let Some(inputs) = arithmetic_inputs(sc.lines[k]) else { return k + 1 };
     *budget -= 1;
     let mut at = start;
     let mut sub = Vec::new();
     for input in inputs {
-        at = at.max(earliest(lines, input, start, k, budget, &mut sub, reads));
+        at = at.max(earliest(sc, input, start, k, budget, &mut sub, reads));
     }
     // Inputs redefined between the anchor and `k` would change the value: the recursion anchors
     // each input after its last write before `k`, and `at` is the latest of those.
@@ -283,16 +373,16 @@ fn earliest(lines: &[&str], reg: &str, start: usize, before: usize, budget: &mut
 }
 
 /// Anchor and recompute chain for the access at `j` through `base`, if a prefetch gains anything.
-fn place(lines: &[&str], j: usize, base: &str, check_lines: &HashSet<usize>) -> Option<(usize, Vec<usize>)> {
-    let start = block_start(lines, j)?;
+fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &HashSet<usize>) -> Option<(usize, Vec<usize>)> {
+    let start = sc.block_start(j)?;
     let checks_in = |from: usize| (from..j).any(|k| check_lines.contains(&k));
-    let plain = last_write(lines, base, start, j).map_or(start, |k| k + 1);
+    let plain = sc.last_write(base, start, j).map_or(start, |k| k + 1);
     if checks_in(plain) {
         return Some((plain, Vec::new()));
     }
     let mut budget = MAX_CHAIN;
     let mut chain = Vec::new();
-    let at = earliest(lines, base, start, j, &mut budget, &mut chain, &mut Vec::new());
+    let at = earliest(sc, base, start, j, &mut budget, &mut chain, &mut Vec::new());
     if chain.is_empty() || !checks_in(at) {
         return None;
     }
