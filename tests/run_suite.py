@@ -4,6 +4,11 @@ compute-sanitizer memcheck (with and without --padding, and on the -sanitize mem
 one table per case and tool (detected / missed / false report) and per-class detection rates.
 Exits non-zero if gasan regresses against tests/expectations.json.
 
+Every case is its own program (tests/suite/<case>.cu, built by tests/build.sh into BIN_DIR as
+<program>, <program>_noline, <program>_sass and <program>.csan): `<program>` runs the planted bug,
+`<program> clean` the clean twin. The expected source line of a device access is the line of the
+`// BUG:<case>` marker in the case's own source.
+
 Usage (GPU machine): python3 tests/run_suite.py --bin-dir .carry/suite --gasan .carry/bin/gasan-run [--out FILE]
 """
 import argparse, json, os, re, shutil, subprocess, sys
@@ -22,6 +27,11 @@ def bug_lines(source):
             for m in re.finditer(r"BUG:([a-z0-9_]+)", line):
                 lines[m.group(1)] = no
     return lines
+
+
+def bug_line(case):
+    """Source line of the case's `// BUG:<case>` marker in its own source, or None."""
+    return bug_lines(os.path.join(HERE, case["source"])).get(case["name"])
 
 
 def parse_gasan(out):
@@ -113,6 +123,8 @@ def run(cmd, timeout=120):
         return p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired as e:
         return 124, (e.stdout or "") + "[timeout]"
+    except OSError as e:  # a program that was not built
+        return 127, f"[cannot run {cmd[0]}: {e}]"
 
 
 def main():
@@ -129,22 +141,24 @@ def main():
     cases = exp["cases"]
     if a.only:
         cases = [c for c in cases if c["name"] in a.only.split(",")]
-    lines = bug_lines(os.path.join(HERE, exp["source"]))
-    b = lambda n: os.path.join(a.bin_dir, n)
+    lines = {c["name"]: bug_line(c) for c in cases}
+    # The binary of a case's program in one build variant ("" plain, "_noline", "_sass", ".csan").
+    b = lambda c, variant="": os.path.join(a.bin_dir, c["program"] + variant)
+    built = lambda variant: any(os.path.exists(b(c, variant)) for c in cases)
     tools = {
-        "native": lambda c, m: [b("suite"), c] + m,
-        "gasan-s8": lambda c, m: [a.gasan, "--shadow-scale", "8", "--", b("suite"), c] + m,
-        "gasan-s7": lambda c, m: [a.gasan, "--shadow-scale", "7", "--", b("suite"), c] + m,
-        "gasan-sass": lambda c, m: [a.gasan, "--", b("suite_sass"), c] + m,
+        "native": lambda c, m: [b(c)] + m,
+        "gasan-s8": lambda c, m: [a.gasan, "--shadow-scale", "8", "--", b(c)] + m,
+        "gasan-s7": lambda c, m: [a.gasan, "--shadow-scale", "7", "--", b(c)] + m,
+        "gasan-sass": lambda c, m: [a.gasan, "--", b(c, "_sass")] + m,
     }
-    if os.path.exists(b("suite_noline")):
+    if built("_noline"):
         # Without -lineinfo reports name the PTX line; only the kind is compared.
-        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--", b("suite_noline"), c] + m
+        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--", b(c, "_noline")] + m
     if shutil.which("compute-sanitizer") and not a.no_sanitizer:
-        tools["cs"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b("suite"), c] + m
-        tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b("suite"), c] + m
-        if os.path.exists(b("suite.csan")):
-            tools["cs-compiletime"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b("suite.csan"), c] + m
+        tools["cs"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b(c)] + m
+        tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b(c)] + m
+        if built(".csan"):
+            tools["cs-compiletime"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b(c, ".csan")] + m
     if a.tools:
         keep = set(a.tools.split(","))
         tools = {k: v for k, v in tools.items() if k in keep}
@@ -153,7 +167,7 @@ def main():
 
     def one(job):
         c, t, cmd = job
-        return job, run(cmd(c["name"], [])), run(cmd(c["name"], ["clean"]))
+        return job, run(cmd(c, [])), run(cmd(c, ["clean"]))
 
     # Independent processes share the GPU; run several at once to fit the lease.
     from concurrent.futures import ThreadPoolExecutor

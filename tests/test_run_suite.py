@@ -1,5 +1,5 @@
 """Unit tests of the suite runner's and bench harness's table logic on recorded outputs."""
-import importlib.util, json, os, unittest
+import importlib.util, json, os, re, unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -13,7 +13,13 @@ def load(path, name):
 
 rs = load(os.path.join(HERE, "run_suite.py"), "run_suite")
 rb = load(os.path.join(HERE, "..", "benches", "run_benches.py"), "run_benches")
-fx = lambda n: open(os.path.join(HERE, "fixtures", n)).read()
+
+
+def fx(name):
+    with open(os.path.join(HERE, "fixtures", name)) as f:
+        return f.read()
+
+
 CASE = {"name": "underflow_read", "cls": "heap-underflow", "kind": "heap-buffer-overflow", "host_call": False,
         "expect": {"gasan_s8": True, "gasan_s7": True, "gasan_sass": False, "compute_sanitizer": True}}
 
@@ -56,16 +62,35 @@ class Classification(unittest.TestCase):
 
 
 class Expectations(unittest.TestCase):
+    with open(os.path.join(HERE, "expectations.json")) as f:
+        exp = json.load(f)
+
     def test_expectations_name_programs_and_markers(self):
-        exp = json.load(open(os.path.join(HERE, "expectations.json")))
-        src = os.path.join(HERE, exp["source"])
-        text = open(src).read()
-        lines = rs.bug_lines(src)
-        self.assertGreaterEqual(sum(1 for c in exp["cases"] if c["cls"] != "not-covered-yet"), 40)
-        for c in exp["cases"]:
-            self.assertIn(f"C({c['name']})", text, c["name"])
-            self.assertIn(c["name"], lines, f"no BUG marker for {c['name']}")
-            self.assertTrue(set(c["expect"]) >= {"gasan_s8", "gasan_s7", "gasan_sass", "compute_sanitizer"})
+        cases = self.exp["cases"]
+        self.assertGreaterEqual(sum(1 for c in cases if c["cls"] != "not-covered-yet"), 40)
+        self.assertEqual(len({c["name"] for c in cases}), len(cases), "duplicate case names")
+        self.assertEqual(len({c["program"] for c in cases}), len(cases), "two cases share a program")
+        for c in cases:
+            self.assertTrue(set(c) >= {"name", "program", "source", "cls", "kind", "access", "size", "kernel", "host_call", "expect"}, c["name"])
+            self.assertTrue(set(c["expect"]) >= {"gasan_s8", "gasan_s7", "gasan_sass", "compute_sanitizer"}, c["name"])
+
+    def test_every_expectation_has_its_source_with_one_marker(self):
+        for c in self.exp["cases"]:
+            src = os.path.join(HERE, c["source"])
+            self.assertTrue(os.path.isfile(src), f"{c['name']}: no source {c['source']}")
+            with open(src) as f:
+                text = f.read()
+            markers = re.findall(r"BUG:([a-z0-9_]+)", text)
+            self.assertEqual(markers, [c["name"]], f"{c['source']}: markers {markers}, want exactly one BUG:{c['name']}")
+            self.assertEqual(rs.bug_line(c), rs.bug_lines(src)[c["name"]])
+            self.assertIn("BUG:" + c["name"], text.splitlines()[rs.bug_line(c) - 1])
+            if not c["host_call"] and c["kernel"]:
+                self.assertRegex(text, r"__(global|device)__[^(]*\b%s\(" % re.escape(c["kernel"]), f"{c['name']}: no kernel {c['kernel']}")
+
+    def test_every_program_has_an_expectation(self):
+        progs = {f[:-3] for f in os.listdir(os.path.join(HERE, "suite")) if f.endswith(".cu")}
+        self.assertEqual(progs, {os.path.splitext(os.path.basename(c["source"]))[0] for c in self.exp["cases"]})
+        self.assertTrue(all(c["program"] == os.path.splitext(os.path.basename(c["source"]))[0] for c in self.exp["cases"]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Detection suite, benchmarks and GPU verification programs: every CUDA program builds with the
-# pinned toolchain; expectations parse and name existing cases and BUG markers; the runners' table
-# logic is tested on recorded outputs.
+# pinned toolchain; every suite program has an expectation and every expectation a built program
+# (at least 40 buggy programs); the runners' table logic is tested on recorded outputs (which also
+# checks that each expectation's source carries exactly one matching BUG marker).
 set -euo pipefail
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -10,7 +11,19 @@ BENCH_ONLY_PLAIN=1 benches/build.sh "$out/bench" >/dev/null
 runtime/gpu/build.sh "$out/gpu" >/dev/null
 n_bench=$(ls "$out/bench" | wc -l)
 [ "$n_bench" -ge 12 ] || { echo "only $n_bench benchmarks built"; exit 1; }
-# The suite binary lists exactly the cases the expectations name.
-diff <("$out/suite/suite" --list | sort) <(python3 -c "import json; print('\n'.join(sorted(c['name'] for c in json.load(open('tests/expectations.json'))['cases'])))")
-echo "built: suite ($("$out/suite/suite" --list | wc -l) cases), $n_bench benchmarks, GPU verification cases"
+# One program per case: every expectation's program was built, every tests/suite/*.cu is expected.
+n_suite=$(python3 - "$out/suite" <<'PY'
+import glob, json, os, sys
+bins = sys.argv[1]
+cases = json.load(open("tests/expectations.json"))["cases"]
+bad = [f"{c['name']}: program {c['program']} not built" for c in cases if not os.access(os.path.join(bins, c["program"]), os.X_OK)]
+expected = {os.path.normpath(os.path.join("tests", c["source"])) for c in cases}
+bad += [f"{s}: no expectation" for s in sorted(glob.glob("tests/suite/*.cu")) if os.path.normpath(s) not in expected]
+if len(cases) < 40:
+    bad.append(f"only {len(cases)} buggy programs (want at least 40)")
+print("\n".join(bad) if bad else len(cases))
+sys.exit(1 if bad else 0)
+PY
+) || { echo "$n_suite"; exit 1; }
+echo "built: suite ($n_suite programs), $n_bench benchmarks, GPU verification cases"
 cd tests && python3 -m unittest -v test_run_suite 2>&1
