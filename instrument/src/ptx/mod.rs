@@ -389,8 +389,7 @@ impl<'a> Rewriter<'a> {
             }
 
             // Statements that open or close a function body.
-            let opens = t.matches('{').count() as i32;
-            let closes = t.matches('}').count() as i32;
+            let (opens, closes) = count_braces(t);
             if func.is_none() && opens > 0 {
                 if let Some(name) = pending_name.take() {
                     func = Some(FuncState {
@@ -733,6 +732,17 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// Opening and closing braces on a line, in one pass.
+fn count_braces(t: &str) -> (i32, i32) {
+    let count = |c: char| if t.contains(c) { t.matches(c).count() as i32 } else { 0 };
+    (count('{'), count('}'))
+}
+
+/// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
+fn has_block_comment_marker(line: &str) -> bool {
+    line.contains('*') && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
 }
 
 /// The register holding the prefetched shadow byte of the access at body line `line`.

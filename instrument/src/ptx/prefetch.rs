@@ -19,7 +19,7 @@
 //! the access, so the registers read at the anchor hold the values the access will use.
 
 use super::access::split_instr;
-use super::{dest_regs, ends_basic_block, strip_comment};
+use super::{dest_regs, ends_basic_block, has_block_comment_marker, strip_comment};
 use std::collections::{HashMap, HashSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
@@ -178,7 +178,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option
         let code = strip_comment(lines[k]).trim();
         !code.is_empty() && ends_basic_block(code)
     })?;
-    if lines[j..=back_edge].iter().any(|l| l.contains("/*") || l.contains("*/")) {
+    if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l)) {
         return None;
     }
     let edge = split_instr(strip_comment(lines[back_edge]).trim().trim_end_matches(';'))?;
@@ -276,7 +276,7 @@ impl<'l, 'a> Scan<'l, 'a> {
         };
         for k in from..j {
             let line = self.lines[k];
-            if line.contains("/*") || line.contains("*/") {
+            if has_block_comment_marker(line) {
                 state = None;
                 continue;
             }
