@@ -1,21 +1,6 @@
 // mgpu_overflow: a store one past a buffer on device 0 after device 1 (if present) ran its own kernel.
 // ./mgpu_overflow runs the buggy variant, ./mgpu_overflow clean the clean twin. Expectation: tests/expectations.json.
-#include "common.h"
-
-// Multi-GPU-safe: with a second GPU, it gets its own buffer and kernel first (its memory is not
-// gasan's); the bug is on device 0. With one GPU this is a plain single-GPU bug.
-__global__ void k_write(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = 1.0f; }
-static void other_device_work() {
-    int nd = 0;
-    CK(cudaGetDeviceCount(&nd));
-    if (nd < 2) return;
-    CK(cudaSetDevice(1));
-    float* q = dmalloc<float>(N);
-    k_write<<<4, 256>>>(q, N);
-    SYNC();
-    CK(cudaFree(q));
-    CK(cudaSetDevice(0));
-}
+#include "other_device.h"
 
 __global__ void k_mgpu(float* p, long idx) { if (threadIdx.x == 0) p[idx] = 6.0f; }  // BUG:mgpu_overflow
 
