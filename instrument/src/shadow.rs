@@ -87,6 +87,27 @@ impl Scale {
         }
     }
 
+    /// Alignment (and largest size) of a pool for the aligned-pool check: within such a pool the
+    /// shadow index `(addr - base) >> shift` is the low 32 bits of `addr >> shift`, and the in-pool
+    /// test needs only the high 32 bits of the address.
+    pub const fn aligned_pool_alignment(self) -> u64 {
+        1 << (32 + self.shift())
+    }
+
+    /// Can checks use the aligned-pool form for a pool at `base` of `size` bytes?
+    pub fn pool_allows_aligned_check(self, base: u64, size: u64) -> bool {
+        let a = self.aligned_pool_alignment();
+        size != 0 && base % a == 0 && size <= a && size % (1 << 32) == 0
+    }
+
+    /// What the aligned-pool check computes for `addr` (when [`Self::pool_allows_aligned_check`]):
+    /// `Some(shadow index)` when it treats the address as in the pool. In 32-bit arithmetic, as
+    /// emitted: `(hi(addr) - hi(base)) < hi(size)`, index `lo(addr >> shift)`.
+    pub fn aligned_probe(self, addr: u64, base: u64, size: u64) -> Option<u64> {
+        let in_pool = ((addr >> 32) as u32).wrapping_sub((base >> 32) as u32) < (size >> 32) as u32;
+        in_pool.then_some(u64::from((addr >> self.shift()) as u32))
+    }
+
     /// Size the allocator must make accessible so that the encoding is exact: S8 cannot express a
     /// last granule with one accessible byte, so such sizes grow by one (the documented blind spot).
     pub fn encodable_size(self, size: u64) -> u64 {

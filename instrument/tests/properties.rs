@@ -65,6 +65,20 @@ proptest! {
     }
 
     #[test]
+    fn aligned_pool_check_is_the_range_test_and_index(base_slot in 1u64..200, size_4g in 1u64..=256, addr in any::<u64>(), near in any::<bool>(), off in any::<u64>()) {
+        for scale in [Scale::S7, Scale::S8] {
+            let align = scale.aligned_pool_alignment();
+            let base = base_slot * align;
+            let size = (size_4g << 32).min(align);
+            prop_assert!(scale.pool_allows_aligned_check(base, size));
+            // Addresses near the pool (inside, just outside) and anywhere.
+            let a = if near { base.wrapping_sub(align / 2).wrapping_add(off % (2 * align)) } else { addr };
+            let want = (a >= base && a - base < size).then(|| (a - base) >> scale.shift());
+            prop_assert_eq!(scale.aligned_probe(a, base, size), want, "{:?} base {:#x} size {:#x} addr {:#x}", scale, base, size, a);
+        }
+    }
+
+    #[test]
     fn s8_blind_spot_is_only_the_one_byte_granule(size in 1u64..4096) {
         // Without the allocator's rounding, the only sizes S8 misencodes are ≡ 1 (mod 256).
         let g = 256;
@@ -112,7 +126,7 @@ proptest! {
         let cut = (0..=cut).rev().find(|&i| base.is_char_boundary(i)).unwrap();
         let m = format!("{}{}{}", &base[..cut], insert, &base[cut..]);
         for recover in [false, true] {
-            let _ = instrument_ptx(&m, &InstrumentOptions { scale: Scale::S8, optimize: true, recover });
+            let _ = instrument_ptx(&m, &InstrumentOptions { scale: Scale::S8, optimize: true, recover, aligned_pool: recover });
         }
     }
 }

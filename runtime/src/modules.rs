@@ -83,11 +83,17 @@ fn cache_dir() -> Option<PathBuf> {
 /// Instruments `ptx` (or takes it from the on-disk cache).
 pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let s = state();
-    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error };
+    // The cheaper aligned-pool checks when the pool allows them (its control block is the only
+    // one these modules will see; a GPU without the pool gets zeros, which pass either form).
+    let aligned_pool = s.device().is_some_and(|d| {
+        let (base, size, _) = d.alloc.control_fields();
+        s.opts.shadow_scale.pool_allows_aligned_check(base, size)
+    });
+    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool };
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
-    h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8]);
+    h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8, opts.aligned_pool as u8]);
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let dir = cache_dir();

@@ -36,6 +36,10 @@ enum Cmd {
         /// Recover mode: report and skip bad accesses instead of trapping.
         #[arg(long)]
         recover: bool,
+        /// Emit the aligned-pool form of the checks (only valid when the module runs against a pool
+        /// aligned to 2^(32+scale) and at most that large; gasan-run decides this itself).
+        #[arg(long)]
+        aligned_pool: bool,
         /// Write the site table (JSON) here.
         #[arg(long)]
         sites: Option<PathBuf>,
@@ -67,8 +71,8 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{listing}");
             Ok(())
         }
-        Cmd::Instrument { input, out, scale, no_opt, recover, sites } => {
-            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover };
+        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, sites } => {
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             if let Some(s) = sites {
@@ -93,7 +97,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Stats { input, scale, no_opt } => {
-            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover: false };
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, ..Default::default() };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             println!("{:<48} {:>6} {:>8} {:>10} {:>8}  skipped", "function", "found", "checked", "eliminated", "unknown");
             for (name, f) in r.stats.functions.iter().chain(std::iter::once((&"TOTAL".to_string(), &r.stats.total()))) {

@@ -56,6 +56,14 @@ pub(super) fn prelude(scale: Scale, header: &Header) -> String {
     s
 }
 
+/// How a check computes its shadow address: the encoding, and whether the pool is aligned so that
+/// the in-pool test and the index need only 32-bit arithmetic ([`Scale::aligned_probe`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Form {
+    pub scale: Scale,
+    pub aligned: bool,
+}
+
 /// Function-level registers of halt mode: the address being checked, and the failing site packed
 /// as `site | width << 32 | kind << 56`, read by the function's shared report block.
 pub(super) const LAST_ADDR: &str = "%gsx";
@@ -202,8 +210,30 @@ fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'stati
 /// The in-pool test and the shadow load: `dst` = the shadow byte of `addr_reg`'s granule, or
 /// [`OUT_OF_POOL_SHADOW`] (passes every access) when the address is outside the pool or `guard` is
 /// false, so no predicate has to survive the load. Uses `%gsa1..2`, `%gsp0`.
-fn probe_load(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, guard: Option<&str>, dst: &str) {
+fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&str>, dst: &str) {
+    let scale = form.scale;
     let ctl = CONTROL_BLOCK_SYMBOL;
+    if form.aligned {
+        // hi(addr) - hi(base) < hi(size), and index lo(addr >> shift): Scale::aligned_probe.
+        out.push("{".into());
+        out.push(".reg .b32 %gsw<3>;".into());
+        out.push(f!("mov.b64 {{%gsw0, %gsw1}}, {addr_reg};"));
+        out.push(f!("ld.const.u32 %gsw2, [{ctl}+{}];", ctl_offset::POOL_BASE + 4));
+        out.push("sub.u32 %gsw1, %gsw1, %gsw2;".into());
+        out.push(f!("ld.const.u32 %gsw2, [{ctl}+{}];", ctl_offset::POOL_SIZE + 4));
+        out.push("setp.lt.u32 %gsp0, %gsw1, %gsw2;".into());
+        if let Some(g) = guard {
+            out.push(f!("and.pred %gsp0, %gsp0, {g};"));
+        }
+        out.push(f!("shr.u64 %gsa1, {addr_reg}, {};", scale.shift()));
+        out.push("cvt.u32.u64 %gsw0, %gsa1;".into());
+        out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+        out.push("mad.wide.u32 %gsa1, %gsw0, 1, %gsa2;".into());
+        out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
+        out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
+        out.push("}".into());
+        return;
+    }
     out.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
     out.push(f!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
     out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
@@ -242,8 +272,9 @@ fn probe_compare(out: &mut Vec<Line>, scale: Scale, shadow: &str, addr_reg: &str
 }
 
 /// The whole check of one probe in place: `%gsr0` = shadow byte, `%gsp1` = bad.
-fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, guard: Option<&str>) {
-    probe_load(out, scale, addr_reg, guard, "%gsr0");
+fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>) {
+    let scale = form.scale;
+    probe_load(out, form, addr_reg, guard, "%gsr0");
     probe_compare(out, scale, "%gsr0", addr_reg, 0, check_width, None);
 }
 
@@ -257,7 +288,8 @@ fn probe_test(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u3
 /// With `batch` = (predicate, first member, width) the byte is also tested at once and the result
 /// ORed into the block's batch predicate (set by the first member); the chain's temporaries are
 /// then declared in the current scope, for the batch's recheck.
-pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>) -> String {
+pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>) -> String {
+    let scale = form.scale;
     let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
     if let Some((pred, true, _)) = batch {
         v.push(f!(".reg .pred {pred};"));
@@ -271,7 +303,7 @@ pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], dec
     }
     v.extend(chain.iter().map(|(_, stmt)| Line::from(stmt.clone())));
     v.push(address_setup(a).into());
-    probe_load(&mut v, scale, "%gsa0", None, reg);
+    probe_load(&mut v, form, "%gsa0", None, reg);
     if let Some((pred, first, width)) = batch {
         probe_compare(&mut v, scale, reg, "%gsa0", 0, width, None);
         v.push(if first { f!("mov.pred {pred}, %gsp1;") } else { f!("or.pred {pred}, {pred}, %gsp1;") });
@@ -287,11 +319,11 @@ pub(super) fn prefetch(scale: Scale, a: &Access, chain: &[(String, String)], dec
 /// One member of a batch's recheck (reached when the batch predicate is set): the full check of
 /// the access at `a` (its base already renamed to where the address lives at the batch point); on
 /// failure it hands the address and packed site to the function's shared report block.
-pub(super) fn batch_recheck(scale: Scale, a: &Access, width: u32, site: u32) -> String {
+pub(super) fn batch_recheck(form: Form, a: &Access, width: u32, site: u32) -> String {
     let packed = u64::from(site) | (u64::from(width) << 32) | (u64::from(a.kind as u8) << 56);
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()];
     v.push(address_setup(a).into());
-    probe_test(&mut v, scale, "%gsa0", width, None);
+    probe_test(&mut v, form, "%gsa0", width, None);
     v.push(f!("@%gsp1 mov.b64 {LAST_ADDR}, %gsa0;"));
     v.push(f!("@%gsp1 mov.b64 {LAST_SITE}, {packed};"));
     v.push(f!("@%gsp1 bra {SHARED_FAIL};"));
@@ -323,7 +355,7 @@ fn address_setup(a: &Access) -> String {
 /// around the access) and that block, which recomputes the address from the unchanged operands,
 /// reports and traps.
 pub(super) fn checked_statement_halt(
-    scale: Scale,
+    form: Form,
     ins: &Instr<'_>,
     a: &Access,
     original: &str,
@@ -333,6 +365,7 @@ pub(super) fn checked_statement_halt(
     fence: &str,
     prefetched: Option<&str>,
 ) -> (String, String, bool) {
+    let scale = form.scale;
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
     let addr = address_setup(a);
@@ -357,7 +390,7 @@ pub(super) fn checked_statement_halt(
             // as with no report code at all (ptxas keeps registers for every block that stores).
             match prefetched {
                 Some((base, w, reg)) => probe_compare(&mut v, scale, reg, base, a.offset, w, guard),
-                None => probe_test(&mut v, scale, "%gsa0", *w, guard),
+                None => probe_test(&mut v, form, "%gsa0", *w, guard),
             }
             v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
         }
@@ -367,11 +400,11 @@ pub(super) fn checked_statement_halt(
                 Width::Reg(r) => (format!("cvt.u64.u32 %gsa5, {r};"), r.clone()),
             };
             v.push(size_setup.clone().into());
-            probe_test(&mut v, scale, "%gsa0", 1, guard);
+            probe_test(&mut v, form, "%gsa0", 1, guard);
             v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
             v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
             v.push("sub.s64 %gsa4, %gsa4, 1;".into());
-            probe_test(&mut v, scale, "%gsa4", 1, guard);
+            probe_test(&mut v, form, "%gsa4", 1, guard);
             v.push(f!("@%gsp1 bra $gasan_fail_{label}_last;"));
             probes.push((String::new(), vec![addr.clone().into()], 1, size.clone()));
             let last: Vec<Line> = vec![addr.clone().into(), size_setup.into(), "add.s64 %gsa0, %gsa0, %gsa5;".into(), "sub.s64 %gsa0, %gsa0, 1;".into()];
@@ -433,8 +466,8 @@ pub(super) fn checked_statement_halt(
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
-fn probe(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
-    probe_test(out, scale, addr_reg, check_width, guard);
+fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
+    probe_test(out, form, addr_reg, check_width, guard);
     out.push("mov.u32 %gsr2, 0;".into());
     out.push(f!(
         "@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"
@@ -445,7 +478,7 @@ fn probe(out: &mut Vec<Line>, scale: Scale, addr_reg: &str, check_width: u32, re
 /// The original statement wrapped in its check.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn checked_statement(
-    scale: Scale,
+    form: Form,
     ins: &Instr<'_>,
     a: &Access,
     dest_types: &[Option<String>],
@@ -471,7 +504,7 @@ pub(super) fn checked_statement(
     v.push("mov.u32 %gsr3, 0;".into());
     let kind = a.kind as u8;
     match (&a.width, a.bulk) {
-        (Width::Fixed(w), false) => probe(&mut v, scale, "%gsa0", *w, &w.to_string(), kind, site, guard),
+        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, &w.to_string(), kind, site, guard),
         (width, _) => {
             // Bulk range: first and last byte.
             let size = match width {
@@ -484,10 +517,10 @@ pub(super) fn checked_statement(
                     r.clone()
                 }
             };
-            probe(&mut v, scale, "%gsa0", 1, &size, kind, site, guard);
+            probe(&mut v, form, "%gsa0", 1, &size, kind, site, guard);
             v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
             v.push("sub.s64 %gsa4, %gsa4, 1;".into());
-            probe(&mut v, scale, "%gsa4", 1, &size, kind, site, guard);
+            probe(&mut v, form, "%gsa4", 1, &size, kind, site, guard);
         }
     }
     v.push("setp.ne.u32 %gsp2, %gsr3, 0;".into());

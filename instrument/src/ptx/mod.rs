@@ -42,11 +42,21 @@ pub struct InstrumentOptions {
     /// the check branches to an out-of-line block that reports and traps, keeping the fast path
     /// free of calls and of branches around the access.
     pub recover: bool,
+    /// The pool the module will run against satisfies [`Scale::pool_allows_aligned_check`]: the
+    /// in-pool test and the shadow index use 32-bit arithmetic (four instructions fewer a check).
+    /// Only valid with such a pool's control block.
+    pub aligned_pool: bool,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
-        Self { scale: Scale::S8, optimize: true, recover: false }
+        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false }
+    }
+}
+
+impl InstrumentOptions {
+    fn form(&self) -> emit::Form {
+        emit::Form { scale: self.scale, aligned: self.aligned_pool }
     }
 }
 
@@ -117,7 +127,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 11;
+pub const REVISION: u32 = 12;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -337,7 +347,7 @@ impl<'a> Rewriter<'a> {
                                 // Its site, and its part of the batch's recheck.
                                 let loc = loc_before(&lines, p.access);
                                 let site = new_site(&mut self.sites, f, base_line + p.access + 1, loc, a.kind, *w);
-                                batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.scale, &a, *w, site));
+                                batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *w, site));
                                 batched.insert(p.access);
                             }
                         }
@@ -552,7 +562,7 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
-        Some((emit::prefetch(self.opts.scale, &a, &chain, &declare, load_into, &indent, batch), a))
+        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch), a))
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
@@ -679,7 +689,7 @@ impl<'a> Rewriter<'a> {
             let label = *next_label;
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &h_ins, &h_acc, "", indent, h_site, label, fence, None);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), &h_ins, &h_acc, "", indent, h_site, label, fence, None);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -712,9 +722,9 @@ impl<'a> Rewriter<'a> {
         let dest_types: Vec<Option<String>> =
             access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
         let emitted = if opts.recover {
-            emit::checked_statement(opts.scale, &ins, &access, &dest_types, text, indent, site_id, label)
+            emit::checked_statement(opts.form(), &ins, &access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.scale, &ins, &access, text, indent, site_id, label, fence, prefetched);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), &ins, &access, text, indent, site_id, label, fence, prefetched);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline
