@@ -161,6 +161,9 @@ impl State {
         let cfg = gasan_uvm::PoolConfig {
             size: self.opts.pool_size.unwrap_or(0),
             shift: self.opts.shadow_scale.shift(),
+            // No larger than the aligned-pool checks allow (1 TiB at scale 8, 512 GiB at 7); the
+            // default hints are aligned for both.
+            max_size: self.opts.shadow_scale.aligned_pool_alignment(),
             ..Default::default()
         };
         let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;

@@ -16,15 +16,17 @@ pub struct PoolConfig {
     pub shift: u32,
     /// Addresses to try first; then anywhere.
     pub hints: Vec<u64>,
+    /// With `size` 0: the largest default size to try (0: no limit).
+    pub max_size: u64,
 }
 
-/// Pool sizes tried in order when none is configured.
-pub const DEFAULT_SIZES: [u64; 4] = [1 << 40, 1 << 38, 1 << 36, 1 << 34];
+/// Pool sizes tried in order when none is configured (those above `PoolConfig::max_size` skipped).
+pub const DEFAULT_SIZES: [u64; 5] = [1 << 40, 1 << 39, 1 << 38, 1 << 36, 1 << 34];
 pub const DEFAULT_HINTS: [u64; 2] = [0x1000_0000_0000, 0x2000_0000_0000];
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self { size: 0, shift: 8, hints: DEFAULT_HINTS.to_vec() }
+        Self { size: 0, shift: 8, hints: DEFAULT_HINTS.to_vec(), max_size: 0 }
     }
 }
 
@@ -65,7 +67,11 @@ impl Pool {
             return Err(UvmError::BadConfig(format!("shadow scale {} (must be 7 or 8)", cfg.shift)));
         }
         let gran = backend.granularity();
-        let sizes: Vec<u64> = if cfg.size != 0 { vec![cfg.size] } else { DEFAULT_SIZES.to_vec() };
+        let sizes: Vec<u64> = if cfg.size != 0 {
+            vec![cfg.size]
+        } else {
+            DEFAULT_SIZES.iter().copied().filter(|&s| cfg.max_size == 0 || s <= cfg.max_size).collect()
+        };
         let mut reserved = None;
         'outer: for &size in &sizes {
             let size = plan::align_out(0, size, gran << cfg.shift).map(|r| r.1).ok_or(UvmError::BadConfig("pool size".into()))?;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 const G: u64 = 64 << 10;
 
 fn pool(shift: u32) -> Pool {
-    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: 1 << 30, shift, hints: vec![] }).unwrap()
+    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: 1 << 30, shift, hints: vec![], max_size: 0 }).unwrap()
 }
 
 #[derive(Clone, Debug)]
@@ -176,7 +176,7 @@ fn a_failed_plan_is_rolled_back() {
     let shadow_chunks = ((1u64 << 30) >> 8).div_ceil(G);
     for extra in 0..4 {
         let b = Flaky { inner: HostBackend::new(G), maps_left: std::sync::atomic::AtomicI64::new((shadow_chunks + extra) as i64) };
-        let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![] }).unwrap();
+        let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![], max_size: 0 }).unwrap();
         let base = p.base();
         let before = p.counters().committed_bytes;
         let r = p.commit(base, 4 * G);
@@ -234,4 +234,13 @@ proptest! {
         p.unalias(a).unwrap();
         prop_assert_eq!(p.canonical(a + off), a + off);
     }
+}
+
+#[test]
+fn default_sizes_respect_the_size_limit() {
+    // Real mmap reservations: with a 64 GiB limit the first default sizes (1 TiB ... 256 GiB) are
+    // skipped, and the largest one allowed is taken.
+    let cfg = PoolConfig { shift: 7, hints: vec![], max_size: 1 << 36, ..Default::default() };
+    let p = Pool::new(Box::new(HostBackend::new(G)), &cfg).unwrap();
+    assert_eq!(p.size(), 1 << 36);
 }
