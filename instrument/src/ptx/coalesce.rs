@@ -6,9 +6,9 @@
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
-use super::{dest_regs, ends_basic_block, parse_loc, strip_comment};
+use super::{dest_regs, ends_basic_block, parse_loc, strip_comment, LineMap, LineSet};
 use crate::abi::AccessKind;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Smallest redzone the allocator ever places between two blocks.
 pub(super) const MIN_REDZONE: i64 = 256;
@@ -16,11 +16,11 @@ pub(super) const MIN_REDZONE: i64 = 256;
 #[derive(Default)]
 pub(super) struct Plan {
     /// Lines whose check is covered by one hoisted to an earlier line.
-    pub covered: HashSet<usize>,
+    pub covered: LineSet,
     /// Covered lines whose own check was hoisted (they count as checked, the others as eliminated).
-    pub hoisted_lines: HashSet<usize>,
+    pub hoisted_lines: LineSet,
     /// Line → lines whose checks are emitted before it (with that line's `.loc`).
-    pub hoist: HashMap<usize, Vec<(usize, Option<(u32, u32, u32)>)>>,
+    pub hoist: LineMap<Vec<(usize, Option<(u32, u32, u32)>)>>,
     /// Shadow prefetches by anchor line (prefetch.rs), for the accesses not covered here.
     pub prefetch: super::prefetch::PrefetchPlan,
 }
@@ -38,7 +38,7 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
     let mut loc_text: Option<&str> = None;
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
-    let mut check_lines: HashSet<usize> = HashSet::new();
+    let mut check_lines = LineSet::default();
     let mut candidates: Vec<super::prefetch::Candidate> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let raw = line.trim_start();

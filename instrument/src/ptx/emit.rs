@@ -56,6 +56,38 @@ pub(super) fn prelude(scale: Scale, header: &Header) -> String {
     s
 }
 
+/// The control-block loads every check repeats, formatted once (the checks are the hot path of
+/// instrumentation throughput).
+struct CtlLoads {
+    base: String,
+    size: String,
+    shadow: String,
+    base_hi: String,
+    size_hi: String,
+}
+
+fn ctl_loads() -> &'static CtlLoads {
+    static LOADS: std::sync::OnceLock<CtlLoads> = std::sync::OnceLock::new();
+    LOADS.get_or_init(|| {
+        let ctl = CONTROL_BLOCK_SYMBOL;
+        CtlLoads {
+            base: format!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE),
+            size: format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE),
+            shadow: format!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
+            base_hi: format!("ld.const.u32 %gsw2, [{ctl}+{}];", ctl_offset::POOL_BASE + 4),
+            size_hi: format!("ld.const.u32 %gsw2, [{ctl}+{}];", ctl_offset::POOL_SIZE + 4),
+        }
+    })
+}
+
+/// `shr.u64 %gsa1, %gsa1, <shift>;`
+fn shift_line(scale: Scale) -> &'static str {
+    match scale {
+        Scale::S7 => "shr.u64 %gsa1, %gsa1, 7;",
+        Scale::S8 => "shr.u64 %gsa1, %gsa1, 8;",
+    }
+}
+
 /// How a check computes its shadow address: the encoding, and whether the pool is aligned so that
 /// the in-pool test and the index need only 32-bit arithmetic ([`Scale::aligned_probe`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,40 +244,46 @@ fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'stati
 /// false, so no predicate has to survive the load. Uses `%gsa1..2`, `%gsp0`.
 fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&str>, dst: &str) {
     let scale = form.scale;
-    let ctl = CONTROL_BLOCK_SYMBOL;
+    let loads = ctl_loads();
     if form.aligned {
         // hi(addr) - hi(base) < hi(size), and index lo(addr >> shift): Scale::aligned_probe.
         out.push("{".into());
         out.push(".reg .b32 %gsw<3>;".into());
         out.push(f!("mov.b64 {{%gsw0, %gsw1}}, {addr_reg};"));
-        out.push(f!("ld.const.u32 %gsw2, [{ctl}+{}];", ctl_offset::POOL_BASE + 4));
+        out.push(Line::Borrowed(&loads.base_hi));
         out.push("sub.u32 %gsw1, %gsw1, %gsw2;".into());
-        out.push(f!("ld.const.u32 %gsw2, [{ctl}+{}];", ctl_offset::POOL_SIZE + 4));
+        out.push(Line::Borrowed(&loads.size_hi));
         out.push("setp.lt.u32 %gsp0, %gsw1, %gsw2;".into());
         if let Some(g) = guard {
             out.push(f!("and.pred %gsp0, %gsp0, {g};"));
         }
         out.push(f!("shr.u64 %gsa1, {addr_reg}, {};", scale.shift()));
         out.push("cvt.u32.u64 %gsw0, %gsa1;".into());
-        out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+        out.push(Line::Borrowed(&loads.shadow));
         out.push("mad.wide.u32 %gsa1, %gsw0, 1, %gsa2;".into());
+    } else {
+        out.push(Line::Borrowed(&loads.base));
+        out.push(f!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
+        out.push(Line::Borrowed(&loads.size));
+        out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
+        if let Some(g) = guard {
+            out.push(f!("and.pred %gsp0, %gsp0, {g};"));
+        }
+        out.push(shift_line(scale).into());
+        out.push(Line::Borrowed(&loads.shadow));
+        out.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
+    }
+    if dst == "%gsr0" {
+        const _: () = assert!(OUT_OF_POOL_SHADOW == 255, "the literal below");
+        out.push("mov.u32 %gsr0, 255;".into());
+        out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa1];".into());
+    } else {
         out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
         out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
+    }
+    if form.aligned {
         out.push("}".into());
-        return;
     }
-    out.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
-    out.push(f!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
-    out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::POOL_SIZE));
-    out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
-    if let Some(g) = guard {
-        out.push(f!("and.pred %gsp0, %gsp0, {g};"));
-    }
-    out.push(f!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
-    out.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
-    out.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
-    out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
-    out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
 }
 
 /// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of

@@ -320,11 +320,11 @@ impl<'a> Rewriter<'a> {
         let base_line = head.matches('\n').count();
 
         // Access lines whose shadow byte was prefetched into `%gsv<line>`.
-        let mut prefetched: HashSet<usize> = HashSet::new();
+        let mut prefetched = LineSet::default();
         // Batched access lines (checked at their block's batch point), and the rechecks of the
         // batches not yet branched on, by batch point.
-        let mut batched: HashSet<usize> = HashSet::new();
-        let mut batch_recheck: HashMap<usize, String> = HashMap::new();
+        let mut batched = LineSet::default();
+        let mut batch_recheck: LineMap<String> = LineMap::default();
         for (i, line) in lines.iter().copied().enumerate() {
             let line_no = base_line + i + 1;
             let mut opened_now = false;
@@ -741,6 +741,28 @@ impl<'a> Rewriter<'a> {
         }
         prefix.push_str(&emitted);
         Ok(prefix)
+    }
+}
+
+/// Maps and sets keyed by line number, looked up for every line of a module: a multiplicative hash
+/// instead of SipHash (the keys are not attacker-chosen in any way that matters here).
+pub(super) type LineMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<LineHasher>>;
+pub(super) type LineSet = HashSet<usize, std::hash::BuildHasherDefault<LineHasher>>;
+
+#[derive(Default)]
+pub(super) struct LineHasher(u64);
+
+impl std::hash::Hasher for LineHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 

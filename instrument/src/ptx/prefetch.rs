@@ -19,8 +19,8 @@
 //! the access, so the registers read at the anchor hold the values the access will use.
 
 use super::access::split_instr;
-use super::{dest_regs, ends_basic_block, has_block_comment_marker, strip_comment};
-use std::collections::{HashMap, HashSet};
+use super::{dest_regs, ends_basic_block, has_block_comment_marker, strip_comment, LineMap, LineSet};
+use std::collections::HashMap;
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
 const WINDOW: usize = 256;
@@ -72,11 +72,11 @@ pub(super) struct Prefetch {
 #[derive(Default)]
 pub(super) struct PrefetchPlan {
     /// Anchor line (emit before it) → prefetches.
-    pub at: HashMap<usize, Vec<Prefetch>>,
+    pub at: LineMap<Vec<Prefetch>>,
     /// Back-edge line (emit before it) → pipelined accesses whose next-iteration byte moves into place.
     pub moves: HashMap<usize, Vec<usize>>,
     /// Batch point (a block's first check line; the branch goes before it) → batched access lines.
-    pub batches: HashMap<usize, Vec<usize>>,
+    pub batches: LineMap<Vec<usize>>,
 }
 
 /// Fewest accesses worth a batch (one alone is its own check).
@@ -87,17 +87,17 @@ const MIN_BATCH: usize = 2;
 const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
-pub(super) fn plan(lines: &[&str], check_lines: &HashSet<usize>, candidates: &[Candidate]) -> PrefetchPlan {
+pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
     let mut label_refs: Option<HashMap<String, usize>> = None;
     let mut sc = Scan::new(lines);
     let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, &mut label_refs)).collect();
-    let mut per_loop: HashMap<usize, usize> = HashMap::new();
+    let mut per_loop: LineMap<usize> = LineMap::default();
     for p in pipelined.iter().flatten() {
         *per_loop.entry(p.back_edge).or_default() += 1;
     }
     // Batch candidates by their block's first check line.
-    let mut batchable: HashMap<usize, Vec<(usize, usize, Vec<usize>)>> = HashMap::new();
+    let mut batchable: LineMap<Vec<(usize, usize, Vec<usize>)>> = LineMap::default();
     let mut rest = Vec::new();
     for (c, p) in candidates.iter().zip(pipelined) {
         if let Some(p) = p.filter(|p| per_loop[&p.back_edge] <= MAX_PIPELINED_PER_LOOP) {
@@ -140,7 +140,7 @@ pub(super) fn plan(lines: &[&str], check_lines: &HashSet<usize>, candidates: &[C
 
 /// For batching the access at `j`: its block's first check line, and an anchor at or before it
 /// where the access's address can be had (directly or through a recomputed chain).
-fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &HashSet<usize>) -> Option<(usize, usize, Vec<usize>)> {
+fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, usize, Vec<usize>)> {
     let start = sc.block_start(j)?;
     let first_check = (start..=j).find(|k| check_lines.contains(k))?;
     let plain = sc.last_write(base, start, j).map_or(start, |k| k + 1);
@@ -251,8 +251,8 @@ fn count_label_refs(lines: &[&str]) -> HashMap<String, usize> {
 /// registers each line writes, parsed once however many candidates look at the line.
 struct Scan<'l, 'a> {
     lines: &'l [&'a str],
-    starts: HashMap<usize, Option<usize>>,
-    /// Last line walked, and the region state there: `Some(first line)` or `None` (poisoned by a
+    starts: LineMap<Option<usize>>,
+    /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
     walk: Option<(usize, Option<usize>)>,
     dests: Vec<Option<Vec<&'a str>>>,
@@ -260,30 +260,38 @@ struct Scan<'l, 'a> {
 
 impl<'l, 'a> Scan<'l, 'a> {
     fn new(lines: &'l [&'a str]) -> Self {
-        Self { lines, starts: HashMap::new(), walk: None, dests: vec![None; lines.len()] }
+        Self { lines, starts: LineMap::default(), walk: None, dests: vec![None; lines.len()] }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
     /// holds something a prefetch must not be moved across or into (block comments, a statement
-    /// continued over lines at the start). Linear over increasing `j`.
+    /// continued over lines at the start).
     fn block_start(&mut self, j: usize) -> Option<usize> {
         if let Some(&s) = self.starts.get(&j) {
             return s;
         }
-        let (from, mut state) = match self.walk {
-            Some((last, state)) if last <= j => (last, state),
-            _ => (0, Some(0)),
-        };
-        for k in from..j {
+        // Walk back to the nearest boundary, or to the previous candidate of the same block
+        // (whose state carries over): each line is looked at about once.
+        let lo = j.saturating_sub(WINDOW);
+        let prev = self.walk.filter(|&(pj, _)| pj < j && pj >= lo);
+        let mut state = Some(lo);
+        for k in (lo..j).rev() {
             let line = self.lines[k];
             if has_block_comment_marker(line) {
                 state = None;
-                continue;
+                break;
+            }
+            if let Some((pj, pst)) = prev {
+                if k == pj {
+                    state = pst;
+                    break;
+                }
             }
             let code = strip_comment(line).trim();
             // Declarations start a region too: nothing declared after them may be used above them.
             if !code.is_empty() && (ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared")) {
                 state = Some(k + 1);
+                break;
             }
         }
         self.walk = Some((j, state));
@@ -373,7 +381,7 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
 }
 
 /// Anchor and recompute chain for the access at `j` through `base`, if a prefetch gains anything.
-fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &HashSet<usize>) -> Option<(usize, Vec<usize>)> {
+fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, Vec<usize>)> {
     let start = sc.block_start(j)?;
     let checks_in = |from: usize| (from..j).any(|k| check_lines.contains(&k));
     let plain = sc.last_write(base, start, j).map_or(start, |k| k + 1);
