@@ -74,9 +74,7 @@ pub(super) struct PrefetchPlan {
     /// Anchor line (emit before it) → prefetches.
     pub at: LineMap<Vec<Prefetch>>,
     /// Back-edge line (emit before it) → pipelined accesses whose next-iteration byte moves into place.
-    pub moves: HashMap<usize, Vec<usize>>,
-    /// Batch point (a block's first check line; the branch goes before it) → batched access lines.
-    pub batches: LineMap<Vec<usize>>,
+    pub moves: LineMap<Vec<usize>>,
 }
 
 /// Fewest accesses worth a batch (one alone is its own check).
@@ -110,7 +108,8 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
             rest.push(c);
         }
     }
-    let mut alone: Vec<usize> = Vec::new();
+    // Batches (the first MAX_BATCH members in line order); the others go alone.
+    let mut alone = LineSet::default();
     for (first_check, mut members) in batchable {
         if members.len() < MIN_BATCH {
             alone.extend(members.iter().map(|m| m.0));
@@ -118,13 +117,9 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
         }
         alone.extend(members.iter().skip(MAX_BATCH).map(|m| m.0));
         members.truncate(MAX_BATCH);
-        let mut lines_in = Vec::new();
         for (j, anchor, chain) in members {
             out.at.entry(anchor).or_default().push(Prefetch { access: j, chain, target: Target::Batch(first_check), next_values: Vec::new() });
-            lines_in.push(j);
         }
-        lines_in.sort_unstable();
-        out.batches.insert(first_check, lines_in);
     }
     for c in candidates.iter().filter(|c| alone.contains(&c.line)).chain(rest) {
         if let Some((anchor, chain)) = place(&mut sc, c.line, &c.base, check_lines) {
