@@ -1,18 +1,21 @@
-//! Shadow prefetch planning (halt mode with optimization). ptxas does not move a load above a
-//! branch, so in a basic block with several checks each shadow load waits behind the previous
-//! check's branch, and the checks' latencies add up. Instead the shadow byte of a later access is
-//! loaded at the earliest point of its block where its address can be known:
+//! Check placement within basic blocks (halt mode with optimization). ptxas does not move a load
+//! above a branch, so in a basic block with several checks each shadow load would wait behind the
+//! previous check's branch, and the checks' latencies would add up. Instead, in order of preference:
 //!
-//! * right after the last write of its address register, when a check lies between that write and
-//!   the access; or
-//! * earlier still, by recomputing a short chain of address arithmetic (`add`, `mul.wide`, `cvta`,
-//!   ...) whose inputs are final sooner, into temporaries (ptxas merges the copy with the original).
-//!
-//! In a loop that is one basic block (its label reached only by its own back edge), the shadow
-//! byte is loaded one iteration ahead instead: the preheader loads it for the first iteration, the
-//! top of each iteration loads it for the next one (the address recomputed from the values the
-//! loop-carried registers will have at the back edge), and the back edge moves it into place, so
-//! the check never waits for it.
+//! * **Pipeline**: in a loop that is one basic block (its label reached only by its own back edge)
+//!   with at most [`MAX_PIPELINED_PER_LOOP`] such accesses, the shadow byte is loaded one iteration
+//!   ahead: the preheader loads it for the first iteration, the top of each iteration loads it for
+//!   the next one (the address recomputed from the values the loop-carried registers will have at
+//!   the back edge), and the back edge moves it into place, so the check never waits for it.
+//! * **Batch**: the accesses of a block whose addresses are known by its first check line (the
+//!   address register final there, or computable from registers final there by recomputing a
+//!   short chain of address arithmetic — `add`, `mul.wide`, `cvta`, ... — into temporaries) load
+//!   their shadow bytes, test them and OR the results into one predicate; one branch before the
+//!   block's first access covers them all (up to [`MAX_BATCH`]). A failed batch rechecks its
+//!   members in order to report the right one.
+//! * **Prefetch**: the others load their shadow byte right after the last write of the address
+//!   register (or earlier through a recomputed chain) when a check lies between, and test it at
+//!   the access.
 //!
 //! Only plain statements inside one basic block are considered: no labels, branches, braces,
 //! declarations, block comments or statements continued over lines lie between the anchor and
