@@ -144,3 +144,14 @@ fn loops_entered_elsewhere_or_dense_with_accesses_are_not_pipelined() {
     assert!(!ptx.contains("%gsn"), "five checks in the body: plain prefetch only\n{ptx}");
     assert!(ptx.contains("%gsv"), "the plain in-block prefetch still applies");
 }
+
+#[test]
+fn batched_loads_outside_loops_also_prefetch_their_data() {
+    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tst.global.f32 [%rd3], %f1;\n";
+    let ptx = checked(body, InstrumentOptions::default());
+    assert_eq!(ptx.matches("prefetch.L2 [%gsa0];").count(), 1, "the load only, not the store:\n{ptx}");
+    assert!(line_of(&ptx, "prefetch.L2") < line_of(&ptx, "bra $gasan_batch_"));
+    // Inside a loop (a branch back to a label above): no data prefetch.
+    let looped = format!("$L__top:\n{body}\t@%p1 bra $L__top;\n");
+    assert!(!checked(&looped, InstrumentOptions::default()).contains("prefetch.L2"));
+}

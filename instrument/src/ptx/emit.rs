@@ -326,7 +326,8 @@ fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32,
 /// With `batch` = (predicate, first member, width) the byte is also tested at once and the result
 /// ORed into the block's batch predicate (set by the first member); the chain's temporaries are
 /// then declared in the current scope, for the batch's recheck.
-pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>) -> String {
+/// With `data`, a load's data is also prefetched into L2 there.
+pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>, data: bool) -> String {
     let scale = form.scale;
     let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
     if let Some((pred, true, _)) = batch {
@@ -341,6 +342,12 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
     }
     v.extend(chain.iter().map(|(_, stmt)| Line::from(stmt.clone())));
     v.push(address_setup(a).into());
+    if data && a.kind == crate::abi::AccessKind::Read {
+        // Start fetching the load's data into L2 while its check runs, so the load that follows
+        // the check's branch does not add the shadow byte's latency to its own. A prefetch is a
+        // hint: an invalid or unmapped address is ignored, a shared-window one is a no-op.
+        v.push("prefetch.L2 [%gsa0];".into());
+    }
     probe_load(&mut v, form, "%gsa0", None, reg);
     if let Some((pred, first, width)) = batch {
         probe_compare(&mut v, scale, reg, "%gsa0", 0, width, None);

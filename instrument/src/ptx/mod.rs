@@ -127,7 +127,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 12;
+pub const REVISION: u32 = 13;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -562,7 +562,7 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
-        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch), a))
+        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch, p.data), a))
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.

@@ -17,6 +17,9 @@
 //!   register (or earlier through a recomputed chain) when a check lies between, and test it at
 //!   the access.
 //!
+//! Batched and prefetched loads outside loops also prefetch their data into L2 where their shadow
+//! byte is loaded, so the load after the check's branch finds it on its way.
+//!
 //! Only plain statements inside one basic block are considered: no labels, branches, braces,
 //! declarations, block comments or statements continued over lines lie between the anchor and
 //! the access, so the registers read at the anchor hold the values the access will use.
@@ -69,6 +72,8 @@ pub(super) struct Prefetch {
     pub chain: Vec<usize>,
     pub target: Target,
     pub next_values: Vec<(String, Vec<usize>)>,
+    /// Also prefetch the load's data into L2 (outside loops only: see [`loop_spans`]).
+    pub data: bool,
 }
 
 /// Where prefetch code goes: before which lines, and the back-edge moves of pipelined loops.
@@ -102,8 +107,8 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
     let mut rest = Vec::new();
     for (c, p) in candidates.iter().zip(pipelined) {
         if let Some(p) = p.filter(|p| per_loop[&p.back_edge] <= MAX_PIPELINED_PER_LOOP) {
-            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new() });
-            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values });
+            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new(), data: false });
+            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values, data: false });
             out.moves.entry(p.back_edge).or_default().push(c.line);
         } else if let Some((first_check, anchor, chain)) = (!c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
             batchable.entry(first_check).or_default().push((c.line, anchor, chain));
@@ -121,13 +126,21 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
         alone.extend(members.iter().skip(MAX_BATCH).map(|m| m.0));
         members.truncate(MAX_BATCH);
         for (j, anchor, chain) in members {
-            out.at.entry(anchor).or_default().push(Prefetch { access: j, chain, target: Target::Batch(first_check), next_values: Vec::new() });
+            out.at.entry(anchor).or_default().push(Prefetch { access: j, chain, target: Target::Batch(first_check), next_values: Vec::new(), data: false });
         }
     }
     for c in candidates.iter().filter(|c| alone.contains(&c.line)).chain(rest) {
         if let Some((anchor, chain)) = place(&mut sc, c.line, &c.base, check_lines) {
-            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new() });
+            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new(), data: false });
         }
+    }
+    // Data prefetch for the batched and prefetched loads outside loops. Inside loops it measured
+    // slower (pipelined loops hide the check already; cache-resident loops pay the instructions),
+    // and single checks are left out too: their addresses come from loaded values (gathers),
+    // where a line-sized prefetch multiplies DRAM traffic.
+    let spans = loop_spans(lines);
+    for p in out.at.values_mut().flatten() {
+        p.data = matches!(p.target, Target::Batch(_) | Target::Plain) && !spans.iter().any(|&(l, b)| l <= p.access && p.access <= b);
     }
     // Several prefetches at one anchor: keep line order (deterministic output).
     for v in out.at.values_mut() {
@@ -220,6 +233,27 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option
         return None; // the same address every iteration: the plain placement does as well
     }
     Some(Pipelined { preheader: label_line, start, back_edge, chain, next_values })
+}
+
+/// Line spans of loops: from a label to a later branch back to it.
+fn loop_spans(lines: &[&str]) -> Vec<(usize, usize)> {
+    let mut labels: HashMap<&str, usize> = HashMap::new();
+    let mut spans = Vec::new();
+    for (k, line) in lines.iter().enumerate() {
+        let code = strip_comment(line).trim();
+        if let Some(name) = code.strip_suffix(':') {
+            labels.insert(name.trim(), k);
+        } else if code.contains("bra") {
+            if let Some(ins) = split_instr(code.trim_end_matches(';')) {
+                if ins.opcode.starts_with("bra") {
+                    if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
+                        spans.push((l, k));
+                    }
+                }
+            }
+        }
+    }
+    spans
 }
 
 /// How often each label is named by a branch (`bra`, `brx.idx` targets via `.branchtargets`).
