@@ -240,6 +240,10 @@ fn loop_spans(lines: &[&str]) -> Vec<(usize, usize)> {
     let mut labels: HashMap<&str, usize> = HashMap::new();
     let mut spans = Vec::new();
     for (k, line) in lines.iter().enumerate() {
+        // Only labels and branches matter (a cheap test first: this runs over every line).
+        if !line.contains(':') && !line.contains("bra") {
+            continue;
+        }
         let code = strip_comment(line).trim();
         if let Some(name) = code.strip_suffix(':') {
             labels.insert(name.trim(), k);
