@@ -97,7 +97,7 @@ impl Scale {
     /// Can checks use the aligned-pool form for a pool at `base` of `size` bytes?
     pub fn pool_allows_aligned_check(self, base: u64, size: u64) -> bool {
         let a = self.aligned_pool_alignment();
-        size != 0 && base % a == 0 && size <= a && size % (1 << 32) == 0
+        size != 0 && base.is_multiple_of(a) && size <= a && size.is_multiple_of(1 << 32)
     }
 
     /// What the aligned-pool check computes for `addr` (when [`Self::pool_allows_aligned_check`]):

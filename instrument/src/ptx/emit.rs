@@ -327,6 +327,7 @@ fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32,
 /// ORed into the block's batch predicate (set by the first member); the chain's temporaries are
 /// then declared in the current scope, for the batch's recheck.
 /// With `data`, a load's data is also prefetched into L2 there.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>, data: bool) -> String {
     let scale = form.scale;
     let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
@@ -399,6 +400,7 @@ fn address_setup(a: &Access) -> String {
 /// Halt mode: the inline check (a conditional branch to an out-of-line block, no call and nothing
 /// around the access) and that block, which recomputes the address from the unchanged operands,
 /// reports and traps.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn checked_statement_halt(
     form: Form,
     ins: &Instr<'_>,
