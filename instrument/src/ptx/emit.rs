@@ -80,14 +80,6 @@ fn ctl_loads() -> &'static CtlLoads {
     })
 }
 
-/// `shr.u64 %gsa1, %gsa1, <shift>;`
-fn shift_line(scale: Scale) -> &'static str {
-    match scale {
-        Scale::S7 => "shr.u64 %gsa1, %gsa1, 7;",
-        Scale::S8 => "shr.u64 %gsa1, %gsa1, 8;",
-    }
-}
-
 /// How a check computes its shadow address: the encoding, and whether the pool is aligned so that
 /// the in-pool test and the index need only 32-bit arithmetic ([`Scale::aligned_probe`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +92,11 @@ pub(super) struct Form {
 /// as `site | width << 32 | kind << 56`, read by the function's shared report block.
 pub(super) const LAST_ADDR: &str = "%gsx";
 pub(super) const LAST_SITE: &str = "%gss";
+/// `LAST_SITE`'s value for a failing access: `site | width << 32 | kind << 56`.
+fn packed_site(site: u32, width: u32, kind: u8) -> u64 {
+    u64::from(site) | (u64::from(width) << 32) | (u64::from(kind) << 56)
+}
+
 /// The shared report block's label (labels are function-scoped in PTX).
 pub(super) const SHARED_FAIL: &str = "$gasan_fail_shared";
 
@@ -189,6 +186,15 @@ pub(super) fn sys_fence(header: &Header) -> &'static str {
     if header.target_sm >= 70 && header.version >= (6, 0) { "fence.sc.sys;" } else { "membar.sys;" }
 }
 
+/// The lines, each indented and marked.
+fn render(lines: &[Line], indent: &str) -> String {
+    let mut out = String::new();
+    for l in lines {
+        put(&mut out, indent, l);
+    }
+    out
+}
+
 /// Appends `indent`, the line and the marker comment (no formatting machinery: this is hot).
 fn put(out: &mut String, indent: &str, line: &str) {
     out.push_str(indent);
@@ -269,18 +275,12 @@ fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&st
         if let Some(g) = guard {
             out.push(f!("and.pred %gsp0, %gsp0, {g};"));
         }
-        out.push(shift_line(scale).into());
+        out.push(f!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
         out.push(Line::Borrowed(&loads.shadow));
         out.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
     }
-    if dst == "%gsr0" {
-        const _: () = assert!(OUT_OF_POOL_SHADOW == 255, "the literal below");
-        out.push("mov.u32 %gsr0, 255;".into());
-        out.push("@%gsp0 ld.global.nc.u8 %gsr0, [%gsa1];".into());
-    } else {
-        out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
-        out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
-    }
+    out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
+    out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
     if form.aligned {
         out.push("}".into());
     }
@@ -355,18 +355,14 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
         v.push(if first { f!("mov.pred {pred}, %gsp1;") } else { f!("or.pred {pred}, {pred}, %gsp1;") });
     }
     v.push("}".into());
-    let mut out = String::new();
-    for l in &v {
-        put(&mut out, indent, l);
-    }
-    out
+    render(&v, indent)
 }
 
 /// One member of a batch's recheck (reached when the batch predicate is set): the full check of
 /// the access at `a` (its base already renamed to where the address lives at the batch point); on
 /// failure it hands the address and packed site to the function's shared report block.
 pub(super) fn batch_recheck(form: Form, a: &Access, width: u32, site: u32) -> String {
-    let packed = u64::from(site) | (u64::from(width) << 32) | (u64::from(a.kind as u8) << 56);
+    let packed = packed_site(site, width, a.kind as u8);
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()];
     v.push(address_setup(a).into());
     probe_test(&mut v, form, "%gsa0", width, None);
@@ -374,11 +370,7 @@ pub(super) fn batch_recheck(form: Form, a: &Access, width: u32, site: u32) -> St
     v.push(f!("@%gsp1 mov.b64 {LAST_SITE}, {packed};"));
     v.push(f!("@%gsp1 bra {SHARED_FAIL};"));
     v.push("}".into());
-    let mut out = String::new();
-    for l in &v {
-        put(&mut out, "\t", l);
-    }
-    out
+    render(&v, "\t")
 }
 
 /// At a pipelined loop's back edge: the next iteration's shadow byte becomes the current one.
@@ -459,10 +451,7 @@ pub(super) fn checked_statement_halt(
         }
     }
     v.push("}".into());
-    let mut inline = String::new();
-    for l in &v {
-        put(&mut inline, indent, &l);
-    }
+    let mut inline = render(&v, indent);
     if !original.is_empty() {
         let _ = writeln!(inline, "{indent}{original}");
     }
@@ -471,7 +460,7 @@ pub(super) fn checked_statement_halt(
     if let (true, Width::Fixed(w)) = (shared, &a.width) {
         // A stub (no stores: those would cost the fast path registers) that recomputes the
         // address from the access's operands, names the site and jumps to the shared block.
-        let packed = u64::from(site) | (u64::from(*w) << 32) | (u64::from(kind) << 56);
+        let packed = packed_site(site, *w, kind);
         put(&mut fail, indent, &format!("$gasan_fail_{label}:"));
         put(&mut fail, indent, &addr.replacen("%gsa0", LAST_ADDR, 1));
         put(&mut fail, indent, &format!("mov.b64 {LAST_SITE}, {packed};"));
@@ -573,10 +562,7 @@ pub(super) fn checked_statement(
     v.push("setp.ne.u32 %gsp2, %gsr3, 0;".into());
     v.push(f!("@%gsp2 bra $gasan_skip_{label};"));
 
-    let mut s = String::new();
-    for l in &v {
-        put(&mut s, indent, &l);
-    }
+    let mut s = render(&v, indent);
     let _ = writeln!(s, "{indent}{original}");
     let zeroing: Vec<String> = a
         .dests
