@@ -72,7 +72,7 @@ pub(super) struct Prefetch {
     pub chain: Vec<usize>,
     pub target: Target,
     pub next_values: Vec<(String, Vec<usize>)>,
-    /// Also prefetch the load's data into L2 (outside loops only: see [`loop_spans`]).
+    /// Also prefetch the load's data into L2 (outside loops only: see [`plan`]).
     pub data: bool,
 }
 
@@ -95,9 +95,9 @@ const MAX_BATCH: usize = 8;
 /// Plans prefetches for `candidates` (plain single checks, in line order).
 pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
-    let mut label_refs: Option<HashMap<String, usize>> = None;
+    let branches = Branches::scan(lines);
     let mut sc = Scan::new(lines);
-    let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, &mut label_refs)).collect();
+    let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, &branches)).collect();
     let mut per_loop: LineMap<usize> = LineMap::default();
     for p in pipelined.iter().flatten() {
         *per_loop.entry(p.back_edge).or_default() += 1;
@@ -138,9 +138,8 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
     // slower (pipelined loops hide the check already; cache-resident loops pay the instructions),
     // and single checks are left out too: their addresses come from loaded values (gathers),
     // where a line-sized prefetch multiplies DRAM traffic.
-    let spans = loop_spans(lines);
     for p in out.at.values_mut().flatten() {
-        p.data = matches!(p.target, Target::Batch(_) | Target::Plain) && !spans.iter().any(|&(l, b)| l <= p.access && p.access <= b);
+        p.data = matches!(p.target, Target::Batch(_) | Target::Plain) && !branches.in_loop(p.access);
     }
     // Several prefetches at one anchor: keep line order (deterministic output).
     for v in out.at.values_mut() {
@@ -154,14 +153,12 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
 fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, usize, Vec<usize>)> {
     let start = sc.block_start(j)?;
     let first_check = (start..=j).find(|k| check_lines.contains(k))?;
-    let plain = sc.last_write(base, start, j).map_or(start, |k| k + 1);
+    let plain = sc.after_last_write(base, start, j);
     if plain <= first_check {
         return Some((first_check, plain, Vec::new()));
     }
-    let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
-    let at = earliest(sc, base, start, j, &mut budget, &mut chain, &mut Vec::new());
-    chain.sort_unstable();
-    (at <= first_check && !chain.is_empty() && chain.iter().all(|&l| l >= at)).then_some((first_check, at, chain))
+    let (at, chain) = address_at(sc, base, start, j, &mut Vec::new())?;
+    (at <= first_check && !chain.is_empty()).then_some((first_check, at, chain))
 }
 
 /// A pipelined access's placement.
@@ -176,7 +173,7 @@ struct Pipelined {
 
 /// Pipelining of the access at `j` when its block is a single-block loop and its address, and the
 /// next iteration's, can be computed at the top of the body.
-fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option<HashMap<String, usize>>) -> Option<Pipelined> {
+fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) -> Option<Pipelined> {
     let start = sc.block_start(j)?;
     let lines = sc.lines;
     let label_line = start.checked_sub(1)?;
@@ -197,8 +194,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option
         return None;
     }
     // Entered only by falling through from the preheader, and left only at the back edge.
-    let refs = label_refs.get_or_insert_with(|| count_label_refs(lines));
-    if refs.get(label).copied() != Some(1) {
+    if branches.refs.get(label).copied() != Some(1) {
         return None;
     }
     let before = lines[..label_line].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty())?;
@@ -208,13 +204,11 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option
         return None;
     }
     // This iteration's address from values at the top of the body.
-    let mut budget = MAX_CHAIN;
-    let mut chain = Vec::new();
     let mut reads = Vec::new();
-    if earliest(sc, base, start, j, &mut budget, &mut chain, &mut reads) != start {
+    let (at, chain) = address_at(sc, base, start, j, &mut reads)?;
+    if at != start {
         return None;
     }
-    chain.sort_unstable();
     // The next iteration's: each loop-carried register read at the top is replaced by its value at
     // the back edge, itself computed from values at the top.
     let mut next_values = Vec::new();
@@ -222,11 +216,10 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option
         if sc.last_write(&r, start, back_edge).is_none() {
             continue; // loop-invariant
         }
-        let (mut budget, mut c, mut rr) = (MAX_CHAIN, Vec::new(), Vec::new());
-        if earliest(sc, &r, start, back_edge, &mut budget, &mut c, &mut rr) != start {
+        let (at, c) = address_at(sc, &r, start, back_edge, &mut Vec::new())?;
+        if at != start {
             return None;
         }
-        c.sort_unstable();
         next_values.push((r, c));
     }
     if next_values.is_empty() {
@@ -235,56 +228,60 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, label_refs: &mut Option
     Some(Pipelined { preheader: label_line, start, back_edge, chain, next_values })
 }
 
-/// Line spans of loops: from a label to a later branch back to it.
-fn loop_spans(lines: &[&str]) -> Vec<(usize, usize)> {
-    let mut labels: HashMap<&str, usize> = HashMap::new();
-    let mut spans = Vec::new();
-    for (k, line) in lines.iter().enumerate() {
-        // Only labels and branches matter (a cheap test first: this runs over every line).
-        if !line.contains(':') && !line.contains("bra") {
-            continue;
-        }
-        let code = strip_comment(line).trim();
-        if let Some(name) = code.strip_suffix(':') {
-            labels.insert(name.trim(), k);
-        } else if code.contains("bra") {
-            if let Some(ins) = split_instr(code.trim_end_matches(';')) {
-                if ins.opcode.starts_with("bra") {
+/// The module's labels and branches, scanned once: how often each label is named by a branch
+/// (`bra`, `brx.idx` targets via `.branchtargets`), and the loops (a label to a later branch back
+/// to it).
+#[derive(Default)]
+struct Branches {
+    refs: HashMap<String, usize>,
+    loops: Vec<(usize, usize)>,
+}
+
+impl Branches {
+    fn scan(lines: &[&str]) -> Self {
+        let mut b = Branches::default();
+        let mut labels: HashMap<&str, usize> = HashMap::new();
+        for (k, line) in lines.iter().enumerate() {
+            // Only labels and branches matter (a cheap test first: this runs over every line).
+            if !line.contains(':') && !line.contains("br") && !line.contains(".branchtargets") {
+                continue;
+            }
+            let code = strip_comment(line).trim();
+            if let Some(name) = code.strip_suffix(':') {
+                labels.insert(name.trim(), k);
+                continue;
+            }
+            if !(code.contains("bra") || code.contains("brx") || code.contains(".branchtargets")) {
+                continue;
+            }
+            let body = code.trim_end_matches(';');
+            let targets = match split_instr(body) {
+                Some(ins) if ins.opcode.starts_with("bra") => {
                     if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
-                        spans.push((l, k));
+                        b.loops.push((l, k));
                     }
+                    ins.operands
+                }
+                _ => body.split(|c: char| c == ',' || c.is_whitespace()).collect(),
+            };
+            for t in targets {
+                let t = t.trim();
+                if !t.is_empty() && !t.starts_with('%') && !t.starts_with('.') {
+                    *b.refs.entry(t.to_string()).or_default() += 1;
                 }
             }
         }
+        b
     }
-    spans
+
+    fn in_loop(&self, line: usize) -> bool {
+        self.loops.iter().any(|&(l, b)| l <= line && line <= b)
+    }
 }
 
-/// How often each label is named by a branch (`bra`, `brx.idx` targets via `.branchtargets`).
-fn count_label_refs(lines: &[&str]) -> HashMap<String, usize> {
-    let mut refs: HashMap<String, usize> = HashMap::new();
-    for line in lines {
-        let code = strip_comment(line);
-        if !(code.contains("bra") || code.contains("brx") || code.contains(".branchtargets")) {
-            continue;
-        }
-        let body = code.trim().trim_end_matches(';');
-        let targets = match split_instr(body) {
-            Some(ins) if ins.opcode.starts_with("bra") => ins.operands,
-            _ => body.split(|c: char| c == ',' || c.is_whitespace()).collect(),
-        };
-        for t in targets {
-            let t = t.trim();
-            if !t.is_empty() && !t.starts_with('%') && !t.starts_with('.') {
-                *refs.entry(t.to_string()).or_default() += 1;
-            }
-        }
-    }
-    refs
-}
-
-/// Per-module scan state: block starts found walking forward through the candidates, and the
-/// registers each line writes, parsed once however many candidates look at the line.
+/// Per-module scan state: each candidate's block start (found walking back to the nearest boundary
+/// or the previous candidate), and the registers each line writes, parsed once however many
+/// candidates look at the line.
 struct Scan<'l, 'a> {
     lines: &'l [&'a str],
     starts: LineMap<Option<usize>>,
@@ -338,6 +335,12 @@ impl<'l, 'a> Scan<'l, 'a> {
         });
         self.starts.insert(j, start);
         start
+    }
+
+    /// The line after the last write of `reg` in `[start, before)` (`start` when none): where
+    /// its value at `before` is first available as it is.
+    fn after_last_write(&mut self, reg: &str, start: usize, before: usize) -> usize {
+        self.last_write(reg, start, before).map_or(start, |k| k + 1)
     }
 
     /// Last line in `[start, before)` that writes `reg`.
@@ -416,24 +419,24 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
     at
 }
 
+/// The earliest anchor for `reg`'s value at `before` through recomputed arithmetic, and the
+/// chain (in line order) to recompute there; `None` when a chain line would lie above the anchor
+/// (it reads values final only there). Registers read at the anchor go to `reads`.
+fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, reads: &mut Vec<String>) -> Option<(usize, Vec<usize>)> {
+    let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
+    let at = earliest(sc, reg, start, before, &mut budget, &mut chain, reads);
+    chain.sort_unstable();
+    chain.iter().all(|&l| l >= at).then_some((at, chain))
+}
+
 /// Anchor and recompute chain for the access at `j` through `base`, if a prefetch gains anything.
 fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, Vec<usize>)> {
     let start = sc.block_start(j)?;
     let checks_in = |from: usize| (from..j).any(|k| check_lines.contains(&k));
-    let plain = sc.last_write(base, start, j).map_or(start, |k| k + 1);
+    let plain = sc.after_last_write(base, start, j);
     if checks_in(plain) {
         return Some((plain, Vec::new()));
     }
-    let mut budget = MAX_CHAIN;
-    let mut chain = Vec::new();
-    let at = earliest(sc, base, start, j, &mut budget, &mut chain, &mut Vec::new());
-    if chain.is_empty() || !checks_in(at) {
-        return None;
-    }
-    chain.sort_unstable();
-    // Recomputed lines must all lie after the anchor (they read values final there).
-    if chain.iter().any(|&l| l < at) {
-        return None;
-    }
-    Some((at, chain))
+    let (at, chain) = address_at(sc, base, start, j, &mut Vec::new())?;
+    (!chain.is_empty() && checks_in(at)).then_some((at, chain))
 }
