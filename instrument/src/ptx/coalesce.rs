@@ -76,7 +76,7 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
                         let loc = loc_text.and_then(parse_loc);
                         groups.entry(key).or_default().push(Entry { line: i, offset: a.offset, width: *w, loc });
-                        candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some() });
+                        candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
                     }
                 }
             }

@@ -345,8 +345,7 @@ impl<'a> Rewriter<'a> {
                             prefetched.insert(p.access);
                             if let (Some((first, _)), access::Width::Fixed(w)) = (batch, &a.width) {
                                 // Its site, and its part of the batch's recheck.
-                                let loc = loc_before(&lines, p.access);
-                                let site = new_site(&mut self.sites, f, base_line + p.access + 1, loc, a.kind, *w);
+                                let site = new_site(&mut self.sites, f, base_line + p.access + 1, p.loc, a.kind, *w);
                                 batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *w, site));
                                 batched.insert(p.access);
                             }
@@ -785,20 +784,6 @@ fn prefetch_reg(line: usize) -> String {
 /// The predicate collecting the batched checks whose batch point is body line `line`.
 fn batch_pred(line: usize) -> String {
     format!("%gsb{line}")
-}
-
-/// The `.loc` in effect at body line `j` (the nearest one above it in its function).
-fn loc_before(lines: &[&str], j: usize) -> Option<(u32, u32, u32)> {
-    for l in lines[..j].iter().rev().take(512) {
-        let t = l.trim_start();
-        if let Some(rest) = t.strip_prefix(".loc") {
-            return parse_loc(strip_comment(rest));
-        }
-        if t.starts_with(".entry") || t.starts_with(".func") || t.starts_with(".visible") {
-            return None;
-        }
-    }
-    None
 }
 
 /// The register a pipelined loop loads the next iteration's shadow byte into.

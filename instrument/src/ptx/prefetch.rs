@@ -61,6 +61,8 @@ pub(super) struct Candidate {
     pub base: String,
     /// Has a guard predicate (never batched: the guard may be computed after the batch point).
     pub guarded: bool,
+    /// The `.loc` in effect at the access (a batched access's site is made at the batch point).
+    pub loc: Option<(u32, u32, u32)>,
 }
 
 /// One prefetch: the access line, the lines of arithmetic to recompute first (in order), and for
@@ -74,6 +76,8 @@ pub(super) struct Prefetch {
     pub next_values: Vec<(String, Vec<usize>)>,
     /// Also prefetch the load's data into L2 (outside loops only: see [`plan`]).
     pub data: bool,
+    /// The access's `.loc` (for its site, when batched).
+    pub loc: Option<(u32, u32, u32)>,
 }
 
 /// Where prefetch code goes: before which lines, and the back-edge moves of pipelined loops.
@@ -103,15 +107,15 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
         *per_loop.entry(p.back_edge).or_default() += 1;
     }
     // Batch candidates by their block's first check line.
-    let mut batchable: LineMap<Vec<(usize, usize, Vec<usize>)>> = LineMap::default();
+    let mut batchable: LineMap<Vec<(&Candidate, usize, Vec<usize>)>> = LineMap::default();
     let mut rest = Vec::new();
     for (c, p) in candidates.iter().zip(pipelined) {
         if let Some(p) = p.filter(|p| per_loop[&p.back_edge] <= MAX_PIPELINED_PER_LOOP) {
-            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new(), data: false });
-            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values, data: false });
+            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new(), data: false, loc: c.loc });
+            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values, data: false, loc: c.loc });
             out.moves.entry(p.back_edge).or_default().push(c.line);
         } else if let Some((first_check, anchor, chain)) = (!c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
-            batchable.entry(first_check).or_default().push((c.line, anchor, chain));
+            batchable.entry(first_check).or_default().push((c, anchor, chain));
         } else {
             rest.push(c);
         }
@@ -120,18 +124,18 @@ pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidat
     let mut alone = LineSet::default();
     for (first_check, mut members) in batchable {
         if members.len() < MIN_BATCH {
-            alone.extend(members.iter().map(|m| m.0));
+            alone.extend(members.iter().map(|m| m.0.line));
             continue;
         }
-        alone.extend(members.iter().skip(MAX_BATCH).map(|m| m.0));
+        alone.extend(members.iter().skip(MAX_BATCH).map(|m| m.0.line));
         members.truncate(MAX_BATCH);
-        for (j, anchor, chain) in members {
-            out.at.entry(anchor).or_default().push(Prefetch { access: j, chain, target: Target::Batch(first_check), next_values: Vec::new(), data: false });
+        for (c, anchor, chain) in members {
+            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Batch(first_check), next_values: Vec::new(), data: false, loc: c.loc });
         }
     }
     for c in candidates.iter().filter(|c| alone.contains(&c.line)).chain(rest) {
         if let Some((anchor, chain)) = place(&mut sc, c.line, &c.base, check_lines) {
-            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new(), data: false });
+            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new(), data: false, loc: c.loc });
         }
     }
     // Data prefetch for the batched and prefetched loads outside loops. Inside loops it measured
