@@ -34,7 +34,16 @@ pub struct ControlBlock {
     pub flags: u64,
     /// Runtime-assigned id, copied into every [`ErrorRecord`] so a record finds its site table.
     pub module_id: u64,
-    pub reserved: [u64; 2],
+    /// Device address of the pool's extent table (0: none). Entry `i` (16 bytes: `start`, `end`,
+    /// both absolute device addresses, `end` exclusive) describes the pool block
+    /// `[pool_base + (i << extent_shift), pool_base + ((i + 1) << extent_shift))`: when non-zero, the
+    /// live allocation whose user bytes `[start, end)` cover or intersect that block. A range
+    /// `[lo, hi]` with `start <= lo` and `hi < end` of `lo`'s entry lies inside one live
+    /// allocation, so loop checks can be hoisted to one range test (instrument/src/ptx/loops.rs).
+    /// An all-zero entry proves nothing (the checked loop runs).
+    pub extent_table: u64,
+    /// log2 of the pool block size one extent entry describes.
+    pub extent_shift: u64,
 }
 
 /// Byte offsets inside [`ControlBlock`], used by the PTX generator.
@@ -45,7 +54,11 @@ pub mod ctl_offset {
     pub const RING: usize = 24;
     pub const FLAGS: usize = 32;
     pub const MODULE_ID: usize = 40;
+    pub const EXTENT_TABLE: usize = 48;
+    pub const EXTENT_SHIFT: usize = 56;
 }
+/// Bytes of one extent-table entry (`start: u64, end: u64`).
+pub const EXTENT_ENTRY_SIZE: usize = 16;
 pub const CONTROL_BLOCK_SIZE: usize = 64;
 
 /// Header of the error ring. Records follow at [`RING_RECORDS_OFFSET`].
@@ -136,6 +149,8 @@ const _: () = {
     assert!(offset_of!(ControlBlock, ring) == ctl_offset::RING);
     assert!(offset_of!(ControlBlock, flags) == ctl_offset::FLAGS);
     assert!(offset_of!(ControlBlock, module_id) == ctl_offset::MODULE_ID);
+    assert!(offset_of!(ControlBlock, extent_table) == ctl_offset::EXTENT_TABLE);
+    assert!(offset_of!(ControlBlock, extent_shift) == ctl_offset::EXTENT_SHIFT);
     assert!(size_of::<RingHeader>() == RING_HEADER_SIZE);
     assert!(offset_of!(RingHeader, head) == ring_offset::HEAD);
     assert!(offset_of!(RingHeader, capacity) == ring_offset::CAPACITY);

@@ -347,7 +347,8 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
         ring,
         flags: if opts.halt_on_error { 0 } else { gasan_instrument::abi::FLAG_RECOVER },
         module_id,
-        reserved: [0; 2],
+        extent_table: 0,
+        extent_shift: 0,
     };
     let Ok(name) = std::ffi::CString::new(symbol) else { return };
     let mut dptr = 0u64;
