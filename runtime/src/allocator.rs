@@ -4,7 +4,10 @@
 //!   256-byte aligned and is followed by a poisoned redzone of max(L·size/16, B) bytes; the first block
 //!   of a slab has a B-byte left redzone, later blocks are guarded on the left by their neighbour's
 //!   right redzone.
-//! * Large allocations get their own chunks with an unmapped gap at least as large on both sides.
+//! * Large allocations get their own chunks with an unmapped gap at least as large on both sides,
+//!   so each pool block holds at most one of them: while live, its blocks' extent-table entries
+//!   name its exact user bytes (checked PTX range-tests hoisted loops against them). Small
+//!   allocations share blocks and never get entries (zero: the loop stays checked).
 //! * Virtual addresses are never reused, so the quarantine of freed address ranges is unbounded:
 //!   freed blocks stay poisoned (shadow 0) and described as freed forever. When a full slab has no
 //!   live block left it is retired (physical memory unmapped, VA never handed out again, shadow
@@ -142,6 +145,7 @@ pub struct Allocator {
     pool_base: u64,
     pool_size: u64,
     shadow_base: u64,
+    extent_table: (u64, u32),
 }
 
 fn round_up(x: u64, a: u64) -> u64 {
@@ -152,6 +156,7 @@ impl Allocator {
     pub fn new(pool: Pool, opts: &Options) -> Self {
         let gran = pool.granularity();
         let (base, size, shadow_base) = (pool.base(), pool.size(), pool.shadow_base());
+        let extent_table = pool.extent_table();
         let half = base + size / 2;
         Allocator {
             inner: Mutex::new(Inner {
@@ -175,6 +180,7 @@ impl Allocator {
             pool_base: base,
             pool_size: size,
             shadow_base,
+            extent_table,
         }
     }
 
@@ -185,6 +191,11 @@ impl Allocator {
     /// (pool base, pool size, shadow base) for module control blocks.
     pub fn control_fields(&self) -> (u64, u64, u64) {
         (self.pool_base, self.pool_size, self.shadow_base)
+    }
+
+    /// (extent table address, log2 of the block one entry describes) for module control blocks.
+    pub fn extent_fields(&self) -> (u64, u32) {
+        self.extent_table
     }
 
     pub fn owns(&self, addr: u64) -> bool {
@@ -246,6 +257,9 @@ impl Allocator {
     ) -> Result<u64, AllocError> {
         g.large_cursor = start + len;
         self.poison_alloc(&g.pool, start, self.scale.encodable_size(size.max(1)), stream)?;
+        // After the shadow, on the same stream: an entry may only claim bytes the shadow allows. A
+        // failure leaves the entries zero, which only keeps the block's loops checked.
+        let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
         let id = g.next_id;
         g.next_id += 1;
         g.allocs.insert(start, AllocInfo { id, start, size, region_end: start + len, large: true, live: true, alloc_stack: stack, free_stack: None });
@@ -305,6 +319,11 @@ impl Allocator {
             return Err(FreeError::DoubleFree { ptr, info });
         }
         let s = stream.unwrap_or(Stream::SYNC);
+        if info.large {
+            // Before the shadow is zeroed and the chunks unmapped, on the same stream: no entry may
+            // outlive the allocation.
+            let _ = g.pool.clear_extent(ptr, ptr + info.size, s);
+        }
         let granules = self.scale.shadow_len(self.scale.encodable_size(info.size.max(1)));
         let _ = g.pool.fill_shadow(ptr, granules, 0, s);
         let a = g.allocs.get_mut(&ptr).expect("present");

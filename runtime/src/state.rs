@@ -337,8 +337,12 @@ impl State {
     }
 }
 
+// The pool writes extent entries in the layout checked PTX reads.
+const _: () = assert!(gasan_uvm::plan::EXTENT_ENTRY_SIZE as usize == gasan_instrument::abi::EXTENT_ENTRY_SIZE);
+
 fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
     let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
+    let (extent_table, extent_shift) = d.alloc.extent_fields();
     let ring = d.ring.lock().unwrap().device_ptr;
     let ctl = ControlBlock {
         pool_base,
@@ -347,8 +351,8 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
         ring,
         flags: if opts.halt_on_error { 0 } else { gasan_instrument::abi::FLAG_RECOVER },
         module_id,
-        extent_table: 0,
-        extent_shift: 0,
+        extent_table,
+        extent_shift: extent_shift.into(),
     };
     let Ok(name) = std::ffi::CString::new(symbol) else { return };
     let mut dptr = 0u64;

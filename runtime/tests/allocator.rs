@@ -1,5 +1,6 @@
 //! The allocator on the Host pool backend (real mmap): layouts, redzones, quarantine, retired VA and
-//! free errors, with the shadow read back through the pool and judged by the encoding's own check.
+//! free errors, with the shadow read back through the pool and judged by the encoding's own check,
+//! and the extent table read back the way checked PTX reads it.
 
 use gasan_runtime::allocator::{AddrKind, Allocator, FreeError, ALIGN};
 use gasan_runtime::options::Options;
@@ -22,6 +23,21 @@ fn shadow_of(a: &Allocator, addr: u64) -> u8 {
 
 fn bad(a: &Allocator, addr: u64, w: u32) -> bool {
     a.scale().is_bad(shadow_of(a, addr), addr, w)
+}
+
+/// Extent entry (start, end) of the pool block holding `addr`, read as checked PTX reads it.
+fn extent_of(a: &Allocator, addr: u64) -> (u64, u64) {
+    let (base, _, _) = a.control_fields();
+    let (table, shift) = a.extent_fields();
+    let e = table + ((addr - base) >> shift) * 16;
+    unsafe { (std::ptr::read_volatile(e as *const u64), std::ptr::read_volatile((e + 8) as *const u64)) }
+}
+
+/// Every pool block (2 MiB) intersecting `[p, p+n)`, and the blocks either side inside the pool.
+fn blocks_around(a: &Allocator, p: u64, n: u64) -> impl Iterator<Item = u64> {
+    const B: u64 = 2 << 20;
+    let (base, _, _) = a.control_fields();
+    ((p & !(B - 1)).saturating_sub(B).max(base)..p + n + B).step_by(B as usize)
 }
 
 proptest! {
@@ -71,6 +87,41 @@ proptest! {
             prop_assert!(seen.insert(p), "address {:#x} handed out twice", p);
             a.free(p, None).unwrap();
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn extents_name_exactly_the_live_large_blocks(
+        allocs in prop::collection::vec((prop_oneof![1u64..200_000, 200_000u64..7 << 20], any::<bool>(), any::<bool>()), 1..12)
+    ) {
+        let a = allocator(Scale::S8, 64);
+        let stream = Some(gasan_uvm::Stream::SYNC);
+        let mut blocks = Vec::new();
+        for &(n, free, ordered) in &allocs {
+            let p = a.alloc(n, None).unwrap();
+            let large = a.live_allocations().iter().any(|b| b.start == p && b.large);
+            blocks.push((p, n, large, free, ordered));
+        }
+        let check = |live: &[(u64, u64, bool)]| -> Result<(), TestCaseError> {
+            for &(p, n, large) in live {
+                for b in blocks_around(&a, p, n) {
+                    let want = if large && b < p + n && p < b + (2 << 20) { (p, p + n) } else { (0, 0) };
+                    prop_assert_eq!(extent_of(&a, b), want, "block {:#x} of {:#x}+{}", b, p, n);
+                }
+            }
+            Ok(())
+        };
+        check(&blocks.iter().map(|&(p, n, l, ..)| (p, n, l)).collect::<Vec<_>>())?;
+        for &(p, _, _, free, ordered) in &blocks {
+            if free {
+                a.free(p, if ordered { stream } else { None }).unwrap();
+            }
+        }
+        // Freed blocks (stream-ordered ones too, though their memory is still held) read zero.
+        check(&blocks.iter().map(|&(p, n, l, free, _)| (p, n, l && !free)).collect::<Vec<_>>())?;
     }
 }
 

@@ -6,6 +6,8 @@
 //!   [`Pool::granularity`];
 //! * [`Pool::commit`], [`Pool::decommit`], [`Pool::retire`], [`Pool::protect`], [`Pool::alias`];
 //! * [`Pool::write_shadow`], [`Pool::fill_shadow`] (optionally ordered on a CUDA stream), [`Pool::read_shadow`];
+//! * [`Pool::extent_table`], [`Pool::set_extent`], [`Pool::clear_extent`]: the per-block table of
+//!   live large allocations that checked PTX range-tests hoisted loop accesses against;
 //! * backends: [`VmmBackend::new`]`(device, &resolver)` (CUDA VMM through the real driver),
 //!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`KmodBackend::probe`]`(vmm)` (patched
 //!   nvidia-uvm on top of the VMM, falling back to it), [`kmod::probe`];
@@ -57,4 +59,6 @@ pub enum UvmError {
     Unavailable(String),
     #[error("bad pool configuration: {0}")]
     BadConfig(String),
+    #[error("extent [{start:#x}, {end:#x}) is empty")]
+    BadExtent { start: u64, end: u64 },
 }

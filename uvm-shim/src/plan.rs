@@ -5,7 +5,7 @@ use crate::UvmError;
 
 /// `[va, va+len)` must be non-empty, `gran`-aligned on both ends and not wrap.
 pub fn check_aligned(va: u64, len: u64, gran: u64) -> Result<(), UvmError> {
-    if len == 0 || !gran.is_power_of_two() || va % gran != 0 || len % gran != 0 || va.checked_add(len).is_none() {
+    if len == 0 || !gran.is_power_of_two() || !va.is_multiple_of(gran) || !len.is_multiple_of(gran) || va.checked_add(len).is_none() {
         return Err(UvmError::Misaligned { va, len, gran });
     }
     Ok(())
@@ -68,6 +68,25 @@ pub fn split_pages(va: u64, len: u64) -> Result<Vec<(u64, u64)>, UvmError> {
 /// Shadow VA size for a pool of `pool_size` bytes, rounded up to the granularity.
 pub fn shadow_size(pool_size: u64, shift: u32, gran: u64) -> u64 {
     (pool_size >> shift).div_ceil(gran) * gran
+}
+
+/// Bytes of one extent-table entry (`start: u64, end: u64`, little-endian), as checked PTX reads it.
+pub const EXTENT_ENTRY_SIZE: u64 = 16;
+
+/// Extent-table VA size for a pool of `pool_size` bytes: one entry per `gran` block of the pool,
+/// rounded up to the granularity.
+pub fn extent_table_size(pool_size: u64, gran: u64) -> u64 {
+    (pool_size / gran * EXTENT_ENTRY_SIZE).div_ceil(gran) * gran
+}
+
+/// Indices of the extent entries whose `gran` blocks intersect `[start, end)` (non-empty, in the pool).
+pub fn extent_entries(pool_base: u64, gran: u64, start: u64, end: u64) -> std::ops::Range<u64> {
+    (start - pool_base) / gran..(end - pool_base).div_ceil(gran)
+}
+
+/// Indices of the table chunks (each `gran` bytes of table) holding extent entries `entries`.
+pub fn extent_chunks(entries: &std::ops::Range<u64>, gran: u64) -> std::ops::Range<u64> {
+    entries.start * EXTENT_ENTRY_SIZE / gran..(entries.end * EXTENT_ENTRY_SIZE).div_ceil(gran)
 }
 
 /// One mapping operation. The pool turns a request into a list of these with [`plan_commit`] /
@@ -182,6 +201,18 @@ mod tests {
             let last = (off + len - 1) / (1 << shift);
             prop_assert_eq!(s, 0x2000_0000_0000 + first);
             prop_assert_eq!(l, last - first + 1);
+        }
+
+        #[test]
+        fn extent_entries_are_the_blocks_touched(off in 0u64..1 << 40, len in 1u64..1 << 32, g in 16u32..=21) {
+            let (base, gran) = (0x1000_0000_0000u64, 1u64 << g);
+            let e = extent_entries(base, gran, base + off, base + off + len);
+            prop_assert_eq!(e.start, off / gran);
+            prop_assert_eq!(e.end - 1, (off + len - 1) / gran);
+            let c = extent_chunks(&e, gran);
+            prop_assert_eq!(c.start, e.start * EXTENT_ENTRY_SIZE / gran);
+            prop_assert_eq!(c.end - 1, ((e.end - 1) * EXTENT_ENTRY_SIZE + EXTENT_ENTRY_SIZE - 1) / gran);
+            prop_assert!(c.end * gran <= extent_table_size(1 << 41, gran));
         }
 
         #[test]

@@ -1,6 +1,8 @@
 //! The pool: one reserved VA range for all device allocations plus its shadow, grown in place by
 //! committing chunks. Shadow is backed by real chunks where the pool is committed and by one shared
-//! read-only zero chunk everywhere else (reads 0 = inaccessible).
+//! read-only zero chunk everywhere else (reads 0 = inaccessible). The extent table (one entry per
+//! pool block: the live allocation covering it, for range checks of hoisted loops) is backed the
+//! same way, by real chunks only where an entry was ever set.
 
 use crate::backend::{Backend, ChunkHandle, Prot, Stream};
 use crate::plan;
@@ -37,6 +39,8 @@ pub struct PoolCounters {
     pub chunks_from_cache: u64,
     pub committed_bytes: u64,
     pub retired_bytes: u64,
+    /// Extent-table memory backed by real chunks (held until the pool is dropped).
+    pub extent_bytes: u64,
 }
 
 pub struct Pool {
@@ -58,6 +62,10 @@ pub struct Pool {
     /// Devices granted access to the pool (multi-GPU; one pool per device).
     peers: Vec<i32>,
     counters: PoolCounters,
+    extent_base: u64,
+    extent_size: u64,
+    /// Extent-table chunk index → the real chunk behind it (the others are the zero chunk).
+    extent_chunks: BTreeMap<u64, ChunkHandle>,
 }
 
 impl Pool {
@@ -91,6 +99,15 @@ impl Pool {
                 return Err(e);
             }
         };
+        let extent_size = plan::extent_table_size(size, gran);
+        let extent_base = match backend.reserve(extent_size, 0) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = backend.free_va(shadow_base, shadow_size);
+                let _ = backend.free_va(base, size);
+                return Err(e);
+            }
+        };
         let mut pool = Pool {
             backend,
             base,
@@ -107,6 +124,9 @@ impl Pool {
             aliases: BTreeMap::new(),
             peers: Vec::new(),
             counters: PoolCounters::default(),
+            extent_base,
+            extent_size,
+            extent_chunks: BTreeMap::new(),
         };
         pool.setup_zero_chunk()?;
         Ok(pool)
@@ -121,6 +141,9 @@ impl Pool {
         b.fill(self.shadow_base, self.gran, 0, Stream::SYNC)?;
         b.protect(self.shadow_base, self.gran, Prot::ReadOnly)?;
         for va in plan::chunk_spans(self.shadow_base, self.shadow_size, self.gran).skip(1) {
+            b.map(va, z, Prot::ReadOnly)?;
+        }
+        for va in plan::chunk_spans(self.extent_base, self.extent_size, self.gran) {
             b.map(va, z, Prot::ReadOnly)?;
         }
         Ok(())
@@ -141,6 +164,10 @@ impl Pool {
     }
     pub fn granularity(&self) -> u64 {
         self.gran
+    }
+    /// Extent table for module control blocks: (device address, log2 of the block one entry describes).
+    pub fn extent_table(&self) -> (u64, u32) {
+        (self.extent_base, self.gran.trailing_zeros())
     }
     pub fn backend(&self) -> &dyn Backend {
         &*self.backend
@@ -225,15 +252,7 @@ impl Pool {
         use plan::Op;
         match op {
             Op::BackShadow { idx } => {
-                let sva = self.shadow_va(idx);
-                let h = self.take_chunk()?;
-                let r = self.backend.unmap(sva, self.gran).and_then(|_| self.backend.map(sva, h, Prot::ReadWrite)).and_then(|_| self.backend.fill(sva, self.gran, 0, Stream::SYNC));
-                if let Err(e) = r {
-                    let _ = self.backend.unmap(sva, self.gran);
-                    let _ = self.backend.map(sva, self.zero_chunk, Prot::ReadOnly);
-                    self.cache.push(h);
-                    return Err(e);
-                }
+                let h = self.back_real(self.shadow_va(idx), Stream::SYNC)?;
                 self.shadow.insert(idx, (h, 0));
             }
             Op::MapChunk { va } => {
@@ -282,6 +301,20 @@ impl Pool {
             }
         }
         Ok(())
+    }
+
+    /// Replaces the zero chunk at `va` (shadow or extent table) with a real chunk, zero-filled on
+    /// `stream` (so that writes ordered after it on that stream land after the fill).
+    fn back_real(&mut self, va: u64, stream: Stream) -> Result<ChunkHandle, UvmError> {
+        let h = self.take_chunk()?;
+        let r = self.backend.unmap(va, self.gran).and_then(|_| self.backend.map(va, h, Prot::ReadWrite)).and_then(|_| self.backend.fill(va, self.gran, 0, stream));
+        if let Err(e) = r {
+            let _ = self.backend.unmap(va, self.gran);
+            let _ = self.backend.map(va, self.zero_chunk, Prot::ReadOnly);
+            self.cache.push(h);
+            return Err(e);
+        }
+        Ok(h)
     }
 
     /// Best-effort inverse of an applied operation (rollback).
@@ -390,7 +423,7 @@ impl Pool {
     /// Shadow may only be written where the pool is committed (elsewhere it is the read-only zero chunk).
     fn check_shadow_target(&self, va: u64, n: u64) -> Result<(), UvmError> {
         let len = n << self.shift;
-        if va % (1 << self.shift) != 0 || !self.contains(va, len) {
+        if !va.is_multiple_of(1 << self.shift) || !self.contains(va, len) {
             return Err(UvmError::OutsidePool { va, len });
         }
         let (s, l) = plan::align_out(va, len, self.gran).ok_or(UvmError::OutsidePool { va, len })?;
@@ -400,6 +433,70 @@ impl Pool {
             }
         }
         Ok(())
+    }
+
+    /// Writes the extent entry `{start, end}` for every pool block intersecting `[start, end)`,
+    /// ordered on `stream`. Call it only once `[start, end)` is one live allocation whose shadow
+    /// already says so (earlier on the same stream): checked code then trusts the entry instead of
+    /// the shadow. A block shared with another range keeps the entry set last. The range must be
+    /// committed. Table chunks it needs are backed by real, zeroed memory first and stay until
+    /// drop (at most `extent_table_size`; giving one back would have to wait for every stream),
+    /// so a failed call leaves no entry but may leave table chunks backed.
+    pub fn set_extent(&mut self, start: u64, end: u64, stream: Stream) -> Result<(), UvmError> {
+        let entries = self.extent_entries(start, end)?;
+        for i in entries.clone() {
+            let c = self.base + i * self.gran;
+            if !self.committed.contains_key(&c) {
+                return Err(UvmError::NotCommitted(c));
+            }
+        }
+        for idx in plan::extent_chunks(&entries, self.gran) {
+            if !self.extent_chunks.contains_key(&idx) {
+                let h = self.back_real(self.extent_base + idx * self.gran, stream)?;
+                self.extent_chunks.insert(idx, h);
+                self.counters.extent_bytes += self.gran;
+            }
+        }
+        let entry = [start.to_le_bytes(), end.to_le_bytes()].concat();
+        let bytes = entry.repeat((entries.end - entries.start) as usize);
+        if let Err(e) = self.backend.write(self.extent_addr(entries.start), &bytes, stream) {
+            // A partial write must not leave a claim behind.
+            let _ = self.clear_extent(start, end, stream);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Zeroes the extent entries of the pool blocks intersecting `[start, end)`, ordered on
+    /// `stream`. Call it before (in stream order) the range stops being a live allocation: an
+    /// entry must never outlive it. Zero proves nothing, so clearing a shared block is safe.
+    pub fn clear_extent(&self, start: u64, end: u64, stream: Stream) -> Result<(), UvmError> {
+        let entries = self.extent_entries(start, end)?;
+        // Entries in table chunks still on the zero chunk read 0 already (and are read-only).
+        let per_chunk = self.gran / plan::EXTENT_ENTRY_SIZE;
+        for idx in plan::extent_chunks(&entries, self.gran) {
+            if self.extent_chunks.contains_key(&idx) {
+                let first = entries.start.max(idx * per_chunk);
+                let last = entries.end.min((idx + 1) * per_chunk);
+                self.backend.fill(self.extent_addr(first), (last - first) * plan::EXTENT_ENTRY_SIZE, 0, stream)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries of `[start, end)`, which must be non-empty and inside the pool.
+    fn extent_entries(&self, start: u64, end: u64) -> Result<std::ops::Range<u64>, UvmError> {
+        if start >= end {
+            return Err(UvmError::BadExtent { start, end });
+        }
+        if !self.contains(start, end - start) {
+            return Err(UvmError::OutsidePool { va: start, len: end - start });
+        }
+        Ok(plan::extent_entries(self.base, self.gran, start, end))
+    }
+
+    fn extent_addr(&self, entry: u64) -> u64 {
+        self.extent_base + entry * plan::EXTENT_ENTRY_SIZE
     }
 }
 
@@ -439,7 +536,11 @@ impl Drop for Pool {
             let _ = b.release_chunk(h);
         }
         let _ = b.unmap(self.shadow_base, self.shadow_size);
-        for (_, &(h, _)) in &self.shadow {
+        for &(h, _) in self.shadow.values() {
+            let _ = b.release_chunk(h);
+        }
+        let _ = b.unmap(self.extent_base, self.extent_size);
+        for &h in self.extent_chunks.values() {
             let _ = b.release_chunk(h);
         }
         for &h in &self.cache {
@@ -447,6 +548,7 @@ impl Drop for Pool {
         }
         let _ = b.release_chunk(self.zero_chunk);
         let _ = b.free_va(self.shadow_base, self.shadow_size);
+        let _ = b.free_va(self.extent_base, self.extent_size);
         let _ = b.free_va(self.base, self.size);
     }
 }

@@ -172,10 +172,11 @@ impl gasan_uvm::Backend for Flaky {
 
 #[test]
 fn a_failed_plan_is_rolled_back() {
-    // Pool setup maps the zero chunk over the whole shadow; the map after `extra` more fails.
-    let shadow_chunks = ((1u64 << 30) >> 8).div_ceil(G);
+    // Pool setup maps the zero chunk over the whole shadow and extent table; the map after `extra`
+    // more fails.
+    let setup_maps = ((1u64 << 30) >> 8).div_ceil(G) + gasan_uvm::plan::extent_table_size(1 << 30, G) / G;
     for extra in 0..4 {
-        let b = Flaky { inner: HostBackend::new(G), maps_left: std::sync::atomic::AtomicI64::new((shadow_chunks + extra) as i64) };
+        let b = Flaky { inner: HostBackend::new(G), maps_left: std::sync::atomic::AtomicI64::new((setup_maps + extra) as i64) };
         let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![], max_size: 0 }).unwrap();
         let base = p.base();
         let before = p.counters().committed_bytes;

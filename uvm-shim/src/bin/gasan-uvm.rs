@@ -181,6 +181,27 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>) -> Result<bool
         pool.read_shadow(b0, &mut s).map_err(|e| e.to_string())?;
         if s.iter().all(|&x| x == 255) { Ok("64 bytes".into()) } else { Err("write lost".into()) }
     })());
+    t.row("extent table: set, read back, clear", (|| {
+        let (table, shift) = pool.extent_table();
+        let (start, end) = (b0 + 256, b0 + g + 1000);
+        let entry = |pool: &Pool, i: u64| -> Result<(u64, u64), String> {
+            let mut e = [0u8; 16];
+            pool.backend().read(table + i * 16, &mut e).map_err(|e| e.to_string())?;
+            Ok((u64::from_le_bytes(e[..8].try_into().unwrap()), u64::from_le_bytes(e[8..].try_into().unwrap())))
+        };
+        let i = (b0 - pool.base()) >> shift;
+        if entry(&pool, i)? != (0, 0) {
+            return Err("fresh entry not zero".into());
+        }
+        pool.set_extent(start, end, Stream::SYNC).map_err(|e| e.to_string())?;
+        let set = [entry(&pool, i)?, entry(&pool, i + 1)?, entry(&pool, i + 2)?];
+        pool.clear_extent(start, end, Stream::SYNC).map_err(|e| e.to_string())?;
+        let cleared = [entry(&pool, i)?, entry(&pool, i + 1)?];
+        if set != [(start, end), (start, end), (0, 0)] || cleared != [(0, 0); 2] {
+            return Err(format!("set {set:x?}, cleared {cleared:x?}"));
+        }
+        Ok(format!("table at {table:#x}, {} KiB blocks", (1u64 << shift) >> 10))
+    })());
     t.row("protect read-only: reads work", (|| {
         pool.protect(b0, g, Prot::ReadOnly).map_err(|e| e.to_string())?;
         let mut back = vec![0u8; 16];
