@@ -89,11 +89,11 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
         let (base, size, _) = d.alloc.control_fields();
         s.opts.shadow_scale.pool_allows_aligned_check(base, size)
     });
-    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool };
+    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops };
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
-    h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8, opts.aligned_pool as u8]);
+    h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8, opts.aligned_pool as u8, opts.hoist_loops as u8]);
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let dir = cache_dir();

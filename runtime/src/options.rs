@@ -34,6 +34,9 @@ pub struct Options {
     pub report_format: ReportFormat,
     /// Instrument modules (0: allocation-level checks only).
     pub instrument: bool,
+    /// Hoist the checks of loops over address ranges to one range test per loop entry
+    /// (instrument's loop versioning; 0: every iteration checks every access).
+    pub hoist_loops: bool,
     pub verbosity: u32,
     /// Pool size in bytes (default: as large as reservations allow).
     pub pool_size: Option<u64>,
@@ -57,6 +60,7 @@ impl Default for Options {
             suppressions: None,
             report_format: ReportFormat::Text,
             instrument: true,
+            hoist_loops: true,
             verbosity: 0,
             pool_size: None,
             cache_dir: None,
@@ -77,7 +81,7 @@ pub enum OptionsError {
 pub const KNOWN: &[&str] = &[
     "halt_on_error", "exitcode", "log_path", "shadow_scale", "redzone", "min_redzone", "quarantine_size_mb",
     "detect_leaks", "print_limit", "malloc_context_size", "suppressions", "report_format", "instrument",
-    "verbosity", "pool_size", "cache_dir",
+    "hoist_loops", "verbosity", "pool_size", "cache_dir",
 ];
 
 fn bool_of(name: &str, v: &str) -> Result<bool, OptionsError> {
@@ -139,6 +143,7 @@ impl Options {
                 }
             }
             "instrument" => self.instrument = bool_of(k, v)?,
+            "hoist_loops" => self.hoist_loops = bool_of(k, v)?,
             "verbosity" => self.verbosity = num_of(k, v)?,
             "pool_size" => self.pool_size = Some(num_of(k, v)?),
             "cache_dir" => self.cache_dir = Some(PathBuf::from(v)),
@@ -175,6 +180,7 @@ impl Options {
         put!(suppressions, self.suppressions.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
         put!(report_format, if self.report_format == ReportFormat::Json { "json" } else { "text" });
         put!(instrument, self.instrument as u8);
+        put!(hoist_loops, self.hoist_loops as u8);
         put!(verbosity, self.verbosity);
         put!(pool_size, self.pool_size.unwrap_or(0));
         put!(cache_dir, self.cache_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_default());

@@ -40,6 +40,9 @@ enum Cmd {
         /// aligned to 2^(32+scale) and at most that large; gasan-run decides this itself).
         #[arg(long)]
         aligned_pool: bool,
+        /// Keep every check inside loops (no loop versioning with range tests).
+        #[arg(long)]
+        no_hoist_loops: bool,
         /// Write the site table (JSON) here.
         #[arg(long)]
         sites: Option<PathBuf>,
@@ -71,8 +74,8 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{listing}");
             Ok(())
         }
-        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, sites } => {
-            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool };
+        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, sites } => {
+            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool, hoist_loops: !no_hoist_loops };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             if let Some(s) = sites {

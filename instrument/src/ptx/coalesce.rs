@@ -32,7 +32,9 @@ struct Entry {
     loc: Option<(u32, u32, u32)>,
 }
 
-pub(super) fn plan(lines: &[&str]) -> Plan {
+/// `covered`: accesses already covered (by loop range tests); `inserted`: lines the loop versioning
+/// wrote (its own loads are not accesses to check).
+pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
     let mut groups: HashMap<(String, String), Vec<Entry>> = HashMap::new();
     let mut loc_text: Option<&str> = None;
@@ -55,7 +57,7 @@ pub(super) fn plan(lines: &[&str]) -> Plan {
         if code.is_empty() {
             continue;
         }
-        let has_address = code.contains('[');
+        let has_address = code.contains('[') && !covered.contains(&i) && !inserted.contains(&i);
         if code.contains("/*") || ends_basic_block(code) || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;

@@ -21,6 +21,9 @@
 mod access;
 mod coalesce;
 mod emit;
+mod loops;
+#[cfg(test)]
+mod loops_sim;
 mod prefetch;
 mod sites;
 
@@ -46,11 +49,15 @@ pub struct InstrumentOptions {
     /// in-pool test and the shadow index use 32-bit arithmetic (four instructions fewer a check).
     /// Only valid with such a pool's control block.
     pub aligned_pool: bool,
+    /// Loop versioning (halt mode with optimization, loops.rs): checks of accesses affine in a
+    /// single-block loop's iteration become one range test per address at the loop's entry
+    /// against the pool's extent table; the checked loop runs when the test fails.
+    pub hoist_loops: bool,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
-        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false }
+        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true }
     }
 }
 
@@ -127,7 +134,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 14;
+pub const REVISION: u32 = 15;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -234,7 +241,7 @@ struct FuncState {
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct RegTypes {
     prefixes: HashMap<String, String>,
     names: HashMap<String, String>,
@@ -309,15 +316,29 @@ impl<'a> Rewriter<'a> {
         }
         self.out.push_str(&emit::prelude(self.opts.scale, &self.header));
 
-        let lines: Vec<&str> = body.split_inclusive('\n').collect();
-        let plan = if self.opts.optimize && !self.opts.recover { coalesce::plan(&lines) } else { coalesce::Plan::default() };
+        let input: Vec<&str> = body.split_inclusive('\n').collect();
+        let planned = self.opts.optimize && !self.opts.recover;
+        let versioned = if planned && self.opts.hoist_loops { loops::version(&input) } else { None };
+        let lines: Vec<&str> = match &versioned {
+            Some(v) => v.lines.iter().map(|l| l.as_ref()).collect(),
+            None => input,
+        };
+        let none = LineSet::default();
+        let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
+        let mut plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
+        plan.covered.extend(covered.iter().copied());
+        plan.hoisted_lines.extend(covered.iter().copied());
+        // PTX line numbers (sites, errors) are those of the input.
+        let base_line = head.matches('\n').count();
+        let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
+        // Fast loop copies repeat input statements: their counts go here, not into the module's.
+        let mut copy_stats = Stats::default();
         let mut shared_fail: Option<String> = None;
         let mut depth = 0i32;
         let mut func: Option<FuncState> = None;
         let mut pending_name: Option<String> = None;
         let mut in_block_comment = false;
         let mut loc: Option<(u32, u32, u32)> = None;
-        let base_line = head.matches('\n').count();
 
         // Access lines whose shadow byte was prefetched into `%gsv<line>`.
         let mut prefetched = LineSet::default();
@@ -326,7 +347,7 @@ impl<'a> Rewriter<'a> {
         let mut batched = LineSet::default();
         let mut batch_recheck: LineMap<String> = LineMap::default();
         for (i, line) in lines.iter().copied().enumerate() {
-            let line_no = base_line + i + 1;
+            let line_no = ptx_line(i);
             let mut opened_now = false;
             if let (Some(f), false) = (func.as_mut(), in_block_comment) {
                 for p in plan.prefetch.at.get(&i).into_iter().flatten() {
@@ -345,7 +366,7 @@ impl<'a> Rewriter<'a> {
                             prefetched.insert(p.access);
                             if let (Some((first, _)), access::Width::Fixed(w)) = (batch, &a.width) {
                                 // Its site, and its part of the batch's recheck.
-                                let site = new_site(&mut self.sites, f, base_line + p.access + 1, p.loc, a.kind, *w);
+                                let site = new_site(&mut self.sites, f, ptx_line(p.access), p.loc, a.kind, *w);
                                 batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *w, site));
                                 batched.insert(p.access);
                             }
@@ -415,7 +436,7 @@ impl<'a> Rewriter<'a> {
                     loc = None;
                 }
             }
-            let (line_has_memory, any_check) = if func.is_some() && depth > 0 { Self::classify_line(t) } else { (false, false) };
+            let (line_has_memory, any_check) = if func.is_some() && depth > 0 && !inserted.contains(&i) { Self::classify_line(t) } else { (false, false) };
             if let (Some(f), true) = (func.as_mut(), depth > 0) {
                 if t.starts_with(".reg") {
                     for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
@@ -435,13 +456,14 @@ impl<'a> Rewriter<'a> {
                 let hoisted: Vec<(&str, usize, Option<(u32, u32, u32)>)> = plan
                     .hoist
                     .get(&i)
-                    .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), base_line + l + 1, lc)).collect())
+                    .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
                     .unwrap_or_default();
                 for stmt in stmts {
                     let text = format!("{stmt};");
+                    let stats = if copies.contains(&i) { &mut copy_stats } else { &mut self.stats };
                     let emitted = Self::rewrite_statement(
                         &mut self.sites,
-                        &mut self.stats,
+                        stats,
                         &mut self.next_label,
                         self.opts,
                         f,

@@ -1,0 +1,917 @@
+//! Loop versioning (halt mode with optimization): in a loop that is one basic block, the checks of
+//! accesses whose addresses are affine in the iteration are replaced by one range test per address
+//! at the loop's entry, against the pool's extent table ([`crate::abi::ControlBlock::extent_table`]).
+//!
+//! ```text
+//!   { range test: trip count, first and last address of each hoisted access, extent lookups
+//!     @!ok bra L; }           the test failed or proves nothing: run the original, checked loop
+//! $gasan_loopN:               fast copy: hoisted accesses unchecked, the others checked as usual
+//!   ...  @p bra $gasan_loopN;
+//!   bra $gasan_loopN_done;
+//! L: ...  @p bra L;           the original loop, every access checked (also where L is entered
+//! $gasan_loopN_done:           by other branches)
+//! ```
+//!
+//! The fast copy runs only when every byte any hoisted access can touch lies inside one live
+//! allocation, so it reports nothing the checked loop would; when the test fails, the checked loop
+//! reports the bad access at its own iteration, as without versioning. No trip count or range is
+//! ever guessed: every quantity is computed from the loop's own registers at its entry.
+//!
+//! Affinity is established symbolically over the body: a loop-carried register is an induction
+//! variable when its value at the back edge is its entry value plus a loop-invariant amount
+//! (`add`/`sub` chains), and a value is affine when it is built from induction variables and
+//! invariants by `add`, `sub`, `mul`/`mad` by an invariant, `shl`, widening `cvt` and `cvta`. An
+//! affine address takes its extreme values at the first and the last iteration, computed at the
+//! entry by re-running its arithmetic with each induction variable at its first and last value.
+//! The trip count comes from the back edge's `setp` of an affine value against an invariant bound;
+//! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
+
+use super::access::{classify, split_instr, AddrBase, Classified, Instr, Width};
+use super::{has_block_comment_marker, strip_comment, type_bits, LineSet, RegTypes, MARKER};
+use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+/// Longest loop body considered (lines).
+const MAX_BODY: usize = 400;
+/// Most distinct hoisted addresses per loop (each costs a range test at every loop entry).
+const MAX_RANGES: usize = 32;
+
+/// The module's lines after versioning, and what the rewriter must know about them.
+pub(super) struct Versioned<'a> {
+    pub lines: Vec<Cow<'a, str>>,
+    /// Index of the input line each line stands for (copies: their original; inserted lines: the
+    /// loop label they precede), for PTX line numbers in sites and errors.
+    pub origin: Vec<usize>,
+    /// Accesses of fast copies covered by their loop's range test.
+    pub covered: LineSet,
+    /// Lines of fast copies (they repeat input lines: not counted again in statistics).
+    pub copies: LineSet,
+    /// Lines the versioning wrote (range tests, labels, branches): passed through unchanged.
+    pub inserted: LineSet,
+}
+
+/// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
+pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
+    let mut plans = Vec::new();
+    let mut labels: HashMap<&str, usize> = HashMap::new();
+    let mut regs = RegTypes::default();
+    for (k, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with(".reg") {
+            for decl in strip_comment(t).split(';').filter(|d| d.trim().starts_with(".reg")) {
+                regs.declare(decl.trim());
+            }
+            continue;
+        }
+        if t.starts_with('.') && (t.contains(".entry") || t.contains(".func")) {
+            regs = RegTypes::default();
+            labels.clear();
+            continue;
+        }
+        if !line.contains(':') && !line.contains("bra") {
+            continue;
+        }
+        let code = strip_comment(line).trim();
+        if let Some(name) = code.strip_suffix(':') {
+            labels.insert(name.trim(), k);
+            continue;
+        }
+        let Some(ins) = split_instr(code.trim_end_matches(';')) else { continue };
+        if ins.guard.is_none() || !ins.opcode.starts_with("bra") || ins.operands.len() != 1 {
+            continue;
+        }
+        if let Some(&s) = labels.get(ins.operands[0]) {
+            if k - s <= MAX_BODY {
+                if let Some(p) = analyze(lines, s, k, &regs, plans.len()) {
+                    plans.push(p);
+                }
+            }
+        }
+    }
+    if plans.is_empty() {
+        return None;
+    }
+    Some(assemble(lines, plans))
+}
+
+/// One versioned loop.
+struct LoopPlan {
+    label_line: usize,
+    back_edge: usize,
+    /// Body lines whose checks the range test covers.
+    hoisted: Vec<usize>,
+    /// The range test (lines, each marked).
+    preheader: String,
+    /// The back edge retargeted at the fast copy.
+    fast_back_edge: String,
+    id: usize,
+}
+
+fn fast_label(id: usize) -> String {
+    format!("$gasan_loop{id}")
+}
+
+fn assemble<'a>(lines: &[&'a str], plans: Vec<LoopPlan>) -> Versioned<'a> {
+    let mut v = Versioned { lines: Vec::with_capacity(lines.len() + 64), origin: Vec::new(), covered: LineSet::default(), copies: LineSet::default(), inserted: LineSet::default() };
+    let mut next = 0;
+    let push = |v: &mut Versioned<'a>, text: Cow<'a, str>, origin: usize, inserted: bool| {
+        if inserted {
+            v.inserted.insert(v.lines.len());
+        }
+        v.lines.push(text);
+        v.origin.push(origin);
+    };
+    for p in plans {
+        for (k, l) in lines.iter().enumerate().take(p.label_line).skip(next) {
+            push(&mut v, Cow::Borrowed(*l), k, false);
+        }
+        for l in p.preheader.split_inclusive('\n') {
+            push(&mut v, Cow::Owned(l.to_string()), p.label_line, true);
+        }
+        push(&mut v, Cow::Owned(format!("{}: {MARKER}\n", fast_label(p.id))), p.label_line, true);
+        for k in p.label_line + 1..p.back_edge {
+            v.copies.insert(v.lines.len());
+            if p.hoisted.contains(&k) {
+                v.covered.insert(v.lines.len());
+            }
+            push(&mut v, Cow::Borrowed(lines[k]), k, false);
+        }
+        v.copies.insert(v.lines.len());
+        push(&mut v, Cow::Owned(p.fast_back_edge.clone()), p.back_edge, true);
+        push(&mut v, Cow::Owned(format!("\tbra {}_done; {MARKER}\n", fast_label(p.id))), p.back_edge, true);
+        for (k, l) in lines.iter().enumerate().take(p.back_edge + 1).skip(p.label_line) {
+            push(&mut v, Cow::Borrowed(*l), k, false);
+        }
+        push(&mut v, Cow::Owned(format!("{}_done: {MARKER}\n", fast_label(p.id))), p.back_edge, true);
+        next = p.back_edge + 1;
+    }
+    for (k, l) in lines.iter().enumerate().skip(next) {
+        push(&mut v, Cow::Borrowed(*l), k, false);
+    }
+    v
+}
+
+/// What a register holds, as a function of the iteration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Val {
+    /// The same in every iteration.
+    Inv,
+    /// Affine in the iteration number.
+    Lin,
+    /// The entry value of induction candidate `reg` plus an invariant (`off`: that invariant when
+    /// it is a known constant).
+    Biv { reg: String, off: Option<i64> },
+    /// Anything else.
+    Opaque,
+}
+
+impl Val {
+    fn affine(&self) -> bool {
+        !matches!(self, Val::Opaque)
+    }
+    fn demote(self) -> Val {
+        match self {
+            Val::Biv { .. } => Val::Lin,
+            v => v,
+        }
+    }
+}
+
+/// One body statement and, for each source operand, the statement defining it in this iteration
+/// (`None`: its value at the iteration's start, or not a register).
+struct Stmt<'a> {
+    ins: Instr<'a>,
+    srcs: Vec<Option<usize>>,
+    val: Val,
+}
+
+/// A constant operand.
+fn imm(op: &str) -> Option<i64> {
+    let (neg, digits) = match op.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, op),
+    };
+    let digits = digits.trim_end_matches('U');
+    let v = if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok().or_else(|| u64::from_str_radix(h, 16).ok().map(|u| u as i64))?
+    } else {
+        digits.parse::<i64>().ok()?
+    };
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// Integer type suffixes the affine rules accept.
+fn int_bits(ty: &str) -> Option<u32> {
+    match ty {
+        "s32" | "u32" | "b32" => Some(32),
+        "s64" | "u64" | "b64" => Some(64),
+        _ => None,
+    }
+}
+
+/// Special registers that change while a thread runs (everything else named `%x` that is not a
+/// declared register is constant for the thread: `%tid.x`, `%ctaid.y`, `%laneid`, ...).
+fn volatile_special(op: &str) -> bool {
+    ["%clock", "%globaltimer", "%pm", "%smid", "%warpid", "%nsmid", "%activemask", "%dynamic_smem"].iter().any(|p| op.starts_with(p))
+}
+
+/// Opcodes (first component) whose result depends only on their operands.
+fn pure_op(head: &str) -> bool {
+    matches!(
+        head,
+        "add" | "sub" | "mul" | "mad" | "mul24" | "mad24" | "and" | "or" | "xor" | "not" | "cnot" | "min" | "max" | "div" | "rem" | "shl" | "shr" | "abs" | "neg" | "bfe" | "bfi" | "popc" | "clz" | "brev" | "prmt" | "cvt" | "cvta" | "mov"
+    )
+}
+
+/// The symbolic walk over a loop body.
+struct Body<'a> {
+    stmts: Vec<Stmt<'a>>,
+    /// Line of each statement.
+    line_of: Vec<usize>,
+    /// Last definition (statement) of each register at the end of the body.
+    last_def: HashMap<&'a str, usize>,
+}
+
+fn walk<'a>(body: &[(usize, Instr<'a>)], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> Body<'a> {
+    let mut stmts: Vec<Stmt<'a>> = Vec::with_capacity(body.len());
+    let mut last_def: HashMap<&'a str, usize> = HashMap::new();
+    let mut line_of = Vec::with_capacity(body.len());
+    for (idx, (line, ins)) in body.iter().enumerate() {
+        let dests = dest_regs_of(ins);
+        let srcs_ops: &[&str] = if dests.is_empty() { &ins.operands } else { &ins.operands[1..] };
+        let mut srcs = Vec::with_capacity(srcs_ops.len());
+        let mut vals = Vec::with_capacity(srcs_ops.len());
+        for op in srcs_ops {
+            let (d, v) = operand(op, &last_def, &stmts, candidates, written, regs);
+            srcs.push(d);
+            vals.push(v);
+        }
+        let val = if ins.guard.is_some() || dests.len() != 1 { Val::Opaque } else { eval(ins, srcs_ops, &vals, regs) };
+        stmts.push(Stmt { ins: ins.clone(), srcs, val });
+        line_of.push(*line);
+        for d in dests {
+            last_def.insert(d, idx);
+        }
+    }
+    Body { stmts, line_of, last_def }
+}
+
+/// Destination registers of a statement (none for stores, branches and the like).
+fn dest_regs_of<'a>(ins: &Instr<'a>) -> Vec<&'a str> {
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    if matches!(head, "st" | "red" | "bar" | "barrier" | "membar" | "fence" | "prefetch" | "prefetchu") {
+        return Vec::new();
+    }
+    let Some(d) = ins.operands.first() else { return Vec::new() };
+    d.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|r| r.starts_with('%')).collect()
+}
+
+/// The value of a source operand at this point of the walk, and its defining statement.
+fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> (Option<usize>, Val) {
+    if let Some(inner) = op.strip_prefix('[') {
+        // A memory operand: its address register's definition (the access's value is opaque).
+        let reg = inner.split(['+', ']']).next().unwrap_or("").trim();
+        let def = if reg.starts_with('%') { last_def.get(reg).copied() } else { None };
+        return (def, Val::Opaque);
+    }
+    if !op.starts_with('%') {
+        // Immediates and symbol addresses are constant; vectors are not values here.
+        let plain = !op.contains(['{', '(', ' ']);
+        return (None, if plain { Val::Inv } else { Val::Opaque });
+    }
+    if let Some(&d) = last_def.get(op) {
+        return (Some(d), stmts[d].val.clone());
+    }
+    let declared = regs.type_of(op);
+    let val = match declared {
+        None if volatile_special(op) => Val::Opaque,
+        None => Val::Inv,
+        Some("pred") => Val::Opaque,
+        Some(_) if candidates.contains(op) => Val::Biv { reg: op.to_string(), off: Some(0) },
+        Some(_) if written.contains(op) => Val::Opaque,
+        Some(_) => Val::Inv,
+    };
+    (None, val)
+}
+
+/// The value an unguarded single-destination statement computes.
+fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
+    let parts: Vec<&str> = ins.opcode.split('.').collect();
+    let head = parts[0];
+    let ty = *parts.last().unwrap_or(&"");
+    let all_inv = vals.iter().all(|v| *v == Val::Inv);
+    let any_opaque = vals.iter().any(|v| !v.affine());
+    // Predicate operands (selp, ...) are not tracked.
+    let pred_operand = srcs.iter().any(|s| regs.type_of(s) == Some("pred"));
+    if pred_operand || any_opaque {
+        return Val::Opaque;
+    }
+    let int = int_bits(ty).is_some();
+    match (head, parts.len(), vals) {
+        ("mov", 2, [v]) => v.clone(),
+        ("add", 2, [a, b]) | ("sub", 2, [a, b]) if int => {
+            let sub = head == "sub";
+            match (a, b) {
+                (Val::Inv, Val::Inv) => Val::Inv,
+                (Val::Biv { reg, off }, Val::Inv) => {
+                    let k = imm(srcs[1]).map(|k| if sub { k.wrapping_neg() } else { k });
+                    Val::Biv { reg: reg.clone(), off: off.zip(k).map(|(o, k)| o.wrapping_add(k)) }
+                }
+                (Val::Inv, Val::Biv { reg, off }) if !sub => Val::Biv { reg: reg.clone(), off: off.zip(imm(srcs[0])).map(|(o, k)| o.wrapping_add(k)) },
+                _ => Val::Lin,
+            }
+        }
+        ("mul", 3, [a, b]) | ("mad", 4, [a, b, _]) if int && (parts[1] == "lo" || parts[1] == "wide") => {
+            let product = match (a, b) {
+                (Val::Inv, Val::Inv) => Val::Inv,
+                (x, Val::Inv) | (Val::Inv, x) => x.clone().demote(),
+                _ => return Val::Opaque,
+            };
+            match (head, product, vals.get(2)) {
+                ("mad", Val::Inv, Some(Val::Inv)) => Val::Inv,
+                ("mad", _, _) => Val::Lin,
+                (_, p, _) => p,
+            }
+        }
+        ("shl", 2, [a, Val::Inv]) if int => a.clone().demote(),
+        ("neg", 2, [a]) if int => a.clone().demote(),
+        ("cvt", 3, [a]) if int_bits(parts[1]).is_some() && int_bits(parts[2]).is_some() && int_bits(parts[1]) >= int_bits(parts[2]) => a.clone().demote(),
+        ("cvta", _, [a]) if parts.contains(&"global") => a.clone().demote(),
+        _ if all_inv && pure_op(head) => Val::Inv,
+        _ => Val::Opaque,
+    }
+}
+
+/// A hoisted address: the register's value at some point (its defining statement, or its value at
+/// the iteration's start), and the byte span the accesses through it cover relative to it.
+struct Range {
+    reg: String,
+    def: Option<usize>,
+    lo: i64,
+    hi_end: i64,
+    lines: Vec<usize>,
+}
+
+/// The loop-exit comparison: the loop continues while `a CMP b` (the `setp`'s two sources).
+struct Exit {
+    setp: usize,
+    cmp: Cmp,
+    signed: bool,
+    bits: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cmp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Ne,
+    Eq,
+}
+
+impl Cmp {
+    fn negate(self) -> Cmp {
+        match self {
+            Cmp::Lt => Cmp::Ge,
+            Cmp::Le => Cmp::Gt,
+            Cmp::Gt => Cmp::Le,
+            Cmp::Ge => Cmp::Lt,
+            Cmp::Ne => Cmp::Eq,
+            Cmp::Eq => Cmp::Ne,
+        }
+    }
+    fn mirror(self) -> Cmp {
+        match self {
+            Cmp::Lt => Cmp::Gt,
+            Cmp::Le => Cmp::Ge,
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Ge => Cmp::Le,
+            c => c,
+        }
+    }
+}
+
+fn analyze(lines: &[&str], s: usize, e: usize, regs: &RegTypes, id: usize) -> Option<LoopPlan> {
+    let label = strip_comment(lines[s]).trim().strip_suffix(':')?.trim().to_string();
+    // Entered by falling through: the statement before the label is not an unconditional jump.
+    let before = lines[..s].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty())?;
+    if !(before.ends_with(';') || before.ends_with(':') || before.ends_with('}')) {
+        return None;
+    }
+    if let Some(i) = split_instr(before.trim_end_matches(';')) {
+        let head = i.opcode.split('.').next().unwrap_or("");
+        if i.guard.is_none() && matches!(head, "bra" | "ret" | "exit" | "trap" | "brx") {
+            return None;
+        }
+    }
+    // The body: plain statements only, one per line.
+    let mut body: Vec<(usize, Instr<'_>)> = Vec::new();
+    for (k, line) in lines.iter().enumerate().take(e).skip(s + 1) {
+        if has_block_comment_marker(line) {
+            return None;
+        }
+        let code = strip_comment(line).trim();
+        if code.is_empty() || code.starts_with(".loc") || code.starts_with(".pragma") {
+            continue;
+        }
+        if code.ends_with(':') || code.starts_with('.') || code.contains(['{', '}']) || !code.ends_with(';') {
+            return None;
+        }
+        let stmt = code.strip_suffix(';')?;
+        if stmt.contains(';') {
+            return None;
+        }
+        let ins = split_instr(stmt)?;
+        let head = ins.opcode.split('.').next().unwrap_or("");
+        if matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "trap" | "brkpt") {
+            return None;
+        }
+        body.push((k, ins));
+    }
+    let edge = split_instr(strip_comment(lines[e]).trim().trim_end_matches(';'))?;
+    let edge_guard = edge.guard?;
+    let (negated, pred) = match edge_guard.strip_prefix('!') {
+        Some(p) => (true, p),
+        None => (false, edge_guard),
+    };
+
+    // Loop-carried registers: written in the body and read before their first write.
+    let mut written: HashSet<&str> = HashSet::new();
+    let mut carried: HashSet<&str> = HashSet::new();
+    for (_, ins) in &body {
+        let dests = dest_regs_of(ins);
+        let srcs: &[&str] = if dests.is_empty() { &ins.operands } else { &ins.operands[1..] };
+        for op in srcs.iter().chain(ins.guard.map(|g| g.trim_start_matches('!')).as_slice()) {
+            for r in registers_in(op) {
+                if !written.contains(r) {
+                    carried.insert(r);
+                }
+            }
+        }
+        written.extend(dests);
+    }
+    carried.retain(|r| written.contains(r));
+    // Induction variables: candidates whose back-edge value is their entry value plus an
+    // invariant; drop the others until that holds for all.
+    let mut candidates: HashSet<&str> = carried.iter().copied().filter(|r| regs.type_of(r).and_then(type_bits).is_some_and(|b| b == 32 || b == 64)).collect();
+    let walked = loop {
+        let w = walk(&body, &candidates, &written, regs);
+        let failed: Vec<&str> = candidates
+            .iter()
+            .copied()
+            .filter(|r| !matches!(w.last_def.get(r).map(|&d| &w.stmts[d].val), Some(Val::Biv { reg, .. }) if reg == r))
+            .collect();
+        if failed.is_empty() {
+            break w;
+        }
+        for r in failed {
+            candidates.remove(r);
+        }
+    };
+
+    // The exit test.
+    let setp = *walked.last_def.get(pred)?;
+    let exit = exit_of(&walked.stmts[setp], setp, negated)?;
+
+    // Hoistable accesses, grouped by the value of their address register.
+    let mut ranges: Vec<Range> = Vec::new();
+    for (idx, st) in walked.stmts.iter().enumerate() {
+        let Classified::Check(a) = classify(&st.ins, true) else { continue };
+        let (AddrBase::Reg(r), Width::Fixed(w), false, None) = (&a.base, &a.width, a.bulk, &a.guard_nonzero) else { continue };
+        // The address register's definition as this statement sees it.
+        let pos = st.ins.operands.iter().position(|o| o.starts_with('[') && o.contains(r.as_str()));
+        let dests = dest_regs_of(&st.ins);
+        let src_index = pos.map(|p| if dests.is_empty() { p } else { p - 1 });
+        let def = src_index.and_then(|i| st.srcs.get(i).copied())?;
+        let val = match def {
+            Some(d) => walked.stmts[d].val.clone(),
+            None if candidates.contains(r.as_str()) => Val::Lin,
+            None if written.contains(r.as_str()) => Val::Opaque,
+            None => Val::Inv,
+        };
+        if !val.affine() {
+            continue;
+        }
+        let (lo, hi_end) = (a.offset, a.offset + i64::from(*w));
+        let line = walked.line_of[idx];
+        if let Some(g) = ranges.iter_mut().find(|g| g.reg == *r && g.def == def) {
+            g.lo = g.lo.min(lo);
+            g.hi_end = g.hi_end.max(hi_end);
+            g.lines.push(line);
+        } else if ranges.len() < MAX_RANGES {
+            ranges.push(Range { reg: r.clone(), def, lo, hi_end, lines: vec![line] });
+        }
+    }
+    if ranges.is_empty() {
+        return None;
+    }
+    let preheader = Emitter::new(id, &walked, &candidates, regs).range_test(&exit, &ranges, &label)?;
+    let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
+    Some(LoopPlan { label_line: s, back_edge: e, hoisted: ranges.iter().flat_map(|g| g.lines.iter().copied()).collect(), preheader, fast_back_edge, id })
+}
+
+/// Register names inside an operand (`%r1`, `[%rd2+4]`, `{%f1, %f2}`).
+fn registers_in(op: &str) -> impl Iterator<Item = &str> {
+    op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$' || c == '.'))
+        .filter(|t| t.starts_with('%') && !t.contains('.'))
+}
+
+fn exit_of(st: &Stmt<'_>, idx: usize, negated: bool) -> Option<Exit> {
+    let parts: Vec<&str> = st.ins.opcode.split('.').collect();
+    if st.ins.guard.is_some() || parts.len() != 3 || parts[0] != "setp" || st.ins.operands.len() != 3 || st.ins.operands[0].contains('|') {
+        return None;
+    }
+    let ty = parts[2];
+    let bits = int_bits(ty)?;
+    let signed = ty.starts_with('s');
+    let cmp = match parts[1] {
+        "lt" | "lo" => Cmp::Lt,
+        "le" | "ls" => Cmp::Le,
+        "gt" | "hi" => Cmp::Gt,
+        "ge" | "hs" => Cmp::Ge,
+        "ne" => Cmp::Ne,
+        "eq" => Cmp::Eq,
+        _ => return None,
+    };
+    if matches!(parts[1], "lo" | "ls" | "hi" | "hs") && signed {
+        return None;
+    }
+    Some(Exit { setp: idx, cmp: if negated { cmp.negate() } else { cmp }, signed, bits })
+}
+
+/// Writes the range test of one loop.
+struct Emitter<'b, 'a> {
+    id: usize,
+    body: &'b Body<'a>,
+    bivs: &'b HashSet<&'a str>,
+    regs: &'b RegTypes,
+    decls: Vec<String>,
+    code: String,
+    next: usize,
+    /// The test's predicate: every condition is ANDed into it.
+    ok: String,
+}
+
+/// Values of the induction variables a recomputation starts from.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum At {
+    /// The first iteration (their values at the loop's entry).
+    First,
+    /// Another, with the values given by a map (the last iteration, or the second for steps).
+    Mapped,
+}
+
+impl<'b, 'a> Emitter<'b, 'a> {
+    fn new(id: usize, body: &'b Body<'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes) -> Self {
+        Self { id, body, bivs, regs, decls: Vec::new(), code: String::new(), next: 0, ok: String::new() }
+    }
+
+    fn temp(&mut self, ty: &str) -> String {
+        let name = format!("%gsh{}_{}", self.id, self.next);
+        self.next += 1;
+        self.decls.push(format!(".reg .{ty} {name};"));
+        name
+    }
+
+    fn line(&mut self, s: &str) {
+        let _ = writeln!(self.code, "\t{s} {MARKER}");
+    }
+
+    /// The range test: `None` when something in it cannot be written (the loop stays as it is).
+    fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<String> {
+        let ctl = CONTROL_BLOCK_SYMBOL;
+        let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
+        self.line(&format!("ld.const.u64 {base}, [{ctl}+{}];", ctl_offset::POOL_BASE));
+        self.line(&format!("ld.const.u64 {size}, [{ctl}+{}];", ctl_offset::POOL_SIZE));
+        self.line(&format!("ld.const.u64 {table}, [{ctl}+{}];", ctl_offset::EXTENT_TABLE));
+        self.line(&format!("ld.const.u32 {shift}, [{ctl}+{}];", ctl_offset::EXTENT_SHIFT));
+        self.line(&format!("setp.ne.u64 {ok}, {table}, 0;"));
+        self.ok = ok.clone();
+
+        // Steps of the induction variables (in their own widths), and the trip count.
+        let mut memo: HashMap<(At, usize), String> = HashMap::new();
+        let mut bivs: Vec<&'a str> = self.bivs.iter().copied().collect();
+        bivs.sort_unstable();
+        let mut steps: HashMap<&'a str, (String, u32)> = HashMap::new();
+        for r in &bivs {
+            let bits = self.regs.type_of(r).and_then(type_bits)?;
+            let d = *self.body.last_def.get(r)?;
+            let step = match &self.body.stmts[d].val {
+                Val::Biv { off: Some(k), .. } => {
+                    let k = if bits == 32 { i64::from(*k as i32) } else { *k };
+                    k.to_string()
+                }
+                _ => {
+                    let next = self.value_of_stmt(d, At::First, &mut memo, &HashMap::new())?;
+                    let t = self.temp(&format!("b{bits}"));
+                    self.line(&format!("sub.s{bits} {t}, {next}, {r};"));
+                    t
+                }
+            };
+            steps.insert(r, (step, bits));
+        }
+        let tm1 = self.trip_count(exit, &steps, &mut memo)?;
+        // Bound the count so that count × step cannot wrap.
+        let q = self.temp("pred");
+        self.line(&format!("setp.lt.u64 {q}, {tm1}, 2147483648;"));
+        self.line(&format!("and.pred {ok}, {ok}, {q};"));
+        // Last values of the induction variables.
+        let mut last: HashMap<&'a str, String> = HashMap::new();
+        let used = self.used_bivs(ranges);
+        for r in bivs.iter().filter(|r| used.contains(**r)) {
+            let (step, bits) = steps.get(r)?.clone();
+            let step64 = self.widen_signed(&step, bits);
+            if imm(&step).is_none() {
+                let (a, q) = (self.temp("b64"), self.temp("pred"));
+                self.line(&format!("abs.s64 {a}, {step64};"));
+                self.line(&format!("setp.lt.u64 {q}, {a}, 2147483648;"));
+                self.line(&format!("and.pred {ok}, {ok}, {q};"));
+            }
+            let v = self.temp(&format!("b{bits}"));
+            if bits == 64 {
+                let t = self.temp("b64");
+                self.line(&format!("mul.lo.s64 {t}, {tm1}, {step64};"));
+                self.line(&format!("add.s64 {v}, {r}, {t};"));
+            } else {
+                // The loop computes it modulo 2^32; the 64-bit value shows whether it wrapped
+                // (as signed or as unsigned) on the way, which would break monotony.
+                let (n32, t) = (self.temp("b32"), self.temp("b32"));
+                self.line(&format!("cvt.u32.u64 {n32}, {tm1};"));
+                self.line(&format!("mul.lo.s32 {t}, {n32}, {step};"));
+                self.line(&format!("add.s32 {v}, {r}, {t};"));
+                for (conv, lo, hi) in [("cvt.s64.s32", "-2147483648", "2147483647"), ("cvt.u64.u32", "0", "4294967295")] {
+                    let (w, e, q) = (self.temp("b64"), self.temp("b64"), self.temp("pred"));
+                    self.line(&format!("{conv} {w}, {r};"));
+                    self.line(&format!("mad.lo.s64 {e}, {tm1}, {step64}, {w};"));
+                    self.line(&format!("setp.ge.s64 {q}, {e}, {lo};"));
+                    self.line(&format!("setp.le.and.s64 {q}, {e}, {hi}, {q};"));
+                    self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                }
+            }
+            last.insert(r, v);
+        }
+        // Each hoisted address: first and last value, the span, and the extent lookup.
+        for g in ranges {
+            let first = self.value_of(&g.reg, g.def, At::First, &mut memo, &last)?;
+            let lastv = self.value_of(&g.reg, g.def, At::Mapped, &mut memo, &last)?;
+            let (lo, hi) = (self.temp("b64"), self.temp("b64"));
+            if first == lastv {
+                self.line(&format!("add.s64 {lo}, {first}, {};", g.lo));
+                self.line(&format!("add.s64 {hi}, {first}, {};", g.hi_end - 1));
+            } else {
+                self.line(&format!("min.u64 {lo}, {first}, {lastv};"));
+                self.line(&format!("max.u64 {hi}, {first}, {lastv};"));
+                self.line(&format!("add.s64 {lo}, {lo}, {};", g.lo));
+                self.line(&format!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
+            }
+            let (off, q, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
+            self.line(&format!("sub.s64 {off}, {lo}, {base};"));
+            self.line(&format!("setp.lt.u64 {q}, {off}, {size};"));
+            self.line(&format!("and.pred {ok}, {ok}, {q};"));
+            self.line(&format!("setp.le.and.u64 {ok}, {lo}, {hi}, {ok};"));
+            self.line(&format!("shr.u64 {off}, {off}, {shift};"));
+            self.line(&format!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
+            self.line(&format!("mov.u64 {start}, 0;"));
+            self.line(&format!("mov.u64 {end}, 0;"));
+            self.line(&format!("@{ok} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
+            self.line(&format!("setp.ge.and.u64 {ok}, {lo}, {start}, {ok};"));
+            self.line(&format!("setp.lt.and.u64 {ok}, {hi}, {end}, {ok};"));
+        }
+        self.line(&format!("@!{ok} bra {label};"));
+        let mut out = format!("\t{{ {MARKER}\n");
+        for d in &self.decls {
+            let _ = writeln!(out, "\t{d} {MARKER}");
+        }
+        out.push_str(&self.code);
+        let _ = writeln!(out, "\t}} {MARKER}");
+        Some(out)
+    }
+
+    /// Induction variables the hoisted addresses depend on.
+    fn used_bivs(&self, ranges: &[Range]) -> HashSet<&'a str> {
+        let mut out = HashSet::new();
+        let mut stack: Vec<usize> = Vec::new();
+        let mut seen = HashSet::new();
+        for g in ranges {
+            match g.def {
+                Some(d) => stack.push(d),
+                None => {
+                    if let Some(r) = self.bivs.get(g.reg.as_str()) {
+                        out.insert(*r);
+                    }
+                }
+            }
+        }
+        while let Some(d) = stack.pop() {
+            if !seen.insert(d) {
+                continue;
+            }
+            let st = &self.body.stmts[d];
+            let ops = &st.ins.operands[1..];
+            for (op, src) in ops.iter().zip(&st.srcs) {
+                match src {
+                    Some(s) => stack.push(*s),
+                    None => {
+                        if let Some(r) = self.bivs.get(op) {
+                            out.insert(*r);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The register or constant holding `reg`'s value as defined by `def` (or at the iteration's
+    /// start), in iteration `at`.
+    fn value_of(&mut self, reg: &str, def: Option<usize>, at: At, memo: &mut HashMap<(At, usize), String>, last: &HashMap<&'a str, String>) -> Option<String> {
+        match def {
+            Some(d) => self.value_of_stmt(d, at, memo, last),
+            None => Some(self.entry(reg, at, last)),
+        }
+    }
+
+    fn entry(&self, reg: &str, at: At, last: &HashMap<&'a str, String>) -> String {
+        match at {
+            At::Mapped => last.get(reg).cloned().unwrap_or_else(|| reg.to_string()),
+            _ => reg.to_string(),
+        }
+    }
+
+    /// Recomputes statement `d` (and what it reads) into temporaries.
+    fn value_of_stmt(&mut self, d: usize, at: At, memo: &mut HashMap<(At, usize), String>, last: &HashMap<&'a str, String>) -> Option<String> {
+        if let Some(t) = memo.get(&(at, d)) {
+            return Some(t.clone());
+        }
+        let body = self.body;
+        let st = &body.stmts[d];
+        if !st.val.affine() {
+            return None;
+        }
+        let dest = st.ins.operands.first()?;
+        let bits = self.regs.type_of(dest).and_then(type_bits)?;
+        let mut srcs = Vec::new();
+        for (op, src) in st.ins.operands[1..].iter().zip(&st.srcs) {
+            srcs.push(match src {
+                Some(s) => self.value_of_stmt(*s, at, memo, last)?,
+                None if op.starts_with('%') => self.entry(op, at, last),
+                None => op.to_string(),
+            });
+        }
+        let t = self.temp(&format!("b{bits}"));
+        self.line(&format!("{} {t}, {};", st.ins.opcode, srcs.join(", ")));
+        memo.insert((at, d), t.clone());
+        Some(t)
+    }
+
+    /// A register or constant of `bits` bits, sign-extended to 64.
+    fn widen_signed(&mut self, v: &str, bits: u32) -> String {
+        self.widen(v, bits, true)
+    }
+
+    fn widen(&mut self, v: &str, bits: u32, signed: bool) -> String {
+        if bits == 64 {
+            return v.to_string();
+        }
+        if let Some(k) = imm(v) {
+            return if signed { i64::from(k as i32).to_string() } else { u64::from(k as u32).to_string() };
+        }
+        let t = self.temp("b64");
+        self.line(&format!("cvt.{}64.{}32 {t}, {v};", if signed { "s" } else { "u" }, if signed { "s" } else { "u" }));
+        t
+    }
+
+    /// The number of iterations minus one, as a 64-bit register, with its validity ANDed into the
+    /// test's predicate.
+    fn trip_count(&mut self, exit: &Exit, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>) -> Option<String> {
+        let st = &self.body.stmts[exit.setp];
+        let ops = [st.ins.operands[1], st.ins.operands[2]];
+        let vals: Vec<Val> = st.srcs.iter().zip(ops).map(|(s, op)| match s {
+            Some(d) => self.body.stmts[*d].val.clone(),
+            None if self.bivs.contains(op) => Val::Biv { reg: op.to_string(), off: Some(0) },
+            None if !op.starts_with('%') => Val::Inv,
+            None => {
+                if self.regs.type_of(op).is_some() && self.body.last_def.contains_key(op) { Val::Opaque } else { Val::Inv }
+            }
+        }).collect();
+        // One side moves, the other is the bound.
+        let (c_src, b_src, cmp) = match (&vals[0], &vals[1]) {
+            (Val::Inv, Val::Inv) | (Val::Opaque, _) | (_, Val::Opaque) => return None,
+            (Val::Inv, _) => (1, 0, exit.cmp.mirror()),
+            (_, Val::Inv) => (0, 1, exit.cmp),
+            _ => return None,
+        };
+        let bits = exit.bits;
+        let c0 = match st.srcs[c_src] {
+            Some(d) => self.value_of_stmt(d, At::First, memo, &HashMap::new())?,
+            None => ops[c_src].to_string(),
+        };
+        let bound = match st.srcs[b_src] {
+            Some(d) => self.value_of_stmt(d, At::First, memo, &HashMap::new())?,
+            None => ops[b_src].to_string(),
+        };
+        // The compared value's step per iteration.
+        let step: String = match &vals[c_src] {
+            Val::Biv { reg, .. } => steps.get(reg.as_str())?.0.clone(),
+            _ => {
+                // c at the second iteration minus c at the first: recompute with each induction
+                // variable advanced by its step.
+                let mut advanced: HashMap<&'a str, String> = HashMap::new();
+                for (r, (s, b)) in steps {
+                    let t = self.temp(&format!("b{b}"));
+                    self.line(&format!("add.s{b} {t}, {r}, {s};"));
+                    advanced.insert(r, t);
+                }
+                let c1 = match st.srcs[c_src] {
+                    Some(d) => self.value_of_stmt(d, At::Mapped, &mut HashMap::new(), &advanced)?,
+                    None => return None,
+                };
+                let t = self.temp(&format!("b{bits}"));
+                self.line(&format!("sub.s{bits} {t}, {c1}, {c0};"));
+                t
+            }
+        };
+        let ok = self.ok.clone();
+        let (tm1, q) = (self.temp("b64"), self.temp("pred"));
+        match cmp {
+            Cmp::Eq => return None,
+            Cmp::Ne => {
+                // Steps must be known here: an exact multiple of the step apart, or no count.
+                let k = imm(&step)?;
+                let k = if bits == 32 { i64::from(k as i32) } else { k };
+                if k == 0 {
+                    return None;
+                }
+                let d = self.temp(&format!("b{bits}"));
+                if k > 0 {
+                    self.line(&format!("sub.s{bits} {d}, {bound}, {c0};"));
+                } else {
+                    self.line(&format!("sub.s{bits} {d}, {c0}, {bound};"));
+                }
+                let n = self.widen(&d, bits, false);
+                let (r, a) = (self.temp("b64"), k.unsigned_abs());
+                self.line(&format!("div.u64 {tm1}, {n}, {a};"));
+                self.line(&format!("rem.u64 {r}, {n}, {a};"));
+                self.line(&format!("setp.eq.u64 {q}, {r}, 0;"));
+                self.line(&format!("and.pred {ok}, {ok}, {q};"));
+            }
+            _ => {
+                let up = matches!(cmp, Cmp::Lt | Cmp::Le);
+                let signed = exit.signed;
+                let (cw, bw) = (self.widen(&c0, bits, signed), self.widen(&bound, bits, signed));
+                let sw = self.widen_signed(&step, bits);
+                // |step|, which must point towards the bound.
+                let a = self.temp("b64");
+                if up {
+                    self.line(&format!("mov.b64 {a}, {sw};"));
+                } else {
+                    self.line(&format!("neg.s64 {a}, {sw};"));
+                }
+                self.line(&format!("setp.gt.s64 {q}, {a}, 0;"));
+                self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                let ty = if signed { "s64" } else { "u64" };
+                // done: the first compare already fails; dist: how far the bound is.
+                let (done, dist, cnt) = (self.temp("pred"), self.temp("b64"), self.temp("b64"));
+                let (done_cmp, strict) = match cmp {
+                    Cmp::Lt => ("ge", true),
+                    Cmp::Le => ("gt", false),
+                    Cmp::Gt => ("le", true),
+                    _ => ("lt", false),
+                };
+                self.line(&format!("setp.{done_cmp}.{ty} {done}, {cw}, {bw};"));
+                if up {
+                    self.line(&format!("sub.s64 {dist}, {bw}, {cw};"));
+                } else {
+                    self.line(&format!("sub.s64 {dist}, {cw}, {bw};"));
+                }
+                // The step divides with a zero divisor guarded above (`a` > 0 or the test fails;
+                // the division runs with 1 then).
+                let div = self.temp("b64");
+                self.line(&format!("max.s64 {div}, {a}, 1;"));
+                if strict {
+                    // ceil(dist / a)
+                    self.line(&format!("add.s64 {dist}, {dist}, {div};"));
+                    self.line(&format!("sub.s64 {dist}, {dist}, 1;"));
+                    self.line(&format!("div.u64 {cnt}, {dist}, {div};"));
+                } else {
+                    self.line(&format!("div.u64 {cnt}, {dist}, {div};"));
+                    self.line(&format!("add.s64 {cnt}, {cnt}, 1;"));
+                }
+                self.line(&format!("selp.b64 {tm1}, 0, {cnt}, {done};"));
+                // The last compared value must not have wrapped in the comparison's type.
+                if bits == 32 {
+                    let (e, q2) = (self.temp("b64"), self.temp("pred"));
+                    self.line(&format!("mad.lo.s64 {e}, {tm1}, {sw}, {cw};"));
+                    let (lo, hi) = if signed { ("-2147483648", "2147483647") } else { ("0", "4294967295") };
+                    self.line(&format!("setp.ge.s64 {q2}, {e}, {lo};"));
+                    self.line(&format!("setp.le.and.s64 {q2}, {e}, {hi}, {q2};"));
+                    self.line(&format!("and.pred {ok}, {ok}, {q2};"));
+                }
+            }
+        }
+        Some(tm1)
+    }
+}

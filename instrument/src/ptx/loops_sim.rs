@@ -1,0 +1,473 @@
+//! Soundness of loop versioning, by execution: a small interpreter for the PTX that nvcc emits in
+//! loops and that the range tests are made of runs each versioned loop of real nvcc output
+//! (tests/data/loops.ptx) from random entry states, against an extent table describing one
+//! allocation placed around the bytes the loop really touches. Whenever the range test passes,
+//! every access it covers must lie inside that allocation; when the allocation holds them all with
+//! room to spare, the test should pass.
+
+use super::loops::{version, Versioned};
+
+use super::{strip_comment, RegTypes};
+use super::access::split_instr;
+use crate::abi::ctl_offset;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+const POOL_BASE: u64 = 0x1000_0000_0000;
+const POOL_SIZE: u64 = 1 << 40;
+const TABLE: u64 = 0x7000_0000_0000;
+const SHIFT: u32 = 21;
+/// Iterations simulated at most.
+const CAP: u64 = 600;
+
+#[derive(Default)]
+struct Machine {
+    regs: HashMap<String, u64>,
+    preds: HashMap<String, bool>,
+    /// The one allocation the extent table describes.
+    alloc: (u64, u64),
+    /// Global accesses: (statement index, address, width).
+    accesses: Vec<(usize, u64, u64)>,
+}
+
+fn bits_of(ty: &str) -> u32 {
+    match &ty[1..] {
+        "8" => 8,
+        "16" => 16,
+        "32" => 32,
+        "64" => 64,
+        _ => 64,
+    }
+}
+
+fn mask(v: u64, bits: u32) -> u64 {
+    if bits == 64 { v } else { v & ((1u64 << bits) - 1) }
+}
+
+fn sext(v: u64, bits: u32) -> i64 {
+    if bits == 64 { v as i64 } else { ((v << (64 - bits)) as i64) >> (64 - bits) }
+}
+
+fn parse_imm(op: &str) -> Option<u64> {
+    let (neg, d) = match op.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, op),
+    };
+    let v = if let Some(h) = d.strip_prefix("0x") { u64::from_str_radix(h, 16).ok()? } else { d.parse::<u64>().ok()? };
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+enum Flow {
+    Next,
+    Branch(String),
+}
+
+impl Machine {
+    fn val(&self, op: &str) -> u64 {
+        if let Some(v) = parse_imm(op) {
+            return v;
+        }
+        if op.starts_with("0f") || op.starts_with("0d") {
+            return 0;
+        }
+        if op.starts_with("%tid") || op.starts_with("%ctaid") {
+            return 1;
+        }
+        if op.starts_with("%ntid") || op.starts_with("%nctaid") {
+            return 8;
+        }
+        *self.regs.get(op).unwrap_or_else(|| panic!("register {op} read before written"))
+    }
+
+    fn pred(&self, p: &str) -> bool {
+        match p.strip_prefix('!') {
+            Some(q) => !self.preds[q],
+            None => self.preds[p],
+        }
+    }
+
+    fn address(&self, op: &str) -> u64 {
+        let inner = op.trim_start_matches('[').trim_end_matches(']');
+        let (reg, off) = match inner.find('+') {
+            Some(p) => (&inner[..p], parse_imm(&inner[p + 1..]).expect("offset")),
+            None => (inner, 0),
+        };
+        if let Some(sym) = reg.strip_prefix("__gasan_ctl") {
+            let _ = sym;
+            return off;
+        }
+        self.val(reg).wrapping_add(off)
+    }
+
+    fn set(&mut self, d: &str, v: u64) {
+        self.regs.insert(d.to_string(), v);
+    }
+
+    fn exec(&mut self, idx: usize, stmt: &str) -> Flow {
+        let ins = split_instr(stmt).unwrap_or_else(|| panic!("cannot split {stmt}"));
+        if let Some(g) = ins.guard {
+            if !self.pred(g) {
+                return Flow::Next;
+            }
+        }
+        let parts: Vec<&str> = ins.opcode.split('.').collect();
+        let ty = *parts.last().unwrap();
+        let o = &ins.operands;
+        let float = ty.starts_with('f');
+        match parts[0] {
+            "bra" => return Flow::Branch(o[0].to_string()),
+            "ld" if parts.contains(&"const") => {
+                let off = self.address(o[1]) as usize;
+                let v = match off {
+                    x if x == ctl_offset::POOL_BASE => POOL_BASE,
+                    x if x == ctl_offset::POOL_SIZE => POOL_SIZE,
+                    x if x == ctl_offset::EXTENT_TABLE => TABLE,
+                    x if x == ctl_offset::EXTENT_SHIFT => u64::from(SHIFT),
+                    _ => panic!("control block offset {off}"),
+                };
+                self.set(o[0], v);
+            }
+            "ld" | "atom" | "st" | "red" => {
+                let (addr_op, dests) = if matches!(parts[0], "st" | "red") { (o[0], "") } else { (o[1], o[0]) };
+                let addr = self.address(addr_op);
+                if parts.contains(&"global") && addr >= TABLE && addr < TABLE + (POOL_SIZE >> SHIFT) * 16 {
+                    // The extent table: one allocation.
+                    let block = (addr - TABLE) / 16;
+                    let (s, e) = self.alloc;
+                    let (b0, b1) = (POOL_BASE + (block << SHIFT), POOL_BASE + ((block + 1) << SHIFT));
+                    let hit = s < b1 && b0 < e;
+                    let regs: Vec<&str> = dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).collect();
+                    self.set(regs[0], if hit { s } else { 0 });
+                    self.set(regs[1], if hit { e } else { 0 });
+                    return Flow::Next;
+                }
+                if parts.contains(&"global") || !parts.iter().any(|p| matches!(*p, "shared" | "local" | "param" | "const")) {
+                    let vec = parts.iter().find_map(|p| p.strip_prefix('v')).and_then(|n| n.parse::<u64>().ok()).unwrap_or(1);
+                    self.accesses.push((idx, addr, vec * u64::from(bits_of(ty)) / 8));
+                }
+                for d in dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).filter(|d| d.starts_with('%')) {
+                    self.set(d, 0);
+                }
+            }
+            "setp" => {
+                let cmp = parts[1];
+                let bits = bits_of(ty);
+                let (a, b) = (self.val(o[1]), self.val(o[2]));
+                let r = if float {
+                    false
+                } else {
+                    let signed = ty.starts_with('s');
+                    let (x, y) = (sext(a, bits), sext(b, bits));
+                    let (ux, uy) = (mask(a, bits), mask(b, bits));
+                    match (cmp, signed) {
+                        ("eq", _) => ux == uy,
+                        ("ne", _) => ux != uy,
+                        ("lt", true) => x < y,
+                        ("le", true) => x <= y,
+                        ("gt", true) => x > y,
+                        ("ge", true) => x >= y,
+                        ("lt" | "lo", false) => ux < uy,
+                        ("le" | "ls", false) => ux <= uy,
+                        ("gt" | "hi", false) => ux > uy,
+                        ("ge" | "hs", false) => ux >= uy,
+                        _ => panic!("setp {cmp}"),
+                    }
+                };
+                let r = match parts.get(2) {
+                    Some(&"and") => r && self.pred(o[3]),
+                    Some(&"or") => r || self.pred(o[3]),
+                    _ => r,
+                };
+                let dests: Vec<&str> = o[0].split('|').collect();
+                self.preds.insert(dests[0].to_string(), r);
+                if let Some(q) = dests.get(1) {
+                    self.preds.insert(q.to_string(), !r);
+                }
+            }
+            "and" if ty == "pred" => {
+                let r = self.pred(o[1]) && self.pred(o[2]);
+                self.preds.insert(o[0].to_string(), r);
+            }
+            "or" if ty == "pred" => {
+                let r = self.pred(o[1]) || self.pred(o[2]);
+                self.preds.insert(o[0].to_string(), r);
+            }
+            "bar" | "barrier" | "membar" | "fence" | "prefetch" => {}
+            _ if float || parts[0] == "fma" || (parts[0] == "cvt" && parts.iter().skip(1).any(|p| p.starts_with('f'))) => {
+                for d in o[0].trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim) {
+                    self.set(d, 0);
+                }
+            }
+            head => {
+                let v = self.int_op(head, &parts, o);
+                self.set(o[0], v);
+            }
+        }
+        Flow::Next
+    }
+
+    fn int_op(&self, head: &str, parts: &[&str], o: &[&str]) -> u64 {
+        let ty = *parts.last().unwrap();
+        let bits = bits_of(ty);
+        let signed = ty.starts_with('s');
+        let a = || self.val(o[1]);
+        let b = || self.val(o[2]);
+        let wide = parts.get(1) == Some(&"wide");
+        let ext = |v: u64| if signed { sext(v, bits) as u64 } else { mask(v, bits) };
+        let out_bits = if wide { 64 } else { bits };
+        let r = match head {
+            "mov" => a(),
+            "add" => a().wrapping_add(b()),
+            "sub" => a().wrapping_sub(b()),
+            "mul" if wide => ext(a()).wrapping_mul(ext(b())),
+            "mul" => a().wrapping_mul(b()),
+            "mad" if wide => ext(a()).wrapping_mul(ext(b())).wrapping_add(self.val(o[3])),
+            "mad" => a().wrapping_mul(b()).wrapping_add(self.val(o[3])),
+            "shl" => a().wrapping_shl(b() as u32),
+            "shr" if signed => (sext(a(), bits) >> (b() as u32).min(63)) as u64,
+            "shr" => mask(a(), bits).wrapping_shr(b() as u32),
+            "and" => a() & b(),
+            "or" => a() | b(),
+            "xor" => a() ^ b(),
+            "not" => !a(),
+            "neg" => a().wrapping_neg(),
+            "abs" => sext(a(), bits).unsigned_abs(),
+            "min" if signed => sext(a(), bits).min(sext(b(), bits)) as u64,
+            "max" if signed => sext(a(), bits).max(sext(b(), bits)) as u64,
+            "min" => mask(a(), bits).min(mask(b(), bits)),
+            "max" => mask(a(), bits).max(mask(b(), bits)),
+            "div" if signed => sext(a(), bits).wrapping_div(sext(b(), bits).max(1)) as u64,
+            "div" => mask(a(), bits) / mask(b(), bits).max(1),
+            "rem" if signed => sext(a(), bits).wrapping_rem(sext(b(), bits).max(1)) as u64,
+            "rem" => mask(a(), bits) % mask(b(), bits).max(1),
+            "selp" => {
+                if self.pred(o[3]) { a() } else { b() }
+            }
+            "cvta" => a(),
+            "cvt" => {
+                let (dt, st) = (parts[1], parts[2]);
+                let sb = bits_of(st);
+                let v = if st.starts_with('s') { sext(a(), sb) as u64 } else { mask(a(), sb) };
+                return mask(v, bits_of(dt));
+            }
+            _ => panic!("interpreter: {head} ({})", parts.join(".")),
+        };
+        mask(r, out_bits)
+    }
+}
+
+/// One versioned loop of a module: its range test, and the original loop's statements.
+struct Case {
+    test: Vec<String>,
+    /// Original loop: (statement, line index in the versioned module).
+    body: Vec<(String, usize)>,
+    label: String,
+    /// Line indices (versioned module) of the original loop's accesses whose checks the fast
+    /// copy drops.
+    covered_lines: Vec<usize>,
+    regs: RegTypes,
+}
+
+fn cases(v: &Versioned<'_>) -> Vec<Case> {
+    let lines: Vec<&str> = v.lines.iter().map(|l| l.as_ref()).collect();
+    let mut out = Vec::new();
+    let mut regs = RegTypes::default();
+    let mut k = 0;
+    while k < lines.len() {
+        let t = strip_comment(lines[k]).trim();
+        if t.starts_with(".reg") {
+            regs.declare(t.trim_end_matches(';'));
+        }
+        if t == "{" && v.inserted.contains(&k) {
+            let mut test = Vec::new();
+            let mut j = k + 1;
+            while strip_comment(lines[j]).trim() != "}" {
+                let s = strip_comment(lines[j]).trim();
+                if !s.starts_with(".reg") {
+                    test.push(s.trim_end_matches(';').to_string());
+                }
+                j += 1;
+            }
+            let label = test.last().and_then(|b| b.rsplit(' ').next()).unwrap().to_string();
+            // Covered accesses of the fast copy, by their origin.
+            let covered: Vec<usize> = (j..lines.len()).take_while(|&i| !lines[i].contains("_done;")).filter(|i| v.covered.contains(i)).map(|i| v.origin[i]).collect();
+            let start = (j..lines.len()).find(|&i| strip_comment(lines[i]).trim() == format!("{label}:")).unwrap();
+            let mut body = Vec::new();
+            let mut covered_lines = Vec::new();
+            let mut i = start + 1;
+            loop {
+                let s = strip_comment(lines[i]).trim();
+                if !(s.is_empty() || s.starts_with('.')) {
+                    body.push((s.trim_end_matches(';').to_string(), i));
+                    if covered.contains(&v.origin[i]) {
+                        covered_lines.push(i);
+                    }
+                }
+                if s.contains(&format!("bra {label};")) || s.ends_with(&format!("bra \t{label};")) || (s.contains("bra") && s.trim_end_matches(';').ends_with(label.as_str())) {
+                    break;
+                }
+                i += 1;
+            }
+            out.push(Case { test, body, label, covered_lines, regs: regs.clone() });
+            k = i;
+        }
+        if t.contains(".entry") {
+            regs = RegTypes::default();
+        }
+        k += 1;
+    }
+    out
+}
+
+/// Registers a statement list reads before writing them.
+fn inputs(stmts: &[&str]) -> Vec<String> {
+    let mut written = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for s in stmts {
+        let Some(ins) = split_instr(s) else { continue };
+        let head = ins.opcode.split('.').next().unwrap();
+        let has_dest = !matches!(head, "st" | "red" | "bra" | "bar" | "prefetch");
+        let (dests, srcs) = if has_dest && !ins.operands.is_empty() { (&ins.operands[..1], &ins.operands[1..]) } else { (&ins.operands[..0], &ins.operands[..]) };
+        for op in srcs.iter().chain(ins.guard.iter()) {
+            for r in op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '.')).filter(|r| r.starts_with('%') && !r.contains('.') && !r.starts_with("%gsh")) {
+                if !written.contains(r) && !out.iter().any(|x| x == r) {
+                    out.push(r.to_string());
+                }
+            }
+        }
+        for d in dests {
+            for r in d.split(|c: char| c == '{' || c == '}' || c == ',' || c == '|').map(str::trim).filter(|r| r.starts_with('%')) {
+                written.insert(r.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Runs the original loop from `entry`: its accesses, and whether it ended within [`CAP`].
+fn run_loop(case: &Case, entry: &Machine) -> (Vec<(usize, u64, u64)>, bool) {
+    let mut m = Machine { regs: entry.regs.clone(), preds: entry.preds.clone(), ..Default::default() };
+    for _ in 0..CAP {
+        let mut again = false;
+        for (s, line) in &case.body {
+            match m.exec(*line, s) {
+                Flow::Next => {}
+                Flow::Branch(l) => {
+                    assert_eq!(l, case.label, "only the back edge branches");
+                    again = true;
+                }
+            }
+        }
+        if !again {
+            return (m.accesses, true);
+        }
+    }
+    (m.accesses, false)
+}
+
+/// The versioned loops of tests/data/loops.ptx (versioned once for all tests).
+fn all_cases() -> &'static [Case] {
+    static CASES: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
+    CASES.get_or_init(|| {
+        static SRC: &str = include_str!("../../tests/data/loops.ptx");
+        let lines: Vec<&'static str> = SRC.split_inclusive('\n').collect();
+        cases(&version(&lines).expect("loops.ptx has versionable loops"))
+    })
+}
+
+/// The lowest and the end of the highest byte of the accesses on `lines`.
+fn span(accesses: &[(usize, u64, u64)], lines: &[usize]) -> Option<(u64, u64, usize)> {
+    let covered: Vec<(u64, u64)> = accesses.iter().filter(|a| lines.contains(&a.0)).map(|a| (a.1, a.2)).collect();
+    let lo = covered.iter().map(|a| a.0).min()?;
+    let hi = covered.iter().map(|a| a.0.saturating_add(a.1)).max()?;
+    Some((lo, hi, covered.len()))
+}
+
+/// Entry values: 32-bit registers small integers, 64-bit ones either small integers or addresses
+/// in the pool (the loops mix counters, bounds and pointers).
+fn entry_state(case: &Case, seed: &[u64]) -> Machine {
+    let stmts: Vec<&str> = case.test.iter().chain(case.body.iter().map(|(s, _)| s)).map(String::as_str).collect();
+    let mut m = Machine::default();
+    for (k, r) in inputs(&stmts).into_iter().enumerate() {
+        let x = seed[k % seed.len()].rotate_left(k as u32 * 7);
+        let ty = case.regs.type_of(&r).unwrap_or("b64").to_string();
+        if ty == "pred" {
+            m.preds.insert(r, x & 1 == 1);
+            continue;
+        }
+        let small = (x % 97) as i64 - 20;
+        let v = if ty.ends_with("64") && x % 3 != 0 { POOL_BASE + (1 << 30) + ((x >> 8) % 512) * 4 } else { small as u64 };
+        m.set(&r, mask(v, super::type_bits(&ty).unwrap_or(64)));
+    }
+    m
+}
+
+fn range_test(case: &Case, entry: &Machine, alloc: (u64, u64)) -> bool {
+    let mut m = Machine { regs: entry.regs.clone(), preds: entry.preds.clone(), alloc, ..Default::default() };
+    for s in &case.test {
+        if let Flow::Branch(l) = m.exec(usize::MAX, s) {
+            assert_eq!(l, case.label);
+            return false;
+        }
+    }
+    true
+}
+
+#[test]
+fn the_test_module_has_each_loop_shape_versioned() {
+    let cases = all_cases();
+    assert!(cases.len() >= 12, "{} versioned loops", cases.len());
+    assert!(cases.iter().all(|c| !c.covered_lines.is_empty()));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn a_passing_range_test_covers_every_access_of_the_loop(seed in proptest::collection::vec(any::<u64>(), 8), shrink in 0u64..3, slack in 0u64..64) {
+        for case in all_cases() {
+            let entry = entry_state(case, &seed);
+            let (accesses, ended) = run_loop(case, &entry);
+            let Some((lo, hi, _)) = span(&accesses, &case.covered_lines) else { continue };
+            if !(POOL_BASE..POOL_BASE + POOL_SIZE).contains(&lo) || hi > POOL_BASE + POOL_SIZE || hi - lo > 1 << 34 {
+                continue;
+            }
+            // An allocation missing `shrink` bytes at one end (0: exactly the touched bytes),
+            // or one with slack around them.
+            let alloc = match shrink {
+                0 => (lo - slack, hi + slack),
+                1 => (lo + 1, hi + slack),
+                _ => (lo - slack, hi - 1),
+            };
+            if range_test(case, &entry, alloc) {
+                prop_assert!(ended, "range test passed for a loop running past {CAP} iterations ({})", case.label);
+                prop_assert!(shrink == 0, "range test passed with the allocation one byte short ({}): {:#x}..{:#x} touched, {:#x}..{:#x} allocated", case.label, lo, hi, alloc.0, alloc.1);
+            }
+        }
+    }
+}
+
+#[test]
+fn ranges_that_fit_pass_the_test() {
+    // Fixed entry states with ordinary values: the test passes for most loops when the allocation
+    // is exactly what they touch.
+    let mut passed = 0;
+    let mut total = 0;
+    for seed in 0..64u64 {
+        let seed: Vec<u64> = (0..8).map(|k| seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(k * 9) ^ k as u64).collect();
+        for case in all_cases() {
+            let entry = entry_state(case, &seed);
+            let (accesses, ended) = run_loop(case, &entry);
+            let Some((lo, hi, n)) = span(&accesses, &case.covered_lines) else { continue };
+            if !ended || n < 2 {
+                continue;
+            }
+            if !(POOL_BASE..POOL_BASE + POOL_SIZE).contains(&lo) || hi - lo > 1 << 30 {
+                continue;
+            }
+            total += 1;
+            passed += usize::from(range_test(case, &entry, (lo, hi)));
+        }
+    }
+    assert!(total > 50, "only {total} ordinary runs");
+    assert!(passed * 10 >= total * 9, "{passed} of {total} fitting runs passed the range test");
+}
