@@ -74,6 +74,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only")
     ap.add_argument("--no-sanitizer", action="store_true")
+    ap.add_argument("--gasan-options", default="", help="extra GASAN_OPTIONS for the gasan runs, e.g. hoist_loops=0")
     ap.add_argument("--timeout", type=int, default=180)
     a = ap.parse_args()
 
@@ -83,9 +84,10 @@ def main():
     have_cs = shutil.which("compute-sanitizer") is not None and not a.no_sanitizer
     cache = tempfile.mkdtemp(prefix="gasan-bench-cache-")
     base_env = dict(os.environ)
+    gasan_env = {"GASAN_OPTIONS": ":".join(o for o in (f"cache_dir={cache}", a.gasan_options) if o)}
     tools = [("native", lambda b: [b], {}),
-             ("gasan-s8", lambda b: [a.gasan, "--shadow-scale", "8", "--", b], {"GASAN_OPTIONS": f"cache_dir={cache}"}),
-             ("gasan-s7", lambda b: [a.gasan, "--shadow-scale", "7", "--", b], {"GASAN_OPTIONS": f"cache_dir={cache}"})]
+             ("gasan-s8", lambda b: [a.gasan, "--shadow-scale", "8", "--", b], gasan_env),
+             ("gasan-s7", lambda b: [a.gasan, "--shadow-scale", "7", "--", b], gasan_env)]
     if have_cs:
         tools.append(("cs-memcheck", lambda b: ["compute-sanitizer", "--tool", "memcheck", "--print-limit", "10", b], {"GASAN_BENCH_REPS": "3"}))
         tools.append(("cs-compiletime", lambda b: ["compute-sanitizer", "--tool", "memcheck", "--print-limit", "10", b + ".csan"], {"GASAN_BENCH_REPS": "3"}))

@@ -102,6 +102,8 @@ struct LoopPlan {
     back_edge: usize,
     /// Body lines whose checks the range test covers.
     hoisted: Vec<usize>,
+    /// The fast copy's body lines, in its order (covered loads moved up: see [`fast_order`]).
+    fast_order: Vec<usize>,
     /// The range test (lines, each marked).
     preheader: String,
     /// The back edge retargeted at the fast copy.
@@ -131,7 +133,7 @@ fn assemble<'a>(lines: &[&'a str], plans: Vec<LoopPlan>) -> Versioned<'a> {
             push(&mut v, Cow::Owned(l.to_string()), p.label_line, true);
         }
         push(&mut v, Cow::Owned(format!("{}: {MARKER}\n", fast_label(p.id))), p.label_line, true);
-        for k in p.label_line + 1..p.back_edge {
+        for &k in &p.fast_order {
             v.copies.insert(v.lines.len());
             if p.hoisted.contains(&k) {
                 v.covered.insert(v.lines.len());
@@ -510,7 +512,54 @@ fn analyze(lines: &[&str], s: usize, e: usize, regs: &RegTypes, id: usize) -> Op
     }
     let preheader = Emitter::new(id, &walked, &candidates, regs).range_test(&exit, &ranges, &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
-    Some(LoopPlan { label_line: s, back_edge: e, hoisted: ranges.iter().flat_map(|g| g.lines.iter().copied()).collect(), preheader, fast_back_edge, id })
+    let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
+    let fast_order = fast_order(s, e, &body, &hoisted);
+    Some(LoopPlan { label_line: s, back_edge: e, hoisted, fast_order, preheader, fast_back_edge, id })
+}
+
+/// The fast copy's line order: each covered plain load moves up past the statements before it
+/// that neither write what it reads, nor read or write what it writes, nor order memory (stores,
+/// atomics, barriers, fences, volatile or ordered loads). Its check is gone, and a load ptxas finds
+/// after a later check's branch would wait for that branch (ptxas does not move loads across
+/// branches): moved up, the loads of an iteration issue together, and checks that depend on
+/// their values (gathers) can load their shadow bytes and batch behind one branch. The range
+/// test proved these loads in bounds, so issuing them earlier in the iteration is safe.
+fn fast_order(s: usize, e: usize, body: &[(usize, Instr<'_>)], covered: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (s + 1..e).collect();
+    let stmt_at: HashMap<usize, &Instr<'_>> = body.iter().map(|(l, i)| (*l, i)).collect();
+    let reads_of = |ins: &Instr<'_>| -> Vec<String> {
+        let dests = dest_regs_of(ins);
+        let srcs: &[&str] = if dests.is_empty() { &ins.operands } else { &ins.operands[1..] };
+        srcs.iter().chain(ins.guard.map(|g| g.trim_start_matches('!')).as_slice()).flat_map(|o| registers_in(o)).map(String::from).collect()
+    };
+    let orders_memory = |ins: &Instr<'_>| {
+        let parts: Vec<&str> = ins.opcode.split('.').collect();
+        matches!(parts[0], "st" | "atom" | "red" | "bar" | "barrier" | "membar" | "fence" | "cp" | "mbarrier")
+            || (parts[0] == "ld" && parts.iter().any(|p| matches!(*p, "volatile" | "acquire" | "relaxed" | "mmio")))
+    };
+    // Moved loads keep their order among themselves: none moves above the previous one.
+    let mut floor = 0;
+    for (line, ins) in body {
+        if !covered.contains(line) || ins.opcode.split('.').next() != Some("ld") || orders_memory(ins) {
+            continue;
+        }
+        let (reads, writes) = (reads_of(ins), dest_regs_of(ins));
+        let Some(pos) = order.iter().position(|l| l == line) else { continue };
+        let mut to = pos;
+        for k in (floor..pos).rev() {
+            let Some(other) = stmt_at.get(&order[k]) else { continue };
+            let (o_reads, o_writes) = (reads_of(other), dest_regs_of(other));
+            let conflict = o_writes.iter().any(|w| reads.iter().any(|r| r == w) || writes.contains(w)) || o_reads.iter().any(|r| writes.contains(&r.as_str()));
+            if conflict || orders_memory(other) {
+                break;
+            }
+            to = k;
+        }
+        let l = order.remove(pos);
+        order.insert(to, l);
+        floor = to + 1;
+    }
+    order
 }
 
 /// Register names inside an operand (`%r1`, `[%rd2+4]`, `{%f1, %f2}`).
@@ -863,15 +912,26 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 let signed = exit.signed;
                 let (cw, bw) = (self.widen(&c0, bits, signed), self.widen(&bound, bits, signed));
                 let sw = self.widen_signed(&step, bits);
-                // |step|, which must point towards the bound.
-                let a = self.temp("b64");
-                if up {
-                    self.line(&format!("mov.b64 {a}, {sw};"));
-                } else {
-                    self.line(&format!("neg.s64 {a}, {sw};"));
-                }
-                self.line(&format!("setp.gt.s64 {q}, {a}, 0;"));
-                self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                // |step| (`div`), which must point towards the bound: a known step is checked here
+                // and divides as a constant; a register step is checked at run time.
+                let div = match imm(&sw) {
+                    Some(k) if (k > 0) == up && k != 0 => k.unsigned_abs().to_string(),
+                    Some(_) => return None,
+                    None => {
+                        let a = self.temp("b64");
+                        if up {
+                            self.line(&format!("mov.b64 {a}, {sw};"));
+                        } else {
+                            self.line(&format!("neg.s64 {a}, {sw};"));
+                        }
+                        self.line(&format!("setp.gt.s64 {q}, {a}, 0;"));
+                        self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                        // A failed test divides by 1 (its result is not used).
+                        let div = self.temp("b64");
+                        self.line(&format!("max.s64 {div}, {a}, 1;"));
+                        div
+                    }
+                };
                 let ty = if signed { "s64" } else { "u64" };
                 // done: the first compare already fails; dist: how far the bound is.
                 let (done, dist, cnt) = (self.temp("pred"), self.temp("b64"), self.temp("b64"));
@@ -887,12 +947,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 } else {
                     self.line(&format!("sub.s64 {dist}, {cw}, {bw};"));
                 }
-                // The step divides with a zero divisor guarded above (`a` > 0 or the test fails;
-                // the division runs with 1 then).
-                let div = self.temp("b64");
-                self.line(&format!("max.s64 {div}, {a}, 1;"));
                 if strict {
-                    // ceil(dist / a)
+                    // ceil(dist / |step|)
                     self.line(&format!("add.s64 {dist}, {dist}, {div};"));
                     self.line(&format!("sub.s64 {dist}, {dist}, 1;"));
                     self.line(&format!("div.u64 {cnt}, {dist}, {div};"));
