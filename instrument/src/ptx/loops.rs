@@ -56,35 +56,38 @@ pub(super) struct Versioned<'a> {
 pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
     let mut labels: HashMap<&str, usize> = HashMap::new();
-    let mut regs = RegTypes::default();
+    // The current function's `.reg` lines, parsed only when one of its loops gets analyzed.
+    let mut reg_lines: Vec<usize> = Vec::new();
     for (k, line) in lines.iter().enumerate() {
         let t = line.trim_start();
-        if t.starts_with(".reg") {
-            for decl in strip_comment(t).split(';').filter(|d| d.trim().starts_with(".reg")) {
-                regs.declare(decl.trim());
+        // Directives are never labels or branches; most lines are `.loc` or plain statements, so
+        // this scan stays cheap (it runs over every line of every module).
+        if t.starts_with('.') {
+            if t.starts_with(".reg") {
+                reg_lines.push(k);
+            } else if !t.starts_with(".loc") && t.contains('(') && (t.contains(".entry") || t.contains(".func")) {
+                reg_lines.clear();
+                labels.clear();
             }
             continue;
         }
-        if t.starts_with('.') && (t.contains(".entry") || t.contains(".func")) {
-            regs = RegTypes::default();
-            labels.clear();
-            continue;
-        }
-        if !line.contains(':') && !line.contains("bra") {
+        // A branch starts with `bra` (after its guard); a label ends with `:` (labels carrying a
+        // comment are not seen: their loops stay as they are).
+        let is_branch = t.starts_with("bra") || (t.starts_with('@') && t.split_once(char::is_whitespace).is_some_and(|(_, r)| r.trim_start().starts_with("bra")));
+        if !is_branch {
+            if let Some(name) = t.trim_end().strip_suffix(':') {
+                labels.insert(name.trim(), k);
+            }
             continue;
         }
         let code = strip_comment(line).trim();
-        if let Some(name) = code.strip_suffix(':') {
-            labels.insert(name.trim(), k);
-            continue;
-        }
         let Some(ins) = split_instr(code.trim_end_matches(';')) else { continue };
         if ins.guard.is_none() || !ins.opcode.starts_with("bra") || ins.operands.len() != 1 {
             continue;
         }
         if let Some(&s) = labels.get(ins.operands[0]) {
             if k - s <= MAX_BODY {
-                if let Some(p) = analyze(lines, s, k, &regs, plans.len()) {
+                if let Some(p) = analyze(lines, s, k, &reg_lines, plans.len()) {
                     plans.push(p);
                 }
             }
@@ -396,7 +399,7 @@ impl Cmp {
     }
 }
 
-fn analyze(lines: &[&str], s: usize, e: usize, regs: &RegTypes, id: usize) -> Option<LoopPlan> {
+fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], id: usize) -> Option<LoopPlan> {
     let label = strip_comment(lines[s]).trim().strip_suffix(':')?.trim().to_string();
     // Entered by falling through: the statement before the label is not an unconditional jump.
     let before = lines[..s].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty())?;
@@ -411,6 +414,7 @@ fn analyze(lines: &[&str], s: usize, e: usize, regs: &RegTypes, id: usize) -> Op
     }
     // The body: plain statements only, one per line.
     let mut body: Vec<(usize, Instr<'_>)> = Vec::new();
+    let mut any_check = false;
     for (k, line) in lines.iter().enumerate().take(e).skip(s + 1) {
         if has_block_comment_marker(line) {
             return None;
@@ -431,8 +435,20 @@ fn analyze(lines: &[&str], s: usize, e: usize, regs: &RegTypes, id: usize) -> Op
         if matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "trap" | "brkpt") {
             return None;
         }
+        any_check |= code.contains('[') && matches!(classify(&ins, true), Classified::Check(_));
         body.push((k, ins));
     }
+    // Nothing to hoist (loops over shared memory, ...): no symbolic walk.
+    if !any_check {
+        return None;
+    }
+    let mut reg_types = RegTypes::default();
+    for &l in reg_lines {
+        for decl in strip_comment(lines[l]).split(';').filter(|d| d.trim().starts_with(".reg")) {
+            reg_types.declare(decl.trim());
+        }
+    }
+    let regs = &reg_types;
     let edge = split_instr(strip_comment(lines[e]).trim().trim_end_matches(';'))?;
     let edge_guard = edge.guard?;
     let (negated, pred) = match edge_guard.strip_prefix('!') {
@@ -486,7 +502,7 @@ fn analyze(lines: &[&str], s: usize, e: usize, regs: &RegTypes, id: usize) -> Op
         // The address register's definition as this statement sees it.
         let pos = st.ins.operands.iter().position(|o| o.starts_with('[') && o.contains(r.as_str()));
         let dests = dest_regs_of(&st.ins);
-        let src_index = pos.map(|p| if dests.is_empty() { p } else { p - 1 });
+        let src_index = pos.and_then(|p| if dests.is_empty() { Some(p) } else { p.checked_sub(1) });
         let def = src_index.and_then(|i| st.srcs.get(i).copied())?;
         let val = match def {
             Some(d) => walked.stmts[d].val.clone(),

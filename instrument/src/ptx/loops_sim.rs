@@ -130,7 +130,7 @@ impl Machine {
             "ld" | "atom" | "st" | "red" => {
                 let (addr_op, dests) = if matches!(parts[0], "st" | "red") { (o[0], "") } else { (o[1], o[0]) };
                 let addr = self.address(addr_op);
-                if parts.contains(&"global") && addr >= TABLE && addr < TABLE + (POOL_SIZE >> SHIFT) * 16 {
+                if parts.contains(&"global") && (TABLE..TABLE + (POOL_SIZE >> SHIFT) * 16).contains(&addr) {
                     // The extent table: one allocation.
                     let block = (addr - TABLE) / 16;
                     let (s, e) = self.alloc;
@@ -346,7 +346,7 @@ fn inputs(stmts: &[&str]) -> Vec<String> {
             }
         }
         for d in dests {
-            for r in d.split(|c: char| c == '{' || c == '}' || c == ',' || c == '|').map(str::trim).filter(|r| r.starts_with('%')) {
+            for r in d.split(['{', '}', ',', '|']).map(str::trim).filter(|r| r.starts_with('%')) {
                 written.insert(r.to_string());
             }
         }
@@ -412,7 +412,7 @@ fn entry_state(case: &Case, seed: &[u64]) -> Machine {
             continue;
         }
         let small = (x % 97) as i64 - 20;
-        let v = if ty.ends_with("64") && x % 3 != 0 { POOL_BASE + (1 << 30) + ((x >> 8) % 512) * 4 } else { small as u64 };
+        let v = if ty.ends_with("64") && !x.is_multiple_of(3) { POOL_BASE + (1 << 30) + ((x >> 8) % 512) * 4 } else { small as u64 };
         m.set(&r, mask(v, super::type_bits(&ty).unwrap_or(64)));
     }
     m
