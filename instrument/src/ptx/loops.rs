@@ -56,8 +56,9 @@ pub(super) struct Versioned<'a> {
 pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
     let mut labels: HashMap<&str, usize> = HashMap::new();
-    // The current function's `.reg` lines, parsed only when one of its loops gets analyzed.
+    // The current function's `.reg` lines, parsed once when the first of its loops gets analyzed.
     let mut reg_lines: Vec<usize> = Vec::new();
+    let mut reg_types: Option<RegTypes> = None;
     for (k, line) in lines.iter().enumerate() {
         let t = line.trim_start();
         // Directives are never labels or branches; most lines are `.loc` or plain statements, so
@@ -67,6 +68,7 @@ pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
                 reg_lines.push(k);
             } else if !t.starts_with(".loc") && t.contains('(') && (t.contains(".entry") || t.contains(".func")) {
                 reg_lines.clear();
+                reg_types = None;
                 labels.clear();
             }
             continue;
@@ -87,7 +89,7 @@ pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
         }
         if let Some(&s) = labels.get(ins.operands[0]) {
             if k - s <= MAX_BODY {
-                if let Some(p) = analyze(lines, s, k, &reg_lines, plans.len()) {
+                if let Some(p) = analyze(lines, s, k, &reg_lines, &mut reg_types, plans.len()) {
                     plans.push(p);
                 }
             }
@@ -399,7 +401,7 @@ impl Cmp {
     }
 }
 
-fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], id: usize) -> Option<LoopPlan> {
+fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize) -> Option<LoopPlan> {
     let label = strip_comment(lines[s]).trim().strip_suffix(':')?.trim().to_string();
     // Entered by falling through: the statement before the label is not an unconditional jump.
     let before = lines[..s].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty())?;
@@ -442,13 +444,15 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], id: usize) -
     if !any_check {
         return None;
     }
-    let mut reg_types = RegTypes::default();
-    for &l in reg_lines {
-        for decl in strip_comment(lines[l]).split(';').filter(|d| d.trim().starts_with(".reg")) {
-            reg_types.declare(decl.trim());
+    let regs: &RegTypes = reg_types.get_or_insert_with(|| {
+        let mut r = RegTypes::default();
+        for &l in reg_lines {
+            for decl in strip_comment(lines[l]).split(';').filter(|d| d.trim().starts_with(".reg")) {
+                r.declare(decl.trim());
+            }
         }
-    }
-    let regs = &reg_types;
+        r
+    });
     let edge = split_instr(strip_comment(lines[e]).trim().trim_end_matches(';'))?;
     let edge_guard = edge.guard?;
     let (negated, pred) = match edge_guard.strip_prefix('!') {
@@ -641,7 +645,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
         name
     }
 
-    fn line(&mut self, s: &str) {
+    fn line(&mut self, s: std::fmt::Arguments<'_>) {
         let _ = writeln!(self.code, "\t{s} {MARKER}");
     }
 
@@ -649,11 +653,11 @@ impl<'b, 'a> Emitter<'b, 'a> {
     fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<String> {
         let ctl = CONTROL_BLOCK_SYMBOL;
         let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
-        self.line(&format!("ld.const.u64 {base}, [{ctl}+{}];", ctl_offset::POOL_BASE));
-        self.line(&format!("ld.const.u64 {size}, [{ctl}+{}];", ctl_offset::POOL_SIZE));
-        self.line(&format!("ld.const.u64 {table}, [{ctl}+{}];", ctl_offset::EXTENT_TABLE));
-        self.line(&format!("ld.const.u32 {shift}, [{ctl}+{}];", ctl_offset::EXTENT_SHIFT));
-        self.line(&format!("setp.ne.u64 {ok}, {table}, 0;"));
+        self.line(format_args!("ld.const.u64 {base}, [{ctl}+{}];", ctl_offset::POOL_BASE));
+        self.line(format_args!("ld.const.u64 {size}, [{ctl}+{}];", ctl_offset::POOL_SIZE));
+        self.line(format_args!("ld.const.u64 {table}, [{ctl}+{}];", ctl_offset::EXTENT_TABLE));
+        self.line(format_args!("ld.const.u32 {shift}, [{ctl}+{}];", ctl_offset::EXTENT_SHIFT));
+        self.line(format_args!("setp.ne.u64 {ok}, {table}, 0;"));
         self.ok = ok.clone();
 
         // Steps of the induction variables (in their own widths), and the trip count.
@@ -672,7 +676,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 _ => {
                     let next = self.value_of_stmt(d, At::First, &mut memo, &HashMap::new())?;
                     let t = self.temp(&format!("b{bits}"));
-                    self.line(&format!("sub.s{bits} {t}, {next}, {r};"));
+                    self.line(format_args!("sub.s{bits} {t}, {next}, {r};"));
                     t
                 }
             };
@@ -681,8 +685,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let tm1 = self.trip_count(exit, &steps, &mut memo)?;
         // Bound the count so that count × step cannot wrap.
         let q = self.temp("pred");
-        self.line(&format!("setp.lt.u64 {q}, {tm1}, 2147483648;"));
-        self.line(&format!("and.pred {ok}, {ok}, {q};"));
+        self.line(format_args!("setp.lt.u64 {q}, {tm1}, 2147483648;"));
+        self.line(format_args!("and.pred {ok}, {ok}, {q};"));
         // Last values of the induction variables.
         let mut last: HashMap<&'a str, String> = HashMap::new();
         let used = self.used_bivs(ranges);
@@ -691,29 +695,29 @@ impl<'b, 'a> Emitter<'b, 'a> {
             let step64 = self.widen_signed(&step, bits);
             if imm(&step).is_none() {
                 let (a, q) = (self.temp("b64"), self.temp("pred"));
-                self.line(&format!("abs.s64 {a}, {step64};"));
-                self.line(&format!("setp.lt.u64 {q}, {a}, 2147483648;"));
-                self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                self.line(format_args!("abs.s64 {a}, {step64};"));
+                self.line(format_args!("setp.lt.u64 {q}, {a}, 2147483648;"));
+                self.line(format_args!("and.pred {ok}, {ok}, {q};"));
             }
             let v = self.temp(&format!("b{bits}"));
             if bits == 64 {
                 let t = self.temp("b64");
-                self.line(&format!("mul.lo.s64 {t}, {tm1}, {step64};"));
-                self.line(&format!("add.s64 {v}, {r}, {t};"));
+                self.line(format_args!("mul.lo.s64 {t}, {tm1}, {step64};"));
+                self.line(format_args!("add.s64 {v}, {r}, {t};"));
             } else {
                 // The loop computes it modulo 2^32; the 64-bit value shows whether it wrapped
                 // (as signed or as unsigned) on the way, which would break monotony.
                 let (n32, t) = (self.temp("b32"), self.temp("b32"));
-                self.line(&format!("cvt.u32.u64 {n32}, {tm1};"));
-                self.line(&format!("mul.lo.s32 {t}, {n32}, {step};"));
-                self.line(&format!("add.s32 {v}, {r}, {t};"));
+                self.line(format_args!("cvt.u32.u64 {n32}, {tm1};"));
+                self.line(format_args!("mul.lo.s32 {t}, {n32}, {step};"));
+                self.line(format_args!("add.s32 {v}, {r}, {t};"));
                 for (conv, lo, hi) in [("cvt.s64.s32", "-2147483648", "2147483647"), ("cvt.u64.u32", "0", "4294967295")] {
                     let (w, e, q) = (self.temp("b64"), self.temp("b64"), self.temp("pred"));
-                    self.line(&format!("{conv} {w}, {r};"));
-                    self.line(&format!("mad.lo.s64 {e}, {tm1}, {step64}, {w};"));
-                    self.line(&format!("setp.ge.s64 {q}, {e}, {lo};"));
-                    self.line(&format!("setp.le.and.s64 {q}, {e}, {hi}, {q};"));
-                    self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                    self.line(format_args!("{conv} {w}, {r};"));
+                    self.line(format_args!("mad.lo.s64 {e}, {tm1}, {step64}, {w};"));
+                    self.line(format_args!("setp.ge.s64 {q}, {e}, {lo};"));
+                    self.line(format_args!("setp.le.and.s64 {q}, {e}, {hi}, {q};"));
+                    self.line(format_args!("and.pred {ok}, {ok}, {q};"));
                 }
             }
             last.insert(r, v);
@@ -724,28 +728,28 @@ impl<'b, 'a> Emitter<'b, 'a> {
             let lastv = self.value_of(&g.reg, g.def, At::Mapped, &mut memo, &last)?;
             let (lo, hi) = (self.temp("b64"), self.temp("b64"));
             if first == lastv {
-                self.line(&format!("add.s64 {lo}, {first}, {};", g.lo));
-                self.line(&format!("add.s64 {hi}, {first}, {};", g.hi_end - 1));
+                self.line(format_args!("add.s64 {lo}, {first}, {};", g.lo));
+                self.line(format_args!("add.s64 {hi}, {first}, {};", g.hi_end - 1));
             } else {
-                self.line(&format!("min.u64 {lo}, {first}, {lastv};"));
-                self.line(&format!("max.u64 {hi}, {first}, {lastv};"));
-                self.line(&format!("add.s64 {lo}, {lo}, {};", g.lo));
-                self.line(&format!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
+                self.line(format_args!("min.u64 {lo}, {first}, {lastv};"));
+                self.line(format_args!("max.u64 {hi}, {first}, {lastv};"));
+                self.line(format_args!("add.s64 {lo}, {lo}, {};", g.lo));
+                self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
             }
             let (off, q, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
-            self.line(&format!("sub.s64 {off}, {lo}, {base};"));
-            self.line(&format!("setp.lt.u64 {q}, {off}, {size};"));
-            self.line(&format!("and.pred {ok}, {ok}, {q};"));
-            self.line(&format!("setp.le.and.u64 {ok}, {lo}, {hi}, {ok};"));
-            self.line(&format!("shr.u64 {off}, {off}, {shift};"));
-            self.line(&format!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
-            self.line(&format!("mov.u64 {start}, 0;"));
-            self.line(&format!("mov.u64 {end}, 0;"));
-            self.line(&format!("@{ok} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
-            self.line(&format!("setp.ge.and.u64 {ok}, {lo}, {start}, {ok};"));
-            self.line(&format!("setp.lt.and.u64 {ok}, {hi}, {end}, {ok};"));
+            self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
+            self.line(format_args!("setp.lt.u64 {q}, {off}, {size};"));
+            self.line(format_args!("and.pred {ok}, {ok}, {q};"));
+            self.line(format_args!("setp.le.and.u64 {ok}, {lo}, {hi}, {ok};"));
+            self.line(format_args!("shr.u64 {off}, {off}, {shift};"));
+            self.line(format_args!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
+            self.line(format_args!("mov.u64 {start}, 0;"));
+            self.line(format_args!("mov.u64 {end}, 0;"));
+            self.line(format_args!("@{ok} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
+            self.line(format_args!("setp.ge.and.u64 {ok}, {lo}, {start}, {ok};"));
+            self.line(format_args!("setp.lt.and.u64 {ok}, {hi}, {end}, {ok};"));
         }
-        self.line(&format!("@!{ok} bra {label};"));
+        self.line(format_args!("@!{ok} bra {label};"));
         let mut out = format!("\t{{ {MARKER}\n");
         for d in &self.decls {
             let _ = writeln!(out, "\t{d} {MARKER}");
@@ -827,7 +831,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             });
         }
         let t = self.temp(&format!("b{bits}"));
-        self.line(&format!("{} {t}, {};", st.ins.opcode, srcs.join(", ")));
+        self.line(format_args!("{} {t}, {};", st.ins.opcode, srcs.join(", ")));
         memo.insert((at, d), t.clone());
         Some(t)
     }
@@ -845,7 +849,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             return if signed { i64::from(k as i32).to_string() } else { u64::from(k as u32).to_string() };
         }
         let t = self.temp("b64");
-        self.line(&format!("cvt.{}64.{}32 {t}, {v};", if signed { "s" } else { "u" }, if signed { "s" } else { "u" }));
+        self.line(format_args!("cvt.{}64.{}32 {t}, {v};", if signed { "s" } else { "u" }, if signed { "s" } else { "u" }));
         t
     }
 
@@ -887,7 +891,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 let mut advanced: HashMap<&'a str, String> = HashMap::new();
                 for (r, (s, b)) in steps {
                     let t = self.temp(&format!("b{b}"));
-                    self.line(&format!("add.s{b} {t}, {r}, {s};"));
+                    self.line(format_args!("add.s{b} {t}, {r}, {s};"));
                     advanced.insert(r, t);
                 }
                 let c1 = match st.srcs[c_src] {
@@ -895,7 +899,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     None => return None,
                 };
                 let t = self.temp(&format!("b{bits}"));
-                self.line(&format!("sub.s{bits} {t}, {c1}, {c0};"));
+                self.line(format_args!("sub.s{bits} {t}, {c1}, {c0};"));
                 t
             }
         };
@@ -912,16 +916,16 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 }
                 let d = self.temp(&format!("b{bits}"));
                 if k > 0 {
-                    self.line(&format!("sub.s{bits} {d}, {bound}, {c0};"));
+                    self.line(format_args!("sub.s{bits} {d}, {bound}, {c0};"));
                 } else {
-                    self.line(&format!("sub.s{bits} {d}, {c0}, {bound};"));
+                    self.line(format_args!("sub.s{bits} {d}, {c0}, {bound};"));
                 }
                 let n = self.widen(&d, bits, false);
                 let (r, a) = (self.temp("b64"), k.unsigned_abs());
-                self.line(&format!("div.u64 {tm1}, {n}, {a};"));
-                self.line(&format!("rem.u64 {r}, {n}, {a};"));
-                self.line(&format!("setp.eq.u64 {q}, {r}, 0;"));
-                self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                self.line(format_args!("div.u64 {tm1}, {n}, {a};"));
+                self.line(format_args!("rem.u64 {r}, {n}, {a};"));
+                self.line(format_args!("setp.eq.u64 {q}, {r}, 0;"));
+                self.line(format_args!("and.pred {ok}, {ok}, {q};"));
             }
             _ => {
                 let up = matches!(cmp, Cmp::Lt | Cmp::Le);
@@ -936,15 +940,15 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     None => {
                         let a = self.temp("b64");
                         if up {
-                            self.line(&format!("mov.b64 {a}, {sw};"));
+                            self.line(format_args!("mov.b64 {a}, {sw};"));
                         } else {
-                            self.line(&format!("neg.s64 {a}, {sw};"));
+                            self.line(format_args!("neg.s64 {a}, {sw};"));
                         }
-                        self.line(&format!("setp.gt.s64 {q}, {a}, 0;"));
-                        self.line(&format!("and.pred {ok}, {ok}, {q};"));
+                        self.line(format_args!("setp.gt.s64 {q}, {a}, 0;"));
+                        self.line(format_args!("and.pred {ok}, {ok}, {q};"));
                         // A failed test divides by 1 (its result is not used).
                         let div = self.temp("b64");
-                        self.line(&format!("max.s64 {div}, {a}, 1;"));
+                        self.line(format_args!("max.s64 {div}, {a}, 1;"));
                         div
                     }
                 };
@@ -957,30 +961,30 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     Cmp::Gt => ("le", true),
                     _ => ("lt", false),
                 };
-                self.line(&format!("setp.{done_cmp}.{ty} {done}, {cw}, {bw};"));
+                self.line(format_args!("setp.{done_cmp}.{ty} {done}, {cw}, {bw};"));
                 if up {
-                    self.line(&format!("sub.s64 {dist}, {bw}, {cw};"));
+                    self.line(format_args!("sub.s64 {dist}, {bw}, {cw};"));
                 } else {
-                    self.line(&format!("sub.s64 {dist}, {cw}, {bw};"));
+                    self.line(format_args!("sub.s64 {dist}, {cw}, {bw};"));
                 }
                 if strict {
                     // ceil(dist / |step|)
-                    self.line(&format!("add.s64 {dist}, {dist}, {div};"));
-                    self.line(&format!("sub.s64 {dist}, {dist}, 1;"));
-                    self.line(&format!("div.u64 {cnt}, {dist}, {div};"));
+                    self.line(format_args!("add.s64 {dist}, {dist}, {div};"));
+                    self.line(format_args!("sub.s64 {dist}, {dist}, 1;"));
+                    self.line(format_args!("div.u64 {cnt}, {dist}, {div};"));
                 } else {
-                    self.line(&format!("div.u64 {cnt}, {dist}, {div};"));
-                    self.line(&format!("add.s64 {cnt}, {cnt}, 1;"));
+                    self.line(format_args!("div.u64 {cnt}, {dist}, {div};"));
+                    self.line(format_args!("add.s64 {cnt}, {cnt}, 1;"));
                 }
-                self.line(&format!("selp.b64 {tm1}, 0, {cnt}, {done};"));
+                self.line(format_args!("selp.b64 {tm1}, 0, {cnt}, {done};"));
                 // The last compared value must not have wrapped in the comparison's type.
                 if bits == 32 {
                     let (e, q2) = (self.temp("b64"), self.temp("pred"));
-                    self.line(&format!("mad.lo.s64 {e}, {tm1}, {sw}, {cw};"));
+                    self.line(format_args!("mad.lo.s64 {e}, {tm1}, {sw}, {cw};"));
                     let (lo, hi) = if signed { ("-2147483648", "2147483647") } else { ("0", "4294967295") };
-                    self.line(&format!("setp.ge.s64 {q2}, {e}, {lo};"));
-                    self.line(&format!("setp.le.and.s64 {q2}, {e}, {hi}, {q2};"));
-                    self.line(&format!("and.pred {ok}, {ok}, {q2};"));
+                    self.line(format_args!("setp.ge.s64 {q2}, {e}, {lo};"));
+                    self.line(format_args!("setp.le.and.s64 {q2}, {e}, {hi}, {q2};"));
+                    self.line(format_args!("and.pred {ok}, {ok}, {q2};"));
                 }
             }
         }
