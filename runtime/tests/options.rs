@@ -23,6 +23,7 @@ fn table() -> Vec<(&'static str, &'static str, fn(&Options) -> bool, Option<&'st
         ("suppressions", "/tmp/supp.txt", |o| o.suppressions == Some(PathBuf::from("/tmp/supp.txt")), None),
         ("report_format", "json", |o| o.report_format == ReportFormat::Json, Some("xml")),
         ("instrument", "0", |o| !o.instrument, Some("off!")),
+        ("hoist_loops", "0", |o| !o.hoist_loops, Some("sometimes")),
         ("verbosity", "2", |o| o.verbosity == 2, Some("loud")),
         ("pool_size", "1073741824", |o| o.pool_size == Some(1 << 30), Some("1G")),
         ("cache_dir", "/tmp/gasan-cache", |o| o.cache_dir == Some(PathBuf::from("/tmp/gasan-cache")), None),

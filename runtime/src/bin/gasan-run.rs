@@ -45,6 +45,9 @@ struct Cli {
     /// 0: allocation-level checks only (no PTX instrumentation).
     #[arg(long)]
     instrument: Option<u8>,
+    /// 0: check every access in every loop iteration (no range tests at loop entry).
+    #[arg(long)]
+    hoist_loops: Option<u8>,
     #[arg(long)]
     verbosity: Option<u32>,
     #[arg(long)]
@@ -77,6 +80,7 @@ fn run(cli: Cli) -> Result<std::io::Error, String> {
     set("suppressions", cli.suppressions.map(|p| p.display().to_string()))?;
     set("report_format", cli.report_format)?;
     set("instrument", cli.instrument.map(|v| v.to_string()))?;
+    set("hoist_loops", cli.hoist_loops.map(|v| v.to_string()))?;
     set("verbosity", cli.verbosity.map(|v| v.to_string()))?;
     set("pool_size", cli.pool_size.map(|v| v.to_string()))?;
     set("cache_dir", cli.cache_dir.map(|p| p.display().to_string()))?;
