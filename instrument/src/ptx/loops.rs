@@ -26,7 +26,7 @@
 //! The trip count comes from the back edge's `setp` of an affine value against an invariant bound;
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
-use super::access::{classify, split_instr, AddrBase, Classified, Instr, Width};
+use super::access::{classify, parse_int, split_instr, AddrBase, Classified, Instr, Width};
 use super::{has_block_comment_marker, strip_comment, type_bits, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use std::borrow::Cow;
@@ -196,17 +196,7 @@ struct Stmt<'a> {
 
 /// A constant operand.
 fn imm(op: &str) -> Option<i64> {
-    let (neg, digits) = match op.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, op),
-    };
-    let digits = digits.trim_end_matches('U');
-    let v = if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
-        i64::from_str_radix(h, 16).ok().or_else(|| u64::from_str_radix(h, 16).ok().map(|u| u as i64))?
-    } else {
-        digits.parse::<i64>().ok()?
-    };
-    Some(if neg { v.wrapping_neg() } else { v })
+    parse_int(op)
 }
 
 /// Integer type suffixes the affine rules accept.

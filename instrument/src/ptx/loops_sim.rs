@@ -49,12 +49,7 @@ fn sext(v: u64, bits: u32) -> i64 {
 }
 
 fn parse_imm(op: &str) -> Option<u64> {
-    let (neg, d) = match op.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, op),
-    };
-    let v = if let Some(h) = d.strip_prefix("0x") { u64::from_str_radix(h, 16).ok()? } else { d.parse::<u64>().ok()? };
-    Some(if neg { v.wrapping_neg() } else { v })
+    super::access::parse_int(op).map(|v| v as u64)
 }
 
 enum Flow {
