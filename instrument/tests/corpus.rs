@@ -142,3 +142,31 @@ fn rdc_modules_link_after_instrumentation() {
     run_tool("nvlink", &[OsStr::new("-arch=sm_90"), objs[0].as_os_str(), objs[1].as_os_str(), OsStr::new("-o"), out.as_os_str()]);
     assert!(std::fs::metadata(&out).unwrap().len() > 0);
 }
+
+#[test]
+fn versioned_loops_assemble_and_keep_their_counts() {
+    // tests/data/loops.ptx: nvcc's output for the loop shapes loop versioning handles. Each
+    // versioned loop adds a range test and a fast copy (whose statements are not counted again).
+    let ptx = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/loops.ptx")).unwrap();
+    let expected = count_global_accesses(&ptx);
+    let dir = scratch("loops-checked");
+    for scale in [Scale::S7, Scale::S8] {
+        for aligned_pool in [false, true] {
+            let opts = InstrumentOptions { scale, aligned_pool, ..Default::default() };
+            let r = instrument_ptx(&ptx, &opts).unwrap();
+            let versioned = r.ptx.lines().filter(|l| l.starts_with("$gasan_loop") && !l.contains("_done")).count();
+            assert!(versioned >= 12, "{versioned} loops versioned");
+            let t = r.stats.total();
+            assert_eq!(t.found as usize, expected);
+            assert_eq!((t.checked + t.eliminated) as usize, expected);
+            // Without versioning the same module gets fewer sites: the fast copies' checks add some.
+            let plain = instrument_ptx(&ptx, &InstrumentOptions { hoist_loops: false, ..opts }).unwrap();
+            assert_eq!(plain.stats.total(), t);
+            assert!(r.sites.len() >= plain.sites.len());
+            let f = dir.join("loops.ptx");
+            std::fs::write(&f, &r.ptx).unwrap();
+            let o = dir.join("loops.cubin");
+            run_tool("ptxas", &[OsStr::new("-arch"), OsStr::new("sm_90"), f.as_os_str(), OsStr::new("-o"), o.as_os_str()]);
+        }
+    }
+}
