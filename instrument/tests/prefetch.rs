@@ -160,21 +160,3 @@ fn batched_loads_outside_loops_also_prefetch_their_data() {
     let looped = format!("$L__top:\n{body}\t@%p1 bra $L__top;\n");
     assert!(!checked(&looped, InstrumentOptions::default()).contains("prefetch.L2"));
 }
-
-#[test]
-fn a_range_group_s_far_end_joins_its_batch() {
-    // [%rd2] and [%rd2+8] are one range group (coalesce.rs checks both ends at the first); with
-    // [%rd3] they form a batch, and the group's far end is tested in it, not after its branch.
-    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd2+8];\n\tld.global.f32 %f3, [%rd3];\n";
-    let r = instrument_ptx(&module(body), &InstrumentOptions::default()).unwrap();
-    let ptx = &r.ptx;
-    assert_eq!(ptx.matches("bra $gasan_batch_").count(), 1, "{ptx}");
-    assert_eq!(per_access_branches(ptx), 0, "no check after the batch's branch:\n{ptx}");
-    let recheck = block_at(ptx, "$gasan_batch_");
-    assert!(recheck.contains("add.s64 %gsa0, %rd2, 8;"), "the far end is rechecked:\n{recheck}");
-    assert_eq!(recheck.matches("bra $gasan_fail_shared").count(), 3);
-    // Sites: both ends of the group and the third access, each on its own line.
-    let mut lines: Vec<u32> = r.sites.sites.iter().map(|s| s.ptx_line).collect();
-    lines.sort();
-    assert_eq!(lines, vec![13, 14, 15]);
-}

@@ -134,7 +134,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 16;
+pub const REVISION: u32 = 15;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -346,9 +346,6 @@ impl<'a> Rewriter<'a> {
         // batches not yet branched on, by batch point.
         let mut batched = LineSet::default();
         let mut batch_recheck: LineMap<String> = LineMap::default();
-        // Batched accesses whose coalesced range checks joined their batch.
-        let mut hoists_batched = LineSet::default();
-        let mut batch_size: LineMap<usize> = LineMap::default();
         for (i, line) in lines.iter().copied().enumerate() {
             let line_no = ptx_line(i);
             let mut opened_now = false;
@@ -372,39 +369,6 @@ impl<'a> Rewriter<'a> {
                                 let site = new_site(&mut self.sites, f, ptx_line(p.access), p.loc, a.kind, *w);
                                 batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *w, site));
                                 batched.insert(p.access);
-                                // The checks coalescing hoisted to this access (the other ends of its
-                                // range group, same register) join the batch too: emitted at the
-                                // access, after the batch's branch, they would wait for it.
-                                // All or none of an access's (at most two), within the batch cap.
-                                *batch_size.entry(first).or_default() += 1;
-                                let hoists: Vec<(usize, Option<(u32, u32, u32)>, access::Access, u32)> = plan
-                                    .hoist
-                                    .get(&p.access)
-                                    .into_iter()
-                                    .flatten()
-                                    .filter_map(|&(h_line, h_loc)| {
-                                        let h_stmt = strip_comment(lines[h_line]).trim().trim_end_matches(';');
-                                        match split_instr(h_stmt).map(|ins| classify(&ins, true)) {
-                                            Some(Classified::Check(h)) => match h.width {
-                                                access::Width::Fixed(hw) => Some((h_line, h_loc, h, hw)),
-                                                access::Width::Reg(_) => None,
-                                            },
-                                            _ => None,
-                                        }
-                                    })
-                                    .collect();
-                                let fits = batch_size[&first] + hoists.len() <= prefetch::MAX_BATCH;
-                                let complete = plan.hoist.get(&p.access).is_some_and(|v| v.len() == hoists.len());
-                                for (h_line, h_loc, mut h, hw) in hoists.into_iter().filter(|_| fits && complete) {
-                                    *batch_size.entry(first).or_default() += 1;
-                                    h.base = a.base.clone();
-                                    let reg = prefetch_reg(h_line);
-                                    let indent: String = lines[p.access].chars().take_while(|c| c.is_whitespace()).collect();
-                                    self.out.push_str(&emit::prefetch(self.opts.form(), &h, &[], &[&reg], &reg, &indent, Some((&batch_pred(first), false, hw)), false));
-                                    let site = new_site(&mut self.sites, f, ptx_line(h_line), h_loc, h.kind, hw);
-                                    batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &h, hw, site));
-                                    hoists_batched.insert(p.access);
-                                }
                             }
                         }
                         None => {
@@ -492,7 +456,6 @@ impl<'a> Rewriter<'a> {
                 let hoisted: Vec<(&str, usize, Option<(u32, u32, u32)>)> = plan
                     .hoist
                     .get(&i)
-                    .filter(|_| !hoists_batched.contains(&i))
                     .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
                     .unwrap_or_default();
                 for stmt in stmts {

@@ -94,7 +94,7 @@ const MIN_BATCH: usize = 2;
 /// Most accesses in one batch: the batch keeps their shadow bytes and addresses live up to its
 /// branch, and ptxas then schedules all their loads together, which costs registers; the rest of
 /// the block's accesses keep their own checks.
-pub(super) const MAX_BATCH: usize = 8;
+const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
 pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
