@@ -14,7 +14,9 @@
 //!
 //! The fast copy runs only when every byte any hoisted access can touch lies inside one live
 //! allocation, so it reports nothing the checked loop would; when the test fails, the checked loop
-//! reports the bad access at its own iteration, as without versioning. No trip count or range is
+//! reports the bad access at its own iteration, as without versioning. In the fast copy the covered
+//! loads move to the top of the iteration where nothing orders them ([`fast_order`]), so checks that
+//! depend on their values (gathers) no longer wait behind each other's branches. No trip count or range is
 //! ever guessed: every quantity is computed from the loop's own registers at its entry.
 //!
 //! Affinity is established symbolically over the body: a loop-carried register is an induction
