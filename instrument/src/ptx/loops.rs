@@ -29,7 +29,7 @@
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
 use super::access::{classify, parse_int, split_instr, AddrBase, Classified, Instr, Width};
-use super::{has_block_comment_marker, strip_comment, type_bits, LineSet, RegTypes, MARKER};
+use super::{dest_regs, has_block_comment_marker, strip_comment, type_bits, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -188,17 +188,36 @@ impl Val {
     }
 }
 
-/// One body statement and, for each source operand, the statement defining it in this iteration
-/// (`None`: its value at the iteration's start, or not a register).
-struct Stmt<'a> {
+/// A statement of a loop body, parsed once: its line, its parts, the registers it writes and the
+/// registers it reads (sources and guard).
+struct BodyStmt<'a> {
+    line: usize,
     ins: Instr<'a>,
-    srcs: Vec<Option<usize>>,
-    val: Val,
+    dests: Vec<&'a str>,
+    reads: Vec<&'a str>,
 }
 
-/// A constant operand.
-fn imm(op: &str) -> Option<i64> {
-    parse_int(op)
+impl<'a> BodyStmt<'a> {
+    fn new(line: usize, stmt: &'a str, ins: Instr<'a>) -> Self {
+        let mut s = BodyStmt { line, ins, dests: dest_regs(stmt), reads: Vec::new() };
+        let guard = s.ins.guard.map(|g| g.trim_start_matches('!'));
+        s.reads = s.sources().iter().chain(guard.as_slice()).flat_map(|o| registers_in(o)).collect();
+        s
+    }
+
+    /// The source operands (all operands but the destination).
+    fn sources(&self) -> &[&'a str] {
+        if self.dests.is_empty() { &self.ins.operands } else { &self.ins.operands[1..] }
+    }
+}
+
+/// The symbolic value of one body statement: for each source operand, the statement defining it
+/// in this iteration (`None`: its value at the iteration's start, or not a register) and its
+/// value; and the value it computes.
+struct Stmt {
+    srcs: Vec<Option<usize>>,
+    src_vals: Vec<Val>,
+    val: Val,
 }
 
 /// Integer type suffixes the affine rules accept.
@@ -225,55 +244,35 @@ fn pure_op(head: &str) -> bool {
 }
 
 /// The symbolic walk over a loop body.
-struct Body<'a> {
-    stmts: Vec<Stmt<'a>>,
-    /// Line of each statement.
-    line_of: Vec<usize>,
+struct Body<'b, 'a> {
+    body: &'b [BodyStmt<'a>],
+    stmts: Vec<Stmt>,
     /// Last definition (statement) of each register at the end of the body.
     last_def: HashMap<&'a str, usize>,
 }
 
-fn walk<'a>(body: &[(usize, Instr<'a>)], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> Body<'a> {
-    let mut stmts: Vec<Stmt<'a>> = Vec::with_capacity(body.len());
+fn walk<'b, 'a>(body: &'b [BodyStmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> Body<'b, 'a> {
+    let mut stmts: Vec<Stmt> = Vec::with_capacity(body.len());
     let mut last_def: HashMap<&'a str, usize> = HashMap::new();
-    let mut line_of = Vec::with_capacity(body.len());
-    for (idx, (line, ins)) in body.iter().enumerate() {
-        let dests = dest_regs_of(ins);
-        let srcs_ops: &[&str] = if dests.is_empty() { &ins.operands } else { &ins.operands[1..] };
-        let mut srcs = Vec::with_capacity(srcs_ops.len());
-        let mut vals = Vec::with_capacity(srcs_ops.len());
-        for op in srcs_ops {
-            let (d, v) = operand(op, &last_def, &stmts, candidates, written, regs);
-            srcs.push(d);
-            vals.push(v);
-        }
-        let val = if ins.guard.is_some() || dests.len() != 1 { Val::Opaque } else { eval(ins, srcs_ops, &vals, regs) };
-        stmts.push(Stmt { ins: ins.clone(), srcs, val });
-        line_of.push(*line);
-        for d in dests {
+    for (idx, b) in body.iter().enumerate() {
+        let sources = b.sources();
+        let (srcs, src_vals): (Vec<_>, Vec<_>) = sources.iter().map(|op| operand(op, &last_def, &stmts, candidates, written, regs)).unzip();
+        let val = if b.ins.guard.is_some() || b.dests.len() != 1 { Val::Opaque } else { eval(&b.ins, sources, &src_vals, regs) };
+        stmts.push(Stmt { srcs, src_vals, val });
+        for d in &b.dests {
             last_def.insert(d, idx);
         }
     }
-    Body { stmts, line_of, last_def }
-}
-
-/// Destination registers of a statement (none for stores, branches and the like).
-fn dest_regs_of<'a>(ins: &Instr<'a>) -> Vec<&'a str> {
-    let head = ins.opcode.split('.').next().unwrap_or("");
-    if matches!(head, "st" | "red" | "bar" | "barrier" | "membar" | "fence" | "prefetch" | "prefetchu") {
-        return Vec::new();
-    }
-    let Some(d) = ins.operands.first() else { return Vec::new() };
-    d.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|r| r.starts_with('%')).collect()
+    Body { body, stmts, last_def }
 }
 
 /// The value of a source operand at this point of the walk, and its defining statement.
-fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> (Option<usize>, Val) {
+fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> (Option<usize>, Val) {
     if let Some(inner) = op.strip_prefix('[') {
-        // A memory operand: its address register's definition (the access's value is opaque).
+        // A memory operand stands for its address register (no rule computes with it as a value:
+        // memory statements are opaque).
         let reg = inner.split(['+', ']']).next().unwrap_or("").trim();
-        let def = if reg.starts_with('%') { last_def.get(reg).copied() } else { None };
-        return (def, Val::Opaque);
+        return if reg.starts_with('%') { operand(reg, last_def, stmts, candidates, written, regs) } else { (None, Val::Opaque) };
     }
     if !op.starts_with('%') {
         // Immediates and symbol addresses are constant; vectors are not values here.
@@ -315,10 +314,10 @@ fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
             match (a, b) {
                 (Val::Inv, Val::Inv) => Val::Inv,
                 (Val::Biv { reg, off }, Val::Inv) => {
-                    let k = imm(srcs[1]).map(|k| if sub { k.wrapping_neg() } else { k });
+                    let k = parse_int(srcs[1]).map(|k| if sub { k.wrapping_neg() } else { k });
                     Val::Biv { reg: reg.clone(), off: off.zip(k).map(|(o, k)| o.wrapping_add(k)) }
                 }
-                (Val::Inv, Val::Biv { reg, off }) if !sub => Val::Biv { reg: reg.clone(), off: off.zip(imm(srcs[0])).map(|(o, k)| o.wrapping_add(k)) },
+                (Val::Inv, Val::Biv { reg, off }) if !sub => Val::Biv { reg: reg.clone(), off: off.zip(parse_int(srcs[0])).map(|(o, k)| o.wrapping_add(k)) },
                 _ => Val::Lin,
             }
         }
@@ -407,7 +406,7 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
         }
     }
     // The body: plain statements only, one per line.
-    let mut body: Vec<(usize, Instr<'_>)> = Vec::new();
+    let mut body: Vec<BodyStmt<'_>> = Vec::new();
     let mut any_check = false;
     for (k, line) in lines.iter().enumerate().take(e).skip(s + 1) {
         if has_block_comment_marker(line) {
@@ -430,7 +429,7 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
             return None;
         }
         any_check |= code.contains('[') && matches!(classify(&ins, true), Classified::Check(_));
-        body.push((k, ins));
+        body.push(BodyStmt::new(k, stmt, ins));
     }
     // Nothing to hoist (loops over shared memory, ...): no symbolic walk.
     if !any_check {
@@ -455,17 +454,9 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
     // Loop-carried registers: written in the body and read before their first write.
     let mut written: HashSet<&str> = HashSet::new();
     let mut carried: HashSet<&str> = HashSet::new();
-    for (_, ins) in &body {
-        let dests = dest_regs_of(ins);
-        let srcs: &[&str] = if dests.is_empty() { &ins.operands } else { &ins.operands[1..] };
-        for op in srcs.iter().chain(ins.guard.map(|g| g.trim_start_matches('!')).as_slice()) {
-            for r in registers_in(op) {
-                if !written.contains(r) {
-                    carried.insert(r);
-                }
-            }
-        }
-        written.extend(dests);
+    for b in &body {
+        carried.extend(b.reads.iter().filter(|r| !written.contains(*r)));
+        written.extend(&b.dests);
     }
     carried.retain(|r| written.contains(r));
     // Induction variables: candidates whose back-edge value is their entry value plus an
@@ -488,29 +479,21 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
 
     // The exit test.
     let setp = *walked.last_def.get(pred)?;
-    let exit = exit_of(&walked.stmts[setp], setp, negated)?;
+    let exit = exit_of(&body[setp].ins, setp, negated)?;
 
     // Hoistable accesses, grouped by the value of their address register.
     let mut ranges: Vec<Range> = Vec::new();
-    for (idx, st) in walked.stmts.iter().enumerate() {
-        let Classified::Check(a) = classify(&st.ins, true) else { continue };
+    for (b, st) in body.iter().zip(&walked.stmts) {
+        let Classified::Check(a) = classify(&b.ins, true) else { continue };
         let (AddrBase::Reg(r), Width::Fixed(w), false, None) = (&a.base, &a.width, a.bulk, &a.guard_nonzero) else { continue };
-        // The address register's definition as this statement sees it.
-        let pos = st.ins.operands.iter().position(|o| o.starts_with('[') && o.contains(r.as_str()));
-        let dests = dest_regs_of(&st.ins);
-        let src_index = pos.and_then(|p| if dests.is_empty() { Some(p) } else { p.checked_sub(1) });
-        let def = src_index.and_then(|i| st.srcs.get(i).copied())?;
-        let val = match def {
-            Some(d) => walked.stmts[d].val.clone(),
-            None if candidates.contains(r.as_str()) => Val::Lin,
-            None if written.contains(r.as_str()) => Val::Opaque,
-            None => Val::Inv,
-        };
+        // The address register's definition and value as this statement sees them.
+        let Some(i) = b.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };
+        let (def, val) = (st.srcs[i], &st.src_vals[i]);
         if !val.affine() {
             continue;
         }
         let (lo, hi_end) = (a.offset, a.offset + i64::from(*w));
-        let line = walked.line_of[idx];
+        let line = b.line;
         if let Some(g) = ranges.iter_mut().find(|g| g.reg == *r && g.def == def) {
             g.lo = g.lo.min(lo);
             g.hi_end = g.hi_end.max(hi_end);
@@ -536,14 +519,9 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
 /// branches): moved up, the loads of an iteration issue together, and checks that depend on
 /// their values (gathers) can load their shadow bytes and batch behind one branch. The range
 /// test proved these loads in bounds, so issuing them earlier in the iteration is safe.
-fn fast_order(s: usize, e: usize, body: &[(usize, Instr<'_>)], covered: &[usize]) -> Vec<usize> {
+fn fast_order(s: usize, e: usize, body: &[BodyStmt<'_>], covered: &[usize]) -> Vec<usize> {
     let mut order: Vec<usize> = (s + 1..e).collect();
-    let stmt_at: HashMap<usize, &Instr<'_>> = body.iter().map(|(l, i)| (*l, i)).collect();
-    let reads_of = |ins: &Instr<'_>| -> Vec<String> {
-        let dests = dest_regs_of(ins);
-        let srcs: &[&str] = if dests.is_empty() { &ins.operands } else { &ins.operands[1..] };
-        srcs.iter().chain(ins.guard.map(|g| g.trim_start_matches('!')).as_slice()).flat_map(|o| registers_in(o)).map(String::from).collect()
-    };
+    let stmt_at: HashMap<usize, &BodyStmt<'_>> = body.iter().map(|b| (b.line, b)).collect();
     let orders_memory = |ins: &Instr<'_>| {
         let parts: Vec<&str> = ins.opcode.split('.').collect();
         matches!(parts[0], "st" | "atom" | "red" | "bar" | "barrier" | "membar" | "fence" | "cp" | "mbarrier")
@@ -551,18 +529,16 @@ fn fast_order(s: usize, e: usize, body: &[(usize, Instr<'_>)], covered: &[usize]
     };
     // Moved loads keep their order among themselves: none moves above the previous one.
     let mut floor = 0;
-    for (line, ins) in body {
-        if !covered.contains(line) || ins.opcode.split('.').next() != Some("ld") || orders_memory(ins) {
+    for b in body {
+        if !covered.contains(&b.line) || b.ins.opcode.split('.').next() != Some("ld") || orders_memory(&b.ins) {
             continue;
         }
-        let (reads, writes) = (reads_of(ins), dest_regs_of(ins));
-        let Some(pos) = order.iter().position(|l| l == line) else { continue };
+        let Some(pos) = order.iter().position(|&l| l == b.line) else { continue };
         let mut to = pos;
         for k in (floor..pos).rev() {
             let Some(other) = stmt_at.get(&order[k]) else { continue };
-            let (o_reads, o_writes) = (reads_of(other), dest_regs_of(other));
-            let conflict = o_writes.iter().any(|w| reads.iter().any(|r| r == w) || writes.contains(w)) || o_reads.iter().any(|r| writes.contains(&r.as_str()));
-            if conflict || orders_memory(other) {
+            let conflict = other.dests.iter().any(|w| b.reads.contains(w) || b.dests.contains(w)) || other.reads.iter().any(|r| b.dests.contains(r));
+            if conflict || orders_memory(&other.ins) {
                 break;
             }
             to = k;
@@ -580,9 +556,9 @@ fn registers_in(op: &str) -> impl Iterator<Item = &str> {
         .filter(|t| t.starts_with('%') && !t.contains('.'))
 }
 
-fn exit_of(st: &Stmt<'_>, idx: usize, negated: bool) -> Option<Exit> {
-    let parts: Vec<&str> = st.ins.opcode.split('.').collect();
-    if st.ins.guard.is_some() || parts.len() != 3 || parts[0] != "setp" || st.ins.operands.len() != 3 || st.ins.operands[0].contains('|') {
+fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {
+    let parts: Vec<&str> = ins.opcode.split('.').collect();
+    if ins.guard.is_some() || parts.len() != 3 || parts[0] != "setp" || ins.operands.len() != 3 || ins.operands[0].contains('|') {
         return None;
     }
     let ty = parts[2];
@@ -606,7 +582,7 @@ fn exit_of(st: &Stmt<'_>, idx: usize, negated: bool) -> Option<Exit> {
 /// Writes the range test of one loop.
 struct Emitter<'b, 'a> {
     id: usize,
-    body: &'b Body<'a>,
+    body: &'b Body<'b, 'a>,
     bivs: &'b HashSet<&'a str>,
     regs: &'b RegTypes,
     decls: Vec<String>,
@@ -626,7 +602,7 @@ enum At {
 }
 
 impl<'b, 'a> Emitter<'b, 'a> {
-    fn new(id: usize, body: &'b Body<'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes) -> Self {
+    fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes) -> Self {
         Self { id, body, bivs, regs, decls: Vec::new(), code: String::new(), next: 0, ok: String::new() }
     }
 
@@ -684,8 +660,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let used = self.used_bivs(ranges);
         for r in bivs.iter().filter(|r| used.contains(**r)) {
             let (step, bits) = steps.get(r)?.clone();
-            let step64 = self.widen_signed(&step, bits);
-            if imm(&step).is_none() {
+            let step64 = self.widen(&step, bits, true);
+            if parse_int(&step).is_none() {
                 let (a, q) = (self.temp("b64"), self.temp("pred"));
                 self.line(format_args!("abs.s64 {a}, {step64};"));
                 self.line(format_args!("setp.lt.u64 {q}, {a}, 2147483648;"));
@@ -771,8 +747,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 continue;
             }
             let st = &self.body.stmts[d];
-            let ops = &st.ins.operands[1..];
-            for (op, src) in ops.iter().zip(&st.srcs) {
+            for (op, src) in self.body.body[d].sources().iter().zip(&st.srcs) {
                 match src {
                     Some(s) => stack.push(*s),
                     None => {
@@ -807,15 +782,14 @@ impl<'b, 'a> Emitter<'b, 'a> {
         if let Some(t) = memo.get(&(at, d)) {
             return Some(t.clone());
         }
-        let body = self.body;
+        let (body, b) = (self.body, &self.body.body[d]);
         let st = &body.stmts[d];
         if !st.val.affine() {
             return None;
         }
-        let dest = st.ins.operands.first()?;
-        let bits = self.regs.type_of(dest).and_then(type_bits)?;
+        let bits = self.regs.type_of(b.dests.first()?).and_then(type_bits)?;
         let mut srcs = Vec::new();
-        for (op, src) in st.ins.operands[1..].iter().zip(&st.srcs) {
+        for (op, src) in b.sources().iter().zip(&st.srcs) {
             srcs.push(match src {
                 Some(s) => self.value_of_stmt(*s, at, memo, last)?,
                 None if op.starts_with('%') => self.entry(op, at, last),
@@ -823,21 +797,17 @@ impl<'b, 'a> Emitter<'b, 'a> {
             });
         }
         let t = self.temp(&format!("b{bits}"));
-        self.line(format_args!("{} {t}, {};", st.ins.opcode, srcs.join(", ")));
+        self.line(format_args!("{} {t}, {};", b.ins.opcode, srcs.join(", ")));
         memo.insert((at, d), t.clone());
         Some(t)
     }
 
-    /// A register or constant of `bits` bits, sign-extended to 64.
-    fn widen_signed(&mut self, v: &str, bits: u32) -> String {
-        self.widen(v, bits, true)
-    }
-
+    /// A register or constant of `bits` bits, sign- or zero-extended to 64.
     fn widen(&mut self, v: &str, bits: u32, signed: bool) -> String {
         if bits == 64 {
             return v.to_string();
         }
-        if let Some(k) = imm(v) {
+        if let Some(k) = parse_int(v) {
             return if signed { i64::from(k as i32).to_string() } else { u64::from(k as u32).to_string() };
         }
         let t = self.temp("b64");
@@ -849,15 +819,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
     /// test's predicate.
     fn trip_count(&mut self, exit: &Exit, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>) -> Option<String> {
         let st = &self.body.stmts[exit.setp];
-        let ops = [st.ins.operands[1], st.ins.operands[2]];
-        let vals: Vec<Val> = st.srcs.iter().zip(ops).map(|(s, op)| match s {
-            Some(d) => self.body.stmts[*d].val.clone(),
-            None if self.bivs.contains(op) => Val::Biv { reg: op.to_string(), off: Some(0) },
-            None if !op.starts_with('%') => Val::Inv,
-            None => {
-                if self.regs.type_of(op).is_some() && self.body.last_def.contains_key(op) { Val::Opaque } else { Val::Inv }
-            }
-        }).collect();
+        let ops = self.body.body[exit.setp].sources();
+        let vals = &st.src_vals;
         // One side moves, the other is the bound.
         let (c_src, b_src, cmp) = match (&vals[0], &vals[1]) {
             (Val::Inv, Val::Inv) | (Val::Opaque, _) | (_, Val::Opaque) => return None,
@@ -901,7 +864,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             Cmp::Eq => return None,
             Cmp::Ne => {
                 // Steps must be known here: an exact multiple of the step apart, or no count.
-                let k = imm(&step)?;
+                let k = parse_int(&step)?;
                 let k = if bits == 32 { i64::from(k as i32) } else { k };
                 if k == 0 {
                     return None;
@@ -923,10 +886,10 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 let up = matches!(cmp, Cmp::Lt | Cmp::Le);
                 let signed = exit.signed;
                 let (cw, bw) = (self.widen(&c0, bits, signed), self.widen(&bound, bits, signed));
-                let sw = self.widen_signed(&step, bits);
+                let sw = self.widen(&step, bits, true);
                 // |step| (`div`), which must point towards the bound: a known step is checked here
                 // and divides as a constant; a register step is checked at run time.
-                let div = match imm(&sw) {
+                let div = match parse_int(&sw) {
                     Some(k) if (k > 0) == up && k != 0 => k.unsigned_abs().to_string(),
                     Some(_) => return None,
                     None => {
