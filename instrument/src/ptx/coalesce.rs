@@ -32,8 +32,9 @@ struct Entry {
     loc: Option<(u32, u32, u32)>,
 }
 
-/// `covered`: accesses already covered (by loop range tests); `inserted`: lines the loop versioning
-/// wrote (its own loads are not accesses to check).
+/// `covered`: accesses already covered by a loop range test (loops.rs; they count as checked, as
+/// hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not accesses to
+/// check).
 pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
     let mut groups: HashMap<(String, String), Vec<Entry>> = HashMap::new();
@@ -109,6 +110,8 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
         }
     }
     finish_all(&mut groups, &mut plan);
+    plan.covered.extend(covered);
+    plan.hoisted_lines.extend(covered);
     candidates.retain(|c| !plan.covered.contains(&c.line));
     plan.prefetch = super::prefetch::plan(lines, &check_lines, &candidates);
     plan

@@ -87,8 +87,7 @@ impl Machine {
             Some(p) => (&inner[..p], parse_imm(&inner[p + 1..]).expect("offset")),
             None => (inner, 0),
         };
-        if let Some(sym) = reg.strip_prefix("__gasan_ctl") {
-            let _ = sym;
+        if reg == crate::abi::CONTROL_BLOCK_SYMBOL {
             return off;
         }
         self.val(reg).wrapping_add(off)
@@ -308,7 +307,7 @@ fn cases(v: &Versioned<'_>) -> Vec<Case> {
                         covered_lines.push(i);
                     }
                 }
-                if s.contains(&format!("bra {label};")) || s.ends_with(&format!("bra \t{label};")) || (s.contains("bra") && s.trim_end_matches(';').ends_with(label.as_str())) {
+                if s.contains("bra") && s.trim_end_matches(';').ends_with(label.as_str()) {
                     break;
                 }
                 i += 1;

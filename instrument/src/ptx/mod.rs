@@ -325,9 +325,7 @@ impl<'a> Rewriter<'a> {
         };
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
-        let mut plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
-        plan.covered.extend(covered.iter().copied());
-        plan.hoisted_lines.extend(covered.iter().copied());
+        let plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
         // PTX line numbers (sites, errors) are those of the input.
         let base_line = head.matches('\n').count();
         let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
