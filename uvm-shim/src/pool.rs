@@ -444,12 +444,8 @@ impl Pool {
     /// so a failed call leaves no entry but may leave table chunks backed.
     pub fn set_extent(&mut self, start: u64, end: u64, stream: Stream) -> Result<(), UvmError> {
         let entries = self.extent_entries(start, end)?;
-        for i in entries.clone() {
-            let c = self.base + i * self.gran;
-            if !self.committed.contains_key(&c) {
-                return Err(UvmError::NotCommitted(c));
-            }
-        }
+        let (blocks, len) = plan::align_out(start, end - start, self.gran).ok_or(UvmError::OutsidePool { va: start, len: end - start })?;
+        self.require_committed(blocks, len)?;
         for idx in plan::extent_chunks(&entries, self.gran) {
             if !self.extent_chunks.contains_key(&idx) {
                 let h = self.back_real(self.extent_base + idx * self.gran, stream)?;
@@ -480,6 +476,21 @@ impl Pool {
                 let last = entries.end.min((idx + 1) * per_chunk);
                 self.backend.fill(self.extent_addr(first), (last - first) * plan::EXTENT_ENTRY_SIZE, 0, stream)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Reads `out.len()` extent entries from entry `first` on, as (start, end) (all zero: no claim).
+    pub fn read_extents(&self, first: u64, out: &mut [(u64, u64)]) -> Result<(), UvmError> {
+        let entries = self.size / self.gran;
+        if first.checked_add(out.len() as u64).is_none_or(|last| last > entries) {
+            return Err(UvmError::OutsidePool { va: self.base + first * self.gran, len: out.len() as u64 * self.gran });
+        }
+        let mut bytes = vec![0u8; out.len() * plan::EXTENT_ENTRY_SIZE as usize];
+        self.backend.read(self.extent_addr(first), &mut bytes)?;
+        for (e, b) in out.iter_mut().zip(bytes.chunks_exact(plan::EXTENT_ENTRY_SIZE as usize)) {
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            *e = (word(0), word(8));
         }
         Ok(())
     }

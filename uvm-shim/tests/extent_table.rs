@@ -16,10 +16,9 @@ fn pool() -> Pool {
 
 /// Every entry of the table, as (start, end).
 fn table(p: &Pool) -> Vec<(u64, u64)> {
-    let (t, shift) = p.extent_table();
-    let mut b = vec![0u8; ((p.size() >> shift) * 16) as usize];
-    p.backend().read(t, &mut b).unwrap();
-    b.chunks(16).map(|e| (u64::from_le_bytes(e[..8].try_into().unwrap()), u64::from_le_bytes(e[8..].try_into().unwrap()))).collect()
+    let mut t = vec![(0, 0); (p.size() >> p.extent_table().1) as usize];
+    p.read_extents(0, &mut t).unwrap();
+    t
 }
 
 /// Commits the pool chunks under `[start, end)` that are not committed yet.
