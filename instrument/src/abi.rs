@@ -6,8 +6,8 @@
 //! `cuModuleGetGlobal`, and copies a [`ControlBlock`] into it. A checked access whose address lies in
 //! `[pool_base, pool_base + pool_size)` reads its shadow byte at
 //! `shadow_base + ((addr - pool_base) >> scale)`. A bad access calls the slow path, which takes a slot
-//! with `atom.add` on [`RingHeader::head`], writes an [`ErrorRecord`] whose `seq` field is written last
-//! (after `fence.sc.sys`) as `slot + 1`, then traps or skips the access depending on [`FLAG_RECOVER`].
+//! with `atom.add` on [`RingHeader::head`] (slot = index mod capacity), writes an [`ErrorRecord`] whose
+//! `seq` field is written last (after `fence.sc.sys`) as `index + 1`, then traps or skips the access depending on [`FLAG_RECOVER`].
 
 /// Name of the `.const` control block that every checked module defines (`.weak`, so several checked
 /// PTX inputs can be linked with `cuLink*`).
@@ -65,10 +65,10 @@ pub const CONTROL_BLOCK_SIZE: usize = 64;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingHeader {
-    /// Next slot to take; incremented by every error, including those that found the ring full
-    /// (so `head - capacity` is the number dropped).
+    /// Number of errors so far (wrapping): an error takes index `head++` and writes slot
+    /// `index % capacity`, so the ring is reused and the newest `capacity` records survive.
     pub head: u32,
-    /// Number of record slots after the header; set by the host.
+    /// Number of record slots after the header, a power of two; set by the host.
     pub capacity: u32,
     pub reserved: [u32; 14],
 }
@@ -117,7 +117,8 @@ pub struct ErrorRecord {
     /// The shadow byte that failed the check.
     pub shadow: u8,
     pub reserved0: u16,
-    /// `slot + 1`, written last: a reader treats the record as complete only when it matches.
+    /// `index + 1` (see [`RingHeader::head`]), written last: a reader treats the record as complete
+    /// only when it matches.
     pub seq: u32,
     pub reserved1: [u32; 3],
 }

@@ -107,6 +107,16 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
     if ptr == 0 {
         return CUDA_SUCCESS;
     }
+    if stream.is_none() && d.alloc.owns(ptr) {
+        // cuMemFree waits for the device's outstanding work (work on non-blocking streams
+        // included) before the memory goes: poisoning or unmapping it earlier would fault or
+        // report kernels that still use it legally. A sticky error from that work is returned
+        // the way the driver returns it.
+        let r = crate::real_call!("cuCtxSynchronize"()());
+        if r != CUDA_SUCCESS {
+            return r;
+        }
+    }
     match d.alloc.free(ptr, stream) {
         Ok(()) => CUDA_SUCCESS,
         // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.

@@ -1,5 +1,11 @@
 //! The error ring: host memory registered with the device (`cuMemHostRegister`, device-mapped), so it
 //! stays readable after a `trap` kills the context and even after the context is destroyed.
+//!
+//! The ring is reused forever: a writer takes `i = head++` and writes slot `i % capacity` with
+//! `seq = i + 1` last (instrument/src/abi.rs). The host reads at synchronizing calls, when the
+//! writers it can still see have finished or were killed by a `trap`, so it never waits for a
+//! record: a slot whose `seq` is not the one expected was lapped by a later error or never
+//! completed, and counts as lost.
 
 use crate::driver::{CuResult, CUDA_SUCCESS};
 use crate::real_call;
@@ -7,7 +13,9 @@ use gasan_instrument::abi::{self, ErrorRecord, RingHeader};
 use std::ffi::c_void;
 use std::sync::atomic::{fence, Ordering};
 
+/// Record slots (a power of two: slots are taken modulo the capacity).
 pub const CAPACITY: u32 = 4096;
+const _: () = assert!(CAPACITY.is_power_of_two());
 
 pub struct Ring {
     host: *mut u8,
@@ -19,6 +27,43 @@ pub struct Ring {
 // SAFETY: the ring memory is process-global and only read through volatile accesses under the
 // runtime's state lock.
 unsafe impl Send for Ring {}
+
+/// What one drain found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Complete records, oldest first.
+    pub records: Vec<ErrorRecord>,
+    /// Errors whose records are gone: overwritten by later errors before this drain, or never
+    /// completed (their writer was killed by another thread's `trap`).
+    pub lost: u64,
+}
+
+/// Takes the records published since `*consumed` from a ring whose header says `head`, reading
+/// slot `s` with `read(s)`; advances `*consumed` to `head`. Pure, so any ring image can be tested.
+pub fn take_records(head: u32, capacity: u32, consumed: &mut u32, mut read: impl FnMut(u32) -> ErrorRecord) -> Drained {
+    let mut out = Drained::default();
+    if capacity == 0 || !capacity.is_power_of_two() {
+        out.lost = u64::from(head.wrapping_sub(*consumed));
+        *consumed = head;
+        return out;
+    }
+    let pending = head.wrapping_sub(*consumed);
+    if pending > capacity {
+        out.lost += u64::from(pending - capacity);
+        *consumed = head.wrapping_sub(capacity);
+    }
+    while *consumed != head {
+        let i = *consumed;
+        let rec = read(i & (capacity - 1));
+        if rec.seq == i.wrapping_add(1) {
+            out.records.push(rec);
+        } else {
+            out.lost += 1;
+        }
+        *consumed = i.wrapping_add(1);
+    }
+    out
+}
 
 impl Ring {
     /// Allocates and registers the ring. Needs a current context.
@@ -52,37 +97,101 @@ impl Ring {
         unsafe { std::ptr::read_volatile(self.host as *const u32) }
     }
 
-    /// Records written since the last call (complete ones only), plus how many were dropped
-    /// because the ring was full.
-    pub fn drain(&mut self) -> (Vec<ErrorRecord>, u32) {
+    /// Slot `slot`'s record, or a record with `seq` 0 when it changed while being read (a running
+    /// kernel reusing the slot: the caller counts it lost).
+    fn read_slot(&self, slot: u32) -> ErrorRecord {
+        let off = abi::RING_RECORDS_OFFSET + slot as usize * abi::ERROR_RECORD_SIZE;
+        assert!(slot < CAPACITY && off + abi::ERROR_RECORD_SIZE <= self.bytes);
+        // SAFETY: in bounds of the mapping (checked above); the device writes it concurrently at
+        // most, which volatile reads tolerate (the seq check below rejects torn records).
+        unsafe {
+            let p = self.host.add(off) as *const ErrorRecord;
+            let seq_before = std::ptr::read_volatile(std::ptr::addr_of!((*p).seq));
+            fence(Ordering::Acquire);
+            let mut rec = std::ptr::read_volatile(p);
+            fence(Ordering::Acquire);
+            let seq_after = std::ptr::read_volatile(std::ptr::addr_of!((*p).seq));
+            if seq_before != seq_after || rec.seq != seq_after {
+                rec.seq = 0;
+            }
+            rec
+        }
+    }
+
+    /// Everything published since the last drain, without waiting.
+    pub fn drain(&mut self) -> Drained {
         fence(Ordering::SeqCst);
         let head = self.head();
-        let end = head.min(CAPACITY);
-        let mut out = Vec::new();
-        while self.consumed < end {
-            let i = self.consumed;
-            let off = abi::RING_RECORDS_OFFSET + i as usize * abi::ERROR_RECORD_SIZE;
-            debug_assert!(off + abi::ERROR_RECORD_SIZE <= self.bytes);
-            // SAFETY: in bounds of the mapping (capacity records after the header).
-            let rec_ptr = unsafe { self.host.add(off) } as *const ErrorRecord;
-            // The device writes `seq` last; wait briefly for a record still being written.
-            let mut tries = 0;
-            loop {
-                // SAFETY: as above.
-                let seq = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*rec_ptr).seq)) };
-                if seq == i + 1 || tries > 1000 {
-                    break;
-                }
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_micros(10));
+        let mut consumed = self.consumed;
+        let d = take_records(head, CAPACITY, &mut consumed, |s| self.read_slot(s));
+        self.consumed = consumed;
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rec(i: u32) -> ErrorRecord {
+        ErrorRecord { addr: u64::from(i) * 4, seq: i.wrapping_add(1), ..Default::default() }
+    }
+
+    /// A ring image after errors `0..n` were written by writers that all finished except `killed`.
+    fn image(cap: u32, start: u32, n: u32, killed: &[u32]) -> Vec<ErrorRecord> {
+        let mut slots = vec![ErrorRecord::default(); cap as usize];
+        for k in 0..n {
+            let i = start.wrapping_add(k);
+            if !killed.contains(&i) {
+                slots[(i & (cap - 1)) as usize] = rec(i);
             }
-            // SAFETY: as above.
-            let rec = unsafe { std::ptr::read_volatile(rec_ptr) };
-            if rec.seq == i + 1 {
-                out.push(rec);
-            }
-            self.consumed += 1;
         }
-        (out, head.saturating_sub(CAPACITY))
+        slots
+    }
+
+    #[test]
+    fn killed_writers_are_lost_not_waited_for() {
+        let slots = image(8, 0, 6, &[1, 4]);
+        let mut c = 0;
+        let d = take_records(6, 8, &mut c, |s| slots[s as usize]);
+        assert_eq!(d.records.iter().map(|r| r.seq - 1).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
+        assert_eq!((d.lost, c), (2, 6));
+    }
+
+    #[test]
+    fn a_full_ring_keeps_the_newest_and_counts_the_rest() {
+        // 16 k failing threads into 8 slots: the last 8 survive, 16 k - 8 are counted.
+        let slots = image(8, 0, 16384, &[]);
+        let mut c = 0;
+        let d = take_records(16384, 8, &mut c, |s| slots[s as usize]);
+        assert_eq!(d.records.len(), 8);
+        assert_eq!(d.records[0].seq, 16384 - 8 + 1);
+        assert_eq!(d.lost, 16384 - 8);
+        // Reusable: the next errors are read again after the ring filled.
+        let slots = image(8, 16384, 3, &[]);
+        let d = take_records(16387, 8, &mut c, |s| slots[s as usize]);
+        assert_eq!((d.records.len(), d.lost, c), (3, 0, 16387));
+    }
+
+    proptest! {
+        /// Every error is either returned once, complete and in order, or counted lost; the
+        /// counter wraps.
+        #[test]
+        fn records_plus_lost_is_every_error(start in any::<u32>(), n in 0u32..100, cap_log in 0u32..5, killed in proptest::collection::vec(0u32..100, 0..10)) {
+            let cap = 1u32 << cap_log;
+            let killed: Vec<u32> = killed.iter().map(|k| start.wrapping_add(*k)).collect();
+            let slots = image(cap, start, n, &killed);
+            let mut c = start;
+            let head = start.wrapping_add(n);
+            let d = take_records(head, cap, &mut c, |s| slots[s as usize]);
+            prop_assert_eq!(c, head);
+            prop_assert_eq!(d.records.len() as u64 + d.lost, u64::from(n));
+            let order: Vec<u32> = d.records.iter().map(|r| r.seq.wrapping_sub(1).wrapping_sub(start)).collect();
+            prop_assert!(order.windows(2).all(|w| w[0] < w[1]) && order.iter().all(|&k| k < n));
+            for r in &d.records {
+                prop_assert!(!killed.contains(&r.seq.wrapping_sub(1)));
+            }
+        }
     }
 }

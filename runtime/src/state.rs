@@ -64,6 +64,18 @@ pub struct State {
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
+    ring_stats: RingStats,
+}
+
+/// Device errors seen in the ring beyond those reported.
+#[derive(Default)]
+struct RingStats {
+    /// (module id, site id) of every site reported so far.
+    sites_reported: Mutex<std::collections::HashSet<(u32, u32)>>,
+    /// Records read but not reported (halt mode after the first; recover mode at a known site).
+    unreported: AtomicU64,
+    /// Errors whose records were overwritten or never completed.
+    lost: AtomicU64,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -95,6 +107,7 @@ pub fn state() -> &'static State {
             has_pending: AtomicBool::new(false),
             counters: Counters::default(),
             foreign: Default::default(),
+            ring_stats: RingStats::default(),
         }
     })
 }
@@ -237,16 +250,21 @@ impl State {
         }
     }
 
-    /// Reports everything in the error ring. Returns the number of reports.
+    /// Reports what the error ring holds. Returns the number of reports. In halt mode only the
+    /// first record is reported; in recover mode each site is reported once (ASan's
+    /// `suppress_equal_pcs`). Everything else is counted for [`State::print_error_summary`].
     pub fn drain_ring(&self) -> usize {
         let Some(d) = self.device.get().and_then(Option::as_ref) else { return 0 };
-        let (records, dropped) = d.ring.lock().unwrap().drain();
-        if dropped > 0 {
-            log(0, || format!("{dropped} error records were dropped (ring full)"));
-        }
+        let drained = d.ring.lock().unwrap().drain();
+        self.ring_stats.lost.fetch_add(drained.lost, Ordering::Relaxed);
         let mut n = 0;
-        for rec in records {
-            let site = self.sites.lock().unwrap().get(rec.module_id as usize - 1).and_then(|t| t.get(rec.site_id)).cloned();
+        for rec in drained.records {
+            let first_at_site = self.ring_stats.sites_reported.lock().unwrap().insert((rec.module_id, rec.site_id));
+            if (self.opts.halt_on_error && n > 0) || !first_at_site {
+                self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let site = rec.module_id.checked_sub(1).and_then(|i| self.sites.lock().unwrap().get(i as usize).and_then(|t| t.get(rec.site_id)).cloned());
             let desc = d.alloc.describe(rec.addr);
             let report = Report::Device { record: rec, site, desc, device: d.device };
             if self.reporter.report(&report) {
@@ -254,6 +272,17 @@ impl State {
             }
         }
         n
+    }
+
+    /// One line counting the device errors that got no report of their own (once per process).
+    pub fn print_error_summary(&self) {
+        static PRINTED: AtomicBool = AtomicBool::new(false);
+        let (more, lost) = (self.ring_stats.unreported.load(Ordering::Relaxed), self.ring_stats.lost.load(Ordering::Relaxed));
+        if more + lost == 0 || PRINTED.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let why = if self.opts.halt_on_error { "halt_on_error=1 reports the first" } else { "each site is reported once" };
+        eprintln!("==gasan== {} more bad device access(es) not reported ({why}; {lost} of them overwritten in the error ring before they were read)", more + lost);
     }
 
     /// After a synchronizing call: report ring records, and stop in halt mode.
@@ -289,6 +318,7 @@ impl State {
     }
 
     pub fn exit_with_error(&self) -> ! {
+        self.print_error_summary();
         // SAFETY: ending the process like ASan's Die(), keeping the program's buffered output.
         unsafe {
             libc::fflush(std::ptr::null_mut());
@@ -298,6 +328,7 @@ impl State {
 
     fn at_exit(&self) {
         self.drain_ring();
+        self.print_error_summary();
         if self.opts.detect_leaks {
             if let Some(d) = self.device.get().and_then(Option::as_ref) {
                 let leaks = d.alloc.live_allocations();

@@ -42,6 +42,14 @@ pub trait Backend: Send + Sync {
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError>;
     fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError>;
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError>;
+    /// Waits until every `write`/`fill` issued so far that touches `[va, va+len)` has completed.
+    /// Mapping changes call it first: device writes are queued (a memset returns before it runs,
+    /// later still when other processes share the GPU), and a queued write that lands on a page
+    /// just unmapped or made read-only faults, killing the whole context. Backends whose writes
+    /// complete before returning need nothing.
+    fn wait_writes(&self, _va: u64, _len: u64) -> Result<(), UvmError> {
+        Ok(())
+    }
     /// Lets device `peer` access the mapped range `[va, va+len)` (multi-GPU).
     fn grant_peer(&self, _va: u64, _len: u64, _peer: i32) -> Result<(), UvmError> {
         Err(UvmError::Unavailable(format!("{} backend has no peer devices", self.name())))

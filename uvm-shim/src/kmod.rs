@@ -275,6 +275,9 @@ impl Backend for KmodBackend {
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
         self.vmm.read(va, out)
     }
+    fn wait_writes(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.vmm.wait_writes(va, len)
+    }
     fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
         self.vmm.grant_peer(va, len, peer)
     }

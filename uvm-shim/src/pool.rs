@@ -139,6 +139,7 @@ impl Pool {
         // Zero it through a read-write mapping at the first shadow slot, then make it read-only.
         b.map(self.shadow_base, z, Prot::ReadWrite)?;
         b.fill(self.shadow_base, self.gran, 0, Stream::SYNC)?;
+        b.wait_writes(self.shadow_base, self.gran)?;
         b.protect(self.shadow_base, self.gran, Prot::ReadOnly)?;
         for va in plan::chunk_spans(self.shadow_base, self.shadow_size, self.gran).skip(1) {
             b.map(va, z, Prot::ReadOnly)?;
@@ -278,6 +279,10 @@ impl Pool {
             Op::ZeroShadow { va, len } => self.backend.fill(self.shadow_addr(va), len >> self.shift, 0, Stream::SYNC)?,
             Op::UnmapChunk { va } => {
                 let h = *self.committed.get(&va).ok_or(UvmError::NotCommitted(va))?;
+                // The chunk's last shadow writes (a free's poisoning, queued on the freeing stream
+                // after the work that still used the memory) must have run: then that work is
+                // done with the memory too, and no write lands on shadow released below.
+                self.backend.wait_writes(self.shadow_addr(va), self.gran >> self.shift)?;
                 self.backend.unmap(va, self.gran)?;
                 self.committed.remove(&va);
                 self.cache.push(h);
@@ -290,6 +295,7 @@ impl Pool {
             Op::ReleaseShadow { idx } => {
                 let sva = self.shadow_va(idx);
                 if let Some(&(h, _)) = self.shadow.get(&idx) {
+                    self.backend.wait_writes(sva, self.gran)?;
                     self.backend.unmap(sva, self.gran)?;
                     self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
                     self.shadow.remove(&idx);

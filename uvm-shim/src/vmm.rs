@@ -6,6 +6,7 @@ use crate::backend::{Backend, ChunkHandle, Prot, Stream};
 use crate::UvmError;
 use cudarc::driver::sys as cu;
 use std::ffi::{c_void, CStr};
+use std::sync::Mutex;
 
 /// Resolves a driver entry point by its base name (`"cuMemCreate"`), as `cuGetProcAddress` does.
 pub type Resolver = Box<dyn Fn(&CStr) -> *mut c_void + Send + Sync>;
@@ -29,7 +30,28 @@ struct Api {
     cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, Dptr, usize) -> CuResult,
     cuMemsetD8: unsafe extern "C" fn(Dptr, u8, usize) -> CuResult,
     cuMemsetD8Async: unsafe extern "C" fn(Dptr, u8, usize, cu::CUstream) -> CuResult,
+    cuEventCreate: unsafe extern "C" fn(*mut cu::CUevent, u32) -> CuResult,
+    cuEventRecord: unsafe extern "C" fn(cu::CUevent, cu::CUstream) -> CuResult,
+    cuEventQuery: unsafe extern "C" fn(cu::CUevent) -> CuResult,
+    cuEventSynchronize: unsafe extern "C" fn(cu::CUevent) -> CuResult,
 }
+
+/// A queued device write of `[lo, hi)` and the event recorded right after it on its stream.
+struct QueuedWrite {
+    lo: u64,
+    hi: u64,
+    done: cu::CUevent,
+}
+
+/// Writes issued but maybe not yet run, and spare events to record the next ones with.
+#[derive(Default)]
+struct WriteLog {
+    queued: Vec<QueuedWrite>,
+    spare: Vec<cu::CUevent>,
+}
+
+/// Queued writes kept before the completed ones are pruned (bounds the list and the events).
+const WRITE_LOG_PRUNE_AT: usize = 64;
 
 /// Default resolver: `dlopen("libcuda.so.1")` and its `cuGetProcAddress_v2` (CUDA 13.0 ABI).
 pub fn default_resolver() -> Result<Resolver, UvmError> {
@@ -70,7 +92,14 @@ pub struct VmmBackend {
     api: Api,
     device: i32,
     gran: u64,
+    writes: Mutex<WriteLog>,
 }
+
+// SAFETY: the raw CUevent handles in `writes` are only used under its mutex; CUDA events may be
+// recorded, queried and synchronized from any thread of the process.
+unsafe impl Send for VmmBackend {}
+// SAFETY: as above.
+unsafe impl Sync for VmmBackend {}
 
 impl VmmBackend {
     /// Needs a current CUDA context on `device`.
@@ -99,8 +128,12 @@ impl VmmBackend {
             cuMemcpyDtoH: load!(cuMemcpyDtoH),
             cuMemsetD8: load!(cuMemsetD8),
             cuMemsetD8Async: load!(cuMemsetD8Async),
+            cuEventCreate: load!(cuEventCreate),
+            cuEventRecord: load!(cuEventRecord),
+            cuEventQuery: load!(cuEventQuery),
+            cuEventSynchronize: load!(cuEventSynchronize),
         };
-        let mut b = Self { api, device, gran: 0 };
+        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()) };
         let prop = b.prop();
         let mut g = 0usize;
         // SAFETY: valid pointers.
@@ -122,6 +155,42 @@ impl VmmBackend {
         p.location.type_ = cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
         p.location.id = self.device;
         p
+    }
+
+    /// Remembers that `[va, va+len)` was just written on `stream` (an event recorded after it),
+    /// for [`Backend::wait_writes`]. Completed entries are pruned once the log grows.
+    fn log_write(&self, va: u64, len: u64, stream: Stream) -> Result<(), UvmError> {
+        let mut log = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        if log.queued.len() >= WRITE_LOG_PRUNE_AT {
+            let api = &self.api;
+            let WriteLog { queued, spare } = &mut *log;
+            queued.retain(|w| {
+                // SAFETY: an event this backend created.
+                let finished = unsafe { (api.cuEventQuery)(w.done) } != cu::CUresult::CUDA_ERROR_NOT_READY;
+                if finished {
+                    spare.push(w.done);
+                }
+                !finished
+            });
+        }
+        let done = match log.spare.pop() {
+            Some(e) => e,
+            None => {
+                let mut e: cu::CUevent = std::ptr::null_mut();
+                // SAFETY: valid out-pointer; CU_EVENT_DISABLE_TIMING (2) makes recording cheap.
+                ck("cuEventCreate", unsafe { (self.api.cuEventCreate)(&mut e, 2) })?;
+                e
+            }
+        };
+        // The synchronous variants run on the legacy default stream (0).
+        let s = if stream == Stream::SYNC { std::ptr::null_mut() } else { stream.0 as cu::CUstream };
+        // SAFETY: our event, the caller's stream (the one the write was just issued on).
+        if let Err(e) = ck("cuEventRecord", unsafe { (self.api.cuEventRecord)(done, s) }) {
+            log.spare.push(done);
+            return Err(e);
+        }
+        log.queued.push(QueuedWrite { lo: va, hi: va + len, done });
+        Ok(())
     }
 
     fn access(&self, prot: Prot) -> cu::CUmemAccessDesc {
@@ -188,20 +257,40 @@ impl Backend for VmmBackend {
         // SAFETY: host source valid for data.len(); an async copy from pageable memory is staged by
         // the driver before the call returns.
         if stream == Stream::SYNC {
-            ck("cuMemcpyHtoD", unsafe { (self.api.cuMemcpyHtoD)(va, data.as_ptr().cast(), data.len()) })
+            ck("cuMemcpyHtoD", unsafe { (self.api.cuMemcpyHtoD)(va, data.as_ptr().cast(), data.len()) })?;
         } else {
             ck("cuMemcpyHtoDAsync", unsafe {
                 (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), stream.0 as cu::CUstream)
-            })
+            })?;
         }
+        self.log_write(va, data.len() as u64, stream)
     }
     fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
         // SAFETY: device range owned by the pool.
         if stream == Stream::SYNC {
-            ck("cuMemsetD8", unsafe { (self.api.cuMemsetD8)(va, byte, len as usize) })
+            ck("cuMemsetD8", unsafe { (self.api.cuMemsetD8)(va, byte, len as usize) })?;
         } else {
-            ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })
+            ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })?;
         }
+        self.log_write(va, len, stream)
+    }
+    fn wait_writes(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        let mut log = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        let WriteLog { queued, spare } = &mut *log;
+        let mut result = Ok(());
+        queued.retain(|w| {
+            if w.hi <= va || w.lo >= va + len {
+                return true;
+            }
+            // SAFETY: an event this backend created and recorded.
+            let r = ck("cuEventSynchronize", unsafe { (self.api.cuEventSynchronize)(w.done) });
+            if r.is_err() && result.is_ok() {
+                result = r;
+            }
+            spare.push(w.done);
+            false
+        });
+        result
     }
     fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
         let mut d = self.access(Prot::ReadWrite);

@@ -150,9 +150,10 @@ fn record_body(fence: &str, suffix: &str) -> Vec<String> {
         format!("@%rp0 bra $gasan_rec_done{suffix};"),
         format!("atom.global.add.u32 %rr4, [%ra1+{}], 1;", ring_offset::HEAD),
         format!("ld.volatile.global.u32 %rr5, [%ra1+{}];", ring_offset::CAPACITY),
-        "setp.ge.u32 %rp1, %rr4, %rr5;".into(),
-        format!("@%rp1 bra $gasan_rec_done{suffix};"),
-        format!("mul.wide.u32 %ra2, %rr4, {ERROR_RECORD_SIZE};"),
+        // The ring is reused: slot = index mod capacity (a power of two), seq = index + 1.
+        "add.u32 %rr5, %rr5, -1;".into(),
+        "and.b32 %rr5, %rr4, %rr5;".into(),
+        format!("mul.wide.u32 %ra2, %rr5, {ERROR_RECORD_SIZE};"),
         "add.s64 %ra2, %ra2, %ra1;".into(),
         format!("add.s64 %ra2, %ra2, {RING_RECORDS_OFFSET};"),
         format!("st.volatile.global.u64 [%ra2+{}], %ra0;", record_offset::ADDR),
