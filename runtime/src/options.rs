@@ -586,6 +586,32 @@ impl Options {
     }
 }
 
+/// The options as a Markdown table (README's list of options is this, checked by a test).
+pub fn markdown_table() -> String {
+    let mut s = String::from(
+        "| flag / `GASAN_OPTIONS` name | value | default | meaning |\n|---|---|---|---|\n",
+    );
+    for o in TABLE {
+        let allowed = (o.allowed)()
+            .map(|a| format!(" Allowed: {a}."))
+            .unwrap_or_default();
+        let d = (o.default)();
+        let d = if d.is_empty() {
+            "unset".to_string()
+        } else {
+            format!("`{d}`")
+        };
+        s += &format!(
+            "| `--{}` / `{}` | `{}` | {d} | {}{allowed} |\n",
+            o.flag(),
+            o.name,
+            o.shape.replace('|', "\\|"),
+            o.help.replace('|', "\\|").replace('<', "&lt;")
+        );
+    }
+    s
+}
+
 /// Prints why `GASAN_OPTIONS` was refused and ends the process with [`EXIT_BAD_OPTIONS`] (the
 /// preloaded runtime's answer; gasan-run words the same error itself).
 pub fn exit_refused(e: &OptionsError) -> ! {

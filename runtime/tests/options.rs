@@ -368,3 +368,23 @@ proptest! {
         let _ = Options::parse(&s);
     }
 }
+
+#[test]
+fn readme_lists_the_options_of_the_table() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let (begin, end) = (
+        "<!-- options:begin (generated from runtime/src/options.rs) -->\n",
+        "<!-- options:end -->",
+    );
+    let start = readme.find(begin).expect("README has the options markers") + begin.len();
+    let stop = start
+        + readme[start..]
+            .find(end)
+            .expect("README has the end marker");
+    let want = gasan_runtime::options::markdown_table();
+    assert!(
+        readme[start..stop] == want,
+        "README's option list is stale; replace it with:\n{want}"
+    );
+}
