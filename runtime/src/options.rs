@@ -636,12 +636,14 @@ fn in_shared_object() -> bool {
     // SAFETY: dladdr succeeded, so `info` is initialized; dli_fname is NULL or a C string owned by
     // the dynamic linker.
     let fname = unsafe { info.assume_init().dli_fname };
-    // SAFETY: as above.
-    !fname.is_null()
-        && unsafe { std::ffi::CStr::from_ptr(fname) }
-            .to_bytes()
-            .windows(3)
-            .any(|w| w == b".so")
+    if fname.is_null() {
+        return false;
+    }
+    // SAFETY: non-NULL dli_fname is a NUL-terminated string owned by the dynamic linker.
+    let path = unsafe { std::ffi::CStr::from_ptr(fname) }.to_bytes();
+    // The file name only: a program may live under a directory that looks like a `.so`.
+    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    name.windows(3).any(|w| w == b".so")
 }
 
 /// Runs when the runtime is loaded (lib.rs puts it in `.init_array`), before the program's `main`:
