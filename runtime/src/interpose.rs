@@ -160,7 +160,7 @@ pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const 
     log(2, || format!("cuGetExportTable({})", guid.iter().map(|b| format!("{b:02x}")).collect::<String>()));
     // Replacing this table makes CUDA 13's static cudart fail its integrity check (error 103,
     // seen on the H100 with driver 580): cudart's modules are caught at cuLibraryLoadData instead.
-    if guid == CUDART_INTERFACE && std::env::var_os("GASAN_PATCH_EXPORT_TABLE").is_some() {
+    if guid == CUDART_INTERFACE && crate::state::state().opts.patch_export_table {
         static COPY: OnceLock<usize> = OnceLock::new();
         let orig = unsafe { *table } as *const usize;
         let copy = *COPY.get_or_init(|| unsafe { patched_cudart_table(orig) });

@@ -5,6 +5,9 @@
 //! quarantine), [`report`] (ASan-style text/JSON), [`driver`] (the real libcuda), [`interpose`]
 //! (dlsym / cuGetProcAddress / export tables), [`hooks`] (intercepted calls), [`modules`] (checked
 //! module loading and cache), [`ring`] (device error ring), [`state`] (lazy global state).
+//!
+//! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
+//! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs.
 
 pub mod allocator;
 pub mod copies;
@@ -19,3 +22,8 @@ pub mod report;
 pub mod ring;
 pub mod side_table;
 pub mod state;
+
+// Runs options::at_load when the library is loaded, before the program's main.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = options::at_load;

@@ -93,7 +93,9 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
-    h.update([opts.scale.shift() as u8, opts.optimize as u8, opts.recover as u8, opts.aligned_pool as u8, opts.hoist_loops as u8]);
+    // The options whose table row says they change checked code, then what the runtime derives.
+    h.update(s.opts.code_key());
+    h.update([opts.optimize as u8, opts.aligned_pool as u8]);
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let dir = cache_dir();

@@ -1,7 +1,41 @@
-//! Options (`GASAN_OPTIONS` and gasan-run flags), by ASan's names. A bad option names itself.
+//! Options, declared once ([`options_table!`] below, ASan's `asan_flags.inc` pattern).
+//!
+//! Each row of the table gives an option's name (ASan's where ASan has one), its type, its default,
+//! the check of its values, whether it changes the checked PTX, and its help text. That one row
+//! drives everything else:
+//! - the [`Options`] struct field and its default;
+//! - `GASAN_OPTIONS` parsing ([`Options::parse`], [`Options::set`]) with the type's syntax
+//!   ([`Value`]) and the row's check ([`Check`]);
+//! - gasan-run's `--flag` (the name with `-` for `_`), its `--help` line (help text, allowed values,
+//!   default) — see [`TABLE`];
+//! - the checks against the machine made before the program starts ([`Options::validate`]: log
+//!   directory writable, suppressions file readable and well-formed);
+//! - [`Options::to_env_string`], how gasan-run hands the options to the preloaded runtime;
+//! - the checked-PTX cache key ([`Options::code_key`]: the options whose row says [`CODE`]).
+//!
+//! **Adding an option is one line in the table** (plus reading the field where it is used): e.g.
+//! `sass_cache_mb: u64 = 512, Range(0, 1 << 20), HOST, "MiB of ...";`. A new value type implements
+//! [`Value`]; a new kind of check implements [`Check`].
+//!
+//! Syntax of `GASAN_OPTIONS`: `name=value` items separated by `:` or whitespace; a value that holds
+//! a separator is quoted: `log_path="/x/a b:c"` (inside double quotes `\"` and `\\` are escapes) or
+//! `log_path='/x/a b:c'` (literal up to the next `'`). An empty value (`log_path=`) unsets an
+//! optional value. The last value of a repeated option wins. A bad name or value is refused with an
+//! error that names it ([`OptionsError`]), worded the same whether it came from a flag or from
+//! `GASAN_OPTIONS`; gasan-run and the preloaded runtime exit with status 2 on it
+//! ([`EXIT_BAD_OPTIONS`]), never 1 (the status of a reported error).
 
 use gasan_instrument::shadow::Scale;
-use std::path::PathBuf;
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+/// Exit status of gasan-run and of the runtime when options are refused (1 is "error found").
+pub const EXIT_BAD_OPTIONS: i32 = 2;
+
+/// Marks a row whose option changes the checked PTX (it enters the cache key).
+pub const CODE: bool = true;
+/// Marks a row whose option does not change the checked PTX.
+pub const HOST: bool = false;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {
@@ -9,182 +43,639 @@ pub enum ReportFormat {
     Json,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// Stop at the first error (device: `trap`; host: exit). 0 = recover and keep going.
-    pub halt_on_error: bool,
-    /// Exit code after an error report.
-    pub exitcode: i32,
-    /// Write reports to `<log_path>.<pid>` instead of stderr.
-    pub log_path: Option<String>,
-    pub shadow_scale: Scale,
-    /// Redzone scale L (GASan: redzone = max(L·size, B)), in 1/16ths of the allocation size.
-    pub redzone: u64,
-    /// Minimum redzone B in bytes.
-    pub min_redzone: u64,
-    /// Memory of stream-ordered frees kept mapped until released (their unmapping must wait for
-    /// the stream). Freed address ranges themselves are never reused, so they stay poisoned and
-    /// detectable regardless of this bound.
-    pub quarantine_size_mb: u64,
-    pub detect_leaks: bool,
-    /// Recover mode: stop printing after this many reports (0 = no limit).
-    pub print_limit: u32,
-    pub malloc_context_size: u32,
-    pub suppressions: Option<PathBuf>,
-    pub report_format: ReportFormat,
-    /// Instrument modules (0: allocation-level checks only).
-    pub instrument: bool,
-    /// Hoist the checks of loops over address ranges to one range test per loop entry
-    /// (instrument's loop versioning; 0: every iteration checks every access).
-    pub hoist_loops: bool,
-    pub verbosity: u32,
-    /// Pool size in bytes (default: as large as reservations allow).
-    pub pool_size: Option<u64>,
-    /// Where checked PTX is cached (default `$XDG_CACHE_HOME/gasan` or `~/.cache/gasan`).
-    pub cache_dir: Option<PathBuf>,
+/// One row of the table, as gasan-run and the docs see it.
+pub struct OptionSpec {
+    /// `GASAN_OPTIONS` name; the flag is `--` and this with `-` for `_`.
+    pub name: &'static str,
+    /// Shape of a value, for usage lines (`0|1`, `N`, `PATH`, ...).
+    pub shape: &'static str,
+    pub help: &'static str,
+    /// The option changes the checked PTX (it is part of the cache key).
+    pub affects_code: bool,
+    /// Allowed values beyond the shape (`1..=255`), if the row restricts them.
+    pub allowed: fn() -> Option<String>,
+    /// The default as `GASAN_OPTIONS` would write it (empty: unset).
+    pub default: fn() -> String,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            halt_on_error: true,
-            exitcode: 1,
-            log_path: None,
-            shadow_scale: Scale::S8,
-            redzone: 2,
-            min_redzone: 256,
-            quarantine_size_mb: 256,
-            detect_leaks: false,
-            print_limit: 0,
-            malloc_context_size: 30,
-            suppressions: None,
-            report_format: ReportFormat::Text,
-            instrument: true,
-            hoist_loops: true,
-            verbosity: 0,
-            pool_size: None,
-            cache_dir: None,
+impl OptionSpec {
+    /// The gasan-run flag, without the leading `--`.
+    pub fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    /// One help line: the help text, the allowed values and the default.
+    pub fn help_line(&self) -> String {
+        let mut s = self.help.to_string();
+        if let Some(a) = (self.allowed)() {
+            s += &format!(" [allowed: {a}]");
+        }
+        let d = (self.default)();
+        if !d.is_empty() {
+            s += &format!(" [default: {d}]");
+        }
+        s
+    }
+}
+
+/// The syntax of one type of value.
+pub trait Value: Sized {
+    /// Shape for usage lines.
+    const SHAPE: &'static str;
+    fn parse(s: &str) -> Result<Self, String>;
+    /// The value as `parse` reads it back.
+    fn show(&self) -> String;
+}
+
+impl Value for bool {
+    const SHAPE: &'static str = "0|1";
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "1" | "true" | "yes" => Ok(true),
+            "0" | "false" | "no" => Ok(false),
+            _ => Err("expected 0 or 1".into()),
+        }
+    }
+    fn show(&self) -> String {
+        (*self as u8).to_string()
+    }
+}
+
+macro_rules! number_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            const SHAPE: &'static str = "N";
+            fn parse(s: &str) -> Result<Self, String> {
+                s.parse().map_err(|_| format!("expected a whole number from {} to {}", <$t>::MIN, <$t>::MAX))
+            }
+            fn show(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+number_value!(u32, u64, i32);
+
+impl Value for PathBuf {
+    const SHAPE: &'static str = "PATH";
+    fn parse(s: &str) -> Result<Self, String> {
+        Ok(PathBuf::from(s))
+    }
+    fn show(&self) -> String {
+        // Values come from UTF-8 strings, so this is lossless for every parsed path.
+        self.to_string_lossy().into_owned()
+    }
+}
+
+/// Optional values: empty means unset.
+impl<T: Value> Value for Option<T> {
+    const SHAPE: &'static str = T::SHAPE;
+    fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            Ok(None)
+        } else {
+            T::parse(s).map(Some)
+        }
+    }
+    fn show(&self) -> String {
+        self.as_ref().map(T::show).unwrap_or_default()
+    }
+}
+
+impl Value for Scale {
+    const SHAPE: &'static str = "7|8";
+    fn parse(s: &str) -> Result<Self, String> {
+        s.parse()
+            .ok()
+            .and_then(Scale::from_shift)
+            .ok_or_else(|| "must be 7 or 8".into())
+    }
+    fn show(&self) -> String {
+        self.shift().to_string()
+    }
+}
+
+impl Value for ReportFormat {
+    const SHAPE: &'static str = "text|json";
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(ReportFormat::Text),
+            "json" => Ok(ReportFormat::Json),
+            _ => Err("must be text or json".into()),
+        }
+    }
+    fn show(&self) -> String {
+        match self {
+            ReportFormat::Text => "text",
+            ReportFormat::Json => "json",
+        }
+        .into()
+    }
+}
+
+/// The check of a row's values.
+pub trait Check<T> {
+    /// Checks a parsed value (no side effects; run on every `set`).
+    fn check(&self, _v: &T) -> Result<(), String> {
+        Ok(())
+    }
+    /// Checks the value against this machine (files, directories); run by [`Options::validate`]
+    /// before the program starts.
+    fn check_env(&self, _v: &T) -> Result<(), String> {
+        Ok(())
+    }
+    /// Allowed values, for the help line.
+    fn allowed(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Any value of the type.
+pub struct Any;
+impl<T> Check<T> for Any {}
+
+/// An inclusive range.
+pub struct Range<N>(pub N, pub N);
+impl<N: PartialOrd + Display + Copy> Check<N> for Range<N> {
+    fn check(&self, v: &N) -> Result<(), String> {
+        if *v < self.0 || *v > self.1 {
+            return Err(format!("must be from {} to {}", self.0, self.1));
+        }
+        Ok(())
+    }
+    fn allowed(&self) -> Option<String> {
+        Some(format!("{}..={}", self.0, self.1))
+    }
+}
+
+/// A power of two in an inclusive range.
+pub struct PowerOfTwo(pub u64, pub u64);
+impl Check<u64> for PowerOfTwo {
+    fn check(&self, v: &u64) -> Result<(), String> {
+        if !v.is_power_of_two() || *v < self.0 || *v > self.1 {
+            return Err(format!(
+                "must be a power of two from {} to {}",
+                self.0, self.1
+            ));
+        }
+        Ok(())
+    }
+    fn allowed(&self) -> Option<String> {
+        Some(format!("power of two, {}..={}", self.0, self.1))
+    }
+}
+
+/// An optional number that, when set, is at least 1.
+pub struct NonZero;
+impl Check<Option<u64>> for NonZero {
+    fn check(&self, v: &Option<u64>) -> Result<(), String> {
+        if *v == Some(0) {
+            return Err("must be at least 1 (leave it unset for the default)".into());
+        }
+        Ok(())
+    }
+}
+
+/// The report log: `<path>.<pid>` must be creatable, so the directory of `<path>.<pid>` must exist
+/// and be writable (checked with `access(W_OK|X_OK)`; no file is created before a report).
+pub struct LogPath;
+impl Check<Option<PathBuf>> for LogPath {
+    fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
+        let Some(p) = v else { return Ok(()) };
+        let mut file = p.clone().into_os_string();
+        file.push(".<pid>");
+        let dir = match Path::new(&file).parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "cannot create {}: {} is not a directory",
+                Path::new(&file).display(),
+                dir.display()
+            ));
+        }
+        writable_dir(&dir).map_err(|e| {
+            format!(
+                "cannot create {}: {}: {e}",
+                Path::new(&file).display(),
+                dir.display()
+            )
+        })
+    }
+}
+
+fn writable_dir(dir: &Path) -> Result<(), std::io::Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; access only reads it.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A suppressions file: readable, in the format [`crate::report::parse_suppressions`] accepts.
+pub struct SuppressionsFile;
+impl Check<Option<PathBuf>> for SuppressionsFile {
+    fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
+        let Some(p) = v else { return Ok(()) };
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| format!("cannot read {}: {}", p.display(), os_error_text(&e)))?;
+        crate::report::parse_suppressions(&text)
+            .map(|_| ())
+            .map_err(|e| format!("{}: {e}", p.display()))
+    }
+}
+
+/// An I/O error as the C library words it, without Rust's " (os error N)".
+pub fn os_error_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// Declares the options: one row each,
+/// `name: Type = default, check, CODE|HOST, "help";`.
+macro_rules! options_table {
+    ($($name:ident : $ty:ty = $default:expr, $check:expr, $code:expr, $help:literal;)*) => {
+        /// The options, one field per row of the table (see the module doc).
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct Options {
+            $(#[doc = $help] pub $name: $ty,)*
+        }
+
+        impl Default for Options {
+            fn default() -> Self {
+                Self { $($name: $default,)* }
+            }
+        }
+
+        /// Every option, in table order.
+        pub static TABLE: &[OptionSpec] = &[$(OptionSpec {
+            name: stringify!($name),
+            shape: <$ty as Value>::SHAPE,
+            help: $help,
+            affects_code: $code,
+            allowed: || Check::<$ty>::allowed(&$check),
+            default: || {
+                let d: $ty = $default;
+                Value::show(&d)
+            },
+        },)*];
+
+        impl Options {
+            /// Sets option `k` from its text `v` (type syntax, then the row's check).
+            pub fn set(&mut self, k: &str, v: &str) -> Result<(), OptionsError> {
+                let bad = |why: String| OptionsError::BadValue { name: k.into(), value: v.into(), why };
+                match k {
+                    $(stringify!($name) => {
+                        let x = <$ty as Value>::parse(v).map_err(bad)?;
+                        Check::<$ty>::check(&$check, &x).map_err(bad)?;
+                        self.$name = x;
+                    })*
+                    _ => return Err(OptionsError::Unknown(k.into())),
+                }
+                Ok(())
+            }
+
+            /// Option `k`'s value as `GASAN_OPTIONS` writes it (unquoted).
+            pub fn get(&self, k: &str) -> Option<String> {
+                match k {
+                    $(stringify!($name) => Some(Value::show(&self.$name)),)*
+                    _ => None,
+                }
+            }
+
+            /// Checks the set options against this machine (log directory, suppressions file),
+            /// in table order; the first refusal names its option.
+            pub fn validate(&self) -> Result<(), OptionsError> {
+                $(Check::<$ty>::check_env(&$check, &self.$name).map_err(|why| OptionsError::BadValue {
+                    name: stringify!($name).into(),
+                    value: Value::show(&self.$name),
+                    why,
+                })?;)*
+                Ok(())
+            }
+        }
+    };
+}
+
+options_table! {
+    halt_on_error: bool = true, Any, CODE, "1: stop at the first error (device: trap; host: exit); 0: report and continue (recover mode; bad loads yield 0).";
+    exitcode: i32 = 1, Range(1, 255), HOST, "Exit code of the program after an error report.";
+    log_path: Option<PathBuf> = None, LogPath, HOST, "Write reports to PATH.<pid> instead of stderr (the directory must exist and be writable).";
+    shadow_scale: Scale = Scale::S8, Any, CODE, "Shadow granule: 7 (GASan-128, 128-byte granules) or 8 (GASan-256).";
+    redzone: u64 = 2, Range(0, 64), HOST, "Redzone scale L: redzone = max(L*size/16, min_redzone).";
+    min_redzone: u64 = 256, PowerOfTwo(256, 65536), HOST, "Minimum redzone B in bytes.";
+    quarantine_size_mb: u64 = 256, Range(0, 1 << 20), HOST, "MiB of stream-ordered frees kept mapped until released (freed ranges are never reused, so they stay detectable).";
+    detect_leaks: bool = false, Any, HOST, "1: report device allocations still live at exit.";
+    print_limit: u32 = 0, Any, HOST, "Recover mode: stop printing after this many reports (0: no limit).";
+    malloc_context_size: u32 = 30, Range(0, 256), HOST, "Host stack frames recorded per allocation and printed per host report.";
+    suppressions: Option<PathBuf> = None, SuppressionsFile, HOST, "File of reports not to print: one `kernel:NAME`, `src:FILE` or `call:NAME` per line, `#` comments.";
+    report_format: ReportFormat = ReportFormat::Text, Any, HOST, "Report format: text (ASan-style) or json (one object per line).";
+    instrument: bool = true, Any, HOST, "0: allocation-level checks only (no PTX instrumentation).";
+    hoist_loops: bool = true, Any, CODE, "0: check every access in every loop iteration (no range tests at loop entry).";
+    verbosity: u32 = 0, Any, HOST, "1: summary at exit (modules, untracked memory, or that the program made no CUDA call); 2: every intercepted call.";
+    pool_size: Option<u64> = None, NonZero, HOST, "Device pool size in bytes [default: as large as reservations allow].";
+    cache_dir: Option<PathBuf> = None, Any, HOST, "Directory of the checked-PTX cache [default: $XDG_CACHE_HOME/gasan or ~/.cache/gasan].";
+    patch_export_table: bool = false, Any, HOST, "1: wrap the module loaders of cudart's export table (older CUDA runtimes only; CUDA 13's static cudart refuses it with error 103).";
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OptionsError {
+    #[error("unknown option '{0}' (known: {known})", known = known_names())]
+    Unknown(String),
+    #[error("bad value '{value}' for option '{name}': {why}")]
+    BadValue {
+        name: String,
+        value: String,
+        why: String,
+    },
+    #[error("option '{0}' needs a value (name=value)")]
+    NoValue(String),
+    /// Invalid bytes shown as `\xNN`; the option they are in, when that can be told.
+    #[error("not valid UTF-8{}: '{text}'", name.as_ref().map(|n| format!(" (in option '{n}')")).unwrap_or_default())]
+    NotUtf8 { name: Option<String>, text: String },
+}
+
+impl OptionsError {
+    /// The option the error is about, if it names one.
+    pub fn option(&self) -> Option<&str> {
+        match self {
+            OptionsError::Unknown(n)
+            | OptionsError::NoValue(n)
+            | OptionsError::BadValue { name: n, .. } => Some(n),
+            OptionsError::NotUtf8 { name, .. } => name.as_deref(),
         }
     }
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum OptionsError {
-    #[error("unknown option '{0}' (known: {known})", known = KNOWN.join(", "))]
-    Unknown(String),
-    #[error("bad value '{value}' for option '{name}': {why}")]
-    BadValue { name: String, value: String, why: &'static str },
-    #[error("option '{0}' needs a value (name=value)")]
-    NoValue(String),
+fn known_names() -> String {
+    TABLE.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
 }
 
-pub const KNOWN: &[&str] = &[
-    "halt_on_error", "exitcode", "log_path", "shadow_scale", "redzone", "min_redzone", "quarantine_size_mb",
-    "detect_leaks", "print_limit", "malloc_context_size", "suppressions", "report_format", "instrument",
-    "hoist_loops", "verbosity", "pool_size", "cache_dir",
-];
+/// Every option's name, in table order.
+pub fn known() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().map(|o| o.name)
+}
 
-fn bool_of(name: &str, v: &str) -> Result<bool, OptionsError> {
-    match v {
-        "1" | "true" | "yes" => Ok(true),
-        "0" | "false" | "no" => Ok(false),
-        _ => Err(OptionsError::BadValue { name: name.into(), value: v.into(), why: "expected 0 or 1" }),
+fn is_sep(c: char) -> bool {
+    c == ':' || c.is_whitespace()
+}
+
+/// Splits a `GASAN_OPTIONS` string into `(name, value)` pairs, unquoting values (module doc).
+pub fn pairs(s: &str) -> Result<Vec<(String, String)>, OptionsError> {
+    let mut out = Vec::new();
+    let mut it = s.chars().peekable();
+    loop {
+        while it.next_if(|&c| is_sep(c)).is_some() {}
+        if it.peek().is_none() {
+            return Ok(out);
+        }
+        let mut name = String::new();
+        while let Some(c) = it.next_if(|&c| c != '=' && !is_sep(c)) {
+            name.push(c);
+        }
+        if it.next_if_eq(&'=').is_none() {
+            return Err(OptionsError::NoValue(name));
+        }
+        let mut value = String::new();
+        let bad = |value: String, why: &str| OptionsError::BadValue {
+            name: name.clone(),
+            value,
+            why: why.into(),
+        };
+        match it.peek() {
+            Some(&q @ ('"' | '\'')) => {
+                it.next();
+                let mut closed = false;
+                while let Some(c) = it.next() {
+                    if c == q {
+                        closed = true;
+                        break;
+                    }
+                    if q == '"' && c == '\\' && matches!(it.peek(), Some('"' | '\\')) {
+                        value.push(it.next().expect("peeked"));
+                    } else {
+                        value.push(c);
+                    }
+                }
+                if !closed {
+                    return Err(bad(format!("{q}{value}"), "no closing quote"));
+                }
+                if it.peek().is_some_and(|&c| !is_sep(c)) {
+                    let rest: String = it.clone().take_while(|&c| !is_sep(c)).collect();
+                    return Err(bad(
+                        format!("{q}{value}{q}{rest}"),
+                        "text after the closing quote",
+                    ));
+                }
+            }
+            _ => {
+                while let Some(c) = it.next_if(|&c| !is_sep(c)) {
+                    value.push(c);
+                }
+            }
+        }
+        out.push((name, value));
     }
 }
 
-fn num_of<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, OptionsError> {
-    v.parse().map_err(|_| OptionsError::BadValue { name: name.into(), value: v.into(), why: "expected a number" })
+/// The error for a `GASAN_OPTIONS` that is not UTF-8: the text with `\xNN` for the bad bytes, and
+/// the option whose item holds the first of them.
+pub fn not_utf8(bytes: &[u8]) -> OptionsError {
+    let mut text = String::new();
+    let mut name = None;
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() && name.is_none() {
+            // The item holding the bad bytes starts after the last separator before them.
+            let item = text.rsplit(is_sep).next().unwrap_or("");
+            name = item.split_once('=').map(|(n, _)| n.to_string());
+        }
+        for b in chunk.invalid() {
+            text.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    OptionsError::NotUtf8 { name, text }
+}
+
+/// `v` as a `GASAN_OPTIONS` value: quoted when it holds a separator, a quote or a backslash, or
+/// when it is empty.
+pub fn quote(v: &str) -> String {
+    if !v.is_empty() && !v.contains(|c: char| is_sep(c) || c == '"' || c == '\'' || c == '\\') {
+        return v.to_string();
+    }
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('"');
+    for c in v.chars() {
+        if c == '"' || c == '\\' {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s.push('"');
+    s
 }
 
 impl Options {
-    /// Parses `name=value` pairs separated by ':' or whitespace, over the defaults.
+    /// Parses a `GASAN_OPTIONS` string over the defaults.
     pub fn parse(s: &str) -> Result<Options, OptionsError> {
         let mut o = Options::default();
         o.apply(s)?;
         Ok(o)
     }
 
-    /// Applies `name=value` pairs over the current values.
+    /// Applies a `GASAN_OPTIONS` string over the current values.
     pub fn apply(&mut self, s: &str) -> Result<(), OptionsError> {
-        for item in s.split(|c: char| c == ':' || c.is_whitespace()).filter(|i| !i.is_empty()) {
-            let (k, v) = item.split_once('=').ok_or_else(|| OptionsError::NoValue(item.into()))?;
-            self.set(k, v)?;
+        for (k, v) in pairs(s)? {
+            self.set(&k, &v)?;
         }
         Ok(())
     }
 
-    pub fn set(&mut self, k: &str, v: &str) -> Result<(), OptionsError> {
-        match k {
-            "halt_on_error" => self.halt_on_error = bool_of(k, v)?,
-            "exitcode" => self.exitcode = num_of(k, v)?,
-            "log_path" => self.log_path = (!v.is_empty()).then(|| v.to_string()),
-            "shadow_scale" => {
-                self.shadow_scale = Scale::from_shift(num_of(k, v)?)
-                    .ok_or(OptionsError::BadValue { name: k.into(), value: v.into(), why: "must be 7 or 8" })?
-            }
-            "redzone" => self.redzone = num_of(k, v)?,
-            "min_redzone" => {
-                let b: u64 = num_of(k, v)?;
-                if b < 256 || !b.is_power_of_two() {
-                    return Err(OptionsError::BadValue { name: k.into(), value: v.into(), why: "must be a power of two >= 256" });
-                }
-                self.min_redzone = b;
-            }
-            "quarantine_size_mb" => self.quarantine_size_mb = num_of(k, v)?,
-            "detect_leaks" => self.detect_leaks = bool_of(k, v)?,
-            "print_limit" => self.print_limit = num_of(k, v)?,
-            "malloc_context_size" => self.malloc_context_size = num_of(k, v)?,
-            "suppressions" => self.suppressions = Some(PathBuf::from(v)),
-            "report_format" => {
-                self.report_format = match v {
-                    "text" => ReportFormat::Text,
-                    "json" => ReportFormat::Json,
-                    _ => return Err(OptionsError::BadValue { name: k.into(), value: v.into(), why: "must be text or json" }),
-                }
-            }
-            "instrument" => self.instrument = bool_of(k, v)?,
-            "hoist_loops" => self.hoist_loops = bool_of(k, v)?,
-            "verbosity" => self.verbosity = num_of(k, v)?,
-            "pool_size" => self.pool_size = Some(num_of(k, v)?),
-            "cache_dir" => self.cache_dir = Some(PathBuf::from(v)),
-            _ => return Err(OptionsError::Unknown(k.into())),
+    /// The raw `GASAN_OPTIONS` (empty when unset); refused when it is not UTF-8.
+    pub fn env_string() -> Result<String, OptionsError> {
+        match std::env::var_os("GASAN_OPTIONS") {
+            None => Ok(String::new()),
+            Some(v) => v
+                .into_string()
+                .map_err(|v| not_utf8(std::os::unix::ffi::OsStrExt::as_bytes(v.as_os_str()))),
         }
-        Ok(())
     }
 
+    /// Options from `GASAN_OPTIONS`, parsed and checked against this machine.
     pub fn from_env() -> Result<Options, OptionsError> {
-        Options::parse(&std::env::var("GASAN_OPTIONS").unwrap_or_default())
+        let o = Options::parse(&Options::env_string()?)?;
+        o.validate()?;
+        Ok(o)
     }
 
-    /// The options that differ from the defaults, as a `GASAN_OPTIONS` string.
+    /// The options that differ from the defaults, as a `GASAN_OPTIONS` string that
+    /// [`Options::parse`] reads back to `self` (values quoted as needed).
     pub fn to_env_string(&self) -> String {
         let d = Options::default();
-        let mut v = Vec::new();
-        macro_rules! put {
-            ($f:ident, $s:expr) => {
-                if self.$f != d.$f {
-                    v.push(format!("{}={}", stringify!($f), $s));
-                }
+        TABLE
+            .iter()
+            .filter_map(|o| {
+                let v = self.get(o.name).expect("table name");
+                (Some(&v) != d.get(o.name).as_ref()).then(|| format!("{}={}", o.name, quote(&v)))
+            })
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// The options that change the checked PTX (rows marked [`CODE`]), for the cache key.
+    pub fn code_key(&self) -> String {
+        TABLE
+            .iter()
+            .filter(|o| o.affects_code)
+            .map(|o| {
+                format!(
+                    "{}={}",
+                    o.name,
+                    quote(&self.get(o.name).expect("table name"))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+}
+
+/// The options as a Markdown table (README's list of options is this, checked by a test).
+pub fn markdown_table() -> String {
+    let mut s = String::from(
+        "| flag / `GASAN_OPTIONS` name | value | default | meaning |\n|---|---|---|---|\n",
+    );
+    for o in TABLE {
+        let allowed = (o.allowed)()
+            .map(|a| format!(" Allowed: {a}."))
+            .unwrap_or_default();
+        let d = (o.default)();
+        let d = if d.is_empty() {
+            "unset".to_string()
+        } else {
+            format!("`{d}`")
+        };
+        s += &format!(
+            "| `--{}` / `{}` | `{}` | {d} | {}{allowed} |\n",
+            o.flag(),
+            o.name,
+            o.shape.replace('|', "\\|"),
+            o.help.replace('|', "\\|").replace('<', "&lt;")
+        );
+    }
+    s
+}
+
+/// Prints why `GASAN_OPTIONS` was refused and ends the process with [`EXIT_BAD_OPTIONS`] (the
+/// preloaded runtime's answer; gasan-run words the same error itself).
+pub fn exit_refused(e: &OptionsError) -> ! {
+    eprintln!("==gasan== error: GASAN_OPTIONS: {e}");
+    // SAFETY: ending the process on a configuration error, as ASan does; nothing of the program's
+    // has run through gasan yet, and its buffered output is flushed first.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(EXIT_BAD_OPTIONS)
+    }
+}
+
+/// Whether this code runs from a shared object (the preloaded `libgasan_runtime.so`), not from a
+/// program that links the crate (gasan-run, tests).
+fn in_shared_object() -> bool {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only writes `info`; the address is a function of this object.
+    let found = unsafe { libc::dladdr(at_load as *const libc::c_void, info.as_mut_ptr()) } != 0;
+    if !found {
+        return false;
+    }
+    // SAFETY: dladdr succeeded, so `info` is initialized; dli_fname is NULL or a C string owned by
+    // the dynamic linker.
+    let fname = unsafe { info.assume_init().dli_fname };
+    if fname.is_null() {
+        return false;
+    }
+    // SAFETY: non-NULL dli_fname is a NUL-terminated string owned by the dynamic linker.
+    let path = unsafe { std::ffi::CStr::from_ptr(fname) }.to_bytes();
+    // The file name only: a program may live under a directory that looks like a `.so`.
+    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    name.windows(3).any(|w| w == b".so")
+}
+
+/// Runs when the runtime is loaded (lib.rs puts it in `.init_array`), before the program's `main`:
+/// refuses bad `GASAN_OPTIONS` with status 2, so a bad option never lets the program start, with or
+/// without gasan-run. With `verbosity>=1` it also arranges to say so at exit when the program never
+/// loaded libcuda (it made no CUDA call, so nothing was checked).
+pub extern "C" fn at_load() {
+    if !in_shared_object() {
+        return;
+    }
+    let o = Options::from_env().unwrap_or_else(|e| exit_refused(&e));
+    if o.verbosity >= 2 {
+        eprintln!("==gasan== options: {}", o.to_env_string());
+    }
+    if o.verbosity >= 1 {
+        extern "C" fn say_if_no_cuda() {
+            // SAFETY: RTLD_NOLOAD only looks the library up; it loads nothing and runs no code.
+            let h = unsafe {
+                libc::dlopen(
+                    c"libcuda.so.1".as_ptr(),
+                    libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+                )
             };
+            if h.is_null() {
+                eprintln!("==gasan== the program (pid {}) made no CUDA call (libcuda was never loaded): nothing was checked", std::process::id());
+            } else {
+                // SAFETY: balances the reference the successful NOLOAD dlopen took.
+                unsafe { libc::dlclose(h) };
+            }
         }
-        put!(halt_on_error, self.halt_on_error as u8);
-        put!(exitcode, self.exitcode);
-        put!(log_path, self.log_path.clone().unwrap_or_default());
-        put!(shadow_scale, self.shadow_scale.shift());
-        put!(redzone, self.redzone);
-        put!(min_redzone, self.min_redzone);
-        put!(quarantine_size_mb, self.quarantine_size_mb);
-        put!(detect_leaks, self.detect_leaks as u8);
-        put!(print_limit, self.print_limit);
-        put!(malloc_context_size, self.malloc_context_size);
-        put!(suppressions, self.suppressions.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
-        put!(report_format, if self.report_format == ReportFormat::Json { "json" } else { "text" });
-        put!(instrument, self.instrument as u8);
-        put!(hoist_loops, self.hoist_loops as u8);
-        put!(verbosity, self.verbosity);
-        put!(pool_size, self.pool_size.unwrap_or(0));
-        put!(cache_dir, self.cache_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
-        v.join(":")
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(say_if_no_cuda) };
     }
 }
 
@@ -194,7 +685,10 @@ mod tests {
 
     #[test]
     fn parses_and_round_trips() {
-        let o = Options::parse("halt_on_error=0:shadow_scale=7 exitcode=3:report_format=json:log_path=/tmp/x").unwrap();
+        let o = Options::parse(
+            "halt_on_error=0:shadow_scale=7 exitcode=3:report_format=json:log_path=/tmp/x",
+        )
+        .unwrap();
         assert!(!o.halt_on_error);
         assert_eq!(o.shadow_scale, Scale::S7);
         assert_eq!(o.exitcode, 3);
@@ -203,12 +697,52 @@ mod tests {
     }
 
     #[test]
+    fn quoted_values_keep_separators_and_quotes() {
+        let p =
+            pairs(r#"log_path="/x/a b:c" cache_dir='/y:z w':exitcode=3 suppressions="q\"\\r\n""#)
+                .unwrap();
+        assert_eq!(p[0], ("log_path".into(), "/x/a b:c".into()));
+        assert_eq!(p[1], ("cache_dir".into(), "/y:z w".into()));
+        assert_eq!(p[2], ("exitcode".into(), "3".into()));
+        assert_eq!(p[3], ("suppressions".into(), "q\"\\r\\n".into()));
+        assert_eq!(quote("/x/a b:c"), r#""/x/a b:c""#);
+        assert_eq!(quote("plain"), "plain");
+        assert!(
+            matches!(pairs("log_path=\"/x"), Err(OptionsError::BadValue { why, .. }) if why == "no closing quote")
+        );
+        assert!(matches!(
+            pairs("log_path=\"/x\"y"),
+            Err(OptionsError::BadValue { .. })
+        ));
+    }
+
+    #[test]
     fn bad_options_name_themselves() {
         let e = Options::parse("halt_on_eror=1").unwrap_err().to_string();
         assert!(e.contains("halt_on_eror"), "{e}");
         let e = Options::parse("shadow_scale=9").unwrap_err().to_string();
         assert!(e.contains("shadow_scale") && e.contains('9'), "{e}");
-        assert!(Options::parse("exitcode").unwrap_err().to_string().contains("exitcode"));
+        assert!(Options::parse("exitcode")
+            .unwrap_err()
+            .to_string()
+            .contains("exitcode"));
         assert!(Options::parse("min_redzone=100").is_err());
+    }
+
+    #[test]
+    fn code_key_holds_exactly_the_code_rows() {
+        let k = Options::default().code_key();
+        assert_eq!(k, "halt_on_error=1:shadow_scale=8:hoist_loops=1");
+        let o = Options {
+            verbosity: 2,
+            exitcode: 9,
+            ..Options::default()
+        };
+        assert_eq!(o.code_key(), k, "host-only options leave the key alone");
+        let o = Options {
+            hoist_loops: false,
+            ..Options::default()
+        };
+        assert_ne!(o.code_key(), k);
     }
 }

@@ -58,7 +58,7 @@ fn desc_kind(desc: &AddrDescription) -> &'static str {
 
 pub struct Reporter {
     format: ReportFormat,
-    log_path: Option<String>,
+    log_path: Option<std::path::PathBuf>,
     print_limit: u32,
     suppress: Vec<(String, String)>,
     reported: AtomicUsize,
@@ -132,20 +132,44 @@ fn shadow_text(d: &AddrDescription, out: &mut String) {
     }
 }
 
+/// What a suppressions file may say: `kernel:` (a substring of the kernel's mangled or demangled
+/// name), `src:` (of the source file) and `call:` (of the host call's name).
+pub const SUPPRESSION_KINDS: &[&str] = &["kernel", "src", "call"];
+
+/// Parses a suppressions file: one `kind:pattern` per line ([`SUPPRESSION_KINDS`]); blank lines
+/// and lines starting with `#` are skipped. An error names the first bad line.
+pub fn parse_suppressions(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let bad = |why: &str| {
+            let shown: String = l.chars().take(80).collect();
+            format!("line {}: '{shown}': {why}", i + 1)
+        };
+        let (k, v) = l.split_once(':').ok_or_else(|| bad("expected kind:pattern"))?;
+        if !SUPPRESSION_KINDS.contains(&k) {
+            return Err(bad(&format!("unknown kind '{k}' (known: {})", SUPPRESSION_KINDS.join(", "))));
+        }
+        if v.is_empty() {
+            return Err(bad("empty pattern"));
+        }
+        out.push((k.to_string(), v.to_string()));
+    }
+    Ok(out)
+}
+
 impl Reporter {
     pub fn new(opts: &Options) -> Self {
+        // The file was checked before the program started (options::SuppressionsFile); an
+        // unreadable or malformed one here suppresses nothing.
         let suppress = opts
             .suppressions
             .as_ref()
             .and_then(|p| std::fs::read_to_string(p).ok())
-            .map(|s| {
-                s.lines()
-                    .filter_map(|l| {
-                        let l = l.trim();
-                        if l.starts_with('#') { None } else { l.split_once(':').map(|(k, v)| (k.to_string(), v.to_string())) }
-                    })
-                    .collect()
-            })
+            .and_then(|s| parse_suppressions(&s).ok())
             .unwrap_or_default();
         Reporter {
             format: opts.report_format,
@@ -186,7 +210,8 @@ impl Reporter {
         let _g = self.out.lock().unwrap();
         match &self.log_path {
             Some(p) => {
-                let path = format!("{p}.{}", std::process::id());
+                let mut path = p.clone().into_os_string();
+                path.push(format!(".{}", std::process::id()));
                 if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
                     let _ = f.write_all(text.as_bytes());
                 }

@@ -82,14 +82,7 @@ static STATE: OnceLock<State> = OnceLock::new();
 
 pub fn state() -> &'static State {
     STATE.get_or_init(|| {
-        let opts = match Options::from_env() {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("==gasan== error in GASAN_OPTIONS: {e}");
-                // SAFETY: exiting the process on a configuration error, as ASan does.
-                unsafe { libc::_exit(1) };
-            }
-        };
+        let opts = Options::from_env().unwrap_or_else(|e| crate::options::exit_refused(&e));
         extern "C" fn at_exit() {
             if let Some(s) = STATE.get() {
                 s.at_exit();

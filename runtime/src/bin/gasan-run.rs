@@ -1,112 +1,118 @@
 //! gasan-run: runs a CUDA program with the gasan runtime preloaded.
+//!
+//! Its flags are built from the options table (`gasan_runtime::options::TABLE`): one `--flag` per
+//! option, with the option's help line. Options come from `GASAN_OPTIONS`, then the flags (flags
+//! win); all are checked, against this machine too (log directory, suppressions file), before the
+//! program starts; a refusal names the option and where it came from and exits 2. The options reach
+//! the runtime as one `GASAN_OPTIONS` string with values quoted where needed.
 
-use clap::Parser;
-use gasan_runtime::options::Options;
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use gasan_runtime::options::{os_error_text, Options, OptionsError, EXIT_BAD_OPTIONS, TABLE};
+use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
-#[derive(Parser)]
-#[command(name = "gasan-run", version, about = "Run a CUDA program under gasan, the GPU AddressSanitizer",
-          after_help = "Options may also be given as GASAN_OPTIONS=name=value:name=value (flags win).")]
-struct Cli {
-    /// 1: stop at the first error; 0: report and continue (recover mode).
-    #[arg(long)]
-    halt_on_error: Option<u8>,
-    /// Exit code after an error report (default 1).
-    #[arg(long)]
-    exitcode: Option<i32>,
-    /// Write reports to PATH.<pid> instead of stderr.
-    #[arg(long)]
-    log_path: Option<String>,
-    /// Shadow scale: 7 (GASan-128) or 8 (GASan-256).
-    #[arg(long)]
-    shadow_scale: Option<u32>,
-    /// Redzone scale L: redzone = max(L*size/16, min_redzone).
-    #[arg(long)]
-    redzone: Option<u64>,
-    /// Minimum redzone B in bytes (power of two >= 256).
-    #[arg(long)]
-    min_redzone: Option<u64>,
-    /// MiB of stream-ordered frees kept mapped until released (freed ranges are never reused)
-    #[arg(long)]
-    quarantine_size_mb: Option<u64>,
-    #[arg(long)]
-    detect_leaks: Option<u8>,
-    #[arg(long)]
-    print_limit: Option<u32>,
-    #[arg(long)]
-    malloc_context_size: Option<u32>,
-    #[arg(long)]
-    suppressions: Option<PathBuf>,
-    /// text or json.
-    #[arg(long)]
-    report_format: Option<String>,
-    /// 0: allocation-level checks only (no PTX instrumentation).
-    #[arg(long)]
-    instrument: Option<u8>,
-    /// 0: check every access in every loop iteration (no range tests at loop entry).
-    #[arg(long)]
-    hoist_loops: Option<u8>,
-    #[arg(long)]
-    verbosity: Option<u32>,
-    #[arg(long)]
-    pool_size: Option<u64>,
-    #[arg(long)]
-    cache_dir: Option<PathBuf>,
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true)]
-    program: Vec<String>,
+fn cli() -> Command {
+    let mut cmd = Command::new("gasan-run")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Run a CUDA program under gasan, the GPU AddressSanitizer")
+        .override_usage("gasan-run [OPTIONS] [--] PROGRAM [ARGS]...")
+        .after_help(
+            "Every option may also be given in GASAN_OPTIONS=name=value:name=value, by the names above \
+             with '_' for '-' (flags win). Quote values that hold ':' or spaces: log_path=\"/x/a b:c\".\n\
+             Bad options are refused, by name, with exit status 2 before the program starts.",
+        );
+    for o in TABLE {
+        // clap keeps flag names for the life of the program.
+        let long: &'static str = Box::leak(o.flag().into_boxed_str());
+        cmd = cmd.arg(
+            Arg::new(o.name)
+                .long(long)
+                .value_name(o.shape)
+                .help(o.help_line())
+                .action(ArgAction::Set),
+        );
+    }
+    cmd.arg(
+        Arg::new("program")
+            .value_name("PROGRAM")
+            .help("The program and its arguments")
+            .required(true)
+            .num_args(1..)
+            .trailing_var_arg(true),
+    )
 }
 
-fn run(cli: Cli) -> Result<std::io::Error, String> {
-    let mut opts = Options::from_env().map_err(|e| format!("GASAN_OPTIONS: {e}"))?;
-    let mut set = |k: &str, v: Option<String>| -> Result<(), String> {
-        match v {
-            Some(v) => opts.set(k, &v).map_err(|e| format!("--{}: {e}", k.replace('_', "-"))),
-            None => Ok(()),
-        }
-    };
-    set("halt_on_error", cli.halt_on_error.map(|v| v.to_string()))?;
-    set("exitcode", cli.exitcode.map(|v| v.to_string()))?;
-    set("log_path", cli.log_path)?;
-    set("shadow_scale", cli.shadow_scale.map(|v| v.to_string()))?;
-    set("redzone", cli.redzone.map(|v| v.to_string()))?;
-    set("min_redzone", cli.min_redzone.map(|v| v.to_string()))?;
-    set("quarantine_size_mb", cli.quarantine_size_mb.map(|v| v.to_string()))?;
-    set("detect_leaks", cli.detect_leaks.map(|v| v.to_string()))?;
-    set("print_limit", cli.print_limit.map(|v| v.to_string()))?;
-    set("malloc_context_size", cli.malloc_context_size.map(|v| v.to_string()))?;
-    set("suppressions", cli.suppressions.map(|p| p.display().to_string()))?;
-    set("report_format", cli.report_format)?;
-    set("instrument", cli.instrument.map(|v| v.to_string()))?;
-    set("hoist_loops", cli.hoist_loops.map(|v| v.to_string()))?;
-    set("verbosity", cli.verbosity.map(|v| v.to_string()))?;
-    set("pool_size", cli.pool_size.map(|v| v.to_string()))?;
-    set("cache_dir", cli.cache_dir.map(|p| p.display().to_string()))?;
+/// A refusal: where the option came from (`--flag` or `GASAN_OPTIONS`) and why.
+fn refuse(source: &str, e: OptionsError) -> String {
+    format!("{source}: {e}")
+}
 
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate gasan-run: {e}"))?;
+/// The options from `GASAN_OPTIONS` and the flags, checked; each error names its option's source.
+fn options(m: &ArgMatches) -> Result<Options, String> {
+    let env = Options::env_string().map_err(|e| refuse("GASAN_OPTIONS", e))?;
+    let mut opts = Options::default();
+    let mut source: HashMap<&str, String> = HashMap::new();
+    for (k, v) in gasan_runtime::options::pairs(&env).map_err(|e| refuse("GASAN_OPTIONS", e))? {
+        opts.set(&k, &v).map_err(|e| refuse("GASAN_OPTIONS", e))?;
+    }
+    for o in TABLE {
+        if let Some(v) = m.get_one::<String>(o.name) {
+            let flag = format!("--{}", o.flag());
+            opts.set(o.name, v).map_err(|e| refuse(&flag, e))?;
+            source.insert(o.name, flag);
+        }
+    }
+    opts.validate().map_err(|e| {
+        let from = e
+            .option()
+            .and_then(|n| source.get(n))
+            .map_or("GASAN_OPTIONS", String::as_str);
+        refuse(from, e.clone())
+    })?;
+    Ok(opts)
+}
+
+fn run(m: ArgMatches) -> Result<(String, std::io::Error), String> {
+    let opts = options(&m)?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot locate gasan-run: {}", os_error_text(&e)))?;
     let lib = exe.with_file_name("libgasan_runtime.so");
     if !lib.exists() {
-        return Err(format!("runtime library not found at {} (build with `cargo build --release`)", lib.display()));
+        return Err(format!(
+            "runtime library not found at {} (build with `cargo build --release`)",
+            lib.display()
+        ));
     }
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
         _ => lib.display().to_string(),
     };
-    let (prog, args) = cli.program.split_first().expect("clap requires a program");
-    Ok(Command::new(prog).args(args).env("LD_PRELOAD", preload).env("GASAN_OPTIONS", opts.to_env_string()).exec())
+    let program: Vec<&String> = m
+        .get_many::<String>("program")
+        .expect("clap requires a program")
+        .collect();
+    let (prog, args) = program.split_first().expect("clap requires a program");
+    let err = std::process::Command::new(prog)
+        .args(args)
+        .env("LD_PRELOAD", preload)
+        .env("GASAN_OPTIONS", opts.to_env_string())
+        .exec();
+    Ok((prog.to_string(), err))
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
-        Ok(exec_err) => {
-            eprintln!("gasan-run: cannot run program: {exec_err}");
+    match run(cli().get_matches()) {
+        Ok((prog, exec_err)) => {
+            eprintln!(
+                "gasan-run: cannot run program '{prog}': {}",
+                os_error_text(&exec_err)
+            );
             ExitCode::from(127)
         }
         Err(e) => {
             eprintln!("gasan-run: error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_BAD_OPTIONS as u8)
         }
     }
 }
