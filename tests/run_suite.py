@@ -135,7 +135,7 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--no-sanitizer", action="store_true")
     ap.add_argument("--tools", help="comma-separated subset of: native,gasan-s8,gasan-s7,gasan-sass,gasan-s8-noline,cs,cs-padding,cs-compiletime")
-    ap.add_argument("--jobs", type=int, default=1, help="parallel runs; >1 lets one program's GPU fault disturb others")
+    ap.add_argument("--jobs", type=int, default=8, help="runs at once on the GPU (default 8: users run test suites in parallel, and gasan must stay exact when they do)")
     a = ap.parse_args()
     exp = json.load(open(os.path.join(HERE, "expectations.json")))
     cases = exp["cases"]

@@ -10,7 +10,8 @@ pub enum Prot {
     None,
 }
 
-/// A CUDA stream (`CUstream`) to order memory operations on; `Stream::SYNC` is synchronous.
+/// A CUDA stream (`CUstream`) to order memory operations on. `Stream::SYNC`: complete when the call
+/// returns, so ordered before anything the program issues next on any of its streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream(pub usize);
 impl Stream {

@@ -25,15 +25,15 @@ struct Api {
     cuMemSetAccess: unsafe extern "C" fn(Dptr, usize, *const cu::CUmemAccessDesc, usize) -> CuResult,
     cuMemGetAllocationGranularity:
         unsafe extern "C" fn(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags) -> CuResult,
-    cuMemcpyHtoD: unsafe extern "C" fn(Dptr, *const c_void, usize) -> CuResult,
     cuMemcpyHtoDAsync: unsafe extern "C" fn(Dptr, *const c_void, usize, cu::CUstream) -> CuResult,
     cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, Dptr, usize) -> CuResult,
-    cuMemsetD8: unsafe extern "C" fn(Dptr, u8, usize) -> CuResult,
     cuMemsetD8Async: unsafe extern "C" fn(Dptr, u8, usize, cu::CUstream) -> CuResult,
     cuEventCreate: unsafe extern "C" fn(*mut cu::CUevent, u32) -> CuResult,
     cuEventRecord: unsafe extern "C" fn(cu::CUevent, cu::CUstream) -> CuResult,
     cuEventQuery: unsafe extern "C" fn(cu::CUevent) -> CuResult,
     cuEventSynchronize: unsafe extern "C" fn(cu::CUevent) -> CuResult,
+    cuStreamCreate: unsafe extern "C" fn(*mut cu::CUstream, u32) -> CuResult,
+    cuStreamSynchronize: unsafe extern "C" fn(cu::CUstream) -> CuResult,
 }
 
 /// A queued device write of `[lo, hi)` and the event recorded right after it on its stream.
@@ -93,6 +93,8 @@ pub struct VmmBackend {
     device: i32,
     gran: u64,
     writes: Mutex<WriteLog>,
+    /// gasan's own non-blocking stream for [`Stream::SYNC`] writes (created at first use).
+    own_stream: Mutex<Option<usize>>,
 }
 
 // SAFETY: the raw CUevent handles in `writes` are only used under its mutex; CUDA events may be
@@ -123,17 +125,17 @@ impl VmmBackend {
             cuMemUnmap: load!(cuMemUnmap),
             cuMemSetAccess: load!(cuMemSetAccess),
             cuMemGetAllocationGranularity: load!(cuMemGetAllocationGranularity),
-            cuMemcpyHtoD: load!(cuMemcpyHtoD),
             cuMemcpyHtoDAsync: load!(cuMemcpyHtoDAsync),
             cuMemcpyDtoH: load!(cuMemcpyDtoH),
-            cuMemsetD8: load!(cuMemsetD8),
             cuMemsetD8Async: load!(cuMemsetD8Async),
             cuEventCreate: load!(cuEventCreate),
             cuEventRecord: load!(cuEventRecord),
             cuEventQuery: load!(cuEventQuery),
             cuEventSynchronize: load!(cuEventSynchronize),
+            cuStreamCreate: load!(cuStreamCreate),
+            cuStreamSynchronize: load!(cuStreamSynchronize),
         };
-        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()) };
+        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None) };
         let prop = b.prop();
         let mut g = 0usize;
         // SAFETY: valid pointers.
@@ -155,6 +157,27 @@ impl VmmBackend {
         p.location.type_ = cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
         p.location.id = self.device;
         p
+    }
+
+    /// Runs `issue` (an async write) on gasan's own non-blocking stream and waits for it. This is
+    /// what [`Stream::SYNC`] means: done when the call returns, ordered before whatever the program
+    /// issues next on any stream (the legacy default stream would not order it before work on the
+    /// program's non-blocking streams, and would wait for the program's own work).
+    fn on_own_stream(&self, call: &'static str, issue: impl FnOnce(cu::CUstream) -> CuResult) -> Result<(), UvmError> {
+        let mut own = self.own_stream.lock().unwrap_or_else(|p| p.into_inner());
+        let s = match *own {
+            Some(s) => s as cu::CUstream,
+            None => {
+                let mut s: cu::CUstream = std::ptr::null_mut();
+                // SAFETY: valid out-pointer; CU_STREAM_NON_BLOCKING (1).
+                ck("cuStreamCreate", unsafe { (self.api.cuStreamCreate)(&mut s, 1) })?;
+                *own = Some(s as usize);
+                s
+            }
+        };
+        ck(call, issue(s))?;
+        // SAFETY: our own stream.
+        ck("cuStreamSynchronize", unsafe { (self.api.cuStreamSynchronize)(s) })
     }
 
     /// Remembers that `[va, va+len)` was just written on `stream` (an event recorded after it),
@@ -182,8 +205,7 @@ impl VmmBackend {
                 e
             }
         };
-        // The synchronous variants run on the legacy default stream (0).
-        let s = if stream == Stream::SYNC { std::ptr::null_mut() } else { stream.0 as cu::CUstream };
+        let s = stream.0 as cu::CUstream;
         // SAFETY: our event, the caller's stream (the one the write was just issued on).
         if let Err(e) = ck("cuEventRecord", unsafe { (self.api.cuEventRecord)(done, s) }) {
             log.spare.push(done);
@@ -254,24 +276,20 @@ impl Backend for VmmBackend {
         ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
     }
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
-        // SAFETY: host source valid for data.len(); an async copy from pageable memory is staged by
-        // the driver before the call returns.
+        // SAFETY (both calls): host source valid for data.len(); an async copy from pageable
+        // memory is staged by the driver before the call returns.
         if stream == Stream::SYNC {
-            ck("cuMemcpyHtoD", unsafe { (self.api.cuMemcpyHtoD)(va, data.as_ptr().cast(), data.len()) })?;
-        } else {
-            ck("cuMemcpyHtoDAsync", unsafe {
-                (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), stream.0 as cu::CUstream)
-            })?;
+            return self.on_own_stream("cuMemcpyHtoDAsync", |s| unsafe { (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), s) });
         }
+        ck("cuMemcpyHtoDAsync", unsafe { (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), stream.0 as cu::CUstream) })?;
         self.log_write(va, data.len() as u64, stream)
     }
     fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
-        // SAFETY: device range owned by the pool.
+        // SAFETY (both calls): device range owned by the pool.
         if stream == Stream::SYNC {
-            ck("cuMemsetD8", unsafe { (self.api.cuMemsetD8)(va, byte, len as usize) })?;
-        } else {
-            ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })?;
+            return self.on_own_stream("cuMemsetD8Async", |s| unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, s) });
         }
+        ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })?;
         self.log_write(va, len, stream)
     }
     fn wait_writes(&self, va: u64, len: u64) -> Result<(), UvmError> {

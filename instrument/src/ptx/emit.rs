@@ -156,6 +156,10 @@ fn record_body(fence: &str, suffix: &str) -> Vec<String> {
         format!("mul.wide.u32 %ra2, %rr5, {ERROR_RECORD_SIZE};"),
         "add.s64 %ra2, %ra2, %ra1;".into(),
         format!("add.s64 %ra2, %ra2, {RING_RECORDS_OFFSET};"),
+        // Invalidate the slot first: a writer killed mid-record (another thread's trap) leaves
+        // seq 0, never an older record's seq over a mix of both records' fields.
+        format!("st.volatile.global.u32 [%ra2+{}], 0;", record_offset::SEQ),
+        fence.into(),
         format!("st.volatile.global.u64 [%ra2+{}], %ra0;", record_offset::ADDR),
         format!("ld.const.u32 %rr6, [{ctl}+{}];", ctl_offset::MODULE_ID),
         format!("st.volatile.global.u32 [%ra2+{}], %rr6;", record_offset::MODULE_ID),
