@@ -3,7 +3,7 @@
 # whole-grid errors, stream-ordered pools. Builds nothing: expects the release binaries in
 # $GASAN_BIN (default target/release) and runtime/gpu/build.sh's programs in $GASAN_GPU_PROGS
 # (default .carry/gpu); the suite's clean twins too when $GASAN_SUITE (a tests/build.sh output
-# directory) is set. Prints a table; exits non-zero if any row fails.
+# directory) and the benchmarks when $GASAN_BENCH (a benches/build.sh output directory) are set. Prints a table; exits non-zero if any row fails.
 #   JOBS (16) processes at once, ROUNDS (5) rounds of the concurrency check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +57,7 @@ bounded() {
   local note="rc=$rc ${ms} ms"
   local kt; kt=$(grep -o "kernel returned .*" "$log" | head -1)
   local nrep; nrep=$(grep -c "ERROR: GPUAddressSanitizer" "$log")
-  note="$note, $nrep report(s)$(grep -o '[0-9]* more error.*' "$log" | head -1 | sed 's/^/, /')"
+  note="$note, $nrep report(s)$(grep -o '[0-9]* more bad device access' "$log" | head -1 | sed 's/^/, /')"
   if [ "$rc" = "$want" ] && grep -q -- "$pat" "$log"; then row "$name" PASS "$note"; else row "$name" FAIL "$note; want rc=$want and '$pat'"; tail -5 "$log"; fi
 }
 
@@ -83,17 +83,17 @@ fi
 if [ "$ONLY" = all ] || [ "$ONLY" = procs ]; then
   concurrent small_clean "$ROUNDS" "$JOBS" "$G" -- "$PROG/stress" small_clean
   concurrent cases_multi_clean "$ROUNDS" "$JOBS" "$G" -- "$PROG/cases" multi_clean
+  # The suite's clean twins (`PROG clean`) and the benchmarks, JOBS at once, ROUNDS rounds, each
+  # compared with its native output.
   if [ -n "${GASAN_SUITE:-}" ]; then
-    # Every clean twin of the suite, JOBS at a time, ROUNDS rounds.
-    bad=0; runs=0; t0=$(date +%s%N)
-    for r in $(seq "$ROUNDS"); do
-      ls "$GASAN_SUITE" | grep '_clean$' | xargs -P "$JOBS" -I{} sh -c "'$G' -- '$GASAN_SUITE/{}' >'$OUT/logs/suite.{}.$r.log' 2>&1; echo \$? >'$OUT/logs/suite.{}.$r.rc'"
-    done
-    for rc in "$OUT"/logs/suite.*.rc; do
-      runs=$((runs + 1)); log=${rc%.rc}.log
-      if [ "$(cat "$rc")" != 0 ] || grep -q "==gasan==\|GPUAddressSanitizer" "$log"; then bad=$((bad + 1)); [ $bad -le 2 ] && { echo "--- $log:"; head -5 "$log"; }; fi
-    done
-    row "suite clean twins x$JOBS x$ROUNDS" "$([ $bad = 0 ] && echo PASS || echo FAIL)" "$bad of $runs runs failed, $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    progs=$(cd "$GASAN_SUITE" && ls | grep -v "\\." | grep -v "_sass$\|_noline$" | sed "s|.*|$GASAN_SUITE/&:clean|")
+    if python3 scripts/concurrent_check.py --gasan "$G" --jobs "$JOBS" --rounds "$ROUNDS" --label suite-clean $progs | tee "$OUT/suite.txt"; then ok=PASS; else ok=FAIL; fi
+    row "suite clean twins x$JOBS x$ROUNDS" $ok "$(grep -o 'runs=.*' "$OUT/suite.txt")"
+  fi
+  if [ -n "${GASAN_BENCH:-}" ]; then
+    progs=$(cd "$GASAN_BENCH" && ls | grep -v '\.' | sed "s|^|$GASAN_BENCH/|")
+    if python3 scripts/concurrent_check.py --gasan "$G" --jobs "$JOBS" --rounds "$ROUNDS" --label benches $progs | tee "$OUT/bench.txt"; then ok=PASS; else ok=FAIL; fi
+    row "benchmarks x$JOBS x$ROUNDS" $ok "$(grep -o 'runs=.*' "$OUT/bench.txt")"
   fi
 fi
 echo

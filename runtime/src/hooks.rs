@@ -111,9 +111,10 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
         // cuMemFree waits for the device's outstanding work (work on non-blocking streams
         // included) before the memory goes: poisoning or unmapping it earlier would fault or
         // report kernels that still use it legally. A sticky error from that work is returned
-        // the way the driver returns it.
+        // the way the driver returns it; others (a stream being captured cannot be waited for)
+        // leave the free to go ahead, ordered by the legacy stream as before.
         let r = crate::real_call!("cuCtxSynchronize"()());
-        if r != CUDA_SUCCESS {
+        if is_sticky(r) {
             return r;
         }
     }
