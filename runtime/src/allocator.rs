@@ -247,7 +247,7 @@ impl Allocator {
         let need = round_up(size_enc, ALIGN) + self.redzone(size_enc);
         // A small block must fit a slab after its left redzone; one that does not (huge redzone
         // options, small chunks) is placed like a large one.
-        if size_enc > SMALL_MAX || need > self.gran - self.redzone_b {
+        if size_enc > SMALL_MAX || need > self.gran.saturating_sub(self.redzone_b) {
             return self.alloc_large(g, size, size_enc, stack, stream);
         }
         if g.slab.is_none() || g.small_cursor + need > g.small_end {
