@@ -6,6 +6,7 @@
 #   link         an application that links link_a.ptx + link_b.ptx itself with cuLink*
 #   cases_shared cases with the shared cudart (lib/libcudart.so.13 copied next to it)
 #   drvapp       a direct driver-API (-lcuda) application
+#   mt_alloc     64 host threads x 10k cudaMalloc/cudaFree with read-back patterns (BENCH line)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -18,6 +19,7 @@ cuda=$("$root/scripts/cuda-toolchain.sh")
 "$cuda/bin/nvcc" -ptx -lineinfo -arch=compute_90 -o "$out/link_a.ptx" "$here/link_kernels.cu"
 "$cuda/bin/nvcc" -ptx -lineinfo -arch=compute_90 -DLINK_B -o "$out/link_b.ptx" "$here/link_kernels.cu"
 "$cuda/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$out/link" "$here/link.cu"
+"$cuda/bin/nvcc" -O2 -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/mt_alloc" "$here/mt_alloc.cu"
 # The wheels ship libcudart.so.13 only; link against it through a temporary unversioned name.
 stub=$(mktemp -d)
 ln -s "$cuda/lib64/libcudart.so.13" "$stub/libcudart.so"

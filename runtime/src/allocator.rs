@@ -4,8 +4,9 @@
 //!   256-byte aligned and is followed by a poisoned redzone of max(L·size/16, B) bytes; the first block
 //!   of a slab has a B-byte left redzone, later blocks are guarded on the left by their neighbour's
 //!   right redzone.
-//! * Large allocations get their own chunks with an unmapped gap at least as large on both sides,
-//!   so each pool block holds at most one of them: while live, its blocks' extent-table entries
+//! * Large allocations get their own chunks with an unmapped gap at least as large on both sides
+//!   (between two large blocks: the larger of their sizes), so each pool block holds at most one of
+//!   them: while live, its blocks' extent-table entries
 //!   name its exact user bytes (checked PTX range-tests hoisted loops against them). Small
 //!   allocations share blocks and never get entries (zero: the loop stays checked).
 //! * Virtual addresses are never reused, so the quarantine of freed address ranges is unbounded:
@@ -16,6 +17,13 @@
 //! * Physical memory is held after a free only for stream-ordered frees (`cuMemFreeAsync`), whose
 //!   unmapping must wait for the stream: those wait in a FIFO bounded by `quarantine_size_mb`.
 //!   Holding memory of synchronous frees would detect nothing more, only use memory.
+//! * Many host threads allocate at once: every decision about where a block goes is made under the
+//!   lock, by the same lock hold that commits its memory and moves the cursor, so cursors only move
+//!   forward and no two threads get overlapping or unguarded VA. A retry after draining the
+//!   quarantine (which drops the lock) starts over from the cursor as it is then.
+//!
+//! [`Allocator::check_invariants`] states all of this in one place, against the tables, the pool's
+//! mappings, the shadow and the extent table.
 
 use crate::options::Options;
 use gasan_instrument::shadow::Scale;
@@ -123,10 +131,15 @@ struct Slab {
 
 struct Inner {
     pool: Pool,
+    /// Next free byte of the current slab (blocks below it were handed out).
     small_cursor: u64,
+    /// End of the current slab (the highest slab VA handed out so far).
     small_end: u64,
     slab: Option<u64>,
-    large_cursor: u64,
+    /// End of the highest large block handed out (the middle of the pool before the first).
+    large_end: u64,
+    /// Unmapped gap the block ending at `large_end` needs after it: its own length.
+    large_tail_gap: u64,
     allocs: BTreeMap<u64, AllocInfo>,
     slabs: HashMap<u64, Slab>,
     quarantine: VecDeque<u64>,
@@ -164,7 +177,8 @@ impl Allocator {
                 small_cursor: base,
                 small_end: base,
                 slab: None,
-                large_cursor: half,
+                large_end: half,
+                large_tail_gap: 0,
                 allocs: BTreeMap::new(),
                 slabs: HashMap::new(),
                 quarantine: VecDeque::new(),
@@ -209,78 +223,118 @@ impl Allocator {
 
     pub fn alloc(&self, size: u64, stream: Option<Stream>) -> Result<u64, AllocError> {
         let stack = HostStack::capture(self.context_depth);
-        let mut g = self.inner.lock().unwrap();
         let size_enc = self.scale.encodable_size(size.max(1));
-        let (start, region_end, large) = if size_enc <= SMALL_MAX {
-            let rz = self.redzone(size_enc);
-            let need = round_up(size_enc, ALIGN) + rz;
-            if g.slab.is_none() || g.small_cursor + need > g.small_end {
-                self.new_slab(&mut g)?;
-            }
-            let start = g.small_cursor;
-            g.small_cursor += need;
-            let slab = g.slab.expect("slab");
-            g.slabs.get_mut(&slab).expect("slab").refs += 1;
-            (start, start + need, false)
-        } else {
-            let len = round_up(size_enc, self.gran);
-            let gap = len.max(self.gran);
-            let start = g.large_cursor + gap;
-            if start + len + gap > self.pool_base + self.pool_size {
-                return Err(AllocError::OutOfMemory);
-            }
-            if let Err(e) = g.pool.commit(start, len) {
-                drop(g);
-                // Out of physical memory: release quarantined memory and try once more.
+        let first = self.try_alloc(&mut self.inner.lock().unwrap(), size, size_enc, &stack, stream);
+        match first {
+            Err(AllocError::OutOfMemory | AllocError::Pool(_)) if self.quarantine_held() => {
+                // Out of physical memory: release quarantined memory and try once more. Draining
+                // takes the lock itself, and other threads may allocate meanwhile: the second try
+                // places the block from the cursors as they are then.
                 self.drain_quarantine();
-                let mut g = self.inner.lock().unwrap();
-                g.pool.commit(start, len).map_err(|_| map_oom(e))?;
-                return self.finish_large(g, start, len, size, stack, stream);
+                self.try_alloc(&mut self.inner.lock().unwrap(), size, size_enc, &stack, stream)
             }
-            return self.finish_large(g, start, len, size, stack, stream);
-        };
-        self.poison_alloc(&g.pool, start, size_enc, stream)?;
-        let id = g.next_id;
-        g.next_id += 1;
-        g.allocs.insert(start, AllocInfo { id, start, size, region_end, large, live: true, alloc_stack: stack, free_stack: None });
+            r => r,
+        }
+    }
+
+    fn quarantine_held(&self) -> bool {
+        !self.inner.lock().unwrap().quarantine.is_empty()
+    }
+
+    /// One allocation attempt, placed, committed and recorded under one hold of the lock. A failure
+    /// leaves nothing committed, accessible or recorded, and no cursor behind a block it handed out.
+    fn try_alloc(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>) -> Result<u64, AllocError> {
+        let need = round_up(size_enc, ALIGN) + self.redzone(size_enc);
+        // A small block must fit a slab after its left redzone; one that does not (huge redzone
+        // options, small chunks) is placed like a large one.
+        if size_enc > SMALL_MAX || need > self.gran.saturating_sub(self.redzone_b) {
+            return self.alloc_large(g, size, size_enc, stack, stream);
+        }
+        if g.slab.is_none() || g.small_cursor + need > g.small_end {
+            self.new_slab(g)?;
+        }
+        let slab = g.slab.expect("a current slab");
+        let start = g.small_cursor;
+        // The VA is used up even if poisoning fails below: it is never handed out again.
+        g.small_cursor += need;
+        if let Err(e) = self.poison_alloc(&g.pool, start, size_enc, stream) {
+            // No byte of a block that was never handed out may stay accessible.
+            let _ = g.pool.fill_shadow(start, self.scale.shadow_len(need), 0, stream.unwrap_or(Stream::SYNC));
+            return Err(e);
+        }
+        g.slabs.get_mut(&slab).expect("current slab is in the table").refs += 1;
+        self.record(g, start, size, start + need, false, stack);
         Ok(start)
     }
 
-    fn finish_large(
-        &self,
-        mut g: std::sync::MutexGuard<'_, Inner>,
-        start: u64,
-        len: u64,
-        size: u64,
-        stack: HostStack,
-        stream: Option<Stream>,
-    ) -> Result<u64, AllocError> {
-        g.large_cursor = start + len;
-        self.poison_alloc(&g.pool, start, self.scale.encodable_size(size.max(1)), stream)?;
+    fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>) -> Result<u64, AllocError> {
+        let len = round_up(size_enc, self.gran);
+        // Unmapped on the left: this block's length, and what the previous block needs after it.
+        let start = g.large_end + len.max(g.large_tail_gap);
+        // Room for the block and the gap it needs on its right.
+        if start.checked_add(2 * len).is_none_or(|end| end > self.pool_base + self.pool_size) {
+            return Err(AllocError::OutOfMemory);
+        }
+        if let Err(e) = g.pool.commit(start, len) {
+            self.discard_failed_commit(g, start, len);
+            return Err(map_oom(e));
+        }
+        debug_assert!(start + len > g.large_end, "large cursor moving backwards");
+        g.large_end = start + len;
+        g.large_tail_gap = len;
+        if let Err(e) = self.poison_alloc(&g.pool, start, size_enc, stream) {
+            // Retired: shadow zeroed, memory released, VA never handed out (the cursor is past it).
+            let _ = g.pool.retire(start, len);
+            return Err(e);
+        }
         // After the shadow, on the same stream: an entry may only claim bytes the shadow allows. A
         // failure leaves the entries zero, which only keeps the block's loops checked.
         let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
-        let id = g.next_id;
-        g.next_id += 1;
-        g.allocs.insert(start, AllocInfo { id, start, size, region_end: start + len, large: true, live: true, alloc_stack: stack, free_stack: None });
+        self.record(g, start, size, start + len, true, stack);
         Ok(start)
     }
 
-    fn new_slab(&self, g: &mut Inner) -> Result<(), AllocError> {
-        if let Some(old) = g.slab.take() {
-            let s = g.slabs.get_mut(&old).expect("slab");
-            s.full = true;
-            if s.refs == 0 {
-                g.slabs.remove(&old);
-                g.pool.retire(old, self.gran)?;
-            }
+    fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, large: bool, stack: &HostStack) {
+        let id = g.next_id;
+        g.next_id += 1;
+        g.allocs.insert(start, AllocInfo { id, start, size, region_end, large, live: true, alloc_stack: stack.clone(), free_stack: None });
+    }
+
+    /// The pool rolls a failed commit back; should that rollback itself have failed, whatever is
+    /// still mapped in `[va, va+len)` is retired and the cursor moved past it, so that the range is
+    /// neither handed out nor committed again. Slab VA lies below the middle of the pool.
+    fn discard_failed_commit(&self, g: &mut Inner, va: u64, len: u64) {
+        let half_committed = (va..va + len).step_by(self.gran as usize).any(|c| g.pool.is_committed(c));
+        if !half_committed {
+            return;
         }
+        let _ = g.pool.retire(va, len);
+        if va < self.pool_base + self.pool_size / 2 {
+            g.small_end = g.small_end.max(va + len);
+            g.small_cursor = g.small_cursor.max(va + len);
+        } else {
+            g.large_end = va + len;
+            g.large_tail_gap = len;
+        }
+    }
+
+    /// Makes a new slab current. The previous one is retired if it holds no block, and stays
+    /// current if the new one cannot be committed.
+    fn new_slab(&self, g: &mut Inner) -> Result<(), AllocError> {
         let va = round_up(g.small_end.max(g.small_cursor), self.gran);
         if va + self.gran > self.pool_base + self.pool_size / 2 {
             return Err(AllocError::OutOfMemory);
         }
         if let Err(e) = g.pool.commit(va, self.gran) {
+            self.discard_failed_commit(g, va, self.gran);
             return Err(map_oom(e));
+        }
+        if let Some(old) = g.slab.take() {
+            let s = g.slabs.get_mut(&old).expect("current slab is in the table");
+            s.full = true;
+            if s.refs == 0 {
+                self.retire_slab(g, old);
+            }
         }
         g.slabs.insert(va, Slab { refs: 0, full: false });
         g.slab = Some(va);
@@ -288,6 +342,14 @@ impl Allocator {
         g.small_cursor = va + self.redzone_b;
         g.small_end = va + self.gran;
         Ok(())
+    }
+
+    /// Retires a full slab with no block left. Should the pool refuse, the slab stays in the table
+    /// (its memory is still mapped, and the table says so).
+    fn retire_slab(&self, g: &mut Inner, slab: u64) {
+        if g.pool.retire(slab, self.gran).is_ok() {
+            g.slabs.remove(&slab);
+        }
     }
 
     /// Makes `[start, start+size)` accessible (the redzone after it stays 0 from commit/free).
@@ -350,8 +412,7 @@ impl Allocator {
         if let Some(s) = g.slabs.get_mut(&slab) {
             s.refs -= 1;
             if s.refs == 0 && s.full {
-                g.slabs.remove(&slab);
-                let _ = g.pool.retire(slab, self.gran);
+                self.retire_slab(g, slab);
             }
         }
     }
@@ -469,5 +530,267 @@ fn map_oom(e: UvmError) -> AllocError {
         UvmError::Cuda { code: 2, .. } => AllocError::OutOfMemory,
         UvmError::NoVa => AllocError::OutOfMemory,
         e => AllocError::Pool(e),
+    }
+}
+
+/// Violations found by [`Allocator::check_invariants`], one line each (the first
+/// [`InvariantViolations::SHOWN`] described, the rest counted).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct InvariantViolations {
+    pub described: Vec<String>,
+    pub total: usize,
+}
+
+impl InvariantViolations {
+    pub const SHOWN: usize = 16;
+
+    fn push(&mut self, what: String) {
+        if self.described.len() < Self::SHOWN {
+            self.described.push(what);
+        }
+        self.total += 1;
+    }
+}
+
+impl std::fmt::Display for InvariantViolations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} allocator invariant violation(s):", self.total)?;
+        for v in &self.described {
+            writeln!(f, "  {v}")?;
+        }
+        if self.total > self.described.len() {
+            writeln!(f, "  … and {} more", self.total - self.described.len())?;
+        }
+        Ok(())
+    }
+}
+
+impl Allocator {
+    /// Checks the allocator's invariants against its tables, the pool's mappings, the shadow and the
+    /// extent table (read back as the device reads them). Takes the lock for the whole check, so
+    /// it sees a state between two operations; it reads every block's shadow, so it is for tests.
+    ///
+    /// 1. Layout: small blocks lie in the lower half of the pool, 256-byte aligned, inside one slab,
+    ///    their region being the block rounded to 256 bytes plus its redzone; large blocks lie in the
+    ///    upper half, chunk-aligned, their region being the block rounded to whole chunks.
+    /// 2. VA is never handed out twice: the regions of all blocks, live or freed, are disjoint.
+    /// 3. Guard gaps: left of the first large block, and between two large blocks, lie at least the
+    ///    larger of their lengths of VA with no committed chunk.
+    /// 4. Cursors are past every block handed out (so they only move forward): small blocks end at or
+    ///    below the small cursor, which lies in the current slab; large blocks end at or below
+    ///    `large_end`, and the gap after it is the length of the block that ends there.
+    /// 5. Slabs: each slab in the table is committed and holds exactly `refs` blocks that are live
+    ///    or held in the quarantine; all but the current one are full, and a full one holds at
+    ///    least one. A slab not in the table is retired.
+    /// 6. Large blocks: live or held ones are committed; other freed ones are retired.
+    /// 7. Physical memory: the pool's committed bytes are exactly the slabs' plus the live and held
+    ///    large blocks' (a failed operation left nothing mapped behind).
+    /// 8. Shadow: each slab's shadow, and each large block's, encodes exactly its live blocks' sizes
+    ///    and reads 0 everywhere else (redzones, freed blocks); retired VA reads 0.
+    /// 9. Extent table: a live large block's entries name exactly its bytes (or are zero, when
+    ///    setting them failed); every other entry of a block, slab or gap reads zero.
+    /// 10. Quarantine: it holds distinct freed blocks whose bytes sum to `quarantine_bytes`, at most
+    ///     the bound.
+    /// 11. Ids are distinct and below `next_id`.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolations> {
+        let g = self.inner.lock().unwrap();
+        let mut v = InvariantViolations::default();
+        let gran = self.gran;
+        let half = self.pool_base + self.pool_size / 2;
+        let pool_end = self.pool_base + self.pool_size;
+        let chunks = |start: u64, end: u64| (start..end).step_by(gran as usize);
+        let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
+        let holds_memory = |a: &AllocInfo| a.live || held.contains(&a.start);
+
+        // 1, 2, 11.
+        let mut prev: Option<&AllocInfo> = None;
+        let mut ids = std::collections::HashSet::new();
+        for a in g.allocs.values() {
+            let enc = self.scale.encodable_size(a.size.max(1));
+            if a.large {
+                let want_end = a.start + round_up(enc, gran);
+                if a.start < half || a.region_end > pool_end || a.start % gran != 0 || a.region_end != want_end {
+                    v.push(format!("large block {:#x}+{:#x} has region {:#x}..{:#x} (want chunk-aligned {:#x}..{want_end:#x} in the upper half)", a.start, a.size, a.start, a.region_end, a.start));
+                }
+            } else {
+                let want_end = a.start + round_up(enc, ALIGN) + self.redzone(enc);
+                let slab = a.start & !(gran - 1);
+                if a.start < self.pool_base + self.redzone_b || a.region_end > half || a.start % ALIGN != 0 || a.region_end != want_end || a.region_end > slab + gran || a.start < slab + self.redzone_b
+                {
+                    v.push(format!(
+                        "small block {:#x}+{:#x} has region {:#x}..{:#x} (want {:#x}..{want_end:#x} inside one slab after its left redzone)",
+                        a.start, a.size, a.start, a.region_end, a.start
+                    ));
+                }
+            }
+            if let Some(p) = prev {
+                if p.region_end > a.start {
+                    v.push(format!("blocks {:#x}..{:#x} (id {}, live {}) and {:#x}..{:#x} (id {}, live {}) overlap", p.start, p.region_end, p.id, p.live, a.start, a.region_end, a.id, a.live));
+                }
+            }
+            prev = Some(a);
+            if a.id == 0 || a.id >= g.next_id || !ids.insert(a.id) {
+                v.push(format!("block {:#x} has id {} (next {}, or a duplicate)", a.start, a.id, g.next_id));
+            }
+        }
+
+        // 3, 4 (large), 6, 9 (large).
+        let mut prev_large: Option<&AllocInfo> = None;
+        let mut top_large: Option<&AllocInfo> = None;
+        let mut large_held_bytes = 0;
+        for a in g.allocs.values().filter(|a| a.large) {
+            let len = a.region_end - a.start;
+            let (left, need) = match prev_large {
+                Some(p) => (p.region_end, len.max(p.region_end - p.start)),
+                None => (half, len),
+            };
+            if a.start < left || a.start - left < need {
+                v.push(format!("large block {:#x}..{:#x} has {:#x} bytes of guard gap on its left (needs {need:#x})", a.start, a.region_end, a.start.saturating_sub(left)));
+            } else if let Some(c) = chunks(left, a.start).find(|&c| g.pool.is_committed(c)) {
+                v.push(format!("chunk {c:#x} in the guard gap left of large block {:#x} is committed", a.start));
+            } else {
+                let mut entries = vec![(0, 0); ((a.start - left) / gran) as usize];
+                let read = g.pool.read_extents((left - self.pool_base) / gran, &mut entries);
+                if read.is_err() || entries.iter().any(|&e| e != (0, 0)) {
+                    v.push(format!("extent entries in the guard gap left of large block {:#x} are not zero", a.start));
+                }
+            }
+            if a.region_end > g.large_end {
+                v.push(format!("large block {:#x}..{:#x} ends past the large cursor {:#x}", a.start, a.region_end, g.large_end));
+            }
+            if holds_memory(a) {
+                large_held_bytes += len;
+                if let Some(c) = chunks(a.start, a.region_end).find(|&c| !g.pool.is_committed(c)) {
+                    v.push(format!("chunk {c:#x} of large block {:#x} (live {}) is not committed", a.start, a.live));
+                }
+            } else if let Some(c) = chunks(a.start, a.region_end).find(|&c| g.pool.is_committed(c) || !g.pool.is_retired(c)) {
+                v.push(format!("chunk {c:#x} of freed large block {:#x} is not retired", a.start));
+            }
+            let first = (a.start - self.pool_base) / gran;
+            let mut entries = vec![(0, 0); (len / gran) as usize];
+            match g.pool.read_extents(first, &mut entries) {
+                Err(e) => v.push(format!("extent entries of {:#x} unreadable: {e}", a.start)),
+                Ok(()) => {
+                    let claim = (a.start, a.start + a.size);
+                    let all_zero = entries.iter().all(|&e| e == (0, 0));
+                    let all_claim = entries.iter().all(|&e| e == claim);
+                    if !(all_zero || (a.live && all_claim)) {
+                        v.push(format!("extent entries of large block {:#x}+{:#x} (live {}) read {:x?}", a.start, a.size, a.live, &entries[..entries.len().min(4)]));
+                    }
+                }
+            }
+            self.check_region_shadow(&g, a.start, a.region_end, &[a], &mut v);
+            prev_large = Some(a);
+            top_large = Some(a);
+        }
+        match top_large {
+            Some(t) if g.large_tail_gap < t.region_end - t.start && g.large_end == t.region_end => {
+                v.push(format!("gap after the last large block {:#x}..{:#x} is {:#x}, less than its length", t.start, t.region_end, g.large_tail_gap));
+            }
+            None if g.large_end < half => v.push(format!("large cursor {:#x} below the middle of the pool", g.large_end)),
+            _ => {}
+        }
+
+        // 4 (small), 5, 8 (slabs), 9 (slabs).
+        if let Some(cur) = g.slab {
+            if !(cur < g.small_cursor && g.small_cursor <= g.small_end && g.small_end == cur + gran) {
+                v.push(format!("small cursor {:#x}, end {:#x} outside the current slab {cur:#x}", g.small_cursor, g.small_end));
+            }
+            match g.slabs.get(&cur) {
+                None => v.push(format!("current slab {cur:#x} is not in the table")),
+                Some(s) if s.full => v.push(format!("current slab {cur:#x} is marked full")),
+                Some(_) => {}
+            }
+        }
+        let mut by_slab: BTreeMap<u64, Vec<&AllocInfo>> = BTreeMap::new();
+        for a in g.allocs.values().filter(|a| !a.large) {
+            if a.region_end > g.small_cursor {
+                v.push(format!("small block {:#x}..{:#x} ends past the small cursor {:#x}", a.start, a.region_end, g.small_cursor));
+            }
+            by_slab.entry(a.start & !(gran - 1)).or_default().push(a);
+        }
+        for (&slab, s) in &g.slabs {
+            let blocks = by_slab.get(&slab).map_or(&[][..], Vec::as_slice);
+            let holding = blocks.iter().filter(|a| holds_memory(a)).count() as u64;
+            if s.refs != holding {
+                v.push(format!("slab {slab:#x} counts {} blocks, holds {holding}", s.refs));
+            }
+            if s.full != (g.slab != Some(slab)) || (s.full && s.refs == 0) {
+                v.push(format!("slab {slab:#x}: full {}, refs {}, current {:?}", s.full, s.refs, g.slab));
+            }
+            if slab % gran != 0 || slab + gran > half || !g.pool.is_committed(slab) {
+                v.push(format!("slab {slab:#x} is misplaced or not committed"));
+            }
+            let mut entry = [(0, 0)];
+            if g.pool.read_extents((slab - self.pool_base) / gran, &mut entry).is_err() || entry[0] != (0, 0) {
+                v.push(format!("slab {slab:#x} has extent entry {:x?}", entry[0]));
+            }
+            self.check_region_shadow(&g, slab, slab + gran, blocks, &mut v);
+        }
+        for (&slab, blocks) in &by_slab {
+            if !g.slabs.contains_key(&slab) {
+                if g.pool.is_committed(slab) || !g.pool.is_retired(slab) {
+                    v.push(format!("slab {slab:#x} left the table without being retired"));
+                }
+                if let Some(a) = blocks.iter().find(|a| holds_memory(a)) {
+                    v.push(format!("block {:#x} (live {}) is in retired slab {slab:#x}", a.start, a.live));
+                }
+                self.check_region_shadow(&g, blocks[0].start, blocks[blocks.len() - 1].region_end, &[], &mut v);
+            }
+        }
+
+        // 7.
+        let want = g.slabs.len() as u64 * gran + large_held_bytes;
+        let committed = g.pool.counters().committed_bytes;
+        if committed != want {
+            v.push(format!("pool has {committed:#x} bytes committed; the slabs and live or held large blocks need {want:#x}"));
+        }
+
+        // 10.
+        let mut held_bytes = 0;
+        for p in &g.quarantine {
+            match g.allocs.get(p) {
+                Some(a) if !a.live => held_bytes += a.region_end - a.start,
+                _ => v.push(format!("quarantine holds {p:#x}, which is not a freed block")),
+            }
+        }
+        if held.len() != g.quarantine.len() || held_bytes != g.quarantine_bytes || g.quarantine_bytes > self.quarantine_max {
+            v.push(format!("quarantine: {} entries ({} distinct), {held_bytes:#x} bytes, counted {:#x}, bound {:#x}", g.quarantine.len(), held.len(), g.quarantine_bytes, self.quarantine_max));
+        }
+
+        if v.total == 0 {
+            Ok(())
+        } else {
+            Err(v)
+        }
+    }
+
+    /// Invariant 8 over `[from, to)` (granule-aligned): the live ones of `blocks` (sorted, inside
+    /// the range) encode their sizes, every other granule reads 0.
+    fn check_region_shadow(&self, g: &Inner, from: u64, to: u64, blocks: &[&AllocInfo], v: &mut InvariantViolations) {
+        let (shift, granule) = (self.scale.shift(), self.scale.granule());
+        let mut want = vec![0u8; ((to - from) >> shift) as usize];
+        for a in blocks.iter().filter(|a| a.live) {
+            let enc = self.scale.encodable_size(a.size.max(1));
+            let at = ((a.start - from) >> shift) as usize;
+            let full = (enc / granule) as usize;
+            want[at..at + full].fill(self.scale.encode(granule));
+            if enc % granule != 0 {
+                want[at + full] = self.scale.encode(enc % granule);
+            }
+        }
+        let mut got = vec![0u8; want.len()];
+        if let Err(e) = g.pool.read_shadow(from, &mut got) {
+            v.push(format!("shadow of {from:#x}..{to:#x} unreadable: {e}"));
+            return;
+        }
+        if got == want {
+            return;
+        }
+        let i = (0..want.len()).find(|&i| got[i] != want[i]).expect("a differing byte");
+        let addr = from + ((i as u64) << shift);
+        let owner = blocks.iter().find(|a| a.start <= addr && addr < a.region_end);
+        let owner = owner.map_or("no block".to_string(), |a| format!("block {:#x}+{:#x} (live {})", a.start, a.size, a.live));
+        v.push(format!("shadow of granule {addr:#x} reads {:#x}, want {:#x} ({owner})", got[i], want[i]));
     }
 }
