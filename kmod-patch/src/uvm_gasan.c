@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  *
- * gasan extensions to nvidia-uvm (ioctls 81-87 of include/uvm_gasan_ioctl.h).
+ * gasan extensions to nvidia-uvm (the ioctls of include/uvm_gasan_ioctl.h).
  *
  * gasan keeps all device allocations of a process in one pool of GPU VA. These ioctls give it what
  * the CUDA VMM API cannot: protections at 64 KiB / 4 KiB granularity inside the pool (guard pages
@@ -12,11 +12,19 @@
  * duplicated RM handle, offset and attributes (previous patch), so any piece of it can be unmapped
  * and mapped again with other page sizes, protections or addresses without going back to RM for a
  * new handle. Pieces unmapped by UVM_GASAN_PROT_NONE are "parked" with their handle reference so a
- * later protection change can bring them back.
+ * later protection change can bring them back. A parked piece depends on its GPUs (the mapping GPU
+ * frees the duplicated handle through RM; the owning GPU holds the memory), so the pieces of a GPU
+ * are released when that GPU is unregistered from the VA space (uvm_gasan_unregister_gpu), and the
+ * rest at VA-space destruction, before the VA space drops its GPUs.
+ *
+ * Every ioctl validates its whole parameter block with the kernel-independent checks of
+ * gasan_map_math.c (padding, flags, alignment, zero base, wrap, pool membership, GPU reach) before
+ * it changes anything, and returns the NV_STATUS in rmStatus as upstream's ioctls do.
  *
  * Locking: the per-VA-space gasan mutex is taken first, then the mm lock (when creating ranges),
  * then the VA space lock, then one external range tree lock at a time. The fault hook runs under the
- * VA space lock and only takes the fault queue spinlock and the window spinlock.
+ * VA space lock and only takes the fault queue spinlock and the window spinlock. GPU unregister
+ * calls uvm_gasan_unregister_gpu() holding no lock.
  */
 
 #include "uvm_api.h"
@@ -30,8 +38,11 @@
 #include "gasan_map_math.h"
 
 #include <linux/anon_inodes.h>
+#include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/kref.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
@@ -50,8 +61,33 @@ typedef unsigned int __poll_t;
 
 #define GASAN_FAULT_QUEUE_LEN 256u
 #define GASAN_MAX_WINDOWS 64u
+/* Parked pieces per VA space (each about 120 bytes): a pool's guard pages, per GPU. */
+#define GASAN_MAX_PARKED 65536u
 #define GASAN_2M (2ull << 20)
 #define GASAN_CPU_VA_LIMIT (1ull << 47)
+
+/* The ABI version, readable without any ioctl: /sys/module/nvidia_uvm/parameters/gasan_abi. */
+static unsigned int gasan_abi = UVM_GASAN_ABI_VERSION;
+module_param(gasan_abi, uint, 0444);
+MODULE_PARM_DESC(gasan_abi, "ABI version of gasan's ioctls (read-only; present only in the gasan-patched module)");
+
+/* The userspace names of the statuses are the NV_STATUS values. */
+#define GASAN_SAME_STATUS(ours, nv) _Static_assert((ours) == (nv), #ours " != " #nv)
+GASAN_SAME_STATUS(UVM_GASAN_ST_OK, NV_OK);
+GASAN_SAME_STATUS(UVM_GASAN_ST_ILLEGAL_ACTION, NV_ERR_ILLEGAL_ACTION);
+GASAN_SAME_STATUS(UVM_GASAN_ST_INSUFFICIENT_RESOURCES, NV_ERR_INSUFFICIENT_RESOURCES);
+GASAN_SAME_STATUS(UVM_GASAN_ST_INVALID_ACCESS_TYPE, NV_ERR_INVALID_ACCESS_TYPE);
+GASAN_SAME_STATUS(UVM_GASAN_ST_INVALID_ADDRESS, NV_ERR_INVALID_ADDRESS);
+GASAN_SAME_STATUS(UVM_GASAN_ST_INVALID_ARGUMENT, NV_ERR_INVALID_ARGUMENT);
+GASAN_SAME_STATUS(UVM_GASAN_ST_INVALID_STATE, NV_ERR_INVALID_STATE);
+GASAN_SAME_STATUS(UVM_GASAN_ST_NOT_SUPPORTED, NV_ERR_NOT_SUPPORTED);
+GASAN_SAME_STATUS(UVM_GASAN_ST_OUT_OF_RANGE, NV_ERR_OUT_OF_RANGE);
+GASAN_SAME_STATUS(UVM_GASAN_ST_STATE_IN_USE, NV_ERR_STATE_IN_USE);
+GASAN_SAME_STATUS(UVM_GASAN_ST_ADDRESS_IN_USE, NV_ERR_UVM_ADDRESS_IN_USE);
+GASAN_SAME_STATUS(GASAN_MAPPING_DEFAULT, UvmGpuMappingTypeDefault);
+GASAN_SAME_STATUS(GASAN_MAPPING_READ_WRITE_ATOMIC, UvmGpuMappingTypeReadWriteAtomic);
+GASAN_SAME_STATUS(GASAN_MAPPING_READ_WRITE, UvmGpuMappingTypeReadWrite);
+GASAN_SAME_STATUS(GASAN_MAPPING_READ_ONLY, UvmGpuMappingTypeReadOnly);
 
 /* Fatal faults waiting to be read through the subscription fd. Shared by the VA space and the file,
  * so either can go first. */
@@ -64,7 +100,8 @@ typedef struct
     NvU32 head;
     NvU32 count;
     NvU64 dropped;
-    bool closed;
+    bool closed;       /* the VA space is gone */
+    bool reader_gone;  /* the fd was closed: a new subscriber may replace this queue */
 } gasan_fault_queue_t;
 
 /* A VA window gasan owns: the pool, an alias range or a sparse shadow range. */
@@ -89,6 +126,7 @@ typedef struct
     bool is_egm;
     NvU64 map_offset;
     UvmGpuMappingType mapping_type;
+    UvmGpuMappingType orig_mapping_type;
     UvmGpuCachingType caching_type;
     UvmGpuFormatType format_type;
     UvmGpuFormatElementBits element_bits;
@@ -97,7 +135,7 @@ typedef struct
 
 struct uvm_gasan_va_space_struct
 {
-    /* Serializes the gasan ioctls of this VA space. */
+    /* Serializes the gasan ioctls of this VA space and GPU unregister's release of pieces. */
     struct mutex lock;
 
     /* Windows, read by the fault hook under window_lock. windows[0] is the pool once reserved. */
@@ -106,8 +144,9 @@ struct uvm_gasan_va_space_struct
     NvU32 window_count;
     bool pool_reserved;
 
-    /* Pieces unmapped by UVM_GASAN_PROT_NONE, with their backing kept. */
+    /* Pieces unmapped by UVM_GASAN_PROT_NONE, with their backing kept; at most GASAN_MAX_PARKED. */
     struct list_head parked;
+    NvU32 parked_count;
 
     gasan_fault_queue_t *faults;
 };
@@ -168,7 +207,7 @@ static bool gasan_window_overlaps(uvm_gasan_va_space_t *g, NvU64 va, NvU64 len)
 
     spin_lock_irqsave(&g->window_lock, flags);
     for (i = 0; i < g->window_count && !hit; i++)
-        hit = va < g->windows[i].base + g->windows[i].length && g->windows[i].base < va + len;
+        hit = gasan_overlaps(g->windows[i].base, g->windows[i].length, va, len);
     spin_unlock_irqrestore(&g->window_lock, flags);
     return hit;
 }
@@ -192,11 +231,6 @@ static NV_STATUS gasan_window_add(uvm_gasan_va_space_t *g, NvU64 base, NvU64 len
     return status;
 }
 
-static bool gasan_in_pool(uvm_gasan_va_space_t *g, NvU64 va, NvU64 len)
-{
-    return g->pool_reserved && gasan_contains(g->windows[0].base, g->windows[0].length, va, len);
-}
-
 /* ---- GPU reach ------------------------------------------------------------------------------ */
 
 /* Exclusive upper bound of the lower half of the GPU's VA space. Addresses between the CPU's limit
@@ -211,9 +245,37 @@ static NvU64 gasan_gpu_max_va(uvm_gpu_t *gpu)
     return 1ull << bits;
 }
 
-static bool gasan_gpu_reaches(uvm_gpu_t *gpu, NvU64 va, NvU64 len)
+/* Takes the gasan lock of the VA space (creating its state when create is set; g is NULL when it
+ * has none) and describes the VA space for the validators: the pool, and the VA bound every
+ * registered GPU reaches. */
+static uvm_gasan_va_space_t *gasan_enter(uvm_va_space_t *va_space, bool create, gasan_limits_t *lim)
 {
-    return va + len > va && va + len <= gasan_gpu_max_va(gpu);
+    uvm_gasan_va_space_t *g = gasan_get(va_space, create);
+    uvm_gpu_t *gpu;
+
+    memset(lim, 0, sizeof(*lim));
+    if (g) {
+        mutex_lock(&g->lock);
+        if (g->pool_reserved) {
+            lim->pool_base = g->windows[0].base;
+            lim->pool_length = g->windows[0].length;
+        }
+    }
+    uvm_va_space_down_read(va_space);
+    for_each_va_space_gpu(gpu, va_space) {
+        NvU64 max_va = gasan_gpu_max_va(gpu);
+
+        if (lim->max_va == 0 || max_va < lim->max_va)
+            lim->max_va = max_va;
+    }
+    uvm_va_space_up_read(va_space);
+    return g;
+}
+
+static void gasan_leave(uvm_gasan_va_space_t *g)
+{
+    if (g)
+        mutex_unlock(&g->lock);
 }
 
 /* ---- pieces ----------------------------------------------------------------------------------- */
@@ -235,6 +297,23 @@ static void gasan_piece_list_free(struct list_head *list)
     }
 }
 
+static NvU32 gasan_piece_list_count(struct list_head *list)
+{
+    struct list_head *pos;
+    NvU32 n = 0;
+
+    list_for_each(pos, list)
+        n++;
+    return n;
+}
+
+/* Does the piece need gpu? It is mapped on it, its memory lives on it, or RM frees its duplicated
+ * handle through it. */
+static bool gasan_piece_uses_gpu(const gasan_piece_t *p, const uvm_gpu_t *gpu)
+{
+    return p->gpu == gpu || p->owning_gpu == gpu || (p->mem_handle && p->mem_handle->gpu == gpu);
+}
+
 /* Describes [start, start + length) of ext_gpu_map as a piece (takes a handle reference). */
 static gasan_piece_t *gasan_piece_from_map(uvm_ext_gpu_map_t *m, NvU64 start, NvU64 length)
 {
@@ -242,6 +321,7 @@ static gasan_piece_t *gasan_piece_from_map(uvm_ext_gpu_map_t *m, NvU64 start, Nv
 
     if (!p)
         return NULL;
+    INIT_LIST_HEAD(&p->node);
     p->gpu = m->gpu;
     p->start = start;
     p->length = length;
@@ -253,6 +333,7 @@ static gasan_piece_t *gasan_piece_from_map(uvm_ext_gpu_map_t *m, NvU64 start, Nv
     p->is_egm = m->is_egm;
     p->map_offset = m->map_offset + (start - m->node.start);
     p->mapping_type = m->mapping_type;
+    p->orig_mapping_type = m->orig_mapping_type;
     p->caching_type = m->caching_type;
     p->format_type = m->format_type;
     p->element_bits = m->element_bits;
@@ -300,6 +381,13 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
         return NV_ERR_INVALID_DEVICE;
     if (!p->mem_handle)
         return NV_ERR_INVALID_ARGUMENT; /* sparse ranges are not re-protected or aliased */
+    if (mapping_type != UvmGpuMappingTypeReadOnly && p->orig_mapping_type == UvmGpuMappingTypeReadOnly)
+        return NV_ERR_INVALID_ACCESS_TYPE; /* never more access than the original mapping had */
+    /* Peer memory only while the peers are enabled (upstream drops such mappings when they are
+     * disabled). */
+    if (p->owning_gpu && p->owning_gpu != gpu && (!p->is_sysmem || p->is_egm) &&
+        !uvm_va_space_peer_enabled(va_range->va_space, gpu, p->owning_gpu))
+        return NV_ERR_INVALID_DEVICE;
 
     status = uvm_unmap_external_in_range(va_range, gpu, va, va + p->length - 1, NULL);
     if (status != NV_OK)
@@ -320,6 +408,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     m->is_egm = p->is_egm;
     m->map_offset = p->map_offset;
     m->mapping_type = mapping_type;
+    m->orig_mapping_type = p->orig_mapping_type;
     m->caching_type = p->caching_type;
     m->format_type = p->format_type;
     m->element_bits = p->element_bits;
@@ -433,6 +522,18 @@ static NV_STATUS gasan_create_range(uvm_va_space_t *va_space, NvU64 base, NvU64 
 
 /* ---- ioctls ----------------------------------------------------------------------------------- */
 
+NV_STATUS uvm_api_gasan_identify(UVM_GASAN_IDENTIFY_PARAMS *params, struct file *filp)
+{
+    NV_STATUS status = gasan_validate_identify(params);
+
+    if (status != NV_OK)
+        return status;
+    params->magic = UVM_GASAN_MAGIC;
+    params->abiVersion = UVM_GASAN_ABI_VERSION;
+    params->nrCount = UVM_GASAN_NR_COUNT;
+    return NV_OK;
+}
+
 NV_STATUS uvm_api_gasan_query(UVM_GASAN_QUERY_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
@@ -440,7 +541,10 @@ NV_STATUS uvm_api_gasan_query(UVM_GASAN_QUERY_PARAMS *params, struct file *filp)
     NvU32 caps = UVM_GASAN_CAP_PAGE_4K | UVM_GASAN_CAP_PAGE_64K | UVM_GASAN_CAP_SPARSE_ZERO | UVM_GASAN_CAP_FAULT_EVENTS;
     NvU64 max_va = ~0ull;
     bool any = false;
+    NV_STATUS status = gasan_validate_query(params);
 
+    if (status != NV_OK)
+        return status;
     uvm_va_space_down_read(va_space);
     for_each_va_space_gpu(gpu, va_space) {
         uvm_gpu_va_space_t *gpu_va_space = uvm_gpu_va_space_get(va_space, gpu);
@@ -472,36 +576,26 @@ NV_STATUS uvm_api_gasan_reserve_pool(UVM_GASAN_RESERVE_POOL_PARAMS *params, stru
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
-    uvm_gpu_t *gpu;
+    gasan_limits_t lim;
     uvm_va_range_t *r;
-    NV_STATUS status = NV_OK;
+    NV_STATUS status;
     bool foreign = false;
 
-    if (gasan_check_aligned(params->base, params->length, GASAN_2M) != 0)
-        return NV_ERR_INVALID_ADDRESS;
-
-    g = gasan_get(va_space, true);
+    g = gasan_enter(va_space, true, &lim);
     if (!g)
         return NV_ERR_NO_MEMORY;
-
-    mutex_lock(&g->lock);
+    status = gasan_validate_reserve_pool(params, &lim);
+    if (status != NV_OK)
+        goto out;
     /* The pool is reserved once, before anything else (it becomes windows[0]). */
-    if (g->pool_reserved || g->window_count != 0) {
+    if (g->window_count != 0) {
         status = NV_ERR_STATE_IN_USE;
         goto out;
     }
-    if (gasan_window_overlaps(g, params->base, params->length)) {
-        status = NV_ERR_UVM_ADDRESS_IN_USE;
-        goto out;
-    }
 
-    uvm_va_space_down_read(va_space);
-    for_each_va_space_gpu(gpu, va_space) {
-        if (!gasan_gpu_reaches(gpu, params->base, params->length))
-            status = NV_ERR_OUT_OF_RANGE;
-    }
     /* Ranges already inside the pool (the CUDA driver's own external ranges) are accepted; any
      * other kind of range there (managed memory, channels) is not ours to remap. */
+    uvm_va_space_down_read(va_space);
     uvm_for_each_va_range_in(r, va_space, params->base, params->base + params->length - 1) {
         foreign = true;
         if (r->type != UVM_VA_RANGE_TYPE_EXTERNAL)
@@ -523,7 +617,7 @@ NV_STATUS uvm_api_gasan_reserve_pool(UVM_GASAN_RESERVE_POOL_PARAMS *params, stru
     if (status == NV_OK)
         g->pool_reserved = true;
 out:
-    mutex_unlock(&g->lock);
+    gasan_leave(g);
     return status;
 }
 
@@ -562,42 +656,26 @@ static NV_STATUS gasan_collect_mapped(uvm_va_range_t *va_range, uvm_gpu_t *gpu, 
 NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
-    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
+    uvm_gasan_va_space_t *g;
+    gasan_limits_t lim;
     uvm_va_range_t *src, *dst;
     uvm_gpu_t *gpu;
     uvm_tracker_t tracker = UVM_TRACKER_INIT();
     LIST_HEAD(pieces);
-    NV_STATUS status = NV_OK;
+    NV_STATUS status;
     bool new_window;
     int mapped_gpus = 0;
 
-    if (!g)
-        return NV_ERR_INVALID_STATE;
-    if (gasan_check_aligned(params->srcBase, params->length, UVM_PAGE_SIZE_4K) != 0 ||
-        gasan_check_aligned(params->aliasBase, params->length, UVM_PAGE_SIZE_4K) != 0)
-        return NV_ERR_INVALID_ADDRESS;
-
-    mutex_lock(&g->lock);
-    if (!gasan_in_pool(g, params->srcBase, params->length)) {
-        status = NV_ERR_INVALID_ADDRESS;
+    g = gasan_enter(va_space, false, &lim);
+    status = gasan_validate_map_alias(params, &lim);
+    if (status != NV_OK)
         goto out;
-    }
     /* The alias goes into a range gasan made for aliases, or into fresh VA outside every window. */
     new_window = !gasan_window_lookup(g, params->aliasBase, params->length, GASAN_WINDOW_ALIAS);
     if (new_window && gasan_window_overlaps(g, params->aliasBase, params->length)) {
         status = NV_ERR_UVM_ADDRESS_IN_USE;
         goto out;
     }
-
-    uvm_va_space_down_read(va_space);
-    for_each_va_space_gpu(gpu, va_space) {
-        if (!gasan_gpu_reaches(gpu, params->aliasBase, params->length))
-            status = NV_ERR_OUT_OF_RANGE;
-    }
-    uvm_va_space_up_read(va_space);
-    if (status != NV_OK)
-        goto out;
-
     if (new_window) {
         status = gasan_create_range(va_space, params->aliasBase, params->length);
         if (status != NV_OK)
@@ -648,24 +726,23 @@ out_unlock:
     if (uvm_tracker_wait_deinit(&tracker) != NV_OK && status == NV_OK)
         status = NV_ERR_INVALID_STATE;
 out:
-    mutex_unlock(&g->lock);
+    gasan_leave(g);
     return status;
 }
 
 NV_STATUS uvm_api_gasan_unmap_alias(UVM_GASAN_UNMAP_ALIAS_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
-    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
+    uvm_gasan_va_space_t *g;
+    gasan_limits_t lim;
     uvm_va_range_t *r;
     uvm_gpu_t *gpu;
-    NV_STATUS status = NV_OK;
+    NV_STATUS status;
 
-    if (!g)
-        return NV_ERR_INVALID_STATE;
-    if (gasan_check_aligned(params->aliasBase, params->length, UVM_PAGE_SIZE_4K) != 0)
-        return NV_ERR_INVALID_ADDRESS;
-
-    mutex_lock(&g->lock);
+    g = gasan_enter(va_space, false, &lim);
+    status = gasan_validate_unmap_alias(params, &lim);
+    if (status != NV_OK)
+        goto out;
     /* Only gasan's alias ranges: never the pool or the CUDA driver's own mappings. The range stays
      * reserved (retired alias VA), only its PTEs go. */
     if (!gasan_window_lookup(g, params->aliasBase, params->length, GASAN_WINDOW_ALIAS)) {
@@ -692,165 +769,236 @@ NV_STATUS uvm_api_gasan_unmap_alias(UVM_GASAN_UNMAP_ALIAS_PARAMS *params, struct
     }
     uvm_va_space_up_read_rm(va_space);
 out:
-    mutex_unlock(&g->lock);
+    gasan_leave(g);
     return status;
 }
 
-/* Re-protects [base, end] of r on one GPU. Mapped pieces around the range that share a big page
- * with it are remapped with smaller pages; the range itself is parked (NONE) or remapped with the
- * new protection; parked pieces inside it come back for RO/RW. */
-static NV_STATUS gasan_protect_on_gpu(uvm_gasan_va_space_t *g,
-                                      uvm_va_range_t *r,
-                                      uvm_gpu_t *gpu,
-                                      NvU64 base,
-                                      NvU64 end,
-                                      NvU32 prot,
-                                      uvm_tracker_t *tracker)
+/* ---- protection changes ------------------------------------------------------------------------
+ * A protection change is a transaction over all GPUs of the VA space. For each GPU, under its range
+ * tree lock: (A) describe everything without touching the GPU or the parked list's contents (the
+ * pieces to map again, the parked pieces the range takes, their new mapping types, the parked
+ * count afterwards), then (B) unmap and map. The parked list changes only at commit, once every
+ * GPU succeeded. A failure on any GPU puts back every GPU already changed (the range unmapped, the
+ * big pages around it mapped as they were) and the parked pieces taken out, so no piece is lost,
+ * mapped twice or listed twice. */
+
+typedef struct
 {
-    uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, gpu);
+    uvm_gpu_t *gpu;
+    struct list_head outer;   /* mapped pages touching the range, as they were (for undo) */
+    struct list_head outside; /* their parts outside the range, to map again with smaller pages */
+    struct list_head inside;  /* the range's pieces, mapped and parked, with their new type */
+    struct list_head taken;   /* parked pieces overlapping the range, out of g->parked until commit */
+    struct list_head kept;    /* the parts of `taken` outside the range: parked at commit */
+    bool changed;             /* (B) ran: the GPU's mappings may differ from `outer` */
+} gasan_prot_txn_t;
+
+static void gasan_txn_init(gasan_prot_txn_t *t, uvm_gpu_t *gpu)
+{
+    t->gpu = gpu;
+    INIT_LIST_HEAD(&t->outer);
+    INIT_LIST_HEAD(&t->outside);
+    INIT_LIST_HEAD(&t->inside);
+    INIT_LIST_HEAD(&t->taken);
+    INIT_LIST_HEAD(&t->kept);
+    t->changed = false;
+}
+
+static void gasan_txn_free(gasan_prot_txn_t *t)
+{
+    gasan_piece_list_free(&t->outer);
+    gasan_piece_list_free(&t->outside);
+    gasan_piece_list_free(&t->inside);
+    gasan_piece_list_free(&t->taken);
+    gasan_piece_list_free(&t->kept);
+}
+
+/* (A) for one GPU; the caller holds the tree lock. */
+static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
+                                    uvm_va_range_t *r,
+                                    gasan_prot_txn_t *t,
+                                    NvU64 base,
+                                    NvU64 end,
+                                    NvU32 prot)
+{
+    uvm_gpu_t *gpu = t->gpu;
     uvm_ext_gpu_map_t *m;
     gasan_piece_t *p, *next;
-    LIST_HEAD(outside);
-    LIST_HEAD(inside);
-    LIST_HEAD(outer);
-    NV_STATUS status = NV_OK;
-    UvmGpuMappingType new_type = prot == UVM_GASAN_PROT_RO ? UvmGpuMappingTypeReadOnly : UvmGpuMappingTypeDefault;
 
-    uvm_mutex_lock(&tree->lock);
-
-    /* 1. Describe what is mapped: the part inside [base, end], and the parts of the same big
-     *    pages outside it (they must be remapped with pages that stop at base and end + 1). */
     if (uvm_processor_mask_test(&r->external.mapped_gpus, gpu->id)) {
         uvm_ext_gpu_map_for_each_in(m, r, gpu, base, end) {
             NvU64 page = m->pt_range_vec.page_size;
             NvU64 o_start = max(m->node.start, base & ~(page - 1));
             NvU64 o_end = min(m->node.end, ((end + page) & ~(page - 1)) - 1);
             NvU64 i_start = max(m->node.start, base), i_end = min(m->node.end, end);
-            gasan_piece_t *whole, *in;
 
-            if (!m->mem_handle) {
-                status = NV_ERR_INVALID_ADDRESS; /* sparse: not part of the pool's allocations */
-                goto out;
-            }
-            whole = gasan_piece_from_map(m, o_start, o_end - o_start + 1);
-            in = gasan_piece_from_map(m, i_start, i_end - i_start + 1);
-            if (whole)
-                list_add_tail(&whole->node, &outer);
-            if (in)
-                list_add_tail(&in->node, &inside);
-            if (!whole || !in) {
-                status = NV_ERR_NO_MEMORY;
-                goto out;
-            }
+            if (!m->mem_handle)
+                return NV_ERR_INVALID_ADDRESS; /* sparse: not part of the pool's allocations */
+            p = gasan_piece_from_map(m, o_start, o_end - o_start + 1);
+            if (!p)
+                return NV_ERR_NO_MEMORY;
+            list_add_tail(&p->node, &t->outer);
+            p = gasan_piece_from_map(m, i_start, i_end - i_start + 1);
+            if (!p)
+                return NV_ERR_NO_MEMORY;
+            list_add_tail(&p->node, &t->inside);
             if (o_start < i_start) {
                 p = gasan_piece_from_map(m, o_start, i_start - o_start);
-                if (!p) {
-                    status = NV_ERR_NO_MEMORY;
-                    goto out;
-                }
-                list_add_tail(&p->node, &outside);
+                if (!p)
+                    return NV_ERR_NO_MEMORY;
+                list_add_tail(&p->node, &t->outside);
             }
             if (i_end < o_end) {
                 p = gasan_piece_from_map(m, i_end + 1, o_end - i_end);
-                if (!p) {
-                    status = NV_ERR_NO_MEMORY;
-                    goto out;
-                }
-                list_add_tail(&p->node, &outside);
+                if (!p)
+                    return NV_ERR_NO_MEMORY;
+                list_add_tail(&p->node, &t->outside);
             }
         }
     }
 
-    /* 2. Unmap the big pages involved (their edges are page aligned, so splitting succeeds). */
-    list_for_each_entry(p, &outer, node) {
-        status = uvm_unmap_external_in_range(r, gpu, p->start, p->start + p->length - 1, NULL);
-        if (status != NV_OK)
-            goto out;
-    }
-
-    /* 3. Bring back the neighbours with the pages their new edges allow. */
-    list_for_each_entry(p, &outside, node) {
-        status = gasan_map_piece_split(r, p, p->mapping_type, tracker);
-        if (status != NV_OK)
-            goto out;
-    }
-
-    /* 4. Parked pieces overlapping the range: the overlap joins `inside`, the rest stays parked. */
+    /* Parked pieces overlapping the range: the overlap joins `inside`, the rest is kept parked. The
+     * piece itself moves to `taken` (back to g->parked on undo, freed on commit). */
     list_for_each_entry_safe(p, next, &g->parked, node) {
         NvU64 s, e;
+        gasan_piece_t *q;
 
         if (p->gpu != gpu || p->start > end || p->start + p->length - 1 < base)
             continue;
+        list_move_tail(&p->node, &t->taken);
         s = max(p->start, base);
         e = min(p->start + p->length - 1, end);
         if (p->start < s) {
-            gasan_piece_t *left = gasan_piece_slice(p, p->start, s - p->start);
-
-            if (!left) {
-                status = NV_ERR_NO_MEMORY;
-                goto out;
-            }
-            list_add_tail(&left->node, &g->parked);
+            q = gasan_piece_slice(p, p->start, s - p->start);
+            if (!q)
+                return NV_ERR_NO_MEMORY;
+            list_add_tail(&q->node, &t->kept);
         }
         if (e < p->start + p->length - 1) {
-            gasan_piece_t *right = gasan_piece_slice(p, e + 1, p->start + p->length - 1 - e);
-
-            if (!right) {
-                status = NV_ERR_NO_MEMORY;
-                goto out;
-            }
-            list_add_tail(&right->node, &g->parked);
+            q = gasan_piece_slice(p, e + 1, p->start + p->length - 1 - e);
+            if (!q)
+                return NV_ERR_NO_MEMORY;
+            list_add_tail(&q->node, &t->kept);
         }
-        list_del(&p->node);
-        p->map_offset += s - p->start;
-        p->start = s;
-        p->length = e - s + 1;
-        list_add_tail(&p->node, &inside);
+        q = gasan_piece_slice(p, s, e - s + 1);
+        if (!q)
+            return NV_ERR_NO_MEMORY;
+        list_add_tail(&q->node, &t->inside);
     }
 
-    /* 5. The range itself. */
-    if (prot == UVM_GASAN_PROT_NONE) {
-        list_splice_tail_init(&inside, &g->parked);
-    }
-    else {
-        list_for_each_entry(p, &inside, node) {
-            status = gasan_map_piece_split(r, p, new_type, tracker);
+    /* The new mapping type of each piece of the range: read-only, or back to what it was mapped
+     * with (refused for a mapping made read-only). */
+    if (prot != UVM_GASAN_PROT_NONE) {
+        list_for_each_entry(p, &t->inside, node) {
+            gasan_u32 type;
+            NV_STATUS status = gasan_prot_mapping_type(prot, p->orig_mapping_type, &type);
+
             if (status != NV_OK)
-                goto out;
+                return status;
+            p->mapping_type = type;
         }
     }
+    return NV_OK;
+}
 
-out:
-    uvm_mutex_unlock(&tree->lock);
-    gasan_piece_list_free(&outer);
-    gasan_piece_list_free(&outside);
-    gasan_piece_list_free(&inside);
-    return status;
+/* How the parked count changes when t commits. */
+static long gasan_txn_parked_delta(gasan_prot_txn_t *t, NvU32 prot)
+{
+    long delta = (long)gasan_piece_list_count(&t->kept) - (long)gasan_piece_list_count(&t->taken);
+
+    if (prot == UVM_GASAN_PROT_NONE)
+        delta += gasan_piece_list_count(&t->inside);
+    return delta;
+}
+
+/* (B) for one GPU; the caller holds the tree lock. */
+static NV_STATUS gasan_txn_apply(uvm_va_range_t *r, gasan_prot_txn_t *t, NvU32 prot, uvm_tracker_t *tracker)
+{
+    gasan_piece_t *p;
+    NV_STATUS status;
+
+    t->changed = true;
+    /* Unmap the big pages involved (their edges are page aligned, so splitting succeeds). */
+    list_for_each_entry(p, &t->outer, node) {
+        status = uvm_unmap_external_in_range(r, t->gpu, p->start, p->start + p->length - 1, NULL);
+        if (status != NV_OK)
+            return status;
+    }
+    /* Bring back the neighbours with the pages their new edges allow. */
+    list_for_each_entry(p, &t->outside, node) {
+        status = gasan_map_piece_split(r, p, p->mapping_type, tracker);
+        if (status != NV_OK)
+            return status;
+    }
+    if (prot == UVM_GASAN_PROT_NONE)
+        return NV_OK;
+    list_for_each_entry(p, &t->inside, node) {
+        status = gasan_map_piece_split(r, p, p->mapping_type, tracker);
+        if (status != NV_OK)
+            return status;
+    }
+    return NV_OK;
+}
+
+/* Puts one GPU back as it was: the range unmapped (it held parked pieces, or is mapped again from
+ * `outer`), the pages around it as they were, the taken parked pieces parked again. */
+static void gasan_txn_undo(uvm_gasan_va_space_t *g, uvm_va_range_t *r, gasan_prot_txn_t *t, NvU64 base, NvU64 end,
+                           uvm_tracker_t *tracker)
+{
+    uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, t->gpu);
+    gasan_piece_t *p;
+    NV_STATUS status = NV_OK;
+
+    if (t->changed) {
+        uvm_mutex_lock(&tree->lock);
+        status = uvm_unmap_external_in_range(r, t->gpu, base, end, NULL);
+        list_for_each_entry(p, &t->outer, node) {
+            if (status == NV_OK)
+                status = gasan_map_piece_split(r, p, p->mapping_type, tracker);
+        }
+        uvm_mutex_unlock(&tree->lock);
+        if (status != NV_OK)
+            UVM_ERR_PRINT("gasan: protection change on GPU %s failed and could not be undone (%s): "
+                          "[0x%llx, 0x%llx] stays unmapped\n",
+                          uvm_gpu_name(t->gpu), nvstatusToString(status), base, end);
+    }
+    list_splice_tail_init(&t->taken, &g->parked);
+}
+
+/* Makes one GPU's change final. */
+static void gasan_txn_commit(uvm_gasan_va_space_t *g, gasan_prot_txn_t *t, NvU32 prot)
+{
+    g->parked_count = g->parked_count + gasan_txn_parked_delta(t, prot);
+    list_splice_tail_init(&t->kept, &g->parked);
+    if (prot == UVM_GASAN_PROT_NONE)
+        list_splice_tail_init(&t->inside, &g->parked);
 }
 
 NV_STATUS uvm_api_gasan_set_protection(UVM_GASAN_SET_PROTECTION_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
-    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
+    uvm_gasan_va_space_t *g;
+    gasan_limits_t lim;
     uvm_tracker_t tracker = UVM_TRACKER_INIT();
+    gasan_prot_txn_t *txns = NULL;
+    NvU64 base = params->base, end = params->base + params->length - 1;
+    long parked = 0;
     uvm_va_range_t *r;
     uvm_gpu_t *gpu;
-    NV_STATUS status = NV_OK;
+    NvU32 n = 0, i;
+    NV_STATUS status;
 
-    if (!g)
-        return NV_ERR_INVALID_STATE;
-    if (params->pageSize != UVM_PAGE_SIZE_4K && params->pageSize != UVM_PAGE_SIZE_64K)
-        return NV_ERR_INVALID_ARGUMENT;
-    if (params->prot != UVM_GASAN_PROT_NONE && params->prot != UVM_GASAN_PROT_RO && params->prot != UVM_GASAN_PROT_RW)
-        return NV_ERR_INVALID_ARGUMENT;
-    if (gasan_check_aligned(params->base, params->length, params->pageSize) != 0)
-        return NV_ERR_INVALID_ADDRESS;
-
-    mutex_lock(&g->lock);
-    if (!gasan_in_pool(g, params->base, params->length)) {
-        status = NV_ERR_INVALID_ADDRESS;
+    g = gasan_enter(va_space, false, &lim);
+    status = gasan_validate_set_protection(params, &lim);
+    if (status != NV_OK)
+        goto out;
+    txns = uvm_kvmalloc_zero(sizeof(*txns) * UVM_ID_MAX_GPUS);
+    if (!txns) {
+        status = NV_ERR_NO_MEMORY;
         goto out;
     }
+    parked = g->parked_count;
+
     uvm_va_space_down_read_rm(va_space);
     r = gasan_external_range(va_space, params->base, params->length);
     if (!r) {
@@ -859,6 +1007,8 @@ NV_STATUS uvm_api_gasan_set_protection(UVM_GASAN_SET_PROTECTION_PARAMS *params, 
     }
     for_each_va_space_gpu(gpu, va_space) {
         uvm_gpu_va_space_t *gpu_va_space = uvm_gpu_va_space_get(va_space, gpu);
+        uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, gpu);
+        gasan_prot_txn_t *t;
 
         if (!gpu_va_space)
             continue;
@@ -866,38 +1016,53 @@ NV_STATUS uvm_api_gasan_set_protection(UVM_GASAN_SET_PROTECTION_PARAMS *params, 
             status = NV_ERR_NOT_SUPPORTED;
             break;
         }
-        status = gasan_protect_on_gpu(g, r, gpu, params->base, params->base + params->length - 1, params->prot, &tracker);
+        t = &txns[n++];
+        gasan_txn_init(t, gpu);
+        uvm_mutex_lock(&tree->lock);
+        status = gasan_txn_describe(g, r, t, base, end, params->prot);
+        if (status == NV_OK) {
+            parked += gasan_txn_parked_delta(t, params->prot);
+            if (parked > GASAN_MAX_PARKED)
+                status = NV_ERR_INSUFFICIENT_RESOURCES;
+        }
+        if (status == NV_OK)
+            status = gasan_txn_apply(r, t, params->prot, &tracker);
+        uvm_mutex_unlock(&tree->lock);
         if (status != NV_OK)
             break;
+    }
+    for (i = 0; i < n; i++) {
+        if (status == NV_OK)
+            gasan_txn_commit(g, &txns[i], params->prot);
+        else
+            gasan_txn_undo(g, r, &txns[i], base, end, &tracker);
     }
 out_unlock:
     uvm_va_space_up_read_rm(va_space);
     if (uvm_tracker_wait_deinit(&tracker) != NV_OK && status == NV_OK)
         status = NV_ERR_INVALID_STATE;
+    for (i = 0; i < n; i++)
+        gasan_txn_free(&txns[i]);
 out:
-    mutex_unlock(&g->lock);
+    uvm_kvfree(txns);
+    gasan_leave(g);
     return status;
 }
 
 NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
-    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
+    uvm_gasan_va_space_t *g;
+    gasan_limits_t lim;
     uvm_va_range_t *r;
     uvm_gpu_t *gpu;
-    NV_STATUS status = NV_OK;
+    NV_STATUS status;
     bool new_window;
 
-    if (!g)
-        return NV_ERR_INVALID_STATE;
-    if (gasan_check_aligned(params->base, params->length, GASAN_2M) != 0)
-        return NV_ERR_INVALID_ADDRESS;
-
-    mutex_lock(&g->lock);
-    if (!g->pool_reserved) {
-        status = NV_ERR_INVALID_STATE; /* shadow belongs to a pool */
+    g = gasan_enter(va_space, false, &lim);
+    status = gasan_validate_map_sparse_zero(params, &lim);
+    if (status != NV_OK)
         goto out;
-    }
     new_window = !gasan_window_lookup(g, params->base, params->length, GASAN_WINDOW_SPARSE);
     if (new_window && gasan_window_overlaps(g, params->base, params->length)) {
         status = NV_ERR_UVM_ADDRESS_IN_USE;
@@ -905,9 +1070,7 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     }
     uvm_va_space_down_read(va_space);
     for_each_va_space_gpu(gpu, va_space) {
-        if (!gasan_gpu_reaches(gpu, params->base, params->length))
-            status = NV_ERR_OUT_OF_RANGE;
-        else if (!gpu->parent->sparse_mappings_supported)
+        if (!gpu->parent->sparse_mappings_supported)
             status = NV_ERR_NOT_SUPPORTED;
     }
     uvm_va_space_up_read(va_space);
@@ -932,7 +1095,7 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     }
     uvm_va_space_up_read(va_space);
 out:
-    mutex_unlock(&g->lock);
+    gasan_leave(g);
     return status;
 }
 
@@ -998,6 +1161,7 @@ static int gasan_fault_release(struct inode *inode, struct file *filp)
 {
     gasan_fault_queue_t *q = filp->private_data;
 
+    WRITE_ONCE(q->reader_gone, true);
     kref_put(&q->ref, gasan_fault_queue_release);
     return 0;
 }
@@ -1010,23 +1174,33 @@ static const struct file_operations gasan_fault_fops = {
     .llseek = noop_llseek,
 };
 
-NV_STATUS uvm_api_gasan_subscribe_faults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS *params, struct file *filp)
+/* The descriptor UVM_GASAN_SUBSCRIBE_FAULTS hands out, installed only once the parameters reached
+ * userspace (an fd number userspace never saw must not exist). */
+typedef struct
+{
+    int fd;
+    struct file *file;
+    gasan_fault_queue_t *queue;
+} gasan_pending_fd_t;
+
+static NV_STATUS gasan_subscribe_faults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS *params, struct file *filp,
+                                        gasan_pending_fd_t *pending)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
-    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
-    gasan_fault_queue_t *q;
-    NV_STATUS status = NV_OK;
+    uvm_gasan_va_space_t *g;
+    gasan_limits_t lim;
+    gasan_fault_queue_t *q, *old = NULL;
+    struct file *file;
+    NV_STATUS status;
     int fd;
 
-    if (!g)
-        return NV_ERR_INVALID_STATE;
-    mutex_lock(&g->lock);
-    if (!g->pool_reserved) {
-        status = NV_ERR_INVALID_STATE;
+    g = gasan_enter(va_space, false, &lim);
+    status = gasan_validate_subscribe_faults(params, &lim);
+    if (status != NV_OK)
         goto out;
-    }
-    if (g->faults) {
-        status = NV_ERR_STATE_IN_USE; /* one subscriber per pool */
+    /* One subscriber per pool; a closed subscription's queue is replaced. */
+    if (g->faults && !READ_ONCE(g->faults->reader_gone)) {
+        status = NV_ERR_STATE_IN_USE;
         goto out;
     }
     q = kzalloc(sizeof(*q), GFP_KERNEL);
@@ -1034,27 +1208,150 @@ NV_STATUS uvm_api_gasan_subscribe_faults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS *para
         status = NV_ERR_NO_MEMORY;
         goto out;
     }
-    kref_init(&q->ref);
+    kref_init(&q->ref); /* the VA space's reference */
     spin_lock_init(&q->lock);
     init_waitqueue_head(&q->wait);
 
-    kref_get(&q->ref); /* the file's reference */
-    fd = anon_inode_getfd("[gasan-faults]", &gasan_fault_fops, q, O_RDONLY | O_CLOEXEC);
+    fd = get_unused_fd_flags(O_CLOEXEC);
     if (fd < 0) {
-        kref_put(&q->ref, gasan_fault_queue_release);
-        kref_put(&q->ref, gasan_fault_queue_release);
+        kfree(q);
+        status = NV_ERR_INSUFFICIENT_RESOURCES;
+        goto out;
+    }
+    kref_get(&q->ref); /* the file's reference, dropped by gasan_fault_release() */
+    file = anon_inode_getfile("[gasan-faults]", &gasan_fault_fops, q,
+                              O_RDONLY | ((params->flags & UVM_GASAN_SUBSCRIBE_NONBLOCK) ? O_NONBLOCK : 0));
+    if (IS_ERR(file)) {
+        put_unused_fd(fd);
+        kfree(q);
         status = NV_ERR_INSUFFICIENT_RESOURCES;
         goto out;
     }
     /* Publish under the VA space lock: the fault hook reads g->faults under it. */
     uvm_va_space_down_write(va_space);
+    old = g->faults;
     g->faults = q;
     uvm_va_space_up_write(va_space);
+    if (old)
+        kref_put(&old->ref, gasan_fault_queue_release);
+
     params->eventFd = fd;
+    pending->fd = fd;
+    pending->file = file;
+    pending->queue = q;
 out:
-    mutex_unlock(&g->lock);
+    gasan_leave(g);
     return status;
 }
+
+/* The parameters could not be copied back: withdraw the subscription and its descriptor. */
+static void gasan_subscribe_abort(struct file *filp, gasan_pending_fd_t *pending)
+{
+    uvm_va_space_t *va_space = uvm_va_space_get(filp);
+    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
+    bool unpublished = false;
+
+    if (g) {
+        mutex_lock(&g->lock);
+        uvm_va_space_down_write(va_space);
+        if (g->faults == pending->queue) {
+            g->faults = NULL;
+            unpublished = true;
+        }
+        uvm_va_space_up_write(va_space);
+        mutex_unlock(&g->lock);
+    }
+    if (unpublished)
+        kref_put(&pending->queue->ref, gasan_fault_queue_release);
+    fput(pending->file); /* its release drops the file's reference */
+    put_unused_fd(pending->fd);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------------- */
+
+bool uvm_gasan_owns_cmd(unsigned int cmd)
+{
+    /* Directional _IOC numbers are >= 1 << 30 on every architecture nvidia-uvm builds for, so no
+     * plain-numbered nvidia-uvm command can have gasan's type byte here. */
+    return _IOC_TYPE(cmd) == UVM_GASAN_IOC_TYPE && _IOC_DIR(cmd) != _IOC_NONE;
+}
+
+/* Every parameter block ends with { rmStatus, pad0 }. */
+#define GASAN_CHECK_TAIL(t) \
+    BUILD_BUG_ON(offsetof(t, rmStatus) != sizeof(t) - 2 * sizeof(gasan_u32) || sizeof(t) > 32)
+
+long uvm_gasan_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+    union {
+        UVM_GASAN_IDENTIFY_PARAMS identify;
+        UVM_GASAN_QUERY_PARAMS query;
+        UVM_GASAN_RESERVE_POOL_PARAMS reserve_pool;
+        UVM_GASAN_MAP_ALIAS_PARAMS map_alias;
+        UVM_GASAN_UNMAP_ALIAS_PARAMS unmap_alias;
+        UVM_GASAN_SET_PROTECTION_PARAMS set_protection;
+        UVM_GASAN_MAP_SPARSE_ZERO_PARAMS map_sparse_zero;
+        UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS subscribe_faults;
+    } u;
+    gasan_pending_fd_t pending = { .fd = -1 };
+    gasan_u32 rm_status;
+    size_t size;
+
+    GASAN_CHECK_TAIL(UVM_GASAN_IDENTIFY_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_QUERY_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_RESERVE_POOL_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_MAP_ALIAS_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_UNMAP_ALIAS_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_SET_PROTECTION_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS);
+    GASAN_CHECK_TAIL(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS);
+
+    switch (cmd) {
+    case UVM_GASAN_IDENTIFY:         size = sizeof(u.identify); break;
+    case UVM_GASAN_QUERY:            size = sizeof(u.query); break;
+    case UVM_GASAN_RESERVE_POOL:     size = sizeof(u.reserve_pool); break;
+    case UVM_GASAN_MAP_ALIAS:        size = sizeof(u.map_alias); break;
+    case UVM_GASAN_UNMAP_ALIAS:      size = sizeof(u.unmap_alias); break;
+    case UVM_GASAN_SET_PROTECTION:   size = sizeof(u.set_protection); break;
+    case UVM_GASAN_MAP_SPARSE_ZERO:  size = sizeof(u.map_sparse_zero); break;
+    case UVM_GASAN_SUBSCRIBE_FAULTS: size = sizeof(u.subscribe_faults); break;
+    default:
+        /* A known command with another size or direction is a caller built against another ABI. */
+        if (_IOC_NR(cmd) >= UVM_GASAN_NR_IDENTIFY && _IOC_NR(cmd) < UVM_GASAN_NR_COUNT)
+            return -EINVAL;
+        return -ENOTTY;
+    }
+    if (copy_from_user(&u, (void __user *)arg, size))
+        return -EFAULT;
+
+    rm_status = uvm_global_get_status();
+    /* Only the identification works before UVM_INITIALIZE. */
+    if (rm_status == NV_OK && cmd != UVM_GASAN_IDENTIFY && !uvm_fd_va_space(filp))
+        rm_status = NV_ERR_ILLEGAL_ACTION;
+    if (rm_status == NV_OK) {
+        switch (cmd) {
+        case UVM_GASAN_IDENTIFY:         rm_status = uvm_api_gasan_identify(&u.identify, filp); break;
+        case UVM_GASAN_QUERY:            rm_status = uvm_api_gasan_query(&u.query, filp); break;
+        case UVM_GASAN_RESERVE_POOL:     rm_status = uvm_api_gasan_reserve_pool(&u.reserve_pool, filp); break;
+        case UVM_GASAN_MAP_ALIAS:        rm_status = uvm_api_gasan_map_alias(&u.map_alias, filp); break;
+        case UVM_GASAN_UNMAP_ALIAS:      rm_status = uvm_api_gasan_unmap_alias(&u.unmap_alias, filp); break;
+        case UVM_GASAN_SET_PROTECTION:   rm_status = uvm_api_gasan_set_protection(&u.set_protection, filp); break;
+        case UVM_GASAN_MAP_SPARSE_ZERO:  rm_status = uvm_api_gasan_map_sparse_zero(&u.map_sparse_zero, filp); break;
+        case UVM_GASAN_SUBSCRIBE_FAULTS: rm_status = gasan_subscribe_faults(&u.subscribe_faults, filp, &pending); break;
+        }
+    }
+    memcpy((char *)&u + size - 2 * sizeof(gasan_u32), &rm_status, sizeof(rm_status));
+
+    if (copy_to_user((void __user *)arg, &u, size)) {
+        if (pending.file)
+            gasan_subscribe_abort(filp, &pending);
+        return -EFAULT;
+    }
+    if (pending.file)
+        fd_install(pending.fd, pending.file);
+    return 0;
+}
+
+/* ---- hooks -------------------------------------------------------------------------------------- */
 
 void uvm_gasan_record_fatal_fault(uvm_va_space_t *va_space, NvU32 gpu_index, NvU64 address, NvU32 access_type)
 {
@@ -1082,6 +1379,28 @@ void uvm_gasan_record_fatal_fault(uvm_va_space_t *va_space, NvU32 gpu_index, NvU
     wake_up_interruptible(&q->wait);
 }
 
+void uvm_gasan_unregister_gpu(uvm_va_space_t *va_space, uvm_gpu_t *gpu)
+{
+    uvm_gasan_va_space_t *g = gasan_get(va_space, false);
+    gasan_piece_t *p, *next;
+    LIST_HEAD(dead);
+
+    if (!g)
+        return;
+    /* The GPU left va_space->registered_gpus under the VA space write lock before this runs, so no
+     * protection change can park a new piece of it; the ones parked before go now, while the
+     * caller still holds its reference on the GPU. */
+    mutex_lock(&g->lock);
+    list_for_each_entry_safe(p, next, &g->parked, node) {
+        if (gasan_piece_uses_gpu(p, gpu)) {
+            list_move_tail(&p->node, &dead);
+            g->parked_count--;
+        }
+    }
+    mutex_unlock(&g->lock);
+    gasan_piece_list_free(&dead);
+}
+
 void uvm_gasan_va_space_destroy(uvm_va_space_t *va_space)
 {
     uvm_gasan_va_space_t *g;
@@ -1095,6 +1414,8 @@ void uvm_gasan_va_space_destroy(uvm_va_space_t *va_space)
     if (!g)
         return;
 
+    /* Every parked piece's GPUs are still registered: pieces of unregistered GPUs were released by
+     * uvm_gasan_unregister_gpu(), and the VA space drops its GPUs after this. */
     gasan_piece_list_free(&g->parked);
     if (g->faults) {
         WRITE_ONCE(g->faults->closed, true);

@@ -30,7 +30,7 @@ eval "$make_line"
 [ -f nvidia-uvm.ko ] || { echo "DKMS build left no nvidia-uvm.ko" >&2; exit 1; }
 # The module carries gasan's ioctl entry points and the fault hook.
 nm nvidia-uvm.ko > "$dk/symbols"
-for sym in uvm_api_gasan_query uvm_api_gasan_set_protection uvm_api_gasan_subscribe_faults uvm_gasan_record_fatal_fault gasan_split_pages; do
+for sym in uvm_gasan_ioctl uvm_api_gasan_identify uvm_api_gasan_set_protection uvm_gasan_unregister_gpu uvm_gasan_record_fatal_fault gasan_validate_set_protection gasan_split_pages; do
   grep -q " $sym\$" "$dk/symbols" || { echo "nvidia-uvm.ko lacks $sym" >&2; exit 1; }
 done
 bash gasan/build.sh --src . --kdir "$KDIR" | tee "$dk/rebuild.log"

@@ -5,8 +5,14 @@
 //! The ioctls act on a UVM VA space, i.e. on an open `/dev/nvidia-uvm` file: for the process's own
 //! CUDA memory that is the descriptor libcuda opened ([`process_uvm_fd`]). [`KmodBackend`] keeps
 //! the CUDA VMM for physical memory and 2 MiB mappings and adds, through the patch, protections at
-//! 64 KiB / 4 KiB, aliases at GPU-only addresses and sparse shadow; [`KmodBackend::probe`] fails
-//! (and the pool stays on the VMM) when the module does not answer `UVM_GASAN_QUERY`.
+//! 64 KiB / 4 KiB, aliases at GPU-only addresses and sparse shadow.
+//!
+//! Nothing is sent to a module that is not the patched one: [`KmodDevice::open`] first reads the
+//! module's `gasan_abi` parameter in sysfs (a stock nvidia-uvm has none, and gets no gasan ioctl at
+//! all), then sends `UVM_GASAN_IDENTIFY` (no state, answered before `UVM_INITIALIZE`) and requires
+//! its magic and ABI version; only then is any other command sent. The commands are `_IOWR`-encoded
+//! under gasan's own type byte, so no plain-numbered nvidia-uvm command (upstream's or a fork's)
+//! shares a number with them.
 
 use crate::backend::{Backend, ChunkHandle, Prot, Stream};
 use crate::vmm::VmmBackend;
@@ -21,14 +27,24 @@ use abi::*;
 
 pub use abi::UVM_GASAN_ABI_VERSION;
 
-// nvidia-uvm numbers its ioctls plainly (no _IOWR encoding), hence the "bad" variants.
-nix::ioctl_readwrite_bad!(ioctl_query, UVM_GASAN_QUERY, UVM_GASAN_QUERY_PARAMS);
-nix::ioctl_readwrite_bad!(ioctl_reserve_pool, UVM_GASAN_RESERVE_POOL, UVM_GASAN_RESERVE_POOL_PARAMS);
-nix::ioctl_readwrite_bad!(ioctl_map_alias, UVM_GASAN_MAP_ALIAS, UVM_GASAN_MAP_ALIAS_PARAMS);
-nix::ioctl_readwrite_bad!(ioctl_unmap_alias, UVM_GASAN_UNMAP_ALIAS, UVM_GASAN_UNMAP_ALIAS_PARAMS);
-nix::ioctl_readwrite_bad!(ioctl_set_protection, UVM_GASAN_SET_PROTECTION, UVM_GASAN_SET_PROTECTION_PARAMS);
-nix::ioctl_readwrite_bad!(ioctl_map_sparse_zero, UVM_GASAN_MAP_SPARSE_ZERO, UVM_GASAN_MAP_SPARSE_ZERO_PARAMS);
-nix::ioctl_readwrite_bad!(ioctl_subscribe_faults, UVM_GASAN_SUBSCRIBE_FAULTS, UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS);
+/// Where the patched module shows its ABI version (a module parameter, read-only).
+pub const SYSFS_ABI: &str = "/sys/module/nvidia_uvm/parameters/gasan_abi";
+
+const IOC_TYPE: u8 = UVM_GASAN_IOC_TYPE as u8;
+nix::ioctl_readwrite!(ioctl_identify, IOC_TYPE, UVM_GASAN_NR_IDENTIFY, UVM_GASAN_IDENTIFY_PARAMS);
+nix::ioctl_readwrite!(ioctl_query, IOC_TYPE, UVM_GASAN_NR_QUERY, UVM_GASAN_QUERY_PARAMS);
+nix::ioctl_readwrite!(ioctl_reserve_pool, IOC_TYPE, UVM_GASAN_NR_RESERVE_POOL, UVM_GASAN_RESERVE_POOL_PARAMS);
+nix::ioctl_readwrite!(ioctl_map_alias, IOC_TYPE, UVM_GASAN_NR_MAP_ALIAS, UVM_GASAN_MAP_ALIAS_PARAMS);
+nix::ioctl_readwrite!(ioctl_unmap_alias, IOC_TYPE, UVM_GASAN_NR_UNMAP_ALIAS, UVM_GASAN_UNMAP_ALIAS_PARAMS);
+nix::ioctl_readwrite!(ioctl_set_protection, IOC_TYPE, UVM_GASAN_NR_SET_PROTECTION, UVM_GASAN_SET_PROTECTION_PARAMS);
+nix::ioctl_readwrite!(ioctl_map_sparse_zero, IOC_TYPE, UVM_GASAN_NR_MAP_SPARSE_ZERO, UVM_GASAN_MAP_SPARSE_ZERO_PARAMS);
+nix::ioctl_readwrite!(ioctl_subscribe_faults, IOC_TYPE, UVM_GASAN_NR_SUBSCRIBE_FAULTS, UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS);
+
+/// The request number of gasan command `nr` with a parameter block of `size` bytes (the real
+/// commands use their struct's size; the self-test sends other sizes on purpose).
+pub fn request_code(nr: u32, size: usize) -> nix::sys::ioctl::ioctl_num_type {
+    nix::request_code_readwrite!(IOC_TYPE, nr, size) as nix::sys::ioctl::ioctl_num_type
+}
 
 /// The process's `/dev/nvidia-uvm` descriptor (libcuda keeps one per process), if it has one.
 pub fn process_uvm_fd() -> Option<RawFd> {
@@ -82,13 +98,69 @@ pub(crate) fn status(call: &'static str, r: nix::Result<i32>, rm_status: u32) ->
     }
 }
 
+/// Decides from the sysfs parameter's content (None: absent) whether gasan ioctls may be sent.
+pub fn sysfs_gate(content: Option<&str>) -> Result<u32, UvmError> {
+    let Some(text) = content else {
+        return Err(UvmError::Unavailable(format!("nvidia-uvm is not the gasan-patched module (no {SYSFS_ABI}); no gasan ioctl was sent")));
+    };
+    match text.trim().parse::<u32>() {
+        Ok(v) if v == UVM_GASAN_ABI_VERSION => Ok(v),
+        Ok(v) => Err(UvmError::Unavailable(format!(
+            "the gasan-patched nvidia-uvm speaks ABI {v}, this build {UVM_GASAN_ABI_VERSION}; no gasan ioctl was sent"
+        ))),
+        Err(_) => Err(UvmError::Unavailable(format!("{SYSFS_ABI} holds {text:?}; no gasan ioctl was sent"))),
+    }
+}
+
+/// Checks `UVM_GASAN_IDENTIFY`'s answer.
+pub fn check_identity(r: nix::Result<i32>, p: &UVM_GASAN_IDENTIFY_PARAMS) -> Result<(), UvmError> {
+    if let Err(e) = r {
+        return Err(UvmError::Unavailable(format!(
+            "nvidia-uvm does not answer UVM_GASAN_IDENTIFY ({e}): not the gasan-patched module (kmod-patch/)"
+        )));
+    }
+    if p.rmStatus != 0 || p.magic != UVM_GASAN_MAGIC {
+        return Err(UvmError::Unavailable(format!(
+            "UVM_GASAN_IDENTIFY answered status {:#x}, magic {:#x}: not gasan's nvidia-uvm",
+            p.rmStatus, p.magic
+        )));
+    }
+    if p.abiVersion != UVM_GASAN_ABI_VERSION {
+        return Err(UvmError::Unavailable(format!("gasan kmod ABI {} (this build speaks {UVM_GASAN_ABI_VERSION})", p.abiVersion)));
+    }
+    Ok(())
+}
+
 impl KmodDevice {
     /// The device for the process's CUDA VA space, or for a fresh `/dev/nvidia-uvm` file when the
-    /// process has none (enough for the version query).
+    /// process has none (enough for `UVM_GASAN_IDENTIFY`; the other commands need an initialized
+    /// VA space). Fails, having sent nothing, unless sysfs shows the patched module, and fails
+    /// unless `UVM_GASAN_IDENTIFY` (the first and only command sent so far) answers gasan's magic
+    /// and this build's ABI version.
     pub fn open() -> Result<KmodDevice, UvmError> {
+        sysfs_gate(std::fs::read_to_string(SYSFS_ABI).ok().as_deref())?;
+        let dev = Self::open_unchecked()?;
+        dev.identify()?;
+        Ok(dev)
+    }
+
+    /// A fresh, uninitialized `/dev/nvidia-uvm` file of this process's own (not libcuda's), after
+    /// the same checks as [`KmodDevice::open`].
+    pub fn open_own() -> Result<KmodDevice, UvmError> {
+        sysfs_gate(std::fs::read_to_string(SYSFS_ABI).ok().as_deref())?;
+        let dev = Self::open_file()?;
+        dev.identify()?;
+        Ok(dev)
+    }
+
+    fn open_unchecked() -> Result<KmodDevice, UvmError> {
         if let Some(fd) = process_uvm_fd() {
             return Ok(KmodDevice { fd, _own: None });
         }
+        Self::open_file()
+    }
+
+    fn open_file() -> Result<KmodDevice, UvmError> {
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -98,40 +170,40 @@ impl KmodDevice {
         Ok(KmodDevice { fd: own.as_raw_fd(), _own: Some(own) })
     }
 
-    /// `UVM_GASAN_QUERY`; `Unavailable` on a stock module (which rejects the unknown ioctl).
+    /// `UVM_GASAN_IDENTIFY`: the module's magic and ABI version (changes nothing).
+    pub fn identify(&self) -> Result<(), UvmError> {
+        let mut p = UVM_GASAN_IDENTIFY_PARAMS::default();
+        // SAFETY: `p` is the ioctl's parameter block, laid out as the kernel expects (bindgen).
+        let r = unsafe { ioctl_identify(self.fd, &mut p) };
+        check_identity(r, &p)
+    }
+
+    /// `UVM_GASAN_QUERY`: what this VA space's GPUs support.
     pub fn query(&self) -> Result<Capabilities, UvmError> {
         let mut p = UVM_GASAN_QUERY_PARAMS::default();
-        // SAFETY: `p` is the ioctl's parameter block, laid out as the kernel expects (bindgen).
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_query(self.fd, &mut p) };
-        if let Err(e) = r {
-            return Err(UvmError::Unavailable(format!(
-                "nvidia-uvm does not answer UVM_GASAN_QUERY ({e}): not the gasan-patched module (kmod-patch/)"
-            )));
-        }
         status("UVM_GASAN_QUERY", r, p.rmStatus)?;
-        if p.abiVersion != UVM_GASAN_ABI_VERSION {
-            return Err(UvmError::Unavailable(format!("gasan kmod ABI {} (this build speaks {UVM_GASAN_ABI_VERSION})", p.abiVersion)));
-        }
         Ok(Capabilities { abi_version: p.abiVersion, caps: p.caps, max_va: p.maxVa })
     }
 
     pub fn reserve_pool(&self, base: u64, length: u64) -> Result<(), UvmError> {
         let mut p = UVM_GASAN_RESERVE_POOL_PARAMS { base, length, ..Default::default() };
-        // SAFETY: as in `query`.
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_reserve_pool(self.fd, &mut p) };
         status("UVM_GASAN_RESERVE_POOL", r, p.rmStatus)
     }
 
     pub fn map_alias(&self, src_base: u64, length: u64, alias_base: u64) -> Result<(), UvmError> {
         let mut p = UVM_GASAN_MAP_ALIAS_PARAMS { srcBase: src_base, length, aliasBase: alias_base, ..Default::default() };
-        // SAFETY: as in `query`.
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_map_alias(self.fd, &mut p) };
         status("UVM_GASAN_MAP_ALIAS", r, p.rmStatus)
     }
 
     pub fn unmap_alias(&self, alias_base: u64, length: u64) -> Result<(), UvmError> {
         let mut p = UVM_GASAN_UNMAP_ALIAS_PARAMS { aliasBase: alias_base, length, ..Default::default() };
-        // SAFETY: as in `query`.
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_unmap_alias(self.fd, &mut p) };
         status("UVM_GASAN_UNMAP_ALIAS", r, p.rmStatus)
     }
@@ -143,26 +215,69 @@ impl KmodDevice {
             Prot::ReadWrite => UVM_GASAN_PROT_RW,
         };
         let mut p = UVM_GASAN_SET_PROTECTION_PARAMS { base, length, pageSize: page_size, prot, ..Default::default() };
-        // SAFETY: as in `query`.
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_set_protection(self.fd, &mut p) };
         status("UVM_GASAN_SET_PROTECTION", r, p.rmStatus)
     }
 
     pub fn map_sparse_zero(&self, base: u64, length: u64) -> Result<(), UvmError> {
         let mut p = UVM_GASAN_MAP_SPARSE_ZERO_PARAMS { base, length, ..Default::default() };
-        // SAFETY: as in `query`.
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_map_sparse_zero(self.fd, &mut p) };
         status("UVM_GASAN_MAP_SPARSE_ZERO", r, p.rmStatus)
     }
 
     /// A pollable fd delivering the pool's fatal faults ([`read_fault_events`]).
-    pub fn subscribe_faults(&self) -> Result<OwnedFd, UvmError> {
-        let mut p = UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::default();
-        // SAFETY: as in `query`.
+    pub fn subscribe_faults(&self, nonblock: bool) -> Result<OwnedFd, UvmError> {
+        let flags = if nonblock { UVM_GASAN_SUBSCRIBE_NONBLOCK } else { 0 };
+        let mut p = UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS { flags, ..Default::default() };
+        // SAFETY: as in `identify`.
         let r = unsafe { ioctl_subscribe_faults(self.fd, &mut p) };
         status("UVM_GASAN_SUBSCRIBE_FAULTS", r, p.rmStatus)?;
         // SAFETY: the kernel just created this descriptor for us.
         Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(p.eventFd as RawFd) })
+    }
+
+    /// Sends one call of the self-test's table as it is (padding and all) and returns the
+    /// `rmStatus` it got, or the errno. A subscription it opens is closed again.
+    pub fn send(&self, call: &crate::kmod_check::Call) -> Result<u32, nix::errno::Errno> {
+        use crate::kmod_check::Call::*;
+        // SAFETY (all arms): each parameter block is a local copy laid out as the kernel expects.
+        let (r, st) = unsafe {
+            match *call {
+                Identify(mut p) => (ioctl_identify(self.fd, &mut p), p.rmStatus),
+                Query(mut p) => (ioctl_query(self.fd, &mut p), p.rmStatus),
+                ReservePool(mut p) => (ioctl_reserve_pool(self.fd, &mut p), p.rmStatus),
+                MapAlias(mut p) => (ioctl_map_alias(self.fd, &mut p), p.rmStatus),
+                UnmapAlias(mut p) => (ioctl_unmap_alias(self.fd, &mut p), p.rmStatus),
+                SetProtection(mut p) => (ioctl_set_protection(self.fd, &mut p), p.rmStatus),
+                MapSparseZero(mut p) => (ioctl_map_sparse_zero(self.fd, &mut p), p.rmStatus),
+                SubscribeFaults(mut p) => {
+                    let r = ioctl_subscribe_faults(self.fd, &mut p);
+                    if r.is_ok() && p.rmStatus == 0 {
+                        libc::close(p.eventFd as RawFd);
+                    }
+                    (r, p.rmStatus)
+                }
+            }
+        };
+        r.map(|_| st)
+    }
+
+    /// Issues gasan command `nr` with a raw buffer whose length is encoded as the parameter size
+    /// (the self-test's wrong-size cases). `buf` may be any address: the kernel must fail cleanly.
+    ///
+    /// # Safety
+    /// `buf` must be null, unmapped, or point to `size` bytes the kernel may write.
+    pub unsafe fn send_raw(&self, nr: u32, size: usize, buf: *mut u8) -> Result<i32, nix::errno::Errno> {
+        // SAFETY: the caller vouches for `buf`.
+        let r = unsafe { libc::ioctl(self.fd, request_code(nr, size), buf) };
+        nix::errno::Errno::result(r)
+    }
+
+    /// The descriptor the commands go to.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd
     }
 }
 
@@ -186,12 +301,14 @@ pub fn read_fault_events(fd: &OwnedFd) -> Result<Vec<FaultEvent>, UvmError> {
     }
 }
 
-/// Checks for the patched module without a CUDA context.
-pub fn probe() -> Result<Capabilities, UvmError> {
+/// Checks for the patched module without a CUDA context (sysfs, then `UVM_GASAN_IDENTIFY` on a
+/// file of its own); returns the ABI version.
+pub fn probe() -> Result<u32, UvmError> {
     if !std::path::Path::new("/dev/nvidia-uvm").exists() {
         return Err(UvmError::Unavailable("no /dev/nvidia-uvm".into()));
     }
-    KmodDevice::open()?.query()
+    KmodDevice::open_own()?;
+    Ok(UVM_GASAN_ABI_VERSION)
 }
 
 /// CUDA VMM for physical chunks and 2 MiB mappings, plus the patch for what the VMM cannot do:
@@ -206,7 +323,9 @@ pub struct KmodBackend {
 impl KmodBackend {
     /// Wraps `vmm` if the patched module answers; otherwise returns `vmm` back with the reason,
     /// so the caller keeps using it (the fallback).
+    #[allow(clippy::result_large_err)] // the VMM comes back by value so the caller keeps using it
     pub fn probe(vmm: VmmBackend) -> Result<KmodBackend, (VmmBackend, UvmError)> {
+        // `open` sends UVM_GASAN_IDENTIFY first (after the sysfs check), nothing else before it.
         let dev = match KmodDevice::open() {
             Ok(d) => d,
             Err(e) => return Err((vmm, e)),
@@ -260,10 +379,11 @@ impl Backend for KmodBackend {
     }
     fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
         let g = self.vmm.granularity();
-        if va % g == 0 && len % g == 0 {
+        if va.is_multiple_of(g) && len.is_multiple_of(g) {
             return self.vmm.protect(va, len, prot);
         }
-        let page = if va % (64 << 10) == 0 && len % (64 << 10) == 0 && self.caps.caps & UVM_GASAN_CAP_PAGE_64K != 0 { 64 << 10 } else { 4096 };
+        let page =
+            if va.is_multiple_of(64 << 10) && len.is_multiple_of(64 << 10) && self.caps.caps & UVM_GASAN_CAP_PAGE_64K != 0 { 64 << 10 } else { 4096 };
         self.dev.set_protection(va, len, page as u32, prot)
     }
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
@@ -284,7 +404,7 @@ impl Backend for KmodBackend {
 }
 
 /// `NV_ERR_STATE_IN_USE` (nvstatuscodes.h): the pool is already reserved.
-pub const NV_ERR_STATE_IN_USE: u32 = 0x63;
+pub const NV_ERR_STATE_IN_USE: u32 = UVM_GASAN_ST_STATE_IN_USE;
 
 #[cfg(test)]
 mod tests {
@@ -312,6 +432,42 @@ mod tests {
         assert_eq!(c(UVM_GASAN_CAP_PAGE_4K | UVM_GASAN_CAP_PAGE_64K).guard_page(), Some(4096));
         assert_eq!(c(UVM_GASAN_CAP_PAGE_64K).guard_page(), Some(65536));
         assert_eq!(c(0).guard_page(), None);
+    }
+
+    #[test]
+    fn commands_are_iowr_encoded_far_from_plain_numbers() {
+        // x86_64 / aarch64 encoding: dir 3 (read|write) << 30, size << 16, type << 8, nr.
+        assert_eq!(request_code(UVM_GASAN_NR_IDENTIFY, 24) as u64, 0xc018_6701);
+        assert_eq!(request_code(UVM_GASAN_NR_SUBSCRIBE_FAULTS, 16) as u64, 0xc010_6708);
+        for nr in UVM_GASAN_NR_IDENTIFY..UVM_GASAN_NR_COUNT {
+            // nvidia-uvm's own commands are plain numbers below 1024 (tests from 200 up).
+            assert!(request_code(nr, 8) as u64 >= 1 << 30);
+        }
+        assert_ne!(request_code(UVM_GASAN_NR_QUERY, 24), request_code(UVM_GASAN_NR_QUERY, 32));
+    }
+
+    #[test]
+    fn nothing_is_sent_unless_sysfs_shows_this_abi() {
+        assert!(matches!(sysfs_gate(None), Err(UvmError::Unavailable(_))));
+        assert!(matches!(sysfs_gate(Some("1\n")), Err(UvmError::Unavailable(_))));
+        assert!(matches!(sysfs_gate(Some("x")), Err(UvmError::Unavailable(_))));
+        assert_eq!(sysfs_gate(Some(&format!("{UVM_GASAN_ABI_VERSION}\n"))).unwrap(), UVM_GASAN_ABI_VERSION);
+    }
+
+    #[test]
+    fn identity_needs_magic_and_version() {
+        let good = UVM_GASAN_IDENTIFY_PARAMS {
+            magic: UVM_GASAN_MAGIC,
+            abiVersion: UVM_GASAN_ABI_VERSION,
+            nrCount: UVM_GASAN_NR_COUNT,
+            ..Default::default()
+        };
+        assert!(check_identity(Ok(0), &good).is_ok());
+        assert!(check_identity(Err(nix::errno::Errno::EINVAL), &good).is_err());
+        assert!(check_identity(Ok(0), &UVM_GASAN_IDENTIFY_PARAMS { magic: 0, ..good }).is_err());
+        assert!(check_identity(Ok(0), &UVM_GASAN_IDENTIFY_PARAMS { abiVersion: 1, ..good }).is_err());
+        assert!(check_identity(Ok(0), &UVM_GASAN_IDENTIFY_PARAMS { rmStatus: 0x1f, ..good }).is_err());
+        assert_eq!(&UVM_GASAN_MAGIC.to_le_bytes(), b"GASANUVM");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 pub mod backend;
 pub mod host;
 pub mod kmod;
+pub mod kmod_check;
 pub mod plan;
 pub mod pool;
 pub mod tools;

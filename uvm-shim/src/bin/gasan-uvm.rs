@@ -6,6 +6,9 @@ use std::ffi::c_void;
 use std::process::ExitCode;
 use std::time::Instant;
 
+#[path = "gasan-uvm/kmod_selftest.rs"]
+mod kmod_selftest;
+
 #[derive(Parser)]
 #[command(name = "gasan-uvm", version, about = "gasan GPU VA pool: selftest and benchmarks")]
 struct Cli {
@@ -31,6 +34,14 @@ enum Cmd {
         /// Pool size in GiB (default: as large as reservations allow).
         #[arg(long)]
         pool_gib: Option<u64>,
+    },
+    /// Check a loaded gasan-patched nvidia-uvm (kmod-patch/README.md): every ioctl valid and
+    /// malformed, each mapping kind through a GPU kernel, fault events, GPU reset, process exit.
+    /// Exits 77 (skipped) when the patched module is not loaded.
+    KmodSelftest {
+        /// Internal: the child that exits with live mappings.
+        #[arg(long, hide = true)]
+        exit_with_live_mappings: bool,
     },
     /// Time commit / decommit / retire / alias per chunk and pool setup.
     Bench {
@@ -325,8 +336,7 @@ fn kmod_rows(t: &mut Table, pool: &mut Pool, b0: u64, pattern: &[u8]) {
         if x.iter().all(|&b| b == 0) { Ok("256 bytes = 0".into()) } else { Err("sparse range not zero".into()) }
     })());
     t.row("UVM_GASAN_SUBSCRIBE_FAULTS", (|| {
-        let fd = dev.subscribe_faults().map_err(|e| e.to_string())?;
-        nix::fcntl::fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).map_err(|e| e.to_string())?;
+        let fd = dev.subscribe_faults(true).map_err(|e| e.to_string())?;
         let ev = gasan_uvm::kmod::read_fault_events(&fd).map_err(|e| e.to_string())?;
         Ok(format!("fd open, {} events queued (no fault provoked)", ev.len()))
     })());
@@ -379,6 +389,15 @@ fn main() -> ExitCode {
     let r = match Cli::parse().cmd {
         Cmd::Selftest { backend, scale, pool_gib } => selftest(backend, scale, pool_gib),
         Cmd::Bench { backend, scale, iters } => bench(backend, scale, iters).map(|_| true),
+        Cmd::KmodSelftest { exit_with_live_mappings: true } => kmod_selftest::exit_with_live_mappings(),
+        Cmd::KmodSelftest { exit_with_live_mappings: false } => match kmod_selftest::run() {
+            Ok(kmod_selftest::Outcome::Skipped(why)) => {
+                println!("kmod-selftest: SKIPPED: {why}");
+                return ExitCode::from(77);
+            }
+            Ok(o) => Ok(matches!(o, kmod_selftest::Outcome::Passed)),
+            Err(e) => Err(e),
+        },
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
