@@ -216,9 +216,10 @@ pub(super) fn check_key(ins: &Instr<'_>, a: &Access) -> Option<String> {
     Some(format!("{}|{}|{}", ins.guard.unwrap_or(""), base, a.offset))
 }
 
-/// Does elimination key `k` depend on register `reg`?
-pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
-    k.split('|').any(|p| p == reg || p.trim_start_matches('!') == reg)
+/// The registers elimination key `k` depends on: its guard predicate (without `!`) and its
+/// address register (an immediate address, `#…`, and the offset name none).
+pub(super) fn key_registers(k: &str) -> impl Iterator<Item = &str> {
+    k.split('|').map(|p| p.trim_start_matches('!')).filter(|p| p.starts_with('%'))
 }
 
 /// The condition under which the access happens, in `%gsp3`: its own predicate and, for cp.async,
