@@ -1,7 +1,7 @@
 //! Instrumentation time on adversarial inputs, and the normal corpus throughput for comparison.
 //!
 //! ```text
-//! cargo run --release -p gasan-instrument --example bench_adversarial -- [--n 40000] [--iters 20] [CORPUS.ptx ...]
+//! cargo run --release -p gasan-instrument --example bench_adversarial -- [--n 40000] [--iters 20] [--only SHAPE] [CORPUS.ptx ...]
 //! ```
 //!
 //! For each shape of `tests/common/adversarial.rs` at size `n` (40,000 accesses by default): input
@@ -20,6 +20,8 @@ fn main() {
     let mut n = 40_000usize;
     let mut iters = 20u32;
     let mut corpus = Vec::new();
+    // Run only this shape (or bomb): lets a slow build be timed one shape at a time.
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -35,6 +37,7 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .expect("--iters NUMBER")
             }
+            "--only" => only = args.next(),
             _ => corpus.push(a),
         }
     }
@@ -47,7 +50,11 @@ fn main() {
         "{:<18} {:>9} {:>10} {:>9} {:>10} {:>9}",
         "shape", "MB", "halt s", "MB/s", "recover s", "MB/s"
     );
+    let selected = |name: &str| only.as_deref().is_none_or(|o| o == name);
     for (name, ptx) in adversarial::shapes(n) {
+        if !selected(name) {
+            continue;
+        }
         let mb = ptx.len() as f64 / 1e6;
         let mut cols = Vec::new();
         for opts in [&halt, &recover] {
@@ -82,6 +89,9 @@ fn main() {
         ),
     ];
     for (name, fatbin) in bombs {
+        if !selected(name) {
+            continue;
+        }
         let t = Instant::now();
         let result = Fatbin::parse(&fatbin).map(|f| f.entries[0].payload().map(|p| p.len()));
         let secs = t.elapsed().as_secs_f64();

@@ -20,7 +20,7 @@ pub(super) struct Plan {
     /// Covered lines whose own check was hoisted (they count as checked, the others as eliminated).
     pub hoisted_lines: LineSet,
     /// Line → lines whose checks are emitted before it (with that line's `.loc`).
-    pub hoist: LineMap<Vec<(usize, Option<(u32, u32, u32)>)>>,
+    pub hoist: LineMap<Vec<(usize, Option<super::Loc>)>>,
     /// Shadow prefetches by anchor line (prefetch.rs), for the accesses not covered here.
     pub prefetch: super::prefetch::PrefetchPlan,
 }

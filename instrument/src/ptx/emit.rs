@@ -503,6 +503,7 @@ pub(super) fn checked_statement_halt(
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
+#[allow(clippy::too_many_arguments)]
 fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
     probe_test(out, form, addr_reg, check_width, guard);
     out.push("mov.u32 %gsr2, 0;".into());

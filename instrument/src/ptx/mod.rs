@@ -84,6 +84,9 @@ pub enum PtxError {
     AddressRegister { reg: String, line: usize },
 }
 
+/// `(file, line, column)` of a `.loc` directive.
+pub(super) type Loc = (u32, u32, u32);
+
 /// Most characters of input text an error message quotes.
 pub const MAX_QUOTED_CHARS: usize = 200;
 
@@ -463,7 +466,7 @@ impl<'a> Rewriter<'a> {
                 let verbatim = !any_check;
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
                 let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
-                let hoisted: Vec<(&str, usize, Option<(u32, u32, u32)>)> = plan
+                let hoisted: Vec<(&str, usize, Option<Loc>)> = plan
                     .hoist
                     .get(&i)
                     .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
@@ -641,7 +644,7 @@ impl<'a> Rewriter<'a> {
         loc: Option<(u32, u32, u32)>,
         fence: &'static str,
         covered: Option<bool>,
-        hoisted: &[(&str, usize, Option<(u32, u32, u32)>)],
+        hoisted: &[(&str, usize, Option<Loc>)],
         prefetched: Option<&str>,
         batched: bool,
     ) -> Result<String, PtxError> {
