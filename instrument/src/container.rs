@@ -17,6 +17,12 @@ pub const FLAG_ZSTD: u64 = 0x8000;
 pub const LEN_PREFIX: usize = 64;
 /// Upper bound for one decompressed entry (guards against hostile size fields).
 const MAX_ENTRY: usize = 1 << 30;
+/// Most bytes one compressed byte of an LZ4 block can stand for.
+const LZ4_MAX_RATIO: usize = 256;
+/// A zstd entry's output buffer is reserved up to this many times its compressed size (or its
+/// declared size, if smaller), and grows with the data beyond: real PTX compresses about 5-10x,
+/// and a frame of RLE blocks could claim 32,768x.
+const ZSTD_PREALLOC_RATIO: usize = 16;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ContainerError {
@@ -168,24 +174,38 @@ impl Entry<'_> {
     }
 
     /// The entry's content, decompressed; PTX loses its trailing NUL padding.
+    ///
+    /// A compressed entry inflates to at most its declared uncompressed size (itself at most
+    /// [`MAX_ENTRY`]): decompression stops one byte past it with an error, so a small hostile
+    /// entry cannot make the reader allocate or spend time beyond what its header states, and
+    /// nothing is allocated ahead of the data that a stream of this length could not produce.
     pub fn payload(&self) -> Result<Cow<'_, [u8]>> {
+        let declared = usize::try_from(self.uncompressed_size).unwrap_or(usize::MAX);
         let mut data: Cow<'_, [u8]> = if self.flags & FLAG_ZSTD != 0 {
-            let mut out = Vec::with_capacity((self.uncompressed_size as usize).min(MAX_ENTRY));
-            let mut dec = ruzstd::decoding::StreamingDecoder::new(self.raw)
-                .map_err(|e| ContainerError::Decompress { codec: "zstd", detail: e.to_string() })?;
+            let zstd_err = |detail: String| ContainerError::Decompress { codec: "zstd", detail };
+            if declared > MAX_ENTRY {
+                return Err(zstd_err(format!("declared size {declared} exceeds the {MAX_ENTRY}-byte limit")));
+            }
+            let mut out = Vec::with_capacity(declared.min(self.raw.len().saturating_mul(ZSTD_PREALLOC_RATIO)));
+            let mut dec = ruzstd::decoding::StreamingDecoder::new(self.raw).map_err(|e| zstd_err(e.to_string()))?;
             use std::io::Read;
-            (&mut dec)
-                .take(MAX_ENTRY as u64)
-                .read_to_end(&mut out)
-                .map_err(|e| ContainerError::Decompress { codec: "zstd", detail: e.to_string() })?;
+            // One byte more than declared tells an overlong stream from an exact one.
+            (&mut dec).take(declared as u64 + 1).read_to_end(&mut out).map_err(|e| zstd_err(e.to_string()))?;
+            if out.len() > declared {
+                return Err(zstd_err(format!("inflates past its declared size of {declared} bytes")));
+            }
             Cow::Owned(out)
         } else if self.flags & FLAG_LZ4 != 0 {
-            let n = self.uncompressed_size as usize;
-            if n == 0 || n > MAX_ENTRY {
-                return Err(ContainerError::Decompress { codec: "lz4", detail: format!("bad size {n}") });
+            let lz4_err = |detail: String| ContainerError::Decompress { codec: "lz4", detail };
+            if declared == 0 || declared > MAX_ENTRY {
+                return Err(lz4_err(format!("bad size {declared}")));
             }
-            let out = lz4_flex::block::decompress(self.raw, n)
-                .map_err(|e| ContainerError::Decompress { codec: "lz4", detail: e.to_string() })?;
+            // An LZ4 block inflates at most about 255-fold (each length byte adds at most 255).
+            if declared > self.raw.len().saturating_mul(LZ4_MAX_RATIO).saturating_add(64) {
+                return Err(lz4_err(format!("declared size {declared} is more than {} compressed bytes can hold", self.raw.len())));
+            }
+            // Decoding stops with an error at the declared size (the output buffer's size).
+            let out = lz4_flex::block::decompress(self.raw, declared).map_err(|e| lz4_err(e.to_string()))?;
             Cow::Owned(out)
         } else {
             Cow::Borrowed(self.raw)

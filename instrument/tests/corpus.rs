@@ -49,7 +49,7 @@ fn count_global_accesses(ptx: &str) -> usize {
     let mut n = 0;
     for line in ptx.lines() {
         let code = line.split("//").next().unwrap().trim();
-        let code = if code.starts_with('@') { code.splitn(2, char::is_whitespace).nth(1).unwrap_or("").trim() } else { code };
+        let code = if code.starts_with('@') { code.split_once(char::is_whitespace).map_or("", |(_, rest)| rest).trim() } else { code };
         let op = code.split_whitespace().next().unwrap_or("");
         let parts: Vec<&str> = op.split('.').collect();
         let first = parts[0];
@@ -61,9 +61,9 @@ fn count_global_accesses(ptx: &str) -> usize {
             if addr.starts_with('%') || addr.starts_with(|c: char| c.is_ascii_digit()) {
                 n += 1;
             }
-        } else if op.starts_with("cp.async") && op.contains("global") && !op.contains("tensor") && !op.contains("prefetch") {
-            n += 1;
-        } else if op.starts_with("cp.reduce.async.bulk") && op.contains("global") && !op.contains("tensor") {
+        } else if (op.starts_with("cp.async") && op.contains("global") && !op.contains("tensor") && !op.contains("prefetch"))
+            || (op.starts_with("cp.reduce.async.bulk") && op.contains("global") && !op.contains("tensor"))
+        {
             n += 1;
         }
     }

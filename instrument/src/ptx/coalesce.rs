@@ -6,7 +6,7 @@
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
-use super::{dest_regs, ends_basic_block, parse_loc, strip_comment, LineMap, LineSet};
+use super::{dest_regs, ends_basic_block, parse_loc, release_excess, strip_comment, LineMap, LineSet};
 use crate::abi::AccessKind;
 use std::collections::HashMap;
 
@@ -20,7 +20,7 @@ pub(super) struct Plan {
     /// Covered lines whose own check was hoisted (they count as checked, the others as eliminated).
     pub hoisted_lines: LineSet,
     /// Line → lines whose checks are emitted before it (with that line's `.loc`).
-    pub hoist: LineMap<Vec<(usize, Option<(u32, u32, u32)>)>>,
+    pub hoist: LineMap<Vec<(usize, Option<super::Loc>)>>,
     /// Shadow prefetches by anchor line (prefetch.rs), for the accesses not covered here.
     pub prefetch: super::prefetch::PrefetchPlan,
 }
@@ -37,7 +37,7 @@ struct Entry {
 /// check).
 pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
-    let mut groups: HashMap<(String, String), Vec<Entry>> = HashMap::new();
+    let mut groups = Groups::default();
     let mut loc_text: Option<&str> = None;
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
@@ -78,7 +78,7 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
                     {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
                         let loc = loc_text.and_then(parse_loc);
-                        groups.entry(key).or_default().push(Entry { line: i, offset: a.offset, width: *w, loc });
+                        groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
                         candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
                     }
                 }
@@ -88,23 +88,22 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
         for s in code.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            // Parse destinations only where a group's register is named at all (a substring test
-            // is far cheaper, and most lines name none).
-            if !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
+            if groups.is_empty() {
+                break;
+            }
+            // With few groups open, parse destinations only where a group's register is named at
+            // all (a substring test is far cheaper, and most lines name none); with many, the
+            // destinations are looked up in the register index instead of testing every group.
+            if groups.len() <= SUBSTRING_TEST_GROUPS
+                && !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!'))))
+            {
                 continue;
             }
-            let d = dest_regs(s);
-            if d.is_empty() {
-                continue;
-            }
-            let ended: Vec<(String, String)> = groups
-                .keys()
-                .filter(|(base, guard)| d.iter().any(|x| *x == base || *x == guard.trim_start_matches('!')))
-                .cloned()
-                .collect();
-            for k in ended {
-                if let Some(g) = groups.remove(&k) {
-                    finish(g, &mut plan);
+            for d in dest_regs(s) {
+                for k in groups.by_register.remove(d).into_iter().flatten() {
+                    if let Some(g) = groups.remove(&k) {
+                        finish(g, &mut plan);
+                    }
                 }
             }
         }
@@ -117,19 +116,72 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
     plan
 }
 
-fn finish_all(groups: &mut HashMap<(String, String), Vec<Entry>>, plan: &mut Plan) {
-    for (_, g) in groups.drain() {
+/// Up to this many open groups, a statement is first tested for naming any of their registers
+/// (a substring test per group) before its destinations are parsed; beyond, the destinations are
+/// always parsed and looked up in [`Groups::by_register`], so a block with a group per access costs
+/// O(accesses), not O(accesses²).
+const SUBSTRING_TEST_GROUPS: usize = 8;
+
+/// The open groups of the current basic block, by (address register, guard), and the groups each
+/// register (address or guard, without `!`) ends when redefined.
+#[derive(Default)]
+struct Groups {
+    open: HashMap<(String, String), Vec<Entry>>,
+    /// May still list a group that ended through its other register, or one started again with
+    /// the same key (which names this register too): ending it is right either way.
+    by_register: HashMap<String, Vec<(String, String)>>,
+}
+
+impl Groups {
+    fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+    fn len(&self) -> usize {
+        self.open.len()
+    }
+    fn keys(&self) -> impl Iterator<Item = &(String, String)> {
+        self.open.keys()
+    }
+    fn push(&mut self, key: (String, String), e: Entry) {
+        match self.open.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut g) => g.get_mut().push(e),
+            std::collections::hash_map::Entry::Vacant(g) => {
+                let (base, guard) = g.key();
+                let guard = guard.trim_start_matches('!');
+                for reg in std::iter::once(base.as_str()).chain((!guard.is_empty()).then_some(guard)) {
+                    self.by_register.entry(reg.to_string()).or_default().push(g.key().clone());
+                }
+                g.insert(vec![e]);
+            }
+        }
+    }
+    fn remove(&mut self, key: &(String, String)) -> Option<Vec<Entry>> {
+        self.open.remove(key)
+    }
+}
+
+fn finish_all(groups: &mut Groups, plan: &mut Plan) {
+    // Emptying a map costs its capacity even when it is empty, and blocks end on most lines.
+    if groups.open.is_empty() && groups.by_register.is_empty() {
+        return;
+    }
+    for (_, g) in groups.open.drain() {
         finish(g, plan);
     }
+    groups.by_register.clear();
+    release_excess(&mut groups.open);
+    release_excess(&mut groups.by_register);
 }
 
 fn finish(g: Vec<Entry>, plan: &mut Plan) {
     if g.len() < 2 {
         return;
     }
+    // In i128: offsets are whatever the input wrote, up to the ends of i64.
+    let end = |e: &Entry| i128::from(e.offset) + i128::from(e.width);
     let lo = g.iter().min_by_key(|e| e.offset).unwrap();
-    let hi = g.iter().max_by_key(|e| e.offset + i64::from(e.width)).unwrap();
-    if hi.offset + i64::from(hi.width) - lo.offset >= MIN_REDZONE {
+    let hi = g.iter().max_by_key(|e| end(e)).unwrap();
+    if end(hi) - i128::from(lo.offset) >= i128::from(MIN_REDZONE) {
         return;
     }
     let first = g[0].line;

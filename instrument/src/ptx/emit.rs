@@ -221,9 +221,10 @@ pub(super) fn check_key(ins: &Instr<'_>, a: &Access) -> Option<String> {
     Some(format!("{}|{}|{}", ins.guard.unwrap_or(""), base, a.offset))
 }
 
-/// Does elimination key `k` depend on register `reg`?
-pub(super) fn key_mentions(k: &str, reg: &str) -> bool {
-    k.split('|').any(|p| p == reg || p.trim_start_matches('!') == reg)
+/// The registers elimination key `k` depends on: its guard predicate (without `!`) and its
+/// address register (an immediate address, `#…`, and the offset name none).
+pub(super) fn key_registers(k: &str) -> impl Iterator<Item = &str> {
+    k.split('|').map(|p| p.trim_start_matches('!')).filter(|p| p.starts_with('%'))
 }
 
 /// The condition under which the access happens, in `%gsp3`: its own predicate and, for cp.async,
@@ -507,6 +508,7 @@ pub(super) fn checked_statement_halt(
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
+#[allow(clippy::too_many_arguments)]
 fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
     probe_test(out, form, addr_reg, check_width, guard);
     out.push("mov.u32 %gsr2, 0;".into());

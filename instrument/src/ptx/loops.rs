@@ -492,7 +492,9 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
         if !val.affine() {
             continue;
         }
-        let (lo, hi_end) = (a.offset, a.offset + i64::from(*w));
+        // An end past i64 (offsets are whatever the input wrote) is no range to test.
+        let Some(hi_end) = a.offset.checked_add(i64::from(*w)).filter(|&e| e > a.offset) else { continue };
+        let lo = a.offset;
         let line = b.line;
         if let Some(g) = ranges.iter_mut().find(|g| g.reg == *r && g.def == def) {
             g.lo = g.lo.min(lo);

@@ -84,6 +84,21 @@ pub enum PtxError {
     AddressRegister { reg: String, line: usize },
 }
 
+/// `(file, line, column)` of a `.loc` directive.
+pub(super) type Loc = (u32, u32, u32);
+
+/// Most characters of input text an error message quotes.
+pub const MAX_QUOTED_CHARS: usize = 200;
+
+/// `text` as an error message quotes it: whole up to [`MAX_QUOTED_CHARS`] characters, else its
+/// start and its length (a bad line may be megabytes long).
+pub(crate) fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}... ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
 /// Per-kernel (per-function) counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FunctionStats {
@@ -159,11 +174,11 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
         offset = end;
         if let Some(v) = t.strip_prefix(".version") {
             let v = v.trim();
-            let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(v.into()))?;
+            let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(excerpt(v)))?;
             let parsed = (maj.trim().parse().ok(), min.trim().parse().ok());
             match parsed {
                 (Some(a), Some(b)) => version = Some((a, b)),
-                _ => return Err(PtxError::UnsupportedVersion(v.into())),
+                _ => return Err(PtxError::UnsupportedVersion(excerpt(v))),
             }
             insert_at = Some(end);
         } else if let Some(t) = t.strip_prefix(".target") {
@@ -175,7 +190,7 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
             insert_at = Some(end);
         } else if let Some(a) = t.strip_prefix(".address_size") {
             if a.trim() != "64" {
-                return Err(PtxError::AddressSize(a.trim().into()));
+                return Err(PtxError::AddressSize(excerpt(a.trim())));
             }
             insert_at = Some(end);
             break;
@@ -232,8 +247,8 @@ struct FuncState {
     demangled: String,
     depth_at_open: i32,
     reg_types: RegTypes,
-    /// Checks already emitted in the current basic block: key → widest width.
-    block_checks: HashMap<String, u32>,
+    /// Checks already emitted in the current basic block.
+    block_checks: BlockChecks,
     /// Out-of-line report blocks (halt mode), emitted before the function's closing brace.
     fail_blocks: Vec<String>,
     /// Some check branches to the function's shared report block.
@@ -425,7 +440,7 @@ impl<'a> Rewriter<'a> {
                         name: name.clone(),
                         depth_at_open: depth,
                         reg_types: RegTypes::default(),
-                        block_checks: HashMap::new(),
+                        block_checks: BlockChecks::default(),
                         fail_blocks: Vec::new(),
                         uses_shared_fail: false,
                     });
@@ -451,7 +466,7 @@ impl<'a> Rewriter<'a> {
                 let verbatim = !any_check;
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
                 let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
-                let hoisted: Vec<(&str, usize, Option<(u32, u32, u32)>)> = plan
+                let hoisted: Vec<(&str, usize, Option<Loc>)> = plan
                     .hoist
                     .get(&i)
                     .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
@@ -629,7 +644,7 @@ impl<'a> Rewriter<'a> {
         loc: Option<(u32, u32, u32)>,
         fence: &'static str,
         covered: Option<bool>,
-        hoisted: &[(&str, usize, Option<(u32, u32, u32)>)],
+        hoisted: &[(&str, usize, Option<Loc>)],
         prefetched: Option<&str>,
         batched: bool,
     ) -> Result<String, PtxError> {
@@ -674,7 +689,7 @@ impl<'a> Rewriter<'a> {
         if let access::AddrBase::Reg(r) = &access.base {
             if let Some(ty) = f.reg_types.type_of(r) {
                 if type_bits(ty) != Some(64) {
-                    return Err(PtxError::AddressRegister { reg: r.clone(), line: line_no });
+                    return Err(PtxError::AddressRegister { reg: excerpt(r), line: line_no });
                 }
             }
         }
@@ -717,8 +732,7 @@ impl<'a> Rewriter<'a> {
             // Checked at its block's batch point (its site was recorded there).
             fstats.checked += 1;
             if let (Some(k), Some(w)) = (key, width_now) {
-                let e = f.block_checks.entry(k).or_insert(0);
-                *e = (*e).max(w);
+                f.block_checks.record(k, w);
             }
             invalidate_defs(f, stmt);
             prefix.push_str(&format!("{indent}{text}\n"));
@@ -726,7 +740,7 @@ impl<'a> Rewriter<'a> {
         }
         if opts.optimize {
             if let (Some(k), Some(w)) = (&key, width_now) {
-                if f.block_checks.get(k).is_some_and(|&prev| prev >= w) {
+                if f.block_checks.covers(k, w) {
                     fstats.eliminated += 1;
                     invalidate_defs(f, stmt);
                     return Ok(format!("{prefix}{indent}{text}\n"));
@@ -749,8 +763,7 @@ impl<'a> Rewriter<'a> {
             inline
         };
         if let (Some(k), Some(w)) = (key, width_now) {
-            let e = f.block_checks.entry(k).or_insert(0);
-            *e = (*e).max(w);
+            f.block_checks.record(k, w);
         }
         // Atomics order memory like fences: later checks must be redone.
         if access.kind == crate::abi::AccessKind::Atomic {
@@ -760,6 +773,17 @@ impl<'a> Rewriter<'a> {
         }
         prefix.push_str(&emitted);
         Ok(prefix)
+    }
+}
+
+/// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its
+/// length: after one long block grew it, every later (short) block would pay for the long one.
+const KEEP_CAPACITY: usize = 1024;
+
+/// Releases the excess capacity of an emptied per-block map (see [`KEEP_CAPACITY`]).
+pub(super) fn release_excess<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut HashMap<K, V, S>) {
+    if m.capacity() > KEEP_CAPACITY {
+        m.shrink_to(KEEP_CAPACITY);
     }
 }
 
@@ -875,11 +899,68 @@ fn invalidate_defs(f: &mut FuncState, stmt: &str) {
     if f.block_checks.is_empty() {
         return;
     }
-    let dsts = dest_regs(stmt);
-    if dsts.is_empty() {
-        return;
+    for d in dest_regs(stmt) {
+        f.block_checks.forget_register(d);
     }
-    f.block_checks.retain(|k, _| !dsts.iter().any(|d| emit::key_mentions(k, d)));
+}
+
+/// The checks already emitted in the current basic block (elimination keys of
+/// [`emit::check_key`] → widest width), indexed by the registers each key names (address and
+/// guard), so that a statement redefining a register forgets its keys without looking at the
+/// others: a block of n checks costs O(n), not O(n²) (each of its loads defines a register).
+#[derive(Default)]
+struct BlockChecks {
+    widths: HashMap<String, u32>,
+    /// Register → keys naming it. A key may still be listed after it was forgotten through its
+    /// other register (or listed twice after being recorded again): forgetting it once more is
+    /// right, as it names this register too, and the lists only grow with recorded checks.
+    by_register: HashMap<String, Vec<String>>,
+}
+
+impl BlockChecks {
+    fn is_empty(&self) -> bool {
+        self.widths.is_empty()
+    }
+
+    /// Forgets every check (the block ended). A no-op when there is none: blocks end on most
+    /// lines, and clearing a map costs its capacity.
+    fn clear(&mut self) {
+        if !self.widths.is_empty() || !self.by_register.is_empty() {
+            self.widths.clear();
+            self.by_register.clear();
+            release_excess(&mut self.widths);
+            release_excess(&mut self.by_register);
+        }
+    }
+
+    /// Is an access of `width` bytes under `key` covered by an earlier check?
+    fn covers(&self, key: &str, width: u32) -> bool {
+        self.widths.get(key).is_some_and(|&prev| prev >= width)
+    }
+
+    fn record(&mut self, key: String, width: u32) {
+        match self.widths.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let w = e.get_mut();
+                *w = (*w).max(width);
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                for reg in emit::key_registers(e.key()) {
+                    self.by_register.entry(reg.to_string()).or_default().push(e.key().clone());
+                }
+                e.insert(width);
+            }
+        }
+    }
+
+    /// Forgets the checks whose key names `reg` (it was redefined).
+    fn forget_register(&mut self, reg: &str) {
+        if let Some(keys) = self.by_register.remove(reg) {
+            for k in keys {
+                self.widths.remove(&k);
+            }
+        }
+    }
 }
 
 /// Registers a statement writes: its first operand, or the `{...}` vector there (none for stores).

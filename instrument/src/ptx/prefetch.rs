@@ -238,6 +238,8 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
 #[derive(Default)]
 struct Branches {
     refs: HashMap<String, usize>,
+    /// The lines inside some loop (label line to back-edge line, both included), as disjoint
+    /// intervals in line order: one binary search per question, however many loops there are.
     loops: Vec<(usize, usize)>,
 }
 
@@ -275,11 +277,23 @@ impl Branches {
                 }
             }
         }
+        // Merge the spans (nested and overlapping loops) into disjoint intervals.
+        b.loops.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(b.loops.len());
+        for &(l, e) in &b.loops {
+            match merged.last_mut() {
+                Some(last) if l <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((l, e)),
+            }
+        }
+        b.loops = merged;
         b
     }
 
     fn in_loop(&self, line: usize) -> bool {
-        self.loops.iter().any(|&(l, b)| l <= line && line <= b)
+        // The last interval starting at or before `line` is the only one that can hold it.
+        let after = self.loops.partition_point(|&(l, _)| l <= line);
+        after > 0 && line <= self.loops[after - 1].1
     }
 }
 
