@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The rewriter's "still assembles" property over the fuzz corpus: for a sample of N inputs from
-# fuzz/corpus/ptx_rewrite and fuzz/seeds/ptx_rewrite that ptxas accepts as they are, the checked
+# The rewriter's "still assembles" property over the fuzz corpus: for the seeds and a sample of N
+# inputs from fuzz/corpus/ptx_rewrite that ptxas accepts as they are, the checked
 # PTX (gasan-ptx instrument, default options and --no-hoist-loops --scale 7) must assemble too.
 # Usage: fuzz/ptxas-check.sh [N]   (needs GASAN_CUDA_ROOT or scripts/cuda-toolchain.sh)
 set -euo pipefail
@@ -11,7 +11,8 @@ cargo build -q -p gasan-instrument --bin gasan-ptx --locked
 ptx_tool=target/debug/gasan-ptx
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mapfile -t files < <(ls fuzz/seeds/ptx_rewrite/* fuzz/corpus/ptx_rewrite/* 2>/dev/null | shuf -n "$n" --random-source=<(yes))
+# Every seed (nvcc output), and a sample of what the fuzzer derived from them.
+mapfile -t files < <(ls fuzz/seeds/ptx_rewrite/*; ls fuzz/corpus/ptx_rewrite/* 2>/dev/null | shuf -n "$n" --random-source=<(yes))
 valid=0 bad=0
 for f in "${files[@]}"; do
   arch=$(grep -aoE '^\s*\.target\s+sm_[0-9]+' "$f" | grep -oE 'sm_[0-9]+' | head -1 || true)
