@@ -123,6 +123,49 @@ pub struct ErrorRecord {
     pub reserved1: [u32; 3],
 }
 pub const ERROR_RECORD_SIZE: usize = 64;
+
+impl ErrorRecord {
+    /// A record from its bytes as the device wrote them (little-endian, [`record_offset`] layout).
+    /// Every byte pattern is a record; what the fields mean is for the reader to check.
+    pub fn from_bytes(b: &[u8; ERROR_RECORD_SIZE]) -> Self {
+        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let u32x3 = |o: usize| [u32_at(o), u32_at(o + 4), u32_at(o + 8)];
+        use record_offset as off;
+        ErrorRecord {
+            addr: u64::from(u32_at(off::ADDR)) | u64::from(u32_at(off::ADDR + 4)) << 32,
+            module_id: u32_at(off::MODULE_ID),
+            site_id: u32_at(off::SITE_ID),
+            ctaid: u32x3(off::CTAID),
+            tid: u32x3(off::TID),
+            width: u32_at(off::WIDTH),
+            kind: b[off::KIND],
+            shadow: b[off::SHADOW],
+            reserved0: u16::from_le_bytes([b[off::SHADOW + 1], b[off::SHADOW + 2]]),
+            seq: u32_at(off::SEQ),
+            reserved1: u32x3(off::SEQ + 4),
+        }
+    }
+
+    /// The record's bytes, the inverse of [`Self::from_bytes`].
+    pub fn to_bytes(&self) -> [u8; ERROR_RECORD_SIZE] {
+        let mut b = [0u8; ERROR_RECORD_SIZE];
+        let mut put = |o: usize, v: &[u8]| b[o..o + v.len()].copy_from_slice(v);
+        use record_offset as off;
+        put(off::ADDR, &self.addr.to_le_bytes());
+        put(off::MODULE_ID, &self.module_id.to_le_bytes());
+        put(off::SITE_ID, &self.site_id.to_le_bytes());
+        for i in 0..3 {
+            put(off::CTAID + 4 * i, &self.ctaid[i].to_le_bytes());
+            put(off::TID + 4 * i, &self.tid[i].to_le_bytes());
+            put(off::SEQ + 4 + 4 * i, &self.reserved1[i].to_le_bytes());
+        }
+        put(off::WIDTH, &self.width.to_le_bytes());
+        put(off::KIND, &[self.kind, self.shadow]);
+        put(off::SHADOW + 1, &self.reserved0.to_le_bytes());
+        put(off::SEQ, &self.seq.to_le_bytes());
+        b
+    }
+}
 pub mod record_offset {
     pub const ADDR: usize = 0;
     pub const MODULE_ID: usize = 8;
@@ -166,3 +209,29 @@ const _: () = {
     assert!(offset_of!(ErrorRecord, shadow) == record_offset::SHADOW);
     assert!(offset_of!(ErrorRecord, seq) == record_offset::SEQ);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_bytes_match_the_struct_layout() {
+        let rec = ErrorRecord {
+            addr: 0x1122_3344_5566_7788,
+            module_id: 3,
+            site_id: 0xdead,
+            ctaid: [1, 2, 3],
+            tid: [4, 5, 6],
+            width: 16,
+            kind: AccessKind::Atomic as u8,
+            shadow: 0x7f,
+            reserved0: 0xabcd,
+            seq: 42,
+            reserved1: [7, 8, 9],
+        };
+        // SAFETY: ErrorRecord is repr(C) plain integers with no padding (64 bytes, checked above).
+        let raw: [u8; ERROR_RECORD_SIZE] = unsafe { std::mem::transmute(rec) };
+        assert_eq!(rec.to_bytes(), raw);
+        assert_eq!(ErrorRecord::from_bytes(&raw), rec);
+    }
+}

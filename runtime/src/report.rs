@@ -4,7 +4,7 @@ use crate::faults::FatalFault;
 use crate::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
 use crate::options::{Options, ReportFormat};
 use gasan_instrument::abi::{AccessKind, ErrorRecord};
-use gasan_instrument::ptx::Site;
+use gasan_instrument::ptx::{Site, SiteTable};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,6 +54,23 @@ fn desc_kind(desc: &AddrDescription) -> &'static str {
         AddrKind::Wild => "wild-access",
         AddrKind::Unknown => "unknown-address",
     }
+}
+
+/// The site of an error-ring record: entry `site_id` of module `module_id`'s table. Module ids
+/// start at 1 (`sites[module_id - 1]`, as `State::register_sites` hands them out). The ring holds
+/// whatever the device wrote (id 0 from a module whose control block was never written, garbage
+/// from a torn record): such records have no site, and the report says `<unknown kernel>`.
+pub fn record_site<'a>(rec: &ErrorRecord, sites: &'a [SiteTable]) -> Option<&'a Site> {
+    let module = (rec.module_id as usize).checked_sub(1)?;
+    sites.get(module)?.get(rec.site_id)
+}
+
+/// The report of one raw ring record: its site from [`record_site`], `desc` the allocator's
+/// description of `rec.addr`. Any record bytes give a report (an unknown `kind` byte prints as a
+/// read); formatting it never panics (fuzzed: fuzz/fuzz_targets/ring_record.rs).
+pub fn device_report(record: ErrorRecord, sites: &[SiteTable], desc: AddrDescription, device: i32) -> Report {
+    let site = record_site(&record, sites).cloned();
+    Report::Device { record, site, desc, device }
 }
 
 pub struct Reporter {
@@ -413,4 +430,54 @@ pub fn format_json(r: &Report) -> String {
         Report::Leaks(v) => json!({"tool": "gasan", "kind": r.kind(), "leaks": v.iter().map(|a| json!({"address": format!("{:#x}", a.start), "size": a.size})).collect::<Vec<_>>()}),
     };
     v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::{AddrDescription, AddrKind};
+    use gasan_instrument::shadow::Scale;
+
+    fn table(kernels: &[&str]) -> SiteTable {
+        let sites = kernels
+            .iter()
+            .enumerate()
+            .map(|(i, k)| Site {
+                id: i as u32,
+                kernel: k.to_string(),
+                kernel_demangled: k.to_string(),
+                ptx_line: 10 + i as u32,
+                loc: None,
+                kind: AccessKind::Read,
+                width: 4,
+            })
+            .collect();
+        SiteTable { sites, files: Default::default() }
+    }
+
+    #[test]
+    fn record_site_takes_one_based_module_ids_and_refuses_the_rest() {
+        let sites = [table(&["k0", "k1"]), table(&["m0"])];
+        let rec = |module_id, site_id| ErrorRecord { module_id, site_id, ..Default::default() };
+        assert_eq!(record_site(&rec(1, 1), &sites).unwrap().kernel, "k1");
+        assert_eq!(record_site(&rec(2, 0), &sites).unwrap().kernel, "m0");
+        // Module id 0 (control block never written), past the last module, past the last site.
+        for (m, s) in [(0, 0), (3, 0), (u32::MAX, 0), (2, 1), (1, u32::MAX)] {
+            assert!(record_site(&rec(m, s), &sites).is_none(), "module {m} site {s}");
+        }
+    }
+
+    #[test]
+    fn any_record_formats_as_a_device_report() {
+        // Module id 0, an unknown kind byte, extreme coordinates: a report, not a panic.
+        let record = ErrorRecord { addr: u64::MAX, module_id: 0, site_id: u32::MAX, kind: 0xff, width: u32::MAX, ctaid: [u32::MAX; 3], ..Default::default() };
+        let desc = AddrDescription { addr: record.addr, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let r = device_report(record, &[table(&["k"])], desc, 0);
+        let text = format_text(&r);
+        assert!(text.contains("unknown-address on address 0xffffffffffffffff"), "{text}");
+        assert!(text.contains("READ of size 4294967295 in kernel <unknown kernel>"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+        assert_eq!(json["access"], "read");
+        assert!(json["kernel"].is_null());
+    }
 }

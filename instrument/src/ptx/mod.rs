@@ -523,7 +523,9 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 self.out.push_str(line);
-                if opened_now && opens > 0 && !self.opts.recover {
+                // The body's declarations, unless the body also closed on this line (`{ ret; }`:
+                // nothing in it is checked, and a `.reg` after it would be at module scope).
+                if opened_now && opens > 0 && depth + opens - closes > func.as_ref().map_or(0, |f| f.depth_at_open) && !self.opts.recover {
                     self.out.push_str(&emit::function_decls());
                 }
             }
