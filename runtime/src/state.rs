@@ -257,9 +257,8 @@ impl State {
                 self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let site = rec.module_id.checked_sub(1).and_then(|i| self.sites.lock().unwrap().get(i as usize).and_then(|t| t.get(rec.site_id)).cloned());
             let desc = d.alloc.describe(rec.addr);
-            let report = Report::Device { record: rec, site, desc, device: d.device };
+            let report = crate::report::device_report(rec, &self.sites.lock().unwrap(), desc, d.device);
             if self.reporter.report(&report) {
                 n += 1;
             }

@@ -149,7 +149,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 16;
+pub const REVISION: u32 = 17;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
