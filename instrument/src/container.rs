@@ -467,6 +467,21 @@ pub fn ptx_version(ptx: &str) -> Option<(u16, u16)> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn elf_fatbin_round_trips() {
+        let cubin: Vec<u8> = (0..1001u32).map(|i| i as u8).collect();
+        for specific in [false, true] {
+            let fb = build_elf_fatbin(&cubin, 90, specific);
+            let f = Fatbin::parse(&fb).unwrap();
+            assert_eq!(f.len, fb.len());
+            let e = &f.entries[0];
+            assert_eq!((e.kind, e.arch, e.arch_specific()), (EntryKind::Elf, 90, specific));
+            assert_eq!(&e.payload().unwrap()[..cubin.len()], &cubin[..]);
+            assert!(f.has_sass_for(90));
+            assert!(f.best_ptx(90).is_none());
+        }
+    }
+
     fn entry(kind: u16, arch: u32, flags: u64, payload: &[u8], usize_: u64) -> Vec<u8> {
         let mut h = vec![0u8; 64];
         h[0..2].copy_from_slice(&kind.to_le_bytes());

@@ -295,7 +295,8 @@ impl Check<Option<PathBuf>> for Executable {
     fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
         use std::os::unix::fs::MetadataExt;
         let Some(p) = v else { return Ok(()) };
-        let m = std::fs::metadata(p).map_err(|e| format!("cannot run {}: {}", p.display(), os_error_text(&e)))?;
+        let m = std::fs::metadata(p)
+            .map_err(|e| format!("cannot run {}: {}", p.display(), os_error_text(&e)))?;
         if !m.is_file() || m.mode() & 0o111 == 0 {
             return Err(format!("{} is not an executable file", p.display()));
         }
