@@ -2,7 +2,11 @@
 # Builds every benchmark with the pinned nvcc into OUTDIR (default .carry/bench):
 #   NAME       sm_90 SASS + compute_90 PTX, -O3 -lineinfo (what gasan instruments)
 #   NAME.csan  the same with `-sanitize memcheck` (compute-sanitizer's compile-time mode)
-# Set BENCH_ONLY_PLAIN=1 to skip the .csan builds (CI).
+# and the whole-program benchmarks of benches/startup (benches/run_startup.py) into STARTUP_OUT
+# (default .carry/startup), stripped: startup1 / kernels100 (kernels.cu with 1 / 100 kernels) and
+# one binary per short program.
+# Set BENCH_ONLY_PLAIN=1 to skip the .csan builds (CI); BENCH_ONLY_STARTUP=1 to build only
+# benches/startup.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -17,6 +21,23 @@ build() {
     "$cuda/bin/nvcc" -O3 -lineinfo $arch -sanitize memcheck -o "$out/$name.csan" "$src"
   fi
 }
-export -f build; export cuda arch out
-ls "$here"/src/*.cu | xargs -P "$(nproc)" -I{} bash -c 'build {}'
+sout=${STARTUP_OUT:-$root/.carry/startup}
+mkdir -p "$sout"
+build_startup() {
+  local src=$1 name=$2; shift 2
+  "$cuda/bin/nvcc" -O3 -lineinfo $arch "$@" -o "$sout/$name" "$src"
+  strip "$sout/$name"
+}
+export -f build build_startup; export cuda arch out sout
+if [ -z "${BENCH_ONLY_STARTUP:-}" ]; then
+  ls "$here"/src/*.cu | xargs -P "$(nproc)" -I{} bash -c 'build {}'
+fi
+{
+  echo "$here/startup/kernels.cu startup1 -DNK=1"
+  echo "$here/startup/kernels.cu kernels100 -DNK=100"
+  for f in "$here"/startup/*.cu; do
+    [ "$(basename "$f")" = kernels.cu ] || echo "$f $(basename "$f" .cu)"
+  done
+} | xargs -P "$(nproc)" -L1 bash -c 'build_startup "$@"' _
 echo "$out"
+echo "$sout"

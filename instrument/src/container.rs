@@ -444,16 +444,28 @@ pub fn extract_command(input: &Path, out_dir: Option<&Path>) -> Result<String> {
 pub fn build_ptx_fatbin(ptx: &str, arch: u32, ptx_version: (u16, u16)) -> Vec<u8> {
     let mut payload = ptx.as_bytes().to_vec();
     payload.push(0);
+    one_entry_fatbin(1, &payload, arch, ptx_version, 0x11)
+}
+
+/// Builds a fatbin holding one uncompressed cubin (ELF) entry for `sm_<arch>` (`arch_specific`:
+/// `sm_<arch>a`), laid out as nvcc lays out its ELF entries (version 1.8, flags 0x11).
+pub fn build_elf_fatbin(cubin: &[u8], arch: u32, arch_specific: bool) -> Vec<u8> {
+    let flags = 0x11 | if arch_specific { 0x100000 } else { 0 };
+    one_entry_fatbin(2, cubin, arch, (1, 8), flags)
+}
+
+fn one_entry_fatbin(kind: u16, payload: &[u8], arch: u32, version: (u16, u16), flags: u64) -> Vec<u8> {
+    let mut payload = payload.to_vec();
     payload.resize(payload.len().div_ceil(8) * 8, 0);
     let mut e = vec![0u8; 64];
-    e[0..2].copy_from_slice(&1u16.to_le_bytes());
+    e[0..2].copy_from_slice(&kind.to_le_bytes());
     e[2..4].copy_from_slice(&0x101u16.to_le_bytes());
     e[4..8].copy_from_slice(&64u32.to_le_bytes());
     e[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    e[0x18..0x1a].copy_from_slice(&ptx_version.1.to_le_bytes());
-    e[0x1a..0x1c].copy_from_slice(&ptx_version.0.to_le_bytes());
+    e[0x18..0x1a].copy_from_slice(&version.1.to_le_bytes());
+    e[0x1a..0x1c].copy_from_slice(&version.0.to_le_bytes());
     e[0x1c..0x20].copy_from_slice(&arch.to_le_bytes());
-    e[0x28..0x30].copy_from_slice(&0x11u64.to_le_bytes());
+    e[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
     e.extend_from_slice(&payload);
     let mut b = Vec::with_capacity(16 + e.len());
     b.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
@@ -474,6 +486,21 @@ pub fn ptx_version(ptx: &str) -> Option<(u16, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elf_fatbin_round_trips() {
+        let cubin: Vec<u8> = (0..1001u32).map(|i| i as u8).collect();
+        for specific in [false, true] {
+            let fb = build_elf_fatbin(&cubin, 90, specific);
+            let f = Fatbin::parse(&fb).unwrap();
+            assert_eq!(f.len, fb.len());
+            let e = &f.entries[0];
+            assert_eq!((e.kind, e.arch, e.arch_specific()), (EntryKind::Elf, 90, specific));
+            assert_eq!(&e.payload().unwrap()[..cubin.len()], &cubin[..]);
+            assert!(f.has_sass_for(90));
+            assert!(f.best_ptx(90).is_none());
+        }
+    }
 
     fn entry(kind: u16, arch: u32, flags: u64, payload: &[u8], usize_: u64) -> Vec<u8> {
         let mut h = vec![0u8; 64];

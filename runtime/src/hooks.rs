@@ -355,13 +355,13 @@ hooks! {
     }
     cuLinkDestroy(st: Handle) { crate::link::on_destroy(st); real(st) }
     cuModuleLoadData(module: *mut Handle, image: *const c_void) {
-        unsafe { modules::load_checked(image, |_| Vec::new(), |img| real(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoadDataEx(module: *mut Handle, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
-        unsafe { modules::load_checked(image, |_| Vec::new(), |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoadFatBinary(module: *mut Handle, image: *const c_void) {
-        unsafe { modules::load_checked(image, |c| gasan_instrument::container::build_ptx_fatbin(c.ptx.to_str().unwrap_or(""), c.arch, c.version), |img| real(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoad(module: *mut Handle, fname: *const c_char) {
         match unsafe { read_file(fname) } {
@@ -372,7 +372,7 @@ hooks! {
                     let f: unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult = unsafe { std::mem::transmute(p) };
                     unsafe { f(module, img) }
                 };
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), |_| Vec::new(), load, || LoadedHandle::Module(*module)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module)) };
                 std::mem::forget(bytes);
                 r
             }
@@ -380,7 +380,7 @@ hooks! {
         }
     }
     cuLibraryLoadData(lib: *mut Handle, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
-        unsafe { modules::load_checked(code, |_| Vec::new(), |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
+        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
     }
     cuLibraryLoadFromFile(lib: *mut Handle, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         match unsafe { read_file(fname) } {
@@ -392,7 +392,7 @@ hooks! {
                     let f: F = unsafe { std::mem::transmute(p) };
                     unsafe { f(lib, img, jo, jv, njo, lo, lv, nlo) }
                 };
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), |_| Vec::new(), load, || LoadedHandle::Library(*lib)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib)) };
                 std::mem::forget(bytes);
                 r
             }
@@ -418,9 +418,10 @@ fn orig_slot(i: usize) -> usize {
     crate::interpose::EXPORT_ORIG.get().map(|s| s[i]).unwrap_or(0)
 }
 
-/// A fatbin wrapper (version 1) around a checked PTX fatbin; leaked (cudart keeps the pointer).
-fn checked_wrapper(c: &modules::Checked) -> Vec<u8> {
-    let fb = Box::leak(gasan_instrument::container::build_ptx_fatbin(c.ptx.to_str().unwrap_or(""), c.arch, c.version).into_boxed_slice());
+/// A fatbin wrapper (version 1) around a fatbin of the checked code; leaked (cudart keeps the
+/// pointer).
+fn checked_wrapper(c: &modules::Checked, code: &modules::Code) -> Vec<u8> {
+    let fb = Box::leak(modules::fatbin(c, code).into_boxed_slice());
     let mut w = Vec::with_capacity(24);
     w.extend_from_slice(&gasan_instrument::container::WRAPPER_MAGIC.to_le_bytes());
     w.extend_from_slice(&1u32.to_le_bytes());
@@ -434,7 +435,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut Handle, wrapp
         type F = unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(0)) };
-        unsafe { modules::load_checked(wrapper, checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
     })
 }
 
@@ -443,7 +444,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut Handle, 
         type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(1)) };
-        unsafe { modules::load_checked(wrapper, checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
     })
 }
 
@@ -452,7 +453,6 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void
         type F = unsafe extern "C" fn(*const c_void, *mut Handle, *mut c_void, *mut c_void, u32) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(2)) };
-        let build = |c: &modules::Checked| gasan_instrument::container::build_ptx_fatbin(c.ptx.to_str().unwrap_or(""), c.arch, c.version);
-        unsafe { modules::load_checked(header, build, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
     })
 }

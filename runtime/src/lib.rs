@@ -4,12 +4,14 @@
 //! Concerns, one module each: [`options`], [`allocator`] (pool-backed device allocator, redzones,
 //! quarantine), [`report`] (ASan-style text/JSON), [`driver`] (the real libcuda), [`interpose`]
 //! (dlsym / cuGetProcAddress / export tables), [`hooks`] (intercepted calls), [`modules`] (checked
-//! module loading and cache), [`ring`] (device error ring), [`state`] (lazy global state).
+//! module loading), [`cache`] (the on-disk cache of checked modules), [`sass`] (checked PTX
+//! compiled to cubins with ptxas), [`ring`] (device error ring), [`state`] (lazy global state).
 //!
 //! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
 //! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs.
 
 pub mod allocator;
+pub mod cache;
 pub mod copies;
 pub mod driver;
 pub mod faults;
@@ -20,6 +22,7 @@ pub mod modules;
 pub mod options;
 pub mod report;
 pub mod ring;
+pub mod sass;
 pub mod side_table;
 pub mod state;
 

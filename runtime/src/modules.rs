@@ -1,6 +1,8 @@
 //! Module loading through the instrumenter: image → best PTX → checked PTX (cached on disk) → the
 //! real loader; the control block is written after load. Anything unexpected loads the original.
 
+use crate::cache::Cache;
+use crate::sass;
 use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
@@ -8,6 +10,7 @@ use sha2::{Digest, Sha256};
 use std::ffi::{c_void, CStr};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 /// A checked module ready for the real loader.
 pub struct Checked {
@@ -18,6 +21,64 @@ pub struct Checked {
     pub arch: u32,
     /// Content hash of the original PTX and the instrumentation options (the cache key).
     pub key: String,
+    /// ptxas `-arch` for this GPU ([`sass::target_for`]).
+    pub target: String,
+}
+
+/// The code handed to a loader: checked PTX, or the cubin compiled from it.
+pub enum Code<'a> {
+    Ptx(&'a CStr),
+    Cubin(&'a [u8]),
+}
+
+impl Code<'_> {
+    /// The code as a raw image (PTX text or ELF) for loaders that take one.
+    pub fn as_ptr(&self) -> *const c_void {
+        match self {
+            Code::Ptx(p) => p.as_ptr().cast(),
+            Code::Cubin(b) => b.as_ptr().cast(),
+        }
+    }
+}
+
+/// Image builder for loaders that take raw PTX or cubins: no wrapping (the code itself is loaded).
+pub fn plain(_: &Checked, _: &Code) -> Vec<u8> {
+    Vec::new()
+}
+
+/// Image builder for loaders that take fatbins: one entry holding the code.
+pub fn fatbin(c: &Checked, code: &Code) -> Vec<u8> {
+    match code {
+        Code::Ptx(p) => container::build_ptx_fatbin(p.to_str().unwrap_or(""), c.arch, c.version),
+        Code::Cubin(b) => container::build_elf_fatbin(b, c.arch, c.target.ends_with('a')),
+    }
+}
+
+/// The ptxas flags a loader's JIT options ask for, or why the module goes to the driver's JIT.
+///
+/// # Safety
+/// `opts` and `vals` hold `n` entries each (or are null), as the driver's loaders require.
+pub unsafe fn jit_options(
+    n: u32,
+    opts: *const i32,
+    vals: *const *mut c_void,
+) -> Result<Vec<String>, String> {
+    if n == 0 || opts.is_null() || vals.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the caller's arrays of `n` options and values.
+    let (o, v) = unsafe {
+        (
+            std::slice::from_raw_parts(opts, n as usize),
+            std::slice::from_raw_parts(vals, n as usize),
+        )
+    };
+    sass::jit_flags(
+        &o.iter()
+            .zip(v)
+            .map(|(&o, &v)| (o, v as usize))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// Why a module is loaded unchanged.
@@ -45,7 +106,9 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
         _ => {
             // Text: NUL-terminated.
             let s = unsafe { CStr::from_ptr(p.cast()) };
-            let s = s.to_str().map_err(|e| Skip::Error(format!("PTX is not UTF-8: {e}")))?;
+            let s = s
+                .to_str()
+                .map_err(|e| Skip::Error(format!("PTX is not UTF-8: {e}")))?;
             return match container::sniff(s.as_bytes()) {
                 ImageKind::Ptx => Ok(s.to_string()),
                 _ => Err(Skip::Error("unrecognised module image".into())),
@@ -54,8 +117,14 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
     };
     let prefix = unsafe { std::slice::from_raw_parts(p, header_len) };
     let fatbin_ptr = match container::image_len(prefix).map_err(|e| Skip::Error(e.to_string()))? {
-        ImageLen::Wrapper { version: 1, data, .. } => data as *const u8,
-        ImageLen::Wrapper { version, .. } => return Err(Skip::Error(format!("fatbin wrapper version {version} (prelinked RDC) not supported yet"))),
+        ImageLen::Wrapper {
+            version: 1, data, ..
+        } => data as *const u8,
+        ImageLen::Wrapper { version, .. } => {
+            return Err(Skip::Error(format!(
+                "fatbin wrapper version {version} (prelinked RDC) not supported yet"
+            )))
+        }
         _ => p,
     };
     let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, 16) };
@@ -71,13 +140,11 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
     }
 }
 
-fn cache_dir() -> Option<PathBuf> {
-    let s = state();
-    if let Some(d) = &s.opts.cache_dir {
-        return Some(d.clone());
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("gasan"))
+/// The checked-module cache the options name (none when no directory can be named).
+pub fn cache() -> Option<Cache> {
+    let o = &state().opts;
+    let dir: Option<PathBuf> = crate::cache::dir_for(o.cache_dir.as_deref());
+    dir.map(|d| Cache::new(d, o.cache_size_mb << 20))
 }
 
 /// Instruments `ptx` (or takes it from the on-disk cache).
@@ -89,7 +156,13 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
         let (base, size, _) = d.alloc.control_fields();
         s.opts.shadow_scale.pool_allows_aligned_check(base, size)
     });
-    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops };
+    let opts = InstrumentOptions {
+        scale: s.opts.shadow_scale,
+        optimize: true,
+        recover: !s.opts.halt_on_error,
+        aligned_pool,
+        hoist_loops: s.opts.hoist_loops,
+    };
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
@@ -98,10 +171,15 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     h.update([opts.optimize as u8, opts.aligned_pool as u8]);
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    let dir = cache_dir();
-    if let Some(d) = &dir {
-        let (p, j) = (d.join(format!("{key}.ptx")), d.join(format!("{key}.sites.json")));
-        if let (Ok(ptx), Ok(json)) = (std::fs::read_to_string(&p), std::fs::read_to_string(&j)) {
+    let cache = cache();
+    if let Some(c) = &cache {
+        let (p, j) = (
+            c.get(&format!("{key}.ptx")),
+            c.get(&format!("{key}.sites.json")),
+        );
+        if let (Some(Ok(ptx)), Some(Ok(json))) =
+            (p.map(String::from_utf8), j.map(String::from_utf8))
+        {
             if let Ok(sites) = SiteTable::from_json(&json) {
                 s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok((ptx, sites, key));
@@ -109,22 +187,150 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
         }
     }
     let r = instrument_ptx(ptx, &opts).map_err(|e| e.to_string())?;
-    if let Some(d) = &dir {
-        cache_put(d, &format!("{key}.sites.json"), r.sites.to_json().as_bytes());
-        cache_put(d, &format!("{key}.ptx"), r.ptx.as_bytes());
+    if let Some(c) = &cache {
+        // Each file is written whole and renamed into place, so concurrent processes never read
+        // half of one (a lone file of the pair is a miss).
+        let _ = c.put(&format!("{key}.sites.json"), r.sites.to_json().as_bytes());
+        let _ = c.put(&format!("{key}.ptx"), r.ptx.as_bytes());
     }
     let t = r.stats.total();
-    log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
+    log(1, || {
+        format!(
+            "instrumented module: {} accesses, {} checked, {} eliminated, {} unknown",
+            t.found, t.checked, t.eliminated, t.unknown
+        )
+    });
     Ok((r.ptx, r.sites, key))
 }
 
-/// Writes `data` as `dir/name` atomically (write, then rename), so concurrent processes never
-/// read half a file.
-fn cache_put(dir: &std::path::Path, name: &str, data: &[u8]) {
-    if std::fs::create_dir_all(dir).is_ok() {
-        let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, data).is_ok() {
-            let _ = std::fs::rename(&tmp, dir.join(name));
+/// The `ptxas` found for this process and its identity (for cubin keys), looked up once.
+fn compiler() -> Option<&'static (PathBuf, String)> {
+    static C: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
+    C.get_or_init(|| {
+        let p = sass::find_ptxas(state().opts.ptxas.as_deref(), |k| std::env::var_os(k))?;
+        let id = sass::file_identity(&p)?;
+        Some((p, id))
+    })
+    .as_ref()
+}
+
+/// The driver's identity for cubin keys: its version and its library file.
+fn driver_identity() -> &'static str {
+    static D: OnceLock<String> = OnceLock::new();
+    D.get_or_init(|| {
+        let mut v = 0i32;
+        crate::real_call!("cuDriverGetVersion"(*mut i32)(&mut v));
+        let mut lib = String::new();
+        let f = crate::driver::real("cuDriverGetVersion");
+        let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+        // SAFETY: dladdr only writes `info`; `f` is an address inside libcuda (or 0: not found).
+        if f != 0 && unsafe { libc::dladdr(f as *const c_void, info.as_mut_ptr()) } != 0 {
+            // SAFETY: dladdr succeeded, so `info` is initialized.
+            let name = unsafe { info.assume_init() }.dli_fname;
+            if !name.is_null() {
+                // SAFETY: a NUL-terminated string owned by the dynamic linker.
+                let p = unsafe { CStr::from_ptr(name) }
+                    .to_string_lossy()
+                    .into_owned();
+                lib = sass::file_identity(std::path::Path::new(&p)).unwrap_or(p);
+            }
+        }
+        format!("{v}|{lib}")
+    })
+}
+
+/// Notes a module handed to the driver's JIT as PTX instead of a cubin.
+fn on_ptx_path(why: &str) {
+    state()
+        .counters
+        .sass_ptx_path
+        .fetch_add(1, Ordering::Relaxed);
+    log(1, || {
+        format!("checked module goes to the driver's PTX JIT: {why}")
+    });
+}
+
+/// The checked module compiled for this GPU: from the cache, or compiled now with ptxas and
+/// cached. `None` (the module then goes to the driver's JIT as PTX) when `sass=0`, when the
+/// loader's JIT options have no ptxas equivalent, without a cache directory or a ptxas, or when
+/// ptxas fails (remembered in the cache, so later runs do not retry the same compile).
+fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>, Cache, String)> {
+    let s = state();
+    if !s.opts.sass {
+        s.counters.sass_ptx_path.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let flags = match jit {
+        Ok(f) => f,
+        Err(why) => {
+            on_ptx_path(&format!("{why} has no ptxas equivalent"));
+            return None;
+        }
+    };
+    let Some(cache) = cache() else {
+        on_ptx_path("no cache directory (set cache_dir or HOME)");
+        return None;
+    };
+    let Some((ptxas, compiler)) = compiler() else {
+        on_ptx_path("no ptxas found (set ptxas=PATH or CUDA_HOME)");
+        return None;
+    };
+    let inputs = sass::KeyInputs {
+        checked_ptx: c.ptx.to_bytes(),
+        target: &c.target,
+        flags,
+        compiler,
+        driver: driver_identity(),
+        gasan: env!("CARGO_PKG_VERSION"),
+    };
+    let key = sass::cubin_key(&inputs);
+    let (name, fail) = sass::entry_names(&key, &c.target);
+    if let Some(b) = cache.get(&name).filter(|b| sass::is_cubin(b)) {
+        s.counters.cubins_cached.fetch_add(1, Ordering::Relaxed);
+        return Some((b, cache, fail));
+    }
+    if cache.has(&fail) {
+        on_ptx_path(&format!(
+            "an earlier compile of it failed ({})",
+            cache.dir.join(&fail).display()
+        ));
+        return None;
+    }
+    let t = std::time::Instant::now();
+    let r = sass::compile(
+        &sass::Compile {
+            ptxas,
+            target: &c.target,
+            flags,
+            split: 0,
+        },
+        &cache,
+        c.ptx.to_bytes(),
+        &name,
+    );
+    s.counters
+        .cubin_compile_us
+        .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+    match r {
+        Ok(b) => {
+            s.counters.cubins_compiled.fetch_add(1, Ordering::Relaxed);
+            log(1, || {
+                format!(
+                    "compiled checked module to {} ({} KiB PTX -> {} KiB cubin) in {:.1} ms",
+                    c.target,
+                    c.ptx.to_bytes().len() >> 10,
+                    b.len() >> 10,
+                    t.elapsed().as_secs_f64() * 1e3
+                )
+            });
+            Some((b, cache, fail))
+        }
+        Err(e) => {
+            if e.permanent {
+                let _ = cache.put(&fail, e.message.as_bytes());
+            }
+            on_ptx_path(&e.message);
+            None
         }
     }
 }
@@ -143,7 +349,15 @@ pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
     let ptx = unsafe { image_ptx(image, cc) }?;
     let (checked, sites, key) = check_ptx(&ptx).map_err(Skip::Error)?;
     let version = container::ptx_version(&checked).unwrap_or((8, 0));
-    Ok(Checked { ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?, sites, version, arch: cc, key })
+    let target = sass::target_for(&checked, cc);
+    Ok(Checked {
+        ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?,
+        sites,
+        version,
+        arch: cc,
+        key,
+        target,
+    })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -153,22 +367,33 @@ pub fn note_skip(skip: &Skip) {
         Skip::Disabled => {}
         Skip::SassOnly => {
             s.counters.modules_sass_only.fetch_add(1, Ordering::Relaxed);
-            log(1, || "module has no PTX for this GPU: loaded unchanged (SASS only, MMU-level protection only)".into());
+            log(1, || {
+                "module has no PTX for this GPU: loaded unchanged (SASS only, MMU-level protection only)".into()
+            });
         }
         Skip::Error(e) => {
             s.counters.modules_fallback.fetch_add(1, Ordering::Relaxed);
-            log(0, || format!("WARNING: module not instrumented ({e}); loading the original"));
+            log(0, || {
+                format!("WARNING: module not instrumented ({e}); loading the original")
+            });
         }
     }
 }
 
-/// Loads via `load(image)`: the checked PTX first, the original on any failure.
+/// Loads via `load(image)`: the checked module as a cubin first ([`cubin_for`]), then as checked
+/// PTX, then the original (with a warning) on any failure. `wrap` builds the image a loader takes
+/// from the code ([`plain`]: the code itself); `jit` is what the loader's JIT options ask of ptxas
+/// ([`jit_options`]).
+///
+/// The cubin is handed to the loader like any native one, so `CUDA_MODULE_LOADING` (lazy or eager)
+/// applies to it as it does natively; nothing here resolves functions.
 ///
 /// # Safety
 /// `image` as for [`image_ptx`]; `load` is a real driver loader.
 pub unsafe fn load_checked(
     image: *const c_void,
-    wrap: impl Fn(&Checked) -> Vec<u8>,
+    jit: Result<Vec<String>, String>,
+    wrap: impl Fn(&Checked, &Code) -> Vec<u8>,
     load: impl Fn(*const c_void) -> i32,
     handle: impl Fn() -> LoadedHandle,
 ) -> i32 {
@@ -177,7 +402,9 @@ pub unsafe fn load_checked(
         let r = load(image);
         if r == 0 {
             let s = state();
-            s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
+            s.counters
+                .modules_instrumented
+                .fetch_add(1, Ordering::Relaxed);
             for i in inputs {
                 s.set_control_block_named(handle(), i.module_id, &i.ctl_symbol);
             }
@@ -192,22 +419,60 @@ pub unsafe fn load_checked(
         }
     };
     let t = std::time::Instant::now();
-    // The checked PTX goes to the driver's JIT as PTX: compiling it ourselves with cuLink (to cache
-    // a cubin) made kernels slower, because cuLink compiles PTX as relocatable code (see
-    // benches/results). The driver keeps its own JIT cache for the second run.
-    let bytes = wrap(&checked);
-    let img: *const c_void = if bytes.is_empty() { checked.ptx.as_ptr().cast() } else { bytes.as_ptr().cast() };
-    let r = load(img);
-    if r != 0 {
-        note_skip(&Skip::Error(format!("the driver refused the checked module (CUDA error {r})")));
-        return load(image);
-    }
-    // The loader may keep the pointer (lazy loading): keep the image alive for the process.
-    std::mem::forget(bytes);
-    std::mem::forget(checked.ptx);
     let s = state();
-    s.counters.module_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-    s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
+    // Loads `code` (wrapped as the loader needs); the image stays alive for the process, since a
+    // loader may keep the pointer (lazy loading).
+    let try_load = |code: Code| -> i32 {
+        let bytes = wrap(&checked, &code);
+        let img = if bytes.is_empty() {
+            code.as_ptr()
+        } else {
+            bytes.as_ptr().cast()
+        };
+        let r = load(img);
+        if r == 0 {
+            std::mem::forget(bytes);
+        }
+        r
+    };
+    let mut loaded = false;
+    if let Some((cubin, cache, fail)) = cubin_for(&checked, &jit) {
+        let r = try_load(Code::Cubin(&cubin));
+        if r == 0 {
+            std::mem::forget(cubin);
+            loaded = true;
+        } else {
+            s.counters.cubins_refused.fetch_add(1, Ordering::Relaxed);
+            // The image's kind or architecture: this driver will refuse this cubin every time.
+            if matches!(r, 200 | 209 | 222) {
+                let _ = cache.put(
+                    &fail,
+                    format!("the driver refused the cubin (CUDA error {r})").as_bytes(),
+                );
+            }
+            log(1, || {
+                format!(
+                    "the driver refused the checked cubin (CUDA error {r}); loading checked PTX"
+                )
+            });
+        }
+    }
+    if !loaded {
+        let r = try_load(Code::Ptx(&checked.ptx));
+        if r != 0 {
+            note_skip(&Skip::Error(format!(
+                "the driver refused the checked module (CUDA error {r})"
+            )));
+            return load(image);
+        }
+        std::mem::forget(checked.ptx);
+    }
+    s.counters
+        .module_load_us
+        .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+    s.counters
+        .modules_instrumented
+        .fetch_add(1, Ordering::Relaxed);
     let id = s.register_sites(checked.sites);
     s.set_control_block(handle(), id);
     0

@@ -289,6 +289,21 @@ impl Check<Option<PathBuf>> for SuppressionsFile {
     }
 }
 
+/// An optional program: when set, an executable file.
+pub struct Executable;
+impl Check<Option<PathBuf>> for Executable {
+    fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        let Some(p) = v else { return Ok(()) };
+        let m = std::fs::metadata(p)
+            .map_err(|e| format!("cannot run {}: {}", p.display(), os_error_text(&e)))?;
+        if !m.is_file() || m.mode() & 0o111 == 0 {
+            return Err(format!("{} is not an executable file", p.display()));
+        }
+        Ok(())
+    }
+}
+
 /// An I/O error as the C library words it, without Rust's " (os error N)".
 pub fn os_error_text(e: &std::io::Error) -> String {
     let s = e.to_string();
@@ -381,7 +396,10 @@ options_table! {
     hoist_loops: bool = true, Any, CODE, "0: check every access in every loop iteration (no range tests at loop entry).";
     verbosity: u32 = 0, Any, HOST, "1: summary at exit (modules, untracked memory, or that the program made no CUDA call); 2: every intercepted call.";
     pool_size: Option<u64> = None, NonZero, HOST, "Device pool size in bytes [default: as large as reservations allow].";
-    cache_dir: Option<PathBuf> = None, Any, HOST, "Directory of the checked-PTX cache [default: $XDG_CACHE_HOME/gasan or ~/.cache/gasan].";
+    cache_dir: Option<PathBuf> = None, Any, HOST, "Directory of the checked-module cache: checked PTX, site tables, cubins [default: $XDG_CACHE_HOME/gasan or ~/.cache/gasan].";
+    cache_size_mb: u64 = 1024, Range(1, 1 << 22), HOST, "MiB the cache may hold; the least recently used entries go first.";
+    sass: bool = true, Any, HOST, "1: compile checked PTX to a cubin with ptxas once and cache it (first launches cost what native ones do); 0: hand checked PTX to the driver's JIT.";
+    ptxas: Option<PathBuf> = None, Executable, HOST, "The ptxas for sass=1 [default: $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH; none found: the driver's JIT].";
     patch_export_table: bool = false, Any, HOST, "1: wrap the module loaders of cudart's export table (older CUDA runtimes only; CUDA 13's static cudart refuses it with error 103).";
 }
 

@@ -48,6 +48,16 @@ pub struct Counters {
     pub link_inputs_checked: AtomicU64,
     /// Time spent getting checked modules loaded (JIT or cache, then the real load), µs.
     pub module_load_us: AtomicU64,
+    /// Checked modules loaded as cubins from the cache.
+    pub cubins_cached: AtomicU64,
+    /// Checked modules compiled to cubins with ptxas (and cached).
+    pub cubins_compiled: AtomicU64,
+    /// Time spent in ptxas, µs.
+    pub cubin_compile_us: AtomicU64,
+    /// Cubins the driver refused (the checked PTX was loaded instead).
+    pub cubins_refused: AtomicU64,
+    /// Checked modules handed to the driver's JIT as PTX (sass=0 aside): no ptxas, failed compile...
+    pub sass_ptx_path: AtomicU64,
 }
 
 pub struct State {
@@ -347,6 +357,15 @@ impl State {
                 c.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
                 c.modules_sass_only.load(Ordering::Relaxed),
                 c.modules_fallback.load(Ordering::Relaxed)
+            );
+            eprintln!(
+                "==gasan== cubins: {} from cache, {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",
+                c.cubins_cached.load(Ordering::Relaxed),
+                c.cubins_compiled.load(Ordering::Relaxed),
+                c.cubin_compile_us.load(Ordering::Relaxed) as f64 / 1e3,
+                c.cubins_refused.load(Ordering::Relaxed),
+                c.sass_ptx_path.load(Ordering::Relaxed),
+                if self.opts.sass { "" } else { " (sass=0)" }
             );
         }
         if self.reporter.errors_reported() > 0 {

@@ -87,6 +87,19 @@ fn rows() -> Vec<Row> {
             |o| o.cache_dir == Some(PathBuf::from("/tmp/gasan-cache")),
             &[],
         ),
+        (
+            "cache_size_mb",
+            "64",
+            |o| o.cache_size_mb == 64,
+            &["0", "4194305", "1G"],
+        ),
+        ("sass", "0", |o| !o.sass, &["maybe"]),
+        (
+            "ptxas",
+            "/opt/cuda/bin/ptxas",
+            |o| o.ptxas == Some(PathBuf::from("/opt/cuda/bin/ptxas")),
+            &[],
+        ),
         ("patch_export_table", "1", |o| o.patch_export_table, &["on"]),
     ]
 }
@@ -320,11 +333,13 @@ fn options() -> impl Strategy<Value = Options> {
             path(),
             any::<bool>(),
         ),
+        (1u64..=(1 << 22), any::<bool>(), path()),
     )
         .prop_map(
             |(
                 (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
                 (ctx, supp, json, instr, hoist, verb, pool, cache, patch),
+                (cache_mb, sass, ptxas),
             )| Options {
                 halt_on_error: halt,
                 exitcode,
@@ -347,6 +362,9 @@ fn options() -> impl Strategy<Value = Options> {
                 verbosity: verb,
                 pool_size: pool,
                 cache_dir: cache,
+                cache_size_mb: cache_mb,
+                sass,
+                ptxas,
                 patch_export_table: patch,
             },
         )

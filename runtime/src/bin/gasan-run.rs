@@ -5,8 +5,12 @@
 //! win); all are checked, against this machine too (log directory, suppressions file), before the
 //! program starts; a refusal names the option and where it came from and exits 2. The options reach
 //! the runtime as one `GASAN_OPTIONS` string with values quoted where needed.
+//!
+//! `--cache-list` / `--cache-clear` (instead of a program) show or empty the checked-module cache
+//! that the same options name (`--cache-dir`, `--cache-size-mb`).
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use gasan_runtime::cache::{dir_for, Cache};
 use gasan_runtime::options::{os_error_text, Options, OptionsError, EXIT_BAD_OPTIONS, TABLE};
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
@@ -16,7 +20,7 @@ fn cli() -> Command {
     let mut cmd = Command::new("gasan-run")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Run a CUDA program under gasan, the GPU AddressSanitizer")
-        .override_usage("gasan-run [OPTIONS] [--] PROGRAM [ARGS]...")
+        .override_usage("gasan-run [OPTIONS] [--] PROGRAM [ARGS]...\n       gasan-run [OPTIONS] --cache-list | --cache-clear")
         .after_help(
             "Every option may also be given in GASAN_OPTIONS=name=value:name=value, by the names above \
              with '_' for '-' (flags win). Quote values that hold ':' or spaces: log_path=\"/x/a b:c\".\n\
@@ -34,13 +38,77 @@ fn cli() -> Command {
         );
     }
     cmd.arg(
+        Arg::new("cache_list")
+            .long("cache-list")
+            .action(ArgAction::SetTrue)
+            .help("List the cache's entries (kind, size, last use) and totals, then exit")
+            .conflicts_with_all(["program", "cache_clear"]),
+    )
+    .arg(
+        Arg::new("cache_clear")
+            .long("cache-clear")
+            .action(ArgAction::SetTrue)
+            .help("Remove gasan's entries from the cache (other files stay), then exit")
+            .conflicts_with("program"),
+    )
+    .arg(
         Arg::new("program")
             .value_name("PROGRAM")
             .help("The program and its arguments")
-            .required(true)
+            .required_unless_present_any(["cache_list", "cache_clear"])
             .num_args(1..)
             .trailing_var_arg(true),
     )
+}
+
+/// `--cache-list` / `--cache-clear`: the cache the options name.
+fn cache_action(opts: &Options, clear: bool) -> Result<(), String> {
+    let dir = dir_for(opts.cache_dir.as_deref())
+        .ok_or("no cache directory: set --cache-dir (or HOME)")?;
+    let cache = Cache::new(dir, opts.cache_size_mb << 20);
+    if clear {
+        let (n, bytes) = cache.clear();
+        println!(
+            "cache {}: removed {n} files, {:.1} MiB",
+            cache.dir.display(),
+            bytes as f64 / (1 << 20) as f64
+        );
+        return Ok(());
+    }
+    let mut entries = cache.entries();
+    entries.sort_by(|a, b| b.used.cmp(&a.used).then(a.name.cmp(&b.name)));
+    let now = std::time::SystemTime::now();
+    println!("{:<15} {:>10} {:>9}  name", "kind", "bytes", "last use");
+    let mut kinds: std::collections::BTreeMap<&str, (usize, u64)> = Default::default();
+    for e in &entries {
+        let age = now.duration_since(e.used).map(|d| d.as_secs()).unwrap_or(0);
+        println!("{:<15} {:>10} {:>9}  {}", e.kind, e.size, ago(age), e.name);
+        let k = kinds.entry(e.kind).or_default();
+        k.0 += 1;
+        k.1 += e.size;
+    }
+    let total: u64 = entries.iter().map(|e| e.size).sum();
+    let by_kind: Vec<String> = kinds.iter().map(|(k, (n, _))| format!("{n} {k}")).collect();
+    println!(
+        "cache {}: {} files, {:.1} MiB of {} MiB{}{}",
+        cache.dir.display(),
+        entries.len(),
+        total as f64 / (1 << 20) as f64,
+        opts.cache_size_mb,
+        if by_kind.is_empty() { "" } else { ": " },
+        by_kind.join(", ")
+    );
+    Ok(())
+}
+
+/// A short age: 42s, 5m, 3h, 2d.
+fn ago(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s ago"),
+        s if s < 7200 => format!("{}m ago", s / 60),
+        s if s < 172800 => format!("{}h ago", s / 3600),
+        s => format!("{}d ago", s / 86400),
+    }
 }
 
 /// A refusal: where the option came from (`--flag` or `GASAN_OPTIONS`) and why.
@@ -73,8 +141,18 @@ fn options(m: &ArgMatches) -> Result<Options, String> {
     Ok(opts)
 }
 
-fn run(m: ArgMatches) -> Result<(String, std::io::Error), String> {
+/// What gasan-run did: ran nothing (a cache action), or the exec of the program failed.
+enum Outcome {
+    Done,
+    ExecFailed(String, std::io::Error),
+}
+
+fn run(m: ArgMatches) -> Result<Outcome, String> {
     let opts = options(&m)?;
+    if m.get_flag("cache_list") || m.get_flag("cache_clear") {
+        cache_action(&opts, m.get_flag("cache_clear"))?;
+        return Ok(Outcome::Done);
+    }
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot locate gasan-run: {}", os_error_text(&e)))?;
     let lib = exe.with_file_name("libgasan_runtime.so");
@@ -98,12 +176,13 @@ fn run(m: ArgMatches) -> Result<(String, std::io::Error), String> {
         .env("LD_PRELOAD", preload)
         .env("GASAN_OPTIONS", opts.to_env_string())
         .exec();
-    Ok((prog.to_string(), err))
+    Ok(Outcome::ExecFailed(prog.to_string(), err))
 }
 
 fn main() -> ExitCode {
     match run(cli().get_matches()) {
-        Ok((prog, exec_err)) => {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::ExecFailed(prog, exec_err)) => {
             eprintln!(
                 "gasan-run: cannot run program '{prog}': {}",
                 os_error_text(&exec_err)
