@@ -24,7 +24,7 @@ Usage (on the GPU machine):
 """
 import argparse, math, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
-SHORT_RE = re.compile(r"SHORT name=(\S+) first_ms=([0-9.naninf]+) steady_ms=([0-9.naninf]+) reps=(\d+) checksum=(\S+)")
+SHORT_RE = re.compile(r"SHORT name=(\S+) first_ms=([-0-9.naninf]+) steady_ms=([-0-9.naninf]+) reps=(\d+) checksum=(\S+)")
 START_RE = re.compile(r"STARTUP first_kernel_unix=([0-9.]+)")
 FIRST_RE = re.compile(r"FIRST n=(\d+) first_us=([0-9.]+) again_us=([0-9.]+) checksum=(\S+)")
 CUBINS_RE = re.compile(r"cubins: (\d+) from cache, (\d+) compiled \(([0-9.]+) ms in ptxas\), (\d+) refused by the driver; (\d+) modules on the driver's PTX JIT")
