@@ -37,6 +37,15 @@ pub trait Backend: Send + Sync {
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError>;
     /// Maps one chunk at `va` (granularity-aligned, inside a reservation), then sets `prot`.
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError>;
+    /// Maps chunk `h` at each of `count` consecutive chunk-sized slots from `va` (the zero chunk
+    /// fanned out over the shadow), then sets `prot` over the whole run. Backends with a per-call
+    /// cost batch the protection (one call instead of `count`: process start-up pays for this).
+    fn map_run(&self, va: u64, count: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        for i in 0..count {
+            self.map(va + i * self.granularity(), h, prot)?;
+        }
+        Ok(())
+    }
     /// Unmaps `[va, va+len)`; the VA stays reserved.
     fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError>;
     fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError>;

@@ -374,6 +374,9 @@ impl Backend for KmodBackend {
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         self.vmm.map(va, h, prot)
     }
+    fn map_run(&self, va: u64, count: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        self.vmm.map_run(va, count, h, prot)
+    }
     fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
         self.vmm.unmap(va, len)
     }

@@ -141,12 +141,8 @@ impl Pool {
         b.fill(self.shadow_base, self.gran, 0, Stream::SYNC)?;
         b.wait_writes(self.shadow_base, self.gran)?;
         b.protect(self.shadow_base, self.gran, Prot::ReadOnly)?;
-        for va in plan::chunk_spans(self.shadow_base, self.shadow_size, self.gran).skip(1) {
-            b.map(va, z, Prot::ReadOnly)?;
-        }
-        for va in plan::chunk_spans(self.extent_base, self.extent_size, self.gran) {
-            b.map(va, z, Prot::ReadOnly)?;
-        }
+        b.map_run(self.shadow_base + self.gran, self.shadow_size / self.gran - 1, z, Prot::ReadOnly)?;
+        b.map_run(self.extent_base, self.extent_size / self.gran, z, Prot::ReadOnly)?;
         Ok(())
     }
 

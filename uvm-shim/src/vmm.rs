@@ -266,6 +266,25 @@ impl Backend for VmmBackend {
         }
         Ok(())
     }
+    fn map_run(&self, va: u64, count: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        for i in 0..count {
+            // SAFETY: mapping our chunk into our reservation.
+            let r = ck("cuMemMap", unsafe { (self.api.cuMemMap)(va + i * self.gran, self.gran as usize, 0, h, 0) });
+            if let Err(e) = r {
+                // SAFETY: undo the maps above (each was one whole mapping).
+                (0..i).for_each(|j| unsafe { (self.api.cuMemUnmap)(va + j * self.gran, self.gran as usize); });
+                return Err(e);
+            }
+        }
+        // One access change over the whole run (cuMemSetAccess accepts a range of several
+        // mappings): 2048 calls fewer for a 1 TiB pool's shadow.
+        if let Err(e) = self.protect(va, count * self.gran, prot) {
+            // SAFETY: undo the maps above.
+            (0..count).for_each(|j| unsafe { (self.api.cuMemUnmap)(va + j * self.gran, self.gran as usize); });
+            return Err(e);
+        }
+        Ok(())
+    }
     fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
         // SAFETY: unmapping our mapping.
         ck("cuMemUnmap", unsafe { (self.api.cuMemUnmap)(va, len as usize) })
