@@ -46,6 +46,16 @@ pub trait Backend: Send + Sync {
         }
         Ok(())
     }
+    /// Creates one chunk `slots` chunk-sizes long, for fanning the zero chunk out with fewer
+    /// mappings (each mapping is a driver call at process start). Backends without it say so.
+    fn create_wide_chunk(&self, _slots: u64) -> Result<ChunkHandle, UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend has no wide chunks", self.name())))
+    }
+    /// Maps a chunk from [`Backend::create_wide_chunk`] (`slots` long) whole at `va`, then sets
+    /// `prot`. It can only be unmapped whole.
+    fn map_wide(&self, _va: u64, _h: ChunkHandle, _slots: u64, _prot: Prot) -> Result<(), UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend has no wide chunks", self.name())))
+    }
     /// Unmaps `[va, va+len)`; the VA stays reserved.
     fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError>;
     fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError>;

@@ -93,6 +93,21 @@ impl Backend for HostBackend {
         c.push(Some(fd));
         Ok((c.len() - 1) as u64)
     }
+    fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
+        let fd = nix::sys::memfd::memfd_create(c"gasan-wide-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
+            .map_err(os("memfd_create"))?;
+        nix::unistd::ftruncate(&fd, (self.gran * slots) as i64).map_err(os("ftruncate"))?;
+        let mut c = self.chunks.lock().unwrap();
+        c.push(Some(fd));
+        Ok((c.len() - 1) as u64)
+    }
+    fn map_wide(&self, va: u64, h: ChunkHandle, slots: u64, prot: Prot) -> Result<(), UvmError> {
+        let c = self.chunks.lock().unwrap();
+        let fd = c.get(h as usize).and_then(Option::as_ref).ok_or(UvmError::BadHandle(h))?;
+        let p = Self::raw_mmap(va, self.gran * slots, prot_flags(prot), libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd())?;
+        debug_assert_eq!(p, va);
+        Ok(())
+    }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
         let mut c = self.chunks.lock().unwrap();
         match c.get_mut(h as usize).and_then(Option::take) {

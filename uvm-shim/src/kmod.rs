@@ -374,6 +374,12 @@ impl Backend for KmodBackend {
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         self.vmm.map(va, h, prot)
     }
+    fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
+        self.vmm.create_wide_chunk(slots)
+    }
+    fn map_wide(&self, va: u64, h: ChunkHandle, slots: u64, prot: Prot) -> Result<(), UvmError> {
+        self.vmm.map_wide(va, h, slots, prot)
+    }
     fn map_run(&self, va: u64, count: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         self.vmm.map_run(va, count, h, prot)
     }

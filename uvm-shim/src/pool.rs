@@ -66,7 +66,17 @@ pub struct Pool {
     extent_size: u64,
     /// Extent-table chunk index → the real chunk behind it (the others are the zero chunk).
     extent_chunks: BTreeMap<u64, ChunkHandle>,
+    /// A zeroed chunk [`WIDE_ZERO_SLOTS`] chunks long, mapped read-only over most of the shadow at
+    /// start (one mapping per run instead of one per chunk), when the backend has wide chunks.
+    wide_zero: Option<ChunkHandle>,
+    /// Start of each shadow run still mapped to `wide_zero`. A run is split into single zero-chunk
+    /// mappings before any of its slots is backed by real memory (mappings unmap only whole).
+    wide_runs: BTreeSet<u64>,
 }
+
+/// Chunks per wide zero mapping: 8 × 2 MiB maps a 1 TiB pool's 4 GiB shadow in 256 driver calls
+/// instead of 2048 (about 60 ms of process start on an H100), for 14 MiB more device memory.
+pub const WIDE_ZERO_SLOTS: u64 = 8;
 
 impl Pool {
     /// Reserves the pool and its shadow and fans the zero chunk out over the whole shadow.
@@ -127,6 +137,8 @@ impl Pool {
             extent_base,
             extent_size,
             extent_chunks: BTreeMap::new(),
+            wide_zero: None,
+            wide_runs: BTreeSet::new(),
         };
         pool.setup_zero_chunk()?;
         Ok(pool)
@@ -141,8 +153,48 @@ impl Pool {
         b.fill(self.shadow_base, self.gran, 0, Stream::SYNC)?;
         b.wait_writes(self.shadow_base, self.gran)?;
         b.protect(self.shadow_base, self.gran, Prot::ReadOnly)?;
-        b.map_run(self.shadow_base + self.gran, self.shadow_size / self.gran - 1, z, Prot::ReadOnly)?;
+        let mut va = self.shadow_base + self.gran;
+        let mut left = self.shadow_size / self.gran - 1;
+        let run = WIDE_ZERO_SLOTS * self.gran;
+        if left >= WIDE_ZERO_SLOTS {
+            if let Ok(w) = b.create_wide_chunk(WIDE_ZERO_SLOTS) {
+                self.wide_zero = Some(w);
+                // Zeroed like the small one: through a read-write mapping at its first run.
+                b.map_wide(va, w, WIDE_ZERO_SLOTS, Prot::ReadWrite)?;
+                self.wide_runs.insert(va);
+                b.fill(va, run, 0, Stream::SYNC)?;
+                b.wait_writes(va, run)?;
+                b.protect(va, run, Prot::ReadOnly)?;
+                va += run;
+                left -= WIDE_ZERO_SLOTS;
+                while left >= WIDE_ZERO_SLOTS {
+                    b.map_wide(va, w, WIDE_ZERO_SLOTS, Prot::ReadOnly)?;
+                    self.wide_runs.insert(va);
+                    va += run;
+                    left -= WIDE_ZERO_SLOTS;
+                }
+            }
+        }
+        b.map_run(va, left, z, Prot::ReadOnly)?;
         b.map_run(self.extent_base, self.extent_size / self.gran, z, Prot::ReadOnly)?;
+        Ok(())
+    }
+
+    /// Replaces the wide zero mapping covering shadow address `va`, if any, with single
+    /// zero-chunk mappings, so that one slot of it can be remapped.
+    fn split_wide_run(&mut self, va: u64) -> Result<(), UvmError> {
+        let run = WIDE_ZERO_SLOTS * self.gran;
+        let Some(&start) = self.wide_runs.range(..=va).next_back().filter(|&&s| va < s + run) else { return Ok(()) };
+        self.backend.unmap(start, run)?;
+        if let Err(e) = self.backend.map_run(start, WIDE_ZERO_SLOTS, self.zero_chunk, Prot::ReadOnly) {
+            // Put the wide mapping back so the shadow stays readable.
+            let _ = self.backend.unmap(start, run);
+            if let Some(w) = self.wide_zero {
+                let _ = self.backend.map_wide(start, w, WIDE_ZERO_SLOTS, Prot::ReadOnly);
+            }
+            return Err(e);
+        }
+        self.wide_runs.remove(&start);
         Ok(())
     }
 
@@ -249,6 +301,7 @@ impl Pool {
         use plan::Op;
         match op {
             Op::BackShadow { idx } => {
+                self.split_wide_run(self.shadow_va(idx))?;
                 let h = self.back_real(self.shadow_va(idx), Stream::SYNC)?;
                 self.shadow.insert(idx, (h, 0));
             }
@@ -551,6 +604,9 @@ impl Drop for Pool {
         let _ = b.unmap(self.shadow_base, self.shadow_size);
         for &(h, _) in self.shadow.values() {
             let _ = b.release_chunk(h);
+        }
+        if let Some(w) = self.wide_zero {
+            let _ = b.release_chunk(w);
         }
         let _ = b.unmap(self.extent_base, self.extent_size);
         for &h in self.extent_chunks.values() {

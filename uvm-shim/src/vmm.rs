@@ -252,6 +252,24 @@ impl Backend for VmmBackend {
         ck("cuMemCreate", unsafe { (self.api.cuMemCreate)(&mut h, self.gran as usize, &prop, 0) })?;
         Ok(h)
     }
+    fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
+        let prop = self.prop();
+        let mut h = 0u64;
+        // SAFETY: valid pointers.
+        ck("cuMemCreate", unsafe { (self.api.cuMemCreate)(&mut h, (self.gran * slots) as usize, &prop, 0) })?;
+        Ok(h)
+    }
+    fn map_wide(&self, va: u64, h: ChunkHandle, slots: u64, prot: Prot) -> Result<(), UvmError> {
+        let len = self.gran * slots;
+        // SAFETY: mapping our wide chunk, whole, into our reservation.
+        ck("cuMemMap", unsafe { (self.api.cuMemMap)(va, len as usize, 0, h, 0) })?;
+        if let Err(e) = self.protect(va, len, prot) {
+            // SAFETY: undo the map above.
+            unsafe { (self.api.cuMemUnmap)(va, len as usize) };
+            return Err(e);
+        }
+        Ok(())
+    }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
         // SAFETY: a handle we created.
         ck("cuMemRelease", unsafe { (self.api.cuMemRelease)(h) })

@@ -245,3 +245,33 @@ fn default_sizes_respect_the_size_limit() {
     let p = Pool::new(Box::new(HostBackend::new(G)), &cfg).unwrap();
     assert_eq!(p.size(), 1 << 36);
 }
+
+/// The shadow starts as wide zero mappings (one per `WIDE_ZERO_SLOTS` chunks); committing pool
+/// memory behind any slot splits its run first. Every shadow slot can be backed, written, read
+/// and released again, and shadow elsewhere keeps reading zero throughout.
+#[test]
+fn wide_zero_runs_split_for_any_shadow_slot() {
+    let mut p = pool(8);
+    let per_slot = G << 8; // pool bytes one shadow chunk describes
+    let slots = p.size() / per_slot;
+    assert!(slots > 2 * gasan_uvm::pool::WIDE_ZERO_SLOTS, "the test needs wide runs");
+    let mut zeros = vec![0u8; 64];
+    for s in (1..slots).step_by(3) {
+        let va = p.base() + s * per_slot + G;
+        p.commit(va, G).unwrap();
+        p.write_shadow(va, &[8, 8, 3], Stream::SYNC).unwrap();
+        let mut got = [0u8; 3];
+        p.read_shadow(va, &mut got).unwrap();
+        assert_eq!(got, [8, 8, 3]);
+        // The neighbouring slots (same former run) still read zero.
+        for n in [s - 1, s + 1] {
+            if n < slots {
+                p.read_shadow(p.base() + n * per_slot, &mut zeros).unwrap();
+                assert!(zeros.iter().all(|&b| b == 0), "slot {n} after backing {s}");
+            }
+        }
+        p.retire(va, G).unwrap();
+        p.read_shadow(va, &mut got).unwrap();
+        assert_eq!(got, [0, 0, 0], "retired shadow of slot {s}");
+    }
+}
