@@ -2,16 +2,21 @@
 # Downloads (once, verified) and unpacks what the kernel-patch build needs: NVIDIA's open kernel
 # module source as Debian trixie ships it, and bookworm's amd64 kernel headers with their kbuild
 # tools. Nothing is installed system-wide; everything lands under .cache/kmod/ (ignored).
+# The exact packages (and their SHA-256) are pinned in scripts/debs.lock; deb-fetch.sh falls back to
+# snapshot.debian.org once Debian drops the pinned 6.1 point release, so the pin does not rot. To move
+# to another 6.1 release: scripts/deb-pin.sh bookworm main <package> <version> for the three header
+# packages, replace their lines in debs.lock and KVER/KPKG below.
+# Env: GASAN_KMOD_CACHE (default $GASAN_CACHE/kmod, GASAN_CACHE defaulting to .cache).
 # Prints two lines: SRC=<unpacked nvidia-open tree> KDIR=<kernel build dir>.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-cache=${GASAN_KMOD_CACHE:-$top/.cache/kmod}
+cache=${GASAN_KMOD_CACHE:-${GASAN_CACHE:-$top/.cache}/kmod}
 root="$cache/root"
 KVER=6.1.0-50 KPKG=6.1.176-1
-"$top/scripts/deb-fetch.sh" trixie contrib nvidia-open-kernel-source 550.163.01-2 "$root" >&2
+"$top/scripts/deb-fetch.sh" nvidia-open-kernel-source 550.163.01-2 "$root" >&2
 for p in "linux-headers-$KVER-amd64" "linux-headers-$KVER-common" linux-kbuild-6.1; do
-  "$top/scripts/deb-fetch.sh" bookworm main "$p" "$KPKG" "$root" >&2
+  "$top/scripts/deb-fetch.sh" "$p" "$KPKG" "$root" >&2
 done
 # The header packages refer to each other by absolute /usr/... paths; point them into root/.
 kdir="$root/usr/src/linux-headers-$KVER-amd64"

@@ -6,7 +6,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 eval "$("$here/fetch.sh" | sed 's/^/export /')"
-work=$(cd "$here/.." && pwd)/.cache/kmod/series-work
+work=${GASAN_KMOD_CACHE:-${GASAN_CACHE:-$(cd "$here/.." && pwd)/.cache}/kmod}/series-work
 git_() { git -c user.name=gasan -c user.email=gasan@localhost -c core.autocrlf=false "$@"; }
 if [ "${1:-}" != "--keep" ]; then
   rm -rf "$work"

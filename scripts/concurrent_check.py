@@ -42,7 +42,7 @@ def main():
     usable = [(c, r) for c, r in zip(cmds, ref) if r[0] == 0]
     for c, r in zip(cmds, ref):
         if r[0] != 0:
-            print(f"  skipped {' '.join(c)}: fails natively (rc={r[0]})")
+            print(f"  SKIPPED: concurrent run of {' '.join(c)}: fails natively (rc={r[0]})")
     t0 = time.time()
     runs = [(c, r) for _ in range(a.rounds) for c, r in usable]
     bad = []

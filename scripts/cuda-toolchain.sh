@@ -1,27 +1,25 @@
 #!/usr/bin/env bash
 # Installs the pinned CUDA 13.0 compiler toolchain from PyPI wheels into an ignored cache directory
 # and prints the CUDA root (bin/nvcc, bin/ptxas, include/, lib/). Idempotent: a second call only prints.
+# The wheels and their SHA-256 are pinned in scripts/cuda-wheels.txt (pip --require-hashes).
+# Env: GASAN_CACHE (default .cache): wheels go to $GASAN_CACHE/wheels, the toolchain to
+# $GASAN_CACHE/cuda-13.0.
 # Usage: scripts/cuda-toolchain.sh [--print-root]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache="${GASAN_CACHE:-$here/.cache}"
 root="$cache/cuda-13.0"
 stamp="$root/.installed-v1"
-pins=(
-  nvidia-cuda-nvcc==13.0.88
-  nvidia-cuda-runtime==13.0.96
-  nvidia-cuda-crt==13.0.88
-  nvidia-nvvm==13.0.88
-  nvidia-cuda-cccl==13.0.85
-)
+req="$here/scripts/cuda-wheels.txt"
 if [ ! -f "$stamp" ]; then
   echo "gasan: installing pinned CUDA 13.0 toolchain into $root" >&2
   site="$cache/cuda-wheels-site"
   rm -rf "$site" "$root"
   mkdir -p "$cache/wheels"
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "${pins[@]}" >&2
-  python3 -m pip install -q --no-deps --no-index --no-compile --target "$site" \
-    $(for p in "${pins[@]}"; do n=${p%%==*}; v=${p##*==}; ls "$cache/wheels/${n//-/_}-$v-"*.whl; done) >&2
+  python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes -d "$cache/wheels" -r "$req" >&2
+  # Install exactly the verified files (pip checks the hashes again).
+  python3 -m pip install -q --no-deps --no-index --find-links "$cache/wheels" --only-binary=:all: \
+    --no-compile --require-hashes --target "$site" -r "$req" >&2
   # The wheels spread one CUDA tree over nvidia/cu13/{bin,include,lib,nvvm}; merge into one root.
   src="$site/nvidia/cu13"
   [ -d "$src" ] || src=$(dirname "$(find "$site" -name nvcc -type f | head -1)")/..

@@ -8,7 +8,7 @@ BIN=${GASAN_BIN:-target/release}
 PROG=${GASAN_GPU_PROGS:-.carry/gpu}
 OUT=${OUT:-/tmp/gasan-gpu-out}
 mkdir -p "$OUT/logs"
-if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "gpu-check: no GPU here (no /dev/nvidia0): skipped"; exit 0; fi
+if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "SKIPPED: gpu-check: no GPU here (no /dev/nvidia0)"; exit 0; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export GASAN_OPTIONS=cache_dir=$OUT/cache
 # cases_shared needs the shared cudart carried next to it (the static programs ignore this).

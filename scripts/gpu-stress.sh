@@ -15,7 +15,7 @@ ROUNDS=${ROUNDS:-5}
 ONLY=${ONLY:-all}
 LIMIT=${LIMIT:-60}
 mkdir -p "$OUT/logs"
-if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "gpu-stress: no GPU here (no /dev/nvidia0): skipped"; exit 0; fi
+if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "SKIPPED: gpu-stress: no GPU here (no /dev/nvidia0)"; exit 0; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export GASAN_OPTIONS=${GASAN_OPTIONS:-cache_dir=$OUT/cache}
 fails=0

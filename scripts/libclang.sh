@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Makes libclang available to bindgen without root: unpacks Debian bookworm's libclang1-14 (and
 # libllvm14 when the machine lacks it) under .cache/libclang and prints the directory to use as
-# LIBCLANG_PATH (also add it to LD_LIBRARY_PATH).
+# LIBCLANG_PATH (also add it to LD_LIBRARY_PATH). Packages are pinned in scripts/debs.lock.
+# Env: GASAN_CACHE (default .cache).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-root="$top/.cache/libclang"
-"$top/scripts/deb-fetch.sh" bookworm main libclang1-14 1:14.0.6-12 "$root" >&2
+root="${GASAN_CACHE:-$top/.cache}/libclang"
+"$top/scripts/deb-fetch.sh" libclang1-14 1:14.0.6-12 "$root" >&2
 if ! ldconfig -p 2>/dev/null | grep -q 'libLLVM-14.so.1'; then
-  "$top/scripts/deb-fetch.sh" bookworm main libllvm14 1:14.0.6-12 "$root" >&2
+  "$top/scripts/deb-fetch.sh" libllvm14 1:14.0.6-12 "$root" >&2
 fi
 lib="$root/usr/lib/x86_64-linux-gnu"
 [ -e "$lib/libclang.so" ] || ln -sf "$(basename "$(ls "$lib"/libclang-14.so* | head -1)")" "$lib/libclang.so"

@@ -25,7 +25,7 @@ fn cudart_style_lookup_gets_the_wrapper() {
     let Some(lib) = cdylib() else {
         // scripts/test.d/10-cargo.sh builds it first and sets GASAN_TEST_STRICT, so CI never skips.
         assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("libgasan_runtime.so not built next to the test binary (run cargo build --release); skipped");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
         return;
     };
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload");

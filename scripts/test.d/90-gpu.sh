@@ -6,7 +6,7 @@
 # a time.
 set -euo pipefail
 if ! ls /dev/nvidia0 >/dev/null 2>&1; then
-  echo "GPU tests SKIPPED: no NVIDIA GPU on this machine (run scripts/gpu-check.sh and scripts/gpu-stress.sh on a GPU machine)"
+  echo "SKIPPED: GPU tests (scripts/gpu-check.sh, scripts/gpu-stress.sh): no NVIDIA GPU on this machine (no /dev/nvidia0; README: GPU tests)"
   exit 0
 fi
 cargo build --release
