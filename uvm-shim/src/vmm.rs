@@ -105,6 +105,8 @@ unsafe impl Sync for VmmBackend {}
 
 impl VmmBackend {
     /// Needs a current CUDA context on `device`.
+    // `load!` transmutes to the Api field's declared signature, which inference supplies.
+    #[allow(clippy::missing_transmute_annotations)]
     pub fn new(device: i32, resolve: &Resolver) -> Result<Self, UvmError> {
         macro_rules! load {
             ($name:ident) => {{

@@ -16,7 +16,7 @@ fn generate() -> String {
         .layout_tests(true)
         .generate()
         .expect("bindgen on uvm_gasan_ioctl.h");
-    format!("{HEADER_NOTE}{}", b.to_string())
+    format!("{HEADER_NOTE}{b}")
 }
 
 #[test]

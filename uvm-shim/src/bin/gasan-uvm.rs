@@ -340,7 +340,7 @@ fn kmod_rows(t: &mut Table, pool: &mut Pool, b0: u64, pattern: &[u8]) {
         let ev = gasan_uvm::kmod::read_fault_events(&fd).map_err(|e| e.to_string())?;
         Ok(format!("fd open, {} events queued (no fault provoked)", ev.len()))
     })());
-    t.row("bad input refused by the module", (|| {
+    t.row("bad input refused by the module", {
         let refused = [
             dev.set_protection(b0 + 100, 4096, 4096, Prot::None).is_err(),
             dev.set_protection(b0, 4096, 8192, Prot::None).is_err(),
@@ -348,7 +348,7 @@ fn kmod_rows(t: &mut Table, pool: &mut Pool, b0: u64, pattern: &[u8]) {
             dev.reserve_pool(pool.base(), g).is_err(),
         ];
         if refused.iter().all(|&r| r) { Ok("misaligned, bad page size, alias into the pool, second pool".into()) } else { Err(format!("{refused:?}")) }
-    })());
+    });
 }
 
 fn bench(kind: BackendKind, scale: u32, iters: u32) -> Result<(), String> {
