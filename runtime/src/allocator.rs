@@ -504,6 +504,7 @@ impl Allocator {
     }
 
     /// Is `[addr, addr+len)` inside the accessible bytes of one live allocation?
+    #[allow(clippy::result_large_err)] // the error is the report's payload, built only on failure
     pub fn check_range(&self, addr: u64, len: u64) -> Result<(), RangeError> {
         if len == 0 || !self.owns(addr) {
             return Ok(());
@@ -775,7 +776,7 @@ impl Allocator {
             let at = ((a.start - from) >> shift) as usize;
             let full = (enc / granule) as usize;
             want[at..at + full].fill(self.scale.encode(granule));
-            if enc % granule != 0 {
+            if !enc.is_multiple_of(granule) {
                 want[at + full] = self.scale.encode(enc % granule);
             }
         }

@@ -72,6 +72,7 @@ pub struct DeviceSpan {
 /// Span of a 3D box: `width` bytes × `height` rows × `depth` slices starting at (x, y, z) in memory
 /// with row `pitch` and `slice_rows` rows per slice. `None` when the box is empty; saturates on
 /// absurd geometry so the check reports rather than wraps.
+#[allow(clippy::too_many_arguments)] // the nine numbers of a CUDA 3D copy's geometry, named as CUDA names them
 pub fn box_span(base: u64, x: u64, y: u64, z: u64, pitch: u64, slice_rows: u64, width: u64, height: u64, depth: u64) -> Option<DeviceSpan> {
     if width == 0 || height == 0 || depth == 0 {
         return None;

@@ -35,6 +35,8 @@ fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
 macro_rules! hooks {
     ($real:ident; $( $name:ident ( $($arg:ident : $t:ty),* ) $body:block )*) => {
         $(
+            /// # Safety
+            /// Called by the program with the contract of the driver function of the same name.
             #[unsafe(no_mangle)]
             #[allow(non_snake_case, unused_variables)]
             pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
@@ -288,10 +290,10 @@ hooks! {
     cuMemcpy3D_v2_ptds(p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
     cuMemcpy3DAsync_v2(p: *const Memcpy3D, stream: Handle) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
     cuMemcpy3DAsync_v2_ptsz(p: *const Memcpy3D, stream: Handle) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
-    cuMemsetD2D8_v2(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h) }
-    cuMemsetD2D8_v2_ptds(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h) }
-    cuMemsetD2D8Async(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
-    cuMemsetD2D8Async_ptsz(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w * 1, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D8_v2(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D8_v2_ptds(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h) }
+    cuMemsetD2D8Async(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D8Async_ptsz(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
     cuMemsetD2D16_v2(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D16_v2_ptds(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D16Async(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
@@ -430,6 +432,8 @@ fn checked_wrapper(c: &modules::Checked, code: &modules::Code) -> Vec<u8> {
     w
 }
 
+/// # Safety
+/// cudart calls it through its export table with the contract of the slot it replaces.
 pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut Handle, wrapper: *const c_void) -> CuResult {
     guard("get_module_from_cubin", || {
         type F = unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult;
@@ -439,6 +443,8 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut Handle, wrapp
     })
 }
 
+/// # Safety
+/// cudart calls it through its export table with the contract of the slot it replaces.
 pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut Handle, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext1", || {
         type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
@@ -448,6 +454,8 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut Handle, 
     })
 }
 
+/// # Safety
+/// cudart calls it through its export table with the contract of the slot it replaces.
 pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut Handle, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext2", || {
         type F = unsafe extern "C" fn(*const c_void, *mut Handle, *mut c_void, *mut c_void, u32) -> CuResult;

@@ -65,6 +65,8 @@ extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_v
 #[cfg(target_arch = "x86_64")]
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
+/// # Safety
+/// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 pub unsafe extern "C" fn dlsym(_handle: *mut c_void, _name: *const c_char) -> *mut c_void {
     core::arch::naked_asm!(
         "push rdi",
@@ -104,6 +106,8 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
     });
 }
 
+/// # Safety
+/// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress_v2(
     symbol: *const c_char,
@@ -124,6 +128,8 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     r
 }
 
+/// # Safety
+/// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64) -> CuResult {
     let p = driver::real("cuGetProcAddress");
@@ -144,6 +150,8 @@ const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x
 /// Slots of CUDART_INTERFACE that load modules from fatbins.
 pub(crate) static EXPORT_ORIG: OnceLock<[usize; 3]> = OnceLock::new();
 
+/// # Safety
+/// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) -> CuResult {
     let p = driver::real("cuGetExportTable");

@@ -29,8 +29,10 @@ struct LinkState {
 }
 
 static LINKS: Mutex<Option<HashMap<usize, LinkState>>> = Mutex::new(None);
+/// A linked image's size and the checked inputs it was linked from.
+type LinkedImage = (usize, Vec<LinkInput>);
 /// Linked images (cubin pointer from cuLinkComplete, valid until cuLinkDestroy) → their inputs.
-static LINKED: Mutex<Option<HashMap<usize, (usize, Vec<LinkInput>)>>> = Mutex::new(None);
+static LINKED: Mutex<Option<HashMap<usize, LinkedImage>>> = Mutex::new(None);
 
 /// Renames the module-level gasan symbols of checked PTX for input `n` of a link.
 pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
