@@ -26,9 +26,10 @@ mod loops;
 mod loops_sim;
 mod prefetch;
 mod sites;
+mod spaces;
 
 pub use access::SkipReason;
-pub use sites::{Site, SiteTable, SourceLoc};
+pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified};
@@ -111,6 +112,9 @@ pub struct FunctionStats {
     pub skipped: BTreeMap<String, u32>,
     /// Memory-like statements not understood (left alone).
     pub unknown: u32,
+    /// Shared/local checks emitted (spaces.rs).
+    #[serde(default)]
+    pub space_checked: u32,
 }
 
 /// Whole-module counts.
@@ -128,6 +132,7 @@ impl Stats {
             t.checked += f.checked;
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
+            t.space_checked += f.space_checked;
             for (k, v) in &f.skipped {
                 *t.skipped.entry(k.clone()).or_default() += v;
             }
@@ -149,7 +154,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 17;
+pub const REVISION: u32 = 18;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -253,6 +258,10 @@ struct FuncState {
     fail_blocks: Vec<String>,
     /// Some check branches to the function's shared report block.
     uses_shared_fail: bool,
+    /// Register provenance for shared/local checks (spaces.rs).
+    spaces: spaces::FnSpaces,
+    /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
+    uses_space_fail: bool,
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
@@ -341,6 +350,7 @@ impl<'a> Rewriter<'a> {
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
         let plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
+        let module_spaces = spaces::analyze(&lines);
         // PTX line numbers (sites, errors) are those of the input.
         let base_line = head.matches('\n').count();
         let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
@@ -443,6 +453,8 @@ impl<'a> Rewriter<'a> {
                         block_checks: BlockChecks::default(),
                         fail_blocks: Vec::new(),
                         uses_shared_fail: false,
+                        spaces: module_spaces.functions.get(&name).cloned().unwrap_or_default(),
+                        uses_space_fail: false,
                     });
                     opened_now = true;
                     self.stats.functions.entry(name).or_default();
@@ -463,7 +475,13 @@ impl<'a> Rewriter<'a> {
                 let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
                 let trailing_comment = &line[code.len()..];
                 let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
-                let verbatim = !any_check;
+                // Shared/local checks (spaces.rs), by statement.
+                let space_checks: Vec<Option<String>> = if module_spaces.is_empty() {
+                    vec![None; stmts.len()]
+                } else {
+                    stmts.iter().map(|stmt| self.space_check(&module_spaces, f, stmt, &indent, line_no, loc)).collect()
+                };
+                let verbatim = !any_check && space_checks.iter().all(Option::is_none);
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
                 let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
                 let hoisted: Vec<(&str, usize, Option<Loc>)> = plan
@@ -471,8 +489,11 @@ impl<'a> Rewriter<'a> {
                     .get(&i)
                     .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
                     .unwrap_or_default();
-                for stmt in stmts {
+                for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
                     let text = format!("{stmt};");
+                    if let (Some(c), false) = (space_check, verbatim) {
+                        self.out.push_str(&c);
+                    }
                     let stats = if copies.contains(&i) { &mut copy_stats } else { &mut self.stats };
                     let emitted = Self::rewrite_statement(
                         &mut self.sites,
@@ -519,6 +540,10 @@ impl<'a> Rewriter<'a> {
                             let block = shared_fail.get_or_insert_with(|| emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
                             self.out.push_str(block);
                             f.uses_shared_fail = false;
+                        }
+                        if f.uses_space_fail {
+                            self.out.push_str(&spaces::space_fail_block("\t", emit::sys_fence(&self.header)));
+                            f.uses_space_fail = false;
                         }
                     }
                 }
@@ -599,6 +624,32 @@ impl<'a> Rewriter<'a> {
             _ => None,
         };
         Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch, p.data), a))
+    }
+
+    /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
+    /// gets none.
+    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, stmt: &str, indent: &str, line_no: usize, loc: Option<Loc>) -> Option<String> {
+        let ins = split_instr(stmt)?;
+        let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
+        let c = spaces::plan(&ins, m, &f.spaces, &reg_bits)?;
+        let site = new_site(&mut self.sites, f, line_no, loc, c.kind, c.width);
+        self.sites.sites[site as usize].space = Some(SpaceSite {
+            space: c.space,
+            variable: c.var.clone(),
+            // Only Itanium names: a plain `d` would demangle as the type `double`.
+            variable_demangled: if c.var.starts_with("_Z") { sites::demangle(&c.var) } else { c.var.clone() },
+            size: c.size,
+        });
+        let label = self.next_label;
+        self.next_label += 1;
+        let (inline, stub) = spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover);
+        if !stub.is_empty() {
+            f.fail_blocks.push(stub);
+            f.uses_space_fail = true;
+        }
+        let fstats = self.stats.functions.entry(f.name.clone()).or_default();
+        fstats.space_checked += 1;
+        Some(inline)
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
@@ -847,6 +898,7 @@ fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u
         loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
         kind,
         width,
+        space: None,
     })
 }
 
