@@ -351,6 +351,7 @@ impl<'a> Rewriter<'a> {
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
         let plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
         let module_spaces = spaces::analyze(&lines);
+        let space_groups = if planned { spaces::group_accesses(&lines, &module_spaces, inserted) } else { HashMap::new() };
         // PTX line numbers (sites, errors) are those of the input.
         let base_line = head.matches('\n').count();
         let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
@@ -479,7 +480,8 @@ impl<'a> Rewriter<'a> {
                 let space_checks: Vec<Option<String>> = if module_spaces.is_empty() {
                     vec![None; stmts.len()]
                 } else {
-                    stmts.iter().map(|stmt| self.space_check(&module_spaces, f, stmt, &indent, line_no, loc)).collect()
+                    let at = SpaceAt { key: (i, 0), line_no, loc, groups: &space_groups, ptx_line: &ptx_line };
+                    stmts.iter().enumerate().map(|(j, stmt)| self.space_check(&module_spaces, f, stmt, &indent, SpaceAt { key: (i, j), ..at })).collect()
                 };
                 let verbatim = !any_check && space_checks.iter().all(Option::is_none);
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
@@ -628,10 +630,37 @@ impl<'a> Rewriter<'a> {
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
     /// gets none.
-    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, stmt: &str, indent: &str, line_no: usize, loc: Option<Loc>) -> Option<String> {
+    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, stmt: &str, indent: &str, at: SpaceAt<'_>) -> Option<String> {
         let ins = split_instr(stmt)?;
         let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
         let c = spaces::plan(&ins, m, &f.spaces, &reg_bits)?;
+        let label = self.next_label;
+        let (inline, stub) = match at.groups.get(&at.key) {
+            Some(spaces::Role::Covered) => {
+                self.stats.functions.entry(f.name.clone()).or_default().space_checked += 1;
+                return None;
+            }
+            Some(spaces::Role::Leader(members)) => {
+                let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.line), mb.loc)).collect();
+                spaces::emit_group(members, &sites, indent, label)
+            }
+            None => {
+                let site = self.space_site(f, &c, at.line_no, at.loc);
+                spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
+            }
+        };
+        self.next_label += 1;
+        if !stub.is_empty() {
+            f.fail_blocks.push(stub);
+            f.uses_space_fail = true;
+        }
+        let fstats = self.stats.functions.entry(f.name.clone()).or_default();
+        fstats.space_checked += 1;
+        Some(inline)
+    }
+
+    /// Records the site of a shared/local check; returns its id.
+    fn space_site(&mut self, f: &FuncState, c: &spaces::SpaceCheck, line_no: usize, loc: Option<Loc>) -> u32 {
         let site = new_site(&mut self.sites, f, line_no, loc, c.kind, c.width);
         self.sites.sites[site as usize].space = Some(SpaceSite {
             space: c.space,
@@ -640,16 +669,7 @@ impl<'a> Rewriter<'a> {
             variable_demangled: if c.var.starts_with("_Z") { sites::demangle(&c.var) } else { c.var.clone() },
             size: c.size,
         });
-        let label = self.next_label;
-        self.next_label += 1;
-        let (inline, stub) = spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover);
-        if !stub.is_empty() {
-            f.fail_blocks.push(stub);
-            f.uses_space_fail = true;
-        }
-        let fstats = self.stats.functions.entry(f.name.clone()).or_default();
-        fstats.space_checked += 1;
-        Some(inline)
+        site
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
@@ -827,6 +847,17 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// Where a statement's shared/local check goes: its (line, statement) key into the module's
+/// groups (spaces.rs), its own PTX line and source location, and the PTX line of any line index.
+#[derive(Clone, Copy)]
+struct SpaceAt<'g> {
+    key: (usize, usize),
+    line_no: usize,
+    loc: Option<Loc>,
+    groups: &'g HashMap<(usize, usize), spaces::Role>,
+    ptx_line: &'g dyn Fn(usize) -> usize,
 }
 
 /// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its

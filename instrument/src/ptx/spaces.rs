@@ -481,11 +481,11 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
     (bits, v)
 }
 
-/// The inline check of one access (before the statement) and, in halt mode, its out-of-line stub.
-/// `label` is unique in the module.
-pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, label: u32, recover: bool) -> (String, String) {
+/// The declarations, offset computation and test of one check, leaving `%gsq0` = bad and
+/// `%gso0` = the offset (`bits` wide, returned), inside a scope the caller opens and closes.
+fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
     let (bits, offset) = offset_lines(c);
-    let mut v: Vec<String> = vec!["{".into(), format!(".reg .b{bits} %gso<3>;"), ".reg .b32 %gsw<2>;".into(), ".reg .pred %gsq<3>;".into()];
+    let mut v: Vec<String> = vec![format!(".reg .b{bits} %gso<3>;"), ".reg .b32 %gsw<2>;".into(), ".reg .pred %gsq<3>;".into()];
     if let Base::BelowFrame(r, true) = &c.base {
         // Only generic addresses in the local window are frame addresses.
         v.push(format!("isspacep.local %gsq1, {r};"));
@@ -526,34 +526,214 @@ pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site
             None => v.push(format!("and.pred %gsq0, %gsq0, {g};")),
         }
     }
-    let to_b64 = |dst: &str| if bits == 64 { format!("mov.b64 {dst}, %gso0;") } else { format!("cvt.s64.s32 {dst}, %gso0;") };
-    let mut stub = String::new();
+    (bits, v)
+}
+
+/// `dst` = the offset in `%gso0` as 64 bits (sign-extended).
+fn offset_to_b64(bits: u32, dst: &str) -> String {
+    if bits == 64 { format!("mov.b64 {dst}, %gso0;") } else { format!("cvt.s64.s32 {dst}, %gso0;") }
+}
+
+/// `LAST_SITE`'s value for a failing access (see emit.rs).
+fn packed_site(c: &SpaceCheck, site: u32) -> u64 {
+    u64::from(site) | (u64::from(c.width) << 32) | (u64::from(c.kind as u8) << 56)
+}
+
+fn render(lines: &[String], indent: &str) -> String {
+    let mut out = String::new();
+    for l in lines {
+        let _ = writeln!(out, "{indent}{l} {MARKER}");
+    }
+    out
+}
+
+/// The inline check of one access (before the statement) and, in halt mode, its out-of-line stub.
+/// `label` is unique in the module.
+pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, label: u32, recover: bool) -> (String, String) {
+    use super::emit::{LAST_ADDR, LAST_SITE};
+    let (bits, body) = check_body(c, guard);
+    let mut v: Vec<String> = vec!["{".into()];
+    v.extend(body);
+    let mut stub = Vec::new();
     if recover {
         // The slow path records the error (the access proceeds: shared/local windows are mapped
         // per CTA/thread, so a recovered run may read or clobber a neighbour, never fault).
         v.push(".reg .b64 %gsl;".into());
-        v.push(to_b64("%gsl"));
+        v.push(offset_to_b64(bits, "%gsl"));
         v.push(format!("@%gsq0 call (%gsw1), {SLOW_PATH_SYMBOL}, (%gsl, {}, {}, {site}, 0);", c.width, c.kind as u8));
     } else {
-        use super::emit::{LAST_ADDR, LAST_SITE};
         v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
-        let packed = u64::from(site) | (u64::from(c.width) << 32) | (u64::from(c.kind as u8) << 56);
-        let mut s: Vec<String> = vec![format!("$gasan_sfail_{label}:"), "{".into(), format!(".reg .b{bits} %gso<3>;")];
-        s.extend(offset_lines(c).1);
-        s.push(to_b64(LAST_ADDR));
-        s.push(format!("mov.b64 {LAST_SITE}, {packed};"));
-        s.push("}".into());
-        s.push(format!("bra.uni {SPACE_FAIL};"));
-        for l in s {
-            let _ = writeln!(stub, "{indent}{l} {MARKER}");
-        }
+        // Out of line: recompute the offset from the unchanged operands, name the site.
+        stub = vec![format!("$gasan_sfail_{label}:"), "{".into(), format!(".reg .b{bits} %gso<3>;")];
+        stub.extend(offset_lines(c).1);
+        stub.push(offset_to_b64(bits, LAST_ADDR));
+        stub.push(format!("mov.b64 {LAST_SITE}, {};", packed_site(c, site)));
+        stub.push("}".into());
+        stub.push(format!("bra.uni {SPACE_FAIL};"));
     }
     v.push("}".into());
-    let mut inline = String::new();
-    for l in v {
-        let _ = writeln!(inline, "{indent}{l} {MARKER}");
+    (render(&v, indent), render(&stub, indent))
+}
+
+/// One access of a basic block's range check.
+#[derive(Clone, Debug)]
+pub(super) struct Member {
+    /// Index of its line (in the rewriter's lines).
+    pub line: usize,
+    pub loc: Option<super::Loc>,
+    pub check: SpaceCheck,
+}
+
+/// An access's part in its basic block's range check (halt mode with optimization): accesses of
+/// one basic block through the same unguarded base register, not redefined in between, are
+/// checked together at the first one, as one range [lowest offset, highest end) — nvcc's
+/// unrolled tile loops read a tile through one register at many immediate offsets.
+#[derive(Clone, Debug)]
+pub(super) enum Role {
+    /// The first access: checks the group's range (all members, itself first).
+    Leader(Vec<Member>),
+    /// Checked by its group's leader.
+    Covered,
+}
+
+/// The groups of the module's shared/local accesses, by (line index, statement index in line).
+/// Lines in `skip` (loop versioning's own lines) are never accesses.
+pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
+    let mut roles = HashMap::new();
+    if m.is_empty() {
+        return roles;
     }
-    (inline, stub)
+    // Open groups by base register: (leader key, members).
+    let mut open: HashMap<String, ((usize, usize), Vec<Member>)> = HashMap::new();
+    let close = |open: &mut HashMap<String, ((usize, usize), Vec<Member>)>, roles: &mut HashMap<(usize, usize), Role>, reg: Option<&str>| {
+        let keys: Vec<String> = match reg {
+            Some(r) => open.keys().filter(|k| k.as_str() == r).cloned().collect(),
+            None => open.keys().cloned().collect(),
+        };
+        for k in keys {
+            let (leader, members) = open.remove(&k).expect("listed");
+            if members.len() > 1 {
+                roles.insert(leader, Role::Leader(members));
+            }
+        }
+    };
+    let mut depth = 0i32;
+    let mut pending: Option<String> = None;
+    let mut func: Option<(String, super::RegTypes)> = None;
+    let mut loc = None;
+    // Covered keys, recorded as their groups form.
+    let mut member_keys: Vec<((usize, usize), String, (usize, usize))> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = strip_comment(line).trim();
+        if depth == 0 && t.starts_with('.') && t.contains('(') {
+            if let Some(n) = function_name(t) {
+                pending = Some(n);
+            }
+        }
+        let (opens, closes) = count_braces(t);
+        if depth == 0 && opens > 0 {
+            if let Some(n) = pending.take() {
+                func = Some((n, super::RegTypes::default()));
+                loc = None;
+            }
+        }
+        if let Some((name, regs)) = func.as_mut() {
+            if let Some(rest) = t.strip_prefix(".loc") {
+                loc = super::parse_loc(rest).or(loc);
+            }
+            if t.starts_with(".reg") {
+                for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
+                    regs.declare(decl.trim());
+                }
+            }
+            let f = m.functions.get(name.as_str());
+            let memory = !skip.contains(&i) && super::Rewriter::classify_line(t).0;
+            if !memory {
+                if super::ends_basic_block(t) {
+                    close(&mut open, &mut roles, None);
+                } else {
+                    for d in dest_regs(t) {
+                        close(&mut open, &mut roles, Some(d));
+                    }
+                }
+            } else {
+                let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+                for (j, stmt) in stmts.iter().enumerate() {
+                    let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
+                    let check = match (f, split_instr(stmt)) {
+                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits),
+                        _ => None,
+                    };
+                    if let Some(c) = check {
+                        let reg = match &c.base {
+                            Base::Window(r, _) | Base::Generic(r) => Some(r.clone()),
+                            _ => None,
+                        };
+                        if let Some(r) = reg {
+                            let member = Member { line: i, loc, check: c };
+                            match open.get_mut(&r) {
+                                Some((leader, members)) if members[0].check.var == member.check.var && members[0].check.base == member.check.base => {
+                                    member_keys.push(((i, j), r.clone(), *leader));
+                                    members.push(member);
+                                }
+                                _ => {
+                                    close(&mut open, &mut roles, Some(&r));
+                                    open.insert(r, ((i, j), vec![member]));
+                                }
+                            }
+                        }
+                    }
+                    if super::ends_basic_block(stmt) {
+                        close(&mut open, &mut roles, None);
+                    } else {
+                        for d in dest_regs(stmt) {
+                            close(&mut open, &mut roles, Some(d));
+                        }
+                    }
+                }
+            }
+        }
+        depth += opens - closes;
+        if depth <= 0 {
+            depth = 0;
+            if func.take().is_some() {
+                close(&mut open, &mut roles, None);
+            }
+        }
+    }
+    // A member is covered when its group got a leader (groups of one have none).
+    for (key, _, leader) in member_keys {
+        if matches!(roles.get(&leader), Some(Role::Leader(_))) {
+            roles.insert(key, Role::Covered);
+        }
+    }
+    roles
+}
+
+/// The inline range check of a group (before its leader) and its out-of-line stub, which rechecks
+/// every member to report the one that is out of bounds. `sites[k]` is member `k`'s site.
+pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label: u32) -> (String, String) {
+    use super::emit::{LAST_ADDR, LAST_SITE};
+    let lo = members.iter().map(|mb| mb.check.offset).min().expect("a group has members");
+    let hi = members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().expect("a group has members");
+    let merged = SpaceCheck { offset: lo, width: u32::try_from(hi - lo).unwrap_or(u32::MAX), ..members[0].check.clone() };
+    let mut v: Vec<String> = vec!["{".into()];
+    v.extend(check_body(&merged, None).1);
+    v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
+    v.push("}".into());
+    let mut stub: Vec<String> = vec![format!("$gasan_sfail_{label}:")];
+    for (mb, &site) in members.iter().zip(sites) {
+        let (bits, body) = check_body(&mb.check, None);
+        stub.push("{".into());
+        stub.extend(body);
+        stub.push(format!("@%gsq0 {}", offset_to_b64(bits, LAST_ADDR)));
+        stub.push(format!("@%gsq0 mov.b64 {LAST_SITE}, {};", packed_site(&mb.check, site)));
+        stub.push(format!("@%gsq0 bra.uni {SPACE_FAIL};"));
+        stub.push("}".into());
+    }
+    // The range failed, so one end's member fails: never reached.
+    stub.push("trap;".into());
+    (render(&v, indent), render(&stub, indent))
 }
 
 #[cfg(test)]
