@@ -48,6 +48,9 @@ pub(super) struct FnSpaces {
     regs: HashMap<String, Prov>,
     /// The function's frame (`__local_depotN`) and its size.
     depot: Option<(String, u64)>,
+    /// The function allocates on the stack at run time (`alloca`, `stackrestore`): live local
+    /// memory then lies below its frame, so addresses there prove nothing.
+    dynamic_stack: bool,
 }
 
 /// The module's shared/local variables and, per function name, its register provenance.
@@ -201,6 +204,9 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
             continue;
         }
         let Some(ins) = split_instr(s) else { continue };
+        if ins.opcode.starts_with("alloca") || ins.opcode.starts_with("stackrestore") {
+            f.dynamic_stack = true;
+        }
         for d in dest_regs(s) {
             defs.push((d.to_string(), ins.clone()));
         }
@@ -392,7 +398,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 }
             }
             _ => {
-                let (depot, _) = f.depot.as_ref()?;
+                let (depot, _) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
                 let generic = match space {
                     Some(MemorySpace::Local) => false,
                     None => true,
@@ -604,8 +610,9 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
         return roles;
     }
     // Open groups by base register: (leader key, members).
-    let mut open: HashMap<String, ((usize, usize), Vec<Member>)> = HashMap::new();
-    let close = |open: &mut HashMap<String, ((usize, usize), Vec<Member>)>, roles: &mut HashMap<(usize, usize), Role>, reg: Option<&str>| {
+    type OpenGroups = HashMap<String, ((usize, usize), Vec<Member>)>;
+    let mut open: OpenGroups = HashMap::new();
+    let close = |open: &mut OpenGroups, roles: &mut HashMap<(usize, usize), Role>, reg: Option<&str>| {
         let keys: Vec<String> = match reg {
             Some(r) => open.keys().filter(|k| k.as_str() == r).cloned().collect(),
             None => open.keys().cloned().collect(),
@@ -621,8 +628,8 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
     let mut pending: Option<String> = None;
     let mut func: Option<(String, super::RegTypes)> = None;
     let mut loc = None;
-    // Covered keys, recorded as their groups form.
-    let mut member_keys: Vec<((usize, usize), String, (usize, usize))> = Vec::new();
+    // (member's key, its group's leader's key), recorded as groups form.
+    let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let t = strip_comment(line).trim();
         if depth == 0 && t.starts_with('.') && t.contains('(') {
@@ -652,7 +659,7 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
                 if super::ends_basic_block(t) {
                     close(&mut open, &mut roles, None);
                 } else {
-                    for d in dest_regs(t) {
+                    for d in t.split(';').flat_map(dest_regs) {
                         close(&mut open, &mut roles, Some(d));
                     }
                 }
@@ -673,7 +680,7 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
                             let member = Member { line: i, loc, check: c };
                             match open.get_mut(&r) {
                                 Some((leader, members)) if members[0].check.var == member.check.var && members[0].check.base == member.check.base => {
-                                    member_keys.push(((i, j), r.clone(), *leader));
+                                    member_keys.push(((i, j), *leader));
                                     members.push(member);
                                 }
                                 _ => {
@@ -702,7 +709,7 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
         }
     }
     // A member is covered when its group got a leader (groups of one have none).
-    for (key, _, leader) in member_keys {
+    for (key, leader) in member_keys {
         if matches!(roles.get(&leader), Some(Role::Leader(_))) {
             roles.insert(key, Role::Covered);
         }
