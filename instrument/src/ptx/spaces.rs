@@ -782,3 +782,42 @@ mod tests {
         assert_eq!(f.regs.get("%rd3").cloned(), var("a", true));
     }
 }
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn same_register_accesses_of_one_block_form_one_range_check_until_redefined() {
+        let body = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .f32 %f<9>;\n\
+                    .shared .align 4 .b8 a[128];\n\
+                    mov.u32 %r1, a;\nadd.s32 %r2, %r1, %r9;\n\
+                    ld.shared.f32 %f1, [%r2];\nld.shared.f32 %f2, [%r2+4];\nld.shared.f32 %f3, [%r2+8];\n\
+                    add.s32 %r2, %r1, %r8;\nld.shared.f32 %f4, [%r2];\n\
+                    @%p1 ld.shared.f32 %f5, [%r1+4];\n\
+                    bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
+        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        let m = analyze(&lines);
+        let roles = group_accesses(&lines, &m, &Default::default());
+        let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+        match roles.get(&(at("[%r2];"), 0)) {
+            Some(Role::Leader(members)) => {
+                assert_eq!(members.iter().map(|mb| mb.check.offset).collect::<Vec<_>>(), vec![0, 4, 8]);
+                // The merged range is [0, 12): one past the 128-byte array only at offset 120+.
+                let (sites, label) = ([0, 1, 2], 7);
+                let (inline, stub) = emit_group(members, &sites, "\t", label);
+                assert!(inline.contains("setp.gt.u32 %gsq0, %gso0, 116;"), "{inline}");
+                assert_eq!(stub.matches("bra.uni $gasan_fail_space;").count(), 3, "{stub}");
+            }
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(roles.get(&(at("[%r2+4]"), 0)), Some(Role::Covered)));
+        assert!(matches!(roles.get(&(at("[%r2+8]"), 0)), Some(Role::Covered)));
+        // Redefined %r2: a group of its own (one access: no role, a plain check).
+        assert!(roles.get(&(at("%f4"), 0)).is_none());
+        // Guarded: never grouped. After the barrier: a new block.
+        assert!(roles.get(&(at("%f5"), 0)).is_none());
+        assert!(matches!(roles.get(&(at("%f6"), 0)), Some(Role::Leader(v)) if v.len() == 2));
+        assert!(matches!(roles.get(&(at("%f7"), 0)), Some(Role::Covered)));
+    }
+}
