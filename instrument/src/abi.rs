@@ -100,6 +100,26 @@ impl AccessKind {
     }
 }
 
+/// The memory space a check guards. Recorded per check site in the site table (a site checks one
+/// space), not in [`ErrorRecord`]: the ring protocol, and so every global check's PTX, stays as it
+/// was. Shared and local checks report an offset relative to the variable (or frame) in
+/// [`ErrorRecord::addr`] (two's complement: negative below its start), never a device address.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemorySpace {
+    /// Global or generic memory checked against the pool's shadow.
+    #[default]
+    Global,
+    /// A `.shared` variable (static, or the launch's dynamic shared memory): bounds of the variable.
+    Shared,
+    /// A `.local` frame (nvcc's `__local_depot`): bounds of the current function's frame.
+    Local,
+    /// A local-window address below the current function's frame: a callee's frame, dead since
+    /// the callee returned (ASan's stack-use-after-scope).
+    LocalOutOfScope,
+}
+
 /// One error record, written by the device slow path.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

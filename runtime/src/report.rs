@@ -3,8 +3,8 @@
 use crate::faults::FatalFault;
 use crate::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
 use crate::options::{Options, ReportFormat};
-use gasan_instrument::abi::{AccessKind, ErrorRecord};
-use gasan_instrument::ptx::{Site, SiteTable};
+use gasan_instrument::abi::{AccessKind, ErrorRecord, MemorySpace};
+use gasan_instrument::ptx::{Site, SiteTable, SpaceSite};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +29,7 @@ impl Report {
     /// ASan bug-type name.
     pub fn kind(&self) -> &'static str {
         match self {
+            Report::Device { site: Some(Site { space: Some(sp), .. }), .. } => space_kind(sp.space),
             Report::Device { desc, .. } | Report::Api { desc, .. } => desc_kind(desc),
             Report::Free { err, .. } => match err {
                 FreeError::DoubleFree { .. } => "double-free",
@@ -43,6 +44,49 @@ impl Report {
             Report::Fault { .. } => "gpu-fault-in-uninstrumented-code",
             Report::Leaks(_) => "detected-memory-leaks",
         }
+    }
+}
+
+/// ASan's names where it has one (stack-*), else the same shape for shared memory.
+fn space_kind(space: MemorySpace) -> &'static str {
+    match space {
+        MemorySpace::Shared => "shared-buffer-overflow",
+        MemorySpace::Local => "stack-buffer-overflow",
+        MemorySpace::LocalOutOfScope => "stack-use-after-scope",
+        MemorySpace::Global => "unknown-crash",
+    }
+}
+
+/// The space's name in reports.
+fn space_name(space: MemorySpace) -> &'static str {
+    match space {
+        MemorySpace::Global => "global",
+        MemorySpace::Shared => "shared",
+        MemorySpace::Local | MemorySpace::LocalOutOfScope => "local",
+    }
+}
+
+/// Where a shared/local access fell, from the offset the check recorded (`record.addr`, two's
+/// complement, relative to the variable or frame).
+fn space_location(sp: &SpaceSite, record: &ErrorRecord, kernel: &str) -> String {
+    let offset = record.addr as i64;
+    let what = match sp.space {
+        MemorySpace::Shared if sp.size.is_none() => format!("dynamic shared memory '{}' (the launch's sharedMemBytes)", sp.variable_demangled),
+        MemorySpace::Shared => format!("{}-byte shared variable '{}'", sp.size.unwrap_or(0), sp.variable_demangled),
+        MemorySpace::Local => format!("{}-byte local frame {} of {kernel}", sp.size.unwrap_or(0), sp.variable),
+        MemorySpace::LocalOutOfScope => {
+            return format!(
+                "local address {} bytes below the frame of {kernel}: in the frame of a function that has returned (a pointer to its local variable outlived it)",
+                offset.unsigned_abs()
+            )
+        }
+        MemorySpace::Global => return String::new(),
+    };
+    match (offset, sp.size) {
+        (o, _) if o < 0 => format!("Address is located {} bytes before the {what}", o.unsigned_abs()),
+        (o, Some(size)) if o as u64 >= size => format!("Address is located {} bytes after the {what}", o as u64 - size),
+        (o, Some(size)) => format!("Address is located {o} bytes inside the {what}, the access of size {} runs past its end at {size}", record.width),
+        (o, None) => format!("Address is located at offset {o} of the {what}, past the launch's size"),
     }
 }
 
@@ -259,6 +303,19 @@ pub fn format_text(r: &Report) -> String {
     let mut o = String::new();
     let kind = r.kind();
     match r {
+        Report::Device { record, site: Some(site @ Site { space: Some(sp), .. }), device, .. } => {
+            let access = AccessKind::from_u8(record.kind).unwrap_or(AccessKind::Read);
+            let kernel = &site.kernel_demangled;
+            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} in {} memory at offset {} of {}", space_name(sp.space), record.addr as i64, sp.variable_demangled);
+            let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
+            let _ = writeln!(
+                o,
+                "    block ({},{},{}) thread ({},{},{}), at {}",
+                record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2], site_where(site)
+            );
+            let _ = writeln!(o, "{}", space_location(sp, record, &kernel_short(site)));
+            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} {} in {}", site_where(site), kernel_short(site));
+        }
         Report::Device { record, site, desc, device } => {
             let access = AccessKind::from_u8(record.kind).unwrap_or(AccessKind::Read);
             let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", record.addr);
@@ -396,6 +453,25 @@ pub fn format_json(r: &Report) -> String {
         })
     };
     let v = match r {
+        Report::Device { record, site: Some(site @ Site { space: Some(sp), .. }), device, .. } => json!({
+            "tool": "gasan", "kind": r.kind(),
+            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", _ => "read" },
+            "size": record.width,
+            "space": space_name(sp.space),
+            "variable": sp.variable_demangled,
+            "variable_mangled": sp.variable,
+            "variable_size": sp.size,
+            "offset": record.addr as i64,
+            "device": device,
+            "kernel": site.kernel_demangled,
+            "kernel_mangled": site.kernel,
+            "file": site.loc.as_ref().map(|l| l.file.clone()),
+            "line": site.loc.as_ref().map(|l| l.line),
+            "column": site.loc.as_ref().map(|l| l.col),
+            "ptx_line": site.ptx_line,
+            "block": record.ctaid, "thread": record.tid,
+            "location": space_location(sp, record, &kernel_short(site)),
+        }),
         Report::Device { record, site, desc, device } => json!({
             "tool": "gasan", "kind": r.kind(),
             "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", _ => "read" },
@@ -450,6 +526,7 @@ mod tests {
                 loc: None,
                 kind: AccessKind::Read,
                 width: 4,
+                space: None,
             })
             .collect();
         SiteTable { sites, files: Default::default() }
@@ -465,6 +542,30 @@ mod tests {
         for (m, s) in [(0, 0), (3, 0), (u32::MAX, 0), (2, 1), (1, u32::MAX)] {
             assert!(record_site(&rec(m, s), &sites).is_none(), "module {m} site {s}");
         }
+    }
+
+    #[test]
+    fn shared_and_local_records_name_the_space_and_variable() {
+        let mut t = table(&["_Z1kv"]);
+        t.sites[0].space = Some(SpaceSite { space: MemorySpace::Shared, variable: "_ZZ1kvE1s".into(), variable_demangled: "k()::s".into(), size: Some(256) });
+        let record = ErrorRecord { addr: 256, module_id: 1, site_id: 0, kind: AccessKind::Write as u8, width: 4, ..Default::default() };
+        let desc = AddrDescription { addr: 256, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let r = device_report(record, std::slice::from_ref(&t), desc.clone(), 0);
+        assert_eq!(r.kind(), "shared-buffer-overflow");
+        let text = format_text(&r);
+        assert!(text.contains("Address is located 0 bytes after the 256-byte shared variable 'k()::s'"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+        assert_eq!(json["space"], "shared");
+        assert_eq!(json["variable"], "k()::s");
+        assert_eq!(json["offset"], 256);
+        t.sites[0].space = Some(SpaceSite { space: MemorySpace::Local, variable: "__local_depot0".into(), variable_demangled: "__local_depot0".into(), size: Some(64) });
+        let r = device_report(ErrorRecord { addr: (-4i64) as u64, module_id: 1, ..record }, std::slice::from_ref(&t), desc.clone(), 0);
+        assert_eq!(r.kind(), "stack-buffer-overflow");
+        assert!(format_text(&r).contains("4 bytes before the 64-byte local frame"), "{}", format_text(&r));
+        t.sites[0].space.as_mut().unwrap().space = MemorySpace::LocalOutOfScope;
+        let r = device_report(ErrorRecord { addr: (-96i64) as u64, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
+        assert_eq!(r.kind(), "stack-use-after-scope");
+        assert!(format_text(&r).contains("96 bytes below the frame of _Z1kv"), "{}", format_text(&r));
     }
 
     #[test]

@@ -29,6 +29,7 @@ fn device_report(kind: AddrKind, live: bool, addr: u64) -> Report {
         loc: Some(SourceLoc { file_index: 1, file: "vecadd.cu".into(), line: 12, col: 5 }),
         kind: AccessKind::Write,
         width: 4,
+        space: None,
     };
     let desc = AddrDescription { addr, kind, alloc: Some(region(live)), shadow: Some((0x1000_0020_0000, vec![255; 16].into_iter().chain(vec![0; 64]).collect())), scale: Scale::S8 };
     Report::Device { record, site: Some(site), desc, device: 0 }

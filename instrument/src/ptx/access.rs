@@ -132,7 +132,7 @@ const NON_GLOBAL_OPCODES: &[&str] = &[
     "clusterlaunchcontrol", "movmatrix",
 ];
 
-fn type_size(q: &str) -> Option<u32> {
+pub(super) fn type_size(q: &str) -> Option<u32> {
     Some(match q {
         "b8" | "u8" | "s8" => 1,
         "b16" | "u16" | "s16" | "f16" | "bf16" | "e4m3x2" | "e5m2x2" => 2,
@@ -145,7 +145,7 @@ fn type_size(q: &str) -> Option<u32> {
 
 /// Parses `[reg]`, `[reg+imm]`, `[reg+-imm]`, `[var]`, `[var+imm]`, `[imm]`.
 /// Returns `Err(())` for a module variable.
-fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
+pub(super) fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
     let inner = op.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
     let (base, off) = match inner.find('+') {
         Some(p) => (inner[..p].trim(), inner[p + 1..].trim()),

@@ -26,9 +26,10 @@ mod loops;
 mod loops_sim;
 mod prefetch;
 mod sites;
+mod spaces;
 
 pub use access::SkipReason;
-pub use sites::{Site, SiteTable, SourceLoc};
+pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified};
@@ -111,6 +112,9 @@ pub struct FunctionStats {
     pub skipped: BTreeMap<String, u32>,
     /// Memory-like statements not understood (left alone).
     pub unknown: u32,
+    /// Shared/local checks emitted (spaces.rs).
+    #[serde(default)]
+    pub space_checked: u32,
 }
 
 /// Whole-module counts.
@@ -128,6 +132,7 @@ impl Stats {
             t.checked += f.checked;
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
+            t.space_checked += f.space_checked;
             for (k, v) in &f.skipped {
                 *t.skipped.entry(k.clone()).or_default() += v;
             }
@@ -149,7 +154,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 17;
+pub const REVISION: u32 = 18;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -253,6 +258,10 @@ struct FuncState {
     fail_blocks: Vec<String>,
     /// Some check branches to the function's shared report block.
     uses_shared_fail: bool,
+    /// Register provenance for shared/local checks (spaces.rs).
+    spaces: spaces::FnSpaces,
+    /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
+    uses_space_fail: bool,
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
@@ -341,6 +350,8 @@ impl<'a> Rewriter<'a> {
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
         let plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
+        let module_spaces = spaces::analyze(&lines);
+        let space_groups = if planned { spaces::group_accesses(&lines, &module_spaces, inserted) } else { HashMap::new() };
         // PTX line numbers (sites, errors) are those of the input.
         let base_line = head.matches('\n').count();
         let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
@@ -443,6 +454,8 @@ impl<'a> Rewriter<'a> {
                         block_checks: BlockChecks::default(),
                         fail_blocks: Vec::new(),
                         uses_shared_fail: false,
+                        spaces: module_spaces.functions.get(&name).cloned().unwrap_or_default(),
+                        uses_space_fail: false,
                     });
                     opened_now = true;
                     self.stats.functions.entry(name).or_default();
@@ -463,7 +476,14 @@ impl<'a> Rewriter<'a> {
                 let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
                 let trailing_comment = &line[code.len()..];
                 let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
-                let verbatim = !any_check;
+                // Shared/local checks (spaces.rs), by statement.
+                let space_checks: Vec<Option<String>> = if module_spaces.is_empty() {
+                    vec![None; stmts.len()]
+                } else {
+                    let at = SpaceAt { key: (i, 0), line_no, loc, groups: &space_groups, ptx_line: &ptx_line };
+                    stmts.iter().enumerate().map(|(j, stmt)| self.space_check(&module_spaces, f, stmt, &indent, SpaceAt { key: (i, j), ..at })).collect()
+                };
+                let verbatim = !any_check && space_checks.iter().all(Option::is_none);
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
                 let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
                 let hoisted: Vec<(&str, usize, Option<Loc>)> = plan
@@ -471,8 +491,11 @@ impl<'a> Rewriter<'a> {
                     .get(&i)
                     .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
                     .unwrap_or_default();
-                for stmt in stmts {
+                for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
                     let text = format!("{stmt};");
+                    if let (Some(c), false) = (space_check, verbatim) {
+                        self.out.push_str(&c);
+                    }
                     let stats = if copies.contains(&i) { &mut copy_stats } else { &mut self.stats };
                     let emitted = Self::rewrite_statement(
                         &mut self.sites,
@@ -519,6 +542,10 @@ impl<'a> Rewriter<'a> {
                             let block = shared_fail.get_or_insert_with(|| emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
                             self.out.push_str(block);
                             f.uses_shared_fail = false;
+                        }
+                        if f.uses_space_fail {
+                            self.out.push_str(&spaces::space_fail_block("\t", emit::sys_fence(&self.header)));
+                            f.uses_space_fail = false;
                         }
                     }
                 }
@@ -599,6 +626,50 @@ impl<'a> Rewriter<'a> {
             _ => None,
         };
         Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch, p.data), a))
+    }
+
+    /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
+    /// gets none.
+    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, stmt: &str, indent: &str, at: SpaceAt<'_>) -> Option<String> {
+        let ins = split_instr(stmt)?;
+        let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
+        let c = spaces::plan(&ins, m, &f.spaces, &reg_bits)?;
+        let label = self.next_label;
+        let (inline, stub) = match at.groups.get(&at.key) {
+            Some(spaces::Role::Covered) => {
+                self.stats.functions.entry(f.name.clone()).or_default().space_checked += 1;
+                return None;
+            }
+            Some(spaces::Role::Leader(members)) => {
+                let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.line), mb.loc)).collect();
+                spaces::emit_group(members, &sites, indent, label)
+            }
+            None => {
+                let site = self.space_site(f, &c, at.line_no, at.loc);
+                spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
+            }
+        };
+        self.next_label += 1;
+        if !stub.is_empty() {
+            f.fail_blocks.push(stub);
+            f.uses_space_fail = true;
+        }
+        let fstats = self.stats.functions.entry(f.name.clone()).or_default();
+        fstats.space_checked += 1;
+        Some(inline)
+    }
+
+    /// Records the site of a shared/local check; returns its id.
+    fn space_site(&mut self, f: &FuncState, c: &spaces::SpaceCheck, line_no: usize, loc: Option<Loc>) -> u32 {
+        let site = new_site(&mut self.sites, f, line_no, loc, c.kind, c.width);
+        self.sites.sites[site as usize].space = Some(SpaceSite {
+            space: c.space,
+            variable: c.var.clone(),
+            // Only Itanium names: a plain `d` would demangle as the type `double`.
+            variable_demangled: if c.var.starts_with("_Z") { sites::demangle(&c.var) } else { c.var.clone() },
+            size: c.size,
+        });
+        site
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
@@ -778,6 +849,17 @@ impl<'a> Rewriter<'a> {
     }
 }
 
+/// Where a statement's shared/local check goes: its (line, statement) key into the module's
+/// groups (spaces.rs), its own PTX line and source location, and the PTX line of any line index.
+#[derive(Clone, Copy)]
+struct SpaceAt<'g> {
+    key: (usize, usize),
+    line_no: usize,
+    loc: Option<Loc>,
+    groups: &'g HashMap<(usize, usize), spaces::Role>,
+    ptx_line: &'g dyn Fn(usize) -> usize,
+}
+
 /// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its
 /// length: after one long block grew it, every later (short) block would pay for the long one.
 const KEEP_CAPACITY: usize = 1024;
@@ -847,6 +929,7 @@ fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u
         loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
         kind,
         width,
+        space: None,
     })
 }
 

@@ -33,6 +33,21 @@ pub struct Site {
     pub kind: AccessKind,
     /// Access width in bytes (0: register-sized bulk range).
     pub width: u32,
+    /// For a shared or local check: what it bounds (absent: a global/generic shadow check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<SpaceSite>,
+}
+
+/// What a shared- or local-memory check bounds: the variable named by the access's base (or the
+/// function's frame), as the PTX declares it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceSite {
+    pub space: crate::abi::MemorySpace,
+    /// The PTX name: a `.shared` variable, or the function's `__local_depotN`.
+    pub variable: String,
+    pub variable_demangled: String,
+    /// Bytes of the variable or frame; `None` for dynamic shared memory (the launch's size).
+    pub size: Option<u64>,
 }
 
 mod kind_serde {

@@ -1,0 +1,24 @@
+#include "bench.h"
+// Local-memory heavy: each thread insertion-sorts 32 keys in a thread-local array (dynamic
+// indexing keeps it in local memory) and writes its median.
+#define K 32
+__global__ void local_sort(float* o, const float* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v[K];
+    for (int k = 0; k < K; k++) v[k] = in[(i + k * 977) % n];
+    for (int k = 1; k < K; k++) {
+        float x = v[k]; int j = k - 1;
+        while (j >= 0 && v[j] > x) { v[j + 1] = v[j]; j--; }
+        v[j + 1] = x;
+    }
+    o[i] = v[K / 2];
+}
+static float *a, *b; static const int n = 1 << 20;
+static double check() { float v; CK(cudaMemcpy(&v, b + 100, 4, cudaMemcpyDeviceToHost)); return v; }
+int main() {
+    CK(cudaMalloc(&a, n * 4)); CK(cudaMalloc(&b, n * 4));
+    std::vector<float> h(n); unsigned s = 3; for (auto& v : h) v = (lcg(s) >> 8) * 1e-7f;
+    CK(cudaMemcpy(a, h.data(), n * 4, cudaMemcpyHostToDevice));
+    bench_run("local_sort", [] { local_sort<<<n / 256, 256>>>(b, a, n); }, check);
+}

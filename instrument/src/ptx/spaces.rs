@@ -1,0 +1,823 @@
+//! Shared- and local-memory checks: bounds of the variable an access's address derives from.
+//!
+//! Shared and local memory have no shadow. Instead each access is checked against the bounds of
+//! the one variable its base register was computed from, as PTX shows it: nvcc takes a variable's
+//! address with `mov.u32 %r, smem;` (`mov.u64 %SPL, __local_depotN;` for a frame) and adds the
+//! index to it. A flow-insensitive pass per function ([`analyze`]) follows those registers through
+//! `add`/`sub`/`mad`/`cvt`/`cvta`/`selp`/`mov`; a register gets a variable only when *every*
+//! definition of it derives from that same variable, so a check never names the wrong one. That
+//! gives exact per-variable bounds (one past the end of one array, into the next one, is caught)
+//! with no re-layout of the module's shared memory and no per-CTA poisoning, for 3–4 integer
+//! instructions and no memory access per check (the bound is an immediate; dynamic shared memory
+//! reads `%dynamic_smem_size`, the size the launch passed, so the runtime changes nothing).
+//!
+//! Also checked: a local-window address below the current function's frame (a generic pointer
+//! into a callee's frame after the callee returned): `stack-use-after-scope`.
+//!
+//! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
+//! non-inlined function, loaded from memory, or selected between two variables); distributed
+//! shared memory (`shared::cluster`); block-scope lifetimes inside one function (PTX keeps every
+//! local array in the frame until the function returns); reads past a caller's array (the
+//! caller's frame bounds are not known in the callee).
+
+use super::access::{parse_address, parse_int, split_instr, type_size, AddrBase, Instr};
+use super::{count_braces, dest_regs, function_name, strip_comment, MARKER};
+use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// A `.shared` or `.local` variable declared in the module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SpaceVar {
+    pub space: MemorySpace,
+    /// `None`: dynamic shared memory (`extern .shared ... name[]`), sized by the launch.
+    pub size: Option<u64>,
+}
+
+/// Where a register's value points, as far as every definition of it agrees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Prov {
+    /// Into `var`: a window (`.shared`/`.local` state-space) address, or a generic one.
+    Var { var: String, generic: bool },
+    Unknown,
+}
+
+/// What one function's checks need.
+#[derive(Clone, Debug, Default)]
+pub(super) struct FnSpaces {
+    regs: HashMap<String, Prov>,
+    /// The function's frame (`__local_depotN`) and its size.
+    depot: Option<(String, u64)>,
+    /// The function allocates on the stack at run time (`alloca`, `stackrestore`): live local
+    /// memory then lies below its frame, so addresses there prove nothing.
+    dynamic_stack: bool,
+}
+
+/// The module's shared/local variables and, per function name, its register provenance.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ModuleSpaces {
+    pub vars: HashMap<String, SpaceVar>,
+    pub functions: HashMap<String, FnSpaces>,
+}
+
+impl ModuleSpaces {
+    /// Does the module declare any shared or local variable? (Otherwise nothing here applies and
+    /// the checked PTX is what it was before shared/local checks existed.)
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+    }
+}
+
+/// A declaration `.shared .align 4 .b8 name[256];`, `.extern .shared .align 16 .b8 name[];`,
+/// `.local .align 8 .b8 __local_depot0[64];`, `.shared .u32 x;` → (name, variable).
+fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
+    let t = t.trim().trim_end_matches(';').trim();
+    let mut words = t.split_whitespace().peekable();
+    let mut extern_ = false;
+    let mut space = None;
+    let mut elem = None;
+    let mut rest = None;
+    while let Some(w) = words.next() {
+        match w {
+            ".extern" => extern_ = true,
+            ".weak" | ".visible" => {}
+            ".shared" | ".shared::cta" => space = Some(MemorySpace::Shared),
+            ".local" => space = Some(MemorySpace::Local),
+            ".align" => {
+                words.next();
+            }
+            _ if w.starts_with('.') => elem = Some(type_size(&w[1..])?),
+            _ => {
+                // The declarator: everything left (`name[4][8]`, possibly with spaces, or `= {...}`).
+                let mut s = w.to_string();
+                for more in words.by_ref() {
+                    s.push_str(more);
+                }
+                rest = Some(s);
+                break;
+            }
+        }
+    }
+    let (space, elem, decl) = (space?, elem?, rest?);
+    if decl.contains('=') {
+        return None; // shared/local variables have no initializers; not understood otherwise
+    }
+    let name_end = decl.find('[').unwrap_or(decl.len());
+    let name = &decl[..name_end];
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.') {
+        return None;
+    }
+    let mut size = Some(u64::from(elem));
+    let mut dims = &decl[name_end..];
+    while let Some(inner) = dims.strip_prefix('[') {
+        let close = inner.find(']')?;
+        let n = &inner[..close];
+        if n.is_empty() {
+            size = None;
+        } else {
+            let n = u64::try_from(parse_int(n)?).ok()?;
+            size = size.and_then(|s| s.checked_mul(n));
+        }
+        dims = &inner[close + 1..];
+    }
+    if !dims.is_empty() {
+        return None;
+    }
+    // `[]` is dynamic shared memory only when extern; a `.local`/non-extern `[]` is not understood.
+    if size.is_none() && !(extern_ && space == MemorySpace::Shared) {
+        return None;
+    }
+    Some((name.to_string(), SpaceVar { space, size }))
+}
+
+/// Scans the module: its shared/local declarations, then every function's register provenance.
+pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
+    let mut m = ModuleSpaces::default();
+    for line in lines {
+        let t = strip_comment(line).trim();
+        if t.contains(".shared") || t.contains(".local") {
+            for stmt in t.split(';') {
+                let s = stmt.trim();
+                if s.starts_with('.') {
+                    if let Some((name, v)) = parse_declaration(s) {
+                        m.vars.insert(name, v);
+                    }
+                }
+            }
+        }
+    }
+    if m.vars.is_empty() {
+        return m;
+    }
+    // Function bodies: statements between the body's opening and closing brace.
+    let mut depth = 0i32;
+    let mut pending: Option<String> = None;
+    let mut current: Option<(String, Vec<&str>)> = None;
+    for line in lines {
+        let t = strip_comment(line).trim();
+        if depth == 0 && t.starts_with('.') && t.contains('(') {
+            if let Some(n) = function_name(t) {
+                pending = Some(n);
+            }
+        }
+        let (opens, closes) = count_braces(t);
+        if depth == 0 && opens > 0 {
+            if let Some(n) = pending.take() {
+                current = Some((n, Vec::new()));
+            }
+        }
+        if let Some((_, stmts)) = current.as_mut() {
+            stmts.extend(t.split(';').map(str::trim).filter(|s| !s.is_empty()));
+        }
+        depth += opens - closes;
+        if depth <= 0 {
+            depth = 0;
+            if let Some((name, stmts)) = current.take() {
+                let f = analyze_function(&stmts, &m.vars);
+                m.functions.insert(name, f);
+            }
+        }
+    }
+    m
+}
+
+/// The meet of two provenances (`None`: no definition seen yet).
+fn meet(a: Option<Prov>, b: Prov) -> Prov {
+    match a {
+        None => b,
+        Some(a) if a == b => a,
+        _ => Prov::Unknown,
+    }
+}
+
+fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpaces {
+    let mut f = FnSpaces::default();
+    // Definitions: (destination, instruction).
+    let mut defs: Vec<(String, Instr<'_>)> = Vec::new();
+    for s in stmts {
+        if s.starts_with('.') {
+            if let Some((name, v)) = parse_declaration(s) {
+                if v.space == MemorySpace::Local && name.starts_with("__local_depot") {
+                    f.depot = v.size.map(|size| (name, size));
+                }
+            }
+            continue;
+        }
+        let Some(ins) = split_instr(s) else { continue };
+        if ins.opcode.starts_with("alloca") || ins.opcode.starts_with("stackrestore") {
+            f.dynamic_stack = true;
+        }
+        for d in dest_regs(s) {
+            defs.push((d.to_string(), ins.clone()));
+        }
+    }
+    let defined: std::collections::HashSet<&str> = defs.iter().map(|(d, _)| d.as_str()).collect();
+    // Optimistic fixed point: a register not evaluated yet is "no information" (`None`), one
+    // never defined in the function (a special register, a parameter) is unknown.
+    let mut regs: HashMap<String, Prov> = HashMap::new();
+    for _round in 0..16 {
+        let mut next: HashMap<String, Prov> = HashMap::new();
+        for (d, ins) in &defs {
+            let lookup = |op: &str| -> Option<Prov> {
+                let op = op.trim();
+                if let Some(v) = vars.get(op) {
+                    let _ = v;
+                    return Some(Prov::Var { var: op.to_string(), generic: false });
+                }
+                if op.starts_with('%') {
+                    if !defined.contains(op) {
+                        return Some(Prov::Unknown);
+                    }
+                    return regs.get(op).cloned();
+                }
+                Some(Prov::Unknown) // an immediate
+            };
+            // No information from this definition yet: it constrains nothing this round.
+            if let Some(p) = evaluate(ins, &lookup, vars) {
+                let prev = next.remove(d);
+                next.insert(d.clone(), meet(prev, p));
+            }
+        }
+        // Values only move down (no information → a variable → unknown) unless the
+        // non-monotone `add` of two variables flips; bounded rounds then give up on the function.
+        if next == regs {
+            f.regs = regs.into_iter().filter(|(_, p)| matches!(p, Prov::Var { .. })).collect();
+            return f;
+        }
+        regs = next;
+    }
+    f
+}
+
+/// The provenance one definition gives its destination (`None`: depends on registers with no
+/// information yet).
+fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashMap<String, SpaceVar>) -> Option<Prov> {
+    let ops = &ins.operands;
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    // No information yet is passed on as such (the fixed point decides later).
+    let is_var = |p: &Option<Prov>| matches!(p, Some(Prov::Var { .. }));
+    let pointer_plus = |ptr: Option<Prov>, others: &[Option<Prov>]| -> Option<Prov> {
+        if others.iter().any(is_var) {
+            return Some(Prov::Unknown); // two pointers combined: not an address into one of them
+        }
+        ptr
+    };
+    const UNKNOWN: Option<Prov> = Some(Prov::Unknown);
+    // A predicated definition keeps the register's old value on some paths, which the meet over
+    // all definitions covers: no special case.
+    match (head, ops.len()) {
+        ("mov", 2) if !ops[1].starts_with('{') => lookup(ops[1]),
+        ("cvt", 2) if quals.len() == 3 && quals.iter().all(|q| matches!(*q, "cvt" | "u32" | "u64" | "s32" | "s64" | "b32" | "b64")) => {
+            // Widening or narrowing a window address keeps it (window addresses fit in 32 bits).
+            match lookup(ops[1]) {
+                Some(Prov::Var { var, generic: false }) => Some(Prov::Var { var, generic: false }),
+                None => None,
+                _ => UNKNOWN,
+            }
+        }
+        ("cvta", 2) => {
+            let to = quals.get(1) == Some(&"to");
+            let space = quals.get(if to { 2 } else { 1 }).copied().unwrap_or("");
+            match lookup(ops[1]) {
+                Some(Prov::Var { var, generic }) if generic == to => {
+                    let want = if space.starts_with("shared") { MemorySpace::Shared } else if space == "local" { MemorySpace::Local } else { return UNKNOWN };
+                    if vars.get(&var).map(|v| v.space) == Some(want) && space != "shared::cluster" {
+                        Some(Prov::Var { var, generic: !to })
+                    } else {
+                        UNKNOWN
+                    }
+                }
+                None => None,
+                _ => UNKNOWN,
+            }
+        }
+        ("add", 3) => {
+            let (a, b) = (lookup(ops[1]), lookup(ops[2]));
+            match (is_var(&a), is_var(&b)) {
+                (true, true) => UNKNOWN,
+                (true, false) => pointer_plus(a, &[b]),
+                (false, true) => pointer_plus(b, &[a]),
+                // Neither a pointer yet: unknown once both are known not to be.
+                _ if a.is_none() || b.is_none() => None,
+                _ => UNKNOWN,
+            }
+        }
+        ("sub", 3) => {
+            let (a, b) = (lookup(ops[1]), lookup(ops[2]));
+            if is_var(&a) { pointer_plus(a, &[b]) } else if a.is_none() { None } else { UNKNOWN }
+        }
+        ("mad", 4) if quals.get(1) == Some(&"lo") => {
+            let (a, b, c) = (lookup(ops[1]), lookup(ops[2]), lookup(ops[3]));
+            if is_var(&c) { pointer_plus(c, &[a, b]) } else if c.is_none() { None } else { UNKNOWN }
+        }
+        ("selp", 4) => match (lookup(ops[1]), lookup(ops[2])) {
+            (Some(a), Some(b)) => Some(if a == b { a } else { Prov::Unknown }),
+            (a, b) => a.or(b),
+        },
+        _ => UNKNOWN,
+    }
+}
+
+/// A shared/local check of one access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SpaceCheck {
+    pub space: MemorySpace,
+    /// The variable (or frame) bounded.
+    pub var: String,
+    /// `None`: dynamic shared memory (bounded by `%dynamic_smem_size`).
+    pub size: Option<u64>,
+    pub base: Base,
+    pub offset: i64,
+    pub width: u32,
+    pub kind: AccessKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Base {
+    /// A register holding a window address of the variable, of this many bits.
+    Window(String, u32),
+    /// A register holding a generic address of the variable.
+    Generic(String),
+    /// The variable itself (`[var+off]`).
+    Symbol,
+    /// An untraced local-window (`false`) or generic (`true`) address, tested against the frame's
+    /// lower end (use after scope).
+    BelowFrame(String, bool),
+}
+
+/// The check an access gets here, if any. `reg_bits` gives a register's declared width.
+pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    if !matches!(head, "ld" | "ldu" | "st" | "atom" | "red") || ins.opcode.starts_with("st.async") || ins.opcode.starts_with("red.async") {
+        return None;
+    }
+    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    let space = if quals.iter().any(|q| *q == "shared" || *q == "shared::cta") {
+        Some(MemorySpace::Shared)
+    } else if quals.contains(&"local") {
+        Some(MemorySpace::Local)
+    } else if quals.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+        return None;
+    } else {
+        None // generic
+    };
+    let vec = quals.iter().find_map(|q| q.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())).unwrap_or(1);
+    let elem = quals.iter().rev().find_map(|q| type_size(q))?;
+    let (addr_idx, kind) = match head {
+        "ld" | "ldu" => (1, AccessKind::Read),
+        "st" | "red" => (0, AccessKind::Write),
+        _ => (1, AccessKind::Atomic),
+    };
+    let op = ins.operands.get(addr_idx)?;
+    let width = vec * elem;
+    let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
+        let v = m.vars.get(var)?;
+        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind })
+    };
+    match parse_address(op)? {
+        Err(()) => {
+            // `[var]`, `[var+off]`: the variable's own state space only.
+            let inner = op.trim().trim_start_matches('[').trim_end_matches(']');
+            let (name, off) = match inner.split_once('+') {
+                Some((n, o)) => (n.trim(), parse_int(o)?),
+                None => (inner.trim(), 0),
+            };
+            let v = m.vars.get(name)?;
+            (Some(v.space) == space).then_some(())?;
+            traced(name, Base::Symbol, off)
+        }
+        Ok((AddrBase::Imm(_), _)) => None,
+        Ok((AddrBase::Reg(r), offset)) => match f.regs.get(&r) {
+            Some(Prov::Var { var, generic }) => {
+                let v = m.vars.get(var)?;
+                match (space, generic) {
+                    (Some(s), false) if s == v.space => traced(var, Base::Window(r.clone(), reg_bits(&r)?), offset),
+                    (None, true) => traced(var, Base::Generic(r.clone()), offset),
+                    _ => None,
+                }
+            }
+            _ => {
+                let (depot, _) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
+                let generic = match space {
+                    Some(MemorySpace::Local) => false,
+                    None => true,
+                    _ => return None,
+                };
+                if reg_bits(&r) != Some(64) {
+                    return None;
+                }
+                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: None, base: Base::BelowFrame(r, generic), offset, width, kind })
+            }
+        },
+    }
+}
+
+/// The per-function block that writes the error record of a failed shared/local check (halt
+/// mode): `LAST_ADDR` holds the offset from the variable, `LAST_SITE` the packed site. Shadow byte 0.
+pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
+
+pub(super) fn space_fail_block(indent: &str, fence: &str) -> String {
+    use super::emit::{record_body, LAST_ADDR, LAST_SITE};
+    let mut v: Vec<String> = vec![
+        format!("{SPACE_FAIL}:"),
+        "{".into(),
+        ".reg .b64 %ra<4>;".into(),
+        ".reg .b32 %rr<11>;".into(),
+        ".reg .pred %rp<2>;".into(),
+        format!("mov.b64 %ra0, {LAST_ADDR};"),
+        format!("cvt.u32.u64 %rr2, {LAST_SITE};"),
+        format!("shr.b64 %ra3, {LAST_SITE}, 32;"),
+        "cvt.u32.u64 %rr0, %ra3;".into(),
+        "and.b32 %rr0, %rr0, 16777215;".into(),
+        format!("shr.b64 %ra3, {LAST_SITE}, 56;"),
+        "cvt.u32.u64 %rr1, %ra3;".into(),
+        "mov.u32 %rr3, 0;".into(),
+    ];
+    v.extend(record_body(fence, "_space"));
+    v.push("trap;".into());
+    v.push("}".into());
+    let mut out = String::new();
+    for l in v {
+        let _ = writeln!(out, "{indent}{l} {MARKER}");
+    }
+    out
+}
+
+/// The statements leaving, in `%gso0` (`bits` wide), the access's offset from the variable's
+/// start (frame checks: from the frame's start), and the register declarations they need.
+fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
+    let add_off = |bits: u32, v: &mut Vec<String>| {
+        if c.offset != 0 {
+            v.push(format!("add.s{bits} %gso0, %gso0, {};", c.offset));
+        }
+    };
+    let mut v = Vec::new();
+    let bits = match &c.base {
+        Base::Window(r, bits) => {
+            v.push(format!("mov.u{bits} %gso1, {};", c.var));
+            v.push(format!("sub.s{bits} %gso0, {r}, %gso1;"));
+            add_off(*bits, &mut v);
+            *bits
+        }
+        Base::Generic(r) => {
+            let space = if c.space == MemorySpace::Shared { "shared" } else { "local" };
+            v.push(format!("cvta.to.{space}.u64 %gso0, {r};"));
+            v.push(format!("mov.u64 %gso1, {};", c.var));
+            v.push("sub.s64 %gso0, %gso0, %gso1;".into());
+            add_off(64, &mut v);
+            64
+        }
+        Base::Symbol => {
+            v.push(format!("mov.u32 %gso0, {};", c.offset as i32));
+            32
+        }
+        Base::BelowFrame(r, generic) => {
+            if *generic {
+                v.push(format!("cvta.to.local.u64 %gso0, {r};"));
+            } else {
+                v.push(format!("mov.b64 %gso0, {r};"));
+            }
+            v.push(format!("mov.u64 %gso1, {};", c.var));
+            v.push("sub.s64 %gso0, %gso0, %gso1;".into());
+            add_off(64, &mut v);
+            64
+        }
+    };
+    (bits, v)
+}
+
+/// The declarations, offset computation and test of one check, leaving `%gsq0` = bad and
+/// `%gso0` = the offset (`bits` wide, returned), inside a scope the caller opens and closes.
+fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
+    let (bits, offset) = offset_lines(c);
+    let mut v: Vec<String> = vec![format!(".reg .b{bits} %gso<3>;"), ".reg .b32 %gsw<2>;".into(), ".reg .pred %gsq<3>;".into()];
+    if let Base::BelowFrame(r, true) = &c.base {
+        // Only generic addresses in the local window are frame addresses.
+        v.push(format!("isspacep.local %gsq1, {r};"));
+    }
+    v.extend(offset);
+    match (&c.base, c.size) {
+        (Base::BelowFrame(_, generic), _) => {
+            v.push("setp.lt.s64 %gsq0, %gso0, 0;".into());
+            if *generic {
+                v.push("and.pred %gsq0, %gsq0, %gsq1;".into());
+            }
+        }
+        (_, Some(size)) => match size.checked_sub(u64::from(c.width)) {
+            // Unsigned: an offset below the start wraps to a huge value.
+            Some(limit) => v.push(format!("setp.gt.u{bits} %gsq0, %gso0, {limit};")),
+            None => v.push(format!("setp.eq.u{bits} %gsq0, %gso0, %gso0;")),
+        },
+        (_, None) => {
+            // Dynamic shared memory: bad when offset > size or offset + width > size.
+            v.push("mov.u32 %gsw0, %dynamic_smem_size;".into());
+            if bits == 64 {
+                v.push("cvt.u64.u32 %gso2, %gsw0;".into());
+            } else {
+                v.push("mov.u32 %gso2, %gsw0;".into());
+            }
+            v.push(format!("setp.gt.u{bits} %gsq0, %gso0, %gso2;"));
+            v.push(format!("add.s{bits} %gso1, %gso0, {};", c.width));
+            v.push(format!("setp.gt.u{bits} %gsq2, %gso1, %gso2;"));
+            v.push("or.pred %gsq0, %gsq0, %gsq2;".into());
+        }
+    }
+    if let Some(g) = guard {
+        match g.strip_prefix('!') {
+            Some(p) => {
+                v.push(format!("not.pred %gsq2, {p};"));
+                v.push("and.pred %gsq0, %gsq0, %gsq2;".into());
+            }
+            None => v.push(format!("and.pred %gsq0, %gsq0, {g};")),
+        }
+    }
+    (bits, v)
+}
+
+/// `dst` = the offset in `%gso0` as 64 bits (sign-extended).
+fn offset_to_b64(bits: u32, dst: &str) -> String {
+    if bits == 64 { format!("mov.b64 {dst}, %gso0;") } else { format!("cvt.s64.s32 {dst}, %gso0;") }
+}
+
+/// `LAST_SITE`'s value for a failing access (see emit.rs).
+fn packed_site(c: &SpaceCheck, site: u32) -> u64 {
+    u64::from(site) | (u64::from(c.width) << 32) | (u64::from(c.kind as u8) << 56)
+}
+
+fn render(lines: &[String], indent: &str) -> String {
+    let mut out = String::new();
+    for l in lines {
+        let _ = writeln!(out, "{indent}{l} {MARKER}");
+    }
+    out
+}
+
+/// The inline check of one access (before the statement) and, in halt mode, its out-of-line stub.
+/// `label` is unique in the module.
+pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, label: u32, recover: bool) -> (String, String) {
+    use super::emit::{LAST_ADDR, LAST_SITE};
+    let (bits, body) = check_body(c, guard);
+    let mut v: Vec<String> = vec!["{".into()];
+    v.extend(body);
+    let mut stub = Vec::new();
+    if recover {
+        // The slow path records the error (the access proceeds: shared/local windows are mapped
+        // per CTA/thread, so a recovered run may read or clobber a neighbour, never fault).
+        v.push(".reg .b64 %gsl;".into());
+        v.push(offset_to_b64(bits, "%gsl"));
+        v.push(format!("@%gsq0 call (%gsw1), {SLOW_PATH_SYMBOL}, (%gsl, {}, {}, {site}, 0);", c.width, c.kind as u8));
+    } else {
+        v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
+        // Out of line: recompute the offset from the unchanged operands, name the site.
+        stub = vec![format!("$gasan_sfail_{label}:"), "{".into(), format!(".reg .b{bits} %gso<3>;")];
+        stub.extend(offset_lines(c).1);
+        stub.push(offset_to_b64(bits, LAST_ADDR));
+        stub.push(format!("mov.b64 {LAST_SITE}, {};", packed_site(c, site)));
+        stub.push("}".into());
+        stub.push(format!("bra.uni {SPACE_FAIL};"));
+    }
+    v.push("}".into());
+    (render(&v, indent), render(&stub, indent))
+}
+
+/// One access of a basic block's range check.
+#[derive(Clone, Debug)]
+pub(super) struct Member {
+    /// Index of its line (in the rewriter's lines).
+    pub line: usize,
+    pub loc: Option<super::Loc>,
+    pub check: SpaceCheck,
+}
+
+/// An access's part in its basic block's range check (halt mode with optimization): accesses of
+/// one basic block through the same unguarded base register, not redefined in between, are
+/// checked together at the first one, as one range [lowest offset, highest end) — nvcc's
+/// unrolled tile loops read a tile through one register at many immediate offsets.
+#[derive(Clone, Debug)]
+pub(super) enum Role {
+    /// The first access: checks the group's range (all members, itself first).
+    Leader(Vec<Member>),
+    /// Checked by its group's leader.
+    Covered,
+}
+
+/// The groups of the module's shared/local accesses, by (line index, statement index in line).
+/// Lines in `skip` (loop versioning's own lines) are never accesses.
+pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
+    let mut roles = HashMap::new();
+    if m.is_empty() {
+        return roles;
+    }
+    // Open groups by base register: (leader key, members).
+    type OpenGroups = HashMap<String, ((usize, usize), Vec<Member>)>;
+    let mut open: OpenGroups = HashMap::new();
+    let close = |open: &mut OpenGroups, roles: &mut HashMap<(usize, usize), Role>, reg: Option<&str>| {
+        let keys: Vec<String> = match reg {
+            Some(r) => open.keys().filter(|k| k.as_str() == r).cloned().collect(),
+            None => open.keys().cloned().collect(),
+        };
+        for k in keys {
+            let (leader, members) = open.remove(&k).expect("listed");
+            if members.len() > 1 {
+                roles.insert(leader, Role::Leader(members));
+            }
+        }
+    };
+    let mut depth = 0i32;
+    let mut pending: Option<String> = None;
+    let mut func: Option<(String, super::RegTypes)> = None;
+    let mut loc = None;
+    // (member's key, its group's leader's key), recorded as groups form.
+    let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = strip_comment(line).trim();
+        if depth == 0 && t.starts_with('.') && t.contains('(') {
+            if let Some(n) = function_name(t) {
+                pending = Some(n);
+            }
+        }
+        let (opens, closes) = count_braces(t);
+        if depth == 0 && opens > 0 {
+            if let Some(n) = pending.take() {
+                func = Some((n, super::RegTypes::default()));
+                loc = None;
+            }
+        }
+        if let Some((name, regs)) = func.as_mut() {
+            if let Some(rest) = t.strip_prefix(".loc") {
+                loc = super::parse_loc(rest).or(loc);
+            }
+            if t.starts_with(".reg") {
+                for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
+                    regs.declare(decl.trim());
+                }
+            }
+            let f = m.functions.get(name.as_str());
+            let memory = !skip.contains(&i) && super::Rewriter::classify_line(t).0;
+            if !memory {
+                if super::ends_basic_block(t) {
+                    close(&mut open, &mut roles, None);
+                } else {
+                    for d in t.split(';').flat_map(dest_regs) {
+                        close(&mut open, &mut roles, Some(d));
+                    }
+                }
+            } else {
+                let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+                for (j, stmt) in stmts.iter().enumerate() {
+                    let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
+                    let check = match (f, split_instr(stmt)) {
+                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits),
+                        _ => None,
+                    };
+                    if let Some(c) = check {
+                        let reg = match &c.base {
+                            Base::Window(r, _) | Base::Generic(r) => Some(r.clone()),
+                            _ => None,
+                        };
+                        if let Some(r) = reg {
+                            let member = Member { line: i, loc, check: c };
+                            match open.get_mut(&r) {
+                                Some((leader, members)) if members[0].check.var == member.check.var && members[0].check.base == member.check.base => {
+                                    member_keys.push(((i, j), *leader));
+                                    members.push(member);
+                                }
+                                _ => {
+                                    close(&mut open, &mut roles, Some(&r));
+                                    open.insert(r, ((i, j), vec![member]));
+                                }
+                            }
+                        }
+                    }
+                    if super::ends_basic_block(stmt) {
+                        close(&mut open, &mut roles, None);
+                    } else {
+                        for d in dest_regs(stmt) {
+                            close(&mut open, &mut roles, Some(d));
+                        }
+                    }
+                }
+            }
+        }
+        depth += opens - closes;
+        if depth <= 0 {
+            depth = 0;
+            if func.take().is_some() {
+                close(&mut open, &mut roles, None);
+            }
+        }
+    }
+    // A member is covered when its group got a leader (groups of one have none).
+    for (key, leader) in member_keys {
+        if matches!(roles.get(&leader), Some(Role::Leader(_))) {
+            roles.insert(key, Role::Covered);
+        }
+    }
+    roles
+}
+
+/// The inline range check of a group (before its leader) and its out-of-line stub, which rechecks
+/// every member to report the one that is out of bounds. `sites[k]` is member `k`'s site.
+pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label: u32) -> (String, String) {
+    use super::emit::{LAST_ADDR, LAST_SITE};
+    let lo = members.iter().map(|mb| mb.check.offset).min().expect("a group has members");
+    let hi = members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().expect("a group has members");
+    let merged = SpaceCheck { offset: lo, width: u32::try_from(hi - lo).unwrap_or(u32::MAX), ..members[0].check.clone() };
+    let mut v: Vec<String> = vec!["{".into()];
+    v.extend(check_body(&merged, None).1);
+    v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
+    v.push("}".into());
+    let mut stub: Vec<String> = vec![format!("$gasan_sfail_{label}:")];
+    for (mb, &site) in members.iter().zip(sites) {
+        let (bits, body) = check_body(&mb.check, None);
+        stub.push("{".into());
+        stub.extend(body);
+        stub.push(format!("@%gsq0 {}", offset_to_b64(bits, LAST_ADDR)));
+        stub.push(format!("@%gsq0 mov.b64 {LAST_SITE}, {};", packed_site(&mb.check, site)));
+        stub.push(format!("@%gsq0 bra.uni {SPACE_FAIL};"));
+        stub.push("}".into());
+    }
+    // The range failed, so one end's member fails: never reached.
+    stub.push("trap;".into());
+    (render(&v, indent), render(&stub, indent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations() {
+        let d = |s| parse_declaration(s);
+        assert_eq!(d(".shared .align 4 .b8 _ZZ1kE1s[256];"), Some(("_ZZ1kE1s".into(), SpaceVar { space: MemorySpace::Shared, size: Some(256) })));
+        assert_eq!(d(".extern .shared .align 16 .b8 d[];"), Some(("d".into(), SpaceVar { space: MemorySpace::Shared, size: None })));
+        assert_eq!(d(".local .align 8 .b8 \t__local_depot3[40];"), Some(("__local_depot3".into(), SpaceVar { space: MemorySpace::Local, size: Some(40) })));
+        assert_eq!(d(".shared .align 4 .f32 t[4][8];").unwrap().1.size, Some(128));
+        assert_eq!(d(".shared .u64 x;").unwrap().1.size, Some(8));
+        assert_eq!(d(".shared .align 4 .b8 s[];"), None);
+        assert_eq!(d(".global .align 4 .b8 g[16];"), None);
+    }
+
+    fn module(body: &str) -> ModuleSpaces {
+        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        analyze(&lines)
+    }
+
+    #[test]
+    fn provenance_follows_index_arithmetic_and_refuses_mixtures() {
+        let m = module(
+            ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .b64 %rd<9>;\n\
+             .shared .align 4 .b8 a[128];\n.shared .align 4 .b8 b[128];\n\
+             mov.u32 %r1, a;\nshl.b32 %r2, %r9, 2;\nadd.s32 %r3, %r1, %r2;\n\
+             mov.u32 %r4, b;\nadd.s32 %r5, %r4, %r3;\nselp.b32 %r6, %r1, %r4, %p1;\n\
+             add.s32 %r7, %r7, 4;\nmov.u32 %r7, %r3;\ncvt.u64.u32 %rd1, %r3;\ncvta.shared.u64 %rd2, %rd1;\nadd.s64 %rd3, %rd2, 8;\n}\n",
+        );
+        let f = &m.functions["k"];
+        let var = |v: &str, generic| Some(Prov::Var { var: v.into(), generic });
+        assert_eq!(f.regs.get("%r3").cloned(), var("a", false));
+        assert_eq!(f.regs.get("%r5").cloned(), None, "a + b names neither");
+        assert_eq!(f.regs.get("%r6").cloned(), None, "selected between two variables");
+        assert_eq!(f.regs.get("%r7").cloned(), var("a", false), "loop-carried pointer");
+        assert_eq!(f.regs.get("%rd3").cloned(), var("a", true));
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn same_register_accesses_of_one_block_form_one_range_check_until_redefined() {
+        let body = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .f32 %f<9>;\n\
+                    .shared .align 4 .b8 a[128];\n\
+                    mov.u32 %r1, a;\nadd.s32 %r2, %r1, %r9;\n\
+                    ld.shared.f32 %f1, [%r2];\nld.shared.f32 %f2, [%r2+4];\nld.shared.f32 %f3, [%r2+8];\n\
+                    add.s32 %r2, %r1, %r8;\nld.shared.f32 %f4, [%r2];\n\
+                    @%p1 ld.shared.f32 %f5, [%r1+4];\n\
+                    bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
+        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        let m = analyze(&lines);
+        let roles = group_accesses(&lines, &m, &Default::default());
+        let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+        match roles.get(&(at("[%r2];"), 0)) {
+            Some(Role::Leader(members)) => {
+                assert_eq!(members.iter().map(|mb| mb.check.offset).collect::<Vec<_>>(), vec![0, 4, 8]);
+                // The merged range is [0, 12): one past the 128-byte array only at offset 120+.
+                let (sites, label) = ([0, 1, 2], 7);
+                let (inline, stub) = emit_group(members, &sites, "\t", label);
+                assert!(inline.contains("setp.gt.u32 %gsq0, %gso0, 116;"), "{inline}");
+                assert_eq!(stub.matches("bra.uni $gasan_fail_space;").count(), 3, "{stub}");
+            }
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(roles.get(&(at("[%r2+4]"), 0)), Some(Role::Covered)));
+        assert!(matches!(roles.get(&(at("[%r2+8]"), 0)), Some(Role::Covered)));
+        // Redefined %r2: a group of its own (one access: no role, a plain check).
+        assert!(roles.get(&(at("%f4"), 0)).is_none());
+        // Guarded: never grouped. After the barrier: a new block.
+        assert!(roles.get(&(at("%f5"), 0)).is_none());
+        assert!(matches!(roles.get(&(at("%f6"), 0)), Some(Role::Leader(v)) if v.len() == 2));
+        assert!(matches!(roles.get(&(at("%f7"), 0)), Some(Role::Covered)));
+    }
+}
