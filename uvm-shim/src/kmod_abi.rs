@@ -47,20 +47,13 @@ pub struct UVM_GASAN_IDENTIFY_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_IDENTIFY_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_IDENTIFY_PARAMS>() - 24usize];
-    ["Alignment of UVM_GASAN_IDENTIFY_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_IDENTIFY_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::magic"]
-        [::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, magic) - 0usize];
-    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::abiVersion"]
-        [::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, abiVersion) - 8usize];
-    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::nrCount"]
-        [::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, nrCount) - 12usize];
-    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, rmStatus) - 16usize];
-    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, pad0) - 20usize];
+    ["Size of UVM_GASAN_IDENTIFY_PARAMS"][::std::mem::size_of::<UVM_GASAN_IDENTIFY_PARAMS>() - 24usize];
+    ["Alignment of UVM_GASAN_IDENTIFY_PARAMS"][::std::mem::align_of::<UVM_GASAN_IDENTIFY_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::magic"][::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, magic) - 0usize];
+    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::abiVersion"][::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, abiVersion) - 8usize];
+    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::nrCount"][::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, nrCount) - 12usize];
+    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, rmStatus) - 16usize];
+    ["Offset of field: UVM_GASAN_IDENTIFY_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_IDENTIFY_PARAMS, pad0) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -74,18 +67,12 @@ pub struct UVM_GASAN_QUERY_PARAMS {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of UVM_GASAN_QUERY_PARAMS"][::std::mem::size_of::<UVM_GASAN_QUERY_PARAMS>() - 24usize];
-    ["Alignment of UVM_GASAN_QUERY_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_QUERY_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_QUERY_PARAMS::abiVersion"]
-        [::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, abiVersion) - 0usize];
-    ["Offset of field: UVM_GASAN_QUERY_PARAMS::caps"]
-        [::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, caps) - 4usize];
-    ["Offset of field: UVM_GASAN_QUERY_PARAMS::maxVa"]
-        [::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, maxVa) - 8usize];
-    ["Offset of field: UVM_GASAN_QUERY_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, rmStatus) - 16usize];
-    ["Offset of field: UVM_GASAN_QUERY_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, pad0) - 20usize];
+    ["Alignment of UVM_GASAN_QUERY_PARAMS"][::std::mem::align_of::<UVM_GASAN_QUERY_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_QUERY_PARAMS::abiVersion"][::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, abiVersion) - 0usize];
+    ["Offset of field: UVM_GASAN_QUERY_PARAMS::caps"][::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, caps) - 4usize];
+    ["Offset of field: UVM_GASAN_QUERY_PARAMS::maxVa"][::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, maxVa) - 8usize];
+    ["Offset of field: UVM_GASAN_QUERY_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, rmStatus) - 16usize];
+    ["Offset of field: UVM_GASAN_QUERY_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_QUERY_PARAMS, pad0) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -97,18 +84,12 @@ pub struct UVM_GASAN_RESERVE_POOL_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_RESERVE_POOL_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_RESERVE_POOL_PARAMS>() - 24usize];
-    ["Alignment of UVM_GASAN_RESERVE_POOL_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_RESERVE_POOL_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::base"]
-        [::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, base) - 0usize];
-    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::length"]
-        [::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, length) - 8usize];
-    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, rmStatus) - 16usize];
-    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, pad0) - 20usize];
+    ["Size of UVM_GASAN_RESERVE_POOL_PARAMS"][::std::mem::size_of::<UVM_GASAN_RESERVE_POOL_PARAMS>() - 24usize];
+    ["Alignment of UVM_GASAN_RESERVE_POOL_PARAMS"][::std::mem::align_of::<UVM_GASAN_RESERVE_POOL_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::base"][::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, base) - 0usize];
+    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::length"][::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, length) - 8usize];
+    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, rmStatus) - 16usize];
+    ["Offset of field: UVM_GASAN_RESERVE_POOL_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_RESERVE_POOL_PARAMS, pad0) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -121,20 +102,13 @@ pub struct UVM_GASAN_MAP_ALIAS_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_MAP_ALIAS_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_MAP_ALIAS_PARAMS>() - 32usize];
-    ["Alignment of UVM_GASAN_MAP_ALIAS_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_MAP_ALIAS_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::srcBase"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, srcBase) - 0usize];
-    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::length"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, length) - 8usize];
-    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::aliasBase"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, aliasBase) - 16usize];
-    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, rmStatus) - 24usize];
-    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, pad0) - 28usize];
+    ["Size of UVM_GASAN_MAP_ALIAS_PARAMS"][::std::mem::size_of::<UVM_GASAN_MAP_ALIAS_PARAMS>() - 32usize];
+    ["Alignment of UVM_GASAN_MAP_ALIAS_PARAMS"][::std::mem::align_of::<UVM_GASAN_MAP_ALIAS_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::srcBase"][::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, srcBase) - 0usize];
+    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::length"][::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, length) - 8usize];
+    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::aliasBase"][::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, aliasBase) - 16usize];
+    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, rmStatus) - 24usize];
+    ["Offset of field: UVM_GASAN_MAP_ALIAS_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_MAP_ALIAS_PARAMS, pad0) - 28usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -146,18 +120,12 @@ pub struct UVM_GASAN_UNMAP_ALIAS_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_UNMAP_ALIAS_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_UNMAP_ALIAS_PARAMS>() - 24usize];
-    ["Alignment of UVM_GASAN_UNMAP_ALIAS_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_UNMAP_ALIAS_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::aliasBase"]
-        [::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, aliasBase) - 0usize];
-    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::length"]
-        [::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, length) - 8usize];
-    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, rmStatus) - 16usize];
-    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, pad0) - 20usize];
+    ["Size of UVM_GASAN_UNMAP_ALIAS_PARAMS"][::std::mem::size_of::<UVM_GASAN_UNMAP_ALIAS_PARAMS>() - 24usize];
+    ["Alignment of UVM_GASAN_UNMAP_ALIAS_PARAMS"][::std::mem::align_of::<UVM_GASAN_UNMAP_ALIAS_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::aliasBase"][::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, aliasBase) - 0usize];
+    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::length"][::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, length) - 8usize];
+    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, rmStatus) - 16usize];
+    ["Offset of field: UVM_GASAN_UNMAP_ALIAS_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_UNMAP_ALIAS_PARAMS, pad0) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -171,22 +139,14 @@ pub struct UVM_GASAN_SET_PROTECTION_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_SET_PROTECTION_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_SET_PROTECTION_PARAMS>() - 32usize];
-    ["Alignment of UVM_GASAN_SET_PROTECTION_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_SET_PROTECTION_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::base"]
-        [::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, base) - 0usize];
-    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::length"]
-        [::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, length) - 8usize];
-    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::pageSize"]
-        [::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, pageSize) - 16usize];
-    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::prot"]
-        [::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, prot) - 20usize];
-    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, rmStatus) - 24usize];
-    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, pad0) - 28usize];
+    ["Size of UVM_GASAN_SET_PROTECTION_PARAMS"][::std::mem::size_of::<UVM_GASAN_SET_PROTECTION_PARAMS>() - 32usize];
+    ["Alignment of UVM_GASAN_SET_PROTECTION_PARAMS"][::std::mem::align_of::<UVM_GASAN_SET_PROTECTION_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::base"][::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, base) - 0usize];
+    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::length"][::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, length) - 8usize];
+    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::pageSize"][::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, pageSize) - 16usize];
+    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::prot"][::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, prot) - 20usize];
+    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, rmStatus) - 24usize];
+    ["Offset of field: UVM_GASAN_SET_PROTECTION_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_SET_PROTECTION_PARAMS, pad0) - 28usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -198,18 +158,12 @@ pub struct UVM_GASAN_MAP_SPARSE_ZERO_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_MAP_SPARSE_ZERO_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_MAP_SPARSE_ZERO_PARAMS>() - 24usize];
-    ["Alignment of UVM_GASAN_MAP_SPARSE_ZERO_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_MAP_SPARSE_ZERO_PARAMS>() - 8usize];
-    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::base"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, base) - 0usize];
-    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::length"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, length) - 8usize];
-    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, rmStatus) - 16usize];
-    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, pad0) - 20usize];
+    ["Size of UVM_GASAN_MAP_SPARSE_ZERO_PARAMS"][::std::mem::size_of::<UVM_GASAN_MAP_SPARSE_ZERO_PARAMS>() - 24usize];
+    ["Alignment of UVM_GASAN_MAP_SPARSE_ZERO_PARAMS"][::std::mem::align_of::<UVM_GASAN_MAP_SPARSE_ZERO_PARAMS>() - 8usize];
+    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::base"][::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, base) - 0usize];
+    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::length"][::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, length) - 8usize];
+    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, rmStatus) - 16usize];
+    ["Offset of field: UVM_GASAN_MAP_SPARSE_ZERO_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS, pad0) - 20usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -221,18 +175,12 @@ pub struct UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS"]
-        [::std::mem::size_of::<UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS>() - 16usize];
-    ["Alignment of UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS"]
-        [::std::mem::align_of::<UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS>() - 4usize];
-    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::flags"]
-        [::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, flags) - 0usize];
-    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::eventFd"]
-        [::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, eventFd) - 4usize];
-    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::rmStatus"]
-        [::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, rmStatus) - 8usize];
-    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::pad0"]
-        [::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, pad0) - 12usize];
+    ["Size of UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS"][::std::mem::size_of::<UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS>() - 16usize];
+    ["Alignment of UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS"][::std::mem::align_of::<UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS>() - 4usize];
+    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::flags"][::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, flags) - 0usize];
+    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::eventFd"][::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, eventFd) - 4usize];
+    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::rmStatus"][::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, rmStatus) - 8usize];
+    ["Offset of field: UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::pad0"][::std::mem::offset_of!(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS, pad0) - 12usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -245,14 +193,9 @@ pub struct UVM_GASAN_FAULT_EVENT {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of UVM_GASAN_FAULT_EVENT"][::std::mem::size_of::<UVM_GASAN_FAULT_EVENT>() - 24usize];
-    ["Alignment of UVM_GASAN_FAULT_EVENT"]
-        [::std::mem::align_of::<UVM_GASAN_FAULT_EVENT>() - 8usize];
-    ["Offset of field: UVM_GASAN_FAULT_EVENT::address"]
-        [::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, address) - 0usize];
-    ["Offset of field: UVM_GASAN_FAULT_EVENT::timestampNs"]
-        [::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, timestampNs) - 8usize];
-    ["Offset of field: UVM_GASAN_FAULT_EVENT::accessType"]
-        [::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, accessType) - 16usize];
-    ["Offset of field: UVM_GASAN_FAULT_EVENT::gpuIndex"]
-        [::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, gpuIndex) - 20usize];
+    ["Alignment of UVM_GASAN_FAULT_EVENT"][::std::mem::align_of::<UVM_GASAN_FAULT_EVENT>() - 8usize];
+    ["Offset of field: UVM_GASAN_FAULT_EVENT::address"][::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, address) - 0usize];
+    ["Offset of field: UVM_GASAN_FAULT_EVENT::timestampNs"][::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, timestampNs) - 8usize];
+    ["Offset of field: UVM_GASAN_FAULT_EVENT::accessType"][::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, accessType) - 16usize];
+    ["Offset of field: UVM_GASAN_FAULT_EVENT::gpuIndex"][::std::mem::offset_of!(UVM_GASAN_FAULT_EVENT, gpuIndex) - 20usize];
 };
