@@ -101,6 +101,7 @@ fn rows() -> Vec<Row> {
             &[],
         ),
         ("patch_export_table", "1", |o| o.patch_export_table, &["on"]),
+        ("framework_pools", "0", |o| !o.framework_pools, &["pools"]),
     ]
 }
 
@@ -333,13 +334,13 @@ fn options() -> impl Strategy<Value = Options> {
             path(),
             any::<bool>(),
         ),
-        (1u64..=(1 << 22), any::<bool>(), path()),
+        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>()),
     )
         .prop_map(
             |(
                 (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
                 (ctx, supp, json, instr, hoist, verb, pool, cache, patch),
-                (cache_mb, sass, ptxas),
+                (cache_mb, sass, ptxas, pools),
             )| Options {
                 halt_on_error: halt,
                 exitcode,
@@ -366,6 +367,7 @@ fn options() -> impl Strategy<Value = Options> {
                 sass,
                 ptxas,
                 patch_export_table: patch,
+                framework_pools: pools,
             },
         )
 }

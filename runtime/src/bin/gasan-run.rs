@@ -6,8 +6,14 @@
 //! program starts; a refusal names the option and where it came from and exits 2. The options reach
 //! the runtime as one `GASAN_OPTIONS` string with values quoted where needed.
 //!
+//! For Python programs, framework memory pools are seen through ([`frameworks`], option
+//! `framework_pools`): the child's environment gets the frameworks' own switches and a start-up hook.
+//!
 //! `--cache-list` / `--cache-clear` (instead of a program) show or empty the checked-module cache
 //! that the same options name (`--cache-dir`, `--cache-size-mb`).
+
+#[path = "launcher/frameworks.rs"]
+mod frameworks;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use gasan_runtime::cache::{dir_for, Cache};
@@ -171,11 +177,12 @@ fn run(m: ArgMatches) -> Result<Outcome, String> {
         .expect("clap requires a program")
         .collect();
     let (prog, args) = program.split_first().expect("clap requires a program");
-    let err = std::process::Command::new(prog)
-        .args(args)
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(args)
         .env("LD_PRELOAD", preload)
-        .env("GASAN_OPTIONS", opts.to_env_string())
-        .exec();
+        .env("GASAN_OPTIONS", opts.to_env_string());
+    frameworks::apply(&mut cmd, &opts);
+    let err = cmd.exec();
     Ok(Outcome::ExecFailed(prog.to_string(), err))
 }
 

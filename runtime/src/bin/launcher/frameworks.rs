@@ -1,0 +1,185 @@
+//! Framework pools (option `framework_pools`, default 1): Python frameworks sub-allocate tensors
+//! from large cached blocks, so a kernel reading one element past a tensor stays inside a block
+//! that gasan sees as one allocation. gasan-run makes each framework hand out individually checked
+//! allocations through the framework's own switches, in the child's environment:
+//!
+//! | variable | value | effect |
+//! |---|---|---|
+//! | `PYTORCH_NO_CUDA_MEMORY_CACHING` | `1` | PyTorch's caching allocator off: every tensor is its own `cudaMalloc` (PyTorch reads *any* value, even `0`, as "off") |
+//! | `CUPY_COMPILE_WITH_PTX` | `1` | CuPy's `RawKernel`s and generated kernels are loaded as PTX, which gasan checks (its default cubins are SASS only: unchecked) |
+//! | `NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT` | `0` | Numba frees device arrays at once instead of batching frees (use after free is caught from the first free) |
+//! | `XLA_PYTHON_CLIENT_ALLOCATOR` | `platform` | JAX allocates each buffer on demand instead of from its preallocated pool |
+//! | `PYTHONPATH` | hook dir first | the start-up hook (`runtime/python/sitecustomize.py`) turns CuPy's device and pinned pools off when the program imports CuPy, then runs the `sitecustomize` it shadows |
+//!
+//! A variable the user has set (to anything, empty included) is kept as it is; `verbosity>=1`
+//! says so. `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_ALLOC_CONF` are never touched: PyTorch's uncached
+//! mode bypasses the native allocator's options, and `backend:cudaMallocAsync` makes each tensor
+//! its own stream-ordered allocation, which gasan intercepts anyway. RMM's default resource is a
+//! plain `cudaMalloc` per buffer; a program that builds an RMM pool, or sets its own CuPy
+//! allocator after import, keeps it.
+//!
+//! The hook is written (once per content) into `<cache dir>/python-hook-<hash>/`, a name the
+//! cache's eviction and `--cache-clear` leave alone; if the cache directory cannot be written, into
+//! a private fresh directory under `$TMPDIR`.
+
+use gasan_runtime::cache::dir_for;
+use gasan_runtime::options::{os_error_text, Options};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The start-up hook's text.
+pub const HOOK: &str = include_str!("../../../python/sitecustomize.py");
+
+/// The variables set where the user has not, with their values and what they do.
+pub const ENV: &[(&str, &str, &str)] = &[
+    (
+        "PYTORCH_NO_CUDA_MEMORY_CACHING",
+        "1",
+        "PyTorch: no caching allocator, every tensor its own cudaMalloc",
+    ),
+    (
+        "CUPY_COMPILE_WITH_PTX",
+        "1",
+        "CuPy: kernels loaded as PTX, so gasan checks them",
+    ),
+    (
+        "NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT",
+        "0",
+        "Numba: device arrays freed at once, not in batches",
+    ),
+    (
+        "XLA_PYTHON_CLIENT_ALLOCATOR",
+        "platform",
+        "JAX: buffers allocated on demand, no preallocated pool",
+    ),
+];
+
+/// Sets the framework switches on the child's command (nothing when `framework_pools=0`).
+pub fn apply(cmd: &mut Command, opts: &Options) {
+    if !opts.framework_pools {
+        return;
+    }
+    let say = |m: String| {
+        if opts.verbosity >= 1 {
+            eprintln!("gasan-run: framework pools: {m}");
+        }
+    };
+    for (name, value, what) in ENV {
+        match std::env::var_os(name) {
+            Some(v) => say(format!(
+                "kept {name}={} from the environment{}",
+                v.to_string_lossy(),
+                if name.starts_with("PYTORCH") {
+                    " (PyTorch reads any value as: no caching)"
+                } else if v.as_bytes() != value.as_bytes() {
+                    " (its pool or cubins stay: not checked per allocation)"
+                } else {
+                    ""
+                }
+            )),
+            None => {
+                cmd.env(name, value);
+                say(format!("set {name}={value} ({what})"));
+            }
+        }
+    }
+    for name in ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"] {
+        if let Some(v) = std::env::var_os(name) {
+            say(format!(
+                "left {name}={} as it is (uncached PyTorch ignores the caching options; backend:cudaMallocAsync allocations are checked one by one)",
+                v.to_string_lossy()
+            ));
+        }
+    }
+    match hook_dir(opts) {
+        Ok(dir) => {
+            let old = std::env::var_os("PYTHONPATH").unwrap_or_default();
+            cmd.env("PYTHONPATH", python_path(&dir, &old));
+            say(format!(
+                "CuPy pools off at import: start-up hook {}/sitecustomize.py first on PYTHONPATH",
+                dir.display()
+            ));
+        }
+        Err(e) => eprintln!(
+            "gasan-run: warning: cannot write the Python start-up hook ({e}); CuPy's memory pools stay on"
+        ),
+    }
+}
+
+/// `dir` first on the path `old` (not twice when a gasan-run runs under another).
+pub fn python_path(dir: &Path, old: &std::ffi::OsStr) -> OsString {
+    let mut v = dir.as_os_str().as_bytes().to_vec();
+    let first = old.as_bytes().split(|&b| b == b':').next().unwrap_or(b"");
+    if first == v.as_slice() {
+        return old.to_os_string();
+    }
+    if !old.is_empty() {
+        v.push(b':');
+        v.extend_from_slice(old.as_bytes());
+    }
+    OsString::from_vec(v)
+}
+
+/// FNV-1a of the hook's text: its directory's name changes with its content.
+fn content_hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The directory holding the hook: in the cache directory, else a private temporary one.
+fn hook_dir(opts: &Options) -> Result<PathBuf, String> {
+    let name = format!("python-hook-{:016x}", content_hash(HOOK));
+    let mut why = Vec::new();
+    if let Some(cache) = dir_for(opts.cache_dir.as_deref()) {
+        let dir = cache.join(&name);
+        match write_hook(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => why.push(format!("{}: {}", dir.display(), os_error_text(&e))),
+        }
+    }
+    match private_temp_dir() {
+        Ok(dir) => match write_hook(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => why.push(format!("{}: {}", dir.display(), os_error_text(&e))),
+        },
+        Err(e) => why.push(format!("temporary directory: {}", os_error_text(&e))),
+    }
+    Err(why.join("; "))
+}
+
+/// Writes `dir/sitecustomize.py` unless it already holds the hook (atomically: a concurrent
+/// gasan-run sees the old file or the new one).
+fn write_hook(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let file = dir.join("sitecustomize.py");
+    if std::fs::read(&file).ok().as_deref() == Some(HOOK.as_bytes()) {
+        return Ok(());
+    }
+    let tmp = dir.join(format!(".sitecustomize.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, HOOK)?;
+    std::fs::rename(&tmp, &file).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// A new directory only this user can enter (`mkdtemp`), under `$TMPDIR` or `/tmp`.
+fn private_temp_dir() -> std::io::Result<PathBuf> {
+    let mut t = std::env::temp_dir()
+        .join("gasan-python-XXXXXX")
+        .into_os_string()
+        .into_vec();
+    t.push(0);
+    // SAFETY: `t` is a writable NUL-terminated template that outlives the call.
+    if unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) }.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    t.pop();
+    Ok(PathBuf::from(OsString::from_vec(t)))
+}

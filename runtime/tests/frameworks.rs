@@ -1,0 +1,297 @@
+//! gasan-run's framework-pool switches (option `framework_pools`), without a GPU: the child gets
+//! PyTorch's, CuPy's, Numba's and JAX's switches unless the user set them or the option is 0, and
+//! the Python start-up hook (run by a real `python3` child) turns a fake CuPy's pools off at its
+//! import, without importing it early, and still runs the user's own `sitecustomize`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SWITCHES: &[(&str, &str)] = &[
+    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),
+    ("CUPY_COMPILE_WITH_PTX", "1"),
+    ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0"),
+    ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"),
+];
+
+fn lib_exists() -> bool {
+    let ok = Path::new(env!("CARGO_BIN_EXE_gasan-run"))
+        .with_file_name("libgasan_runtime.so")
+        .exists();
+    if !ok {
+        assert!(
+            std::env::var_os("GASAN_TEST_STRICT").is_none(),
+            "libgasan_runtime.so not built next to gasan-run"
+        );
+        eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
+    }
+    ok
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gasan-fw-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// gasan-run with none of the switches (nor PYTHONPATH, GASAN_OPTIONS) inherited from the test's
+/// environment, and its cache (where the hook is written) in `cache`.
+fn gasan_run(cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gasan-run"));
+    for (k, _) in SWITCHES {
+        c.env_remove(k);
+    }
+    c.env_remove("PYTHONPATH")
+        .env_remove("GASAN_OPTIONS")
+        .arg("--cache-dir")
+        .arg(cache);
+    c
+}
+
+/// The child's values of the switches and of PYTHONPATH (`-` for unset).
+fn child_env(cmd: &mut Command) -> Vec<String> {
+    let script = SWITCHES
+        .iter()
+        .map(|(k, _)| format!("${{{k}-<unset>}}"))
+        .chain(["${PYTHONPATH-<unset>}".to_string()])
+        .collect::<Vec<_>>()
+        .join("|");
+    let out = cmd
+        .args(["--", "/bin/sh", "-c", &format!("echo \"{script}\"")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .split('|')
+        .map(|s| if s == "<unset>" { "-".into() } else { s.into() })
+        .collect()
+}
+
+#[test]
+fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
+    if !lib_exists() {
+        return;
+    }
+    let cache = tmp("env");
+    // Default: every switch set, the hook's directory first on PYTHONPATH, the user's after it.
+    let got = child_env(gasan_run(&cache).env("PYTHONPATH", "/user/a:/user/b"));
+    for (i, (k, v)) in SWITCHES.iter().enumerate() {
+        assert_eq!(got[i], *v, "{k}");
+    }
+    let pp = &got[SWITCHES.len()];
+    let (hook, rest) = pp.split_once(':').unwrap();
+    assert!(hook.starts_with(&*cache.to_string_lossy()), "{pp}");
+    assert!(Path::new(hook).join("sitecustomize.py").is_file(), "{hook}");
+    assert_eq!(rest, "/user/a:/user/b");
+    // No user PYTHONPATH: the hook's directory alone.
+    let got = child_env(&mut gasan_run(&cache));
+    assert_eq!(got[SWITCHES.len()], hook);
+    // A gasan-run under another: the directory is not put on the path twice.
+    let got = child_env(gasan_run(&cache).env("PYTHONPATH", pp));
+    assert_eq!(&got[SWITCHES.len()], pp);
+
+    // The user's own settings stay, empty ones and PyTorch's "0" included.
+    let got = child_env(
+        gasan_run(&cache)
+            .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "0")
+            .env("CUPY_COMPILE_WITH_PTX", "")
+            .env("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"),
+    );
+    assert_eq!(got[..4], ["0", "", "0", "bfc"]);
+
+    // framework_pools=0, as a flag or in GASAN_OPTIONS: nothing set, PYTHONPATH untouched.
+    for how in ["flag", "env"] {
+        let mut c = gasan_run(&cache);
+        c.env("PYTHONPATH", "/user/a");
+        if how == "flag" {
+            c.args(["--framework-pools", "0"]);
+        } else {
+            c.env("GASAN_OPTIONS", "framework_pools=0");
+        }
+        let got = child_env(&mut c);
+        assert_eq!(got, ["-", "-", "-", "-", "/user/a"], "{how}");
+    }
+
+    // verbosity=1 says what was set and what was kept.
+    let out = gasan_run(&cache)
+        .env("CUPY_COMPILE_WITH_PTX", "0")
+        .args(["--verbosity", "1", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("set PYTORCH_NO_CUDA_MEMORY_CACHING=1"),
+        "{err}"
+    );
+    assert!(err.contains("kept CUPY_COMPILE_WITH_PTX=0"), "{err}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn an_unwritable_cache_puts_the_hook_in_a_private_temporary_directory() {
+    if !lib_exists() {
+        return;
+    }
+    let t = tmp("tmpdir");
+    let got = child_env(
+        Command::new(env!("CARGO_BIN_EXE_gasan-run"))
+            .env_remove("PYTHONPATH")
+            .env_remove("GASAN_OPTIONS")
+            .env("TMPDIR", &t)
+            // Not creatable, even by root.
+            .args(["--cache-dir", "/proc/gasan-no-such-dir"]),
+    );
+    let hook = Path::new(&got[SWITCHES.len()]);
+    assert!(hook.starts_with(&t), "{}", hook.display());
+    assert!(hook.join("sitecustomize.py").is_file());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(hook).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let _ = std::fs::remove_dir_all(&t);
+}
+
+fn python3() -> bool {
+    let ok = Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: no python3");
+    }
+    ok
+}
+
+/// A fake `cupy` whose `cuda.set_allocator` / `set_pinned_memory_allocator` record their calls,
+/// and a user `sitecustomize` (`user_site`: its body).
+fn python_tree(dir: &Path, user_site: &str) {
+    std::fs::create_dir_all(dir.join("fake/cupy/cuda")).unwrap();
+    std::fs::create_dir_all(dir.join("user")).unwrap();
+    std::fs::write(
+        dir.join("fake/cupy/__init__.py"),
+        "from . import cuda\nimported = True\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("fake/cupy/cuda/__init__.py"),
+        "calls = []\n\
+         def set_allocator(a=None): calls.append(('set_allocator', a))\n\
+         def set_pinned_memory_allocator(a=None): calls.append(('set_pinned_memory_allocator', a))\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("user/sitecustomize.py"), user_site).unwrap();
+}
+
+const PROG: &str = r#"
+import sys
+print("user_site", getattr(sys, "gasan_test_user_site", False))
+print("cupy_before", "cupy" in sys.modules)
+print("hook_on_path", any("python-hook-" in p for p in sys.path))
+import cupy
+print("calls", cupy.cuda.calls)
+print("loader", type(cupy.__loader__).__name__)
+import cupy.cuda
+print("calls_again", len(cupy.cuda.calls))
+"#;
+
+fn run_python(dir: &Path, extra: &[&str]) -> Output {
+    let cache = dir.join("cache");
+    let mut c = gasan_run(&cache);
+    c.current_dir(dir)
+        .env(
+            "PYTHONPATH",
+            format!(
+                "{}:{}",
+                dir.join("fake").display(),
+                dir.join("user").display()
+            ),
+        )
+        .args(extra)
+        .args(["--", "python3", "-c", PROG]);
+    c.output().unwrap()
+}
+
+#[test]
+fn the_python_hook_turns_cupy_pools_off_at_import_and_chains_to_the_users_sitecustomize() {
+    if !lib_exists() || !python3() {
+        return;
+    }
+    let dir = tmp("hook");
+    python_tree(&dir, "import sys\nsys.gasan_test_user_site = True\n");
+    let out = run_python(&dir, &["--verbosity", "1"]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    for want in [
+        "user_site True",
+        "cupy_before False",
+        "hook_on_path False",
+        "calls [('set_allocator', None), ('set_pinned_memory_allocator', None)]",
+        "loader SourceFileLoader",
+        "calls_again 2",
+    ] {
+        assert!(
+            so.lines().any(|l| l == want),
+            "missing {want:?} in:\n{so}\n{se}"
+        );
+    }
+    assert!(se.contains("CuPy memory pools off"), "{se}");
+
+    // framework_pools=0: no hook, the user's sitecustomize alone, CuPy left alone.
+    let out = run_python(&dir, &["--framework-pools", "0"]);
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(so.lines().any(|l| l == "user_site True"), "{so}");
+    assert!(so.lines().any(|l| l == "calls []"), "{so}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cupy_imported_by_the_users_sitecustomize_is_seen_too() {
+    if !lib_exists() || !python3() {
+        return;
+    }
+    let dir = tmp("early");
+    python_tree(&dir, "import sys, cupy\nsys.gasan_test_user_site = True\n");
+    let out = run_python(&dir, &[]);
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(so.lines().any(|l| l == "cupy_before True"), "{so}");
+    assert!(
+        so.lines()
+            .any(|l| l == "calls [('set_allocator', None), ('set_pinned_memory_allocator', None)]"),
+        "{so}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_broken_cupy_setter_costs_one_line_not_the_program() {
+    if !lib_exists() || !python3() {
+        return;
+    }
+    let dir = tmp("broken");
+    python_tree(&dir, "");
+    std::fs::write(dir.join("fake/cupy/cuda/__init__.py"), "calls = []\n").unwrap();
+    let out = run_python(&dir, &[]);
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(so.lines().any(|l| l == "calls []"), "{so}");
+    assert!(
+        se.contains("could not turn CuPy's memory pools off"),
+        "{se}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
