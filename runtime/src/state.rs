@@ -37,6 +37,9 @@ pub struct DeviceRuntime {
     pub multi_gpu: bool,
     /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
     pub faults: Mutex<Option<crate::faults::FaultQueue>>,
+    /// The checked device heap, reserved when the first module calling in-kernel `malloc`/`free`
+    /// gets its control block (`Err`: reserving failed once; such modules use the driver's heap).
+    pub device_heap: Mutex<Option<Result<crate::device_heap::HeapRegion, ()>>>,
 }
 
 #[derive(Default)]
@@ -194,7 +197,7 @@ impl State {
         };
         let mut n = 0i32;
         let multi_gpu = real_call!("cuDeviceGetCount"(*mut i32)(&mut n)) != CUDA_SUCCESS || n > 1;
-        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, multi_gpu, faults: Mutex::new(faults) })
+        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, multi_gpu, faults: Mutex::new(faults), device_heap: Mutex::new(None) })
     }
 
     /// Registers a checked module's sites; returns its module id.
@@ -412,4 +415,44 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
     }
     log(2, || format!("module {module_id}: control block at {dptr:#x} written"));
+    write_heap_symbol(d, h, module_id, symbol);
+}
+
+/// The address of the device heap's header, written into a module's heap symbol when it has one
+/// (it calls in-kernel `malloc`/`free`: instrument/src/ptx/heap.rs). The heap is reserved on first
+/// use, with the context's malloc heap limit then.
+fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_symbol: &str) {
+    let Ok(name) = std::ffi::CString::new(gasan_instrument::device_heap::heap_symbol(ctl_symbol)) else { return };
+    let mut dptr = 0u64;
+    let mut bytes = 0usize;
+    let r = match h {
+        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
+        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+    };
+    if r != CUDA_SUCCESS || bytes < 8 {
+        return; // no in-kernel heap calls
+    }
+    let region = {
+        let mut slot = d.device_heap.lock().unwrap();
+        *slot.get_or_insert_with(|| {
+            let mut limit = 0usize;
+            let r = real_call!("cuCtxGetLimit"(*mut usize, i32)(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE));
+            let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
+            match d.alloc.reserve_device_heap(limit) {
+                Ok(region) => {
+                    log(1, || format!("device heap: {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
+                    Ok(region)
+                }
+                Err(e) => {
+                    log(0, || format!("WARNING: cannot reserve the checked device heap ({e}); in-kernel malloc/free stay unchecked"));
+                    Err(())
+                }
+            }
+        })
+    };
+    let Ok(region) = region else { return };
+    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(dptr, (&region.base as *const u64).cast(), 8));
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: writing the device heap address failed (CUDA error {r}); its in-kernel malloc/free stay unchecked"));
+    }
 }

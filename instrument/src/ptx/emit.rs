@@ -142,7 +142,7 @@ pub(super) fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> Stri
 /// `%rr0` width, `%rr1` kind, `%rr2` site, `%rr3` shadow byte; uses `%ra1..2`, `%rr4..10`,
 /// `%rp0..1`. Shared by the slow-path function (recover mode) and the inline report blocks (halt
 /// mode: no call in the kernel, whose calling convention would cost the fast path registers).
-fn record_body(fence: &str, suffix: &str) -> Vec<String> {
+pub(super) fn record_body(fence: &str, suffix: &str) -> Vec<String> {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<String> = vec![
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::RING),
