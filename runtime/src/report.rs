@@ -458,7 +458,7 @@ pub fn format_json(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allocator::{AddrDescription, AddrKind};
+    use crate::allocator::{AddrDescription, AddrKind, AllocInfo, HostStack};
     use gasan_instrument::shadow::Scale;
 
     fn table(kernels: &[&str]) -> SiteTable {
@@ -488,6 +488,37 @@ mod tests {
         for (m, s) in [(0, 0), (3, 0), (u32::MAX, 0), (2, 1), (1, u32::MAX)] {
             assert!(record_site(&rec(m, s), &sites).is_none(), "module {m} site {s}");
         }
+    }
+
+    #[test]
+    fn device_heap_free_records_name_the_bug_and_the_block() {
+        use crate::device_heap::HeapBlockOrigin;
+        let rec = |code| ErrorRecord { addr: 0x7000_0000_0200, module_id: 1, site_id: 0, kind: AccessKind::Free as u8, shadow: code, ctaid: [2, 0, 0], tid: [5, 0, 0], ..Default::default() };
+        let block = AllocInfo {
+            id: 0,
+            start: 0x7000_0000_0200,
+            size: 40,
+            region_end: 0x7000_0000_0300,
+            large: false,
+            live: false,
+            alloc_stack: HostStack::default(),
+            free_stack: Some(HostStack::default()),
+            heap_block: Some(HeapBlockOrigin { alloc_ctaid: [1, 0, 0], alloc_tid: [7, 0, 0], free: Some(([2, 0, 0], [5, 0, 0])) }),
+        };
+        let desc = AddrDescription { addr: block.start, kind: AddrKind::UseAfterFree { offset: 0 }, alloc: Some(block), shadow: None, scale: Scale::S8 };
+        let r = device_report(rec(free_error::DOUBLE_FREE), &[table(&["freer"])], desc.clone(), 0);
+        assert_eq!(r.kind(), "double-free");
+        let text = format_text(&r);
+        assert!(text.contains("double-free on 0x700000000200: attempting double-free"), "{text}");
+        assert!(text.contains("in-kernel free in kernel freer"), "{text}");
+        assert!(text.contains("0 bytes inside of 40-byte device-heap block"), "{text}");
+        assert!(text.contains("freed by in-kernel free in block (2,0,0) thread (5,0,0)"), "{text}");
+        assert!(text.contains("previously allocated by in-kernel malloc in block (1,0,0) thread (7,0,0)"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+        assert_eq!((json["kind"].as_str(), json["access"].as_str()), (Some("double-free"), Some("free")));
+        assert_eq!(json["location"]["space"], "device-heap");
+        let r = device_report(rec(free_error::INVALID_FREE), &[table(&["freer"])], desc, 0);
+        assert_eq!(r.kind(), "bad-free");
     }
 
     #[test]
