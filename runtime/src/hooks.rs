@@ -132,11 +132,17 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
     }
 }
 
-/// Checks `[addr, addr+len)` of a host API call before it runs.
+/// Checks `[addr, addr+len)` of a host API call before it runs: pool memory against its
+/// allocations, managed and pinned host memory (`cuMemHostAlloc`) against their tracked sizes
+/// (registered host memory is not: ranges past it are ordinary pageable memory).
 fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
     let Some(d) = s.device() else { return true };
-    match d.alloc.check_range(addr, len as u64) {
+    let checked = d.alloc.check_range(addr, len as u64).and_then(|()| match s.foreign.find(addr) {
+        Some(r) if matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc) => crate::side_table::check_managed_range(&r, addr, len as u64, d.alloc.scale()).map_err(|desc| crate::allocator::RangeError { addr, len: len as u64, bad: desc.addr, desc }),
+        _ => Ok(()),
+    });
+    match checked {
         Ok(()) => true,
         Err(e) => {
             s.host_error(Report::Api {

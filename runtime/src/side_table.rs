@@ -104,3 +104,51 @@ mod tests {
         assert_eq!(t.find(0x1000), None);
     }
 }
+
+/// Checks `[addr, addr + len)` of a host API call (memcpy/memset) that starts in the managed or
+/// pinned host allocation `r`: a range running past the bytes the program asked for is an overflow, even
+/// though the driver's mapping (whole pages) would let it through. `Err` describes the first byte
+/// past the allocation.
+pub fn check_managed_range(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instrument::shadow::Scale) -> Result<(), crate::allocator::AddrDescription> {
+    let end = r.start + r.len;
+    if len == 0 || addr < r.start || addr.saturating_add(len) <= end {
+        return Ok(());
+    }
+    let bad = addr.max(end);
+    Err(crate::allocator::AddrDescription {
+        addr: bad,
+        kind: crate::allocator::AddrKind::OverflowRight { distance: bad - end },
+        alloc: Some(crate::allocator::AllocInfo {
+            id: 0,
+            start: r.start,
+            size: r.len,
+            region_end: end,
+            large: false,
+            live: true,
+            alloc_stack: crate::allocator::HostStack::default(),
+            free_stack: None,
+            heap_block: None,
+        }),
+        shadow: None,
+        scale,
+    })
+}
+
+#[cfg(test)]
+mod managed_range_tests {
+    use super::*;
+
+    #[test]
+    fn managed_ranges_past_the_requested_size_are_overflows() {
+        let r = ForeignRegion { start: 0x1000, len: 4000, kind: ForeignKind::Managed };
+        let s = gasan_instrument::shadow::Scale::S8;
+        assert!(check_managed_range(&r, 0x1000, 4000, s).is_ok());
+        assert!(check_managed_range(&r, 0x1000 + 3996, 4, s).is_ok());
+        assert!(check_managed_range(&r, 0x1000, 0, s).is_ok());
+        let d = check_managed_range(&r, 0x1000, 4096, s).unwrap_err();
+        assert_eq!((d.addr, d.kind), (0x1000 + 4000, crate::allocator::AddrKind::OverflowRight { distance: 0 }));
+        assert_eq!(d.alloc.unwrap().size, 4000);
+        let d = check_managed_range(&r, 0x1000 + 3998, 4, s).unwrap_err();
+        assert_eq!(d.addr, 0x1000 + 4000);
+    }
+}
