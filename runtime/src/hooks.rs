@@ -308,6 +308,14 @@ hooks! {
     cuMemsetD2D32Async_ptsz(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
 
     // ---- synchronization: the error ring is drained here ----
+    // The checked device heap is sized by this limit (device_heap.rs).
+    cuCtxSetLimit(limit: i32, value: usize) {
+        let r = real(limit, value);
+        if r == CUDA_SUCCESS && limit == crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE {
+            state().malloc_heap_limit_set(value as u64);
+        }
+        r
+    }
     cuCtxSynchronize() { after_sync(real()) }
     // CUDA 13's cuCtxSynchronize (what cuGetProcAddress returns for version 13000) takes the context.
     cuCtxSynchronize_v2(ctx: Handle) { after_sync(real(ctx)) }
