@@ -41,7 +41,7 @@ fn nvcc_heap_calls_are_rewritten_and_assemble() {
         let (frees, mallocs, aligned) = (count(&input, "free"), count(&input, "malloc"), count(&input, "__cuda_syscall_aligned_malloc"));
         // One declaration each, and the calls of the source: 4 frees (free, delete, delete[],
         // and the device function's), 3 mallocs (malloc, new, new[]) + 1 in only_free's module.
-        assert!(frees >= 1 + 5 && mallocs >= 1 + 3 && aligned == 2, "{arch} rdc={rdc}: {frees} {mallocs} {aligned}");
+        assert!(frees > 5 && mallocs > 3 && aligned == 2, "{arch} rdc={rdc}: {frees} {mallocs} {aligned}");
         for scale in [Scale::S7, Scale::S8] {
             for recover in [false, true] {
                 let opts = InstrumentOptions { scale, recover, ..Default::default() };

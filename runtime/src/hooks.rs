@@ -138,10 +138,13 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
 fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
     let Some(d) = s.device() else { return true };
-    let checked = d.alloc.check_range(addr, len as u64).and_then(|()| match s.foreign.find(addr) {
-        Some(r) if matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc) => crate::side_table::check_managed_range(&r, addr, len as u64, d.alloc.scale()).map_err(|desc| crate::allocator::RangeError { addr, len: len as u64, bad: desc.addr, desc }),
-        _ => Ok(()),
-    });
+    let mut checked = d.alloc.check_range(addr, len as u64);
+    if checked.is_ok() {
+        let overflow = s.foreign.find(addr).filter(|r| matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc)).and_then(|r| crate::side_table::range_overflow(&r, addr, len as u64, d.alloc.scale()));
+        if let Some(desc) = overflow {
+            checked = Err(crate::allocator::RangeError { addr, len: len as u64, bad: desc.addr, desc });
+        }
+    }
     match checked {
         Ok(()) => true,
         Err(e) => {
