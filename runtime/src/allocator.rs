@@ -611,7 +611,8 @@ impl Allocator {
     ///    least one. A slab not in the table is retired.
     /// 6. Large blocks: live or held ones are committed; other freed ones are retired.
     /// 7. Physical memory: the pool's committed bytes are exactly the slabs' plus the live and held
-    ///    large blocks' (a failed operation left nothing mapped behind).
+    ///    large blocks' (a failed operation left nothing mapped behind). Device-heap regions count as
+    ///    live large blocks here and in 3, 4, 6 and 9; their shadow is the device's.
     /// 8. Shadow: each slab's shadow, and each large block's, encodes exactly its live blocks' sizes
     ///    and reads 0 everywhere else (redzones, freed blocks); retired VA reads 0.
     /// 9. Extent table: a live large block's entries name exactly its bytes (or are zero, when
@@ -665,7 +666,17 @@ impl Allocator {
         let mut prev_large: Option<&AllocInfo> = None;
         let mut top_large: Option<&AllocInfo> = None;
         let mut large_held_bytes = 0;
-        for a in g.allocs.values().filter(|a| a.large) {
+        // Device-heap regions were handed out as large blocks and stay committed: they keep the
+        // large blocks' layout, gaps and memory (not their shadow, which the device owns).
+        let heaps: Vec<AllocInfo> = g
+            .device_heaps
+            .iter()
+            .filter(|h| h.layout.region_size > SMALL_MAX)
+            .map(|h| AllocInfo { id: 0, start: h.base, size: h.layout.region_size, region_end: h.base + round_up(h.layout.region_size, gran), large: true, live: true, alloc_stack: HostStack::default(), free_stack: None, heap_block: None })
+            .collect();
+        let mut large: Vec<&AllocInfo> = g.allocs.values().filter(|a| a.large).chain(&heaps).collect();
+        large.sort_by_key(|a| a.start);
+        for a in large {
             let len = a.region_end - a.start;
             let (left, need) = match prev_large {
                 Some(p) => (p.region_end, len.max(p.region_end - p.start)),
@@ -706,7 +717,10 @@ impl Allocator {
                     }
                 }
             }
-            self.check_region_shadow(&g, a.start, a.region_end, &[a], &mut v);
+            // Id 0: a device-heap region (the program's blocks have ids from 1).
+            if a.id != 0 {
+                self.check_region_shadow(&g, a.start, a.region_end, &[a], &mut v);
+            }
             prev_large = Some(a);
             top_large = Some(a);
         }

@@ -84,6 +84,8 @@ fn the_region_is_poisoned_unclaimed_and_not_a_program_allocation() {
         let before = a.alloc(1000, None).unwrap();
         let r = a.reserve_device_heap(DEFAULT_HEAP_LIMIT).unwrap();
         let after = a.alloc(1000, None).unwrap();
+        let large_after = a.alloc(3 << 20, None).unwrap();
+        assert!(!r.contains(large_after) && large_after + (3 << 20) <= r.base || large_after >= r.base + r.layout.region_size);
         assert_eq!(r.layout, HeapLayout::for_limit(DEFAULT_HEAP_LIMIT, scale.granule()));
         assert!(r.layout.arena_size >= 4 * DEFAULT_HEAP_LIMIT);
         assert!(!r.contains(before) && !r.contains(after));
@@ -106,6 +108,10 @@ fn the_region_is_poisoned_unclaimed_and_not_a_program_allocation() {
         // Not leaked, not freeable by the host, not checked as a host range.
         assert!(a.live_allocations().iter().all(|x| !r.contains(x.start)));
         assert!(a.free(r.base, None).is_err());
+        // The program's own allocations around it keep every allocator invariant.
+        if let Err(v) = a.check_invariants() {
+            panic!("{v:?}");
+        }
         // Untouched heap: described as in the device heap, no block near.
         let d = a.describe(r.base + r.layout.arena_offset + 5);
         assert_eq!(d.kind, AddrKind::Wild);
