@@ -87,6 +87,17 @@ pub enum AccessKind {
     Write = 2,
     /// Read-modify-write (`atom`).
     Atomic = 3,
+    /// A device-heap `free` (in-kernel `free`/`delete`) that failed: the record's `addr` is the
+    /// pointer passed, its `shadow` byte a [`free_error`] code and `width` 0.
+    Free = 4,
+}
+
+/// Why a device-heap free failed ([`AccessKind::Free`] records carry it in `shadow`).
+pub mod free_error {
+    /// The block was already freed.
+    pub const DOUBLE_FREE: u8 = 1;
+    /// Not the start of a device-heap block (a pointer into one, another allocation, garbage).
+    pub const INVALID_FREE: u8 = 2;
 }
 
 impl AccessKind {
@@ -95,6 +106,7 @@ impl AccessKind {
             1 => Some(Self::Read),
             2 => Some(Self::Write),
             3 => Some(Self::Atomic),
+            4 => Some(Self::Free),
             _ => None,
         }
     }

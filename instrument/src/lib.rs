@@ -5,9 +5,11 @@
 //! * [`abi`]: control-block and error-ring layouts shared with the runtime;
 //! * [`shadow`]: the GASan-128/256 encodings;
 //! * [`container`]: fatbin / ELF / PTX image reader;
+//! * [`device_heap`]: the checked in-kernel heap's layout, shared with the runtime;
 //! * [`ptx`]: the PTX rewriter, site table and statistics.
 
 pub mod abi;
 pub mod container;
+pub mod device_heap;
 pub mod ptx;
 pub mod shadow;

@@ -21,7 +21,6 @@ const CASES: &[(&str, MemorySpace, Option<&str>)] = &[
     ("local_overflow", MemorySpace::Local, None),
     ("local_negative_index", MemorySpace::Local, None),
     ("local_write_negative", MemorySpace::Local, None),
-    ("use_after_return_scope", MemorySpace::LocalOutOfScope, None),
 ];
 
 fn bug_line(src: &str, case: &str) -> u32 {

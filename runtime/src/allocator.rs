@@ -68,6 +68,8 @@ pub struct AllocInfo {
     pub live: bool,
     pub alloc_stack: HostStack,
     pub free_stack: Option<HostStack>,
+    /// A block of the checked device heap (allocated by a kernel, not the host): its threads.
+    pub heap_block: Option<crate::device_heap::HeapBlockOrigin>,
 }
 
 /// Where an address is relative to the allocations.
@@ -145,6 +147,8 @@ struct Inner {
     quarantine: VecDeque<u64>,
     quarantine_bytes: u64,
     next_id: u64,
+    /// Regions reserved for the checked device heap (not allocations of the program).
+    device_heaps: Vec<crate::device_heap::HeapRegion>,
 }
 
 pub struct Allocator {
@@ -184,6 +188,7 @@ impl Allocator {
                 quarantine: VecDeque::new(),
                 quarantine_bytes: 0,
                 next_id: 1,
+                device_heaps: Vec::new(),
             }),
             scale: opts.shadow_scale,
             redzone_l: opts.redzone,
@@ -297,7 +302,7 @@ impl Allocator {
     fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, large: bool, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
-        g.allocs.insert(start, AllocInfo { id, start, size, region_end, large, live: true, alloc_stack: stack.clone(), free_stack: None });
+        g.allocs.insert(start, AllocInfo { id, start, size, region_end, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None });
     }
 
     /// The pool rolls a failed commit back; should that rollback itself have failed, whatever is
@@ -451,6 +456,24 @@ impl Allocator {
         self.inner.lock().unwrap().allocs.values().filter(|a| a.live).cloned().collect()
     }
 
+    /// Reserves a region for the checked device heap of a program whose heap limit is `limit`
+    /// bytes (gasan_instrument::device_heap): committed pool memory, all poisoned, with its header
+    /// written. It is not an allocation of the program (never freed, leaked or described as one),
+    /// and it has no extent entries (loop checks must read its shadow, which the device changes).
+    pub fn reserve_device_heap(&self, limit: u64) -> Result<crate::device_heap::HeapRegion, AllocError> {
+        let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, self.scale.granule());
+        let base = self.alloc(layout.region_size, None)?;
+        let mut g = self.inner.lock().unwrap();
+        g.allocs.remove(&base);
+        let sync = Stream::SYNC;
+        g.pool.clear_extent(base, base + layout.region_size, sync)?;
+        g.pool.fill_shadow(base, self.scale.shadow_len(layout.region_size), 0, sync)?;
+        g.pool.backend().write(base, &layout.header(base).to_bytes(), sync)?;
+        let region = crate::device_heap::HeapRegion { base, layout, limit };
+        g.device_heaps.push(region);
+        Ok(region)
+    }
+
     /// Classifies `addr` against the allocations.
     pub fn describe(&self, addr: u64) -> AddrDescription {
         let g = self.inner.lock().unwrap();
@@ -459,6 +482,10 @@ impl Allocator {
         let shadow = self.shadow_around(&g.pool, addr);
         let mut d = AddrDescription { addr, kind: AddrKind::Unknown, alloc: None, shadow, scale: self.scale };
         if !self.owns(addr) {
+            return d;
+        }
+        if let Some(h) = g.device_heaps.iter().find(|h| h.contains(addr)) {
+            crate::device_heap::describe(g.pool.backend(), h, addr, &mut d);
             return d;
         }
         let prev = g.allocs.range(..=addr).next_back().map(|(_, a)| a);
@@ -585,7 +612,8 @@ impl Allocator {
     ///    least one. A slab not in the table is retired.
     /// 6. Large blocks: live or held ones are committed; other freed ones are retired.
     /// 7. Physical memory: the pool's committed bytes are exactly the slabs' plus the live and held
-    ///    large blocks' (a failed operation left nothing mapped behind).
+    ///    large blocks' (a failed operation left nothing mapped behind). Device-heap regions count as
+    ///    live large blocks here and in 3, 4, 6 and 9; their shadow is the device's.
     /// 8. Shadow: each slab's shadow, and each large block's, encodes exactly its live blocks' sizes
     ///    and reads 0 everywhere else (redzones, freed blocks); retired VA reads 0.
     /// 9. Extent table: a live large block's entries name exactly its bytes (or are zero, when
@@ -639,7 +667,17 @@ impl Allocator {
         let mut prev_large: Option<&AllocInfo> = None;
         let mut top_large: Option<&AllocInfo> = None;
         let mut large_held_bytes = 0;
-        for a in g.allocs.values().filter(|a| a.large) {
+        // Device-heap regions were handed out as large blocks and stay committed: they keep the
+        // large blocks' layout, gaps and memory (not their shadow, which the device owns).
+        let heaps: Vec<AllocInfo> = g
+            .device_heaps
+            .iter()
+            .filter(|h| h.layout.region_size > SMALL_MAX)
+            .map(|h| AllocInfo { id: 0, start: h.base, size: h.layout.region_size, region_end: h.base + round_up(h.layout.region_size, gran), large: true, live: true, alloc_stack: HostStack::default(), free_stack: None, heap_block: None })
+            .collect();
+        let mut large: Vec<&AllocInfo> = g.allocs.values().filter(|a| a.large).chain(&heaps).collect();
+        large.sort_by_key(|a| a.start);
+        for a in large {
             let len = a.region_end - a.start;
             let (left, need) = match prev_large {
                 Some(p) => (p.region_end, len.max(p.region_end - p.start)),
@@ -680,7 +718,10 @@ impl Allocator {
                     }
                 }
             }
-            self.check_region_shadow(&g, a.start, a.region_end, &[a], &mut v);
+            // Id 0: a device-heap region (the program's blocks have ids from 1).
+            if a.id != 0 {
+                self.check_region_shadow(&g, a.start, a.region_end, &[a], &mut v);
+            }
             prev_large = Some(a);
             top_large = Some(a);
         }

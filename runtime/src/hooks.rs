@@ -134,11 +134,20 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
     }
 }
 
-/// Checks `[addr, addr+len)` of a host API call before it runs.
+/// Checks `[addr, addr+len)` of a host API call before it runs: pool memory against its
+/// allocations, managed and pinned host memory (`cuMemHostAlloc`) against their tracked sizes
+/// (registered host memory is not: ranges past it are ordinary pageable memory).
 fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
     let Some(d) = s.device() else { return true };
-    match d.alloc.check_range(addr, len as u64) {
+    let mut checked = d.alloc.check_range(addr, len as u64);
+    if checked.is_ok() {
+        let overflow = s.foreign.find(addr).filter(|r| matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc)).and_then(|r| crate::side_table::range_overflow(&r, addr, len as u64, d.alloc.scale()));
+        if let Some(desc) = overflow {
+            checked = Err(crate::allocator::RangeError { addr, len: len as u64, bad: desc.addr, desc });
+        }
+    }
+    match checked {
         Ok(()) => true,
         Err(e) => {
             s.host_error(Report::Api {
@@ -304,6 +313,14 @@ hooks! {
     cuMemsetD2D32Async_ptsz(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
 
     // ---- synchronization: the error ring is drained here ----
+    // The checked device heap is sized by this limit (device_heap.rs).
+    cuCtxSetLimit(limit: i32, value: usize) {
+        let r = real(limit, value);
+        if r == CUDA_SUCCESS && limit == crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE {
+            state().malloc_heap_limit_set(value as u64);
+        }
+        r
+    }
     cuCtxSynchronize() { after_sync(real()) }
     // CUDA 13's cuCtxSynchronize (what cuGetProcAddress returns for version 13000) takes the context.
     cuCtxSynchronize_v2(ctx: Handle) { after_sync(real(ctx)) }

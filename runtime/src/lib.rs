@@ -4,7 +4,7 @@
 //! Concerns, one module each: [`options`], [`allocator`] (pool-backed device allocator, redzones,
 //! quarantine), [`report`] (ASan-style text/JSON), [`driver`] (the real libcuda), [`interpose`]
 //! (dlsym / cuGetProcAddress / export tables), [`hooks`] (intercepted calls), [`modules`] (checked
-//! module loading), [`cache`] (the on-disk cache of checked modules), [`sass`] (checked PTX
+//! module loading), [`device_heap`] (the checked in-kernel heap's region and descriptions), [`cache`] (the on-disk cache of checked modules), [`sass`] (checked PTX
 //! compiled to cubins with ptxas), [`ring`] (device error ring), [`state`] (lazy global state).
 //!
 //! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
@@ -13,6 +13,7 @@
 pub mod allocator;
 pub mod cache;
 pub mod copies;
+pub mod device_heap;
 pub mod driver;
 pub mod faults;
 pub mod hooks;

@@ -3,7 +3,7 @@
 use crate::faults::FatalFault;
 use crate::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
 use crate::options::{Options, ReportFormat};
-use gasan_instrument::abi::{AccessKind, ErrorRecord, MemorySpace};
+use gasan_instrument::abi::{free_error, AccessKind, ErrorRecord, MemorySpace};
 use gasan_instrument::ptx::{Site, SiteTable, SpaceSite};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -29,6 +29,9 @@ impl Report {
     /// ASan bug-type name.
     pub fn kind(&self) -> &'static str {
         match self {
+            Report::Device { record, .. } if record.kind == AccessKind::Free as u8 => {
+                if record.shadow == free_error::DOUBLE_FREE { "double-free" } else { "bad-free" }
+            }
             Report::Device { site: Some(Site { space: Some(sp), .. }), .. } => space_kind(sp.space),
             Report::Device { desc, .. } | Report::Api { desc, .. } => desc_kind(desc),
             Report::Free { err, .. } => match err {
@@ -154,12 +157,14 @@ fn access_word(k: AccessKind) -> &'static str {
         AccessKind::Read => "READ",
         AccessKind::Write => "WRITE",
         AccessKind::Atomic => "ATOMIC READ-WRITE",
+        AccessKind::Free => "FREE",
     }
 }
 
 fn location_text(d: &AddrDescription) -> Option<String> {
     let a = d.alloc.as_ref()?;
-    let region = format!("{}-byte region [{:#x},{:#x})", a.size, a.start, a.start + a.size);
+    let what = if a.heap_block.is_some() { "device-heap block" } else { "region" };
+    let region = format!("{}-byte {what} [{:#x},{:#x})", a.size, a.start, a.start + a.size);
     Some(match d.kind {
         AddrKind::OverflowRight { distance } => format!("{:#x} is located {distance} bytes after {region}", d.addr),
         AddrKind::OverflowLeft { distance } => format!("{:#x} is located {distance} bytes before {region}", d.addr),
@@ -318,9 +323,15 @@ pub fn format_text(r: &Report) -> String {
         }
         Report::Device { record, site, desc, device } => {
             let access = AccessKind::from_u8(record.kind).unwrap_or(AccessKind::Read);
-            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", record.addr);
             let kernel = site.as_ref().map(|s| s.kernel_demangled.clone()).unwrap_or_else(|| "<unknown kernel>".into());
-            let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
+            if access == AccessKind::Free {
+                let what = if record.shadow == free_error::DOUBLE_FREE { "attempting double-free" } else { "attempting free on address which is not the start of a device-heap block" };
+                let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on {:#x}: {what}", record.addr);
+                let _ = writeln!(o, "in-kernel free in kernel {kernel} on device {device}");
+            } else {
+                let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", record.addr);
+                let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
+            }
             let at = site.as_ref().map(site_where).unwrap_or_else(|| format!("site {}", record.site_id));
             let _ = writeln!(
                 o,
@@ -418,6 +429,16 @@ fn describe_text(d: &AddrDescription, o: &mut String) {
         let _ = writeln!(o, "{:#x} is in the gasan pool but not near any allocation", d.addr);
     }
     if let Some(a) = &d.alloc {
+        if let Some(h) = &a.heap_block {
+            // A device-heap block: kernel coordinates instead of host stacks.
+            let at = |c: [u32; 3], t: [u32; 3]| format!("block ({},{},{}) thread ({},{},{})", c[0], c[1], c[2], t[0], t[1], t[2]);
+            if let Some((c, t)) = h.free {
+                let _ = writeln!(o, "freed by in-kernel free in {}", at(c, t));
+            }
+            let _ = writeln!(o, "{}allocated by in-kernel malloc in {} (device-heap region)", if h.free.is_some() { "previously " } else { "" }, at(h.alloc_ctaid, h.alloc_tid));
+            shadow_text(d, o);
+            return;
+        }
         if let Some(f) = &a.free_stack {
             let _ = writeln!(o, "freed by thread T0 here:");
             for l in format_stack(f) {
@@ -448,6 +469,8 @@ pub fn format_json(r: &Report) -> String {
             "side": side,
             "distance": distance,
             "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live})),
+            "space": d.alloc.as_ref().map(|a| if a.heap_block.is_some() { "device-heap" } else { "global" }),
+            "heap_block": d.alloc.as_ref().and_then(|a| a.heap_block.map(|h| json!({"alloc_block": h.alloc_ctaid, "alloc_thread": h.alloc_tid, "free_block": h.free.map(|f| f.0), "free_thread": h.free.map(|f| f.1)}))),
             "alloc_stack": d.alloc.as_ref().map(|a| format_stack(&a.alloc_stack)),
             "free_stack": d.alloc.as_ref().and_then(|a| a.free_stack.as_ref().map(format_stack)),
         })
@@ -474,7 +497,7 @@ pub fn format_json(r: &Report) -> String {
         }),
         Report::Device { record, site, desc, device } => json!({
             "tool": "gasan", "kind": r.kind(),
-            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", _ => "read" },
+            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", Some(AccessKind::Free) => "free", _ => "read" },
             "size": record.width,
             "address": format!("{:#x}", record.addr),
             "device": device,
@@ -511,7 +534,7 @@ pub fn format_json(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allocator::{AddrDescription, AddrKind};
+    use crate::allocator::{AddrDescription, AddrKind, AllocInfo, HostStack};
     use gasan_instrument::shadow::Scale;
 
     fn table(kernels: &[&str]) -> SiteTable {
@@ -566,6 +589,37 @@ mod tests {
         let r = device_report(ErrorRecord { addr: (-96i64) as u64, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
         assert_eq!(r.kind(), "stack-use-after-scope");
         assert!(format_text(&r).contains("96 bytes below the frame of _Z1kv"), "{}", format_text(&r));
+    }
+
+    #[test]
+    fn device_heap_free_records_name_the_bug_and_the_block() {
+        use crate::device_heap::HeapBlockOrigin;
+        let rec = |code| ErrorRecord { addr: 0x7000_0000_0200, module_id: 1, site_id: 0, kind: AccessKind::Free as u8, shadow: code, ctaid: [2, 0, 0], tid: [5, 0, 0], ..Default::default() };
+        let block = AllocInfo {
+            id: 0,
+            start: 0x7000_0000_0200,
+            size: 40,
+            region_end: 0x7000_0000_0300,
+            large: false,
+            live: false,
+            alloc_stack: HostStack::default(),
+            free_stack: Some(HostStack::default()),
+            heap_block: Some(HeapBlockOrigin { alloc_ctaid: [1, 0, 0], alloc_tid: [7, 0, 0], free: Some(([2, 0, 0], [5, 0, 0])) }),
+        };
+        let desc = AddrDescription { addr: block.start, kind: AddrKind::UseAfterFree { offset: 0 }, alloc: Some(block), shadow: None, scale: Scale::S8 };
+        let r = device_report(rec(free_error::DOUBLE_FREE), &[table(&["freer"])], desc.clone(), 0);
+        assert_eq!(r.kind(), "double-free");
+        let text = format_text(&r);
+        assert!(text.contains("double-free on 0x700000000200: attempting double-free"), "{text}");
+        assert!(text.contains("in-kernel free in kernel freer"), "{text}");
+        assert!(text.contains("0 bytes inside of 40-byte device-heap block"), "{text}");
+        assert!(text.contains("freed by in-kernel free in block (2,0,0) thread (5,0,0)"), "{text}");
+        assert!(text.contains("previously allocated by in-kernel malloc in block (1,0,0) thread (7,0,0)"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+        assert_eq!((json["kind"].as_str(), json["access"].as_str()), (Some("double-free"), Some("free")));
+        assert_eq!(json["location"]["space"], "device-heap");
+        let r = device_report(rec(free_error::INVALID_FREE), &[table(&["freer"])], desc, 0);
+        assert_eq!(r.kind(), "bad-free");
     }
 
     #[test]

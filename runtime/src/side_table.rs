@@ -104,3 +104,51 @@ mod tests {
         assert_eq!(t.find(0x1000), None);
     }
 }
+
+/// Checks `[addr, addr + len)` of a host API call (memcpy/memset) that starts in the managed or
+/// pinned host allocation `r`: a range running past the bytes the program asked for is an overflow, even
+/// though the driver's mapping (whole pages) would let it through. `Some` describes the first
+/// byte past the allocation.
+pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
+    let end = r.start + r.len;
+    if len == 0 || addr < r.start || addr.saturating_add(len) <= end {
+        return None;
+    }
+    let bad = addr.max(end);
+    Some(crate::allocator::AddrDescription {
+        addr: bad,
+        kind: crate::allocator::AddrKind::OverflowRight { distance: bad - end },
+        alloc: Some(crate::allocator::AllocInfo {
+            id: 0,
+            start: r.start,
+            size: r.len,
+            region_end: end,
+            large: false,
+            live: true,
+            alloc_stack: crate::allocator::HostStack::default(),
+            free_stack: None,
+            heap_block: None,
+        }),
+        shadow: None,
+        scale,
+    })
+}
+
+#[cfg(test)]
+mod managed_range_tests {
+    use super::*;
+
+    #[test]
+    fn managed_ranges_past_the_requested_size_are_overflows() {
+        let r = ForeignRegion { start: 0x1000, len: 4000, kind: ForeignKind::Managed };
+        let s = gasan_instrument::shadow::Scale::S8;
+        assert!(range_overflow(&r, 0x1000, 4000, s).is_none());
+        assert!(range_overflow(&r, 0x1000 + 3996, 4, s).is_none());
+        assert!(range_overflow(&r, 0x1000, 0, s).is_none());
+        let d = range_overflow(&r, 0x1000, 4096, s).unwrap();
+        assert_eq!((d.addr, d.kind), (0x1000 + 4000, crate::allocator::AddrKind::OverflowRight { distance: 0 }));
+        assert_eq!(d.alloc.unwrap().size, 4000);
+        let d = range_overflow(&r, 0x1000 + 3998, 4, s).unwrap();
+        assert_eq!(d.addr, 0x1000 + 4000);
+    }
+}

@@ -37,6 +37,11 @@ pub struct DeviceRuntime {
     pub multi_gpu: bool,
     /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
     pub faults: Mutex<Option<crate::faults::FaultQueue>>,
+    /// The checked device heap, reserved when the first module calling in-kernel `malloc`/`free`
+    /// gets its control block (`Err`: reserving failed once; such modules use the driver's heap).
+    pub device_heap: Mutex<Option<Result<crate::device_heap::HeapRegion, ()>>>,
+    /// Modules whose heap symbol holds the heap's address (rewritten if the heap is replaced).
+    heap_modules: Mutex<Vec<(LoadedHandle, u64, String)>>,
 }
 
 #[derive(Default)]
@@ -195,7 +200,7 @@ impl State {
         let mut n = 0i32;
         let multi_gpu = real_call!("cuDeviceGetCount"(*mut i32)(&mut n)) != CUDA_SUCCESS || n > 1;
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
-        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, multi_gpu, faults: Mutex::new(faults) })
+        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, multi_gpu, faults: Mutex::new(faults), device_heap: Mutex::new(None), heap_modules: Mutex::new(Vec::new()) })
     }
 
     /// Registers a checked module's sites; returns its module id.
@@ -413,4 +418,86 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
     }
     log(2, || format!("module {module_id}: control block at {dptr:#x} written"));
+    write_heap_symbol(d, h, module_id, symbol);
+}
+
+/// The address of the device heap's header, written into a module's heap symbol when it has one
+/// (it calls in-kernel `malloc`/`free`: instrument/src/ptx/heap.rs). The heap is reserved on first
+/// use, with the context's malloc heap limit then.
+fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_symbol: &str) {
+    let Some(dptr) = heap_symbol_address(h, ctl_symbol) else { return }; // no in-kernel heap calls
+    let region = {
+        let mut slot = d.device_heap.lock().unwrap();
+        *slot.get_or_insert_with(|| {
+            let mut limit = 0usize;
+            let r = real_call!("cuCtxGetLimit"(*mut usize, i32)(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE));
+            let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
+            match d.alloc.reserve_device_heap(limit) {
+                Ok(region) => {
+                    log(1, || format!("device heap: {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
+                    Ok(region)
+                }
+                Err(e) => {
+                    log(0, || format!("WARNING: cannot reserve the checked device heap ({e}); in-kernel malloc/free stay unchecked"));
+                    Err(())
+                }
+            }
+        })
+    };
+    let Ok(region) = region else { return };
+    d.heap_modules.lock().unwrap().push((h, module_id, ctl_symbol.to_string()));
+    write_heap_address(dptr, region.base, module_id);
+}
+
+/// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.
+fn heap_symbol_address(h: LoadedHandle, ctl_symbol: &str) -> Option<u64> {
+    let name = std::ffi::CString::new(gasan_instrument::device_heap::heap_symbol(ctl_symbol)).ok()?;
+    let mut dptr = 0u64;
+    let mut bytes = 0usize;
+    let r = match h {
+        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
+        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+    };
+    (r == CUDA_SUCCESS && bytes >= 8).then_some(dptr)
+}
+
+fn write_heap_address(symbol: u64, heap: u64, module_id: u64) {
+    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(symbol, (&heap as *const u64).cast(), 8));
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: writing the device heap address failed (CUDA error {r}); its in-kernel malloc/free stay unchecked"));
+    }
+}
+
+impl State {
+    /// The program set `CU_LIMIT_MALLOC_HEAP_SIZE`. A heap not reserved yet will be sized by it. One
+    /// already reserved (a module with heap calls was loaded first) but smaller and never
+    /// allocated from is replaced by one of the new size, and every module is pointed at it; one
+    /// already used keeps its size (the driver too refuses to resize its heap after a kernel used
+    /// it), with a warning.
+    pub fn malloc_heap_limit_set(&self, limit: u64) {
+        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        let mut slot = d.device_heap.lock().unwrap();
+        let Some(Ok(old)) = *slot else { return };
+        if limit <= old.limit {
+            return;
+        }
+        let mut next = [0u8; 8];
+        let r = real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(next.as_mut_ptr().cast(), old.base, 8));
+        if r != CUDA_SUCCESS || u64::from_le_bytes(next) != 0 {
+            log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
+            return;
+        }
+        match d.alloc.reserve_device_heap(limit) {
+            Ok(region) => {
+                log(1, || format!("device heap: replaced by {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
+                *slot = Some(Ok(region));
+                for (h, module_id, ctl_symbol) in d.heap_modules.lock().unwrap().iter() {
+                    if let Some(sym) = heap_symbol_address(*h, ctl_symbol) {
+                        write_heap_address(sym, region.base, *module_id);
+                    }
+                }
+            }
+            Err(e) => log(0, || format!("WARNING: cannot grow the checked device heap to {} KiB ({e}); it keeps {} KiB", limit >> 10, old.limit >> 10)),
+        }
+    }
 }

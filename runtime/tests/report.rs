@@ -16,6 +16,7 @@ fn region(live: bool) -> AllocInfo {
         live,
         alloc_stack: HostStack::capture(4),
         free_stack: (!live).then(|| HostStack::capture(4)),
+        heap_block: None,
     }
 }
 

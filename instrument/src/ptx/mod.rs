@@ -21,6 +21,7 @@
 mod access;
 mod coalesce;
 mod emit;
+mod heap;
 mod loops;
 #[cfg(test)]
 mod loops_sim;
@@ -154,7 +155,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 18;
+pub const REVISION: u32 = 19;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -363,6 +364,7 @@ impl<'a> Rewriter<'a> {
         let mut pending_name: Option<String> = None;
         let mut in_block_comment = false;
         let mut loc: Option<(u32, u32, u32)> = None;
+        let mut heap_calls = heap::HeapCalls::for_module(self.src);
 
         // Access lines whose shadow byte was prefetched into `%gsv<line>`.
         let mut prefetched = LineSet::default();
@@ -549,7 +551,20 @@ impl<'a> Rewriter<'a> {
                         }
                     }
                 }
-                self.out.push_str(line);
+                match heap_calls.as_mut() {
+                    // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
+                    // statement are held until its end.
+                    Some(h) => {
+                        let in_function = depth > 0 && func.is_some();
+                        let sites = &mut self.sites;
+                        let text = h.feed(line, t, in_function, || match func.as_ref() {
+                            Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
+                            None => u32::MAX,
+                        });
+                        self.out.push_str(&text);
+                    }
+                    None => self.out.push_str(line),
+                }
                 // The body's declarations, unless the body also closed on this line (`{ ret; }`:
                 // nothing in it is checked, and a `.reg` after it would be at module scope).
                 if opened_now && opens > 0 && depth + opens - closes > func.as_ref().map_or(0, |f| f.depth_at_open) && !self.opts.recover {
@@ -569,6 +584,12 @@ impl<'a> Rewriter<'a> {
         }
         if depth != 0 {
             return Err(PtxError::Unbalanced(self.src.lines().count()));
+        }
+        if let Some(h) = &heap_calls {
+            if !self.out.ends_with('\n') {
+                self.out.push('\n');
+            }
+            self.out.push_str(&h.definitions(self.opts.scale, &self.header));
         }
         self.sites.resolve_files();
         for (name, s) in &self.stats.functions {

@@ -58,6 +58,7 @@ mod kind_serde {
             AccessKind::Read => "read",
             AccessKind::Write => "write",
             AccessKind::Atomic => "atomic",
+            AccessKind::Free => "free",
         })
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AccessKind, D::Error> {
@@ -65,6 +66,7 @@ mod kind_serde {
             "read" => Ok(AccessKind::Read),
             "write" => Ok(AccessKind::Write),
             "atomic" => Ok(AccessKind::Atomic),
+            "free" => Ok(AccessKind::Free),
             o => Err(serde::de::Error::custom(format!("bad access kind {o}"))),
         }
     }
