@@ -24,7 +24,7 @@ echo "$want  $tmp/Packages.xz" | sha256sum -c --status || { echo "deb-pin.sh: Pa
 xz -d "$tmp/Packages.xz"
 stanza=$(awk -v p="$pkg" -v v="$ver" '
   $0 == "Package: " p {inp=1; s=""} inp {s = s $0 "\n"}
-  inp && /^$/ {if (s ~ "\nVersion: " v "\n") {printf "%s", s; exit} inp=0}' "$tmp/Packages")
+  inp && /^$/ {if (index(s, "\nVersion: " v "\n")) {printf "%s", s; exit} inp=0}' "$tmp/Packages")
 file=$(sed -n 's/^Filename: //p' <<<"$stanza")
 sum=$(sed -n 's/^SHA256: //p' <<<"$stanza")
 [ -n "$file" ] || { echo "deb-pin.sh: $pkg $ver is not in $suite/$comp (today's index)" >&2; exit 1; }
