@@ -372,6 +372,7 @@ impl Allocator {
         Ok(())
     }
 
+    #[allow(clippy::result_large_err)] // the error is the report's payload, built only on a bad free
     pub fn free(&self, ptr: u64, stream: Option<Stream>) -> Result<(), FreeError> {
         let stack = HostStack::capture(self.context_depth);
         let mut g = self.inner.lock().unwrap();
@@ -460,7 +461,10 @@ impl Allocator {
     /// bytes (gasan_instrument::device_heap): committed pool memory, all poisoned, with its header
     /// written. It is not an allocation of the program (never freed, leaked or described as one),
     /// and it has no extent entries (loop checks must read its shadow, which the device changes).
-    pub fn reserve_device_heap(&self, limit: u64) -> Result<crate::device_heap::HeapRegion, AllocError> {
+    ///
+    /// With `host_table` the block table lives in that host-mapped memory instead of the region,
+    /// so reports can still read it after a `trap` has killed the context.
+    pub fn reserve_device_heap(&self, limit: u64, host_table: Option<crate::device_heap::HostTable>) -> Result<crate::device_heap::HeapRegion, AllocError> {
         let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, self.scale.granule());
         let base = self.alloc(layout.region_size, None)?;
         let mut g = self.inner.lock().unwrap();
@@ -468,8 +472,12 @@ impl Allocator {
         let sync = Stream::SYNC;
         g.pool.clear_extent(base, base + layout.region_size, sync)?;
         g.pool.fill_shadow(base, self.scale.shadow_len(layout.region_size), 0, sync)?;
-        g.pool.backend().write(base, &layout.header(base).to_bytes(), sync)?;
-        let region = crate::device_heap::HeapRegion { base, layout, limit };
+        let mut header = layout.header(base);
+        if let Some(t) = host_table {
+            header.table = t.device;
+        }
+        g.pool.backend().write(base, &header.to_bytes(), sync)?;
+        let region = crate::device_heap::HeapRegion { base, layout, limit, host_table };
         g.device_heaps.push(region);
         Ok(region)
     }

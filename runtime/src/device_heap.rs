@@ -19,6 +19,20 @@ pub struct HeapRegion {
     pub layout: HeapLayout,
     /// The program's heap limit the region was sized for.
     pub limit: u64,
+    /// Where the block table lives when it is not in the region (see [`HostTable`]).
+    pub host_table: Option<HostTable>,
+}
+
+/// A block table in host memory mapped into the device (`cuMemHostAlloc` with `DEVICEMAP`): the
+/// device writes it like the in-region one, and the host can read it after a `trap` killed the
+/// context, when device memory is unreadable. At least `table_capacity` entries, zeroed, alive
+/// for the rest of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostTable {
+    /// Host address of the table.
+    pub host: usize,
+    /// Its device address.
+    pub device: u64,
 }
 
 impl HeapRegion {
@@ -46,7 +60,12 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
     d.kind = AddrKind::Wild;
     let l = &region.layout;
     let mut raw = vec![0u8; (l.table_capacity as usize) * BLOCK_ENTRY_SIZE];
-    if backend.read(region.base + l.table_offset, &mut raw).is_err() {
+    if let Some(t) = region.host_table {
+        // SAFETY: HostTable's contract: `table_capacity` entries of live host memory; the device
+        // may still be writing entries, which at worst yields an entry read half-written (a
+        // report describing the wrong neighbour), never an invalid read.
+        unsafe { std::ptr::copy_nonoverlapping(t.host as *const u8, raw.as_mut_ptr(), raw.len()) };
+    } else if backend.read(region.base + l.table_offset, &mut raw).is_err() {
         return;
     }
     let entries: Vec<BlockEntry> = raw
@@ -60,7 +79,9 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
     } else {
         None
     };
-    let freed = header.is_some_and(|h| h.state == BLOCK_FREED);
+    // Without the header (device memory unreadable after a trap), an address inside a block can
+    // only have failed its check because the block was freed.
+    let freed = header.map_or(inside, |h| h.state == BLOCK_FREED);
     let origin = header.filter(|h| h.state == BLOCK_LIVE || h.state == BLOCK_FREED).map(|h| HeapBlockOrigin {
         alloc_ctaid: h.alloc_ctaid,
         alloc_tid: h.alloc_tid,

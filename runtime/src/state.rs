@@ -432,7 +432,7 @@ fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_sym
             let mut limit = 0usize;
             let r = real_call!("cuCtxGetLimit"(*mut usize, i32)(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE));
             let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
-            match d.alloc.reserve_device_heap(limit) {
+            match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
                 Ok(region) => {
                     log(1, || format!("device heap: {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
                     Ok(region)
@@ -447,6 +447,24 @@ fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_sym
     let Ok(region) = region else { return };
     d.heap_modules.lock().unwrap().push((h, module_id, ctl_symbol.to_string()));
     write_heap_address(dptr, region.base, module_id);
+}
+
+/// A zeroed, device-mapped host block table for a heap of `limit` bytes (None: the table stays in
+/// the heap region, and reports after a `trap` cannot name the block).
+fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::HostTable> {
+    let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, granule);
+    let bytes = layout.table_capacity as usize * gasan_instrument::device_heap::BLOCK_ENTRY_SIZE;
+    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
+    // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP; never freed (the device may write it
+    // until the process ends).
+    if real_call!("cuMemHostAlloc"(*mut *mut std::ffi::c_void, usize, u32)(&mut host, bytes, 0x1 | 0x2)) != CUDA_SUCCESS || host.is_null() {
+        return None;
+    }
+    // SAFETY: `bytes` bytes of host memory just allocated.
+    unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
+    let mut device = 0u64;
+    (real_call!("cuMemHostGetDevicePointer_v2"(*mut u64, *mut std::ffi::c_void, u32)(&mut device, host, 0)) == CUDA_SUCCESS)
+        .then_some(crate::device_heap::HostTable { host: host as usize, device })
 }
 
 /// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.
@@ -487,7 +505,7 @@ impl State {
             log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
             return;
         }
-        match d.alloc.reserve_device_heap(limit) {
+        match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
             Ok(region) => {
                 log(1, || format!("device heap: replaced by {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
                 *slot = Some(Ok(region));

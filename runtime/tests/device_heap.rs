@@ -82,7 +82,7 @@ fn the_region_is_poisoned_unclaimed_and_not_a_program_allocation() {
     for scale in [Scale::S7, Scale::S8] {
         let a = allocator(scale);
         let before = a.alloc(1000, None).unwrap();
-        let r = a.reserve_device_heap(DEFAULT_HEAP_LIMIT).unwrap();
+        let r = a.reserve_device_heap(DEFAULT_HEAP_LIMIT, None).unwrap();
         let after = a.alloc(1000, None).unwrap();
         let large_after = a.alloc(3 << 20, None).unwrap();
         assert!(!r.contains(large_after) && large_after + (3 << 20) <= r.base || large_after >= r.base + r.layout.region_size);
@@ -120,9 +120,20 @@ fn the_region_is_poisoned_unclaimed_and_not_a_program_allocation() {
 
 #[test]
 fn heap_addresses_are_described_by_block() {
-    for scale in [Scale::S7, Scale::S8] {
+    // The block table in the region, and in host-mapped memory (what the runtime gives it on a GPU,
+    // so that reports after a trap can read it; on the host backend host and device addresses
+    // coincide).
+    for (scale, host_table) in [(Scale::S7, false), (Scale::S8, false), (Scale::S8, true)] {
         let a = allocator(scale);
-        let r = a.reserve_device_heap(1 << 20).unwrap();
+        let table = host_table.then(|| {
+            let cap = HeapLayout::for_limit(1 << 20, scale.granule()).table_capacity as usize;
+            let mem: &'static mut [u8] = Box::leak(vec![0u8; cap * 16].into_boxed_slice());
+            gasan_runtime::device_heap::HostTable { host: mem.as_ptr() as usize, device: mem.as_ptr() as u64 }
+        });
+        let r = a.reserve_device_heap(1 << 20, table).unwrap();
+        if let Some(t) = table {
+            assert_eq!(read_u64(r.base + heap_offset::TABLE as u64), t.device, "the device is pointed at the host table");
+        }
         let p = device_malloc(&a, &r, 100, 16, 3).unwrap();
         let q = device_malloc(&a, &r, 4096, 1024, 4).unwrap();
         assert_eq!(q % 1024, 0);

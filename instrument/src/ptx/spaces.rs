@@ -822,9 +822,9 @@ mod group_tests {
         assert!(matches!(roles.get(&(at("[%r2+4]"), 0)), Some(Role::Covered)));
         assert!(matches!(roles.get(&(at("[%r2+8]"), 0)), Some(Role::Covered)));
         // Redefined %r2: a group of its own (one access: no role, a plain check).
-        assert!(roles.get(&(at("%f4"), 0)).is_none());
+        assert!(!roles.contains_key(&(at("%f4"), 0)));
         // Guarded: never grouped. After the barrier: a new block.
-        assert!(roles.get(&(at("%f5"), 0)).is_none());
+        assert!(!roles.contains_key(&(at("%f5"), 0)));
         assert!(matches!(roles.get(&(at("%f6"), 0)), Some(Role::Leader(v)) if v.len() == 2));
         assert!(matches!(roles.get(&(at("%f7"), 0)), Some(Role::Covered)));
     }
