@@ -5,9 +5,12 @@
 //!   up to whitespace (a line with several statements is split; the corpus test checks that
 //!   nvcc's one-statement lines come back byte for byte); with loop versioning, which copies loop
 //!   bodies unmarked, the input's statements are a subsequence of what is left;
-//! * every access found is checked or eliminated, one site per check (more with loop versioning),
-//!   site ids are table indices and sites sit on input lines with an address operand
-//!   and site lines are input lines;
+//! * every access found is checked or eliminated; site ids are table indices on input lines;
+//!   the sites are the global checks (one per check, more with loop versioning), the shared/local
+//!   checks (one per check, naming a variable of the input) and the device-heap `free` calls
+//!   (kind Free, width 0, only in modules whose heap calls were renamed); check sites sit on
+//!   lines with an address operand;
+//! * heap calls and declarations (heap.rs) are the only input statements rewritten in place;
 //! * the added lines open and close as many braces as they close;
 //! * the output is recognised as instrumented (no double instrumentation).
 //!
@@ -15,6 +18,7 @@
 //! corpus (fuzz/ptxas-check.sh): ptxas is far too slow to run per execution.
 #![no_main]
 
+use gasan_instrument::abi::{AccessKind, MemorySpace};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, PtxError, MARKER};
 use gasan_instrument::shadow::Scale;
 use libfuzzer_sys::fuzz_target;
@@ -85,6 +89,34 @@ fn well_scoped(ptx: &str) -> bool {
     true
 }
 
+/// A statement piece (whitespace removed) with heap.rs's in-place changes undone: gasan's names
+/// back to the driver's, no `.extern`, no `free` site parameter, no `,<digits>` before a `)` (the
+/// site argument of a `free` call). Applied to input and output alike.
+fn unheap(piece: &str) -> String {
+    let s = piece
+        .replace(",.param.b32__gasan_free_site", "")
+        .replace("__gasan_aligned_malloc", "__cuda_syscall_aligned_malloc")
+        .replace("__gasan_malloc", "malloc")
+        .replace("__gasan_free", "free")
+        .replace(".extern", "");
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b',' {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && b.get(i + 1 + digits) == Some(&b')') {
+                i += 1 + digits;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    // Only ASCII bytes were dropped.
+    String::from_utf8(out).expect("UTF-8")
+}
+
 fn brace_balance(lines: &str) -> i64 {
     lines
         .lines()
@@ -109,13 +141,12 @@ fuzz_target!(|data: &[u8]| {
         if !well_scoped(ptx) {
             continue; // (still must not panic)
         }
-        // A versioned loop's fast copy gets sites of its own (not counted again in the stats).
-        if opts.hoist_loops {
-            assert!(r.sites.len() >= t.checked as usize, "{opts:?}");
-        } else {
-            assert_eq!(r.sites.len(), t.checked as usize, "{opts:?}");
-        }
+        // The site table holds three kinds of site: global/generic shadow checks (one per check;
+        // a versioned loop's fast copy gets sites of its own, not counted again in the stats),
+        // shared/local bounds checks (spaces.rs: one per check, `space` names what they bound) and
+        // device-heap `free` calls (heap.rs: kind Free, width 0, on the line ending the call).
         let input_lines = ptx.lines().count() as u32;
+        let (mut global, mut space, mut free) = (0usize, 0usize, 0usize);
         for (i, s) in r.sites.sites.iter().enumerate() {
             assert_eq!(s.id as usize, i);
             assert!(
@@ -124,18 +155,57 @@ fuzz_target!(|data: &[u8]| {
                 s.ptx_line
             );
             let line = ptx.lines().nth(s.ptx_line as usize - 1).unwrap_or("");
+            if s.kind == AccessKind::Free {
+                free += 1;
+                assert!(s.space.is_none() && s.width == 0, "{opts:?}: free site {i}: {s:?}");
+                assert!(
+                    line.contains(';'),
+                    "free site {i} at line {}, which ends no statement: {line:?}",
+                    s.ptx_line
+                );
+                continue;
+            }
             assert!(
                 line.contains('['),
                 "site {i} at line {}, which has no address operand: {line:?}",
                 s.ptx_line
             );
+            match &s.space {
+                None => global += 1,
+                Some(sp) => {
+                    space += 1;
+                    assert!(
+                        sp.space != MemorySpace::Global && !sp.variable.is_empty(),
+                        "{opts:?}: space site {i}: {sp:?}"
+                    );
+                    // The variable bounded is the access's base: a `.shared` variable or the
+                    // frame (`__local_depotN`), named in the input.
+                    assert!(ptx.contains(&sp.variable), "{opts:?}: space site {i}: {sp:?}");
+                }
+            }
         }
+        if opts.hoist_loops {
+            assert!(global >= t.checked as usize, "{opts:?}");
+            assert!(space >= t.space_checked as usize, "{opts:?}");
+        } else {
+            assert_eq!(global, t.checked as usize, "{opts:?}");
+            assert_eq!(space, t.space_checked as usize, "{opts:?}");
+        }
+        // Only a module calling the driver's heap gets free sites (and its free calls renamed).
+        let heap = r.ptx.contains("__gasan_free");
+        assert!(free == 0 || heap, "{opts:?}: {free} free sites, no __gasan_free");
         if !ptx.contains(MARKER) {
             let (added, kept): (Vec<&str>, Vec<&str>) = r
                 .ptx
                 .split_inclusive('\n')
                 .partition(|l| l.contains(MARKER));
-            let (want, got) = (statements(ptx), statements(&kept.concat()));
+            let (mut want, mut got) = (statements(ptx), statements(&kept.concat()));
+            if heap {
+                // Heap calls and declarations are rewritten in place (renamed, `.extern` dropped,
+                // a site argument for `free`): compare both sides with those changes undone.
+                want = want.iter().map(|p| unheap(p)).collect();
+                got = got.iter().map(|p| unheap(p)).collect();
+            }
             if opts.hoist_loops {
                 // Loop versioning adds unmarked fast copies of loop bodies: the input's statements
                 // are then a subsequence of the unmarked ones.

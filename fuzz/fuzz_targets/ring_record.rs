@@ -1,6 +1,8 @@
 //! Error-record decoding: any 64 bytes in an error-ring slot (module id 0 or past the last module,
 //! a site id past the table, a bad kind byte, any address) become a report, text and JSON, without
-//! a panic. The path is the runtime's: `ErrorRecord::from_bytes` (the slot's bytes),
+//! a panic, and the report says what the record says: for a shared/local check's site, the space,
+//! variable and offset (`addr` is an offset from the variable); for a failed device-heap free,
+//! the pointer; otherwise the address. The path is the runtime's: `ErrorRecord::from_bytes` (the slot's bytes),
 //! `report::device_report` (site lookup), `Allocator::describe` (a host-backed pool holding live,
 //! freed, small and large allocations), `format_text` / `format_json`.
 //!
@@ -8,7 +10,7 @@
 //! anywhere in the pool), an allocation index and a scale byte.
 #![no_main]
 
-use gasan_instrument::abi::{ErrorRecord, ERROR_RECORD_SIZE};
+use gasan_instrument::abi::{AccessKind, ErrorRecord, MemorySpace, ERROR_RECORD_SIZE};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
 use gasan_instrument::shadow::Scale;
 use gasan_runtime::allocator::{Allocator, HostStack};
@@ -27,10 +29,12 @@ struct World {
 fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(|| {
-        // Site tables of real modules (nvcc output), registered as modules 1 and 2.
+        // Site tables of real modules (nvcc output), registered as modules 1 to 3.
         let sites = [
             include_str!("../../instrument/tests/data/loops.ptx"),
             include_str!("../../instrument/tests/corpus/ptx_sample.ptx"),
+            // Device-heap calls: `free` sites (AccessKind::Free records).
+            include_str!("../seeds/ptx_rewrite/heap_callseq.ptx"),
         ]
         .iter()
         .map(|p| {
@@ -119,18 +123,58 @@ fuzz_target!(|data: &[u8]| {
 
     let report = device_report(record, &w.sites, desc, i32::from(ctl(3)));
     let text = format_text(&report);
-    let head = format!(
-        "==GPUAddressSanitizer: {} on address {:#x}\n",
-        report.kind(),
-        record.addr
-    );
-    assert!(text.contains(&head[2..]), "{text}");
-    if let Some(s) = site {
-        assert!(text.contains(&s.kernel_demangled), "{text}");
-    }
+    let kind = report.kind();
     let json: serde_json::Value =
         serde_json::from_str(&format_json(&report)).expect("report JSON parses");
-    assert_eq!(json["kind"], report.kind());
-    assert_eq!(json["address"], format!("{:#x}", record.addr));
+    assert_eq!(json["kind"], kind);
     assert!(matches!(report, Report::Device { .. }));
+    if let Some(s) = site {
+        assert!(text.contains(&s.kernel_demangled), "{text}");
+        assert_eq!(json["kernel"], s.kernel_demangled.as_str());
+    }
+    let free = record.kind == AccessKind::Free as u8;
+    match site.and_then(|s| s.space.as_ref()) {
+        // A shared/local check records the offset from its variable (or frame): the report names
+        // the space, the variable and the offset, and says where the access fell.
+        Some(sp) => {
+            if !free {
+                let want = match sp.space {
+                    MemorySpace::Shared => "shared-buffer-overflow",
+                    MemorySpace::Local => "stack-buffer-overflow",
+                    MemorySpace::LocalOutOfScope => "stack-use-after-scope",
+                    MemorySpace::Global => "unknown-crash",
+                };
+                assert_eq!(kind, want, "{text}");
+            }
+            let space = if sp.space == MemorySpace::Shared { "shared" } else { "local" };
+            let head = format!(
+                "GPUAddressSanitizer: {kind} in {space} memory at offset {} of {}\n",
+                record.addr as i64, sp.variable_demangled
+            );
+            assert!(text.contains(&head), "{text}");
+            assert!(text.contains(&format!("of size {} in kernel", record.width)), "{text}");
+            assert_eq!(json["space"], space);
+            assert_eq!(json["variable"], sp.variable_demangled.as_str());
+            assert_eq!(json["variable_mangled"], sp.variable.as_str());
+            assert_eq!(json["offset"], record.addr as i64);
+            assert_eq!(json["size"], record.width);
+            let location = json["location"].as_str().expect("location");
+            assert!(text.contains(location), "{text}");
+            if sp.space != MemorySpace::Global {
+                assert!(location.starts_with("Address is located") || location.starts_with("local address"), "{location}");
+            }
+        }
+        None => {
+            let head = if free {
+                // A failed device-heap free: the pointer passed.
+                assert!(matches!(kind, "double-free" | "bad-free"), "{text}");
+                format!("GPUAddressSanitizer: {kind} on {:#x}: ", record.addr)
+            } else {
+                format!("GPUAddressSanitizer: {kind} on address {:#x}\n", record.addr)
+            };
+            assert!(text.contains(&head), "{text}");
+            assert_eq!(json["address"], format!("{:#x}", record.addr));
+            assert_eq!(json["access"], if free { "free" } else { json["access"].as_str().unwrap_or("") });
+        }
+    }
 });

@@ -478,7 +478,7 @@ pub fn format_json(r: &Report) -> String {
     let v = match r {
         Report::Device { record, site: Some(site @ Site { space: Some(sp), .. }), device, .. } => json!({
             "tool": "gasan", "kind": r.kind(),
-            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", _ => "read" },
+            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", Some(AccessKind::Free) => "free", _ => "read" },
             "size": record.width,
             "space": space_name(sp.space),
             "variable": sp.variable_demangled,
@@ -589,6 +589,30 @@ mod tests {
         let r = device_report(ErrorRecord { addr: (-96i64) as u64, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
         assert_eq!(r.kind(), "stack-use-after-scope");
         assert!(format_text(&r).contains("96 bytes below the frame of _Z1kv"), "{}", format_text(&r));
+    }
+
+    /// The fuzzer's records (fuzz/seeds/ring_record/{local_huge_offset,shared_huge_width}):
+    /// extreme offsets and widths, and i64::MIN / u64::MAX offsets, format without overflow.
+    #[test]
+    fn space_records_with_extreme_offsets_and_widths_format() {
+        let desc = AddrDescription { addr: 0, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        for space in [MemorySpace::Shared, MemorySpace::Local, MemorySpace::LocalOutOfScope, MemorySpace::Global] {
+            for size in [None, Some(0), Some(64), Some(u64::MAX)] {
+                for addr in [0, 16, 68719476752, i64::MAX as u64, i64::MIN as u64, u64::MAX] {
+                    let mut t = table(&["_Z3genPd"]);
+                    t.sites[0].space = Some(SpaceSite { space, variable: "__local_depot6".into(), variable_demangled: "__local_depot6".into(), size });
+                    for (kind, width) in [(AccessKind::Read as u8, 1543504128), (AccessKind::Free as u8, u32::MAX), (0xff, 0)] {
+                        let rec = ErrorRecord { addr, module_id: 1, site_id: 0, kind, width, ..Default::default() };
+                        let r = device_report(rec, std::slice::from_ref(&t), desc.clone(), 0);
+                        let text = format_text(&r);
+                        assert!(text.contains(&format!("at offset {} of __local_depot6", addr as i64)), "{text}");
+                        let json: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+                        assert_eq!(json["offset"], addr as i64);
+                        assert_eq!(json["access"], if kind == AccessKind::Free as u8 { "free" } else { "read" });
+                    }
+                }
+            }
+        }
     }
 
     #[test]
