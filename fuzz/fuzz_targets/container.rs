@@ -3,10 +3,7 @@
 //! parser on a fatbin's length; a PTX text wrapped by `build_ptx_fatbin` reads back unchanged.
 #![no_main]
 
-use gasan_instrument::container::{
-    build_ptx_fatbin, fatbins_in_file, image_len, ptx_version, sniff, Fatbin, ImageKind, ImageLen,
-    LEN_PREFIX,
-};
+use gasan_instrument::container::{build_ptx_fatbin, fatbins_in_file, image_len, ptx_version, sniff, Fatbin, ImageKind, ImageLen, LEN_PREFIX};
 use libfuzzer_sys::fuzz_target;
 
 fn exercise(f: &Fatbin<'_>) {
@@ -34,11 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let len = image_len(prefix);
     if kind == ImageKind::Fatbin {
         if let Ok(f) = Fatbin::parse(data) {
-            assert_eq!(
-                len,
-                Ok(ImageLen::Bytes(f.len)),
-                "image_len disagrees with the parser"
-            );
+            assert_eq!(len, Ok(ImageLen::Bytes(f.len)), "image_len disagrees with the parser");
             exercise(&f);
         }
     }
@@ -54,18 +47,9 @@ fuzz_target!(|data: &[u8]| {
         if !text.contains('\0') {
             let version = ptx_version(text).unwrap_or((8, 0));
             let fb = build_ptx_fatbin(text, 90, version);
-            assert_eq!(
-                image_len(&fb[..fb.len().min(LEN_PREFIX)]),
-                Ok(ImageLen::Bytes(fb.len()))
-            );
+            assert_eq!(image_len(&fb[..fb.len().min(LEN_PREFIX)]), Ok(ImageLen::Bytes(fb.len())));
             let f = Fatbin::parse(&fb).expect("built fatbin parses");
-            assert_eq!(
-                f.best_ptx(90)
-                    .expect("its PTX entry")
-                    .ptx()
-                    .expect("PTX text"),
-                text
-            );
+            assert_eq!(f.best_ptx(90).expect("its PTX entry").ptx().expect("PTX text"), text);
             assert_eq!(f.entries[0].version, version);
         }
     }

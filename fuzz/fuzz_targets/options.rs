@@ -11,8 +11,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let Ok(o) = Options::parse(s) else { return };
     let env = o.to_env_string();
-    let back = Options::parse(&env)
-        .unwrap_or_else(|e| panic!("{s:?} parsed, but its env string {env:?} does not: {e}"));
+    let back = Options::parse(&env).unwrap_or_else(|e| panic!("{s:?} parsed, but its env string {env:?} does not: {e}"));
     assert_eq!(back, o, "round trip of {s:?} through {env:?}");
     // Applying the same string twice over the parsed options changes nothing.
     let mut again = o.clone();

@@ -25,38 +25,17 @@ use libfuzzer_sys::fuzz_target;
 
 const OPTION_SETS: [InstrumentOptions; 3] = [
     // gasan-run's default.
-    InstrumentOptions {
-        scale: Scale::S8,
-        optimize: true,
-        recover: false,
-        aligned_pool: false,
-        hoist_loops: true,
-    },
-    InstrumentOptions {
-        scale: Scale::S7,
-        optimize: true,
-        recover: false,
-        aligned_pool: true,
-        hoist_loops: false,
-    },
+    InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true },
+    InstrumentOptions { scale: Scale::S7, optimize: true, recover: false, aligned_pool: true, hoist_loops: false },
     // halt_on_error=0, and check elimination off.
-    InstrumentOptions {
-        scale: Scale::S8,
-        optimize: false,
-        recover: true,
-        aligned_pool: false,
-        hoist_loops: false,
-    },
+    InstrumentOptions { scale: Scale::S8, optimize: false, recover: true, aligned_pool: false, hoist_loops: false },
 ];
 
 /// The text's pieces between `;` and line ends, with whitespace removed and empty ones dropped: a
 /// line holding several statements is split (a check goes between them), which changes only
 /// whitespace and drops empty statements.
 fn statements(text: &str) -> Vec<String> {
-    text.split([';', '\n'])
-        .map(|p| p.chars().filter(|c| !c.is_whitespace()).collect::<String>())
-        .filter(|p| !p.is_empty())
-        .collect()
+    text.split([';', '\n']).map(|p| p.chars().filter(|c| !c.is_whitespace()).collect::<String>()).filter(|p| !p.is_empty()).collect()
 }
 
 /// Every line with an address operand outside a function body is a directive (`.global a[4]`,
@@ -71,16 +50,9 @@ fn well_scoped(ptx: &str) -> bool {
         // nvcc's statements with an address end their line; one that shares its line with a
         // brace (`st.global.f32 [%rd2], %f1; }`, one-line inline asm blocks) is not checked at all
         // (a known gap, fuzz/results.md) and the planners may still count it.
-        if code.contains('[')
-            && !code.starts_with('.')
-            && (depth <= 0 || !code.ends_with(';') || code.contains(['{', '}']))
-        {
+        if code.contains('[') && !code.starts_with('.') && (depth <= 0 || !code.ends_with(';') || code.contains(['{', '}'])) {
             // `{%r1, %r2}` vector operands are braces too: allow them inside a statement.
-            if depth <= 0
-                || !code.ends_with(';')
-                || code.starts_with(['{', '}'])
-                || code.ends_with('}')
-            {
+            if depth <= 0 || !code.ends_with(';') || code.starts_with(['{', '}']) || code.ends_with('}') {
                 return false;
             }
         }
@@ -149,35 +121,20 @@ fuzz_target!(|data: &[u8]| {
         let (mut global, mut space, mut free) = (0usize, 0usize, 0usize);
         for (i, s) in r.sites.sites.iter().enumerate() {
             assert_eq!(s.id as usize, i);
-            assert!(
-                (1..=input_lines).contains(&s.ptx_line),
-                "site {i} at line {} of {input_lines}",
-                s.ptx_line
-            );
+            assert!((1..=input_lines).contains(&s.ptx_line), "site {i} at line {} of {input_lines}", s.ptx_line);
             let line = ptx.lines().nth(s.ptx_line as usize - 1).unwrap_or("");
             if s.kind == AccessKind::Free {
                 free += 1;
                 assert!(s.space.is_none() && s.width == 0, "{opts:?}: free site {i}: {s:?}");
-                assert!(
-                    line.contains(';'),
-                    "free site {i} at line {}, which ends no statement: {line:?}",
-                    s.ptx_line
-                );
+                assert!(line.contains(';'), "free site {i} at line {}, which ends no statement: {line:?}", s.ptx_line);
                 continue;
             }
-            assert!(
-                line.contains('['),
-                "site {i} at line {}, which has no address operand: {line:?}",
-                s.ptx_line
-            );
+            assert!(line.contains('['), "site {i} at line {}, which has no address operand: {line:?}", s.ptx_line);
             match &s.space {
                 None => global += 1,
                 Some(sp) => {
                     space += 1;
-                    assert!(
-                        sp.space != MemorySpace::Global && !sp.variable.is_empty(),
-                        "{opts:?}: space site {i}: {sp:?}"
-                    );
+                    assert!(sp.space != MemorySpace::Global && !sp.variable.is_empty(), "{opts:?}: space site {i}: {sp:?}");
                     // The variable bounded is the access's base: a `.shared` variable or the
                     // frame (`__local_depotN`), named in the input.
                     assert!(ptx.contains(&sp.variable), "{opts:?}: space site {i}: {sp:?}");
@@ -195,10 +152,7 @@ fuzz_target!(|data: &[u8]| {
         let heap = r.ptx.contains("__gasan_free");
         assert!(free == 0 || heap, "{opts:?}: {free} free sites, no __gasan_free");
         if !ptx.contains(MARKER) {
-            let (added, kept): (Vec<&str>, Vec<&str>) = r
-                .ptx
-                .split_inclusive('\n')
-                .partition(|l| l.contains(MARKER));
+            let (added, kept): (Vec<&str>, Vec<&str>) = r.ptx.split_inclusive('\n').partition(|l| l.contains(MARKER));
             let (mut want, mut got) = (statements(ptx), statements(&kept.concat()));
             if heap {
                 // Heap calls and declarations are rewritten in place (renamed, `.extern` dropped,
@@ -215,23 +169,12 @@ fuzz_target!(|data: &[u8]| {
                         want.next();
                     }
                 }
-                assert_eq!(
-                    want.next(),
-                    None,
-                    "{opts:?}: an original statement changed or went missing"
-                );
+                assert_eq!(want.next(), None, "{opts:?}: an original statement changed or went missing");
             } else {
                 assert_eq!(got, want, "{opts:?}: original statements changed");
             }
-            assert_eq!(
-                brace_balance(&added.concat()),
-                0,
-                "{opts:?}: added lines leave braces open"
-            );
+            assert_eq!(brace_balance(&added.concat()), 0, "{opts:?}: added lines leave braces open");
         }
-        assert_eq!(
-            instrument_ptx(&r.ptx, opts).err(),
-            Some(PtxError::AlreadyInstrumented)
-        );
+        assert_eq!(instrument_ptx(&r.ptx, opts).err(), Some(PtxError::AlreadyInstrumented));
     }
 });

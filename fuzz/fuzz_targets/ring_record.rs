@@ -37,40 +37,16 @@ fn world() -> &'static World {
             include_str!("../seeds/ptx_rewrite/heap_callseq.ptx"),
         ]
         .iter()
-        .map(|p| {
-            instrument_ptx(p, &InstrumentOptions::default())
-                .expect("seed PTX instruments")
-                .sites
-        })
+        .map(|p| instrument_ptx(p, &InstrumentOptions::default()).expect("seed PTX instruments").sites)
         .collect();
         let pools = [Scale::S7, Scale::S8]
             .into_iter()
             .map(|scale| {
-                let pool = Pool::new(
-                    Box::new(HostBackend::new(2 << 20)),
-                    &PoolConfig {
-                        size: 64 << 30,
-                        shift: scale.shift(),
-                        hints: vec![],
-                        max_size: 0,
-                    },
-                )
-                .expect("host pool");
-                let opts = Options {
-                    shadow_scale: scale,
-                    malloc_context_size: 1,
-                    ..Options::default()
-                };
+                let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0 }).expect("host pool");
+                let opts = Options { shadow_scale: scale, malloc_context_size: 1, ..Options::default() };
                 let a = Allocator::new(pool, &opts);
                 let mut addrs = Vec::new();
-                for (size, free) in [
-                    (100, false),
-                    (4096, true),
-                    (1, false),
-                    (300 << 10, false),
-                    (1 << 20, true),
-                    (256, false),
-                ] {
+                for (size, free) in [(100, false), (4096, true), (1, false), (300 << 10, false), (1 << 20, true), (256, false)] {
                     let p = a.alloc(size, None).expect("alloc");
                     if free {
                         a.free(p, None).expect("free");
@@ -98,9 +74,7 @@ fuzz_target!(|data: &[u8]| {
     record.addr = match ctl(0) % 3 {
         0 => record.addr,
         // Near an allocation: a signed 32-bit offset from it.
-        1 => {
-            addrs[usize::from(ctl(1)) % addrs.len()].wrapping_add(record.addr as i32 as i64 as u64)
-        }
+        1 => addrs[usize::from(ctl(1)) % addrs.len()].wrapping_add(record.addr as i32 as i64 as u64),
         _ => base + record.addr % size,
     };
 
@@ -111,21 +85,13 @@ fuzz_target!(|data: &[u8]| {
         a.free_stack = a.free_stack.as_ref().map(|_| HostStack::default());
     }
     let site = record_site(&record, &w.sites);
-    let expect_site = (1..=w.sites.len()).contains(&(record.module_id as usize))
-        && (record.site_id as usize) < w.sites[record.module_id as usize - 1].len();
-    assert_eq!(
-        site.is_some(),
-        expect_site,
-        "module {} site {}",
-        record.module_id,
-        record.site_id
-    );
+    let expect_site = (1..=w.sites.len()).contains(&(record.module_id as usize)) && (record.site_id as usize) < w.sites[record.module_id as usize - 1].len();
+    assert_eq!(site.is_some(), expect_site, "module {} site {}", record.module_id, record.site_id);
 
     let report = device_report(record, &w.sites, desc, i32::from(ctl(3)));
     let text = format_text(&report);
     let kind = report.kind();
-    let json: serde_json::Value =
-        serde_json::from_str(&format_json(&report)).expect("report JSON parses");
+    let json: serde_json::Value = serde_json::from_str(&format_json(&report)).expect("report JSON parses");
     assert_eq!(json["kind"], kind);
     assert!(matches!(report, Report::Device { .. }));
     if let Some(s) = site {
@@ -147,10 +113,7 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(kind, want, "{text}");
             }
             let space = if sp.space == MemorySpace::Shared { "shared" } else { "local" };
-            let head = format!(
-                "GPUAddressSanitizer: {kind} in {space} memory at offset {} of {}\n",
-                record.addr as i64, sp.variable_demangled
-            );
+            let head = format!("GPUAddressSanitizer: {kind} in {space} memory at offset {} of {}\n", record.addr as i64, sp.variable_demangled);
             assert!(text.contains(&head), "{text}");
             assert!(text.contains(&format!("of size {} in kernel", record.width)), "{text}");
             assert_eq!(json["space"], space);

@@ -25,31 +25,15 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--n" => {
-                n = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--n NUMBER")
-            }
-            "--iters" => {
-                iters = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--iters NUMBER")
-            }
+            "--n" => n = args.next().and_then(|v| v.parse().ok()).expect("--n NUMBER"),
+            "--iters" => iters = args.next().and_then(|v| v.parse().ok()).expect("--iters NUMBER"),
             "--only" => only = args.next(),
             _ => corpus.push(a),
         }
     }
     let halt = InstrumentOptions::default();
-    let recover = InstrumentOptions {
-        recover: true,
-        ..halt
-    };
-    println!(
-        "{:<18} {:>9} {:>10} {:>9} {:>10} {:>9}",
-        "shape", "MB", "halt s", "MB/s", "recover s", "MB/s"
-    );
+    let recover = InstrumentOptions { recover: true, ..halt };
+    println!("{:<18} {:>9} {:>10} {:>9} {:>10} {:>9}", "shape", "MB", "halt s", "MB/s", "recover s", "MB/s");
     let selected = |name: &str| only.as_deref().is_none_or(|o| o == name);
     for (name, ptx) in adversarial::shapes(n) {
         if !selected(name) {
@@ -67,26 +51,13 @@ fn main() {
             }
             cols.push((secs, mb / secs));
         }
-        println!(
-            "{name:<18} {mb:>9.2} {:>10.3} {:>9.1} {:>10.3} {:>9.1}",
-            cols[0].0, cols[0].1, cols[1].0, cols[1].1
-        );
+        println!("{name:<18} {mb:>9.2} {:>10.3} {:>9.1} {:>10.3} {:>9.1}", cols[0].0, cols[0].1, cols[1].0, cols[1].1);
     }
 
     // Entries whose compressed stream inflates far past their declared size (4 KiB).
     let bombs = [
-        (
-            "zstd_bomb",
-            adversarial::compressed_ptx_fatbin(
-                FLAG_ZSTD,
-                &adversarial::zstd_rle_bomb(66_000),
-                4096,
-            ),
-        ),
-        (
-            "lz4_bomb",
-            adversarial::compressed_ptx_fatbin(FLAG_LZ4, &adversarial::lz4_bomb(64 << 20), 4096),
-        ),
+        ("zstd_bomb", adversarial::compressed_ptx_fatbin(FLAG_ZSTD, &adversarial::zstd_rle_bomb(66_000), 4096)),
+        ("lz4_bomb", adversarial::compressed_ptx_fatbin(FLAG_LZ4, &adversarial::lz4_bomb(64 << 20), 4096)),
     ];
     for (name, fatbin) in bombs {
         if !selected(name) {
@@ -99,17 +70,11 @@ fn main() {
             Ok(Ok(len)) => format!("inflated to {len} bytes"),
             Ok(Err(e)) | Err(e) => format!("error: {e}"),
         };
-        println!(
-            "{name:<18} {:>9.2} {secs:>10.3}  {outcome}",
-            fatbin.len() as f64 / 1e6
-        );
+        println!("{name:<18} {:>9.2} {secs:>10.3}  {outcome}", fatbin.len() as f64 / 1e6);
     }
 
     if !corpus.is_empty() {
-        let texts: Vec<String> = corpus
-            .iter()
-            .map(|p| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}")))
-            .collect();
+        let texts: Vec<String> = corpus.iter().map(|p| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"))).collect();
         let bytes: usize = texts.iter().map(String::len).sum();
         let t = Instant::now();
         for _ in 0..iters {
@@ -118,11 +83,6 @@ fn main() {
             }
         }
         let secs = t.elapsed().as_secs_f64();
-        println!(
-            "corpus: {} files, {:.2} MB, {iters} passes in {secs:.3} s: {:.1} MB/s",
-            texts.len(),
-            bytes as f64 / 1e6,
-            bytes as f64 * f64::from(iters) / 1e6 / secs
-        );
+        println!("corpus: {} files, {:.2} MB, {iters} passes in {secs:.3} s: {:.1} MB/s", texts.len(), bytes as f64 / 1e6, bytes as f64 * f64::from(iters) / 1e6 / secs);
     }
 }

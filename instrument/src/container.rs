@@ -55,19 +55,13 @@ pub enum ImageKind {
 }
 
 fn u16_at(b: &[u8], at: usize, what: &'static str) -> Result<u16> {
-    b.get(at..at + 2)
-        .map(|s| u16::from_le_bytes(s.try_into().unwrap()))
-        .ok_or(ContainerError::Truncated { what, at, need: 2, have: b.len().saturating_sub(at) })
+    b.get(at..at + 2).map(|s| u16::from_le_bytes(s.try_into().unwrap())).ok_or(ContainerError::Truncated { what, at, need: 2, have: b.len().saturating_sub(at) })
 }
 fn u32_at(b: &[u8], at: usize, what: &'static str) -> Result<u32> {
-    b.get(at..at + 4)
-        .map(|s| u32::from_le_bytes(s.try_into().unwrap()))
-        .ok_or(ContainerError::Truncated { what, at, need: 4, have: b.len().saturating_sub(at) })
+    b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap())).ok_or(ContainerError::Truncated { what, at, need: 4, have: b.len().saturating_sub(at) })
 }
 fn u64_at(b: &[u8], at: usize, what: &'static str) -> Result<u64> {
-    b.get(at..at + 8)
-        .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
-        .ok_or(ContainerError::Truncated { what, at, need: 8, have: b.len().saturating_sub(at) })
+    b.get(at..at + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap())).ok_or(ContainerError::Truncated { what, at, need: 8, have: b.len().saturating_sub(at) })
 }
 
 /// Classifies an image by its first bytes.
@@ -103,17 +97,11 @@ pub enum ImageLen {
 /// Sizes an image from a prefix of at least [`LEN_PREFIX`] bytes (fewer only if the image is shorter).
 pub fn image_len(prefix: &[u8]) -> Result<ImageLen> {
     match sniff(prefix) {
-        ImageKind::FatbinWrapper => Ok(ImageLen::Wrapper {
-            version: u32_at(prefix, 4, "wrapper")?,
-            data: u64_at(prefix, 8, "wrapper")?,
-            filename_or_fatbins: u64_at(prefix, 16, "wrapper")?,
-        }),
+        ImageKind::FatbinWrapper => Ok(ImageLen::Wrapper { version: u32_at(prefix, 4, "wrapper")?, data: u64_at(prefix, 8, "wrapper")?, filename_or_fatbins: u64_at(prefix, 16, "wrapper")? }),
         ImageKind::Fatbin => {
             let hs = u16_at(prefix, 6, "fatbin header")? as usize;
             let fs = u64_at(prefix, 8, "fatbin header")?;
-            let total = (hs as u64).checked_add(fs).filter(|&t| t <= MAX_ENTRY as u64 * 4).ok_or(
-                ContainerError::Malformed { what: "fatbin header", detail: format!("size {fs:#x}") },
-            )?;
+            let total = (hs as u64).checked_add(fs).filter(|&t| t <= MAX_ENTRY as u64 * 4).ok_or(ContainerError::Malformed { what: "fatbin header", detail: format!("size {fs:#x}") })?;
             Ok(ImageLen::Bytes(total as usize))
         }
         ImageKind::Elf => {
@@ -129,9 +117,7 @@ pub fn image_len(prefix: &[u8]) -> Result<ImageLen> {
             // Section data precedes the section header table in cubins; the table ends the file.
             let end_sh = shoff.checked_add(shentsize * shnum);
             let end_ph = phoff.checked_add(phentsize * phnum);
-            let end = end_sh.zip(end_ph).map(|(a, b)| a.max(b).max(64)).filter(|&e| e <= MAX_ENTRY as u64).ok_or(
-                ContainerError::Elf("header table offsets overflow".into()),
-            )?;
+            let end = end_sh.zip(end_ph).map(|(a, b)| a.max(b).max(64)).filter(|&e| e <= MAX_ENTRY as u64).ok_or(ContainerError::Elf("header table offsets overflow".into()))?;
             Ok(ImageLen::Bytes(end as usize))
         }
         ImageKind::Ptx => Ok(ImageLen::NulTerminated),
@@ -226,8 +212,7 @@ impl Entry<'_> {
     /// The PTX text of a PTX entry.
     pub fn ptx(&self) -> Result<String> {
         let p = self.payload()?;
-        String::from_utf8(p.into_owned())
-            .map_err(|e| ContainerError::Malformed { what: "PTX entry", detail: e.to_string() })
+        String::from_utf8(p.into_owned()).map_err(|e| ContainerError::Malformed { what: "PTX entry", detail: e.to_string() })
     }
 }
 
@@ -279,9 +264,12 @@ impl<'a> Fatbin<'a> {
             if ehs < 0x40 || ehs > e.len() {
                 return Err(ContainerError::Malformed { what: "entry header", detail: format!("header size {ehs} at {off}") });
             }
-            let payload_end = (ehs as u64).checked_add(size).filter(|&p| p <= e.len() as u64).ok_or(
-                ContainerError::Truncated { what: "entry payload", at: off, need: size.min(usize::MAX as u64) as usize, have: e.len() },
-            )? as usize;
+            let payload_end = (ehs as u64).checked_add(size).filter(|&p| p <= e.len() as u64).ok_or(ContainerError::Truncated {
+                what: "entry payload",
+                at: off,
+                need: size.min(usize::MAX as u64) as usize,
+                have: e.len(),
+            })? as usize;
             let options_off = u32_at(e, 0x14, "entry header")? as usize;
             let minor = u16_at(e, 0x18, "entry header")?;
             let major = u16_at(e, 0x1a, "entry header")?;
@@ -292,11 +280,7 @@ impl<'a> Fatbin<'a> {
             let uncompressed_size = u64_at(e, 0x38, "entry header")?;
             // The payload is padded to 8 bytes; a compressed entry states its exact stored size.
             let compressed_size = u32_at(e, 0x10, "entry header")? as usize;
-            let payload_end = if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 && compressed_size > 0 && ehs + compressed_size <= payload_end {
-                ehs + compressed_size
-            } else {
-                payload_end
-            };
+            let payload_end = if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 && compressed_size > 0 && ehs + compressed_size <= payload_end { ehs + compressed_size } else { payload_end };
             let identifier = (id_off != 0 && id_off < ehs).then(|| c_string(&e[..ehs], id_off, Some(id_len.min(ehs - id_off)))).flatten();
             let options = (options_off != 0 && options_off < ehs).then(|| c_string(&e[..ehs], options_off, None)).flatten();
             entries.push(Entry {
@@ -342,10 +326,7 @@ impl<'a> Fatbin<'a> {
     /// The PTX entry the driver would JIT for a device of compute capability `sm` (e.g. 90): the
     /// highest PTX arch ≤ `sm`, where an arch-specific entry (`sm_90a`) qualifies only for its own arch.
     pub fn best_ptx(&self, sm: u32) -> Option<&Entry<'a>> {
-        self.entries
-            .iter()
-            .filter(|e| e.kind == EntryKind::Ptx && e.arch <= sm && (!e.arch_specific() || e.arch == sm))
-            .max_by_key(|e| (e.arch, e.arch_specific()))
+        self.entries.iter().filter(|e| e.kind == EntryKind::Ptx && e.arch <= sm && (!e.arch_specific() || e.arch == sm)).max_by_key(|e| (e.arch, e.arch_specific()))
     }
 
     /// Whether the fatbin carries SASS the device runs natively (same major, ≤ minor).
@@ -374,10 +355,7 @@ pub fn fatbins_in_file(bytes: &[u8]) -> Result<Vec<(String, Fatbin<'_>)>> {
             }
             Ok(out)
         }
-        ImageKind::FatbinWrapper => Err(ContainerError::Malformed {
-            what: "file",
-            detail: "a fatbin wrapper holds a pointer; only a running process can follow it".into(),
-        }),
+        ImageKind::FatbinWrapper => Err(ContainerError::Malformed { what: "file", detail: "a fatbin wrapper holds a pointer; only a running process can follow it".into() }),
         ImageKind::Ptx | ImageKind::Unknown => Err(ContainerError::BadMagic(u32_at(bytes, 0, "file").unwrap_or(0))),
     }
 }
@@ -536,11 +514,7 @@ mod tests {
         let ptx75 = b".version 7.0\n.target sm_75\n";
         let ptx90 = b".version 8.0\n.target sm_90\n";
         let lz = lz4_flex::block::compress(ptx90);
-        let fb = fatbin(&[
-            entry(1, 75, 0x11, ptx75, 0),
-            entry(1, 90, 0x11 | FLAG_LZ4, &lz, ptx90.len() as u64),
-            entry(2, 90, 0x11, b"\x7fELF....", 0),
-        ]);
+        let fb = fatbin(&[entry(1, 75, 0x11, ptx75, 0), entry(1, 90, 0x11 | FLAG_LZ4, &lz, ptx90.len() as u64), entry(2, 90, 0x11, b"\x7fELF....", 0)]);
         assert_eq!(image_len(&fb[..LEN_PREFIX]).unwrap(), ImageLen::Bytes(fb.len()));
         let f = Fatbin::parse(&fb).unwrap();
         assert_eq!(f.entries.len(), 3);

@@ -158,14 +158,7 @@ impl HeapLayout {
 
     /// The header the host writes at `region_base` (the start of the reserved region).
     pub fn header(&self, region_base: u64) -> HeapHeader {
-        HeapHeader {
-            next: 0,
-            arena_base: region_base + self.arena_offset,
-            arena_size: self.arena_size,
-            table: region_base + self.table_offset,
-            table_capacity: self.table_capacity,
-            reserved: [0; 3],
-        }
+        HeapHeader { next: 0, arena_base: region_base + self.arena_offset, arena_size: self.arena_size, table: region_base + self.table_offset, table_capacity: self.table_capacity, reserved: [0; 3] }
     }
 
     /// Arena bytes one `malloc(size)` with alignment `align` (a power of two) takes: its header

@@ -126,9 +126,7 @@ impl Scale {
     /// accessible and the rest (redzone) are not.
     pub fn region_shadow(self, size: u64, len: u64) -> Vec<u8> {
         let g = self.granule();
-        (0..self.shadow_len(len))
-            .map(|i| self.encode(size.saturating_sub(i * g)))
-            .collect()
+        (0..self.shadow_len(len)).map(|i| self.encode(size.saturating_sub(i * g))).collect()
     }
 }
 
@@ -151,7 +149,11 @@ impl FastTest {
         if self.at_least_one {
             lim = lim.max(1);
         }
-        if self.strict { u32::from(s) < lim } else { u32::from(s) <= lim }
+        if self.strict {
+            u32::from(s) < lim
+        } else {
+            u32::from(s) <= lim
+        }
     }
 }
 

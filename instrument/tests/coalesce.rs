@@ -4,9 +4,7 @@
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
 
 fn module(body: &str) -> String {
-    format!(
-        ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 p)\n{{\n\t.reg .b64 %rd<10>;\n\t.reg .f32 %f<10>;\n\tld.param.u64 %rd1, [p];\n{body}\tret;\n}}\n"
-    )
+    format!(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 p)\n{{\n\t.reg .b64 %rd<10>;\n\t.reg .f32 %f<10>;\n\tld.param.u64 %rd1, [p];\n{body}\tret;\n}}\n")
 }
 
 /// (checks emitted, sites recorded with their PTX lines)

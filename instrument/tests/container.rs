@@ -13,10 +13,7 @@ fn src() -> std::path::PathBuf {
 
 /// PTX as nvcc embeds it drops comments and blank lines; compare statement by statement.
 fn normalize(ptx: &str) -> Vec<String> {
-    ptx.lines()
-        .map(|l| l.split("//").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|l| !l.is_empty())
-        .collect()
+    ptx.lines().map(|l| l.split("//").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" ")).filter(|l| !l.is_empty()).collect()
 }
 
 fn build(dir: &Path, name: &str, extra: &[&str]) -> std::path::PathBuf {
@@ -28,9 +25,15 @@ fn build(dir: &Path, name: &str, extra: &[&str]) -> std::path::PathBuf {
     } else {
         std::fs::copy(src(), &s).unwrap();
     }
-    let mut args: Vec<&OsStr> = vec![OsStr::new("-o"), out.as_os_str(), s.as_os_str(),
-        OsStr::new("-gencode"), OsStr::new("arch=compute_75,code=compute_75"),
-        OsStr::new("-gencode"), OsStr::new("arch=compute_90,code=[compute_90,sm_90]")];
+    let mut args: Vec<&OsStr> = vec![
+        OsStr::new("-o"),
+        out.as_os_str(),
+        s.as_os_str(),
+        OsStr::new("-gencode"),
+        OsStr::new("arch=compute_75,code=compute_75"),
+        OsStr::new("-gencode"),
+        OsStr::new("arch=compute_90,code=[compute_90,sm_90]"),
+    ];
     args.extend(extra.iter().map(OsStr::new));
     run_tool("nvcc", &args);
     out

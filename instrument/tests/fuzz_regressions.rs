@@ -14,41 +14,16 @@ fn one_line_function_body_still_assembles() {
                .visible .entry n(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<2>;\n\
                \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.global.f32 %f1, [%rd2];\n\tret;\n}\n";
     let dir = scratch("fuzz-one-line-fn");
-    for opts in [
-        InstrumentOptions::default(),
-        InstrumentOptions {
-            optimize: false,
-            ..Default::default()
-        },
-    ] {
+    for opts in [InstrumentOptions::default(), InstrumentOptions { optimize: false, ..Default::default() }] {
         let r = instrument_ptx(ptx, &opts).unwrap();
         assert_eq!(r.stats.total().checked, 1);
-        let after = r
-            .ptx
-            .split(".visible .entry m() { ret; }\n")
-            .nth(1)
-            .expect("m kept verbatim on its own line");
-        assert!(
-            after.trim_start().starts_with(".visible .entry n("),
-            "nothing emitted between m and n:\n{after}"
-        );
+        let after = r.ptx.split(".visible .entry m() { ret; }\n").nth(1).expect("m kept verbatim on its own line");
+        assert!(after.trim_start().starts_with(".visible .entry n("), "nothing emitted between m and n:\n{after}");
         let f = dir.join("m.ptx");
         std::fs::write(&f, &r.ptx).unwrap();
-        run_tool(
-            "ptxas",
-            &[
-                OsStr::new("-arch=sm_90"),
-                f.as_os_str(),
-                OsStr::new("-o"),
-                dir.join("m.cubin").as_os_str(),
-            ],
-        );
+        run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("m.cubin").as_os_str()]);
     }
     // Last line, no trailing newline: the declarations did not even get a line of their own.
     let r = instrument_ptx(".version 9.0\n.entry m() {}", &InstrumentOptions::default()).unwrap();
-    assert!(
-        r.ptx.ends_with(".entry m() {}"),
-        "{}",
-        &r.ptx[r.ptx.len().saturating_sub(200)..]
-    );
+    assert!(r.ptx.ends_with(".entry m() {}"), "{}", &r.ptx[r.ptx.len().saturating_sub(200)..]);
 }

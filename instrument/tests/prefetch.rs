@@ -71,7 +71,6 @@ fn batches_are_capped_and_the_rest_check_on_their_own() {
     assert_eq!(per_access_branches(&ptx), 4);
 }
 
-
 /// Index of the last line before `before` containing `needle`.
 fn last_before(ptx: &str, before: usize, needle: &str) -> Option<usize> {
     ptx.lines().collect::<Vec<_>>()[..before].iter().rposition(|l| l.contains(needle))

@@ -76,12 +76,20 @@ pub struct AllocInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddrKind {
     /// `distance` bytes past the end of the block.
-    OverflowRight { distance: u64 },
+    OverflowRight {
+        distance: u64,
+    },
     /// `distance` bytes before the start of the block.
-    OverflowLeft { distance: u64 },
-    UseAfterFree { offset: u64 },
+    OverflowLeft {
+        distance: u64,
+    },
+    UseAfterFree {
+        offset: u64,
+    },
     /// Inside a live block's accessible bytes.
-    InBounds { offset: u64 },
+    InBounds {
+        offset: u64,
+    },
     /// In the pool but near no allocation.
     Wild,
     /// Outside the pool: memory gasan does not manage.
@@ -109,11 +117,20 @@ pub enum AllocError {
 /// A failed free.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FreeError {
-    DoubleFree { ptr: u64, info: AllocInfo },
+    DoubleFree {
+        ptr: u64,
+        info: AllocInfo,
+    },
     /// Inside a block but not its start.
-    NotBase { ptr: u64, info: AllocInfo },
+    NotBase {
+        ptr: u64,
+        info: AllocInfo,
+    },
     /// Not an allocation gasan knows.
-    Unknown { ptr: u64, in_pool: bool },
+    Unknown {
+        ptr: u64,
+        in_pool: bool,
+    },
 }
 
 /// A range check of a host API call (memcpy/memset) that failed.
@@ -549,7 +566,11 @@ impl Allocator {
             match g.allocs.range(..=addr).next_back().map(|(_, a)| a) {
                 Some(a) if a.live && addr < a.start + a.size => {
                     let end = a.start + a.size;
-                    if addr + len <= end { None } else { Some(end) }
+                    if addr + len <= end {
+                        None
+                    } else {
+                        Some(end)
+                    }
                 }
                 _ => Some(addr),
             }
@@ -681,7 +702,17 @@ impl Allocator {
             .device_heaps
             .iter()
             .filter(|h| h.layout.region_size > SMALL_MAX)
-            .map(|h| AllocInfo { id: 0, start: h.base, size: h.layout.region_size, region_end: h.base + round_up(h.layout.region_size, gran), large: true, live: true, alloc_stack: HostStack::default(), free_stack: None, heap_block: None })
+            .map(|h| AllocInfo {
+                id: 0,
+                start: h.base,
+                size: h.layout.region_size,
+                region_end: h.base + round_up(h.layout.region_size, gran),
+                large: true,
+                live: true,
+                alloc_stack: HostStack::default(),
+                free_stack: None,
+                heap_block: None,
+            })
             .collect();
         let mut large: Vec<&AllocInfo> = g.allocs.values().filter(|a| a.large).chain(&heaps).collect();
         large.sort_by_key(|a| a.start);

@@ -32,10 +32,7 @@ pub fn dir_for(cache_dir: Option<&Path>) -> Option<PathBuf> {
     if let Some(d) = cache_dir {
         return Some(d.to_path_buf());
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let base = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("gasan"))
 }
 
@@ -45,10 +42,7 @@ pub fn entry_kind(name: &str) -> Option<&'static str> {
         return Some("temporary");
     }
     let (key, rest) = name.split_at_checked(64)?;
-    if !key
-        .bytes()
-        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    {
+    if !key.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
         return None;
     }
     match rest {
@@ -103,10 +97,7 @@ impl Cache {
         let n = N.fetch_add(1, Ordering::Relaxed);
         let tid = format!("{:?}", std::thread::current().id());
         let tid: String = tid.chars().filter(char::is_ascii_digit).collect();
-        Ok(self.dir.join(format!(
-            "{TMP_PREFIX}{}-{tid}-{n}.{what}",
-            std::process::id()
-        )))
+        Ok(self.dir.join(format!("{TMP_PREFIX}{}-{tid}-{n}.{what}", std::process::id())))
     }
 
     /// Writes `data` as entry `name` atomically (temporary file, fsync, rename), then evicts the
@@ -149,12 +140,7 @@ impl Cache {
             let name = e.file_name().into_string().ok()?;
             let kind = entry_kind(&name)?;
             let m = e.metadata().ok()?;
-            m.is_file().then(|| Entry {
-                name,
-                kind,
-                size: m.len(),
-                used: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            })
+            m.is_file().then(|| Entry { name, kind, size: m.len(), used: m.modified().unwrap_or(SystemTime::UNIX_EPOCH) })
         })
         .collect()
     }
@@ -167,9 +153,7 @@ impl Cache {
         let (mut n, mut bytes) = (0, 0);
         for e in self.entries() {
             if e.kind == "temporary" {
-                if now.duration_since(e.used).is_ok_and(|age| age > STALE_TMP)
-                    && std::fs::remove_file(self.dir.join(&e.name)).is_ok()
-                {
+                if now.duration_since(e.used).is_ok_and(|age| age > STALE_TMP) && std::fs::remove_file(self.dir.join(&e.name)).is_ok() {
                     n += 1;
                     bytes += e.size;
                 }
@@ -215,16 +199,7 @@ impl Cache {
 /// Sets a file's modification time to now (its last use); errors are ignored (a read-only cache
 /// still serves hits).
 fn touch(f: &File) {
-    let times = [
-        libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-        libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_NOW,
-        },
-    ];
+    let times = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW }];
     // SAFETY: `f` is an open file descriptor for the duration of the call; `times` is two valid
     // timespecs, as futimens requires.
     unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) };
@@ -235,8 +210,7 @@ mod tests {
     use super::*;
 
     fn tmpdir(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("gasan-cache-unit-{name}-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("gasan-cache-unit-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -248,28 +222,18 @@ mod tests {
 
     fn set_used(c: &Cache, name: &str, secs_ago: u64) {
         let f = File::options().write(true).open(c.dir.join(name)).unwrap();
-        f.set_modified(SystemTime::now() - Duration::from_secs(secs_ago))
-            .unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(secs_ago)).unwrap();
     }
 
     #[test]
     fn names_are_recognised_and_others_ignored() {
         assert_eq!(entry_kind(&format!("{}.ptx", key(1))), Some("checked-ptx"));
         assert_eq!(entry_kind(&format!("{}.sites.json", key(1))), Some("sites"));
-        assert_eq!(
-            entry_kind(&format!("{}.sm_90.cubin", key(1))),
-            Some("cubin")
-        );
-        assert_eq!(
-            entry_kind(&format!("{}.sm_90a.fail", key(1))),
-            Some("compile-failed")
-        );
+        assert_eq!(entry_kind(&format!("{}.sm_90.cubin", key(1))), Some("cubin"));
+        assert_eq!(entry_kind(&format!("{}.sm_90a.fail", key(1))), Some("compile-failed"));
         assert_eq!(entry_kind(".gasan-tmp-1-2-3.part"), Some("temporary"));
         assert_eq!(entry_kind("notes.txt"), None);
-        assert_eq!(
-            entry_kind(&format!("{}.ptx", key(1).to_uppercase().replace('0', "G"))),
-            None
-        );
+        assert_eq!(entry_kind(&format!("{}.ptx", key(1).to_uppercase().replace('0', "G"))), None);
         assert_eq!(entry_kind(&format!("{}.exe", key(1))), None);
     }
 
@@ -288,18 +252,11 @@ mod tests {
         assert_eq!(c.evict(None), (3, 300));
         let mut left: Vec<String> = c.entries().into_iter().map(|e| e.name).collect();
         left.sort();
-        assert_eq!(
-            left,
-            vec![format!("{}.ptx", key(0)), format!("{}.ptx", key(4))]
-        );
-        assert!(
-            d.join("unrelated.bin").exists(),
-            "files that are not gasan's are never evicted"
-        );
+        assert_eq!(left, vec![format!("{}.ptx", key(0)), format!("{}.ptx", key(4))]);
+        assert!(d.join("unrelated.bin").exists(), "files that are not gasan's are never evicted");
         // An insert evicts down to the budget but keeps what it wrote, even when that alone is over.
         let c = Cache::new(d.clone(), 50);
-        c.put(&format!("{}.sm_90.cubin", key(9)), &[9; 120])
-            .unwrap();
+        c.put(&format!("{}.sm_90.cubin", key(9)), &[9; 120]).unwrap();
         let left: Vec<String> = c.entries().into_iter().map(|e| e.name).collect();
         assert_eq!(left, vec![format!("{}.sm_90.cubin", key(9))]);
         std::fs::remove_dir_all(&d).unwrap();
@@ -314,12 +271,7 @@ mod tests {
         assert_ne!(old, new);
         std::fs::write(&old, b"x").unwrap();
         std::fs::write(&new, b"y").unwrap();
-        File::options()
-            .write(true)
-            .open(&old)
-            .unwrap()
-            .set_modified(SystemTime::now() - Duration::from_secs(7200))
-            .unwrap();
+        File::options().write(true).open(&old).unwrap().set_modified(SystemTime::now() - Duration::from_secs(7200)).unwrap();
         assert_eq!(c.evict(None), (1, 1));
         assert!(!old.exists() && new.exists());
         assert_eq!(c.clear(), (1, 1));
@@ -333,11 +285,7 @@ mod tests {
         let name = format!("{}.sm_90.cubin", key(7));
         // Each writer's content is recognisable and of a different length; readers must only ever
         // see one of them whole.
-        let content = |w: usize| -> Vec<u8> {
-            (0..(1 << 18) + w * 4099)
-                .map(|i| (i as u8) ^ (w as u8))
-                .collect()
-        };
+        let content = |w: usize| -> Vec<u8> { (0..(1 << 18) + w * 4099).map(|i| (i as u8) ^ (w as u8)).collect() };
         std::thread::scope(|s| {
             for w in 0..4 {
                 let c = c.clone();
@@ -355,21 +303,14 @@ mod tests {
                     let mut seen = 0;
                     while seen < 200 {
                         if let Some(b) = c.get(&name) {
-                            assert!(
-                                (0..4).any(|w| b == content(w)),
-                                "torn read of {} bytes",
-                                b.len()
-                            );
+                            assert!((0..4).any(|w| b == content(w)), "torn read of {} bytes", b.len());
                             seen += 1;
                         }
                     }
                 });
             }
         });
-        assert!(
-            c.entries().iter().all(|e| e.kind != "temporary"),
-            "no temporary file is left behind"
-        );
+        assert!(c.entries().iter().all(|e| e.kind != "temporary"), "no temporary file is left behind");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

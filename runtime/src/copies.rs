@@ -98,12 +98,8 @@ pub trait CopyDescriptor {
 impl CopyDescriptor for Memcpy2D {
     fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
         let (w, h) = (self.width_in_bytes as u64, self.height as u64);
-        let src = is_device(self.src_memory_type)
-            .then(|| box_span(self.src_device, self.src_x_in_bytes as u64, self.src_y as u64, 0, self.src_pitch as u64, 0, w, h, 1))
-            .flatten();
-        let dst = is_device(self.dst_memory_type)
-            .then(|| box_span(self.dst_device, self.dst_x_in_bytes as u64, self.dst_y as u64, 0, self.dst_pitch as u64, 0, w, h, 1))
-            .flatten();
+        let src = is_device(self.src_memory_type).then(|| box_span(self.src_device, self.src_x_in_bytes as u64, self.src_y as u64, 0, self.src_pitch as u64, 0, w, h, 1)).flatten();
+        let dst = is_device(self.dst_memory_type).then(|| box_span(self.dst_device, self.dst_x_in_bytes as u64, self.dst_y as u64, 0, self.dst_pitch as u64, 0, w, h, 1)).flatten();
         (src, dst)
     }
 }
@@ -112,14 +108,10 @@ impl CopyDescriptor for Memcpy3D {
     fn spans(&self) -> (Option<DeviceSpan>, Option<DeviceSpan>) {
         let (w, h, d) = (self.width_in_bytes as u64, self.height as u64, self.depth as u64);
         let src = is_device(self.src_memory_type)
-            .then(|| {
-                box_span(self.src_device, self.src_x_in_bytes as u64, self.src_y as u64, self.src_z as u64, self.src_pitch as u64, self.src_height as u64, w, h, d)
-            })
+            .then(|| box_span(self.src_device, self.src_x_in_bytes as u64, self.src_y as u64, self.src_z as u64, self.src_pitch as u64, self.src_height as u64, w, h, d))
             .flatten();
         let dst = is_device(self.dst_memory_type)
-            .then(|| {
-                box_span(self.dst_device, self.dst_x_in_bytes as u64, self.dst_y as u64, self.dst_z as u64, self.dst_pitch as u64, self.dst_height as u64, w, h, d)
-            })
+            .then(|| box_span(self.dst_device, self.dst_x_in_bytes as u64, self.dst_y as u64, self.dst_z as u64, self.dst_pitch as u64, self.dst_height as u64, w, h, d))
             .flatten();
         (src, dst)
     }

@@ -68,17 +68,11 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
     } else if backend.read(region.base + l.table_offset, &mut raw).is_err() {
         return;
     }
-    let entries: Vec<BlockEntry> = raw
-        .chunks_exact(BLOCK_ENTRY_SIZE)
-        .map(|c| BlockEntry { start: u64::from_le_bytes(c[..8].try_into().expect("8")), size: u64::from_le_bytes(c[8..].try_into().expect("8")) })
-        .collect();
+    let entries: Vec<BlockEntry> =
+        raw.chunks_exact(BLOCK_ENTRY_SIZE).map(|c| BlockEntry { start: u64::from_le_bytes(c[..8].try_into().expect("8")), size: u64::from_le_bytes(c[8..].try_into().expect("8")) }).collect();
     let Some((block, inside)) = nearest_block(&entries, addr) else { return };
     let mut hb = [0u8; BLOCK_HEADER_SIZE];
-    let header = if block.start >= region.arena_base() + l.granule && backend.read(block.start - l.granule, &mut hb).is_ok() {
-        Some(BlockHeader::from_bytes(&hb))
-    } else {
-        None
-    };
+    let header = if block.start >= region.arena_base() + l.granule && backend.read(block.start - l.granule, &mut hb).is_ok() { Some(BlockHeader::from_bytes(&hb)) } else { None };
     // Without the header (device memory unreadable after a trap), an address inside a block can
     // only have failed its check because the block was freed.
     let freed = header.map_or(inside, |h| h.state == BLOCK_FREED);
@@ -89,7 +83,11 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
     });
     let end = block.start + block.size;
     d.kind = if inside {
-        if freed { AddrKind::UseAfterFree { offset: addr - block.start } } else { AddrKind::InBounds { offset: addr - block.start } }
+        if freed {
+            AddrKind::UseAfterFree { offset: addr - block.start }
+        } else {
+            AddrKind::InBounds { offset: addr - block.start }
+        }
     } else if addr >= end {
         AddrKind::OverflowRight { distance: addr - end }
     } else {

@@ -3,12 +3,12 @@
 //!
 //! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
 
-use crate::side_table::ForeignKind;
-use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
 use crate::allocator::{FreeError, HostStack};
+use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use crate::modules;
 use crate::report::Report;
+use crate::side_table::ForeignKind;
 use crate::state::{state, LoadedHandle};
 use gasan_uvm::Stream;
 use std::ffi::{c_char, c_void};
@@ -142,7 +142,8 @@ fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let Some(d) = s.device() else { return true };
     let mut checked = d.alloc.check_range(addr, len as u64);
     if checked.is_ok() {
-        let overflow = s.foreign.find(addr).filter(|r| matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc)).and_then(|r| crate::side_table::range_overflow(&r, addr, len as u64, d.alloc.scale()));
+        let overflow =
+            s.foreign.find(addr).filter(|r| matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc)).and_then(|r| crate::side_table::range_overflow(&r, addr, len as u64, d.alloc.scale()));
         if let Some(desc) = overflow {
             checked = Err(crate::allocator::RangeError { addr, len: len as u64, bad: desc.addr, desc });
         }
@@ -150,14 +151,7 @@ fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     match checked {
         Ok(()) => true,
         Err(e) => {
-            s.host_error(Report::Api {
-                call: call.to_string(),
-                addr,
-                len: len as u64,
-                write,
-                desc: e.desc,
-                stack: HostStack::capture(s.opts.malloc_context_size),
-            });
+            s.host_error(Report::Api { call: call.to_string(), addr, len: len as u64, write, desc: e.desc, stack: HostStack::capture(s.opts.malloc_context_size) });
             false
         }
     }

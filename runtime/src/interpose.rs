@@ -21,12 +21,7 @@ fn all_wrappers() -> Vec<(&'static str, usize)> {
 /// Real entry point address → our wrapper, for every hooked exact name.
 fn wrapper_by_real() -> &'static HashMap<usize, usize> {
     static M: OnceLock<HashMap<usize, usize>> = OnceLock::new();
-    M.get_or_init(|| {
-        all_wrappers()
-            .into_iter()
-            .filter_map(|(name, w)| driver::real_symbol(name).map(|r| (r, w)))
-            .collect()
-    })
+    M.get_or_init(|| all_wrappers().into_iter().filter_map(|(name, w)| driver::real_symbol(name).map(|r| (r, w))).collect())
 }
 
 fn wrapper_by_name(name: &str) -> Option<usize> {
@@ -48,9 +43,7 @@ extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_v
         return std::ptr::null_mut();
     }
     let Ok(n) = std::str::from_utf8(n) else { return std::ptr::null_mut() };
-    let found = std::panic::catch_unwind(|| {
-        if driver::is_libcuda_handle(handle) { wrapper_by_name(n) } else { None }
-    });
+    let found = std::panic::catch_unwind(|| if driver::is_libcuda_handle(handle) { wrapper_by_name(n) } else { None });
     match found {
         Ok(Some(w)) => {
             log(2, || format!("dlsym(libcuda, {n}) -> gasan wrapper"));
@@ -109,13 +102,7 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
 /// # Safety
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuGetProcAddress_v2(
-    symbol: *const c_char,
-    pfn: *mut *mut c_void,
-    version: i32,
-    flags: u64,
-    status: *mut i32,
-) -> CuResult {
+pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32) -> CuResult {
     let p = driver::real("cuGetProcAddress_v2");
     if p == 0 {
         return driver::CUDA_ERROR_UNKNOWN;

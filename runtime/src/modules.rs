@@ -58,27 +58,13 @@ pub fn fatbin(c: &Checked, code: &Code) -> Vec<u8> {
 ///
 /// # Safety
 /// `opts` and `vals` hold `n` entries each (or are null), as the driver's loaders require.
-pub unsafe fn jit_options(
-    n: u32,
-    opts: *const i32,
-    vals: *const *mut c_void,
-) -> Result<Vec<String>, String> {
+pub unsafe fn jit_options(n: u32, opts: *const i32, vals: *const *mut c_void) -> Result<Vec<String>, String> {
     if n == 0 || opts.is_null() || vals.is_null() {
         return Ok(Vec::new());
     }
     // SAFETY: the caller's arrays of `n` options and values.
-    let (o, v) = unsafe {
-        (
-            std::slice::from_raw_parts(opts, n as usize),
-            std::slice::from_raw_parts(vals, n as usize),
-        )
-    };
-    sass::jit_flags(
-        &o.iter()
-            .zip(v)
-            .map(|(&o, &v)| (o, v as usize))
-            .collect::<Vec<_>>(),
-    )
+    let (o, v) = unsafe { (std::slice::from_raw_parts(opts, n as usize), std::slice::from_raw_parts(vals, n as usize)) };
+    sass::jit_flags(&o.iter().zip(v).map(|(&o, &v)| (o, v as usize)).collect::<Vec<_>>())
 }
 
 /// Why a module is loaded unchanged.
@@ -106,9 +92,7 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
         _ => {
             // Text: NUL-terminated.
             let s = unsafe { CStr::from_ptr(p.cast()) };
-            let s = s
-                .to_str()
-                .map_err(|e| Skip::Error(format!("PTX is not UTF-8: {e}")))?;
+            let s = s.to_str().map_err(|e| Skip::Error(format!("PTX is not UTF-8: {e}")))?;
             return match container::sniff(s.as_bytes()) {
                 ImageKind::Ptx => Ok(s.to_string()),
                 _ => Err(Skip::Error("unrecognised module image".into())),
@@ -117,14 +101,8 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
     };
     let prefix = unsafe { std::slice::from_raw_parts(p, header_len) };
     let fatbin_ptr = match container::image_len(prefix).map_err(|e| Skip::Error(e.to_string()))? {
-        ImageLen::Wrapper {
-            version: 1, data, ..
-        } => data as *const u8,
-        ImageLen::Wrapper { version, .. } => {
-            return Err(Skip::Error(format!(
-                "fatbin wrapper version {version} (prelinked RDC) not supported yet"
-            )))
-        }
+        ImageLen::Wrapper { version: 1, data, .. } => data as *const u8,
+        ImageLen::Wrapper { version, .. } => return Err(Skip::Error(format!("fatbin wrapper version {version} (prelinked RDC) not supported yet"))),
         _ => p,
     };
     let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, 16) };
@@ -156,13 +134,7 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
         let (base, size, _) = d.alloc.control_fields();
         s.opts.shadow_scale.pool_allows_aligned_check(base, size)
     });
-    let opts = InstrumentOptions {
-        scale: s.opts.shadow_scale,
-        optimize: true,
-        recover: !s.opts.halt_on_error,
-        aligned_pool,
-        hoist_loops: s.opts.hoist_loops,
-    };
+    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops };
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
@@ -173,13 +145,8 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let cache = cache();
     if let Some(c) = &cache {
-        let (p, j) = (
-            c.get(&format!("{key}.ptx")),
-            c.get(&format!("{key}.sites.json")),
-        );
-        if let (Some(Ok(ptx)), Some(Ok(json))) =
-            (p.map(String::from_utf8), j.map(String::from_utf8))
-        {
+        let (p, j) = (c.get(&format!("{key}.ptx")), c.get(&format!("{key}.sites.json")));
+        if let (Some(Ok(ptx)), Some(Ok(json))) = (p.map(String::from_utf8), j.map(String::from_utf8)) {
             if let Ok(sites) = SiteTable::from_json(&json) {
                 s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok((ptx, sites, key));
@@ -194,12 +161,7 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
         let _ = c.put(&format!("{key}.ptx"), r.ptx.as_bytes());
     }
     let t = r.stats.total();
-    log(1, || {
-        format!(
-            "instrumented module: {} accesses, {} checked, {} eliminated, {} unknown",
-            t.found, t.checked, t.eliminated, t.unknown
-        )
-    });
+    log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
     Ok((r.ptx, r.sites, key))
 }
 
@@ -229,9 +191,7 @@ fn driver_identity() -> &'static str {
             let name = unsafe { info.assume_init() }.dli_fname;
             if !name.is_null() {
                 // SAFETY: a NUL-terminated string owned by the dynamic linker.
-                let p = unsafe { CStr::from_ptr(name) }
-                    .to_string_lossy()
-                    .into_owned();
+                let p = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
                 lib = sass::file_identity(std::path::Path::new(&p)).unwrap_or(p);
             }
         }
@@ -241,13 +201,8 @@ fn driver_identity() -> &'static str {
 
 /// Notes a module handed to the driver's JIT as PTX instead of a cubin.
 fn on_ptx_path(why: &str) {
-    state()
-        .counters
-        .sass_ptx_path
-        .fetch_add(1, Ordering::Relaxed);
-    log(1, || {
-        format!("checked module goes to the driver's PTX JIT: {why}")
-    });
+    state().counters.sass_ptx_path.fetch_add(1, Ordering::Relaxed);
+    log(1, || format!("checked module goes to the driver's PTX JIT: {why}"));
 }
 
 /// The checked module compiled for this GPU: from the cache, or compiled now with ptxas and
@@ -275,14 +230,7 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
         on_ptx_path("no ptxas found (set ptxas=PATH or CUDA_HOME)");
         return None;
     };
-    let inputs = sass::KeyInputs {
-        checked_ptx: c.ptx.to_bytes(),
-        target: &c.target,
-        flags,
-        compiler,
-        driver: driver_identity(),
-        gasan: env!("CARGO_PKG_VERSION"),
-    };
+    let inputs = sass::KeyInputs { checked_ptx: c.ptx.to_bytes(), target: &c.target, flags, compiler, driver: driver_identity(), gasan: env!("CARGO_PKG_VERSION") };
     let key = sass::cubin_key(&inputs);
     let (name, fail) = sass::entry_names(&key, &c.target);
     if let Some(b) = cache.get(&name).filter(|b| sass::is_cubin(b)) {
@@ -290,39 +238,16 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
         return Some((b, cache, fail));
     }
     if cache.has(&fail) {
-        on_ptx_path(&format!(
-            "an earlier compile of it failed ({})",
-            cache.dir.join(&fail).display()
-        ));
+        on_ptx_path(&format!("an earlier compile of it failed ({})", cache.dir.join(&fail).display()));
         return None;
     }
     let t = std::time::Instant::now();
-    let r = sass::compile(
-        &sass::Compile {
-            ptxas,
-            target: &c.target,
-            flags,
-            split: 0,
-        },
-        &cache,
-        c.ptx.to_bytes(),
-        &name,
-    );
-    s.counters
-        .cubin_compile_us
-        .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let r = sass::compile(&sass::Compile { ptxas, target: &c.target, flags, split: 0 }, &cache, c.ptx.to_bytes(), &name);
+    s.counters.cubin_compile_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
     match r {
         Ok(b) => {
             s.counters.cubins_compiled.fetch_add(1, Ordering::Relaxed);
-            log(1, || {
-                format!(
-                    "compiled checked module to {} ({} KiB PTX -> {} KiB cubin) in {:.1} ms",
-                    c.target,
-                    c.ptx.to_bytes().len() >> 10,
-                    b.len() >> 10,
-                    t.elapsed().as_secs_f64() * 1e3
-                )
-            });
+            log(1, || format!("compiled checked module to {} ({} KiB PTX -> {} KiB cubin) in {:.1} ms", c.target, c.ptx.to_bytes().len() >> 10, b.len() >> 10, t.elapsed().as_secs_f64() * 1e3));
             Some((b, cache, fail))
         }
         Err(e) => {
@@ -350,14 +275,7 @@ pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
     let (checked, sites, key) = check_ptx(&ptx).map_err(Skip::Error)?;
     let version = container::ptx_version(&checked).unwrap_or((8, 0));
     let target = sass::target_for(&checked, cc);
-    Ok(Checked {
-        ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?,
-        sites,
-        version,
-        arch: cc,
-        key,
-        target,
-    })
+    Ok(Checked { ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?, sites, version, arch: cc, key, target })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -367,15 +285,11 @@ pub fn note_skip(skip: &Skip) {
         Skip::Disabled => {}
         Skip::SassOnly => {
             s.counters.modules_sass_only.fetch_add(1, Ordering::Relaxed);
-            log(1, || {
-                "module has no PTX for this GPU: loaded unchanged (SASS only, MMU-level protection only)".into()
-            });
+            log(1, || "module has no PTX for this GPU: loaded unchanged (SASS only, MMU-level protection only)".into());
         }
         Skip::Error(e) => {
             s.counters.modules_fallback.fetch_add(1, Ordering::Relaxed);
-            log(0, || {
-                format!("WARNING: module not instrumented ({e}); loading the original")
-            });
+            log(0, || format!("WARNING: module not instrumented ({e}); loading the original"));
         }
     }
 }
@@ -402,9 +316,7 @@ pub unsafe fn load_checked(
         let r = load(image);
         if r == 0 {
             let s = state();
-            s.counters
-                .modules_instrumented
-                .fetch_add(1, Ordering::Relaxed);
+            s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
             for i in inputs {
                 s.set_control_block_named(handle(), i.module_id, &i.ctl_symbol);
             }
@@ -424,11 +336,7 @@ pub unsafe fn load_checked(
     // loader may keep the pointer (lazy loading).
     let try_load = |code: Code| -> i32 {
         let bytes = wrap(&checked, &code);
-        let img = if bytes.is_empty() {
-            code.as_ptr()
-        } else {
-            bytes.as_ptr().cast()
-        };
+        let img = if bytes.is_empty() { code.as_ptr() } else { bytes.as_ptr().cast() };
         let r = load(img);
         if r == 0 {
             std::mem::forget(bytes);
@@ -445,34 +353,21 @@ pub unsafe fn load_checked(
             s.counters.cubins_refused.fetch_add(1, Ordering::Relaxed);
             // The image's kind or architecture: this driver will refuse this cubin every time.
             if matches!(r, 200 | 209 | 222) {
-                let _ = cache.put(
-                    &fail,
-                    format!("the driver refused the cubin (CUDA error {r})").as_bytes(),
-                );
+                let _ = cache.put(&fail, format!("the driver refused the cubin (CUDA error {r})").as_bytes());
             }
-            log(1, || {
-                format!(
-                    "the driver refused the checked cubin (CUDA error {r}); loading checked PTX"
-                )
-            });
+            log(1, || format!("the driver refused the checked cubin (CUDA error {r}); loading checked PTX"));
         }
     }
     if !loaded {
         let r = try_load(Code::Ptx(&checked.ptx));
         if r != 0 {
-            note_skip(&Skip::Error(format!(
-                "the driver refused the checked module (CUDA error {r})"
-            )));
+            note_skip(&Skip::Error(format!("the driver refused the checked module (CUDA error {r})")));
             return load(image);
         }
         std::mem::forget(checked.ptx);
     }
-    s.counters
-        .module_load_us
-        .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-    s.counters
-        .modules_instrumented
-        .fetch_add(1, Ordering::Relaxed);
+    s.counters.module_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+    s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
     let id = s.register_sites(checked.sites);
     s.set_control_block(handle(), id);
     0

@@ -145,10 +145,7 @@ impl<T: Value> Value for Option<T> {
 impl Value for Scale {
     const SHAPE: &'static str = "7|8";
     fn parse(s: &str) -> Result<Self, String> {
-        s.parse()
-            .ok()
-            .and_then(Scale::from_shift)
-            .ok_or_else(|| "must be 7 or 8".into())
+        s.parse().ok().and_then(Scale::from_shift).ok_or_else(|| "must be 7 or 8".into())
     }
     fn show(&self) -> String {
         self.shift().to_string()
@@ -213,10 +210,7 @@ pub struct PowerOfTwo(pub u64, pub u64);
 impl Check<u64> for PowerOfTwo {
     fn check(&self, v: &u64) -> Result<(), String> {
         if !v.is_power_of_two() || *v < self.0 || *v > self.1 {
-            return Err(format!(
-                "must be a power of two from {} to {}",
-                self.0, self.1
-            ));
+            return Err(format!("must be a power of two from {} to {}", self.0, self.1));
         }
         Ok(())
     }
@@ -249,26 +243,15 @@ impl Check<Option<PathBuf>> for LogPath {
             _ => PathBuf::from("."),
         };
         if !dir.is_dir() {
-            return Err(format!(
-                "cannot create {}: {} is not a directory",
-                Path::new(&file).display(),
-                dir.display()
-            ));
+            return Err(format!("cannot create {}: {} is not a directory", Path::new(&file).display(), dir.display()));
         }
-        writable_dir(&dir).map_err(|e| {
-            format!(
-                "cannot create {}: {}: {e}",
-                Path::new(&file).display(),
-                dir.display()
-            )
-        })
+        writable_dir(&dir).map_err(|e| format!("cannot create {}: {}: {e}", Path::new(&file).display(), dir.display()))
     }
 }
 
 fn writable_dir(dir: &Path) -> Result<(), std::io::Error> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| std::io::ErrorKind::InvalidInput)?;
     // SAFETY: `c` is a NUL-terminated path that outlives the call; access only reads it.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -281,11 +264,8 @@ pub struct SuppressionsFile;
 impl Check<Option<PathBuf>> for SuppressionsFile {
     fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
         let Some(p) = v else { return Ok(()) };
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| format!("cannot read {}: {}", p.display(), os_error_text(&e)))?;
-        crate::report::parse_suppressions(&text)
-            .map(|_| ())
-            .map_err(|e| format!("{}: {e}", p.display()))
+        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {}", p.display(), os_error_text(&e)))?;
+        crate::report::parse_suppressions(&text).map(|_| ()).map_err(|e| format!("{}: {e}", p.display()))
     }
 }
 
@@ -295,8 +275,7 @@ impl Check<Option<PathBuf>> for Executable {
     fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
         use std::os::unix::fs::MetadataExt;
         let Some(p) = v else { return Ok(()) };
-        let m = std::fs::metadata(p)
-            .map_err(|e| format!("cannot run {}: {}", p.display(), os_error_text(&e)))?;
+        let m = std::fs::metadata(p).map_err(|e| format!("cannot run {}: {}", p.display(), os_error_text(&e)))?;
         if !m.is_file() || m.mode() & 0o111 == 0 {
             return Err(format!("{} is not an executable file", p.display()));
         }
@@ -409,11 +388,7 @@ pub enum OptionsError {
     #[error("unknown option '{0}' (known: {known})", known = known_names())]
     Unknown(String),
     #[error("bad value '{value}' for option '{name}': {why}")]
-    BadValue {
-        name: String,
-        value: String,
-        why: String,
-    },
+    BadValue { name: String, value: String, why: String },
     #[error("option '{0}' needs a value (name=value)")]
     NoValue(String),
     /// Invalid bytes shown as `\xNN`; the option they are in, when that can be told.
@@ -425,9 +400,7 @@ impl OptionsError {
     /// The option the error is about, if it names one.
     pub fn option(&self) -> Option<&str> {
         match self {
-            OptionsError::Unknown(n)
-            | OptionsError::NoValue(n)
-            | OptionsError::BadValue { name: n, .. } => Some(n),
+            OptionsError::Unknown(n) | OptionsError::NoValue(n) | OptionsError::BadValue { name: n, .. } => Some(n),
             OptionsError::NotUtf8 { name, .. } => name.as_deref(),
         }
     }
@@ -463,11 +436,7 @@ pub fn pairs(s: &str) -> Result<Vec<(String, String)>, OptionsError> {
             return Err(OptionsError::NoValue(name));
         }
         let mut value = String::new();
-        let bad = |value: String, why: &str| OptionsError::BadValue {
-            name: name.clone(),
-            value,
-            why: why.into(),
-        };
+        let bad = |value: String, why: &str| OptionsError::BadValue { name: name.clone(), value, why: why.into() };
         match it.peek() {
             Some(&q @ ('"' | '\'')) => {
                 it.next();
@@ -488,10 +457,7 @@ pub fn pairs(s: &str) -> Result<Vec<(String, String)>, OptionsError> {
                 }
                 if it.peek().is_some_and(|&c| !is_sep(c)) {
                     let rest: String = it.clone().take_while(|&c| !is_sep(c)).collect();
-                    return Err(bad(
-                        format!("{q}{value}{q}{rest}"),
-                        "text after the closing quote",
-                    ));
+                    return Err(bad(format!("{q}{value}{q}{rest}"), "text after the closing quote"));
                 }
             }
             _ => {
@@ -561,9 +527,7 @@ impl Options {
     pub fn env_string() -> Result<String, OptionsError> {
         match std::env::var_os("GASAN_OPTIONS") {
             None => Ok(String::new()),
-            Some(v) => v
-                .into_string()
-                .map_err(|v| not_utf8(std::os::unix::ffi::OsStrExt::as_bytes(v.as_os_str()))),
+            Some(v) => v.into_string().map_err(|v| not_utf8(std::os::unix::ffi::OsStrExt::as_bytes(v.as_os_str()))),
         }
     }
 
@@ -590,43 +554,18 @@ impl Options {
 
     /// The options that change the checked PTX (rows marked [`CODE`]), for the cache key.
     pub fn code_key(&self) -> String {
-        TABLE
-            .iter()
-            .filter(|o| o.affects_code)
-            .map(|o| {
-                format!(
-                    "{}={}",
-                    o.name,
-                    quote(&self.get(o.name).expect("table name"))
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(":")
+        TABLE.iter().filter(|o| o.affects_code).map(|o| format!("{}={}", o.name, quote(&self.get(o.name).expect("table name")))).collect::<Vec<_>>().join(":")
     }
 }
 
 /// The options as a Markdown table (README's list of options is this, checked by a test).
 pub fn markdown_table() -> String {
-    let mut s = String::from(
-        "| flag / `GASAN_OPTIONS` name | value | default | meaning |\n|---|---|---|---|\n",
-    );
+    let mut s = String::from("| flag / `GASAN_OPTIONS` name | value | default | meaning |\n|---|---|---|---|\n");
     for o in TABLE {
-        let allowed = (o.allowed)()
-            .map(|a| format!(" Allowed: {a}."))
-            .unwrap_or_default();
+        let allowed = (o.allowed)().map(|a| format!(" Allowed: {a}.")).unwrap_or_default();
         let d = (o.default)();
-        let d = if d.is_empty() {
-            "unset".to_string()
-        } else {
-            format!("`{d}`")
-        };
-        s += &format!(
-            "| `--{}` / `{}` | `{}` | {d} | {}{allowed} |\n",
-            o.flag(),
-            o.name,
-            o.shape.replace('|', "\\|"),
-            o.help.replace('|', "\\|").replace('<', "&lt;")
-        );
+        let d = if d.is_empty() { "unset".to_string() } else { format!("`{d}`") };
+        s += &format!("| `--{}` / `{}` | `{}` | {d} | {}{allowed} |\n", o.flag(), o.name, o.shape.replace('|', "\\|"), o.help.replace('|', "\\|").replace('<', "&lt;"));
     }
     s
 }
@@ -680,12 +619,7 @@ pub extern "C" fn at_load() {
     if o.verbosity >= 1 {
         extern "C" fn say_if_no_cuda() {
             // SAFETY: RTLD_NOLOAD only looks the library up; it loads nothing and runs no code.
-            let h = unsafe {
-                libc::dlopen(
-                    c"libcuda.so.1".as_ptr(),
-                    libc::RTLD_LAZY | libc::RTLD_NOLOAD,
-                )
-            };
+            let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
             if h.is_null() {
                 eprintln!("==gasan== the program (pid {}) made no CUDA call (libcuda was never loaded): nothing was checked", std::process::id());
             } else {
@@ -704,10 +638,7 @@ mod tests {
 
     #[test]
     fn parses_and_round_trips() {
-        let o = Options::parse(
-            "halt_on_error=0:shadow_scale=7 exitcode=3:report_format=json:log_path=/tmp/x",
-        )
-        .unwrap();
+        let o = Options::parse("halt_on_error=0:shadow_scale=7 exitcode=3:report_format=json:log_path=/tmp/x").unwrap();
         assert!(!o.halt_on_error);
         assert_eq!(o.shadow_scale, Scale::S7);
         assert_eq!(o.exitcode, 3);
@@ -717,22 +648,15 @@ mod tests {
 
     #[test]
     fn quoted_values_keep_separators_and_quotes() {
-        let p =
-            pairs(r#"log_path="/x/a b:c" cache_dir='/y:z w':exitcode=3 suppressions="q\"\\r\n""#)
-                .unwrap();
+        let p = pairs(r#"log_path="/x/a b:c" cache_dir='/y:z w':exitcode=3 suppressions="q\"\\r\n""#).unwrap();
         assert_eq!(p[0], ("log_path".into(), "/x/a b:c".into()));
         assert_eq!(p[1], ("cache_dir".into(), "/y:z w".into()));
         assert_eq!(p[2], ("exitcode".into(), "3".into()));
         assert_eq!(p[3], ("suppressions".into(), "q\"\\r\\n".into()));
         assert_eq!(quote("/x/a b:c"), r#""/x/a b:c""#);
         assert_eq!(quote("plain"), "plain");
-        assert!(
-            matches!(pairs("log_path=\"/x"), Err(OptionsError::BadValue { why, .. }) if why == "no closing quote")
-        );
-        assert!(matches!(
-            pairs("log_path=\"/x\"y"),
-            Err(OptionsError::BadValue { .. })
-        ));
+        assert!(matches!(pairs("log_path=\"/x"), Err(OptionsError::BadValue { why, .. }) if why == "no closing quote"));
+        assert!(matches!(pairs("log_path=\"/x\"y"), Err(OptionsError::BadValue { .. })));
     }
 
     #[test]
@@ -741,10 +665,7 @@ mod tests {
         assert!(e.contains("halt_on_eror"), "{e}");
         let e = Options::parse("shadow_scale=9").unwrap_err().to_string();
         assert!(e.contains("shadow_scale") && e.contains('9'), "{e}");
-        assert!(Options::parse("exitcode")
-            .unwrap_err()
-            .to_string()
-            .contains("exitcode"));
+        assert!(Options::parse("exitcode").unwrap_err().to_string().contains("exitcode"));
         assert!(Options::parse("min_redzone=100").is_err());
     }
 
@@ -752,16 +673,9 @@ mod tests {
     fn code_key_holds_exactly_the_code_rows() {
         let k = Options::default().code_key();
         assert_eq!(k, "halt_on_error=1:shadow_scale=8:hoist_loops=1");
-        let o = Options {
-            verbosity: 2,
-            exitcode: 9,
-            ..Options::default()
-        };
+        let o = Options { verbosity: 2, exitcode: 9, ..Options::default() };
         assert_eq!(o.code_key(), k, "host-only options leave the key alone");
-        let o = Options {
-            hoist_loops: false,
-            ..Options::default()
-        };
+        let o = Options { hoist_loops: false, ..Options::default() };
         assert_ne!(o.code_key(), k);
     }
 }

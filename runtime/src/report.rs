@@ -1,7 +1,7 @@
 //! ASan-style reports (text and JSON), with GPU coordinates.
 
-use crate::faults::FatalFault;
 use crate::allocator::{AddrDescription, AddrKind, AllocInfo, FreeError, HostStack};
+use crate::faults::FatalFault;
 use crate::options::{Options, ReportFormat};
 use gasan_instrument::abi::{free_error, AccessKind, ErrorRecord, MemorySpace};
 use gasan_instrument::ptx::{Site, SiteTable, SpaceSite};
@@ -14,14 +14,35 @@ use std::sync::Mutex;
 #[derive(Clone, Debug)]
 pub enum Report {
     /// A checked kernel access that failed (from the error ring).
-    Device { record: ErrorRecord, site: Option<Site>, desc: AddrDescription, device: i32 },
+    Device {
+        record: ErrorRecord,
+        site: Option<Site>,
+        desc: AddrDescription,
+        device: i32,
+    },
     /// A host API call (memcpy/memset) whose range is bad.
-    Api { call: String, addr: u64, len: u64, write: bool, desc: AddrDescription, stack: HostStack },
+    Api {
+        call: String,
+        addr: u64,
+        len: u64,
+        write: bool,
+        desc: AddrDescription,
+        stack: HostStack,
+    },
     /// A bad `cuMemFree*`.
-    Free { call: String, err: FreeError, stack: HostStack },
+    Free {
+        call: String,
+        err: FreeError,
+        stack: HostStack,
+    },
     /// A kernel died with a device fault that no check reported (uninstrumented code), with the
     /// faulting address from nvidia-uvm's tools queue when it could be read.
-    Fault { cuda_error: i32, call: String, stack: HostStack, fault: Option<(FatalFault, AddrDescription)> },
+    Fault {
+        cuda_error: i32,
+        call: String,
+        stack: HostStack,
+        fault: Option<(FatalFault, AddrDescription)>,
+    },
     Leaks(Vec<AllocInfo>),
 }
 
@@ -30,7 +51,11 @@ impl Report {
     pub fn kind(&self) -> &'static str {
         match self {
             Report::Device { record, .. } if record.kind == AccessKind::Free as u8 => {
-                if record.shadow == free_error::DOUBLE_FREE { "double-free" } else { "bad-free" }
+                if record.shadow == free_error::DOUBLE_FREE {
+                    "double-free"
+                } else {
+                    "bad-free"
+                }
             }
             Report::Device { site: Some(Site { space: Some(sp), .. }), .. } => space_kind(sp.space),
             Report::Device { desc, .. } | Report::Api { desc, .. } => desc_kind(desc),
@@ -39,11 +64,7 @@ impl Report {
                 FreeError::NotBase { .. } | FreeError::Unknown { .. } => "bad-free",
             },
             // The allocator knows what the faulting address was: name the bug as for checked accesses.
-            Report::Fault { fault: Some((_, desc)), .. }
-                if matches!(desc.kind, AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::UseAfterFree { .. }) =>
-            {
-                desc_kind(desc)
-            }
+            Report::Fault { fault: Some((_, desc)), .. } if matches!(desc.kind, AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::UseAfterFree { .. }) => desc_kind(desc),
             Report::Fault { .. } => "gpu-fault-in-uninstrumented-code",
             Report::Leaks(_) => "detected-memory-leaks",
         }
@@ -78,10 +99,7 @@ fn space_location(sp: &SpaceSite, record: &ErrorRecord, kernel: &str) -> String 
         MemorySpace::Shared => format!("{}-byte shared variable '{}'", sp.size.unwrap_or(0), sp.variable_demangled),
         MemorySpace::Local => format!("{}-byte local frame {} of {kernel}", sp.size.unwrap_or(0), sp.variable),
         MemorySpace::LocalOutOfScope => {
-            return format!(
-                "local address {} bytes below the frame of {kernel}: in the frame of a function that has returned (a pointer to its local variable outlived it)",
-                offset.unsigned_abs()
-            )
+            return format!("local address {} bytes below the frame of {kernel}: in the frame of a function that has returned (a pointer to its local variable outlived it)", offset.unsigned_abs())
         }
         MemorySpace::Global => return String::new(),
     };
@@ -231,20 +249,8 @@ impl Reporter {
     pub fn new(opts: &Options) -> Self {
         // The file was checked before the program started (options::SuppressionsFile); an
         // unreadable or malformed one here suppresses nothing.
-        let suppress = opts
-            .suppressions
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .and_then(|s| parse_suppressions(&s).ok())
-            .unwrap_or_default();
-        Reporter {
-            format: opts.report_format,
-            log_path: opts.log_path.clone(),
-            print_limit: opts.print_limit,
-            suppress,
-            reported: AtomicUsize::new(0),
-            out: Mutex::new(()),
-        }
+        let suppress = opts.suppressions.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
+        Reporter { format: opts.report_format, log_path: opts.log_path.clone(), print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
     }
 
     pub fn errors_reported(&self) -> usize {
@@ -313,11 +319,7 @@ pub fn format_text(r: &Report) -> String {
             let kernel = &site.kernel_demangled;
             let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} in {} memory at offset {} of {}", space_name(sp.space), record.addr as i64, sp.variable_demangled);
             let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
-            let _ = writeln!(
-                o,
-                "    block ({},{},{}) thread ({},{},{}), at {}",
-                record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2], site_where(site)
-            );
+            let _ = writeln!(o, "    block ({},{},{}) thread ({},{},{}), at {}", record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2], site_where(site));
             let _ = writeln!(o, "{}", space_location(sp, record, &kernel_short(site)));
             let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} {} in {}", site_where(site), kernel_short(site));
         }
@@ -333,22 +335,14 @@ pub fn format_text(r: &Report) -> String {
                 let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
             }
             let at = site.as_ref().map(site_where).unwrap_or_else(|| format!("site {}", record.site_id));
-            let _ = writeln!(
-                o,
-                "    block ({},{},{}) thread ({},{},{}), at {at}",
-                record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2]
-            );
+            let _ = writeln!(o, "    block ({},{},{}) thread ({},{},{}), at {at}", record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2]);
             describe_text(desc, &mut o);
             let summary_at = site.as_ref().map(|s| format!("{} in {}", site_where(s), kernel_short(s))).unwrap_or_default();
             let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} {summary_at}");
         }
         Report::Api { call, addr, len, write, desc, stack } => {
             let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", desc.addr);
-            let _ = writeln!(
-                o,
-                "{} of size {len} at {addr:#x} by host call {call}",
-                if *write { "WRITE" } else { "READ" }
-            );
+            let _ = writeln!(o, "{} of size {len} at {addr:#x} by host call {call}", if *write { "WRITE" } else { "READ" });
             for l in format_stack(stack) {
                 let _ = writeln!(o, "    {l}");
             }
@@ -394,10 +388,7 @@ pub fn format_text(r: &Report) -> String {
                     let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind}: CUDA error {cuda_error} reported by {call}");
                 }
             }
-            let _ = writeln!(
-                o,
-                "A kernel faulted on memory no gasan check saw (an uninstrumented, SASS-only module, or an access to unmapped pool VA: a guard gap or freed large block)."
-            );
+            let _ = writeln!(o, "A kernel faulted on memory no gasan check saw (an uninstrumented, SASS-only module, or an access to unmapped pool VA: a guard gap or freed large block).");
             if let Some((_, desc)) = fault {
                 describe_text(desc, &mut o);
             }
@@ -517,7 +508,9 @@ pub fn format_json(r: &Report) -> String {
             "stack": format_stack(stack), "location": desc_json(desc),
         }),
         Report::Free { call, err, stack } => {
-            let ptr = match err { FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } => *ptr };
+            let ptr = match err {
+                FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } => *ptr,
+            };
             json!({"tool": "gasan", "kind": r.kind(), "call": call, "address": format!("{ptr:#x}"), "stack": format_stack(stack)})
         }
         Report::Fault { cuda_error, call, fault, .. } => json!({
@@ -541,16 +534,7 @@ mod tests {
         let sites = kernels
             .iter()
             .enumerate()
-            .map(|(i, k)| Site {
-                id: i as u32,
-                kernel: k.to_string(),
-                kernel_demangled: k.to_string(),
-                ptx_line: 10 + i as u32,
-                loc: None,
-                kind: AccessKind::Read,
-                width: 4,
-                space: None,
-            })
+            .map(|(i, k)| Site { id: i as u32, kernel: k.to_string(), kernel_demangled: k.to_string(), ptx_line: 10 + i as u32, loc: None, kind: AccessKind::Read, width: 4, space: None })
             .collect();
         SiteTable { sites, files: Default::default() }
     }

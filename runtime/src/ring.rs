@@ -78,9 +78,7 @@ impl Ring {
     pub fn new() -> Result<Ring, CuResult> {
         let bytes = abi::ring_bytes(CAPACITY).next_multiple_of(4096);
         // SAFETY: anonymous mapping for the ring, never unmapped (the device may write until exit).
-        let host = unsafe {
-            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-        };
+        let host = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
         if host == libc::MAP_FAILED {
             return Err(crate::driver::CUDA_ERROR_OUT_OF_MEMORY);
         }

@@ -23,10 +23,7 @@ pub const FORMAT: &str = "gasan-cubin-1";
 
 /// The `ptxas` to use: the `ptxas` option, else `$CUDA_HOME/bin`, `$CUDA_PATH/bin`,
 /// `/usr/local/cuda/bin`, then `PATH`. `env` reads environment variables (tests pass their own).
-pub fn find_ptxas(
-    option: Option<&Path>,
-    env: impl Fn(&str) -> Option<OsString>,
-) -> Option<PathBuf> {
+pub fn find_ptxas(option: Option<&Path>, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     if let Some(p) = option {
         return Some(p.to_path_buf());
     }
@@ -40,14 +37,11 @@ pub fn find_ptxas(
     if let Some(path) = env("PATH") {
         dirs.extend(std::env::split_paths(&path));
     }
-    dirs.into_iter()
-        .map(|d| d.join("ptxas"))
-        .find(|p| is_executable(p))
+    dirs.into_iter().map(|d| d.join("ptxas")).find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+    p.metadata().is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
 }
 
 /// Identity of a file for cache keys: its canonical path, size, modification time and inode. A
@@ -55,24 +49,13 @@ fn is_executable(p: &Path) -> bool {
 pub fn file_identity(p: &Path) -> Option<String> {
     let c = std::fs::canonicalize(p).ok()?;
     let m = c.metadata().ok()?;
-    Some(format!(
-        "{}|{}|{}.{}|{}",
-        c.display(),
-        m.len(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ino()
-    ))
+    Some(format!("{}|{}|{}.{}|{}", c.display(), m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
 }
 
 /// The `-arch` for checked PTX on a GPU of compute capability `cc` (e.g. 90): `sm_<cc>`, with the
 /// PTX's arch-specific (`a`) or family (`f`) suffix when its `.target` is this very GPU's.
 pub fn target_for(ptx: &str, cc: u32) -> String {
-    let target = ptx
-        .lines()
-        .map(str::trim)
-        .find_map(|l| l.strip_prefix(".target"))
-        .unwrap_or("");
+    let target = ptx.lines().map(str::trim).find_map(|l| l.strip_prefix(".target")).unwrap_or("");
     let first = target.split(',').next().unwrap_or("").trim();
     if let Some(rest) = first.strip_prefix("sm_") {
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
@@ -120,10 +103,7 @@ pub fn cubin_key(k: &KeyInputs) -> String {
 
 /// Cache entry names of a cubin and of its failed-compile marker.
 pub fn entry_names(key: &str, target: &str) -> (String, String) {
-    (
-        format!("{key}.{target}.cubin"),
-        format!("{key}.{target}.fail"),
-    )
+    (format!("{key}.{target}.cubin"), format!("{key}.{target}.fail"))
 }
 
 /// ptxas flags for a loader's JIT options (`CUjit_option` numbers and their values), or why the
@@ -162,25 +142,12 @@ pub fn jit_flags(opts: &[(i32, usize)]) -> Result<Vec<String>, String> {
 /// Whether `b` is a complete 64-bit ELF file for CUDA (`EM_CUDA`): header, and program and section
 /// header tables inside the file (a truncated file fails).
 pub fn is_cubin(b: &[u8]) -> bool {
-    let u16_at = |o: usize| {
-        b.get(o..o + 2)
-            .map(|s| u16::from_le_bytes([s[0], s[1]]) as u64)
-    };
-    let u64_at = |o: usize| {
-        b.get(o..o + 8)
-            .map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
-    };
+    let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_le_bytes([s[0], s[1]]) as u64);
+    let u64_at = |o: usize| b.get(o..o + 8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")));
     if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 || u16_at(18) != Some(190) {
         return false;
     }
-    let (Some(phoff), Some(shoff), Some(phes), Some(phn), Some(shes), Some(shn)) = (
-        u64_at(32),
-        u64_at(40),
-        u16_at(54),
-        u16_at(56),
-        u16_at(58),
-        u16_at(60),
-    ) else {
+    let (Some(phoff), Some(shoff), Some(phes), Some(phn), Some(shes), Some(shn)) = (u64_at(32), u64_at(40), u16_at(54), u16_at(56), u16_at(58), u16_at(60)) else {
         return false;
     };
     let len = b.len() as u64;
@@ -210,71 +177,37 @@ pub struct CompileError {
 }
 
 fn transient(message: String) -> CompileError {
-    CompileError {
-        message,
-        permanent: false,
-    }
+    CompileError { message, permanent: false }
 }
 
 /// Compiles `ptx` to a cubin with ptxas and stores it in `cache` as entry `name` (renamed into
 /// place once complete and checked, [`Cache::adopt`]); returns the cubin. ptxas's input and output
 /// are temporary files of the cache directory. The child gets neither `LD_PRELOAD` nor
 /// `GASAN_OPTIONS` (it must not load gasan itself).
-pub fn compile(
-    c: &Compile,
-    cache: &Cache,
-    ptx: &[u8],
-    name: &str,
-) -> Result<Vec<u8>, CompileError> {
-    let input = cache
-        .tmp_path("ptx")
-        .map_err(|e| transient(format!("cache directory {}: {e}", cache.dir.display())))?;
-    let output = cache
-        .tmp_path("cubin")
-        .map_err(|e| transient(e.to_string()))?;
+pub fn compile(c: &Compile, cache: &Cache, ptx: &[u8], name: &str) -> Result<Vec<u8>, CompileError> {
+    let input = cache.tmp_path("ptx").map_err(|e| transient(format!("cache directory {}: {e}", cache.dir.display())))?;
+    let output = cache.tmp_path("cubin").map_err(|e| transient(e.to_string()))?;
     let r = (|| {
-        std::fs::write(&input, ptx)
-            .map_err(|e| transient(format!("writing {}: {e}", input.display())))?;
+        std::fs::write(&input, ptx).map_err(|e| transient(format!("writing {}: {e}", input.display())))?;
         let mut cmd = Command::new(c.ptxas);
-        cmd.arg(format!("-arch={}", c.target))
-            .args(opt_flag(c.flags))
-            .args(c.flags);
+        cmd.arg(format!("-arch={}", c.target)).args(opt_flag(c.flags)).args(c.flags);
         if c.split != 1 {
             cmd.arg(format!("--split-compile={}", c.split));
         }
         cmd.arg("-o").arg(&output).arg(&input);
-        let out = cmd
-            .env_remove("LD_PRELOAD")
-            .env_remove("GASAN_OPTIONS")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| transient(format!("cannot run {}: {e}", c.ptxas.display())))?;
+        let out = cmd.env_remove("LD_PRELOAD").env_remove("GASAN_OPTIONS").stdin(Stdio::null()).output().map_err(|e| transient(format!("cannot run {}: {e}", c.ptxas.display())))?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             let err: String = err.lines().take(5).collect::<Vec<_>>().join(" | ");
             // Killed by a signal (OOM, ^C) is not the input's fault.
             let permanent = out.status.code().is_some();
-            return Err(CompileError {
-                message: format!(
-                    "{} -arch={} failed ({}): {err}",
-                    c.ptxas.display(),
-                    c.target,
-                    out.status
-                ),
-                permanent,
-            });
+            return Err(CompileError { message: format!("{} -arch={} failed ({}): {err}", c.ptxas.display(), c.target, out.status), permanent });
         }
-        let b = std::fs::read(&output)
-            .map_err(|e| transient(format!("reading {}: {e}", output.display())))?;
+        let b = std::fs::read(&output).map_err(|e| transient(format!("reading {}: {e}", output.display())))?;
         if !is_cubin(&b) {
-            return Err(CompileError {
-                message: format!("{} wrote no valid cubin", c.ptxas.display()),
-                permanent: true,
-            });
+            return Err(CompileError { message: format!("{} wrote no valid cubin", c.ptxas.display()), permanent: true });
         }
-        cache
-            .adopt(&output, name)
-            .map_err(|e| transient(format!("storing {name}: {e}")))?;
+        cache.adopt(&output, name).map_err(|e| transient(format!("storing {name}: {e}")))?;
         Ok(b)
     })();
     let _ = std::fs::remove_file(&input);
@@ -299,46 +232,18 @@ mod tests {
     #[test]
     fn every_key_input_changes_the_key() {
         let flags = vec!["--maxrregcount=32".to_string()];
-        let base = KeyInputs {
-            checked_ptx: b".version 9.0\n.target sm_90\n",
-            target: "sm_90",
-            flags: &[],
-            compiler: "/cuda/bin/ptxas|1|2.3|4",
-            driver: "13000|/lib/libcuda.so.580|5|6.7|8",
-            gasan: "0.1.0",
-        };
+        let base =
+            KeyInputs { checked_ptx: b".version 9.0\n.target sm_90\n", target: "sm_90", flags: &[], compiler: "/cuda/bin/ptxas|1|2.3|4", driver: "13000|/lib/libcuda.so.580|5|6.7|8", gasan: "0.1.0" };
         let k = cubin_key(&base);
         assert_eq!(k.len(), 64);
-        assert_eq!(
-            k,
-            cubin_key(&base.clone()),
-            "the key is a function of its inputs"
-        );
+        assert_eq!(k, cubin_key(&base.clone()), "the key is a function of its inputs");
         let variants = [
-            KeyInputs {
-                checked_ptx: b".version 9.0\n.target sm_90\n ",
-                ..base.clone()
-            },
-            KeyInputs {
-                target: "sm_90a",
-                ..base.clone()
-            },
-            KeyInputs {
-                flags: &flags,
-                ..base.clone()
-            },
-            KeyInputs {
-                compiler: "/cuda/bin/ptxas|1|2.4|4",
-                ..base.clone()
-            },
-            KeyInputs {
-                driver: "13010|/lib/libcuda.so.580|5|6.7|8",
-                ..base.clone()
-            },
-            KeyInputs {
-                gasan: "0.1.1",
-                ..base.clone()
-            },
+            KeyInputs { checked_ptx: b".version 9.0\n.target sm_90\n ", ..base.clone() },
+            KeyInputs { target: "sm_90a", ..base.clone() },
+            KeyInputs { flags: &flags, ..base.clone() },
+            KeyInputs { compiler: "/cuda/bin/ptxas|1|2.4|4", ..base.clone() },
+            KeyInputs { driver: "13010|/lib/libcuda.so.580|5|6.7|8", ..base.clone() },
+            KeyInputs { gasan: "0.1.1", ..base.clone() },
         ];
         let mut keys: Vec<String> = variants.iter().map(cubin_key).collect();
         keys.push(k);
@@ -347,35 +252,18 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), n, "each input changes the key");
         // Fields are length-prefixed: moving bytes between fields changes the key.
-        let a = KeyInputs {
-            compiler: "ab",
-            driver: "c",
-            ..base.clone()
-        };
-        let b = KeyInputs {
-            compiler: "a",
-            driver: "bc",
-            ..base.clone()
-        };
+        let a = KeyInputs { compiler: "ab", driver: "c", ..base.clone() };
+        let b = KeyInputs { compiler: "a", driver: "bc", ..base.clone() };
         assert_ne!(cubin_key(&a), cubin_key(&b));
     }
 
     #[test]
     fn jit_options_become_ptxas_flags_or_a_reason() {
         assert_eq!(jit_flags(&[]).unwrap(), Vec::<String>::new());
-        assert_eq!(
-            jit_flags(&[(0, 64), (7, 4), (13, 1), (11, 0), (3, 0xdead), (4, 1024)]).unwrap(),
-            vec!["--maxrregcount=64", "-O3", "-lineinfo"]
-        );
-        assert_eq!(
-            jit_flags(&[(7, 1), (14, 1)]).unwrap(),
-            vec!["-O1", "-dlcm=cg"]
-        );
+        assert_eq!(jit_flags(&[(0, 64), (7, 4), (13, 1), (11, 0), (3, 0xdead), (4, 1024)]).unwrap(), vec!["--maxrregcount=64", "-O3", "-lineinfo"]);
+        assert_eq!(jit_flags(&[(7, 1), (14, 1)]).unwrap(), vec!["-O1", "-dlcm=cg"]);
         assert!(jit_flags(&[(9, 90)]).unwrap_err().contains('9'));
-        assert!(
-            jit_flags(&[(1, 128)]).is_err(),
-            "threads per block (an in/out option) goes to the JIT"
-        );
+        assert!(jit_flags(&[(1, 128)]).is_err(), "threads per block (an in/out option) goes to the JIT");
         assert_eq!(opt_flag(&[]), Some("-O3"));
         assert_eq!(opt_flag(&["-O1".into()]), None);
     }
@@ -407,8 +295,7 @@ mod tests {
         }
         let mk = |p: PathBuf, mode: u32| {
             std::fs::write(&p, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode))
-                .unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
             p
         };
         let home = mk(d.join("home/bin/ptxas"), 0o755);
@@ -424,10 +311,7 @@ mod tests {
                 _ => None,
             }
         };
-        assert_eq!(
-            find_ptxas(Some(Path::new("/x/ptxas")), env(true)),
-            Some(PathBuf::from("/x/ptxas"))
-        );
+        assert_eq!(find_ptxas(Some(Path::new("/x/ptxas")), env(true)), Some(PathBuf::from("/x/ptxas")));
         assert_eq!(find_ptxas(None, env(true)), Some(home));
         if !Path::new("/usr/local/cuda/bin/ptxas").exists() {
             assert_eq!(find_ptxas(None, env(false)), Some(p2));

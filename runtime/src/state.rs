@@ -188,7 +188,9 @@ impl State {
             ..Default::default()
         };
         let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;
-        log(1, || format!("pool on device {dev}: {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3));
+        log(1, || {
+            format!("pool on device {dev}: {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3)
+        });
         let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
         let faults = match crate::faults::FaultQueue::attach() {
             Ok(q) => Some(q),
@@ -200,7 +202,15 @@ impl State {
         let mut n = 0i32;
         let multi_gpu = real_call!("cuDeviceGetCount"(*mut i32)(&mut n)) != CUDA_SUCCESS || n > 1;
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
-        Ok(DeviceRuntime { alloc: Allocator::new(pool, &self.opts), ring: Mutex::new(ring), device: dev, multi_gpu, faults: Mutex::new(faults), device_heap: Mutex::new(None), heap_modules: Mutex::new(Vec::new()) })
+        Ok(DeviceRuntime {
+            alloc: Allocator::new(pool, &self.opts),
+            ring: Mutex::new(ring),
+            device: dev,
+            multi_gpu,
+            faults: Mutex::new(faults),
+            device_heap: Mutex::new(None),
+            heap_modules: Mutex::new(Vec::new()),
+        })
     }
 
     /// Registers a checked module's sites; returns its module id.
@@ -223,10 +233,15 @@ impl State {
     /// per GPU) is written when it is used on the pool's GPU, possibly after launches elsewhere.
     pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
         let loaded_on = current_device();
-        let entry = Pending { handle: h, module_id, symbol: symbol.to_string(), device: match h {
-            LoadedHandle::Module(_) => loaded_on,
-            LoadedHandle::Library(_) => None,
-        } };
+        let entry = Pending {
+            handle: h,
+            module_id,
+            symbol: symbol.to_string(),
+            device: match h {
+                LoadedHandle::Module(_) => loaded_on,
+                LoadedHandle::Library(_) => None,
+            },
+        };
         if self.device.get().is_some() || loaded_on.is_some() {
             if let Some(d) = self.device() {
                 if loaded_on == Some(d.device) {
@@ -463,8 +478,7 @@ fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::Hos
     // SAFETY: `bytes` bytes of host memory just allocated.
     unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
     let mut device = 0u64;
-    (real_call!("cuMemHostGetDevicePointer_v2"(*mut u64, *mut std::ffi::c_void, u32)(&mut device, host, 0)) == CUDA_SUCCESS)
-        .then_some(crate::device_heap::HostTable { host: host as usize, device })
+    (real_call!("cuMemHostGetDevicePointer_v2"(*mut u64, *mut std::ffi::c_void, u32)(&mut device, host, 0)) == CUDA_SUCCESS).then_some(crate::device_heap::HostTable { host: host as usize, device })
 }
 
 /// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.

@@ -2,9 +2,9 @@
 //! free errors, with the shadow read back through the pool and judged by the encoding's own check,
 //! and the extent table read back the way checked PTX reads it.
 
+use gasan_instrument::shadow::Scale;
 use gasan_runtime::allocator::{AddrKind, Allocator, FreeError, ALIGN};
 use gasan_runtime::options::Options;
-use gasan_instrument::shadow::Scale;
 use gasan_uvm::{HostBackend, Pool, PoolConfig};
 use proptest::prelude::*;
 

@@ -6,22 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const SWITCHES: &[(&str, &str)] = &[
-    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),
-    ("CUPY_COMPILE_WITH_PTX", "1"),
-    ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0"),
-    ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"),
-];
+const SWITCHES: &[(&str, &str)] =
+    &[("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"), ("CUPY_COMPILE_WITH_PTX", "1"), ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0"), ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")];
 
 fn lib_exists() -> bool {
-    let ok = Path::new(env!("CARGO_BIN_EXE_gasan-run"))
-        .with_file_name("libgasan_runtime.so")
-        .exists();
+    let ok = Path::new(env!("CARGO_BIN_EXE_gasan-run")).with_file_name("libgasan_runtime.so").exists();
     if !ok {
-        assert!(
-            std::env::var_os("GASAN_TEST_STRICT").is_none(),
-            "libgasan_runtime.so not built next to gasan-run"
-        );
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so not built next to gasan-run");
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
     }
     ok
@@ -41,32 +32,16 @@ fn gasan_run(cache: &Path) -> Command {
     for (k, _) in SWITCHES {
         c.env_remove(k);
     }
-    c.env_remove("PYTHONPATH")
-        .env_remove("GASAN_OPTIONS")
-        .arg("--cache-dir")
-        .arg(cache);
+    c.env_remove("PYTHONPATH").env_remove("GASAN_OPTIONS").arg("--cache-dir").arg(cache);
     c
 }
 
 /// The child's values of the switches and of PYTHONPATH (`-` for unset).
 fn child_env(cmd: &mut Command) -> Vec<String> {
-    let script = SWITCHES
-        .iter()
-        .map(|(k, _)| format!("${{{k}-<unset>}}"))
-        .chain(["${PYTHONPATH-<unset>}".to_string()])
-        .collect::<Vec<_>>()
-        .join("|");
-    let out = cmd
-        .args(["--", "/bin/sh", "-c", &format!("echo \"{script}\"")])
-        .output()
-        .unwrap();
+    let script = SWITCHES.iter().map(|(k, _)| format!("${{{k}-<unset>}}")).chain(["${PYTHONPATH-<unset>}".to_string()]).collect::<Vec<_>>().join("|");
+    let out = cmd.args(["--", "/bin/sh", "-c", &format!("echo \"{script}\"")]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .split('|')
-        .map(|s| if s == "<unset>" { "-".into() } else { s.into() })
-        .collect()
+    String::from_utf8(out.stdout).unwrap().trim().split('|').map(|s| if s == "<unset>" { "-".into() } else { s.into() }).collect()
 }
 
 #[test]
@@ -93,12 +68,7 @@ fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
     assert_eq!(&got[SWITCHES.len()], pp);
 
     // The user's own settings stay, empty ones and PyTorch's "0" included.
-    let got = child_env(
-        gasan_run(&cache)
-            .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "0")
-            .env("CUPY_COMPILE_WITH_PTX", "")
-            .env("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"),
-    );
+    let got = child_env(gasan_run(&cache).env("PYTORCH_NO_CUDA_MEMORY_CACHING", "0").env("CUPY_COMPILE_WITH_PTX", "").env("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"));
     assert_eq!(got[..4], ["0", "", "0", "bfc"]);
 
     // framework_pools=0, as a flag or in GASAN_OPTIONS: nothing set, PYTHONPATH untouched.
@@ -115,16 +85,9 @@ fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
     }
 
     // verbosity=1 says what was set and what was kept.
-    let out = gasan_run(&cache)
-        .env("CUPY_COMPILE_WITH_PTX", "0")
-        .args(["--verbosity", "1", "--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = gasan_run(&cache).env("CUPY_COMPILE_WITH_PTX", "0").args(["--verbosity", "1", "--", "/bin/true"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("set PYTORCH_NO_CUDA_MEMORY_CACHING=1"),
-        "{err}"
-    );
+    assert!(err.contains("set PYTORCH_NO_CUDA_MEMORY_CACHING=1"), "{err}");
     assert!(err.contains("kept CUPY_COMPILE_WITH_PTX=0"), "{err}");
     let _ = std::fs::remove_dir_all(&cache);
 }
@@ -147,19 +110,12 @@ fn an_unwritable_cache_puts_the_hook_in_a_private_temporary_directory() {
     assert!(hook.starts_with(&t), "{}", hook.display());
     assert!(hook.join("sitecustomize.py").is_file());
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(hook).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
+    assert_eq!(std::fs::metadata(hook).unwrap().permissions().mode() & 0o777, 0o700);
     let _ = std::fs::remove_dir_all(&t);
 }
 
 fn python3() -> bool {
-    let ok = Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let ok = Command::new("python3").arg("-c").arg("pass").output().is_ok_and(|o| o.status.success());
     if !ok {
         eprintln!("skipped: no python3");
     }
@@ -171,11 +127,7 @@ fn python3() -> bool {
 fn python_tree(dir: &Path, user_site: &str) {
     std::fs::create_dir_all(dir.join("fake/cupy/cuda")).unwrap();
     std::fs::create_dir_all(dir.join("user")).unwrap();
-    std::fs::write(
-        dir.join("fake/cupy/__init__.py"),
-        "from . import cuda\nimported = True\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("fake/cupy/__init__.py"), "from . import cuda\nimported = True\n").unwrap();
     std::fs::write(
         dir.join("fake/cupy/cuda/__init__.py"),
         "calls = []\n\
@@ -201,17 +153,7 @@ print("calls_again", len(cupy.cuda.calls))
 fn run_python(dir: &Path, extra: &[&str]) -> Output {
     let cache = dir.join("cache");
     let mut c = gasan_run(&cache);
-    c.current_dir(dir)
-        .env(
-            "PYTHONPATH",
-            format!(
-                "{}:{}",
-                dir.join("fake").display(),
-                dir.join("user").display()
-            ),
-        )
-        .args(extra)
-        .args(["--", "python3", "-c", PROG]);
+    c.current_dir(dir).env("PYTHONPATH", format!("{}:{}", dir.join("fake").display(), dir.join("user").display())).args(extra).args(["--", "python3", "-c", PROG]);
     c.output().unwrap()
 }
 
@@ -223,23 +165,10 @@ fn the_python_hook_turns_cupy_pools_off_at_import_and_chains_to_the_users_sitecu
     let dir = tmp("hook");
     python_tree(&dir, "import sys\nsys.gasan_test_user_site = True\n");
     let out = run_python(&dir, &["--verbosity", "1"]);
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{so}\n{se}");
-    for want in [
-        "user_site True",
-        "cupy_before False",
-        "hook_on_path False",
-        "calls [('set_allocator', None), ('set_pinned_memory_allocator', None)]",
-        "loader SourceFileLoader",
-        "calls_again 2",
-    ] {
-        assert!(
-            so.lines().any(|l| l == want),
-            "missing {want:?} in:\n{so}\n{se}"
-        );
+    for want in ["user_site True", "cupy_before False", "hook_on_path False", "calls [('set_allocator', None), ('set_pinned_memory_allocator', None)]", "loader SourceFileLoader", "calls_again 2"] {
+        assert!(so.lines().any(|l| l == want), "missing {want:?} in:\n{so}\n{se}");
     }
     assert!(se.contains("CuPy memory pools off"), "{se}");
 
@@ -260,17 +189,9 @@ fn cupy_imported_by_the_users_sitecustomize_is_seen_too() {
     python_tree(&dir, "import sys, cupy\nsys.gasan_test_user_site = True\n");
     let out = run_python(&dir, &[]);
     let so = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{so}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{so}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(so.lines().any(|l| l == "cupy_before True"), "{so}");
-    assert!(
-        so.lines()
-            .any(|l| l == "calls [('set_allocator', None), ('set_pinned_memory_allocator', None)]"),
-        "{so}"
-    );
+    assert!(so.lines().any(|l| l == "calls [('set_allocator', None), ('set_pinned_memory_allocator', None)]"), "{so}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -283,15 +204,9 @@ fn a_broken_cupy_setter_costs_one_line_not_the_program() {
     python_tree(&dir, "");
     std::fs::write(dir.join("fake/cupy/cuda/__init__.py"), "calls = []\n").unwrap();
     let out = run_python(&dir, &[]);
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{so}\n{se}");
     assert!(so.lines().any(|l| l == "calls []"), "{so}");
-    assert!(
-        se.contains("could not turn CuPy's memory pools off"),
-        "{se}"
-    );
+    assert!(se.contains("could not turn CuPy's memory pools off"), "{se}");
     let _ = std::fs::remove_dir_all(&dir);
 }

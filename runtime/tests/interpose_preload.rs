@@ -35,12 +35,7 @@ fn cudart_style_lookup_gets_the_wrapper() {
     gcc(&["-shared", "-fPIC", "-o", fake.to_str().unwrap(), src.join("fake_libcuda.c").to_str().unwrap()]);
     let app = dir.join("app");
     gcc(&["-o", app.to_str().unwrap(), src.join("app.c").to_str().unwrap(), "-ldl"]);
-    let out = Command::new(&app)
-        .env("LD_LIBRARY_PATH", &dir)
-        .env("LD_PRELOAD", &lib)
-        .env("GASAN_OPTIONS", "verbosity=0")
-        .output()
-        .unwrap();
+    let out = Command::new(&app).env("LD_LIBRARY_PATH", &dir).env("LD_PRELOAD", &lib).env("GASAN_OPTIONS", "verbosity=0").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "app failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("gpa_rc=0"), "{stdout}");

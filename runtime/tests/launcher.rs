@@ -14,37 +14,20 @@ fn gasan_run() -> Command {
 }
 
 fn lib_exists() -> bool {
-    std::path::Path::new(env!("CARGO_BIN_EXE_gasan-run"))
-        .with_file_name("libgasan_runtime.so")
-        .exists()
+    std::path::Path::new(env!("CARGO_BIN_EXE_gasan-run")).with_file_name("libgasan_runtime.so").exists()
 }
 
 #[test]
 fn exit_status_and_environment_pass_through() {
     if !lib_exists() {
-        assert!(
-            std::env::var_os("GASAN_TEST_STRICT").is_none(),
-            "libgasan_runtime.so not built next to gasan-run"
-        );
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so not built next to gasan-run");
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
         return;
     }
-    let st = gasan_run()
-        .args(["--", "/bin/sh", "-c", "exit 3"])
-        .status()
-        .unwrap();
+    let st = gasan_run().args(["--", "/bin/sh", "-c", "exit 3"]).status().unwrap();
     assert_eq!(st.code(), Some(3));
     let out = gasan_run()
-        .args([
-            "--shadow-scale",
-            "7",
-            "--detect-leaks",
-            "1",
-            "--",
-            "/bin/sh",
-            "-c",
-            "echo \"$LD_PRELOAD|$GASAN_OPTIONS\"",
-        ])
+        .args(["--shadow-scale", "7", "--detect-leaks", "1", "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD|$GASAN_OPTIONS\""])
         .env("LD_PRELOAD", "/lib/x86_64-linux-gnu/libm.so.6")
         .env("GASAN_OPTIONS", "verbosity=0:exitcode=9")
         .output()
@@ -53,59 +36,30 @@ fn exit_status_and_environment_pass_through() {
     let line = String::from_utf8(out.stdout).unwrap();
     let (preload, opts) = line.trim().split_once('|').unwrap();
     // The runtime first, the user's preloads kept after it.
-    assert!(
-        preload.starts_with(
-            &*std::path::Path::new(env!("CARGO_BIN_EXE_gasan-run"))
-                .with_file_name("libgasan_runtime.so")
-                .to_string_lossy()
-        ),
-        "{preload}"
-    );
-    assert!(
-        preload.ends_with(":/lib/x86_64-linux-gnu/libm.so.6"),
-        "{preload}"
-    );
+    assert!(preload.starts_with(&*std::path::Path::new(env!("CARGO_BIN_EXE_gasan-run")).with_file_name("libgasan_runtime.so").to_string_lossy()), "{preload}");
+    assert!(preload.ends_with(":/lib/x86_64-linux-gnu/libm.so.6"), "{preload}");
     // Flags and the inherited GASAN_OPTIONS both reach the program.
     for want in ["shadow_scale=7", "detect_leaks=1", "exitcode=9"] {
-        assert!(
-            opts.split(':').any(|o| o == want),
-            "{want} missing in {opts}"
-        );
+        assert!(opts.split(':').any(|o| o == want), "{want} missing in {opts}");
     }
 }
 
 #[test]
 fn bad_options_are_named_and_refused() {
-    let out = gasan_run()
-        .args(["--shadow-scale", "9", "--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["--shadow-scale", "9", "--", "/bin/true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("shadow-scale") || err.contains("shadow_scale"),
-        "{err}"
-    );
+    assert!(err.contains("shadow-scale") || err.contains("shadow_scale"), "{err}");
 
-    let out = gasan_run()
-        .args(["--", "/bin/true"])
-        .env("GASAN_OPTIONS", "quarantine_mb=5")
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["--", "/bin/true"]).env("GASAN_OPTIONS", "quarantine_mb=5").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("quarantine_mb"));
 
-    let out = gasan_run()
-        .args(["--min-redzone", "100", "--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["--min-redzone", "100", "--", "/bin/true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--min-redzone"));
 
-    let out = gasan_run()
-        .args(["--bogus-flag", "--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["--bogus-flag", "--", "/bin/true"]).output().unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus-flag"));
 }
@@ -116,16 +70,10 @@ fn a_missing_program_is_exit_127() {
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
         return;
     }
-    let out = gasan_run()
-        .args(["--", "/nonexistent/program"])
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["--", "/nonexistent/program"]).output().unwrap();
     assert_eq!(out.status.code(), Some(127));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("cannot run program '/nonexistent/program': No such file or directory"),
-        "{err}"
-    );
+    assert!(err.contains("cannot run program '/nonexistent/program': No such file or directory"), "{err}");
 }
 
 #[test]
@@ -134,10 +82,7 @@ fn program_arguments_that_look_like_flags_reach_the_program() {
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
         return;
     }
-    let out = gasan_run()
-        .args(["/bin/echo", "-n", "x", "--shadow-scale", "9"])
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["/bin/echo", "-n", "x", "--shadow-scale", "9"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "x --shadow-scale 9");
 }
@@ -156,12 +101,7 @@ fn dir(test: &str) -> PathBuf {
 
 /// A program that leaves `marker` behind if it ever starts.
 fn marker_program(marker: &Path) -> Vec<String> {
-    vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        "touch \"$0\"".into(),
-        marker.display().to_string(),
-    ]
+    vec!["/bin/sh".into(), "-c".into(), "touch \"$0\"".into(), marker.display().to_string()]
 }
 
 fn stderr(o: &Output) -> String {
@@ -194,68 +134,26 @@ fn bad_options_are_refused_before_the_program_runs_in_the_same_words() {
     let marker = d.join("started");
     for (name, bad) in bad_cases(&d) {
         let flag = format!("--{}", name.replace('_', "-"));
-        let by_flag = gasan_run()
-            .arg(&flag)
-            .arg(&bad)
-            .arg("--")
-            .args(marker_program(&marker))
-            .output()
-            .unwrap();
-        let by_env = gasan_run()
-            .arg("--")
-            .args(marker_program(&marker))
-            .env("GASAN_OPTIONS", format!("{name}={}", quote(&bad)))
-            .output()
-            .unwrap();
+        let by_flag = gasan_run().arg(&flag).arg(&bad).arg("--").args(marker_program(&marker)).output().unwrap();
+        let by_env = gasan_run().arg("--").args(marker_program(&marker)).env("GASAN_OPTIONS", format!("{name}={}", quote(&bad))).output().unwrap();
         for (how, out) in [(&flag, &by_flag), (&"GASAN_OPTIONS".to_string(), &by_env)] {
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{name}={bad} by {how}: {}",
-                stderr(out)
-            );
+            assert_eq!(out.status.code(), Some(2), "{name}={bad} by {how}: {}", stderr(out));
             assert!(!marker.exists(), "{name}={bad} by {how}: the program ran");
             let err = stderr(out);
-            assert!(
-                err.starts_with(&format!("gasan-run: error: {how}: ")),
-                "{err}"
-            );
-            assert!(
-                err.contains(&format!("option '{name}'")) && err.contains(&bad),
-                "{err}"
-            );
+            assert!(err.starts_with(&format!("gasan-run: error: {how}: ")), "{err}");
+            assert!(err.contains(&format!("option '{name}'")) && err.contains(&bad), "{err}");
         }
-        let words = |o: &Output, how: &str| {
-            stderr(o).replacen(&format!("gasan-run: error: {how}: "), "", 1)
-        };
-        assert_eq!(
-            words(&by_flag, &flag),
-            words(&by_env, "GASAN_OPTIONS"),
-            "{name}={bad}"
-        );
+        let words = |o: &Output, how: &str| stderr(o).replacen(&format!("gasan-run: error: {how}: "), "", 1);
+        assert_eq!(words(&by_flag, &flag), words(&by_env, "GASAN_OPTIONS"), "{name}={bad}");
     }
     // Names only GASAN_OPTIONS can get wrong, and a non-UTF-8 value.
     for (opts, says) in [
-        (
-            OsStr::new("quarantine_mb=5"),
-            "unknown option 'quarantine_mb'",
-        ),
-        (
-            OsStr::new("detect_leaks"),
-            "option 'detect_leaks' needs a value",
-        ),
+        (OsStr::new("quarantine_mb=5"), "unknown option 'quarantine_mb'"),
+        (OsStr::new("detect_leaks"), "option 'detect_leaks' needs a value"),
         (OsStr::new("log_path=\"/tmp/x"), "no closing quote"),
-        (
-            OsStr::from_bytes(b"verbosity=1:log_path=/tmp/\xff"),
-            "not valid UTF-8 (in option 'log_path'): 'verbosity=1:log_path=/tmp/\\xff'",
-        ),
+        (OsStr::from_bytes(b"verbosity=1:log_path=/tmp/\xff"), "not valid UTF-8 (in option 'log_path'): 'verbosity=1:log_path=/tmp/\\xff'"),
     ] {
-        let out = gasan_run()
-            .arg("--")
-            .args(marker_program(&marker))
-            .env("GASAN_OPTIONS", opts)
-            .output()
-            .unwrap();
+        let out = gasan_run().arg("--").args(marker_program(&marker)).env("GASAN_OPTIONS", opts).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{opts:?}");
         assert!(!marker.exists(), "{opts:?}: the program ran");
         assert!(stderr(&out).contains(says), "{}", stderr(&out));
@@ -265,10 +163,7 @@ fn bad_options_are_refused_before_the_program_runs_in_the_same_words() {
 #[test]
 fn the_runtime_alone_refuses_bad_options_with_status_2_before_main() {
     if !lib().exists() {
-        assert!(
-            std::env::var_os("GASAN_TEST_STRICT").is_none(),
-            "libgasan_runtime.so not built next to gasan-run"
-        );
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so not built next to gasan-run");
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
         return;
     }
@@ -277,33 +172,15 @@ fn the_runtime_alone_refuses_bad_options_with_status_2_before_main() {
     let prog = marker_program(&marker);
     for (name, bad) in bad_cases(&d) {
         let env = format!("{name}={}", quote(&bad));
-        let out = Command::new(&prog[0])
-            .args(&prog[1..])
-            .env("LD_PRELOAD", lib())
-            .env("GASAN_OPTIONS", &env)
-            .output()
-            .unwrap();
+        let out = Command::new(&prog[0]).args(&prog[1..]).env("LD_PRELOAD", lib()).env("GASAN_OPTIONS", &env).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{env}: {}", stderr(&out));
         assert!(!marker.exists(), "{env}: the program ran");
         // The launcher's words, with the runtime's prefix.
-        let launcher = gasan_run()
-            .arg("--")
-            .arg("/bin/true")
-            .env("GASAN_OPTIONS", &env)
-            .output()
-            .unwrap();
-        assert_eq!(
-            stderr(&out).replacen("==gasan== error: ", "", 1),
-            stderr(&launcher).replacen("gasan-run: error: ", "", 1)
-        );
+        let launcher = gasan_run().arg("--").arg("/bin/true").env("GASAN_OPTIONS", &env).output().unwrap();
+        assert_eq!(stderr(&out).replacen("==gasan== error: ", "", 1), stderr(&launcher).replacen("gasan-run: error: ", "", 1));
     }
     // Good options let it run.
-    let out = Command::new(&prog[0])
-        .args(&prog[1..])
-        .env("LD_PRELOAD", lib())
-        .env("GASAN_OPTIONS", "exitcode=9")
-        .output()
-        .unwrap();
+    let out = Command::new(&prog[0]).args(&prog[1..]).env("LD_PRELOAD", lib()).env("GASAN_OPTIONS", "exitcode=9").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(marker.exists());
 }
@@ -311,10 +188,7 @@ fn the_runtime_alone_refuses_bad_options_with_status_2_before_main() {
 #[test]
 fn values_with_colons_and_spaces_reach_the_runtime_intact() {
     if !lib().exists() {
-        assert!(
-            std::env::var_os("GASAN_TEST_STRICT").is_none(),
-            "libgasan_runtime.so not built next to gasan-run"
-        );
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so not built next to gasan-run");
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
         return;
     }
@@ -324,32 +198,14 @@ fn values_with_colons_and_spaces_reach_the_runtime_intact() {
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     let supp = d.join("s p:q.supp");
     std::fs::write(&supp, "kernel:x\n").unwrap();
-    let out = gasan_run()
-        .arg("--log-path")
-        .arg(&log)
-        .arg("--suppressions")
-        .arg(&supp)
-        .args(["--verbosity", "2", "--"])
-        .args(marker_program(&marker))
-        .output()
-        .unwrap();
+    let out = gasan_run().arg("--log-path").arg(&log).arg("--suppressions").arg(&supp).args(["--verbosity", "2", "--"]).args(marker_program(&marker)).output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(marker.exists(), "the program ran");
     // The runtime read them back (it prints what it parsed at verbosity 2).
-    let line = err
-        .lines()
-        .find_map(|l| l.strip_prefix("==gasan== options: "))
-        .unwrap_or_else(|| panic!("{err}"));
+    let line = err.lines().find_map(|l| l.strip_prefix("==gasan== options: ")).unwrap_or_else(|| panic!("{err}"));
     let o = Options::parse(line).unwrap();
-    assert_eq!(
-        (
-            o.log_path.as_deref(),
-            o.suppressions.as_deref(),
-            o.verbosity
-        ),
-        (Some(&*log), Some(&*supp), 2)
-    );
+    assert_eq!((o.log_path.as_deref(), o.suppressions.as_deref(), o.verbosity), (Some(&*log), Some(&*supp), 2));
 }
 
 #[test]
@@ -357,15 +213,9 @@ fn help_lists_every_option_with_its_description() {
     let out = gasan_run().arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        help.contains("Usage: gasan-run [OPTIONS] [--] PROGRAM [ARGS]..."),
-        "{help}"
-    );
+    assert!(help.contains("Usage: gasan-run [OPTIONS] [--] PROGRAM [ARGS]..."), "{help}");
     for o in TABLE {
-        let line = help
-            .lines()
-            .find(|l| l.trim_start().starts_with(&format!("--{} ", o.flag())))
-            .unwrap_or_else(|| panic!("--{} missing:\n{help}", o.flag()));
+        let line = help.lines().find(|l| l.trim_start().starts_with(&format!("--{} ", o.flag()))).unwrap_or_else(|| panic!("--{} missing:\n{help}", o.flag()));
         assert!(line.contains(&o.help_line()), "{line}");
     }
 }
@@ -376,16 +226,9 @@ fn verbosity_1_says_when_the_program_made_no_cuda_call() {
         eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
         return;
     }
-    let out = gasan_run()
-        .args(["--verbosity", "1", "--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = gasan_run().args(["--verbosity", "1", "--", "/bin/true"]).output().unwrap();
     assert!(out.status.success());
-    assert!(
-        stderr(&out).contains("made no CUDA call"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("made no CUDA call"), "{}", stderr(&out));
     let out = gasan_run().args(["--", "/bin/true"]).output().unwrap();
     assert_eq!(stderr(&out), "", "quiet by default");
 }

@@ -41,27 +41,10 @@ fn checked_ptx(root: &Path, dir: &Path) -> String {
     let cu = dir.join("k.cu");
     std::fs::write(&cu, SRC).unwrap();
     let ptx = dir.join("k.ptx");
-    let out = Command::new(root.join("bin/nvcc"))
-        .args(["-ptx", "-O3", "-lineinfo", "-arch=compute_90", "-o"])
-        .arg(&ptx)
-        .arg(&cu)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nvcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let opts = InstrumentOptions {
-        scale: Scale::S8,
-        optimize: true,
-        recover: false,
-        aligned_pool: true,
-        hoist_loops: true,
-    };
-    instrument_ptx(&std::fs::read_to_string(&ptx).unwrap(), &opts)
-        .unwrap()
-        .ptx
+    let out = Command::new(root.join("bin/nvcc")).args(["-ptx", "-O3", "-lineinfo", "-arch=compute_90", "-o"]).arg(&ptx).arg(&cu).output().unwrap();
+    assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
+    let opts = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true };
+    instrument_ptx(&std::fs::read_to_string(&ptx).unwrap(), &opts).unwrap().ptx
 }
 
 #[test]
@@ -75,45 +58,23 @@ fn checked_ptx_compiles_to_a_cubin_that_loaders_can_take() {
     let ptxas = root.join("bin/ptxas");
     let target = sass::target_for(&ptx, 90);
     assert_eq!(target, "sm_90");
-    let c = Compile {
-        ptxas: &ptxas,
-        target: &target,
-        flags: &[],
-        split: 0,
-    };
+    let c = Compile { ptxas: &ptxas, target: &target, flags: &[], split: 0 };
     let cubin = sass::compile(&c, &cache, ptx.as_bytes(), "entry.cubin").unwrap();
     assert!(sass::is_cubin(&cubin));
     // Whole-program: both kernels are in it, with the control block as a global (not relocatable).
     let text = String::from_utf8_lossy(&cubin);
-    assert!(
-        text.contains(".text._Z3addPfPKfi") && text.contains(".text._Z7stencilPKfPfi"),
-        "kernels in the cubin"
-    );
-    assert_eq!(
-        u16::from_le_bytes([cubin[16], cubin[17]]),
-        2,
-        "ET_EXEC, not a relocatable object"
-    );
+    assert!(text.contains(".text._Z3addPfPKfi") && text.contains(".text._Z7stencilPKfPfi"), "kernels in the cubin");
+    assert_eq!(u16::from_le_bytes([cubin[16], cubin[17]]), 2, "ET_EXEC, not a relocatable object");
     // Stored under its name, byte for byte; no temporary left behind.
     assert_eq!(cache.get("entry.cubin").unwrap(), cubin);
-    assert!(std::fs::read_dir(&cache.dir).unwrap().all(|e| !e
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .starts_with(".gasan-tmp")));
+    assert!(std::fs::read_dir(&cache.dir).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().starts_with(".gasan-tmp")));
     // The fatbin the fatbin loaders get holds it as an sm_90 ELF entry.
     let fb = container::build_elf_fatbin(&cubin, 90, false);
     let parsed = container::Fatbin::parse(&fb).unwrap();
     assert_eq!(parsed.entries.len(), 1);
-    assert_eq!(
-        (parsed.entries[0].kind, parsed.entries[0].arch),
-        (EntryKind::Elf, 90)
-    );
+    assert_eq!((parsed.entries[0].kind, parsed.entries[0].arch), (EntryKind::Elf, 90));
     assert!(parsed.has_sass_for(90));
-    assert_eq!(
-        &parsed.entries[0].payload().unwrap()[..cubin.len()],
-        &cubin[..]
-    );
+    assert_eq!(&parsed.entries[0].payload().unwrap()[..cubin.len()], &cubin[..]);
     // JIT options become flags: a register cap changes the code, and the key.
     let flags = sass::jit_flags(&[(0, 16), (13, 1)]).unwrap();
     let c16 = Compile { flags: &flags, ..c };
@@ -126,12 +87,7 @@ fn compile_failures_say_whether_to_remember_them() {
     let d = scratch("fail");
     let cache = Cache::new(d.join("cache"), 1 << 30);
     let missing = d.join("no-such-ptxas");
-    let c = Compile {
-        ptxas: &missing,
-        target: "sm_90",
-        flags: &[],
-        split: 0,
-    };
+    let c = Compile { ptxas: &missing, target: "sm_90", flags: &[], split: 0 };
     let e = sass::compile(&c, &cache, b".version 9.0\n", "x.cubin").unwrap_err();
     assert!(!e.permanent && e.message.contains("cannot run"), "{e:?}");
     assert!(!cache.has("x.cubin"));
@@ -140,20 +96,10 @@ fn compile_failures_say_whether_to_remember_them() {
     };
     let ptxas = root.join("bin/ptxas");
     let c = Compile { ptxas: &ptxas, ..c };
-    let e = sass::compile(
-        &c,
-        &cache,
-        b".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus; }\n",
-        "x.cubin",
-    )
-    .unwrap_err();
+    let e = sass::compile(&c, &cache, b".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus; }\n", "x.cubin").unwrap_err();
     assert!(e.permanent && e.message.contains("-arch=sm_90"), "{e:?}");
     assert!(!cache.has("x.cubin"));
-    assert!(
-        cache.entries().is_empty(),
-        "nothing left behind: {:?}",
-        cache.entries()
-    );
+    assert!(cache.entries().is_empty(), "nothing left behind: {:?}", cache.entries());
 }
 
 #[test]
@@ -169,20 +115,7 @@ fn concurrent_compiles_of_one_key_are_harmless() {
         let hs: Vec<_> = (0..4)
             .map(|_| {
                 let (cache, ptx, ptxas) = (&cache, &ptx, &ptxas);
-                s.spawn(move || {
-                    sass::compile(
-                        &Compile {
-                            ptxas,
-                            target: "sm_90",
-                            flags: &[],
-                            split: 1,
-                        },
-                        cache,
-                        ptx.as_bytes(),
-                        "k.sm_90.cubin",
-                    )
-                    .unwrap()
-                })
+                s.spawn(move || sass::compile(&Compile { ptxas, target: "sm_90", flags: &[], split: 1 }, cache, ptx.as_bytes(), "k.sm_90.cubin").unwrap())
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -190,36 +123,22 @@ fn concurrent_compiles_of_one_key_are_harmless() {
     let stored = cache.get("k.sm_90.cubin").unwrap();
     assert!(sass::is_cubin(&stored));
     for r in &results {
-        assert_eq!(
-            r.len(),
-            stored.len(),
-            "every compile of the key made the same cubin"
-        );
+        assert_eq!(r.len(), stored.len(), "every compile of the key made the same cubin");
     }
-    assert_eq!(
-        std::fs::read_dir(&cache.dir).unwrap().count(),
-        1,
-        "one entry, no temporaries"
-    );
+    assert_eq!(std::fs::read_dir(&cache.dir).unwrap().count(), 1, "one entry, no temporaries");
 }
 
 /// Content of writer `w`: recognisable, and a different length for each writer.
 fn content(w: usize) -> Vec<u8> {
-    (0..(1 << 19) + w * 4099)
-        .map(|i| (i as u8).wrapping_mul(31) ^ (w as u8))
-        .collect()
+    (0..(1 << 19) + w * 4099).map(|i| (i as u8).wrapping_mul(31) ^ (w as u8)).collect()
 }
 
-const TORN_ENTRY: &str =
-    "00000000000000000000000000000000000000000000000000000000000000aa.sm_90.cubin";
+const TORN_ENTRY: &str = "00000000000000000000000000000000000000000000000000000000000000aa.sm_90.cubin";
 
 /// Child half of [`processes_writing_one_entry_never_tear_it`]: writes its content 40 times.
 #[test]
 fn writer_process() {
-    let (Some(dir), Some(w)) = (
-        std::env::var_os("GASAN_TEST_CACHE_DIR"),
-        std::env::var("GASAN_TEST_WRITER").ok(),
-    ) else {
+    let (Some(dir), Some(w)) = (std::env::var_os("GASAN_TEST_CACHE_DIR"), std::env::var("GASAN_TEST_WRITER").ok()) else {
         return;
     };
     let c = Cache::new(PathBuf::from(dir), 1 << 30);
@@ -249,22 +168,14 @@ fn processes_writing_one_entry_never_tear_it() {
     let mut running = kids;
     while !running.is_empty() {
         if let Some(b) = c.get(TORN_ENTRY) {
-            assert!(
-                (0..4).any(|w| b == content(w)),
-                "torn read: {} bytes",
-                b.len()
-            );
+            assert!((0..4).any(|w| b == content(w)), "torn read: {} bytes", b.len());
             reads += 1;
         }
         running.retain_mut(|k| k.try_wait().unwrap().is_none());
     }
     let b = c.get(TORN_ENTRY).expect("written");
     assert!((0..4).any(|w| b == content(w)));
-    assert!(
-        c.entries().iter().all(|e| e.kind != "temporary"),
-        "no temporary left: {:?}",
-        c.entries()
-    );
+    assert!(c.entries().iter().all(|e| e.kind != "temporary"), "no temporary left: {:?}", c.entries());
     eprintln!("{reads} reads while 4 processes wrote");
 }
 
@@ -283,65 +194,27 @@ fn cli_lists_and_clears_the_cache() {
     c.put(&format!("{k}.sites.json"), b"[]").unwrap();
     c.put(&format!("{k}.sm_90.cubin"), &[7u8; 3000]).unwrap();
     std::fs::write(d.join("notes.txt"), "not gasan's").unwrap();
-    let list = gasan_run()
-        .arg("--cache-dir")
-        .arg(&d)
-        .arg("--cache-list")
-        .output()
-        .unwrap();
+    let list = gasan_run().arg("--cache-dir").arg(&d).arg("--cache-list").output().unwrap();
     assert!(list.status.success());
     let out = String::from_utf8(list.stdout).unwrap();
-    for want in [
-        format!("{k}.sm_90.cubin"),
-        format!("{k}.ptx"),
-        format!("{k}.sites.json"),
-        "cubin".into(),
-        "3000".into(),
-        "3 files".into(),
-        "1 checked-ptx, 1 cubin, 1 sites".into(),
-    ] {
+    for want in [format!("{k}.sm_90.cubin"), format!("{k}.ptx"), format!("{k}.sites.json"), "cubin".into(), "3000".into(), "3 files".into(), "1 checked-ptx, 1 cubin, 1 sites".into()] {
         assert!(out.contains(&want), "--cache-list lacks {want:?}:\n{out}");
     }
     assert!(!out.contains("notes.txt"), "{out}");
     // The same through GASAN_OPTIONS, with the budget it reports.
-    let list = gasan_run()
-        .env(
-            "GASAN_OPTIONS",
-            format!("cache_dir={}:cache_size_mb=7", d.display()),
-        )
-        .arg("--cache-list")
-        .output()
-        .unwrap();
+    let list = gasan_run().env("GASAN_OPTIONS", format!("cache_dir={}:cache_size_mb=7", d.display())).arg("--cache-list").output().unwrap();
     assert!(String::from_utf8(list.stdout).unwrap().contains("of 7 MiB"));
-    let clear = gasan_run()
-        .arg("--cache-dir")
-        .arg(&d)
-        .arg("--cache-clear")
-        .output()
-        .unwrap();
+    let clear = gasan_run().arg("--cache-dir").arg(&d).arg("--cache-clear").output().unwrap();
     assert!(clear.status.success());
-    assert!(String::from_utf8(clear.stdout)
-        .unwrap()
-        .contains("removed 3 files"));
+    assert!(String::from_utf8(clear.stdout).unwrap().contains("removed 3 files"));
     assert!(c.entries().is_empty());
     assert!(d.join("notes.txt").exists(), "other files stay");
-    let list = gasan_run()
-        .arg("--cache-dir")
-        .arg(&d)
-        .arg("--cache-list")
-        .output()
-        .unwrap();
+    let list = gasan_run().arg("--cache-dir").arg(&d).arg("--cache-list").output().unwrap();
     assert!(String::from_utf8(list.stdout).unwrap().contains("0 files"));
     // A cache action takes no program; a bad option is still refused with status 2.
-    let both = gasan_run()
-        .args(["--cache-list", "/bin/true"])
-        .output()
-        .unwrap();
+    let both = gasan_run().args(["--cache-list", "/bin/true"]).output().unwrap();
     assert_eq!(both.status.code(), Some(2));
-    let bad = gasan_run()
-        .args(["--cache-size-mb", "0", "--cache-list"])
-        .output()
-        .unwrap();
+    let bad = gasan_run().args(["--cache-size-mb", "0", "--cache-list"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cache_size_mb"));
 }

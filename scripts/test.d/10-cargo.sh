@@ -10,5 +10,8 @@ LIBCLANG_PATH=$(scripts/libclang.sh)
 export LIBCLANG_PATH LD_LIBRARY_PATH="$LIBCLANG_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cargo build --workspace --release --locked 2>&1
 GASAN_TEST_STRICT=1 cargo test --workspace --release --locked -- --show-output 2>&1 | python3 scripts/cargo-skips.py
-# Lints are part of the tests: clippy with warnings as errors over every target.
+# Lints are part of the tests: formatting (rustfmt.toml; the fuzz workspace too) and clippy with
+# warnings as errors over every target.
+cargo fmt --all -- --check 2>&1
+(cd fuzz && cargo fmt -- --check) 2>&1
 cargo clippy --workspace --all-targets --release --locked -- -D warnings 2>&1

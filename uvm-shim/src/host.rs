@@ -86,16 +86,14 @@ impl Backend for HostBackend {
         Ok(())
     }
     fn create_chunk(&self) -> Result<ChunkHandle, UvmError> {
-        let fd = nix::sys::memfd::memfd_create(c"gasan-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
-            .map_err(os("memfd_create"))?;
+        let fd = nix::sys::memfd::memfd_create(c"gasan-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).map_err(os("memfd_create"))?;
         nix::unistd::ftruncate(&fd, self.gran as i64).map_err(os("ftruncate"))?;
         let mut c = self.chunks.lock().unwrap();
         c.push(Some(fd));
         Ok((c.len() - 1) as u64)
     }
     fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
-        let fd = nix::sys::memfd::memfd_create(c"gasan-wide-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
-            .map_err(os("memfd_create"))?;
+        let fd = nix::sys::memfd::memfd_create(c"gasan-wide-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).map_err(os("memfd_create"))?;
         nix::unistd::ftruncate(&fd, (self.gran * slots) as i64).map_err(os("ftruncate"))?;
         let mut c = self.chunks.lock().unwrap();
         c.push(Some(fd));

@@ -105,9 +105,7 @@ pub fn sysfs_gate(content: Option<&str>) -> Result<u32, UvmError> {
     };
     match text.trim().parse::<u32>() {
         Ok(v) if v == UVM_GASAN_ABI_VERSION => Ok(v),
-        Ok(v) => Err(UvmError::Unavailable(format!(
-            "the gasan-patched nvidia-uvm speaks ABI {v}, this build {UVM_GASAN_ABI_VERSION}; no gasan ioctl was sent"
-        ))),
+        Ok(v) => Err(UvmError::Unavailable(format!("the gasan-patched nvidia-uvm speaks ABI {v}, this build {UVM_GASAN_ABI_VERSION}; no gasan ioctl was sent"))),
         Err(_) => Err(UvmError::Unavailable(format!("{SYSFS_ABI} holds {text:?}; no gasan ioctl was sent"))),
     }
 }
@@ -115,15 +113,10 @@ pub fn sysfs_gate(content: Option<&str>) -> Result<u32, UvmError> {
 /// Checks `UVM_GASAN_IDENTIFY`'s answer.
 pub fn check_identity(r: nix::Result<i32>, p: &UVM_GASAN_IDENTIFY_PARAMS) -> Result<(), UvmError> {
     if let Err(e) = r {
-        return Err(UvmError::Unavailable(format!(
-            "nvidia-uvm does not answer UVM_GASAN_IDENTIFY ({e}): not the gasan-patched module (kmod-patch/)"
-        )));
+        return Err(UvmError::Unavailable(format!("nvidia-uvm does not answer UVM_GASAN_IDENTIFY ({e}): not the gasan-patched module (kmod-patch/)")));
     }
     if p.rmStatus != 0 || p.magic != UVM_GASAN_MAGIC {
-        return Err(UvmError::Unavailable(format!(
-            "UVM_GASAN_IDENTIFY answered status {:#x}, magic {:#x}: not gasan's nvidia-uvm",
-            p.rmStatus, p.magic
-        )));
+        return Err(UvmError::Unavailable(format!("UVM_GASAN_IDENTIFY answered status {:#x}, magic {:#x}: not gasan's nvidia-uvm", p.rmStatus, p.magic)));
     }
     if p.abiVersion != UVM_GASAN_ABI_VERSION {
         return Err(UvmError::Unavailable(format!("gasan kmod ABI {} (this build speaks {UVM_GASAN_ABI_VERSION})", p.abiVersion)));
@@ -161,11 +154,7 @@ impl KmodDevice {
     }
 
     fn open_file() -> Result<KmodDevice, UvmError> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/nvidia-uvm")
-            .map_err(|e| UvmError::Unavailable(format!("cannot open /dev/nvidia-uvm: {e}")))?;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open("/dev/nvidia-uvm").map_err(|e| UvmError::Unavailable(format!("cannot open /dev/nvidia-uvm: {e}")))?;
         let own: OwnedFd = f.into();
         Ok(KmodDevice { fd: own.as_raw_fd(), _own: Some(own) })
     }
@@ -391,8 +380,7 @@ impl Backend for KmodBackend {
         if va.is_multiple_of(g) && len.is_multiple_of(g) {
             return self.vmm.protect(va, len, prot);
         }
-        let page =
-            if va.is_multiple_of(64 << 10) && len.is_multiple_of(64 << 10) && self.caps.caps & UVM_GASAN_CAP_PAGE_64K != 0 { 64 << 10 } else { 4096 };
+        let page = if va.is_multiple_of(64 << 10) && len.is_multiple_of(64 << 10) && self.caps.caps & UVM_GASAN_CAP_PAGE_64K != 0 { 64 << 10 } else { 4096 };
         self.dev.set_protection(va, len, page as u32, prot)
     }
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
@@ -465,12 +453,7 @@ mod tests {
 
     #[test]
     fn identity_needs_magic_and_version() {
-        let good = UVM_GASAN_IDENTIFY_PARAMS {
-            magic: UVM_GASAN_MAGIC,
-            abiVersion: UVM_GASAN_ABI_VERSION,
-            nrCount: UVM_GASAN_NR_COUNT,
-            ..Default::default()
-        };
+        let good = UVM_GASAN_IDENTIFY_PARAMS { magic: UVM_GASAN_MAGIC, abiVersion: UVM_GASAN_ABI_VERSION, nrCount: UVM_GASAN_NR_COUNT, ..Default::default() };
         assert!(check_identity(Ok(0), &good).is_ok());
         assert!(check_identity(Err(nix::errno::Errno::EINVAL), &good).is_err());
         assert!(check_identity(Ok(0), &UVM_GASAN_IDENTIFY_PARAMS { magic: 0, ..good }).is_err());

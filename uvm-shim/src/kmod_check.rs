@@ -105,12 +105,9 @@ impl Call {
         match *self {
             Call::Identify(p) => pad(p.pad0),
             Call::Query(p) => pad(p.pad0),
-            Call::ReservePool(p) => first(&[
-                &|| pad(p.pad0),
-                &|| check_range(p.base, p.length, M2),
-                &|| status_if(l.pool_length != 0, UVM_GASAN_ST_STATE_IN_USE),
-                &|| status_if(!reaches(l, p.base, p.length), UVM_GASAN_ST_OUT_OF_RANGE),
-            ]),
+            Call::ReservePool(p) => first(&[&|| pad(p.pad0), &|| check_range(p.base, p.length, M2), &|| status_if(l.pool_length != 0, UVM_GASAN_ST_STATE_IN_USE), &|| {
+                status_if(!reaches(l, p.base, p.length), UVM_GASAN_ST_OUT_OF_RANGE)
+            }]),
             Call::MapAlias(p) => first(&[
                 &|| pad(p.pad0),
                 &|| check_range(p.srcBase, p.length, K4),
@@ -124,9 +121,7 @@ impl Call {
             Call::SetProtection(p) => first(&[
                 &|| pad(p.pad0),
                 &|| status_if(u64::from(p.pageSize) != K4 && u64::from(p.pageSize) != K64, UVM_GASAN_ST_INVALID_ARGUMENT),
-                &|| {
-                    status_if(![UVM_GASAN_PROT_NONE, UVM_GASAN_PROT_RO, UVM_GASAN_PROT_RW].contains(&p.prot), UVM_GASAN_ST_INVALID_ARGUMENT)
-                },
+                &|| status_if(![UVM_GASAN_PROT_NONE, UVM_GASAN_PROT_RO, UVM_GASAN_PROT_RW].contains(&p.prot), UVM_GASAN_ST_INVALID_ARGUMENT),
                 &|| check_range(p.base, p.length, u64::from(p.pageSize)),
                 &|| pool(l),
                 &|| status_if(!plan::contains(l.pool_base, l.pool_length, p.base, p.length), UVM_GASAN_ST_INVALID_ADDRESS),
@@ -138,11 +133,7 @@ impl Call {
                 &|| status_if(overlaps(l.pool_base, l.pool_length, p.base, p.length), UVM_GASAN_ST_ADDRESS_IN_USE),
                 &|| status_if(!reaches(l, p.base, p.length), UVM_GASAN_ST_OUT_OF_RANGE),
             ]),
-            Call::SubscribeFaults(p) => {
-                first(&[&|| status_if(p.pad0 != 0 || p.flags & !UVM_GASAN_SUBSCRIBE_NONBLOCK != 0, UVM_GASAN_ST_INVALID_ARGUMENT), &|| {
-                    pool(l)
-                }])
-            }
+            Call::SubscribeFaults(p) => first(&[&|| status_if(p.pad0 != 0 || p.flags & !UVM_GASAN_SUBSCRIBE_NONBLOCK != 0, UVM_GASAN_ST_INVALID_ARGUMENT), &|| pool(l)]),
         }
     }
 }
@@ -208,18 +199,10 @@ pub fn malformed_cases(l: &Limits) -> Vec<Case> {
     c("source outside the pool", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { srcBase: end, ..ma }), bad_addr);
     c("source across the pool's end", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { srcBase: end - K4, length: 2 * K4, ..ma }), bad_addr);
     c("alias inside the pool", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { aliasBase: b + M2, ..ma }), UVM_GASAN_ST_ADDRESS_IN_USE);
-    c(
-        "alias across the pool's start",
-        MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { aliasBase: b - K4, length: 2 * K4, ..ma }),
-        UVM_GASAN_ST_ADDRESS_IN_USE,
-    );
+    c("alias across the pool's start", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { aliasBase: b - K4, length: 2 * K4, ..ma }), UVM_GASAN_ST_ADDRESS_IN_USE);
     if top != 0 {
         c("alias beyond the GPUs' reach", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { aliasBase: top, ..ma }), UVM_GASAN_ST_OUT_OF_RANGE);
-        c(
-            "alias across the GPUs' reach",
-            MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { aliasBase: top - K4, length: 2 * K4, ..ma }),
-            UVM_GASAN_ST_OUT_OF_RANGE,
-        );
+        c("alias across the GPUs' reach", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { aliasBase: top - K4, length: 2 * K4, ..ma }), UVM_GASAN_ST_OUT_OF_RANGE);
     }
 
     let ua = UVM_GASAN_UNMAP_ALIAS_PARAMS { aliasBase: alias, length: K64, ..Default::default() };
@@ -229,13 +212,7 @@ pub fn malformed_cases(l: &Limits) -> Vec<Case> {
     c("empty", UnmapAlias(UVM_GASAN_UNMAP_ALIAS_PARAMS { length: 0, ..ua }), bad_addr);
     c("wrapping", UnmapAlias(UVM_GASAN_UNMAP_ALIAS_PARAMS { aliasBase: u64::MAX - K4 + 1, length: 2 * K4, ..ua }), bad_addr);
 
-    let sp = UVM_GASAN_SET_PROTECTION_PARAMS {
-        base: b + K64,
-        length: K64,
-        pageSize: K64 as u32,
-        prot: UVM_GASAN_PROT_NONE,
-        ..Default::default()
-    };
+    let sp = UVM_GASAN_SET_PROTECTION_PARAMS { base: b + K64, length: K64, pageSize: K64 as u32, prot: UVM_GASAN_PROT_NONE, ..Default::default() };
     c("padding", SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { pad0: 1, ..sp }), bad_arg);
     c("page size 8 KiB", SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { pageSize: 8192, ..sp }), bad_arg);
     c("page size 2 MiB", SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { pageSize: M2 as u32, ..sp }), bad_arg);
@@ -278,16 +255,7 @@ pub fn no_pool_cases(near: u64) -> Vec<Case> {
     let mut c = |what: &str, call: Call| v.push(Case { what: what.into(), call, expect: st });
     c("no pool", MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { srcBase: near, length: K64, aliasBase: near + (1 << 40), ..Default::default() }));
     c("no pool", UnmapAlias(UVM_GASAN_UNMAP_ALIAS_PARAMS { aliasBase: near, length: K64, ..Default::default() }));
-    c(
-        "no pool",
-        SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS {
-            base: near,
-            length: K4,
-            pageSize: K4 as u32,
-            prot: UVM_GASAN_PROT_NONE,
-            ..Default::default()
-        }),
-    );
+    c("no pool", SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { base: near, length: K4, pageSize: K4 as u32, prot: UVM_GASAN_PROT_NONE, ..Default::default() }));
     c("no pool", MapSparseZero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS { base: near, length: M2, ..Default::default() }));
     c("no pool", SubscribeFaults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS::default()));
     v
@@ -320,13 +288,7 @@ mod tests {
             Call::Query(Default::default()),
             Call::MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { srcBase: l.pool_base, length: K64, aliasBase: alias, ..Default::default() }),
             Call::UnmapAlias(UVM_GASAN_UNMAP_ALIAS_PARAMS { aliasBase: alias, length: K64, ..Default::default() }),
-            Call::SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS {
-                base: l.pool_base + K64,
-                length: K64,
-                pageSize: K64 as u32,
-                prot: 0,
-                ..Default::default()
-            }),
+            Call::SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { base: l.pool_base + K64, length: K64, pageSize: K64 as u32, prot: 0, ..Default::default() }),
             Call::MapSparseZero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS { base: alias + (1 << 30), length: M2, ..Default::default() }),
             Call::SubscribeFaults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS { flags: UVM_GASAN_SUBSCRIBE_NONBLOCK, ..Default::default() }),
         ];

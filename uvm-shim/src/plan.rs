@@ -239,13 +239,27 @@ mod plan_tests {
         refs: HashMap<u64, u64>,
     }
     impl PoolState for S {
-        fn base(&self) -> u64 { 0x1000_0000_0000 }
-        fn size(&self) -> u64 { 1 << 40 }
-        fn shift(&self) -> u32 { 8 }
-        fn gran(&self) -> u64 { 2 << 20 }
-        fn committed(&self, c: u64) -> bool { self.committed.contains(&c) }
-        fn retired(&self, c: u64) -> bool { self.retired.contains(&c) }
-        fn shadow_refs(&self, i: u64) -> u64 { self.refs.get(&i).copied().unwrap_or(0) }
+        fn base(&self) -> u64 {
+            0x1000_0000_0000
+        }
+        fn size(&self) -> u64 {
+            1 << 40
+        }
+        fn shift(&self) -> u32 {
+            8
+        }
+        fn gran(&self) -> u64 {
+            2 << 20
+        }
+        fn committed(&self, c: u64) -> bool {
+            self.committed.contains(&c)
+        }
+        fn retired(&self, c: u64) -> bool {
+            self.retired.contains(&c)
+        }
+        fn shadow_refs(&self, i: u64) -> u64 {
+            self.refs.get(&i).copied().unwrap_or(0)
+        }
     }
 
     #[test]

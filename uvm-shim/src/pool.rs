@@ -85,11 +85,7 @@ impl Pool {
             return Err(UvmError::BadConfig(format!("shadow scale {} (must be 7 or 8)", cfg.shift)));
         }
         let gran = backend.granularity();
-        let sizes: Vec<u64> = if cfg.size != 0 {
-            vec![cfg.size]
-        } else {
-            DEFAULT_SIZES.iter().copied().filter(|&s| cfg.max_size == 0 || s <= cfg.max_size).collect()
-        };
+        let sizes: Vec<u64> = if cfg.size != 0 { vec![cfg.size] } else { DEFAULT_SIZES.iter().copied().filter(|&s| cfg.max_size == 0 || s <= cfg.max_size).collect() };
         let mut reserved = None;
         'outer: for &size in &sizes {
             let size = plan::align_out(0, size, gran << cfg.shift).map(|r| r.1).ok_or(UvmError::BadConfig("pool size".into()))?;

@@ -88,14 +88,7 @@ impl FatalFault {
             return None;
         }
         let u64_at = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap());
-        Some(FatalFault {
-            fault_type: e[1],
-            access_type: e[2],
-            processor_index: e[3],
-            reason: e[4],
-            address: u64_at(8),
-            timestamp: u64_at(16),
-        })
+        Some(FatalFault { fault_type: e[1], access_type: e[2], processor_index: e[3], reason: e[4], address: u64_at(8), timestamp: u64_at(16) })
     }
 }
 
@@ -125,9 +118,7 @@ unsafe impl Send for FaultQueue {}
 
 fn map_page() -> Result<*mut u8, FaultQueueError> {
     // SAFETY: anonymous private mapping; checked for MAP_FAILED.
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-    };
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
     if p == libc::MAP_FAILED {
         return Err(FaultQueueError::Map(std::io::Error::last_os_error()));
     }

@@ -23,8 +23,7 @@ struct Api {
     cuMemMap: unsafe extern "C" fn(Dptr, usize, usize, u64, u64) -> CuResult,
     cuMemUnmap: unsafe extern "C" fn(Dptr, usize) -> CuResult,
     cuMemSetAccess: unsafe extern "C" fn(Dptr, usize, *const cu::CUmemAccessDesc, usize) -> CuResult,
-    cuMemGetAllocationGranularity:
-        unsafe extern "C" fn(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags) -> CuResult,
+    cuMemGetAllocationGranularity: unsafe extern "C" fn(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags) -> CuResult,
     cuMemcpyHtoDAsync: unsafe extern "C" fn(Dptr, *const c_void, usize, cu::CUstream) -> CuResult,
     cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, Dptr, usize) -> CuResult,
     cuMemsetD8Async: unsafe extern "C" fn(Dptr, u8, usize, cu::CUstream) -> CuResult,
@@ -75,7 +74,11 @@ pub fn default_resolver() -> Result<Resolver, UvmError> {
         let mut status = 0;
         // SAFETY: valid out-pointers.
         let r = unsafe { gpa(name.as_ptr(), &mut p, 13000, 0, &mut status) };
-        if r == cu::CUresult::CUDA_SUCCESS { p } else { std::ptr::null_mut() }
+        if r == cu::CUresult::CUDA_SUCCESS {
+            p
+        } else {
+            std::ptr::null_mut()
+        }
     }))
 }
 
@@ -141,9 +144,7 @@ impl VmmBackend {
         let prop = b.prop();
         let mut g = 0usize;
         // SAFETY: valid pointers.
-        ck("cuMemGetAllocationGranularity", unsafe {
-            (b.api.cuMemGetAllocationGranularity)(&mut g, &prop, cu::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM)
-        })?;
+        ck("cuMemGetAllocationGranularity", unsafe { (b.api.cuMemGetAllocationGranularity)(&mut g, &prop, cu::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM) })?;
         b.gran = g as u64;
         Ok(b)
     }
@@ -227,7 +228,6 @@ impl VmmBackend {
             },
         }
     }
-
 }
 
 impl Backend for VmmBackend {
@@ -292,7 +292,9 @@ impl Backend for VmmBackend {
             let r = ck("cuMemMap", unsafe { (self.api.cuMemMap)(va + i * self.gran, self.gran as usize, 0, h, 0) });
             if let Err(e) = r {
                 // SAFETY: undo the maps above (each was one whole mapping).
-                (0..i).for_each(|j| unsafe { (self.api.cuMemUnmap)(va + j * self.gran, self.gran as usize); });
+                (0..i).for_each(|j| unsafe {
+                    (self.api.cuMemUnmap)(va + j * self.gran, self.gran as usize);
+                });
                 return Err(e);
             }
         }
@@ -300,7 +302,9 @@ impl Backend for VmmBackend {
         // mappings): 2048 calls fewer for a 1 TiB pool's shadow.
         if let Err(e) = self.protect(va, count * self.gran, prot) {
             // SAFETY: undo the maps above.
-            (0..count).for_each(|j| unsafe { (self.api.cuMemUnmap)(va + j * self.gran, self.gran as usize); });
+            (0..count).for_each(|j| unsafe {
+                (self.api.cuMemUnmap)(va + j * self.gran, self.gran as usize);
+            });
             return Err(e);
         }
         Ok(())

@@ -45,10 +45,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     // Offsets near the pool start make ranges share blocks; offsets anywhere reach every table chunk.
     let off = prop_oneof![0u64..16 * G, 0u64..POOL - 4 * G];
-    prop_oneof![
-        (off, 1u64..3 * G).prop_map(|(o, n)| Op::Set(o, n)),
-        any::<usize>().prop_map(Op::Clear),
-    ]
+    prop_oneof![(off, 1u64..3 * G).prop_map(|(o, n)| Op::Set(o, n)), any::<usize>().prop_map(Op::Clear),]
 }
 
 proptest! {

@@ -122,10 +122,7 @@ fn faults(f: impl FnOnce()) -> bool {
             f();
             unsafe { libc::_exit(0) }
         }
-        ForkResult::Parent { child } => matches!(
-            waitpid(child, None).unwrap(),
-            WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _)
-        ),
+        ForkResult::Parent { child } => matches!(waitpid(child, None).unwrap(), WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _)),
     }
 }
 
@@ -137,12 +134,20 @@ fn protections_hold() {
     assert!(!faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
     p.protect(va, G, Prot::ReadOnly).unwrap();
     assert!(faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
-    assert!(!faults(|| unsafe { std::ptr::read_volatile(va as *const u8); }));
+    assert!(!faults(|| unsafe {
+        std::ptr::read_volatile(va as *const u8);
+    }));
     p.protect(va, G, Prot::None).unwrap();
-    assert!(faults(|| unsafe { std::ptr::read_volatile(va as *const u8); }));
+    assert!(faults(|| unsafe {
+        std::ptr::read_volatile(va as *const u8);
+    }));
     p.retire(va + G, G).unwrap();
-    assert!(faults(|| unsafe { std::ptr::read_volatile((va + G) as *const u8); }));
-    assert!(faults(|| unsafe { std::ptr::read_volatile((va + 10 * G) as *const u8); }));
+    assert!(faults(|| unsafe {
+        std::ptr::read_volatile((va + G) as *const u8);
+    }));
+    assert!(faults(|| unsafe {
+        std::ptr::read_volatile((va + 10 * G) as *const u8);
+    }));
 }
 
 /// A host backend whose `map` fails once, after a number of successful calls.
@@ -151,23 +156,45 @@ struct Flaky {
     maps_left: std::sync::atomic::AtomicI64,
 }
 impl gasan_uvm::Backend for Flaky {
-    fn name(&self) -> &'static str { "flaky" }
-    fn granularity(&self) -> u64 { self.inner.granularity() }
-    fn reserve(&self, s: u64, h: u64) -> Result<u64, UvmError> { self.inner.reserve(s, h) }
-    fn free_va(&self, v: u64, s: u64) -> Result<(), UvmError> { self.inner.free_va(v, s) }
-    fn create_chunk(&self) -> Result<u64, UvmError> { self.inner.create_chunk() }
-    fn release_chunk(&self, h: u64) -> Result<(), UvmError> { self.inner.release_chunk(h) }
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn granularity(&self) -> u64 {
+        self.inner.granularity()
+    }
+    fn reserve(&self, s: u64, h: u64) -> Result<u64, UvmError> {
+        self.inner.reserve(s, h)
+    }
+    fn free_va(&self, v: u64, s: u64) -> Result<(), UvmError> {
+        self.inner.free_va(v, s)
+    }
+    fn create_chunk(&self) -> Result<u64, UvmError> {
+        self.inner.create_chunk()
+    }
+    fn release_chunk(&self, h: u64) -> Result<(), UvmError> {
+        self.inner.release_chunk(h)
+    }
     fn map(&self, va: u64, h: u64, p: Prot) -> Result<(), UvmError> {
         if self.maps_left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 0 {
             return Err(UvmError::Cuda { call: "cuMemMap", code: 2 });
         }
         self.inner.map(va, h, p)
     }
-    fn unmap(&self, va: u64, l: u64) -> Result<(), UvmError> { self.inner.unmap(va, l) }
-    fn protect(&self, va: u64, l: u64, p: Prot) -> Result<(), UvmError> { self.inner.protect(va, l, p) }
-    fn write(&self, va: u64, d: &[u8], s: Stream) -> Result<(), UvmError> { self.inner.write(va, d, s) }
-    fn fill(&self, va: u64, l: u64, b: u8, s: Stream) -> Result<(), UvmError> { self.inner.fill(va, l, b, s) }
-    fn read(&self, va: u64, o: &mut [u8]) -> Result<(), UvmError> { self.inner.read(va, o) }
+    fn unmap(&self, va: u64, l: u64) -> Result<(), UvmError> {
+        self.inner.unmap(va, l)
+    }
+    fn protect(&self, va: u64, l: u64, p: Prot) -> Result<(), UvmError> {
+        self.inner.protect(va, l, p)
+    }
+    fn write(&self, va: u64, d: &[u8], s: Stream) -> Result<(), UvmError> {
+        self.inner.write(va, d, s)
+    }
+    fn fill(&self, va: u64, l: u64, b: u8, s: Stream) -> Result<(), UvmError> {
+        self.inner.fill(va, l, b, s)
+    }
+    fn read(&self, va: u64, o: &mut [u8]) -> Result<(), UvmError> {
+        self.inner.read(va, o)
+    }
 }
 
 #[test]
@@ -211,7 +238,9 @@ fn guard_pages_finer_than_a_chunk() {
     p.commit(va, G).unwrap();
     let guard = va + 5 * 4096;
     p.protect(guard, 4096, Prot::None).unwrap();
-    assert!(faults(|| unsafe { std::ptr::read_volatile(guard as *const u8); }));
+    assert!(faults(|| unsafe {
+        std::ptr::read_volatile(guard as *const u8);
+    }));
     assert!(!faults(|| unsafe { std::ptr::write_volatile((guard - 1) as *mut u8, 1) }));
     assert!(!faults(|| unsafe { std::ptr::write_volatile((guard + 4096) as *mut u8, 1) }));
     // Finer than the backend's page, outside the pool, or on uncommitted chunks: refused.
@@ -219,7 +248,9 @@ fn guard_pages_finer_than_a_chunk() {
     assert!(matches!(p.protect(va + G, 4096, Prot::None), Err(UvmError::NotCommitted(_))));
     assert!(matches!(p.protect(p.base() + p.size(), 4096, Prot::None), Err(UvmError::OutsidePool { .. })));
     p.protect(guard, 4096, Prot::ReadWrite).unwrap();
-    assert!(!faults(|| unsafe { std::ptr::read_volatile(guard as *const u8); }));
+    assert!(!faults(|| unsafe {
+        std::ptr::read_volatile(guard as *const u8);
+    }));
 }
 
 proptest! {

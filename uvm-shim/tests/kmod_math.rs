@@ -66,51 +66,21 @@ fn small() -> impl Strategy<Value = u32> {
 }
 
 fn limits() -> impl Strategy<Value = Limits> {
-    (
-        prop_oneof![Just(0u64), (1u64..64).prop_map(|k| k << 21)],
-        prop_oneof![Just(0u64), Just(1u64 << 34)],
-        prop_oneof![Just(0u64), Just(1u64 << 47), Just(1u64 << 49)],
-    )
-        .prop_map(|(len, base, max_va)| Limits {
-            pool_base: if len == 0 { 0 } else { 0x7f00_0000_0000 + base },
-            pool_length: len,
-            max_va,
-        })
+    (prop_oneof![Just(0u64), (1u64..64).prop_map(|k| k << 21)], prop_oneof![Just(0u64), Just(1u64 << 34)], prop_oneof![Just(0u64), Just(1u64 << 47), Just(1u64 << 49)])
+        .prop_map(|(len, base, max_va)| Limits { pool_base: if len == 0 { 0 } else { 0x7f00_0000_0000 + base }, pool_length: len, max_va })
 }
 
 fn call() -> impl Strategy<Value = Call> {
     prop_oneof![
         small().prop_map(|pad0| Call::Identify(UVM_GASAN_IDENTIFY_PARAMS { pad0, ..Default::default() })),
         small().prop_map(|pad0| Call::Query(UVM_GASAN_QUERY_PARAMS { pad0, ..Default::default() })),
-        (addr(), len(), small()).prop_map(|(base, length, pad0)| Call::ReservePool(UVM_GASAN_RESERVE_POOL_PARAMS {
-            base,
-            length,
-            pad0,
-            ..Default::default()
-        })),
-        (addr(), len(), addr(), small()).prop_map(|(srcBase, length, aliasBase, pad0)| {
-            Call::MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { srcBase, length, aliasBase, pad0, ..Default::default() })
-        }),
-        (addr(), len(), small()).prop_map(|(aliasBase, length, pad0)| Call::UnmapAlias(UVM_GASAN_UNMAP_ALIAS_PARAMS {
-            aliasBase,
-            length,
-            pad0,
-            ..Default::default()
-        })),
-        (addr(), len(), small(), small(), prop_oneof![Just(0u32), small()]).prop_map(|(base, length, pageSize, prot, pad0)| {
-            Call::SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { base, length, pageSize, prot, pad0, ..Default::default() })
-        }),
-        (addr(), len(), small()).prop_map(|(base, length, pad0)| Call::MapSparseZero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS {
-            base,
-            length,
-            pad0,
-            ..Default::default()
-        })),
-        (small(), small()).prop_map(|(flags, pad0)| Call::SubscribeFaults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS {
-            flags,
-            pad0,
-            ..Default::default()
-        })),
+        (addr(), len(), small()).prop_map(|(base, length, pad0)| Call::ReservePool(UVM_GASAN_RESERVE_POOL_PARAMS { base, length, pad0, ..Default::default() })),
+        (addr(), len(), addr(), small()).prop_map(|(srcBase, length, aliasBase, pad0)| { Call::MapAlias(UVM_GASAN_MAP_ALIAS_PARAMS { srcBase, length, aliasBase, pad0, ..Default::default() }) }),
+        (addr(), len(), small()).prop_map(|(aliasBase, length, pad0)| Call::UnmapAlias(UVM_GASAN_UNMAP_ALIAS_PARAMS { aliasBase, length, pad0, ..Default::default() })),
+        (addr(), len(), small(), small(), prop_oneof![Just(0u32), small()])
+            .prop_map(|(base, length, pageSize, prot, pad0)| { Call::SetProtection(UVM_GASAN_SET_PROTECTION_PARAMS { base, length, pageSize, prot, pad0, ..Default::default() }) }),
+        (addr(), len(), small()).prop_map(|(base, length, pad0)| Call::MapSparseZero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS { base, length, pad0, ..Default::default() })),
+        (small(), small()).prop_map(|(flags, pad0)| Call::SubscribeFaults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS { flags, pad0, ..Default::default() })),
     ]
 }
 

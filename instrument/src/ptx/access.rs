@@ -126,10 +126,36 @@ const SPACES_NOT_GLOBAL: &[&str] = &["shared", "local", "param", "const"];
 
 /// Opcodes that take a bracketed operand but never address global memory.
 const NON_GLOBAL_OPCODES: &[&str] = &[
-    "ldmatrix", "stmatrix", "mbarrier", "tex", "tld4", "suld", "sust", "sured", "suq", "txq", "wgmma",
-    "tcgen05", "applypriority", "discard", "createpolicy", "isspacep", "cvta", "mapa", "getctarank",
-    "tensormap", "elect", "setmaxnreg", "st.async", "red.async", "barrier", "bar", "call", "istypep",
-    "clusterlaunchcontrol", "movmatrix",
+    "ldmatrix",
+    "stmatrix",
+    "mbarrier",
+    "tex",
+    "tld4",
+    "suld",
+    "sust",
+    "sured",
+    "suq",
+    "txq",
+    "wgmma",
+    "tcgen05",
+    "applypriority",
+    "discard",
+    "createpolicy",
+    "isspacep",
+    "cvta",
+    "mapa",
+    "getctarank",
+    "tensormap",
+    "elect",
+    "setmaxnreg",
+    "st.async",
+    "red.async",
+    "barrier",
+    "bar",
+    "call",
+    "istypep",
+    "clusterlaunchcontrol",
+    "movmatrix",
 ];
 
 pub(super) fn type_size(q: &str) -> Option<u32> {
@@ -198,9 +224,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
     let _ = global_vars_ok;
     let head = ins.opcode.split('.').next().unwrap_or("");
     // Fast exit for the common case: an arithmetic or control statement (no address operand).
-    if !matches!(head, "ld" | "ldu" | "st" | "atom" | "red" | "cp" | "prefetch" | "prefetchu" | "multimem")
-        && !ins.operands.iter().any(|o| o.trim_start().starts_with('['))
-    {
+    if !matches!(head, "ld" | "ldu" | "st" | "atom" | "red" | "cp" | "prefetch" | "prefetchu" | "multimem") && !ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
         return Classified::NotMemory;
     }
     let quals: Vec<&str> = ins.opcode.split('.').collect();
@@ -244,15 +268,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
                 None => return Classified::Unknown(ins.opcode.to_string()),
             };
             let dests = if addr_idx == 1 { dest_regs(ins.operands[0]) } else { Vec::new() };
-            Classified::Check(Access {
-                base,
-                offset,
-                width: Width::Fixed(vec * ty),
-                kind,
-                dests,
-                bulk: false,
-                guard_nonzero: None,
-            })
+            Classified::Check(Access { base, offset, width: Width::Fixed(vec * ty), kind, dests, bulk: false, guard_nonzero: None })
         }
         "cp" | "cp.reduce" => classify_copy(ins, &quals),
         _ => {
@@ -290,11 +306,7 @@ fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
         return Classified::NotMemory;
     }
     // The first two state spaces after the opcode name are dst then src.
-    let spaces: Vec<&str> = quals
-        .iter()
-        .filter(|q| q.starts_with("global") || q.starts_with("shared"))
-        .copied()
-        .collect();
+    let spaces: Vec<&str> = quals.iter().filter(|q| q.starts_with("global") || q.starts_with("shared")).copied().collect();
     let Some(global_pos) = spaces.iter().take(2).position(|q| q.starts_with("global")) else {
         return Classified::Skip(SkipReason::NotGlobalSpace);
     };
@@ -393,9 +405,6 @@ mod tests {
             }
             o => panic!("{o:?}"),
         }
-        assert_eq!(
-            c("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]"),
-            Classified::Skip(SkipReason::Tensor)
-        );
+        assert_eq!(c("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]"), Classified::Skip(SkipReason::Tensor));
     }
 }

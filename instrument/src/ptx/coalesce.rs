@@ -73,9 +73,7 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
             if let Some(ins) = split_instr(stmt) {
                 if let Classified::Check(a) = classify(&ins, true) {
                     check_lines.insert(i);
-                    if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) =
-                        (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic)
-                    {
+                    if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
                         let loc = loc_text.and_then(parse_loc);
                         groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
@@ -94,9 +92,7 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
             // With few groups open, parse destinations only where a group's register is named at
             // all (a substring test is far cheaper, and most lines name none); with many, the
             // destinations are looked up in the register index instead of testing every group.
-            if groups.len() <= SUBSTRING_TEST_GROUPS
-                && !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!'))))
-            {
+            if groups.len() <= SUBSTRING_TEST_GROUPS && !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
                 continue;
             }
             for d in dest_regs(s) {

@@ -1,7 +1,7 @@
 //! PTX text that the rewriter emits: the module prelude (control block + slow path) and the check
 //! around one access. Every emitted line ends with the [`super::MARKER`] comment.
 
-use super::access::{AddrBase, Access, Instr, Width};
+use super::access::{Access, AddrBase, Instr, Width};
 use super::Header;
 use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
 use crate::shadow::{Scale, OUT_OF_POOL_SHADOW};
@@ -188,7 +188,11 @@ pub(super) fn record_body(fence: &str, suffix: &str) -> Vec<String> {
 
 /// `fence.sc.sys` where the target has it, else `membar.sys`.
 pub(super) fn sys_fence(header: &Header) -> &'static str {
-    if header.target_sm >= 70 && header.version >= (6, 0) { "fence.sc.sys;" } else { "membar.sys;" }
+    if header.target_sm >= 70 && header.version >= (6, 0) {
+        "fence.sc.sys;"
+    } else {
+        "membar.sys;"
+    }
 }
 
 /// The lines, each indented and marked.
@@ -399,17 +403,7 @@ fn address_setup(a: &Access) -> String {
 /// around the access) and that block, which recomputes the address from the unchanged operands,
 /// reports and traps.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn checked_statement_halt(
-    form: Form,
-    ins: &Instr<'_>,
-    a: &Access,
-    original: &str,
-    indent: &str,
-    site: u32,
-    label: u32,
-    fence: &str,
-    prefetched: Option<&str>,
-) -> (String, String, bool) {
+pub(super) fn checked_statement_halt(form: Form, ins: &Instr<'_>, a: &Access, original: &str, indent: &str, site: u32, label: u32, fence: &str, prefetched: Option<&str>) -> (String, String, bool) {
     let scale = form.scale;
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
@@ -512,30 +506,14 @@ pub(super) fn checked_statement_halt(
 fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
     probe_test(out, form, addr_reg, check_width, guard);
     out.push("mov.u32 %gsr2, 0;".into());
-    out.push(f!(
-        "@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"
-    ));
+    out.push(f!("@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"));
     out.push("or.b32 %gsr3, %gsr3, %gsr2;".into());
 }
 
 /// The original statement wrapped in its check.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn checked_statement(
-    form: Form,
-    ins: &Instr<'_>,
-    a: &Access,
-    dest_types: &[Option<String>],
-    original: &str,
-    indent: &str,
-    site: u32,
-    label: u32,
-) -> String {
-    let mut v: Vec<Line> = vec![
-        "{".into(),
-        ".reg .b64 %gsa<6>;".into(),
-        ".reg .b32 %gsr<4>;".into(),
-        ".reg .pred %gsp<5>;".into(),
-    ];
+pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_types: &[Option<String>], original: &str, indent: &str, site: u32, label: u32) -> String {
+    let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<4>;".into(), ".reg .pred %gsp<5>;".into()];
     // Address of the first byte.
     match &a.base {
         AddrBase::Reg(r) if a.offset == 0 => v.push(f!("mov.b64 %gsa0, {r};")),

@@ -207,7 +207,11 @@ impl<'a> BodyStmt<'a> {
 
     /// The source operands (all operands but the destination).
     fn sources(&self) -> &[&'a str] {
-        if self.dests.is_empty() { &self.ins.operands } else { &self.ins.operands[1..] }
+        if self.dests.is_empty() {
+            &self.ins.operands
+        } else {
+            &self.ins.operands[1..]
+        }
     }
 }
 
@@ -239,7 +243,34 @@ fn volatile_special(op: &str) -> bool {
 fn pure_op(head: &str) -> bool {
     matches!(
         head,
-        "add" | "sub" | "mul" | "mad" | "mul24" | "mad24" | "and" | "or" | "xor" | "not" | "cnot" | "min" | "max" | "div" | "rem" | "shl" | "shr" | "abs" | "neg" | "bfe" | "bfi" | "popc" | "clz" | "brev" | "prmt" | "cvt" | "cvta" | "mov"
+        "add"
+            | "sub"
+            | "mul"
+            | "mad"
+            | "mul24"
+            | "mad24"
+            | "and"
+            | "or"
+            | "xor"
+            | "not"
+            | "cnot"
+            | "min"
+            | "max"
+            | "div"
+            | "rem"
+            | "shl"
+            | "shr"
+            | "abs"
+            | "neg"
+            | "bfe"
+            | "bfi"
+            | "popc"
+            | "clz"
+            | "brev"
+            | "prmt"
+            | "cvt"
+            | "cvta"
+            | "mov"
     )
 }
 
@@ -464,11 +495,7 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
     let mut candidates: HashSet<&str> = carried.iter().copied().filter(|r| regs.type_of(r).and_then(type_bits).is_some_and(|b| b == 32 || b == 64)).collect();
     let walked = loop {
         let w = walk(&body, &candidates, &written, regs);
-        let failed: Vec<&str> = candidates
-            .iter()
-            .copied()
-            .filter(|r| !matches!(w.last_def.get(r).map(|&d| &w.stmts[d].val), Some(Val::Biv { reg, .. }) if reg == r))
-            .collect();
+        let failed: Vec<&str> = candidates.iter().copied().filter(|r| !matches!(w.last_def.get(r).map(|&d| &w.stmts[d].val), Some(Val::Biv { reg, .. }) if reg == r)).collect();
         if failed.is_empty() {
             break w;
         }
@@ -554,8 +581,7 @@ fn fast_order(s: usize, e: usize, body: &[BodyStmt<'_>], covered: &[usize]) -> V
 
 /// Register names inside an operand (`%r1`, `[%rd2+4]`, `{%f1, %f2}`).
 fn registers_in(op: &str) -> impl Iterator<Item = &str> {
-    op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$' || c == '.'))
-        .filter(|t| t.starts_with('%') && !t.contains('.'))
+    op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$' || c == '.')).filter(|t| t.starts_with('%') && !t.contains('.'))
 }
 
 fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {

@@ -7,8 +7,8 @@
 
 use super::loops::{version, Versioned};
 
-use super::{strip_comment, RegTypes};
 use super::access::split_instr;
+use super::{strip_comment, RegTypes};
 use crate::abi::ctl_offset;
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -41,11 +41,19 @@ fn bits_of(ty: &str) -> u32 {
 }
 
 fn mask(v: u64, bits: u32) -> u64 {
-    if bits == 64 { v } else { v & ((1u64 << bits) - 1) }
+    if bits == 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
+    }
 }
 
 fn sext(v: u64, bits: u32) -> i64 {
-    if bits == 64 { v as i64 } else { ((v << (64 - bits)) as i64) >> (64 - bits) }
+    if bits == 64 {
+        v as i64
+    } else {
+        ((v << (64 - bits)) as i64) >> (64 - bits)
+    }
 }
 
 fn parse_imm(op: &str) -> Option<u64> {
@@ -236,7 +244,11 @@ impl Machine {
             "rem" if signed => sext(a(), bits).wrapping_rem(sext(b(), bits).max(1)) as u64,
             "rem" => mask(a(), bits) % mask(b(), bits).max(1),
             "selp" => {
-                if self.pred(o[3]) { a() } else { b() }
+                if self.pred(o[3]) {
+                    a()
+                } else {
+                    b()
+                }
             }
             "cvta" => a(),
             "cvt" => {

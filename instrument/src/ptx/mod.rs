@@ -200,13 +200,7 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
             }
             insert_at = Some(end);
             break;
-        } else if t.starts_with(".entry")
-            || t.starts_with(".visible")
-            || t.starts_with(".func")
-            || t.starts_with(".global")
-            || t.starts_with(".extern")
-            || t.starts_with(".weak")
-        {
+        } else if t.starts_with(".entry") || t.starts_with(".visible") || t.starts_with(".func") || t.starts_with(".global") || t.starts_with(".extern") || t.starts_with(".weak") {
             break;
         }
     }
@@ -322,15 +316,7 @@ impl<'a> Rewriter<'a> {
             return Err(PtxError::AlreadyInstrumented);
         }
         let header = parse_header(src)?;
-        Ok(Self {
-            src,
-            opts,
-            header,
-            out: String::with_capacity(src.len() * 2),
-            sites: SiteTable::default(),
-            stats: Stats::default(),
-            next_label: 0,
-        })
+        Ok(Self { src, opts, header, out: String::with_capacity(src.len() * 2), sites: SiteTable::default(), stats: Stats::default(), next_label: 0 })
     }
 
     fn run(mut self) -> Result<Instrumented, PtxError> {
@@ -488,11 +474,8 @@ impl<'a> Rewriter<'a> {
                 let verbatim = !any_check && space_checks.iter().all(Option::is_none);
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
                 let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
-                let hoisted: Vec<(&str, usize, Option<Loc>)> = plan
-                    .hoist
-                    .get(&i)
-                    .map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect())
-                    .unwrap_or_default();
+                let hoisted: Vec<(&str, usize, Option<Loc>)> =
+                    plan.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect()).unwrap_or_default();
                 for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
                     let text = format!("{stmt};");
                     if let (Some(c), false) = (space_check, verbatim) {
@@ -846,8 +829,7 @@ impl<'a> Rewriter<'a> {
         fstats.checked += 1;
         let label = *next_label;
         *next_label += 1;
-        let dest_types: Vec<Option<String>> =
-            access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
+        let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
         let emitted = if opts.recover {
             emit::checked_statement(opts.form(), &ins, &access, &dest_types, text, indent, site_id, label)
         } else {
@@ -983,9 +965,7 @@ fn ends_basic_block(t: &str) -> bool {
     }
     let (op, _) = opcode_and_rest(t);
     let head = op.split('.').next().unwrap_or("");
-    matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "bar" | "barrier" | "fence" | "membar" | "trap" | "atom" | "red")
-        || op.starts_with("mbarrier")
-        || op.starts_with("cp.async.wait")
+    matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "bar" | "barrier" | "fence" | "membar" | "trap" | "atom" | "red") || op.starts_with("mbarrier") || op.starts_with("cp.async.wait")
 }
 
 /// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
@@ -1077,9 +1057,5 @@ fn dest_regs(stmt: &str) -> Vec<&str> {
         return Vec::new();
     }
     let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
-    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
-        .split([',', '|'])
-        .map(str::trim)
-        .filter(|d| d.starts_with('%'))
-        .collect()
+    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%')).collect()
 }

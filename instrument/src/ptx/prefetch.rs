@@ -381,8 +381,7 @@ fn arithmetic_inputs(line: &str) -> Option<Vec<&str>> {
         return None;
     }
     let op = ins.opcode;
-    let ok = ["add.s64", "add.u64", "sub.s64", "sub.u64", "add.s32", "add.u32", "sub.s32", "sub.u32", "shl.b64", "shl.b32"]
-        .contains(&op)
+    let ok = ["add.s64", "add.u64", "sub.s64", "sub.u64", "add.s32", "add.u32", "sub.s32", "sub.u32", "shl.b64", "shl.b32"].contains(&op)
         || op.starts_with("mul.wide.")
         || op.starts_with("mul.lo.")
         || op.starts_with("mad.wide.")

@@ -132,8 +132,5 @@ impl SiteTable {
 
 /// Demangles an Itanium C++ name; returns the input when it is not mangled.
 pub fn demangle(name: &str) -> String {
-    cpp_demangle::Symbol::new(name)
-        .ok()
-        .and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default()).ok())
-        .unwrap_or_else(|| name.to_string())
+    cpp_demangle::Symbol::new(name).ok().and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default()).ok()).unwrap_or_else(|| name.to_string())
 }

@@ -45,7 +45,10 @@ pub(super) struct SpaceVar {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Prov {
     /// Into `var`: a window (`.shared`/`.local` state-space) address, or a generic one.
-    Var { var: String, generic: bool },
+    Var {
+        var: String,
+        generic: bool,
+    },
     Unknown,
 }
 
@@ -288,7 +291,13 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
             let space = quals.get(if to { 2 } else { 1 }).copied().unwrap_or("");
             match lookup(ops[1]) {
                 Some(Prov::Var { var, generic }) if generic == to => {
-                    let want = if space.starts_with("shared") { MemorySpace::Shared } else if space == "local" { MemorySpace::Local } else { return UNKNOWN };
+                    let want = if space.starts_with("shared") {
+                        MemorySpace::Shared
+                    } else if space == "local" {
+                        MemorySpace::Local
+                    } else {
+                        return UNKNOWN;
+                    };
                     if vars.get(&var).map(|v| v.space) == Some(want) && space != "shared::cluster" {
                         Some(Prov::Var { var, generic: !to })
                     } else {
@@ -312,11 +321,23 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
         }
         ("sub", 3) => {
             let (a, b) = (lookup(ops[1]), lookup(ops[2]));
-            if is_var(&a) { pointer_plus(a, &[b]) } else if a.is_none() { None } else { UNKNOWN }
+            if is_var(&a) {
+                pointer_plus(a, &[b])
+            } else if a.is_none() {
+                None
+            } else {
+                UNKNOWN
+            }
         }
         ("mad", 4) if quals.get(1) == Some(&"lo") => {
             let (a, b, c) = (lookup(ops[1]), lookup(ops[2]), lookup(ops[3]));
-            if is_var(&c) { pointer_plus(c, &[a, b]) } else if c.is_none() { None } else { UNKNOWN }
+            if is_var(&c) {
+                pointer_plus(c, &[a, b])
+            } else if c.is_none() {
+                None
+            } else {
+                UNKNOWN
+            }
         }
         ("selp", 4) => match (lookup(ops[1]), lookup(ops[2])) {
             (Some(a), Some(b)) => Some(if a == b { a } else { Prov::Unknown }),
@@ -545,7 +566,11 @@ fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
 
 /// `dst` = the offset in `%gso0` as 64 bits (sign-extended).
 fn offset_to_b64(bits: u32, dst: &str) -> String {
-    if bits == 64 { format!("mov.b64 {dst}, %gso0;") } else { format!("cvt.s64.s32 {dst}, %gso0;") }
+    if bits == 64 {
+        format!("mov.b64 {dst}, %gso0;")
+    } else {
+        format!("cvt.s64.s32 {dst}, %gso0;")
+    }
 }
 
 /// `LAST_SITE`'s value for a failing access (see emit.rs).

@@ -11,14 +11,7 @@ use std::fmt::Write as _;
 pub fn kernel(regs: usize, body: &str) -> String {
     let mut s = String::with_capacity(body.len() + 512);
     s.push_str(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n");
-    let _ = writeln!(
-        s,
-        "\t.reg .pred %p<{}>;\n\t.reg .b32 %r<{}>;\n\t.reg .f32 %f<{}>;\n\t.reg .b64 %rd<{}>;",
-        regs + 2,
-        regs + 2,
-        regs + 2,
-        regs + 4
-    );
+    let _ = writeln!(s, "\t.reg .pred %p<{}>;\n\t.reg .b32 %r<{}>;\n\t.reg .f32 %f<{}>;\n\t.reg .b64 %rd<{}>;", regs + 2, regs + 2, regs + 2, regs + 4);
     s.push_str("\n\tld.param.u64 %rd1, [k_param_0];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tmov.u32 %r1, %tid.x;\n\tsetp.lt.u32 %p1, %r1, 1;\n");
     s.push_str(body);
     s.push_str("\tret;\n}\n");
@@ -50,14 +43,7 @@ pub fn stores_one_block(n: usize) -> String {
 pub fn bases_one_block(n: usize) -> String {
     let mut b = String::with_capacity(n * 80);
     for i in 0..n {
-        let _ = writeln!(
-            b,
-            "\tadd.s64 %rd{}, %rd2, {};\n\tld.global.f32 %f{}, [%rd{}];",
-            i + 3,
-            i * 8,
-            i + 1,
-            i + 3
-        );
+        let _ = writeln!(b, "\tadd.s64 %rd{}, %rd2, {};\n\tld.global.f32 %f{}, [%rd{}];", i + 3, i * 8, i + 1, i + 3);
     }
     kernel(n, &b)
 }
@@ -81,12 +67,7 @@ pub fn many_loops(n: usize) -> String {
 pub fn many_labels(n: usize) -> String {
     let mut b = String::with_capacity(n * 100);
     for i in 0..n {
-        let _ = write!(
-            b,
-            "$B{i}:\n\tld.global.f32 %f1, [%rd2+{}];\n\t@%p1 bra $B{};\n",
-            (i % 64) * 4,
-            i + 1
-        );
+        let _ = write!(b, "$B{i}:\n\tld.global.f32 %f1, [%rd2+{}];\n\t@%p1 bra $B{};\n", (i % 64) * 4, i + 1);
     }
     let _ = writeln!(b, "$B{n}:");
     kernel(8, &b)
@@ -101,11 +82,7 @@ pub fn nested_loops(n: usize) -> String {
     }
     b.push_str("\tld.global.f32 %f1, [%rd2];\n");
     for i in (0..n).rev() {
-        let _ = write!(
-            b,
-            "\tld.global.f32 %f2, [%rd2+{}];\n\t@%p1 bra $N{i};\n",
-            (i % 64) * 4
-        );
+        let _ = write!(b, "\tld.global.f32 %f2, [%rd2+{}];\n\t@%p1 bra $N{i};\n", (i % 64) * 4);
     }
     kernel(8, &b)
 }
@@ -115,12 +92,7 @@ pub fn long_line(n: usize) -> String {
     let mut b = String::with_capacity(n * 40);
     b.push('\t');
     for i in 0..n {
-        let _ = write!(
-            b,
-            "ld.global.f32 %f{}, [%rd2+{}]; ",
-            i % 64 + 1,
-            (i % 64) * 4
-        );
+        let _ = write!(b, "ld.global.f32 %f{}, [%rd2+{}]; ", i % 64 + 1, (i % 64) * 4);
     }
     b.push('\n');
     kernel(64, &b)
@@ -134,11 +106,7 @@ pub fn many_registers(n: usize) -> String {
         let _ = writeln!(b, "\t.reg .b64 %a{i};");
     }
     for i in 0..n {
-        let _ = writeln!(
-            b,
-            "\tadd.s64 %a{i}, %rd2, {};\n\tst.global.f32 [%a{i}], %f1;",
-            i * 4
-        );
+        let _ = writeln!(b, "\tadd.s64 %a{i}, %rd2, {};\n\tst.global.f32 [%a{i}], %f1;", i * 4);
     }
     kernel(8, &b)
 }

@@ -35,13 +35,7 @@ fn cli() -> Command {
     for o in TABLE {
         // clap keeps flag names for the life of the program.
         let long: &'static str = Box::leak(o.flag().into_boxed_str());
-        cmd = cmd.arg(
-            Arg::new(o.name)
-                .long(long)
-                .value_name(o.shape)
-                .help(o.help_line())
-                .action(ArgAction::Set),
-        );
+        cmd = cmd.arg(Arg::new(o.name).long(long).value_name(o.shape).help(o.help_line()).action(ArgAction::Set));
     }
     cmd.arg(
         Arg::new("cache_list")
@@ -50,35 +44,17 @@ fn cli() -> Command {
             .help("List the cache's entries (kind, size, last use) and totals, then exit")
             .conflicts_with_all(["program", "cache_clear"]),
     )
-    .arg(
-        Arg::new("cache_clear")
-            .long("cache-clear")
-            .action(ArgAction::SetTrue)
-            .help("Remove gasan's entries from the cache (other files stay), then exit")
-            .conflicts_with("program"),
-    )
-    .arg(
-        Arg::new("program")
-            .value_name("PROGRAM")
-            .help("The program and its arguments")
-            .required_unless_present_any(["cache_list", "cache_clear"])
-            .num_args(1..)
-            .trailing_var_arg(true),
-    )
+    .arg(Arg::new("cache_clear").long("cache-clear").action(ArgAction::SetTrue).help("Remove gasan's entries from the cache (other files stay), then exit").conflicts_with("program"))
+    .arg(Arg::new("program").value_name("PROGRAM").help("The program and its arguments").required_unless_present_any(["cache_list", "cache_clear"]).num_args(1..).trailing_var_arg(true))
 }
 
 /// `--cache-list` / `--cache-clear`: the cache the options name.
 fn cache_action(opts: &Options, clear: bool) -> Result<(), String> {
-    let dir = dir_for(opts.cache_dir.as_deref())
-        .ok_or("no cache directory: set --cache-dir (or HOME)")?;
+    let dir = dir_for(opts.cache_dir.as_deref()).ok_or("no cache directory: set --cache-dir (or HOME)")?;
     let cache = Cache::new(dir, opts.cache_size_mb << 20);
     if clear {
         let (n, bytes) = cache.clear();
-        println!(
-            "cache {}: removed {n} files, {:.1} MiB",
-            cache.dir.display(),
-            bytes as f64 / (1 << 20) as f64
-        );
+        println!("cache {}: removed {n} files, {:.1} MiB", cache.dir.display(), bytes as f64 / (1 << 20) as f64);
         return Ok(());
     }
     let mut entries = cache.entries();
@@ -138,10 +114,7 @@ fn options(m: &ArgMatches) -> Result<Options, String> {
         }
     }
     opts.validate().map_err(|e| {
-        let from = e
-            .option()
-            .and_then(|n| source.get(n))
-            .map_or("GASAN_OPTIONS", String::as_str);
+        let from = e.option().and_then(|n| source.get(n)).map_or("GASAN_OPTIONS", String::as_str);
         refuse(from, e.clone())
     })?;
     Ok(opts)
@@ -159,28 +132,19 @@ fn run(m: ArgMatches) -> Result<Outcome, String> {
         cache_action(&opts, m.get_flag("cache_clear"))?;
         return Ok(Outcome::Done);
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot locate gasan-run: {}", os_error_text(&e)))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate gasan-run: {}", os_error_text(&e)))?;
     let lib = exe.with_file_name("libgasan_runtime.so");
     if !lib.exists() {
-        return Err(format!(
-            "runtime library not found at {} (build with `cargo build --release`)",
-            lib.display()
-        ));
+        return Err(format!("runtime library not found at {} (build with `cargo build --release`)", lib.display()));
     }
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
         _ => lib.display().to_string(),
     };
-    let program: Vec<&String> = m
-        .get_many::<String>("program")
-        .expect("clap requires a program")
-        .collect();
+    let program: Vec<&String> = m.get_many::<String>("program").expect("clap requires a program").collect();
     let (prog, args) = program.split_first().expect("clap requires a program");
     let mut cmd = std::process::Command::new(prog);
-    cmd.args(args)
-        .env("LD_PRELOAD", preload)
-        .env("GASAN_OPTIONS", opts.to_env_string());
+    cmd.args(args).env("LD_PRELOAD", preload).env("GASAN_OPTIONS", opts.to_env_string());
     frameworks::apply(&mut cmd, &opts);
     let err = cmd.exec();
     Ok(Outcome::ExecFailed(prog.to_string(), err))
@@ -190,10 +154,7 @@ fn main() -> ExitCode {
     match run(cli().get_matches()) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::ExecFailed(prog, exec_err)) => {
-            eprintln!(
-                "gasan-run: cannot run program '{prog}': {}",
-                os_error_text(&exec_err)
-            );
+            eprintln!("gasan-run: cannot run program '{prog}': {}", os_error_text(&exec_err));
             ExitCode::from(127)
         }
         Err(e) => {

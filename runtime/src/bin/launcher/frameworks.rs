@@ -34,26 +34,10 @@ pub const HOOK: &str = include_str!("../../../python/sitecustomize.py");
 
 /// The variables set where the user has not, with their values and what they do.
 pub const ENV: &[(&str, &str, &str)] = &[
-    (
-        "PYTORCH_NO_CUDA_MEMORY_CACHING",
-        "1",
-        "PyTorch: no caching allocator, every tensor its own cudaMalloc",
-    ),
-    (
-        "CUPY_COMPILE_WITH_PTX",
-        "1",
-        "CuPy: kernels loaded as PTX, so gasan checks them",
-    ),
-    (
-        "NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT",
-        "0",
-        "Numba: device arrays freed at once, not in batches",
-    ),
-    (
-        "XLA_PYTHON_CLIENT_ALLOCATOR",
-        "platform",
-        "JAX: buffers allocated on demand, no preallocated pool",
-    ),
+    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", "PyTorch: no caching allocator, every tensor its own cudaMalloc"),
+    ("CUPY_COMPILE_WITH_PTX", "1", "CuPy: kernels loaded as PTX, so gasan checks them"),
+    ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0", "Numba: device arrays freed at once, not in batches"),
+    ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform", "JAX: buffers allocated on demand, no preallocated pool"),
 ];
 
 /// Sets the framework switches on the child's command (nothing when `framework_pools=0`).
@@ -87,24 +71,16 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
     }
     for name in ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"] {
         if let Some(v) = std::env::var_os(name) {
-            say(format!(
-                "left {name}={} as it is (uncached PyTorch ignores the caching options; backend:cudaMallocAsync allocations are checked one by one)",
-                v.to_string_lossy()
-            ));
+            say(format!("left {name}={} as it is (uncached PyTorch ignores the caching options; backend:cudaMallocAsync allocations are checked one by one)", v.to_string_lossy()));
         }
     }
     match hook_dir(opts) {
         Ok(dir) => {
             let old = std::env::var_os("PYTHONPATH").unwrap_or_default();
             cmd.env("PYTHONPATH", python_path(&dir, &old));
-            say(format!(
-                "CuPy pools off at import: start-up hook {}/sitecustomize.py first on PYTHONPATH",
-                dir.display()
-            ));
+            say(format!("CuPy pools off at import: start-up hook {}/sitecustomize.py first on PYTHONPATH", dir.display()));
         }
-        Err(e) => eprintln!(
-            "gasan-run: warning: cannot write the Python start-up hook ({e}); CuPy's memory pools stay on"
-        ),
+        Err(e) => eprintln!("gasan-run: warning: cannot write the Python start-up hook ({e}); CuPy's memory pools stay on"),
     }
 }
 
@@ -124,9 +100,7 @@ pub fn python_path(dir: &Path, old: &std::ffi::OsStr) -> OsString {
 
 /// FNV-1a of the hook's text: its directory's name changes with its content.
 fn content_hash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The directory holding the hook: in the cache directory, else a private temporary one.
@@ -154,10 +128,7 @@ fn hook_dir(opts: &Options) -> Result<PathBuf, String> {
 /// gasan-run sees the old file or the new one).
 fn write_hook(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let file = dir.join("sitecustomize.py");
     if std::fs::read(&file).ok().as_deref() == Some(HOOK.as_bytes()) {
         return Ok(());
@@ -171,10 +142,7 @@ fn write_hook(dir: &Path) -> std::io::Result<()> {
 
 /// A new directory only this user can enter (`mkdtemp`), under `$TMPDIR` or `/tmp`.
 fn private_temp_dir() -> std::io::Result<PathBuf> {
-    let mut t = std::env::temp_dir()
-        .join("gasan-python-XXXXXX")
-        .into_os_string()
-        .into_vec();
+    let mut t = std::env::temp_dir().join("gasan-python-XXXXXX").into_os_string().into_vec();
     t.push(0);
     // SAFETY: `t` is a writable NUL-terminated template that outlives the call.
     if unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) }.is_null() {

@@ -191,14 +191,8 @@ pub fn run() -> Result<Outcome, String> {
         return Ok(Outcome::Skipped("no /dev/nvidia-uvm (no NVIDIA driver loaded)".into()));
     }
     match std::fs::read_to_string(SYSFS_ABI) {
-        Err(_) => {
-            return Ok(Outcome::Skipped(format!(
-                "the loaded nvidia-uvm is not the gasan-patched module (no {SYSFS_ABI}); see kmod-patch/README.md"
-            )))
-        }
-        Ok(v) if v.trim() != UVM_GASAN_ABI_VERSION.to_string() => {
-            return Ok(Outcome::Skipped(format!("the loaded gasan nvidia-uvm speaks ABI {}, this build {UVM_GASAN_ABI_VERSION}", v.trim())))
-        }
+        Err(_) => return Ok(Outcome::Skipped(format!("the loaded nvidia-uvm is not the gasan-patched module (no {SYSFS_ABI}); see kmod-patch/README.md"))),
+        Ok(v) if v.trim() != UVM_GASAN_ABI_VERSION.to_string() => return Ok(Outcome::Skipped(format!("the loaded gasan nvidia-uvm speaks ABI {}, this build {UVM_GASAN_ABI_VERSION}", v.trim()))),
         Ok(_) => {}
     }
     let mut t = Table { rows: vec![] };
@@ -211,8 +205,7 @@ pub fn run() -> Result<Outcome, String> {
         "process exit with live mappings (child)",
         (|| {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let st =
-                std::process::Command::new(exe).args(["kmod-selftest", "--exit-with-live-mappings"]).status().map_err(|e| e.to_string())?;
+            let st = std::process::Command::new(exe).args(["kmod-selftest", "--exit-with-live-mappings"]).status().map_err(|e| e.to_string())?;
             if st.success() {
                 Ok("child exited with guards parked, an alias and a subscription live; check `dmesg` for nvidia-uvm errors".into())
             } else {
@@ -232,8 +225,7 @@ pub fn run() -> Result<Outcome, String> {
 
     let vmm = VmmBackend::new(0, &resolve).map_err(|e| e.to_string())?;
     let kmod = KmodBackend::probe(vmm).map_err(|(_, e)| e.to_string())?;
-    let mut pool =
-        Pool::new(Box::new(kmod), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| format!("pool: {e}"))?;
+    let mut pool = Pool::new(Box::new(kmod), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| format!("pool: {e}"))?;
     t.row("UVM_GASAN_RESERVE_POOL (by the kmod backend)", Ok(format!("pool {:#x} + {} GiB", pool.base(), pool.size() >> 30)));
     let lim = Limits { pool_base: pool.base(), pool_length: pool.size(), max_va: caps.max_va };
     for k in kmod_check::malformed_cases(&lim) {
@@ -256,10 +248,7 @@ pub fn run() -> Result<Outcome, String> {
     };
     let at = |va: u64| &pattern[(va - b0) as usize..(va - b0) as usize + 256];
 
-    t.row(
-        "GPU kernel reads the pool",
-        gpu_read(&pool, b0).and_then(|b| if b == at(b0) { Ok("256 bytes".into()) } else { Err("mismatch".into()) }),
-    );
+    t.row("GPU kernel reads the pool", gpu_read(&pool, b0).and_then(|b| if b == at(b0) { Ok("256 bytes".into()) } else { Err("mismatch".into()) }));
     t.row(
         "alias at a GPU-only address, read by a GPU kernel",
         (|| {
@@ -339,9 +328,7 @@ pub fn run() -> Result<Outcome, String> {
         "subscription withdrawn when its parameters cannot be copied back",
         (|| {
             // SAFETY: an anonymous read-only page; the kernel reads it and must fail to write it.
-            let page = unsafe {
-                libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-            };
+            let page = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
             if page == libc::MAP_FAILED {
                 return Err("mmap".into());
             }
@@ -365,12 +352,7 @@ pub fn run() -> Result<Outcome, String> {
     );
     let fault_fd = dev.subscribe_faults(true);
     t.row("UVM_GASAN_SUBSCRIBE_FAULTS", fault_fd.as_ref().map(|_| "non-blocking fd".into()).map_err(|e| e.to_string()));
-    expect_status(
-        &mut t,
-        "UVM_GASAN_SUBSCRIBE_FAULTS a second time refused",
-        dev.send(&Call::SubscribeFaults(Default::default())),
-        UVM_GASAN_ST_STATE_IN_USE,
-    );
+    expect_status(&mut t, "UVM_GASAN_SUBSCRIBE_FAULTS a second time refused", dev.send(&Call::SubscribeFaults(Default::default())), UVM_GASAN_ST_STATE_IN_USE);
 
     // Last on this context: a real fault on a 4 KiB guard (kills the context), seen as an event.
     let guard = b0 + 2 * g + 4096 * 5;
@@ -389,11 +371,7 @@ pub fn run() -> Result<Outcome, String> {
             let ev = gasan_uvm::kmod::read_fault_events(fd).map_err(|e| e.to_string())?;
             match ev.iter().find(|e| e.address >= guard && e.address < guard + 4096) {
                 Some(e) => Ok(format!("CUDA error {}, event at {:#x} access type {}", r.unwrap_err(), e.address, e.accessType)),
-                None => Err(format!(
-                    "no event in the guard page ({} events: {:x?})",
-                    ev.len(),
-                    ev.iter().map(|e| e.address).collect::<Vec<_>>()
-                )),
+                None => Err(format!("no event in the guard page ({} events: {:x?})", ev.len(), ev.iter().map(|e| e.address).collect::<Vec<_>>())),
             }
         })(),
     );
@@ -421,8 +399,7 @@ pub fn run() -> Result<Outcome, String> {
             let c = dev2.query().map_err(|e| e.to_string())?;
             let vmm = VmmBackend::new(0, &resolve).map_err(|e| e.to_string())?;
             let k = KmodBackend::probe(vmm).map_err(|(_, e)| e.to_string())?;
-            let mut p2 =
-                Pool::new(Box::new(k), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| e.to_string())?;
+            let mut p2 = Pool::new(Box::new(k), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| e.to_string())?;
             let gpu2 = Gpu::load(&resolve)?;
             let b = p2.base() + 4 * p2.granularity();
             p2.commit(b, p2.granularity()).map_err(|e| e.to_string())?;
