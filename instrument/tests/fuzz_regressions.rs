@@ -27,3 +27,12 @@ fn one_line_function_body_still_assembles() {
     let r = instrument_ptx(".version 9.0\n.entry m() {}", &InstrumentOptions::default()).unwrap();
     assert!(r.ptx.ends_with(".entry m() {}"), "{}", &r.ptx[r.ptx.len().saturating_sub(200)..]);
 }
+
+/// Found by the ptx_rewrite fuzz target: a heap declaration the input never finishes (no `;`
+/// before the end) was held back by the heap-call rewriter and lost from the output.
+#[test]
+fn an_unfinished_heap_declaration_is_kept() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.extern .func  (.param .b64 func_retval0) malloc\n(\n\t.param .b64 malloc_param_0\n)\n;\n.extern .func free\n(\n\t.param .b64 free_param_0\n)\n";
+    let out = gasan_instrument::ptx::instrument_ptx(ptx, &gasan_instrument::ptx::InstrumentOptions::default()).expect("instruments");
+    assert!(out.ptx.contains(".extern .func free\n(\n\t.param .b64 free_param_0\n)\n"), "{}", out.ptx);
+}

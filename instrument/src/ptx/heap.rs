@@ -119,6 +119,12 @@ impl HeapCalls {
         declares.then(|| HeapCalls { pending: Vec::new(), pending_is_decl: false, declared: Vec::new() })
     }
 
+    /// The lines of a statement the input never finished (no `;` before its end), unchanged: held
+    /// lines must not be lost.
+    pub(super) fn flush(&mut self) -> String {
+        std::mem::take(&mut self.pending).concat()
+    }
+
     /// Is a statement being collected?
     pub(super) fn collecting(&self) -> bool {
         !self.pending.is_empty()

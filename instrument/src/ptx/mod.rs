@@ -568,7 +568,8 @@ impl<'a> Rewriter<'a> {
         if depth != 0 {
             return Err(PtxError::Unbalanced(self.src.lines().count()));
         }
-        if let Some(h) = &heap_calls {
+        if let Some(h) = &mut heap_calls {
+            self.out.push_str(&h.flush());
             if !self.out.ends_with('\n') {
                 self.out.push('\n');
             }
