@@ -9,8 +9,8 @@
 #         that already carries the series is built as it is.
 # --kdir  kernel build directory (default /lib/modules/$(uname -r)/build). Debian's split header
 #         packages (-amd64 including -common) are followed automatically.
-# --nvidia-symvers  nvidia.ko's Module.symvers; without it nvidia.ko's symbols (nvUvmInterface*)
-#         are allowed to stay unresolved at build time (they resolve when the module loads).
+# --nvidia-symvers  nvidia.ko's Module.symvers; without it nvidia.ko is built from the same tree
+#         alongside, so nvidia-uvm's imports get symbol versions (CRCs) either way.
 # Exits non-zero on any failure: a series that does not apply, a compiler warning in gasan's files
 # (they build with -Werror), or an unresolved symbol the kernel does not export.
 set -euo pipefail
@@ -58,13 +58,22 @@ for f in include/uvm_gasan_ioctl.h include/gasan_map_math.h src/gasan_map_math.c
     { echo "build.sh: nvidia-uvm/$(basename "$f") differs from kmod-patch/$f: regenerate the series (kmod-patch/mkseries.sh)" >&2; exit 1; }
 done
 
-extra=(KBUILD_MODPOST_WARN=1)
-[ -n "$symvers" ] && extra=(KBUILD_EXTRA_SYMBOLS="$(cd "$(dirname "$symvers")" && pwd)/$(basename "$symvers")")
+# nvidia-uvm imports nvidia.ko's nvUvmInterface* symbols. A kernel with CONFIG_MODVERSIONS (Debian's)
+# refuses an import without a CRC ("no symbol version"), so modpost must see nvidia.ko's exports:
+# from --nvidia-symvers, else by building nvidia.ko from the same tree in the same make (same
+# source version, same CRCs as the installed nvidia.ko of that version; only nvidia-uvm.ko is used).
+if [ -n "$symvers" ]; then
+  modules=nvidia-uvm
+  extra=(KBUILD_EXTRA_SYMBOLS="$(cd "$(dirname "$symvers")" && pwd)/$(basename "$symvers")")
+else
+  modules="nvidia nvidia-uvm"
+  extra=()
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "build.sh: building nvidia-uvm.ko in $tree against $kdir"
-if ! make -C "$kdir" M="$tree" NV_KERNEL_SOURCES="$ksrc" NV_KERNEL_OUTPUT="$kdir" NV_KERNEL_MODULES=nvidia-uvm \
-     "${extra[@]}" -j"$jobs" modules >"$log" 2>&1; then
+if ! make -C "$kdir" M="$tree" NV_KERNEL_SOURCES="$ksrc" NV_KERNEL_OUTPUT="$kdir" NV_KERNEL_MODULES="$modules" \
+     ${extra[@]+"${extra[@]}"} -j"$jobs" modules >"$log" 2>&1; then
   grep -E 'error|Error' "$log" | grep -v 'CFLAGS=' | head -40 >&2
   echo "build.sh: the build failed (full log above was $(wc -l <"$log") lines)" >&2
   exit 1
@@ -85,6 +94,16 @@ if [ -f "$kdir/Module.symvers" ] && command -v nm >/dev/null; then
     echo "$missing" >&2
     exit 1
   fi
+fi
+# With modversions, every nvidia.ko import must carry a CRC (else the kernel refuses to load it).
+if grep -q '^CONFIG_MODVERSIONS=y' "$kdir/include/config/auto.conf" 2>/dev/null && command -v objcopy >/dev/null; then
+  imports=$(nm -u "$ko" | awk '{print $2}' | grep -c '^nvUvmInterface' || true)
+  versioned=$(objcopy -O binary --only-section=__versions "$ko" /dev/stdout 2>/dev/null | strings | grep -c '^nvUvmInterface' || true)
+  if [ "$imports" != "$versioned" ]; then
+    echo "build.sh: $versioned of $imports nvUvmInterface* imports carry a symbol version: the module would not load" >&2
+    exit 1
+  fi
+  echo "build.sh: all $imports nvUvmInterface* imports carry symbol versions (CONFIG_MODVERSIONS)"
 fi
 vermagic=$(strings "$ko" | sed -n 's/^vermagic=//p' | head -1)
 echo "build.sh: built $ko ($(du -h "$ko" | cut -f1), vermagic $vermagic)"
