@@ -108,8 +108,23 @@ pub(super) fn function_decls() -> String {
 /// The function's shared report block (emitted once, before its closing brace, when used).
 pub(super) fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
+    let shadow = vec![
+        format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::POOL_BASE),
+        "sub.s64 %ra1, %ra0, %ra1;".into(),
+        format!("shr.u64 %ra1, %ra1, {};", scale.shift()),
+        format!("ld.const.u64 %ra2, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
+        "add.s64 %ra1, %ra1, %ra2;".into(),
+        "ld.global.nc.u8 %rr3, [%ra1];".into(),
+    ];
+    fail_block(SHARED_FAIL, "_shared", shadow, indent, fence)
+}
+
+/// An inline report block (halt mode) at `label`: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
+/// record's inputs, runs `shadow` (which leaves the failed shadow byte in `%rr3`), writes the record
+/// ([`record_body`], labels suffixed `suffix`) and traps. Global and shared/local checks share it.
+pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent: &str, fence: &str) -> String {
     let mut f: Vec<String> = vec![
-        format!("{SHARED_FAIL}:"),
+        format!("{label}:"),
         "{".into(),
         ".reg .b64 %ra<4>;".into(),
         ".reg .b32 %rr<11>;".into(),
@@ -121,14 +136,9 @@ pub(super) fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> Stri
         "and.b32 %rr0, %rr0, 16777215;".into(),
         format!("shr.b64 %ra3, {LAST_SITE}, 56;"),
         "cvt.u32.u64 %rr1, %ra3;".into(),
-        format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::POOL_BASE),
-        "sub.s64 %ra1, %ra0, %ra1;".into(),
-        format!("shr.u64 %ra1, %ra1, {};", scale.shift()),
-        format!("ld.const.u64 %ra2, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
-        "add.s64 %ra1, %ra1, %ra2;".into(),
-        "ld.global.nc.u8 %rr3, [%ra1];".into(),
     ];
-    f.extend(record_body(fence, "_shared"));
+    f.extend(shadow);
+    f.extend(record_body(fence, suffix));
     f.push("trap;".into());
     f.push("}".into());
     let mut out = String::new();

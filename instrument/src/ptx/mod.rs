@@ -576,9 +576,6 @@ impl<'a> Rewriter<'a> {
             self.out.push_str(&h.definitions(self.opts.scale, &self.header));
         }
         self.sites.resolve_files();
-        for (name, s) in &self.stats.functions {
-            let _ = (name, s);
-        }
         Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats })
     }
 

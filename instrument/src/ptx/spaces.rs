@@ -447,30 +447,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
 pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 
 pub(super) fn space_fail_block(indent: &str, fence: &str) -> String {
-    use super::emit::{record_body, LAST_ADDR, LAST_SITE};
-    let mut v: Vec<String> = vec![
-        format!("{SPACE_FAIL}:"),
-        "{".into(),
-        ".reg .b64 %ra<4>;".into(),
-        ".reg .b32 %rr<11>;".into(),
-        ".reg .pred %rp<2>;".into(),
-        format!("mov.b64 %ra0, {LAST_ADDR};"),
-        format!("cvt.u32.u64 %rr2, {LAST_SITE};"),
-        format!("shr.b64 %ra3, {LAST_SITE}, 32;"),
-        "cvt.u32.u64 %rr0, %ra3;".into(),
-        "and.b32 %rr0, %rr0, 16777215;".into(),
-        format!("shr.b64 %ra3, {LAST_SITE}, 56;"),
-        "cvt.u32.u64 %rr1, %ra3;".into(),
-        "mov.u32 %rr3, 0;".into(),
-    ];
-    v.extend(record_body(fence, "_space"));
-    v.push("trap;".into());
-    v.push("}".into());
-    let mut out = String::new();
-    for l in v {
-        let _ = writeln!(out, "{indent}{l} {MARKER}");
-    }
-    out
+    super::emit::fail_block(SPACE_FAIL, "_space", vec!["mov.u32 %rr3, 0;".into()], indent, fence)
 }
 
 /// The statements leaving, in `%gso0` (`bits` wide), the access's offset from the variable's
