@@ -54,20 +54,23 @@ enum Cmd {
     },
 }
 
+/// The driver entry point `name`, or an error naming it.
+fn entry_point(resolve: &gasan_uvm::Resolver, name: &std::ffi::CStr) -> Result<*mut c_void, String> {
+    let p = resolve(name);
+    if p.is_null() {
+        Err(format!("no {name:?}"))
+    } else {
+        Ok(p)
+    }
+}
+
 /// Creates and makes current the primary context of device 0 (the runtime uses the app's context).
 fn cuda_context(resolve: &gasan_uvm::Resolver) -> Result<(), String> {
     type Init = unsafe extern "C" fn(u32) -> i32;
     type DevGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
     type Retain = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
     type SetCur = unsafe extern "C" fn(*mut c_void) -> i32;
-    let f = |n: &std::ffi::CStr| {
-        let p = resolve(n);
-        if p.is_null() {
-            Err(format!("no {n:?}"))
-        } else {
-            Ok(p)
-        }
-    };
+    let f = |n: &std::ffi::CStr| entry_point(resolve, n);
     // SAFETY: driver entry points with their documented signatures.
     unsafe {
         let init: Init = std::mem::transmute(f(c"cuInit")?);

@@ -8,7 +8,7 @@
 //!
 //! Skips (exit status 77) with the reason when /dev/nvidia-uvm or the patched module is absent.
 
-use super::{cuda_context, Table};
+use super::{cuda_context, entry_point, Table};
 use gasan_uvm::kmod::abi::*;
 use gasan_uvm::kmod::{KmodDevice, SYSFS_ABI};
 use gasan_uvm::kmod_check::{self, Call, Limits};
@@ -66,14 +66,7 @@ struct Gpu {
 
 impl Gpu {
     fn load(resolve: &gasan_uvm::Resolver) -> Result<Gpu, String> {
-        let f = |n: &std::ffi::CStr| {
-            let p = resolve(n);
-            if p.is_null() {
-                Err(format!("no {n:?}"))
-            } else {
-                Ok(p)
-            }
-        };
+        let f = |n: &std::ffi::CStr| entry_point(resolve, n);
         // SAFETY: driver entry points with their documented signatures; PTX is NUL-terminated.
         unsafe {
             let load: LoadData = std::mem::transmute(f(c"cuModuleLoadData")?);
