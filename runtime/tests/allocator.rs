@@ -9,7 +9,7 @@ use gasan_uvm::{HostBackend, Pool, PoolConfig};
 use proptest::prelude::*;
 
 fn allocator(scale: Scale, quarantine_mb: u64) -> Allocator {
-    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0 }).unwrap();
+    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0, tags: 1 }).unwrap();
     let opts = Options { shadow_scale: scale, quarantine_size_mb: quarantine_mb, malloc_context_size: 4, ..Options::default() };
     Allocator::new(pool, &opts)
 }

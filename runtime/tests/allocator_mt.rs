@@ -104,7 +104,7 @@ impl Backend for FlakyBackend {
 
 fn flaky_allocator(pool_size: u64, scale: Scale, quarantine_mb: u64, faults: &Arc<Faults>) -> Allocator {
     let backend = FlakyBackend { host: HostBackend::new(2 << 20), faults: faults.clone() };
-    let cfg = PoolConfig { size: pool_size, shift: scale.shift(), hints: vec![], max_size: 0 };
+    let cfg = PoolConfig { size: pool_size, shift: scale.shift(), hints: vec![], max_size: 0, tags: 1 };
     let pool = Pool::new(Box::new(backend), &cfg).unwrap();
     let opts = Options { shadow_scale: scale, quarantine_size_mb: quarantine_mb, malloc_context_size: 2, ..Options::default() };
     Allocator::new(pool, &opts)

@@ -11,7 +11,7 @@ use gasan_runtime::options::Options;
 use gasan_uvm::{HostBackend, Pool, PoolConfig};
 
 fn allocator(scale: Scale) -> Allocator {
-    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0 }).unwrap();
+    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0, tags: 1 }).unwrap();
     let opts = Options { shadow_scale: scale, malloc_context_size: 4, ..Options::default() };
     Allocator::new(pool, &opts)
 }

@@ -95,12 +95,15 @@ pub fn extent_chunks(entries: &std::ops::Range<u64>, gran: u64) -> std::ops::Ran
 pub enum Op {
     /// Replace the zero chunk under shadow chunk `idx` with a real, zero-filled chunk.
     BackShadow { idx: u64 },
-    /// Map a physical chunk (from the cache, else new) read-write at pool address `va`.
-    MapChunk { va: u64 },
+    /// Map a physical chunk (from the cache, else new) read-write at canonical pool address `va`
+    /// and at its alias in every tag window; the shadow of the windows in `tags` (a bit mask)
+    /// describes it from now on.
+    MapChunk { va: u64, tags: u64 },
     /// Zero the shadow bytes of pool range `[va, va+len)` (inaccessible).
     ZeroShadow { va: u64, len: u64 },
-    /// Unmap the pool chunk at `va`; its physical chunk goes back to the cache.
-    UnmapChunk { va: u64 },
+    /// Unmap the pool chunk at canonical `va` from every window; its physical chunk goes back to
+    /// the cache, and the shadow of the windows in `tags` stops describing it.
+    UnmapChunk { va: u64, tags: u64 },
     /// Put the zero chunk back under shadow chunk `idx` (its last pool chunk went away).
     ReleaseShadow { idx: u64 },
     /// Mark the chunk at `va` retired: never mapped again.
@@ -113,24 +116,42 @@ pub trait PoolState {
     fn size(&self) -> u64;
     fn shift(&self) -> u32;
     fn gran(&self) -> u64;
-    fn committed(&self, chunk_va: u64) -> bool;
+    /// Bytes of one tag window (the pool size when tagging is off).
+    fn window_size(&self) -> u64;
+    /// The tag windows whose shadow describes committed chunk `chunk_va` (a bit mask), or
+    /// `None` when it is not committed.
+    fn committed_tags(&self, chunk_va: u64) -> Option<u64>;
+    fn committed(&self, chunk_va: u64) -> bool {
+        self.committed_tags(chunk_va).is_some()
+    }
     fn retired(&self, chunk_va: u64) -> bool;
-    /// Committed pool chunks currently described by shadow chunk `idx`.
+    /// (Committed pool chunk, window) pairs currently described by shadow chunk `idx`.
     fn shadow_refs(&self, idx: u64) -> u64;
 }
 
+/// Requests name canonical ranges: inside tag window 0.
 fn check_request<S: PoolState + ?Sized>(s: &S, va: u64, len: u64) -> Result<(), UvmError> {
     check_aligned(va, len, s.gran())?;
-    if !contains(s.base(), s.size(), va, len) {
+    if !contains(s.base(), s.window_size(), va, len) {
         return Err(UvmError::OutsidePool { va, len });
     }
     Ok(())
 }
 
-/// Plan for committing `[va, va+len)`: back the shadow chunks that had no committed pool chunk,
-/// map each pool chunk, and zero the range's shadow. Refuses committed or retired chunks.
-pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64) -> Result<Vec<Op>, UvmError> {
+/// The windows of bit mask `tags`, as window indices.
+pub fn tag_windows(tags: u64) -> impl Iterator<Item = u64> {
+    (0..64).filter(move |t| tags >> t & 1 == 1)
+}
+
+/// Plan for committing canonical `[va, va+len)` for allocations of the windows in `tags` (a bit
+/// mask): back the shadow chunks of those windows that described no committed chunk yet, and map
+/// each pool chunk (in every window). Refuses committed or retired chunks and an empty mask.
+pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, tags: u64) -> Result<Vec<Op>, UvmError> {
     check_request(s, va, len)?;
+    let windows = s.size() / s.window_size();
+    if tags == 0 || (windows < 64 && tags >> windows != 0) {
+        return Err(UvmError::BadConfig(format!("tag mask {tags:#x} for {windows} windows")));
+    }
     let g = s.gran();
     let mut ops = Vec::new();
     let mut backed = std::collections::BTreeSet::new();
@@ -141,12 +162,14 @@ pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64) -> Result<Ve
         if s.retired(c) {
             return Err(UvmError::Retired(c));
         }
-        for idx in shadow_chunks(s.base(), s.shift(), g, c, g) {
-            if s.shadow_refs(idx) == 0 && backed.insert(idx) {
-                ops.push(Op::BackShadow { idx });
+        for t in tag_windows(tags) {
+            for idx in shadow_chunks(s.base(), s.shift(), g, c + t * s.window_size(), g) {
+                if s.shadow_refs(idx) == 0 && backed.insert(idx) {
+                    ops.push(Op::BackShadow { idx });
+                }
             }
         }
-        ops.push(Op::MapChunk { va: c });
+        ops.push(Op::MapChunk { va: c, tags });
     }
     // No shadow write: the shadow of uncommitted VA is already zero (backed shadow chunks are
     // filled with zero, and a release zeroes the shadow of what it unmaps), so a commit costs no
@@ -155,8 +178,9 @@ pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64) -> Result<Ve
 }
 
 /// Plan for decommitting (`retire == false`: every chunk must be committed) or retiring
-/// (`retire == true`: none may be retired already) `[va, va+len)`: zero the shadow, unmap the
-/// committed chunks, release shadow chunks left with no committed pool chunk, mark retired.
+/// (`retire == true`: none may be retired already) canonical `[va, va+len)`: zero the shadow of
+/// every window that described a chunk, unmap the committed chunks from every window, release
+/// shadow chunks left describing nothing, mark retired.
 pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: bool) -> Result<Vec<Op>, UvmError> {
     check_request(s, va, len)?;
     let g = s.gran();
@@ -166,18 +190,22 @@ pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: boo
         if retire && s.retired(c) {
             return Err(UvmError::Retired(c));
         }
-        if !s.committed(c) {
-            if !retire {
-                return Err(UvmError::NotCommitted(c));
-            }
-        } else {
-            ops.push(Op::ZeroShadow { va: c, len: g });
-            ops.push(Op::UnmapChunk { va: c });
-            for idx in shadow_chunks(s.base(), s.shift(), g, c, g) {
-                let r = refs.entry(idx).or_insert_with(|| s.shadow_refs(idx));
-                *r -= 1;
-                if *r == 0 {
-                    ops.push(Op::ReleaseShadow { idx });
+        match s.committed_tags(c) {
+            None if !retire => return Err(UvmError::NotCommitted(c)),
+            None => {}
+            Some(tags) => {
+                for t in tag_windows(tags) {
+                    ops.push(Op::ZeroShadow { va: c + t * s.window_size(), len: g });
+                }
+                ops.push(Op::UnmapChunk { va: c, tags });
+                for t in tag_windows(tags) {
+                    for idx in shadow_chunks(s.base(), s.shift(), g, c + t * s.window_size(), g) {
+                        let r = refs.entry(idx).or_insert_with(|| s.shadow_refs(idx));
+                        *r -= 1;
+                        if *r == 0 {
+                            ops.push(Op::ReleaseShadow { idx });
+                        }
+                    }
                 }
             }
         }
@@ -237,6 +265,7 @@ mod plan_tests {
         committed: BTreeSet<u64>,
         retired: BTreeSet<u64>,
         refs: HashMap<u64, u64>,
+        windows: u64,
     }
     impl PoolState for S {
         fn base(&self) -> u64 {
@@ -251,8 +280,11 @@ mod plan_tests {
         fn gran(&self) -> u64 {
             2 << 20
         }
-        fn committed(&self, c: u64) -> bool {
-            self.committed.contains(&c)
+        fn window_size(&self) -> u64 {
+            self.size() / self.windows
+        }
+        fn committed_tags(&self, c: u64) -> Option<u64> {
+            self.committed.contains(&c).then_some(1)
         }
         fn retired(&self, c: u64) -> bool {
             self.retired.contains(&c)
@@ -264,22 +296,37 @@ mod plan_tests {
 
     #[test]
     fn commit_backs_shadow_once_and_writes_no_shadow() {
-        let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new() };
+        let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new(), windows: 1 };
         let b = s.base();
-        let ops = plan_commit(&s, b, 4 << 20).unwrap();
-        assert_eq!(ops, vec![Op::BackShadow { idx: 0 }, Op::MapChunk { va: b }, Op::MapChunk { va: b + (2 << 20) }]);
-        assert!(plan_commit(&s, b + 4096, 2 << 20).is_err());
-        assert!(plan_commit(&s, b + (1 << 40), 2 << 20).is_err());
+        let ops = plan_commit(&s, b, 4 << 20, 1).unwrap();
+        assert_eq!(ops, vec![Op::BackShadow { idx: 0 }, Op::MapChunk { va: b, tags: 1 }, Op::MapChunk { va: b + (2 << 20), tags: 1 }]);
+        assert!(plan_commit(&s, b + 4096, 2 << 20, 1).is_err());
+        assert!(plan_commit(&s, b + (1 << 40), 2 << 20, 1).is_err());
+        assert!(plan_commit(&s, b, 2 << 20, 2).is_err(), "window 1 of a pool with one window");
     }
 
     #[test]
     fn release_drops_shadow_with_its_last_chunk() {
         let b = 0x1000_0000_0000u64;
-        let s = S { committed: [b, b + (2 << 20)].into(), retired: BTreeSet::new(), refs: [(0, 2)].into() };
+        let s = S { committed: [b, b + (2 << 20)].into(), retired: BTreeSet::new(), refs: [(0, 2)].into(), windows: 1 };
         let ops = plan_release(&s, b, 2 << 20, true).unwrap();
-        assert_eq!(ops, vec![Op::ZeroShadow { va: b, len: 2 << 20 }, Op::UnmapChunk { va: b }, Op::Retire { va: b }]);
+        assert_eq!(ops, vec![Op::ZeroShadow { va: b, len: 2 << 20 }, Op::UnmapChunk { va: b, tags: 1 }, Op::Retire { va: b }]);
         let ops = plan_release(&s, b, 4 << 20, false).unwrap();
         assert!(ops.contains(&Op::ReleaseShadow { idx: 0 }));
         assert!(plan_release(&s, b + (4 << 20), 2 << 20, false).is_err(), "decommit of uncommitted");
+    }
+
+    #[test]
+    fn commit_backs_the_shadow_of_each_window_asked_for() {
+        let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new(), windows: 4 };
+        let b = s.base();
+        let ws = s.window_size();
+        // Windows 0 and 2: their shadow chunks are a window's shadow (ws >> 8 bytes) apart.
+        let ops = plan_commit(&s, b, 2 << 20, 0b101).unwrap();
+        let per_window = (ws >> 8) / (2 << 20);
+        assert_eq!(ops, vec![Op::BackShadow { idx: 0 }, Op::BackShadow { idx: 2 * per_window }, Op::MapChunk { va: b, tags: 0b101 }]);
+        assert!(plan_commit(&s, b + ws, 2 << 20, 1).is_err(), "requests name canonical (window 0) addresses");
+        assert!(plan_commit(&s, b, 2 << 20, 0).is_err(), "no window");
+        assert!(plan_commit(&s, b, 2 << 20, 0b10000).is_err(), "window 4 of 4");
     }
 }

@@ -20,6 +20,12 @@ pub struct PoolConfig {
     pub hints: Vec<u64>,
     /// With `size` 0: the largest default size to try (0: no limit).
     pub max_size: u64,
+    /// Tag windows (a power of two; 1: no tagging). The pool is split into this many equal
+    /// windows; every committed chunk is mapped at the same offset in each, so an allocation's
+    /// pointer can name its window (its tag) while the memory is one. Each window has its own
+    /// shadow, so a pointer reaching memory through another window than its allocation's finds
+    /// it poisoned.
+    pub tags: u64,
 }
 
 /// Pool sizes tried in order when none is configured (those above `PoolConfig::max_size` skipped).
@@ -28,7 +34,7 @@ pub const DEFAULT_HINTS: [u64; 2] = [0x1000_0000_0000, 0x2000_0000_0000];
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self { size: 0, shift: 8, hints: DEFAULT_HINTS.to_vec(), max_size: 0 }
+        Self { size: 0, shift: 8, hints: DEFAULT_HINTS.to_vec(), max_size: 0, tags: 1 }
     }
 }
 
@@ -51,10 +57,14 @@ pub struct Pool {
     shadow_size: u64,
     shift: u32,
     gran: u64,
+    /// Bytes of one tag window: `size / windows`.
+    window_size: u64,
+    windows: u64,
     zero_chunk: ChunkHandle,
-    committed: BTreeMap<u64, ChunkHandle>,
+    /// Canonical chunk address → (physical chunk, windows whose shadow describes it).
+    committed: BTreeMap<u64, (ChunkHandle, u64)>,
     retired: BTreeSet<u64>,
-    /// Shadow chunk index → (chunk, number of committed pool chunks it describes).
+    /// Shadow chunk index → (chunk, number of (committed chunk, window) pairs it describes).
     shadow: HashMap<u64, (ChunkHandle, u64)>,
     cache: Vec<ChunkHandle>,
     /// Alias base → (source va, len, reservation).
@@ -85,6 +95,10 @@ impl Pool {
             return Err(UvmError::BadConfig(format!("shadow scale {} (must be 7 or 8)", cfg.shift)));
         }
         let gran = backend.granularity();
+        let windows = cfg.tags;
+        if !windows.is_power_of_two() || windows > 64 {
+            return Err(UvmError::BadConfig(format!("{windows} tag windows (must be a power of two, at most 64)")));
+        }
         let sizes: Vec<u64> = if cfg.size != 0 { vec![cfg.size] } else { DEFAULT_SIZES.iter().copied().filter(|&s| cfg.max_size == 0 || s <= cfg.max_size).collect() };
         let mut reserved = None;
         'outer: for &size in &sizes {
@@ -97,6 +111,12 @@ impl Pool {
             }
         }
         let (base, size) = reserved.ok_or(UvmError::NoVa)?;
+        // Each window's shadow must start on a shadow chunk.
+        let window_size = size / windows;
+        if !window_size.is_multiple_of(gran << cfg.shift) || window_size == 0 {
+            let _ = backend.free_va(base, size);
+            return Err(UvmError::BadConfig(format!("pool of {size:#x} bytes cannot be split into {windows} windows of whole shadow chunks")));
+        }
         let shadow_size = plan::shadow_size(size, cfg.shift, gran);
         let shadow_base = match backend.reserve(shadow_size, 0) {
             Ok(v) => v,
@@ -122,6 +142,8 @@ impl Pool {
             shadow_size,
             shift: cfg.shift,
             gran,
+            window_size,
+            windows,
             zero_chunk: 0,
             committed: BTreeMap::new(),
             retired: BTreeSet::new(),
@@ -226,11 +248,33 @@ impl Pool {
     pub fn shadow_addr(&self, va: u64) -> u64 {
         self.shadow_base + ((va - self.base) >> self.shift)
     }
+    /// Is the chunk behind `va` (any window) committed?
     pub fn is_committed(&self, va: u64) -> bool {
-        self.committed.contains_key(&(va & !(self.gran - 1)))
+        self.committed.contains_key(&(self.canonical(va) & !(self.gran - 1)))
     }
     pub fn is_retired(&self, va: u64) -> bool {
-        self.retired.contains(&(va & !(self.gran - 1)))
+        self.retired.contains(&(self.canonical(va) & !(self.gran - 1)))
+    }
+    /// Number of tag windows (1: tagging off).
+    pub fn windows(&self) -> u64 {
+        self.windows
+    }
+    /// Bytes of one tag window; window 0 holds the canonical addresses.
+    pub fn window_size(&self) -> u64 {
+        self.window_size
+    }
+    /// The tag (window) of pool address `va`; 0 outside the pool.
+    pub fn tag_of(&self, va: u64) -> u64 {
+        if self.contains(va, 1) {
+            (va - self.base) / self.window_size
+        } else {
+            0
+        }
+    }
+    /// Canonical pool address `va` as seen through window `tag`.
+    pub fn tagged(&self, va: u64, tag: u64) -> u64 {
+        debug_assert!(tag < self.windows && plan::contains(self.base, self.window_size, va, 1));
+        va + tag * self.window_size
     }
 
     fn check_range(&self, va: u64, len: u64) -> Result<(), UvmError> {
@@ -250,9 +294,17 @@ impl Pool {
         self.backend.create_chunk()
     }
 
-    /// Maps physical memory under `[va, va+len)` and real, zeroed (= inaccessible) shadow under it.
+    /// Maps physical memory under canonical `[va, va+len)` (in every window) and real, zeroed
+    /// (= inaccessible) shadow under it in window 0.
     pub fn commit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
-        let ops = plan::plan_commit(self, va, len)?;
+        self.commit_tagged(va, len, 1)
+    }
+
+    /// [`Self::commit`] for allocations of the windows in `tags` (a bit mask): real shadow under
+    /// the range in each of them. The other windows' shadow stays zero: through them the memory
+    /// is mapped but every checked access is reported.
+    pub fn commit_tagged(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
+        let ops = plan::plan_commit(self, va, len, tags)?;
         self.apply(&ops)?;
         self.counters.committed_bytes += len;
         Ok(())
@@ -301,39 +353,45 @@ impl Pool {
                 let h = self.back_real(self.shadow_va(idx), Stream::SYNC)?;
                 self.shadow.insert(idx, (h, 0));
             }
-            Op::MapChunk { va } => {
+            Op::MapChunk { va, tags } => {
                 let h = self.take_chunk()?;
-                if let Err(e) = self.backend.map(va, h, Prot::ReadWrite) {
-                    self.cache.push(h);
-                    return Err(e);
-                }
-                for &p in &self.peers {
-                    if let Err(e) = self.backend.grant_peer(va, self.gran, p) {
-                        let _ = self.backend.unmap(va, self.gran);
+                for t in 0..self.windows {
+                    if let Err(e) = self.map_in_window(va + t * self.window_size, h) {
+                        for done in 0..t {
+                            let _ = self.backend.unmap(va + done * self.window_size, self.gran);
+                        }
                         self.cache.push(h);
                         return Err(e);
                     }
                 }
-                self.committed.insert(va, h);
-                for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va, self.gran) {
-                    if let Some(e) = self.shadow.get_mut(&idx) {
-                        e.1 += 1;
+                self.committed.insert(va, (h, tags));
+                for t in plan::tag_windows(tags) {
+                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.window_size, self.gran) {
+                        if let Some(e) = self.shadow.get_mut(&idx) {
+                            e.1 += 1;
+                        }
                     }
                 }
             }
             Op::ZeroShadow { va, len } => self.backend.fill(self.shadow_addr(va), len >> self.shift, 0, Stream::SYNC)?,
-            Op::UnmapChunk { va } => {
-                let h = *self.committed.get(&va).ok_or(UvmError::NotCommitted(va))?;
+            Op::UnmapChunk { va, tags } => {
+                let (h, _) = *self.committed.get(&va).ok_or(UvmError::NotCommitted(va))?;
                 // The chunk's last shadow writes (a free's poisoning, queued on the freeing stream
                 // after the work that still used the memory) must have run: then that work is
                 // done with the memory too, and no write lands on shadow released below.
-                self.backend.wait_writes(self.shadow_addr(va), self.gran >> self.shift)?;
-                self.backend.unmap(va, self.gran)?;
+                for t in plan::tag_windows(tags) {
+                    self.backend.wait_writes(self.shadow_addr(va + t * self.window_size), self.gran >> self.shift)?;
+                }
+                for t in 0..self.windows {
+                    self.backend.unmap(va + t * self.window_size, self.gran)?;
+                }
                 self.committed.remove(&va);
                 self.cache.push(h);
-                for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va, self.gran) {
-                    if let Some(e) = self.shadow.get_mut(&idx) {
-                        e.1 -= 1;
+                for t in plan::tag_windows(tags) {
+                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.window_size, self.gran) {
+                        if let Some(e) = self.shadow.get_mut(&idx) {
+                            e.1 -= 1;
+                        }
                     }
                 }
             }
@@ -349,6 +407,18 @@ impl Pool {
             }
             Op::Retire { va } => {
                 self.retired.insert(va);
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps chunk `h` read-write at `va` (one window's view of it), with the peers' access.
+    fn map_in_window(&self, va: u64, h: ChunkHandle) -> Result<(), UvmError> {
+        self.backend.map(va, h, Prot::ReadWrite)?;
+        for &p in &self.peers {
+            if let Err(e) = self.backend.grant_peer(va, self.gran, p) {
+                let _ = self.backend.unmap(va, self.gran);
+                return Err(e);
             }
         }
         Ok(())
@@ -373,8 +443,8 @@ impl Pool {
         use plan::Op;
         match op {
             Op::BackShadow { idx } => self.apply_one(Op::ReleaseShadow { idx }),
-            Op::MapChunk { va } => self.apply_one(Op::UnmapChunk { va }),
-            Op::UnmapChunk { va } => self.apply_one(Op::MapChunk { va }),
+            Op::MapChunk { va, tags } => self.apply_one(Op::UnmapChunk { va, tags }),
+            Op::UnmapChunk { va, tags } => self.apply_one(Op::MapChunk { va, tags }),
             Op::ReleaseShadow { idx } => self.apply_one(Op::BackShadow { idx }),
             Op::ZeroShadow { .. } => Ok(()),
             Op::Retire { va } => {
@@ -384,10 +454,11 @@ impl Pool {
         }
     }
 
+    /// Every chunk of `[va, va+len)` (one window's addresses) is committed.
     fn require_committed(&self, va: u64, len: u64) -> Result<(), UvmError> {
         self.check_range(va, len)?;
         for c in plan::chunk_spans(va, len, self.gran) {
-            if !self.committed.contains_key(&c) {
+            if !self.committed.contains_key(&self.canonical(c)) {
                 return Err(UvmError::NotCommitted(c));
             }
         }
@@ -410,10 +481,16 @@ impl Pool {
     /// The pool address behind `va`: for an address inside an alias range (GPU-only addresses of
     /// the patched module included) the address it mirrors; any other address unchanged. Pointers
     /// go through this before they reach driver API calls or the allocator's tables.
+    /// A tagged pool address (any window) maps to window 0's.
     pub fn canonical(&self, va: u64) -> u64 {
-        match self.aliases.range(..=va).next_back() {
+        let va = match self.aliases.range(..=va).next_back() {
             Some((&a, &(src, len))) if va < a + len => plan::alias_addr(a, src, va),
             _ => va,
+        };
+        if self.contains(va, 1) {
+            self.base + (va - self.base) % self.window_size
+        } else {
+            va
         }
     }
 
@@ -424,7 +501,9 @@ impl Pool {
             return Ok(());
         }
         for &c in self.committed.keys() {
-            self.backend.grant_peer(c, self.gran, peer)?;
+            for t in 0..self.windows {
+                self.backend.grant_peer(c + t * self.window_size, self.gran, peer)?;
+            }
         }
         self.peers.push(peer);
         Ok(())
@@ -435,7 +514,7 @@ impl Pool {
         self.require_committed(src, len)?;
         let a = self.backend.reserve(len, 0)?;
         for (i, c) in plan::chunk_spans(src, len, self.gran).enumerate() {
-            let h = self.committed[&c];
+            let (h, _) = self.committed[&self.canonical(c)];
             if let Err(e) = self.backend.map(a + i as u64 * self.gran, h, Prot::ReadWrite) {
                 let _ = self.backend.unmap(a, i as u64 * self.gran);
                 let _ = self.backend.free_va(a, len);
@@ -471,7 +550,8 @@ impl Pool {
         self.backend.read(self.shadow_addr(va), out)
     }
 
-    /// Shadow may only be written where the pool is committed (elsewhere it is the read-only zero chunk).
+    /// Shadow may only be written where the pool is committed for the window written (elsewhere it
+    /// is the read-only zero chunk).
     fn check_shadow_target(&self, va: u64, n: u64) -> Result<(), UvmError> {
         let len = n << self.shift;
         if !va.is_multiple_of(1 << self.shift) || !self.contains(va, len) {
@@ -479,8 +559,10 @@ impl Pool {
         }
         let (s, l) = plan::align_out(va, len, self.gran).ok_or(UvmError::OutsidePool { va, len })?;
         for c in plan::chunk_spans(s, l, self.gran) {
-            if !self.committed.contains_key(&c) {
-                return Err(UvmError::NotCommitted(c));
+            // Committed, and described by the shadow of the window `va` is in.
+            match self.committed.get(&self.canonical(c)) {
+                Some(&(_, tags)) if tags >> self.tag_of(c) & 1 == 1 => {}
+                _ => return Err(UvmError::NotCommitted(c)),
             }
         }
         Ok(())
@@ -575,8 +657,11 @@ impl plan::PoolState for Pool {
     fn gran(&self) -> u64 {
         self.gran
     }
-    fn committed(&self, chunk_va: u64) -> bool {
-        self.committed.contains_key(&chunk_va)
+    fn window_size(&self) -> u64 {
+        self.window_size
+    }
+    fn committed_tags(&self, chunk_va: u64) -> Option<u64> {
+        self.committed.get(&chunk_va).map(|e| e.1)
     }
     fn retired(&self, chunk_va: u64) -> bool {
         self.retired.contains(&chunk_va)
@@ -593,8 +678,10 @@ impl Drop for Pool {
             let _ = b.unmap(a, len);
             let _ = b.free_va(a, len);
         }
-        for (&c, &h) in &self.committed {
-            let _ = b.unmap(c, self.gran);
+        for (&c, &(h, _)) in &self.committed {
+            for t in 0..self.windows {
+                let _ = b.unmap(c + t * self.window_size, self.gran);
+            }
             let _ = b.release_chunk(h);
         }
         let _ = b.unmap(self.shadow_base, self.shadow_size);

@@ -11,7 +11,7 @@ const G: u64 = 64 << 10;
 const POOL: u64 = 1 << 30;
 
 fn pool() -> Pool {
-    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: POOL, shift: 8, hints: vec![], max_size: 0 }).unwrap()
+    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: POOL, shift: 8, hints: vec![], max_size: 0, tags: 1 }).unwrap()
 }
 
 /// Every entry of the table, as (start, end).

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 const G: u64 = 64 << 10;
 
 fn pool(shift: u32) -> Pool {
-    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: 1 << 30, shift, hints: vec![], max_size: 0 }).unwrap()
+    Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: 1 << 30, shift, hints: vec![], max_size: 0, tags: 1 }).unwrap()
 }
 
 #[derive(Clone, Debug)]
@@ -204,7 +204,7 @@ fn a_failed_plan_is_rolled_back() {
     let setup_maps = ((1u64 << 30) >> 8).div_ceil(G) + gasan_uvm::plan::extent_table_size(1 << 30, G) / G;
     for extra in 0..4 {
         let b = Flaky { inner: HostBackend::new(G), maps_left: std::sync::atomic::AtomicI64::new((setup_maps + extra) as i64) };
-        let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![], max_size: 0 }).unwrap();
+        let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![], max_size: 0, tags: 1 }).unwrap();
         let base = p.base();
         let before = p.counters().committed_bytes;
         let r = p.commit(base, 4 * G);
