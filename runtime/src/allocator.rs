@@ -60,10 +60,14 @@ impl HostStack {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllocInfo {
     pub id: u64,
+    /// The address the program was given: the block's canonical address seen through its tag's
+    /// window.
     pub start: u64,
     pub size: u64,
-    /// End of the block's redzone (exclusive).
+    /// End of the block's redzone (exclusive), in the same window as `start`.
     pub region_end: u64,
+    /// The pointer tag: the pool window `start` lies in (0 with tagging off).
+    pub tag: u64,
     pub large: bool,
     pub live: bool,
     pub alloc_stack: HostStack,
@@ -90,6 +94,13 @@ pub enum AddrKind {
     InBounds {
         offset: u64,
     },
+    /// Through tag window `ptr_tag`, the address reaches `offset` bytes into a block (live or
+    /// freed: `alloc`) whose tag is `mem_tag`: a pointer that walked out of its own block.
+    TagMismatch {
+        ptr_tag: u64,
+        mem_tag: u64,
+        offset: u64,
+    },
     /// In the pool but near no allocation.
     Wild,
     /// Outside the pool: memory gasan does not manage.
@@ -101,6 +112,9 @@ pub struct AddrDescription {
     pub addr: u64,
     pub kind: AddrKind,
     pub alloc: Option<AllocInfo>,
+    /// For a tag mismatch: the block nearest to the address among those of the pointer's tag
+    /// (the one the pointer most likely came from).
+    pub ptr_alloc: Option<AllocInfo>,
     /// Shadow bytes around the address: (pool address of the first granule, bytes); empty when unreadable.
     pub shadow: Option<(u64, Vec<u8>)>,
     pub scale: Scale,
@@ -164,6 +178,10 @@ struct Inner {
     quarantine: VecDeque<u64>,
     quarantine_bytes: u64,
     next_id: u64,
+    /// Tag counters: small and large blocks rotate through the windows separately, so that each
+    /// block's address neighbours (the previous and next block of its kind) have other tags.
+    small_tags: u64,
+    large_tags: u64,
     /// Regions reserved for the checked device heap (not allocations of the program).
     device_heaps: Vec<crate::device_heap::HeapRegion>,
 }
@@ -178,6 +196,9 @@ pub struct Allocator {
     gran: u64,
     pool_base: u64,
     pool_size: u64,
+    /// Canonical addresses (window 0): every block's VA is handed out from here.
+    window_size: u64,
+    windows: u64,
     shadow_base: u64,
     extent_table: (u64, u32),
 }
@@ -191,7 +212,8 @@ impl Allocator {
         let gran = pool.granularity();
         let (base, size, shadow_base) = (pool.base(), pool.size(), pool.shadow_base());
         let extent_table = pool.extent_table();
-        let half = base + size / 2;
+        let (windows, window_size) = (pool.windows(), pool.window_size());
+        let half = base + window_size / 2;
         Allocator {
             inner: Mutex::new(Inner {
                 pool,
@@ -205,6 +227,8 @@ impl Allocator {
                 quarantine: VecDeque::new(),
                 quarantine_bytes: 0,
                 next_id: 1,
+                small_tags: 0,
+                large_tags: 0,
                 device_heaps: Vec::new(),
             }),
             scale: opts.shadow_scale,
@@ -215,6 +239,8 @@ impl Allocator {
             gran,
             pool_base: base,
             pool_size: size,
+            window_size,
+            windows,
             shadow_base,
             extent_table,
         }
@@ -276,7 +302,9 @@ impl Allocator {
             self.new_slab(g)?;
         }
         let slab = g.slab.expect("a current slab");
-        let start = g.small_cursor;
+        let tag = g.small_tags % self.windows;
+        g.small_tags += 1;
+        let start = g.pool.tagged(g.small_cursor, tag);
         // The VA is used up even if poisoning fails below: it is never handed out again.
         g.small_cursor += need;
         if let Err(e) = self.poison_alloc(&g.pool, start, size_enc, stream) {
@@ -285,41 +313,70 @@ impl Allocator {
             return Err(e);
         }
         g.slabs.get_mut(&slab).expect("current slab is in the table").refs += 1;
-        self.record(g, start, size, start + need, false, stack);
+        self.record(g, start, size, start + need, tag, false, stack);
         Ok(start)
     }
 
     fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>) -> Result<u64, AllocError> {
         let len = round_up(size_enc, self.gran);
         // Unmapped on the left: this block's length, and what the previous block needs after it.
-        let start = g.large_end + len.max(g.large_tail_gap);
+        let home = g.large_end + len.max(g.large_tail_gap);
         // Room for the block and the gap it needs on its right.
-        if start.checked_add(2 * len).is_none_or(|end| end > self.pool_base + self.pool_size) {
+        if home.checked_add(2 * len).is_none_or(|end| end > self.pool_base + self.window_size) {
             return Err(AllocError::OutOfMemory);
         }
-        if let Err(e) = g.pool.commit(start, len) {
-            self.discard_failed_commit(g, start, len);
+        let tag = g.large_tags % self.windows;
+        // Only the block's own window gets real shadow: through the others it reads poisoned.
+        if let Err(e) = g.pool.commit_tagged(home, len, 1 << tag) {
+            self.discard_failed_commit(g, home, len);
             return Err(map_oom(e));
         }
-        debug_assert!(start + len > g.large_end, "large cursor moving backwards");
-        g.large_end = start + len;
+        g.large_tags += 1;
+        debug_assert!(home + len > g.large_end, "large cursor moving backwards");
+        g.large_end = home + len;
         g.large_tail_gap = len;
+        let start = g.pool.tagged(home, tag);
         if let Err(e) = self.poison_alloc(&g.pool, start, size_enc, stream) {
             // Retired: shadow zeroed, memory released, VA never handed out (the cursor is past it).
-            let _ = g.pool.retire(start, len);
+            let _ = g.pool.retire(home, len);
             return Err(e);
         }
         // After the shadow, on the same stream: an entry may only claim bytes the shadow allows. A
         // failure leaves the entries zero, which only keeps the block's loops checked.
         let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
-        self.record(g, start, size, start + len, true, stack);
+        self.record(g, start, size, start + len, tag, true, stack);
         Ok(start)
     }
 
-    fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, large: bool, stack: &HostStack) {
+    #[allow(clippy::too_many_arguments)]
+    fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
-        g.allocs.insert(start, AllocInfo { id, start, size, region_end, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None });
+        g.allocs.insert(self.home(start), AllocInfo { id, start, size, region_end, tag, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None });
+    }
+
+    /// The canonical (window 0) address of pool address `va`: where the allocator's tables and
+    /// the pool's commitments name it.
+    fn home(&self, va: u64) -> u64 {
+        if self.owns(va) {
+            self.pool_base + (va - self.pool_base) % self.window_size
+        } else {
+            va
+        }
+    }
+
+    /// The tag (window) of pool address `va`.
+    fn tag_of(&self, va: u64) -> u64 {
+        if self.owns(va) {
+            (va - self.pool_base) / self.window_size
+        } else {
+            0
+        }
+    }
+
+    /// The block that `ptr` (tagged) names: the block at its canonical address, when its tag matches.
+    fn block_named<'a>(&self, g: &'a Inner, ptr: u64) -> Option<&'a AllocInfo> {
+        g.allocs.get(&self.home(ptr)).filter(|a| a.start == ptr)
     }
 
     /// The pool rolls a failed commit back; should that rollback itself have failed, whatever is
@@ -331,7 +388,7 @@ impl Allocator {
             return;
         }
         let _ = g.pool.retire(va, len);
-        if va < self.pool_base + self.pool_size / 2 {
+        if va < self.pool_base + self.window_size / 2 {
             g.small_end = g.small_end.max(va + len);
             g.small_cursor = g.small_cursor.max(va + len);
         } else {
@@ -344,10 +401,12 @@ impl Allocator {
     /// current if the new one cannot be committed.
     fn new_slab(&self, g: &mut Inner) -> Result<(), AllocError> {
         let va = round_up(g.small_end.max(g.small_cursor), self.gran);
-        if va + self.gran > self.pool_base + self.pool_size / 2 {
+        if va + self.gran > self.pool_base + self.window_size / 2 {
             return Err(AllocError::OutOfMemory);
         }
-        if let Err(e) = g.pool.commit(va, self.gran) {
+        // A slab's blocks take every tag in turn: real shadow in every window.
+        let every_window = if self.windows == 64 { u64::MAX } else { (1 << self.windows) - 1 };
+        if let Err(e) = g.pool.commit_tagged(va, self.gran, every_window) {
             self.discard_failed_commit(g, va, self.gran);
             return Err(map_oom(e));
         }
@@ -393,13 +452,15 @@ impl Allocator {
     pub fn free(&self, ptr: u64, stream: Option<Stream>) -> Result<(), FreeError> {
         let stack = HostStack::capture(self.context_depth);
         let mut g = self.inner.lock().unwrap();
-        let Some(info) = g.allocs.get(&ptr).cloned() else {
-            let containing = g.allocs.range(..=ptr).next_back().filter(|(_, a)| ptr < a.start + a.size.max(1)).map(|(_, a)| a.clone());
+        let Some(info) = self.block_named(&g, ptr).cloned() else {
+            // Inside a block of the pointer's own tag, or no block it names.
+            let containing = g.allocs.range(..=self.home(ptr)).next_back().filter(|(_, a)| a.tag == self.tag_of(ptr) && ptr >= a.start && ptr < a.start + a.size.max(1)).map(|(_, a)| a.clone());
             return Err(match containing {
                 Some(info) => FreeError::NotBase { ptr, info },
                 None => FreeError::Unknown { ptr, in_pool: self.owns(ptr) },
             });
         };
+        let home = self.home(ptr);
         if !info.live {
             return Err(FreeError::DoubleFree { ptr, info });
         }
@@ -411,17 +472,17 @@ impl Allocator {
         }
         let granules = self.scale.shadow_len(self.scale.encodable_size(info.size.max(1)));
         let _ = g.pool.fill_shadow(ptr, granules, 0, s);
-        let a = g.allocs.get_mut(&ptr).expect("present");
+        let a = g.allocs.get_mut(&home).expect("present");
         a.live = false;
         a.free_stack = Some(stack);
         match (info.large, stream.is_some()) {
             (true, false) => {
-                let _ = g.pool.retire(ptr, info.region_end - ptr);
+                let _ = g.pool.retire(home, info.region_end - ptr);
             }
-            (false, false) => self.release_small(&mut g, ptr),
+            (false, false) => self.release_small(&mut g, home),
             (_, true) => {
                 // Stream-ordered free: the unmap must wait for the stream; defer to the quarantine.
-                g.quarantine.push_back(ptr);
+                g.quarantine.push_back(home);
                 g.quarantine_bytes += info.region_end - ptr;
                 self.trim_quarantine(&mut g, self.quarantine_max);
             }
@@ -429,7 +490,7 @@ impl Allocator {
         Ok(())
     }
 
-    /// Drops a freed small block's hold on its slab, retiring the slab when it was the last.
+    /// Drops a freed small block's hold on its slab (`ptr` canonical), retiring the slab when it was the last.
     fn release_small(&self, g: &mut Inner, ptr: u64) {
         let slab = ptr & !(self.gran - 1);
         if let Some(s) = g.slabs.get_mut(&slab) {
@@ -449,9 +510,9 @@ impl Allocator {
         while g.quarantine_bytes > max || (max == 0 && !g.quarantine.is_empty()) {
             let Some(p) = g.quarantine.pop_front() else { break };
             let a = g.allocs[&p].clone();
-            g.quarantine_bytes -= a.region_end - p;
+            g.quarantine_bytes -= a.region_end - a.start;
             if a.large {
-                let _ = g.pool.retire(p, a.region_end - p);
+                let _ = g.pool.retire(p, a.region_end - a.start);
             } else {
                 self.release_small(g, p);
             }
@@ -464,10 +525,15 @@ impl Allocator {
         self.trim_quarantine(&mut g, 0);
     }
 
-    /// The live block containing `addr`: (start, size), for `cuMemGetAddressRange`.
+    /// The live block containing `addr` (through its own tag): (start, size), for `cuMemGetAddressRange`.
     pub fn allocation_containing(&self, addr: u64) -> Option<(u64, u64)> {
         let g = self.inner.lock().unwrap();
-        g.allocs.range(..=addr).next_back().filter(|(_, a)| a.live && addr < a.start + a.size.max(1)).map(|(_, a)| (a.start, a.size))
+        self.block_containing(&g, addr).filter(|a| a.live).map(|a| (a.start, a.size))
+    }
+
+    /// The block (live or freed) whose bytes `addr` is in, through the block's own tag.
+    fn block_containing<'a>(&self, g: &'a Inner, addr: u64) -> Option<&'a AllocInfo> {
+        g.allocs.range(..=self.home(addr)).next_back().map(|(_, a)| a).filter(|a| addr >= a.start && addr < a.start + a.size.max(1))
     }
 
     pub fn live_allocations(&self) -> Vec<AllocInfo> {
@@ -485,7 +551,7 @@ impl Allocator {
         let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, self.scale.granule());
         let base = self.alloc(layout.region_size, None)?;
         let mut g = self.inner.lock().unwrap();
-        g.allocs.remove(&base);
+        g.allocs.remove(&self.home(base));
         let sync = Stream::SYNC;
         g.pool.clear_extent(base, base + layout.region_size, sync)?;
         g.pool.fill_shadow(base, self.scale.shadow_len(layout.region_size), 0, sync)?;
@@ -502,10 +568,11 @@ impl Allocator {
     /// Classifies `addr` against the allocations.
     pub fn describe(&self, addr: u64) -> AddrDescription {
         let g = self.inner.lock().unwrap();
-        // An alias address (GPU-only tagged VA with the patched module) describes its pool address.
-        let addr = g.pool.canonical(addr);
+        // An alias address (GPU-only VA with the patched module) describes the pool address it
+        // mirrors; a tag window's address stays as it is (the tag is part of the description).
+        let addr = g.pool.alias_source(addr);
         let shadow = self.shadow_around(&g.pool, addr);
-        let mut d = AddrDescription { addr, kind: AddrKind::Unknown, alloc: None, shadow, scale: self.scale };
+        let mut d = AddrDescription { addr, kind: AddrKind::Unknown, alloc: None, ptr_alloc: None, shadow, scale: self.scale };
         if !self.owns(addr) {
             return d;
         }
@@ -513,8 +580,10 @@ impl Allocator {
             crate::device_heap::describe(g.pool.backend(), h, addr, &mut d);
             return d;
         }
-        let prev = g.allocs.range(..=addr).next_back().map(|(_, a)| a);
-        let next = g.allocs.range(addr + 1..).next().map(|(_, a)| a);
+        let (home, tag) = (self.home(addr), self.tag_of(addr));
+        // Neighbours of the pointer's own tag: the nearest block at or before, and after, the address.
+        let prev = g.allocs.range(..=home).rev().map(|(_, a)| a).find(|a| a.tag == tag);
+        let next = g.allocs.range(home + 1..).map(|(_, a)| a).find(|a| a.tag == tag);
         if let Some(p) = prev {
             if addr < p.start + p.size.max(1) {
                 d.kind = if p.live { AddrKind::InBounds { offset: addr - p.start } } else { AddrKind::UseAfterFree { offset: addr - p.start } };
@@ -524,6 +593,18 @@ impl Allocator {
         }
         let right = prev.map(|p| (addr - (p.start + p.size), p));
         let left = next.map(|n| (n.start - addr, n));
+        // The bytes belong to a block of another tag: the pointer walked out of its own block.
+        if let Some(m) = g.allocs.range(..=home).next_back().map(|(_, a)| a).filter(|a| a.tag != tag && home < self.home(a.start) + a.size.max(1)) {
+            d.kind = AddrKind::TagMismatch { ptr_tag: tag, mem_tag: m.tag, offset: home - self.home(m.start) };
+            d.alloc = Some(m.clone());
+            d.ptr_alloc = match (right, left) {
+                (Some((dr, p)), Some((dl, n))) => Some(if dr <= dl { p } else { n }.clone()),
+                (Some((_, p)), None) => Some(p.clone()),
+                (None, Some((_, n))) => Some(n.clone()),
+                (None, None) => None,
+            };
+            return d;
+        }
         let pick_right = match (right, left) {
             // Between two blocks: blame the nearer one (ASan's rule).
             (Some((dr, _)), Some((dl, _))) => dr <= dl,
@@ -563,8 +644,8 @@ impl Allocator {
         }
         let bad = {
             let g = self.inner.lock().unwrap();
-            match g.allocs.range(..=addr).next_back().map(|(_, a)| a) {
-                Some(a) if a.live && addr < a.start + a.size => {
+            match self.block_containing(&g, addr) {
+                Some(a) if a.live => {
                     let end = a.start + a.size;
                     if addr + len <= end {
                         None
@@ -650,12 +731,41 @@ impl Allocator {
     /// 10. Quarantine: it holds distinct freed blocks whose bytes sum to `quarantine_bytes`, at most
     ///     the bound.
     /// 11. Ids are distinct and below `next_id`.
+    /// 12. Tags: every block is handed out in its tag's window, at its canonical address; a block's
+    ///     address neighbours of its kind (the blocks before and after it) have other tags when
+    ///     there is more than one window. Its shadow is real in its own window (8 holds there) and
+    ///     zero in every other (a pointer of another tag is reported).
+    ///
+    /// Layout checks (1–7, 10) read canonical addresses: the windows share the memory.
     pub fn check_invariants(&self) -> Result<(), InvariantViolations> {
         let g = self.inner.lock().unwrap();
         let mut v = InvariantViolations::default();
         let gran = self.gran;
-        let half = self.pool_base + self.pool_size / 2;
-        let pool_end = self.pool_base + self.pool_size;
+        let half = self.pool_base + self.window_size / 2;
+        let pool_end = self.pool_base + self.window_size;
+        // Canonical views of the blocks, in address order (the table's keys are canonical).
+        let canon: Vec<AllocInfo> = g
+            .allocs
+            .iter()
+            .map(|(&home, a)| {
+                if a.start != g.pool.tagged(home, a.tag) || a.region_end < a.start || home != self.home(a.start) {
+                    v.push(format!("block {:#x} (tag {}) is not canonical address {home:#x} seen through its window", a.start, a.tag));
+                }
+                AllocInfo { start: home, region_end: home + (a.region_end - a.start), ..a.clone() }
+            })
+            .collect();
+        if self.windows > 1 {
+            for kind_large in [false, true] {
+                let of_kind: Vec<&AllocInfo> = canon.iter().filter(|a| a.large == kind_large).collect();
+                for w in of_kind.windows(2) {
+                    // Small blocks neighbour each other only inside a slab.
+                    let neighbours = kind_large || w[0].start & !(gran - 1) == w[1].start & !(gran - 1);
+                    if neighbours && w[0].tag == w[1].tag {
+                        v.push(format!("neighbour blocks {:#x} and {:#x} share tag {}", w[0].start, w[1].start, w[0].tag));
+                    }
+                }
+            }
+        }
         let chunks = |start: u64, end: u64| (start..end).step_by(gran as usize);
         let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
         let holds_memory = |a: &AllocInfo| a.live || held.contains(&a.start);
@@ -663,7 +773,7 @@ impl Allocator {
         // 1, 2, 11.
         let mut prev: Option<&AllocInfo> = None;
         let mut ids = std::collections::HashSet::new();
-        for a in g.allocs.values() {
+        for a in &canon {
             let enc = self.scale.encodable_size(a.size.max(1));
             if a.large {
                 let want_end = a.start + round_up(enc, gran);
@@ -704,9 +814,10 @@ impl Allocator {
             .filter(|h| h.layout.region_size > SMALL_MAX)
             .map(|h| AllocInfo {
                 id: 0,
-                start: h.base,
+                start: self.home(h.base),
                 size: h.layout.region_size,
-                region_end: h.base + round_up(h.layout.region_size, gran),
+                region_end: self.home(h.base) + round_up(h.layout.region_size, gran),
+                tag: self.tag_of(h.base),
                 large: true,
                 live: true,
                 alloc_stack: HostStack::default(),
@@ -714,7 +825,7 @@ impl Allocator {
                 heap_block: None,
             })
             .collect();
-        let mut large: Vec<&AllocInfo> = g.allocs.values().filter(|a| a.large).chain(&heaps).collect();
+        let mut large: Vec<&AllocInfo> = canon.iter().filter(|a| a.large).chain(&heaps).collect();
         large.sort_by_key(|a| a.start);
         for a in large {
             let len = a.region_end - a.start;
@@ -727,10 +838,12 @@ impl Allocator {
             } else if let Some(c) = chunks(left, a.start).find(|&c| g.pool.is_committed(c)) {
                 v.push(format!("chunk {c:#x} in the guard gap left of large block {:#x} is committed", a.start));
             } else {
-                let mut entries = vec![(0, 0); ((a.start - left) / gran) as usize];
-                let read = g.pool.read_extents((left - self.pool_base) / gran, &mut entries);
-                if read.is_err() || entries.iter().any(|&e| e != (0, 0)) {
-                    v.push(format!("extent entries in the guard gap left of large block {:#x} are not zero", a.start));
+                for t in 0..self.windows {
+                    let mut entries = vec![(0, 0); ((a.start - left) / gran) as usize];
+                    let read = g.pool.read_extents((g.pool.tagged(left, t) - self.pool_base) / gran, &mut entries);
+                    if read.is_err() || entries.iter().any(|&e| e != (0, 0)) {
+                        v.push(format!("extent entries in the guard gap left of large block {:#x} (window {t}) are not zero", a.start));
+                    }
                 }
             }
             if a.region_end > g.large_end {
@@ -744,16 +857,20 @@ impl Allocator {
             } else if let Some(c) = chunks(a.start, a.region_end).find(|&c| g.pool.is_committed(c) || !g.pool.is_retired(c)) {
                 v.push(format!("chunk {c:#x} of freed large block {:#x} is not retired", a.start));
             }
-            let first = (a.start - self.pool_base) / gran;
-            let mut entries = vec![(0, 0); (len / gran) as usize];
-            match g.pool.read_extents(first, &mut entries) {
-                Err(e) => v.push(format!("extent entries of {:#x} unreadable: {e}", a.start)),
-                Ok(()) => {
-                    let claim = (a.start, a.start + a.size);
-                    let all_zero = entries.iter().all(|&e| e == (0, 0));
-                    let all_claim = entries.iter().all(|&e| e == claim);
-                    if !(all_zero || (a.live && all_claim)) {
-                        v.push(format!("extent entries of large block {:#x}+{:#x} (live {}) read {:x?}", a.start, a.size, a.live, &entries[..entries.len().min(4)]));
+            // Only the block's own window may claim it.
+            for t in 0..self.windows {
+                let first = (g.pool.tagged(a.start, t) - self.pool_base) / gran;
+                let mut entries = vec![(0, 0); (len / gran) as usize];
+                match g.pool.read_extents(first, &mut entries) {
+                    Err(e) => v.push(format!("extent entries of {:#x} unreadable: {e}", a.start)),
+                    Ok(()) => {
+                        let tagged = g.pool.tagged(a.start, a.tag);
+                        let claim = (tagged, tagged + a.size);
+                        let all_zero = entries.iter().all(|&e| e == (0, 0));
+                        let all_claim = entries.iter().all(|&e| e == claim);
+                        if !(all_zero || (a.live && t == a.tag && all_claim)) {
+                            v.push(format!("extent entries of large block {:#x}+{:#x} (live {}, tag {}) in window {t} read {:x?}", a.start, a.size, a.live, a.tag, &entries[..entries.len().min(4)]));
+                        }
                     }
                 }
             }
@@ -784,7 +901,7 @@ impl Allocator {
             }
         }
         let mut by_slab: BTreeMap<u64, Vec<&AllocInfo>> = BTreeMap::new();
-        for a in g.allocs.values().filter(|a| !a.large) {
+        for a in canon.iter().filter(|a| !a.large) {
             if a.region_end > g.small_cursor {
                 v.push(format!("small block {:#x}..{:#x} ends past the small cursor {:#x}", a.start, a.region_end, g.small_cursor));
             }
@@ -846,9 +963,17 @@ impl Allocator {
         }
     }
 
-    /// Invariant 8 over `[from, to)` (granule-aligned): the live ones of `blocks` (sorted, inside
-    /// the range) encode their sizes, every other granule reads 0.
+    /// Invariants 8 and 12 over canonical `[from, to)` (granule-aligned), in every window: the live
+    /// ones of `blocks` (canonical, sorted, inside the range) encode their sizes in their own
+    /// tag's window, every other granule reads 0.
     fn check_region_shadow(&self, g: &Inner, from: u64, to: u64, blocks: &[&AllocInfo], v: &mut InvariantViolations) {
+        for t in 0..self.windows {
+            let own: Vec<&AllocInfo> = blocks.iter().copied().filter(|a| a.tag == t).collect();
+            self.check_window_shadow(g, from, to, t, &own, v);
+        }
+    }
+
+    fn check_window_shadow(&self, g: &Inner, from: u64, to: u64, tag: u64, blocks: &[&AllocInfo], v: &mut InvariantViolations) {
         let (shift, granule) = (self.scale.shift(), self.scale.granule());
         let mut want = vec![0u8; ((to - from) >> shift) as usize];
         for a in blocks.iter().filter(|a| a.live) {
@@ -861,7 +986,7 @@ impl Allocator {
             }
         }
         let mut got = vec![0u8; want.len()];
-        if let Err(e) = g.pool.read_shadow(from, &mut got) {
+        if let Err(e) = g.pool.read_shadow(g.pool.tagged(from, tag), &mut got) {
             v.push(format!("shadow of {from:#x}..{to:#x} unreadable: {e}"));
             return;
         }
@@ -872,6 +997,6 @@ impl Allocator {
         let addr = from + ((i as u64) << shift);
         let owner = blocks.iter().find(|a| a.start <= addr && addr < a.region_end);
         let owner = owner.map_or("no block".to_string(), |a| format!("block {:#x}+{:#x} (live {})", a.start, a.size, a.live));
-        v.push(format!("shadow of granule {addr:#x} reads {:#x}, want {:#x} ({owner})", got[i], want[i]));
+        v.push(format!("shadow of granule {addr:#x} in window {tag} reads {:#x}, want {:#x} ({owner})", got[i], want[i]));
     }
 }

@@ -219,6 +219,20 @@ impl Check<u64> for PowerOfTwo {
     }
 }
 
+/// A tag-window count: 0 (off) or a power of two up to 64.
+pub struct TagCount;
+impl Check<u64> for TagCount {
+    fn check(&self, v: &u64) -> Result<(), String> {
+        if *v != 0 && (!v.is_power_of_two() || *v > 64) {
+            return Err("must be 0 (off) or a power of two up to 64".into());
+        }
+        Ok(())
+    }
+    fn allowed(&self) -> Option<String> {
+        Some("0, 1, 2, 4, 8, 16, 32 or 64".into())
+    }
+}
+
 /// An optional number that, when set, is at least 1.
 pub struct NonZero;
 impl Check<Option<u64>> for NonZero {
@@ -374,6 +388,7 @@ options_table! {
     instrument: bool = true, Any, HOST, "0: allocation-level checks only (no PTX instrumentation).";
     hoist_loops: bool = true, Any, CODE, "0: check every access in every loop iteration (no range tests at loop entry).";
     verbosity: u32 = 0, Any, HOST, "1: summary at exit (modules, untracked memory, or that the program made no CUDA call); 2: every intercepted call.";
+    tags: u64 = 4, TagCount, HOST, "Pointer tags: the pool is seen through this many alias windows and each allocation's pointer names one, so a pointer that walks into another live allocation is reported (tag-mismatch). A power of two up to 64; 0 (or 1): off.";
     pool_size: Option<u64> = None, NonZero, HOST, "Device pool size in bytes [default: as large as reservations allow].";
     cache_dir: Option<PathBuf> = None, Any, HOST, "Directory of the checked-module cache: checked PTX, site tables, cubins [default: $XDG_CACHE_HOME/gasan or ~/.cache/gasan].";
     cache_size_mb: u64 = 1024, Range(1, 1 << 22), HOST, "MiB the cache may hold; the least recently used entries go first.";
@@ -667,6 +682,8 @@ mod tests {
         assert!(e.contains("shadow_scale") && e.contains('9'), "{e}");
         assert!(Options::parse("exitcode").unwrap_err().to_string().contains("exitcode"));
         assert!(Options::parse("min_redzone=100").is_err());
+        assert!(Options::parse("tags=3").is_err() && Options::parse("tags=128").is_err());
+        assert_eq!(Options::parse("tags=0").unwrap().tags, 0);
     }
 
     #[test]

@@ -116,6 +116,7 @@ fn desc_kind(desc: &AddrDescription) -> &'static str {
         AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } => "heap-buffer-overflow",
         AddrKind::UseAfterFree { .. } => "heap-use-after-free",
         AddrKind::InBounds { .. } => "unknown-crash",
+        AddrKind::TagMismatch { .. } => "tag-mismatch",
         AddrKind::Wild => "wild-access",
         AddrKind::Unknown => "unknown-address",
     }
@@ -189,6 +190,11 @@ fn location_text(d: &AddrDescription) -> Option<String> {
         AddrKind::UseAfterFree { offset } | AddrKind::InBounds { offset } => {
             format!("{:#x} is located {offset} bytes inside of {region}", d.addr)
         }
+        AddrKind::TagMismatch { ptr_tag, mem_tag, offset } => format!(
+            "{:#x} has pointer tag {ptr_tag}; it reaches {offset} bytes into {region} of tag {mem_tag} ({}), seen through the wrong window: the pointer walked out of its own allocation into another one",
+            d.addr,
+            if a.live { "live" } else { "freed" }
+        ),
         _ => return None,
     })
 }
@@ -443,6 +449,21 @@ fn describe_text(d: &AddrDescription, o: &mut String) {
             let _ = writeln!(o, "    {l}");
         }
     }
+    if let (AddrKind::TagMismatch { ptr_tag, .. }, Some(p)) = (d.kind, &d.ptr_alloc) {
+        let end = p.start + p.size;
+        let whereabouts = if d.addr >= end { format!("{} bytes after", d.addr - end) } else { format!("{} bytes before", p.start - d.addr) };
+        let _ = writeln!(
+            o,
+            "the pointer's own allocation is most likely the nearest one of tag {ptr_tag}: {}-byte region [{:#x},{:#x}) ({}), the address being {whereabouts} it; allocated by thread T0 here:",
+            p.size,
+            p.start,
+            end,
+            if p.live { "live" } else { "freed" }
+        );
+        for l in format_stack(&p.alloc_stack) {
+            let _ = writeln!(o, "    {l}");
+        }
+    }
     shadow_text(d, o);
 }
 
@@ -459,7 +480,9 @@ pub fn format_json(r: &Report) -> String {
             "address": format!("{:#x}", d.addr),
             "side": side,
             "distance": distance,
-            "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live})),
+            "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag})),
+            "pointer_tag": match d.kind { AddrKind::TagMismatch { ptr_tag, .. } => Some(ptr_tag), _ => None },
+            "pointer_region": d.ptr_alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag, "alloc_stack": format_stack(&a.alloc_stack)})),
             "space": d.alloc.as_ref().map(|a| if a.heap_block.is_some() { "device-heap" } else { "global" }),
             "heap_block": d.alloc.as_ref().and_then(|a| a.heap_block.map(|h| json!({"alloc_block": h.alloc_ctaid, "alloc_thread": h.alloc_tid, "free_block": h.free.map(|f| f.0), "free_thread": h.free.map(|f| f.1)}))),
             "alloc_stack": d.alloc.as_ref().map(|a| format_stack(&a.alloc_stack)),
@@ -556,7 +579,7 @@ mod tests {
         let mut t = table(&["_Z1kv"]);
         t.sites[0].space = Some(SpaceSite { space: MemorySpace::Shared, variable: "_ZZ1kvE1s".into(), variable_demangled: "k()::s".into(), size: Some(256) });
         let record = ErrorRecord { addr: 256, module_id: 1, site_id: 0, kind: AccessKind::Write as u8, width: 4, ..Default::default() };
-        let desc = AddrDescription { addr: 256, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let desc = AddrDescription { ptr_alloc: None, addr: 256, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
         let r = device_report(record, std::slice::from_ref(&t), desc.clone(), 0);
         assert_eq!(r.kind(), "shared-buffer-overflow");
         let text = format_text(&r);
@@ -579,7 +602,7 @@ mod tests {
     /// extreme offsets and widths, and i64::MIN / u64::MAX offsets, format without overflow.
     #[test]
     fn space_records_with_extreme_offsets_and_widths_format() {
-        let desc = AddrDescription { addr: 0, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let desc = AddrDescription { ptr_alloc: None, addr: 0, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
         for space in [MemorySpace::Shared, MemorySpace::Local, MemorySpace::LocalOutOfScope, MemorySpace::Global] {
             for size in [None, Some(0), Some(64), Some(u64::MAX)] {
                 for addr in [0, 16, 68719476752, i64::MAX as u64, i64::MIN as u64, u64::MAX] {
@@ -608,13 +631,14 @@ mod tests {
             start: 0x7000_0000_0200,
             size: 40,
             region_end: 0x7000_0000_0300,
+            tag: 0,
             large: false,
             live: false,
             alloc_stack: HostStack::default(),
             free_stack: Some(HostStack::default()),
             heap_block: Some(HeapBlockOrigin { alloc_ctaid: [1, 0, 0], alloc_tid: [7, 0, 0], free: Some(([2, 0, 0], [5, 0, 0])) }),
         };
-        let desc = AddrDescription { addr: block.start, kind: AddrKind::UseAfterFree { offset: 0 }, alloc: Some(block), shadow: None, scale: Scale::S8 };
+        let desc = AddrDescription { ptr_alloc: None, addr: block.start, kind: AddrKind::UseAfterFree { offset: 0 }, alloc: Some(block), shadow: None, scale: Scale::S8 };
         let r = device_report(rec(free_error::DOUBLE_FREE), &[table(&["freer"])], desc.clone(), 0);
         assert_eq!(r.kind(), "double-free");
         let text = format_text(&r);
@@ -634,7 +658,7 @@ mod tests {
     fn any_record_formats_as_a_device_report() {
         // Module id 0, an unknown kind byte, extreme coordinates: a report, not a panic.
         let record = ErrorRecord { addr: u64::MAX, module_id: 0, site_id: u32::MAX, kind: 0xff, width: u32::MAX, ctaid: [u32::MAX; 3], ..Default::default() };
-        let desc = AddrDescription { addr: record.addr, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let desc = AddrDescription { ptr_alloc: None, addr: record.addr, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
         let r = device_report(record, &[table(&["k"])], desc, 0);
         let text = format_text(&r);
         assert!(text.contains("unknown-address on address 0xffffffffffffffff"), "{text}");

@@ -118,9 +118,11 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
     Some(crate::allocator::AddrDescription {
         addr: bad,
         kind: crate::allocator::AddrKind::OverflowRight { distance: bad - end },
+        ptr_alloc: None,
         alloc: Some(crate::allocator::AllocInfo {
             id: 0,
             start: r.start,
+            tag: 0,
             size: r.len,
             region_end: end,
             large: false,

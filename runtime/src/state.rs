@@ -185,6 +185,8 @@ impl State {
             // No larger than the aligned-pool checks allow (1 TiB at scale 8, 512 GiB at 7); the
             // default hints are aligned for both.
             max_size: self.opts.shadow_scale.aligned_pool_alignment(),
+            // Windows split the pool, so the aligned-pool check covers every tag unchanged.
+            tags: self.opts.tags.max(1),
             ..Default::default()
         };
         let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;

@@ -9,7 +9,11 @@ use gasan_uvm::{HostBackend, Pool, PoolConfig};
 use proptest::prelude::*;
 
 fn allocator(scale: Scale, quarantine_mb: u64) -> Allocator {
-    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0, tags: 1 }).unwrap();
+    tagged_allocator(scale, quarantine_mb, 1)
+}
+
+fn tagged_allocator(scale: Scale, quarantine_mb: u64, tags: u64) -> Allocator {
+    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0, tags }).unwrap();
     let opts = Options { shadow_scale: scale, quarantine_size_mb: quarantine_mb, malloc_context_size: 4, ..Options::default() };
     Allocator::new(pool, &opts)
 }
@@ -208,4 +212,40 @@ fn stream_ordered_frees_are_held_up_to_the_quarantine_bound() {
     a.drain_quarantine();
     assert!(a.mapped_bytes() <= 2 << 20);
     assert!(bad(&a, blocks[0], 4) && bad(&a, blocks[2047], 4));
+}
+
+/// With tags, a pointer that walks from its block into a live neighbour reads poisoned shadow in
+/// its own window and is described as a tag mismatch naming both blocks; the neighbour's own
+/// pointer reads it as accessible. Host calls, frees and address ranges refuse the wrong tag.
+#[test]
+fn a_pointer_walking_into_a_live_neighbour_is_a_tag_mismatch() {
+    for scale in [Scale::S7, Scale::S8] {
+        for size in [4000u64, 64 << 10, 3 << 20] {
+            let a = tagged_allocator(scale, 256, 4);
+            let (p, q) = (a.alloc(size, None).unwrap(), a.alloc(size, None).unwrap());
+            let (base, pool_size, _) = a.control_fields();
+            let ws = pool_size / 4;
+            let (tp, tq) = ((p - base) / ws, (q - base) / ws);
+            assert_ne!(tp, tq, "neighbours get different tags");
+            // q's first byte seen through p's window.
+            let walked = q - tq * ws + tp * ws + 8;
+            assert!(!bad(&a, q + 8, 4), "q's own pointer reads it");
+            assert!(bad(&a, walked, 4), "p's pointer walking into q: size {size}, scale {scale:?}");
+            let d = a.describe(walked);
+            assert_eq!(d.kind, AddrKind::TagMismatch { ptr_tag: tp, mem_tag: tq, offset: 8 }, "size {size}");
+            assert_eq!(d.alloc.as_ref().map(|b| b.start), Some(q));
+            assert_eq!(d.ptr_alloc.as_ref().map(|b| b.start), Some(p));
+            assert!(a.check_range(walked, 4).is_err());
+            assert!(a.check_range(q, size).is_ok());
+            assert_eq!(a.allocation_containing(walked), None);
+            assert_eq!(a.allocation_containing(q + 8), Some((q, size)));
+            assert!(matches!(a.free(walked - 8, None), Err(FreeError::Unknown { .. })), "a free through the wrong tag");
+            // Overflows into the redzone keep their usual description.
+            assert!(matches!(a.describe(p + size + 4).kind, AddrKind::OverflowRight { distance: 4 }));
+            a.free(q, None).unwrap();
+            assert!(matches!(a.describe(walked).kind, AddrKind::TagMismatch { .. }), "a freed neighbour still mismatches");
+            assert!(matches!(a.describe(q + 8).kind, AddrKind::UseAfterFree { offset: 8 }));
+            a.check_invariants().unwrap();
+        }
+    }
 }

@@ -102,9 +102,9 @@ impl Backend for FlakyBackend {
     }
 }
 
-fn flaky_allocator(pool_size: u64, scale: Scale, quarantine_mb: u64, faults: &Arc<Faults>) -> Allocator {
+fn flaky_allocator(pool_size: u64, scale: Scale, quarantine_mb: u64, tags: u64, faults: &Arc<Faults>) -> Allocator {
     let backend = FlakyBackend { host: HostBackend::new(2 << 20), faults: faults.clone() };
-    let cfg = PoolConfig { size: pool_size, shift: scale.shift(), hints: vec![], max_size: 0, tags: 1 };
+    let cfg = PoolConfig { size: pool_size, shift: scale.shift(), hints: vec![], max_size: 0, tags };
     let pool = Pool::new(Box::new(backend), &cfg).unwrap();
     let opts = Options { shadow_scale: scale, quarantine_size_mb: quarantine_mb, malloc_context_size: 2, ..Options::default() };
     Allocator::new(pool, &opts)
@@ -150,7 +150,7 @@ struct StormReport {
 /// long as a check takes) while it runs, after it, and after allocating every size class again with failures off.
 fn storm(threads: u64, ops: u64, per_mille: u64, seed: u64) -> StormReport {
     let faults = Faults::new(seed, per_mille);
-    let alloc = flaky_allocator(2 << 40, Scale::S8, 8, &faults);
+    let alloc = flaky_allocator(2 << 40, Scale::S8, 8, 4, &faults);
     faults.enabled.store(true, Ordering::Relaxed);
     let problems: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let out_of_memory = AtomicU64::new(0);
@@ -321,9 +321,9 @@ proptest! {
     /// Any sequence of allocations, frees (plain and stream-ordered), quarantine drains and spells
     /// of failing commits keeps every invariant after every step; only out-of-memory is reported.
     #[test]
-    fn every_operation_sequence_keeps_the_invariants(ops in prop::collection::vec(op(), 1..60), s7 in any::<bool>(), seed in any::<u64>()) {
+    fn every_operation_sequence_keeps_the_invariants(ops in prop::collection::vec(op(), 1..60), s7 in any::<bool>(), seed in any::<u64>(), tags_log in 0u32..=2) {
         let faults = Faults::new(seed, 400);
-        let a = flaky_allocator(64 << 30, if s7 { Scale::S7 } else { Scale::S8 }, 4, &faults);
+        let a = flaky_allocator(64 << 30, if s7 { Scale::S7 } else { Scale::S8 }, 4, 1 << tags_log, &faults);
         let mut live: Vec<u64> = Vec::new();
         for (step, op) in ops.iter().enumerate() {
             match *op {

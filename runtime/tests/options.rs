@@ -28,6 +28,7 @@ fn rows() -> Vec<Row> {
         ("instrument", "0", |o| !o.instrument, &["off!"]),
         ("hoist_loops", "0", |o| !o.hoist_loops, &["sometimes"]),
         ("verbosity", "2", |o| o.verbosity == 2, &["loud"]),
+        ("tags", "16", |o| o.tags == 16, &["3", "128", "many"]),
         ("pool_size", "1073741824", |o| o.pool_size == Some(1 << 30), &["1G", "0"]),
         ("cache_dir", "/tmp/gasan-cache", |o| o.cache_dir == Some(PathBuf::from("/tmp/gasan-cache")), &[]),
         ("cache_size_mb", "64", |o| o.cache_size_mb == 64, &["0", "4194305", "1G"]),
@@ -154,9 +155,9 @@ fn options() -> impl Strategy<Value = Options> {
     (
         (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
         (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>()),
-        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>()),
+        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6),
     )
-        .prop_map(|((halt, exitcode, log, s7, redzone, minrz, q, leaks, limit), (ctx, supp, json, instr, hoist, verb, pool, cache, patch), (cache_mb, sass, ptxas, pools))| Options {
+        .prop_map(|((halt, exitcode, log, s7, redzone, minrz, q, leaks, limit), (ctx, supp, json, instr, hoist, verb, pool, cache, patch), (cache_mb, sass, ptxas, pools, tags_log))| Options {
             halt_on_error: halt,
             exitcode,
             log_path: log,
@@ -179,6 +180,7 @@ fn options() -> impl Strategy<Value = Options> {
             ptxas,
             patch_export_table: patch,
             framework_pools: pools,
+            tags: if tags_log == 6 { 0 } else { 1 << tags_log },
         })
 }
 

@@ -12,6 +12,7 @@ fn region(live: bool) -> AllocInfo {
         start: 0x1000_0020_0000,
         size: 4096,
         region_end: 0x1000_0020_1200,
+        tag: 0,
         large: false,
         live,
         alloc_stack: HostStack::capture(4),
@@ -32,7 +33,7 @@ fn device_report(kind: AddrKind, live: bool, addr: u64) -> Report {
         width: 4,
         space: None,
     };
-    let desc = AddrDescription { addr, kind, alloc: Some(region(live)), shadow: Some((0x1000_0020_0000, vec![255; 16].into_iter().chain(vec![0; 64]).collect())), scale: Scale::S8 };
+    let desc = AddrDescription { ptr_alloc: None, addr, kind, alloc: Some(region(live)), shadow: Some((0x1000_0020_0000, vec![255; 16].into_iter().chain(vec![0; 64]).collect())), scale: Scale::S8 };
     Report::Device { record, site: Some(site), desc, device: 0 }
 }
 
@@ -82,7 +83,7 @@ fn free_and_api_kinds() {
     let r = Report::Free { call: "cuMemFree".into(), err: FreeError::NotBase { ptr: 0x1000_0020_0010, info: region(true) }, stack: HostStack::default() };
     assert_eq!(r.kind(), "bad-free");
     assert!(format_text(&r).contains("not the start of a block"));
-    let desc = AddrDescription { addr: 0x1000_0020_1000, kind: AddrKind::OverflowRight { distance: 0 }, alloc: Some(region(true)), shadow: None, scale: Scale::S7 };
+    let desc = AddrDescription { ptr_alloc: None, addr: 0x1000_0020_1000, kind: AddrKind::OverflowRight { distance: 0 }, alloc: Some(region(true)), shadow: None, scale: Scale::S7 };
     let api = Report::Api { call: "cuMemcpyHtoD".into(), addr: 0x1000_0020_0000, len: 5000, write: true, desc, stack: HostStack::default() };
     let t = format_text(&api);
     assert!(t.contains("WRITE of size 5000 at 0x100000200000 by host call cuMemcpyHtoD"));
@@ -93,7 +94,7 @@ fn free_and_api_kinds() {
 fn uninstrumented_fault_with_an_address_is_attributed_through_the_allocator() {
     use gasan_runtime::faults::FatalFault;
     let addr = 0x1000_0020_1000 + 0x200;
-    let desc = AddrDescription { addr, kind: AddrKind::OverflowRight { distance: 0x200 }, alloc: Some(region(true)), shadow: None, scale: Scale::S8 };
+    let desc = AddrDescription { ptr_alloc: None, addr, kind: AddrKind::OverflowRight { distance: 0x200 }, alloc: Some(region(true)), shadow: None, scale: Scale::S8 };
     let f = FatalFault { address: addr, fault_type: 1, access_type: 2, processor_index: 1, reason: 1, timestamp: 5 };
     let r = Report::Fault { cuda_error: 700, call: "cuCtxSynchronize".into(), stack: HostStack::capture(2), fault: Some((f, desc)) };
     assert_eq!(r.kind(), "heap-buffer-overflow");

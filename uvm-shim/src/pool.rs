@@ -483,14 +483,19 @@ impl Pool {
     /// go through this before they reach driver API calls or the allocator's tables.
     /// A tagged pool address (any window) maps to window 0's.
     pub fn canonical(&self, va: u64) -> u64 {
-        let va = match self.aliases.range(..=va).next_back() {
-            Some((&a, &(src, len))) if va < a + len => plan::alias_addr(a, src, va),
-            _ => va,
-        };
+        let va = self.alias_source(va);
         if self.contains(va, 1) {
             self.base + (va - self.base) % self.window_size
         } else {
             va
+        }
+    }
+
+    /// The pool address an alias address mirrors (its window kept); any other address unchanged.
+    pub fn alias_source(&self, va: u64) -> u64 {
+        match self.aliases.range(..=va).next_back() {
+            Some((&a, &(src, len))) if va < a + len => plan::alias_addr(a, src, va),
+            _ => va,
         }
     }
 
