@@ -74,6 +74,45 @@ pub struct AllocInfo {
     pub free_stack: Option<HostStack>,
     /// A block of the checked device heap (allocated by a kernel, not the host): its threads.
     pub heap_block: Option<crate::device_heap::HeapBlockOrigin>,
+    /// A pitched block (`cuMemAllocPitch`): (bytes of each row the program asked for, pitch). The
+    /// rest of each row is padding, poisoned like a redzone.
+    pub rows: Option<(u64, u64)>,
+}
+
+impl AllocInfo {
+    /// Accessible bytes of the block from `offset` on, when `offset` is in its row padding:
+    /// `Some((row, bytes past the row's width))`.
+    pub fn row_padding(&self, offset: u64) -> Option<(u64, u64)> {
+        let (width, pitch) = self.rows?;
+        (offset < self.size && offset % pitch >= width).then(|| (offset / pitch, offset % pitch - width))
+    }
+
+    /// Shadow bytes of the block's granules from its start: every row's width accessible, its
+    /// padding and the block's tail past the last row poisoned (`size` encoded as
+    /// `scale.encodable_size` would).
+    pub fn shadow_image(&self, scale: Scale) -> Vec<u8> {
+        let granule = scale.granule();
+        let enc = scale.encodable_size(self.size.max(1));
+        let mut img = vec![0u8; scale.shadow_len(enc) as usize];
+        let mut mark = |from: u64, len: u64| {
+            let (full, rest) = (len / granule, len % granule);
+            let at = (from / granule) as usize;
+            img[at..at + full as usize].fill(scale.encode(granule));
+            if rest != 0 {
+                img[at + full as usize] = scale.encode(rest);
+            }
+        };
+        match self.rows {
+            // Rows start granule-aligned (pitches are multiples of 512).
+            Some((width, pitch)) if pitch.is_multiple_of(granule) && width < pitch => {
+                for r in 0..self.size / pitch {
+                    mark(r * pitch, scale.encodable_size(width));
+                }
+            }
+            _ => mark(0, enc),
+        }
+        img
+    }
 }
 
 /// Where an address is relative to the allocations.
@@ -93,6 +132,11 @@ pub enum AddrKind {
     /// Inside a live block's accessible bytes.
     InBounds {
         offset: u64,
+    },
+    /// In the padding of row `row` of a pitched block, `past` bytes after the row's width.
+    RowPadding {
+        row: u64,
+        past: u64,
     },
     /// Through tag window `ptr_tag`, the address reaches `offset` bytes into a block (live or
     /// freed: `alloc`) whose tag is `mem_tag`: a pointer that walked out of its own block.
@@ -352,7 +396,7 @@ impl Allocator {
     fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
-        g.allocs.insert(self.home(start), AllocInfo { id, start, size, region_end, tag, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None });
+        g.allocs.insert(self.home(start), AllocInfo { id, start, size, region_end, tag, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None });
     }
 
     /// The canonical (window 0) address of pool address `va`: where the allocator's tables and
@@ -490,6 +534,23 @@ impl Allocator {
         Ok(())
     }
 
+    /// Marks live block `ptr` as pitched: rows of `pitch` bytes of which the first `width` are the
+    /// program's, the rest padding that checked accesses report. Returns false (nothing changed)
+    /// when `ptr` is not a live block of `pitch`-multiple size or `pitch` is not a granule multiple.
+    pub fn set_rows(&self, ptr: u64, width: u64, pitch: u64) -> bool {
+        let mut g = self.inner.lock().unwrap();
+        let Some(a) = self.block_named(&g, ptr).cloned() else { return false };
+        if !a.live || width == 0 || width >= pitch || !pitch.is_multiple_of(self.scale.granule()) || !a.size.is_multiple_of(pitch) {
+            return false;
+        }
+        let pitched = AllocInfo { rows: Some((width, pitch)), ..a };
+        if g.pool.write_shadow(ptr, &pitched.shadow_image(self.scale), Stream::SYNC).is_err() {
+            return false;
+        }
+        g.allocs.insert(self.home(ptr), pitched);
+        true
+    }
+
     /// Drops a freed small block's hold on its slab (`ptr` canonical), retiring the slab when it was the last.
     fn release_small(&self, g: &mut Inner, ptr: u64) {
         let slab = ptr & !(self.gran - 1);
@@ -586,7 +647,12 @@ impl Allocator {
         let next = g.allocs.range(home + 1..).map(|(_, a)| a).find(|a| a.tag == tag);
         if let Some(p) = prev {
             if addr < p.start + p.size.max(1) {
-                d.kind = if p.live { AddrKind::InBounds { offset: addr - p.start } } else { AddrKind::UseAfterFree { offset: addr - p.start } };
+                let offset = addr - p.start;
+                d.kind = match p.row_padding(offset) {
+                    _ if !p.live => AddrKind::UseAfterFree { offset },
+                    Some((row, past)) => AddrKind::RowPadding { row, past },
+                    None => AddrKind::InBounds { offset },
+                };
                 d.alloc = Some(p.clone());
                 return d;
             }
@@ -823,6 +889,7 @@ impl Allocator {
                 alloc_stack: HostStack::default(),
                 free_stack: None,
                 heap_block: None,
+                rows: None,
             })
             .collect();
         let mut large: Vec<&AllocInfo> = canon.iter().filter(|a| a.large).chain(&heaps).collect();
@@ -974,16 +1041,12 @@ impl Allocator {
     }
 
     fn check_window_shadow(&self, g: &Inner, from: u64, to: u64, tag: u64, blocks: &[&AllocInfo], v: &mut InvariantViolations) {
-        let (shift, granule) = (self.scale.shift(), self.scale.granule());
+        let shift = self.scale.shift();
         let mut want = vec![0u8; ((to - from) >> shift) as usize];
         for a in blocks.iter().filter(|a| a.live) {
-            let enc = self.scale.encodable_size(a.size.max(1));
+            let img = a.shadow_image(self.scale);
             let at = ((a.start - from) >> shift) as usize;
-            let full = (enc / granule) as usize;
-            want[at..at + full].fill(self.scale.encode(granule));
-            if !enc.is_multiple_of(granule) {
-                want[at + full] = self.scale.encode(enc % granule);
-            }
+            want[at..at + img.len()].copy_from_slice(&img);
         }
         let mut got = vec![0u8; want.len()];
         if let Err(e) = g.pool.read_shadow(g.pool.tagged(from, tag), &mut got) {

@@ -104,5 +104,6 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
         alloc_stack: HostStack::default(),
         free_stack: freed.then(HostStack::default),
         heap_block: Some(origin.unwrap_or(HeapBlockOrigin { alloc_ctaid: [0; 3], alloc_tid: [0; 3], free: None })),
+        rows: None,
     });
 }

@@ -214,9 +214,16 @@ hooks! {
         // cudaMallocPitch rows are 512-byte aligned on current GPUs.
         let p = width.div_ceil(512) * 512;
         let r = do_alloc(dptr, p * height, None, || real(dptr, pitch, width, height, elem));
-        if r == CUDA_SUCCESS && state().device().is_some() {
-            // SAFETY: caller's out-pointer.
-            unsafe { *pitch = p };
+        if r == CUDA_SUCCESS {
+            if let Some(d) = state().device() {
+                // SAFETY: caller's out-pointers; do_alloc just wrote `*dptr`.
+                unsafe { *pitch = p };
+                // The padding of every row is poisoned (a pool block: not one passed through).
+                let ptr = unsafe { *dptr };
+                if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
+                    crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
+                }
+            }
         }
         r
     }

@@ -113,7 +113,7 @@ fn space_location(sp: &SpaceSite, record: &ErrorRecord, kernel: &str) -> String 
 
 fn desc_kind(desc: &AddrDescription) -> &'static str {
     match desc.kind {
-        AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } => "heap-buffer-overflow",
+        AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::RowPadding { .. } => "heap-buffer-overflow",
         AddrKind::UseAfterFree { .. } => "heap-use-after-free",
         AddrKind::InBounds { .. } => "unknown-crash",
         AddrKind::TagMismatch { .. } => "tag-mismatch",
@@ -189,6 +189,10 @@ fn location_text(d: &AddrDescription) -> Option<String> {
         AddrKind::OverflowLeft { distance } => format!("{:#x} is located {distance} bytes before {region}", d.addr),
         AddrKind::UseAfterFree { offset } | AddrKind::InBounds { offset } => {
             format!("{:#x} is located {offset} bytes inside of {region}", d.addr)
+        }
+        AddrKind::RowPadding { row, past } => {
+            let (width, pitch) = a.rows.unwrap_or_default();
+            format!("{:#x} is located in the row padding of pitched {region}: row {row}, {past} bytes after the row's {width} bytes (pitch {pitch})", d.addr)
         }
         AddrKind::TagMismatch { ptr_tag, mem_tag, offset } => format!(
             "{:#x} has pointer tag {ptr_tag}; it reaches {offset} bytes into {region} of tag {mem_tag} ({}), seen through the wrong window: the pointer walked out of its own allocation into another one",
@@ -474,6 +478,7 @@ pub fn format_json(r: &Report) -> String {
         let (side, distance) = match d.kind {
             AddrKind::OverflowLeft { distance } => (Some("left"), Some(distance)),
             AddrKind::OverflowRight { distance } => (Some("right"), Some(distance)),
+            AddrKind::RowPadding { past, .. } => (Some("row-padding"), Some(past)),
             _ => (None, None),
         };
         json!({
@@ -637,6 +642,7 @@ mod tests {
             alloc_stack: HostStack::default(),
             free_stack: Some(HostStack::default()),
             heap_block: Some(HeapBlockOrigin { alloc_ctaid: [1, 0, 0], alloc_tid: [7, 0, 0], free: Some(([2, 0, 0], [5, 0, 0])) }),
+            rows: None,
         };
         let desc = AddrDescription { ptr_alloc: None, addr: block.start, kind: AddrKind::UseAfterFree { offset: 0 }, alloc: Some(block), shadow: None, scale: Scale::S8 };
         let r = device_report(rec(free_error::DOUBLE_FREE), &[table(&["freer"])], desc.clone(), 0);

@@ -130,6 +130,7 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
             alloc_stack: crate::allocator::HostStack::default(),
             free_stack: None,
             heap_block: None,
+            rows: None,
         }),
         shadow: None,
         scale,

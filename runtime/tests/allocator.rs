@@ -249,3 +249,30 @@ fn a_pointer_walking_into_a_live_neighbour_is_a_tag_mismatch() {
         }
     }
 }
+
+/// A pitched block's row padding is poisoned row by row and described as row padding; the rows'
+/// own bytes stay accessible, and a free puts the whole block back to poisoned.
+#[test]
+fn pitched_rows_poison_their_padding() {
+    for scale in [Scale::S7, Scale::S8] {
+        for (width, pitch, rows) in [(1000u64, 1024u64, 64u64), (257, 512, 3), (100, 512, 1000)] {
+            let a = tagged_allocator(scale, 256, 4);
+            let p = a.alloc(pitch * rows, None).unwrap();
+            assert!(!a.set_rows(p, width, pitch + 1), "pitch not a granule multiple");
+            assert!(!a.set_rows(p + 256, width, pitch), "not a block start");
+            assert!(a.set_rows(p, width, pitch));
+            for r in [0, rows / 2, rows - 1] {
+                let row = p + r * pitch;
+                let w = scale.encodable_size(width);
+                assert!(!bad(&a, row, 1) && !bad(&a, row + width - 1, 1), "row {r} start/end");
+                assert!(bad(&a, row + w, 1), "first padding byte of row {r} ({width}/{pitch}, {scale:?})");
+                assert!(bad(&a, row + pitch - 4, 4), "last padding word of row {r}");
+                assert_eq!(a.describe(row + w + 3).kind, AddrKind::RowPadding { row: r, past: w + 3 - width });
+            }
+            a.check_invariants().unwrap();
+            a.free(p, None).unwrap();
+            assert!(bad(&a, p, 1));
+            a.check_invariants().unwrap();
+        }
+    }
+}

@@ -96,13 +96,13 @@ pub enum Op {
     /// Replace the zero chunk under shadow chunk `idx` with a real, zero-filled chunk.
     BackShadow { idx: u64 },
     /// Map a physical chunk (from the cache, else new) read-write at canonical pool address `va`
-    /// and at its alias in every tag window; the shadow of the windows in `tags` (a bit mask)
-    /// describes it from now on.
+    /// seen through each window in `tags` (a bit mask); those windows' shadow describes it from
+    /// now on.
     MapChunk { va: u64, tags: u64 },
     /// Zero the shadow bytes of pool range `[va, va+len)` (inaccessible).
     ZeroShadow { va: u64, len: u64 },
-    /// Unmap the pool chunk at canonical `va` from every window; its physical chunk goes back to
-    /// the cache, and the shadow of the windows in `tags` stops describing it.
+    /// Unmap the pool chunk at canonical `va` from the windows in `tags`; its physical chunk goes
+    /// back to the cache, and those windows' shadow stops describing it.
     UnmapChunk { va: u64, tags: u64 },
     /// Put the zero chunk back under shadow chunk `idx` (its last pool chunk went away).
     ReleaseShadow { idx: u64 },
@@ -179,7 +179,7 @@ pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, tags: u64) -
 
 /// Plan for decommitting (`retire == false`: every chunk must be committed) or retiring
 /// (`retire == true`: none may be retired already) canonical `[va, va+len)`: zero the shadow of
-/// every window that described a chunk, unmap the committed chunks from every window, release
+/// every window that described a chunk, unmap the committed chunks from those windows, release
 /// shadow chunks left describing nothing, mark retired.
 pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: bool) -> Result<Vec<Op>, UvmError> {
     check_request(s, va, len)?;

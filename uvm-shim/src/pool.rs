@@ -21,10 +21,10 @@ pub struct PoolConfig {
     /// With `size` 0: the largest default size to try (0: no limit).
     pub max_size: u64,
     /// Tag windows (a power of two; 1: no tagging). The pool is split into this many equal
-    /// windows; every committed chunk is mapped at the same offset in each, so an allocation's
-    /// pointer can name its window (its tag) while the memory is one. Each window has its own
-    /// shadow, so a pointer reaching memory through another window than its allocation's finds
-    /// it poisoned.
+    /// windows; a committed chunk is mapped at the same offset in each window it is committed
+    /// for, so an allocation's pointer can name its window (its tag) while the memory is one.
+    /// Each window has its own shadow, so a checked access reaching memory through another
+    /// window than its allocation's finds it poisoned, and an unchecked one finds it unmapped.
     pub tags: u64,
 }
 
@@ -294,15 +294,15 @@ impl Pool {
         self.backend.create_chunk()
     }
 
-    /// Maps physical memory under canonical `[va, va+len)` (in every window) and real, zeroed
-    /// (= inaccessible) shadow under it in window 0.
+    /// Maps physical memory under canonical `[va, va+len)` and real, zeroed (= inaccessible)
+    /// shadow under it, in window 0.
     pub fn commit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
         self.commit_tagged(va, len, 1)
     }
 
-    /// [`Self::commit`] for allocations of the windows in `tags` (a bit mask): real shadow under
-    /// the range in each of them. The other windows' shadow stays zero: through them the memory
-    /// is mapped but every checked access is reported.
+    /// [`Self::commit`] for allocations of the windows in `tags` (a bit mask): the memory mapped
+    /// and real shadow under the range in each of them. Through the other windows the range
+    /// stays unmapped and its shadow zero: a checked access is reported, an unchecked one faults.
     pub fn commit_tagged(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
         let ops = plan::plan_commit(self, va, len, tags)?;
         self.apply(&ops)?;
@@ -355,9 +355,10 @@ impl Pool {
             }
             Op::MapChunk { va, tags } => {
                 let h = self.take_chunk()?;
-                for t in 0..self.windows {
+                // Only in the windows committed for: each mapping is a driver call per chunk.
+                for t in plan::tag_windows(tags) {
                     if let Err(e) = self.map_in_window(va + t * self.window_size, h) {
-                        for done in 0..t {
+                        for done in plan::tag_windows(tags).take_while(|&d| d < t) {
                             let _ = self.backend.unmap(va + done * self.window_size, self.gran);
                         }
                         self.cache.push(h);
@@ -382,7 +383,7 @@ impl Pool {
                 for t in plan::tag_windows(tags) {
                     self.backend.wait_writes(self.shadow_addr(va + t * self.window_size), self.gran >> self.shift)?;
                 }
-                for t in 0..self.windows {
+                for t in plan::tag_windows(tags) {
                     self.backend.unmap(va + t * self.window_size, self.gran)?;
                 }
                 self.committed.remove(&va);
@@ -505,8 +506,8 @@ impl Pool {
         if self.peers.contains(&peer) {
             return Ok(());
         }
-        for &c in self.committed.keys() {
-            for t in 0..self.windows {
+        for (&c, &(_, tags)) in &self.committed {
+            for t in plan::tag_windows(tags) {
                 self.backend.grant_peer(c + t * self.window_size, self.gran, peer)?;
             }
         }
@@ -683,8 +684,8 @@ impl Drop for Pool {
             let _ = b.unmap(a, len);
             let _ = b.free_va(a, len);
         }
-        for (&c, &(h, _)) in &self.committed {
-            for t in 0..self.windows {
+        for (&c, &(h, tags)) in &self.committed {
+            for t in plan::tag_windows(tags) {
                 let _ = b.unmap(c + t * self.window_size, self.gran);
             }
             let _ = b.release_chunk(h);

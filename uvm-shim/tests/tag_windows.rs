@@ -1,6 +1,6 @@
 //! Tag windows on the Host backend (real memfd mappings): one committed chunk is the same memory
-//! through every window, each window has its own shadow, and only the windows a commit names get
-//! real shadow. Random commit/decommit/retire sequences keep that, checked against a model.
+//! through every window it is committed for, each window has its own shadow, and only the windows
+//! a commit names get the mapping and real shadow (elsewhere it faults). Random commit/decommit/retire sequences keep that, checked against a model.
 
 use gasan_uvm::{HostBackend, Pool, PoolConfig, Stream, UvmError};
 use proptest::prelude::*;
@@ -19,7 +19,7 @@ fn one_chunk_is_one_memory_through_every_window() {
     let (base, ws) = (p.base(), p.window_size());
     assert_eq!(p.windows(), WINDOWS);
     assert_eq!(ws, p.size() / WINDOWS);
-    p.commit_tagged(base, 2 * G, 0b0100).unwrap();
+    p.commit_tagged(base, 2 * G, 0b1111).unwrap();
     p.backend().write(base + 2 * ws + 100, b"through window 2", Stream::SYNC).unwrap();
     for t in 0..WINDOWS {
         let mut back = [0u8; 16];
@@ -30,6 +30,37 @@ fn one_chunk_is_one_memory_through_every_window() {
         assert_eq!(p.tagged(base + G + 7, t), base + t * ws + G + 7);
     }
     assert!(p.is_committed(base + 3 * ws + G));
+    // A chunk committed for window 1 only is not mapped through window 3.
+    p.commit_tagged(base + 4 * G, G, 0b0010).unwrap();
+    let unnamed = base + 3 * ws + 4 * G;
+    assert!(
+        faults(move || {
+            // SAFETY: probing a mapping; a fault ends only the child.
+            unsafe { std::ptr::read_volatile(unnamed as *const u8) };
+        }),
+        "window 3 is unmapped"
+    );
+    let named = base + ws + 4 * G;
+    assert!(!faults(move || {
+        // SAFETY: as above.
+        unsafe { std::ptr::read_volatile(named as *const u8) };
+    }));
+}
+
+/// Does `f` crash? Run in a forked child (a fault would end this test process).
+fn faults(f: impl FnOnce()) -> bool {
+    // SAFETY: the child only runs `f` and exits; the parent waits for it.
+    match unsafe { libc::fork() } {
+        0 => {
+            f();
+            unsafe { libc::_exit(0) }
+        }
+        pid => {
+            let mut status = 0;
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+        }
+    }
 }
 
 #[test]
@@ -129,11 +160,13 @@ proptest! {
                     let ok = committed.get(&c).is_some_and(|m| m >> t & 1 == 1);
                     let va = base + t * ws + c * G;
                     prop_assert_eq!(p.fill_shadow(va, 2, v, Stream::SYNC).is_ok(), ok);
-                    if committed.contains_key(&c) {
-                        // The memory is shared by every window.
+                    if ok {
+                        // The memory is shared by every window it is committed for.
+                        let m = committed[&c];
                         p.backend().write(va + 8, &[v], Stream::SYNC).unwrap();
+                        let other = (0..WINDOWS).rev().find(|k| m >> k & 1 == 1).unwrap();
                         let mut back = [0u8];
-                        p.backend().read(base + ((t + 1) % WINDOWS) * ws + c * G + 8, &mut back).unwrap();
+                        p.backend().read(base + other * ws + c * G + 8, &mut back).unwrap();
                         prop_assert_eq!(back[0], v);
                     }
                 }

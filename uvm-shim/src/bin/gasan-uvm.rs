@@ -34,6 +34,9 @@ enum Cmd {
         /// Pool size in GiB (default: as large as reservations allow).
         #[arg(long)]
         pool_gib: Option<u64>,
+        /// Tag windows the pool is split into (a power of two; 1: none).
+        #[arg(long, default_value_t = 4)]
+        tags: u64,
     },
     /// Check a loaded gasan-patched nvidia-uvm (kmod-patch/README.md): every ioctl valid and
     /// malformed, each mapping kind through a GPU kernel, fault events, GPU reset, process exit.
@@ -51,6 +54,9 @@ enum Cmd {
         scale: u32,
         #[arg(long, default_value_t = 64)]
         iters: u32,
+        /// Tag windows the pool is split into (a power of two; 1: none).
+        #[arg(long, default_value_t = 1)]
+        tags: u64,
     },
 }
 
@@ -151,11 +157,11 @@ fn expect_err(r: Result<(), UvmError>, what: &str) -> Result<String, String> {
     }
 }
 
-fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>) -> Result<bool, String> {
+fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> Result<bool, String> {
     let backend = make_backend(kind)?;
     let host = kind == BackendKind::Host;
     let t0 = Instant::now();
-    let mut pool = Pool::new(backend, &PoolConfig { size: pool_gib.map_or(0, |g| g << 30), shift: scale, ..Default::default() }).map_err(|e| format!("pool setup: {e}"))?;
+    let mut pool = Pool::new(backend, &PoolConfig { size: pool_gib.map_or(0, |g| g << 30), shift: scale, tags, ..Default::default() }).map_err(|e| format!("pool setup: {e}"))?;
     let setup = t0.elapsed();
     let g = pool.granularity();
     let mut t = Table { rows: vec![] };
@@ -294,6 +300,9 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>) -> Result<bool
     if kind == BackendKind::Kmod {
         kmod_rows(&mut t, &mut pool, b0, &pattern);
     }
+    if pool.windows() > 1 {
+        tag_rows(&mut t, &mut pool, b0 + 16 * g, scale, host);
+    }
     t.row(
         "decommit, recommit from chunk cache",
         (|| {
@@ -348,6 +357,78 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>) -> Result<bool
     }
     println!("{}", if all { "selftest: all passed" } else { "selftest: FAILED" });
     Ok(all)
+}
+
+/// One chunk seen through every tag window, and a pointer of the wrong tag found by the shadow.
+fn tag_rows(t: &mut Table, pool: &mut Pool, va: u64, scale: u32, host: bool) {
+    let (g, ws, w) = (pool.granularity(), pool.window_size(), pool.windows());
+    let every = if w == 64 { u64::MAX } else { (1 << w) - 1 };
+    let enc = full_granule_shadow(scale);
+    t.row(
+        &format!("one chunk through {w} tag windows"),
+        (|| {
+            pool.commit_tagged(va, g, every).map_err(|e| e.to_string())?;
+            let text = b"written through window 1";
+            pool.backend().write(va + ws + 300, text, Stream::SYNC).map_err(|e| e.to_string())?;
+            for k in 0..w {
+                let mut back = vec![0u8; text.len()];
+                pool.backend().read(va + k * ws + 300, &mut back).map_err(|e| e.to_string())?;
+                if back != text {
+                    return Err(format!("window {k} reads other bytes"));
+                }
+            }
+            pool.retire(va, g).map_err(|e| e.to_string())?;
+            Ok(format!("windows {ws:#x} apart read the same bytes"))
+        })(),
+    );
+    let va = va + g;
+    t.row(
+        "tag mismatch: other windows' shadow poisoned",
+        (|| {
+            // A block of tag 1: mapped and accessible through its window only.
+            pool.commit_tagged(va, g, 0b10).map_err(|e| e.to_string())?;
+            pool.fill_shadow(va + ws, 4, enc, Stream::SYNC).map_err(|e| e.to_string())?;
+            let mut own = [0u8; 4];
+            pool.read_shadow(va + ws, &mut own).map_err(|e| e.to_string())?;
+            if own != [enc; 4] {
+                return Err(format!("own window reads {own:?}"));
+            }
+            for k in (0..w).filter(|&k| k != 1) {
+                let mut other = [9u8; 4];
+                pool.read_shadow(va + k * ws, &mut other).map_err(|e| e.to_string())?;
+                if other != [0; 4] {
+                    return Err(format!("window {k} reads {other:?}"));
+                }
+            }
+            if pool.fill_shadow(va, 4, enc, Stream::SYNC).is_ok() {
+                return Err("window 0's shadow was writable for a block of tag 1".into());
+            }
+            let unmapped = if host {
+                let other = va;
+                if !faults_in_child(|| unsafe {
+                    {
+                        std::ptr::read_volatile(other as *const u8);
+                    }
+                }) {
+                    return Err("window 0 of a tag-1 chunk is mapped".into());
+                }
+                "; through window 0 a read faults (child process)"
+            } else {
+                "; window 0 unmapped (device fault not provoked: it would kill the context)"
+            };
+            pool.retire(va, g).map_err(|e| e.to_string())?;
+            Ok(format!("tag 1 reads {enc:#x}, the {} other windows 0 (reported){unmapped}", w - 1))
+        })(),
+    );
+}
+
+/// Shadow byte of a fully accessible granule at `scale` (GASan-128: 128; GASan-256: 255).
+fn full_granule_shadow(scale: u32) -> u8 {
+    if scale == 7 {
+        128
+    } else {
+        255
+    }
 }
 
 /// The patched module's own ioctls, each checked through the GPU's memory (copies by the driver).
@@ -427,10 +508,10 @@ fn kmod_rows(t: &mut Table, pool: &mut Pool, b0: u64, pattern: &[u8]) {
     });
 }
 
-fn bench(kind: BackendKind, scale: u32, iters: u32) -> Result<(), String> {
+fn bench(kind: BackendKind, scale: u32, iters: u32, tags: u64) -> Result<(), String> {
     let backend = make_backend(kind)?;
     let t0 = Instant::now();
-    let mut pool = Pool::new(backend, &PoolConfig { shift: scale, ..Default::default() }).map_err(|e| e.to_string())?;
+    let mut pool = Pool::new(backend, &PoolConfig { shift: scale, tags, ..Default::default() }).map_err(|e| e.to_string())?;
     let setup = t0.elapsed().as_secs_f64();
     let g = pool.granularity();
     let e = |x: UvmError| x.to_string();
@@ -447,7 +528,12 @@ fn bench(kind: BackendKind, scale: u32, iters: u32) -> Result<(), String> {
     let alias = time(&mut || (0..n).try_for_each(|i| pool.alias(base + i * g, g).and_then(|a| pool.unalias(a)).map_err(e)))?;
     let shadow_w = time(&mut || (0..n).try_for_each(|i| pool.write_shadow(base + i * g, &[16u8; 32], Stream::SYNC).map_err(e)))?;
     let retire = time(&mut || (0..n).try_for_each(|i| pool.retire(base + i * g, g).map_err(e)))?;
-    println!("gasan-uvm bench --backend {} --scale {scale} (per {} KiB chunk, {iters} iterations)", pool.backend().name(), g >> 10);
+    // With tags: a slab's chunk has real shadow in every window, a large block's in its own.
+    let every = if pool.windows() == 64 { u64::MAX } else { (1 << pool.windows()) - 1 };
+    let base2 = base + n * g;
+    let slab = time(&mut || (0..n).try_for_each(|i| pool.commit_tagged(base2 + i * g, g, every).map_err(e)))?;
+    let slab_retire = time(&mut || (0..n).try_for_each(|i| pool.retire(base2 + i * g, g).map_err(e)))?;
+    println!("gasan-uvm bench --backend {} --scale {scale} --tags {} (per {} KiB chunk, {iters} iterations)", pool.backend().name(), pool.windows(), g >> 10);
     println!("{:<40} {:>12}", "operation", "µs");
     println!("{:<40} {:>12.1}", "commit cold (create + map + shadow)", cold);
     println!("{:<40} {:>12.1}", "decommit", decommit);
@@ -455,6 +541,8 @@ fn bench(kind: BackendKind, scale: u32, iters: u32) -> Result<(), String> {
     println!("{:<40} {:>12.1}", "alias + unalias", alias);
     println!("{:<40} {:>12.1}", "shadow write (32 B)", shadow_w);
     println!("{:<40} {:>12.1}", "retire", retire);
+    println!("{:<40} {:>12.1}", "commit, shadow in every window (slab)", slab);
+    println!("{:<40} {:>12.1}", "retire of that", slab_retire);
     println!("{:<40} {:>12.1}", "pool + shadow setup (ms)", setup * 1e3);
     println!("{:<40} {:>12.3}", "shadow fan-out per GiB of pool (ms)", setup * 1e3 / (pool.size() >> 30) as f64);
     println!("pool size {} GiB", pool.size() >> 30);
@@ -463,8 +551,8 @@ fn bench(kind: BackendKind, scale: u32, iters: u32) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let r = match Cli::parse().cmd {
-        Cmd::Selftest { backend, scale, pool_gib } => selftest(backend, scale, pool_gib),
-        Cmd::Bench { backend, scale, iters } => bench(backend, scale, iters).map(|_| true),
+        Cmd::Selftest { backend, scale, pool_gib, tags } => selftest(backend, scale, pool_gib, tags),
+        Cmd::Bench { backend, scale, iters, tags } => bench(backend, scale, iters, tags).map(|_| true),
         Cmd::KmodSelftest { exit_with_live_mappings: true } => kmod_selftest::exit_with_live_mappings(),
         Cmd::KmodSelftest { exit_with_live_mappings: false } => match kmod_selftest::run() {
             Ok(kmod_selftest::Outcome::Skipped(why)) => {
