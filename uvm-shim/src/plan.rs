@@ -106,8 +106,9 @@ pub enum Op {
     UnmapChunk { va: u64, tags: u64 },
     /// Put the zero chunk back under shadow chunk `idx` (its last pool chunk went away).
     ReleaseShadow { idx: u64 },
-    /// Mark the chunk at `va` retired: never mapped again.
-    Retire { va: u64 },
+    /// Mark the chunk at `va` retired for the windows in `tags`: never mapped through them again
+    /// (a pointer into it through one of them stays a pointer into freed memory).
+    Retire { va: u64, tags: u64 },
 }
 
 /// What the planner needs to know about the pool's current state.
@@ -124,7 +125,8 @@ pub trait PoolState {
     fn committed(&self, chunk_va: u64) -> bool {
         self.committed_tags(chunk_va).is_some()
     }
-    fn retired(&self, chunk_va: u64) -> bool;
+    /// The windows chunk `chunk_va` is retired for (a bit mask; 0: none).
+    fn retired_tags(&self, chunk_va: u64) -> u64;
     /// (Committed pool chunk, window) pairs currently described by shadow chunk `idx`.
     fn shadow_refs(&self, idx: u64) -> u64;
 }
@@ -145,7 +147,8 @@ pub fn tag_windows(tags: u64) -> impl Iterator<Item = u64> {
 
 /// Plan for committing canonical `[va, va+len)` for allocations of the windows in `tags` (a bit
 /// mask): back the shadow chunks of those windows that described no committed chunk yet, and map
-/// each pool chunk (in every window). Refuses committed or retired chunks and an empty mask.
+/// each pool chunk (in those windows). Refuses committed chunks, chunks retired for any of the
+/// windows, and an empty mask.
 pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, tags: u64) -> Result<Vec<Op>, UvmError> {
     check_request(s, va, len)?;
     let windows = s.size() / s.window_size();
@@ -159,7 +162,7 @@ pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, tags: u64) -
         if s.committed(c) {
             return Err(UvmError::AlreadyCommitted(c));
         }
-        if s.retired(c) {
+        if s.retired_tags(c) & tags != 0 {
             return Err(UvmError::Retired(c));
         }
         for t in tag_windows(tags) {
@@ -181,13 +184,25 @@ pub fn plan_commit<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, tags: u64) -
 /// (`retire == true`: none may be retired already) canonical `[va, va+len)`: zero the shadow of
 /// every window that described a chunk, unmap the committed chunks from those windows, release
 /// shadow chunks left describing nothing, mark retired.
+///
+/// A retirement covers the windows in `retire_tags` and those each committed chunk was committed
+/// for; it is refused for a chunk already retired for all of them.
 pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: bool) -> Result<Vec<Op>, UvmError> {
+    plan_release_tagged(s, va, len, retire, u64::MAX)
+}
+
+/// [`plan_release`] retiring for the windows in `retire_tags` (and those of the committed chunks).
+pub fn plan_release_tagged<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: bool, retire_tags: u64) -> Result<Vec<Op>, UvmError> {
     check_request(s, va, len)?;
+    let windows = s.size() / s.window_size();
+    let all = if windows >= 64 { u64::MAX } else { (1 << windows) - 1 };
+    let retire_tags = retire_tags & all;
     let g = s.gran();
     let mut ops = Vec::new();
     let mut refs: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
     for c in chunk_spans(va, len, g) {
-        if retire && s.retired(c) {
+        let tags = retire_tags | s.committed_tags(c).unwrap_or(0);
+        if retire && s.retired_tags(c) & tags == tags {
             return Err(UvmError::Retired(c));
         }
         match s.committed_tags(c) {
@@ -210,7 +225,8 @@ pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: boo
             }
         }
         if retire {
-            ops.push(Op::Retire { va: c });
+            // Only the windows newly retired: undoing it must not un-retire the others.
+            ops.push(Op::Retire { va: c, tags: tags & !s.retired_tags(c) });
         }
     }
     Ok(ops)
@@ -286,8 +302,12 @@ mod plan_tests {
         fn committed_tags(&self, c: u64) -> Option<u64> {
             self.committed.contains(&c).then_some(1)
         }
-        fn retired(&self, c: u64) -> bool {
-            self.retired.contains(&c)
+        fn retired_tags(&self, c: u64) -> u64 {
+            if self.retired.contains(&c) {
+                u64::MAX
+            } else {
+                0
+            }
         }
         fn shadow_refs(&self, i: u64) -> u64 {
             self.refs.get(&i).copied().unwrap_or(0)
@@ -310,7 +330,7 @@ mod plan_tests {
         let b = 0x1000_0000_0000u64;
         let s = S { committed: [b, b + (2 << 20)].into(), retired: BTreeSet::new(), refs: [(0, 2)].into(), windows: 1 };
         let ops = plan_release(&s, b, 2 << 20, true).unwrap();
-        assert_eq!(ops, vec![Op::ZeroShadow { va: b, len: 2 << 20 }, Op::UnmapChunk { va: b, tags: 1 }, Op::Retire { va: b }]);
+        assert_eq!(ops, vec![Op::ZeroShadow { va: b, len: 2 << 20 }, Op::UnmapChunk { va: b, tags: 1 }, Op::Retire { va: b, tags: 1 }]);
         let ops = plan_release(&s, b, 4 << 20, false).unwrap();
         assert!(ops.contains(&Op::ReleaseShadow { idx: 0 }));
         assert!(plan_release(&s, b + (4 << 20), 2 << 20, false).is_err(), "decommit of uncommitted");

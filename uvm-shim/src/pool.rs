@@ -63,7 +63,8 @@ pub struct Pool {
     zero_chunk: ChunkHandle,
     /// Canonical chunk address → (physical chunk, windows whose shadow describes it).
     committed: BTreeMap<u64, (ChunkHandle, u64)>,
-    retired: BTreeSet<u64>,
+    /// Canonical chunk address → the windows it is retired for (never mapped through them again).
+    retired: BTreeMap<u64, u64>,
     /// Shadow chunk index → (chunk, number of (committed chunk, window) pairs it describes).
     shadow: HashMap<u64, (ChunkHandle, u64)>,
     cache: Vec<ChunkHandle>,
@@ -146,7 +147,7 @@ impl Pool {
             windows,
             zero_chunk: 0,
             committed: BTreeMap::new(),
-            retired: BTreeSet::new(),
+            retired: BTreeMap::new(),
             shadow: HashMap::new(),
             cache: Vec::new(),
             aliases: BTreeMap::new(),
@@ -252,8 +253,17 @@ impl Pool {
     pub fn is_committed(&self, va: u64) -> bool {
         self.committed.contains_key(&(self.canonical(va) & !(self.gran - 1)))
     }
+    /// Is the chunk behind `va` retired for `va`'s window?
     pub fn is_retired(&self, va: u64) -> bool {
-        self.retired.contains(&(self.canonical(va) & !(self.gran - 1)))
+        self.retired_windows(va) >> self.tag_of(va) & 1 == 1
+    }
+    /// The windows the chunk behind `va` is retired for (a bit mask).
+    pub fn retired_windows(&self, va: u64) -> u64 {
+        self.retired.get(&(self.canonical(va) & !(self.gran - 1))).copied().unwrap_or(0)
+    }
+    /// The windows the chunk behind `va` is committed for, if it is committed.
+    pub fn committed_windows(&self, va: u64) -> Option<u64> {
+        self.committed.get(&(self.canonical(va) & !(self.gran - 1))).map(|e| e.1)
     }
     /// Number of tag windows (1: tagging off).
     pub fn windows(&self) -> u64 {
@@ -318,9 +328,17 @@ impl Pool {
         Ok(())
     }
 
-    /// Unmaps `[va, va+len)` forever: the VA is never committed again, and its shadow reads 0.
+    /// Unmaps `[va, va+len)` forever: the VA is never committed again, through any window, and
+    /// its shadow reads 0.
     pub fn retire(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
-        let ops = plan::plan_release(self, va, len, true)?;
+        self.retire_tagged(va, len, u64::MAX)
+    }
+
+    /// Unmaps canonical `[va, va+len)` and retires it for the windows in `tags` and those it was
+    /// committed for: never mapped through them again, so a pointer through them stays a pointer
+    /// into freed memory. Other windows may commit the VA again (for blocks of other tags).
+    pub fn retire_tagged(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
+        let ops = plan::plan_release_tagged(self, va, len, true, tags)?;
         let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
         self.apply(&ops)?;
         self.counters.committed_bytes -= unmapped * self.gran;
@@ -406,8 +424,8 @@ impl Pool {
                     self.cache.push(h);
                 }
             }
-            Op::Retire { va } => {
-                self.retired.insert(va);
+            Op::Retire { va, tags } => {
+                *self.retired.entry(va).or_insert(0) |= tags;
             }
         }
         Ok(())
@@ -448,8 +466,13 @@ impl Pool {
             Op::UnmapChunk { va, tags } => self.apply_one(Op::MapChunk { va, tags }),
             Op::ReleaseShadow { idx } => self.apply_one(Op::BackShadow { idx }),
             Op::ZeroShadow { .. } => Ok(()),
-            Op::Retire { va } => {
-                self.retired.remove(&va);
+            Op::Retire { va, tags } => {
+                if let Some(m) = self.retired.get_mut(&va) {
+                    *m &= !tags;
+                    if *m == 0 {
+                        self.retired.remove(&va);
+                    }
+                }
                 Ok(())
             }
         }
@@ -669,8 +692,8 @@ impl plan::PoolState for Pool {
     fn committed_tags(&self, chunk_va: u64) -> Option<u64> {
         self.committed.get(&chunk_va).map(|e| e.1)
     }
-    fn retired(&self, chunk_va: u64) -> bool {
-        self.retired.contains(&chunk_va)
+    fn retired_tags(&self, chunk_va: u64) -> u64 {
+        self.retired.get(&chunk_va).copied().unwrap_or(0)
     }
     fn shadow_refs(&self, idx: u64) -> u64 {
         self.shadow.get(&idx).map_or(0, |e| e.1)

@@ -104,11 +104,33 @@ fn window_counts_are_checked() {
     assert!(matches!(Pool::new(Box::new(HostBackend::new(G)), &small), Err(UvmError::BadConfig(_))));
 }
 
+/// A chunk retired for one window can be committed again for another (the allocator reuses VA
+/// under a new tag), never for that window.
+#[test]
+fn retiring_for_one_window_leaves_the_others() {
+    let mut p = pool(8);
+    let (base, ws) = (p.base(), p.window_size());
+    p.commit_tagged(base, 2 * G, 0b0010).unwrap();
+    p.retire_tagged(base, 2 * G, 0).unwrap();
+    assert!(p.is_retired(base + ws) && !p.is_retired(base + 2 * ws) && !p.is_retired(base));
+    assert_eq!(p.commit_tagged(base, G, 0b0010), Err(UvmError::Retired(base)));
+    assert_eq!(p.commit_tagged(base, G, 0b0110), Err(UvmError::Retired(base)));
+    p.commit_tagged(base, G, 0b0100).unwrap();
+    assert_eq!(p.committed_windows(base + 2 * ws), Some(0b0100));
+    p.retire(base, G).unwrap();
+    assert_eq!(p.retired_windows(base), 0b1111);
+    assert!(p.retire(base, G).is_err(), "retired for every window already");
+    assert!(p.commit_tagged(base, G, 0b1000).is_err());
+    // The second chunk was only ever used by window 1.
+    p.commit_tagged(base + G, G, 0b1001).unwrap();
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Commit(u64, u64, u64),
     Decommit(u64, u64),
     Retire(u64, u64),
+    RetireOwn(u64, u64),
     Write(u64, u64, u8),
 }
 
@@ -118,6 +140,7 @@ fn op() -> impl Strategy<Value = Op> {
         (chunk.clone(), 1u64..3, 1u64..16).prop_map(|(c, n, m)| Op::Commit(c, n, m)),
         (chunk.clone(), 1u64..3).prop_map(|(c, n)| Op::Decommit(c, n)),
         (chunk.clone(), 1u64..3).prop_map(|(c, n)| Op::Retire(c, n)),
+        (chunk.clone(), 1u64..3).prop_map(|(c, n)| Op::RetireOwn(c, n)),
         (chunk, 0..WINDOWS, any::<u8>()).prop_map(|(c, t, v)| Op::Write(c, t, v)),
     ]
 }
@@ -129,13 +152,14 @@ proptest! {
     fn random_sequences_keep_windows_consistent(ops in prop::collection::vec(op(), 1..30), shift in 7u32..=8) {
         let mut p = pool(shift);
         let (base, ws) = (p.base(), p.window_size());
-        // Model: committed chunk → window mask; retired chunks.
+        // Model: committed chunk → window mask; chunk → windows retired for.
         let mut committed: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut retired = std::collections::BTreeSet::new();
+        let mut retired: BTreeMap<u64, u64> = BTreeMap::new();
+        let all = (1u64 << WINDOWS) - 1;
         for o in ops {
             match o {
                 Op::Commit(c, n, m) => {
-                    let ok = (c..c + n).all(|i| !committed.contains_key(&i) && !retired.contains(&i));
+                    let ok = (c..c + n).all(|i| !committed.contains_key(&i) && retired.get(&i).copied().unwrap_or(0) & m == 0);
                     prop_assert_eq!(p.commit_tagged(base + c * G, n * G, m).is_ok(), ok);
                     if ok {
                         committed.extend((c..c + n).map(|i| (i, m)));
@@ -148,11 +172,22 @@ proptest! {
                         (c..c + n).for_each(|i| { committed.remove(&i); });
                     }
                 }
-                Op::Retire(c, n) => {
-                    let ok = (c..c + n).all(|i| !retired.contains(&i));
-                    prop_assert_eq!(p.retire(base + c * G, n * G).is_ok(), ok);
+                Op::Retire(c, n) | Op::RetireOwn(c, n) => {
+                    let asked = if matches!(o, Op::Retire(..)) { all } else { 0 };
+                    let tags: Vec<u64> = (c..c + n).map(|i| asked | committed.get(&i).copied().unwrap_or(0)).collect();
+                    let ok = (c..c + n).zip(&tags).all(|(i, &t)| retired.get(&i).copied().unwrap_or(0) & t != t);
+                    let r = if asked == all { p.retire(base + c * G, n * G) } else { p.retire_tagged(base + c * G, n * G, 0) };
+                    prop_assert_eq!(r.is_ok(), ok);
                     if ok {
-                        (c..c + n).for_each(|i| { committed.remove(&i); retired.insert(i); });
+                        for (i, t) in (c..c + n).zip(tags) {
+                            *retired.entry(i).or_insert(0) |= t;
+                            committed.remove(&i);
+                        }
+                    }
+                    for i in 0..12u64 {
+                        for t in 0..WINDOWS {
+                            prop_assert_eq!(p.is_retired(base + t * ws + i * G), retired.get(&i).copied().unwrap_or(0) >> t & 1 == 1);
+                        }
                     }
                 }
                 Op::Write(c, t, v) => {
