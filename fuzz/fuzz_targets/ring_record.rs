@@ -42,7 +42,7 @@ fn world() -> &'static World {
         let pools = [Scale::S7, Scale::S8]
             .into_iter()
             .map(|scale| {
-                let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0 }).expect("host pool");
+                let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 64 << 30, shift: scale.shift(), hints: vec![], max_size: 0, tags: 4 }).expect("host pool");
                 let opts = Options { shadow_scale: scale, malloc_context_size: 1, ..Options::default() };
                 let a = Allocator::new(pool, &opts);
                 let mut addrs = Vec::new();

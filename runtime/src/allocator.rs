@@ -9,7 +9,12 @@
 //!   them: while live, its blocks' extent-table entries
 //!   name its exact user bytes (checked PTX range-tests hoisted loops against them). Small
 //!   allocations share blocks and never get entries (zero: the loop stays checked).
-//! * Virtual addresses are never reused, so the quarantine of freed address ranges is unbounded:
+//! * Pointer tags (`tags` > 1): the pool's windows map the same memory; a block's pointer is its
+//!   canonical address seen through its tag's window, and only that window's shadow (and
+//!   mapping, for large blocks) has it. Tags rotate so that neighbours differ. Large-block VA is
+//!   swept again once used up: a canonical range serves each tag at most once, so no *pointer*
+//!   is ever handed out twice and a stale one still finds its freed block.
+//! * Pointers are never reused, so the quarantine of freed address ranges is unbounded:
 //!   freed blocks stay poisoned (shadow 0) and described as freed forever. When a full slab has no
 //!   live block left it is retired (physical memory unmapped, VA never handed out again, shadow
 //!   reads 0: checked accesses report use-after-free, unchecked ones fault and are attributed).
@@ -347,7 +352,6 @@ impl Allocator {
         }
         let slab = g.slab.expect("a current slab");
         let tag = g.small_tags % self.windows;
-        g.small_tags += 1;
         let start = g.pool.tagged(g.small_cursor, tag);
         // The VA is used up even if poisoning fails below: it is never handed out again.
         g.small_cursor += need;
@@ -357,32 +361,28 @@ impl Allocator {
             return Err(e);
         }
         g.slabs.get_mut(&slab).expect("current slab is in the table").refs += 1;
+        // Counted only for a block handed out: the next one is then this one's neighbour.
+        g.small_tags += 1;
         self.record(g, start, size, start + need, tag, false, stack);
         Ok(start)
     }
 
     fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>) -> Result<u64, AllocError> {
         let len = round_up(size_enc, self.gran);
-        // Unmapped on the left: this block's length, and what the previous block needs after it.
-        let home = g.large_end + len.max(g.large_tail_gap);
-        // Room for the block and the gap it needs on its right.
-        if home.checked_add(2 * len).is_none_or(|end| end > self.pool_base + self.window_size) {
-            return Err(AllocError::OutOfMemory);
-        }
-        let tag = g.large_tags % self.windows;
-        // Only the block's own window gets real shadow: through the others it reads poisoned.
+        let (home, tag) = self.place_large(g, len).ok_or(AllocError::OutOfMemory)?;
+        // Mapped, with real shadow, through the block's own window only: through the others it
+        // is unmapped and reads poisoned.
         if let Err(e) = g.pool.commit_tagged(home, len, 1 << tag) {
             self.discard_failed_commit(g, home, len);
             return Err(map_oom(e));
         }
-        g.large_tags += 1;
-        debug_assert!(home + len > g.large_end, "large cursor moving backwards");
+        g.large_tags = tag + 1;
         g.large_end = home + len;
         g.large_tail_gap = len;
         let start = g.pool.tagged(home, tag);
         if let Err(e) = self.poison_alloc(&g.pool, start, size_enc, stream) {
-            // Retired: shadow zeroed, memory released, VA never handed out (the cursor is past it).
-            let _ = g.pool.retire(home, len);
+            // Retired for this window: shadow zeroed, memory released, this pointer never handed out.
+            let _ = g.pool.retire_tagged(home, len, 1 << tag);
             return Err(e);
         }
         // After the shadow, on the same stream: an entry may only claim bytes the shadow allows. A
@@ -392,11 +392,71 @@ impl Allocator {
         Ok(start)
     }
 
+    /// Where a large block of `len` bytes goes (canonical address) and its tag, or `None` when the
+    /// VA is used up. Tags rotate (the next after the previous block's), so that neighbours differ.
+    ///
+    /// Without tags, VA is never reused and a block has an unmapped gap at least its length on
+    /// both sides. With tags, blocks of other tags are unmapped through this block's window, so
+    /// they need no gap; and once the cursor reaches the end, the VA is swept again: a chunk is
+    /// taken only if nothing is mapped there and it never held a block of this tag (a stale
+    /// pointer into it, of that tag, still finds freed memory: no pointer is handed out twice),
+    /// and neither neighbouring chunk holds a live block of this tag.
+    /// On a swept range the next tag in turn may have been used already: the others are tried
+    /// there before moving on.
+    fn place_large(&self, g: &Inner, len: u64) -> Option<(u64, u64)> {
+        let (half, end) = (self.pool_base + self.window_size / 2, self.pool_base + self.window_size);
+        if self.windows == 1 {
+            let home = g.large_end + len.max(g.large_tail_gap);
+            return home.checked_add(2 * len).filter(|&e| e <= end).map(|_| (home, 0));
+        }
+        let mut home = g.large_end;
+        let mut wrapped = false;
+        loop {
+            if home.checked_add(len).is_none_or(|e| e > end) {
+                if wrapped || half + len > end {
+                    return None;
+                }
+                wrapped = true;
+                home = half;
+            }
+            // Each tag's conflict, if any; then past the nearest one (each scan runs downwards, so
+            // it finds a tag's last conflict).
+            let mut skip = u64::MAX;
+            for t in (0..self.windows).map(|k| (g.large_tags + k) % self.windows) {
+                match self.large_conflict(g, home, len, t) {
+                    None => return Some((home, t)),
+                    Some(c) => skip = skip.min(c),
+                }
+            }
+            home = skip + self.gran;
+        }
+    }
+
+    /// The highest chunk that keeps a block of tag `tag` from `[home, home+len)`, if any (see
+    /// [`Self::place_large`]); for a left neighbour, `home` itself.
+    fn large_conflict(&self, g: &Inner, home: u64, len: u64, tag: u64) -> Option<u64> {
+        let (half, end) = (self.pool_base + self.window_size / 2, self.pool_base + self.window_size);
+        let bit = 1 << tag;
+        let live_of_tag = |c: u64| g.pool.committed_windows(c).is_some_and(|m| m & bit != 0);
+        if home + len < end && live_of_tag(home + len) {
+            return Some(home + len);
+        }
+        if let Some(c) = (0..len / self.gran).rev().map(|i| home + i * self.gran).find(|&c| g.pool.committed_windows(c).is_some() || g.pool.retired_windows(c) & bit != 0) {
+            return Some(c);
+        }
+        (home > half && live_of_tag(home - self.gran)).then_some(home)
+    }
+
+    /// Retires a freed large block's chunks for its own window (the other windows may reuse them).
+    fn retire_large(&self, g: &mut Inner, a: &AllocInfo) {
+        let _ = g.pool.retire_tagged(self.home(a.start), a.region_end - a.start, 1 << a.tag);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
-        g.allocs.insert(self.home(start), AllocInfo { id, start, size, region_end, tag, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None });
+        g.allocs.insert(start, AllocInfo { id, start, size, region_end, tag, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None });
     }
 
     /// The canonical (window 0) address of pool address `va`: where the allocator's tables and
@@ -420,7 +480,7 @@ impl Allocator {
 
     /// The block that `ptr` (tagged) names: the block at its canonical address, when its tag matches.
     fn block_named<'a>(&self, g: &'a Inner, ptr: u64) -> Option<&'a AllocInfo> {
-        g.allocs.get(&self.home(ptr)).filter(|a| a.start == ptr)
+        g.allocs.get(&ptr)
     }
 
     /// The pool rolls a failed commit back; should that rollback itself have failed, whatever is
@@ -498,7 +558,7 @@ impl Allocator {
         let mut g = self.inner.lock().unwrap();
         let Some(info) = self.block_named(&g, ptr).cloned() else {
             // Inside a block of the pointer's own tag, or no block it names.
-            let containing = g.allocs.range(..=self.home(ptr)).next_back().filter(|(_, a)| a.tag == self.tag_of(ptr) && ptr >= a.start && ptr < a.start + a.size.max(1)).map(|(_, a)| a.clone());
+            let containing = self.block_containing(&g, ptr).cloned();
             return Err(match containing {
                 Some(info) => FreeError::NotBase { ptr, info },
                 None => FreeError::Unknown { ptr, in_pool: self.owns(ptr) },
@@ -516,17 +576,15 @@ impl Allocator {
         }
         let granules = self.scale.shadow_len(self.scale.encodable_size(info.size.max(1)));
         let _ = g.pool.fill_shadow(ptr, granules, 0, s);
-        let a = g.allocs.get_mut(&home).expect("present");
+        let a = g.allocs.get_mut(&ptr).expect("present");
         a.live = false;
         a.free_stack = Some(stack);
         match (info.large, stream.is_some()) {
-            (true, false) => {
-                let _ = g.pool.retire(home, info.region_end - ptr);
-            }
+            (true, false) => self.retire_large(&mut g, &info),
             (false, false) => self.release_small(&mut g, home),
             (_, true) => {
                 // Stream-ordered free: the unmap must wait for the stream; defer to the quarantine.
-                g.quarantine.push_back(home);
+                g.quarantine.push_back(ptr);
                 g.quarantine_bytes += info.region_end - ptr;
                 self.trim_quarantine(&mut g, self.quarantine_max);
             }
@@ -547,7 +605,7 @@ impl Allocator {
         if g.pool.write_shadow(ptr, &pitched.shadow_image(self.scale), Stream::SYNC).is_err() {
             return false;
         }
-        g.allocs.insert(self.home(ptr), pitched);
+        g.allocs.insert(ptr, pitched);
         true
     }
 
@@ -573,9 +631,9 @@ impl Allocator {
             let a = g.allocs[&p].clone();
             g.quarantine_bytes -= a.region_end - a.start;
             if a.large {
-                let _ = g.pool.retire(p, a.region_end - a.start);
+                self.retire_large(g, &a);
             } else {
-                self.release_small(g, p);
+                self.release_small(g, self.home(p));
             }
         }
     }
@@ -594,7 +652,9 @@ impl Allocator {
 
     /// The block (live or freed) whose bytes `addr` is in, through the block's own tag.
     fn block_containing<'a>(&self, g: &'a Inner, addr: u64) -> Option<&'a AllocInfo> {
-        g.allocs.range(..=self.home(addr)).next_back().map(|(_, a)| a).filter(|a| addr >= a.start && addr < a.start + a.size.max(1))
+        // Keys are tagged addresses: the nearest block at or below is in `addr`'s window only if
+        // it is a block of `addr`'s tag.
+        g.allocs.range(..=addr).next_back().map(|(_, a)| a).filter(|a| addr < a.start + a.size.max(1))
     }
 
     pub fn live_allocations(&self) -> Vec<AllocInfo> {
@@ -612,7 +672,7 @@ impl Allocator {
         let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, self.scale.granule());
         let base = self.alloc(layout.region_size, None)?;
         let mut g = self.inner.lock().unwrap();
-        g.allocs.remove(&self.home(base));
+        g.allocs.remove(&base);
         let sync = Stream::SYNC;
         g.pool.clear_extent(base, base + layout.region_size, sync)?;
         g.pool.fill_shadow(base, self.scale.shadow_len(layout.region_size), 0, sync)?;
@@ -643,8 +703,9 @@ impl Allocator {
         }
         let (home, tag) = (self.home(addr), self.tag_of(addr));
         // Neighbours of the pointer's own tag: the nearest block at or before, and after, the address.
-        let prev = g.allocs.range(..=home).rev().map(|(_, a)| a).find(|a| a.tag == tag);
-        let next = g.allocs.range(home + 1..).map(|(_, a)| a).find(|a| a.tag == tag);
+        let window = self.pool_base + tag * self.window_size..self.pool_base + (tag + 1) * self.window_size;
+        let prev = g.allocs.range(window.start..=addr).next_back().map(|(_, a)| a);
+        let next = g.allocs.range(addr + 1..window.end).next().map(|(_, a)| a);
         if let Some(p) = prev {
             if addr < p.start + p.size.max(1) {
                 let offset = addr - p.start;
@@ -660,7 +721,9 @@ impl Allocator {
         let right = prev.map(|p| (addr - (p.start + p.size), p));
         let left = next.map(|n| (n.start - addr, n));
         // The bytes belong to a block of another tag: the pointer walked out of its own block.
-        if let Some(m) = g.allocs.range(..=home).next_back().map(|(_, a)| a).filter(|a| a.tag != tag && home < self.home(a.start) + a.size.max(1)) {
+        // The block whose bytes these are, through another window (a live one before a freed one).
+        let other = (0..self.windows).filter(|&t| t != tag).filter_map(|t| self.block_containing(&g, g.pool.tagged(home, t))).max_by_key(|a| a.live);
+        if let Some(m) = other {
             d.kind = AddrKind::TagMismatch { ptr_tag: tag, mem_tag: m.tag, offset: home - self.home(m.start) };
             d.alloc = Some(m.clone());
             d.ptr_alloc = match (right, left) {
@@ -810,22 +873,29 @@ impl Allocator {
         let half = self.pool_base + self.window_size / 2;
         let pool_end = self.pool_base + self.window_size;
         // Canonical views of the blocks, in address order (the table's keys are canonical).
-        let canon: Vec<AllocInfo> = g
+        let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
+        // Canonical views of the blocks (the table's keys are the tagged addresses), in canonical
+        // address order.
+        let mut canon: Vec<AllocInfo> = g
             .allocs
             .iter()
-            .map(|(&home, a)| {
-                if a.start != g.pool.tagged(home, a.tag) || a.region_end < a.start || home != self.home(a.start) {
-                    v.push(format!("block {:#x} (tag {}) is not canonical address {home:#x} seen through its window", a.start, a.tag));
+            .map(|(&key, a)| {
+                let home = self.home(a.start);
+                if key != a.start || a.start != g.pool.tagged(home, a.tag) || a.tag != self.tag_of(a.start) || a.region_end < a.start {
+                    v.push(format!("block {:#x} (key {key:#x}, tag {}) is not its canonical address seen through its tag's window", a.start, a.tag));
                 }
                 AllocInfo { start: home, region_end: home + (a.region_end - a.start), ..a.clone() }
             })
             .collect();
+        canon.sort_by_key(|a| (a.start, a.tag));
+        let holds_memory = |a: &AllocInfo| a.live || held.contains(&g.pool.tagged(a.start, a.tag));
         if self.windows > 1 {
             for kind_large in [false, true] {
-                let of_kind: Vec<&AllocInfo> = canon.iter().filter(|a| a.large == kind_large).collect();
+                // Large blocks: those holding memory (freed ones may lie under later blocks).
+                let of_kind: Vec<&AllocInfo> = canon.iter().filter(|a| a.large == kind_large && (!kind_large || holds_memory(a))).collect();
                 for w in of_kind.windows(2) {
-                    // Small blocks neighbour each other only inside a slab.
-                    let neighbours = kind_large || w[0].start & !(gran - 1) == w[1].start & !(gran - 1);
+                    // Small blocks neighbour each other only inside a slab, large ones when adjacent.
+                    let neighbours = if kind_large { w[0].region_end == w[1].start } else { w[0].start & !(gran - 1) == w[1].start & !(gran - 1) };
                     if neighbours && w[0].tag == w[1].tag {
                         v.push(format!("neighbour blocks {:#x} and {:#x} share tag {}", w[0].start, w[1].start, w[0].tag));
                     }
@@ -833,11 +903,10 @@ impl Allocator {
             }
         }
         let chunks = |start: u64, end: u64| (start..end).step_by(gran as usize);
-        let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
-        let holds_memory = |a: &AllocInfo| a.live || held.contains(&a.start);
 
         // 1, 2, 11.
         let mut prev: Option<&AllocInfo> = None;
+        let mut prev_of_tag: HashMap<u64, &AllocInfo> = HashMap::new();
         let mut ids = std::collections::HashSet::new();
         for a in &canon {
             let enc = self.scale.encodable_size(a.size.max(1));
@@ -857,12 +926,20 @@ impl Allocator {
                     ));
                 }
             }
-            if let Some(p) = prev {
-                if p.region_end > a.start {
-                    v.push(format!("blocks {:#x}..{:#x} (id {}, live {}) and {:#x}..{:#x} (id {}, live {}) overlap", p.start, p.region_end, p.id, p.live, a.start, a.region_end, a.id, a.live));
-                }
+            // Blocks of one tag never share VA, nor do blocks holding memory; with tags a block may
+            // lie under a freed block of another tag (large VA is swept again).
+            let same_tag = prev_of_tag.get(&a.tag).copied().filter(|p| p.region_end > a.start);
+            let holding = prev.filter(|p| p.region_end > a.start && holds_memory(a));
+            if let Some(p) = same_tag.or(holding) {
+                v.push(format!(
+                    "blocks {:#x}..{:#x} (id {}, tag {}, live {}) and {:#x}..{:#x} (id {}, tag {}, live {}) overlap",
+                    p.start, p.region_end, p.id, p.tag, p.live, a.start, a.region_end, a.id, a.tag, a.live
+                ));
             }
-            prev = Some(a);
+            prev_of_tag.insert(a.tag, a);
+            if holds_memory(a) {
+                prev = Some(a);
+            }
             if a.id == 0 || a.id >= g.next_id || !ids.insert(a.id) {
                 v.push(format!("block {:#x} has id {} (next {}, or a duplicate)", a.start, a.id, g.next_id));
             }
@@ -896,11 +973,18 @@ impl Allocator {
         large.sort_by_key(|a| a.start);
         for a in large {
             let len = a.region_end - a.start;
+            let bit = 1u64 << a.tag;
+            let of_tag = |c: u64| g.pool.committed_windows(c).is_some_and(|m| m & bit != 0);
             let (left, need) = match prev_large {
                 Some(p) => (p.region_end, len.max(p.region_end - p.start)),
                 None => (half, len),
             };
-            if a.start < left || a.start - left < need {
+            if self.windows > 1 {
+                // 3 with tags: no live block of the same tag in the chunk on either side.
+                if holds_memory(a) && ((a.start > half && of_tag(a.start - gran)) || (a.region_end < pool_end && of_tag(a.region_end))) {
+                    v.push(format!("large block {:#x}..{:#x} (tag {}) has a live block of its tag in the next chunk", a.start, a.region_end, a.tag));
+                }
+            } else if a.start < left || a.start - left < need {
                 v.push(format!("large block {:#x}..{:#x} has {:#x} bytes of guard gap on its left (needs {need:#x})", a.start, a.region_end, a.start.saturating_sub(left)));
             } else if let Some(c) = chunks(left, a.start).find(|&c| g.pool.is_committed(c)) {
                 v.push(format!("chunk {c:#x} in the guard gap left of large block {:#x} is committed", a.start));
@@ -913,19 +997,20 @@ impl Allocator {
                     }
                 }
             }
-            if a.region_end > g.large_end {
+            // With tags the cursor sweeps the VA again once at its end.
+            if self.windows == 1 && a.region_end > g.large_end {
                 v.push(format!("large block {:#x}..{:#x} ends past the large cursor {:#x}", a.start, a.region_end, g.large_end));
             }
             if holds_memory(a) {
                 large_held_bytes += len;
-                if let Some(c) = chunks(a.start, a.region_end).find(|&c| !g.pool.is_committed(c)) {
-                    v.push(format!("chunk {c:#x} of large block {:#x} (live {}) is not committed", a.start, a.live));
+                if let Some(c) = chunks(a.start, a.region_end).find(|&c| !of_tag(c)) {
+                    v.push(format!("chunk {c:#x} of large block {:#x} (live {}, tag {}) is not committed for its window", a.start, a.live, a.tag));
                 }
-            } else if let Some(c) = chunks(a.start, a.region_end).find(|&c| g.pool.is_committed(c) || !g.pool.is_retired(c)) {
-                v.push(format!("chunk {c:#x} of freed large block {:#x} is not retired", a.start));
+            } else if let Some(c) = chunks(a.start, a.region_end).find(|&c| of_tag(c) || !g.pool.is_retired(g.pool.tagged(c, a.tag))) {
+                v.push(format!("chunk {c:#x} of freed large block {:#x} is not retired for its window", a.start));
             }
-            // Only the block's own window may claim it.
-            for t in 0..self.windows {
+            // Only the block's own window may claim it (other windows may hold later blocks).
+            for t in (0..self.windows).filter(|&t| t == a.tag || self.windows == 1) {
                 let first = (g.pool.tagged(a.start, t) - self.pool_base) / gran;
                 let mut entries = vec![(0, 0); (len / gran) as usize];
                 match g.pool.read_extents(first, &mut entries) {
@@ -941,15 +1026,18 @@ impl Allocator {
                     }
                 }
             }
-            // Id 0: a device-heap region (the program's blocks have ids from 1).
+            // Id 0: a device-heap region (the program's blocks have ids from 1). Other windows'
+            // shadow may describe later blocks of other tags.
             if a.id != 0 {
-                self.check_region_shadow(&g, a.start, a.region_end, &[a], &mut v);
+                self.check_window_shadow(&g, a.start, a.region_end, a.tag, &[a], &mut v);
             }
-            prev_large = Some(a);
-            top_large = Some(a);
+            if self.windows == 1 || holds_memory(a) {
+                prev_large = Some(a);
+                top_large = Some(a);
+            }
         }
         match top_large {
-            Some(t) if g.large_tail_gap < t.region_end - t.start && g.large_end == t.region_end => {
+            Some(t) if self.windows == 1 && g.large_tail_gap < t.region_end - t.start && g.large_end == t.region_end => {
                 v.push(format!("gap after the last large block {:#x}..{:#x} is {:#x}, less than its length", t.start, t.region_end, g.large_tail_gap));
             }
             None if g.large_end < half => v.push(format!("large cursor {:#x} below the middle of the pool", g.large_end)),
