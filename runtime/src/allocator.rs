@@ -231,6 +231,8 @@ struct Inner {
     /// block's address neighbours (the previous and next block of its kind) have other tags.
     small_tags: u64,
     large_tags: u64,
+    /// Times the large-block VA was used up and freed blocks' VA reused ([`Allocator::recycle_large`]).
+    large_recycles: u64,
     /// Regions reserved for the checked device heap (not allocations of the program).
     device_heaps: Vec<crate::device_heap::HeapRegion>,
 }
@@ -278,6 +280,7 @@ impl Allocator {
                 next_id: 1,
                 small_tags: 0,
                 large_tags: 0,
+                large_recycles: 0,
                 device_heaps: Vec::new(),
             }),
             scale: opts.shadow_scale,
@@ -369,7 +372,11 @@ impl Allocator {
 
     fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>) -> Result<u64, AllocError> {
         let len = round_up(size_enc, self.gran);
-        let (home, tag) = self.place_large(g, len).ok_or(AllocError::OutOfMemory)?;
+        let (home, tag) = match self.place_large(g, len) {
+            Some(p) => p,
+            None if self.recycle_large(g) => self.place_large(g, len).ok_or(AllocError::OutOfMemory)?,
+            None => return Err(AllocError::OutOfMemory),
+        };
         // Mapped, with real shadow, through the block's own window only: through the others it
         // is unmapped and reads poisoned.
         if let Err(e) = g.pool.commit_tagged(home, len, 1 << tag) {
@@ -445,6 +452,30 @@ impl Allocator {
             return Some(c);
         }
         (home > half && live_of_tag(home - self.gran)).then_some(home)
+    }
+
+    /// With tags, when no large block fits any more: forgets the freed large blocks (their VA may
+    /// now be handed out again, pointers included: ASan's bounded quarantine, here only once the
+    /// pool is used up) rather than fail the program. Returns whether anything was released.
+    fn recycle_large(&self, g: &mut Inner) -> bool {
+        if self.windows == 1 {
+            return false;
+        }
+        let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
+        let forgotten: Vec<u64> = g.allocs.values().filter(|a| a.large && !a.live && !held.contains(&a.start)).map(|a| a.start).collect();
+        let half = self.pool_base + self.window_size / 2;
+        let released = g.pool.unretire(half, self.window_size / 2).unwrap_or(0);
+        if released == 0 {
+            return false;
+        }
+        for p in &forgotten {
+            g.allocs.remove(p);
+        }
+        g.large_recycles += 1;
+        g.large_end = half;
+        // Said always: it weakens what a later report can say.
+        eprintln!("==gasan== the pool's large-block VA is used up; {} freed large blocks forgotten and their VA reused (a use after free of them may now go unreported)", forgotten.len());
+        true
     }
 
     /// Retires a freed large block's chunks for its own window (the other windows may reuse them).

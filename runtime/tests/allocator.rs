@@ -318,3 +318,23 @@ fn large_churn_sweeps_the_va_again_under_new_tags() {
     assert_eq!(churn(4), Ok(105));
     assert!(churn(1).is_err(), "without tags the large VA (8 GiB, with guard gaps: about 80 such blocks) runs out");
 }
+
+/// With tags, once even the sweeps are used up, freed large blocks are forgotten and their VA
+/// reused rather than failing the program; live blocks and the invariants are kept.
+#[test]
+fn exhausted_large_va_is_recycled_not_failed() {
+    let pool = Pool::new(Box::new(HostBackend::new(2 << 20)), &PoolConfig { size: 16 << 30, shift: 8, hints: vec![], max_size: 0, tags: 4 }).unwrap();
+    let a = Allocator::new(pool, &Options { quarantine_size_mb: 0, malloc_context_size: 1, ..Options::default() });
+    let keep = a.alloc(100 << 20, None).unwrap();
+    // 600 × 50 MiB = 29 GiB through 2 GiB of large VA per window.
+    for i in 0..600 {
+        let p = a.alloc(48 << 20, None).unwrap_or_else(|e| panic!("alloc {i}: {e}"));
+        a.free(p, None).unwrap();
+        if i % 50 == 0 {
+            a.check_invariants().unwrap_or_else(|v| panic!("after {i}: {v}"));
+        }
+    }
+    assert!(!bad(&a, keep + 4096, 4), "the live block survives the recycling");
+    assert_eq!(a.allocation_containing(keep + 1), Some((keep, 100 << 20)));
+    a.check_invariants().unwrap();
+}

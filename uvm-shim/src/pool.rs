@@ -346,6 +346,20 @@ impl Pool {
         Ok(())
     }
 
+    /// Forgets the retirement of every chunk of canonical `[va, va+len)` that is not committed,
+    /// so its VA can be committed again through any window. For an allocator that has run out of
+    /// VA and would rather reuse freed ranges than fail (pointers into them may then be reissued).
+    /// Returns the number of chunks released.
+    pub fn unretire(&mut self, va: u64, len: u64) -> Result<u64, UvmError> {
+        self.check_range(va, len)?;
+        let chunks: Vec<u64> = self.retired.range(va..va + len).map(|(&c, _)| c).filter(|c| !self.committed.contains_key(c)).collect();
+        for c in &chunks {
+            self.retired.remove(c);
+        }
+        self.counters.retired_bytes -= (chunks.len() as u64 * self.gran).min(self.counters.retired_bytes);
+        Ok(chunks.len() as u64)
+    }
+
     /// Applies a plan; on failure undoes the operations already applied, in reverse.
     fn apply(&mut self, ops: &[plan::Op]) -> Result<(), UvmError> {
         for (i, op) in ops.iter().enumerate() {
