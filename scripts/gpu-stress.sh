@@ -79,6 +79,10 @@ if [ "$ONLY" = all ] || [ "$ONLY" = pool ]; then
     grep -h BENCH "$OUT/logs/$c gasan.log"
   done
   bounded "pool_churn_uaf gasan" $LIMIT 1 "heap-use-after-free" "$G" -- "$PROG/stress" pool_churn_uaf
+  # More large-block bytes over the program's life than the pool's VA (a 64 GiB pool: 8 GiB of
+  # large-block VA per tag window): swept, then recycled, never out of memory.
+  bounded "va_churn 64 GiB x 256 MiB" $LIMIT 0 "result ok" env GASAN_OPTIONS="$GASAN_OPTIONS:pool_size=68719476736" "$G" -- "$PROG/stress" va_churn 320
+  grep -h "BENCH\|used up" "$OUT/logs/va_churn 64 GiB x 256 MiB.log" | head -3
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = procs ]; then
   concurrent small_clean "$ROUNDS" "$JOBS" "$G" -- "$PROG/stress" small_clean

@@ -36,3 +36,19 @@ fn an_unfinished_heap_declaration_is_kept() {
     let out = gasan_instrument::ptx::instrument_ptx(ptx, &gasan_instrument::ptx::InstrumentOptions::default()).expect("instruments");
     assert!(out.ptx.contains(".extern .func free\n(\n\t.param .b64 free_param_0\n)\n"), "{}", out.ptx);
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-25): a heap declaration that opens a brace
+/// (`.extern .func free{`) swallows the next statement while it is collected, but that statement,
+/// a memory access, went out through the access path at once, ahead of the held declaration: the
+/// output changed the order of the input's statements.
+#[test]
+fn a_statement_held_in_a_heap_declaration_keeps_its_place() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.extern .func  (.param .b64 func_retval0) malloc\n(\n\t.param .b64 malloc_param_0\n)\n;\n\
+               .extern .func free{\n\tst.local.b8 [__local_depot0+16], 1;\n\tret;\n}\n";
+    for opts in [InstrumentOptions::default(), InstrumentOptions { optimize: false, hoist_loops: false, ..Default::default() }] {
+        let out = instrument_ptx(ptx, &opts).expect("instruments");
+        let decl = out.ptx.find(".extern .func free{").or_else(|| out.ptx.find(".func free{")).expect("declaration kept");
+        let store = out.ptx.find("st.local.b8 [__local_depot0+16], 1;").expect("store kept");
+        assert!(decl < store, "{opts:?}: the store moved ahead of the declaration holding it:\n{}", out.ptx);
+    }
+}

@@ -142,6 +142,27 @@ static int small_clean() {
     return 0;
 }
 
+// Large buffers allocated, used and freed many times: more bytes over the program's life than the
+// gasan pool's VA (run with a small pool_size to make it quick). Clean; must not run out of memory.
+static int va_churn(int rounds) {
+    const size_t n = 64u << 20;  // 256 MiB of floats
+    float* keep; CK(cudaMalloc(&keep, n * 4));
+    fill<<<(unsigned)(n / 256), 256>>>(keep, (int)n, 1.0f);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < rounds; r++) {
+        float* t; CK(cudaMalloc(&t, n * 4));
+        fill<<<(unsigned)(n / 256), 256>>>(t, (int)n, 1.0f);
+        addInto<<<(unsigned)(n / 256), 256>>>(keep, t, (int)n);
+        CK(cudaFree(t));
+    }
+    float h = 0; CK(cudaMemcpy(&h, keep + n - 1, 4, cudaMemcpyDeviceToHost));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (h != 1.0f + rounds) { printf("wrong result %f\n", h); return 4; }
+    printf("BENCH va_churn rounds=%d GiB=%d ms=%.1f\n", rounds, rounds / 4, ms);
+    printf("result ok\n");
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s CASE [BLOCKS]\n", argv[0]); return 2; }
     const char* c = argv[1];
@@ -154,6 +175,7 @@ int main(int argc, char** argv) {
     if (!strcmp(c, "pool_churn_frompool")) return pool_churn(false, true);
     if (!strcmp(c, "pool_churn_uaf")) return pool_churn(true, false);
     if (!strcmp(c, "small_clean")) return small_clean();
+    if (!strcmp(c, "va_churn")) return va_churn(argc > 2 ? atoi(argv[2]) : 256);
     fprintf(stderr, "unknown case %s\n", c);
     return 2;
 }

@@ -450,7 +450,10 @@ impl<'a> Rewriter<'a> {
                     loc = None;
                 }
             }
-            let (line_has_memory, any_check) = if func.is_some() && depth > 0 && !inserted.contains(&i) { Self::classify_line(t) } else { (false, false) };
+            // A line inside a heap statement still being collected (heap.rs) is part of it, and is
+            // emitted with it, in order.
+            let held = heap_calls.as_ref().is_some_and(|h| h.collecting());
+            let (line_has_memory, any_check) = if func.is_some() && depth > 0 && !inserted.contains(&i) && !held { Self::classify_line(t) } else { (false, false) };
             if let (Some(f), true) = (func.as_mut(), depth > 0) {
                 if t.starts_with(".reg") {
                     for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
