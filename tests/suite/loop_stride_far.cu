@@ -1,6 +1,8 @@
 // loop_stride_far: a column walk with the wrong row count strides 64 rows (256 KiB) past the end of
 // a 4 MiB matrix, while another large buffer is live (heap overflow, read, non-adjacent). The hoisted
-// range test must fail and the checked loop report the first row past the end.
+// range test must fail and the checked loop report the first row past the end. With pointer tags
+// (the default) the large buffers lie back to back, so that row is the first bytes of `other`, seen
+// through the matrix's tag: a tag-mismatch naming both buffers.
 // ./loop_stride_far runs the buggy variant, ./loop_stride_far clean the clean twin. Expectation: tests/expectations.json.
 #include "common.h"
 
