@@ -48,6 +48,13 @@ macro_rules! hooks {
                     }
                     // SAFETY: the real driver function of the same name and signature.
                     let f: unsafe extern "C" fn($($t),*) -> CuResult = unsafe { std::mem::transmute(p) };
+                    // SAFETY: `f` is the driver's function of this hook's exact name. Each hook
+                    // calls `real` with its own arguments, which the program passed under that
+                    // function's contract (the hook's `# Safety`), except where a hook substitutes
+                    // checked code for the program's image or link input: that is an image of a
+                    // kind the function accepts (a link input's type set to match), alive for the
+                    // call and after it (leaked once loaded; a link's checked PTX is kept until
+                    // cuLinkDestroy).
                     unsafe { f($($arg),*) }
                 };
                 guard(stringify!($name), move || $body)
@@ -216,9 +223,12 @@ hooks! {
         let r = do_alloc(dptr, p * height, None, || real(dptr, pitch, width, height, elem));
         if r == CUDA_SUCCESS {
             if let Some(d) = state().device() {
-                // SAFETY: caller's out-pointers; do_alloc just wrote `*dptr`.
+                // SAFETY: `pitch` is the caller's out-pointer (non-null, checked above), valid for
+                // writes under cuMemAllocPitch's contract.
                 unsafe { *pitch = p };
                 // The padding of every row is poisoned (a pool block: not one passed through).
+                // SAFETY: the allocation succeeded, so `dptr` (the caller's out-pointer) is
+                // non-null and do_alloc or the driver just wrote the block's address there.
                 let ptr = unsafe { *dptr };
                 if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
                     crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
@@ -345,23 +355,33 @@ hooks! {
     // ---- module loading ----
     cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut Handle) {
         let r = real(n, o, v, st);
+        // SAFETY: cuLinkCreate succeeded, so the driver wrote the new link to `*st`, the
+        // caller's (non-null) out-pointer.
         if r == CUDA_SUCCESS && !st.is_null() { crate::link::on_create(unsafe { *st }); }
         r
     }
     cuLinkAddData_v2(st: Handle, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+        // SAFETY: checked_input needs `data` to point to `size` readable bytes (or be null, which
+        // it checks); cuLinkAddData's contract asks the same of the program.
         match unsafe { crate::link::checked_input(st, ty, data, size) } {
             Some((p, len)) => real(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, name, n, o, v),
             None => real(st, ty, data, size, name, n, o, v),
         }
     }
     cuLinkAddFile_v2(st: Handle, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+        // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
         let bytes = if ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY { unsafe { read_file(path) } } else { None };
+        // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
         let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st, ty, b.as_ptr().cast(), b.len()) });
         match checked {
             Some((p, len)) => {
                 type F = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
                 // SAFETY: the real cuLinkAddData_v2, with the checked PTX in place of the file.
                 let f: F = unsafe { std::mem::transmute(crate::driver::real("cuLinkAddData_v2")) };
+                // SAFETY: `st` and the `n` options in `o` / `v` are the program's, valid under
+                // cuLinkAddFile's contract, which cuLinkAddData shares; `p` is `len` bytes of
+                // NUL-terminated checked PTX kept in the link's state until cuLinkDestroy; `path`
+                // (a C string) serves as the input's name.
                 unsafe { f(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, path, n, o, v) }
             }
             None => real(st, ty, path, n, o, v),
@@ -369,29 +389,46 @@ hooks! {
     }
     cuLinkComplete(st: Handle, out: *mut *mut c_void, size: *mut usize) {
         let r = real(st, out, size);
+        // SAFETY: cuLinkComplete succeeded, so the driver wrote the linked image's address to
+        // `*out`, the caller's (non-null) out-pointer.
         if r == CUDA_SUCCESS && !out.is_null() { crate::link::on_complete(st, unsafe { *out }); }
         else if r != CUDA_SUCCESS { crate::state::log(0, || format!("WARNING: cuLinkComplete failed ({r}) on a link with gasan-checked inputs")); }
         r
     }
     cuLinkDestroy(st: Handle) { crate::link::on_destroy(st); real(st) }
     cuModuleLoadData(module: *mut Handle, image: *const c_void) {
+        // SAFETY: `image` is the module image the program passed (PTX, cubin or fatbin, as
+        // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
+        // preconditions. The handle closure reads `*module` only after a load succeeded, when
+        // the driver has written the new module to the caller's out-pointer.
         unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoadDataEx(module: *mut Handle, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
+        // SAFETY: as for cuModuleLoadData; `opts` and `vals` hold `n` entries each (or are null),
+        // as cuModuleLoadDataEx requires and jit_options needs.
         unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoadFatBinary(module: *mut Handle, image: *const c_void) {
+        // SAFETY: as for cuModuleLoadData (`image` is the program's fatbin).
         unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoad(module: *mut Handle, fname: *const c_char) {
+        // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
         match unsafe { read_file(fname) } {
             Some(bytes) => {
                 let p = crate::driver::real("cuModuleLoadData");
                 let load = |img: *const c_void| -> CuResult {
                     // SAFETY: the real cuModuleLoadData.
                     let f: unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult = unsafe { std::mem::transmute(p) };
+                    // SAFETY: `module` is the program's out-pointer (cuModuleLoad's contract);
+                    // `img` is the file's bytes or the checked code load_checked built, either
+                    // alive for the call and kept after a successful load.
                     unsafe { f(module, img) }
                 };
+                // SAFETY: `bytes` is the module file the program named (a cubin, PTX or fatbin,
+                // as cuModuleLoad requires) with a NUL appended, and it is leaked below, so it
+                // outlives the load; `load` is the real cuModuleLoadData. `*module` is read only
+                // after a successful load wrote it.
                 let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module)) };
                 std::mem::forget(bytes);
                 r
@@ -400,9 +437,14 @@ hooks! {
         }
     }
     cuLibraryLoadData(lib: *mut Handle, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        // SAFETY: `code` is the program's module image and `jo` / `jv` hold `njo` JIT options
+        // (or are null), as cuLibraryLoadData requires; `load` calls the real cuLibraryLoadData.
+        // `*lib` is read only after a successful load wrote the library to the out-pointer.
         unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
     }
     cuLibraryLoadFromFile(lib: *mut Handle, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
+        // asks for.
         match unsafe { read_file(fname) } {
             Some(bytes) => {
                 let p = crate::driver::real("cuLibraryLoadData");
@@ -410,8 +452,14 @@ hooks! {
                     type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
                     // SAFETY: the real cuLibraryLoadData.
                     let f: F = unsafe { std::mem::transmute(p) };
+                    // SAFETY: `lib` and the option arrays are the program's, valid under
+                    // cuLibraryLoadFromFile's contract, which cuLibraryLoadData shares; `img` is the
+                    // file's bytes or the checked code load_checked built, alive for the call.
                     unsafe { f(lib, img, jo, jv, njo, lo, lv, nlo) }
                 };
+                // SAFETY: `bytes` is the module file the program named, NUL-terminated and leaked
+                // below; `jo` / `jv` hold `njo` options (or are null); `load` is the real
+                // cuLibraryLoadData. `*lib` is read only after a successful load wrote it.
                 let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib)) };
                 std::mem::forget(bytes);
                 r
@@ -422,10 +470,14 @@ hooks! {
 }
 
 /// Reads a module file (NUL-terminated so PTX text can be passed as an image).
+///
+/// # Safety
+/// `fname` is null or points to a NUL-terminated string.
 unsafe fn read_file(fname: *const c_char) -> Option<Vec<u8>> {
     if fname.is_null() {
         return None;
     }
+    // SAFETY: non-null (checked above), so a NUL-terminated string by this function's contract.
     let p = unsafe { std::ffi::CStr::from_ptr(fname) }.to_str().ok()?;
     let mut b = std::fs::read(p).ok()?;
     b.push(0);
@@ -457,6 +509,10 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut Handle, wrapp
         type F = unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(0)) };
+        // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
+        // a module image load_checked can read; `load` calls the slot's original with cudart's
+        // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
+        // once loaded). `*module` is read only after a successful load wrote it.
         unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
     })
 }
@@ -468,6 +524,8 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut Handle, 
         type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(1)) };
+        // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
+        // cudart passed them.
         unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
     })
 }
@@ -479,6 +537,10 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void
         type F = unsafe extern "C" fn(*const c_void, *mut Handle, *mut c_void, *mut c_void, u32) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(2)) };
+        // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
+        // read; `load` calls the slot's original with it or with a fatbin of the checked code
+        // (kept alive after a successful load), and cudart's other arguments unchanged.
+        // `*module` is read only after a successful load wrote it.
         unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
     })
 }

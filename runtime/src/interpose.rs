@@ -83,13 +83,21 @@ type GpaV2 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mu
 type GpaV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
 
 /// Swaps the real pointer the driver returned for our wrapper of the same variant.
+///
+/// # Safety
+/// The arguments of a `cuGetProcAddress` call that just succeeded: `pfn` is null or valid for
+/// reads and writes (the driver wrote the entry point there); `symbol` is a NUL-terminated string.
 unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u64) {
+    // SAFETY: `pfn` is non-null (checked first) and readable by this function's contract.
     if pfn.is_null() || unsafe { (*pfn).is_null() } {
         return;
     }
+    // SAFETY: as above.
     let real = unsafe { *pfn } as usize;
     let wrapped = wrapper_by_real().get(&real).copied();
     if let Some(w) = wrapped {
+        // SAFETY: `pfn` is non-null and writable by this function's contract (the program's
+        // out-pointer).
         unsafe { *pfn = w as *mut c_void };
     }
     log(2, || {
@@ -110,6 +118,8 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *m
     // SAFETY: the real cuGetProcAddress_v2.
     let r = unsafe { std::mem::transmute::<usize, GpaV2>(p)(symbol, pfn, version, flags, status) };
     if r == CUDA_SUCCESS {
+        // SAFETY: the call succeeded, so `symbol` is the program's symbol name (a C string) and
+        // `pfn` its out-pointer, which the driver just wrote: swap_in_wrapper's contract.
         unsafe { swap_in_wrapper(symbol, pfn, flags) };
     }
     r
@@ -126,6 +136,7 @@ pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut 
     // SAFETY: the real cuGetProcAddress.
     let r = unsafe { std::mem::transmute::<usize, GpaV1>(p)(symbol, pfn, version, flags) };
     if r == CUDA_SUCCESS {
+        // SAFETY: as in cuGetProcAddress_v2.
         unsafe { swap_in_wrapper(symbol, pfn, flags) };
     }
     r
@@ -151,15 +162,23 @@ pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const 
     if r != CUDA_SUCCESS || table.is_null() || id.is_null() {
         return r;
     }
+    // SAFETY: `id` is non-null (checked above) and, by cuGetExportTable's contract, points to the
+    // 16-byte table id the program asks for.
     let guid = unsafe { *id };
     log(2, || format!("cuGetExportTable({})", guid.iter().map(|b| format!("{b:02x}")).collect::<String>()));
     // Replacing this table makes CUDA 13's static cudart fail its integrity check (error 103,
     // seen on the H100 with driver 580): cudart's modules are caught at cuLibraryLoadData instead.
     if guid == CUDART_INTERFACE && crate::state::state().opts.patch_export_table {
         static COPY: OnceLock<usize> = OnceLock::new();
+        // SAFETY: the call succeeded and `table` is non-null (checked above): the driver wrote the
+        // table's address to the program's out-pointer.
         let orig = unsafe { *table } as *const usize;
+        // SAFETY: `orig` is the CUDART_INTERFACE table the driver just returned, which starts with
+        // its size in bytes and is that long: patched_cudart_table's contract.
         let copy = *COPY.get_or_init(|| unsafe { patched_cudart_table(orig) });
         if copy != 0 {
+            // SAFETY: the program's out-pointer, non-null and writable by cuGetExportTable's
+            // contract.
             unsafe { *table = copy as *const c_void };
         }
     }
@@ -168,13 +187,20 @@ pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const 
 
 /// A copy of the CUDART_INTERFACE table with the module-loading slots (1, 6, 8) wrapped. The table
 /// starts with its size in bytes.
+///
+/// # Safety
+/// `orig` points to the driver's CUDART_INTERFACE table: readable for as many bytes as its first
+/// word says.
 unsafe fn patched_cudart_table(orig: *const usize) -> usize {
+    // SAFETY: the table's first word (its size), readable by this function's contract.
     let size = unsafe { *orig };
     if !(9 * 8..0x10000).contains(&size) || size % 8 != 0 {
         log(1, || format!("CUDART_INTERFACE table has unexpected size {size}; not patched"));
         return 0;
     }
     let n = size / 8;
+    // SAFETY: `i < size / 8`, so word `i` lies within the table's `size` bytes, readable by this
+    // function's contract.
     let mut v: Vec<usize> = (0..n).map(|i| unsafe { *orig.add(i) }).collect();
     let _ = EXPORT_ORIG.set([v[1], v[6], v[8]]);
     v[1] = hooks::cudart_get_module_from_cubin as *const () as usize;

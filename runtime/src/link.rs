@@ -59,11 +59,16 @@ pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, siz
     let mut guard = LINKS.lock().unwrap();
     let st = guard.get_or_insert_with(HashMap::new).entry(link).or_default();
     // PTX may come without its NUL: give image_ptx a terminated copy.
+    // SAFETY: `data` is non-null (checked above) and points to `size` readable bytes by this
+    // function's contract.
     let mut bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size) }.to_vec();
     if jit_type == CU_JIT_INPUT_PTX {
         bytes.push(0);
     }
     let cc = compute_capability(current_device().unwrap_or(0)).unwrap_or(0);
+    // SAFETY: `bytes` is our own copy of the input, in the form the driver's loaders take: PTX
+    // now NUL-terminated, or the fatbin of `size` bytes the input type names (cuLinkAddData's
+    // contract), whose header's length is within them.
     let ptx = match unsafe { image_ptx(bytes.as_ptr().cast(), cc) } {
         Ok(p) => p,
         Err(skip) => {

@@ -84,6 +84,9 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
         return Err(Skip::Error("null image".into()));
     }
     let p = image as *const u8;
+    // SAFETY: `image` is non-null (checked above) and a module image by this function's contract;
+    // every kind the loaders accept is at least 4 bytes (an ELF or fatbin header, a wrapper
+    // struct, or PTX text, which must hold a `.version` directive before its NUL).
     let magic = unsafe { std::slice::from_raw_parts(p, 4) };
     let header_len = match container::sniff(magic) {
         ImageKind::FatbinWrapper => 24,
@@ -91,6 +94,8 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
         ImageKind::Elf => return Err(Skip::SassOnly),
         _ => {
             // Text: NUL-terminated.
+            // SAFETY: no binary magic, so by this function's contract the image is PTX text, which
+            // the loaders take NUL-terminated.
             let s = unsafe { CStr::from_ptr(p.cast()) };
             let s = s.to_str().map_err(|e| Skip::Error(format!("PTX is not UTF-8: {e}")))?;
             return match container::sniff(s.as_bytes()) {
@@ -99,17 +104,23 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
             };
         }
     };
+    // SAFETY: the magic says the image is a fatbin wrapper (a 24-byte `__fatBinC_Wrapper_t`) or a
+    // fatbin (a 16-byte header first), and by this function's contract it is one.
     let prefix = unsafe { std::slice::from_raw_parts(p, header_len) };
     let fatbin_ptr = match container::image_len(prefix).map_err(|e| Skip::Error(e.to_string()))? {
         ImageLen::Wrapper { version: 1, data, .. } => data as *const u8,
         ImageLen::Wrapper { version, .. } => return Err(Skip::Error(format!("fatbin wrapper version {version} (prelinked RDC) not supported yet"))),
         _ => p,
     };
+    // SAFETY: `fatbin_ptr` is the fatbin a version-1 wrapper points to, or the image itself (a
+    // fatbin by its magic); a valid image's fatbin starts with a 16-byte header.
     let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, 16) };
     let len = match container::image_len(hdr).map_err(|e| Skip::Error(e.to_string()))? {
         ImageLen::Bytes(n) => n,
         other => return Err(Skip::Error(format!("unexpected fatbin size {other:?}"))),
     };
+    // SAFETY: `len` is the fatbin's size from its own header (header plus payload, bounded by
+    // image_len), and a valid image's fatbin spans that many readable bytes.
     let bytes = unsafe { std::slice::from_raw_parts(fatbin_ptr, len) };
     let fb = container::Fatbin::parse(bytes).map_err(|e| Skip::Error(e.to_string()))?;
     match fb.best_ptx(cc) {
@@ -271,6 +282,7 @@ pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
     }
     let dev = current_device().unwrap_or(0);
     let cc = compute_capability(dev).ok_or_else(|| Skip::Error("no compute capability".into()))?;
+    // SAFETY: `image` satisfies image_ptx's contract, which is this function's.
     let ptx = unsafe { image_ptx(image, cc) }?;
     let (checked, sites, key) = check_ptx(&ptx).map_err(Skip::Error)?;
     let version = container::ptx_version(&checked).unwrap_or((8, 0));
@@ -323,6 +335,8 @@ pub unsafe fn load_checked(
         }
         return r;
     }
+    // SAFETY: `image` is a module image as image_ptx requires (this function's contract), which is
+    // prepare's contract.
     let checked = match unsafe { prepare(image) } {
         Ok(c) => c,
         Err(skip) => {

@@ -22,6 +22,8 @@ fn tagged_allocator(scale: Scale, quarantine_mb: u64, tags: u64) -> Allocator {
 fn shadow_of(a: &Allocator, addr: u64) -> u8 {
     let (base, _, sbase) = a.control_fields();
     let s = sbase + ((addr - base) >> a.scale().shift());
+    // SAFETY: host backend: the whole shadow is host memory mapped readable (real chunks or the
+    // shared zero chunk), and `s` is the shadow byte of a pool address.
     unsafe { std::ptr::read_volatile(s as *const u8) }
 }
 
@@ -34,6 +36,8 @@ fn extent_of(a: &Allocator, addr: u64) -> (u64, u64) {
     let (base, _, _) = a.control_fields();
     let (table, shift) = a.extent_fields();
     let e = table + ((addr - base) >> shift) * 16;
+    // SAFETY: host backend: the whole extent table is host memory mapped readable (real chunks or
+    // the shared zero chunk); `e` is the 16-byte, 8-aligned entry of a pool address's block.
     unsafe { (std::ptr::read_volatile(e as *const u64), std::ptr::read_volatile((e + 8) as *const u64)) }
 }
 

@@ -231,7 +231,10 @@ impl KmodDevice {
     /// `rmStatus` it got, or the errno. A subscription it opens is closed again.
     pub fn send(&self, call: &crate::kmod_check::Call) -> Result<u32, nix::errno::Errno> {
         use crate::kmod_check::Call::*;
-        // SAFETY (all arms): each parameter block is a local copy laid out as the kernel expects.
+        // SAFETY: in every arm the ioctl gets a pointer to a local copy (`mut p`) of the command's
+        // parameter block, laid out as the kernel expects (bindgen), which it may read and write;
+        // `self.fd` is an open nvidia-uvm file. The event fd closed in the SubscribeFaults arm was
+        // just created by the kernel for this call, and nothing else owns it.
         let (r, st) = unsafe {
             match *call {
                 Identify(mut p) => (ioctl_identify(self.fd, &mut p), p.rmStatus),

@@ -319,19 +319,27 @@ impl Backend for VmmBackend {
         ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
     }
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
-        // SAFETY (both calls): host source valid for data.len(); an async copy from pageable
-        // memory is staged by the driver before the call returns.
         if stream == Stream::SYNC {
+            // SAFETY: the destination is device VA of the pool, which no Rust object aliases; the
+            // host source `data` is valid for reads of data.len() bytes for the whole call, and an
+            // async copy from pageable memory is staged by the driver before the call returns, so
+            // the borrow need not outlive it; `s` is gasan's own stream.
             return self.on_own_stream("cuMemcpyHtoDAsync", |s| unsafe { (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), s) });
         }
+        // SAFETY: as above for `data` (staged before the call returns); `stream` is the program's
+        // stream the write is ordered on, a CUstream handle passed through from its driver call.
         ck("cuMemcpyHtoDAsync", unsafe { (self.api.cuMemcpyHtoDAsync)(va, data.as_ptr().cast(), data.len(), stream.0 as cu::CUstream) })?;
         self.log_write(va, data.len() as u64, stream)
     }
     fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
-        // SAFETY (both calls): device range owned by the pool.
         if stream == Stream::SYNC {
+            // SAFETY: a memset of device memory only, with no host pointer: `[va, va+len)` is
+            // device VA of the pool (reserved with cuMemAddressReserve), which no Rust object
+            // aliases; `s` is gasan's own stream.
             return self.on_own_stream("cuMemsetD8Async", |s| unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, s) });
         }
+        // SAFETY: as above; `stream` is the program's stream the write is ordered on, a CUstream
+        // handle passed through from its driver call.
         ck("cuMemsetD8Async", unsafe { (self.api.cuMemsetD8Async)(va, byte, len as usize, stream.0 as cu::CUstream) })?;
         self.log_write(va, len, stream)
     }

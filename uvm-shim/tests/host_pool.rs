@@ -120,6 +120,7 @@ fn faults(f: impl FnOnce()) -> bool {
     match unsafe { fork() }.unwrap() {
         ForkResult::Child => {
             f();
+            // SAFETY: _exit is async-signal-safe, so a forked child may call it.
             unsafe { libc::_exit(0) }
         }
         ForkResult::Parent { child } => matches!(waitpid(child, None).unwrap(), WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _)),
@@ -131,20 +132,29 @@ fn protections_hold() {
     let mut p = pool(8);
     let va = p.base();
     p.commit(va, 2 * G).unwrap();
+    // SAFETY: probing a committed chunk (host memory) inside a forked child; a fault or the
+    // write touches only the child.
     assert!(!faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
     p.protect(va, G, Prot::ReadOnly).unwrap();
+    // SAFETY: as above (now read-only).
     assert!(faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
+    // SAFETY: as above.
     assert!(!faults(|| unsafe {
         std::ptr::read_volatile(va as *const u8);
     }));
     p.protect(va, G, Prot::None).unwrap();
+    // SAFETY: probing a PROT_NONE chunk inside a forked child; the fault ends only the child.
     assert!(faults(|| unsafe {
         std::ptr::read_volatile(va as *const u8);
     }));
     p.retire(va + G, G).unwrap();
+    // SAFETY: probing retired VA (reserved PROT_NONE) inside a forked child; the fault ends only
+    // the child.
     assert!(faults(|| unsafe {
         std::ptr::read_volatile((va + G) as *const u8);
     }));
+    // SAFETY: probing never-committed pool VA (reserved PROT_NONE) inside a forked child; the
+    // fault ends only the child.
     assert!(faults(|| unsafe {
         std::ptr::read_volatile((va + 10 * G) as *const u8);
     }));
@@ -238,16 +248,23 @@ fn guard_pages_finer_than_a_chunk() {
     p.commit(va, G).unwrap();
     let guard = va + 5 * 4096;
     p.protect(guard, 4096, Prot::None).unwrap();
+    // SAFETY: probing the guard page (PROT_NONE) inside a forked child; the fault ends only the
+    // child.
     assert!(faults(|| unsafe {
         std::ptr::read_volatile(guard as *const u8);
     }));
+    // SAFETY: writing the committed (read-write) page before the guard inside a forked child; a
+    // fault or the write touches only the child.
     assert!(!faults(|| unsafe { std::ptr::write_volatile((guard - 1) as *mut u8, 1) }));
+    // SAFETY: as above, the page after the guard.
     assert!(!faults(|| unsafe { std::ptr::write_volatile((guard + 4096) as *mut u8, 1) }));
     // Finer than the backend's page, outside the pool, or on uncommitted chunks: refused.
     assert!(matches!(p.protect(guard + 8, 4096, Prot::None), Err(UvmError::Misaligned { .. })));
     assert!(matches!(p.protect(va + G, 4096, Prot::None), Err(UvmError::NotCommitted(_))));
     assert!(matches!(p.protect(p.base() + p.size(), 4096, Prot::None), Err(UvmError::OutsidePool { .. })));
     p.protect(guard, 4096, Prot::ReadWrite).unwrap();
+    // SAFETY: probing the page, read-write again, inside a forked child; a fault ends only the
+    // child.
     assert!(!faults(|| unsafe {
         std::ptr::read_volatile(guard as *const u8);
     }));

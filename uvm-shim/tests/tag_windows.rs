@@ -53,10 +53,12 @@ fn faults(f: impl FnOnce()) -> bool {
     match unsafe { libc::fork() } {
         0 => {
             f();
+            // SAFETY: _exit is async-signal-safe, so a forked child may call it.
             unsafe { libc::_exit(0) }
         }
         pid => {
             let mut status = 0;
+            // SAFETY: waitpid only writes `status`, a live local.
             unsafe { libc::waitpid(pid, &mut status, 0) };
             !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
         }

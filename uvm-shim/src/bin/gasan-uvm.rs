@@ -131,6 +131,8 @@ fn faults_in_child(f: impl FnOnce()) -> bool {
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             f();
+            // SAFETY: _exit is async-signal-safe, so the child of a fork may call it; it ends the
+            // child without running the parent's atexit handlers or flushing its stdio buffers.
             unsafe { libc::_exit(0) };
         }
         Ok(ForkResult::Parent { child }) => matches!(waitpid(child, None), Ok(WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _))),
@@ -258,6 +260,9 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
             }
             if host {
                 let va = b0;
+                // SAFETY: host backend: `va` is in a committed chunk, host memory now mapped
+                // read-only; the write runs in a forked child, so its fault (or, were the
+                // protection broken, the write itself) touches only the child's copy.
                 if !faults_in_child(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }) {
                     return Err("write to read-only memory did not fault".into());
                 }
@@ -280,6 +285,8 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
                 pool.backend().read(guard - 16, &mut back).map_err(|e| format!("left neighbour: {e}"))?;
                 pool.backend().read(guard + fine, &mut back).map_err(|e| format!("right neighbour: {e}"))?;
                 let detail = if host {
+                    // SAFETY: host backend: probing a guard page of a committed chunk (mapped
+                    // PROT_NONE) inside a forked child; the fault ends only the child.
                     if !faults_in_child(|| unsafe {
                         {
                             std::ptr::read_volatile(guard as *const u8);
@@ -330,6 +337,8 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
             }
             if host {
                 let va = b0;
+                // SAFETY: host backend: probing retired VA (reserved PROT_NONE) inside a forked
+                // child; the fault ends only the child.
                 if !faults_in_child(|| unsafe {
                     {
                         std::ptr::read_volatile(va as *const u8);
@@ -405,6 +414,9 @@ fn tag_rows(t: &mut Table, pool: &mut Pool, va: u64, scale: u32, host: bool) {
             }
             let unmapped = if host {
                 let other = va;
+                // SAFETY: host backend: probing window 0 of a chunk committed for tag 1 only (VA
+                // reserved PROT_NONE, no chunk mapped) inside a forked child; the fault ends only
+                // the child.
                 if !faults_in_child(|| unsafe {
                     {
                         std::ptr::read_volatile(other as *const u8);
