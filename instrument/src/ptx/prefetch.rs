@@ -161,8 +161,32 @@ fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSe
     if plain <= first_check {
         return Some((first_check, plain, Vec::new()));
     }
-    let (at, chain) = address_at(sc, base, start, j, &mut Vec::new())?;
-    (at <= first_check && !chain.is_empty()).then_some((first_check, at, chain))
+    if let Some((at, chain)) = address_at(sc, base, start, j, &mut Vec::new()).filter(|(at, chain)| *at <= first_check && !chain.is_empty()) {
+        return Some((first_check, at, chain));
+    }
+    // address_at recomputes as far back as it can, and fails when that runs into a load or its
+    // budget above the anchor; recomputing only what is not yet final at the first check often
+    // succeeds (a strided walk: `p2 = p1 + s` with p1 final there).
+    let mut chain = Vec::new();
+    chain_from(sc, base, start, first_check, j, &mut MAX_CHAIN.clone(), &mut chain)?;
+    chain.sort_unstable();
+    (!chain.is_empty()).then_some((first_check, first_check, chain))
+}
+
+/// The lines that recompute `reg`'s value at `before` from values final at `anchor` (inserted
+/// before line `anchor`), appended to `chain`; `None` when a needed line is not plain address
+/// arithmetic or the chain would exceed `budget` lines.
+fn chain_from(sc: &mut Scan<'_, '_>, reg: &str, start: usize, anchor: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>) -> Option<()> {
+    let Some(k) = sc.last_write(reg, start, before).filter(|&k| k >= anchor) else { return Some(()) };
+    if chain.contains(&k) {
+        return Some(());
+    }
+    *budget = budget.checked_sub(1)?;
+    for input in arithmetic_inputs(sc.lines[k])? {
+        chain_from(sc, input, start, anchor, k, budget, chain)?;
+    }
+    chain.push(k);
+    Some(())
 }
 
 /// A pipelined access's placement.
