@@ -373,6 +373,8 @@ hooks! {
         let bytes = if ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY { unsafe { read_file(path) } } else { None };
         // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
         let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st, ty, b.as_ptr().cast(), b.len()) });
+        // The data entry point the checked input goes through (a libcuda without it: unchecked).
+        let checked = checked.filter(|_| crate::driver::real("cuLinkAddData_v2") != 0);
         match checked {
             Some((p, len)) => {
                 type F = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
@@ -415,7 +417,7 @@ hooks! {
     cuModuleLoad(module: *mut Handle, fname: *const c_char) {
         // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
         match unsafe { read_file(fname) } {
-            Some(bytes) => {
+            Some(bytes) if crate::driver::real("cuModuleLoadData") != 0 => {
                 let p = crate::driver::real("cuModuleLoadData");
                 let load = |img: *const c_void| -> CuResult {
                     // SAFETY: the real cuModuleLoadData.
@@ -433,7 +435,7 @@ hooks! {
                 std::mem::forget(bytes);
                 r
             }
-            None => real(module, fname),
+            _ => real(module, fname),
         }
     }
     cuLibraryLoadData(lib: *mut Handle, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
@@ -446,7 +448,7 @@ hooks! {
         // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
         // asks for.
         match unsafe { read_file(fname) } {
-            Some(bytes) => {
+            Some(bytes) if crate::driver::real("cuLibraryLoadData") != 0 => {
                 let p = crate::driver::real("cuLibraryLoadData");
                 let load = |img: *const c_void| -> CuResult {
                     type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
@@ -464,7 +466,7 @@ hooks! {
                 std::mem::forget(bytes);
                 r
             }
-            None => real(lib, fname, jo, jv, njo, lo, lv, nlo),
+            _ => real(lib, fname, jo, jv, njo, lo, lv, nlo),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! `__gasan_report_l<n>`, so several checked inputs link together and their reports point at the
 //! right site table). When the linked cubin is loaded, every input's control block is written.
 
-use crate::modules::{check_ptx, image_ptx, note_skip, Skip};
+use crate::modules::{check_ptx, image_ptx_within, note_skip, Skip};
 use crate::state::{compute_capability, current_device, log, state};
 use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
 use std::collections::HashMap;
@@ -66,10 +66,9 @@ pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, siz
         bytes.push(0);
     }
     let cc = compute_capability(current_device().unwrap_or(0)).unwrap_or(0);
-    // SAFETY: `bytes` is our own copy of the input, in the form the driver's loaders take: PTX
-    // now NUL-terminated, or the fatbin of `size` bytes the input type names (cuLinkAddData's
-    // contract), whose header's length is within them.
-    let ptx = match unsafe { image_ptx(bytes.as_ptr().cast(), cc) } {
+    // SAFETY: `bytes` is our own copy of the input, `bytes.len()` readable bytes: PTX now
+    // NUL-terminated, or a fatbin, whose header's length is checked against them.
+    let ptx = match unsafe { image_ptx_within(bytes.as_ptr().cast(), cc, Some(bytes.len())) } {
         Ok(p) => p,
         Err(skip) => {
             note_skip(&skip);

@@ -80,23 +80,47 @@ pub enum Skip {
 /// # Safety
 /// `image` must point to a module image as the driver's loaders accept it.
 pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
+    // SAFETY: this function's contract.
+    unsafe { image_ptx_within(image, cc, None) }
+}
+
+/// [`image_ptx`] for an image known to span `limit` bytes (when `Some`): a fatbin whose header
+/// claims more, or a wrapper pointing elsewhere, is refused instead of read past its end.
+///
+/// # Safety
+/// As [`image_ptx`]; with a limit, `image` spans at least `limit` readable bytes.
+pub unsafe fn image_ptx_within(image: *const c_void, cc: u32, limit: Option<usize>) -> Result<String, Skip> {
     if image.is_null() {
         return Err(Skip::Error("null image".into()));
     }
     let p = image as *const u8;
-    // SAFETY: `image` is non-null (checked above) and a module image by this function's contract;
-    // every kind the loaders accept is at least 4 bytes (an ELF or fatbin header, a wrapper
-    // struct, or PTX text, which must hold a `.version` directive before its NUL).
-    let magic = unsafe { std::slice::from_raw_parts(p, 4) };
-    let header_len = match container::sniff(magic) {
+    // The first 4 bytes, stopping at a NUL: PTX text (even one the driver would refuse, shorter
+    // than 4 bytes) ends there, and no binary magic holds a zero byte.
+    let mut magic = [0u8; 4];
+    for (i, m) in magic.iter_mut().enumerate().take(limit.unwrap_or(4)) {
+        // SAFETY: `image` is non-null and a module image by this function's contract; bytes
+        // 0..i were not NUL, so the image (binary, or text not yet terminated) goes on to byte i.
+        *m = unsafe { *p.add(i) };
+        if *m == 0 {
+            break;
+        }
+    }
+    let header_len = match container::sniff(&magic) {
         ImageKind::FatbinWrapper => 24,
         ImageKind::Fatbin => 16,
         ImageKind::Elf => return Err(Skip::SassOnly),
         _ => {
-            // Text: NUL-terminated.
-            // SAFETY: no binary magic, so by this function's contract the image is PTX text, which
-            // the loaders take NUL-terminated.
-            let s = unsafe { CStr::from_ptr(p.cast()) };
+            // Text: NUL-terminated (within the limit, when one is known).
+            let s = match limit {
+                Some(l) => {
+                    // SAFETY: with a limit the image spans `l` readable bytes (contract).
+                    let all = unsafe { std::slice::from_raw_parts(p, l) };
+                    CStr::from_bytes_until_nul(all).map_err(|_| Skip::Error("PTX text without its terminating NUL".into()))?
+                }
+                // SAFETY: no binary magic, so by this function's contract the image is PTX text,
+                // which the loaders take NUL-terminated.
+                None => unsafe { CStr::from_ptr(p.cast()) },
+            };
             let s = s.to_str().map_err(|e| Skip::Error(format!("PTX is not UTF-8: {e}")))?;
             return match container::sniff(s.as_bytes()) {
                 ImageKind::Ptx => Ok(s.to_string()),
@@ -104,8 +128,12 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
             };
         }
     };
+    if limit.is_some_and(|l| l < header_len) {
+        return Err(Skip::Error(format!("{} bytes: shorter than a fatbin header", limit.unwrap_or(0))));
+    }
     // SAFETY: the magic says the image is a fatbin wrapper (a 24-byte `__fatBinC_Wrapper_t`) or a
-    // fatbin (a 16-byte header first), and by this function's contract it is one.
+    // fatbin (a 16-byte header first), and by this function's contract it is one (and spans
+    // `header_len` bytes when a limit is known: checked above).
     let prefix = unsafe { std::slice::from_raw_parts(p, header_len) };
     let fatbin_ptr = match container::image_len(prefix).map_err(|e| Skip::Error(e.to_string()))? {
         ImageLen::Wrapper { version: 1, data, .. } => data as *const u8,
@@ -119,6 +147,11 @@ pub unsafe fn image_ptx(image: *const c_void, cc: u32) -> Result<String, Skip> {
         ImageLen::Bytes(n) => n,
         other => return Err(Skip::Error(format!("unexpected fatbin size {other:?}"))),
     };
+    if let Some(limit) = limit {
+        if fatbin_ptr != p || len > limit {
+            return Err(Skip::Error(format!("fatbin header claims {len} bytes, the input has {limit}")));
+        }
+    }
     // SAFETY: `len` is the fatbin's size from its own header (header plus payload, bounded by
     // image_len), and a valid image's fatbin spans that many readable bytes.
     let bytes = unsafe { std::slice::from_raw_parts(fatbin_ptr, len) };
@@ -385,4 +418,28 @@ pub unsafe fn load_checked(
     let id = s.register_sites(checked.sites);
     s.set_control_block(handle(), id);
     0
+}
+
+#[cfg(test)]
+mod bounded_image_tests {
+    use super::{image_ptx_within, Skip};
+
+    fn within(bytes: &[u8]) -> Result<String, Skip> {
+        // SAFETY: `bytes` spans `bytes.len()` readable bytes.
+        unsafe { image_ptx_within(bytes.as_ptr().cast(), 90, Some(bytes.len())) }
+    }
+
+    /// Inputs whose own headers claim more than they hold are refused, never read past.
+    #[test]
+    fn lying_or_short_inputs_are_refused_within_their_bytes() {
+        // A fatbin magic in 2 bytes; a 16-byte fatbin header claiming 1 MiB of payload.
+        assert!(within(&[0x50, 0xed]).is_err());
+        let mut hdr = vec![0x50, 0xed, 0x55, 0xba, 0x01, 0x00, 0x10, 0x00];
+        hdr.extend_from_slice(&(1u64 << 20).to_le_bytes());
+        assert!(matches!(within(&hdr), Err(Skip::Error(e)) if e.contains("claims")), "{:?}", within(&hdr));
+        // Text with no NUL in its bytes; then the same, terminated.
+        assert!(within(b".version 8.0\n.target sm_90").is_err());
+        assert!(within(b".version 8.0\n.target sm_90\n.address_size 64\n\0").is_ok());
+        assert!(within(b"ab\0").is_err() && within(b"").is_err());
+    }
 }
