@@ -47,6 +47,7 @@ check() {
 for s in 8 7; do
   check vecadd_clean cases vecadd_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check multi_clean cases multi_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check tagged_api cases tagged_api $s 0 "result ok" "!GPUAddressSanitizer"
   check overflow_write cases overflow_write $s 1 "ERROR: GPUAddressSanitizer: heap-buffer-overflow" "WRITE of size 4 in kernel vecAddOffByOne" "cases.cu:" "0 bytes after 4000-byte region" "!result ok"
   check overflow_read cases overflow_read $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "0 bytes after 4000-byte region"
   check underflow_read cases underflow_read $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "4 bytes before 4000-byte region"

@@ -185,6 +185,35 @@ int main(int argc, char** argv) {
         CK(cudaDeviceSynchronize());
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "tagged_api")) {  // blocks of every tag (small and large): the APIs take their pointers
+        typedef int (*GetRange)(unsigned long long*, size_t*, unsigned long long);
+        GetRange get_range = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        CK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void**)&get_range, 12000, cudaEnableDefault, &q));
+        const size_t sizes[8] = {1000, 1000, 1000, 1000, 1 << 20, 1 << 20, 1 << 20, 1 << 20};
+        float* p[8];
+        for (int i = 0; i < 8; i++) p[i] = dalloc(sizes[i]);
+        for (int i = 0; i < 8; i++) {
+            cudaPointerAttributes a;
+            CK(cudaPointerGetAttributes(&a, p[i] + 5));
+            if (a.type != cudaMemoryTypeDevice || a.device != 0) { printf("attributes of block %d: type %d device %d\n", i, (int)a.type, a.device); return 4; }
+            unsigned long long base = 0; size_t len = 0;
+            if (!get_range || get_range(&base, &len, (unsigned long long)(p[i] + 5)) != 0 || base != (unsigned long long)p[i] || len != sizes[i] * 4) {
+                printf("address range of block %d: %llx+%zu, want %p+%zu\n", i, base, len, (void*)p[i], sizes[i] * 4); return 4;
+            }
+            CK(cudaMemset(p[i], 0, sizes[i] * 4));
+            scale<<<(unsigned)((sizes[i] + 255) / 256), 256>>>(p[i], 0.0f, (int)sizes[i]);
+        }
+        // Copies between blocks of different tags, both directions, and back to the host.
+        std::vector<float> h(1000, 3.0f), back(1000);
+        CK(cudaMemcpy(p[0], h.data(), 4000, cudaMemcpyHostToDevice));
+        for (int i = 1; i < 8; i++) CK(cudaMemcpy(p[i], p[i - 1], 4000, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpyAsync(back.data(), p[7], 4000, cudaMemcpyDeviceToHost, 0));
+        CK(cudaDeviceSynchronize());
+        for (int i = 0; i < 1000; i++) if (back[i] != 3.0f) { printf("copy chain wrong at %d\n", i); return 4; }
+        for (int i = 0; i < 8; i++) CK(cudaFree(p[i]));
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
         const long m = 1 << 20;
         float* a = dalloc(m);
