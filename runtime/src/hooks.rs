@@ -488,8 +488,18 @@ unsafe fn read_file(fname: *const c_char) -> Option<Vec<u8>> {
 
 // ---- cudart's private module loaders (CUDART_INTERFACE export table slots 1, 6, 8) ----
 
+/// cudart's own loaders from its CUDART_INTERFACE export table (slots 1, 6, 8), which
+/// interpose.rs replaces with ours.
+static CUDART_LOADERS: std::sync::OnceLock<[usize; 3]> = std::sync::OnceLock::new();
+
+/// Keeps cudart's loaders `orig` (slots 1, 6, 8 of CUDART_INTERFACE) and returns ours for them.
+pub(crate) fn take_cudart_loaders(orig: [usize; 3]) -> [usize; 3] {
+    let _ = CUDART_LOADERS.set(orig);
+    [cudart_get_module_from_cubin as *const () as usize, cudart_get_module_from_cubin_ext1 as *const () as usize, cudart_get_module_from_cubin_ext2 as *const () as usize]
+}
+
 fn orig_slot(i: usize) -> usize {
-    crate::interpose::EXPORT_ORIG.get().map(|s| s[i]).unwrap_or(0)
+    CUDART_LOADERS.get().map(|s| s[i]).unwrap_or(0)
 }
 
 /// A fatbin wrapper (version 1) around a fatbin of the checked code; leaked (cudart keeps the

@@ -145,9 +145,6 @@ pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut 
 /// The CUDART_INTERFACE export table GUID {6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}.
 const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9];
 
-/// Slots of CUDART_INTERFACE that load modules from fatbins.
-pub(crate) static EXPORT_ORIG: OnceLock<[usize; 3]> = OnceLock::new();
-
 /// # Safety
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
@@ -202,9 +199,7 @@ unsafe fn patched_cudart_table(orig: *const usize) -> usize {
     // SAFETY: `i < size / 8`, so word `i` lies within the table's `size` bytes, readable by this
     // function's contract.
     let mut v: Vec<usize> = (0..n).map(|i| unsafe { *orig.add(i) }).collect();
-    let _ = EXPORT_ORIG.set([v[1], v[6], v[8]]);
-    v[1] = hooks::cudart_get_module_from_cubin as *const () as usize;
-    v[6] = hooks::cudart_get_module_from_cubin_ext1 as *const () as usize;
-    v[8] = hooks::cudart_get_module_from_cubin_ext2 as *const () as usize;
+    // Slots 1, 6 and 8 load modules from fatbins.
+    [v[1], v[6], v[8]] = hooks::take_cudart_loaders([v[1], v[6], v[8]]);
     Box::leak(v.into_boxed_slice()).as_ptr() as usize
 }

@@ -3,7 +3,7 @@
 //! `__gasan_report_l<n>`, so several checked inputs link together and their reports point at the
 //! right site table). When the linked cubin is loaded, every input's control block is written.
 
-use crate::modules::{check_ptx, image_ptx_within, note_skip, Skip};
+use crate::modules::{check_ptx, image_ptx_within, note_skip, LinkInput, Skip};
 use crate::state::{compute_capability, current_device, log, state};
 use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
 use std::collections::HashMap;
@@ -14,13 +14,6 @@ use std::sync::Mutex;
 pub const CU_JIT_INPUT_PTX: i32 = 1;
 pub const CU_JIT_INPUT_FATBINARY: i32 = 4;
 
-/// One checked input of a link.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkInput {
-    pub module_id: u64,
-    pub ctl_symbol: String,
-}
-
 #[derive(Default)]
 struct LinkState {
     inputs: Vec<LinkInput>,
@@ -29,10 +22,6 @@ struct LinkState {
 }
 
 static LINKS: Mutex<Option<HashMap<usize, LinkState>>> = Mutex::new(None);
-/// A linked image's size and the checked inputs it was linked from.
-type LinkedImage = (usize, Vec<LinkInput>);
-/// Linked images (cubin pointer from cuLinkComplete, valid until cuLinkDestroy) → their inputs.
-static LINKED: Mutex<Option<HashMap<usize, LinkedImage>>> = Mutex::new(None);
 
 /// Renames the module-level gasan symbols of checked PTX for input `n` of a link.
 pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
@@ -96,7 +85,7 @@ pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, siz
 pub fn on_complete(link: usize, cubin: *const c_void) {
     let inputs = LINKS.lock().unwrap().as_ref().and_then(|m| m.get(&link)).map(|st| st.inputs.clone()).unwrap_or_default();
     if !inputs.is_empty() && !cubin.is_null() {
-        LINKED.lock().unwrap().get_or_insert_with(HashMap::new).insert(cubin as usize, (link, inputs));
+        crate::modules::register_linked(cubin, link, inputs);
     }
 }
 
@@ -104,14 +93,7 @@ pub fn on_destroy(link: usize) {
     if let Some(m) = LINKS.lock().unwrap().as_mut() {
         m.remove(&link);
     }
-    if let Some(m) = LINKED.lock().unwrap().as_mut() {
-        m.retain(|_, (l, _)| *l != link);
-    }
-}
-
-/// The checked inputs of `image` if it is a cubin a checked link produced.
-pub fn linked_inputs(image: *const c_void) -> Option<Vec<LinkInput>> {
-    LINKED.lock().unwrap().as_ref()?.get(&(image as usize)).map(|(_, v)| v.clone())
+    crate::modules::forget_linked(link);
 }
 
 #[cfg(test)]

@@ -75,6 +75,37 @@ pub enum Skip {
     Error(String),
 }
 
+/// One checked input of an application's `cuLink*` link (link.rs): its site table's module id
+/// and its renamed control block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkInput {
+    pub module_id: u64,
+    pub ctl_symbol: String,
+}
+
+/// Linked images (cubin pointer from cuLinkComplete, valid until cuLinkDestroy) → the link they
+/// came from and its checked inputs: loading one writes each input's control block. Filled by
+/// link.rs, read by the loaders here (so that modules does not depend on link).
+type LinkedImages = std::collections::HashMap<usize, (usize, Vec<LinkInput>)>;
+static LINKED: std::sync::Mutex<Option<LinkedImages>> = std::sync::Mutex::new(None);
+
+/// Records that `cubin` was linked by `link` from the checked `inputs`.
+pub fn register_linked(cubin: *const c_void, link: usize, inputs: Vec<LinkInput>) {
+    LINKED.lock().unwrap().get_or_insert_with(Default::default).insert(cubin as usize, (link, inputs));
+}
+
+/// Forgets the images of `link` (cuLinkDestroy frees them).
+pub fn forget_linked(link: usize) {
+    if let Some(m) = LINKED.lock().unwrap().as_mut() {
+        m.retain(|_, (l, _)| *l != link);
+    }
+}
+
+/// The checked inputs of `image` if it is a cubin a checked link produced.
+pub fn linked_inputs(image: *const c_void) -> Option<Vec<LinkInput>> {
+    LINKED.lock().unwrap().as_ref()?.get(&(image as usize)).map(|(_, v)| v.clone())
+}
+
 /// Reads the PTX the driver would JIT from a raw module image.
 ///
 /// # Safety
@@ -357,7 +388,7 @@ pub unsafe fn load_checked(
     handle: impl Fn() -> LoadedHandle,
 ) -> i32 {
     // A cubin from the application's own checked cuLink: load it, then write each input's block.
-    if let Some(inputs) = crate::link::linked_inputs(image) {
+    if let Some(inputs) = linked_inputs(image) {
         let r = load(image);
         if r == 0 {
             let s = state();
