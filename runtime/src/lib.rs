@@ -1,20 +1,30 @@
 //! gasan-runtime: the preloaded library (driver-API interposition, allocator, shadow poisoning,
 //! module loading, error ring, reports) and the gasan-run launcher.
 //!
-//! Concerns, one module each: [`options`], [`allocator`] (pool-backed device allocator, redzones,
-//! quarantine), [`report`] (ASan-style text/JSON), [`driver`] (the real libcuda), [`interpose`]
-//! (dlsym / cuGetProcAddress / export tables), [`hooks`] (intercepted calls), [`modules`] (checked
-//! module loading), [`device_heap`] (the checked in-kernel heap's region and descriptions), [`cache`] (the on-disk cache of checked modules), [`sass`] (checked PTX
-//! compiled to cubins with ptxas), [`ring`] (device error ring), [`state`] (lazy global state).
+//! Concerns, one module each: [`options`] (the options table), [`allocator`] (pool-backed device
+//! allocator, redzones, pointer tags, quarantine), [`report`] (ASan-style text/JSON), [`driver`]
+//! (the real libcuda), [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`]
+//! (intercepted calls), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
+//! loading), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
+//! modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`device_heap`] (the checked
+//! in-kernel heap's region and descriptions), [`side_table`] (managed and host memory), [`ring`]
+//! (device error ring), [`faults`] (GPU fault addresses), [`state`] (the lazy process state and
+//! its device part), [`control`] (control blocks and the device heap's lifetime), [`errors`] (the
+//! ring drained into reports, host errors, exit).
+//!
+//! Data flows one way: hooks and interpose call into modules, link, allocator and state; modules
+//! and link call the instrumenter; state owns the pool and reporter.
 //!
 //! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
 //! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs.
 
 pub mod allocator;
 pub mod cache;
+pub mod control;
 pub mod copies;
 pub mod device_heap;
 pub mod driver;
+pub mod errors;
 pub mod faults;
 pub mod hooks;
 pub mod interpose;

@@ -1,0 +1,200 @@
+//! Control blocks and the checked device heap: what each loaded checked module is told (pool,
+//! shadow, extent table, ring, its module id, the device heap), written when the module and the
+//! pool both exist; the heap reserved, sized by the program's limit and replaced when it grows.
+
+use crate::driver::CUDA_SUCCESS;
+use crate::options::Options;
+use crate::real_call;
+use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
+use gasan_instrument::abi::ControlBlock;
+use std::sync::atomic::Ordering;
+
+impl State {
+    /// Writes the module's control block now if the pool exists, else remembers it.
+    pub fn set_control_block(&self, h: LoadedHandle, module_id: u64) {
+        self.set_control_block_named(h, module_id, gasan_instrument::abi::CONTROL_BLOCK_SYMBOL);
+    }
+
+    /// As [`State::set_control_block`] for a control block under another name (inputs of a
+    /// `cuLink*` link each keep their own, see link.rs).
+    ///
+    /// Only the pool's GPU gets control blocks: a module loaded in another GPU's context is never
+    /// written (its checks stay off: a zero pool), and a library (context-independent, one copy
+    /// per GPU) is written when it is used on the pool's GPU, possibly after launches elsewhere.
+    pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
+        let loaded_on = current_device();
+        let entry = Pending {
+            handle: h,
+            module_id,
+            symbol: symbol.to_string(),
+            device: match h {
+                LoadedHandle::Module(_) => loaded_on,
+                LoadedHandle::Library(_) => None,
+            },
+        };
+        if self.device.get().is_some() || loaded_on.is_some() {
+            if let Some(d) = self.device() {
+                if loaded_on == Some(d.device) {
+                    write_control_block(d, &self.opts, h, module_id, symbol);
+                    return;
+                }
+                if matches!(h, LoadedHandle::Module(_)) && loaded_on.is_some() {
+                    return; // another GPU's module: never checked
+                }
+            }
+        }
+        self.pending.lock().unwrap().push(entry);
+        self.has_pending.store(true, Ordering::Release);
+    }
+
+    /// Writes the control blocks still pending that belong on the pool's GPU, when that GPU is
+    /// current (called before launches and when the pool is created).
+    pub fn flush_pending(&self) {
+        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        if current_device() != Some(d.device) {
+            return;
+        }
+        let list: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap());
+        self.has_pending.store(false, Ordering::Release);
+        for p in list {
+            match p.device {
+                Some(dev) if dev != d.device => {} // another GPU's module
+                _ => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+            }
+        }
+    }
+}
+
+// The pool writes extent entries in the layout checked PTX reads.
+const _: () = assert!(gasan_uvm::plan::EXTENT_ENTRY_SIZE as usize == gasan_instrument::abi::EXTENT_ENTRY_SIZE);
+
+fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
+    let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
+    let (extent_table, extent_shift) = d.alloc.extent_fields();
+    let ring = d.ring.lock().unwrap().device_ptr;
+    let ctl = ControlBlock {
+        pool_base,
+        pool_size,
+        shadow_base,
+        ring,
+        flags: if opts.halt_on_error { 0 } else { gasan_instrument::abi::FLAG_RECOVER },
+        module_id,
+        extent_table,
+        extent_shift: extent_shift.into(),
+    };
+    let Ok(name) = std::ffi::CString::new(symbol) else { return };
+    let mut dptr = 0u64;
+    let mut bytes = 0usize;
+    let r = match h {
+        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
+        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+    };
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: control block not found (CUDA error {r}); its checks stay off"));
+        return;
+    }
+    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(dptr, (&ctl as *const ControlBlock).cast(), std::mem::size_of::<ControlBlock>()));
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
+    }
+    log(2, || format!("module {module_id}: control block at {dptr:#x} written"));
+    write_heap_symbol(d, h, module_id, symbol);
+}
+
+/// The address of the device heap's header, written into a module's heap symbol when it has one
+/// (it calls in-kernel `malloc`/`free`: instrument/src/ptx/heap.rs). The heap is reserved on first
+/// use, with the context's malloc heap limit then.
+fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_symbol: &str) {
+    let Some(dptr) = heap_symbol_address(h, ctl_symbol) else { return }; // no in-kernel heap calls
+    let region = {
+        let mut slot = d.device_heap.lock().unwrap();
+        *slot.get_or_insert_with(|| {
+            let mut limit = 0usize;
+            let r = real_call!("cuCtxGetLimit"(*mut usize, i32)(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE));
+            let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
+            match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
+                Ok(region) => {
+                    log(1, || format!("device heap: {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
+                    Ok(region)
+                }
+                Err(e) => {
+                    log(0, || format!("WARNING: cannot reserve the checked device heap ({e}); in-kernel malloc/free stay unchecked"));
+                    Err(())
+                }
+            }
+        })
+    };
+    let Ok(region) = region else { return };
+    d.heap_modules.lock().unwrap().push((h, module_id, ctl_symbol.to_string()));
+    write_heap_address(dptr, region.base, module_id);
+}
+
+/// A zeroed, device-mapped host block table for a heap of `limit` bytes (None: the table stays in
+/// the heap region, and reports after a `trap` cannot name the block).
+fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::HostTable> {
+    let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, granule);
+    let bytes = layout.table_capacity as usize * gasan_instrument::device_heap::BLOCK_ENTRY_SIZE;
+    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
+    // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP; never freed (the device may write it
+    // until the process ends).
+    if real_call!("cuMemHostAlloc"(*mut *mut std::ffi::c_void, usize, u32)(&mut host, bytes, 0x1 | 0x2)) != CUDA_SUCCESS || host.is_null() {
+        return None;
+    }
+    // SAFETY: `bytes` bytes of host memory just allocated.
+    unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
+    let mut device = 0u64;
+    (real_call!("cuMemHostGetDevicePointer_v2"(*mut u64, *mut std::ffi::c_void, u32)(&mut device, host, 0)) == CUDA_SUCCESS).then_some(crate::device_heap::HostTable { host: host as usize, device })
+}
+
+/// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.
+fn heap_symbol_address(h: LoadedHandle, ctl_symbol: &str) -> Option<u64> {
+    let name = std::ffi::CString::new(gasan_instrument::device_heap::heap_symbol(ctl_symbol)).ok()?;
+    let mut dptr = 0u64;
+    let mut bytes = 0usize;
+    let r = match h {
+        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
+        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+    };
+    (r == CUDA_SUCCESS && bytes >= 8).then_some(dptr)
+}
+
+fn write_heap_address(symbol: u64, heap: u64, module_id: u64) {
+    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(symbol, (&heap as *const u64).cast(), 8));
+    if r != CUDA_SUCCESS {
+        log(0, || format!("WARNING: module {module_id}: writing the device heap address failed (CUDA error {r}); its in-kernel malloc/free stay unchecked"));
+    }
+}
+
+impl State {
+    /// The program set `CU_LIMIT_MALLOC_HEAP_SIZE`. A heap not reserved yet will be sized by it. One
+    /// already reserved (a module with heap calls was loaded first) but smaller and never
+    /// allocated from is replaced by one of the new size, and every module is pointed at it; one
+    /// already used keeps its size (the driver too refuses to resize its heap after a kernel used
+    /// it), with a warning.
+    pub fn malloc_heap_limit_set(&self, limit: u64) {
+        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        let mut slot = d.device_heap.lock().unwrap();
+        let Some(Ok(old)) = *slot else { return };
+        if limit <= old.limit {
+            return;
+        }
+        let mut next = [0u8; 8];
+        let r = real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(next.as_mut_ptr().cast(), old.base, 8));
+        if r != CUDA_SUCCESS || u64::from_le_bytes(next) != 0 {
+            log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
+            return;
+        }
+        match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
+            Ok(region) => {
+                log(1, || format!("device heap: replaced by {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
+                *slot = Some(Ok(region));
+                for (h, module_id, ctl_symbol) in d.heap_modules.lock().unwrap().iter() {
+                    if let Some(sym) = heap_symbol_address(*h, ctl_symbol) {
+                        write_heap_address(sym, region.base, *module_id);
+                    }
+                }
+            }
+            Err(e) => log(0, || format!("WARNING: cannot grow the checked device heap to {} KiB ({e}); it keeps {} KiB", limit >> 10, old.limit >> 10)),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Errors and exit: the device error ring drained into reports, host-side errors, the summary of
+//! what was not reported, and what the process prints and returns at exit.
+
+use crate::allocator::HostStack;
+use crate::driver::CuResult;
+use crate::report::Report;
+use crate::state::State;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+impl State {
+    /// Reports what the error ring holds. Returns the number of reports. In halt mode only the
+    /// first record is reported; in recover mode each site is reported once (ASan's
+    /// `suppress_equal_pcs`). Everything else is counted for [`State::print_error_summary`].
+    pub fn drain_ring(&self) -> usize {
+        let Some(d) = self.device.get().and_then(Option::as_ref) else { return 0 };
+        let drained = d.ring.lock().unwrap().drain();
+        self.ring_stats.lost.fetch_add(drained.lost, Ordering::Relaxed);
+        let mut n = 0;
+        for rec in drained.records {
+            let first_at_site = self.ring_stats.sites_reported.lock().unwrap().insert((rec.module_id, rec.site_id));
+            if (self.opts.halt_on_error && n > 0) || !first_at_site {
+                self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let desc = d.alloc.describe(rec.addr);
+            let report = crate::report::device_report(rec, &self.sites.lock().unwrap(), desc, d.device);
+            if self.reporter.report(&report) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// One line counting the device errors that got no report of their own (once per process).
+    pub fn print_error_summary(&self) {
+        static PRINTED: AtomicBool = AtomicBool::new(false);
+        let (more, lost) = (self.ring_stats.unreported.load(Ordering::Relaxed), self.ring_stats.lost.load(Ordering::Relaxed));
+        if more + lost == 0 || PRINTED.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let why = if self.opts.halt_on_error { "halt_on_error=1 reports the first" } else { "each site is reported once" };
+        eprintln!("==gasan== {} more bad device access(es) not reported ({why}; {lost} of them overwritten in the error ring before they were read)", more + lost);
+    }
+
+    /// After a synchronizing call: report ring records, and stop in halt mode.
+    pub fn check_after_sync(&self) {
+        if self.drain_ring() > 0 && self.opts.halt_on_error {
+            self.exit_with_error();
+        }
+    }
+
+    /// A call returned a sticky device error (a `trap` or an MMU fault).
+    pub fn on_device_error(&self, code: CuResult, call: &str) {
+        static HANDLED: AtomicBool = AtomicBool::new(false);
+        if HANDLED.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.drain_ring() == 0 {
+            let fault = self.device.get().and_then(Option::as_ref).and_then(|d| {
+                let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
+                Some((f, d.alloc.describe(f.address)))
+            });
+            self.reporter.report(&Report::Fault { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.malloc_context_size), fault });
+        }
+        if self.opts.halt_on_error {
+            self.exit_with_error();
+        }
+    }
+
+    /// Reports a host-side error and stops in halt mode.
+    pub fn host_error(&self, r: Report) {
+        if self.reporter.report(&r) && self.opts.halt_on_error {
+            self.exit_with_error();
+        }
+    }
+
+    pub fn exit_with_error(&self) -> ! {
+        self.print_error_summary();
+        // SAFETY: ending the process like ASan's Die(), keeping the program's buffered output.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::_exit(self.opts.exitcode)
+        }
+    }
+
+    pub(crate) fn at_exit(&self) {
+        self.drain_ring();
+        self.print_error_summary();
+        if self.opts.detect_leaks {
+            if let Some(d) = self.device.get().and_then(Option::as_ref) {
+                let leaks = d.alloc.live_allocations();
+                if !leaks.is_empty() {
+                    self.reporter.report(&Report::Leaks(leaks));
+                }
+            }
+        }
+        if self.opts.verbosity >= 1 {
+            use crate::side_table::ForeignKind as K;
+            let f = &self.foreign;
+            eprintln!(
+                "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host, {} other-GPU allocations live",
+                f.count(K::Managed),
+                f.count(K::HostAlloc),
+                f.count(K::HostRegistered),
+                f.count(K::OtherDevice)
+            );
+            let c = &self.counters;
+            eprintln!(
+                "==gasan== modules: {} instrumented ({} from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",
+                c.modules_instrumented.load(Ordering::Relaxed),
+                c.cache_hits.load(Ordering::Relaxed),
+                c.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
+                c.modules_sass_only.load(Ordering::Relaxed),
+                c.modules_fallback.load(Ordering::Relaxed)
+            );
+            eprintln!(
+                "==gasan== cubins: {} from cache, {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",
+                c.cubins_cached.load(Ordering::Relaxed),
+                c.cubins_compiled.load(Ordering::Relaxed),
+                c.cubin_compile_us.load(Ordering::Relaxed) as f64 / 1e3,
+                c.cubins_refused.load(Ordering::Relaxed),
+                c.sass_ptx_path.load(Ordering::Relaxed),
+                if self.opts.sass { "" } else { " (sass=0)" }
+            );
+        }
+        if self.reporter.errors_reported() > 0 {
+            // SAFETY: replacing the exit status after reported errors, like ASan; the program's
+            // buffered output is flushed first (_exit would drop it).
+            unsafe {
+                libc::fflush(std::ptr::null_mut());
+                libc::_exit(self.opts.exitcode)
+            };
+        }
+    }
+}
