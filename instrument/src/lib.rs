@@ -8,6 +8,9 @@
 //! * [`device_heap`]: the checked in-kernel heap's layout, shared with the runtime;
 //! * [`ptx`]: the PTX rewriter, site table and statistics.
 
+// Parsing and rewriting text needs no unsafe code (only the layout tests transmute).
+#![cfg_attr(not(test), forbid(unsafe_code))]
+
 pub mod abi;
 pub mod container;
 pub mod device_heap;
