@@ -211,7 +211,6 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
     Ok(Header { insert_at: insert_at.unwrap_or(0), version, target_sm })
 }
 
-/// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 /// `(file, line, column)` of a `.loc` directive's operands (without allocating: every `.loc` line
 /// of every module goes through here).
 fn parse_loc(rest: &str) -> Option<(u32, u32, u32)> {
@@ -219,6 +218,7 @@ fn parse_loc(rest: &str) -> Option<(u32, u32, u32)> {
     Some((nums.next()?, nums.next()?, nums.next()?))
 }
 
+/// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 fn strip_comment(line: &str) -> &str {
     match find_pair(line, b'/', b'/') {
         Some(p) if !line[..p].contains('"') => &line[..p],
