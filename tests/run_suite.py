@@ -35,8 +35,21 @@ def bug_line(case):
 
 
 def parse_gasan(out):
-    """[(kind, line or None)] of every gasan report in an output."""
+    """[(kind, line or None)] of every gasan report in an output: the JSON objects gasan prints with
+    --report-format json (one per line, what the runner asks for), else the text reports."""
     reports = []
+    for raw in out.splitlines():
+        raw = raw.strip()
+        if not (raw.startswith("{") and '"tool"' in raw):
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if obj.get("tool") == "gasan" and obj.get("kind"):
+            reports.append((obj["kind"], obj.get("line")))
+    if reports:
+        return reports
     for block in out.split("==ERROR: GPUAddressSanitizer: ")[1:]:
         kind = re.match(r"([a-z-]+)", block).group(1)
         m = GASAN_AT.search(block)
@@ -147,13 +160,14 @@ def main():
     built = lambda variant: any(os.path.exists(b(c, variant)) for c in cases)
     tools = {
         "native": lambda c, m: [b(c)] + m,
-        "gasan-s8": lambda c, m: [a.gasan, "--shadow-scale", "8", "--", b(c)] + m,
-        "gasan-s7": lambda c, m: [a.gasan, "--shadow-scale", "7", "--", b(c)] + m,
-        "gasan-sass": lambda c, m: [a.gasan, "--", b(c, "_sass")] + m,
+        # Reports read as JSON (one object per line), not scraped from the text.
+        "gasan-s8": lambda c, m: [a.gasan, "--report-format", "json", "--shadow-scale", "8", "--", b(c)] + m,
+        "gasan-s7": lambda c, m: [a.gasan, "--report-format", "json", "--shadow-scale", "7", "--", b(c)] + m,
+        "gasan-sass": lambda c, m: [a.gasan, "--report-format", "json", "--", b(c, "_sass")] + m,
     }
     if built("_noline"):
         # Without -lineinfo reports name the PTX line; only the kind is compared.
-        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--", b(c, "_noline")] + m
+        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--report-format", "json", "--", b(c, "_noline")] + m
     if shutil.which("compute-sanitizer") and not a.no_sanitizer:
         tools["cs"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b(c)] + m
         tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b(c)] + m

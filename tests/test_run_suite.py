@@ -30,6 +30,14 @@ class Parsing(unittest.TestCase):
         self.assertEqual(rs.parse_gasan(fx("gasan_double_free.txt")), [("double-free", None)])
         self.assertEqual(rs.parse_gasan(fx("clean.txt")), [])
 
+    def test_gasan_json_reports(self):
+        out = ('result line\n{"tool":"gasan","kind":"tag-mismatch","file":"/x/tag.cu","line":12,"address":"0x1"}\n'
+               '==gasan== 63 more bad device access(es) not reported\n'
+               '{"tool":"gasan","kind":"heap-buffer-overflow","call":"cuMemcpyDtoH_v2"}\n{not json\n')
+        self.assertEqual(rs.parse_gasan(out), [("tag-mismatch", 12), ("heap-buffer-overflow", None)])
+        # A JSON report wins over text, and other tools' JSON is not a gasan report.
+        self.assertEqual(rs.parse_gasan('{"tool":"other","kind":"x"}\n'), [])
+
     def test_cs_summary(self):
         self.assertEqual(rs.parse_cs(fx("cs_overflow.txt")), 1)
         self.assertEqual(rs.parse_cs(fx("cs_clean.txt")), 0)
