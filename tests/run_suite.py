@@ -47,7 +47,9 @@ def parse_gasan(out):
         except ValueError:
             continue
         if obj.get("tool") == "gasan" and obj.get("kind"):
-            reports.append((obj["kind"], obj.get("line")))
+            # As in the text: a line counts when it is in a .cu file (the case's own source).
+            cu = str(obj.get("file") or "").endswith(".cu")
+            reports.append((obj["kind"], obj.get("line") if cu else None))
     if reports:
         return reports
     for block in out.split("==ERROR: GPUAddressSanitizer: ")[1:]:

@@ -37,6 +37,7 @@ class Parsing(unittest.TestCase):
         self.assertEqual(rs.parse_gasan(out), [("tag-mismatch", 12), ("heap-buffer-overflow", None)])
         # A JSON report wins over text, and other tools' JSON is not a gasan report.
         self.assertEqual(rs.parse_gasan('{"tool":"other","kind":"x"}\n'), [])
+        self.assertEqual(rs.parse_gasan('{"tool":"gasan","kind":"k","file":"/i/x.hpp","line":107}\n'), [("k", None)])
 
     def test_cs_summary(self):
         self.assertEqual(rs.parse_cs(fx("cs_overflow.txt")), 1)

@@ -155,7 +155,7 @@ pub const MARKER: &str = "//gasan";
 
 /// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 20;
+pub const REVISION: u32 = 21;
 
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
@@ -212,8 +212,11 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
 }
 
 /// `(file, line, column)` of a `.loc` directive's operands (without allocating: every `.loc` line
-/// of every module goes through here).
+/// of every module goes through here). Code inlined from a header (`atomicAdd` from
+/// device_atomic_functions.hpp, `.loc 2 107 3, function_name ..., inlined_at 1 5 30`) is placed
+/// at its call site, the program's own line, as a report should name it.
 fn parse_loc(rest: &str) -> Option<(u32, u32, u32)> {
+    let rest = rest.split_once("inlined_at").map_or(rest, |(_, at)| at);
     let mut nums = rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
     Some((nums.next()?, nums.next()?, nums.next()?))
 }
