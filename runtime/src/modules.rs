@@ -213,9 +213,11 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
-    // The options whose table row says they change checked code, then what the runtime derives.
+    // The options whose table row says they change checked code, then every field of the
+    // instrumenter's options (derived from them and from the pool): none is listed by hand, so a
+    // new one cannot be left out of the key.
     h.update(s.opts.code_key());
-    h.update([opts.optimize as u8, opts.aligned_pool as u8]);
+    h.update(format!("{opts:?}").as_bytes());
     h.update(ptx.as_bytes());
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let cache = cache();
