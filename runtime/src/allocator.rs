@@ -730,6 +730,10 @@ impl Allocator {
         }
         if let Some(h) = g.device_heaps.iter().find(|h| h.contains(addr)) {
             crate::device_heap::describe(g.pool.backend(), h, addr, &mut d);
+            // A heap block lies in its region's window.
+            if let Some(a) = d.alloc.as_mut() {
+                a.tag = self.tag_of(a.start);
+            }
             return d;
         }
         let (home, tag) = (self.home(addr), self.tag_of(addr));

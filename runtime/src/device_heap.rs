@@ -96,7 +96,7 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
     d.alloc = Some(AllocInfo {
         id: 0,
         start: block.start,
-        tag: 0,
+        tag: 0, // set by the allocator, which knows the windows
         size: block.size,
         region_end: block.start + block.size.max(1).div_ceil(l.granule) * l.granule,
         large: false,
