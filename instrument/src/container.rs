@@ -83,6 +83,41 @@ pub fn sniff(prefix: &[u8]) -> ImageKind {
     }
 }
 
+/// `__fatBinC_Wrapper_t`, the struct cudart registers modules with: its magic
+/// ([`WRAPPER_MAGIC`]), a version, the fatbin's host address, and (version 2, prelinked RDC) the
+/// list of fatbins to link. Read by [`image_len`], written by the runtime for checked code.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FatbinWrapper {
+    pub magic: u32,
+    pub version: u32,
+    pub data: u64,
+    pub filename_or_fatbins: u64,
+}
+
+/// Bytes of a [`FatbinWrapper`].
+pub const WRAPPER_SIZE: usize = 24;
+/// Bytes of a fatbin's own header (magic, version, header size, payload size).
+pub const FATBIN_HEADER_SIZE: usize = 16;
+const _: () = assert!(std::mem::size_of::<FatbinWrapper>() == WRAPPER_SIZE);
+
+impl FatbinWrapper {
+    /// The wrapper in the first [`WRAPPER_SIZE`] bytes of `b` (its magic is not checked).
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        Ok(Self { magic: u32_at(b, 0, "wrapper")?, version: u32_at(b, 4, "wrapper")?, data: u64_at(b, 8, "wrapper")?, filename_or_fatbins: u64_at(b, 16, "wrapper")? })
+    }
+
+    /// The wrapper as the bytes cudart reads (little-endian, no padding).
+    pub fn to_bytes(&self) -> [u8; WRAPPER_SIZE] {
+        let mut out = [0u8; WRAPPER_SIZE];
+        out[0..4].copy_from_slice(&self.magic.to_le_bytes());
+        out[4..8].copy_from_slice(&self.version.to_le_bytes());
+        out[8..16].copy_from_slice(&self.data.to_le_bytes());
+        out[16..24].copy_from_slice(&self.filename_or_fatbins.to_le_bytes());
+        out
+    }
+}
+
 /// How far an image extends, computed from its header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImageLen {
@@ -97,7 +132,10 @@ pub enum ImageLen {
 /// Sizes an image from a prefix of at least [`LEN_PREFIX`] bytes (fewer only if the image is shorter).
 pub fn image_len(prefix: &[u8]) -> Result<ImageLen> {
     match sniff(prefix) {
-        ImageKind::FatbinWrapper => Ok(ImageLen::Wrapper { version: u32_at(prefix, 4, "wrapper")?, data: u64_at(prefix, 8, "wrapper")?, filename_or_fatbins: u64_at(prefix, 16, "wrapper")? }),
+        ImageKind::FatbinWrapper => {
+            let w = FatbinWrapper::parse(prefix)?;
+            Ok(ImageLen::Wrapper { version: w.version, data: w.data, filename_or_fatbins: w.filename_or_fatbins })
+        }
         ImageKind::Fatbin => {
             let hs = u16_at(prefix, 6, "fatbin header")? as usize;
             let fs = u64_at(prefix, 8, "fatbin header")?;
@@ -540,5 +578,15 @@ mod tests {
         assert_eq!(sniff(b"\x7fELF\x02\x01"), ImageKind::Elf);
         assert_eq!(sniff(&WRAPPER_MAGIC.to_le_bytes()), ImageKind::FatbinWrapper);
         assert_eq!(sniff(&[0xff, 0xfe, 0, 1]), ImageKind::Unknown);
+    }
+
+    #[test]
+    fn a_written_wrapper_reads_back() {
+        let w = FatbinWrapper { magic: WRAPPER_MAGIC, version: 1, data: 0x7f00_1234_5678, filename_or_fatbins: 0 };
+        let b = w.to_bytes();
+        assert_eq!(FatbinWrapper::parse(&b).unwrap(), w);
+        assert_eq!(sniff(&b), ImageKind::FatbinWrapper);
+        assert_eq!(image_len(&b).unwrap(), ImageLen::Wrapper { version: 1, data: 0x7f00_1234_5678, filename_or_fatbins: 0 });
+        assert!(FatbinWrapper::parse(&b[..20]).is_err());
     }
 }

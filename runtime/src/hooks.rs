@@ -505,13 +505,9 @@ fn orig_slot(i: usize) -> usize {
 /// A fatbin wrapper (version 1) around a fatbin of the checked code; leaked (cudart keeps the
 /// pointer).
 fn checked_wrapper(c: &modules::Checked, code: &modules::Code) -> Vec<u8> {
+    use gasan_instrument::container::{FatbinWrapper, WRAPPER_MAGIC};
     let fb = Box::leak(modules::fatbin(c, code).into_boxed_slice());
-    let mut w = Vec::with_capacity(24);
-    w.extend_from_slice(&gasan_instrument::container::WRAPPER_MAGIC.to_le_bytes());
-    w.extend_from_slice(&1u32.to_le_bytes());
-    w.extend_from_slice(&(fb.as_ptr() as u64).to_le_bytes());
-    w.extend_from_slice(&0u64.to_le_bytes());
-    w
+    FatbinWrapper { magic: WRAPPER_MAGIC, version: 1, data: fb.as_ptr() as u64, filename_or_fatbins: 0 }.to_bytes().to_vec()
 }
 
 /// # Safety

@@ -137,8 +137,8 @@ pub unsafe fn image_ptx_within(image: *const c_void, cc: u32, limit: Option<usiz
         }
     }
     let header_len = match container::sniff(&magic) {
-        ImageKind::FatbinWrapper => 24,
-        ImageKind::Fatbin => 16,
+        ImageKind::FatbinWrapper => container::WRAPPER_SIZE,
+        ImageKind::Fatbin => container::FATBIN_HEADER_SIZE,
         ImageKind::Elf => return Err(Skip::SassOnly),
         _ => {
             // Text: NUL-terminated (within the limit, when one is known).
@@ -173,7 +173,7 @@ pub unsafe fn image_ptx_within(image: *const c_void, cc: u32, limit: Option<usiz
     };
     // SAFETY: `fatbin_ptr` is the fatbin a version-1 wrapper points to, or the image itself (a
     // fatbin by its magic); a valid image's fatbin starts with a 16-byte header.
-    let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, 16) };
+    let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, container::FATBIN_HEADER_SIZE) };
     let len = match container::image_len(hdr).map_err(|e| Skip::Error(e.to_string()))? {
         ImageLen::Bytes(n) => n,
         other => return Err(Skip::Error(format!("unexpected fatbin size {other:?}"))),
