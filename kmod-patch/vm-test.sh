@@ -117,7 +117,7 @@ accel=tcg
 [ "${GASAN_VM_KVM:-0}" = 1 ] && [ -w /dev/kvm ] && accel=kvm
 echo "booting $vmroot/boot/vmlinuz-$KVER-amd64 under $qemu ($accel)"
 set +e
-timeout "${GASAN_VM_TIMEOUT:-300}" "$qemu" -accel "$accel" -cpu max -m 1G -smp 1 -nographic -no-reboot \
+timeout "${GASAN_VM_TIMEOUT:-300}" "$qemu" -accel "$accel" -cpu max -m 1G -smp 1 -nographic -no-reboot -nic none \
   -kernel "$vmroot/boot/vmlinuz-$KVER-amd64" -initrd "$work/initrd.gz" \
   -append 'console=ttyS0 panic=-1 loglevel=4' </dev/null | tr -d '\r' | tee "$work/console"
 qrc=${PIPESTATUS[0]}
