@@ -77,11 +77,9 @@ impl Ring {
     /// Allocates and registers the ring. Needs a current context.
     pub fn new() -> Result<Ring, CuResult> {
         let bytes = abi::ring_bytes(CAPACITY).next_multiple_of(4096);
-        // SAFETY: anonymous mapping for the ring, never unmapped (the device may write until exit).
-        let host = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
-        if host == libc::MAP_FAILED {
-            return Err(crate::driver::CUDA_ERROR_OUT_OF_MEMORY);
-        }
+        // Anonymous, page-aligned, and never unmapped (leaked): the device may write until exit.
+        let map = memmap2::MmapMut::map_anon(bytes).map_err(|_| crate::driver::CUDA_ERROR_OUT_OF_MEMORY)?;
+        let host: *mut c_void = Box::leak(Box::new(map)).as_mut_ptr().cast();
         let hdr = RingHeader { head: 0, capacity: CAPACITY, reserved: [0; 14] };
         // SAFETY: the mapping is at least a header long.
         unsafe { std::ptr::write(host as *mut RingHeader, hdr) };

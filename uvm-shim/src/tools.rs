@@ -107,22 +107,21 @@ pub enum FaultQueueError {
 
 /// A subscription to this process's fatal GPU faults.
 pub struct FaultQueue {
+    /// Declared before the pages: dropped (the subscription closed) before they are unmapped.
     tools: OwnedFd,
     queue: *mut u8,
     control: *mut ControlData,
+    /// The queue's and the control data's pages (anonymous, page-aligned), which nvidia-uvm
+    /// writes while the subscription is open; `queue` and `control` point into them.
+    _pages: [memmap2::MmapMut; 2],
 }
 
 // SAFETY: the buffers are owned by this object and only read under `&mut self` or with volatile
 // reads of kernel-written cursors.
 unsafe impl Send for FaultQueue {}
 
-fn map_page() -> Result<*mut u8, FaultQueueError> {
-    // SAFETY: anonymous private mapping; checked for MAP_FAILED.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
-    if p == libc::MAP_FAILED {
-        return Err(FaultQueueError::Map(std::io::Error::last_os_error()));
-    }
-    Ok(p.cast())
+fn map_page() -> Result<memmap2::MmapMut, FaultQueueError> {
+    memmap2::MmapMut::map_anon(PAGE).map_err(FaultQueueError::Map)
 }
 
 impl FaultQueue {
@@ -131,9 +130,9 @@ impl FaultQueue {
         let uvm_fd = crate::kmod::process_uvm_fd().ok_or(FaultQueueError::NoUvmFd)?;
         let tools = std::fs::OpenOptions::new().read(true).write(true).open("/dev/nvidia-uvm-tools").map_err(FaultQueueError::OpenTools)?;
         let tools: OwnedFd = tools.into();
-        let queue = map_page()?;
-        let control = map_page()?;
-        let q = FaultQueue { tools, queue, control: control.cast() };
+        let (mut queue_page, mut control_page) = (map_page()?, map_page()?);
+        let (queue, control) = (queue_page.as_mut_ptr(), control_page.as_mut_ptr());
+        let q = FaultQueue { tools, queue, control: control.cast(), _pages: [queue_page, control_page] };
         let mut init = InitEventTrackerParams {
             queue_buffer: queue as u64,
             queue_buffer_size: QUEUE_ENTRIES as u64,
@@ -187,16 +186,6 @@ impl FaultQueue {
                 return v;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
-}
-
-impl Drop for FaultQueue {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own pages (the tools fd is closed afterwards by OwnedFd).
-        unsafe {
-            libc::munmap(self.queue.cast(), PAGE);
-            libc::munmap(self.control.cast(), PAGE);
         }
     }
 }
