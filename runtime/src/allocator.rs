@@ -231,8 +231,6 @@ struct Inner {
     /// block's address neighbours (the previous and next block of its kind) have other tags.
     small_tags: u64,
     large_tags: u64,
-    /// Times the large-block VA was used up and freed blocks' VA reused ([`Allocator::recycle_large`]).
-    large_recycles: u64,
     /// Regions reserved for the checked device heap (not allocations of the program).
     device_heaps: Vec<crate::device_heap::HeapRegion>,
 }
@@ -247,9 +245,8 @@ pub struct Allocator {
     gran: u64,
     pool_base: u64,
     pool_size: u64,
-    /// Canonical addresses (window 0): every block's VA is handed out from here.
-    window_size: u64,
-    windows: u64,
+    /// The pool's tag windows; window 0's canonical addresses are where blocks are placed.
+    win: gasan_uvm::plan::Windows,
     shadow_base: u64,
     extent_table: (u64, u32),
 }
@@ -263,8 +260,8 @@ impl Allocator {
         let gran = pool.granularity();
         let (base, size, shadow_base) = (pool.base(), pool.size(), pool.shadow_base());
         let extent_table = pool.extent_table();
-        let (windows, window_size) = (pool.windows(), pool.window_size());
-        let half = base + window_size / 2;
+        let win = pool.tag_windows();
+        let half = base + win.size / 2;
         Allocator {
             inner: Mutex::new(Inner {
                 pool,
@@ -280,7 +277,6 @@ impl Allocator {
                 next_id: 1,
                 small_tags: 0,
                 large_tags: 0,
-                large_recycles: 0,
                 device_heaps: Vec::new(),
             }),
             scale: opts.shadow_scale,
@@ -291,8 +287,7 @@ impl Allocator {
             gran,
             pool_base: base,
             pool_size: size,
-            window_size,
-            windows,
+            win,
             shadow_base,
             extent_table,
         }
@@ -354,7 +349,7 @@ impl Allocator {
             self.new_slab(g)?;
         }
         let slab = g.slab.expect("a current slab");
-        let tag = g.small_tags % self.windows;
+        let tag = g.small_tags % self.win.count;
         let start = g.pool.tagged(g.small_cursor, tag);
         // The VA is used up even if poisoning fails below: it is never handed out again.
         g.small_cursor += need;
@@ -411,8 +406,8 @@ impl Allocator {
     /// On a swept range the next tag in turn may have been used already: the others are tried
     /// there before moving on.
     fn place_large(&self, g: &Inner, len: u64) -> Option<(u64, u64)> {
-        let (half, end) = (self.pool_base + self.window_size / 2, self.pool_base + self.window_size);
-        if self.windows == 1 {
+        let (half, end) = (self.pool_base + self.win.size / 2, self.pool_base + self.win.size);
+        if self.win.count == 1 {
             let home = g.large_end + len.max(g.large_tail_gap);
             return home.checked_add(2 * len).filter(|&e| e <= end).map(|_| (home, 0));
         }
@@ -429,7 +424,7 @@ impl Allocator {
             // Each tag's conflict, if any; then past the nearest one (each scan runs downwards, so
             // it finds a tag's last conflict).
             let mut skip = u64::MAX;
-            for t in (0..self.windows).map(|k| (g.large_tags + k) % self.windows) {
+            for t in (0..self.win.count).map(|k| (g.large_tags + k) % self.win.count) {
                 match self.large_conflict(g, home, len, t) {
                     None => return Some((home, t)),
                     Some(c) => skip = skip.min(c),
@@ -442,7 +437,7 @@ impl Allocator {
     /// The highest chunk that keeps a block of tag `tag` from `[home, home+len)`, if any (see
     /// [`Self::place_large`]); for a left neighbour, `home` itself.
     fn large_conflict(&self, g: &Inner, home: u64, len: u64, tag: u64) -> Option<u64> {
-        let (half, end) = (self.pool_base + self.window_size / 2, self.pool_base + self.window_size);
+        let (half, end) = (self.pool_base + self.win.size / 2, self.pool_base + self.win.size);
         let bit = 1 << tag;
         let live_of_tag = |c: u64| g.pool.committed_windows(c).is_some_and(|m| m & bit != 0);
         if home + len < end && live_of_tag(home + len) {
@@ -458,20 +453,19 @@ impl Allocator {
     /// now be handed out again, pointers included: ASan's bounded quarantine, here only once the
     /// pool is used up) rather than fail the program. Returns whether anything was released.
     fn recycle_large(&self, g: &mut Inner) -> bool {
-        if self.windows == 1 {
+        if self.win.count == 1 {
             return false;
         }
         let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
         let forgotten: Vec<u64> = g.allocs.values().filter(|a| a.large && !a.live && !held.contains(&a.start)).map(|a| a.start).collect();
-        let half = self.pool_base + self.window_size / 2;
-        let released = g.pool.unretire(half, self.window_size / 2).unwrap_or(0);
+        let half = self.pool_base + self.win.size / 2;
+        let released = g.pool.unretire(half, self.win.size / 2).unwrap_or(0);
         if released == 0 {
             return false;
         }
         for p in &forgotten {
             g.allocs.remove(p);
         }
-        g.large_recycles += 1;
         g.large_end = half;
         // Said always: it weakens what a later report can say.
         eprintln!("==gasan== the pool's large-block VA is used up; {} freed large blocks forgotten and their VA reused (a use after free of them may now go unreported)", forgotten.len());
@@ -493,20 +487,12 @@ impl Allocator {
     /// The canonical (window 0) address of pool address `va`: where the allocator's tables and
     /// the pool's commitments name it.
     fn home(&self, va: u64) -> u64 {
-        if self.owns(va) {
-            self.pool_base + (va - self.pool_base) % self.window_size
-        } else {
-            va
-        }
+        self.win.canonical(va)
     }
 
     /// The tag (window) of pool address `va`.
     fn tag_of(&self, va: u64) -> u64 {
-        if self.owns(va) {
-            (va - self.pool_base) / self.window_size
-        } else {
-            0
-        }
+        self.win.tag(va)
     }
 
     /// The block that `ptr` (tagged) names: the block at its canonical address, when its tag matches.
@@ -523,7 +509,7 @@ impl Allocator {
             return;
         }
         let _ = g.pool.retire(va, len);
-        if va < self.pool_base + self.window_size / 2 {
+        if va < self.pool_base + self.win.size / 2 {
             g.small_end = g.small_end.max(va + len);
             g.small_cursor = g.small_cursor.max(va + len);
         } else {
@@ -536,12 +522,11 @@ impl Allocator {
     /// current if the new one cannot be committed.
     fn new_slab(&self, g: &mut Inner) -> Result<(), AllocError> {
         let va = round_up(g.small_end.max(g.small_cursor), self.gran);
-        if va + self.gran > self.pool_base + self.window_size / 2 {
+        if va + self.gran > self.pool_base + self.win.size / 2 {
             return Err(AllocError::OutOfMemory);
         }
         // A slab's blocks take every tag in turn: real shadow in every window.
-        let every_window = if self.windows == 64 { u64::MAX } else { (1 << self.windows) - 1 };
-        if let Err(e) = g.pool.commit_tagged(va, self.gran, every_window) {
+        if let Err(e) = g.pool.commit_tagged(va, self.gran, self.win.all()) {
             self.discard_failed_commit(g, va, self.gran);
             return Err(map_oom(e));
         }
@@ -729,16 +714,13 @@ impl Allocator {
             return d;
         }
         if let Some(h) = g.device_heaps.iter().find(|h| h.contains(addr)) {
-            crate::device_heap::describe(g.pool.backend(), h, addr, &mut d);
             // A heap block lies in its region's window.
-            if let Some(a) = d.alloc.as_mut() {
-                a.tag = self.tag_of(a.start);
-            }
+            crate::device_heap::describe(g.pool.backend(), h, self.tag_of(h.base), addr, &mut d);
             return d;
         }
         let (home, tag) = (self.home(addr), self.tag_of(addr));
         // Neighbours of the pointer's own tag: the nearest block at or before, and after, the address.
-        let window = self.pool_base + tag * self.window_size..self.pool_base + (tag + 1) * self.window_size;
+        let window = self.win.window(tag);
         let prev = g.allocs.range(window.start..=addr).next_back().map(|(_, a)| a);
         let next = g.allocs.range(addr + 1..window.end).next().map(|(_, a)| a);
         if let Some(p) = prev {
@@ -757,7 +739,7 @@ impl Allocator {
         let left = next.map(|n| (n.start - addr, n));
         // The bytes belong to a block of another tag: the pointer walked out of its own block.
         // The block whose bytes these are, through another window (a live one before a freed one).
-        let other = (0..self.windows).filter(|&t| t != tag).filter_map(|t| self.block_containing(&g, g.pool.tagged(home, t))).max_by_key(|a| a.live);
+        let other = (0..self.win.count).filter(|&t| t != tag).filter_map(|t| self.block_containing(&g, g.pool.tagged(home, t))).max_by_key(|a| a.live);
         if let Some(m) = other {
             d.kind = AddrKind::TagMismatch { ptr_tag: tag, mem_tag: m.tag, offset: home - self.home(m.start) };
             d.alloc = Some(m.clone());
@@ -905,8 +887,8 @@ impl Allocator {
         let g = self.inner.lock().unwrap();
         let mut v = InvariantViolations::default();
         let gran = self.gran;
-        let half = self.pool_base + self.window_size / 2;
-        let pool_end = self.pool_base + self.window_size;
+        let half = self.pool_base + self.win.size / 2;
+        let pool_end = self.pool_base + self.win.size;
         // Canonical views of the blocks, in address order (the table's keys are canonical).
         let held: std::collections::HashSet<u64> = g.quarantine.iter().copied().collect();
         // Canonical views of the blocks (the table's keys are the tagged addresses), in canonical
@@ -924,7 +906,7 @@ impl Allocator {
             .collect();
         canon.sort_by_key(|a| (a.start, a.tag));
         let holds_memory = |a: &AllocInfo| a.live || held.contains(&g.pool.tagged(a.start, a.tag));
-        if self.windows > 1 {
+        if self.win.count > 1 {
             for kind_large in [false, true] {
                 // Large blocks: those holding memory (freed ones may lie under later blocks).
                 let of_kind: Vec<&AllocInfo> = canon.iter().filter(|a| a.large == kind_large && (!kind_large || holds_memory(a))).collect();
@@ -1014,7 +996,7 @@ impl Allocator {
                 Some(p) => (p.region_end, len.max(p.region_end - p.start)),
                 None => (half, len),
             };
-            if self.windows > 1 {
+            if self.win.count > 1 {
                 // 3 with tags: no live block of the same tag in the chunk on either side.
                 if holds_memory(a) && ((a.start > half && of_tag(a.start - gran)) || (a.region_end < pool_end && of_tag(a.region_end))) {
                     v.push(format!("large block {:#x}..{:#x} (tag {}) has a live block of its tag in the next chunk", a.start, a.region_end, a.tag));
@@ -1024,7 +1006,7 @@ impl Allocator {
             } else if let Some(c) = chunks(left, a.start).find(|&c| g.pool.is_committed(c)) {
                 v.push(format!("chunk {c:#x} in the guard gap left of large block {:#x} is committed", a.start));
             } else {
-                for t in 0..self.windows {
+                for t in 0..self.win.count {
                     let mut entries = vec![(0, 0); ((a.start - left) / gran) as usize];
                     let read = g.pool.read_extents((g.pool.tagged(left, t) - self.pool_base) / gran, &mut entries);
                     if read.is_err() || entries.iter().any(|&e| e != (0, 0)) {
@@ -1033,7 +1015,7 @@ impl Allocator {
                 }
             }
             // With tags the cursor sweeps the VA again once at its end.
-            if self.windows == 1 && a.region_end > g.large_end {
+            if self.win.count == 1 && a.region_end > g.large_end {
                 v.push(format!("large block {:#x}..{:#x} ends past the large cursor {:#x}", a.start, a.region_end, g.large_end));
             }
             if holds_memory(a) {
@@ -1045,7 +1027,7 @@ impl Allocator {
                 v.push(format!("chunk {c:#x} of freed large block {:#x} is not retired for its window", a.start));
             }
             // Only the block's own window may claim it (other windows may hold later blocks).
-            for t in (0..self.windows).filter(|&t| t == a.tag || self.windows == 1) {
+            for t in (0..self.win.count).filter(|&t| t == a.tag || self.win.count == 1) {
                 let first = (g.pool.tagged(a.start, t) - self.pool_base) / gran;
                 let mut entries = vec![(0, 0); (len / gran) as usize];
                 match g.pool.read_extents(first, &mut entries) {
@@ -1066,13 +1048,13 @@ impl Allocator {
             if a.id != 0 {
                 self.check_window_shadow(&g, a.start, a.region_end, a.tag, &[a], &mut v);
             }
-            if self.windows == 1 || holds_memory(a) {
+            if self.win.count == 1 || holds_memory(a) {
                 prev_large = Some(a);
                 top_large = Some(a);
             }
         }
         match top_large {
-            Some(t) if self.windows == 1 && g.large_tail_gap < t.region_end - t.start && g.large_end == t.region_end => {
+            Some(t) if self.win.count == 1 && g.large_tail_gap < t.region_end - t.start && g.large_end == t.region_end => {
                 v.push(format!("gap after the last large block {:#x}..{:#x} is {:#x}, less than its length", t.start, t.region_end, g.large_tail_gap));
             }
             None if g.large_end < half => v.push(format!("large cursor {:#x} below the middle of the pool", g.large_end)),
@@ -1157,7 +1139,7 @@ impl Allocator {
     /// ones of `blocks` (canonical, sorted, inside the range) encode their sizes in their own
     /// tag's window, every other granule reads 0.
     fn check_region_shadow(&self, g: &Inner, from: u64, to: u64, blocks: &[&AllocInfo], v: &mut InvariantViolations) {
-        for t in 0..self.windows {
+        for t in 0..self.win.count {
             let own: Vec<&AllocInfo> = blocks.iter().copied().filter(|a| a.tag == t).collect();
             self.check_window_shadow(g, from, to, t, &own, v);
         }

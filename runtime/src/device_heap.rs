@@ -55,8 +55,9 @@ pub struct HeapBlockOrigin {
 
 /// Describes `addr`, inside `region`, from the device's block table and block headers (read
 /// through `backend`). Header and table bytes are described as "device-heap metadata" when no block
-/// is near; an unreadable table leaves the address described as `Wild` in the heap.
-pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut AddrDescription) {
+/// is near; an unreadable table leaves the address described as `Wild` in the heap. `tag` is the
+/// region's pointer tag, which its blocks share.
+pub fn describe(backend: &dyn Backend, region: &HeapRegion, tag: u64, addr: u64, d: &mut AddrDescription) {
     d.kind = AddrKind::Wild;
     let l = &region.layout;
     let mut raw = vec![0u8; (l.table_capacity as usize) * BLOCK_ENTRY_SIZE];
@@ -96,7 +97,7 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, addr: u64, d: &mut A
     d.alloc = Some(AllocInfo {
         id: 0,
         start: block.start,
-        tag: 0, // set by the allocator, which knows the windows
+        tag,
         size: block.size,
         region_end: block.start + block.size.max(1).div_ceil(l.granule) * l.granule,
         large: false,

@@ -23,6 +23,24 @@ fn prot_flags(p: Prot) -> libc::c_int {
     }
 }
 
+/// Runs `f` in a forked child; true if the child died of SIGSEGV/SIGBUS: the host backend's way
+/// to show that a range is unmapped or protected (selftest and tests).
+pub fn faults_in_child(f: impl FnOnce()) -> bool {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::{fork, ForkResult};
+    // SAFETY: the child only touches memory and exits.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            f();
+            // SAFETY: _exit is async-signal-safe, so the child of a fork may call it; it ends the
+            // child without running the parent's atexit handlers or flushing its stdio buffers.
+            unsafe { libc::_exit(0) };
+        }
+        Ok(ForkResult::Parent { child }) => matches!(waitpid(child, None), Ok(WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _))),
+        Err(_) => false,
+    }
+}
+
 impl HostBackend {
     /// `gran` must be a power of two and a multiple of the page size.
     pub fn new(gran: u64) -> Self {

@@ -49,6 +49,55 @@ pub fn alias_addr(src: u64, alias_base: u64, va: u64) -> u64 {
     alias_base + (va - src)
 }
 
+/// The tag windows of a pool: `count` equal windows of `size` bytes from `base`, each mapping
+/// the same memory. Window 0 holds the canonical addresses; a block of tag t is seen at
+/// `canonical + t · size`. The arithmetic of tagged addresses, stated once for the pool and the
+/// allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    pub base: u64,
+    pub size: u64,
+    pub count: u64,
+}
+
+impl Windows {
+    /// (canonical address, tag) of `va`, or `None` outside the pool.
+    pub fn split(&self, va: u64) -> Option<(u64, u64)> {
+        let off = va.checked_sub(self.base)?;
+        (off / self.size < self.count).then(|| (self.base + off % self.size, off / self.size))
+    }
+    /// `va`'s canonical address (window 0's); an address outside the pool unchanged.
+    pub fn canonical(&self, va: u64) -> u64 {
+        self.split(va).map_or(va, |(c, _)| c)
+    }
+    /// `va`'s tag (its window); 0 outside the pool.
+    pub fn tag(&self, va: u64) -> u64 {
+        self.split(va).map_or(0, |(_, t)| t)
+    }
+    /// Canonical address `va` seen through window `tag`.
+    pub fn tagged(&self, va: u64, tag: u64) -> u64 {
+        debug_assert!(tag < self.count && contains(self.base, self.size, va, 1));
+        va + tag * self.size
+    }
+    /// The addresses of window `tag`.
+    pub fn window(&self, tag: u64) -> std::ops::Range<u64> {
+        self.base + tag * self.size..self.base + (tag + 1) * self.size
+    }
+    /// The bit mask naming every window.
+    pub fn all(&self) -> u64 {
+        all_windows(self.count)
+    }
+}
+
+/// The bit mask naming every one of `count` windows.
+pub fn all_windows(count: u64) -> u64 {
+    if count >= 64 {
+        u64::MAX
+    } else {
+        (1 << count) - 1
+    }
+}
+
 /// Page sizes the patched nvidia-uvm maps inside the pool, largest first.
 pub const PAGE_SIZES: [u64; 3] = [2 << 20, 64 << 10, 4 << 10];
 
@@ -194,9 +243,7 @@ pub fn plan_release<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: boo
 /// [`plan_release`] retiring for the windows in `retire_tags` (and those of the committed chunks).
 pub fn plan_release_tagged<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire: bool, retire_tags: u64) -> Result<Vec<Op>, UvmError> {
     check_request(s, va, len)?;
-    let windows = s.size() / s.window_size();
-    let all = if windows >= 64 { u64::MAX } else { (1 << windows) - 1 };
-    let retire_tags = retire_tags & all;
+    let retire_tags = retire_tags & all_windows(s.size() / s.window_size());
     let g = s.gran();
     let mut ops = Vec::new();
     let mut refs: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();

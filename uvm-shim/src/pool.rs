@@ -57,9 +57,8 @@ pub struct Pool {
     shadow_size: u64,
     shift: u32,
     gran: u64,
-    /// Bytes of one tag window: `size / windows`.
-    window_size: u64,
-    windows: u64,
+    /// The tag windows (`size / count` bytes each).
+    win: plan::Windows,
     zero_chunk: ChunkHandle,
     /// Canonical chunk address → (physical chunk, windows whose shadow describes it).
     committed: BTreeMap<u64, (ChunkHandle, u64)>,
@@ -143,8 +142,7 @@ impl Pool {
             shadow_size,
             shift: cfg.shift,
             gran,
-            window_size,
-            windows,
+            win: plan::Windows { base, size: window_size, count: windows },
             zero_chunk: 0,
             committed: BTreeMap::new(),
             retired: BTreeMap::new(),
@@ -267,24 +265,23 @@ impl Pool {
     }
     /// Number of tag windows (1: tagging off).
     pub fn windows(&self) -> u64 {
-        self.windows
+        self.win.count
     }
     /// Bytes of one tag window; window 0 holds the canonical addresses.
     pub fn window_size(&self) -> u64 {
-        self.window_size
+        self.win.size
+    }
+    /// The tag windows' layout (its arithmetic: [`plan::Windows`]).
+    pub fn tag_windows(&self) -> plan::Windows {
+        self.win
     }
     /// The tag (window) of pool address `va`; 0 outside the pool.
     pub fn tag_of(&self, va: u64) -> u64 {
-        if self.contains(va, 1) {
-            (va - self.base) / self.window_size
-        } else {
-            0
-        }
+        self.win.tag(va)
     }
     /// Canonical pool address `va` as seen through window `tag`.
     pub fn tagged(&self, va: u64, tag: u64) -> u64 {
-        debug_assert!(tag < self.windows && plan::contains(self.base, self.window_size, va, 1));
-        va + tag * self.window_size
+        self.win.tagged(va, tag)
     }
 
     fn check_range(&self, va: u64, len: u64) -> Result<(), UvmError> {
@@ -389,9 +386,9 @@ impl Pool {
                 let h = self.take_chunk()?;
                 // Only in the windows committed for: each mapping is a driver call per chunk.
                 for t in plan::tag_windows(tags) {
-                    if let Err(e) = self.map_in_window(va + t * self.window_size, h) {
+                    if let Err(e) = self.map_in_window(va + t * self.win.size, h) {
                         for done in plan::tag_windows(tags).take_while(|&d| d < t) {
-                            let _ = self.backend.unmap(va + done * self.window_size, self.gran);
+                            let _ = self.backend.unmap(va + done * self.win.size, self.gran);
                         }
                         self.cache.push(h);
                         return Err(e);
@@ -399,7 +396,7 @@ impl Pool {
                 }
                 self.committed.insert(va, (h, tags));
                 for t in plan::tag_windows(tags) {
-                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.window_size, self.gran) {
+                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.win.size, self.gran) {
                         if let Some(e) = self.shadow.get_mut(&idx) {
                             e.1 += 1;
                         }
@@ -413,15 +410,15 @@ impl Pool {
                 // after the work that still used the memory) must have run: then that work is
                 // done with the memory too, and no write lands on shadow released below.
                 for t in plan::tag_windows(tags) {
-                    self.backend.wait_writes(self.shadow_addr(va + t * self.window_size), self.gran >> self.shift)?;
+                    self.backend.wait_writes(self.shadow_addr(va + t * self.win.size), self.gran >> self.shift)?;
                 }
                 for t in plan::tag_windows(tags) {
-                    self.backend.unmap(va + t * self.window_size, self.gran)?;
+                    self.backend.unmap(va + t * self.win.size, self.gran)?;
                 }
                 self.committed.remove(&va);
                 self.cache.push(h);
                 for t in plan::tag_windows(tags) {
-                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.window_size, self.gran) {
+                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.win.size, self.gran) {
                         if let Some(e) = self.shadow.get_mut(&idx) {
                             e.1 -= 1;
                         }
@@ -521,12 +518,7 @@ impl Pool {
     /// go through this before they reach driver API calls or the allocator's tables.
     /// A tagged pool address (any window) maps to window 0's.
     pub fn canonical(&self, va: u64) -> u64 {
-        let va = self.alias_source(va);
-        if self.contains(va, 1) {
-            self.base + (va - self.base) % self.window_size
-        } else {
-            va
-        }
+        self.win.canonical(self.alias_source(va))
     }
 
     /// The pool address an alias address mirrors (its window kept); any other address unchanged.
@@ -545,7 +537,7 @@ impl Pool {
         }
         for (&c, &(_, tags)) in &self.committed {
             for t in plan::tag_windows(tags) {
-                self.backend.grant_peer(c + t * self.window_size, self.gran, peer)?;
+                self.backend.grant_peer(c + t * self.win.size, self.gran, peer)?;
             }
         }
         self.peers.push(peer);
@@ -701,7 +693,7 @@ impl plan::PoolState for Pool {
         self.gran
     }
     fn window_size(&self) -> u64 {
-        self.window_size
+        self.win.size
     }
     fn committed_tags(&self, chunk_va: u64) -> Option<u64> {
         self.committed.get(&chunk_va).map(|e| e.1)
@@ -723,7 +715,7 @@ impl Drop for Pool {
         }
         for (&c, &(h, tags)) in &self.committed {
             for t in plan::tag_windows(tags) {
-                let _ = b.unmap(c + t * self.window_size, self.gran);
+                let _ = b.unmap(c + t * self.win.size, self.gran);
             }
             let _ = b.release_chunk(h);
         }

@@ -2,6 +2,7 @@
 //! against a model: live commitments never overlap, retired VA is never reissued, aliases share
 //! bytes, shadow of retired or never-committed VA reads zero, bad requests change nothing.
 
+use gasan_uvm::host::faults_in_child;
 use gasan_uvm::{HostBackend, Pool, PoolConfig, Prot, Stream, UvmError};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -112,21 +113,6 @@ proptest! {
     }
 }
 
-/// Runs `f` in a child; true if it died of SIGSEGV/SIGBUS.
-fn faults(f: impl FnOnce()) -> bool {
-    use nix::sys::wait::{waitpid, WaitStatus};
-    use nix::unistd::{fork, ForkResult};
-    // SAFETY: the child only touches memory and exits.
-    match unsafe { fork() }.unwrap() {
-        ForkResult::Child => {
-            f();
-            // SAFETY: _exit is async-signal-safe, so a forked child may call it.
-            unsafe { libc::_exit(0) }
-        }
-        ForkResult::Parent { child } => matches!(waitpid(child, None).unwrap(), WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _)),
-    }
-}
-
 #[test]
 fn protections_hold() {
     let mut p = pool(8);
@@ -134,28 +120,28 @@ fn protections_hold() {
     p.commit(va, 2 * G).unwrap();
     // SAFETY: probing a committed chunk (host memory) inside a forked child; a fault or the
     // write touches only the child.
-    assert!(!faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
+    assert!(!faults_in_child(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
     p.protect(va, G, Prot::ReadOnly).unwrap();
     // SAFETY: as above (now read-only).
-    assert!(faults(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
+    assert!(faults_in_child(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
     // SAFETY: as above.
-    assert!(!faults(|| unsafe {
+    assert!(!faults_in_child(|| unsafe {
         std::ptr::read_volatile(va as *const u8);
     }));
     p.protect(va, G, Prot::None).unwrap();
     // SAFETY: probing a PROT_NONE chunk inside a forked child; the fault ends only the child.
-    assert!(faults(|| unsafe {
+    assert!(faults_in_child(|| unsafe {
         std::ptr::read_volatile(va as *const u8);
     }));
     p.retire(va + G, G).unwrap();
     // SAFETY: probing retired VA (reserved PROT_NONE) inside a forked child; the fault ends only
     // the child.
-    assert!(faults(|| unsafe {
+    assert!(faults_in_child(|| unsafe {
         std::ptr::read_volatile((va + G) as *const u8);
     }));
     // SAFETY: probing never-committed pool VA (reserved PROT_NONE) inside a forked child; the
     // fault ends only the child.
-    assert!(faults(|| unsafe {
+    assert!(faults_in_child(|| unsafe {
         std::ptr::read_volatile((va + 10 * G) as *const u8);
     }));
 }
@@ -250,14 +236,14 @@ fn guard_pages_finer_than_a_chunk() {
     p.protect(guard, 4096, Prot::None).unwrap();
     // SAFETY: probing the guard page (PROT_NONE) inside a forked child; the fault ends only the
     // child.
-    assert!(faults(|| unsafe {
+    assert!(faults_in_child(|| unsafe {
         std::ptr::read_volatile(guard as *const u8);
     }));
     // SAFETY: writing the committed (read-write) page before the guard inside a forked child; a
     // fault or the write touches only the child.
-    assert!(!faults(|| unsafe { std::ptr::write_volatile((guard - 1) as *mut u8, 1) }));
+    assert!(!faults_in_child(|| unsafe { std::ptr::write_volatile((guard - 1) as *mut u8, 1) }));
     // SAFETY: as above, the page after the guard.
-    assert!(!faults(|| unsafe { std::ptr::write_volatile((guard + 4096) as *mut u8, 1) }));
+    assert!(!faults_in_child(|| unsafe { std::ptr::write_volatile((guard + 4096) as *mut u8, 1) }));
     // Finer than the backend's page, outside the pool, or on uncommitted chunks: refused.
     assert!(matches!(p.protect(guard + 8, 4096, Prot::None), Err(UvmError::Misaligned { .. })));
     assert!(matches!(p.protect(va + G, 4096, Prot::None), Err(UvmError::NotCommitted(_))));
@@ -265,7 +251,7 @@ fn guard_pages_finer_than_a_chunk() {
     p.protect(guard, 4096, Prot::ReadWrite).unwrap();
     // SAFETY: probing the page, read-write again, inside a forked child; a fault ends only the
     // child.
-    assert!(!faults(|| unsafe {
+    assert!(!faults_in_child(|| unsafe {
         std::ptr::read_volatile(guard as *const u8);
     }));
 }

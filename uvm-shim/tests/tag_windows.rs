@@ -2,6 +2,7 @@
 //! through every window it is committed for, each window has its own shadow, and only the windows
 //! a commit names get the mapping and real shadow (elsewhere it faults). Random commit/decommit/retire sequences keep that, checked against a model.
 
+use gasan_uvm::host::faults_in_child;
 use gasan_uvm::{HostBackend, Pool, PoolConfig, Stream, UvmError};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -34,35 +35,17 @@ fn one_chunk_is_one_memory_through_every_window() {
     p.commit_tagged(base + 4 * G, G, 0b0010).unwrap();
     let unnamed = base + 3 * ws + 4 * G;
     assert!(
-        faults(move || {
+        faults_in_child(move || {
             // SAFETY: probing a mapping; a fault ends only the child.
             unsafe { std::ptr::read_volatile(unnamed as *const u8) };
         }),
         "window 3 is unmapped"
     );
     let named = base + ws + 4 * G;
-    assert!(!faults(move || {
+    assert!(!faults_in_child(move || {
         // SAFETY: as above.
         unsafe { std::ptr::read_volatile(named as *const u8) };
     }));
-}
-
-/// Does `f` crash? Run in a forked child (a fault would end this test process).
-fn faults(f: impl FnOnce()) -> bool {
-    // SAFETY: the child only runs `f` and exits; the parent waits for it.
-    match unsafe { libc::fork() } {
-        0 => {
-            f();
-            // SAFETY: _exit is async-signal-safe, so a forked child may call it.
-            unsafe { libc::_exit(0) }
-        }
-        pid => {
-            let mut status = 0;
-            // SAFETY: waitpid only writes `status`, a live local.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
-        }
-    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! gasan-uvm: pool selftest and mapping benchmarks for kernel and tools developers.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use gasan_uvm::host::faults_in_child;
 use gasan_uvm::{Backend, HostBackend, Pool, PoolConfig, Prot, Stream, UvmError, VmmBackend};
 use std::ffi::c_void;
 use std::process::ExitCode;
@@ -120,23 +121,6 @@ fn make_backend(kind: BackendKind) -> Result<Box<dyn Backend>, String> {
             cuda_context(&r)?;
             Ok(Box::new(VmmBackend::new(0, &r).map_err(|e| e.to_string())?))
         }
-    }
-}
-
-/// Runs `f` in a forked child; true if the child died of SIGSEGV/SIGBUS (host backend only).
-fn faults_in_child(f: impl FnOnce()) -> bool {
-    use nix::sys::wait::{waitpid, WaitStatus};
-    use nix::unistd::{fork, ForkResult};
-    // SAFETY: the child only touches memory and exits.
-    match unsafe { fork() } {
-        Ok(ForkResult::Child) => {
-            f();
-            // SAFETY: _exit is async-signal-safe, so the child of a fork may call it; it ends the
-            // child without running the parent's atexit handlers or flushing its stdio buffers.
-            unsafe { libc::_exit(0) };
-        }
-        Ok(ForkResult::Parent { child }) => matches!(waitpid(child, None), Ok(WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV | nix::sys::signal::Signal::SIGBUS, _))),
-        Err(_) => false,
     }
 }
 
@@ -371,7 +355,7 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
 /// One chunk seen through every tag window, and a pointer of the wrong tag found by the shadow.
 fn tag_rows(t: &mut Table, pool: &mut Pool, va: u64, scale: u32, host: bool) {
     let (g, ws, w) = (pool.granularity(), pool.window_size(), pool.windows());
-    let every = if w == 64 { u64::MAX } else { (1 << w) - 1 };
+    let every = pool.tag_windows().all();
     let enc = full_granule_shadow(scale);
     t.row(
         &format!("one chunk through {w} tag windows"),
@@ -541,7 +525,7 @@ fn bench(kind: BackendKind, scale: u32, iters: u32, tags: u64) -> Result<(), Str
     let shadow_w = time(&mut || (0..n).try_for_each(|i| pool.write_shadow(base + i * g, &[16u8; 32], Stream::SYNC).map_err(e)))?;
     let retire = time(&mut || (0..n).try_for_each(|i| pool.retire(base + i * g, g).map_err(e)))?;
     // With tags: a slab's chunk has real shadow in every window, a large block's in its own.
-    let every = if pool.windows() == 64 { u64::MAX } else { (1 << pool.windows()) - 1 };
+    let every = pool.tag_windows().all();
     let base2 = base + n * g;
     let slab = time(&mut || (0..n).try_for_each(|i| pool.commit_tagged(base2 + i * g, g, every).map_err(e)))?;
     let slab_retire = time(&mut || (0..n).try_for_each(|i| pool.retire(base2 + i * g, g).map_err(e)))?;
