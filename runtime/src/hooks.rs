@@ -369,17 +369,20 @@ hooks! {
         }
     }
     cuLinkAddFile_v2(st: Handle, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+        // The data entry point a checked input goes through (a libcuda without it: unchecked, and
+        // nothing recorded for the link).
+        let add_data = crate::driver::real("cuLinkAddData_v2");
+        let checkable = add_data != 0 && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
         // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
-        let bytes = if ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY { unsafe { read_file(path) } } else { None };
+        let bytes = if checkable { unsafe { read_file(path) } } else { None };
         // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
         let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st, ty, b.as_ptr().cast(), b.len()) });
-        // The data entry point the checked input goes through (a libcuda without it: unchecked).
-        let checked = checked.filter(|_| crate::driver::real("cuLinkAddData_v2") != 0);
         match checked {
             Some((p, len)) => {
                 type F = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
-                // SAFETY: the real cuLinkAddData_v2, with the checked PTX in place of the file.
-                let f: F = unsafe { std::mem::transmute(crate::driver::real("cuLinkAddData_v2")) };
+                // SAFETY: the real cuLinkAddData_v2 (non-null: `checkable`), with the checked PTX in
+                // place of the file.
+                let f: F = unsafe { std::mem::transmute(add_data) };
                 // SAFETY: `st` and the `n` options in `o` / `v` are the program's, valid under
                 // cuLinkAddFile's contract, which cuLinkAddData shares; `p` is `len` bytes of
                 // NUL-terminated checked PTX kept in the link's state until cuLinkDestroy; `path`
@@ -415,10 +418,11 @@ hooks! {
         unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoad(module: *mut Handle, fname: *const c_char) {
+        // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
+        let p = crate::driver::real("cuModuleLoadData");
         // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
         match unsafe { read_file(fname) } {
-            Some(bytes) if crate::driver::real("cuModuleLoadData") != 0 => {
-                let p = crate::driver::real("cuModuleLoadData");
+            Some(bytes) if p != 0 => {
                 let load = |img: *const c_void| -> CuResult {
                     // SAFETY: the real cuModuleLoadData.
                     let f: unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult = unsafe { std::mem::transmute(p) };
@@ -445,11 +449,12 @@ hooks! {
         unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
     }
     cuLibraryLoadFromFile(lib: *mut Handle, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
+        let p = crate::driver::real("cuLibraryLoadData");
         // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
         // asks for.
         match unsafe { read_file(fname) } {
-            Some(bytes) if crate::driver::real("cuLibraryLoadData") != 0 => {
-                let p = crate::driver::real("cuLibraryLoadData");
+            Some(bytes) if p != 0 => {
                 let load = |img: *const c_void| -> CuResult {
                     type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
                     // SAFETY: the real cuLibraryLoadData.
