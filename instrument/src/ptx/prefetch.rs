@@ -167,8 +167,8 @@ fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSe
     // address_at recomputes as far back as it can, and fails when that runs into a load or its
     // budget above the anchor; recomputing only what is not yet final at the first check often
     // succeeds (a strided walk: `p2 = p1 + s` with p1 final there).
-    let mut chain = Vec::new();
-    chain_from(sc, base, start, first_check, j, &mut MAX_CHAIN.clone(), &mut chain)?;
+    let (mut chain, mut budget) = (Vec::new(), MAX_CHAIN);
+    chain_from(sc, base, start, first_check, j, &mut budget, &mut chain)?;
     chain.sort_unstable();
     (!chain.is_empty()).then_some((first_check, first_check, chain))
 }

@@ -160,28 +160,18 @@ pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
         return m;
     }
     // Function bodies: statements between the body's opening and closing brace.
-    let mut depth = 0i32;
-    let mut pending: Option<String> = None;
+    let mut walk = BodyWalk::default();
     let mut current: Option<(String, Vec<&str>)> = None;
     for line in lines {
         let t = strip_comment(line).trim();
-        if depth == 0 && t.starts_with('.') && t.contains('(') {
-            if let Some(n) = function_name(t) {
-                pending = Some(n);
-            }
-        }
-        let (opens, closes) = count_braces(t);
-        if depth == 0 && opens > 0 {
-            if let Some(n) = pending.take() {
-                current = Some((n, Vec::new()));
-            }
+        let (opened, closed) = walk.step(t);
+        if let Some(n) = opened {
+            current = Some((n, Vec::new()));
         }
         if let Some((_, stmts)) = current.as_mut() {
             stmts.extend(t.split(';').map(str::trim).filter(|s| !s.is_empty()));
         }
-        depth += opens - closes;
-        if depth <= 0 {
-            depth = 0;
+        if closed {
             if let Some((name, stmts)) = current.take() {
                 let f = analyze_function(&stmts, &m.vars);
                 m.functions.insert(name, f);
@@ -189,6 +179,35 @@ pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
         }
     }
     m
+}
+
+/// Follows function bodies line by line (module-scope passes here run before the rewriter's own
+/// walk): a `.entry`/`.func` header names the function, its first `{` at depth 0 opens the body,
+/// and depth back at 0 closes it.
+#[derive(Default)]
+struct BodyWalk {
+    depth: i32,
+    pending: Option<String>,
+}
+
+impl BodyWalk {
+    /// Feeds one comment-stripped, trimmed line: (the function whose body opens on it, whether a
+    /// body is closed after it).
+    fn step(&mut self, t: &str) -> (Option<String>, bool) {
+        if self.depth == 0 && t.starts_with('.') && t.contains('(') {
+            if let Some(n) = function_name(t) {
+                self.pending = Some(n);
+            }
+        }
+        let (opens, closes) = count_braces(t);
+        let opened = if self.depth == 0 && opens > 0 { self.pending.take() } else { None };
+        self.depth += opens - closes;
+        let closed = self.depth <= 0;
+        if closed {
+            self.depth = 0;
+        }
+        (opened, closed)
+    }
 }
 
 /// The meet of two provenances (`None`: no definition seen yet).
@@ -634,25 +653,17 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
             }
         }
     };
-    let mut depth = 0i32;
-    let mut pending: Option<String> = None;
+    let mut walk = BodyWalk::default();
     let mut func: Option<(String, super::RegTypes)> = None;
     let mut loc = None;
     // (member's key, its group's leader's key), recorded as groups form.
     let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let t = strip_comment(line).trim();
-        if depth == 0 && t.starts_with('.') && t.contains('(') {
-            if let Some(n) = function_name(t) {
-                pending = Some(n);
-            }
-        }
-        let (opens, closes) = count_braces(t);
-        if depth == 0 && opens > 0 {
-            if let Some(n) = pending.take() {
-                func = Some((n, super::RegTypes::default()));
-                loc = None;
-            }
+        let (opened, closed) = walk.step(t);
+        if let Some(n) = opened {
+            func = Some((n, super::RegTypes::default()));
+            loc = None;
         }
         if let Some((name, regs)) = func.as_mut() {
             if let Some(rest) = t.strip_prefix(".loc") {
@@ -710,12 +721,8 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
                 }
             }
         }
-        depth += opens - closes;
-        if depth <= 0 {
-            depth = 0;
-            if func.take().is_some() {
-                close(&mut open, &mut roles, None);
-            }
+        if closed && func.take().is_some() {
+            close(&mut open, &mut roles, None);
         }
     }
     // A member is covered when its group got a leader (groups of one have none).
