@@ -52,3 +52,19 @@ fn a_statement_held_in_a_heap_declaration_keeps_its_place() {
         assert!(decl < store, "{opts:?}: the store moved ahead of the declaration holding it:\n{}", out.ptx);
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-25): `st.global.v0.f32` made a zero-width access,
+/// and GASan-128's check computed `width - 1` (an overflow panic in a checked build). A vector
+/// count other than 2, 4 or 8 is malformed: the access is counted unknown and left unchecked.
+#[test]
+fn a_zero_element_vector_access_is_unknown_not_checked() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<3>;\n\
+               \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tst.global.v0.f32 [%rd2], {%f1, %f2};\n\tst.global.v2.f32 [%rd2], {%f1, %f2};\n\tret;\n}\n";
+    for scale in [gasan_instrument::shadow::Scale::S7, gasan_instrument::shadow::Scale::S8] {
+        for recover in [false, true] {
+            let r = instrument_ptx(ptx, &InstrumentOptions { scale, recover, ..Default::default() }).unwrap();
+            let t = r.stats.total();
+            assert_eq!((t.checked, t.unknown), (1, 1), "{scale:?} recover {recover}: the v2 store is checked, the v0 one unknown");
+        }
+    }
+}

@@ -158,6 +158,16 @@ const NON_GLOBAL_OPCODES: &[&str] = &[
     "movmatrix",
 ];
 
+/// Elements per access from an opcode's qualifiers: 1 without `.vN`, N for `.v2`/`.v4`/`.v8`,
+/// `None` for any other vector count (malformed: `.v0` would make a zero-width access).
+pub(super) fn vector_count(quals: &[&str]) -> Option<u32> {
+    match quals.iter().find_map(|q| q.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())) {
+        None => Some(1),
+        Some(n @ (2 | 4 | 8)) => Some(n),
+        Some(_) => None,
+    }
+}
+
 pub(super) fn type_size(q: &str) -> Option<u32> {
     Some(match q {
         "b8" | "u8" | "s8" => 1,
@@ -249,7 +259,9 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
             if SPACES_NOT_GLOBAL.iter().any(|s| has(s)) {
                 return Classified::Skip(SkipReason::NotGlobalSpace);
             }
-            let vec = quals.iter().find_map(|q| q.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())).unwrap_or(1);
+            let Some(vec) = vector_count(&quals) else {
+                return Classified::Unknown(ins.opcode.to_string());
+            };
             let Some(ty) = quals.iter().rev().find_map(|q| type_size(q)) else {
                 return Classified::Unknown(ins.opcode.to_string());
             };

@@ -27,7 +27,7 @@
 /// doc: off until the frame layout is understood).
 const CHECK_USE_AFTER_SCOPE: bool = false;
 
-use super::access::{parse_address, parse_int, split_instr, type_size, AddrBase, Instr};
+use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr};
 use super::{count_braces, dest_regs, function_name, strip_comment, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use std::collections::HashMap;
@@ -409,7 +409,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
     } else {
         None // generic
     };
-    let vec = quals.iter().find_map(|q| q.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())).unwrap_or(1);
+    let vec = vector_count(&quals)?;
     let elem = quals.iter().rev().find_map(|q| type_size(q))?;
     let (addr_idx, kind) = match head {
         "ld" | "ldu" => (1, AccessKind::Read),
