@@ -214,6 +214,58 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 8; i++) CK(cudaFree(p[i]));
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "managed_api") || !strcmp(c, "managed_overflow")) {
+        // Managed memory as programs use it: CPU writes, kernels, CPU reads after a sync, copies,
+        // memset, prefetch and advice (both CUDA 13 location forms), stream attachment and pointer
+        // attributes, small and large blocks, both attach flags. managed_overflow: one store past.
+        typedef int (*GetAttr)(void*, int, unsigned long long);
+        GetAttr get_attr = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        CK(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", (void**)&get_attr, 12000, cudaEnableDefault, &q));
+        const size_t sizes[3] = {1000, (1 << 20) - 64, 3000};  // block 1: 4 MiB less 256 bytes, so one past its end is in its own last chunk
+        const unsigned flags[3] = {cudaMemAttachGlobal, cudaMemAttachGlobal, cudaMemAttachHost};
+        float* m[3];
+        cudaStream_t st;
+        CK(cudaStreamCreate(&st));
+        for (int i = 0; i < 3; i++) {
+            CK(cudaMallocManaged(&m[i], sizes[i] * 4, flags[i]));
+            for (size_t k = 0; k < sizes[i]; k++) m[i][k] = (float)k;  // CPU writes
+            cudaPointerAttributes a;
+            CK(cudaPointerGetAttributes(&a, m[i] + 5));
+            unsigned managed = 0, mtype = 0;
+            if (!get_attr || get_attr(&managed, 8, (unsigned long long)(m[i] + 5)) != 0 || get_attr(&mtype, 2, (unsigned long long)(m[i] + 5)) != 0) { printf("cuPointerGetAttribute failed\n"); return 4; }
+            printf("managed block %d: cudaPointerGetAttributes type %d device %d, IS_MANAGED %u, MEMORY_TYPE %u\n", i, (int)a.type, a.device, managed, mtype);
+            if (a.type != cudaMemoryTypeManaged || a.devicePointer != (void*)(m[i] + 5) || a.hostPointer != (void*)(m[i] + 5) || managed != 1) { printf("attributes of managed block %d wrong\n", i); return 4; }
+        }
+        cudaMemLocation dev = {cudaMemLocationTypeDevice, 0}, host = {cudaMemLocationTypeHost, 0};
+        CK(cudaMemAdvise(m[1], sizes[1] * 4, cudaMemAdviseSetPreferredLocation, dev));
+        CK(cudaMemAdvise(m[0], sizes[0] * 4, cudaMemAdviseSetReadMostly, dev));
+        CK(cudaMemPrefetchAsync(m[1], sizes[1] * 4, dev, 0, st));
+        CK(cudaStreamAttachMemAsync(st, m[2], 0, cudaMemAttachSingle));
+        CK(cudaStreamSynchronize(st));
+        int last = !strcmp(c, "managed_overflow") ? (int)sizes[1] : (int)sizes[1] - 1;
+        scale<<<(unsigned)((sizes[1] + 255) / 256), 256, 0, st>>>(m[1], 2.0f, (int)sizes[1]);
+        scale<<<(unsigned)((sizes[2] + 255) / 256), 256, 0, st>>>(m[2], 3.0f, (int)sizes[2]);
+        writeAt<<<1, 32, 0, st>>>(m[1], last);  // BUG in managed_overflow: one past the end
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemPrefetchAsync(m[1], sizes[1] * 4, host, 0, st));
+        CK(cudaStreamSynchronize(st));
+        for (size_t k = 0; k + 1 < sizes[1]; k++) if (m[1][k] != 2.0f * k) { printf("managed block 1 wrong at %zu: %g\n", k, m[1][k]); return 4; }
+        for (size_t k = 0; k < sizes[2]; k++) if (m[2][k] != 3.0f * k) { printf("managed block 2 wrong at %zu\n", k); return 4; }
+        if (m[1][sizes[1] - 1] != 42.0f) { printf("kernel store to the last element lost\n"); return 4; }
+        // Copies and sets through the driver, between managed, device and host memory.
+        float* d = dalloc(sizes[0]);
+        std::vector<float> h(sizes[0]);
+        CK(cudaMemcpy(d, m[0], sizes[0] * 4, cudaMemcpyDefault));
+        CK(cudaMemset(m[0], 0, sizes[0] * 4));
+        CK(cudaMemcpy(h.data(), d, sizes[0] * 4, cudaMemcpyDeviceToHost));
+        CK(cudaDeviceSynchronize());
+        for (size_t k = 0; k < sizes[0]; k++) if (h[k] != (float)k || m[0][k] != 0.0f) { printf("copy/set wrong at %zu\n", k); return 4; }
+        for (int i = 0; i < 3; i++) CK(cudaFree(m[i]));
+        CK(cudaFree(d));
+        CK(cudaStreamDestroy(st));
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
         const long m = 1 << 20;
         float* a = dalloc(m);

@@ -32,7 +32,7 @@
 
 use crate::options::Options;
 use gasan_instrument::shadow::Scale;
-use gasan_uvm::{Pool, Stream, UvmError};
+use gasan_uvm::{Memory, Pool, Stream, UvmError};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -74,6 +74,9 @@ pub struct AllocInfo {
     /// The pointer tag: the pool window `start` lies in (0 with tagging off).
     pub tag: u64,
     pub large: bool,
+    /// Where its memory lives: [`Memory::Host`] for managed memory (`cuMemAllocManaged`), which
+    /// the CPU reads and writes at the same address.
+    pub memory: Memory,
     pub live: bool,
     pub alloc_stack: HostStack,
     pub free_stack: Option<HostStack>,
@@ -85,6 +88,25 @@ pub struct AllocInfo {
 }
 
 impl AllocInfo {
+    /// The memory space reports name: `device-heap` (in-kernel malloc), `managed`
+    /// (`cuMemAllocManaged`, host memory in the pool) or `global`.
+    pub fn space(&self) -> &'static str {
+        match (self.heap_block.is_some(), self.memory) {
+            (true, _) => "device-heap",
+            (false, Memory::Host) => "managed",
+            (false, Memory::Device) => "global",
+        }
+    }
+
+    /// What reports call the block: "device-heap block", "managed region" or "region".
+    pub fn noun(&self) -> &'static str {
+        match self.space() {
+            "device-heap" => "device-heap block",
+            "managed" => "managed region",
+            _ => "region",
+        }
+    }
+
     /// Accessible bytes of the block from `offset` on, when `offset` is in its row padding:
     /// `Some((row, bytes past the row's width))`.
     pub fn row_padding(&self, offset: u64) -> Option<(u64, u64)> {
@@ -317,16 +339,26 @@ impl Allocator {
     }
 
     pub fn alloc(&self, size: u64, stream: Option<Stream>) -> Result<u64, AllocError> {
+        self.alloc_in(size, stream, Memory::Device)
+    }
+
+    /// [`Self::alloc`] of memory `mem`. Host memory (managed allocations) is placed like a large
+    /// block, on chunks of its own: a chunk holds memory of one kind.
+    pub fn alloc_in(&self, size: u64, stream: Option<Stream>, mem: Memory) -> Result<u64, AllocError> {
         let stack = HostStack::capture(self.context_depth);
         let size_enc = self.scale.encodable_size(size.max(1));
-        let first = self.try_alloc(&mut self.inner.lock().unwrap(), size, size_enc, &stack, stream);
+        let attempt = |g: &mut Inner| match mem {
+            Memory::Device => self.try_alloc(g, size, size_enc, &stack, stream),
+            Memory::Host => self.alloc_large(g, size, size_enc, &stack, stream, mem),
+        };
+        let first = attempt(&mut self.inner.lock().unwrap());
         match first {
             Err(AllocError::OutOfMemory | AllocError::Pool(_)) if self.quarantine_held() => {
                 // Out of physical memory: release quarantined memory and try once more. Draining
                 // takes the lock itself, and other threads may allocate meanwhile: the second try
                 // places the block from the cursors as they are then.
                 self.drain_quarantine();
-                self.try_alloc(&mut self.inner.lock().unwrap(), size, size_enc, &stack, stream)
+                attempt(&mut self.inner.lock().unwrap())
             }
             r => r,
         }
@@ -343,7 +375,7 @@ impl Allocator {
         // A small block must fit a slab after its left redzone; one that does not (huge redzone
         // options, small chunks) is placed like a large one.
         if size_enc > SMALL_MAX || need > self.gran.saturating_sub(self.redzone_b) {
-            return self.alloc_large(g, size, size_enc, stack, stream);
+            return self.alloc_large(g, size, size_enc, stack, stream, Memory::Device);
         }
         if g.slab.is_none() || g.small_cursor + need > g.small_end {
             self.new_slab(g)?;
@@ -365,7 +397,7 @@ impl Allocator {
         Ok(start)
     }
 
-    fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>) -> Result<u64, AllocError> {
+    fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>, mem: Memory) -> Result<u64, AllocError> {
         let len = round_up(size_enc, self.gran);
         let (home, tag) = match self.place_large(g, len) {
             Some(p) => p,
@@ -374,7 +406,7 @@ impl Allocator {
         };
         // Mapped, with real shadow, through the block's own window only: through the others it
         // is unmapped and reads poisoned.
-        if let Err(e) = g.pool.commit_tagged(home, len, 1 << tag) {
+        if let Err(e) = g.pool.commit_tagged_in(home, len, 1 << tag, mem) {
             self.discard_failed_commit(g, home, len);
             return Err(map_oom(e));
         }
@@ -391,6 +423,7 @@ impl Allocator {
         // failure leaves the entries zero, which only keeps the block's loops checked.
         let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
         self.record(g, start, size, start + len, tag, true, stack);
+        g.allocs.get_mut(&start).expect("just recorded").memory = mem;
         Ok(start)
     }
 
@@ -481,7 +514,7 @@ impl Allocator {
     fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
-        g.allocs.insert(start, AllocInfo { id, start, size, region_end, tag, large, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None });
+        g.allocs.insert(start, AllocInfo { id, start, size, region_end, tag, large, memory: Memory::Device, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None });
     }
 
     /// The canonical (window 0) address of pool address `va`: where the allocator's tables and
@@ -658,6 +691,15 @@ impl Allocator {
     pub fn drain_quarantine(&self) {
         let mut g = self.inner.lock().unwrap();
         self.trim_quarantine(&mut g, 0);
+    }
+
+    /// The live managed block (host memory in the pool) whose region `[start, region_end)`
+    /// holds all of `[addr, addr+len)`: (start, size). Prefetch and advice calls on such a range
+    /// are answered here (the driver refuses them: to it the memory is pinned host memory).
+    pub fn managed_block(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
+        let g = self.inner.lock().unwrap();
+        let a = self.block_containing(&g, addr).filter(|a| a.live && a.memory == Memory::Host)?;
+        (addr.checked_add(len)? <= a.region_end).then_some((a.start, a.size))
     }
 
     /// The live block containing `addr` (through its own tag): (start, size), for `cuMemGetAddressRange`.
@@ -881,6 +923,8 @@ impl Allocator {
     ///     address neighbours of its kind (the blocks before and after it) have other tags when
     ///     there is more than one window. Its shadow is real in its own window (8 holds there) and
     ///     zero in every other (a pointer of another tag is reported).
+    /// 13. Memory kinds: a managed block ([`Memory::Host`]) has chunks of its own, all host memory;
+    ///     a device block lies on device chunks only.
     ///
     /// Layout checks (1–7, 10) read canonical addresses: the windows share the memory.
     pub fn check_invariants(&self) -> Result<(), InvariantViolations> {
@@ -979,6 +1023,7 @@ impl Allocator {
                 region_end: self.home(h.base) + round_up(h.layout.region_size, gran),
                 tag: self.tag_of(h.base),
                 large: true,
+                memory: Memory::Device,
                 live: true,
                 alloc_stack: HostStack::default(),
                 free_stack: None,
@@ -1114,6 +1159,18 @@ impl Allocator {
         let committed = g.pool.counters().committed_bytes;
         if committed != want {
             v.push(format!("pool has {committed:#x} bytes committed; the slabs and live or held large blocks need {want:#x}"));
+        }
+
+        // 13.
+        for b in g.allocs.values().filter(|b| b.live || held.contains(&b.start)) {
+            let home = self.home(b.start);
+            let wrong = (home..self.home(b.region_end)).step_by(gran as usize).find(|&c| g.pool.memory_of(c).is_some_and(|m| m != b.memory));
+            if let (Some(c), true) = (wrong, b.large || b.memory == Memory::Device) {
+                v.push(format!("block {:#x} of {:?} memory lies on a chunk {c:#x} of other memory", b.start, b.memory));
+            }
+            if b.memory == Memory::Host && !b.large {
+                v.push(format!("managed block {:#x} shares a slab", b.start));
+            }
         }
 
         // 10.

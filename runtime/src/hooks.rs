@@ -10,7 +10,7 @@ use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
 use crate::state::{state, LoadedHandle};
-use gasan_uvm::Stream;
+use gasan_uvm::{Memory, Stream};
 use std::ffi::{c_char, c_void};
 
 type Dptr = u64;
@@ -97,6 +97,77 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
         Err(e) => {
             crate::state::log(1, || format!("allocation of {size} bytes failed: {e}"));
             CUDA_ERROR_OUT_OF_MEMORY
+        }
+    }
+}
+
+/// `cuMemAllocManaged` from the pool ([`Memory::Host`]: the CPU and kernels share it at one
+/// address, and kernels' accesses are checked); the driver's managed memory (tracked, checked by
+/// host calls only) with `managed_memory=0`, on a GPU other than the pool's, or where the pool
+/// cannot hold host memory.
+fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+    const CU_MEM_ATTACH_GLOBAL: u32 = 1;
+    const CU_MEM_ATTACH_HOST: u32 = 2;
+    let s = state();
+    let native = |real: Box<dyn FnOnce() -> CuResult + '_>| track(real(), dptr.cast(), size, ForeignKind::Managed);
+    let Some(d) = s.device().filter(|_| s.opts.managed_memory) else { return native(Box::new(real)) };
+    if dptr.is_null() || size == 0 || !matches!(flags, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST) || (d.multi_gpu && crate::state::current_device() != Some(d.device)) {
+        return native(Box::new(real)); // the driver's answer (errors included)
+    }
+    match d.alloc.alloc_in(size as u64, None, Memory::Host) {
+        Ok(p) => {
+            // SAFETY: the caller's out-pointer (checked non-null above).
+            unsafe { *dptr = p };
+            CUDA_SUCCESS
+        }
+        Err(e) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| eprintln!("==gasan== managed allocation of {size} bytes could not come from the pool ({e}); managed memory from the driver is not checked in kernels"));
+            native(Box::new(real))
+        }
+    }
+}
+
+/// A prefetch, advice or stream attachment of `[ptr, ptr+len)`: answered with success when the
+/// range lies in one managed block of the pool (its memory is where both processors reach it,
+/// so there is nothing to move), else by the driver.
+fn managed_hint(ptr: Dptr, len: usize, real: impl FnOnce() -> CuResult) -> CuResult {
+    match state().device() {
+        Some(d) if d.alloc.managed_block(ptr, len.max(1) as u64).is_some() => CUDA_SUCCESS,
+        _ => real(),
+    }
+}
+
+/// The driver's answer for pointer attributes, corrected for pool blocks: a managed block reads
+/// as managed device memory at its own address, and any block's range is the allocation, not
+/// the chunk mapping behind it.
+///
+/// # Safety
+/// `data` is valid for writes of attribute `attr`'s type (the caller's contract).
+unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr) {
+    const MEMORY_TYPE: u32 = 2;
+    const DEVICE_POINTER: u32 = 3;
+    const HOST_POINTER: u32 = 4;
+    const IS_MANAGED: u32 = 8;
+    const RANGE_START_ADDR: u32 = 11;
+    const RANGE_SIZE: u32 = 12;
+    const CU_MEMORYTYPE_DEVICE: u32 = 2;
+    let Some(d) = state().device() else { return };
+    if data.is_null() || !d.alloc.owns(ptr) {
+        return;
+    }
+    let Some((start, size)) = d.alloc.allocation_containing(ptr) else { return };
+    let managed = d.alloc.managed_block(ptr, 1).is_some();
+    // SAFETY: `data` holds the attribute's type: an unsigned int (memory type, is-managed), a
+    // pointer-sized address (pointers, range start) or a size_t (range size).
+    unsafe {
+        match attr {
+            RANGE_START_ADDR => *data.cast::<u64>() = start,
+            RANGE_SIZE => *data.cast::<usize>() = size as usize,
+            MEMORY_TYPE if managed => *data.cast::<u32>() = CU_MEMORYTYPE_DEVICE,
+            IS_MANAGED if managed => *data.cast::<u32>() = 1,
+            DEVICE_POINTER | HOST_POINTER if managed => *data.cast::<u64>() = ptr,
+            _ => {}
         }
     }
 }
@@ -246,7 +317,34 @@ hooks! {
         real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
     }
     // Managed and host memory: the driver's, tracked in the side table.
-    cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { track(real(dptr, size, flags), dptr.cast(), size, ForeignKind::Managed) }
+    cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
+    // Hints about managed memory: the pool's managed blocks need none (`location`: a
+    // CUmemLocation, two ints, passed by value in one register).
+    cuMemPrefetchAsync(ptr: Dptr, len: usize, device: i32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_ptsz(ptr: Dptr, len: usize, device: i32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_v2(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, location, flags, stream)) }
+    cuMemPrefetchAsync_v2_ptsz(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, location, flags, stream)) }
+    cuMemAdvise(ptr: Dptr, len: usize, advice: u32, device: i32) { managed_hint(ptr, len, || real(ptr, len, advice, device)) }
+    cuMemAdvise_v2(ptr: Dptr, len: usize, advice: u32, location: u64) { managed_hint(ptr, len, || real(ptr, len, advice, location)) }
+    cuStreamAttachMemAsync(stream: Handle, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
+    cuStreamAttachMemAsync_ptsz(stream: Handle, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
+    cuPointerGetAttribute(data: *mut c_void, attr: u32, ptr: Dptr) {
+        let r = real(data, attr, ptr);
+        // SAFETY: the caller's out-pointer for `attr`.
+        if r == CUDA_SUCCESS { unsafe { fix_pointer_attribute(attr, data, ptr) } }
+        r
+    }
+    cuPointerGetAttributes(count: u32, attrs: *mut u32, data: *mut *mut c_void, ptr: Dptr) {
+        let r = real(count, attrs, data, ptr);
+        if r == CUDA_SUCCESS && !attrs.is_null() && !data.is_null() {
+            for i in 0..count as usize {
+                // SAFETY: `attrs` and `data` hold `count` entries, each `data[i]` the caller's
+                // out-pointer for `attrs[i]` (the driver just filled them).
+                unsafe { fix_pointer_attribute(*attrs.add(i), *data.add(i), ptr) }
+            }
+        }
+        r
+    }
     cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { track(real(pp, size, flags), pp.cast(), size, ForeignKind::HostAlloc) }
     cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { track(real(pp, size), pp.cast(), size, ForeignKind::HostAlloc) }
     cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) {

@@ -395,6 +395,7 @@ options_table! {
     sass: bool = true, Any, HOST, "1: compile checked PTX to a cubin with ptxas once and cache it (first launches cost what native ones do); 0: hand checked PTX to the driver's JIT.";
     ptxas: Option<PathBuf> = None, Executable, HOST, "The ptxas for sass=1 [default: $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH; none found: the driver's JIT].";
     patch_export_table: bool = false, Any, HOST, "1: wrap the module loaders of cudart's export table (older CUDA runtimes only; CUDA 13's static cudart refuses it with error 103).";
+    managed_memory: bool = true, Any, HOST, "1: managed allocations (cudaMallocManaged, cuMemAllocManaged) come from the pool as pinned host memory that the CPU and the GPU share at one address, so kernels' accesses to them are checked like device memory (kernels read it across the bus instead of migrating it: bandwidth-bound kernels on managed memory run slower); 0: the driver's managed memory, checked by host API calls only.";
     framework_pools: bool = true, Any, HOST, "1: Python frameworks hand out individually checked allocations: gasan-run sets PYTORCH_NO_CUDA_MEMORY_CACHING=1, CUPY_COMPILE_WITH_PTX=1, NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=0 and XLA_PYTHON_CLIENT_ALLOCATOR=platform where the user has not, and puts a start-up hook on PYTHONPATH that turns CuPy's memory pools off; 0: leave frameworks alone.";
 }
 

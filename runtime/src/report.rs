@@ -182,8 +182,7 @@ fn access_word(k: AccessKind) -> &'static str {
 
 fn location_text(d: &AddrDescription) -> Option<String> {
     let a = d.alloc.as_ref()?;
-    let what = if a.heap_block.is_some() { "device-heap block" } else { "region" };
-    let region = format!("{}-byte {what} [{:#x},{:#x})", a.size, a.start, a.start + a.size);
+    let region = format!("{}-byte {} [{:#x},{:#x})", a.size, a.noun(), a.start, a.start + a.size);
     Some(match d.kind {
         AddrKind::OverflowRight { distance } => format!("{:#x} is located {distance} bytes after {region}", d.addr),
         AddrKind::OverflowLeft { distance } => format!("{:#x} is located {distance} bytes before {region}", d.addr),
@@ -488,7 +487,7 @@ pub fn format_json(r: &Report) -> String {
             "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag})),
             "pointer_tag": match d.kind { AddrKind::TagMismatch { ptr_tag, .. } => Some(ptr_tag), _ => None },
             "pointer_region": d.ptr_alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag, "alloc_stack": format_stack(&a.alloc_stack)})),
-            "space": d.alloc.as_ref().map(|a| if a.heap_block.is_some() { "device-heap" } else { "global" }),
+            "space": d.alloc.as_ref().map(|a| a.space()),
             "heap_block": d.alloc.as_ref().and_then(|a| a.heap_block.map(|h| json!({"alloc_block": h.alloc_ctaid, "alloc_thread": h.alloc_tid, "free_block": h.free.map(|f| f.0), "free_thread": h.free.map(|f| f.1)}))),
             "alloc_stack": d.alloc.as_ref().map(|a| format_stack(&a.alloc_stack)),
             "free_stack": d.alloc.as_ref().and_then(|a| a.free_stack.as_ref().map(format_stack)),
@@ -638,6 +637,7 @@ mod tests {
             region_end: 0x7000_0000_0300,
             tag: 0,
             large: false,
+            memory: gasan_uvm::Memory::Device,
             live: false,
             alloc_stack: HostStack::default(),
             free_stack: Some(HostStack::default()),

@@ -342,3 +342,39 @@ fn exhausted_large_va_is_recycled_not_failed() {
     assert_eq!(a.allocation_containing(keep + 1), Some((keep, 100 << 20)));
     a.check_invariants().unwrap();
 }
+
+/// Managed allocations (host memory in the pool) are checked like device blocks: exact bounds in
+/// the shadow, described as managed, freed into use-after-free; prefetch/advice ranges are
+/// recognised only inside a live managed block.
+#[test]
+fn managed_blocks_are_pool_blocks_of_host_memory() {
+    use gasan_uvm::Memory;
+    for tags in [1, 4] {
+        let a = tagged_allocator(Scale::S8, 0, tags);
+        let dev = a.alloc(400, None).unwrap();
+        let m = a.alloc_in(400, None, Memory::Host).unwrap();
+        let big = a.alloc_in(5 << 20, None, Memory::Host).unwrap();
+        a.check_invariants().unwrap();
+        for (p, n) in [(m, 400u64), (big, 5 << 20)] {
+            assert!(!bad(&a, p, 4) && !bad(&a, p + n - 4, 4) && bad(&a, p + n, 4), "managed block {p:#x}+{n} bounds");
+            let d = a.describe(p + n);
+            assert_eq!(d.kind, AddrKind::OverflowRight { distance: 0 });
+            let info = d.alloc.unwrap();
+            assert_eq!((info.memory, info.space(), info.noun()), (Memory::Host, "managed", "managed region"));
+            // The CPU shares the block at the same address (host backend: plain memory).
+            // SAFETY: inside a live block, mapped read-write; nothing else aliases pool memory.
+            unsafe { std::ptr::write_volatile((p + n - 1) as *mut u8, 7) };
+            assert_eq!(a.managed_block(p + 8, n - 8), Some((p, n)));
+        }
+        assert_eq!(a.describe(dev).alloc.unwrap().space(), "global");
+        assert_eq!(a.managed_block(dev, 4), None, "a device block is not managed");
+        assert_eq!(a.managed_block(m, 1 << 30), None, "a range past the managed block's region");
+        a.free(m, None).unwrap();
+        assert!(bad(&a, m, 4));
+        assert!(matches!(a.describe(m).kind, AddrKind::UseAfterFree { .. }));
+        assert_eq!(a.managed_block(m, 4), None, "freed");
+        a.free(big, None).unwrap();
+        a.free(dev, None).unwrap();
+        a.check_invariants().unwrap();
+    }
+}

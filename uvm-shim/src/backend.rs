@@ -21,6 +21,19 @@ impl Stream {
 /// Handle of one physical chunk (backend-specific).
 pub type ChunkHandle = u64;
 
+/// Where a chunk's physical memory lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// GPU memory: what `cuMemAlloc` gives.
+    #[default]
+    Device,
+    /// Pinned host memory that both the CPU and the GPU read and write at the same address: how
+    /// the pool stands in for managed memory (`cuMemAllocManaged`), which CUDA cannot map at an
+    /// address of the caller's choosing, so that kernels' accesses to it are checked like any
+    /// other pool access.
+    Host,
+}
+
 /// Reserve / map / protect primitives plus memory access for shadow maintenance.
 pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
@@ -34,6 +47,11 @@ pub trait Backend: Send + Sync {
     fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError>;
     fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError>;
     fn create_chunk(&self) -> Result<ChunkHandle, UvmError>;
+    /// A chunk of [`Memory::Host`] memory: once mapped, the CPU as well as the GPU may access it.
+    /// Backends without such memory say so.
+    fn create_host_chunk(&self) -> Result<ChunkHandle, UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend has no host-memory chunks", self.name())))
+    }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError>;
     /// Maps one chunk at `va` (granularity-aligned, inside a reservation), then sets `prot`.
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError>;

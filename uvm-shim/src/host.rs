@@ -110,6 +110,10 @@ impl Backend for HostBackend {
         c.push(Some(fd));
         Ok((c.len() - 1) as u64)
     }
+    /// The simulated pool is host memory already: a host chunk is a chunk like any other.
+    fn create_host_chunk(&self) -> Result<ChunkHandle, UvmError> {
+        self.create_chunk()
+    }
     fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
         let fd = nix::sys::memfd::memfd_create(c"gasan-wide-chunk", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).map_err(os("memfd_create"))?;
         nix::unistd::ftruncate(&fd, (self.gran * slots) as i64).map_err(os("ftruncate"))?;

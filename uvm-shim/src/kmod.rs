@@ -360,6 +360,9 @@ impl Backend for KmodBackend {
     fn create_chunk(&self) -> Result<ChunkHandle, UvmError> {
         self.vmm.create_chunk()
     }
+    fn create_host_chunk(&self) -> Result<ChunkHandle, UvmError> {
+        self.vmm.create_host_chunk()
+    }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
         self.vmm.release_chunk(h)
     }

@@ -25,7 +25,7 @@ pub mod pool;
 pub mod tools;
 pub mod vmm;
 
-pub use backend::{Backend, ChunkHandle, Prot, Stream};
+pub use backend::{Backend, ChunkHandle, Memory, Prot, Stream};
 pub use host::HostBackend;
 pub use kmod::KmodBackend;
 pub use pool::{Pool, PoolConfig, PoolCounters};

@@ -98,6 +98,8 @@ pub struct VmmBackend {
     writes: Mutex<WriteLog>,
     /// gasan's own non-blocking stream for [`Stream::SYNC`] writes (created at first use).
     own_stream: Mutex<Option<usize>>,
+    /// Handles of [`Backend::create_host_chunk`] chunks: their mappings also get CPU access.
+    host_chunks: Mutex<std::collections::HashSet<ChunkHandle>>,
 }
 
 // SAFETY: the raw CUevent handles in `writes` are only used under its mutex; CUDA events may be
@@ -140,7 +142,7 @@ impl VmmBackend {
             cuStreamCreate: load!(cuStreamCreate),
             cuStreamSynchronize: load!(cuStreamSynchronize),
         };
-        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None) };
+        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None), host_chunks: Mutex::default() };
         let prop = b.prop();
         let mut g = 0usize;
         // SAFETY: valid pointers.
@@ -272,14 +274,36 @@ impl Backend for VmmBackend {
         }
         Ok(())
     }
+    fn create_host_chunk(&self) -> Result<ChunkHandle, UvmError> {
+        let mut prop = self.prop();
+        // Pinned host memory, on no particular NUMA node (the id is ignored for this type).
+        prop.location = cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 };
+        let mut h = 0u64;
+        // SAFETY: valid pointers.
+        ck("cuMemCreate", unsafe { (self.api.cuMemCreate)(&mut h, self.gran as usize, &prop, 0) })?;
+        self.host_chunks.lock().unwrap_or_else(|p| p.into_inner()).insert(h);
+        Ok(h)
+    }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
+        self.host_chunks.lock().unwrap_or_else(|p| p.into_inner()).remove(&h);
         // SAFETY: a handle we created.
         ck("cuMemRelease", unsafe { (self.api.cuMemRelease)(h) })
     }
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         // SAFETY: mapping our chunk into our reservation.
         ck("cuMemMap", unsafe { (self.api.cuMemMap)(va, self.gran as usize, 0, h, 0) })?;
-        if let Err(e) = self.protect(va, self.gran, prot) {
+        let host = self.host_chunks.lock().unwrap_or_else(|p| p.into_inner()).contains(&h);
+        let r = if host {
+            // Host memory: the CPU gets the same rights at the same address (without this
+            // descriptor the driver maps it for the GPU only).
+            let cpu = cu::CUmemAccessDesc { location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 }, flags: self.access(prot).flags };
+            let d = [self.access(prot), cpu];
+            // SAFETY: two valid descriptors for a range we just mapped.
+            ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, self.gran as usize, d.as_ptr(), 2) })
+        } else {
+            self.protect(va, self.gran, prot)
+        };
+        if let Err(e) = r {
             // SAFETY: undo the map above.
             unsafe { (self.api.cuMemUnmap)(va, self.gran as usize) };
             return Err(e);

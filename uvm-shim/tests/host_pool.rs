@@ -309,3 +309,34 @@ fn wide_zero_runs_split_for_any_shadow_slot() {
         assert_eq!(got, [0, 0, 0], "retired shadow of slot {s}");
     }
 }
+
+/// Host-memory chunks (managed allocations) and device chunks never stand in for each other: a
+/// commit maps chunks of the memory it asked for, freed chunks go back to the cache of their kind,
+/// and a kind's cache serves only that kind.
+#[test]
+fn host_and_device_chunks_keep_to_their_kind() {
+    use gasan_uvm::Memory;
+    let mut p = pool(8);
+    let b = p.base();
+    p.commit_tagged_in(b, 2 * G, 1, Memory::Host).unwrap();
+    p.commit(b + 2 * G, G).unwrap();
+    assert_eq!((p.memory_of(b), p.memory_of(b + G + 5), p.memory_of(b + 2 * G)), (Some(Memory::Host), Some(Memory::Host), Some(Memory::Device)));
+    assert_eq!(p.memory_of(b + 3 * G), None, "not committed");
+    // Host bytes are plain memory to the CPU (on the GPU: pinned host memory mapped for both).
+    // SAFETY: committed, mapped read-write, no Rust object aliases pool memory.
+    unsafe { std::ptr::write_volatile((b + 100) as *mut u32, 0xfeed) };
+    p.decommit(b, 2 * G).unwrap();
+    let from_cache = p.counters().chunks_from_cache;
+    // A device commit must not take the two freed host chunks...
+    p.commit(b + 4 * G, G).unwrap();
+    assert_eq!(p.memory_of(b + 4 * G), Some(Memory::Device));
+    assert_eq!(p.counters().chunks_from_cache, from_cache, "a device commit took a cached host chunk");
+    // ...and a host commit takes them back instead of creating new ones.
+    p.commit_tagged_in(b + 6 * G, 2 * G, 1, Memory::Host).unwrap();
+    assert_eq!(p.counters().chunks_from_cache, from_cache + 2);
+    assert_eq!(p.memory_of(b + 7 * G), Some(Memory::Host));
+    // A decommit releases each kind to its own cache: the device chunk serves a device commit.
+    p.decommit(b + 2 * G, G).unwrap();
+    p.commit(b + 9 * G, G).unwrap();
+    assert_eq!((p.memory_of(b + 9 * G), p.counters().chunks_from_cache), (Some(Memory::Device), from_cache + 3));
+}
