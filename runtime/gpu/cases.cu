@@ -241,6 +241,8 @@ int main(int argc, char** argv) {
         CK(cudaMemAdvise(m[1], sizes[1] * 4, cudaMemAdviseSetPreferredLocation, dev));
         CK(cudaMemAdvise(m[0], sizes[0] * 4, cudaMemAdviseSetReadMostly, dev));
         CK(cudaMemPrefetchAsync(m[1], sizes[1] * 4, dev, 0, st));
+        // Block 2 goes to the GPU too but is read by the CPU with no prefetch back (a CPU fault).
+        CK(cudaMemPrefetchAsync(m[2], sizes[2] * 4, dev, 0, st));
         CK(cudaStreamAttachMemAsync(st, m[2], 0, cudaMemAttachSingle));
         CK(cudaStreamSynchronize(st));
         int last = !strcmp(c, "managed_overflow") ? (int)sizes[1] : (int)sizes[1] - 1;

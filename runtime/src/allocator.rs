@@ -74,8 +74,11 @@ pub struct AllocInfo {
     /// The pointer tag: the pool window `start` lies in (0 with tagging off).
     pub tag: u64,
     pub large: bool,
-    /// Where its memory lives: [`Memory::Host`] for managed memory (`cuMemAllocManaged`), which
-    /// the CPU reads and writes at the same address.
+    /// A managed block (`cuMemAllocManaged`): the CPU reads and writes it at the same address
+    /// while its memory is [`Memory::Host`].
+    pub managed: bool,
+    /// Where its memory lives now: a managed block moves to [`Memory::Device`] while the GPU works
+    /// on it ([`Allocator::migrate_managed`]) and back when the CPU needs it.
     pub memory: Memory,
     pub live: bool,
     pub alloc_stack: HostStack,
@@ -91,10 +94,10 @@ impl AllocInfo {
     /// The memory space reports name: `device-heap` (in-kernel malloc), `managed`
     /// (`cuMemAllocManaged`, host memory in the pool) or `global`.
     pub fn space(&self) -> &'static str {
-        match (self.heap_block.is_some(), self.memory) {
+        match (self.heap_block.is_some(), self.managed) {
             (true, _) => "device-heap",
-            (false, Memory::Host) => "managed",
-            (false, Memory::Device) => "global",
+            (false, true) => "managed",
+            (false, false) => "global",
         }
     }
 
@@ -423,7 +426,8 @@ impl Allocator {
         // failure leaves the entries zero, which only keeps the block's loops checked.
         let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
         self.record(g, start, size, start + len, tag, true, stack);
-        g.allocs.get_mut(&start).expect("just recorded").memory = mem;
+        let info = g.allocs.get_mut(&start).expect("just recorded");
+        (info.memory, info.managed) = (mem, mem == Memory::Host);
         Ok(start)
     }
 
@@ -514,7 +518,10 @@ impl Allocator {
     fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
-        g.allocs.insert(start, AllocInfo { id, start, size, region_end, tag, large, memory: Memory::Device, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None });
+        g.allocs.insert(
+            start,
+            AllocInfo { id, start, size, region_end, tag, large, managed: false, memory: Memory::Device, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None },
+        );
     }
 
     /// The canonical (window 0) address of pool address `va`: where the allocator's tables and
@@ -698,8 +705,26 @@ impl Allocator {
     /// are answered here (the driver refuses them: to it the memory is pinned host memory).
     pub fn managed_block(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
         let g = self.inner.lock().unwrap();
-        let a = self.block_containing(&g, addr).filter(|a| a.live && a.memory == Memory::Host)?;
+        let a = self.block_containing(&g, addr).filter(|a| a.live && a.managed)?;
         (addr.checked_add(len)? <= a.region_end).then_some((a.start, a.size))
+    }
+
+    /// Where the live managed block containing `addr` (through its own tag) lives now.
+    pub fn managed_memory_at(&self, addr: u64) -> Option<Memory> {
+        let g = self.inner.lock().unwrap();
+        self.block_containing(&g, addr).filter(|a| a.live && a.managed).map(|a| a.memory)
+    }
+
+    /// Moves the live managed block containing `addr` to memory `to` (contents and mappings; see
+    /// `Pool::migrate`). The caller makes sure no kernel or copy uses it meanwhile. Returns
+    /// whether it moved.
+    pub fn migrate_managed(&self, addr: u64, to: Memory) -> Result<bool, AllocError> {
+        let mut g = self.inner.lock().unwrap();
+        let Some(a) = self.block_containing(&g, addr).filter(|a| a.live && a.managed && a.memory != to) else { return Ok(false) };
+        let (start, home, len) = (a.start, self.home(a.start), a.region_end - a.start);
+        g.pool.migrate(home, len, to).map_err(AllocError::Pool)?;
+        g.allocs.get_mut(&start).expect("a live block").memory = to;
+        Ok(true)
     }
 
     /// The live block containing `addr` (through its own tag): (start, size), for `cuMemGetAddressRange`.
@@ -923,8 +948,8 @@ impl Allocator {
     ///     address neighbours of its kind (the blocks before and after it) have other tags when
     ///     there is more than one window. Its shadow is real in its own window (8 holds there) and
     ///     zero in every other (a pointer of another tag is reported).
-    /// 13. Memory kinds: a managed block ([`Memory::Host`]) has chunks of its own, all host memory;
-    ///     a device block lies on device chunks only.
+    /// 13. Memory kinds: a managed block has chunks of its own, all of the memory it is said to
+    ///     live in now; any other block lies on device chunks only.
     ///
     /// Layout checks (1–7, 10) read canonical addresses: the windows share the memory.
     pub fn check_invariants(&self) -> Result<(), InvariantViolations> {
@@ -1023,6 +1048,7 @@ impl Allocator {
                 region_end: self.home(h.base) + round_up(h.layout.region_size, gran),
                 tag: self.tag_of(h.base),
                 large: true,
+                managed: false,
                 memory: Memory::Device,
                 live: true,
                 alloc_stack: HostStack::default(),
@@ -1165,11 +1191,11 @@ impl Allocator {
         for b in g.allocs.values().filter(|b| b.live || held.contains(&b.start)) {
             let home = self.home(b.start);
             let wrong = (home..self.home(b.region_end)).step_by(gran as usize).find(|&c| g.pool.memory_of(c).is_some_and(|m| m != b.memory));
-            if let (Some(c), true) = (wrong, b.large || b.memory == Memory::Device) {
+            if let Some(c) = wrong {
                 v.push(format!("block {:#x} of {:?} memory lies on a chunk {c:#x} of other memory", b.start, b.memory));
             }
-            if b.memory == Memory::Host && !b.large {
-                v.push(format!("managed block {:#x} shares a slab", b.start));
+            if (b.managed && !b.large) || (!b.managed && b.memory != Memory::Device) {
+                v.push(format!("block {:#x}: managed {}, {:?} memory, large {}", b.start, b.managed, b.memory, b.large));
             }
         }
 

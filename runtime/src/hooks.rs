@@ -138,6 +138,18 @@ fn managed_hint(ptr: Dptr, len: usize, real: impl FnOnce() -> CuResult) -> CuRes
     }
 }
 
+/// A prefetch: a managed pool block moves to where it is sent ([`crate::managed`]); any other
+/// range is the driver's.
+fn prefetch(ptr: Dptr, len: usize, to_device: bool, real: impl FnOnce() -> CuResult) -> CuResult {
+    crate::managed::prefetch(ptr, len as u64, to_device).unwrap_or_else(real)
+}
+
+/// Whether a `CUmemLocation` passed by value (`type` in the low 32 bits) names a device.
+fn to_device(location: u64) -> bool {
+    const CU_MEM_LOCATION_TYPE_DEVICE: u64 = 1;
+    location & 0xffff_ffff == CU_MEM_LOCATION_TYPE_DEVICE
+}
+
 /// The driver's answer for pointer attributes, corrected for pool blocks: a managed block reads
 /// as managed device memory at its own address, and any block's range is the allocation, not
 /// the chunk mapping behind it.
@@ -320,10 +332,10 @@ hooks! {
     cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
     // Hints about managed memory: the pool's managed blocks need none (`location`: a
     // CUmemLocation, two ints, passed by value in one register).
-    cuMemPrefetchAsync(ptr: Dptr, len: usize, device: i32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, device, stream)) }
-    cuMemPrefetchAsync_ptsz(ptr: Dptr, len: usize, device: i32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, device, stream)) }
-    cuMemPrefetchAsync_v2(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, location, flags, stream)) }
-    cuMemPrefetchAsync_v2_ptsz(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { managed_hint(ptr, len, || real(ptr, len, location, flags, stream)) }
+    cuMemPrefetchAsync(ptr: Dptr, len: usize, device: i32, stream: Handle) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_ptsz(ptr: Dptr, len: usize, device: i32, stream: Handle) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_v2(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
+    cuMemPrefetchAsync_v2_ptsz(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
     cuMemAdvise(ptr: Dptr, len: usize, advice: u32, device: i32) { managed_hint(ptr, len, || real(ptr, len, advice, device)) }
     cuMemAdvise_v2(ptr: Dptr, len: usize, advice: u32, location: u64) { managed_hint(ptr, len, || real(ptr, len, advice, location)) }
     cuStreamAttachMemAsync(stream: Handle, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }

@@ -7,7 +7,8 @@
 //! (intercepted calls), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
 //! loading), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
 //! modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`device_heap`] (the checked
-//! in-kernel heap's region and descriptions), [`side_table`] (managed and host memory), [`ring`]
+//! in-kernel heap's region and descriptions), [`side_table`] (the driver's managed and host memory), [`managed`] (where managed pool blocks
+//! live: moved by prefetches and CPU faults), [`ring`]
 //! (device error ring), [`faults`] (GPU fault addresses), [`state`] (the lazy process state and
 //! its device part), [`control`] (control blocks and the device heap's lifetime), [`errors`] (the
 //! ring drained into reports, host errors, exit).
@@ -29,6 +30,7 @@ pub mod faults;
 pub mod hooks;
 pub mod interpose;
 pub mod link;
+pub mod managed;
 pub mod modules;
 pub mod options;
 pub mod report;

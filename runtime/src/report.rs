@@ -637,6 +637,7 @@ mod tests {
             region_end: 0x7000_0000_0300,
             tag: 0,
             large: false,
+            managed: false,
             memory: gasan_uvm::Memory::Device,
             live: false,
             alloc_stack: HostStack::default(),

@@ -126,6 +126,7 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
             size: r.len,
             region_end: end,
             large: false,
+            managed: true,
             memory: gasan_uvm::Memory::Host,
             live: true,
             alloc_stack: crate::allocator::HostStack::default(),

@@ -366,6 +366,20 @@ fn managed_blocks_are_pool_blocks_of_host_memory() {
             unsafe { std::ptr::write_volatile((p + n - 1) as *mut u8, 7) };
             assert_eq!(a.managed_block(p + 8, n - 8), Some((p, n)));
         }
+        // Moved to device memory (what a prefetch to the GPU does) and back, bytes kept.
+        // SAFETY: inside a live block, mapped read-write; nothing else aliases pool memory.
+        unsafe { std::ptr::write_volatile((big + 12345) as *mut u8, 0xab) };
+        assert_eq!(a.managed_memory_at(big + 1), Some(Memory::Host));
+        assert!(a.migrate_managed(big + 100, Memory::Device).unwrap());
+        assert!(!a.migrate_managed(big, Memory::Device).unwrap(), "already on the device");
+        assert_eq!(a.managed_memory_at(big + 1), Some(Memory::Device));
+        a.check_invariants().unwrap();
+        assert!(!bad(&a, big, 4) && bad(&a, big + (5 << 20), 4), "the shadow does not move");
+        assert!(a.migrate_managed(big, Memory::Host).unwrap());
+        // SAFETY: as above.
+        assert_eq!(unsafe { std::ptr::read_volatile((big + 12345) as *const u8) }, 0xab);
+        assert!(!a.migrate_managed(dev, Memory::Host).unwrap(), "a device block never moves");
+        assert_eq!(a.managed_memory_at(dev), None);
         assert_eq!(a.describe(dev).alloc.unwrap().space(), "global");
         assert_eq!(a.managed_block(dev, 4), None, "a device block is not managed");
         assert_eq!(a.managed_block(m, 1 << 30), None, "a range past the managed block's region");

@@ -35,6 +35,7 @@ fn rows() -> Vec<Row> {
         ("sass", "0", |o| !o.sass, &["maybe"]),
         ("ptxas", "/opt/cuda/bin/ptxas", |o| o.ptxas == Some(PathBuf::from("/opt/cuda/bin/ptxas")), &[]),
         ("patch_export_table", "1", |o| o.patch_export_table, &["on"]),
+        ("managed_memory", "0", |o| !o.managed_memory, &["host"]),
         ("framework_pools", "0", |o| !o.framework_pools, &["pools"]),
     ]
 }

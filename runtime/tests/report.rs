@@ -14,6 +14,7 @@ fn region(live: bool) -> AllocInfo {
         region_end: 0x1000_0020_1200,
         tag: 0,
         large: false,
+        managed: false,
         memory: gasan_uvm::Memory::Device,
         live,
         alloc_stack: HostStack::capture(4),

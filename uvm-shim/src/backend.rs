@@ -80,6 +80,11 @@ pub trait Backend: Send + Sync {
     fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError>;
     fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError>;
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError>;
+    /// Copies `len` bytes from mapped `src` to mapped `dst` (both pool or scratch VA), complete
+    /// when the call returns. Backends that cannot say so.
+    fn copy(&self, _dst: u64, _src: u64, _len: u64) -> Result<(), UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend cannot copy", self.name())))
+    }
     /// Waits until every `write`/`fill` issued so far that touches `[va, va+len)` has completed.
     /// Mapping changes call it first: device writes are queued (a memset returns before it runs,
     /// later still when other processes share the GPU), and a queued write that lands on a page

@@ -164,6 +164,12 @@ impl Backend for HostBackend {
         unsafe { std::ptr::write_bytes(va as *mut u8, byte, len as usize) };
         Ok(())
     }
+    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), UvmError> {
+        // SAFETY: both ranges are mapped pool or scratch memory (the pool copies only those), which
+        // no Rust object aliases; they are distinct mappings, so they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len as usize) };
+        Ok(())
+    }
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
         // SAFETY: the pool only reads mapped ranges.
         unsafe { std::ptr::copy_nonoverlapping(va as *const u8, out.as_mut_ptr(), out.len()) };

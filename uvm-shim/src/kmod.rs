@@ -363,6 +363,9 @@ impl Backend for KmodBackend {
     fn create_host_chunk(&self) -> Result<ChunkHandle, UvmError> {
         self.vmm.create_host_chunk()
     }
+    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), UvmError> {
+        self.vmm.copy(dst, src, len)
+    }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
         self.vmm.release_chunk(h)
     }

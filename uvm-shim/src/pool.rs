@@ -76,6 +76,9 @@ pub struct Pool {
     committing: Memory,
     /// The memory of each chunk the plan being applied unmapped, for its rollback.
     unmapped: HashMap<u64, Memory>,
+    /// One chunk of VA outside the pool, reserved at the first [`Self::migrate`]: a new chunk is
+    /// mapped there while the old one's bytes are copied in.
+    scratch: Option<u64>,
     /// Alias base → (source va, len, reservation).
     aliases: BTreeMap<u64, (u64, u64)>,
     /// Devices granted access to the pool (multi-GPU; one pool per device).
@@ -161,6 +164,7 @@ impl Pool {
             host_chunks: HashSet::new(),
             committing: Memory::Device,
             unmapped: HashMap::new(),
+            scratch: None,
             aliases: BTreeMap::new(),
             peers: Vec::new(),
             counters: PoolCounters::default(),
@@ -336,6 +340,56 @@ impl Pool {
         } else {
             self.cache.push(h);
         }
+    }
+
+    /// Moves the committed chunks of canonical `[va, va+len)` to memory `to`, contents and
+    /// mappings included (every window each is committed for; shadow untouched): managed blocks
+    /// move to device memory while the GPU works on them and back when the CPU needs them. The
+    /// caller makes sure nothing accesses the range meanwhile. Returns the chunks moved. A chunk
+    /// whose move fails stays as it was (earlier ones stay moved).
+    pub fn migrate(&mut self, va: u64, len: u64, to: Memory) -> Result<u64, UvmError> {
+        let va = self.canonical(va);
+        self.check_range(va, len)?;
+        self.require_committed(va, len)?;
+        let scratch = match self.scratch {
+            Some(v) => v,
+            None => *self.scratch.insert(self.backend.reserve(self.gran, 0)?),
+        };
+        let mut moved = 0;
+        for c in (va..va + len).step_by(self.gran as usize) {
+            let (old, tags) = self.committed[&c];
+            if self.host_chunks.contains(&old) == (to == Memory::Host) {
+                continue;
+            }
+            let new = self.take_chunk_of(to)?;
+            let first = c + plan::tag_windows(tags).next().unwrap_or(0) * self.win.size;
+            let copied = self.backend.map(scratch, new, Prot::ReadWrite).and_then(|_| {
+                let r = self.backend.copy(scratch, first, self.gran);
+                self.backend.unmap(scratch, self.gran).and(r)
+            });
+            if let Err(e) = copied {
+                self.cache_chunk(new);
+                return Err(e);
+            }
+            for (i, t) in plan::tag_windows(tags).enumerate() {
+                let w = c + t * self.win.size;
+                let swapped = self.backend.unmap(w, self.gran).and_then(|_| self.map_in_window(w, new));
+                if let Err(e) = swapped {
+                    // Back to the old chunk in every window already swapped and this one.
+                    for u in plan::tag_windows(tags).take(i + 1) {
+                        let w = c + u * self.win.size;
+                        let _ = self.backend.unmap(w, self.gran);
+                        let _ = self.map_in_window(w, old);
+                    }
+                    self.cache_chunk(new);
+                    return Err(e);
+                }
+            }
+            self.committed.insert(c, (new, tags));
+            self.cache_chunk(old);
+            moved += 1;
+        }
+        Ok(moved)
     }
 
     /// The memory behind committed canonical chunk `va`.
@@ -796,5 +850,8 @@ impl Drop for Pool {
         let _ = b.free_va(self.shadow_base, self.shadow_size);
         let _ = b.free_va(self.extent_base, self.extent_size);
         let _ = b.free_va(self.base, self.size);
+        if let Some(v) = self.scratch {
+            let _ = b.free_va(v, self.gran);
+        }
     }
 }

@@ -26,6 +26,7 @@ struct Api {
     cuMemGetAllocationGranularity: unsafe extern "C" fn(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags) -> CuResult,
     cuMemcpyHtoDAsync: unsafe extern "C" fn(Dptr, *const c_void, usize, cu::CUstream) -> CuResult,
     cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, Dptr, usize) -> CuResult,
+    cuMemcpyDtoDAsync: unsafe extern "C" fn(Dptr, Dptr, usize, cu::CUstream) -> CuResult,
     cuMemsetD8Async: unsafe extern "C" fn(Dptr, u8, usize, cu::CUstream) -> CuResult,
     cuEventCreate: unsafe extern "C" fn(*mut cu::CUevent, u32) -> CuResult,
     cuEventRecord: unsafe extern "C" fn(cu::CUevent, cu::CUstream) -> CuResult,
@@ -134,6 +135,7 @@ impl VmmBackend {
             cuMemGetAllocationGranularity: load!(cuMemGetAllocationGranularity),
             cuMemcpyHtoDAsync: load!(cuMemcpyHtoDAsync),
             cuMemcpyDtoH: load!(cuMemcpyDtoH),
+            cuMemcpyDtoDAsync: load!(cuMemcpyDtoDAsync),
             cuMemsetD8Async: load!(cuMemsetD8Async),
             cuEventCreate: load!(cuEventCreate),
             cuEventRecord: load!(cuEventRecord),
@@ -273,6 +275,11 @@ impl Backend for VmmBackend {
             return Err(e);
         }
         Ok(())
+    }
+    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), UvmError> {
+        // SAFETY: both are mapped device VA of ours (pool or scratch chunk); gasan's own stream,
+        // waited for before returning.
+        self.on_own_stream("cuMemcpyDtoDAsync", |s| unsafe { (self.api.cuMemcpyDtoDAsync)(dst, src, len as usize, s) })
     }
     fn create_host_chunk(&self) -> Result<ChunkHandle, UvmError> {
         let mut prop = self.prop();

@@ -340,3 +340,33 @@ fn host_and_device_chunks_keep_to_their_kind() {
     p.commit(b + 9 * G, G).unwrap();
     assert_eq!((p.memory_of(b + 9 * G), p.counters().chunks_from_cache), (Some(Memory::Device), from_cache + 3));
 }
+
+/// Migration moves a committed range between host and device chunks with its bytes, in every
+/// window it is mapped through, and leaves other chunks alone.
+#[test]
+fn migration_keeps_the_bytes_and_the_windows() {
+    use gasan_uvm::Memory;
+    let mut p = Pool::new(Box::new(HostBackend::new(G)), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![], max_size: 0, tags: 4 }).unwrap();
+    let (b, w) = (p.base(), p.window_size());
+    p.commit_tagged_in(b, 2 * G, 0b0100, Memory::Host).unwrap();
+    p.commit(b + 2 * G, G).unwrap();
+    let seen = b + 2 * w; // window 2's view of the range
+    for i in 0..2 * G / 8 {
+        // SAFETY: committed read-write through window 2; nothing else aliases pool memory.
+        unsafe { std::ptr::write_volatile((seen + 8 * i) as *mut u64, i ^ 0x5a5a) };
+    }
+    let read_all = || {
+        (0..2 * G / 8).all(|i| {
+            // SAFETY: committed and mapped through window 2 whenever this is called.
+            unsafe { std::ptr::read_volatile((seen + 8 * i) as *const u64) == i ^ 0x5a5a }
+        })
+    };
+    assert_eq!(p.migrate(b, 2 * G, Memory::Device).unwrap(), 2);
+    assert_eq!((p.memory_of(b), p.memory_of(b + G), p.memory_of(b + 2 * G)), (Some(Memory::Device), Some(Memory::Device), Some(Memory::Device)));
+    assert!(read_all(), "bytes lost moving to device chunks");
+    assert_eq!(p.migrate(seen, 2 * G, Memory::Device).unwrap(), 0, "already there (a window's address names the same chunks)");
+    assert_eq!(p.migrate(b, 2 * G, Memory::Host).unwrap(), 2);
+    assert_eq!(p.memory_of(b + G), Some(Memory::Host));
+    assert!(read_all(), "bytes lost moving back to host chunks");
+    assert!(p.migrate(b + 4 * G, G, Memory::Device).is_err(), "not committed");
+}
