@@ -57,8 +57,35 @@ pub mod ctl_offset {
     pub const EXTENT_TABLE: usize = 48;
     pub const EXTENT_SHIFT: usize = 56;
 }
-/// Bytes of one extent-table entry (`start: u64, end: u64`).
-pub const EXTENT_ENTRY_SIZE: usize = 16;
+/// One extent-table entry (see [`ControlBlock::extent_table`]): the live allocation's user
+/// bytes `[start, end)` that cover or intersect the entry's pool block, or all zero (no claim).
+/// Checked PTX reads the two words at offsets 0 and 8; the pool writes and reads them with
+/// [`Self::to_bytes`] / [`Self::from_bytes`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtentEntry {
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Bytes of one [`ExtentEntry`].
+pub const EXTENT_ENTRY_SIZE: usize = std::mem::size_of::<ExtentEntry>();
+
+impl ExtentEntry {
+    /// The entry as the device reads it (little-endian words).
+    pub fn to_bytes(self) -> [u8; EXTENT_ENTRY_SIZE] {
+        let mut b = [0u8; EXTENT_ENTRY_SIZE];
+        b[..8].copy_from_slice(&self.start.to_le_bytes());
+        b[8..].copy_from_slice(&self.end.to_le_bytes());
+        b
+    }
+
+    /// The inverse of [`Self::to_bytes`].
+    pub fn from_bytes(b: &[u8; EXTENT_ENTRY_SIZE]) -> Self {
+        let word = |i: usize| u64::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3], b[i + 4], b[i + 5], b[i + 6], b[i + 7]]);
+        ExtentEntry { start: word(0), end: word(8) }
+    }
+}
 pub const CONTROL_BLOCK_SIZE: usize = 64;
 
 /// Header of the error ring. Records follow at [`RING_RECORDS_OFFSET`].
@@ -265,5 +292,15 @@ mod tests {
         let raw: [u8; ERROR_RECORD_SIZE] = unsafe { std::mem::transmute(rec) };
         assert_eq!(rec.to_bytes(), raw);
         assert_eq!(ErrorRecord::from_bytes(&raw), rec);
+    }
+
+    #[test]
+    fn extent_entry_bytes_are_the_two_words_checked_ptx_reads() {
+        assert_eq!((std::mem::offset_of!(ExtentEntry, start), std::mem::offset_of!(ExtentEntry, end), EXTENT_ENTRY_SIZE), (0, 8, 16));
+        let e = ExtentEntry { start: 0x1000_0020_0040, end: 0x1000_0020_1000 };
+        let b = e.to_bytes();
+        assert_eq!(b[..8], e.start.to_le_bytes());
+        assert_eq!(b[8..], e.end.to_le_bytes());
+        assert_eq!(ExtentEntry::from_bytes(&b), e);
     }
 }

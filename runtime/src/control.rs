@@ -65,9 +65,6 @@ impl State {
     }
 }
 
-// The pool writes extent entries in the layout checked PTX reads.
-const _: () = assert!(gasan_uvm::plan::EXTENT_ENTRY_SIZE as usize == gasan_instrument::abi::EXTENT_ENTRY_SIZE);
-
 fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
     let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
     let (extent_table, extent_shift) = d.alloc.extent_fields();

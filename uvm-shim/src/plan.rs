@@ -119,8 +119,8 @@ pub fn shadow_size(pool_size: u64, shift: u32, gran: u64) -> u64 {
     (pool_size >> shift).div_ceil(gran) * gran
 }
 
-/// Bytes of one extent-table entry (`start: u64, end: u64`, little-endian), as checked PTX reads it.
-pub const EXTENT_ENTRY_SIZE: u64 = 16;
+/// Bytes of one extent-table entry: checked PTX's layout, defined by the instrumenter's ABI.
+pub const EXTENT_ENTRY_SIZE: u64 = gasan_instrument::abi::EXTENT_ENTRY_SIZE as u64;
 
 /// Extent-table VA size for a pool of `pool_size` bytes: one entry per `gran` block of the pool,
 /// rounded up to the granularity.

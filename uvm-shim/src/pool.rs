@@ -7,6 +7,7 @@
 use crate::backend::{Backend, ChunkHandle, Memory, Prot, Stream};
 use crate::plan;
 use crate::UvmError;
+use gasan_instrument::abi::{ExtentEntry, EXTENT_ENTRY_SIZE};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Where to put the pool and how big.
@@ -734,7 +735,7 @@ impl Pool {
                 self.counters.extent_bytes += self.gran;
             }
         }
-        let entry = [start.to_le_bytes(), end.to_le_bytes()].concat();
+        let entry = ExtentEntry { start, end }.to_bytes();
         let bytes = entry.repeat((entries.end - entries.start) as usize);
         if let Err(e) = self.backend.write(self.extent_addr(entries.start), &bytes, stream) {
             // A partial write must not leave a claim behind.
@@ -767,11 +768,11 @@ impl Pool {
         if first.checked_add(out.len() as u64).is_none_or(|last| last > entries) {
             return Err(UvmError::OutsidePool { va: self.base + first * self.gran, len: out.len() as u64 * self.gran });
         }
-        let mut bytes = vec![0u8; out.len() * plan::EXTENT_ENTRY_SIZE as usize];
+        let mut bytes = vec![0u8; out.len() * EXTENT_ENTRY_SIZE];
         self.backend.read(self.extent_addr(first), &mut bytes)?;
-        for (e, b) in out.iter_mut().zip(bytes.chunks_exact(plan::EXTENT_ENTRY_SIZE as usize)) {
-            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-            *e = (word(0), word(8));
+        for (e, b) in out.iter_mut().zip(bytes.chunks_exact(EXTENT_ENTRY_SIZE)) {
+            let entry = ExtentEntry::from_bytes(b.try_into().expect("one entry"));
+            *e = (entry.start, entry.end);
         }
         Ok(())
     }
