@@ -49,6 +49,8 @@ for s in 8 7; do
   check multi_clean cases multi_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check tagged_api cases tagged_api $s 0 "result ok" "!GPUAddressSanitizer"
   check managed_api cases managed_api $s 0 "result ok" "!GPUAddressSanitizer"
+  check hostalloc_api cases hostalloc_api $s 0 "result ok" "!GPUAddressSanitizer"
+  check hostalloc_overflow cases hostalloc_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "0 bytes after 4000-byte pinned host region" "!result ok"
   check managed_overflow cases managed_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "0 bytes after 4194048-byte managed region" "!result ok"
   check overflow_write cases overflow_write $s 1 "ERROR: GPUAddressSanitizer: heap-buffer-overflow" "WRITE of size 4 in kernel vecAddOffByOne" "cases.cu:" "0 bytes after 4000-byte region" "!result ok"
   check overflow_read cases overflow_read $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "0 bytes after 4000-byte region"
@@ -78,6 +80,7 @@ check leak cases leak leaks 1 "result ok" "detected memory leaks" "Direct leak o
 check vecadd_clean_leaks cases vecadd_clean leaks 0 "result ok" "!detected memory leaks"
 check vecadd_clean cases vecadd_clean native 0 "result ok"
 check managed_api cases managed_api native 0 "result ok"
+check hostalloc_api cases hostalloc_api native 0 "result ok"
 check link_clean link clean native 0 "result ok"
 # Other ways in: the shared cudart, and a direct driver-API (-lcuda) program through the exported cu* symbols.
 check shared_vecadd cases_shared vecadd_clean 8 0 "result ok" "!GPUAddressSanitizer"

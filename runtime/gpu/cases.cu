@@ -268,6 +268,39 @@ int main(int argc, char** argv) {
         CK(cudaStreamDestroy(st));
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "hostalloc_api") || !strcmp(c, "hostalloc_overflow")) {
+        // Pinned host memory as programs use it: mapped (zero-copy) kernel access, async copies to
+        // and from it on a stream, the device-pointer, flags and attribute queries, both
+        // allocators. hostalloc_overflow: a kernel stores one past a mapped buffer.
+        const int n = 1000;
+        float *h, *g, *d = dalloc(n);
+        CK(cudaHostAlloc(&h, n * 4, cudaHostAllocMapped | cudaHostAllocPortable));
+        CK(cudaMallocHost(&g, n * 4));
+        float* hd = nullptr;
+        CK(cudaHostGetDevicePointer(&hd, h, 0));
+        unsigned fl = 0;
+        CK(cudaHostGetFlags(&fl, h));
+        cudaPointerAttributes a;
+        CK(cudaPointerGetAttributes(&a, h + 3));
+        printf("pinned: device pointer %s, flags %u, attributes type %d host %p device %p\n", hd == h ? "same" : "differs", fl, (int)a.type, a.hostPointer, a.devicePointer);
+        if (hd != h || !(fl & cudaHostAllocMapped) || a.type != cudaMemoryTypeHost || a.hostPointer != (void*)(h + 3)) { printf("pinned host queries wrong\n"); return 4; }
+        for (int i = 0; i < n; i++) { h[i] = (float)i; g[i] = 0.0f; }
+        cudaStream_t st;
+        CK(cudaStreamCreate(&st));
+        scale<<<(n + 255) / 256, 256, 0, st>>>(hd, 2.0f, n);                 // zero-copy kernel
+        CK(cudaMemcpyAsync(d, h, n * 4, cudaMemcpyHostToDevice, st));       // pinned -> device
+        scale<<<(n + 255) / 256, 256, 0, st>>>(d, 3.0f, n);
+        CK(cudaMemcpyAsync(g, d, n * 4, cudaMemcpyDeviceToHost, st));       // device -> pinned
+        writeAt<<<1, 32, 0, st>>>(hd, !strcmp(c, "hostalloc_overflow") ? n : n - 1);  // BUG in hostalloc_overflow
+        CK(cudaStreamSynchronize(st));
+        for (int i = 0; i + 1 < n; i++) if (h[i] != 2.0f * i || g[i] != 6.0f * i) { printf("pinned data wrong at %d: %g %g\n", i, h[i], g[i]); return 4; }
+        if (h[n - 1] != 42.0f) { printf("zero-copy store lost\n"); return 4; }
+        CK(cudaFreeHost(h));
+        CK(cudaFreeHost(g));
+        CK(cudaFree(d));
+        CK(cudaStreamDestroy(st));
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "large_overflow")) {  // 4 MiB buffer, write 64 KiB past its end: lands in the guard gap
         const long m = 1 << 20;
         float* a = dalloc(m);

@@ -92,20 +92,24 @@ pub struct AllocInfo {
 
 impl AllocInfo {
     /// The memory space reports name: `device-heap` (in-kernel malloc), `managed`
-    /// (`cuMemAllocManaged`, host memory in the pool) or `global`.
+    /// (`cuMemAllocManaged`), `host` (pinned host memory: `cuMemHostAlloc`, `cuMemAllocHost`) or
+    /// `global`.
     pub fn space(&self) -> &'static str {
-        match (self.heap_block.is_some(), self.managed) {
-            (true, _) => "device-heap",
-            (false, true) => "managed",
-            (false, false) => "global",
+        match (self.heap_block.is_some(), self.managed, self.memory) {
+            (true, _, _) => "device-heap",
+            (false, true, _) => "managed",
+            (false, false, Memory::Host) => "host",
+            (false, false, Memory::Device) => "global",
         }
     }
 
-    /// What reports call the block: "device-heap block", "managed region" or "region".
+    /// What reports call the block: "device-heap block", "managed region", "pinned host region"
+    /// or "region".
     pub fn noun(&self) -> &'static str {
         match self.space() {
             "device-heap" => "device-heap block",
             "managed" => "managed region",
+            "host" => "pinned host region",
             _ => "region",
         }
     }
@@ -345,14 +349,26 @@ impl Allocator {
         self.alloc_in(size, stream, Memory::Device)
     }
 
-    /// [`Self::alloc`] of memory `mem`. Host memory (managed allocations) is placed like a large
-    /// block, on chunks of its own: a chunk holds memory of one kind.
+    /// [`Self::alloc`] of memory `mem`. Host memory (pinned host allocations) is placed like a
+    /// large block, on chunks of its own: a chunk holds memory of one kind.
     pub fn alloc_in(&self, size: u64, stream: Option<Stream>, mem: Memory) -> Result<u64, AllocError> {
+        self.alloc_block(size, stream, mem, false)
+    }
+
+    /// A managed block ([`Self::alloc_in`] host memory that may move to the device and back:
+    /// [`Self::migrate_managed`]).
+    pub fn alloc_managed(&self, size: u64) -> Result<u64, AllocError> {
+        self.alloc_block(size, None, Memory::Host, true)
+    }
+
+    fn alloc_block(&self, size: u64, stream: Option<Stream>, mem: Memory, managed: bool) -> Result<u64, AllocError> {
         let stack = HostStack::capture(self.context_depth);
         let size_enc = self.scale.encodable_size(size.max(1));
         let attempt = |g: &mut Inner| match mem {
             Memory::Device => self.try_alloc(g, size, size_enc, &stack, stream),
-            Memory::Host => self.alloc_large(g, size, size_enc, &stack, stream, mem),
+            Memory::Host => self.alloc_large(g, size, size_enc, &stack, stream, mem).inspect(|p| {
+                g.allocs.get_mut(p).expect("just recorded").managed = managed;
+            }),
         };
         let first = attempt(&mut self.inner.lock().unwrap());
         match first {
@@ -426,8 +442,7 @@ impl Allocator {
         // failure leaves the entries zero, which only keeps the block's loops checked.
         let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
         self.record(g, start, size, start + len, tag, true, stack);
-        let info = g.allocs.get_mut(&start).expect("just recorded");
-        (info.memory, info.managed) = (mem, mem == Memory::Host);
+        g.allocs.get_mut(&start).expect("just recorded").memory = mem;
         Ok(start)
     }
 
@@ -709,6 +724,13 @@ impl Allocator {
         (addr.checked_add(len)? <= a.region_end).then_some((a.start, a.size))
     }
 
+    /// The live pinned host block (not managed) that starts at `ptr`: its size. For the pinned host
+    /// memory calls (`cuMemFreeHost`, `cuMemHostGetDevicePointer`, `cuMemHostGetFlags`).
+    pub fn host_block_containing(&self, ptr: u64) -> Option<(u64, u64)> {
+        let g = self.inner.lock().unwrap();
+        self.block_containing(&g, ptr).filter(|a| a.live && !a.managed && a.memory == Memory::Host).map(|a| (a.start, a.size))
+    }
+
     /// Where the live managed block containing `addr` (through its own tag) lives now.
     pub fn managed_memory_at(&self, addr: u64) -> Option<Memory> {
         let g = self.inner.lock().unwrap();
@@ -948,8 +970,8 @@ impl Allocator {
     ///     address neighbours of its kind (the blocks before and after it) have other tags when
     ///     there is more than one window. Its shadow is real in its own window (8 holds there) and
     ///     zero in every other (a pointer of another tag is reported).
-    /// 13. Memory kinds: a managed block has chunks of its own, all of the memory it is said to
-    ///     live in now; any other block lies on device chunks only.
+    /// 13. Memory kinds: a block's chunks are all of the memory it is said to live in now; a
+    ///     managed or host-memory block has chunks of its own, and only a managed block moves.
     ///
     /// Layout checks (1–7, 10) read canonical addresses: the windows share the memory.
     pub fn check_invariants(&self) -> Result<(), InvariantViolations> {
@@ -1194,7 +1216,7 @@ impl Allocator {
             if let Some(c) = wrong {
                 v.push(format!("block {:#x} of {:?} memory lies on a chunk {c:#x} of other memory", b.start, b.memory));
             }
-            if (b.managed && !b.large) || (!b.managed && b.memory != Memory::Device) {
+            if (b.managed || b.memory == Memory::Host) && !b.large {
                 v.push(format!("block {:#x}: managed {}, {:?} memory, large {}", b.start, b.managed, b.memory, b.large));
             }
         }

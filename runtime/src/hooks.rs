@@ -114,7 +114,7 @@ fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -
     if dptr.is_null() || size == 0 || !matches!(flags, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST) || (d.multi_gpu && crate::state::current_device() != Some(d.device)) {
         return native(Box::new(real)); // the driver's answer (errors included)
     }
-    match d.alloc.alloc_in(size as u64, None, Memory::Host) {
+    match d.alloc.alloc_managed(size as u64) {
         Ok(p) => {
             // SAFETY: the caller's out-pointer (checked non-null above).
             unsafe { *dptr = p };
@@ -126,6 +126,44 @@ fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -
             native(Box::new(real))
         }
     }
+}
+
+/// Flags each pinned host block of the pool was allocated with (`cuMemHostGetFlags`).
+fn host_flags() -> &'static std::sync::Mutex<std::collections::HashMap<u64, u32>> {
+    static FLAGS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, u32>>> = std::sync::OnceLock::new();
+    FLAGS.get_or_init(Default::default)
+}
+
+/// `cuMemHostAlloc` / `cuMemAllocHost` from the pool (pinned host memory that kernels reach at the
+/// same address, checked like device memory); the driver's (tracked, checked by host calls only)
+/// with `host_memory=0`, on a GPU other than the pool's, or where the pool cannot hold it.
+fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+    // CU_MEMHOSTALLOC_PORTABLE | DEVICEMAP | WRITECOMBINED.
+    const KNOWN_FLAGS: u32 = 0x7;
+    let s = state();
+    let native = |real: Box<dyn FnOnce() -> CuResult + '_>| track(real(), pp.cast(), size, ForeignKind::HostAlloc);
+    let Some(d) = s.device().filter(|_| s.opts.host_memory) else { return native(Box::new(real)) };
+    if pp.is_null() || size == 0 || flags & !KNOWN_FLAGS != 0 || (d.multi_gpu && crate::state::current_device() != Some(d.device)) {
+        return native(Box::new(real));
+    }
+    match d.alloc.alloc_in(size as u64, None, Memory::Host) {
+        Ok(p) => {
+            host_flags().lock().unwrap_or_else(|e| e.into_inner()).insert(p, flags);
+            // SAFETY: the caller's out-pointer (checked non-null above).
+            unsafe { *pp = p as *mut c_void };
+            CUDA_SUCCESS
+        }
+        Err(e) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| eprintln!("==gasan== pinned host allocation of {size} bytes could not come from the pool ({e}); pinned host memory from the driver is not checked in kernels"));
+            native(Box::new(real))
+        }
+    }
+}
+
+/// The pool's pinned host block starting at `p`, if it is one.
+fn pool_host_block(p: u64) -> Option<(u64, u64)> {
+    state().device()?.alloc.host_block_containing(p)
 }
 
 /// A prefetch, advice or stream attachment of `[ptr, ptr+len)`: answered with success when the
@@ -357,14 +395,46 @@ hooks! {
         }
         r
     }
-    cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { track(real(pp, size, flags), pp.cast(), size, ForeignKind::HostAlloc) }
-    cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { track(real(pp, size), pp.cast(), size, ForeignKind::HostAlloc) }
+    cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { alloc_host(pp, size, flags, || real(pp, size, flags)) }
+    cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { alloc_host(pp, size, 0, || real(pp, size)) }
+    cuMemHostGetDevicePointer_v2(pdptr: *mut Dptr, p: *mut c_void, flags: u32) {
+        match pool_host_block(p as u64) {
+            // Mapped for the device at its own address.
+            Some(_) if !pdptr.is_null() && flags == 0 => {
+                // SAFETY: the caller's out-pointer.
+                unsafe { *pdptr = p as Dptr };
+                CUDA_SUCCESS
+            }
+            Some(_) => INVALID,
+            None => real(pdptr, p, flags),
+        }
+    }
+    cuMemHostGetFlags(pflags: *mut u32, p: *mut c_void) {
+        match pool_host_block(p as u64) {
+            Some((start, _)) if !pflags.is_null() => {
+                // Every pool host block is mapped for the device (CU_MEMHOSTALLOC_DEVICEMAP).
+                let f = host_flags().lock().unwrap_or_else(|e| e.into_inner()).get(&start).copied().unwrap_or(0) | 0x2;
+                // SAFETY: the caller's out-pointer.
+                unsafe { *pflags = f };
+                CUDA_SUCCESS
+            }
+            Some(_) => INVALID,
+            None => real(pflags, p),
+        }
+    }
     cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) {
         let r = real(p, size, flags);
         if r == CUDA_SUCCESS { state().foreign.insert(p as u64, size as u64, ForeignKind::HostRegistered); }
         r
     }
-    cuMemFreeHost(p: *mut c_void) { state().foreign.remove(p as u64); real(p) }
+    cuMemFreeHost(p: *mut c_void) {
+        if state().device().is_some_and(|d| d.alloc.owns(p as u64)) {
+            host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
+            return do_free("cuMemFreeHost", p as u64, None, || real(p));
+        }
+        state().foreign.remove(p as u64);
+        real(p)
+    }
     cuMemHostUnregister(p: *mut c_void) { state().foreign.remove(p as u64); real(p) }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }

@@ -396,6 +396,7 @@ options_table! {
     ptxas: Option<PathBuf> = None, Executable, HOST, "The ptxas for sass=1 [default: $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH; none found: the driver's JIT].";
     patch_export_table: bool = false, Any, HOST, "1: wrap the module loaders of cudart's export table (older CUDA runtimes only; CUDA 13's static cudart refuses it with error 103).";
     managed_memory: bool = true, Any, HOST, "1: managed allocations (cudaMallocManaged, cuMemAllocManaged) come from the pool, so kernels' accesses to them are checked like device memory: pinned host memory that the CPU and the GPU share at one address, moved to device memory by a prefetch to the GPU and back by a prefetch to the CPU or the CPU's next access; 0: the driver's managed memory, checked by host API calls only.";
+    host_memory: bool = true, Any, HOST, "1: pinned host allocations (cudaHostAlloc, cudaMallocHost, cuMemHostAlloc) come from the pool, so kernels' accesses to them (mapped pinned memory) are checked like device memory; each takes at least one 2 MiB chunk of pinned memory; 0: the driver's, checked by host API calls only.";
     framework_pools: bool = true, Any, HOST, "1: Python frameworks hand out individually checked allocations: gasan-run sets PYTORCH_NO_CUDA_MEMORY_CACHING=1, CUPY_COMPILE_WITH_PTX=1, NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=0 and XLA_PYTHON_CLIENT_ALLOCATOR=platform where the user has not, and puts a start-up hook on PYTHONPATH that turns CuPy's memory pools off; 0: leave frameworks alone.";
 }
 

@@ -352,8 +352,9 @@ fn managed_blocks_are_pool_blocks_of_host_memory() {
     for tags in [1, 4] {
         let a = tagged_allocator(Scale::S8, 0, tags);
         let dev = a.alloc(400, None).unwrap();
-        let m = a.alloc_in(400, None, Memory::Host).unwrap();
-        let big = a.alloc_in(5 << 20, None, Memory::Host).unwrap();
+        let m = a.alloc_managed(400).unwrap();
+        let big = a.alloc_managed(5 << 20).unwrap();
+        let pinned = a.alloc_in(100, None, Memory::Host).unwrap();
         a.check_invariants().unwrap();
         for (p, n) in [(m, 400u64), (big, 5 << 20)] {
             assert!(!bad(&a, p, 4) && !bad(&a, p + n - 4, 4) && bad(&a, p + n, 4), "managed block {p:#x}+{n} bounds");
@@ -381,6 +382,14 @@ fn managed_blocks_are_pool_blocks_of_host_memory() {
         assert!(!a.migrate_managed(dev, Memory::Host).unwrap(), "a device block never moves");
         assert_eq!(a.managed_memory_at(dev), None);
         assert_eq!(a.describe(dev).alloc.unwrap().space(), "global");
+        // Pinned host memory: a host block that is not managed and never moves.
+        assert!(!bad(&a, pinned + 96, 4) && bad(&a, pinned + 100, 1));
+        assert_eq!((a.describe(pinned + 100).alloc.unwrap().noun(), a.host_block_containing(pinned + 5)), ("pinned host region", Some((pinned, 100))));
+        assert_eq!((a.managed_block(pinned, 4), a.managed_memory_at(pinned)), (None, None));
+        assert!(!a.migrate_managed(pinned, Memory::Device).unwrap());
+        assert_eq!(a.host_block_containing(m), Some((m, 400)).filter(|_| false), "a managed block is not a pinned host block");
+        a.free(pinned, None).unwrap();
+        assert_eq!(a.host_block_containing(pinned), None);
         assert_eq!(a.managed_block(dev, 4), None, "a device block is not managed");
         assert_eq!(a.managed_block(m, 1 << 30), None, "a range past the managed block's region");
         a.free(m, None).unwrap();

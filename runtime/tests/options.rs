@@ -36,6 +36,7 @@ fn rows() -> Vec<Row> {
         ("ptxas", "/opt/cuda/bin/ptxas", |o| o.ptxas == Some(PathBuf::from("/opt/cuda/bin/ptxas")), &[]),
         ("patch_export_table", "1", |o| o.patch_export_table, &["on"]),
         ("managed_memory", "0", |o| !o.managed_memory, &["host"]),
+        ("host_memory", "0", |o| !o.host_memory, &["pinned"]),
         ("framework_pools", "0", |o| !o.framework_pools, &["pools"]),
     ]
 }
@@ -156,36 +157,39 @@ fn options() -> impl Strategy<Value = Options> {
     (
         (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
         (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>()),
-        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>()),
+        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>()),
     )
-        .prop_map(|((halt, exitcode, log, s7, redzone, minrz, q, leaks, limit), (ctx, supp, json, instr, hoist, verb, pool, cache, patch), (cache_mb, sass, ptxas, pools, tags_log, managed))| {
-            Options {
-                halt_on_error: halt,
-                exitcode,
-                log_path: log,
-                shadow_scale: if s7 { Scale::S7 } else { Scale::S8 },
-                redzone,
-                min_redzone: 1 << minrz,
-                quarantine_size_mb: q,
-                detect_leaks: leaks,
-                print_limit: limit,
-                malloc_context_size: ctx,
-                suppressions: supp,
-                report_format: if json { ReportFormat::Json } else { ReportFormat::Text },
-                instrument: instr,
-                hoist_loops: hoist,
-                verbosity: verb,
-                pool_size: pool,
-                cache_dir: cache,
-                cache_size_mb: cache_mb,
-                sass,
-                ptxas,
-                patch_export_table: patch,
-                framework_pools: pools,
-                managed_memory: managed,
-                tags: if tags_log == 6 { 0 } else { 1 << tags_log },
-            }
-        })
+        .prop_map(
+            |((halt, exitcode, log, s7, redzone, minrz, q, leaks, limit), (ctx, supp, json, instr, hoist, verb, pool, cache, patch), (cache_mb, sass, ptxas, pools, tags_log, managed, host))| {
+                Options {
+                    halt_on_error: halt,
+                    exitcode,
+                    log_path: log,
+                    shadow_scale: if s7 { Scale::S7 } else { Scale::S8 },
+                    redzone,
+                    min_redzone: 1 << minrz,
+                    quarantine_size_mb: q,
+                    detect_leaks: leaks,
+                    print_limit: limit,
+                    malloc_context_size: ctx,
+                    suppressions: supp,
+                    report_format: if json { ReportFormat::Json } else { ReportFormat::Text },
+                    instrument: instr,
+                    hoist_loops: hoist,
+                    verbosity: verb,
+                    pool_size: pool,
+                    cache_dir: cache,
+                    cache_size_mb: cache_mb,
+                    sass,
+                    ptxas,
+                    patch_export_table: patch,
+                    framework_pools: pools,
+                    managed_memory: managed,
+                    host_memory: host,
+                    tags: if tags_log == 6 { 0 } else { 1 << tags_log },
+                }
+            },
+        )
 }
 
 proptest! {
