@@ -21,6 +21,7 @@ const CASES: &[(&str, MemorySpace, Option<&str>)] = &[
     ("local_overflow", MemorySpace::Local, None),
     ("local_negative_index", MemorySpace::Local, None),
     ("local_write_negative", MemorySpace::Local, None),
+    ("use_after_return_scope", MemorySpace::LocalOutOfScope, None),
 ];
 
 fn bug_line(src: &str, case: &str) -> u32 {
@@ -78,4 +79,23 @@ fn clean_global_only_module_gets_no_space_check() {
     let out = instrument_ptx(&std::fs::read_to_string(&ptx).unwrap(), &InstrumentOptions::default()).unwrap();
     assert!(out.sites.sites.iter().all(|s| s.space.is_none()));
     assert!(!out.ptx.contains("%gso") && !out.ptx.contains("$gasan_fail_space"));
+}
+
+/// Frame checks measure from the register the function set from its depot at entry (`%SPL`),
+/// never from the depot symbol taken again: after a call ptxas materializes the symbol elsewhere
+/// (on the H100 the clean twin of use_after_return_scope was reported when it did).
+#[test]
+fn frame_checks_measure_from_the_entry_frame_register() {
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite");
+    let dir = scratch("spaces-frame");
+    let ptx = dir.join("uar.ptx");
+    let src = suite.join("use_after_return_scope.cu");
+    run_tool("nvcc", &[OsStr::new("-O2"), OsStr::new("-ptx"), OsStr::new("-arch"), OsStr::new("sm_90"), OsStr::new("-o"), ptx.as_os_str(), src.as_os_str()]);
+    let out = instrument_ptx(&std::fs::read_to_string(&ptx).unwrap(), &InstrumentOptions::default()).unwrap();
+    let frame_starts: Vec<&str> = out.ptx.lines().filter(|l| l.contains("%gso1,") && l.trim_start().starts_with("mov")).collect();
+    assert!(!frame_starts.is_empty(), "no frame checks");
+    assert!(frame_starts.iter().all(|l| l.contains("mov.b64 %gso1, %SPL;")), "{frame_starts:#?}");
+    // The kernel's read through the callee's returned pointer: a generic address, tested for the
+    // local window first.
+    assert!(out.ptx.contains("isspacep.local %gsq1,"));
 }

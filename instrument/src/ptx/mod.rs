@@ -153,10 +153,10 @@ pub struct Instrumented {
 /// Marker comment on every line the rewriter adds (lets tests strip them and compare).
 pub const MARKER: &str = "//gasan";
 
-/// Instruments a PTX module.
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 21;
+pub const REVISION: u32 = 22;
 
+/// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
     Rewriter::new(ptx, *opts)?.run()
 }

@@ -11,11 +11,13 @@
 //! instructions and no memory access per check (the bound is an immediate; dynamic shared memory
 //! reads `%dynamic_smem_size`, the size the launch passed, so the runtime changes nothing).
 //!
-//! Written but off ([`CHECK_USE_AFTER_SCOPE`]): a local-window address below the current function's
-//! frame (a generic pointer into a callee's frame after the callee returned) as
-//! `stack-use-after-scope`. On the H100 it reported the clean twin of tests/suite's
-//! use_after_return_scope (a legal access 32 bytes below the frame), so the frame layout it assumes
-//! does not hold; a false report costs more than the miss.
+//! Use after return ([`CHECK_USE_AFTER_SCOPE`]): a local-window (or generic local) address below
+//! the current function's frame is in a callee's frame, dead since the callee returned, and is
+//! reported as `stack-use-after-scope` (the stack grows down, so the frames of the function's
+//! callers, and pointers they passed, lie above it). The frame's start is the value the function
+//! set from its `__local_depot` at entry (nvcc's `%SPL`), not the symbol taken again at the check:
+//! after a call, ptxas materialized the symbol 32 bytes above the frame on the H100, which made a
+//! first version report the clean twin of tests/suite's use_after_return_scope.
 //!
 //! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
 //! non-inlined function, loaded from memory, or selected between two variables); distributed
@@ -23,9 +25,8 @@
 //! local array in the frame until the function returns); reads past a caller's array (the
 //! caller's frame bounds are not known in the callee).
 
-/// Untraced local addresses below the frame reported as `stack-use-after-scope` (see the module
-/// doc: off until the frame layout is understood).
-const CHECK_USE_AFTER_SCOPE: bool = false;
+/// Untraced local addresses below the frame reported as `stack-use-after-scope` (module doc).
+const CHECK_USE_AFTER_SCOPE: bool = true;
 
 use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr};
 use super::{count_braces, dest_regs, function_name, strip_comment, MARKER};
@@ -378,6 +379,13 @@ pub(super) struct SpaceCheck {
     pub offset: i64,
     pub width: u32,
     pub kind: AccessKind,
+    /// When `var` is the function's frame: the register the function set from its
+    /// `__local_depot` at entry (nvcc's `mov.u64 %SPL, __local_depotN;`), whose own value the
+    /// 64-bit checks subtract instead of taking the depot symbol again at the check. The frame's
+    /// addresses were computed from that value, and after a call ptxas may materialize the
+    /// symbol elsewhere (on the H100, 32 bytes above it: the clean twin of use_after_return_scope
+    /// was reported).
+    pub frame: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -389,7 +397,7 @@ pub(super) enum Base {
     /// The variable itself (`[var+off]`).
     Symbol,
     /// An untraced local-window (`false`) or generic (`true`) address, tested against the frame's
-    /// lower end (use after scope).
+    /// lower end (use after scope; [`SpaceCheck::frame`] is always known).
     BelowFrame(String, bool),
 }
 
@@ -420,7 +428,8 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
     let width = vec * elem;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
-        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind })
+        let frame = f.depot.as_ref().filter(|(d, _)| d == var).and_then(|_| frame_register(f)).map(str::to_string);
+        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind, frame })
     };
     match parse_address(op)? {
         Err(()) => {
@@ -454,11 +463,20 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 if reg_bits(&r) != Some(64) {
                     return None;
                 }
-                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: None, base: Base::BelowFrame(r, generic), offset, width, kind })
+                let frame = Some(frame_register(f)?.to_string());
+                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: None, base: Base::BelowFrame(r, generic), offset, width, kind, frame })
             }
             _ => None,
         },
     }
+}
+
+/// The register holding the function's frame start, when nvcc's `%SPL` is one whose every
+/// definition takes the function's `__local_depot` (see [`SpaceCheck::frame`]).
+fn frame_register(f: &FnSpaces) -> Option<&'static str> {
+    let (depot, _) = f.depot.as_ref()?;
+    const FRAME: &str = "%SPL";
+    (f.regs.get(FRAME) == Some(&Prov::Var { var: depot.clone(), generic: false })).then_some(FRAME)
 }
 
 /// The per-function block that writes the error record of a failed shared/local check (halt
@@ -477,8 +495,20 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
             v.push(format!("add.s{bits} %gso0, %gso0, {};", c.offset));
         }
     };
+    // `%gso1` = the variable's start, 64 bits: the frame register when known (see
+    // [`SpaceCheck::frame`]), else the symbol.
+    let start64 = match &c.frame {
+        Some(frame) => format!("mov.b64 %gso1, {frame};"),
+        None => format!("mov.u64 %gso1, {};", c.var),
+    };
     let mut v = Vec::new();
     let bits = match &c.base {
+        Base::Window(r, 64) => {
+            v.push(start64.clone());
+            v.push(format!("sub.s64 %gso0, {r}, %gso1;"));
+            add_off(64, &mut v);
+            64
+        }
         Base::Window(r, bits) => {
             v.push(format!("mov.u{bits} %gso1, {};", c.var));
             v.push(format!("sub.s{bits} %gso0, {r}, %gso1;"));
@@ -488,7 +518,7 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
         Base::Generic(r) => {
             let space = if c.space == MemorySpace::Shared { "shared" } else { "local" };
             v.push(format!("cvta.to.{space}.u64 %gso0, {r};"));
-            v.push(format!("mov.u64 %gso1, {};", c.var));
+            v.push(start64.clone());
             v.push("sub.s64 %gso0, %gso0, %gso1;".into());
             add_off(64, &mut v);
             64
@@ -503,7 +533,7 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
             } else {
                 v.push(format!("mov.b64 %gso0, {r};"));
             }
-            v.push(format!("mov.u64 %gso1, {};", c.var));
+            v.push(start64.clone());
             v.push("sub.s64 %gso0, %gso0, %gso1;".into());
             add_off(64, &mut v);
             64
