@@ -68,3 +68,24 @@ fn a_zero_element_vector_access_is_unknown_not_checked() {
         }
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-25): a line of empty statements before an access
+/// (`;;ld.global.f32 %f3, [%rd2];`) was one statement to the coalescing pass, which let it end a
+/// group of accesses through the same register (the middle one's check eliminated on its
+/// strength), and several to the rewriter, which never checked it there: the group's far end went
+/// unchecked while counted as checked. Such a line is now several statements to every pass.
+#[test]
+fn empty_statements_do_not_hide_an_access_from_its_group() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<4>;\n\
+               \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.global.f32 %f1, [%rd2+-8];\n\tld.global.f32 %f2, [%rd2+-4];\n\
+               \t;;ld.global.f32 %f3, [%rd2];\n\tst.global.f32 [%rd2+-8], %f3;\n\tret;\n}\n";
+    let last_load = 12;
+    for scale in [gasan_instrument::shadow::Scale::S7, gasan_instrument::shadow::Scale::S8] {
+        for aligned_pool in [false, true] {
+            let opts = InstrumentOptions { scale, aligned_pool, hoist_loops: false, ..Default::default() };
+            let r = instrument_ptx(ptx, &opts).unwrap();
+            assert_eq!(r.sites.sites.len(), r.stats.total().checked as usize, "{opts:?}: every check counted has its site");
+            assert!(r.sites.sites.iter().any(|s| s.ptx_line == last_load), "{opts:?}: the load after the empty statements is checked");
+        }
+    }
+}

@@ -66,9 +66,11 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
         if code.starts_with('.') {
             continue; // other directives (.reg, .file, .pragma, ...)
         }
-        let mut stmts = code.split(';').map(str::trim).filter(|s| !s.is_empty());
-        let first = stmts.next();
-        let single = stmts.next().is_none();
+        // One statement and nothing else: empty statements (`;;ld ...;`) make a line of several,
+        // as the rewriter's own statement split sees it, so it never joins a group or a batch.
+        let body = code.strip_suffix(';').unwrap_or(code);
+        let single = !body.contains(';') && !body.trim().is_empty();
+        let first = single.then(|| body.trim());
         if let (true, true, Some(stmt)) = (has_address, single, first) {
             if let Some(ins) = split_instr(stmt) {
                 if let Classified::Check(a) = classify(&ins, true) {
