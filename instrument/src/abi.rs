@@ -154,8 +154,8 @@ pub enum MemorySpace {
     Shared,
     /// A `.local` frame (nvcc's `__local_depot`): bounds of the current function's frame.
     Local,
-    /// A local-window address below the current function's frame: a callee's frame, dead since
-    /// the callee returned (ASan's stack-use-after-scope).
+    /// A local-window address outside a kernel's own frame: a callee's frame, dead since the
+    /// callee returned (ASan's stack-use-after-scope).
     LocalOutOfScope,
 }
 

@@ -99,7 +99,9 @@ fn space_location(sp: &SpaceSite, record: &ErrorRecord, kernel: &str) -> String 
         MemorySpace::Shared => format!("{}-byte shared variable '{}'", sp.size.unwrap_or(0), sp.variable_demangled),
         MemorySpace::Local => format!("{}-byte local frame {} of {kernel}", sp.size.unwrap_or(0), sp.variable),
         MemorySpace::LocalOutOfScope => {
-            return format!("local address {} bytes below the frame of {kernel}: in the frame of a function that has returned (a pointer to its local variable outlived it)", offset.unsigned_abs())
+            let size = sp.size.unwrap_or(0);
+            let place = if offset < 0 { format!("{} bytes before", offset.unsigned_abs()) } else { format!("{} bytes after", (offset as u64).saturating_sub(size)) };
+            return format!("local address {place} the {size}-byte frame of {kernel}: in the frame of a function that has returned (a pointer to its local variable outlived it)");
         }
         MemorySpace::Global => return String::new(),
     };
@@ -597,9 +599,12 @@ mod tests {
         assert_eq!(r.kind(), "stack-buffer-overflow");
         assert!(format_text(&r).contains("4 bytes before the 64-byte local frame"), "{}", format_text(&r));
         t.sites[0].space.as_mut().unwrap().space = MemorySpace::LocalOutOfScope;
-        let r = device_report(ErrorRecord { addr: (-96i64) as u64, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
+        let r = device_report(ErrorRecord { addr: (-96i64) as u64, module_id: 1, ..record }, std::slice::from_ref(&t), desc.clone(), 0);
         assert_eq!(r.kind(), "stack-use-after-scope");
-        assert!(format_text(&r).contains("96 bytes below the frame of _Z1kv"), "{}", format_text(&r));
+        assert!(format_text(&r).contains("local address 96 bytes before the 64-byte frame of _Z1kv"), "{}", format_text(&r));
+        // ptxas places a callee's frame above its caller's: a dead one past the kernel's end.
+        let r = device_report(ErrorRecord { addr: 96, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
+        assert!(format_text(&r).contains("local address 32 bytes after the 64-byte frame of _Z1kv"), "{}", format_text(&r));
     }
 
     /// The fuzzer's records (fuzz/seeds/ring_record/{local_huge_offset,shared_huge_width}):

@@ -11,19 +11,23 @@
 //! instructions and no memory access per check (the bound is an immediate; dynamic shared memory
 //! reads `%dynamic_smem_size`, the size the launch passed, so the runtime changes nothing).
 //!
-//! Use after return ([`CHECK_USE_AFTER_SCOPE`]): a local-window (or generic local) address below
-//! the current function's frame is in a callee's frame, dead since the callee returned, and is
-//! reported as `stack-use-after-scope` (the stack grows down, so the frames of the function's
-//! callers, and pointers they passed, lie above it). The frame's start is the value the function
-//! set from its `__local_depot` at entry (nvcc's `%SPL`), not the symbol taken again at the check:
-//! after a call, ptxas materialized the symbol 32 bytes above the frame on the H100, which made a
-//! first version report the clean twin of tests/suite's use_after_return_scope.
+//! Use after return ([`CHECK_USE_AFTER_SCOPE`]): in a kernel, a local address (or generic local
+//! one) that is not traced to a variable and lies outside the kernel's own frame is in the frame
+//! of a function that has returned (no caller's frame is live in a kernel), and is reported as
+//! `stack-use-after-scope`. Kernels only: ptxas lays the frames of a call graph without
+//! recursion out statically, a callee's frame *above* its caller's (on the H100 a kernel's
+//! frame at R1+0 and its callee's at R1+0x20, with R1 never moved), while recursive calls move
+//! the stack pointer down; so in a called function the frames of live callers may lie on either
+//! side, and nothing can be said. (A first version tested every function's addresses against
+//! the lower end of its own frame, and reported the clean twin of tests/suite's
+//! use_after_return_scope: a callee writing its caller's array, 32 bytes below its own frame.)
 //!
 //! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
 //! non-inlined function, loaded from memory, or selected between two variables); distributed
 //! shared memory (`shared::cluster`); block-scope lifetimes inside one function (PTX keeps every
 //! local array in the frame until the function returns); reads past a caller's array (the
-//! caller's frame bounds are not known in the callee).
+//! caller's frame bounds are not known in the callee); a dead frame used in a called function
+//! rather than in the kernel.
 
 /// Untraced local addresses below the frame reported as `stack-use-after-scope` (module doc).
 const CHECK_USE_AFTER_SCOPE: bool = true;
@@ -62,6 +66,9 @@ pub(super) struct FnSpaces {
     /// The function allocates on the stack at run time (`alloca`, `stackrestore`): live local
     /// memory then lies below its frame, so addresses there prove nothing.
     dynamic_stack: bool,
+    /// A kernel (`.entry`): no caller's frame is live, so its own frame is all the local memory
+    /// its code may reach (see [`CHECK_USE_AFTER_SCOPE`]).
+    entry: bool,
 }
 
 /// The module's shared/local variables and, per function name, its register provenance.
@@ -162,19 +169,19 @@ pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
     }
     // Function bodies: statements between the body's opening and closing brace.
     let mut walk = BodyWalk::default();
-    let mut current: Option<(String, Vec<&str>)> = None;
+    let mut current: Option<(String, bool, Vec<&str>)> = None;
     for line in lines {
         let t = strip_comment(line).trim();
         let (opened, closed) = walk.step(t);
-        if let Some(n) = opened {
-            current = Some((n, Vec::new()));
+        if let Some((n, entry)) = opened {
+            current = Some((n, entry, Vec::new()));
         }
-        if let Some((_, stmts)) = current.as_mut() {
+        if let Some((_, _, stmts)) = current.as_mut() {
             stmts.extend(t.split(';').map(str::trim).filter(|s| !s.is_empty()));
         }
         if closed {
-            if let Some((name, stmts)) = current.take() {
-                let f = analyze_function(&stmts, &m.vars);
+            if let Some((name, entry, stmts)) = current.take() {
+                let f = FnSpaces { entry, ..analyze_function(&stmts, &m.vars) };
                 m.functions.insert(name, f);
             }
         }
@@ -188,16 +195,17 @@ pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
 #[derive(Default)]
 struct BodyWalk {
     depth: i32,
-    pending: Option<String>,
+    /// The function whose header was seen, and whether it is a kernel (`.entry`).
+    pending: Option<(String, bool)>,
 }
 
 impl BodyWalk {
-    /// Feeds one comment-stripped, trimmed line: (the function whose body opens on it, whether a
-    /// body is closed after it).
-    fn step(&mut self, t: &str) -> (Option<String>, bool) {
+    /// Feeds one comment-stripped, trimmed line: (the function whose body opens on it and whether
+    /// it is a kernel, whether a body is closed after it).
+    fn step(&mut self, t: &str) -> (Option<(String, bool)>, bool) {
         if self.depth == 0 && t.starts_with('.') && t.contains('(') {
             if let Some(n) = function_name(t) {
-                self.pending = Some(n);
+                self.pending = Some((n, t.split_whitespace().any(|w| w == ".entry")));
             }
         }
         let (opens, closes) = count_braces(t);
@@ -379,13 +387,6 @@ pub(super) struct SpaceCheck {
     pub offset: i64,
     pub width: u32,
     pub kind: AccessKind,
-    /// When `var` is the function's frame: the register the function set from its
-    /// `__local_depot` at entry (nvcc's `mov.u64 %SPL, __local_depotN;`), whose own value the
-    /// 64-bit checks subtract instead of taking the depot symbol again at the check. The frame's
-    /// addresses were computed from that value, and after a call ptxas may materialize the
-    /// symbol elsewhere (on the H100, 32 bytes above it: the clean twin of use_after_return_scope
-    /// was reported).
-    pub frame: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -396,9 +397,9 @@ pub(super) enum Base {
     Generic(String),
     /// The variable itself (`[var+off]`).
     Symbol,
-    /// An untraced local-window (`false`) or generic (`true`) address, tested against the frame's
-    /// lower end (use after scope; [`SpaceCheck::frame`] is always known).
-    BelowFrame(String, bool),
+    /// An untraced local-window (`false`) or generic (`true`) address in a kernel, tested against
+    /// the kernel's own frame (use after return).
+    OutsideFrame(String, bool),
 }
 
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
@@ -428,8 +429,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
     let width = vec * elem;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
-        let frame = f.depot.as_ref().filter(|(d, _)| d == var).and_then(|_| frame_register(f)).map(str::to_string);
-        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind, frame })
+        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind })
     };
     match parse_address(op)? {
         Err(()) => {
@@ -453,8 +453,8 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                     _ => None,
                 }
             }
-            _ if CHECK_USE_AFTER_SCOPE => {
-                let (depot, _) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
+            _ if CHECK_USE_AFTER_SCOPE && f.entry => {
+                let (depot, size) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
                 let generic = match space {
                     Some(MemorySpace::Local) => false,
                     None => true,
@@ -463,20 +463,11 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 if reg_bits(&r) != Some(64) {
                     return None;
                 }
-                let frame = Some(frame_register(f)?.to_string());
-                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: None, base: Base::BelowFrame(r, generic), offset, width, kind, frame })
+                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind })
             }
             _ => None,
         },
     }
-}
-
-/// The register holding the function's frame start, when nvcc's `%SPL` is one whose every
-/// definition takes the function's `__local_depot` (see [`SpaceCheck::frame`]).
-fn frame_register(f: &FnSpaces) -> Option<&'static str> {
-    let (depot, _) = f.depot.as_ref()?;
-    const FRAME: &str = "%SPL";
-    (f.regs.get(FRAME) == Some(&Prov::Var { var: depot.clone(), generic: false })).then_some(FRAME)
 }
 
 /// The per-function block that writes the error record of a failed shared/local check (halt
@@ -495,20 +486,10 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
             v.push(format!("add.s{bits} %gso0, %gso0, {};", c.offset));
         }
     };
-    // `%gso1` = the variable's start, 64 bits: the frame register when known (see
-    // [`SpaceCheck::frame`]), else the symbol.
-    let start64 = match &c.frame {
-        Some(frame) => format!("mov.b64 %gso1, {frame};"),
-        None => format!("mov.u64 %gso1, {};", c.var),
-    };
+    // `%gso1` = the variable's (or frame's) start, 64 bits.
+    let start64 = format!("mov.u64 %gso1, {};", c.var);
     let mut v = Vec::new();
     let bits = match &c.base {
-        Base::Window(r, 64) => {
-            v.push(start64.clone());
-            v.push(format!("sub.s64 %gso0, {r}, %gso1;"));
-            add_off(64, &mut v);
-            64
-        }
         Base::Window(r, bits) => {
             v.push(format!("mov.u{bits} %gso1, {};", c.var));
             v.push(format!("sub.s{bits} %gso0, {r}, %gso1;"));
@@ -527,7 +508,7 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
             v.push(format!("mov.u32 %gso0, {};", c.offset as i32));
             32
         }
-        Base::BelowFrame(r, generic) => {
+        Base::OutsideFrame(r, generic) => {
             if *generic {
                 v.push(format!("cvta.to.local.u64 %gso0, {r};"));
             } else {
@@ -547,18 +528,12 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
 fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
     let (bits, offset) = offset_lines(c);
     let mut v: Vec<String> = vec![format!(".reg .b{bits} %gso<3>;"), ".reg .b32 %gsw<2>;".into(), ".reg .pred %gsq<3>;".into()];
-    if let Base::BelowFrame(r, true) = &c.base {
+    if let Base::OutsideFrame(r, true) = &c.base {
         // Only generic addresses in the local window are frame addresses.
         v.push(format!("isspacep.local %gsq1, {r};"));
     }
     v.extend(offset);
     match (&c.base, c.size) {
-        (Base::BelowFrame(_, generic), _) => {
-            v.push("setp.lt.s64 %gsq0, %gso0, 0;".into());
-            if *generic {
-                v.push("and.pred %gsq0, %gsq0, %gsq1;".into());
-            }
-        }
         (_, Some(size)) => match size.checked_sub(u64::from(c.width)) {
             // Unsigned: an offset below the start wraps to a huge value.
             Some(limit) => v.push(format!("setp.gt.u{bits} %gsq0, %gso0, {limit};")),
@@ -577,6 +552,10 @@ fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
             v.push(format!("setp.gt.u{bits} %gsq2, %gso1, %gso2;"));
             v.push("or.pred %gsq0, %gsq0, %gsq2;".into());
         }
+    }
+    if let Base::OutsideFrame(_, true) = &c.base {
+        // Generic addresses outside the local window are not the frame's business.
+        v.push("and.pred %gsq0, %gsq0, %gsq1;".into());
     }
     if let Some(g) = guard {
         match g.strip_prefix('!') {
@@ -691,7 +670,7 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
     for (i, line) in lines.iter().enumerate() {
         let t = strip_comment(line).trim();
         let (opened, closed) = walk.step(t);
-        if let Some(n) = opened {
+        if let Some((n, _)) = opened {
             func = Some((n, super::RegTypes::default()));
             loc = None;
         }
