@@ -295,6 +295,11 @@ int main(int argc, char** argv) {
         CK(cudaStreamSynchronize(st));
         for (int i = 0; i + 1 < n; i++) if (h[i] != 2.0f * i || g[i] != 6.0f * i) { printf("pinned data wrong at %d: %g %g\n", i, h[i], g[i]); return 4; }
         if (h[n - 1] != 42.0f) { printf("zero-copy store lost\n"); return 4; }
+        // Wrong-kind frees are refused and free nothing (the driver's answer, natively too).
+        cudaError_t e1 = cudaFree(h), e2 = cudaFreeHost(d);
+        cudaGetLastError();
+        if (e1 == cudaSuccess || e2 == cudaSuccess) { printf("wrong-kind free accepted: cudaFree(pinned) %d, cudaFreeHost(device) %d\n", (int)e1, (int)e2); return 4; }
+        h[0] = 1.0f;  // still ours
         CK(cudaFreeHost(h));
         CK(cudaFreeHost(g));
         CK(cudaFree(d));

@@ -106,8 +106,8 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
 /// host calls only) with `managed_memory=0`, on a GPU other than the pool's, or where the pool
 /// cannot hold host memory.
 fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
-    const CU_MEM_ATTACH_GLOBAL: u32 = 1;
-    const CU_MEM_ATTACH_HOST: u32 = 2;
+    const CU_MEM_ATTACH_GLOBAL: u32 = cudarc::driver::sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;
+    const CU_MEM_ATTACH_HOST: u32 = cudarc::driver::sys::CUmemAttach_flags::CU_MEM_ATTACH_HOST as u32;
     let s = state();
     let native = |real: Box<dyn FnOnce() -> CuResult + '_>| track(real(), dptr.cast(), size, ForeignKind::Managed);
     let Some(d) = s.device().filter(|_| s.opts.managed_memory) else { return native(Box::new(real)) };
@@ -138,8 +138,8 @@ fn host_flags() -> &'static std::sync::Mutex<std::collections::HashMap<u64, u32>
 /// same address, checked like device memory); the driver's (tracked, checked by host calls only)
 /// with `host_memory=0`, on a GPU other than the pool's, or where the pool cannot hold it.
 fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
-    // CU_MEMHOSTALLOC_PORTABLE | DEVICEMAP | WRITECOMBINED.
-    const KNOWN_FLAGS: u32 = 0x7;
+    use cudarc::driver::sys::{CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
+    const KNOWN_FLAGS: u32 = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
     let s = state();
     let native = |real: Box<dyn FnOnce() -> CuResult + '_>| track(real(), pp.cast(), size, ForeignKind::HostAlloc);
     let Some(d) = s.device().filter(|_| s.opts.host_memory) else { return native(Box::new(real)) };
@@ -184,7 +184,7 @@ fn prefetch(ptr: Dptr, len: usize, to_device: bool, real: impl FnOnce() -> CuRes
 
 /// Whether a `CUmemLocation` passed by value (`type` in the low 32 bits) names a device.
 fn to_device(location: u64) -> bool {
-    const CU_MEM_LOCATION_TYPE_DEVICE: u64 = 1;
+    const CU_MEM_LOCATION_TYPE_DEVICE: u64 = cudarc::driver::sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as u64;
     location & 0xffff_ffff == CU_MEM_LOCATION_TYPE_DEVICE
 }
 
@@ -195,13 +195,14 @@ fn to_device(location: u64) -> bool {
 /// # Safety
 /// `data` is valid for writes of attribute `attr`'s type (the caller's contract).
 unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr) {
-    const MEMORY_TYPE: u32 = 2;
-    const DEVICE_POINTER: u32 = 3;
-    const HOST_POINTER: u32 = 4;
-    const IS_MANAGED: u32 = 8;
-    const RANGE_START_ADDR: u32 = 11;
-    const RANGE_SIZE: u32 = 12;
-    const CU_MEMORYTYPE_DEVICE: u32 = 2;
+    use cudarc::driver::sys::{CUmemorytype, CUpointer_attribute as A};
+    const MEMORY_TYPE: u32 = A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as u32;
+    const DEVICE_POINTER: u32 = A::CU_POINTER_ATTRIBUTE_DEVICE_POINTER as u32;
+    const HOST_POINTER: u32 = A::CU_POINTER_ATTRIBUTE_HOST_POINTER as u32;
+    const IS_MANAGED: u32 = A::CU_POINTER_ATTRIBUTE_IS_MANAGED as u32;
+    const RANGE_START_ADDR: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as u32;
+    const RANGE_SIZE: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_SIZE as u32;
+    const CU_MEMORYTYPE_DEVICE: u32 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
     let Some(d) = state().device() else { return };
     if data.is_null() || !d.alloc.owns(ptr) {
         return;
@@ -236,6 +237,9 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
     let Some(d) = s.device() else { return real() };
     if ptr == 0 {
         return CUDA_SUCCESS;
+    }
+    if call != "cuMemFreeHost" && d.alloc.host_block_containing(ptr).is_some() {
+        return INVALID; // pinned host memory goes with cuMemFreeHost; the driver refuses it too
     }
     if stream.is_none() && d.alloc.owns(ptr) {
         // cuMemFree waits for the device's outstanding work (work on non-blocking streams
@@ -412,8 +416,8 @@ hooks! {
     cuMemHostGetFlags(pflags: *mut u32, p: *mut c_void) {
         match pool_host_block(p as u64) {
             Some((start, _)) if !pflags.is_null() => {
-                // Every pool host block is mapped for the device (CU_MEMHOSTALLOC_DEVICEMAP).
-                let f = host_flags().lock().unwrap_or_else(|e| e.into_inner()).get(&start).copied().unwrap_or(0) | 0x2;
+                // Every pool host block is mapped for the device.
+                let f = host_flags().lock().unwrap_or_else(|e| e.into_inner()).get(&start).copied().unwrap_or(0) | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
                 // SAFETY: the caller's out-pointer.
                 unsafe { *pflags = f };
                 CUDA_SUCCESS
@@ -428,7 +432,10 @@ hooks! {
         r
     }
     cuMemFreeHost(p: *mut c_void) {
-        if state().device().is_some_and(|d| d.alloc.owns(p as u64)) {
+        if let Some(d) = state().device().filter(|d| d.alloc.owns(p as u64)) {
+            if d.alloc.allocation_containing(p as u64).is_some() && pool_host_block(p as u64).is_none() {
+                return INVALID; // a live device or managed block: the driver refuses it too
+            }
             host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
             return do_free("cuMemFreeHost", p as u64, None, || real(p));
         }
