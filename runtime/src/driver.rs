@@ -60,6 +60,25 @@ pub fn real_symbol(name: &str) -> Option<usize> {
     (!p.is_null()).then_some(p as usize)
 }
 
+/// One real entry point, resolved at its first call and kept: each hook and each
+/// [`real_call!`] site holds one in a `static`, so calling the driver costs no lookup (the
+/// name-keyed [`real`] takes a lock per call).
+pub struct RealFn {
+    name: &'static str,
+    addr: OnceLock<usize>,
+}
+
+impl RealFn {
+    pub const fn new(name: &'static str) -> Self {
+        RealFn { name, addr: OnceLock::new() }
+    }
+
+    /// The entry point's address, 0 when libcuda lacks it.
+    pub fn get(&self) -> usize {
+        *self.addr.get_or_init(|| real(self.name))
+    }
+}
+
 /// Real entry points by exact name, resolved once.
 pub fn real(name: &'static str) -> usize {
     static CACHE: OnceLock<std::sync::Mutex<HashMap<&'static str, usize>>> = OnceLock::new();
@@ -76,7 +95,8 @@ pub fn real(name: &'static str) -> usize {
 #[macro_export]
 macro_rules! real_call {
     ($name:literal ($($t:ty),*) ($($a:expr),*)) => {{
-        let p = $crate::driver::real($name);
+        static REAL: $crate::driver::RealFn = $crate::driver::RealFn::new($name);
+        let p = REAL.get();
         if p == 0 {
             $crate::driver::CUDA_ERROR_UNKNOWN
         } else {

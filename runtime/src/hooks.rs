@@ -40,9 +40,10 @@ macro_rules! hooks {
             #[unsafe(no_mangle)]
             #[allow(non_snake_case, unused_variables)]
             pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
+                static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
                 #[allow(unused)]
                 let $real = |$($arg: $t),*| -> CuResult {
-                    let p = crate::driver::real(stringify!($name));
+                    let p = REAL.get();
                     if p == 0 {
                         return crate::driver::CUDA_ERROR_UNKNOWN;
                     }
