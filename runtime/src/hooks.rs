@@ -102,31 +102,44 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
     }
 }
 
-/// `cuMemAllocManaged` from the pool ([`Memory::Host`]: the CPU and kernels share it at one
-/// address, and kernels' accesses are checked); the driver's managed memory (tracked, checked by
-/// host calls only) with `managed_memory=0`, on a GPU other than the pool's, or where the pool
-/// cannot hold host memory.
-fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
-    const CU_MEM_ATTACH_GLOBAL: u32 = cudarc::driver::sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;
-    const CU_MEM_ATTACH_HOST: u32 = cudarc::driver::sys::CUmemAttach_flags::CU_MEM_ATTACH_HOST as u32;
+/// A managed or pinned host allocation from the pool (host memory that the CPU and kernels share
+/// at one address, checked like device memory), or the driver's (tracked, checked by host calls
+/// only) when `enabled` is off, the request is not one the pool serves (`valid`: pointer, size and
+/// flags; the driver then answers, errors included), on a GPU other than the pool's, or when the
+/// pool cannot hold it.
+fn alloc_host_memory(
+    out: *mut u64,
+    size: usize,
+    kind: ForeignKind,
+    enabled: bool,
+    valid: bool,
+    alloc: impl FnOnce(&crate::allocator::Allocator) -> Result<u64, crate::allocator::AllocError>,
+    real: impl FnOnce() -> CuResult,
+) -> CuResult {
     let s = state();
-    let native = |real: Box<dyn FnOnce() -> CuResult + '_>| track(real(), dptr.cast(), size, ForeignKind::Managed);
-    let Some(d) = s.device().filter(|_| s.opts.managed_memory) else { return native(Box::new(real)) };
-    if dptr.is_null() || size == 0 || !matches!(flags, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST) || (d.multi_gpu && crate::state::current_device() != Some(d.device)) {
-        return native(Box::new(real)); // the driver's answer (errors included)
-    }
-    match d.alloc.alloc_managed(size as u64) {
+    let Some(d) = s.device().filter(|d| enabled && valid && !out.is_null() && size > 0 && !(d.multi_gpu && crate::state::current_device() != Some(d.device))) else {
+        return track(real(), out, size, kind);
+    };
+    match alloc(&d.alloc) {
         Ok(p) => {
             // SAFETY: the caller's out-pointer (checked non-null above).
-            unsafe { *dptr = p };
+            unsafe { *out = p };
             CUDA_SUCCESS
         }
         Err(e) => {
             static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| eprintln!("==gasan== managed allocation of {size} bytes could not come from the pool ({e}); managed memory from the driver is not checked in kernels"));
-            native(Box::new(real))
+            WARNED.call_once(|| eprintln!("==gasan== a {kind:?} allocation of {size} bytes could not come from the pool ({e}); memory from the driver is not checked in kernels"));
+            track(real(), out, size, kind)
         }
     }
+}
+
+/// `cuMemAllocManaged` (`cudaMallocManaged`): see [`alloc_host_memory`]; `managed_memory=0` leaves it
+/// to the driver.
+fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+    use cudarc::driver::sys::CUmemAttach_flags::{CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST};
+    let valid = flags == CU_MEM_ATTACH_GLOBAL as u32 || flags == CU_MEM_ATTACH_HOST as u32;
+    alloc_host_memory(dptr, size, ForeignKind::Managed, state().opts.managed_memory, valid, |a| a.alloc_managed(size as u64), real)
 }
 
 /// Flags each pinned host block of the pool was allocated with (`cuMemHostGetFlags`).
@@ -135,31 +148,17 @@ fn host_flags() -> &'static std::sync::Mutex<std::collections::HashMap<u64, u32>
     FLAGS.get_or_init(Default::default)
 }
 
-/// `cuMemHostAlloc` / `cuMemAllocHost` from the pool (pinned host memory that kernels reach at the
-/// same address, checked like device memory); the driver's (tracked, checked by host calls only)
-/// with `host_memory=0`, on a GPU other than the pool's, or where the pool cannot hold it.
+/// `cuMemHostAlloc` / `cuMemAllocHost` (`cudaHostAlloc`, `cudaMallocHost`): see
+/// [`alloc_host_memory`]; `host_memory=0` leaves them to the driver.
 fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
     use cudarc::driver::sys::{CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
-    const KNOWN_FLAGS: u32 = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
-    let s = state();
-    let native = |real: Box<dyn FnOnce() -> CuResult + '_>| track(real(), pp.cast(), size, ForeignKind::HostAlloc);
-    let Some(d) = s.device().filter(|_| s.opts.host_memory) else { return native(Box::new(real)) };
-    if pp.is_null() || size == 0 || flags & !KNOWN_FLAGS != 0 || (d.multi_gpu && crate::state::current_device() != Some(d.device)) {
-        return native(Box::new(real));
-    }
-    match d.alloc.alloc_in(size as u64, None, Memory::Host) {
-        Ok(p) => {
-            host_flags().lock().unwrap_or_else(|e| e.into_inner()).insert(p, flags);
-            // SAFETY: the caller's out-pointer (checked non-null above).
-            unsafe { *pp = p as *mut c_void };
-            CUDA_SUCCESS
-        }
-        Err(e) => {
-            static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| eprintln!("==gasan== pinned host allocation of {size} bytes could not come from the pool ({e}); pinned host memory from the driver is not checked in kernels"));
-            native(Box::new(real))
-        }
-    }
+    let valid = flags & !(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED) == 0;
+    let alloc = |a: &crate::allocator::Allocator| {
+        let p = a.alloc_in(size as u64, None, Memory::Host)?;
+        host_flags().lock().unwrap_or_else(|e| e.into_inner()).insert(p, flags);
+        Ok(p)
+    };
+    alloc_host_memory(pp.cast(), size, ForeignKind::HostAlloc, state().opts.host_memory, valid, alloc, real)
 }
 
 /// The pool's pinned host block starting at `p`, if it is one.
