@@ -425,16 +425,8 @@ impl Cmp {
 
 fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize) -> Option<LoopPlan> {
     let label = strip_comment(lines[s]).trim().strip_suffix(':')?.trim().to_string();
-    // Entered by falling through: the statement before the label is not an unconditional jump.
-    let before = lines[..s].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty())?;
-    if !(before.ends_with(';') || before.ends_with(':') || before.ends_with('}')) {
+    if !super::falls_through_to(lines, s) {
         return None;
-    }
-    if let Some(i) = split_instr(before.trim_end_matches(';')) {
-        let head = i.opcode.split('.').next().unwrap_or("");
-        if i.guard.is_none() && matches!(head, "bra" | "ret" | "exit" | "trap" | "brx") {
-            return None;
-        }
     }
     // The body: plain statements only, one per line.
     let mut body: Vec<BodyStmt<'_>> = Vec::new();

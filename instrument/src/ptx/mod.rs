@@ -960,6 +960,20 @@ fn function_name(t: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
+/// Whether control reaches the label on line `label_line` by falling through from the statement
+/// before it: that statement is complete (`;`, a label, a scope brace) and not an unconditional
+/// jump (`bra`, `brx`, `ret`, `exit`, `trap` without a guard). Loop versioning (loops.rs) and
+/// loop pipelining (prefetch.rs) both need a loop entered this way, besides its own back edge.
+fn falls_through_to(lines: &[&str], label_line: usize) -> bool {
+    let Some(before) = lines[..label_line].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty()) else {
+        return false;
+    };
+    if !(before.ends_with(';') || before.ends_with(':') || before.ends_with('}') || before.ends_with('{')) {
+        return false;
+    }
+    !split_instr(before.trim_end_matches(';')).is_some_and(|i| i.guard.is_none() && matches!(i.opcode.split('.').next().unwrap_or(""), "bra" | "brx" | "ret" | "exit" | "trap"))
+}
+
 /// Statements after which no earlier check can be assumed to still hold for the same register, or
 /// that end a basic block: labels, branches, calls, returns, barriers and fences.
 fn ends_basic_block(t: &str) -> bool {
@@ -1062,4 +1076,33 @@ fn dest_regs(stmt: &str) -> Vec<&str> {
     }
     let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
     dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%')).collect()
+}
+
+#[cfg(test)]
+mod fall_through_tests {
+    use super::falls_through_to;
+
+    /// A loop label is entered by falling through unless an unguarded jump (or an unfinished
+    /// statement) comes before it; comments and blank lines in between do not count.
+    #[test]
+    fn labels_are_entered_by_falling_through_unless_a_jump_precedes_them() {
+        for (before, falls) in [
+            ("\tadd.s32 %r1, %r1, 1;", true),
+            ("\t@%p1 bra $L__BB0_9;", true),
+            ("\tbra.uni $L__BB0_9;", false),
+            ("\tbra $L__BB0_9;", false),
+            ("\tbrx.idx %r2, $L_targets;", false),
+            ("\tret;", false),
+            ("\texit;", false),
+            ("\ttrap;", false),
+            ("$L__BB0_1:", true),
+            ("{", true),
+            ("}", true),
+            ("\tcall.uni (retval0),", false),
+        ] {
+            let lines = [before, "\t// a comment", "", "$L__BB0_2:"];
+            assert_eq!(falls_through_to(&lines, 3), falls, "{before:?}");
+        }
+        assert!(!falls_through_to(&["$L__BB0_2:"], 0), "nothing before the label");
+    }
 }

@@ -225,10 +225,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
     if branches.refs.get(label).copied() != Some(1) {
         return None;
     }
-    let before = lines[..label_line].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty())?;
-    let falls_through = (before.ends_with(';') || before.ends_with('}') || before.ends_with(':') || before.ends_with('{'))
-        && !matches!(split_instr(before.trim_end_matches(';')).map(|i| (i.guard.is_some(), i.opcode.split('.').next().unwrap_or(""))), Some((false, "bra" | "ret" | "exit" | "trap")));
-    if !falls_through {
+    if !super::falls_through_to(lines, label_line) {
         return None;
     }
     // This iteration's address from values at the top of the body.
