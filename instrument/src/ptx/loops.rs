@@ -448,7 +448,7 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
         }
         let ins = split_instr(stmt)?;
         let head = ins.opcode.split('.').next().unwrap_or("");
-        if matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "trap" | "brkpt") {
+        if super::CONTROL_TRANSFERS.contains(&head) {
             return None;
         }
         any_check |= code.contains('[') && matches!(classify(&ins, true), Classified::Check(_));

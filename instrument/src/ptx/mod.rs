@@ -971,8 +971,15 @@ fn falls_through_to(lines: &[&str], label_line: usize) -> bool {
     if !(before.ends_with(';') || before.ends_with(':') || before.ends_with('}') || before.ends_with('{')) {
         return false;
     }
-    !split_instr(before.trim_end_matches(';')).is_some_and(|i| i.guard.is_none() && matches!(i.opcode.split('.').next().unwrap_or(""), "bra" | "brx" | "ret" | "exit" | "trap"))
+    !split_instr(before.trim_end_matches(';')).is_some_and(|i| i.guard.is_none() && UNCONDITIONAL_JUMPS.contains(&i.opcode.split('.').next().unwrap_or("")))
 }
+
+/// Opcode heads (the part before the first `.`) that transfer control or may not come back:
+/// the end of any straight-line run of statements.
+const CONTROL_TRANSFERS: [&str; 7] = ["bra", "brx", "call", "ret", "exit", "trap", "brkpt"];
+/// Those of [`CONTROL_TRANSFERS`] after which, unguarded, the next statement is never reached by
+/// falling through.
+const UNCONDITIONAL_JUMPS: [&str; 5] = ["bra", "brx", "ret", "exit", "trap"];
 
 /// Statements after which no earlier check can be assumed to still hold for the same register, or
 /// that end a basic block: labels, branches, calls, returns, barriers and fences.
@@ -983,7 +990,7 @@ fn ends_basic_block(t: &str) -> bool {
     }
     let (op, _) = opcode_and_rest(t);
     let head = op.split('.').next().unwrap_or("");
-    matches!(head, "bra" | "brx" | "call" | "ret" | "exit" | "bar" | "barrier" | "fence" | "membar" | "trap" | "atom" | "red") || op.starts_with("mbarrier") || op.starts_with("cp.async.wait")
+    CONTROL_TRANSFERS.contains(&head) || matches!(head, "bar" | "barrier" | "fence" | "membar" | "atom" | "red") || op.starts_with("mbarrier") || op.starts_with("cp.async.wait")
 }
 
 /// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
