@@ -249,21 +249,38 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
             defs.push((d.to_string(), ins.clone()));
         }
     }
-    let defined: std::collections::HashSet<&str> = defs.iter().map(|(d, _)| d.as_str()).collect();
+    // Registers that may hold a variable's address: defined from a variable's name or from such a
+    // register, transitively. Only their definitions enter the fixed point below (most of a
+    // function's registers never touch a variable); every other register is unknown to it.
+    let mentions = |ins: &Instr<'_>, names: &std::collections::HashSet<&str>| {
+        ins.operands.iter().skip(1).any(|op| op.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%' | '.'))).any(|t| vars.contains_key(t) || names.contains(t)))
+    };
+    let mut tainted: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    loop {
+        let before = tainted.len();
+        for (d, ins) in &defs {
+            if !tainted.contains(d.as_str()) && mentions(ins, &tainted) {
+                tainted.insert(d.as_str());
+            }
+        }
+        if tainted.len() == before {
+            break;
+        }
+    }
+    let defs: Vec<&(String, Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d.as_str())).collect();
     // Optimistic fixed point: a register not evaluated yet is "no information" (`None`), one
-    // never defined in the function (a special register, a parameter) is unknown.
+    // never defined from a variable (a special register, a parameter, plain arithmetic) is unknown.
     let mut regs: HashMap<String, Prov> = HashMap::new();
     for _round in 0..16 {
         let mut next: HashMap<String, Prov> = HashMap::new();
         for (d, ins) in &defs {
             let lookup = |op: &str| -> Option<Prov> {
                 let op = op.trim();
-                if let Some(v) = vars.get(op) {
-                    let _ = v;
+                if vars.contains_key(op) {
                     return Some(Prov::Var { var: op.to_string(), generic: false });
                 }
                 if op.starts_with('%') {
-                    if !defined.contains(op) {
+                    if !tainted.contains(op) {
                         return Some(Prov::Unknown);
                     }
                     return regs.get(op).cloned();
