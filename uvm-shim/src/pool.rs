@@ -73,10 +73,6 @@ pub struct Pool {
     host_cache: Vec<ChunkHandle>,
     /// The [`Memory::Host`] chunks among those committed or cached.
     host_chunks: HashSet<ChunkHandle>,
-    /// The memory the commit being applied maps ([`Self::commit_tagged_in`]).
-    committing: Memory,
-    /// The memory of each chunk the plan being applied unmapped, for its rollback.
-    unmapped: HashMap<u64, Memory>,
     /// One chunk of VA outside the pool, reserved at the first [`Self::migrate`]: a new chunk is
     /// mapped there while the old one's bytes are copied in.
     scratch: Option<u64>,
@@ -163,8 +159,6 @@ impl Pool {
             cache: Vec::new(),
             host_cache: Vec::new(),
             host_chunks: HashSet::new(),
-            committing: Memory::Device,
-            unmapped: HashMap::new(),
             scratch: None,
             aliases: BTreeMap::new(),
             peers: Vec::new(),
@@ -336,10 +330,9 @@ impl Pool {
 
     /// Puts a pool chunk no longer mapped back in the cache of its kind.
     fn cache_chunk(&mut self, h: ChunkHandle) {
-        if self.host_chunks.contains(&h) {
-            self.host_cache.push(h);
-        } else {
-            self.cache.push(h);
+        match self.memory_of_chunk(h) {
+            Memory::Host => self.host_cache.push(h),
+            Memory::Device => self.cache.push(h),
         }
     }
 
@@ -359,7 +352,7 @@ impl Pool {
         let mut moved = 0;
         for c in (va..va + len).step_by(self.gran as usize) {
             let (old, tags) = self.committed[&c];
-            if self.host_chunks.contains(&old) == (to == Memory::Host) {
+            if self.memory_of_chunk(old) == to {
                 continue;
             }
             let new = self.take_chunk_of(to)?;
@@ -395,8 +388,8 @@ impl Pool {
 
     /// The memory behind committed canonical chunk `va`.
     pub fn memory_of(&self, va: u64) -> Option<Memory> {
-        let (h, _) = self.committed.get(&self.canonical(va & !(self.gran - 1)))?;
-        Some(if self.host_chunks.contains(h) { Memory::Host } else { Memory::Device })
+        let &(h, _) = self.committed.get(&self.canonical(va & !(self.gran - 1)))?;
+        Some(self.memory_of_chunk(h))
     }
 
     /// Maps physical memory under canonical `[va, va+len)` and real, zeroed (= inaccessible)
@@ -415,10 +408,7 @@ impl Pool {
     /// [`Self::commit_tagged`] with chunks of memory `mem`.
     pub fn commit_tagged_in(&mut self, va: u64, len: u64, tags: u64, mem: Memory) -> Result<(), UvmError> {
         let ops = plan::plan_commit(self, va, len, tags)?;
-        self.committing = mem;
-        let r = self.apply(&ops);
-        self.committing = Memory::Device;
-        r?;
+        self.apply(&ops, mem)?;
         self.counters.committed_bytes += len;
         Ok(())
     }
@@ -426,7 +416,7 @@ impl Pool {
     /// Unmaps `[va, va+len)`; the chunks go back to the cache and the VA may be committed again.
     pub fn decommit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
         let ops = plan::plan_release(self, va, len, false)?;
-        self.apply(&ops)?;
+        self.apply(&ops, Memory::Device)?;
         self.counters.committed_bytes -= len;
         Ok(())
     }
@@ -443,7 +433,7 @@ impl Pool {
     pub fn retire_tagged(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
         let ops = plan::plan_release_tagged(self, va, len, true, tags)?;
         let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
-        self.apply(&ops)?;
+        self.apply(&ops, Memory::Device)?;
         self.counters.committed_bytes -= unmapped * self.gran;
         self.counters.retired_bytes += len;
         Ok(())
@@ -463,25 +453,40 @@ impl Pool {
         Ok(chunks.len() as u64)
     }
 
-    /// Applies a plan; on failure undoes the operations already applied, in reverse.
-    fn apply(&mut self, ops: &[plan::Op]) -> Result<(), UvmError> {
-        self.unmapped.clear();
-        for (i, op) in ops.iter().enumerate() {
-            if let Err(e) = self.apply_one(*op) {
-                for done in ops[..i].iter().rev() {
-                    let _ = self.undo_one(*done);
+    /// Applies a plan, mapping chunks of memory `mem`; on failure undoes the operations already
+    /// applied, in reverse (a chunk unmapped is mapped again with memory of its own kind).
+    fn apply(&mut self, ops: &[plan::Op], mem: Memory) -> Result<(), UvmError> {
+        let mut released = Vec::with_capacity(ops.len());
+        for op in ops {
+            match self.apply_one(*op, mem) {
+                Ok(r) => released.push(r),
+                Err(e) => {
+                    for (done, r) in ops.iter().zip(released).rev() {
+                        let _ = self.undo_one(*done, r.unwrap_or(mem));
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
         }
         Ok(())
+    }
+
+    /// The memory of chunk `h`.
+    fn memory_of_chunk(&self, h: ChunkHandle) -> Memory {
+        if self.host_chunks.contains(&h) {
+            Memory::Host
+        } else {
+            Memory::Device
+        }
     }
 
     fn shadow_va(&self, idx: u64) -> u64 {
         self.shadow_base + idx * self.gran
     }
 
-    fn apply_one(&mut self, op: plan::Op) -> Result<(), UvmError> {
+    /// Applies one operation; a `MapChunk` maps memory `mem`. Returns the memory of the chunk an
+    /// `UnmapChunk` released (for its rollback).
+    fn apply_one(&mut self, op: plan::Op, mem: Memory) -> Result<Option<Memory>, UvmError> {
         use plan::Op;
         match op {
             Op::BackShadow { idx } => {
@@ -490,7 +495,7 @@ impl Pool {
                 self.shadow.insert(idx, (h, 0));
             }
             Op::MapChunk { va, tags } => {
-                let h = self.take_chunk_of(self.committing)?;
+                let h = self.take_chunk_of(mem)?;
                 // Only in the windows committed for: each mapping is a driver call per chunk.
                 for t in plan::tag_windows(tags) {
                     if let Err(e) = self.map_in_window(va + t * self.win.size, h) {
@@ -523,7 +528,6 @@ impl Pool {
                     self.backend.unmap(va + t * self.win.size, self.gran)?;
                 }
                 self.committed.remove(&va);
-                self.unmapped.insert(va, if self.host_chunks.contains(&h) { Memory::Host } else { Memory::Device });
                 self.cache_chunk(h);
                 for t in plan::tag_windows(tags) {
                     for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.win.size, self.gran) {
@@ -532,6 +536,7 @@ impl Pool {
                         }
                     }
                 }
+                return Ok(Some(self.memory_of_chunk(h)));
             }
             Op::ReleaseShadow { idx } => {
                 let sva = self.shadow_va(idx);
@@ -547,7 +552,7 @@ impl Pool {
                 *self.retired.entry(va).or_insert(0) |= tags;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Maps chunk `h` read-write at `va` (one window's view of it), with the peers' access.
@@ -576,20 +581,15 @@ impl Pool {
         Ok(h)
     }
 
-    /// Best-effort inverse of an applied operation (rollback).
-    fn undo_one(&mut self, op: plan::Op) -> Result<(), UvmError> {
+    /// Best-effort inverse of an applied operation (rollback); an `UnmapChunk` is undone with a
+    /// chunk of memory `mem`, the kind it released.
+    fn undo_one(&mut self, op: plan::Op, mem: Memory) -> Result<(), UvmError> {
         use plan::Op;
         match op {
-            Op::BackShadow { idx } => self.apply_one(Op::ReleaseShadow { idx }),
-            Op::MapChunk { va, tags } => self.apply_one(Op::UnmapChunk { va, tags }),
-            Op::UnmapChunk { va, tags } => {
-                // Mapped again with memory of the kind it had.
-                self.committing = self.unmapped.get(&va).copied().unwrap_or_default();
-                let r = self.apply_one(Op::MapChunk { va, tags });
-                self.committing = Memory::Device;
-                r
-            }
-            Op::ReleaseShadow { idx } => self.apply_one(Op::BackShadow { idx }),
+            Op::BackShadow { idx } => self.apply_one(Op::ReleaseShadow { idx }, mem).map(drop),
+            Op::MapChunk { va, tags } => self.apply_one(Op::UnmapChunk { va, tags }, mem).map(drop),
+            Op::UnmapChunk { va, tags } => self.apply_one(Op::MapChunk { va, tags }, mem).map(drop),
+            Op::ReleaseShadow { idx } => self.apply_one(Op::BackShadow { idx }, mem).map(drop),
             Op::ZeroShadow { .. } => Ok(()),
             Op::Retire { va, tags } => {
                 if let Some(m) = self.retired.get_mut(&va) {
