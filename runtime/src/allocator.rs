@@ -91,6 +91,11 @@ pub struct AllocInfo {
 }
 
 impl AllocInfo {
+    /// Pinned host memory (`cuMemHostAlloc`, `cuMemAllocHost`): host memory that is not managed.
+    pub fn is_pinned_host(&self) -> bool {
+        !self.managed && self.memory == Memory::Host
+    }
+
     /// The memory space reports name: `device-heap` (in-kernel malloc), `managed`
     /// (`cuMemAllocManaged`), `host` (pinned host memory: `cuMemHostAlloc`, `cuMemAllocHost`) or
     /// `global`.
@@ -223,6 +228,19 @@ pub enum FreeError {
         ptr: u64,
         in_pool: bool,
     },
+    /// A live block freed by the other call ([`FreeCall`]): refused, nothing freed.
+    WrongCall {
+        ptr: u64,
+        info: AllocInfo,
+    },
+}
+
+/// The driver call a free came through: pinned host memory goes with `cuMemFreeHost`, every other
+/// block with `cuMemFree*` (the driver refuses the other call, and so does [`Allocator::free_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeCall {
+    Device,
+    PinnedHost,
 }
 
 /// A range check of a host API call (memcpy/memset) that failed.
@@ -625,8 +643,24 @@ impl Allocator {
 
     #[allow(clippy::result_large_err)] // the error is the report's payload, built only on a bad free
     pub fn free(&self, ptr: u64, stream: Option<Stream>) -> Result<(), FreeError> {
+        self.free_inner(ptr, stream, None)
+    }
+
+    /// [`Self::free`] through driver call `call`: a live block of the other kind is refused
+    /// ([`FreeError::WrongCall`]), checked under the same lock as the free.
+    #[allow(clippy::result_large_err)] // as for free
+    pub fn free_by(&self, ptr: u64, stream: Option<Stream>, call: FreeCall) -> Result<(), FreeError> {
+        self.free_inner(ptr, stream, Some(call))
+    }
+
+    #[allow(clippy::result_large_err)] // as for free
+    fn free_inner(&self, ptr: u64, stream: Option<Stream>, call: Option<FreeCall>) -> Result<(), FreeError> {
         let stack = HostStack::capture(self.context_depth);
         let mut g = self.inner.lock().unwrap();
+        let wrong_call = |a: &AllocInfo| call.is_some_and(|c| a.live && a.is_pinned_host() != (c == FreeCall::PinnedHost));
+        if let Some(info) = self.block_containing(&g, ptr).filter(|a| wrong_call(a)) {
+            return Err(FreeError::WrongCall { ptr, info: info.clone() });
+        }
         let Some(info) = self.block_named(&g, ptr).cloned() else {
             // Inside a block of the pointer's own tag, or no block it names.
             let containing = self.block_containing(&g, ptr).cloned();

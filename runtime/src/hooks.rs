@@ -3,7 +3,7 @@
 //!
 //! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
 
-use crate::allocator::{FreeError, HostStack};
+use crate::allocator::{FreeCall, FreeError, HostStack};
 use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use crate::modules;
@@ -233,13 +233,11 @@ fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResu
 }
 
 fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+    let by = if call == "cuMemFreeHost" { FreeCall::PinnedHost } else { FreeCall::Device };
     let s = state();
     let Some(d) = s.device() else { return real() };
     if ptr == 0 {
         return CUDA_SUCCESS;
-    }
-    if call != "cuMemFreeHost" && d.alloc.host_block_containing(ptr).is_some() {
-        return INVALID; // pinned host memory goes with cuMemFreeHost; the driver refuses it too
     }
     if stream.is_none() && d.alloc.owns(ptr) {
         // cuMemFree waits for the device's outstanding work (work on non-blocking streams
@@ -252,8 +250,11 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
             return r;
         }
     }
-    match d.alloc.free(ptr, stream) {
+    match d.alloc.free_by(ptr, stream, by) {
         Ok(()) => CUDA_SUCCESS,
+        // The driver refuses the other kind's call too (cudaFree of pinned host memory,
+        // cudaFreeHost of device or managed memory), silently: so does gasan.
+        Err(FreeError::WrongCall { .. }) => INVALID,
         // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.
         Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => {
             s.foreign.remove(ptr);
@@ -432,12 +433,12 @@ hooks! {
         r
     }
     cuMemFreeHost(p: *mut c_void) {
-        if let Some(d) = state().device().filter(|d| d.alloc.owns(p as u64)) {
-            if d.alloc.allocation_containing(p as u64).is_some() && pool_host_block(p as u64).is_none() {
-                return INVALID; // a live device or managed block: the driver refuses it too
+        if state().device().is_some_and(|d| d.alloc.owns(p as u64)) {
+            let r = do_free("cuMemFreeHost", p as u64, None, || real(p));
+            if r == CUDA_SUCCESS {
+                host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
             }
-            host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
-            return do_free("cuMemFreeHost", p as u64, None, || real(p));
+            return r;
         }
         state().foreign.remove(p as u64);
         real(p)

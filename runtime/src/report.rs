@@ -62,6 +62,7 @@ impl Report {
             Report::Free { err, .. } => match err {
                 FreeError::DoubleFree { .. } => "double-free",
                 FreeError::NotBase { .. } | FreeError::Unknown { .. } => "bad-free",
+                FreeError::WrongCall { .. } => "alloc-dealloc-mismatch",
             },
             // The allocator knows what the faulting address was: name the bug as for checked accesses.
             Report::Fault { fault: Some((_, desc)), .. } if matches!(desc.kind, AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::UseAfterFree { .. }) => desc_kind(desc),
@@ -362,13 +363,14 @@ pub fn format_text(r: &Report) -> String {
         }
         Report::Free { call, err, stack } => {
             let (ptr, info) = match err {
-                FreeError::DoubleFree { ptr, info } | FreeError::NotBase { ptr, info } => (*ptr, Some(info)),
+                FreeError::DoubleFree { ptr, info } | FreeError::NotBase { ptr, info } | FreeError::WrongCall { ptr, info } => (*ptr, Some(info)),
                 FreeError::Unknown { ptr, .. } => (*ptr, None),
             };
             let what = match err {
                 FreeError::DoubleFree { .. } => "attempting double-free",
                 FreeError::NotBase { .. } => "attempting free on address which was not allocated by cuMemAlloc (not the start of a block)",
                 FreeError::Unknown { .. } => "attempting free on address which was not allocated by cuMemAlloc",
+                FreeError::WrongCall { .. } => "attempting free with the wrong call (pinned host memory goes with cuMemFreeHost, other memory with cuMemFree)",
             };
             let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on {ptr:#x}: {what}");
             for l in format_stack(stack) {
@@ -538,7 +540,7 @@ pub fn format_json(r: &Report) -> String {
         }),
         Report::Free { call, err, stack } => {
             let ptr = match err {
-                FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } => *ptr,
+                FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } | FreeError::WrongCall { ptr, .. } => *ptr,
             };
             json!({"tool": "gasan", "kind": r.kind(), "call": call, "address": format!("{ptr:#x}"), "stack": format_stack(stack)})
         }

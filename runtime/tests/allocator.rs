@@ -401,3 +401,21 @@ fn managed_blocks_are_pool_blocks_of_host_memory() {
         a.check_invariants().unwrap();
     }
 }
+
+/// Frees through the wrong driver call (cudaFree of pinned host memory, cudaFreeHost of device or
+/// managed memory) are refused and free nothing; the right call then frees.
+#[test]
+fn frees_by_the_wrong_call_are_refused() {
+    use gasan_runtime::allocator::FreeCall;
+    use gasan_uvm::Memory;
+    let a = tagged_allocator(Scale::S8, 0, 4);
+    let (dev, managed, pinned) = (a.alloc(100, None).unwrap(), a.alloc_managed(100).unwrap(), a.alloc_in(100, None, Memory::Host).unwrap());
+    for (p, wrong, right) in [(dev, FreeCall::PinnedHost, FreeCall::Device), (managed, FreeCall::PinnedHost, FreeCall::Device), (pinned, FreeCall::Device, FreeCall::PinnedHost)] {
+        assert!(matches!(a.free_by(p, None, wrong), Err(FreeError::WrongCall { .. })), "{p:#x} freed by {wrong:?}");
+        assert!(matches!(a.free_by(p + 8, None, wrong), Err(FreeError::WrongCall { .. })), "inside {p:#x}, by {wrong:?}");
+        assert!(!bad(&a, p, 4), "{p:#x} still live");
+        a.free_by(p, None, right).unwrap();
+        assert!(matches!(a.free_by(p, None, right), Err(FreeError::DoubleFree { .. })));
+    }
+    a.check_invariants().unwrap();
+}
