@@ -235,6 +235,29 @@ pub enum FreeError {
     },
 }
 
+/// A live block as [`Allocator::live_block`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveBlock {
+    pub start: u64,
+    pub size: u64,
+    /// End of its region (redzone included).
+    pub region_end: u64,
+    pub managed: bool,
+    pub memory: Memory,
+}
+
+impl LiveBlock {
+    /// Pinned host memory (see [`AllocInfo::is_pinned_host`]).
+    pub fn is_pinned_host(&self) -> bool {
+        !self.managed && self.memory == Memory::Host
+    }
+
+    /// (start, size) when it is managed and its region holds all of `[addr, addr+len)`.
+    pub fn managed_range(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
+        (self.managed && addr.checked_add(len)? <= self.region_end).then_some((self.start, self.size))
+    }
+}
+
 /// The driver call a free came through: pinned host memory goes with `cuMemFreeHost`, every other
 /// block with `cuMemFree*` (the driver refuses the other call, and so does [`Allocator::free_by`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -749,26 +772,29 @@ impl Allocator {
         self.trim_quarantine(&mut g, 0);
     }
 
+    /// The live block containing `addr` (through its own tag), as the runtime's calls need it:
+    /// one lookup that the queries below, and callers needing several answers, share.
+    pub fn live_block(&self, addr: u64) -> Option<LiveBlock> {
+        let g = self.inner.lock().unwrap();
+        self.block_containing(&g, addr).filter(|a| a.live).map(|a| LiveBlock { start: a.start, size: a.size, region_end: a.region_end, managed: a.managed, memory: a.memory })
+    }
+
     /// The live managed block (host memory in the pool) whose region `[start, region_end)`
     /// holds all of `[addr, addr+len)`: (start, size). Prefetch and advice calls on such a range
     /// are answered here (the driver refuses them: to it the memory is pinned host memory).
     pub fn managed_block(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
-        let g = self.inner.lock().unwrap();
-        let a = self.block_containing(&g, addr).filter(|a| a.live && a.managed)?;
-        (addr.checked_add(len)? <= a.region_end).then_some((a.start, a.size))
+        self.live_block(addr)?.managed_range(addr, len)
     }
 
-    /// The live pinned host block (not managed) that starts at `ptr`: its size. For the pinned host
-    /// memory calls (`cuMemFreeHost`, `cuMemHostGetDevicePointer`, `cuMemHostGetFlags`).
+    /// The live pinned host block (not managed) containing `ptr`: (start, size). For the pinned
+    /// host memory calls (`cuMemHostGetDevicePointer`, `cuMemHostGetFlags`).
     pub fn host_block_containing(&self, ptr: u64) -> Option<(u64, u64)> {
-        let g = self.inner.lock().unwrap();
-        self.block_containing(&g, ptr).filter(|a| a.live && !a.managed && a.memory == Memory::Host).map(|a| (a.start, a.size))
+        self.live_block(ptr).filter(LiveBlock::is_pinned_host).map(|b| (b.start, b.size))
     }
 
     /// Where the live managed block containing `addr` (through its own tag) lives now.
     pub fn managed_memory_at(&self, addr: u64) -> Option<Memory> {
-        let g = self.inner.lock().unwrap();
-        self.block_containing(&g, addr).filter(|a| a.live && a.managed).map(|a| a.memory)
+        self.live_block(addr).filter(|b| b.managed).map(|b| b.memory)
     }
 
     /// Moves the live managed block containing `addr` to memory `to` (contents and mappings; see
@@ -785,8 +811,7 @@ impl Allocator {
 
     /// The live block containing `addr` (through its own tag): (start, size), for `cuMemGetAddressRange`.
     pub fn allocation_containing(&self, addr: u64) -> Option<(u64, u64)> {
-        let g = self.inner.lock().unwrap();
-        self.block_containing(&g, addr).filter(|a| a.live).map(|a| (a.start, a.size))
+        self.live_block(addr).map(|b| (b.start, b.size))
     }
 
     /// The block (live or freed) whose bytes `addr` is in, through the block's own tag.

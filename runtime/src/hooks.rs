@@ -190,11 +190,12 @@ fn to_device(location: u64) -> bool {
 
 /// The driver's answer for pointer attributes, corrected for pool blocks: a managed block reads
 /// as managed device memory at its own address, and any block's range is the allocation, not
-/// the chunk mapping behind it.
+/// the chunk mapping behind it. `block` is the live pool block holding `ptr` (looked up once per
+/// call, however many attributes it asks for).
 ///
 /// # Safety
 /// `data` is valid for writes of attribute `attr`'s type (the caller's contract).
-unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr) {
+unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: Option<crate::allocator::LiveBlock>) {
     use cudarc::driver::sys::{CUmemorytype, CUpointer_attribute as A};
     const MEMORY_TYPE: u32 = A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as u32;
     const DEVICE_POINTER: u32 = A::CU_POINTER_ATTRIBUTE_DEVICE_POINTER as u32;
@@ -203,24 +204,24 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr) {
     const RANGE_START_ADDR: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as u32;
     const RANGE_SIZE: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_SIZE as u32;
     const CU_MEMORYTYPE_DEVICE: u32 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
-    let Some(d) = state().device() else { return };
-    if data.is_null() || !d.alloc.owns(ptr) {
-        return;
-    }
-    let Some((start, size)) = d.alloc.allocation_containing(ptr) else { return };
-    let managed = d.alloc.managed_block(ptr, 1).is_some();
+    let Some(b) = block.filter(|_| !data.is_null()) else { return };
     // SAFETY: `data` holds the attribute's type: an unsigned int (memory type, is-managed), a
     // pointer-sized address (pointers, range start) or a size_t (range size).
     unsafe {
         match attr {
-            RANGE_START_ADDR => *data.cast::<u64>() = start,
-            RANGE_SIZE => *data.cast::<usize>() = size as usize,
-            MEMORY_TYPE if managed => *data.cast::<u32>() = CU_MEMORYTYPE_DEVICE,
-            IS_MANAGED if managed => *data.cast::<u32>() = 1,
-            DEVICE_POINTER | HOST_POINTER if managed => *data.cast::<u64>() = ptr,
+            RANGE_START_ADDR => *data.cast::<u64>() = b.start,
+            RANGE_SIZE => *data.cast::<usize>() = b.size as usize,
+            MEMORY_TYPE if b.managed => *data.cast::<u32>() = CU_MEMORYTYPE_DEVICE,
+            IS_MANAGED if b.managed => *data.cast::<u32>() = 1,
+            DEVICE_POINTER | HOST_POINTER if b.managed => *data.cast::<u64>() = ptr,
             _ => {}
         }
     }
+}
+
+/// The live pool block holding `ptr`, for [`fix_pointer_attribute`] (none outside the pool).
+fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
+    state().device().filter(|d| d.alloc.owns(ptr))?.alloc.live_block(ptr)
 }
 
 /// Records a successful managed / host allocation whose address the driver wrote to `out`.
@@ -386,16 +387,17 @@ hooks! {
     cuPointerGetAttribute(data: *mut c_void, attr: u32, ptr: Dptr) {
         let r = real(data, attr, ptr);
         // SAFETY: the caller's out-pointer for `attr`.
-        if r == CUDA_SUCCESS { unsafe { fix_pointer_attribute(attr, data, ptr) } }
+        if r == CUDA_SUCCESS { unsafe { fix_pointer_attribute(attr, data, ptr, pool_block(ptr)) } }
         r
     }
     cuPointerGetAttributes(count: u32, attrs: *mut u32, data: *mut *mut c_void, ptr: Dptr) {
         let r = real(count, attrs, data, ptr);
         if r == CUDA_SUCCESS && !attrs.is_null() && !data.is_null() {
+            let block = pool_block(ptr);
             for i in 0..count as usize {
                 // SAFETY: `attrs` and `data` hold `count` entries, each `data[i]` the caller's
                 // out-pointer for `attrs[i]` (the driver just filled them).
-                unsafe { fix_pointer_attribute(*attrs.add(i), *data.add(i), ptr) }
+                unsafe { fix_pointer_attribute(*attrs.add(i), *data.add(i), ptr, block) }
             }
         }
         r

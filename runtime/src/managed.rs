@@ -16,9 +16,10 @@ use std::sync::OnceLock;
 /// holding the range moves there. `None`: not a managed pool block (the driver answers).
 pub fn prefetch(ptr: u64, len: u64, to_device: bool) -> Option<CuResult> {
     let d = state().device()?;
-    d.alloc.managed_block(ptr, len.max(1))?;
+    let block = d.alloc.live_block(ptr)?;
+    block.managed_range(ptr, len.max(1))?;
     let to = if to_device { Memory::Device } else { Memory::Host };
-    if d.alloc.managed_memory_at(ptr) == Some(to) {
+    if block.memory == to {
         return Some(CUDA_SUCCESS);
     }
     // The block's bytes move under the program's feet: work queued on any stream that uses it
