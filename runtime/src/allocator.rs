@@ -235,6 +235,17 @@ pub enum FreeError {
     },
 }
 
+/// What a new block is: its memory, and whether it is managed (may move).
+#[derive(Clone, Copy)]
+struct Kind {
+    memory: Memory,
+    managed: bool,
+}
+
+impl Kind {
+    const DEVICE: Kind = Kind { memory: Memory::Device, managed: false };
+}
+
 /// A live block as [`Allocator::live_block`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveBlock {
@@ -393,23 +404,21 @@ impl Allocator {
     /// [`Self::alloc`] of memory `mem`. Host memory (pinned host allocations) is placed like a
     /// large block, on chunks of its own: a chunk holds memory of one kind.
     pub fn alloc_in(&self, size: u64, stream: Option<Stream>, mem: Memory) -> Result<u64, AllocError> {
-        self.alloc_block(size, stream, mem, false)
+        self.alloc_block(size, stream, Kind { memory: mem, managed: false })
     }
 
     /// A managed block ([`Self::alloc_in`] host memory that may move to the device and back:
     /// [`Self::migrate_managed`]).
     pub fn alloc_managed(&self, size: u64) -> Result<u64, AllocError> {
-        self.alloc_block(size, None, Memory::Host, true)
+        self.alloc_block(size, None, Kind { memory: Memory::Host, managed: true })
     }
 
-    fn alloc_block(&self, size: u64, stream: Option<Stream>, mem: Memory, managed: bool) -> Result<u64, AllocError> {
+    fn alloc_block(&self, size: u64, stream: Option<Stream>, kind: Kind) -> Result<u64, AllocError> {
         let stack = HostStack::capture(self.context_depth);
         let size_enc = self.scale.encodable_size(size.max(1));
-        let attempt = |g: &mut Inner| match mem {
+        let attempt = |g: &mut Inner| match kind.memory {
             Memory::Device => self.try_alloc(g, size, size_enc, &stack, stream),
-            Memory::Host => self.alloc_large(g, size, size_enc, &stack, stream, mem).inspect(|p| {
-                g.allocs.get_mut(p).expect("just recorded").managed = managed;
-            }),
+            Memory::Host => self.alloc_large(g, size, size_enc, &stack, stream, kind),
         };
         let first = attempt(&mut self.inner.lock().unwrap());
         match first {
@@ -435,7 +444,7 @@ impl Allocator {
         // A small block must fit a slab after its left redzone; one that does not (huge redzone
         // options, small chunks) is placed like a large one.
         if size_enc > SMALL_MAX || need > self.gran.saturating_sub(self.redzone_b) {
-            return self.alloc_large(g, size, size_enc, stack, stream, Memory::Device);
+            return self.alloc_large(g, size, size_enc, stack, stream, Kind::DEVICE);
         }
         if g.slab.is_none() || g.small_cursor + need > g.small_end {
             self.new_slab(g)?;
@@ -453,11 +462,11 @@ impl Allocator {
         g.slabs.get_mut(&slab).expect("current slab is in the table").refs += 1;
         // Counted only for a block handed out: the next one is then this one's neighbour.
         g.small_tags += 1;
-        self.record(g, start, size, start + need, tag, false, stack);
+        self.record(g, start, size, start + need, tag, false, Kind::DEVICE, stack);
         Ok(start)
     }
 
-    fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>, mem: Memory) -> Result<u64, AllocError> {
+    fn alloc_large(&self, g: &mut Inner, size: u64, size_enc: u64, stack: &HostStack, stream: Option<Stream>, kind: Kind) -> Result<u64, AllocError> {
         let len = round_up(size_enc, self.gran);
         let (home, tag) = match self.place_large(g, len) {
             Some(p) => p,
@@ -466,7 +475,7 @@ impl Allocator {
         };
         // Mapped, with real shadow, through the block's own window only: through the others it
         // is unmapped and reads poisoned.
-        if let Err(e) = g.pool.commit_tagged_in(home, len, 1 << tag, mem) {
+        if let Err(e) = g.pool.commit_tagged_in(home, len, 1 << tag, kind.memory) {
             self.discard_failed_commit(g, home, len);
             return Err(map_oom(e));
         }
@@ -482,8 +491,7 @@ impl Allocator {
         // After the shadow, on the same stream: an entry may only claim bytes the shadow allows. A
         // failure leaves the entries zero, which only keeps the block's loops checked.
         let _ = g.pool.set_extent(start, start + size, stream.unwrap_or(Stream::SYNC));
-        self.record(g, start, size, start + len, tag, true, stack);
-        g.allocs.get_mut(&start).expect("just recorded").memory = mem;
+        self.record(g, start, size, start + len, tag, true, kind, stack);
         Ok(start)
     }
 
@@ -571,12 +579,12 @@ impl Allocator {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, stack: &HostStack) {
+    fn record(&self, g: &mut Inner, start: u64, size: u64, region_end: u64, tag: u64, large: bool, kind: Kind, stack: &HostStack) {
         let id = g.next_id;
         g.next_id += 1;
         g.allocs.insert(
             start,
-            AllocInfo { id, start, size, region_end, tag, large, managed: false, memory: Memory::Device, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None },
+            AllocInfo { id, start, size, region_end, tag, large, managed: kind.managed, memory: kind.memory, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None },
         );
     }
 
