@@ -11,7 +11,7 @@
 //! instructions and no memory access per check (the bound is an immediate; dynamic shared memory
 //! reads `%dynamic_smem_size`, the size the launch passed, so the runtime changes nothing).
 //!
-//! Use after return ([`CHECK_USE_AFTER_SCOPE`]): in a kernel, a local address (or generic local
+//! Use after return: in a kernel, a local address (or generic local
 //! one) that is not traced to a variable and lies outside the kernel's own frame is in the frame
 //! of a function that has returned (no caller's frame is live in a kernel), and is reported as
 //! `stack-use-after-scope`. Kernels only: ptxas lays the frames of a call graph without
@@ -28,9 +28,6 @@
 //! local array in the frame until the function returns); reads past a caller's array (the
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
 //! rather than in the kernel.
-
-/// Untraced local addresses below the frame reported as `stack-use-after-scope` (module doc).
-const CHECK_USE_AFTER_SCOPE: bool = true;
 
 use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr};
 use super::{count_braces, dest_regs, function_name, strip_comment, MARKER};
@@ -67,7 +64,7 @@ pub(super) struct FnSpaces {
     /// memory then lies below its frame, so addresses there prove nothing.
     dynamic_stack: bool,
     /// A kernel (`.entry`): no caller's frame is live, so its own frame is all the local memory
-    /// its code may reach (see [`CHECK_USE_AFTER_SCOPE`]).
+    /// its code may reach (use after return: see the module doc).
     entry: bool,
 }
 
@@ -470,7 +467,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                     _ => None,
                 }
             }
-            _ if CHECK_USE_AFTER_SCOPE && f.entry => {
+            _ if f.entry => {
                 let (depot, size) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
                 let generic = match space {
                     Some(MemorySpace::Local) => false,
@@ -503,8 +500,6 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
             v.push(format!("add.s{bits} %gso0, %gso0, {};", c.offset));
         }
     };
-    // `%gso1` = the variable's (or frame's) start, 64 bits.
-    let start64 = format!("mov.u64 %gso1, {};", c.var);
     let mut v = Vec::new();
     let bits = match &c.base {
         Base::Window(r, bits) => {
@@ -516,7 +511,7 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
         Base::Generic(r) => {
             let space = if c.space == MemorySpace::Shared { "shared" } else { "local" };
             v.push(format!("cvta.to.{space}.u64 %gso0, {r};"));
-            v.push(start64.clone());
+            v.push(format!("mov.u64 %gso1, {};", c.var));
             v.push("sub.s64 %gso0, %gso0, %gso1;".into());
             add_off(64, &mut v);
             64
@@ -531,7 +526,7 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
             } else {
                 v.push(format!("mov.b64 %gso0, {r};"));
             }
-            v.push(start64.clone());
+            v.push(format!("mov.u64 %gso1, {};", c.var));
             v.push("sub.s64 %gso0, %gso0, %gso1;".into());
             add_off(64, &mut v);
             64
