@@ -55,6 +55,11 @@ pub trait Backend: Send + Sync {
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError>;
     /// Maps one chunk at `va` (granularity-aligned, inside a reservation), then sets `prot`.
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError>;
+    /// [`Backend::map`] of a [`Backend::create_host_chunk`] chunk, with the CPU given the same
+    /// rights at the same address. Backends whose mappings the CPU reaches anyway need no more.
+    fn map_host(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        self.map(va, h, prot)
+    }
     /// Maps chunk `h` at each of `count` consecutive chunk-sized slots from `va` (the zero chunk
     /// fanned out over the shadow), then sets `prot` over the whole run. Backends with a per-call
     /// cost batch the protection (one call instead of `count`: process start-up pays for this).

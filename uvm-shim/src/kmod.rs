@@ -372,6 +372,9 @@ impl Backend for KmodBackend {
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         self.vmm.map(va, h, prot)
     }
+    fn map_host(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        self.vmm.map_host(va, h, prot)
+    }
     fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
         self.vmm.create_wide_chunk(slots)
     }

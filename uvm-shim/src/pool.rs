@@ -557,7 +557,10 @@ impl Pool {
 
     /// Maps chunk `h` read-write at `va` (one window's view of it), with the peers' access.
     fn map_in_window(&self, va: u64, h: ChunkHandle) -> Result<(), UvmError> {
-        self.backend.map(va, h, Prot::ReadWrite)?;
+        match self.memory_of_chunk(h) {
+            Memory::Device => self.backend.map(va, h, Prot::ReadWrite)?,
+            Memory::Host => self.backend.map_host(va, h, Prot::ReadWrite)?,
+        }
         for &p in &self.peers {
             if let Err(e) = self.backend.grant_peer(va, self.gran, p) {
                 let _ = self.backend.unmap(va, self.gran);

@@ -99,8 +99,6 @@ pub struct VmmBackend {
     writes: Mutex<WriteLog>,
     /// gasan's own non-blocking stream for [`Stream::SYNC`] writes (created at first use).
     own_stream: Mutex<Option<usize>>,
-    /// Handles of [`Backend::create_host_chunk`] chunks: their mappings also get CPU access.
-    host_chunks: Mutex<std::collections::HashSet<ChunkHandle>>,
 }
 
 // SAFETY: the raw CUevent handles in `writes` are only used under its mutex; CUDA events may be
@@ -144,7 +142,7 @@ impl VmmBackend {
             cuStreamCreate: load!(cuStreamCreate),
             cuStreamSynchronize: load!(cuStreamSynchronize),
         };
-        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None), host_chunks: Mutex::default() };
+        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None) };
         let prop = b.prop();
         let mut g = 0usize;
         // SAFETY: valid pointers.
@@ -222,6 +220,19 @@ impl VmmBackend {
         Ok(())
     }
 
+    /// Maps chunk `h` at `va`, then sets its access with `set_access`, unmapping it again when that
+    /// fails.
+    fn map_with(&self, va: u64, h: ChunkHandle, set_access: impl FnOnce() -> Result<(), UvmError>) -> Result<(), UvmError> {
+        // SAFETY: mapping our chunk into our reservation.
+        ck("cuMemMap", unsafe { (self.api.cuMemMap)(va, self.gran as usize, 0, h, 0) })?;
+        if let Err(e) = set_access() {
+            // SAFETY: undo the map above.
+            unsafe { (self.api.cuMemUnmap)(va, self.gran as usize) };
+            return Err(e);
+        }
+        Ok(())
+    }
+
     fn access(&self, prot: Prot) -> cu::CUmemAccessDesc {
         cu::CUmemAccessDesc {
             location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: self.device },
@@ -288,34 +299,22 @@ impl Backend for VmmBackend {
         let mut h = 0u64;
         // SAFETY: valid pointers.
         ck("cuMemCreate", unsafe { (self.api.cuMemCreate)(&mut h, self.gran as usize, &prop, 0) })?;
-        self.host_chunks.lock().unwrap_or_else(|p| p.into_inner()).insert(h);
         Ok(h)
     }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
-        self.host_chunks.lock().unwrap_or_else(|p| p.into_inner()).remove(&h);
         // SAFETY: a handle we created.
         ck("cuMemRelease", unsafe { (self.api.cuMemRelease)(h) })
     }
     fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
-        // SAFETY: mapping our chunk into our reservation.
-        ck("cuMemMap", unsafe { (self.api.cuMemMap)(va, self.gran as usize, 0, h, 0) })?;
-        let host = self.host_chunks.lock().unwrap_or_else(|p| p.into_inner()).contains(&h);
-        let r = if host {
-            // Host memory: the CPU gets the same rights at the same address (without this
-            // descriptor the driver maps it for the GPU only).
-            let cpu = cu::CUmemAccessDesc { location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 }, flags: self.access(prot).flags };
-            let d = [self.access(prot), cpu];
-            // SAFETY: two valid descriptors for a range we just mapped.
-            ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, self.gran as usize, d.as_ptr(), 2) })
-        } else {
-            self.protect(va, self.gran, prot)
-        };
-        if let Err(e) = r {
-            // SAFETY: undo the map above.
-            unsafe { (self.api.cuMemUnmap)(va, self.gran as usize) };
-            return Err(e);
-        }
-        Ok(())
+        self.map_with(va, h, || self.protect(va, self.gran, prot))
+    }
+    fn map_host(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        // The CPU gets the same rights at the same address (without its descriptor the driver
+        // maps host memory for the GPU only).
+        let cpu = cu::CUmemAccessDesc { location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 }, flags: self.access(prot).flags };
+        let d = [self.access(prot), cpu];
+        // SAFETY: two valid descriptors for the range just mapped.
+        self.map_with(va, h, || ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, self.gran as usize, d.as_ptr(), 2) }))
     }
     fn map_run(&self, va: u64, count: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         for i in 0..count {
