@@ -31,10 +31,9 @@ pub fn prefetch(ptr: u64, len: u64, to_device: bool) -> Option<CuResult> {
     if to_device {
         install_fault_handler();
     }
-    match d.alloc.migrate_managed(ptr, to) {
-        // A block that cannot move stays where it was: still correct, only slower.
-        Ok(_) | Err(_) => Some(CUDA_SUCCESS),
-    }
+    // A block that cannot move stays where it was: still correct, only slower.
+    let _ = d.alloc.migrate_managed(ptr, to);
+    Some(CUDA_SUCCESS)
 }
 
 /// The action that was installed for SIGSEGV before ours.
@@ -85,16 +84,21 @@ extern "C" fn on_segv(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
     }
 }
 
-/// Whether `addr` was in a managed block on the device that is now back in host memory. The
-/// faulting thread was running the program's own code (gasan never touches managed memory on the
-/// CPU), so it holds none of gasan's locks or the driver's.
+/// Whether `addr` is in a managed block that is in host memory now, moved back here if it was on
+/// the device, so that the access can run again. Several host threads may fault on one block at
+/// once: the first moves it (the allocator's lock orders them), the others find it back already.
+/// The faulting thread was running the program's own code (gasan never touches managed memory on
+/// the CPU), so it holds none of gasan's locks or the driver's.
 fn move_back(addr: u64) -> bool {
     let Some(d) = state().device() else { return false };
-    if d.alloc.managed_memory_at(addr) != Some(Memory::Device) {
-        return false;
+    match d.alloc.managed_memory_at(addr) {
+        None => false,
+        Some(Memory::Host) => true,
+        Some(Memory::Device) => {
+            // Kernels may still be writing the block.
+            let _ = crate::real_call!("cuCtxSynchronize"()());
+            let _ = d.alloc.migrate_managed(addr, Memory::Host);
+            d.alloc.managed_memory_at(addr) == Some(Memory::Host)
+        }
     }
-    // Kernels may still be writing the block.
-    let _ = crate::real_call!("cuCtxSynchronize"()());
-    let _ = d.alloc.migrate_managed(addr, Memory::Host);
-    d.alloc.managed_memory_at(addr) == Some(Memory::Host)
 }
