@@ -1,6 +1,6 @@
 //! The PTX rewriter on any text: `instrument_ptx` returns a module or an error, never panics, and
 //! an instrumented module keeps the rewriter's cheap invariants (under three option sets; on inputs
-//! with no statement outside a function body, see `well_scoped`):
+//! with every addressed statement ending its own line, see `well_scoped`):
 //! * dropping the lines it added (`//gasan` marker) gives the input's statements back unchanged
 //!   up to whitespace (a line with several statements is split; the corpus test checks that
 //!   nvcc's one-statement lines come back byte for byte); with loop versioning, which copies loop
@@ -38,27 +38,17 @@ fn statements(text: &str) -> Vec<String> {
     text.split([';', '\n']).map(|p| p.chars().filter(|c| !c.is_whitespace()).collect::<String>()).filter(|p| !p.is_empty()).collect()
 }
 
-/// Every line with an address operand outside a function body is a directive (`.global a[4]`,
-/// `.param .b8 p[16]`), and inside one a complete statement on its own line. The rewriter's planners (coalescing, prefetch) work on lines without
-/// knowing function bounds, and on statements at module scope (invalid PTX, which ptxas rejects)
-/// they can register sites for, or plan checks at, lines outside any body: fuzz/results.md. The
-/// invariants below are checked on inputs with the structure of real PTX.
+/// Every statement with an address operand ends its line and shares it with no scope brace.
+/// nvcc's statements do; one that shares its line with a brace (`st.global.f32 [%rd2], %f1; }`,
+/// one-line inline asm blocks) is not checked at all (a known gap, fuzz/results.md) and the
+/// planners may still count it. (Statements at module scope, invalid PTX, are allowed: every pass
+/// takes function bodies from one scan, bodies.rs, and plans nothing outside them.)
 fn well_scoped(ptx: &str) -> bool {
-    let mut depth = 0i64;
-    for line in ptx.lines() {
+    ptx.lines().all(|line| {
         let code = line.split("//").next().unwrap_or("").trim();
-        // nvcc's statements with an address end their line; one that shares its line with a
-        // brace (`st.global.f32 [%rd2], %f1; }`, one-line inline asm blocks) is not checked at all
-        // (a known gap, fuzz/results.md) and the planners may still count it.
-        if code.contains('[') && !code.starts_with('.') && (depth <= 0 || !code.ends_with(';') || code.contains(['{', '}'])) {
-            // `{%r1, %r2}` vector operands are braces too: allow them inside a statement.
-            if depth <= 0 || !code.ends_with(';') || code.starts_with(['{', '}']) || code.ends_with('}') {
-                return false;
-            }
-        }
-        depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
-    }
-    true
+        // `{%r1, %r2}` vector operands are braces too: allow them inside a statement.
+        !(code.contains('[') && !code.starts_with('.') && (!code.ends_with(';') || code.starts_with(['{', '}']) || code.ends_with('}')))
+    })
 }
 
 /// A statement piece (whitespace removed) with heap.rs's in-place changes undone: gasan's names

@@ -89,3 +89,24 @@ fn empty_statements_do_not_hide_an_access_from_its_group() {
         }
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-25, in CI): a brace closing a function after
+/// other text on its line (`mov.f32 %f3, 0f00000000; }`), inside an outer brace pair, ended the
+/// body for the rewriter but not for the coalescing planner, which kept grouping accesses through
+/// the same register past it and registered a site at the group's first access for a check never
+/// emitted (two sites, one check). Every pass now takes the bodies from one scan (bodies.rs).
+#[test]
+fn a_group_never_reaches_past_the_end_of_its_function() {
+    let ptx = include_str!("../../fuzz/seeds/ptx_rewrite/body_closed_after_text.ptx");
+    let (first_load, closing_line) = (11, 12);
+    for scale in [gasan_instrument::shadow::Scale::S7, gasan_instrument::shadow::Scale::S8] {
+        for (aligned_pool, hoist_loops) in [(false, true), (true, false)] {
+            let opts = InstrumentOptions { scale, aligned_pool, hoist_loops, ..Default::default() };
+            let r = instrument_ptx(ptx, &opts).unwrap();
+            let lines: Vec<u32> = r.sites.sites.iter().map(|s| s.ptx_line).collect();
+            assert_eq!(r.sites.sites.len(), r.stats.total().checked as usize, "{opts:?}: sites at lines {lines:?}");
+            assert!(lines.iter().all(|&l| l <= closing_line), "{opts:?}: a site after the body's end: {lines:?}");
+            assert!(lines.contains(&first_load), "{opts:?}: the access inside the body is checked");
+        }
+    }
+}

@@ -6,6 +6,7 @@
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
+use super::bodies::Bodies;
 use super::{dest_regs, ends_basic_block, parse_loc, release_excess, strip_comment, LineMap, LineSet};
 use crate::abi::AccessKind;
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ struct Entry {
 /// `covered`: accesses already covered by a loop range test (loops.rs; they count as checked, as
 /// hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not accesses to
 /// check).
-pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Plan {
+pub(super) fn plan(lines: &[&str], bodies: &Bodies, covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
     let mut groups = Groups::default();
     let mut loc_text: Option<&str> = None;
@@ -44,6 +45,11 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
     let mut check_lines = LineSet::default();
     let mut candidates: Vec<super::prefetch::Candidate> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
+        // Only lines strictly inside a body are grouped; any other ends the groups open.
+        if !bodies.interior(i) {
+            finish_all(&mut groups, &mut plan);
+            continue;
+        }
         let raw = line.trim_start();
         if let Some(rest) = raw.strip_prefix(".loc") {
             loc_text = Some(strip_comment(rest)); // parsed only for the accesses that join a group
@@ -110,7 +116,7 @@ pub(super) fn plan(lines: &[&str], covered: &LineSet, inserted: &LineSet) -> Pla
     plan.covered.extend(covered);
     plan.hoisted_lines.extend(covered);
     candidates.retain(|c| !plan.covered.contains(&c.line));
-    plan.prefetch = super::prefetch::plan(lines, &check_lines, &candidates);
+    plan.prefetch = super::prefetch::plan(lines, bodies, &check_lines, &candidates);
     plan
 }
 

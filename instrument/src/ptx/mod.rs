@@ -19,6 +19,7 @@
 //! (prefetch.rs). A failed batch rechecks its members to report the right one.
 
 mod access;
+mod bodies;
 mod coalesce;
 mod emit;
 mod heap;
@@ -154,7 +155,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 23;
+pub const REVISION: u32 = 24;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -248,7 +249,6 @@ struct FuncState {
     name: String,
     /// Demangled once per function (demangling is the costliest part of a site).
     demangled: String,
-    depth_at_open: i32,
     reg_types: RegTypes,
     /// Checks already emitted in the current basic block.
     block_checks: BlockChecks,
@@ -339,9 +339,10 @@ impl<'a> Rewriter<'a> {
         };
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
-        let plan = if planned { coalesce::plan(&lines, covered, inserted) } else { coalesce::Plan::default() };
-        let module_spaces = spaces::analyze(&lines);
-        let space_groups = if planned { spaces::group_accesses(&lines, &module_spaces, inserted) } else { HashMap::new() };
+        let bodies = bodies::Bodies::scan(&lines);
+        let plan = if planned { coalesce::plan(&lines, &bodies, covered, inserted) } else { coalesce::Plan::default() };
+        let module_spaces = spaces::analyze(&lines, &bodies);
+        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted) } else { HashMap::new() };
         // PTX line numbers (sites, errors) are those of the input.
         let base_line = head.matches('\n').count();
         let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
@@ -350,7 +351,6 @@ impl<'a> Rewriter<'a> {
         let mut shared_fail: Option<String> = None;
         let mut depth = 0i32;
         let mut func: Option<FuncState> = None;
-        let mut pending_name: Option<String> = None;
         let mut in_block_comment = false;
         let mut loc: Option<(u32, u32, u32)> = None;
         let mut heap_calls = heap::HeapCalls::for_module(self.src);
@@ -421,11 +421,6 @@ impl<'a> Rewriter<'a> {
             }
             let t = code.trim();
 
-            if t.starts_with('.') && t.contains('(') {
-                if let Some(name) = function_name(t) {
-                    pending_name = Some(name);
-                }
-            }
             if let Some(rest) = t.strip_prefix(".loc") {
                 loc = parse_loc(rest).or(loc);
             }
@@ -435,12 +430,13 @@ impl<'a> Rewriter<'a> {
 
             // Statements that open or close a function body.
             let (opens, closes) = count_braces(t);
-            if func.is_none() && opens > 0 {
-                if let Some(name) = pending_name.take() {
+            let closes_body = bodies.holding(i).is_some_and(|b| b.close == i);
+            if func.is_none() {
+                if let Some(body) = bodies.opening_at(i) {
+                    let name = body.name.clone();
                     func = Some(FuncState {
                         demangled: sites::demangle(&name),
                         name: name.clone(),
-                        depth_at_open: depth,
                         reg_types: RegTypes::default(),
                         block_checks: BlockChecks::default(),
                         fail_blocks: Vec::new(),
@@ -456,8 +452,10 @@ impl<'a> Rewriter<'a> {
             // A line inside a heap statement still being collected (heap.rs) is part of it, and is
             // emitted with it, in order.
             let held = heap_calls.as_ref().is_some_and(|h| h.collecting());
-            let (line_has_memory, any_check) = if func.is_some() && depth > 0 && !inserted.contains(&i) && !held { Self::classify_line(t) } else { (false, false) };
-            if let (Some(f), true) = (func.as_mut(), depth > 0) {
+            // The body's lines after its opening line (the closing one included).
+            let in_body = func.is_some() && !opened_now;
+            let (line_has_memory, any_check) = if in_body && !inserted.contains(&i) && !held { Self::classify_line(t) } else { (false, false) };
+            if let (Some(f), true) = (func.as_mut(), in_body) {
                 if t.starts_with(".reg") {
                     for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
                         f.reg_types.declare(decl.trim());
@@ -524,7 +522,7 @@ impl<'a> Rewriter<'a> {
                     } else {
                         invalidate_defs(f, t);
                     }
-                    if closes > 0 && depth + opens - closes <= f.depth_at_open {
+                    if closes_body {
                         for b in f.fail_blocks.drain(..) {
                             self.out.push_str(&b);
                         }
@@ -544,7 +542,7 @@ impl<'a> Rewriter<'a> {
                     // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
                     // statement are held until its end.
                     Some(h) => {
-                        let in_function = depth > 0 && func.is_some();
+                        let in_function = in_body;
                         let sites = &mut self.sites;
                         let text = h.feed(line, t, in_function, || match func.as_ref() {
                             Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
@@ -556,7 +554,7 @@ impl<'a> Rewriter<'a> {
                 }
                 // The body's declarations, unless the body also closed on this line (`{ ret; }`:
                 // nothing in it is checked, and a `.reg` after it would be at module scope).
-                if opened_now && opens > 0 && depth + opens - closes > func.as_ref().map_or(0, |f| f.depth_at_open) && !self.opts.recover {
+                if opened_now && !closes_body && !self.opts.recover {
                     self.out.push_str(&emit::function_decls());
                 }
             }
@@ -565,10 +563,8 @@ impl<'a> Rewriter<'a> {
             if depth < 0 {
                 return Err(PtxError::Unbalanced(line_no));
             }
-            if let Some(f) = &func {
-                if depth <= f.depth_at_open && closes > 0 {
-                    func = None;
-                }
+            if closes_body {
+                func = None;
             }
         }
         if depth != 0 {

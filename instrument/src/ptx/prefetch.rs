@@ -25,6 +25,7 @@
 //! the access, so the registers read at the anchor hold the values the access will use.
 
 use super::access::split_instr;
+use super::bodies::Bodies;
 use super::{dest_regs, ends_basic_block, has_block_comment_marker, strip_comment, LineMap, LineSet};
 use std::collections::HashMap;
 
@@ -97,10 +98,10 @@ const MIN_BATCH: usize = 2;
 const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
-pub(super) fn plan(lines: &[&str], check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
+pub(super) fn plan(lines: &[&str], bodies: &Bodies, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
     let branches = Branches::scan(lines);
-    let mut sc = Scan::new(lines);
+    let mut sc = Scan::new(lines, bodies);
     let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, &branches)).collect();
     let mut per_loop: LineMap<usize> = LineMap::default();
     for p in pipelined.iter().flatten() {
@@ -210,10 +211,16 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
         return None;
     }
     // The block ends at a branch back to its own label.
+    if !sc.bodies.interior(label_line) {
+        return None;
+    }
     let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| {
         let code = strip_comment(lines[k]).trim();
-        !code.is_empty() && ends_basic_block(code)
+        !sc.bodies.interior(k) || (!code.is_empty() && ends_basic_block(code))
     })?;
+    if !sc.bodies.interior(back_edge) {
+        return None;
+    }
     if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l)) {
         return None;
     }
@@ -323,6 +330,8 @@ impl Branches {
 /// candidates look at the line.
 struct Scan<'l, 'a> {
     lines: &'l [&'a str],
+    /// Nothing is placed outside the body of the access it serves.
+    bodies: &'l Bodies,
     starts: LineMap<Option<usize>>,
     /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
@@ -331,8 +340,8 @@ struct Scan<'l, 'a> {
 }
 
 impl<'l, 'a> Scan<'l, 'a> {
-    fn new(lines: &'l [&'a str]) -> Self {
-        Self { lines, starts: LineMap::default(), walk: None, dests: vec![None; lines.len()] }
+    fn new(lines: &'l [&'a str], bodies: &'l Bodies) -> Self {
+        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![None; lines.len()] }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -361,7 +370,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             let code = strip_comment(line).trim();
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !code.is_empty() && (ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared")) {
+            if !self.bodies.interior(k) || (!code.is_empty() && (ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
                 break;
             }

@@ -30,7 +30,8 @@
 //! rather than in the kernel.
 
 use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr};
-use super::{count_braces, dest_regs, function_name, strip_comment, MARKER};
+use super::bodies::{Bodies, Body};
+use super::{dest_regs, strip_comment, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -146,7 +147,7 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
 }
 
 /// Scans the module: its shared/local declarations, then every function's register provenance.
-pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
+pub(super) fn analyze(lines: &[&str], bodies: &Bodies) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
         let t = strip_comment(line).trim();
@@ -164,56 +165,18 @@ pub(super) fn analyze(lines: &[&str]) -> ModuleSpaces {
     if m.vars.is_empty() {
         return m;
     }
-    // Function bodies: statements between the body's opening and closing brace.
-    let mut walk = BodyWalk::default();
-    let mut current: Option<(String, bool, Vec<&str>)> = None;
-    for line in lines {
-        let t = strip_comment(line).trim();
-        let (opened, closed) = walk.step(t);
-        if let Some((n, entry)) = opened {
-            current = Some((n, entry, Vec::new()));
-        }
-        if let Some((_, _, stmts)) = current.as_mut() {
-            stmts.extend(t.split(';').map(str::trim).filter(|s| !s.is_empty()));
-        }
-        if closed {
-            if let Some((name, entry, stmts)) = current.take() {
-                let f = FnSpaces { entry, ..analyze_function(&stmts, &m.vars) };
-                m.functions.insert(name, f);
-            }
-        }
+    // Function bodies: the statements from the body's opening line to its closing one.
+    for b in bodies.iter() {
+        let stmts: Vec<&str> = body_lines(lines, b, b.open).flat_map(|(_, l)| strip_comment(l).trim().split(';')).map(str::trim).filter(|s| !s.is_empty()).collect();
+        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, ..analyze_function(&stmts, &m.vars) });
     }
     m
 }
 
-/// Follows function bodies line by line (module-scope passes here run before the rewriter's own
-/// walk): a `.entry`/`.func` header names the function, its first `{` at depth 0 opens the body,
-/// and depth back at 0 closes it.
-#[derive(Default)]
-struct BodyWalk {
-    depth: i32,
-    /// The function whose header was seen, and whether it is a kernel (`.entry`).
-    pending: Option<(String, bool)>,
-}
-
-impl BodyWalk {
-    /// Feeds one comment-stripped, trimmed line: (the function whose body opens on it and whether
-    /// it is a kernel, whether a body is closed after it).
-    fn step(&mut self, t: &str) -> (Option<(String, bool)>, bool) {
-        if self.depth == 0 && t.starts_with('.') && t.contains('(') {
-            if let Some(n) = function_name(t) {
-                self.pending = Some((n, t.split_whitespace().any(|w| w == ".entry")));
-            }
-        }
-        let (opens, closes) = count_braces(t);
-        let opened = if self.depth == 0 && opens > 0 { self.pending.take() } else { None };
-        self.depth += opens - closes;
-        let closed = self.depth <= 0;
-        if closed {
-            self.depth = 0;
-        }
-        (opened, closed)
-    }
+/// The lines of body `b` from line `from` to its closing line (or the module's end), numbered.
+fn body_lines<'l, 'a>(lines: &'l [&'a str], b: &Body, from: usize) -> impl Iterator<Item = (usize, &'a str)> + 'l {
+    let end = b.close.min(lines.len().saturating_sub(1));
+    (from..=end).filter_map(move |i| lines.get(i).map(|l| (i, *l)))
 }
 
 /// The meet of two provenances (`None`: no definition seen yet).
@@ -654,7 +617,7 @@ pub(super) enum Role {
 
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
 /// Lines in `skip` (loop versioning's own lines) are never accesses.
-pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
+pub(super) fn group_accesses(lines: &[&str], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
     let mut roles = HashMap::new();
     if m.is_empty() {
         return roles;
@@ -674,19 +637,13 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
             }
         }
     };
-    let mut walk = BodyWalk::default();
-    let mut func: Option<(String, super::RegTypes)> = None;
-    let mut loc = None;
     // (member's key, its group's leader's key), recorded as groups form.
     let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let t = strip_comment(line).trim();
-        let (opened, closed) = walk.step(t);
-        if let Some((n, _)) = opened {
-            func = Some((n, super::RegTypes::default()));
-            loc = None;
-        }
-        if let Some((name, regs)) = func.as_mut() {
+    // The lines the rewriter checks: after the opening line, to the closing one.
+    for b in bodies.iter() {
+        let (name, mut regs, mut loc) = (&b.name, super::RegTypes::default(), None);
+        for (i, line) in body_lines(lines, b, b.open + 1) {
+            let t = strip_comment(line).trim();
             if let Some(rest) = t.strip_prefix(".loc") {
                 loc = super::parse_loc(rest).or(loc);
             }
@@ -742,9 +699,7 @@ pub(super) fn group_accesses(lines: &[&str], m: &ModuleSpaces, skip: &super::Lin
                 }
             }
         }
-        if closed && func.take().is_some() {
-            close(&mut open, &mut roles, None);
-        }
+        close(&mut open, &mut roles, None);
     }
     // A member is covered when its group got a leader (groups of one have none).
     for (key, leader) in member_keys {
@@ -799,7 +754,7 @@ mod tests {
 
     fn module(body: &str) -> ModuleSpaces {
         let lines: Vec<&str> = body.split_inclusive('\n').collect();
-        analyze(&lines)
+        analyze(&lines, &Bodies::scan(&lines))
     }
 
     #[test]
@@ -835,8 +790,9 @@ mod group_tests {
                     @%p1 ld.shared.f32 %f5, [%r1+4];\n\
                     bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
         let lines: Vec<&str> = body.split_inclusive('\n').collect();
-        let m = analyze(&lines);
-        let roles = group_accesses(&lines, &m, &Default::default());
+        let bodies = Bodies::scan(&lines);
+        let m = analyze(&lines, &bodies);
+        let roles = group_accesses(&lines, &bodies, &m, &Default::default());
         let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
