@@ -12,7 +12,7 @@
 //! block comments count no braces. A body still open at the end runs to the end (the rewriter
 //! reports the module unbalanced).
 
-use super::{count_braces, find_pair, function_name, strip_comment};
+use super::{count_braces, find_pair, function_name, Line};
 
 /// One function body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,22 +33,21 @@ pub(super) struct Bodies {
 }
 
 impl Bodies {
-    pub fn scan(lines: &[&str]) -> Bodies {
+    pub fn scan(lines: &[Line<'_>]) -> Bodies {
         let mut list = Vec::new();
         let (mut depth, mut in_block_comment) = (0i64, false);
         let mut pending: Option<(String, bool)> = None;
         let mut open: Option<(String, bool, usize, i64)> = None;
         for (i, line) in lines.iter().enumerate() {
             if in_block_comment {
-                in_block_comment = find_pair(line, b'*', b'/').is_none();
+                in_block_comment = find_pair(line.raw, b'*', b'/').is_none();
                 continue;
             }
-            let code = strip_comment(line);
-            if let Some(p) = find_pair(code, b'/', b'*') {
-                in_block_comment = find_pair(&code[p..], b'*', b'/').is_none();
+            if let Some(p) = find_pair(line.stripped, b'/', b'*') {
+                in_block_comment = find_pair(&line.stripped[p..], b'*', b'/').is_none();
                 continue;
             }
-            let t = code.trim();
+            let t = line.code;
             if t.starts_with('.') && t.contains('(') {
                 if let Some(name) = function_name(t) {
                     pending = Some((name, t.split_whitespace().any(|w| w == ".entry")));
@@ -106,8 +105,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn scan(text: &str) -> Bodies {
-        let lines: Vec<&str> = text.split_inclusive('\n').collect();
-        Bodies::scan(&lines)
+        Bodies::scan(&Line::read_all(text.split_inclusive('\n')))
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
 use super::bodies::Bodies;
-use super::{dest_regs, ends_basic_block, parse_loc, release_excess, strip_comment, LineMap, LineSet};
+use super::{dest_regs, ends_basic_block, parse_loc, release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
 use std::collections::HashMap;
 
@@ -36,7 +36,7 @@ struct Entry {
 /// `covered`: accesses already covered by a loop range test (loops.rs; they count as checked, as
 /// hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not accesses to
 /// check).
-pub(super) fn plan(lines: &[&str], bodies: &Bodies, covered: &LineSet, inserted: &LineSet) -> Plan {
+pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
     let mut groups = Groups::default();
     let mut loc_text: Option<&str> = None;
@@ -50,17 +50,16 @@ pub(super) fn plan(lines: &[&str], bodies: &Bodies, covered: &LineSet, inserted:
             finish_all(&mut groups, &mut plan);
             continue;
         }
-        let raw = line.trim_start();
-        if let Some(rest) = raw.strip_prefix(".loc") {
-            loc_text = Some(strip_comment(rest)); // parsed only for the accesses that join a group
+        let code = line.code;
+        if let Some(rest) = code.strip_prefix(".loc") {
+            loc_text = Some(rest); // parsed only for the accesses that join a group
             continue;
         }
         // Only a line with an address operand can start or extend a group; with no group open,
         // nothing else needs looking at (this pass runs over every line of every module).
-        if groups.is_empty() && !raw.contains('[') {
+        if groups.is_empty() && !code.contains('[') {
             continue;
         }
-        let code = strip_comment(line).trim();
         if code.is_empty() {
             continue;
         }

@@ -29,7 +29,7 @@
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
 use super::access::{classify, parse_int, split_instr, AddrBase, Classified, Instr, Width};
-use super::{dest_regs, has_block_comment_marker, strip_comment, type_bits, LineSet, RegTypes, MARKER};
+use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -55,14 +55,14 @@ pub(super) struct Versioned<'a> {
 }
 
 /// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
-pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
+pub(super) fn version<'a>(lines: &[Line<'a>]) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
     let mut labels: HashMap<&str, usize> = HashMap::new();
     // The current function's `.reg` lines, parsed once when the first of its loops gets analyzed.
     let mut reg_lines: Vec<usize> = Vec::new();
     let mut reg_types: Option<RegTypes> = None;
     for (k, line) in lines.iter().enumerate() {
-        let t = line.trim_start();
+        let t = line.raw.trim_start();
         // Directives are never labels or branches; most lines are `.loc` or plain statements, so
         // this scan stays cheap (it runs over every line of every module).
         if t.starts_with('.') {
@@ -84,8 +84,7 @@ pub(super) fn version<'a>(lines: &[&'a str]) -> Option<Versioned<'a>> {
             }
             continue;
         }
-        let code = strip_comment(line).trim();
-        let Some(ins) = split_instr(code.trim_end_matches(';')) else { continue };
+        let Some(ins) = split_instr(line.code.trim_end_matches(';')) else { continue };
         if ins.guard.is_none() || !ins.opcode.starts_with("bra") || ins.operands.len() != 1 {
             continue;
         }
@@ -122,7 +121,7 @@ fn fast_label(id: usize) -> String {
     format!("$gasan_loop{id}")
 }
 
-fn assemble<'a>(lines: &[&'a str], plans: Vec<LoopPlan>) -> Versioned<'a> {
+fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
     let mut v = Versioned { lines: Vec::with_capacity(lines.len() + 64), origin: Vec::new(), covered: LineSet::default(), copies: LineSet::default(), inserted: LineSet::default() };
     let mut next = 0;
     let push = |v: &mut Versioned<'a>, text: Cow<'a, str>, origin: usize, inserted: bool| {
@@ -134,7 +133,7 @@ fn assemble<'a>(lines: &[&'a str], plans: Vec<LoopPlan>) -> Versioned<'a> {
     };
     for p in plans {
         for (k, l) in lines.iter().enumerate().take(p.label_line).skip(next) {
-            push(&mut v, Cow::Borrowed(*l), k, false);
+            push(&mut v, Cow::Borrowed(l.raw), k, false);
         }
         for l in p.preheader.split_inclusive('\n') {
             push(&mut v, Cow::Owned(l.to_string()), p.label_line, true);
@@ -145,19 +144,19 @@ fn assemble<'a>(lines: &[&'a str], plans: Vec<LoopPlan>) -> Versioned<'a> {
             if p.hoisted.contains(&k) {
                 v.covered.insert(v.lines.len());
             }
-            push(&mut v, Cow::Borrowed(lines[k]), k, false);
+            push(&mut v, Cow::Borrowed(lines[k].raw), k, false);
         }
         v.copies.insert(v.lines.len());
         push(&mut v, Cow::Owned(p.fast_back_edge.clone()), p.back_edge, true);
         push(&mut v, Cow::Owned(format!("\tbra {}_done; {MARKER}\n", fast_label(p.id))), p.back_edge, true);
         for (k, l) in lines.iter().enumerate().take(p.back_edge + 1).skip(p.label_line) {
-            push(&mut v, Cow::Borrowed(*l), k, false);
+            push(&mut v, Cow::Borrowed(l.raw), k, false);
         }
         push(&mut v, Cow::Owned(format!("{}_done: {MARKER}\n", fast_label(p.id))), p.back_edge, true);
         next = p.back_edge + 1;
     }
     for (k, l) in lines.iter().enumerate().skip(next) {
-        push(&mut v, Cow::Borrowed(*l), k, false);
+        push(&mut v, Cow::Borrowed(l.raw), k, false);
     }
     v
 }
@@ -423,8 +422,8 @@ impl Cmp {
     }
 }
 
-fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize) -> Option<LoopPlan> {
-    let label = strip_comment(lines[s]).trim().strip_suffix(':')?.trim().to_string();
+fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize) -> Option<LoopPlan> {
+    let label = lines[s].code.strip_suffix(':')?.trim().to_string();
     if !super::falls_through_to(lines, s) {
         return None;
     }
@@ -432,10 +431,10 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
     let mut any_check = false;
     for (k, line) in lines.iter().enumerate().take(e).skip(s + 1) {
-        if has_block_comment_marker(line) {
+        if has_block_comment_marker(line.raw) {
             return None;
         }
-        let code = strip_comment(line).trim();
+        let code = line.code;
         if code.is_empty() || code.starts_with(".loc") || code.starts_with(".pragma") {
             continue;
         }
@@ -461,13 +460,13 @@ fn analyze(lines: &[&str], s: usize, e: usize, reg_lines: &[usize], reg_types: &
     let regs: &RegTypes = reg_types.get_or_insert_with(|| {
         let mut r = RegTypes::default();
         for &l in reg_lines {
-            for decl in strip_comment(lines[l]).split(';').filter(|d| d.trim().starts_with(".reg")) {
+            for decl in lines[l].stripped.split(';').filter(|d| d.trim().starts_with(".reg")) {
                 r.declare(decl.trim());
             }
         }
         r
     });
-    let edge = split_instr(strip_comment(lines[e]).trim().trim_end_matches(';'))?;
+    let edge = split_instr(lines[e].code.trim_end_matches(';'))?;
     let edge_guard = edge.guard?;
     let (negated, pred) = match edge_guard.strip_prefix('!') {
         Some(p) => (true, p),

@@ -392,7 +392,7 @@ fn all_cases() -> &'static [Case] {
     static CASES: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
     CASES.get_or_init(|| {
         static SRC: &str = include_str!("../../tests/data/loops.ptx");
-        let lines: Vec<&'static str> = SRC.split_inclusive('\n').collect();
+        let lines = super::Line::read_all(SRC.split_inclusive('\n'));
         cases(&version(&lines).expect("loops.ptx has versionable loops"))
     })
 }

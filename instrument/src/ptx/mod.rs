@@ -230,6 +230,29 @@ fn strip_comment(line: &str) -> &str {
     }
 }
 
+/// A line of the module body as every pass reads it: split from its `//` comment and trimmed
+/// once, not by each pass again.
+#[derive(Clone, Copy, Debug)]
+struct Line<'a> {
+    /// As written, newline included.
+    raw: &'a str,
+    /// The part before any `//` comment.
+    stripped: &'a str,
+    /// `stripped` without surrounding whitespace: the statement text the passes parse.
+    code: &'a str,
+}
+
+impl<'a> Line<'a> {
+    fn read(raw: &'a str) -> Self {
+        let stripped = strip_comment(raw);
+        Line { raw, stripped, code: stripped.trim() }
+    }
+
+    fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
+        raws.into_iter().map(Line::read).collect()
+    }
+}
+
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line).
 fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     let bytes = s.as_bytes();
@@ -330,11 +353,11 @@ impl<'a> Rewriter<'a> {
         }
         self.out.push_str(&emit::prelude(self.opts.scale, &self.header));
 
-        let input: Vec<&str> = body.split_inclusive('\n').collect();
+        let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
         let versioned = if planned && self.opts.hoist_loops { loops::version(&input) } else { None };
-        let lines: Vec<&str> = match &versioned {
-            Some(v) => v.lines.iter().map(|l| l.as_ref()).collect(),
+        let lines: Vec<Line<'_>> = match &versioned {
+            Some(v) => Line::read_all(v.lines.iter().map(|l| l.as_ref())),
             None => input,
         };
         let none = LineSet::default();
@@ -361,7 +384,7 @@ impl<'a> Rewriter<'a> {
         // batches not yet branched on, by batch point.
         let mut batched = LineSet::default();
         let mut batch_recheck: LineMap<String> = LineMap::default();
-        for (i, line) in lines.iter().copied().enumerate() {
+        for (i, &Line { raw: line, stripped: code, code: t }) in lines.iter().enumerate() {
             let line_no = ptx_line(i);
             let mut opened_now = false;
             if let (Some(f), false) = (func.as_mut(), in_block_comment) {
@@ -411,7 +434,6 @@ impl<'a> Rewriter<'a> {
                 self.out.push_str(line);
                 continue;
             }
-            let code = strip_comment(line);
             if let Some(p) = find_pair(code, b'/', b'*') {
                 if find_pair(&code[p..], b'*', b'/').is_none() {
                     in_block_comment = true;
@@ -419,7 +441,6 @@ impl<'a> Rewriter<'a> {
                 self.out.push_str(line);
                 continue;
             }
-            let t = code.trim();
 
             if let Some(rest) = t.strip_prefix(".loc") {
                 loc = parse_loc(rest).or(loc);
@@ -479,7 +500,7 @@ impl<'a> Rewriter<'a> {
                 // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
                 let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
                 let hoisted: Vec<(&str, usize, Option<Loc>)> =
-                    plan.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (strip_comment(lines[l]).trim().trim_end_matches(';'), ptx_line(l), lc)).collect()).unwrap_or_default();
+                    plan.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (lines[l].code.trim_end_matches(';'), ptx_line(l), lc)).collect()).unwrap_or_default();
                 for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
                     let text = format!("{stmt};");
                     if let (Some(c), false) = (space_check, verbatim) {
@@ -583,16 +604,16 @@ impl<'a> Rewriter<'a> {
 
     /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
     /// `None` when something in it is not understood (the access then gets a full check).
-    fn prefetch_text(&self, lines: &[&str], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
-        let stmt = strip_comment(lines[p.access]).trim().trim_end_matches(';');
+    fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
+        let stmt = lines[p.access].code.trim_end_matches(';');
         let Classified::Check(mut a) = classify(&split_instr(stmt)?, true) else { return None };
-        let indent: String = lines[p.access].chars().take_while(|c| c.is_whitespace()).collect();
+        let indent: String = lines[p.access].raw.chars().take_while(|c| c.is_whitespace()).collect();
         // Recompute chains into temporaries, in order, each reading the latest renamed inputs.
         let mut chain = Vec::new();
         let mut n = 0;
         let mut recompute = |lines_of: &[usize], renamed: &mut HashMap<String, String>| -> Option<()> {
             for &l in lines_of {
-                let ins = split_instr(strip_comment(lines[l]).trim().trim_end_matches(';'))?;
+                let ins = split_instr(lines[l].code.trim_end_matches(';'))?;
                 let (dest, srcs) = ins.operands.split_first()?;
                 let ty = f.reg_types.type_of(dest)?;
                 let tmp = format!("%gst{}_{n}", p.access);
@@ -960,8 +981,8 @@ fn function_name(t: &str) -> Option<String> {
 /// before it: that statement is complete (`;`, a label, a scope brace) and not an unconditional
 /// jump (`bra`, `brx`, `ret`, `exit`, `trap` without a guard). Loop versioning (loops.rs) and
 /// loop pipelining (prefetch.rs) both need a loop entered this way, besides its own back edge.
-fn falls_through_to(lines: &[&str], label_line: usize) -> bool {
-    let Some(before) = lines[..label_line].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty()) else {
+fn falls_through_to(lines: &[Line<'_>], label_line: usize) -> bool {
+    let Some(before) = lines[..label_line].iter().rev().map(|l| l.code).find(|c| !c.is_empty()) else {
         return false;
     };
     if !(before.ends_with(';') || before.ends_with(':') || before.ends_with('}') || before.ends_with('{')) {
@@ -1104,8 +1125,8 @@ mod fall_through_tests {
             ("\tcall.uni (retval0),", false),
         ] {
             let lines = [before, "\t// a comment", "", "$L__BB0_2:"];
-            assert_eq!(falls_through_to(&lines, 3), falls, "{before:?}");
+            assert_eq!(falls_through_to(&super::Line::read_all(lines), 3), falls, "{before:?}");
         }
-        assert!(!falls_through_to(&["$L__BB0_2:"], 0), "nothing before the label");
+        assert!(!falls_through_to(&super::Line::read_all(["$L__BB0_2:"]), 0), "nothing before the label");
     }
 }

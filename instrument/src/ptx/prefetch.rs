@@ -26,7 +26,7 @@
 
 use super::access::split_instr;
 use super::bodies::Bodies;
-use super::{dest_regs, ends_basic_block, has_block_comment_marker, strip_comment, LineMap, LineSet};
+use super::{dest_regs, ends_basic_block, has_block_comment_marker, Line, LineMap, LineSet};
 use std::collections::HashMap;
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
@@ -98,7 +98,7 @@ const MIN_BATCH: usize = 2;
 const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
-pub(super) fn plan(lines: &[&str], bodies: &Bodies, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
+pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
     let branches = Branches::scan(lines);
     let mut sc = Scan::new(lines, bodies);
@@ -183,7 +183,7 @@ fn chain_from(sc: &mut Scan<'_, '_>, reg: &str, start: usize, anchor: usize, bef
         return Some(());
     }
     *budget = budget.checked_sub(1)?;
-    for input in arithmetic_inputs(sc.lines[k])? {
+    for input in arithmetic_inputs(sc.lines[k].code)? {
         chain_from(sc, input, start, anchor, k, budget, chain)?;
     }
     chain.push(k);
@@ -206,7 +206,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
     let start = sc.block_start(j)?;
     let lines = sc.lines;
     let label_line = start.checked_sub(1)?;
-    let label = strip_comment(lines[label_line]).trim().strip_suffix(':')?.trim();
+    let label = lines[label_line].code.strip_suffix(':')?.trim();
     if label.is_empty() || label.contains(char::is_whitespace) {
         return None;
     }
@@ -215,16 +215,16 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
         return None;
     }
     let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| {
-        let code = strip_comment(lines[k]).trim();
+        let code = lines[k].code;
         !sc.bodies.interior(k) || (!code.is_empty() && ends_basic_block(code))
     })?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
-    if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l)) {
+    if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l.raw)) {
         return None;
     }
-    let edge = split_instr(strip_comment(lines[back_edge]).trim().trim_end_matches(';'))?;
+    let edge = split_instr(lines[back_edge].code.trim_end_matches(';'))?;
     if !(edge.opcode == "bra" || edge.opcode == "bra.uni") || edge.operands.as_slice() != [label] {
         return None;
     }
@@ -272,15 +272,15 @@ struct Branches {
 }
 
 impl Branches {
-    fn scan(lines: &[&str]) -> Self {
+    fn scan<'a>(lines: &[Line<'a>]) -> Self {
         let mut b = Branches::default();
-        let mut labels: HashMap<&str, usize> = HashMap::new();
+        let mut labels: HashMap<&'a str, usize> = HashMap::new();
         for (k, line) in lines.iter().enumerate() {
+            let code = line.code;
             // Only labels and branches matter (a cheap test first: this runs over every line).
-            if !line.contains(':') && !line.contains("br") && !line.contains(".branchtargets") {
+            if !code.contains(':') && !code.contains("br") && !code.contains(".branchtargets") {
                 continue;
             }
-            let code = strip_comment(line).trim();
             if let Some(name) = code.strip_suffix(':') {
                 labels.insert(name.trim(), k);
                 continue;
@@ -329,7 +329,7 @@ impl Branches {
 /// or the previous candidate), and the registers each line writes, parsed once however many
 /// candidates look at the line.
 struct Scan<'l, 'a> {
-    lines: &'l [&'a str],
+    lines: &'l [Line<'a>],
     /// Nothing is placed outside the body of the access it serves.
     bodies: &'l Bodies,
     starts: LineMap<Option<usize>>,
@@ -340,7 +340,7 @@ struct Scan<'l, 'a> {
 }
 
 impl<'l, 'a> Scan<'l, 'a> {
-    fn new(lines: &'l [&'a str], bodies: &'l Bodies) -> Self {
+    fn new(lines: &'l [Line<'a>], bodies: &'l Bodies) -> Self {
         Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![None; lines.len()] }
     }
 
@@ -357,7 +357,7 @@ impl<'l, 'a> Scan<'l, 'a> {
         let prev = self.walk.filter(|&(pj, _)| pj < j && pj >= lo);
         let mut state = Some(lo);
         for k in (lo..j).rev() {
-            let line = self.lines[k];
+            let line = self.lines[k].raw;
             if has_block_comment_marker(line) {
                 state = None;
                 break;
@@ -368,7 +368,7 @@ impl<'l, 'a> Scan<'l, 'a> {
                     break;
                 }
             }
-            let code = strip_comment(line).trim();
+            let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
             if !self.bodies.interior(k) || (!code.is_empty() && (ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
@@ -378,7 +378,7 @@ impl<'l, 'a> Scan<'l, 'a> {
         self.walk = Some((j, state));
         let start = state.map(|s| s.max(j.saturating_sub(WINDOW))).filter(|&s| {
             // The start must begin a statement: the code line before it ends one.
-            let before = self.lines[..s].iter().rev().map(|l| strip_comment(l).trim()).find(|c| !c.is_empty());
+            let before = self.lines[..s].iter().rev().map(|l| l.code).find(|c| !c.is_empty());
             !matches!(before, Some(c) if !(c.ends_with(';') || c.ends_with(':') || c.ends_with('{') || c.ends_with('}') || c.starts_with('.')))
         });
         self.starts.insert(j, start);
@@ -394,14 +394,13 @@ impl<'l, 'a> Scan<'l, 'a> {
     /// Last line in `[start, before)` that writes `reg`.
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let lines = self.lines;
-        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| strip_comment(lines[k]).split(';').flat_map(dest_regs).collect()).contains(&reg))
+        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| lines[k].stripped.split(';').flat_map(dest_regs).collect()).contains(&reg))
     }
 }
 
 /// The register operands a recomputable arithmetic statement reads, or `None` when it is not one
 /// (guarded, several statements, or an opcode outside the address-arithmetic set).
-fn arithmetic_inputs(line: &str) -> Option<Vec<&str>> {
-    let code = strip_comment(line).trim();
+fn arithmetic_inputs(code: &str) -> Option<Vec<&str>> {
     let stmt = code.strip_suffix(';')?;
     if stmt.contains(';') {
         return None;
@@ -449,7 +448,7 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
     if *budget == 0 {
         return k + 1;
     }
-    let Some(inputs) = arithmetic_inputs(sc.lines[k]) else { return k + 1 };
+    let Some(inputs) = arithmetic_inputs(sc.lines[k].code) else { return k + 1 };
     *budget -= 1;
     let mut at = start;
     let mut sub = Vec::new();

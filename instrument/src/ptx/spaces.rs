@@ -31,7 +31,7 @@
 
 use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr};
 use super::bodies::{Bodies, Body};
-use super::{dest_regs, strip_comment, MARKER};
+use super::{dest_regs, Line, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -147,10 +147,10 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
 }
 
 /// Scans the module: its shared/local declarations, then every function's register provenance.
-pub(super) fn analyze(lines: &[&str], bodies: &Bodies) -> ModuleSpaces {
+pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
-        let t = strip_comment(line).trim();
+        let t = line.code;
         if t.contains(".shared") || t.contains(".local") {
             for stmt in t.split(';') {
                 let s = stmt.trim();
@@ -167,16 +167,16 @@ pub(super) fn analyze(lines: &[&str], bodies: &Bodies) -> ModuleSpaces {
     }
     // Function bodies: the statements from the body's opening line to its closing one.
     for b in bodies.iter() {
-        let stmts: Vec<&str> = body_lines(lines, b, b.open).flat_map(|(_, l)| strip_comment(l).trim().split(';')).map(str::trim).filter(|s| !s.is_empty()).collect();
+        let stmts: Vec<&str> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.code.split(';')).map(str::trim).filter(|s| !s.is_empty()).collect();
         m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, ..analyze_function(&stmts, &m.vars) });
     }
     m
 }
 
 /// The lines of body `b` from line `from` to its closing line (or the module's end), numbered.
-fn body_lines<'l, 'a>(lines: &'l [&'a str], b: &Body, from: usize) -> impl Iterator<Item = (usize, &'a str)> + 'l {
+fn body_lines<'l, 'a>(lines: &'l [Line<'a>], b: &Body, from: usize) -> impl Iterator<Item = (usize, &'l Line<'a>)> + 'l {
     let end = b.close.min(lines.len().saturating_sub(1));
-    (from..=end).filter_map(move |i| lines.get(i).map(|l| (i, *l)))
+    (from..=end).filter_map(move |i| lines.get(i).map(|l| (i, l)))
 }
 
 /// The meet of two provenances (`None`: no definition seen yet).
@@ -617,7 +617,7 @@ pub(super) enum Role {
 
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
 /// Lines in `skip` (loop versioning's own lines) are never accesses.
-pub(super) fn group_accesses(lines: &[&str], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
+pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
     let mut roles = HashMap::new();
     if m.is_empty() {
         return roles;
@@ -641,9 +641,9 @@ pub(super) fn group_accesses(lines: &[&str], bodies: &Bodies, m: &ModuleSpaces, 
     let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
-        let (name, mut regs, mut loc) = (&b.name, super::RegTypes::default(), None);
+        let (f, mut regs, mut loc) = (m.functions.get(b.name.as_str()), super::RegTypes::default(), None);
         for (i, line) in body_lines(lines, b, b.open + 1) {
-            let t = strip_comment(line).trim();
+            let t = line.code;
             if let Some(rest) = t.strip_prefix(".loc") {
                 loc = super::parse_loc(rest).or(loc);
             }
@@ -652,7 +652,6 @@ pub(super) fn group_accesses(lines: &[&str], bodies: &Bodies, m: &ModuleSpaces, 
                     regs.declare(decl.trim());
                 }
             }
-            let f = m.functions.get(name.as_str());
             let memory = !skip.contains(&i) && super::Rewriter::classify_line(t).0;
             if !memory {
                 if super::ends_basic_block(t) {
@@ -753,7 +752,7 @@ mod tests {
     }
 
     fn module(body: &str) -> ModuleSpaces {
-        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        let lines = Line::read_all(body.split_inclusive('\n'));
         analyze(&lines, &Bodies::scan(&lines))
     }
 
@@ -789,11 +788,11 @@ mod group_tests {
                     add.s32 %r2, %r1, %r8;\nld.shared.f32 %f4, [%r2];\n\
                     @%p1 ld.shared.f32 %f5, [%r1+4];\n\
                     bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
-        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
         let m = analyze(&lines, &bodies);
         let roles = group_accesses(&lines, &bodies, &m, &Default::default());
-        let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+        let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
                 assert_eq!(members.iter().map(|mb| mb.check.offset).collect::<Vec<_>>(), vec![0, 4, 8]);
