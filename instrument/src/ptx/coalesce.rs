@@ -36,7 +36,7 @@ struct Entry {
 /// `covered`: accesses already covered by a loop range test (loops.rs; they count as checked, as
 /// hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not accesses to
 /// check).
-pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, covered: &LineSet, inserted: &LineSet) -> Plan {
+pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branches::Branches<'_>, covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
     let mut groups = Groups::default();
     let mut loc_text: Option<&str> = None;
@@ -115,7 +115,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, covered: &LineSet, inser
     plan.covered.extend(covered);
     plan.hoisted_lines.extend(covered);
     candidates.retain(|c| !plan.covered.contains(&c.line));
-    plan.prefetch = super::prefetch::plan(lines, bodies, &check_lines, &candidates);
+    plan.prefetch = super::prefetch::plan(lines, bodies, branches, &check_lines, &candidates);
     plan
 }
 

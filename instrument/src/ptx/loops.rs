@@ -29,6 +29,8 @@
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
 use super::access::{classify, parse_int, split_instr, AddrBase, Classified, Instr, Width};
+use super::bodies::Bodies;
+use super::branches::Branches;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use std::borrow::Cow;
@@ -55,44 +57,30 @@ pub(super) struct Versioned<'a> {
 }
 
 /// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
-pub(super) fn version<'a>(lines: &[Line<'a>]) -> Option<Versioned<'a>> {
+/// The candidates are `branches`' back edges that are guarded branches with one target.
+pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
-    let mut labels: HashMap<&str, usize> = HashMap::new();
-    // The current function's `.reg` lines, parsed once when the first of its loops gets analyzed.
-    let mut reg_lines: Vec<usize> = Vec::new();
+    // The current function's `.reg` lines up to the back edge looked at (collected as the walk
+    // goes: nvcc declares them at the top), parsed once when the first of its loops needs them.
+    let mut body_open = None;
+    let (mut reg_lines, mut reg_scanned): (Vec<usize>, usize) = (Vec::new(), 0);
     let mut reg_types: Option<RegTypes> = None;
-    for (k, line) in lines.iter().enumerate() {
-        let t = line.raw.trim_start();
-        // Directives are never labels or branches; most lines are `.loc` or plain statements, so
-        // this scan stays cheap (it runs over every line of every module).
-        if t.starts_with('.') {
-            if t.starts_with(".reg") {
-                reg_lines.push(k);
-            } else if !t.starts_with(".loc") && t.contains('(') && (t.contains(".entry") || t.contains(".func")) {
-                reg_lines.clear();
-                reg_types = None;
-                labels.clear();
-            }
-            continue;
+    for edge in branches.back_edges() {
+        let (s, k) = (edge.label_line, edge.branch_line);
+        let Some(body) = bodies.holding(k) else { continue };
+        if body_open != Some(body.open) {
+            body_open = Some(body.open);
+            (reg_lines, reg_scanned, reg_types) = (Vec::new(), body.open, None);
         }
-        // A branch starts with `bra` (after its guard); a label ends with `:` (labels carrying a
-        // comment are not seen: their loops stay as they are).
-        let is_branch = t.starts_with("bra") || (t.starts_with('@') && t.split_once(char::is_whitespace).is_some_and(|(_, r)| r.trim_start().starts_with("bra")));
-        if !is_branch {
-            if let Some(name) = t.trim_end().strip_suffix(':') {
-                labels.insert(name.trim(), k);
-            }
-            continue;
-        }
-        let Some(ins) = split_instr(line.code.trim_end_matches(';')) else { continue };
+        reg_lines.extend((reg_scanned..k).filter(|&l| lines[l].code.starts_with(".reg")));
+        reg_scanned = reg_scanned.max(k);
+        let Some(ins) = split_instr(lines[k].code.trim_end_matches(';')) else { continue };
         if ins.guard.is_none() || !ins.opcode.starts_with("bra") || ins.operands.len() != 1 {
             continue;
         }
-        if let Some(&s) = labels.get(ins.operands[0]) {
-            if k - s <= MAX_BODY {
-                if let Some(p) = analyze(lines, s, k, &reg_lines, &mut reg_types, plans.len()) {
-                    plans.push(p);
-                }
+        if k - s <= MAX_BODY {
+            if let Some(p) = analyze(lines, s, k, &reg_lines, &mut reg_types, plans.len()) {
+                plans.push(p);
             }
         }
     }

@@ -393,7 +393,8 @@ fn all_cases() -> &'static [Case] {
     CASES.get_or_init(|| {
         static SRC: &str = include_str!("../../tests/data/loops.ptx");
         let lines = super::Line::read_all(SRC.split_inclusive('\n'));
-        cases(&version(&lines).expect("loops.ptx has versionable loops"))
+        let bodies = super::bodies::Bodies::scan(&lines);
+        cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies)).expect("loops.ptx has versionable loops"))
     })
 }
 

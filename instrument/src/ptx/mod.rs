@@ -20,6 +20,7 @@
 
 mod access;
 mod bodies;
+mod branches;
 mod coalesce;
 mod emit;
 mod heap;
@@ -355,15 +356,22 @@ impl<'a> Rewriter<'a> {
 
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
-        let versioned = if planned && self.opts.hoist_loops { loops::version(&input) } else { None };
-        let lines: Vec<Line<'_>> = match &versioned {
-            Some(v) => Line::read_all(v.lines.iter().map(|l| l.as_ref())),
-            None => input,
+        let input_bodies = bodies::Bodies::scan(&input);
+        let input_branches = if planned { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
+        let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches) } else { None };
+        // Versioning rewrote the lines: their bodies and branches are found again.
+        let (lines, bodies, branches) = match &versioned {
+            Some(v) => {
+                let lines = Line::read_all(v.lines.iter().map(|l| l.as_ref()));
+                let bodies = bodies::Bodies::scan(&lines);
+                let branches = branches::Branches::scan(&lines, &bodies);
+                (lines, bodies, branches)
+            }
+            None => (input, input_bodies, input_branches),
         };
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
-        let bodies = bodies::Bodies::scan(&lines);
-        let plan = if planned { coalesce::plan(&lines, &bodies, covered, inserted) } else { coalesce::Plan::default() };
+        let plan = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted) } else { coalesce::Plan::default() };
         let module_spaces = spaces::analyze(&lines, &bodies);
         let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted) } else { HashMap::new() };
         // PTX line numbers (sites, errors) are those of the input.

@@ -26,8 +26,8 @@
 
 use super::access::split_instr;
 use super::bodies::Bodies;
+use super::branches::Branches;
 use super::{dest_regs, ends_basic_block, has_block_comment_marker, Line, LineMap, LineSet};
-use std::collections::HashMap;
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
 const WINDOW: usize = 256;
@@ -98,11 +98,10 @@ const MIN_BATCH: usize = 2;
 const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
-pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
+pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
-    let branches = Branches::scan(lines);
     let mut sc = Scan::new(lines, bodies);
-    let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, &branches)).collect();
+    let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, branches)).collect();
     let mut per_loop: LineMap<usize> = LineMap::default();
     for p in pipelined.iter().flatten() {
         *per_loop.entry(p.back_edge).or_default() += 1;
@@ -202,7 +201,7 @@ struct Pipelined {
 
 /// Pipelining of the access at `j` when its block is a single-block loop and its address, and the
 /// next iteration's, can be computed at the top of the body.
-fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) -> Option<Pipelined> {
+fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>) -> Option<Pipelined> {
     let start = sc.block_start(j)?;
     let lines = sc.lines;
     let label_line = start.checked_sub(1)?;
@@ -229,7 +228,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
         return None;
     }
     // Entered only by falling through from the preheader, and left only at the back edge.
-    if branches.refs.get(label).copied() != Some(1) {
+    if branches.refs(sc.bodies, label_line, label) != 1 {
         return None;
     }
     if !super::falls_through_to(lines, label_line) {
@@ -258,71 +257,6 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches) ->
         return None; // the same address every iteration: the plain placement does as well
     }
     Some(Pipelined { preheader: label_line, start, back_edge, chain, next_values })
-}
-
-/// The module's labels and branches, scanned once: how often each label is named by a branch
-/// (`bra`, `brx.idx` targets via `.branchtargets`), and the loops (a label to a later branch back
-/// to it).
-#[derive(Default)]
-struct Branches {
-    refs: HashMap<String, usize>,
-    /// The lines inside some loop (label line to back-edge line, both included), as disjoint
-    /// intervals in line order: one binary search per question, however many loops there are.
-    loops: Vec<(usize, usize)>,
-}
-
-impl Branches {
-    fn scan<'a>(lines: &[Line<'a>]) -> Self {
-        let mut b = Branches::default();
-        let mut labels: HashMap<&'a str, usize> = HashMap::new();
-        for (k, line) in lines.iter().enumerate() {
-            let code = line.code;
-            // Only labels and branches matter (a cheap test first: this runs over every line).
-            if !code.contains(':') && !code.contains("br") && !code.contains(".branchtargets") {
-                continue;
-            }
-            if let Some(name) = code.strip_suffix(':') {
-                labels.insert(name.trim(), k);
-                continue;
-            }
-            if !(code.contains("bra") || code.contains("brx") || code.contains(".branchtargets")) {
-                continue;
-            }
-            let body = code.trim_end_matches(';');
-            let targets = match split_instr(body) {
-                Some(ins) if ins.opcode.starts_with("bra") => {
-                    if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
-                        b.loops.push((l, k));
-                    }
-                    ins.operands
-                }
-                _ => body.split(|c: char| c == ',' || c.is_whitespace()).collect(),
-            };
-            for t in targets {
-                let t = t.trim();
-                if !t.is_empty() && !t.starts_with('%') && !t.starts_with('.') {
-                    *b.refs.entry(t.to_string()).or_default() += 1;
-                }
-            }
-        }
-        // Merge the spans (nested and overlapping loops) into disjoint intervals.
-        b.loops.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(b.loops.len());
-        for &(l, e) in &b.loops {
-            match merged.last_mut() {
-                Some(last) if l <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((l, e)),
-            }
-        }
-        b.loops = merged;
-        b
-    }
-
-    fn in_loop(&self, line: usize) -> bool {
-        // The last interval starting at or before `line` is the only one that can hold it.
-        let after = self.loops.partition_point(|&(l, _)| l <= line);
-        after > 0 && line <= self.loops[after - 1].1
-    }
 }
 
 /// Per-module scan state: each candidate's block start (found walking back to the nearest boundary

@@ -1,0 +1,133 @@
+//! The labels and branches of a module's function bodies, found once per line list and read by
+//! loop versioning (loops.rs: which loops to version) and check placement (prefetch.rs: which
+//! loops to pipeline, whether a line lies in a loop). The two had each found back edges their own
+//! way; labels are now also scoped to their function, as PTX scopes them (a branch never reaches a
+//! label of another function that happens to share its name).
+
+use super::access::split_instr;
+use super::bodies::Bodies;
+use super::Line;
+use std::collections::HashMap;
+
+/// A branch back to a label earlier in its body: the end of a loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct BackEdge {
+    pub label_line: usize,
+    pub branch_line: usize,
+}
+
+#[derive(Default)]
+pub(super) struct Branches<'a> {
+    /// How often a label is named by branches (`bra`, `brx.idx` targets via `.branchtargets`),
+    /// keyed by its body's opening line and its name.
+    refs: HashMap<(usize, &'a str), usize>,
+    /// In branch-line order.
+    back_edges: Vec<BackEdge>,
+    /// The lines inside some loop (label line to back-edge line, both included), as disjoint
+    /// intervals in line order: one binary search per question, however many loops there are.
+    loops: Vec<(usize, usize)>,
+}
+
+impl<'a> Branches<'a> {
+    /// Lines strictly inside a body only (the planners place nothing elsewhere). A label is a line
+    /// of code ending in `:`; the latest one of a name counts (PTX forbids repeating it).
+    pub fn scan(lines: &[Line<'a>], bodies: &Bodies) -> Self {
+        let mut b = Branches::default();
+        for body in bodies.iter() {
+            let mut labels: HashMap<&'a str, usize> = HashMap::new();
+            let end = body.close.min(lines.len());
+            for (k, line) in lines.iter().enumerate().take(end).skip(body.open + 1) {
+                let code = line.code;
+                // Only labels and branches matter (a cheap test first: this runs over every line).
+                if !code.contains(':') && !code.contains("br") && !code.contains(".branchtargets") {
+                    continue;
+                }
+                if let Some(name) = code.strip_suffix(':') {
+                    labels.insert(name.trim(), k);
+                    continue;
+                }
+                if !(code.contains("bra") || code.contains("brx") || code.contains(".branchtargets")) {
+                    continue;
+                }
+                let stmt = code.trim_end_matches(';');
+                let targets = match split_instr(stmt) {
+                    Some(ins) if ins.opcode.starts_with("bra") => {
+                        if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
+                            b.back_edges.push(BackEdge { label_line: l, branch_line: k });
+                        }
+                        ins.operands
+                    }
+                    _ => stmt.split(|c: char| c == ',' || c.is_whitespace()).collect(),
+                };
+                for t in targets {
+                    let t = t.trim();
+                    if !t.is_empty() && !t.starts_with('%') && !t.starts_with('.') {
+                        *b.refs.entry((body.open, t)).or_default() += 1;
+                    }
+                }
+            }
+        }
+        // Merge the spans (nested and overlapping loops) into disjoint intervals.
+        let mut spans: Vec<(usize, usize)> = b.back_edges.iter().map(|e| (e.label_line, e.branch_line)).collect();
+        spans.sort_unstable();
+        for (l, e) in spans {
+            match b.loops.last_mut() {
+                Some(last) if l <= last.1 => last.1 = last.1.max(e),
+                _ => b.loops.push((l, e)),
+            }
+        }
+        b
+    }
+
+    pub fn back_edges(&self) -> &[BackEdge] {
+        &self.back_edges
+    }
+
+    /// How many branches of the body holding line `at` name `label`.
+    pub fn refs(&self, bodies: &Bodies, at: usize, label: &str) -> usize {
+        let Some(body) = bodies.holding(at) else { return 0 };
+        self.refs.get(&(body.open, label)).copied().unwrap_or(0)
+    }
+
+    pub fn in_loop(&self, line: usize) -> bool {
+        // The last interval starting at or before `line` is the only one that can hold it.
+        let after = self.loops.partition_point(|&(l, _)| l <= line);
+        after > 0 && line <= self.loops[after - 1].1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_text(text: &str) -> (Vec<BackEdge>, Vec<bool>, Vec<usize>) {
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let bodies = Bodies::scan(&lines);
+        let b = Branches::scan(&lines, &bodies);
+        let in_loop = (0..lines.len()).map(|i| b.in_loop(i)).collect();
+        let refs = (0..lines.len()).map(|i| lines[i].code.strip_suffix(':').map_or(0, |l| b.refs(&bodies, i, l.trim()))).collect();
+        (b.back_edges().to_vec(), in_loop, refs)
+    }
+
+    #[test]
+    fn loops_are_back_edges_to_earlier_labels_of_the_same_body() {
+        let text = ".entry f()\n{\n$L1:\nadd.s32 %r1, %r1, 1;\n@%p1 bra $L1;\nbra $L2;\n$L2:\nret;\n}\n\
+                    .entry g()\n{\nbra $L1;\n$L1:\n@%p1 bra.uni $L1;\nret;\n}\n";
+        let (edges, in_loop, refs) = scan_text(text);
+        // f: $L1 (line 2) ← line 4; the forward branch to $L2 is no loop. g: its branch to $L1 at
+        // line 11 goes forward to its own $L1 (line 12), not back to f's; line 13 loops.
+        assert_eq!(edges, [BackEdge { label_line: 2, branch_line: 4 }, BackEdge { label_line: 12, branch_line: 13 }]);
+        let looping: Vec<usize> = (0..in_loop.len()).filter(|&i| in_loop[i]).collect();
+        assert_eq!(looping, [2, 3, 4, 12, 13]);
+        // f's $L1 is named once, f's $L2 once, g's $L1 twice.
+        assert_eq!((refs[2], refs[6], refs[12]), (1, 1, 2));
+    }
+
+    #[test]
+    fn branch_tables_count_as_references() {
+        let text = ".entry f()\n{\n$L1:\nts: .branchtargets $L1, $L2;\n$L2:\nbrx.idx %r1, ts;\nret;\n}\n";
+        let (edges, _, refs) = scan_text(text);
+        assert!(edges.is_empty());
+        assert_eq!((refs[2], refs[4]), (1, 1));
+    }
+}
