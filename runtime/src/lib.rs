@@ -8,7 +8,8 @@
 //! loading), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
 //! modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`device_heap`] (the checked
 //! in-kernel heap's region and descriptions), [`side_table`] (the driver's managed and host memory), [`managed`] (where managed pool blocks
-//! live: moved by prefetches and CPU faults), [`ring`]
+//! live: moved by prefetches and CPU faults), [`signals`] (gasan's SIGSEGV handler beside the
+//! program's), [`ring`]
 //! (device error ring), [`faults`] (GPU fault addresses), [`state`] (the lazy process state and
 //! its device part), [`control`] (control blocks and the device heap's lifetime), [`errors`] (the
 //! ring drained into reports, host errors, exit).
@@ -37,6 +38,7 @@ pub mod report;
 pub mod ring;
 pub mod sass;
 pub mod side_table;
+pub mod signals;
 pub mod state;
 
 // Runs options::at_load when the library is loaded, before the program's main.

@@ -48,3 +48,29 @@ fn cudart_style_lookup_gets_the_wrapper() {
     let plain = Command::new(&app).env("LD_LIBRARY_PATH", &dir).output().unwrap();
     assert!(String::from_utf8_lossy(&plain.stdout).contains("wrapped=0"));
 }
+
+/// The runtime exports `sigaction` and `signal` (runtime/src/signals.rs, to keep its SIGSEGV
+/// handler in front of the program's once managed memory is on the device). Before that, and for
+/// every other signal, a program's handlers must be installed, read back and run exactly as
+/// without it.
+#[test]
+fn signal_handlers_reach_libc_unchanged() {
+    let Some(lib) = cdylib() else {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+        return;
+    };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("preload-signals");
+    std::fs::create_dir_all(&dir).unwrap();
+    let app = dir.join("signals");
+    gcc(&["-o", app.to_str().unwrap(), src.join("signals.c").to_str().unwrap()]);
+    let out = Command::new(&app).env("LD_PRELOAD", &lib).env("GASAN_OPTIONS", "verbosity=0").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "app failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("same=1 hits=11 prev_default=1 back=1"), "{stdout}");
+    // The symbols are really gasan's in that process (else this test would prove nothing).
+    let nm = Command::new("nm").args(["-D", "--defined-only", lib.to_str().unwrap()]).output().unwrap();
+    let syms = String::from_utf8_lossy(&nm.stdout);
+    assert!(syms.lines().any(|l| l.ends_with(" T sigaction")) && syms.lines().any(|l| l.ends_with(" T signal")), "not exported");
+}
