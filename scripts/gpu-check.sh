@@ -49,6 +49,7 @@ for s in 8 7; do
   check multi_clean cases multi_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check tagged_api cases tagged_api $s 0 "result ok" "!GPUAddressSanitizer"
   check managed_api cases managed_api $s 0 "result ok" "!GPUAddressSanitizer"
+  check managed_handlers cases managed_handlers $s 0 "result ok" "!GPUAddressSanitizer"
   check hostalloc_api cases hostalloc_api $s 0 "result ok" "!GPUAddressSanitizer"
   check hostalloc_overflow cases hostalloc_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "0 bytes after 4000-byte pinned host region" "!result ok"
   check managed_overflow cases managed_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "0 bytes after 4194048-byte managed region" "!result ok"
@@ -80,6 +81,7 @@ check leak cases leak leaks 1 "result ok" "detected memory leaks" "Direct leak o
 check vecadd_clean_leaks cases vecadd_clean leaks 0 "result ok" "!detected memory leaks"
 check vecadd_clean cases vecadd_clean native 0 "result ok"
 check managed_api cases managed_api native 0 "result ok"
+check managed_handlers cases managed_handlers native 0 "result ok"
 check hostalloc_api cases hostalloc_api native 0 "result ok"
 check link_clean link clean native 0 "result ok"
 # Other ways in: the shared cudart, and a direct driver-API (-lcuda) program through the exported cu* symbols.
