@@ -335,6 +335,9 @@ struct Rewriter<'a> {
     sites: SiteTable,
     stats: Stats,
     next_label: u32,
+    /// Shared/local variables' demangled names, by name: a function's checks name few variables
+    /// many times, and demangling is the costliest part of a site.
+    demangled_vars: HashMap<String, String>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -343,7 +346,7 @@ impl<'a> Rewriter<'a> {
             return Err(PtxError::AlreadyInstrumented);
         }
         let header = parse_header(src)?;
-        Ok(Self { src, opts, header, out: String::with_capacity(src.len() * 2), sites: SiteTable::default(), stats: Stats::default(), next_label: 0 })
+        Ok(Self { src, opts, header, out: String::with_capacity(src.len() * 2), sites: SiteTable::default(), stats: Stats::default(), next_label: 0, demangled_vars: HashMap::new() })
     }
 
     fn run(mut self) -> Result<Instrumented, PtxError> {
@@ -695,13 +698,16 @@ impl<'a> Rewriter<'a> {
     /// Records the site of a shared/local check; returns its id.
     fn space_site(&mut self, f: &FuncState, c: &spaces::SpaceCheck, line_no: usize, loc: Option<Loc>) -> u32 {
         let site = new_site(&mut self.sites, f, line_no, loc, c.kind, c.width);
-        self.sites.sites[site as usize].space = Some(SpaceSite {
-            space: c.space,
-            variable: c.var.clone(),
-            // Only Itanium names: a plain `d` would demangle as the type `double`.
-            variable_demangled: if c.var.starts_with("_Z") { sites::demangle(&c.var) } else { c.var.clone() },
-            size: c.size,
-        });
+        let demangled = match self.demangled_vars.get(&c.var) {
+            Some(d) => d.clone(),
+            None => {
+                // Only Itanium names: a plain `d` would demangle as the type `double`.
+                let d = if c.var.starts_with("_Z") { sites::demangle(&c.var) } else { c.var.clone() };
+                self.demangled_vars.insert(c.var.clone(), d.clone());
+                d
+            }
+        };
+        self.sites.sites[site as usize].space = Some(SpaceSite { space: c.space, variable: c.var.clone(), variable_demangled: demangled, size: c.size });
         site
     }
 

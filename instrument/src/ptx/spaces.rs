@@ -33,6 +33,7 @@ use super::access::{parse_address, parse_int, split_instr, type_size, vector_cou
 use super::bodies::{Bodies, Body};
 use super::{dest_regs, Line, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -190,11 +191,13 @@ fn meet(a: Option<Prov>, b: Prov) -> Prov {
 
 fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpaces {
     let mut f = FnSpaces::default();
-    // Definitions: (destination, instruction).
-    let mut defs: Vec<(String, Instr<'_>)> = Vec::new();
+    // Definitions: (destination, index of the instruction in `instrs`).
+    let mut instrs: Vec<Instr<'_>> = Vec::new();
+    let mut defs: Vec<(&str, usize)> = Vec::new();
     for s in stmts {
         if s.starts_with('.') {
-            if let Some((name, v)) = parse_declaration(s) {
+            // The frame is the one declaration wanted here (most directives are `.loc`).
+            if let Some((name, v)) = s.starts_with(".local").then(|| parse_declaration(s)).flatten() {
                 if v.space == MemorySpace::Local && name.starts_with("__local_depot") {
                     f.depot = v.size.map(|size| (name, size));
                 }
@@ -205,29 +208,38 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
         if ins.opcode.starts_with("alloca") || ins.opcode.starts_with("stackrestore") {
             f.dynamic_stack = true;
         }
-        for d in dest_regs(s) {
-            defs.push((d.to_string(), ins.clone()));
+        let dests = dest_regs(s);
+        if !dests.is_empty() {
+            defs.extend(dests.into_iter().map(|d| (d, instrs.len())));
+            instrs.push(ins);
         }
     }
     // Registers that may hold a variable's address: defined from a variable's name or from such a
     // register, transitively. Only their definitions enter the fixed point below (most of a
-    // function's registers never touch a variable); every other register is unknown to it.
-    let mentions = |ins: &Instr<'_>, names: &std::collections::HashSet<&str>| {
-        ins.operands.iter().skip(1).any(|op| op.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%' | '.'))).any(|t| vars.contains_key(t) || names.contains(t)))
-    };
-    let mut tainted: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    loop {
-        let before = tainted.len();
-        for (d, ins) in &defs {
-            if !tainted.contains(d.as_str()) && mentions(ins, &tainted) {
-                tainted.insert(d.as_str());
+    // function's registers never touch a variable); every other register is unknown to it. Found
+    // by a walk from the definitions naming a variable along "register read by definition".
+    let mut readers: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
+    let mut work: Vec<usize> = Vec::new();
+    for (k, &(_, i)) in defs.iter().enumerate() {
+        for op in instrs[i].operands.iter().skip(1) {
+            // (Immediates, starting with a digit, name nothing.)
+            for t in op.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%' | '.'))).filter(|t| !t.is_empty() && !t.starts_with(|c: char| c.is_ascii_digit())) {
+                if vars.contains_key(t) {
+                    work.push(k);
+                } else {
+                    readers.entry(t).or_default().push(k);
+                }
             }
         }
-        if tainted.len() == before {
-            break;
+    }
+    let mut tainted: FxHashSet<&str> = FxHashSet::default();
+    while let Some(k) = work.pop() {
+        let d = defs[k].0;
+        if tainted.insert(d) {
+            work.extend(readers.get(d).into_iter().flatten());
         }
     }
-    let defs: Vec<&(String, Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d.as_str())).collect();
+    let defs: Vec<(&str, &Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d)).map(|&(d, i)| (d, &instrs[i])).collect();
     // Optimistic fixed point: a register not evaluated yet is "no information" (`None`), one
     // never defined from a variable (a special register, a parameter, plain arithmetic) is unknown.
     let mut regs: HashMap<String, Prov> = HashMap::new();
@@ -249,8 +261,8 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
             };
             // No information from this definition yet: it constrains nothing this round.
             if let Some(p) = evaluate(ins, &lookup, vars) {
-                let prev = next.remove(d);
-                next.insert(d.clone(), meet(prev, p));
+                let prev = next.remove(*d);
+                next.insert(d.to_string(), meet(prev, p));
             }
         }
         // Values only move down (no information → a variable → unknown) unless the
