@@ -334,6 +334,8 @@ struct Rewriter<'a> {
     out: String,
     sites: SiteTable,
     stats: Stats,
+    /// Fast loop copies repeat input statements: their counts go here, not into the module's.
+    copy_stats: Stats,
     next_label: u32,
     /// Shared/local variables' demangled names, by name: a function's checks name few variables
     /// many times, and demangling is the costliest part of a site.
@@ -346,7 +348,17 @@ impl<'a> Rewriter<'a> {
             return Err(PtxError::AlreadyInstrumented);
         }
         let header = parse_header(src)?;
-        Ok(Self { src, opts, header, out: String::with_capacity(src.len() * 2), sites: SiteTable::default(), stats: Stats::default(), next_label: 0, demangled_vars: HashMap::new() })
+        Ok(Self {
+            src,
+            opts,
+            header,
+            out: String::with_capacity(src.len() * 2),
+            sites: SiteTable::default(),
+            stats: Stats::default(),
+            copy_stats: Stats::default(),
+            next_label: 0,
+            demangled_vars: HashMap::new(),
+        })
     }
 
     fn run(mut self) -> Result<Instrumented, PtxError> {
@@ -380,8 +392,6 @@ impl<'a> Rewriter<'a> {
         // PTX line numbers (sites, errors) are those of the input.
         let base_line = head.matches('\n').count();
         let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
-        // Fast loop copies repeat input statements: their counts go here, not into the module's.
-        let mut copy_stats = Stats::default();
         let mut shared_fail: Option<String> = None;
         let mut depth = 0i32;
         let mut func: Option<FuncState> = None;
@@ -517,24 +527,20 @@ impl<'a> Rewriter<'a> {
                     if let (Some(c), false) = (space_check, verbatim) {
                         self.out.push_str(&c);
                     }
-                    let stats = if copies.contains(&i) { &mut copy_stats } else { &mut self.stats };
-                    let emitted = Self::rewrite_statement(
-                        &mut self.sites,
-                        stats,
-                        &mut self.next_label,
-                        self.opts,
-                        f,
+                    let prefetched = prefetched.contains(&i).then(|| prefetch_reg(i));
+                    let statement = Statement {
                         stmt,
-                        &text,
-                        &indent,
+                        text: &text,
+                        indent: &indent,
                         line_no,
                         loc,
-                        emit::sys_fence(&self.header),
                         covered,
-                        &hoisted,
-                        prefetched.contains(&i).then(|| prefetch_reg(i)).as_deref(),
-                        batched.contains(&i),
-                    )?;
+                        hoisted: &hoisted,
+                        prefetched: prefetched.as_deref(),
+                        batched: batched.contains(&i),
+                        in_loop_copy: copies.contains(&i),
+                    };
+                    let emitted = self.rewrite_statement(f, &statement)?;
                     if !verbatim {
                         self.out.push_str(&emitted);
                     }
@@ -742,24 +748,13 @@ impl<'a> Rewriter<'a> {
         (memory, check)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rewrite_statement(
-        sites: &mut SiteTable,
-        stats: &mut Stats,
-        next_label: &mut u32,
-        opts: InstrumentOptions,
-        f: &mut FuncState,
-        stmt: &str,
-        text: &str,
-        indent: &str,
-        line_no: usize,
-        loc: Option<(u32, u32, u32)>,
-        fence: &'static str,
-        covered: Option<bool>,
-        hoisted: &[(&str, usize, Option<Loc>)],
-        prefetched: Option<&str>,
-        batched: bool,
-    ) -> Result<String, PtxError> {
+    /// The text of one statement of an access line: the statement, preceded by its check and by
+    /// the checks hoisted to it, as the plans decided.
+    fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
+        let Statement { stmt, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
+        let (opts, fence) = (self.opts, emit::sys_fence(&self.header));
+        let (sites, next_label) = (&mut self.sites, &mut self.next_label);
+        let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
         // The entry exists (created when the function opened): no key allocation per statement.
         let fstats = match stats.functions.get_mut(&f.name) {
             Some(x) => x,
@@ -885,6 +880,29 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// One statement of an access line and what the plans decided for it.
+#[derive(Clone, Copy)]
+struct Statement<'s> {
+    /// The statement without its `;`, and with it.
+    stmt: &'s str,
+    text: &'s str,
+    indent: &'s str,
+    /// Its PTX line (of the input) and source location.
+    line_no: usize,
+    loc: Option<Loc>,
+    /// `Some(true)`: its check was hoisted to an earlier access of its range group (coalesce.rs);
+    /// `Some(false)`: covered by such hoisted checks.
+    covered: Option<bool>,
+    /// Checks of later accesses of its range group, hoisted to it: (statement, PTX line, location).
+    hoisted: &'s [(&'s str, usize, Option<Loc>)],
+    /// The register its shadow byte was prefetched into.
+    prefetched: Option<&'s str>,
+    /// Checked at its block's batch point (its site was recorded there).
+    batched: bool,
+    /// A statement of a fast loop copy (loops.rs), counted apart from the module's statistics.
+    in_loop_copy: bool,
 }
 
 /// Where a statement's shared/local check goes: its (line, statement) key into the module's
