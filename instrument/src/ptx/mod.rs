@@ -386,229 +386,28 @@ impl<'a> Rewriter<'a> {
         };
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
-        let plan = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted) } else { coalesce::Plan::default() };
+        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted) } else { coalesce::Plan::default() };
         let module_spaces = spaces::analyze(&lines, &bodies);
         let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted) } else { HashMap::new() };
-        // PTX line numbers (sites, errors) are those of the input.
-        let base_line = head.matches('\n').count();
-        let ptx_line = |i: usize| base_line + versioned.as_ref().map_or(i, |v| v.origin[i]) + 1;
-        let mut shared_fail: Option<String> = None;
-        let mut depth = 0i32;
-        let mut func: Option<FuncState> = None;
-        let mut in_block_comment = false;
-        let mut loc: Option<(u32, u32, u32)> = None;
-        let mut heap_calls = heap::HeapCalls::for_module(self.src);
-
-        // Access lines whose shadow byte was prefetched into `%gsv<line>`.
-        let mut prefetched = LineSet::default();
-        // Batched access lines (checked at their block's batch point), and the rechecks of the
-        // batches not yet branched on, by batch point.
-        let mut batched = LineSet::default();
-        let mut batch_recheck: LineMap<String> = LineMap::default();
-        for (i, &Line { raw: line, stripped: code, code: t }) in lines.iter().enumerate() {
-            let line_no = ptx_line(i);
-            let mut opened_now = false;
-            if let (Some(f), false) = (func.as_mut(), in_block_comment) {
-                for p in plan.prefetch.at.get(&i).into_iter().flatten() {
-                    // A next-iteration load needs its preheader's registers; if it cannot be
-                    // emitted, the access falls back to a full check (never a stale byte).
-                    if p.target == prefetch::Target::NextIteration && !prefetched.contains(&p.access) {
-                        continue;
-                    }
-                    let batch = match p.target {
-                        prefetch::Target::Batch(first) => Some((first, !batch_recheck.contains_key(&first))),
-                        _ => None,
-                    };
-                    match self.prefetch_text(&lines, p, f, batch) {
-                        Some((text, a)) => {
-                            self.out.push_str(&text);
-                            prefetched.insert(p.access);
-                            if let (Some((first, _)), access::Width::Fixed(w)) = (batch, &a.width) {
-                                // Its site, and its part of the batch's recheck.
-                                let site = new_site(&mut self.sites, f, ptx_line(p.access), p.loc, a.kind, *w);
-                                batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *w, site));
-                                batched.insert(p.access);
-                            }
-                        }
-                        None => {
-                            prefetched.remove(&p.access);
-                        }
-                    }
-                }
-                if let Some(recheck) = batch_recheck.remove(&i) {
-                    // The block's one branch for all its batched checks, before its first access.
-                    let _ = writeln!(self.out, "\t@{} bra $gasan_batch_{i}; {MARKER}", batch_pred(i));
-                    f.fail_blocks.push(format!("$gasan_batch_{i}: {MARKER}\n{recheck}\ttrap; {MARKER}\n"));
-                    f.uses_shared_fail = true;
-                }
-                for &j in plan.prefetch.moves.get(&i).into_iter().flatten() {
-                    if prefetched.contains(&j) {
-                        self.out.push_str(&emit::next_iteration_move(&prefetch_reg(j), &next_iteration_reg(j)));
-                    }
-                }
-            }
-            // Block comments pass through untouched.
-            if in_block_comment {
-                if find_pair(line, b'*', b'/').is_some() {
-                    in_block_comment = false;
-                }
-                self.out.push_str(line);
-                continue;
-            }
-            if let Some(p) = find_pair(code, b'/', b'*') {
-                if find_pair(&code[p..], b'*', b'/').is_none() {
-                    in_block_comment = true;
-                }
-                self.out.push_str(line);
-                continue;
-            }
-
-            if let Some(rest) = t.strip_prefix(".loc") {
-                loc = parse_loc(rest).or(loc);
-            }
-            if t.starts_with(".file") {
-                self.sites.add_file_directive(t);
-            }
-
-            // Statements that open or close a function body.
-            let (opens, closes) = count_braces(t);
-            let closes_body = bodies.holding(i).is_some_and(|b| b.close == i);
-            if func.is_none() {
-                if let Some(body) = bodies.opening_at(i) {
-                    let name = body.name.clone();
-                    func = Some(FuncState {
-                        demangled: sites::demangle(&name),
-                        name: name.clone(),
-                        reg_types: RegTypes::default(),
-                        block_checks: BlockChecks::default(),
-                        fail_blocks: Vec::new(),
-                        uses_shared_fail: false,
-                        spaces: module_spaces.functions.get(&name).cloned().unwrap_or_default(),
-                        uses_space_fail: false,
-                    });
-                    opened_now = true;
-                    self.stats.functions.entry(name).or_default();
-                    loc = None;
-                }
-            }
-            // A line inside a heap statement still being collected (heap.rs) is part of it, and is
-            // emitted with it, in order.
-            let held = heap_calls.as_ref().is_some_and(|h| h.collecting());
-            // The body's lines after its opening line (the closing one included).
-            let in_body = func.is_some() && !opened_now;
-            let (line_has_memory, any_check) = if in_body && !inserted.contains(&i) && !held { Self::classify_line(t) } else { (false, false) };
-            if let (Some(f), true) = (func.as_mut(), in_body) {
-                if t.starts_with(".reg") {
-                    for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
-                        f.reg_types.declare(decl.trim());
-                    }
-                }
-            }
-
-            if line_has_memory {
-                let f = func.as_mut().expect("checked above");
-                let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
-                let trailing_comment = &line[code.len()..];
-                let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
-                // Shared/local checks (spaces.rs), by statement.
-                let space_checks: Vec<Option<String>> = if module_spaces.is_empty() {
-                    vec![None; stmts.len()]
-                } else {
-                    let at = SpaceAt { key: (i, 0), line_no, loc, groups: &space_groups, ptx_line: &ptx_line };
-                    stmts.iter().enumerate().map(|(j, stmt)| self.space_check(&module_spaces, f, stmt, &indent, SpaceAt { key: (i, j), ..at })).collect()
-                };
-                let verbatim = !any_check && space_checks.iter().all(Option::is_none);
-                // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
-                let covered = plan.covered.contains(&i).then(|| plan.hoisted_lines.contains(&i));
-                let hoisted: Vec<(&str, usize, Option<Loc>)> =
-                    plan.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (lines[l].code.trim_end_matches(';'), ptx_line(l), lc)).collect()).unwrap_or_default();
-                for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
-                    let text = format!("{stmt};");
-                    if let (Some(c), false) = (space_check, verbatim) {
-                        self.out.push_str(&c);
-                    }
-                    let prefetched = prefetched.contains(&i).then(|| prefetch_reg(i));
-                    let statement = Statement {
-                        stmt,
-                        text: &text,
-                        indent: &indent,
-                        line_no,
-                        loc,
-                        covered,
-                        hoisted: &hoisted,
-                        prefetched: prefetched.as_deref(),
-                        batched: batched.contains(&i),
-                        in_loop_copy: copies.contains(&i),
-                    };
-                    let emitted = self.rewrite_statement(f, &statement)?;
-                    if !verbatim {
-                        self.out.push_str(&emitted);
-                    }
-                }
-                if verbatim {
-                    // Nothing to check on this line (skipped or unknown accesses were counted).
-                    self.out.push_str(line);
-                } else if !trailing_comment.trim().is_empty() {
-                    self.out.push_str(&indent);
-                    self.out.push_str(trailing_comment.trim_end());
-                    self.out.push('\n');
-                }
-            } else {
-                if let Some(f) = func.as_mut() {
-                    if ends_basic_block(t) {
-                        f.block_checks.clear();
-                    } else {
-                        invalidate_defs(f, t);
-                    }
-                    if closes_body {
-                        for b in f.fail_blocks.drain(..) {
-                            self.out.push_str(&b);
-                        }
-                        if f.uses_shared_fail {
-                            // Same text in every function of the module: built once.
-                            let block = shared_fail.get_or_insert_with(|| emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
-                            self.out.push_str(block);
-                            f.uses_shared_fail = false;
-                        }
-                        if f.uses_space_fail {
-                            self.out.push_str(&spaces::space_fail_block("\t", emit::sys_fence(&self.header)));
-                            f.uses_space_fail = false;
-                        }
-                    }
-                }
-                match heap_calls.as_mut() {
-                    // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
-                    // statement are held until its end.
-                    Some(h) => {
-                        let in_function = in_body;
-                        let sites = &mut self.sites;
-                        let text = h.feed(line, t, in_function, || match func.as_ref() {
-                            Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
-                            None => u32::MAX,
-                        });
-                        self.out.push_str(&text);
-                    }
-                    None => self.out.push_str(line),
-                }
-                // The body's declarations, unless the body also closed on this line (`{ ret; }`:
-                // nothing in it is checked, and a `.reg` after it would be at module scope).
-                if opened_now && !closes_body && !self.opts.recover {
-                    self.out.push_str(&emit::function_decls());
-                }
-            }
-
-            depth += opens - closes;
-            if depth < 0 {
-                return Err(PtxError::Unbalanced(line_no));
-            }
-            if closes_body {
-                func = None;
-            }
+        let plans = Plans {
+            lines: &lines,
+            bodies: &bodies,
+            coalescing: &coalescing,
+            module_spaces: &module_spaces,
+            space_groups: &space_groups,
+            copies,
+            inserted,
+            origin: versioned.as_ref().map(|v| v.origin.as_slice()),
+            base_line: head.matches('\n').count(),
+        };
+        let mut walk = Walk { heap_calls: heap::HeapCalls::for_module(self.src), ..Walk::default() };
+        for i in 0..lines.len() {
+            self.walk_line(&plans, &mut walk, i)?;
         }
-        if depth != 0 {
+        if walk.depth != 0 {
             return Err(PtxError::Unbalanced(self.src.lines().count()));
         }
-        if let Some(h) = &mut heap_calls {
+        if let Some(h) = &mut walk.heap_calls {
             self.out.push_str(&h.flush());
             if !self.out.ends_with('\n') {
                 self.out.push('\n');
@@ -617,6 +416,238 @@ impl<'a> Rewriter<'a> {
         }
         self.sites.resolve_files();
         Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats })
+    }
+
+    /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
+    /// checks, and a closing body's report blocks.
+    fn walk_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
+        let Line { raw: line, stripped: code, code: t } = plans.lines[i];
+        let line_no = plans.ptx_line(i);
+        if !w.in_block_comment {
+            self.before_line(plans, w, i);
+        }
+        // Block comments pass through untouched.
+        if w.in_block_comment {
+            if find_pair(line, b'*', b'/').is_some() {
+                w.in_block_comment = false;
+            }
+            self.out.push_str(line);
+            return Ok(());
+        }
+        if let Some(p) = find_pair(code, b'/', b'*') {
+            if find_pair(&code[p..], b'*', b'/').is_none() {
+                w.in_block_comment = true;
+            }
+            self.out.push_str(line);
+            return Ok(());
+        }
+
+        if let Some(rest) = t.strip_prefix(".loc") {
+            w.loc = parse_loc(rest).or(w.loc);
+        }
+        if t.starts_with(".file") {
+            self.sites.add_file_directive(t);
+        }
+
+        // Statements that open or close a function body.
+        let (opens, closes) = count_braces(t);
+        let closes_body = plans.bodies.holding(i).is_some_and(|b| b.close == i);
+        let mut opened_now = false;
+        if w.func.is_none() {
+            if let Some(body) = plans.bodies.opening_at(i) {
+                let name = body.name.clone();
+                w.func = Some(FuncState {
+                    demangled: sites::demangle(&name),
+                    name: name.clone(),
+                    reg_types: RegTypes::default(),
+                    block_checks: BlockChecks::default(),
+                    fail_blocks: Vec::new(),
+                    uses_shared_fail: false,
+                    spaces: plans.module_spaces.functions.get(&name).cloned().unwrap_or_default(),
+                    uses_space_fail: false,
+                });
+                opened_now = true;
+                self.stats.functions.entry(name).or_default();
+                w.loc = None;
+            }
+        }
+        // A line inside a heap statement still being collected (heap.rs) is part of it, and is
+        // emitted with it, in order.
+        let held = w.heap_calls.as_ref().is_some_and(|h| h.collecting());
+        // The body's lines after its opening line (the closing one included).
+        let in_body = w.func.is_some() && !opened_now;
+        let (line_has_memory, any_check) = if in_body && !plans.inserted.contains(&i) && !held { Self::classify_line(t) } else { (false, false) };
+        if let (Some(f), true) = (w.func.as_mut(), in_body) {
+            if t.starts_with(".reg") {
+                for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
+                    f.reg_types.declare(decl.trim());
+                }
+            }
+        }
+
+        if line_has_memory {
+            self.access_line(plans, w, i, any_check)?;
+        } else {
+            if closes_body {
+                if let Some(f) = w.func.as_mut() {
+                    self.close_body(f, &mut w.shared_fail, t);
+                }
+            } else if let Some(f) = w.func.as_mut() {
+                if ends_basic_block(t) {
+                    f.block_checks.clear();
+                } else {
+                    invalidate_defs(f, t);
+                }
+            }
+            match w.heap_calls.as_mut() {
+                // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
+                // statement are held until its end.
+                Some(h) => {
+                    let (sites, func, loc) = (&mut self.sites, &w.func, w.loc);
+                    let text = h.feed(line, t, in_body, || match func.as_ref() {
+                        Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
+                        None => u32::MAX,
+                    });
+                    self.out.push_str(&text);
+                }
+                None => self.out.push_str(line),
+            }
+            // The body's declarations, unless the body also closed on this line (`{ ret; }`:
+            // nothing in it is checked, and a `.reg` after it would be at module scope).
+            if opened_now && !closes_body && !self.opts.recover {
+                self.out.push_str(&emit::function_decls());
+            }
+        }
+
+        w.depth += opens - closes;
+        if w.depth < 0 {
+            return Err(PtxError::Unbalanced(line_no));
+        }
+        if closes_body {
+            w.func = None;
+        }
+        Ok(())
+    }
+
+    /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
+    fn before_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) {
+        let Some(f) = w.func.as_mut() else { return };
+        for p in plans.coalescing.prefetch.at.get(&i).into_iter().flatten() {
+            // A next-iteration load needs its preheader's registers; if it cannot be
+            // emitted, the access falls back to a full check (never a stale byte).
+            if p.target == prefetch::Target::NextIteration && !w.prefetched.contains(&p.access) {
+                continue;
+            }
+            let batch = match p.target {
+                prefetch::Target::Batch(first) => Some((first, !w.batch_recheck.contains_key(&first))),
+                _ => None,
+            };
+            match self.prefetch_text(plans.lines, p, f, batch) {
+                Some((text, a)) => {
+                    self.out.push_str(&text);
+                    w.prefetched.insert(p.access);
+                    if let (Some((first, _)), access::Width::Fixed(wd)) = (batch, &a.width) {
+                        // Its site, and its part of the batch's recheck.
+                        let site = new_site(&mut self.sites, f, plans.ptx_line(p.access), p.loc, a.kind, *wd);
+                        w.batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *wd, site));
+                        w.batched.insert(p.access);
+                    }
+                }
+                None => {
+                    w.prefetched.remove(&p.access);
+                }
+            }
+        }
+        if let Some(recheck) = w.batch_recheck.remove(&i) {
+            // The block's one branch for all its batched checks, before its first access.
+            let _ = writeln!(self.out, "\t@{} bra $gasan_batch_{i}; {MARKER}", batch_pred(i));
+            f.fail_blocks.push(format!("$gasan_batch_{i}: {MARKER}\n{recheck}\ttrap; {MARKER}\n"));
+            f.uses_shared_fail = true;
+        }
+        for &j in plans.coalescing.prefetch.moves.get(&i).into_iter().flatten() {
+            if w.prefetched.contains(&j) {
+                self.out.push_str(&emit::next_iteration_move(&prefetch_reg(j), &next_iteration_reg(j)));
+            }
+        }
+    }
+
+    /// A body line holding a memory access: each statement with its shared/local check and its
+    /// global check (or the line unchanged when nothing on it is checked).
+    fn access_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
+        let Line { raw: line, stripped: code, code: t } = plans.lines[i];
+        let (line_no, loc) = (plans.ptx_line(i), w.loc);
+        let f = w.func.as_mut().expect("access lines are in a body");
+        let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
+        let trailing_comment = &line[code.len()..];
+        let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+        // Shared/local checks (spaces.rs), by statement.
+        let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
+            vec![None; stmts.len()]
+        } else {
+            let ptx_line = |l: usize| plans.ptx_line(l);
+            let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
+            stmts.iter().enumerate().map(|(j, stmt)| self.space_check(plans.module_spaces, f, stmt, &indent, SpaceAt { key: (i, j), ..at })).collect()
+        };
+        let verbatim = !any_check && space_checks.iter().all(Option::is_none);
+        let coalescing = plans.coalescing;
+        // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
+        let covered = coalescing.covered.contains(&i).then(|| coalescing.hoisted_lines.contains(&i));
+        let hoisted: Vec<(&str, usize, Option<Loc>)> =
+            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].code.trim_end_matches(';'), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
+        let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
+        for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
+            let text = format!("{stmt};");
+            if let (Some(c), false) = (space_check, verbatim) {
+                self.out.push_str(&c);
+            }
+            let statement = Statement {
+                stmt,
+                text: &text,
+                indent: &indent,
+                line_no,
+                loc,
+                covered,
+                hoisted: &hoisted,
+                prefetched: prefetched.as_deref(),
+                batched: w.batched.contains(&i),
+                in_loop_copy: plans.copies.contains(&i),
+            };
+            let emitted = self.rewrite_statement(f, &statement)?;
+            if !verbatim {
+                self.out.push_str(&emitted);
+            }
+        }
+        if verbatim {
+            // Nothing to check on this line (skipped or unknown accesses were counted).
+            self.out.push_str(line);
+        } else if !trailing_comment.trim().is_empty() {
+            self.out.push_str(&indent);
+            self.out.push_str(trailing_comment.trim_end());
+            self.out.push('\n');
+        }
+        Ok(())
+    }
+
+    /// Before a body's closing line: its out-of-line report blocks.
+    fn close_body(&mut self, f: &mut FuncState, shared_fail: &mut Option<String>, t: &str) {
+        if ends_basic_block(t) {
+            f.block_checks.clear();
+        } else {
+            invalidate_defs(f, t);
+        }
+        for b in f.fail_blocks.drain(..) {
+            self.out.push_str(&b);
+        }
+        if f.uses_shared_fail {
+            // Same text in every function of the module: built once.
+            let block = shared_fail.get_or_insert_with(|| emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
+            self.out.push_str(block);
+            f.uses_shared_fail = false;
+        }
+        if f.uses_space_fail {
+            self.out.push_str(&spaces::space_fail_block("\t", emit::sys_fence(&self.header)));
+            f.uses_space_fail = false;
+        }
     }
 
     /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
@@ -880,6 +911,51 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// What the planning passes decided for a module's lines, read by the walk that writes them out.
+struct Plans<'p> {
+    lines: &'p [Line<'p>],
+    bodies: &'p bodies::Bodies,
+    coalescing: &'p coalesce::Plan,
+    module_spaces: &'p spaces::ModuleSpaces,
+    space_groups: &'p HashMap<(usize, usize), spaces::Role>,
+    /// Lines of fast loop copies, and lines loop versioning wrote (passed through).
+    copies: &'p LineSet,
+    inserted: &'p LineSet,
+    /// The input line each line stands for, when loop versioning rewrote them.
+    origin: Option<&'p [usize]>,
+    /// Lines of the module's header, before the first line walked.
+    base_line: usize,
+}
+
+impl Plans<'_> {
+    /// The PTX line (of the input: sites and errors name it) of line `i`.
+    fn ptx_line(&self, i: usize) -> usize {
+        self.base_line + self.origin.map_or(i, |o| o[i]) + 1
+    }
+}
+
+/// The walk's state between lines.
+#[derive(Default)]
+struct Walk {
+    /// The function whose body the walk is in.
+    func: Option<FuncState>,
+    /// Brace depth.
+    depth: i32,
+    in_block_comment: bool,
+    /// The last `.loc` of the current function.
+    loc: Option<Loc>,
+    /// The module's heap calls being renamed (heap.rs), if it calls the driver's heap.
+    heap_calls: Option<heap::HeapCalls>,
+    /// The module's shared report block, built once.
+    shared_fail: Option<String>,
+    /// Access lines whose shadow byte was prefetched into `%gsv<line>`.
+    prefetched: LineSet,
+    /// Batched access lines (checked at their block's batch point), and the rechecks of the
+    /// batches not yet branched on, by batch point.
+    batched: LineSet,
+    batch_recheck: LineMap<String>,
 }
 
 /// One statement of an access line and what the plans decided for it.
