@@ -10,6 +10,7 @@ use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
 use gasan_instrument::shadow::Scale;
 use gasan_runtime::cache::Cache;
 use gasan_runtime::sass::{self, Compile};
+use object::{Object, ObjectSection};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -75,6 +76,18 @@ fn checked_ptx_compiles_to_a_cubin_that_loaders_can_take() {
     assert_eq!((parsed.entries[0].kind, parsed.entries[0].arch), (EntryKind::Elf, 90));
     assert!(parsed.has_sass_for(90));
     assert_eq!(&parsed.entries[0].payload().unwrap()[..cubin.len()], &cubin[..]);
+    // No line tables or PTX text unless the loader asks for them (the PTX has `.loc` lines).
+    let sections = |b: &[u8]| object::read::File::parse(b).map(|f| f.sections().filter_map(|s| s.name().ok().map(String::from)).collect::<Vec<_>>()).unwrap_or_default();
+    let plain = sections(&cubin);
+    assert!(!plain.is_empty(), "the cubin's sections are read");
+    // (`.debug_frame`, the unwind table, is in every cubin.)
+    let line_tables = [".debug_line", ".nv_debug_line_sass", ".nv_debug_ptx_txt"];
+    assert!(!plain.iter().any(|s| line_tables.contains(&s.as_str())), "no line tables or PTX text: {plain:?}");
+    let lineinfo = sass::jit_flags(&[(13, 1)]).unwrap();
+    let with_lines = sass::compile(&Compile { flags: &lineinfo, ..c }, &cache, ptx.as_bytes(), "lines.cubin").unwrap();
+    let lined = sections(&with_lines);
+    assert!(lined.iter().any(|s| s == ".debug_line") && lined.iter().any(|s| s == ".nv_debug_ptx_txt"), "GENERATE_LINE_INFO keeps line tables: {lined:?}");
+    assert!(with_lines.len() > cubin.len());
     // JIT options become flags: a register cap changes the code, and the key.
     let flags = sass::jit_flags(&[(0, 16), (13, 1)]).unwrap();
     let c16 = Compile { flags: &flags, ..c };
