@@ -16,6 +16,8 @@ const CASES: &[(&str, MemorySpace, Option<&str>)] = &[
     ("shared_read_past", MemorySpace::Shared, Some("k_shared_neighbour(float const*, float*, int)::tile")),
     ("shared_next_array", MemorySpace::Shared, Some("k_two_arrays(int const*, int*, int)::keys")),
     ("shared_histogram_bad_bin", MemorySpace::Shared, Some("k_shared_histo(int const*, int, unsigned int*)::bins")),
+    ("shared_cp_async_overflow", MemorySpace::Shared, Some("k_stage_tile(float4 const*, float*, int)::tile")),
+    ("shared_ldmatrix_overflow", MemorySpace::Shared, Some("k_ldmatrix_tile(float*, int)::tile")),
     ("shared_dynamic_overflow", MemorySpace::Shared, Some("d")),
     ("shared_dynamic_read_past", MemorySpace::Shared, Some("buf")),
     ("local_overflow", MemorySpace::Local, None),

@@ -7,7 +7,7 @@
 
 use super::access::{classify, split_instr, AddrBase, Classified, Width};
 use super::bodies::Bodies;
-use super::{dest_regs, ends_basic_block, parse_loc, release_excess, Line, LineMap, LineSet};
+use super::{dest_regs, ends_basic_block, release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
 use std::collections::HashMap;
 
@@ -39,7 +39,7 @@ struct Entry {
 pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branches::Branches<'_>, covered: &LineSet, inserted: &LineSet) -> Plan {
     let mut plan = Plan::default();
     let mut groups = Groups::default();
-    let mut loc_text: Option<&str> = None;
+    let (mut loc, mut loc_chain) = (None, super::LocChain::default());
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
     let mut check_lines = LineSet::default();
@@ -52,7 +52,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
         }
         let code = line.code;
         if let Some(rest) = code.strip_prefix(".loc") {
-            loc_text = Some(rest); // parsed only for the accesses that join a group
+            loc = loc_chain.resolve(rest).or(loc);
             continue;
         }
         // Only a line with an address operand can start or extend a group; with no group open,
@@ -82,7 +82,6 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
                     check_lines.insert(i);
                     if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
-                        let loc = loc_text.and_then(parse_loc);
                         groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
                         candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
                     }

@@ -156,7 +156,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 24;
+pub const REVISION: u32 = 25;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -213,14 +213,44 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
     Ok(Header { insert_at: insert_at.unwrap_or(0), version, target_sm })
 }
 
-/// `(file, line, column)` of a `.loc` directive's operands (without allocating: every `.loc` line
-/// of every module goes through here). Code inlined from a header (`atomicAdd` from
-/// device_atomic_functions.hpp, `.loc 2 107 3, function_name ..., inlined_at 1 5 30`) is placed
-/// at its call site, the program's own line, as a report should name it.
-fn parse_loc(rest: &str) -> Option<(u32, u32, u32)> {
-    let rest = rest.split_once("inlined_at").map_or(rest, |(_, at)| at);
-    let mut nums = rest.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+/// `(file, line, column)`: the first three numbers of `.loc` operands (without allocating: every
+/// `.loc` line of every module goes through here).
+fn loc_numbers(text: &str) -> Option<Loc> {
+    let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
     Some((nums.next()?, nums.next()?, nums.next()?))
+}
+
+/// Source locations of `.loc` directives, with inlined code placed at the program's own call site,
+/// as a report should name it. nvcc writes one `.loc` per level of inlining, each naming the call
+/// site of its level with `inlined_at`, which is the location of an earlier `.loc`: `.loc 1 11 5`
+/// (the program's line), `.loc 2 69 9, function_name ..., inlined_at 1 11 5` (cuda_pipeline.h),
+/// `.loc 3 292 5, ..., inlined_at 2 69 9` (its helper) all resolve to 1:11:5. Fed every `.loc` in
+/// order.
+#[derive(Default)]
+pub(super) struct LocChain {
+    /// Outermost call site of each inlined location seen.
+    outer: HashMap<Loc, Loc>,
+}
+
+impl LocChain {
+    /// The location a `.loc` directive (its operands, `rest`) stands for.
+    pub(super) fn resolve(&mut self, rest: &str) -> Option<Loc> {
+        match rest.split_once("inlined_at") {
+            Some((own, at)) => {
+                let (own, at) = (loc_numbers(own)?, loc_numbers(at)?);
+                let outer = self.outer.get(&at).copied().unwrap_or(at);
+                self.outer.insert(own, outer);
+                Some(outer)
+            }
+            None => {
+                let own = loc_numbers(rest)?;
+                if !self.outer.is_empty() {
+                    self.outer.remove(&own);
+                }
+                Some(own)
+            }
+        }
+    }
 }
 
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
@@ -443,7 +473,7 @@ impl<'a> Rewriter<'a> {
         }
 
         if let Some(rest) = t.strip_prefix(".loc") {
-            w.loc = parse_loc(rest).or(w.loc);
+            w.loc = w.loc_chain.resolve(rest).or(w.loc);
         }
         if t.starts_with(".file") {
             self.sites.add_file_directive(t);
@@ -944,8 +974,9 @@ struct Walk {
     /// Brace depth.
     depth: i32,
     in_block_comment: bool,
-    /// The last `.loc` of the current function.
+    /// The last `.loc` of the current function, and the inlining chains behind it.
     loc: Option<Loc>,
+    loc_chain: LocChain,
     /// The module's heap calls being renamed (heap.rs), if it calls the driver's heap.
     heap_calls: Option<heap::HeapCalls>,
     /// The module's shared report block, built once.
@@ -1236,5 +1267,29 @@ mod fall_through_tests {
             assert_eq!(falls_through_to(&super::Line::read_all(lines), 3), falls, "{before:?}");
         }
         assert!(!falls_through_to(&super::Line::read_all(["$L__BB0_2:"]), 0), "nothing before the label");
+    }
+}
+
+#[cfg(test)]
+mod loc_tests {
+    use super::LocChain;
+
+    /// nvcc's chain for `__pipeline_memcpy_async` called on line 11 of file 1: every level, and
+    /// the code after it, is placed on the program's own line until the next plain `.loc`.
+    #[test]
+    fn inlined_locations_resolve_to_the_outermost_call_site() {
+        let mut c = LocChain::default();
+        assert_eq!(c.resolve(" 1 11 5"), Some((1, 11, 5)));
+        assert_eq!(c.resolve("\t2 69 9, function_name $L__info_string0, inlined_at 1 11 5"), Some((1, 11, 5)));
+        assert_eq!(c.resolve("\t3 292 5, function_name $L__info_string1, inlined_at 2 69 9"), Some((1, 11, 5)));
+        assert_eq!(c.resolve("\t3 219 9, function_name $L__info_string2, inlined_at 3 292 5"), Some((1, 11, 5)));
+        // A second call of the same helper from another line.
+        assert_eq!(c.resolve(" 1 20 3"), Some((1, 20, 3)));
+        assert_eq!(c.resolve(" 2 69 9, function_name $L__info_string0, inlined_at 1 20 3"), Some((1, 20, 3)));
+        assert_eq!(c.resolve(" 3 292 5, function_name $L__info_string1, inlined_at 2 69 9"), Some((1, 20, 3)));
+        // A call site never seen is taken as it is; malformed operands give nothing.
+        assert_eq!(c.resolve(" 4 7 1, function_name $x, inlined_at 5 8 2"), Some((5, 8, 2)));
+        assert_eq!(c.resolve(" 4 7"), None);
+        assert_eq!(c.resolve(" 4 7 1, inlined_at 5"), None);
     }
 }

@@ -22,9 +22,16 @@
 //! the lower end of its own frame, and reported the clean twin of tests/suite's
 //! use_after_return_scope: a callee writing its caller's array, 32 bytes below its own frame.)
 //!
+//! Besides `ld`/`st`/`atom`/`red`, the shared operand of `cp.async` copies (the destination of a
+//! global→shared copy, cp-size bytes; either side of a bulk copy with an immediate size) and the
+//! row addresses of `ldmatrix`/`stmatrix` (m8n8 .b16: 16 bytes per lane, only the lanes whose
+//! address the `.x1`/`.x2` forms read) are checked the same way.
+//!
 //! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
 //! non-inlined function, loaded from memory, or selected between two variables); distributed
-//! shared memory (`shared::cluster`); block-scope lifetimes inside one function (PTX keeps every
+//! shared memory (`shared::cluster` loads and stores, a bulk copy's peer CTA); `wmma.load`/
+//! `wmma.store` tiles and other `ldmatrix` shapes; bulk copies sized by a register and bulk
+//! reductions; block-scope lifetimes inside one function (PTX keeps every
 //! local array in the frame until the function returns); reads past a caller's array (the
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
 //! rather than in the kernel.
@@ -376,6 +383,8 @@ pub(super) struct SpaceCheck {
     pub offset: i64,
     pub width: u32,
     pub kind: AccessKind,
+    /// Only lanes below this one access memory (32: every lane).
+    pub lanes: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -391,34 +400,81 @@ pub(super) enum Base {
     OutsideFrame(String, bool),
 }
 
+/// Where a shared/local access's address is and what it touches.
+struct SpaceAccess {
+    addr_idx: usize,
+    kind: AccessKind,
+    width: u32,
+    /// The state space the opcode names (`None`: generic).
+    space: Option<MemorySpace>,
+    /// The lanes of the warp that supply an address (`ldmatrix`/`stmatrix` `.x1`/`.x2` read the
+    /// addresses of lanes 0-7 / 0-15 only; the others' may be anything).
+    lanes: u32,
+}
+
+/// The shared/local (or generic) access of an `ld`/`ldu`/`st`/`atom`/`red`; the shared operand
+/// of a `cp.async` copy; the row address of `ldmatrix`/`stmatrix`.
+fn space_access(ins: &Instr<'_>) -> Option<SpaceAccess> {
+    let head = ins.opcode.split('.').next().unwrap_or("");
+    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    let is_shared = |q: &&str| matches!(*q, "shared" | "shared::cta");
+    match head {
+        "ld" | "ldu" | "st" | "atom" | "red" if !ins.opcode.starts_with("st.async") && !ins.opcode.starts_with("red.async") => {
+            let space = if quals.iter().any(is_shared) {
+                Some(MemorySpace::Shared)
+            } else if quals.contains(&"local") {
+                Some(MemorySpace::Local)
+            } else if quals.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+                return None;
+            } else {
+                None // generic
+            };
+            let vec = vector_count(&quals)?;
+            let elem = quals.iter().rev().find_map(|q| type_size(q))?;
+            let (addr_idx, kind) = match head {
+                "ld" | "ldu" => (1, AccessKind::Read),
+                "st" | "red" => (0, AccessKind::Write),
+                _ => (1, AccessKind::Atomic),
+            };
+            Some(SpaceAccess { addr_idx, kind, width: vec * elem, space, lanes: 32 })
+        }
+        // cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size}: the destination
+        // gets cp-size bytes (zeros past src-size). cp.async.bulk.<dst>.<src>... [dst], [src], size:
+        // the shared operand, when the size is an immediate (a shared::cluster destination is this
+        // CTA's memory when its address is traced to one of its variables). Reductions, tensor
+        // copies and prefetches are not looked at.
+        "cp" if quals.get(1) == Some(&"async") && !quals.iter().any(|q| matches!(*q, "tensor" | "prefetch")) => {
+            let spaces: Vec<&str> = quals.iter().copied().filter(|q| q.starts_with("global") || q.starts_with("shared")).take(2).collect();
+            // The CTA's own shared operand first (a bulk copy between two CTAs' memory reads its
+            // own and writes a peer's).
+            let addr_idx = spaces.iter().position(is_shared).or_else(|| spaces.iter().position(|q| *q == "shared::cluster"))?;
+            let width = u32::try_from(parse_int(ins.operands.get(2)?.trim())?).ok().filter(|w| *w > 0)?;
+            let kind = if addr_idx == 0 { AccessKind::Write } else { AccessKind::Read };
+            Some(SpaceAccess { addr_idx, kind, width, space: Some(MemorySpace::Shared), lanes: 32 })
+        }
+        // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared{::cta}.b16 d, [p] (stmatrix: [p], s): each
+        // supplying lane names one 16-byte row of 8 b16 elements.
+        "ldmatrix" | "stmatrix" if quals.contains(&"m8n8") && quals.contains(&"b16") && quals.iter().any(is_shared) => {
+            let lanes = match *quals.iter().find(|q| q.starts_with('x'))? {
+                "x1" => 8,
+                "x2" => 16,
+                "x4" => 32,
+                _ => return None,
+            };
+            let (addr_idx, kind) = if head == "ldmatrix" { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
+            Some(SpaceAccess { addr_idx, kind, width: 16, space: Some(MemorySpace::Shared), lanes })
+        }
+        _ => None,
+    }
+}
+
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
 pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
-    let head = ins.opcode.split('.').next().unwrap_or("");
-    if !matches!(head, "ld" | "ldu" | "st" | "atom" | "red") || ins.opcode.starts_with("st.async") || ins.opcode.starts_with("red.async") {
-        return None;
-    }
-    let quals: Vec<&str> = ins.opcode.split('.').collect();
-    let space = if quals.iter().any(|q| *q == "shared" || *q == "shared::cta") {
-        Some(MemorySpace::Shared)
-    } else if quals.contains(&"local") {
-        Some(MemorySpace::Local)
-    } else if quals.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
-        return None;
-    } else {
-        None // generic
-    };
-    let vec = vector_count(&quals)?;
-    let elem = quals.iter().rev().find_map(|q| type_size(q))?;
-    let (addr_idx, kind) = match head {
-        "ld" | "ldu" => (1, AccessKind::Read),
-        "st" | "red" => (0, AccessKind::Write),
-        _ => (1, AccessKind::Atomic),
-    };
+    let SpaceAccess { addr_idx, kind, width, space, lanes } = space_access(ins)?;
     let op = ins.operands.get(addr_idx)?;
-    let width = vec * elem;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
-        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind })
+        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind, lanes })
     };
     match parse_address(op)? {
         Err(()) => {
@@ -452,7 +508,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 if reg_bits(&r) != Some(64) {
                     return None;
                 }
-                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind })
+                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes })
             }
             _ => None,
         },
@@ -543,6 +599,12 @@ fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
     if let Base::OutsideFrame(_, true) = &c.base {
         // Generic addresses outside the local window are not the frame's business.
         v.push("and.pred %gsq0, %gsq0, %gsq1;".into());
+    }
+    if c.lanes < 32 {
+        // Lanes whose address the instruction ignores are not checked.
+        v.push("mov.u32 %gsw1, %laneid;".into());
+        v.push(format!("setp.lt.u32 %gsq2, %gsw1, {};", c.lanes));
+        v.push("and.pred %gsq0, %gsq0, %gsq2;".into());
     }
     if let Some(g) = guard {
         match g.strip_prefix('!') {
@@ -654,10 +716,11 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
         let (f, mut regs, mut loc) = (m.functions.get(b.name.as_str()), super::RegTypes::default(), None);
+        let mut loc_chain = super::LocChain::default();
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let t = line.code;
             if let Some(rest) = t.strip_prefix(".loc") {
-                loc = super::parse_loc(rest).or(loc);
+                loc = loc_chain.resolve(rest).or(loc);
             }
             if t.starts_with(".reg") {
                 for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
@@ -678,7 +741,8 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                 for (j, stmt) in stmts.iter().enumerate() {
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
                     let check = match (f, split_instr(stmt)) {
-                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits),
+                        // (Lane-limited checks stand alone: a range check is every lane's.)
+                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits).filter(|c| c.lanes == 32),
                         _ => None,
                     };
                     if let Some(c) = check {
@@ -784,6 +848,44 @@ mod tests {
         assert_eq!(f.regs.get("%r6").cloned(), None, "selected between two variables");
         assert_eq!(f.regs.get("%r7").cloned(), var("a", false), "loop-carried pointer");
         assert_eq!(f.regs.get("%rd3").cloned(), var("a", true));
+    }
+
+    #[test]
+    fn copies_and_matrix_loads_check_their_shared_operand() {
+        let m = module(
+            ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .b64 %rd<9>;\n\
+             .shared .align 16 .b8 t[512];\nmov.u32 %r1, t;\nadd.s32 %r2, %r1, %r9;\n}\n",
+        );
+        let f = &m.functions["k"];
+        let bits = |r: &str| r.starts_with("%rd").then_some(64).or(Some(32));
+        let check = |stmt: &str| plan(&split_instr(stmt).unwrap(), &m, f, &bits).map(|c| (c.kind, c.width, c.lanes, c.offset));
+        // cp.async: the shared destination, cp-size bytes, zero-filled past src-size or not.
+        assert_eq!(check("cp.async.cg.shared.global [%r2], [%rd1], 16, 16"), Some((AccessKind::Write, 16, 32, 0)));
+        assert_eq!(check("cp.async.ca.shared::cta.global.L2::128B [%r2+4], [%rd1], 4"), Some((AccessKind::Write, 4, 32, 4)));
+        // Bulk copies: the CTA's own shared operand, when the size is an immediate.
+        assert_eq!(check("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], 256, [%r3]"), Some((AccessKind::Write, 256, 32, 0)));
+        assert_eq!(check("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 128"), Some((AccessKind::Read, 128, 32, 0)));
+        assert_eq!(check("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], %r5"), None);
+        assert_eq!(check("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1, {%r3, %r4}], [%r5]"), None);
+        assert_eq!(check("cp.async.commit_group"), None);
+        // ldmatrix / stmatrix: a 16-byte row per supplying lane.
+        assert_eq!(check("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r3, %r4, %r5, %r6}, [%r2]"), Some((AccessKind::Read, 16, 32, 0)));
+        assert_eq!(check("ldmatrix.sync.aligned.m8n8.x2.trans.shared::cta.b16 {%r3, %r4}, [%r2+32]"), Some((AccessKind::Read, 16, 16, 32)));
+        assert_eq!(check("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r2], {%r3}"), Some((AccessKind::Write, 16, 8, 0)));
+        assert_eq!(check("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r3, %r4}, [%r2]"), None, "other shapes are not modelled");
+        // Not traced to a variable: no check.
+        assert_eq!(check("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r3, %r4, %r5, %r6}, [%r9]"), None);
+    }
+
+    #[test]
+    fn lanes_that_supply_no_address_are_not_checked() {
+        let c = SpaceCheck { space: MemorySpace::Shared, var: "t".into(), size: Some(512), base: Base::Window("%r2".into(), 32), offset: 0, width: 16, kind: AccessKind::Read, lanes: 16 };
+        let (_, body) = check_body(&c, None);
+        let lane_test = body.iter().position(|l| l == "setp.lt.u32 %gsq2, %gsw1, 16;").expect("lane test");
+        assert_eq!(body[lane_test + 1], "and.pred %gsq0, %gsq0, %gsq2;");
+        assert!(body[..lane_test].iter().any(|l| l == "mov.u32 %gsw1, %laneid;"));
+        let all = check_body(&SpaceCheck { lanes: 32, ..c }, None).1;
+        assert!(!all.iter().any(|l| l.contains("%laneid")), "every lane's address is checked: no lane test");
     }
 }
 
