@@ -7,14 +7,32 @@
 //! `gasan-ptx extract` is [`extract_command`].
 
 use std::borrow::Cow;
+use std::mem::{offset_of, size_of};
 use std::path::Path;
 
+use object::elf::{ELFCLASS64, ELFDATA2LSB};
+
+/// [`FatbinWrapper::magic`].
 pub const WRAPPER_MAGIC: u32 = 0x466243B1;
+/// [`FatbinHeader::magic`].
 pub const FATBIN_MAGIC: u32 = 0xBA55ED50;
+/// [`FatbinHeader::version`] of every fatbin the driver takes.
+pub const FATBIN_VERSION: u16 = 1;
+/// [`FatbinEntryHeader::header_version`] as nvcc writes it.
+pub const ENTRY_HEADER_VERSION: u16 = 0x101;
+/// [`FatbinEntryHeader::flags`]: the code is for a 64-bit host.
+pub const FLAG_64BIT: u64 = 0x1;
+/// [`FatbinEntryHeader::flags`]: the code was built on / for a Linux host.
+pub const FLAG_HOST_LINUX: u64 = 0x10;
+/// [`FatbinEntryHeader::flags`]: the payload is an LZ4 block.
 pub const FLAG_LZ4: u64 = 0x2000;
+/// [`FatbinEntryHeader::flags`]: the payload is a zstd frame.
 pub const FLAG_ZSTD: u64 = 0x8000;
+/// [`FatbinEntryHeader::flags`]: arch-specific code (`sm_90a`), which runs only on exactly its arch.
+pub const FLAG_ARCH_SPECIFIC: u64 = 0x100000;
 /// Prefix length [`image_len`] needs to size any image.
 pub const LEN_PREFIX: usize = 64;
+const _: () = assert!(LEN_PREFIX >= FatbinWrapper::SIZE && LEN_PREFIX >= FatbinHeader::SIZE && LEN_PREFIX >= Elf64Header::SIZE);
 /// Upper bound for one decompressed entry (guards against hostile size fields).
 const MAX_ENTRY: usize = 1 << 30;
 /// Most bytes one compressed byte of an LZ4 block can stand for.
@@ -23,6 +41,9 @@ const LZ4_MAX_RATIO: usize = 256;
 /// declared size, if smaller), and grows with the data beyond: real PTX compresses about 5-10x,
 /// and a frame of RLE blocks could claim 32,768x.
 const ZSTD_PREALLOC_RATIO: usize = 16;
+/// Fatbin entries (and fatbins stored back to back) start on this alignment; payloads are zero
+/// padded to it.
+const FATBIN_ALIGN: usize = 8;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ContainerError {
@@ -60,8 +81,75 @@ fn u16_at(b: &[u8], at: usize, what: &'static str) -> Result<u16> {
 fn u32_at(b: &[u8], at: usize, what: &'static str) -> Result<u32> {
     b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap())).ok_or(ContainerError::Truncated { what, at, need: 4, have: b.len().saturating_sub(at) })
 }
-fn u64_at(b: &[u8], at: usize, what: &'static str) -> Result<u64> {
-    b.get(at..at + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap())).ok_or(ContainerError::Truncated { what, at, need: 8, have: b.len().saturating_sub(at) })
+
+/// A field of an on-disk layout, stored little-endian.
+trait LeField: Sized {
+    /// The field from exactly its `size_of` bytes.
+    fn read_le(bytes: &[u8]) -> Self;
+    /// Stores the field into exactly its `size_of` bytes.
+    fn write_le(&self, out: &mut [u8]);
+}
+
+macro_rules! le_integer_fields {
+    ($($int:ty),*) => {$(
+        impl LeField for $int {
+            fn read_le(bytes: &[u8]) -> Self {
+                let mut le = [0u8; size_of::<$int>()];
+                le.copy_from_slice(bytes);
+                <$int>::from_le_bytes(le)
+            }
+            fn write_le(&self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+le_integer_fields!(u8, u16, u32, u64);
+
+impl<const N: usize> LeField for [u8; N] {
+    fn read_le(bytes: &[u8]) -> Self {
+        let mut out = [0u8; N];
+        out.copy_from_slice(bytes);
+        out
+    }
+    fn write_le(&self, out: &mut [u8]) {
+        out.copy_from_slice(self);
+    }
+}
+
+/// Declares a binary layout once: a `repr(C)` struct whose field order and types are the on-disk
+/// layout (little-endian, no padding: checked at compile time), its `SIZE`, and `parse` / `to_bytes`
+/// that read and write every field at its `offset_of!`, so reader and writer cannot disagree.
+macro_rules! binary_layout {
+    ($(#[$meta:meta])* pub struct $name:ident, truncated as $what:literal { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        // No padding: every byte of the layout belongs to one field, so `to_bytes` writes them all.
+        const _: () = assert!(0 $(+ size_of::<$ty>())* == size_of::<$name>());
+
+        impl $name {
+            /// Bytes of this layout.
+            pub const SIZE: usize = size_of::<$name>();
+
+            /// The layout's fields from the first [`Self::SIZE`] bytes of `bytes` (no field is validated).
+            pub fn parse(bytes: &[u8]) -> Result<Self> {
+                let bytes = bytes.get(..$name::SIZE).ok_or(ContainerError::Truncated { what: $what, at: 0, need: $name::SIZE, have: bytes.len() })?;
+                Ok($name { $($field: LeField::read_le(&bytes[offset_of!($name, $field)..][..size_of::<$ty>()]),)* })
+            }
+
+            /// The bytes [`Self::parse`] reads back as `self`.
+            pub fn to_bytes(&self) -> [u8; size_of::<$name>()] {
+                let mut out = [0u8; size_of::<$name>()];
+                $(self.$field.write_le(&mut out[offset_of!($name, $field)..][..size_of::<$ty>()]);)*
+                out
+            }
+        }
+    };
 }
 
 /// Classifies an image by its first bytes.
@@ -83,38 +171,104 @@ pub fn sniff(prefix: &[u8]) -> ImageKind {
     }
 }
 
-/// `__fatBinC_Wrapper_t`, the struct cudart registers modules with: its magic
-/// ([`WRAPPER_MAGIC`]), a version, the fatbin's host address, and (version 2, prelinked RDC) the
-/// list of fatbins to link. Read by [`image_len`], written by the runtime for checked code.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FatbinWrapper {
-    pub magic: u32,
-    pub version: u32,
-    pub data: u64,
-    pub filename_or_fatbins: u64,
+binary_layout! {
+    /// `__fatBinC_Wrapper_t`, the struct cudart registers modules with: its magic
+    /// ([`WRAPPER_MAGIC`]), a version, the fatbin's host address, and (version 2, prelinked RDC) the
+    /// list of fatbins to link. Read by [`image_len`], written by the runtime for checked code.
+    pub struct FatbinWrapper, truncated as "wrapper" {
+        pub magic: u32,
+        pub version: u32,
+        pub data: u64,
+        pub filename_or_fatbins: u64,
+    }
 }
 
-/// Bytes of a [`FatbinWrapper`].
-pub const WRAPPER_SIZE: usize = 24;
-/// Bytes of a fatbin's own header (magic, version, header size, payload size).
-pub const FATBIN_HEADER_SIZE: usize = 16;
-const _: () = assert!(std::mem::size_of::<FatbinWrapper>() == WRAPPER_SIZE);
-
-impl FatbinWrapper {
-    /// The wrapper in the first [`WRAPPER_SIZE`] bytes of `b` (its magic is not checked).
-    pub fn parse(b: &[u8]) -> Result<Self> {
-        Ok(Self { magic: u32_at(b, 0, "wrapper")?, version: u32_at(b, 4, "wrapper")?, data: u64_at(b, 8, "wrapper")?, filename_or_fatbins: u64_at(b, 16, "wrapper")? })
+binary_layout! {
+    /// `fatBinaryHeader`, the start of every fatbin: its entries follow `header_size` bytes from the
+    /// start and span `payload_size` bytes.
+    pub struct FatbinHeader, truncated as "fatbin header" {
+        /// [`FATBIN_MAGIC`].
+        pub magic: u32,
+        /// [`FATBIN_VERSION`].
+        pub version: u16,
+        /// Bytes from the fatbin's start to its first entry (at least [`FatbinHeader::SIZE`]).
+        pub header_size: u16,
+        /// Bytes of entries after the header.
+        pub payload_size: u64,
     }
+}
 
-    /// The wrapper as the bytes cudart reads (little-endian, no padding).
-    pub fn to_bytes(&self) -> [u8; WRAPPER_SIZE] {
-        let mut out = [0u8; WRAPPER_SIZE];
-        out[0..4].copy_from_slice(&self.magic.to_le_bytes());
-        out[4..8].copy_from_slice(&self.version.to_le_bytes());
-        out[8..16].copy_from_slice(&self.data.to_le_bytes());
-        out[16..24].copy_from_slice(&self.filename_or_fatbins.to_le_bytes());
-        out
+impl FatbinHeader {
+    /// The header of a fatbin whose entries span `payload_size` bytes, as nvcc writes it.
+    pub fn new(payload_size: u64) -> Self {
+        Self { magic: FATBIN_MAGIC, version: FATBIN_VERSION, header_size: Self::SIZE as u16, payload_size }
+    }
+}
+
+binary_layout! {
+    /// The header of one fatbin entry: what its payload is and for which arch, where its strings
+    /// and payload lie (offsets from the entry's start), and how the payload is stored.
+    pub struct FatbinEntryHeader, truncated as "entry header" {
+        /// [`EntryKind::raw`].
+        pub kind: u16,
+        /// [`ENTRY_HEADER_VERSION`].
+        pub header_version: u16,
+        /// Bytes from the entry's start to its payload: this header and the strings after it.
+        pub header_size: u32,
+        /// Bytes of payload after the header, zero padded to 8.
+        pub payload_size: u64,
+        /// Exact stored bytes of a compressed payload (its padding excluded); 0 when uncompressed.
+        pub compressed_size: u32,
+        /// Offset of the entry's NUL-terminated options (0: none).
+        pub options_offset: u32,
+        /// Code version (PTX ISA version for PTX entries): minor, then major.
+        pub version_minor: u16,
+        pub version_major: u16,
+        /// SM number (90 for sm_90 / compute_90).
+        pub arch: u32,
+        /// Offset and length of the entry's identifier (0: none).
+        pub identifier_offset: u32,
+        pub identifier_len: u32,
+        /// `FLAG_*` bits: host, compression, arch-specific code.
+        pub flags: u64,
+        /// Not read by gasan; nvcc writes 0.
+        pub reserved: u64,
+        /// Bytes of a compressed payload once decompressed.
+        pub uncompressed_size: u64,
+    }
+}
+
+/// Bytes an entry's `kind` and `header_size` span: enough to tell an entry from the zero padding
+/// that may follow the last one.
+const ENTRY_KIND_AND_SIZE: usize = offset_of!(FatbinEntryHeader, header_size) + size_of::<u32>();
+
+binary_layout! {
+    /// `Elf64_Ehdr`, the ELF64 file header (`e_ident` split into its bytes); [`image_len`] sizes a
+    /// cubin from its header tables.
+    pub struct Elf64Header, truncated as "ELF header" {
+        /// `\x7fELF`.
+        pub ei_magic: [u8; 4],
+        /// `ELFCLASS64` for ELF64.
+        pub ei_class: u8,
+        /// `ELFDATA2LSB` for little-endian.
+        pub ei_data: u8,
+        pub ei_version: u8,
+        pub ei_osabi: u8,
+        pub ei_abiversion: u8,
+        pub ei_pad: [u8; 7],
+        pub e_type: u16,
+        pub e_machine: u16,
+        pub e_version: u32,
+        pub e_entry: u64,
+        pub e_phoff: u64,
+        pub e_shoff: u64,
+        pub e_flags: u32,
+        pub e_ehsize: u16,
+        pub e_phentsize: u16,
+        pub e_phnum: u16,
+        pub e_shentsize: u16,
+        pub e_shnum: u16,
+        pub e_shstrndx: u16,
     }
 }
 
@@ -137,25 +291,22 @@ pub fn image_len(prefix: &[u8]) -> Result<ImageLen> {
             Ok(ImageLen::Wrapper { version: w.version, data: w.data, filename_or_fatbins: w.filename_or_fatbins })
         }
         ImageKind::Fatbin => {
-            let hs = u16_at(prefix, 6, "fatbin header")? as usize;
-            let fs = u64_at(prefix, 8, "fatbin header")?;
-            let total = (hs as u64).checked_add(fs).filter(|&t| t <= MAX_ENTRY as u64 * 4).ok_or(ContainerError::Malformed { what: "fatbin header", detail: format!("size {fs:#x}") })?;
+            let header = FatbinHeader::parse(prefix)?;
+            let fs = header.payload_size;
+            let total =
+                u64::from(header.header_size).checked_add(fs).filter(|&t| t <= MAX_ENTRY as u64 * 4).ok_or(ContainerError::Malformed { what: "fatbin header", detail: format!("size {fs:#x}") })?;
             Ok(ImageLen::Bytes(total as usize))
         }
         ImageKind::Elf => {
-            if prefix.get(4) != Some(&2) || prefix.get(5) != Some(&1) {
+            // Class and byte order first: an ELF32 header is shorter than an ELF64 one.
+            if prefix.get(offset_of!(Elf64Header, ei_class)) != Some(&ELFCLASS64) || prefix.get(offset_of!(Elf64Header, ei_data)) != Some(&ELFDATA2LSB) {
                 return Err(ContainerError::Elf("only little-endian ELF64 is supported".into()));
             }
-            let phoff = u64_at(prefix, 0x20, "ELF header")?;
-            let shoff = u64_at(prefix, 0x28, "ELF header")?;
-            let phentsize = u16_at(prefix, 0x36, "ELF header")? as u64;
-            let phnum = u16_at(prefix, 0x38, "ELF header")? as u64;
-            let shentsize = u16_at(prefix, 0x3a, "ELF header")? as u64;
-            let shnum = u16_at(prefix, 0x3c, "ELF header")? as u64;
+            let elf = Elf64Header::parse(prefix)?;
             // Section data precedes the section header table in cubins; the table ends the file.
-            let end_sh = shoff.checked_add(shentsize * shnum);
-            let end_ph = phoff.checked_add(phentsize * phnum);
-            let end = end_sh.zip(end_ph).map(|(a, b)| a.max(b).max(64)).filter(|&e| e <= MAX_ENTRY as u64).ok_or(ContainerError::Elf("header table offsets overflow".into()))?;
+            let end_sh = elf.e_shoff.checked_add(u64::from(elf.e_shentsize) * u64::from(elf.e_shnum));
+            let end_ph = elf.e_phoff.checked_add(u64::from(elf.e_phentsize) * u64::from(elf.e_phnum));
+            let end = end_sh.zip(end_ph).map(|(a, b)| a.max(b).max(Elf64Header::SIZE as u64)).filter(|&e| e <= MAX_ENTRY as u64).ok_or(ContainerError::Elf("header table offsets overflow".into()))?;
             Ok(ImageLen::Bytes(end as usize))
         }
         ImageKind::Ptx => Ok(ImageLen::NulTerminated),
@@ -170,6 +321,28 @@ pub enum EntryKind {
     Elf,
     LtoIr,
     Other(u16),
+}
+
+impl EntryKind {
+    /// The kind of [`FatbinEntryHeader::kind`].
+    pub fn from_raw(kind: u16) -> Self {
+        match kind {
+            1 => EntryKind::Ptx,
+            2 => EntryKind::Elf,
+            8 => EntryKind::LtoIr,
+            k => EntryKind::Other(k),
+        }
+    }
+
+    /// [`FatbinEntryHeader::kind`] for this kind.
+    pub fn raw(self) -> u16 {
+        match self {
+            EntryKind::Ptx => 1,
+            EntryKind::Elf => 2,
+            EntryKind::LtoIr => 8,
+            EntryKind::Other(k) => k,
+        }
+    }
 }
 
 /// One entry of a fatbin (borrowed from the container).
@@ -194,7 +367,7 @@ impl Entry<'_> {
     }
     /// Arch-specific (`sm_90a`) entries run only on exactly that arch.
     pub fn arch_specific(&self) -> bool {
-        self.flags & 0x100000 != 0
+        self.flags & FLAG_ARCH_SPECIFIC != 0
     }
 
     /// The entry's content, decompressed; PTX loses its trailing NUL padding.
@@ -274,13 +447,13 @@ fn c_string(b: &[u8], at: usize, len: Option<usize>) -> Option<String> {
 impl<'a> Fatbin<'a> {
     /// Parses one fatbin at the start of `b`.
     pub fn parse(b: &'a [u8]) -> Result<Self> {
-        let magic = u32_at(b, 0, "fatbin header")?;
-        if magic != FATBIN_MAGIC {
-            return Err(ContainerError::BadMagic(magic));
+        let header = FatbinHeader::parse(b)?;
+        if header.magic != FATBIN_MAGIC {
+            return Err(ContainerError::BadMagic(header.magic));
         }
-        let hs = u16_at(b, 6, "fatbin header")? as usize;
-        let fs = u64_at(b, 8, "fatbin header")?;
-        if hs < 16 {
+        let hs = usize::from(header.header_size);
+        let fs = header.payload_size;
+        if hs < FatbinHeader::SIZE {
             return Err(ContainerError::Malformed { what: "fatbin header", detail: format!("header size {hs}") });
         }
         let end = (hs as u64).checked_add(fs).filter(|&e| e <= b.len() as u64).ok_or(ContainerError::Truncated {
@@ -291,50 +464,43 @@ impl<'a> Fatbin<'a> {
         })? as usize;
         let mut entries = Vec::new();
         let mut off = hs;
-        while off + 8 <= end {
+        while off + ENTRY_KIND_AND_SIZE <= end {
             let e = &b[off..end];
-            let kind_raw = u16_at(e, 0, "entry header")?;
-            let ehs = u32_at(e, 4, "entry header")? as usize;
-            let size = u64_at(e, 8, "entry header")?;
+            // Kind and header size first: the zero padding after the last entry may be shorter than a header.
+            let kind_raw = u16_at(e, offset_of!(FatbinEntryHeader, kind), "entry header")?;
+            let ehs = u32_at(e, offset_of!(FatbinEntryHeader, header_size), "entry header")? as usize;
             if kind_raw == 0 && ehs == 0 {
-                break; // zero padding
+                break;
             }
-            if ehs < 0x40 || ehs > e.len() {
+            let header = FatbinEntryHeader::parse(e).map_err(|_| ContainerError::Truncated { what: "entry header", at: off, need: FatbinEntryHeader::SIZE, have: e.len() })?;
+            if ehs < FatbinEntryHeader::SIZE || ehs > e.len() {
                 return Err(ContainerError::Malformed { what: "entry header", detail: format!("header size {ehs} at {off}") });
             }
+            let size = header.payload_size;
             let payload_end = (ehs as u64).checked_add(size).filter(|&p| p <= e.len() as u64).ok_or(ContainerError::Truncated {
                 what: "entry payload",
                 at: off,
                 need: size.min(usize::MAX as u64) as usize,
                 have: e.len(),
             })? as usize;
-            let options_off = u32_at(e, 0x14, "entry header")? as usize;
-            let minor = u16_at(e, 0x18, "entry header")?;
-            let major = u16_at(e, 0x1a, "entry header")?;
-            let arch = u32_at(e, 0x1c, "entry header")?;
-            let id_off = u32_at(e, 0x20, "entry header")? as usize;
-            let id_len = u32_at(e, 0x24, "entry header")? as usize;
-            let flags = u64_at(e, 0x28, "entry header")?;
-            let uncompressed_size = u64_at(e, 0x38, "entry header")?;
+            let options_off = header.options_offset as usize;
+            let id_off = header.identifier_offset as usize;
+            let id_len = header.identifier_len as usize;
+            let flags = header.flags;
             // The payload is padded to 8 bytes; a compressed entry states its exact stored size.
-            let compressed_size = u32_at(e, 0x10, "entry header")? as usize;
+            let compressed_size = header.compressed_size as usize;
             let payload_end = if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 && compressed_size > 0 && ehs + compressed_size <= payload_end { ehs + compressed_size } else { payload_end };
             let identifier = (id_off != 0 && id_off < ehs).then(|| c_string(&e[..ehs], id_off, Some(id_len.min(ehs - id_off)))).flatten();
             let options = (options_off != 0 && options_off < ehs).then(|| c_string(&e[..ehs], options_off, None)).flatten();
             entries.push(Entry {
-                kind: match kind_raw {
-                    1 => EntryKind::Ptx,
-                    2 => EntryKind::Elf,
-                    8 => EntryKind::LtoIr,
-                    k => EntryKind::Other(k),
-                },
-                arch,
+                kind: EntryKind::from_raw(kind_raw),
+                arch: header.arch,
                 flags,
-                version: (major, minor),
+                version: (header.version_major, header.version_minor),
                 identifier,
                 options,
                 raw: &e[ehs..payload_end],
-                uncompressed_size,
+                uncompressed_size: header.uncompressed_size,
             });
             off += ehs + size as usize;
         }
@@ -351,11 +517,11 @@ impl<'a> Fatbin<'a> {
                 }
                 b = &b[4..];
             }
-            if b.len() < 16 {
+            if b.len() < FatbinHeader::SIZE {
                 return Ok(out);
             }
             let f = Fatbin::parse(b)?;
-            let adv = f.len.div_ceil(8) * 8;
+            let adv = f.len.div_ceil(FATBIN_ALIGN) * FATBIN_ALIGN;
             b = b.get(adv..).unwrap_or(&[]);
             out.push(f);
         }
@@ -460,35 +626,35 @@ pub fn extract_command(input: &Path, out_dir: Option<&Path>) -> Result<String> {
 pub fn build_ptx_fatbin(ptx: &str, arch: u32, ptx_version: (u16, u16)) -> Vec<u8> {
     let mut payload = ptx.as_bytes().to_vec();
     payload.push(0);
-    one_entry_fatbin(1, &payload, arch, ptx_version, 0x11)
+    one_entry_fatbin(EntryKind::Ptx, &payload, arch, ptx_version, FLAG_64BIT | FLAG_HOST_LINUX)
 }
 
 /// Builds a fatbin holding one uncompressed cubin (ELF) entry for `sm_<arch>` (`arch_specific`:
-/// `sm_<arch>a`), laid out as nvcc lays out its ELF entries (version 1.8, flags 0x11).
+/// `sm_<arch>a`), laid out as nvcc lays out its ELF entries (version 1.8, 64-bit Linux host).
 pub fn build_elf_fatbin(cubin: &[u8], arch: u32, arch_specific: bool) -> Vec<u8> {
-    let flags = 0x11 | if arch_specific { 0x100000 } else { 0 };
-    one_entry_fatbin(2, cubin, arch, (1, 8), flags)
+    let flags = FLAG_64BIT | FLAG_HOST_LINUX | if arch_specific { FLAG_ARCH_SPECIFIC } else { 0 };
+    one_entry_fatbin(EntryKind::Elf, cubin, arch, (1, 8), flags)
 }
 
-fn one_entry_fatbin(kind: u16, payload: &[u8], arch: u32, version: (u16, u16), flags: u64) -> Vec<u8> {
-    let mut payload = payload.to_vec();
-    payload.resize(payload.len().div_ceil(8) * 8, 0);
-    let mut e = vec![0u8; 64];
-    e[0..2].copy_from_slice(&kind.to_le_bytes());
-    e[2..4].copy_from_slice(&0x101u16.to_le_bytes());
-    e[4..8].copy_from_slice(&64u32.to_le_bytes());
-    e[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    e[0x18..0x1a].copy_from_slice(&version.1.to_le_bytes());
-    e[0x1a..0x1c].copy_from_slice(&version.0.to_le_bytes());
-    e[0x1c..0x20].copy_from_slice(&arch.to_le_bytes());
-    e[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
-    e.extend_from_slice(&payload);
-    let mut b = Vec::with_capacity(16 + e.len());
-    b.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
-    b.extend_from_slice(&1u16.to_le_bytes());
-    b.extend_from_slice(&16u16.to_le_bytes());
-    b.extend_from_slice(&(e.len() as u64).to_le_bytes());
-    b.extend_from_slice(&e);
+fn one_entry_fatbin(kind: EntryKind, payload: &[u8], arch: u32, version: (u16, u16), flags: u64) -> Vec<u8> {
+    let padded_len = payload.len().div_ceil(FATBIN_ALIGN) * FATBIN_ALIGN;
+    let entry = FatbinEntryHeader {
+        kind: kind.raw(),
+        header_version: ENTRY_HEADER_VERSION,
+        header_size: FatbinEntryHeader::SIZE as u32,
+        payload_size: padded_len as u64,
+        version_major: version.0,
+        version_minor: version.1,
+        arch,
+        flags,
+        ..FatbinEntryHeader::default()
+    };
+    let header = FatbinHeader::new((FatbinEntryHeader::SIZE + padded_len) as u64);
+    let mut b = Vec::with_capacity(FatbinHeader::SIZE + FatbinEntryHeader::SIZE + padded_len);
+    b.extend_from_slice(&header.to_bytes());
+    b.extend_from_slice(&entry.to_bytes());
+    b.extend_from_slice(payload);
+    b.resize(FatbinHeader::SIZE + FatbinEntryHeader::SIZE + padded_len, 0);
     b
 }
 
@@ -518,33 +684,84 @@ mod tests {
         }
     }
 
-    fn entry(kind: u16, arch: u32, flags: u64, payload: &[u8], usize_: u64) -> Vec<u8> {
-        let mut h = vec![0u8; 64];
-        h[0..2].copy_from_slice(&kind.to_le_bytes());
-        h[2..4].copy_from_slice(&0x101u16.to_le_bytes());
-        h[4..8].copy_from_slice(&64u32.to_le_bytes());
+    fn entry(kind: EntryKind, arch: u32, flags: u64, payload: &[u8], uncompressed_size: u64) -> Vec<u8> {
         let padded = payload.len().div_ceil(8) * 8;
-        h[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
-        h[0x1c..0x20].copy_from_slice(&arch.to_le_bytes());
-        if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 {
-            h[0x10..0x14].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        }
-        h[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
-        h[0x38..0x40].copy_from_slice(&usize_.to_le_bytes());
-        h.extend_from_slice(payload);
-        h.resize(64 + padded, 0);
-        h
+        let compressed_size = if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 { payload.len() as u32 } else { 0 };
+        let header = FatbinEntryHeader {
+            kind: kind.raw(),
+            header_version: ENTRY_HEADER_VERSION,
+            header_size: FatbinEntryHeader::SIZE as u32,
+            payload_size: padded as u64,
+            compressed_size,
+            arch,
+            flags,
+            uncompressed_size,
+            ..FatbinEntryHeader::default()
+        };
+        let mut e = header.to_bytes().to_vec();
+        e.extend_from_slice(payload);
+        e.resize(FatbinEntryHeader::SIZE + padded, 0);
+        e
     }
 
     pub(crate) fn fatbin(entries: &[Vec<u8>]) -> Vec<u8> {
         let body: Vec<u8> = entries.concat();
-        let mut b = Vec::new();
-        b.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
-        b.extend_from_slice(&1u16.to_le_bytes());
-        b.extend_from_slice(&16u16.to_le_bytes());
-        b.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        let mut b = FatbinHeader::new(body.len() as u64).to_bytes().to_vec();
         b.extend_from_slice(&body);
         b
+    }
+
+    /// The layouts' bytes spelled out by hand (as nvcc writes them, and as this module wrote them
+    /// before the structs): a reordered field would go unnoticed by a reader and writer that agree.
+    #[test]
+    fn built_fatbin_has_nvcc_byte_layout() {
+        let fb = build_elf_fatbin(b"\x7fELF", 90, true);
+        let mut want = Vec::new();
+        want.extend_from_slice(&[0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0]); // magic, version 1, header size 16
+        want.extend_from_slice(&72u64.to_le_bytes()); // entries: one 64-byte header + 8 bytes
+        want.extend_from_slice(&[2, 0, 0x01, 0x01, 64, 0, 0, 0]); // kind ELF, header version 0x101, header size 64
+        want.extend_from_slice(&8u64.to_le_bytes()); // padded payload size
+        want.extend_from_slice(&[0; 8]); // compressed size, options offset
+        want.extend_from_slice(&[8, 0, 1, 0, 90, 0, 0, 0]); // version 1.8 (minor first), sm_90
+        want.extend_from_slice(&[0; 8]); // identifier offset and length
+        want.extend_from_slice(&0x100011u64.to_le_bytes()); // arch-specific, Linux host, 64-bit
+        want.extend_from_slice(&[0; 16]); // reserved, uncompressed size
+        want.extend_from_slice(b"\x7fELF\0\0\0\0");
+        assert_eq!(fb, want);
+        let header = FatbinHeader::parse(&fb).unwrap();
+        assert_eq!((header.header_size, header.payload_size), (16, 72));
+        let elf = Elf64Header {
+            ei_magic: *b"\x7fELF",
+            ei_class: ELFCLASS64,
+            ei_data: ELFDATA2LSB,
+            e_phoff: 64,
+            e_phentsize: 56,
+            e_phnum: 2,
+            e_shoff: 4096,
+            e_shentsize: 64,
+            e_shnum: 10,
+            ..Elf64Header::default()
+        };
+        let bytes = elf.to_bytes();
+        assert_eq!((bytes[4], bytes[5], bytes[0x20], bytes[0x28..0x2a].to_vec(), bytes[0x3a], bytes[0x3c]), (2, 1, 64, vec![0x00, 0x10], 64, 10));
+        assert_eq!(image_len(&bytes).unwrap(), ImageLen::Bytes(4096 + 640));
+    }
+
+    #[test]
+    fn short_headers_are_truncated_not_misread() {
+        let fb = build_ptx_fatbin(".version 8.0\n", 90, (8, 0));
+        assert_eq!(Fatbin::parse(&fb[..10]), Err(ContainerError::Truncated { what: "fatbin header", at: 0, need: 16, have: 10 }));
+        // A fatbin whose entries are 12 bytes: too few for an entry header.
+        let mut short = FatbinHeader::new(12).to_bytes().to_vec();
+        short.extend_from_slice(&fb[16..28]);
+        assert_eq!(Fatbin::parse(&short), Err(ContainerError::Truncated { what: "entry header", at: 16, need: 64, have: 12 }));
+        // Zero padding after the last entry is not an entry.
+        let mut padded = FatbinHeader::new(fb.len() as u64 - 16 + 8).to_bytes().to_vec();
+        padded.extend_from_slice(&fb[16..]);
+        padded.extend_from_slice(&[0; 8]);
+        assert_eq!(Fatbin::parse(&padded).unwrap().entries.len(), 1);
+        assert!(matches!(image_len(b"\x7fELF\x02\x01\x01\0"), Err(ContainerError::Truncated { what: "ELF header", need: 64, .. })));
+        assert!(matches!(image_len(b"\x7fELF\x01\x01\x01\0"), Err(ContainerError::Elf(_))));
     }
 
     #[test]
@@ -552,7 +769,11 @@ mod tests {
         let ptx75 = b".version 7.0\n.target sm_75\n";
         let ptx90 = b".version 8.0\n.target sm_90\n";
         let lz = lz4_flex::block::compress(ptx90);
-        let fb = fatbin(&[entry(1, 75, 0x11, ptx75, 0), entry(1, 90, 0x11 | FLAG_LZ4, &lz, ptx90.len() as u64), entry(2, 90, 0x11, b"\x7fELF....", 0)]);
+        let fb = fatbin(&[
+            entry(EntryKind::Ptx, 75, FLAG_64BIT | FLAG_HOST_LINUX, ptx75, 0),
+            entry(EntryKind::Ptx, 90, FLAG_64BIT | FLAG_HOST_LINUX | FLAG_LZ4, &lz, ptx90.len() as u64),
+            entry(EntryKind::Elf, 90, FLAG_64BIT | FLAG_HOST_LINUX, b"\x7fELF....", 0),
+        ]);
         assert_eq!(image_len(&fb[..LEN_PREFIX]).unwrap(), ImageLen::Bytes(fb.len()));
         let f = Fatbin::parse(&fb).unwrap();
         assert_eq!(f.entries.len(), 3);

@@ -1,7 +1,7 @@
 //! Property tests: the shadow encodings against a byte-exact model, and the parsers and rewriter on
 //! arbitrary and mutated input (never a panic; bounded fuzzing in CI).
 
-use gasan_instrument::container::{self, Fatbin};
+use gasan_instrument::container::{self, Elf64Header, EntryKind, Fatbin, FatbinEntryHeader, FatbinHeader, FatbinWrapper, FLAG_LZ4, FLAG_ZSTD};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
 use gasan_instrument::shadow::{Scale, OUT_OF_POOL_SHADOW};
 use proptest::prelude::*;
@@ -42,6 +42,40 @@ fn check_layout(scale: Scale, allocs: &[(u64, u64)], probes: &[(u64, u32)]) -> R
         prop_assert_eq!(scale.fast_test(w).is_bad(scale, s, addr), bad_model, "fast test: addr {} width {} shadow {}", addr, w, s);
     }
     Ok(())
+}
+
+fn fatbin_header() -> impl Strategy<Value = FatbinHeader> {
+    (any::<u32>(), any::<u16>(), any::<u16>(), any::<u64>()).prop_map(|(magic, version, header_size, payload_size)| FatbinHeader { magic, version, header_size, payload_size })
+}
+
+fn fatbin_entry_header() -> impl Strategy<Value = FatbinEntryHeader> {
+    let sizes = (any::<u16>(), any::<u16>(), any::<u32>(), any::<u64>(), any::<u32>(), any::<u32>());
+    let code = (any::<u16>(), any::<u16>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>());
+    (sizes, code).prop_map(
+        |(
+            (kind, header_version, header_size, payload_size, compressed_size, options_offset),
+            (version_minor, version_major, arch, identifier_offset, identifier_len, flags, reserved, uncompressed_size),
+        )| FatbinEntryHeader {
+            kind,
+            header_version,
+            header_size,
+            payload_size,
+            compressed_size,
+            options_offset,
+            version_minor,
+            version_major,
+            arch,
+            identifier_offset,
+            identifier_len,
+            flags,
+            reserved,
+            uncompressed_size,
+        },
+    )
+}
+
+fn fatbin_wrapper() -> impl Strategy<Value = FatbinWrapper> {
+    (any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(magic, version, data, filename_or_fatbins)| FatbinWrapper { magic, version, data, filename_or_fatbins })
 }
 
 proptest! {
@@ -94,6 +128,56 @@ proptest! {
         let _ = Fatbin::parse(&bytes);
         let _ = Fatbin::parse_all(&bytes);
         let _ = container::fatbins_in_file(&bytes);
+    }
+
+    /// Each binary layout's writer and reader agree for any field values, read only their own
+    /// bytes, and every byte of a layout belongs to a field.
+    #[test]
+    fn binary_layouts_round_trip(fatbin in fatbin_header(), entry in fatbin_entry_header(), wrapper in fatbin_wrapper(), elf_bytes in any::<[u8; 64]>(), tail in prop::collection::vec(any::<u8>(), 0..16)) {
+        let mut fatbin_bytes = fatbin.to_bytes().to_vec();
+        fatbin_bytes.extend_from_slice(&tail);
+        prop_assert_eq!(FatbinHeader::parse(&fatbin_bytes), Ok(fatbin));
+        let mut entry_bytes = entry.to_bytes().to_vec();
+        entry_bytes.extend_from_slice(&tail);
+        prop_assert_eq!(FatbinEntryHeader::parse(&entry_bytes), Ok(entry));
+        prop_assert_eq!(FatbinWrapper::parse(&wrapper.to_bytes()), Ok(wrapper));
+        let elf = Elf64Header::parse(&elf_bytes).unwrap();
+        prop_assert_eq!(elf.to_bytes(), elf_bytes);
+        prop_assert_eq!(Elf64Header::parse(&elf.to_bytes()), Ok(elf));
+        prop_assert_eq!(FatbinEntryHeader::parse(&entry.to_bytes()).unwrap().to_bytes(), entry.to_bytes());
+        prop_assert!(FatbinEntryHeader::parse(&entry_bytes[..FatbinEntryHeader::SIZE - 1]).is_err());
+        prop_assert!(FatbinHeader::parse(&fatbin_bytes[..FatbinHeader::SIZE - 1]).is_err());
+    }
+
+    /// A fatbin written with the layout structs reads back through `Fatbin::parse` with the same
+    /// fields: the parser and the writers share one layout.
+    #[test]
+    fn written_entries_parse_back(kind in 1u16..=u16::MAX, arch in any::<u32>(), version in any::<(u16, u16)>(), flags in any::<u64>(), uncompressed_size in any::<u64>(), payload in prop::collection::vec(any::<u8>(), 0..100)) {
+        let flags = flags & !(FLAG_LZ4 | FLAG_ZSTD);
+        let padded = payload.len().div_ceil(8) * 8;
+        let entry = FatbinEntryHeader {
+            kind,
+            header_size: FatbinEntryHeader::SIZE as u32,
+            payload_size: padded as u64,
+            version_major: version.0,
+            version_minor: version.1,
+            arch,
+            flags,
+            uncompressed_size,
+            ..FatbinEntryHeader::default()
+        };
+        let mut fb = FatbinHeader::new((FatbinEntryHeader::SIZE + padded) as u64).to_bytes().to_vec();
+        fb.extend_from_slice(&entry.to_bytes());
+        fb.extend_from_slice(&payload);
+        fb.resize(FatbinHeader::SIZE + FatbinEntryHeader::SIZE + padded, 0);
+        prop_assert_eq!(container::image_len(&fb[..fb.len().min(container::LEN_PREFIX)]), Ok(container::ImageLen::Bytes(fb.len())));
+        let f = Fatbin::parse(&fb).unwrap();
+        prop_assert_eq!(f.len, fb.len());
+        prop_assert_eq!(f.entries.len(), 1);
+        let e = &f.entries[0];
+        prop_assert_eq!((e.kind, e.arch, e.version, e.flags, e.uncompressed_size), (EntryKind::from_raw(kind), arch, version, flags, uncompressed_size));
+        prop_assert_eq!(e.kind.raw(), kind);
+        prop_assert_eq!(&e.raw[..payload.len()], &payload[..]);
     }
 
     #[test]

@@ -137,8 +137,8 @@ pub unsafe fn image_ptx_within(image: *const c_void, cc: u32, limit: Option<usiz
         }
     }
     let header_len = match container::sniff(&magic) {
-        ImageKind::FatbinWrapper => container::WRAPPER_SIZE,
-        ImageKind::Fatbin => container::FATBIN_HEADER_SIZE,
+        ImageKind::FatbinWrapper => container::FatbinWrapper::SIZE,
+        ImageKind::Fatbin => container::FatbinHeader::SIZE,
         ImageKind::Elf => return Err(Skip::SassOnly),
         _ => {
             // Text: NUL-terminated (within the limit, when one is known).
@@ -173,7 +173,7 @@ pub unsafe fn image_ptx_within(image: *const c_void, cc: u32, limit: Option<usiz
     };
     // SAFETY: `fatbin_ptr` is the fatbin a version-1 wrapper points to, or the image itself (a
     // fatbin by its magic); a valid image's fatbin starts with a 16-byte header.
-    let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, container::FATBIN_HEADER_SIZE) };
+    let hdr = unsafe { std::slice::from_raw_parts(fatbin_ptr, container::FatbinHeader::SIZE) };
     let len = match container::image_len(hdr).map_err(|e| Skip::Error(e.to_string()))? {
         ImageLen::Bytes(n) => n,
         other => return Err(Skip::Error(format!("unexpected fatbin size {other:?}"))),
@@ -467,8 +467,7 @@ mod bounded_image_tests {
     fn lying_or_short_inputs_are_refused_within_their_bytes() {
         // A fatbin magic in 2 bytes; a 16-byte fatbin header claiming 1 MiB of payload.
         assert!(within(&[0x50, 0xed]).is_err());
-        let mut hdr = vec![0x50, 0xed, 0x55, 0xba, 0x01, 0x00, 0x10, 0x00];
-        hdr.extend_from_slice(&(1u64 << 20).to_le_bytes());
+        let hdr = gasan_instrument::container::FatbinHeader::new(1 << 20).to_bytes();
         assert!(matches!(within(&hdr), Err(Skip::Error(e)) if e.contains("claims")), "{:?}", within(&hdr));
         // Text with no NUL in its bytes; then the same, terminated.
         assert!(within(b".version 8.0\n.target sm_90").is_err());

@@ -142,26 +142,25 @@ pub fn shapes(n: usize) -> Vec<(&'static str, String)> {
 /// A fatbin holding one compressed PTX entry (`flags`: the codec's flag) with `declared` as its
 /// stated uncompressed size.
 pub fn compressed_ptx_fatbin(flags: u64, compressed: &[u8], declared: u64) -> Vec<u8> {
+    use gasan_instrument::container::{EntryKind, FatbinEntryHeader, FatbinHeader, ENTRY_HEADER_VERSION, FLAG_64BIT, FLAG_HOST_LINUX};
     let padded = compressed.len().div_ceil(8) * 8;
-    let mut e = vec![0u8; 64];
-    e[0..2].copy_from_slice(&1u16.to_le_bytes());
-    e[2..4].copy_from_slice(&0x101u16.to_le_bytes());
-    e[4..8].copy_from_slice(&64u32.to_le_bytes());
-    e[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
-    e[0x10..0x14].copy_from_slice(&(compressed.len() as u32).to_le_bytes());
-    e[0x18..0x1a].copy_from_slice(&0u16.to_le_bytes());
-    e[0x1a..0x1c].copy_from_slice(&8u16.to_le_bytes());
-    e[0x1c..0x20].copy_from_slice(&90u32.to_le_bytes());
-    e[0x28..0x30].copy_from_slice(&(0x11 | flags).to_le_bytes());
-    e[0x38..0x40].copy_from_slice(&declared.to_le_bytes());
-    e.extend_from_slice(compressed);
-    e.resize(64 + padded, 0);
-    let mut b = Vec::with_capacity(16 + e.len());
-    b.extend_from_slice(&gasan_instrument::container::FATBIN_MAGIC.to_le_bytes());
-    b.extend_from_slice(&1u16.to_le_bytes());
-    b.extend_from_slice(&16u16.to_le_bytes());
-    b.extend_from_slice(&(e.len() as u64).to_le_bytes());
-    b.extend_from_slice(&e);
+    let header = FatbinEntryHeader {
+        kind: EntryKind::Ptx.raw(),
+        header_version: ENTRY_HEADER_VERSION,
+        header_size: FatbinEntryHeader::SIZE as u32,
+        payload_size: padded as u64,
+        compressed_size: compressed.len() as u32,
+        version_major: 8,
+        version_minor: 0,
+        arch: 90,
+        flags: FLAG_64BIT | FLAG_HOST_LINUX | flags,
+        uncompressed_size: declared,
+        ..FatbinEntryHeader::default()
+    };
+    let mut b = FatbinHeader::new((FatbinEntryHeader::SIZE + padded) as u64).to_bytes().to_vec();
+    b.extend_from_slice(&header.to_bytes());
+    b.extend_from_slice(compressed);
+    b.resize(FatbinHeader::SIZE + FatbinEntryHeader::SIZE + padded, 0);
     b
 }
 
