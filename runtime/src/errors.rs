@@ -5,7 +5,7 @@ use crate::allocator::HostStack;
 use crate::driver::CuResult;
 use crate::report::Report;
 use crate::state::State;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 impl State {
     /// Reports what the error ring holds. Returns the number of reports. In halt mode only the
@@ -112,6 +112,14 @@ impl State {
                 c.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
                 c.modules_sass_only.load(Ordering::Relaxed),
                 c.modules_fallback.load(Ordering::Relaxed)
+            );
+            let ms = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e3;
+            eprintln!(
+                "==gasan== module loading: {:.2} ms preparing (PTX, key, site table or instrumentation), {:.2} ms finding cubins, {:.2} ms in the driver's loaders, {:.2} ms writing control blocks",
+                ms(&c.prepare_us),
+                ms(&c.cubin_lookup_us),
+                ms(&c.driver_load_us),
+                ms(&c.control_block_us)
             );
             eprintln!(
                 "==gasan== cubins: {} from cache, {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",

@@ -14,15 +14,42 @@ use std::sync::OnceLock;
 
 /// A checked module ready for the real loader.
 pub struct Checked {
-    /// NUL-terminated checked PTX.
-    pub ptx: std::ffi::CString,
+    /// NUL-terminated checked PTX, made or read from the cache when something needs it ([`Self::ptx`]):
+    /// a module whose cubin is cached never reads it.
+    ptx: OnceLock<Result<std::ffi::CString, String>>,
+    /// The PTX it was made from, and how (instrumented again if the cached checked PTX is gone).
+    original: String,
+    opts: InstrumentOptions,
     pub sites: SiteTable,
     pub version: (u16, u16),
     pub arch: u32,
-    /// Content hash of the original PTX and the instrumentation options (the cache key).
+    /// Content hash of the original PTX, gasan's revision and the instrumentation options (the
+    /// cache key): it decides the checked PTX.
     pub key: String,
     /// ptxas `-arch` for this GPU ([`sass::target_for`]).
     pub target: String,
+}
+
+impl Checked {
+    /// The checked PTX: as instrumented in this process, else from the cache, else instrumented again.
+    pub fn ptx(&self) -> Result<&CStr, String> {
+        let p = self.ptx.get_or_init(|| {
+            let cached = cache().and_then(|c| c.get(&format!("{}.ptx", self.key))).and_then(|b| String::from_utf8(b).ok());
+            let text = match cached {
+                Some(t) => t,
+                None => instrument_ptx(&self.original, &self.opts).map_err(|e| e.to_string())?.ptx,
+            };
+            std::ffi::CString::new(text).map_err(|e| e.to_string())
+        });
+        p.as_ref().map(|c| c.as_c_str()).map_err(Clone::clone)
+    }
+
+    /// Hands the checked PTX over for good (a loader may keep pointing at it).
+    fn leak_ptx(self) {
+        if let Some(Ok(p)) = self.ptx.into_inner() {
+            std::mem::forget(p);
+        }
+    }
 }
 
 /// The code handed to a loader: checked PTX, or the cubin compiled from it.
@@ -200,8 +227,18 @@ pub fn cache() -> Option<Cache> {
     dir.map(|d| Cache::new(d, o.cache_size_mb << 20))
 }
 
-/// Instruments `ptx` (or takes it from the on-disk cache).
-pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
+/// The instrumentation of one PTX module: its cache key and options, its site table, and its
+/// checked PTX when it was wanted or made now.
+struct Instrumentation {
+    key: String,
+    opts: InstrumentOptions,
+    sites: SiteTable,
+    ptx: Option<String>,
+}
+
+/// Instruments `ptx`, or takes it from the on-disk cache: with `want_ptx` false a cache hit reads
+/// the site table only (the checked PTX stays on disk until something needs it).
+fn instrumentation(ptx: &str, want_ptx: bool) -> Result<Instrumentation, String> {
     let s = state();
     // The cheaper aligned-pool checks when the pool allows them (its control block is the only
     // one these modules will see; a GPU without the pool gets zeros, which pass either form).
@@ -222,11 +259,13 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let cache = cache();
     if let Some(c) = &cache {
-        let (p, j) = (c.get(&format!("{key}.ptx")), c.get(&format!("{key}.sites.json")));
-        if let (Some(Ok(ptx)), Some(Ok(json))) = (p.map(String::from_utf8), j.map(String::from_utf8)) {
+        let (ptx_name, sites_name) = (format!("{key}.ptx"), format!("{key}.sites.json"));
+        // A lone file of the pair is a miss (each is written whole and renamed into place).
+        let checked = if want_ptx { c.get(&ptx_name).and_then(|b| String::from_utf8(b).ok()).map(Some) } else { c.has(&ptx_name).then_some(None) };
+        if let (Some(checked), Some(Ok(json))) = (checked, c.get(&sites_name).map(String::from_utf8)) {
             if let Ok(sites) = SiteTable::from_json(&json) {
                 s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return Ok((ptx, sites, key));
+                return Ok(Instrumentation { key, opts, sites, ptx: checked });
             }
         }
     }
@@ -239,7 +278,13 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     }
     let t = r.stats.total();
     log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
-    Ok((r.ptx, r.sites, key))
+    Ok(Instrumentation { key, opts, sites: r.sites, ptx: Some(r.ptx) })
+}
+
+/// Instruments `ptx` (or takes it from the on-disk cache): (checked PTX, site table, cache key).
+pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
+    let i = instrumentation(ptx, true)?;
+    Ok((i.ptx.ok_or("the checked PTX went missing")?, i.sites, i.key))
 }
 
 /// The `ptxas` found for this process and its identity (for cubin keys), looked up once.
@@ -307,10 +352,13 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
         on_ptx_path("no ptxas found (set ptxas=PATH or CUDA_HOME)");
         return None;
     };
-    let inputs = sass::KeyInputs { checked_ptx: c.ptx.to_bytes(), target: &c.target, flags, compiler, driver: driver_identity(), gasan: env!("CARGO_PKG_VERSION") };
+    let lookup = std::time::Instant::now();
+    let inputs = sass::KeyInputs { checked: &c.key, target: &c.target, flags, compiler, driver: driver_identity(), gasan: env!("CARGO_PKG_VERSION") };
     let key = sass::cubin_key(&inputs);
     let (name, fail) = sass::entry_names(&key, &c.target);
-    if let Some(b) = cache.get(&name).filter(|b| sass::is_cubin(b)) {
+    let cached = cache.get(&name).filter(|b| sass::is_cubin(b));
+    s.counters.cubin_lookup_us.fetch_add(lookup.elapsed().as_micros() as u64, Ordering::Relaxed);
+    if let Some(b) = cached {
         s.counters.cubins_cached.fetch_add(1, Ordering::Relaxed);
         return Some((b, cache, fail));
     }
@@ -318,13 +366,20 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
         on_ptx_path(&format!("an earlier compile of it failed ({})", cache.dir.join(&fail).display()));
         return None;
     }
+    let ptx = match c.ptx() {
+        Ok(p) => p,
+        Err(e) => {
+            on_ptx_path(&format!("no checked PTX to compile ({e})"));
+            return None;
+        }
+    };
     let t = std::time::Instant::now();
-    let r = sass::compile(&sass::Compile { ptxas, target: &c.target, flags, split: 0 }, &cache, c.ptx.to_bytes(), &name);
+    let r = sass::compile(&sass::Compile { ptxas, target: &c.target, flags, split: 0 }, &cache, ptx.to_bytes(), &name);
     s.counters.cubin_compile_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
     match r {
         Ok(b) => {
             s.counters.cubins_compiled.fetch_add(1, Ordering::Relaxed);
-            log(1, || format!("compiled checked module to {} ({} KiB PTX -> {} KiB cubin) in {:.1} ms", c.target, c.ptx.to_bytes().len() >> 10, b.len() >> 10, t.elapsed().as_secs_f64() * 1e3));
+            log(1, || format!("compiled checked module to {} ({} KiB PTX -> {} KiB cubin) in {:.1} ms", c.target, ptx.to_bytes().len() >> 10, b.len() >> 10, t.elapsed().as_secs_f64() * 1e3));
             Some((b, cache, fail))
         }
         Err(e) => {
@@ -350,10 +405,15 @@ pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
     let cc = compute_capability(dev).ok_or_else(|| Skip::Error("no compute capability".into()))?;
     // SAFETY: `image` satisfies image_ptx's contract, which is this function's.
     let ptx = unsafe { image_ptx(image, cc) }?;
-    let (checked, sites, key) = check_ptx(&ptx).map_err(Skip::Error)?;
-    let version = container::ptx_version(&checked).unwrap_or((8, 0));
-    let target = sass::target_for(&checked, cc);
-    Ok(Checked { ptx: std::ffi::CString::new(checked).map_err(|e| Skip::Error(e.to_string()))?, sites, version, arch: cc, key, target })
+    let i = instrumentation(&ptx, false).map_err(Skip::Error)?;
+    // Instrumentation keeps the module's header: its version and target are the original's.
+    let version = container::ptx_version(&ptx).unwrap_or((8, 0));
+    let target = sass::target_for(&ptx, cc);
+    let checked_ptx = OnceLock::new();
+    if let Some(p) = i.ptx {
+        let _ = checked_ptx.set(std::ffi::CString::new(p).map_err(|e| e.to_string()));
+    }
+    Ok(Checked { ptx: checked_ptx, original: ptx, opts: i.opts, sites: i.sites, version, arch: cc, key: i.key, target })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -401,23 +461,26 @@ pub unsafe fn load_checked(
         }
         return r;
     }
+    let start = std::time::Instant::now();
     // SAFETY: `image` is a module image as image_ptx requires (this function's contract), which is
     // prepare's contract.
-    let checked = match unsafe { prepare(image) } {
+    let mut checked = match unsafe { prepare(image) } {
         Ok(c) => c,
         Err(skip) => {
             note_skip(&skip);
             return load(image);
         }
     };
-    let t = std::time::Instant::now();
     let s = state();
+    s.counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // Loads `code` (wrapped as the loader needs); the image stays alive for the process, since a
     // loader may keep the pointer (lazy loading).
     let try_load = |code: Code| -> i32 {
         let bytes = wrap(&checked, &code);
         let img = if bytes.is_empty() { code.as_ptr() } else { bytes.as_ptr().cast() };
+        let t = std::time::Instant::now();
         let r = load(img);
+        s.counters.driver_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         if r == 0 {
             std::mem::forget(bytes);
         }
@@ -439,17 +502,26 @@ pub unsafe fn load_checked(
         }
     }
     if !loaded {
-        let r = try_load(Code::Ptx(&checked.ptx));
+        let r = match checked.ptx() {
+            Ok(p) => try_load(Code::Ptx(p)),
+            Err(e) => {
+                note_skip(&Skip::Error(e));
+                return load(image);
+            }
+        };
         if r != 0 {
             note_skip(&Skip::Error(format!("the driver refused the checked module (CUDA error {r})")));
             return load(image);
         }
-        std::mem::forget(checked.ptx);
     }
-    s.counters.module_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
     s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
-    let id = s.register_sites(checked.sites);
+    let control = std::time::Instant::now();
+    let sites = std::mem::take(&mut checked.sites);
+    let id = s.register_sites(sites);
     s.set_control_block(handle(), id);
+    s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
+    s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    checked.leak_ptx();
     0
 }
 

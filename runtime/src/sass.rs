@@ -12,7 +12,7 @@
 //! carry their source lines ([`gasan_instrument::ptx::SiteTable`]).
 //!
 //! A cubin's key ([`cubin_key`]) covers everything that decides its bytes or whether this driver
-//! may load it: the checked PTX itself, the target (`sm_90`, `sm_90a`), the code-generation flags,
+//! may load it: the checked module's key (which decides the checked PTX), the target (`sm_90`, `sm_90a`), the code-generation flags,
 //! the compiler (path, size and modification time of the `ptxas` binary), the driver (its version
 //! and its library file) and gasan's version, so an upgrade of any of them never loads stale code.
 
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Bumped when the layout or meaning of cached cubins changes.
-pub const FORMAT: &str = "gasan-cubin-2";
+pub const FORMAT: &str = "gasan-cubin-3";
 
 /// The `ptxas` to use: the `ptxas` option, else `$CUDA_HOME/bin`, `$CUDA_PATH/bin`,
 /// `/usr/local/cuda/bin`, then `PATH`. `env` reads environment variables (tests pass their own).
@@ -75,7 +75,10 @@ pub fn target_for(ptx: &str, cc: u32) -> String {
 /// What a cubin's key covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyInputs<'a> {
-    pub checked_ptx: &'a [u8],
+    /// The checked module's cache key (a hash of the original PTX, gasan's instrumenter revision
+    /// and the instrumentation options: what decides the checked PTX), so a cached cubin is found
+    /// without reading or hashing the checked PTX itself.
+    pub checked: &'a str,
     /// `-arch` value, e.g. `sm_90`.
     pub target: &'a str,
     /// Code-generation flags from the loader's JIT options ([`jit_flags`]).
@@ -102,7 +105,7 @@ pub fn cubin_key(k: &KeyInputs) -> String {
     field(k.compiler.as_bytes());
     field(k.target.as_bytes());
     field(k.flags.join("\0").as_bytes());
-    field(k.checked_ptx);
+    field(k.checked.as_bytes());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -242,13 +245,12 @@ mod tests {
     #[test]
     fn every_key_input_changes_the_key() {
         let flags = vec!["--maxrregcount=32".to_string()];
-        let base =
-            KeyInputs { checked_ptx: b".version 9.0\n.target sm_90\n", target: "sm_90", flags: &[], compiler: "/cuda/bin/ptxas|1|2.3|4", driver: "13000|/lib/libcuda.so.580|5|6.7|8", gasan: "0.1.0" };
+        let base = KeyInputs { checked: "a3f0", target: "sm_90", flags: &[], compiler: "/cuda/bin/ptxas|1|2.3|4", driver: "13000|/lib/libcuda.so.580|5|6.7|8", gasan: "0.1.0" };
         let k = cubin_key(&base);
         assert_eq!(k.len(), 64);
         assert_eq!(k, cubin_key(&base.clone()), "the key is a function of its inputs");
         let variants = [
-            KeyInputs { checked_ptx: b".version 9.0\n.target sm_90\n ", ..base.clone() },
+            KeyInputs { checked: "a3f1", ..base.clone() },
             KeyInputs { target: "sm_90a", ..base.clone() },
             KeyInputs { flags: &flags, ..base.clone() },
             KeyInputs { compiler: "/cuda/bin/ptxas|1|2.4|4", ..base.clone() },

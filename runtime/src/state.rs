@@ -50,8 +50,15 @@ pub struct Counters {
     pub modules_fallback: AtomicU64,
     pub cache_hits: AtomicU64,
     pub link_inputs_checked: AtomicU64,
-    /// Time spent getting checked modules loaded (JIT or cache, then the real load), µs.
+    /// Time spent getting checked modules loaded, from the image to the written control block, µs;
+    /// and its phases: the image's PTX, cache key and site table (or instrumentation); the cubin's
+    /// key and cache read; the driver's loader calls; the site table's registration and the control
+    /// block. (ptxas, on a miss, is `cubin_compile_us`.)
     pub module_load_us: AtomicU64,
+    pub prepare_us: AtomicU64,
+    pub cubin_lookup_us: AtomicU64,
+    pub driver_load_us: AtomicU64,
+    pub control_block_us: AtomicU64,
     /// Checked modules loaded as cubins from the cache.
     pub cubins_cached: AtomicU64,
     /// Checked modules compiled to cubins with ptxas (and cached).
