@@ -23,7 +23,7 @@ impl State {
                 continue;
             }
             let desc = d.alloc.describe(rec.addr);
-            let report = crate::report::device_report(rec, &self.sites.lock().unwrap(), desc, d.device);
+            let report = crate::report::device_report(rec, self.sites.lock().unwrap().as_slice(), desc, d.device);
             if self.reporter.report(&report) {
                 n += 1;
             }

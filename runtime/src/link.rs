@@ -72,7 +72,7 @@ pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, siz
         }
     };
     let (renamed, ctl_symbol) = rename_for_link(&checked, st.inputs.len());
-    let module_id = s.register_sites(sites);
+    let module_id = s.register_sites(crate::report::ModuleSites::parsed(sites));
     st.inputs.push(LinkInput { module_id, ctl_symbol });
     let c = CString::new(renamed).ok()?;
     let r = (c.as_ptr() as *const c_void, c.as_bytes_with_nul().len());

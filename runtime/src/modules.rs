@@ -2,6 +2,7 @@
 //! real loader; the control block is written after load. Anything unexpected loads the original.
 
 use crate::cache::Cache;
+use crate::report::ModuleSites;
 use crate::sass;
 use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
 use gasan_instrument::container::{self, ImageKind, ImageLen};
@@ -20,7 +21,7 @@ pub struct Checked {
     /// The PTX it was made from, and how (instrumented again if the cached checked PTX is gone).
     original: String,
     opts: InstrumentOptions,
-    pub sites: SiteTable,
+    pub sites: ModuleSites,
     pub version: (u16, u16),
     pub arch: u32,
     /// Content hash of the original PTX, gasan's revision and the instrumentation options (the
@@ -232,7 +233,7 @@ pub fn cache() -> Option<Cache> {
 struct Instrumentation {
     key: String,
     opts: InstrumentOptions,
-    sites: SiteTable,
+    sites: ModuleSites,
     ptx: Option<String>,
 }
 
@@ -263,9 +264,11 @@ fn instrumentation(ptx: &str, want_ptx: bool) -> Result<Instrumentation, String>
         // A lone file of the pair is a miss (each is written whole and renamed into place).
         let checked = if want_ptx { c.get(&ptx_name).and_then(|b| String::from_utf8(b).ok()).map(Some) } else { c.has(&ptx_name).then_some(None) };
         if let (Some(checked), Some(Ok(json))) = (checked, c.get(&sites_name).map(String::from_utf8)) {
-            if let Ok(sites) = SiteTable::from_json(&json) {
+            // Parsed when a report needs it; the shape of a whole table is checked here (a file
+            // cut short or not gasan's is a miss).
+            if json.starts_with("{\"sites\":") && json.trim_end().ends_with('}') {
                 s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Instrumentation { key, opts, sites, ptx: checked });
+                return Ok(Instrumentation { key, opts, sites: ModuleSites::json(json), ptx: checked });
             }
         }
     }
@@ -278,13 +281,13 @@ fn instrumentation(ptx: &str, want_ptx: bool) -> Result<Instrumentation, String>
     }
     let t = r.stats.total();
     log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
-    Ok(Instrumentation { key, opts, sites: r.sites, ptx: Some(r.ptx) })
+    Ok(Instrumentation { key, opts, sites: ModuleSites::parsed(r.sites), ptx: Some(r.ptx) })
 }
 
 /// Instruments `ptx` (or takes it from the on-disk cache): (checked PTX, site table, cache key).
 pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
     let i = instrumentation(ptx, true)?;
-    Ok((i.ptx.ok_or("the checked PTX went missing")?, i.sites, i.key))
+    Ok((i.ptx.ok_or("the checked PTX went missing")?, i.sites.into_table(), i.key))
 }
 
 /// The `ptxas` found for this process and its identity (for cubin keys), looked up once.
@@ -516,7 +519,7 @@ pub unsafe fn load_checked(
     }
     s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
     let control = std::time::Instant::now();
-    let sites = std::mem::take(&mut checked.sites);
+    let sites = std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()));
     let id = s.register_sites(sites);
     s.set_control_block(handle(), id);
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);

@@ -5,9 +5,9 @@ use crate::allocator::Allocator;
 use crate::driver::CUDA_SUCCESS;
 use crate::options::Options;
 use crate::real_call;
+use crate::report::ModuleSites;
 use crate::report::Reporter;
 use crate::ring::Ring;
-use gasan_instrument::ptx::SiteTable;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, OnceLock};
 
@@ -77,7 +77,7 @@ pub struct State {
     pub(crate) device: OnceLock<Option<DeviceRuntime>>,
     device_init: Mutex<()>,
     /// Site tables by module id - 1.
-    pub sites: Mutex<Vec<SiteTable>>,
+    pub sites: Mutex<Vec<ModuleSites>>,
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
     /// pool's GPU).
     pub(crate) pending: Mutex<Vec<Pending>>,
@@ -222,7 +222,7 @@ impl State {
     }
 
     /// Registers a checked module's sites; returns its module id.
-    pub fn register_sites(&self, sites: SiteTable) -> u64 {
+    pub fn register_sites(&self, sites: ModuleSites) -> u64 {
         let mut v = self.sites.lock().unwrap();
         v.push(sites);
         v.len() as u64
