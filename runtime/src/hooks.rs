@@ -43,12 +43,11 @@ macro_rules! hooks {
                 static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
                 #[allow(unused)]
                 let $real = |$($arg: $t),*| -> CuResult {
-                    let p = REAL.get();
-                    if p == 0 {
+                    type F = unsafe extern "C" fn($($t),*) -> CuResult;
+                    // SAFETY: the hook's signature is the driver function's of the same name.
+                    let Some(f) = (unsafe { REAL.typed::<F>() }) else {
                         return crate::driver::CUDA_ERROR_UNKNOWN;
-                    }
-                    // SAFETY: the real driver function of the same name and signature.
-                    let f: unsafe extern "C" fn($($t),*) -> CuResult = unsafe { std::mem::transmute(p) };
+                    };
                     // SAFETY: `f` is the driver's function of this hook's exact name. Each hook
                     // calls `real` with its own arguments, which the program passed under that
                     // function's contract (the hook's `# Safety`), except where a hook substitutes
@@ -561,25 +560,26 @@ hooks! {
     cuLinkAddFile_v2(st: Handle, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // The data entry point a checked input goes through (a libcuda without it: unchecked, and
         // nothing recorded for the link).
-        let add_data = crate::driver::real("cuLinkAddData_v2");
-        let checkable = add_data != 0 && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
+        static LINK_ADD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuLinkAddData_v2");
+        type AddData = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
+        // SAFETY: `AddData` is cuLinkAddData_v2's signature.
+        let add_data = unsafe { LINK_ADD_DATA.typed::<AddData>() };
+        let checkable = add_data.is_some() && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
         // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
         let bytes = if checkable { unsafe { read_file(path) } } else { None };
         // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
         let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st, ty, b.as_ptr().cast(), b.len()) });
-        match checked {
-            Some((p, len)) => {
-                type F = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
-                // SAFETY: the real cuLinkAddData_v2 (non-null: `checkable`), with the checked PTX in
-                // place of the file.
-                let f: F = unsafe { std::mem::transmute(add_data) };
+        match (checked, add_data) {
+            // The real cuLinkAddData_v2 (present: `checkable`), with the checked PTX in place of
+            // the file.
+            (Some((p, len)), Some(f)) => {
                 // SAFETY: `st` and the `n` options in `o` / `v` are the program's, valid under
                 // cuLinkAddFile's contract, which cuLinkAddData shares; `p` is `len` bytes of
                 // NUL-terminated checked PTX kept in the link's state until cuLinkDestroy; `path`
                 // (a C string) serves as the input's name.
                 unsafe { f(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, path, n, o, v) }
             }
-            None => real(st, ty, path, n, o, v),
+            _ => real(st, ty, path, n, o, v),
         }
     }
     cuLinkComplete(st: Handle, out: *mut *mut c_void, size: *mut usize) {
@@ -609,13 +609,13 @@ hooks! {
     }
     cuModuleLoad(module: *mut Handle, fname: *const c_char) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let p = crate::driver::real("cuModuleLoadData");
+        static MODULE_LOAD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuModuleLoadData");
+        // SAFETY: the type is cuModuleLoadData's signature.
+        let load_data = unsafe { MODULE_LOAD_DATA.typed::<unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult>() };
         // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
-        match unsafe { read_file(fname) } {
-            Some(bytes) if p != 0 => {
+        match (unsafe { read_file(fname) }, load_data) {
+            (Some(bytes), Some(f)) => {
                 let load = |img: *const c_void| -> CuResult {
-                    // SAFETY: the real cuModuleLoadData.
-                    let f: unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult = unsafe { std::mem::transmute(p) };
                     // SAFETY: `module` is the program's out-pointer (cuModuleLoad's contract);
                     // `img` is the file's bytes or the checked code load_checked built, either
                     // alive for the call and kept after a successful load.
@@ -640,15 +640,15 @@ hooks! {
     }
     cuLibraryLoadFromFile(lib: *mut Handle, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let p = crate::driver::real("cuLibraryLoadData");
+        static LIBRARY_LOAD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuLibraryLoadData");
+        type LoadData = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
+        // SAFETY: `LoadData` is cuLibraryLoadData's signature.
+        let load_data = unsafe { LIBRARY_LOAD_DATA.typed::<LoadData>() };
         // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
         // asks for.
-        match unsafe { read_file(fname) } {
-            Some(bytes) if p != 0 => {
+        match (unsafe { read_file(fname) }, load_data) {
+            (Some(bytes), Some(f)) => {
                 let load = |img: *const c_void| -> CuResult {
-                    type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
-                    // SAFETY: the real cuLibraryLoadData.
-                    let f: F = unsafe { std::mem::transmute(p) };
                     // SAFETY: `lib` and the option arrays are the program's, valid under
                     // cuLibraryLoadFromFile's contract, which cuLibraryLoadData shares; `img` is the
                     // file's bytes or the checked code load_checked built, alive for the call.
