@@ -1,16 +1,18 @@
 //! The real CUDA driver: `dlopen("libcuda.so.1")` and the real `dlsym`, never our own exports.
 
+use cudarc::driver::sys::CUresult;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+/// A `CUresult` as the C ABI passes it (hooks return it; the program may return any value).
 pub type CuResult = i32;
-pub const CUDA_SUCCESS: CuResult = 0;
-pub const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
-pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
-pub const CUDA_ERROR_ILLEGAL_ADDRESS: CuResult = 700;
-pub const CUDA_ERROR_LAUNCH_FAILED: CuResult = 719;
-pub const CUDA_ERROR_UNKNOWN: CuResult = 999;
+pub const CUDA_SUCCESS: CuResult = CUresult::CUDA_SUCCESS as CuResult;
+pub const CUDA_ERROR_INVALID_VALUE: CuResult = CUresult::CUDA_ERROR_INVALID_VALUE as CuResult;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = CUresult::CUDA_ERROR_OUT_OF_MEMORY as CuResult;
+pub const CUDA_ERROR_ILLEGAL_ADDRESS: CuResult = CUresult::CUDA_ERROR_ILLEGAL_ADDRESS as CuResult;
+pub const CUDA_ERROR_LAUNCH_FAILED: CuResult = CUresult::CUDA_ERROR_LAUNCH_FAILED as CuResult;
+pub const CUDA_ERROR_UNKNOWN: CuResult = CUresult::CUDA_ERROR_UNKNOWN as CuResult;
 
 /// glibc's dlsym, found with dlvsym so that our exported `dlsym` is skipped.
 pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);

@@ -16,9 +16,20 @@ use std::ffi::{c_char, c_void};
 type Dptr = u64;
 type Handle = usize;
 
-/// Sticky errors after which the context is dead: a `trap` (719) or an MMU fault (700), etc.
+/// Sticky errors after which the context is dead: a `trap` (launch failed) or an MMU fault
+/// (illegal address), etc.
 fn is_sticky(r: CuResult) -> bool {
-    matches!(r, 700 | 714 | 715 | 716 | 717 | 718 | 719)
+    use cudarc::driver::sys::CUresult as E;
+    const STICKY: [CuResult; 7] = [
+        E::CUDA_ERROR_ILLEGAL_ADDRESS as CuResult,
+        E::CUDA_ERROR_HARDWARE_STACK_ERROR as CuResult,
+        E::CUDA_ERROR_ILLEGAL_INSTRUCTION as CuResult,
+        E::CUDA_ERROR_MISALIGNED_ADDRESS as CuResult,
+        E::CUDA_ERROR_INVALID_ADDRESS_SPACE as CuResult,
+        E::CUDA_ERROR_INVALID_PC as CuResult,
+        E::CUDA_ERROR_LAUNCH_FAILED as CuResult,
+    ];
+    STICKY.contains(&r)
 }
 
 fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
