@@ -1,6 +1,9 @@
 //! How calls reach us: an exported `dlsym` that answers only for libcuda handles, `cuGetProcAddress`
 //! (all ABI variants: the real one picks the variant, we swap in our wrapper for exactly that
-//! variant), the module-loading slots of `cuGetExportTable`, and exported `cu*` symbols.
+//! variant), and exported `cu*` symbols. Wrapping the module-loading slots of cudart's
+//! `cuGetExportTable` table is opt-in (`patch_export_table`, off by default) for older runtimes:
+//! CUDA 13's static cudart refuses a replaced table, and its modules are caught at
+//! `cuLibraryLoadData` instead.
 
 use crate::driver::{self, CuResult, CUDA_SUCCESS};
 use crate::hooks;
@@ -92,7 +95,7 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
     if pfn.is_null() || unsafe { (*pfn).is_null() } {
         return;
     }
-    // SAFETY: as above.
+    // SAFETY: `pfn` is non-null (checked just above) and readable by this function's contract.
     let real = unsafe { *pfn } as usize;
     let wrapped = wrapper_by_real().get(&real).copied();
     if let Some(w) = wrapped {
