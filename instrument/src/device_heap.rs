@@ -277,7 +277,7 @@ mod tests {
         let raw: [u8; BLOCK_HEADER_SIZE] = unsafe { std::mem::transmute(h) };
         assert_eq!(BlockHeader::from_bytes(&raw), h);
         let hh = HeapHeader { next: 1, arena_base: 2, arena_size: 3, table: 4, table_capacity: 5, reserved: [0; 3] };
-        // SAFETY: as above, for HeapHeader.
+        // SAFETY: HeapHeader is repr(C) plain integers with no padding (its size is checked above).
         let raw: [u8; HEAP_HEADER_SIZE] = unsafe { std::mem::transmute(hh) };
         assert_eq!(hh.to_bytes(), raw);
     }

@@ -132,9 +132,9 @@ fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::Hos
     let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, granule);
     let bytes = layout.table_capacity as usize * gasan_instrument::device_heap::BLOCK_ENTRY_SIZE;
     let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
-    // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP; never freed (the device may write it
-    // until the process ends).
-    if real_call!("cuMemHostAlloc"(*mut *mut std::ffi::c_void, usize, u32)(&mut host, bytes, 0x1 | 0x2)) != CUDA_SUCCESS || host.is_null() {
+    // Never freed (the device may write it until the process ends).
+    let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
+    if real_call!("cuMemHostAlloc"(*mut *mut std::ffi::c_void, usize, u32)(&mut host, bytes, flags)) != CUDA_SUCCESS || host.is_null() {
         return None;
     }
     // SAFETY: `bytes` bytes of host memory just allocated.

@@ -1,17 +1,18 @@
 //! The real CUDA driver: `dlopen("libcuda.so.1")` and the real `dlsym`, never our own exports.
 
-use std::collections::HashMap;
+use cudarc::driver::sys::CUresult;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+/// A `CUresult` as the C ABI passes it (hooks return it; the program may return any value).
 pub type CuResult = i32;
-pub const CUDA_SUCCESS: CuResult = 0;
-pub const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
-pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
-pub const CUDA_ERROR_ILLEGAL_ADDRESS: CuResult = 700;
-pub const CUDA_ERROR_LAUNCH_FAILED: CuResult = 719;
-pub const CUDA_ERROR_UNKNOWN: CuResult = 999;
+pub const CUDA_SUCCESS: CuResult = CUresult::CUDA_SUCCESS as CuResult;
+pub const CUDA_ERROR_INVALID_VALUE: CuResult = CUresult::CUDA_ERROR_INVALID_VALUE as CuResult;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = CUresult::CUDA_ERROR_OUT_OF_MEMORY as CuResult;
+pub const CUDA_ERROR_ILLEGAL_ADDRESS: CuResult = CUresult::CUDA_ERROR_ILLEGAL_ADDRESS as CuResult;
+pub const CUDA_ERROR_LAUNCH_FAILED: CuResult = CUresult::CUDA_ERROR_LAUNCH_FAILED as CuResult;
+pub const CUDA_ERROR_UNKNOWN: CuResult = CUresult::CUDA_ERROR_UNKNOWN as CuResult;
 
 /// glibc's dlsym, found with dlvsym so that our exported `dlsym` is skipped.
 pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
@@ -60,9 +61,9 @@ pub fn real_symbol(name: &str) -> Option<usize> {
     (!p.is_null()).then_some(p as usize)
 }
 
-/// One real entry point, resolved at its first call and kept: each hook and each
-/// [`real_call!`] site holds one in a `static`, so calling the driver costs no lookup (the
-/// name-keyed [`real`] takes a lock per call).
+/// One real entry point, resolved at its first call and kept: each hook, each [`real_call!`]
+/// site and each other place gasan calls the driver holds one in a `static`, so calling the driver
+/// costs no lookup. This is the one way gasan reaches the real driver's exports.
 pub struct RealFn {
     name: &'static str,
     addr: OnceLock<usize>,
@@ -75,20 +76,22 @@ impl RealFn {
 
     /// The entry point's address, 0 when libcuda lacks it.
     pub fn get(&self) -> usize {
-        *self.addr.get_or_init(|| real(self.name))
+        *self.addr.get_or_init(|| real_symbol(self.name).unwrap_or(0))
     }
-}
 
-/// Real entry points by exact name, resolved once.
-pub fn real(name: &'static str) -> usize {
-    static CACHE: OnceLock<std::sync::Mutex<HashMap<&'static str, usize>>> = OnceLock::new();
-    let m = CACHE.get_or_init(Default::default);
-    if let Some(&p) = m.lock().unwrap().get(name) {
-        return p;
+    /// The entry point as a function pointer of type `F`, `None` when libcuda lacks it.
+    ///
+    /// # Safety
+    /// `F` is an `unsafe extern "C" fn` type with the C signature of the driver function this
+    /// names (its CUDA 13.0 prototype).
+    pub unsafe fn typed<F: Copy>(&self) -> Option<F> {
+        const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>(), "RealFn::typed: F must be a function pointer") };
+        let p = self.get();
+        // SAFETY: `p` is the non-null address of the driver export `self.name`, and `F` is a
+        // function pointer type (same size, checked above) with that export's signature (this
+        // function's contract).
+        (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
     }
-    let p = real_symbol(name).unwrap_or(0);
-    m.lock().unwrap().insert(name, p);
-    p
 }
 
 /// Calls the real driver function `$name` with signature `fn($($t),*) -> CuResult`.
@@ -96,17 +99,18 @@ pub fn real(name: &'static str) -> usize {
 macro_rules! real_call {
     ($name:literal ($($t:ty),*) ($($a:expr),*)) => {{
         static REAL: $crate::driver::RealFn = $crate::driver::RealFn::new($name);
-        let p = REAL.get();
-        if p == 0 {
-            $crate::driver::CUDA_ERROR_UNKNOWN
-        } else {
-            // SAFETY: the real driver function with its CUDA 13.0 signature.
-            let f: unsafe extern "C" fn($($t),*) -> $crate::driver::CuResult = unsafe { std::mem::transmute(p) };
-            // SAFETY: the caller passes the arguments the driver function's contract asks for
-            // (every call site is a driver call gasan makes on its own behalf).
-            #[allow(clippy::macro_metavars_in_unsafe)]
-            let r = unsafe { f($($a),*) };
-            r
+        type F = unsafe extern "C" fn($($t),*) -> $crate::driver::CuResult;
+        // SAFETY: `F` is the driver function's CUDA 13.0 signature, as the call site spells it.
+        let f = unsafe { REAL.typed::<F>() };
+        match f {
+            None => $crate::driver::CUDA_ERROR_UNKNOWN,
+            Some(f) => {
+                // SAFETY: the caller passes the arguments the driver function's contract asks for
+                // (every call site is a driver call gasan makes on its own behalf).
+                #[allow(clippy::macro_metavars_in_unsafe)]
+                let r = unsafe { f($($a),*) };
+                r
+            }
         }
     }};
 }

@@ -10,15 +10,26 @@ use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
 use crate::state::{state, LoadedHandle};
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUfunction, CUlibrary, CUlinkState, CUmemoryPool, CUmodule, CUstream};
 use gasan_uvm::{Memory, Stream};
 use std::ffi::{c_char, c_void};
 
-type Dptr = u64;
-type Handle = usize;
+type Dptr = CUdeviceptr;
 
-/// Sticky errors after which the context is dead: a `trap` (719) or an MMU fault (700), etc.
+/// Sticky errors after which the context is dead: a `trap` (launch failed) or an MMU fault
+/// (illegal address), etc.
 fn is_sticky(r: CuResult) -> bool {
-    matches!(r, 700 | 714 | 715 | 716 | 717 | 718 | 719)
+    use cudarc::driver::sys::CUresult as E;
+    const STICKY: [CuResult; 7] = [
+        E::CUDA_ERROR_ILLEGAL_ADDRESS as CuResult,
+        E::CUDA_ERROR_HARDWARE_STACK_ERROR as CuResult,
+        E::CUDA_ERROR_ILLEGAL_INSTRUCTION as CuResult,
+        E::CUDA_ERROR_MISALIGNED_ADDRESS as CuResult,
+        E::CUDA_ERROR_INVALID_ADDRESS_SPACE as CuResult,
+        E::CUDA_ERROR_INVALID_PC as CuResult,
+        E::CUDA_ERROR_LAUNCH_FAILED as CuResult,
+    ];
+    STICKY.contains(&r)
 }
 
 fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
@@ -43,12 +54,11 @@ macro_rules! hooks {
                 static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
                 #[allow(unused)]
                 let $real = |$($arg: $t),*| -> CuResult {
-                    let p = REAL.get();
-                    if p == 0 {
+                    type F = unsafe extern "C" fn($($t),*) -> CuResult;
+                    // SAFETY: the hook's signature is the driver function's of the same name.
+                    let Some(f) = (unsafe { REAL.typed::<F>() }) else {
                         return crate::driver::CUDA_ERROR_UNKNOWN;
-                    }
-                    // SAFETY: the real driver function of the same name and signature.
-                    let f: unsafe extern "C" fn($($t),*) -> CuResult = unsafe { std::mem::transmute(p) };
+                    };
                     // SAFETY: `f` is the driver's function of this hook's exact name. Each hook
                     // calls `real` with its own arguments, which the program passed under that
                     // function's contract (the hook's `# Safety`), except where a hook substitutes
@@ -68,8 +78,8 @@ macro_rules! hooks {
     };
 }
 
-fn stream_of(s: Handle) -> Option<Stream> {
-    Some(Stream(s))
+fn stream_of(s: CUstream) -> Option<Stream> {
+    Some(Stream(s as usize))
 }
 
 fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
@@ -337,10 +347,10 @@ hooks! {
     real;
     // ---- allocation ----
     cuMemAlloc_v2(dptr: *mut Dptr, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
-    cuMemAllocAsync(dptr: *mut Dptr, size: usize, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
-    cuMemAllocAsync_ptsz(dptr: *mut Dptr, size: usize, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
-    cuMemAllocFromPoolAsync(dptr: *mut Dptr, size: usize, pool: Handle, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
-    cuMemAllocFromPoolAsync_ptsz(dptr: *mut Dptr, size: usize, pool: Handle, stream: Handle) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocAsync(dptr: *mut Dptr, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocAsync_ptsz(dptr: *mut Dptr, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocFromPoolAsync(dptr: *mut Dptr, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocFromPoolAsync_ptsz(dptr: *mut Dptr, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
     cuMemAllocPitch_v2(dptr: *mut Dptr, pitch: *mut usize, width: usize, height: usize, elem: u32) {
         if pitch.is_null() || width == 0 || height == 0 {
             return real(dptr, pitch, width, height, elem);
@@ -364,11 +374,11 @@ hooks! {
         }
         r
     }
-    cuMemcpyBatchAsync_v2(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: Handle) {
+    cuMemcpyBatchAsync_v2(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: CUstream) {
         if !check_batch("cuMemcpyBatchAsync", dsts, srcs, sizes, count) { return INVALID; }
         real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
     }
-    cuMemcpyBatchAsync_v2_ptsz(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: Handle) {
+    cuMemcpyBatchAsync_v2_ptsz(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: CUstream) {
         if !check_batch("cuMemcpyBatchAsync", dsts, srcs, sizes, count) { return INVALID; }
         real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
     }
@@ -376,14 +386,14 @@ hooks! {
     cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
     // Hints about managed memory: the pool's managed blocks need none (`location`: a
     // CUmemLocation, two ints, passed by value in one register).
-    cuMemPrefetchAsync(ptr: Dptr, len: usize, device: i32, stream: Handle) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
-    cuMemPrefetchAsync_ptsz(ptr: Dptr, len: usize, device: i32, stream: Handle) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
-    cuMemPrefetchAsync_v2(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
-    cuMemPrefetchAsync_v2_ptsz(ptr: Dptr, len: usize, location: u64, flags: u32, stream: Handle) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
+    cuMemPrefetchAsync(ptr: Dptr, len: usize, device: i32, stream: CUstream) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_ptsz(ptr: Dptr, len: usize, device: i32, stream: CUstream) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_v2(ptr: Dptr, len: usize, location: u64, flags: u32, stream: CUstream) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
+    cuMemPrefetchAsync_v2_ptsz(ptr: Dptr, len: usize, location: u64, flags: u32, stream: CUstream) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
     cuMemAdvise(ptr: Dptr, len: usize, advice: u32, device: i32) { managed_hint(ptr, len, || real(ptr, len, advice, device)) }
     cuMemAdvise_v2(ptr: Dptr, len: usize, advice: u32, location: u64) { managed_hint(ptr, len, || real(ptr, len, advice, location)) }
-    cuStreamAttachMemAsync(stream: Handle, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
-    cuStreamAttachMemAsync_ptsz(stream: Handle, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
+    cuStreamAttachMemAsync(stream: CUstream, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
+    cuStreamAttachMemAsync_ptsz(stream: CUstream, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
     cuPointerGetAttribute(data: *mut c_void, attr: u32, ptr: Dptr) {
         let r = real(data, attr, ptr);
         // SAFETY: the caller's out-pointer for `attr`.
@@ -447,8 +457,8 @@ hooks! {
     }
     cuMemHostUnregister(p: *mut c_void) { state().foreign.remove(p as u64); real(p) }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
-    cuMemFreeAsync(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
-    cuMemFreeAsync_ptsz(ptr: Dptr, stream: Handle) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
+    cuMemFreeAsync(ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
+    cuMemFreeAsync_ptsz(ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
     cuMemGetAddressRange_v2(base: *mut Dptr, size: *mut usize, ptr: Dptr) {
         if let Some((b, n)) = state().device().and_then(|d| d.alloc.allocation_containing(ptr)) {
             // SAFETY: caller's out-pointers (either may be null).
@@ -470,48 +480,48 @@ hooks! {
     cuMemcpyDtoD_v2_ptds(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoD", src, n, false) || !check_range("cuMemcpyDtoD", dst, n, true) { return INVALID; } real(dst, src, n) }
     cuMemcpy(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
     cuMemcpy_ptds(dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
-    cuMemcpyAsync(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyAsync_ptsz(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyHtoDAsync_v2(dst: Dptr, src: *const c_void, n: usize, stream: Handle) { if !check_range("cuMemcpyHtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyHtoDAsync_v2_ptsz(dst: Dptr, src: *const c_void, n: usize, stream: Handle) { if !check_range("cuMemcpyHtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoHAsync", src, n, false) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoHAsync", src, n, false) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyDtoDAsync_v2(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoDAsync", src, n, false) || !check_range("cuMemcpyDtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
-    cuMemcpyDtoDAsync_v2_ptsz(dst: Dptr, src: Dptr, n: usize, stream: Handle) { if !check_range("cuMemcpyDtoDAsync", src, n, false) || !check_range("cuMemcpyDtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyAsync(dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyAsync_ptsz(dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyHtoDAsync_v2(dst: Dptr, src: *const c_void, n: usize, stream: CUstream) { if !check_range("cuMemcpyHtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyHtoDAsync_v2_ptsz(dst: Dptr, src: *const c_void, n: usize, stream: CUstream) { if !check_range("cuMemcpyHtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyDtoHAsync", src, n, false) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyDtoHAsync", src, n, false) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoDAsync_v2(dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyDtoDAsync", src, n, false) || !check_range("cuMemcpyDtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
+    cuMemcpyDtoDAsync_v2_ptsz(dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyDtoDAsync", src, n, false) || !check_range("cuMemcpyDtoDAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
     cuMemsetD8_v2(dst: Dptr, v: u8, n: usize) { if !check_range("cuMemsetD8", dst, n, true) { return INVALID; } real(dst, v, n) }
     cuMemsetD8_v2_ptds(dst: Dptr, v: u8, n: usize) { if !check_range("cuMemsetD8", dst, n, true) { return INVALID; } real(dst, v, n) }
     cuMemsetD16_v2(dst: Dptr, v: u16, n: usize) { if !check_range("cuMemsetD16", dst, n * 2, true) { return INVALID; } real(dst, v, n) }
     cuMemsetD16_v2_ptds(dst: Dptr, v: u16, n: usize) { if !check_range("cuMemsetD16", dst, n * 2, true) { return INVALID; } real(dst, v, n) }
     cuMemsetD32_v2(dst: Dptr, v: u32, n: usize) { if !check_range("cuMemsetD32", dst, n * 4, true) { return INVALID; } real(dst, v, n) }
     cuMemsetD32_v2_ptds(dst: Dptr, v: u32, n: usize) { if !check_range("cuMemsetD32", dst, n * 4, true) { return INVALID; } real(dst, v, n) }
-    cuMemsetD8Async(dst: Dptr, v: u8, n: usize, stream: Handle) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemsetD8Async_ptsz(dst: Dptr, v: u8, n: usize, stream: Handle) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemsetD16Async(dst: Dptr, v: u16, n: usize, stream: Handle) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemsetD16Async_ptsz(dst: Dptr, v: u16, n: usize, stream: Handle) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemsetD32Async(dst: Dptr, v: u32, n: usize, stream: Handle) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemsetD32Async_ptsz(dst: Dptr, v: u32, n: usize, stream: Handle) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD8Async(dst: Dptr, v: u8, n: usize, stream: CUstream) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD8Async_ptsz(dst: Dptr, v: u8, n: usize, stream: CUstream) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD16Async(dst: Dptr, v: u16, n: usize, stream: CUstream) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD16Async_ptsz(dst: Dptr, v: u16, n: usize, stream: CUstream) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD32Async(dst: Dptr, v: u32, n: usize, stream: CUstream) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
+    cuMemsetD32Async_ptsz(dst: Dptr, v: u32, n: usize, stream: CUstream) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemcpy2D_v2(p: *const Memcpy2D) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
     cuMemcpy2D_v2_ptds(p: *const Memcpy2D) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
     cuMemcpy2DUnaligned_v2(p: *const Memcpy2D) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
     cuMemcpy2DUnaligned_v2_ptds(p: *const Memcpy2D) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy2DAsync_v2(p: *const Memcpy2D, stream: Handle) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
-    cuMemcpy2DAsync_v2_ptsz(p: *const Memcpy2D, stream: Handle) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy2DAsync_v2(p: *const Memcpy2D, stream: CUstream) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy2DAsync_v2_ptsz(p: *const Memcpy2D, stream: CUstream) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
     cuMemcpy3D_v2(p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
     cuMemcpy3D_v2_ptds(p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy3DAsync_v2(p: *const Memcpy3D, stream: Handle) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
-    cuMemcpy3DAsync_v2_ptsz(p: *const Memcpy3D, stream: Handle) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy3DAsync_v2(p: *const Memcpy3D, stream: CUstream) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy3DAsync_v2_ptsz(p: *const Memcpy3D, stream: CUstream) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
     cuMemsetD2D8_v2(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D8_v2_ptds(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h) }
-    cuMemsetD2D8Async(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
-    cuMemsetD2D8Async_ptsz(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D8Async(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D8Async_ptsz(dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
     cuMemsetD2D16_v2(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D16_v2_ptds(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }
-    cuMemsetD2D16Async(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
-    cuMemsetD2D16Async_ptsz(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D16Async(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D16Async_ptsz(dst: Dptr, pitch: usize, v: u16, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D16Async", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
     cuMemsetD2D32_v2(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize) { if !check_set2d("cuMemsetD2D32", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D32_v2_ptds(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize) { if !check_set2d("cuMemsetD2D32", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h) }
-    cuMemsetD2D32Async(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
-    cuMemsetD2D32Async_ptsz(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: Handle) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D32Async(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
+    cuMemsetD2D32Async_ptsz(dst: Dptr, pitch: usize, v: u32, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D32Async", dst, pitch, w * 4, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
 
     // ---- synchronization: the error ring is drained here ----
     // The checked device heap is sized by this limit (device_heap.rs).
@@ -524,98 +534,99 @@ hooks! {
     }
     cuCtxSynchronize() { after_sync(real()) }
     // CUDA 13's cuCtxSynchronize (what cuGetProcAddress returns for version 13000) takes the context.
-    cuCtxSynchronize_v2(ctx: Handle) { after_sync(real(ctx)) }
-    cuStreamQuery(stream: Handle) { after_sync(real(stream)) }
-    cuStreamQuery_ptsz(stream: Handle) { after_sync(real(stream)) }
-    cuEventQuery(event: Handle) { after_sync(real(event)) }
-    cuStreamSynchronize(stream: Handle) { after_sync(real(stream)) }
-    cuStreamSynchronize_ptsz(stream: Handle) { after_sync(real(stream)) }
-    cuEventSynchronize(event: Handle) { after_sync(real(event)) }
+    cuCtxSynchronize_v2(ctx: CUcontext) { after_sync(real(ctx)) }
+    cuStreamQuery(stream: CUstream) { after_sync(real(stream)) }
+    cuStreamQuery_ptsz(stream: CUstream) { after_sync(real(stream)) }
+    cuEventQuery(event: CUevent) { after_sync(real(event)) }
+    cuStreamSynchronize(stream: CUstream) { after_sync(real(stream)) }
+    cuStreamSynchronize_ptsz(stream: CUstream) { after_sync(real(stream)) }
+    cuEventSynchronize(event: CUevent) { after_sync(real(event)) }
 
     // ---- launches: control blocks of modules loaded before the pool existed ----
-    cuLaunchKernel(f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+    cuLaunchKernel(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void) {
         before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
     }
-    cuLaunchKernel_ptsz(f: Handle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+    cuLaunchKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void) {
         before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
     }
-    cuLaunchKernelEx(config: *const c_void, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
-    cuLaunchKernelEx_ptsz(config: *const c_void, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+    cuLaunchKernelEx(config: *const c_void, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+    cuLaunchKernelEx_ptsz(config: *const c_void, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
 
     // ---- module loading ----
-    cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut Handle) {
+    cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut CUlinkState) {
         let r = real(n, o, v, st);
         // SAFETY: cuLinkCreate succeeded, so the driver wrote the new link to `*st`, the
         // caller's (non-null) out-pointer.
-        if r == CUDA_SUCCESS && !st.is_null() { crate::link::on_create(unsafe { *st }); }
+        if r == CUDA_SUCCESS && !st.is_null() { crate::link::on_create(unsafe { *st } as usize); }
         r
     }
-    cuLinkAddData_v2(st: Handle, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+    cuLinkAddData_v2(st: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // SAFETY: checked_input needs `data` to point to `size` readable bytes (or be null, which
         // it checks); cuLinkAddData's contract asks the same of the program.
-        match unsafe { crate::link::checked_input(st, ty, data, size) } {
+        match unsafe { crate::link::checked_input(st as usize, ty, data, size) } {
             Some((p, len)) => real(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, name, n, o, v),
             None => real(st, ty, data, size, name, n, o, v),
         }
     }
-    cuLinkAddFile_v2(st: Handle, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+    cuLinkAddFile_v2(st: CUlinkState, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // The data entry point a checked input goes through (a libcuda without it: unchecked, and
         // nothing recorded for the link).
-        let add_data = crate::driver::real("cuLinkAddData_v2");
-        let checkable = add_data != 0 && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
+        static LINK_ADD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuLinkAddData_v2");
+        type AddData = unsafe extern "C" fn(CUlinkState, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
+        // SAFETY: `AddData` is cuLinkAddData_v2's signature.
+        let add_data = unsafe { LINK_ADD_DATA.typed::<AddData>() };
+        let checkable = add_data.is_some() && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
         // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
         let bytes = if checkable { unsafe { read_file(path) } } else { None };
         // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
-        let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st, ty, b.as_ptr().cast(), b.len()) });
-        match checked {
-            Some((p, len)) => {
-                type F = unsafe extern "C" fn(Handle, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
-                // SAFETY: the real cuLinkAddData_v2 (non-null: `checkable`), with the checked PTX in
-                // place of the file.
-                let f: F = unsafe { std::mem::transmute(add_data) };
+        let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st as usize, ty, b.as_ptr().cast(), b.len()) });
+        match (checked, add_data) {
+            // The real cuLinkAddData_v2 (present: `checkable`), with the checked PTX in place of
+            // the file.
+            (Some((p, len)), Some(f)) => {
                 // SAFETY: `st` and the `n` options in `o` / `v` are the program's, valid under
                 // cuLinkAddFile's contract, which cuLinkAddData shares; `p` is `len` bytes of
                 // NUL-terminated checked PTX kept in the link's state until cuLinkDestroy; `path`
                 // (a C string) serves as the input's name.
                 unsafe { f(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, path, n, o, v) }
             }
-            None => real(st, ty, path, n, o, v),
+            _ => real(st, ty, path, n, o, v),
         }
     }
-    cuLinkComplete(st: Handle, out: *mut *mut c_void, size: *mut usize) {
+    cuLinkComplete(st: CUlinkState, out: *mut *mut c_void, size: *mut usize) {
         let r = real(st, out, size);
         // SAFETY: cuLinkComplete succeeded, so the driver wrote the linked image's address to
         // `*out`, the caller's (non-null) out-pointer.
-        if r == CUDA_SUCCESS && !out.is_null() { crate::link::on_complete(st, unsafe { *out }); }
+        if r == CUDA_SUCCESS && !out.is_null() { crate::link::on_complete(st as usize, unsafe { *out }); }
         else if r != CUDA_SUCCESS { crate::state::log(0, || format!("WARNING: cuLinkComplete failed ({r}) on a link with gasan-checked inputs")); }
         r
     }
-    cuLinkDestroy(st: Handle) { crate::link::on_destroy(st); real(st) }
-    cuModuleLoadData(module: *mut Handle, image: *const c_void) {
+    cuLinkDestroy(st: CUlinkState) { crate::link::on_destroy(st as usize); real(st) }
+    cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
         // SAFETY: `image` is the module image the program passed (PTX, cubin or fatbin, as
         // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
         // preconditions. The handle closure reads `*module` only after a load succeeded, when
         // the driver has written the new module to the caller's out-pointer.
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module as usize)) }
     }
-    cuModuleLoadDataEx(module: *mut Handle, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
+    cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
         // SAFETY: as for cuModuleLoadData; `opts` and `vals` hold `n` entries each (or are null),
         // as cuModuleLoadDataEx requires and jit_options needs.
-        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module as usize)) }
     }
-    cuModuleLoadFatBinary(module: *mut Handle, image: *const c_void) {
+    cuModuleLoadFatBinary(module: *mut CUmodule, image: *const c_void) {
         // SAFETY: as for cuModuleLoadData (`image` is the program's fatbin).
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module as usize)) }
     }
-    cuModuleLoad(module: *mut Handle, fname: *const c_char) {
+    cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let p = crate::driver::real("cuModuleLoadData");
+        static MODULE_LOAD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuModuleLoadData");
+        // SAFETY: the type is cuModuleLoadData's signature.
+        let load_data = unsafe { MODULE_LOAD_DATA.typed::<unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult>() };
         // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
-        match unsafe { read_file(fname) } {
-            Some(bytes) if p != 0 => {
+        match (unsafe { read_file(fname) }, load_data) {
+            (Some(bytes), Some(f)) => {
                 let load = |img: *const c_void| -> CuResult {
-                    // SAFETY: the real cuModuleLoadData.
-                    let f: unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult = unsafe { std::mem::transmute(p) };
                     // SAFETY: `module` is the program's out-pointer (cuModuleLoad's contract);
                     // `img` is the file's bytes or the checked code load_checked built, either
                     // alive for the call and kept after a successful load.
@@ -625,30 +636,30 @@ hooks! {
                 // as cuModuleLoad requires) with a NUL appended, and it is leaked below, so it
                 // outlives the load; `load` is the real cuModuleLoadData. `*module` is read only
                 // after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module as usize)) };
                 std::mem::forget(bytes);
                 r
             }
             _ => real(module, fname),
         }
     }
-    cuLibraryLoadData(lib: *mut Handle, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+    cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // SAFETY: `code` is the program's module image and `jo` / `jv` hold `njo` JIT options
         // (or are null), as cuLibraryLoadData requires; `load` calls the real cuLibraryLoadData.
         // `*lib` is read only after a successful load wrote the library to the out-pointer.
-        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
+        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib as usize)) }
     }
-    cuLibraryLoadFromFile(lib: *mut Handle, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+    cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let p = crate::driver::real("cuLibraryLoadData");
+        static LIBRARY_LOAD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuLibraryLoadData");
+        type LoadData = unsafe extern "C" fn(*mut CUlibrary, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
+        // SAFETY: `LoadData` is cuLibraryLoadData's signature.
+        let load_data = unsafe { LIBRARY_LOAD_DATA.typed::<LoadData>() };
         // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
         // asks for.
-        match unsafe { read_file(fname) } {
-            Some(bytes) if p != 0 => {
+        match (unsafe { read_file(fname) }, load_data) {
+            (Some(bytes), Some(f)) => {
                 let load = |img: *const c_void| -> CuResult {
-                    type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
-                    // SAFETY: the real cuLibraryLoadData.
-                    let f: F = unsafe { std::mem::transmute(p) };
                     // SAFETY: `lib` and the option arrays are the program's, valid under
                     // cuLibraryLoadFromFile's contract, which cuLibraryLoadData shares; `img` is the
                     // file's bytes or the checked code load_checked built, alive for the call.
@@ -657,7 +668,7 @@ hooks! {
                 // SAFETY: `bytes` is the module file the program named, NUL-terminated and leaked
                 // below; `jo` / `jv` hold `njo` options (or are null); `load` is the real
                 // cuLibraryLoadData. `*lib` is read only after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib as usize)) };
                 std::mem::forget(bytes);
                 r
             }
@@ -707,43 +718,43 @@ fn checked_wrapper(c: &modules::Checked, code: &modules::Code) -> Vec<u8> {
 
 /// # Safety
 /// cudart calls it through its export table with the contract of the slot it replaces.
-pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut Handle, wrapper: *const c_void) -> CuResult {
+pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wrapper: *const c_void) -> CuResult {
     guard("get_module_from_cubin", || {
-        type F = unsafe extern "C" fn(*mut Handle, *const c_void) -> CuResult;
+        type F = unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(0)) };
         // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
         // a module image load_checked can read; `load` calls the slot's original with cudart's
         // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
         // once loaded). `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module as usize)) }
     })
 }
 
 /// # Safety
 /// cudart calls it through its export table with the contract of the slot it replaces.
-pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut Handle, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
+pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext1", || {
-        type F = unsafe extern "C" fn(*mut Handle, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
+        type F = unsafe extern "C" fn(*mut CUmodule, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(1)) };
         // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
         // cudart passed them.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module as usize)) }
     })
 }
 
 /// # Safety
 /// cudart calls it through its export table with the contract of the slot it replaces.
-pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut Handle, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
+pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut CUmodule, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext2", || {
-        type F = unsafe extern "C" fn(*const c_void, *mut Handle, *mut c_void, *mut c_void, u32) -> CuResult;
+        type F = unsafe extern "C" fn(*const c_void, *mut CUmodule, *mut c_void, *mut c_void, u32) -> CuResult;
         // SAFETY: the original slot.
         let f: F = unsafe { std::mem::transmute(orig_slot(2)) };
         // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
         // read; `load` calls the slot's original with it or with a fatbin of the checked code
         // (kept alive after a successful load), and cudart's other arguments unchanged.
         // `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module as usize)) }
     })
 }

@@ -1,6 +1,9 @@
 //! How calls reach us: an exported `dlsym` that answers only for libcuda handles, `cuGetProcAddress`
 //! (all ABI variants: the real one picks the variant, we swap in our wrapper for exactly that
-//! variant), the module-loading slots of `cuGetExportTable`, and exported `cu*` symbols.
+//! variant), and exported `cu*` symbols. Wrapping the module-loading slots of cudart's
+//! `cuGetExportTable` table is opt-in (`patch_export_table`, off by default) for older runtimes:
+//! CUDA 13's static cudart refuses a replaced table, and its modules are caught at
+//! `cuLibraryLoadData` instead.
 
 use crate::driver::{self, CuResult, CUDA_SUCCESS};
 use crate::hooks;
@@ -92,7 +95,7 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
     if pfn.is_null() || unsafe { (*pfn).is_null() } {
         return;
     }
-    // SAFETY: as above.
+    // SAFETY: `pfn` is non-null (checked just above) and readable by this function's contract.
     let real = unsafe { *pfn } as usize;
     let wrapped = wrapper_by_real().get(&real).copied();
     if let Some(w) = wrapped {
@@ -111,12 +114,11 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32) -> CuResult {
-    let p = driver::real("cuGetProcAddress_v2");
-    if p == 0 {
-        return driver::CUDA_ERROR_UNKNOWN;
-    }
-    // SAFETY: the real cuGetProcAddress_v2.
-    let r = unsafe { std::mem::transmute::<usize, GpaV2>(p)(symbol, pfn, version, flags, status) };
+    static GET_PROC_ADDRESS_V2: driver::RealFn = driver::RealFn::new("cuGetProcAddress_v2");
+    // SAFETY: `GpaV2` is cuGetProcAddress_v2's signature.
+    let Some(real) = (unsafe { GET_PROC_ADDRESS_V2.typed::<GpaV2>() }) else { return driver::CUDA_ERROR_UNKNOWN };
+    // SAFETY: the program's arguments, under cuGetProcAddress_v2's contract (this function's).
+    let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == CUDA_SUCCESS {
         // SAFETY: the call succeeded, so `symbol` is the program's symbol name (a C string) and
         // `pfn` its out-pointer, which the driver just wrote: swap_in_wrapper's contract.
@@ -129,12 +131,11 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *m
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64) -> CuResult {
-    let p = driver::real("cuGetProcAddress");
-    if p == 0 {
-        return driver::CUDA_ERROR_UNKNOWN;
-    }
-    // SAFETY: the real cuGetProcAddress.
-    let r = unsafe { std::mem::transmute::<usize, GpaV1>(p)(symbol, pfn, version, flags) };
+    static GET_PROC_ADDRESS: driver::RealFn = driver::RealFn::new("cuGetProcAddress");
+    // SAFETY: `GpaV1` is cuGetProcAddress's signature.
+    let Some(real) = (unsafe { GET_PROC_ADDRESS.typed::<GpaV1>() }) else { return driver::CUDA_ERROR_UNKNOWN };
+    // SAFETY: the program's arguments, under cuGetProcAddress's contract (this function's).
+    let r = unsafe { real(symbol, pfn, version, flags) };
     if r == CUDA_SUCCESS {
         // SAFETY: as in cuGetProcAddress_v2.
         unsafe { swap_in_wrapper(symbol, pfn, flags) };
@@ -149,13 +150,12 @@ const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) -> CuResult {
-    let p = driver::real("cuGetExportTable");
-    if p == 0 {
-        return driver::CUDA_ERROR_UNKNOWN;
-    }
+    static GET_EXPORT_TABLE: driver::RealFn = driver::RealFn::new("cuGetExportTable");
     type F = unsafe extern "C" fn(*mut *const c_void, *const [u8; 16]) -> CuResult;
-    // SAFETY: the real cuGetExportTable.
-    let r = unsafe { std::mem::transmute::<usize, F>(p)(table, id) };
+    // SAFETY: `F` is cuGetExportTable's signature.
+    let Some(real) = (unsafe { GET_EXPORT_TABLE.typed::<F>() }) else { return driver::CUDA_ERROR_UNKNOWN };
+    // SAFETY: the program's arguments, under cuGetExportTable's contract (this function's).
+    let r = unsafe { real(table, id) };
     if r != CUDA_SUCCESS || table.is_null() || id.is_null() {
         return r;
     }

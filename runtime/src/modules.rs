@@ -308,7 +308,9 @@ fn driver_identity() -> &'static str {
         let mut v = 0i32;
         crate::real_call!("cuDriverGetVersion"(*mut i32)(&mut v));
         let mut lib = String::new();
-        let f = crate::driver::real("cuDriverGetVersion");
+        // Any libcuda export names the library file; dladdr needs only its address.
+        static DRIVER_GET_VERSION: crate::driver::RealFn = crate::driver::RealFn::new("cuDriverGetVersion");
+        let f = DRIVER_GET_VERSION.get();
         let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
         // SAFETY: dladdr only writes `info`; `f` is an address inside libcuda (or 0: not found).
         if f != 0 && unsafe { libc::dladdr(f as *const c_void, info.as_mut_ptr()) } != 0 {

@@ -83,8 +83,8 @@ impl Ring {
         let hdr = RingHeader { head: 0, capacity: CAPACITY, reserved: [0; 14] };
         // SAFETY: the mapping is at least a header long.
         unsafe { std::ptr::write(host as *mut RingHeader, hdr) };
-        // CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP
-        let r = real_call!("cuMemHostRegister_v2"(*mut c_void, usize, u32)(host, bytes, 0x1 | 0x2));
+        let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE | cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        let r = real_call!("cuMemHostRegister_v2"(*mut c_void, usize, u32)(host, bytes, flags));
         if r != CUDA_SUCCESS {
             return Err(r);
         }

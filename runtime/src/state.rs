@@ -142,8 +142,9 @@ pub fn current_device() -> Option<i32> {
 /// Compute capability (e.g. 90) of `device`.
 pub fn compute_capability(device: i32) -> Option<u32> {
     let (mut maj, mut min) = (0i32, 0i32);
-    let a = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut maj, 75, device));
-    let b = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut min, 76, device));
+    use cudarc::driver::sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
+    let a = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut maj, MAJOR as i32, device));
+    let b = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut min, MINOR as i32, device));
     (a == CUDA_SUCCESS && b == CUDA_SUCCESS).then_some((maj * 10 + min) as u32)
 }
 

@@ -377,7 +377,7 @@ fn managed_blocks_are_pool_blocks_of_host_memory() {
         a.check_invariants().unwrap();
         assert!(!bad(&a, big, 4) && bad(&a, big + (5 << 20), 4), "the shadow does not move");
         assert!(a.migrate_managed(big, Memory::Host).unwrap());
-        // SAFETY: as above.
+        // SAFETY: the same byte of the live block, mapped read-write again after the move back.
         assert_eq!(unsafe { std::ptr::read_volatile((big + 12345) as *const u8) }, 0xab);
         assert!(!a.migrate_managed(dev, Memory::Host).unwrap(), "a device block never moves");
         assert_eq!(a.managed_memory_at(dev), None);

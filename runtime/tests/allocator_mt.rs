@@ -205,7 +205,8 @@ fn storm(threads: u64, ops: u64, per_mille: u64, seed: u64) -> StormReport {
                             Ok(p) => {
                                 let tag_value = tag(t, i);
                                 for at in tag_addrs(p, size).into_iter().filter(|_| size >= 8) {
-                                    // SAFETY: as above; the block was just handed to this thread.
+                                    // SAFETY: `p` is a live block of `size` bytes just handed to this thread, committed
+                                    // read-write by the host backend; `at` is an aligned word inside it.
                                     unsafe { std::ptr::write_volatile(at as *mut u64, tag_value) };
                                 }
                                 live.push((p, size, tag_value));

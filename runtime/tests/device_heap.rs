@@ -21,11 +21,11 @@ fn read_u64(addr: u64) -> u64 {
     unsafe { std::ptr::read_volatile(addr as *const u64) }
 }
 fn write_u64(addr: u64, v: u64) {
-    // SAFETY: as above.
+    // SAFETY: host backend: pool addresses are mapped host memory.
     unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
 }
 fn write_u32(addr: u64, v: u32) {
-    // SAFETY: as above.
+    // SAFETY: host backend: pool addresses are mapped host memory.
     unsafe { std::ptr::write_volatile(addr as *mut u32, v) }
 }
 fn shadow_addr(a: &Allocator, addr: u64) -> u64 {
@@ -33,7 +33,7 @@ fn shadow_addr(a: &Allocator, addr: u64) -> u64 {
     sbase + ((addr - base) >> a.scale().shift())
 }
 fn shadow_of(a: &Allocator, addr: u64) -> u8 {
-    // SAFETY: as above (the shadow is host memory too).
+    // SAFETY: host backend: the shadow is mapped host memory too.
     unsafe { std::ptr::read_volatile(shadow_addr(a, addr) as *const u8) }
 }
 

@@ -76,7 +76,7 @@ pub struct Pool {
     /// One chunk of VA outside the pool, reserved at the first [`Self::migrate`]: a new chunk is
     /// mapped there while the old one's bytes are copied in.
     scratch: Option<u64>,
-    /// Alias base → (source va, len, reservation).
+    /// Alias base → (source va, len).
     aliases: BTreeMap<u64, (u64, u64)>,
     /// Devices granted access to the pool (multi-GPU; one pool per device).
     peers: Vec<i32>,

@@ -150,7 +150,8 @@ impl FaultQueue {
         let r = unsafe { ioctl_init_event_tracker(fd, &mut init) };
         crate::kmod::status("UVM_TOOLS_INIT_EVENT_TRACKER", r, init.rm_status).map_err(FaultQueueError::Ioctl)?;
         let mut en = EnableEventsParams { event_type_flags: 1 << EVENT_TYPE_FATAL_FAULT, rm_status: 0, _pad: 0 };
-        // SAFETY: as above.
+        // SAFETY: `en` is a live EnableEventsParams, the layout nvidia-uvm expects for this
+        // command, and `fd` is the tools descriptor the tracker was just initialized on.
         let r = unsafe { ioctl_enable_events(fd, &mut en) };
         crate::kmod::status("UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS", r, en.rm_status).map_err(FaultQueueError::Ioctl)?;
         Ok(q)

@@ -60,7 +60,8 @@ pub fn default_resolver() -> Result<Resolver, UvmError> {
     if h.is_null() {
         return Err(UvmError::Unavailable("libcuda.so.1 not found".into()));
     }
-    // SAFETY: as above.
+    // SAFETY: `h` is the live (never closed) handle dlopen just returned, and the name is a C
+    // string literal.
     let gpa = unsafe { libc::dlsym(h, c"cuGetProcAddress_v2".as_ptr()) };
     if gpa.is_null() {
         return Err(UvmError::Unavailable("libcuda.so.1 has no cuGetProcAddress_v2".into()));
@@ -104,7 +105,9 @@ pub struct VmmBackend {
 // SAFETY: the raw CUevent handles in `writes` are only used under its mutex; CUDA events may be
 // recorded, queried and synchronized from any thread of the process.
 unsafe impl Send for VmmBackend {}
-// SAFETY: as above.
+// SAFETY: the raw CUevent handles in `writes` (the only field that is not Sync by itself) are
+// reached through `&VmmBackend` only under its mutex, one thread at a time, and CUDA events may be
+// used from any thread of the process.
 unsafe impl Sync for VmmBackend {}
 
 impl VmmBackend {

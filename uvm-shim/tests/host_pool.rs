@@ -122,9 +122,10 @@ fn protections_hold() {
     // write touches only the child.
     assert!(!faults_in_child(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
     p.protect(va, G, Prot::ReadOnly).unwrap();
-    // SAFETY: as above (now read-only).
+    // SAFETY: probing the chunk, now read-only, inside a forked child; the fault ends only the
+    // child.
     assert!(faults_in_child(|| unsafe { std::ptr::write_volatile(va as *mut u8, 1) }));
-    // SAFETY: as above.
+    // SAFETY: reading the read-only chunk inside a forked child; a fault touches only the child.
     assert!(!faults_in_child(|| unsafe {
         std::ptr::read_volatile(va as *const u8);
     }));
@@ -242,7 +243,8 @@ fn guard_pages_finer_than_a_chunk() {
     // SAFETY: writing the committed (read-write) page before the guard inside a forked child; a
     // fault or the write touches only the child.
     assert!(!faults_in_child(|| unsafe { std::ptr::write_volatile((guard - 1) as *mut u8, 1) }));
-    // SAFETY: as above, the page after the guard.
+    // SAFETY: writing the committed (read-write) page after the guard inside a forked child; a
+    // fault or the write touches only the child.
     assert!(!faults_in_child(|| unsafe { std::ptr::write_volatile((guard + 4096) as *mut u8, 1) }));
     // Finer than the backend's page, outside the pool, or on uncommitted chunks: refused.
     assert!(matches!(p.protect(guard + 8, 4096, Prot::None), Err(UvmError::Misaligned { .. })));

@@ -92,10 +92,10 @@ proptest! {
         let gran = 1u64 << g;
         // SAFETY: plain C functions over integers.
         prop_assert_eq!(unsafe { gasan_check_aligned(va, len, gran) } == 0, plan::check_aligned(va, len, gran).is_ok());
-        // SAFETY: as above.
+        // SAFETY: plain C functions over integers.
         prop_assert_eq!(unsafe { gasan_check_range(va, len, gran) }, kmod_check::check_range(va, len, gran));
         let (va2, len2) = (va >> 17, len >> 20);
-        // SAFETY: as above.
+        // SAFETY: plain C functions over integers.
         prop_assert_eq!(unsafe { gasan_contains(base, size, va2, len2) } == 1, plan::contains(base, size, va2, len2));
     }
 
@@ -173,13 +173,13 @@ fn c_checks_refuse_what_the_old_code_accepted() {
     assert_eq!(unsafe { gasan_validate_reserve_pool(&p, &Limits { pool_length: 0, ..l },) }, UVM_GASAN_ST_INVALID_ADDRESS);
     // non-zero padding (never looked at before)
     let p = UVM_GASAN_SET_PROTECTION_PARAMS { base: l.pool_base, length: 4096, pageSize: 4096, prot: 0, pad0: 1, ..Default::default() };
-    // SAFETY: as above.
+    // SAFETY: live locals of the C layout.
     assert_eq!(unsafe { gasan_validate_set_protection(&p, &l) }, UVM_GASAN_ST_INVALID_ARGUMENT);
     // read-write of a read-only mapping (the old code remapped it with the default, writable type)
     let mut out = 0;
-    // SAFETY: as above.
+    // SAFETY: `out` is a live local the C function writes.
     assert_eq!(unsafe { gasan_prot_mapping_type(UVM_GASAN_PROT_RW, 3, &mut out) }, UVM_GASAN_ST_INVALID_ACCESS_TYPE);
-    // SAFETY: as above.
+    // SAFETY: `out` is a live local the C function writes.
     assert_eq!(unsafe { gasan_prot_mapping_type(UVM_GASAN_PROT_RW, 1, &mut out) }, 0);
     assert_eq!(out, 1, "read-write goes back to the original read-write-atomic type, not the default");
 }

@@ -43,7 +43,7 @@ fn one_chunk_is_one_memory_through_every_window() {
     );
     let named = base + ws + 4 * G;
     assert!(!faults_in_child(move || {
-        // SAFETY: as above.
+        // SAFETY: probing a mapping inside a forked child; a fault ends only the child.
         unsafe { std::ptr::read_volatile(named as *const u8) };
     }));
 }

@@ -147,7 +147,7 @@ fn raw_rows(t: &mut Table) -> Result<(), String> {
         }
     }
     for nr in [0, UVM_GASAN_NR_COUNT, 0xff] {
-        // SAFETY: as above.
+        // SAFETY: buf holds 64 >= 24 bytes.
         let r = unsafe { own.send_raw(nr, 24, buf.as_mut_ptr()) };
         expect_errno(t, &format!("unknown command {nr}"), r, Errno::ENOTTY);
     }
