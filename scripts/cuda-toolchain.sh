@@ -11,6 +11,11 @@ cache="${GASAN_CACHE:-$here/.cache}"
 root="$cache/cuda-13.0"
 stamp="$root/.installed-v1"
 req="$here/scripts/cuda-wheels.txt"
+mkdir -p "$cache"
+# Concurrent callers (cargo runs test binaries in parallel, each may install) take turns: the
+# first installs, the others wait and find the stamp.
+exec 9>"$cache/.cuda-toolchain.lock"
+flock 9
 if [ ! -f "$stamp" ]; then
   echo "gasan: installing pinned CUDA 13.0 toolchain into $root" >&2
   site="$cache/cuda-wheels-site"

@@ -10,9 +10,19 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Mutex;
 
-/// `CUjitInputType` values that carry PTX gasan can check.
-pub const CU_JIT_INPUT_PTX: i32 = 1;
-pub const CU_JIT_INPUT_FATBINARY: i32 = 4;
+/// `CUjitInputType` values that carry PTX gasan can check (as the driver API takes them: an int).
+pub const CU_JIT_INPUT_PTX: i32 = cudarc::driver::sys::CUjitInputType::CU_JIT_INPUT_PTX as i32;
+pub const CU_JIT_INPUT_FATBINARY: i32 = cudarc::driver::sys::CUjitInputType::CU_JIT_INPUT_FATBINARY as i32;
+
+#[cfg(test)]
+mod input_type_tests {
+    /// cuda.h: `CU_JIT_INPUT_PTX = 1`, `CU_JIT_INPUT_FATBINARY = 2` (4 is `CU_JIT_INPUT_LIBRARY`,
+    /// which an earlier hand-written constant took for fatbins, so fatbin link inputs went unchecked).
+    #[test]
+    fn checked_link_input_types_are_cuda_h_s() {
+        assert_eq!((super::CU_JIT_INPUT_PTX, super::CU_JIT_INPUT_FATBINARY), (1, 2));
+    }
+}
 
 #[derive(Default)]
 struct LinkState {
