@@ -46,6 +46,26 @@ pub struct ControlBlock {
     pub extent_shift: u64,
 }
 
+impl ControlBlock {
+    /// The block as the device reads it: each word little-endian at its [`ctl_offset`].
+    pub fn to_bytes(&self) -> [u8; CONTROL_BLOCK_SIZE] {
+        let mut b = [0u8; CONTROL_BLOCK_SIZE];
+        for (at, v) in [
+            (ctl_offset::POOL_BASE, self.pool_base),
+            (ctl_offset::POOL_SIZE, self.pool_size),
+            (ctl_offset::SHADOW_BASE, self.shadow_base),
+            (ctl_offset::RING, self.ring),
+            (ctl_offset::FLAGS, self.flags),
+            (ctl_offset::MODULE_ID, self.module_id),
+            (ctl_offset::EXTENT_TABLE, self.extent_table),
+            (ctl_offset::EXTENT_SHIFT, self.extent_shift),
+        ] {
+            b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+}
+
 /// Byte offsets inside [`ControlBlock`], used by the PTX generator.
 pub mod ctl_offset {
     pub const POOL_BASE: usize = 0;
@@ -292,6 +312,23 @@ mod tests {
         let raw: [u8; ERROR_RECORD_SIZE] = unsafe { std::mem::transmute(rec) };
         assert_eq!(rec.to_bytes(), raw);
         assert_eq!(ErrorRecord::from_bytes(&raw), rec);
+    }
+
+    #[test]
+    fn control_block_bytes_match_the_struct_layout() {
+        let ctl = ControlBlock {
+            pool_base: 1 << 44,
+            pool_size: 1 << 40,
+            shadow_base: 0x2000_0000_0000,
+            ring: 0x7f00_1234_5000,
+            flags: FLAG_RECOVER,
+            module_id: 9,
+            extent_table: 0x3000_0000_0000,
+            extent_shift: 21,
+        };
+        // SAFETY: ControlBlock is repr(C), eight u64 words, no padding (64 bytes, checked above).
+        let raw: [u8; CONTROL_BLOCK_SIZE] = unsafe { std::mem::transmute(ctl) };
+        assert_eq!(ctl.to_bytes(), raw);
     }
 
     #[test]

@@ -65,11 +65,12 @@ impl State {
     }
 }
 
-fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
+/// What module `module_id` is told on the pool's GPU.
+fn control_block(d: &DeviceRuntime, opts: &Options, module_id: u64) -> ControlBlock {
     let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
     let (extent_table, extent_shift) = d.alloc.extent_fields();
     let ring = d.ring.lock().unwrap().device_ptr;
-    let ctl = ControlBlock {
+    ControlBlock {
         pool_base,
         pool_size,
         shadow_base,
@@ -78,7 +79,74 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
         module_id,
         extent_table,
         extent_shift: extent_shift.into(),
+    }
+}
+
+impl State {
+    /// Writes module `module_id`'s control block into the data of a cubin about to be loaded (its
+    /// `__gasan_ctl` in `.nv.constant3`), so that the load needs no driver call after it: no
+    /// symbol lookup, which loads the module into the context at once (a lazy module would load
+    /// at its first launch), and no synchronous copy, which waits for work already queued.
+    /// Returns whether it did; it does only where the block written after the load would be the
+    /// same in every context the image may reach: the pool exists, this is its GPU, and the
+    /// process sees one GPU (a library image is loaded into every context that uses it).
+    pub fn preset_control_block(&self, cubin: &mut [u8], module_id: u64) -> bool {
+        let Some(d) = self.device() else { return false };
+        if d.multi_gpu || current_device() != Some(d.device) || PRESET_WORKS.get() == Some(&false) {
+            return false;
+        }
+        let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
+        let Some(range) = gasan_instrument::container::symbol_data_range(cubin, symbol).filter(|r| r.len() == gasan_instrument::abi::CONTROL_BLOCK_SIZE) else {
+            return false;
+        };
+        cubin[range].copy_from_slice(&control_block(d, &self.opts, module_id).to_bytes());
+        log(2, || format!("module {module_id}: control block preset in its cubin"));
+        true
+    }
+
+    /// After a cubin with a preset control block loaded: the device heap's address, when the
+    /// module calls in-kernel malloc/free (it defines the heap symbol).
+    ///
+    /// The first such module of the process is read back once (one lookup and copy): if the driver
+    /// did not take the block from the image, it is written as for any module, and no later
+    /// module is preset.
+    pub fn preset_module_loaded(&self, h: LoadedHandle, module_id: u64, cubin: &[u8]) {
+        let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
+        let Some(d) = self.device() else { return };
+        if PRESET_WORKS.get().is_none() {
+            let expected = control_block(d, &self.opts, module_id).to_bytes();
+            let works = read_global(h, symbol).is_some_and(|b| b == expected);
+            let _ = PRESET_WORKS.set(works);
+            if !works {
+                log(0, || "WARNING: the driver did not take a control block from a checked cubin; writing control blocks after each load".into());
+                write_control_block(d, &self.opts, h, module_id, symbol);
+                return;
+            }
+        }
+        if gasan_instrument::container::defines_symbol(cubin, &gasan_instrument::device_heap::heap_symbol(symbol)) {
+            write_heap_symbol(d, h, module_id, symbol);
+        }
+    }
+}
+
+/// Whether the driver takes control blocks from cubins' data (checked on the process's first
+/// preset module).
+static PRESET_WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// The 64 bytes of a module's control block as the device sees them.
+fn read_global(h: LoadedHandle, symbol: &str) -> Option<[u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE]> {
+    let name = std::ffi::CString::new(symbol).ok()?;
+    let (mut dptr, mut bytes) = (0u64, 0usize);
+    let r = match h {
+        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
+        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
     };
+    let mut out = [0u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE];
+    (r == CUDA_SUCCESS && bytes == out.len() && real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(out.as_mut_ptr().cast(), dptr, out.len())) == CUDA_SUCCESS).then_some(out)
+}
+
+fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
+    let ctl = control_block(d, opts, module_id);
     let Ok(name) = std::ffi::CString::new(symbol) else { return };
     let mut dptr = 0u64;
     let mut bytes = 0usize;

@@ -478,6 +478,9 @@ pub unsafe fn load_checked(
     };
     let s = state();
     s.counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    // The module id first: a cubin can carry its control block in (State::preset_control_block).
+    let sites = std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()));
+    let id = s.register_sites(sites);
     // Loads `code` (wrapped as the loader needs); the image stays alive for the process, since a
     // loader may keep the pointer (lazy loading).
     let try_load = |code: Code| -> i32 {
@@ -492,11 +495,17 @@ pub unsafe fn load_checked(
         r
     };
     let mut loaded = false;
-    if let Some((cubin, cache, fail)) = cubin_for(&checked, &jit) {
+    let mut preset: Option<Vec<u8>> = None;
+    if let Some((mut cubin, cache, fail)) = cubin_for(&checked, &jit) {
+        let is_preset = s.preset_control_block(&mut cubin, id);
         let r = try_load(Code::Cubin(&cubin));
         if r == 0 {
-            std::mem::forget(cubin);
             loaded = true;
+            if is_preset {
+                preset = Some(cubin);
+            } else {
+                std::mem::forget(cubin);
+            }
         } else {
             s.counters.cubins_refused.fetch_add(1, Ordering::Relaxed);
             // The image's kind or architecture: this driver will refuse this cubin every time.
@@ -521,9 +530,14 @@ pub unsafe fn load_checked(
     }
     s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
     let control = std::time::Instant::now();
-    let sites = std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()));
-    let id = s.register_sites(sites);
-    s.set_control_block(handle(), id);
+    match preset {
+        Some(cubin) => {
+            s.preset_module_loaded(handle(), id, &cubin);
+            // The loader may keep pointing at the image (lazy loading).
+            std::mem::forget(cubin);
+        }
+        None => s.set_control_block(handle(), id),
+    }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     checked.leak_ptx();

@@ -88,6 +88,29 @@ fn checked_ptx_compiles_to_a_cubin_that_loaders_can_take() {
     let lined = sections(&with_lines);
     assert!(lined.iter().any(|s| s == ".debug_line") && lined.iter().any(|s| s == ".nv_debug_ptx_txt"), "GENERATE_LINE_INFO keeps line tables: {lined:?}");
     assert!(with_lines.len() > cubin.len());
+    // The control block's initial data is in the file, where a preset writes it before loading
+    // (State::preset_control_block): 64 zero bytes of `.nv.constant3`, nowhere else touched.
+    let ctl = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
+    let range = gasan_instrument::container::symbol_data_range(&cubin, ctl).expect("the control block has file data");
+    assert_eq!(range.len(), gasan_instrument::abi::CONTROL_BLOCK_SIZE);
+    assert!(cubin[range.clone()].iter().all(|&b| b == 0));
+    let elf = object::read::File::parse(&cubin[..]).unwrap();
+    let bank = elf.section_by_name(".nv.constant3").expect("constant bank 3");
+    let (bank_off, bank_len) = bank.file_range().unwrap();
+    assert!(range.start as u64 >= bank_off && range.end as u64 <= bank_off + bank_len, "{range:?} in .nv.constant3 at {bank_off}+{bank_len}");
+    let block = gasan_instrument::abi::ControlBlock { pool_base: 1 << 44, pool_size: 1 << 40, module_id: 7, ..Default::default() };
+    let mut preset = cubin.clone();
+    preset[range.clone()].copy_from_slice(&block.to_bytes());
+    assert!(sass::is_cubin(&preset));
+    let data = object::read::File::parse(&preset[..]).unwrap().section_by_name(".nv.constant3").unwrap().data().unwrap().to_vec();
+    let at = range.start - bank_off as usize;
+    assert_eq!(data[at..at + 64], block.to_bytes());
+    assert_eq!(preset.iter().zip(&cubin).filter(|(a, b)| a != b).count(), block.to_bytes().iter().filter(|&&b| b != 0).count(), "only the block's bytes change");
+    // No in-kernel malloc here: no heap symbol. Absent symbols and non-ELF input give nothing.
+    assert!(!gasan_instrument::container::defines_symbol(&cubin, &gasan_instrument::device_heap::heap_symbol(ctl)));
+    assert!(gasan_instrument::container::defines_symbol(&cubin, ctl));
+    assert_eq!(gasan_instrument::container::symbol_data_range(&cubin, "no_such_symbol"), None);
+    assert_eq!(gasan_instrument::container::symbol_data_range(b"not an elf file at all", ctl), None);
     // JIT options become flags: a register cap changes the code, and the key.
     let flags = sass::jit_flags(&[(0, 16), (13, 1)]).unwrap();
     let c16 = Compile { flags: &flags, ..c };
