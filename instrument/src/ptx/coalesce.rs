@@ -87,11 +87,11 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
                     }
                 }
             }
-        } else if has_address && !single && code.split(';').filter_map(split_instr).any(|ins| matches!(classify(&ins, true), Classified::Check(_))) {
+        } else if has_address && !single && line.statements().filter_map(split_instr).any(|ins| matches!(classify(&ins, true), Classified::Check(_))) {
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
-        for s in code.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        for s in line.statements() {
             if groups.is_empty() {
                 break;
             }

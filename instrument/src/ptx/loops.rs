@@ -448,8 +448,8 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     let regs: &RegTypes = reg_types.get_or_insert_with(|| {
         let mut r = RegTypes::default();
         for &l in reg_lines {
-            for decl in lines[l].stripped.split(';').filter(|d| d.trim().starts_with(".reg")) {
-                r.declare(decl.trim());
+            for decl in lines[l].reg_declarations() {
+                r.declare(decl);
             }
         }
         r

@@ -282,6 +282,17 @@ impl<'a> Line<'a> {
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
     }
+
+    /// The line's statements, trimmed and without their `;`, empty ones skipped: every pass splits
+    /// a line this way, so a statement's index on its line means the same to all of them.
+    fn statements(&self) -> impl Iterator<Item = &'a str> {
+        self.code.split(';').map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    /// The line's `.reg` declarations (`.reg .b32 %r<5>`), as [`RegTypes::declare`] takes them.
+    fn reg_declarations(&self) -> impl Iterator<Item = &'a str> {
+        self.statements().filter(|s| s.starts_with(".reg"))
+    }
 }
 
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line).
@@ -506,11 +517,11 @@ impl<'a> Rewriter<'a> {
         let held = w.heap_calls.as_ref().is_some_and(|h| h.collecting());
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
-        let (line_has_memory, any_check) = if in_body && !plans.inserted.contains(&i) && !held { Self::classify_line(t) } else { (false, false) };
+        let (line_has_memory, any_check) = if in_body && !plans.inserted.contains(&i) && !held { Self::classify_line(&plans.lines[i]) } else { (false, false) };
         if let (Some(f), true) = (w.func.as_mut(), in_body) {
             if t.starts_with(".reg") {
-                for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
-                    f.reg_types.declare(decl.trim());
+                for decl in plans.lines[i].reg_declarations() {
+                    f.reg_types.declare(decl);
                 }
             }
         }
@@ -604,12 +615,12 @@ impl<'a> Rewriter<'a> {
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
     fn access_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, code: t } = plans.lines[i];
+        let Line { raw: line, stripped: code, .. } = plans.lines[i];
         let (line_no, loc) = (plans.ptx_line(i), w.loc);
         let f = w.func.as_mut().expect("access lines are in a body");
         let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
         let trailing_comment = &line[code.len()..];
-        let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let stmts: Vec<&str> = plans.lines[i].statements().collect();
         // Shared/local checks (spaces.rs), by statement.
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
             vec![None; stmts.len()]
@@ -779,7 +790,8 @@ impl<'a> Rewriter<'a> {
     }
 
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
-    fn classify_line(t: &str) -> (bool, bool) {
+    fn classify_line(line: &Line<'_>) -> (bool, bool) {
+        let t = line.code;
         if t.is_empty() || t.starts_with('.') || t.starts_with('{') || t.starts_with('}') || t.ends_with(':') {
             return (false, false);
         }
@@ -794,7 +806,7 @@ impl<'a> Rewriter<'a> {
             return (false, false);
         }
         let (mut memory, mut check) = (false, false);
-        for stmt in t.split(';') {
+        for stmt in line.statements() {
             if let Some(ins) = split_instr(stmt) {
                 match classify(&ins, true) {
                     Classified::NotMemory => {}

@@ -328,7 +328,7 @@ impl<'l, 'a> Scan<'l, 'a> {
     /// Last line in `[start, before)` that writes `reg`.
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let lines = self.lines;
-        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| lines[k].stripped.split(';').flat_map(dest_regs).collect()).contains(&reg))
+        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| lines[k].statements().flat_map(dest_regs).collect()).contains(&reg))
     }
 }
 

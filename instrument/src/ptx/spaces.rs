@@ -160,8 +160,7 @@ pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
     for line in lines {
         let t = line.code;
         if t.contains(".shared") || t.contains(".local") {
-            for stmt in t.split(';') {
-                let s = stmt.trim();
+            for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {
                         m.vars.insert(name, v);
@@ -175,7 +174,7 @@ pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
     }
     // Function bodies: the statements from the body's opening line to its closing one.
     for b in bodies.iter() {
-        let stmts: Vec<&str> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.code.split(';')).map(str::trim).filter(|s| !s.is_empty()).collect();
+        let stmts: Vec<&str> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.statements()).collect();
         m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, ..analyze_function(&stmts, &m.vars) });
     }
     m
@@ -723,21 +722,21 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                 loc = loc_chain.resolve(rest).or(loc);
             }
             if t.starts_with(".reg") {
-                for decl in t.split(';').filter(|d| d.trim().starts_with(".reg")) {
-                    regs.declare(decl.trim());
+                for decl in line.reg_declarations() {
+                    regs.declare(decl);
                 }
             }
-            let memory = !skip.contains(&i) && super::Rewriter::classify_line(t).0;
+            let memory = !skip.contains(&i) && super::Rewriter::classify_line(line).0;
             if !memory {
                 if super::ends_basic_block(t) {
                     close(&mut open, &mut roles, None);
                 } else {
-                    for d in t.split(';').flat_map(dest_regs) {
+                    for d in line.statements().flat_map(dest_regs) {
                         close(&mut open, &mut roles, Some(d));
                     }
                 }
             } else {
-                let stmts: Vec<&str> = t.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+                let stmts: Vec<&str> = line.statements().collect();
                 for (j, stmt) in stmts.iter().enumerate() {
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
                     let check = match (f, split_instr(stmt)) {
