@@ -18,6 +18,7 @@ const CASES: &[(&str, MemorySpace, Option<&str>)] = &[
     ("shared_histogram_bad_bin", MemorySpace::Shared, Some("k_shared_histo(int const*, int, unsigned int*)::bins")),
     ("shared_cp_async_overflow", MemorySpace::Shared, Some("k_stage_tile(float4 const*, float*, int)::tile")),
     ("shared_ldmatrix_overflow", MemorySpace::Shared, Some("k_ldmatrix_tile(float*, int)::tile")),
+    ("shared_wmma_overflow", MemorySpace::Shared, Some("k_wmma_tile(__half const*, __half const*, float*, int)::sa")),
     ("shared_dynamic_overflow", MemorySpace::Shared, Some("d")),
     ("shared_dynamic_read_past", MemorySpace::Shared, Some("buf")),
     ("local_overflow", MemorySpace::Local, None),

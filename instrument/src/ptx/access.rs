@@ -249,6 +249,11 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
         "multimem" => return Classified::Skip(SkipReason::Multicast),
         _ => {}
     }
+    // Tensor-core tiles in shared memory (checked as shared accesses, spaces.rs); a global or
+    // generic tile is not understood here yet.
+    if head == "wmma" && (has("shared") || !ins.operands.iter().any(|o| o.trim_start().starts_with('['))) {
+        return if has("shared") { Classified::Skip(SkipReason::NotGlobalSpace) } else { Classified::NotMemory };
+    }
     if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2) {
         let addresses = ins.operands.iter().any(|o| o.trim_start().starts_with('['));
         return if addresses { Classified::Skip(SkipReason::NonGlobalOpcode) } else { Classified::NotMemory };

@@ -25,12 +25,14 @@
 //! Besides `ld`/`st`/`atom`/`red`, the shared operand of `cp.async` copies (the destination of a
 //! global→shared copy, cp-size bytes; either side of a bulk copy with an immediate size) and the
 //! row addresses of `ldmatrix`/`stmatrix` (m8n8 .b16: 16 bytes per lane, only the lanes whose
-//! address the `.x1`/`.x2` forms read) are checked the same way.
+//! address the `.x1`/`.x2` forms read) and the tiles of `wmma` loads and stores (the whole
+//! tile: (rows - 1) x stride + row length elements, when the stride is an immediate or a register
+//! every definition of which moves one) are checked the same way.
 //!
 //! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
 //! non-inlined function, loaded from memory, or selected between two variables); distributed
-//! shared memory (`shared::cluster` loads and stores, a bulk copy's peer CTA); `wmma.load`/
-//! `wmma.store` tiles and other `ldmatrix` shapes; bulk copies sized by a register and bulk
+//! shared memory (`shared::cluster` loads and stores, a bulk copy's peer CTA); `wmma` tiles of
+//! sub-byte types or with a stride computed at run time, and other `ldmatrix` shapes; bulk copies sized by a register and bulk
 //! reductions; block-scope lifetimes inside one function (PTX keeps every
 //! local array in the frame until the function returns); reads past a caller's array (the
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
@@ -75,6 +77,9 @@ pub(super) struct FnSpaces {
     /// A kernel (`.entry`): no caller's frame is live, so its own frame is all the local memory
     /// its code may reach (use after return: see the module doc).
     entry: bool,
+    /// Registers whose every definition moves one integer into them (`mov.u32 %r52, 16;`, a
+    /// `wmma` stride), by value.
+    consts: HashMap<String, i64>,
 }
 
 /// The module's shared/local variables and, per function name, its register provenance.
@@ -220,6 +225,17 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
             instrs.push(ins);
         }
     }
+    // Constants: registers every definition of which moves the same immediate, unguarded.
+    let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
+    for &(d, i) in &defs {
+        let ins = &instrs[i];
+        let value = (ins.guard.is_none() && ins.opcode.starts_with("mov.") && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
+        let entry = consts.entry(d).or_insert(value);
+        if *entry != value {
+            *entry = None;
+        }
+    }
+    f.consts = consts.into_iter().filter_map(|(r, v)| Some((r.to_string(), v?))).collect();
     // Registers that may hold a variable's address: defined from a variable's name or from such a
     // register, transitively. Only their definitions enter the fixed point below (most of a
     // function's registers never touch a variable); every other register is unknown to it. Found
@@ -412,8 +428,9 @@ struct SpaceAccess {
 }
 
 /// The shared/local (or generic) access of an `ld`/`ldu`/`st`/`atom`/`red`; the shared operand
-/// of a `cp.async` copy; the row address of `ldmatrix`/`stmatrix`.
-fn space_access(ins: &Instr<'_>) -> Option<SpaceAccess> {
+/// of a `cp.async` copy; the row address of `ldmatrix`/`stmatrix`; the tile of a `wmma` load or
+/// store. `constant` gives a register's value when every definition of it moves one immediate.
+fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Option<SpaceAccess> {
     let head = ins.opcode.split('.').next().unwrap_or("");
     let quals: Vec<&str> = ins.opcode.split('.').collect();
     let is_shared = |q: &&str| matches!(*q, "shared" | "shared::cta");
@@ -463,13 +480,68 @@ fn space_access(ins: &Instr<'_>) -> Option<SpaceAccess> {
             let (addr_idx, kind) = if head == "ldmatrix" { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
             Some(SpaceAccess { addr_idx, kind, width: 16, space: Some(MemorySpace::Shared), lanes })
         }
+        // wmma.load.{a,b,c}.sync.aligned.{row,col}.shape.shared{::cta}.type r, [p]{, stride} and
+        // wmma.store.d...[p], r{, stride}: the warp's whole tile, a bytes-wide range from p.
+        "wmma" if !quals.iter().any(|q| q.starts_with("global")) => {
+            // A generic tile address is checked when it is traced to a shared variable.
+            let space = quals.iter().any(is_shared).then_some(MemorySpace::Shared);
+            let (addr_idx, kind) = match quals.get(1) {
+                Some(&"load") => (1, AccessKind::Read),
+                Some(&"store") => (0, AccessKind::Write),
+                _ => return None,
+            };
+            let stride = match ins.operands.get(2) {
+                Some(s) => Some(parse_int(s.trim()).or_else(|| constant(s.trim()))?),
+                None => None,
+            };
+            Some(SpaceAccess { addr_idx, kind, width: wmma_tile_bytes(&quals, stride)?, space, lanes: 32 })
+        }
         _ => None,
     }
 }
 
+/// Bytes from a `wmma` tile's address to the end of its last element: the matrix (`a`: M x K,
+/// `b`: K x N, `c`/`d`: M x N of the shape `mMnNkK`) stored by rows (`row`) or columns (`col`)
+/// `stride` elements apart (dense when absent), so the tile spans (outer - 1) * stride + inner
+/// elements. `None` for what is not modelled: sub-byte types, unknown shapes or layouts.
+fn wmma_tile_bytes(quals: &[&str], stride: Option<i64>) -> Option<u32> {
+    let matrix = *quals.get(2)?;
+    let shape = quals.iter().find(|q| q.starts_with('m') && q.contains('n') && q.contains('k'))?;
+    let dim = |c: char| -> Option<i64> {
+        let at = shape.find(c)? + 1;
+        shape[at..].split(|x: char| !x.is_ascii_digit()).next()?.parse().ok()
+    };
+    let (m, n, k) = (dim('m')?, dim('n')?, dim('k')?);
+    let (rows, cols) = match matrix {
+        "a" => (m, k),
+        "b" => (k, n),
+        "c" | "d" => (m, n),
+        _ => return None,
+    };
+    let (outer, inner) = if quals.contains(&"row") {
+        (rows, cols)
+    } else if quals.contains(&"col") {
+        (cols, rows)
+    } else {
+        return None;
+    };
+    let elem = match *quals.last()? {
+        "s8" | "u8" => 1,
+        "f16" | "bf16" => 2,
+        "tf32" | "f32" | "s32" => 4,
+        "f64" => 8,
+        _ => return None,
+    };
+    let stride = stride.unwrap_or(inner);
+    if stride < inner {
+        return None; // overlapping rows: not a layout nvcc emits
+    }
+    u32::try_from(((outer - 1).checked_mul(stride)?.checked_add(inner)?).checked_mul(elem)?).ok()
+}
+
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
 pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
-    let SpaceAccess { addr_idx, kind, width, space, lanes } = space_access(ins)?;
+    let SpaceAccess { addr_idx, kind, width, space, lanes } = space_access(ins, &|r: &str| f.consts.get(r).copied())?;
     let op = ins.operands.get(addr_idx)?;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
@@ -874,6 +946,47 @@ mod tests {
         assert_eq!(check("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r3, %r4}, [%r2]"), None, "other shapes are not modelled");
         // Not traced to a variable: no check.
         assert_eq!(check("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r3, %r4, %r5, %r6}, [%r9]"), None);
+    }
+
+    #[test]
+    fn wmma_tiles_span_their_rows_at_the_stride() {
+        fn q(op: &str) -> Vec<&str> {
+            op.split('.').collect()
+        }
+        // 16x16 f16 A, row-major, dense: 512 bytes; a stride of 24 elements: 15 rows of 48 bytes + 32.
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), Some(16)), Some(512));
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), Some(24)), Some(15 * 48 + 32));
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), None), Some(512));
+        // m32n8k16: A is 32x16, B 16x8, C 32x8; column-major swaps rows and columns.
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.col.m32n8k16.shared.bf16"), Some(32)), Some((15 * 32 + 32) * 2));
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.b.sync.aligned.row.m32n8k16.shared.u8"), Some(8)), Some(16 * 8));
+        assert_eq!(wmma_tile_bytes(&q("wmma.store.d.sync.aligned.row.m32n8k16.shared.f32"), Some(8)), Some(32 * 8 * 4));
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.c.sync.aligned.col.m8n8k4.shared.f64"), Some(8)), Some(64 * 8));
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32"), Some(8)), Some(16 * 8 * 4));
+        // Not modelled: sub-byte types, rows overlapping, no layout.
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m8n8k32.shared.s4"), Some(32)), None);
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), Some(8)), None);
+        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.m16n16k16.shared.f16"), Some(16)), None);
+    }
+
+    #[test]
+    fn wmma_strides_come_from_constant_registers() {
+        let m = module(
+            ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .pred %p<2>;\n\
+             .shared .align 16 .b8 sa[512];\nmov.u32 %r1, sa;\nadd.s32 %r2, %r1, %r9;\nmov.u32 %r3, 16;\n\
+             mov.u32 %r4, 16;\nmov.u32 %r4, 24;\n@%p1 mov.u32 %r5, 16;\n}\n",
+        );
+        let f = &m.functions["k"];
+        let bits = |_: &str| Some(32);
+        let check = |stmt: &str| plan(&split_instr(stmt).unwrap(), &m, f, &bits).map(|c| (c.kind, c.width));
+        let load = |stride: &str| format!("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {{%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17}}, [%r2], {stride}");
+        assert_eq!(check(&load("%r3")), Some((AccessKind::Read, 512)));
+        assert_eq!(check(&load("16")), Some((AccessKind::Read, 512)));
+        assert_eq!(check(&load("%r4")), None, "two values: not a constant");
+        assert_eq!(check(&load("%r5")), None, "a guarded definition: not a constant");
+        assert_eq!(check(&load("%r9")), None, "unknown stride");
+        assert_eq!(check("wmma.store.d.sync.aligned.col.m16n16k16.shared.f32 [%r2], {%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17}, %r3"), Some((AccessKind::Write, 1024)));
+        assert_eq!(check("wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17}, [%rd1], %r3"), None);
     }
 
     #[test]
