@@ -47,6 +47,72 @@ pub enum Width {
     Fixed(u32),
     /// Bulk copies: first and last byte of a register-sized range are checked.
     Reg(String),
+    /// A `wmma` tile whose stride (in elements) is in a register: `stride * per_stride + row`
+    /// bytes ([`WmmaTile`]), first and last byte checked.
+    Tile {
+        stride: String,
+        per_stride: u32,
+        row: u32,
+    },
+}
+
+/// The extent of a `wmma` fragment's tile in memory: the matrix (`a`: M x K, `b`: K x N,
+/// `c`/`d`: M x N of the shape `mMnNkK`) is stored by rows (`row`) or by columns (`col`) `stride`
+/// elements apart, so from the tile's address to the end of its last element there are
+/// `(outer - 1) * stride + inner` elements: `per_stride * stride + row` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WmmaTile {
+    /// Elements of one row (column, for `col`): the least stride, and the stride when absent.
+    pub inner: i64,
+    /// (outer - 1) x element size.
+    pub per_stride: i64,
+    /// inner x element size.
+    pub row: i64,
+}
+
+impl WmmaTile {
+    /// The tile of a `wmma.load`/`wmma.store` (its opcode's qualifiers), or `None` for what is not
+    /// modelled: sub-byte types, unknown shapes, matrices or layouts.
+    pub(crate) fn of(quals: &[&str]) -> Option<Self> {
+        let matrix = *quals.get(2)?;
+        let shape = quals.iter().find(|q| q.starts_with('m') && q.contains('n') && q.contains('k'))?;
+        let dim = |c: char| -> Option<i64> {
+            let at = shape.find(c)? + 1;
+            shape[at..].split(|x: char| !x.is_ascii_digit()).next()?.parse().ok()
+        };
+        let (m, n, k) = (dim('m')?, dim('n')?, dim('k')?);
+        let (rows, cols) = match matrix {
+            "a" => (m, k),
+            "b" => (k, n),
+            "c" | "d" => (m, n),
+            _ => return None,
+        };
+        let (outer, inner) = if quals.contains(&"row") {
+            (rows, cols)
+        } else if quals.contains(&"col") {
+            (cols, rows)
+        } else {
+            return None;
+        };
+        let elem = match *quals.last()? {
+            "s8" | "u8" => 1,
+            "f16" | "bf16" => 2,
+            "tf32" | "f32" | "s32" => 4,
+            "f64" => 8,
+            _ => return None,
+        };
+        (outer >= 1 && inner >= 1).then_some(WmmaTile { inner, per_stride: (outer - 1) * elem, row: inner * elem })
+    }
+
+    /// Bytes of the tile at `stride` elements (`None`: the default, dense); `None` when rows would
+    /// overlap (not a layout nvcc emits) or the size overflows.
+    pub(crate) fn bytes(&self, stride: Option<i64>) -> Option<u32> {
+        let stride = stride.unwrap_or(self.inner);
+        if stride < self.inner {
+            return None;
+        }
+        u32::try_from(self.per_stride.checked_mul(stride)?.checked_add(self.row)?).ok()
+    }
 }
 
 /// A global or generic access that gets a check.
@@ -288,6 +354,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
             Classified::Check(Access { base, offset, width: Width::Fixed(vec * ty), kind, dests, bulk: false, guard_nonzero: None })
         }
         "cp" | "cp.reduce" => classify_copy(ins, &quals),
+        "wmma" => classify_wmma(ins, &quals),
         _ => {
             if ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
                 Classified::Unknown(ins.opcode.to_string())
@@ -296,6 +363,34 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
             }
         }
     }
+}
+
+/// A global or generic `wmma.load`/`wmma.store`: its whole tile, first and last byte (the
+/// address is the same for every lane of the warp, so a failed check skips the warp-wide
+/// instruction for all of them or none).
+fn classify_wmma(ins: &Instr<'_>, quals: &[&str]) -> Classified {
+    let unknown = || Classified::Unknown(ins.opcode.to_string());
+    let (addr_idx, kind) = match quals.get(1) {
+        Some(&"load") => (1, AccessKind::Read),
+        Some(&"store") => (0, AccessKind::Write),
+        _ => return unknown(),
+    };
+    let (Some(tile), Some(op)) = (WmmaTile::of(quals), ins.operands.get(addr_idx)) else {
+        return unknown();
+    };
+    let (base, offset) = match parse_address(op) {
+        Some(Ok(a)) => a,
+        Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
+        None => return unknown(),
+    };
+    let width = match ins.operands.get(2).map(|s| s.trim()) {
+        None => tile.bytes(None).map(Width::Fixed),
+        Some(s) if s.starts_with('%') => (|| Some(Width::Tile { stride: s.to_string(), per_stride: u32::try_from(tile.per_stride).ok()?, row: u32::try_from(tile.row).ok()? }))(),
+        Some(s) => parse_int(s).and_then(|v| tile.bytes(Some(v))).map(Width::Fixed),
+    };
+    let Some(width) = width else { return unknown() };
+    let dests = if addr_idx == 1 { dest_regs(ins.operands[0]) } else { Vec::new() };
+    Classified::Check(Access { base, offset, width, kind, dests, bulk: true, guard_nonzero: None })
 }
 
 fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
@@ -369,6 +464,32 @@ mod tests {
 
     fn c(s: &str) -> Classified {
         classify(&split_instr(s).unwrap(), true)
+    }
+
+    #[test]
+    fn wmma_tiles_in_global_memory_are_checked_whole() {
+        let frag = "{%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}";
+        // Stride in a register: the tile's byte count is computed (col-major A: 15 columns of
+        // stride elements, then 16 halves).
+        match c(&format!("wmma.load.a.sync.aligned.col.m16n16k16.global.f16 {frag}, [%rd14+32], %r17")) {
+            Classified::Check(a) => {
+                assert_eq!((a.kind, a.bulk, a.offset, a.dests.len()), (AccessKind::Read, true, 32, 8));
+                assert_eq!(a.width, Width::Tile { stride: "%r17".into(), per_stride: 30, row: 32 });
+            }
+            o => panic!("{o:?}"),
+        }
+        // Immediate or absent stride: a fixed range; a store writes it.
+        match c(&format!("wmma.store.d.sync.aligned.row.m16n16k16.f32 [%rd3], {frag}, 24")) {
+            Classified::Check(a) => assert_eq!((a.kind, a.width, a.dests.len()), (AccessKind::Write, Width::Fixed(15 * 24 * 4 + 64), 0)),
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(c(&format!("wmma.load.b.sync.aligned.row.m8n32k16.global.s8 {frag}, [%rd3]")), Classified::Check(Access { width: Width::Fixed(512), .. })));
+        // Shared tiles are the shared checks' (spaces.rs); the MMA itself touches no memory.
+        assert_eq!(c(&format!("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {frag}, [%r3], %r4")), Classified::Skip(SkipReason::NotGlobalSpace));
+        assert_eq!(c(&format!("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {frag}, {frag}, {frag}, {frag}")), Classified::NotMemory);
+        // Not modelled: left alone and counted.
+        assert!(matches!(c(&format!("wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {frag}, [%rd3], %r4")), Classified::Unknown(_)));
+        assert!(matches!(c(&format!("wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {frag}, [%rd3], 8")), Classified::Unknown(_)), "rows would overlap");
     }
 
     #[test]

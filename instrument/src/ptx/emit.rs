@@ -447,6 +447,7 @@ pub(super) fn checked_statement_halt(form: Form, ins: &Instr<'_>, a: &Access, or
             let (size_setup, size) = match width {
                 Width::Fixed(w) => (format!("mov.b64 %gsa5, {};", u64::from(*w)), w.to_string()),
                 Width::Reg(r) => (format!("cvt.u64.u32 %gsa5, {r};"), r.clone()),
+                Width::Tile { stride, per_stride, row } => (tile_size(stride, *per_stride, *row), TILE_WIDTH.to_string()),
             };
             v.push(size_setup.clone().into());
             probe_test(&mut v, form, "%gsa0", 1, guard);
@@ -455,7 +456,12 @@ pub(super) fn checked_statement_halt(form: Form, ins: &Instr<'_>, a: &Access, or
             v.push("sub.s64 %gsa4, %gsa4, 1;".into());
             probe_test(&mut v, form, "%gsa4", 1, guard);
             v.push(f!("@%gsp1 bra $gasan_fail_{label}_last;"));
-            probes.push((String::new(), vec![addr.clone().into()], 1, size.clone()));
+            // (A tile's reported width is computed, in the stub too.)
+            let first: Vec<Line> = match width {
+                Width::Tile { .. } => vec![addr.clone().into(), size_setup.clone().into()],
+                _ => vec![addr.clone().into()],
+            };
+            probes.push((String::new(), first, 1, size.clone()));
             let last: Vec<Line> = vec![addr.clone().into(), size_setup.into(), "add.s64 %gsa0, %gsa0, %gsa5;".into(), "sub.s64 %gsa0, %gsa0, 1;".into()];
             probes.push(("_last".into(), last, 1, size));
         }
@@ -510,6 +516,15 @@ pub(super) fn checked_statement_halt(form: Form, ins: &Instr<'_>, a: &Access, or
     (inline, fail, shared)
 }
 
+/// The register holding a `wmma` tile's byte count ([`tile_size`]).
+const TILE_WIDTH: &str = "%gstw";
+
+/// One line leaving a `wmma` tile's byte count, `stride * per_stride + row`, in `%gsa5` (64 bits)
+/// and in [`TILE_WIDTH`] (32 bits, declared here), for the checks and the report.
+fn tile_size(stride: &str, per_stride: u32, row: u32) -> String {
+    format!(".reg .b32 {TILE_WIDTH}; cvt.u64.u32 %gsa5, {stride}; mul.lo.u64 %gsa5, %gsa5, {per_stride}; add.s64 %gsa5, %gsa5, {row}; cvt.u32.u64 {TILE_WIDTH}, %gsa5;")
+}
+
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
 #[allow(clippy::too_many_arguments)]
@@ -546,6 +561,10 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
                 Width::Reg(r) => {
                     v.push(f!("cvt.u64.u32 %gsa5, {r};"));
                     r.clone()
+                }
+                Width::Tile { stride, per_stride, row } => {
+                    v.push(tile_size(stride, *per_stride, *row).into());
+                    TILE_WIDTH.to_string()
                 }
             };
             probe(&mut v, form, "%gsa0", 1, &size, kind, site, guard);

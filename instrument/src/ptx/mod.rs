@@ -156,7 +156,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 26;
+pub const REVISION: u32 = 27;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -878,7 +878,7 @@ impl<'a> Rewriter<'a> {
         let key = emit::check_key(&ins, &access);
         let width_now = match &access.width {
             access::Width::Fixed(w) => Some(*w),
-            access::Width::Reg(_) => None,
+            access::Width::Reg(_) | access::Width::Tile { .. } => None,
         };
         if let Some(own_check_hoisted) = covered {
             // Checked at the first access of its range group (coalesce.rs).
@@ -897,7 +897,7 @@ impl<'a> Rewriter<'a> {
             let Classified::Check(h_acc) = classify(&h_ins, true) else { continue };
             let w = match h_acc.width {
                 access::Width::Fixed(w) => w,
-                access::Width::Reg(_) => continue,
+                access::Width::Reg(_) | access::Width::Tile { .. } => continue,
             };
             let h_site = new_site(sites, f, h_line, h_loc, h_acc.kind, w);
             let label = *next_label;

@@ -494,49 +494,10 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
                 Some(s) => Some(parse_int(s.trim()).or_else(|| constant(s.trim()))?),
                 None => None,
             };
-            Some(SpaceAccess { addr_idx, kind, width: wmma_tile_bytes(&quals, stride)?, space, lanes: 32 })
+            Some(SpaceAccess { addr_idx, kind, width: super::access::WmmaTile::of(&quals)?.bytes(stride)?, space, lanes: 32 })
         }
         _ => None,
     }
-}
-
-/// Bytes from a `wmma` tile's address to the end of its last element: the matrix (`a`: M x K,
-/// `b`: K x N, `c`/`d`: M x N of the shape `mMnNkK`) stored by rows (`row`) or columns (`col`)
-/// `stride` elements apart (dense when absent), so the tile spans (outer - 1) * stride + inner
-/// elements. `None` for what is not modelled: sub-byte types, unknown shapes or layouts.
-fn wmma_tile_bytes(quals: &[&str], stride: Option<i64>) -> Option<u32> {
-    let matrix = *quals.get(2)?;
-    let shape = quals.iter().find(|q| q.starts_with('m') && q.contains('n') && q.contains('k'))?;
-    let dim = |c: char| -> Option<i64> {
-        let at = shape.find(c)? + 1;
-        shape[at..].split(|x: char| !x.is_ascii_digit()).next()?.parse().ok()
-    };
-    let (m, n, k) = (dim('m')?, dim('n')?, dim('k')?);
-    let (rows, cols) = match matrix {
-        "a" => (m, k),
-        "b" => (k, n),
-        "c" | "d" => (m, n),
-        _ => return None,
-    };
-    let (outer, inner) = if quals.contains(&"row") {
-        (rows, cols)
-    } else if quals.contains(&"col") {
-        (cols, rows)
-    } else {
-        return None;
-    };
-    let elem = match *quals.last()? {
-        "s8" | "u8" => 1,
-        "f16" | "bf16" => 2,
-        "tf32" | "f32" | "s32" => 4,
-        "f64" => 8,
-        _ => return None,
-    };
-    let stride = stride.unwrap_or(inner);
-    if stride < inner {
-        return None; // overlapping rows: not a layout nvcc emits
-    }
-    u32::try_from(((outer - 1).checked_mul(stride)?.checked_add(inner)?).checked_mul(elem)?).ok()
 }
 
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
@@ -950,23 +911,21 @@ mod tests {
 
     #[test]
     fn wmma_tiles_span_their_rows_at_the_stride() {
-        fn q(op: &str) -> Vec<&str> {
-            op.split('.').collect()
-        }
+        let bytes = |op: &str, stride: Option<i64>| super::super::access::WmmaTile::of(&op.split('.').collect::<Vec<_>>()).and_then(|t| t.bytes(stride));
         // 16x16 f16 A, row-major, dense: 512 bytes; a stride of 24 elements: 15 rows of 48 bytes + 32.
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), Some(16)), Some(512));
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), Some(24)), Some(15 * 48 + 32));
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), None), Some(512));
+        assert_eq!(bytes("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16", Some(16)), Some(512));
+        assert_eq!(bytes("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16", Some(24)), Some(15 * 48 + 32));
+        assert_eq!(bytes("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16", None), Some(512));
         // m32n8k16: A is 32x16, B 16x8, C 32x8; column-major swaps rows and columns.
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.col.m32n8k16.shared.bf16"), Some(32)), Some((15 * 32 + 32) * 2));
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.b.sync.aligned.row.m32n8k16.shared.u8"), Some(8)), Some(16 * 8));
-        assert_eq!(wmma_tile_bytes(&q("wmma.store.d.sync.aligned.row.m32n8k16.shared.f32"), Some(8)), Some(32 * 8 * 4));
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.c.sync.aligned.col.m8n8k4.shared.f64"), Some(8)), Some(64 * 8));
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32"), Some(8)), Some(16 * 8 * 4));
+        assert_eq!(bytes("wmma.load.a.sync.aligned.col.m32n8k16.shared.bf16", Some(32)), Some((15 * 32 + 32) * 2));
+        assert_eq!(bytes("wmma.load.b.sync.aligned.row.m32n8k16.shared.u8", Some(8)), Some(16 * 8));
+        assert_eq!(bytes("wmma.store.d.sync.aligned.row.m32n8k16.shared.f32", Some(8)), Some(32 * 8 * 4));
+        assert_eq!(bytes("wmma.load.c.sync.aligned.col.m8n8k4.shared.f64", Some(8)), Some(64 * 8));
+        assert_eq!(bytes("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32", Some(8)), Some(16 * 8 * 4));
         // Not modelled: sub-byte types, rows overlapping, no layout.
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m8n8k32.shared.s4"), Some(32)), None);
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16"), Some(8)), None);
-        assert_eq!(wmma_tile_bytes(&q("wmma.load.a.sync.aligned.m16n16k16.shared.f16"), Some(16)), None);
+        assert_eq!(bytes("wmma.load.a.sync.aligned.row.m8n8k32.shared.s4", Some(32)), None);
+        assert_eq!(bytes("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16", Some(8)), None);
+        assert_eq!(bytes("wmma.load.a.sync.aligned.m16n16k16.shared.f16", Some(16)), None);
     }
 
     #[test]
