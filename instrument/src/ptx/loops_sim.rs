@@ -527,3 +527,57 @@ fn ranges_that_fit_pass_the_test() {
     assert!(total > 50, "only {total} ordinary runs");
     assert!(passed * 10 >= total * 9, "{passed} of {total} fitting runs passed the range test");
 }
+
+/// Shared checks by execution: the planner's check of a real statement (its width, lanes and
+/// bounds), run by the interpreter from a chosen address and lane, is bad exactly when a lane that
+/// supplies an address reaches outside the variable.
+mod space_checks {
+    use super::{Flow, Machine};
+    use crate::ptx::access::split_instr;
+    use crate::ptx::bodies::Bodies;
+    use crate::ptx::spaces::{analyze, check_body, plan};
+    use crate::ptx::Line;
+    use proptest::prelude::*;
+
+    const BASE: u64 = 0x400;
+
+    /// The module's one kernel: a 1024-byte shared tile `t`, `%r2` = `t` + `%r9`, `%r3` = 24.
+    const MODULE: &str = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n\
+        .shared .align 16 .b8 t[1024];\nmov.u32 %r1, t;\nadd.s32 %r2, %r1, %r9;\nmov.u32 %r3, 24;\n}\n";
+
+    /// `%gsq0` after the check of `stmt` for an address `offset` bytes from `t`, in lane `lane`.
+    fn bad(stmt: &str, offset: i64, lane: u64) -> bool {
+        let lines = Line::read_all(MODULE.split_inclusive('\n'));
+        let m = analyze(&lines, &Bodies::scan(&lines));
+        let f = &m.functions["k"];
+        let c = plan(&split_instr(stmt).unwrap(), &m, f, &|_| Some(32)).unwrap_or_else(|| panic!("no check for {stmt}"));
+        let mut machine = Machine::default();
+        for (r, v) in [("t", BASE), ("%r2", BASE.wrapping_add(offset as u64) & 0xffff_ffff), ("%laneid", lane)] {
+            machine.regs.insert(r.to_string(), v);
+        }
+        for line in check_body(&c, None).1 {
+            for s in line.split(';').map(str::trim).filter(|s| !s.is_empty() && !s.starts_with('.')) {
+                assert!(matches!(machine.exec(0, s), Flow::Next), "{s}");
+            }
+        }
+        machine.pred("%gsq0")
+    }
+
+    fn outside(offset: i64, width: i64) -> bool {
+        offset < 0 || offset + width > 1024
+    }
+
+    proptest! {
+        #[test]
+        fn copies_matrix_rows_and_tiles_are_bad_exactly_outside_the_variable(offset in -2048i64..2048, lane in 0u64..32) {
+            let frag = "{%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17}";
+            prop_assert_eq!(bad("cp.async.cg.shared.global [%r2], [%rd1], 16, 16", offset, lane), outside(offset, 16));
+            prop_assert_eq!(bad("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r2]", offset, lane), outside(offset, 16));
+            prop_assert_eq!(bad("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r10, %r11}, [%r2]", offset, lane), lane < 16 && outside(offset, 16));
+            prop_assert_eq!(bad("stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%r2], {%r10}", offset, lane), lane < 8 && outside(offset, 16));
+            // 16x16 halves, rows 24 elements apart: 15 x 48 + 32 bytes.
+            prop_assert_eq!(bad(&format!("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {frag}, [%r2], %r3"), offset, lane), outside(offset, 15 * 48 + 32));
+            prop_assert_eq!(bad(&format!("wmma.store.d.sync.aligned.col.m16n16k16.shared.f32 [%r2], {frag}, 16"), offset, lane), outside(offset, 1024));
+        }
+    }
+}

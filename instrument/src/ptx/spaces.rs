@@ -600,7 +600,7 @@ fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
 
 /// The declarations, offset computation and test of one check, leaving `%gsq0` = bad and
 /// `%gso0` = the offset (`bits` wide, returned), inside a scope the caller opens and closes.
-fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
+pub(super) fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
     let (bits, offset) = offset_lines(c);
     let mut v: Vec<String> = vec![format!(".reg .b{bits} %gso<3>;"), ".reg .b32 %gsw<2>;".into(), ".reg .pred %gsq<3>;".into()];
     if let Base::OutsideFrame(r, true) = &c.base {
