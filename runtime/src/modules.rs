@@ -540,7 +540,10 @@ pub unsafe fn load_checked(
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-    checked.leak_ptx();
+    // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
+    if !loaded {
+        checked.leak_ptx();
+    }
     0
 }
 
