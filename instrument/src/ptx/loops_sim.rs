@@ -545,14 +545,15 @@ mod space_checks {
     const MODULE: &str = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n\
         .shared .align 16 .b8 t[1024];\nmov.u32 %r1, t;\nadd.s32 %r2, %r1, %r9;\nmov.u32 %r3, 24;\n}\n";
 
-    /// `%gsq0` after the check of `stmt` for an address `offset` bytes from `t`, in lane `lane`.
+    /// `%gsq0` after the check of `stmt` for an address `offset` bytes from `t`, in lane `lane`,
+    /// with `%r5` = 100 (a bulk copy's size).
     fn bad(stmt: &str, offset: i64, lane: u64) -> bool {
         let lines = Line::read_all(MODULE.split_inclusive('\n'));
         let m = analyze(&lines, &Bodies::scan(&lines));
         let f = &m.functions["k"];
         let c = plan(&split_instr(stmt).unwrap(), &m, f, &|_| Some(32)).unwrap_or_else(|| panic!("no check for {stmt}"));
         let mut machine = Machine::default();
-        for (r, v) in [("t", BASE), ("%r2", BASE.wrapping_add(offset as u64) & 0xffff_ffff), ("%laneid", lane)] {
+        for (r, v) in [("t", BASE), ("%r2", BASE.wrapping_add(offset as u64) & 0xffff_ffff), ("%laneid", lane), ("%r5", 100)] {
             machine.regs.insert(r.to_string(), v);
         }
         for line in check_body(&c, None).1 {
@@ -578,6 +579,8 @@ mod space_checks {
             // 16x16 halves, rows 24 elements apart: 15 x 48 + 32 bytes.
             prop_assert_eq!(bad(&format!("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {frag}, [%r2], %r3"), offset, lane), outside(offset, 15 * 48 + 32));
             prop_assert_eq!(bad(&format!("wmma.store.d.sync.aligned.col.m16n16k16.shared.f32 [%r2], {frag}, 16"), offset, lane), outside(offset, 1024));
+            prop_assert_eq!(bad("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], %r5, [%r4]", offset, lane), outside(offset, 100));
+            prop_assert_eq!(bad("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 256", offset, lane), outside(offset, 256));
         }
     }
 }

@@ -23,8 +23,8 @@
 //! use_after_return_scope: a callee writing its caller's array, 32 bytes below its own frame.)
 //!
 //! Besides `ld`/`st`/`atom`/`red`, the shared operand of `cp.async` copies (the destination of a
-//! global→shared copy, cp-size bytes; either side of a bulk copy with an immediate size) and the
-//! row addresses of `ldmatrix`/`stmatrix` (m8n8 .b16: 16 bytes per lane, only the lanes whose
+//! global→shared copy, cp-size bytes; either shared side of a bulk copy, its size an immediate or
+//! a register) and the row addresses of `ldmatrix`/`stmatrix` (m8n8 .b16: 16 bytes per lane, only the lanes whose
 //! address the `.x1`/`.x2` forms read) and the tiles of `wmma` loads and stores (the whole
 //! tile: (rows - 1) x stride + row length elements, when the stride is an immediate or a register
 //! every definition of which moves one) are checked the same way.
@@ -32,8 +32,8 @@
 //! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
 //! non-inlined function, loaded from memory, or selected between two variables); distributed
 //! shared memory (`shared::cluster` loads and stores, a bulk copy's peer CTA); `wmma` tiles of
-//! sub-byte types or with a stride computed at run time, and other `ldmatrix` shapes; bulk copies sized by a register and bulk
-//! reductions; block-scope lifetimes inside one function (PTX keeps every
+//! sub-byte types or with a stride computed at run time, and other `ldmatrix` shapes; a bulk copy
+//! sized by a register into dynamic shared memory; bulk reductions; block-scope lifetimes inside one function (PTX keeps every
 //! local array in the frame until the function returns); reads past a caller's array (the
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
 //! rather than in the kernel.
@@ -400,6 +400,8 @@ pub(super) struct SpaceCheck {
     pub kind: AccessKind,
     /// Only lanes below this one access memory (32: every lane).
     pub lanes: u32,
+    /// A 32-bit register holding the width instead (`width` is then 0).
+    pub width_reg: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -425,6 +427,8 @@ struct SpaceAccess {
     /// The lanes of the warp that supply an address (`ldmatrix`/`stmatrix` `.x1`/`.x2` read the
     /// addresses of lanes 0-7 / 0-15 only; the others' may be anything).
     lanes: u32,
+    /// A 32-bit register holding the width in bytes, instead of `width` (a bulk copy's size).
+    width_reg: Option<String>,
 }
 
 /// The shared/local (or generic) access of an `ld`/`ldu`/`st`/`atom`/`red`; the shared operand
@@ -452,7 +456,7 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
                 "st" | "red" => (0, AccessKind::Write),
                 _ => (1, AccessKind::Atomic),
             };
-            Some(SpaceAccess { addr_idx, kind, width: vec * elem, space, lanes: 32 })
+            Some(SpaceAccess { addr_idx, kind, width: vec * elem, space, lanes: 32, width_reg: None })
         }
         // cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size}: the destination
         // gets cp-size bytes (zeros past src-size). cp.async.bulk.<dst>.<src>... [dst], [src], size:
@@ -464,9 +468,15 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
             // The CTA's own shared operand first (a bulk copy between two CTAs' memory reads its
             // own and writes a peer's).
             let addr_idx = spaces.iter().position(is_shared).or_else(|| spaces.iter().position(|q| *q == "shared::cluster"))?;
-            let width = u32::try_from(parse_int(ins.operands.get(2)?.trim())?).ok().filter(|w| *w > 0)?;
+            let size = ins.operands.get(2)?.trim();
+            // A bulk copy's size may be a register (cp.async proper takes an immediate).
+            let (width, width_reg) = match parse_int(size) {
+                Some(n) => (u32::try_from(n).ok().filter(|w| *w > 0)?, None),
+                None if size.starts_with('%') && quals.contains(&"bulk") => (0, Some(size.to_string())),
+                None => return None,
+            };
             let kind = if addr_idx == 0 { AccessKind::Write } else { AccessKind::Read };
-            Some(SpaceAccess { addr_idx, kind, width, space: Some(MemorySpace::Shared), lanes: 32 })
+            Some(SpaceAccess { addr_idx, kind, width, space: Some(MemorySpace::Shared), lanes: 32, width_reg })
         }
         // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared{::cta}.b16 d, [p] (stmatrix: [p], s): each
         // supplying lane names one 16-byte row of 8 b16 elements.
@@ -478,7 +488,7 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
                 _ => return None,
             };
             let (addr_idx, kind) = if head == "ldmatrix" { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
-            Some(SpaceAccess { addr_idx, kind, width: 16, space: Some(MemorySpace::Shared), lanes })
+            Some(SpaceAccess { addr_idx, kind, width: 16, space: Some(MemorySpace::Shared), lanes, width_reg: None })
         }
         // wmma.load.{a,b,c}.sync.aligned.{row,col}.shape.shared{::cta}.type r, [p]{, stride} and
         // wmma.store.d...[p], r{, stride}: the warp's whole tile, a bytes-wide range from p.
@@ -494,7 +504,7 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
                 Some(s) => Some(parse_int(s.trim()).or_else(|| constant(s.trim()))?),
                 None => None,
             };
-            Some(SpaceAccess { addr_idx, kind, width: super::access::WmmaTile::of(&quals)?.bytes(stride)?, space, lanes: 32 })
+            Some(SpaceAccess { addr_idx, kind, width: super::access::WmmaTile::of(&quals)?.bytes(stride)?, space, lanes: 32, width_reg: None })
         }
         _ => None,
     }
@@ -502,11 +512,15 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
 
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
 pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
-    let SpaceAccess { addr_idx, kind, width, space, lanes } = space_access(ins, &|r: &str| f.consts.get(r).copied())?;
+    let SpaceAccess { addr_idx, kind, width, space, lanes, width_reg } = space_access(ins, &|r: &str| f.consts.get(r).copied())?;
     let op = ins.operands.get(addr_idx)?;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
-        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind, lanes })
+        // (A register width against dynamic shared memory's launch size is not modelled.)
+        if width_reg.is_some() && v.size.is_none() {
+            return None;
+        }
+        Some(SpaceCheck { space: v.space, var: var.to_string(), size: v.size, base, offset, width, kind, lanes, width_reg: width_reg.clone() })
     };
     match parse_address(op)? {
         Err(()) => {
@@ -540,7 +554,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 if reg_bits(&r) != Some(64) {
                     return None;
                 }
-                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes })
+                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes, width_reg: None })
             }
             _ => None,
         },
@@ -608,14 +622,27 @@ pub(super) fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<Strin
         v.push(format!("isspacep.local %gsq1, {r};"));
     }
     v.extend(offset);
-    match (&c.base, c.size) {
-        (_, Some(size)) => match size.checked_sub(u64::from(c.width)) {
+    match (c.size, &c.width_reg) {
+        (Some(size), Some(w)) => {
+            // Bad when offset > size or offset + width > size.
+            if bits == 64 {
+                v.push(format!("cvt.u64.u32 %gso2, {w};"));
+            } else {
+                v.push(format!("mov.u32 %gso2, {w};"));
+            }
+            v.push(format!("add.s{bits} %gso1, %gso0, %gso2;"));
+            v.push(format!("setp.gt.u{bits} %gsq0, %gso0, {size};"));
+            v.push(format!("setp.gt.u{bits} %gsq2, %gso1, {size};"));
+            v.push("or.pred %gsq0, %gsq0, %gsq2;".into());
+        }
+        (Some(size), None) => match size.checked_sub(u64::from(c.width)) {
             // Unsigned: an offset below the start wraps to a huge value.
             Some(limit) => v.push(format!("setp.gt.u{bits} %gsq0, %gso0, {limit};")),
             None => v.push(format!("setp.eq.u{bits} %gsq0, %gso0, %gso0;")),
         },
-        (_, None) => {
-            // Dynamic shared memory: bad when offset > size or offset + width > size.
+        (None, _) => {
+            // Dynamic shared memory: bad when offset > size or offset + width > size (plan gives
+            // no register width here).
             v.push("mov.u32 %gsw0, %dynamic_smem_size;".into());
             if bits == 64 {
                 v.push("cvt.u64.u32 %gso2, %gsw0;".into());
@@ -685,14 +712,24 @@ pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site
         // per CTA/thread, so a recovered run may read or clobber a neighbour, never fault).
         v.push(".reg .b64 %gsl;".into());
         v.push(offset_to_b64(bits, "%gsl"));
-        v.push(format!("@%gsq0 call (%gsw1), {SLOW_PATH_SYMBOL}, (%gsl, {}, {}, {site}, 0);", c.width, c.kind as u8));
+        let width = c.width_reg.clone().unwrap_or_else(|| c.width.to_string());
+        v.push(format!("@%gsq0 call (%gsw1), {SLOW_PATH_SYMBOL}, (%gsl, {width}, {}, {site}, 0);", c.kind as u8));
     } else {
         v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
         // Out of line: recompute the offset from the unchanged operands, name the site.
         stub = vec![format!("$gasan_sfail_{label}:"), "{".into(), format!(".reg .b{bits} %gso<3>;")];
         stub.extend(offset_lines(c).1);
         stub.push(offset_to_b64(bits, LAST_ADDR));
-        stub.push(format!("mov.b64 {LAST_SITE}, {};", packed_site(c, site)));
+        match &c.width_reg {
+            // The width the register held, in the packed site's width field.
+            Some(w) => {
+                stub.push(".reg .b64 %gsz;".into());
+                stub.push(format!("cvt.u64.u32 %gsz, {w};"));
+                stub.push("shl.b64 %gsz, %gsz, 32;".into());
+                stub.push(format!("or.b64 {LAST_SITE}, %gsz, {};", packed_site(c, site)));
+            }
+            None => stub.push(format!("mov.b64 {LAST_SITE}, {};", packed_site(c, site))),
+        }
         stub.push("}".into());
         stub.push(format!("bra.uni {SPACE_FAIL};"));
     }
@@ -774,7 +811,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
                     let check = match (f, split_instr(stmt)) {
                         // (Lane-limited checks stand alone: a range check is every lane's.)
-                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits).filter(|c| c.lanes == 32),
+                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits).filter(|c| c.lanes == 32 && c.width_reg.is_none()),
                         _ => None,
                     };
                     if let Some(c) = check {
@@ -897,7 +934,8 @@ mod tests {
         // Bulk copies: the CTA's own shared operand, when the size is an immediate.
         assert_eq!(check("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], 256, [%r3]"), Some((AccessKind::Write, 256, 32, 0)));
         assert_eq!(check("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 128"), Some((AccessKind::Read, 128, 32, 0)));
-        assert_eq!(check("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], %r5"), None);
+        assert_eq!(check("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], %r5"), Some((AccessKind::Read, 0, 32, 0)), "a register size");
+        assert_eq!(check("cp.async.ca.shared.global [%r2], [%rd1], %r5"), None, "cp.async proper takes an immediate");
         assert_eq!(check("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1, {%r3, %r4}], [%r5]"), None);
         assert_eq!(check("cp.async.commit_group"), None);
         // ldmatrix / stmatrix: a 16-byte row per supplying lane.
@@ -950,7 +988,8 @@ mod tests {
 
     #[test]
     fn lanes_that_supply_no_address_are_not_checked() {
-        let c = SpaceCheck { space: MemorySpace::Shared, var: "t".into(), size: Some(512), base: Base::Window("%r2".into(), 32), offset: 0, width: 16, kind: AccessKind::Read, lanes: 16 };
+        let c =
+            SpaceCheck { space: MemorySpace::Shared, var: "t".into(), size: Some(512), base: Base::Window("%r2".into(), 32), offset: 0, width: 16, kind: AccessKind::Read, lanes: 16, width_reg: None };
         let (_, body) = check_body(&c, None);
         let lane_test = body.iter().position(|l| l == "setp.lt.u32 %gsq2, %gsw1, 16;").expect("lane test");
         assert_eq!(body[lane_test + 1], "and.pred %gsq0, %gsq0, %gsq2;");
