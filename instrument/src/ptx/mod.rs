@@ -35,7 +35,7 @@ pub use access::SkipReason;
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
-use access::{classify, split_instr, Classified};
+use access::{classify, split_instr, Classified, Instr};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -621,13 +621,15 @@ impl<'a> Rewriter<'a> {
         let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
         let trailing_comment = &line[code.len()..];
         let stmts: Vec<&str> = plans.lines[i].statements().collect();
+        // Each statement split once, for its shared/local check and its global one.
+        let instrs: Vec<Option<Instr<'_>>> = stmts.iter().map(|s| split_instr(s)).collect();
         // Shared/local checks (spaces.rs), by statement.
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
-            stmts.iter().enumerate().map(|(j, stmt)| self.space_check(plans.module_spaces, f, stmt, &indent, SpaceAt { key: (i, j), ..at })).collect()
+            instrs.iter().enumerate().map(|(j, ins)| self.space_check(plans.module_spaces, f, ins.as_ref(), &indent, SpaceAt { key: (i, j), ..at })).collect()
         };
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = plans.coalescing;
@@ -636,13 +638,14 @@ impl<'a> Rewriter<'a> {
         let hoisted: Vec<(&str, usize, Option<Loc>)> =
             coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].code.trim_end_matches(';'), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
-        for (stmt, space_check) in stmts.into_iter().zip(space_checks) {
+        for ((stmt, instr), space_check) in stmts.into_iter().zip(&instrs).zip(space_checks) {
             let text = format!("{stmt};");
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);
             }
             let statement = Statement {
                 stmt,
+                instr: instr.as_ref(),
                 text: &text,
                 indent: &indent,
                 line_no,
@@ -744,10 +747,10 @@ impl<'a> Rewriter<'a> {
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
     /// gets none.
-    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, stmt: &str, indent: &str, at: SpaceAt<'_>) -> Option<String> {
-        let ins = split_instr(stmt)?;
+    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, ins: Option<&Instr<'_>>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
+        let ins = ins?;
         let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
-        let c = spaces::plan(&ins, m, &f.spaces, &reg_bits)?;
+        let c = spaces::plan(ins, m, &f.spaces, &reg_bits)?;
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
@@ -824,7 +827,7 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
-        let Statement { stmt, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
+        let Statement { stmt, instr, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
         let (opts, fence) = (self.opts, emit::sys_fence(&self.header));
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
@@ -833,10 +836,10 @@ impl<'a> Rewriter<'a> {
             Some(x) => x,
             None => stats.functions.entry(f.name.clone()).or_default(),
         };
-        let Some(ins) = split_instr(stmt) else {
+        let Some(ins) = instr else {
             return Ok(format!("{indent}{text}\n"));
         };
-        let class = classify(&ins, true);
+        let class = classify(ins, true);
         let access = match class {
             Classified::NotMemory => {
                 if ends_basic_block(stmt) {
@@ -1004,8 +1007,10 @@ struct Walk {
 /// One statement of an access line and what the plans decided for it.
 #[derive(Clone, Copy)]
 struct Statement<'s> {
-    /// The statement without its `;`, and with it.
+    /// The statement without its `;`, split into its parts (`None`: not an instruction), and with
+    /// its `;`.
     stmt: &'s str,
+    instr: Option<&'s Instr<'s>>,
     text: &'s str,
     indent: &'s str,
     /// Its PTX line (of the input) and source location.
