@@ -878,7 +878,7 @@ impl<'a> Rewriter<'a> {
         }
 
         // Check elimination: an identical earlier check in this basic block dominates this one.
-        let key = emit::check_key(&ins, &access);
+        let key = emit::check_key(ins, &access);
         let width_now = match &access.width {
             access::Width::Fixed(w) => Some(*w),
             access::Width::Reg(_) | access::Width::Tile { .. } => None,
@@ -937,9 +937,9 @@ impl<'a> Rewriter<'a> {
         *next_label += 1;
         let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
         let emitted = if opts.recover {
-            emit::checked_statement(opts.form(), &ins, &access, &dest_types, text, indent, site_id, label)
+            emit::checked_statement(opts.form(), ins, &access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), &ins, &access, text, indent, site_id, label, fence, prefetched);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, &access, text, indent, site_id, label, fence, prefetched);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline
