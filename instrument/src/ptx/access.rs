@@ -115,6 +115,48 @@ impl WmmaTile {
     }
 }
 
+/// Where a `wmma.load`/`wmma.store` finds its tile: the address operand, read or write, the
+/// tile's shape, and the stride operand (absent: dense). `None` for other `wmma` statements and
+/// tiles [`WmmaTile`] does not model. Read by the global checks here and the shared ones
+/// (spaces.rs).
+pub(crate) struct WmmaAccess<'a> {
+    pub addr_idx: usize,
+    pub kind: AccessKind,
+    pub tile: WmmaTile,
+    pub stride: Option<&'a str>,
+}
+
+impl<'a> WmmaAccess<'a> {
+    pub(crate) fn of(ins: &Instr<'a>, quals: &[&str]) -> Option<Self> {
+        let (addr_idx, kind) = match quals.get(1) {
+            Some(&"load") => (1, AccessKind::Read),
+            Some(&"store") => (0, AccessKind::Write),
+            _ => return None,
+        };
+        Some(WmmaAccess { addr_idx, kind, tile: WmmaTile::of(quals)?, stride: ins.operands.get(2).map(|s| s.trim()) })
+    }
+}
+
+/// The state spaces of an asynchronous copy's (`cp.async`, `cp.async.bulk`,
+/// `cp.reduce.async.bulk`) destination and source: the first two named after the opcode, in that
+/// order. Read by the global checks here and the shared ones (spaces.rs).
+pub(crate) fn copy_spaces<'q>(quals: &[&'q str]) -> Vec<&'q str> {
+    quals.iter().copied().filter(|q| q.starts_with("global") || q.starts_with("shared")).take(2).collect()
+}
+
+/// An asynchronous copy's size operand: `cp.async`'s cp-size (an immediate of 1 to 16 bytes), a
+/// bulk copy's immediate or register; `None` for anything else.
+pub(crate) fn copy_size(ins: &Instr<'_>, quals: &[&str]) -> Option<Width> {
+    let size = ins.operands.get(2).map(|s| s.trim()).unwrap_or("");
+    let bulk = quals.contains(&"bulk");
+    match parse_int(size) {
+        Some(n) if bulk && n > 0 => Some(Width::Fixed(n as u32)),
+        Some(n) if !bulk && (1..=16).contains(&n) => Some(Width::Fixed(n as u32)),
+        None if bulk && size.starts_with('%') => Some(Width::Reg(size.to_string())),
+        _ => None,
+    }
+}
+
 /// A global or generic access that gets a check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Access {
@@ -370,12 +412,10 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
 /// instruction for all of them or none).
 fn classify_wmma(ins: &Instr<'_>, quals: &[&str]) -> Classified {
     let unknown = || Classified::Unknown(ins.opcode.to_string());
-    let (addr_idx, kind) = match quals.get(1) {
-        Some(&"load") => (1, AccessKind::Read),
-        Some(&"store") => (0, AccessKind::Write),
-        _ => return unknown(),
+    let Some(WmmaAccess { addr_idx, kind, tile, stride }) = WmmaAccess::of(ins, quals) else {
+        return unknown();
     };
-    let (Some(tile), Some(op)) = (WmmaTile::of(quals), ins.operands.get(addr_idx)) else {
+    let Some(op) = ins.operands.get(addr_idx) else {
         return unknown();
     };
     let (base, offset) = match parse_address(op) {
@@ -383,7 +423,7 @@ fn classify_wmma(ins: &Instr<'_>, quals: &[&str]) -> Classified {
         Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
         None => return unknown(),
     };
-    let width = match ins.operands.get(2).map(|s| s.trim()) {
+    let width = match stride {
         None => tile.bytes(None).map(Width::Fixed),
         Some(s) if s.starts_with('%') => (|| Some(Width::Tile { stride: s.to_string(), per_stride: u32::try_from(tile.per_stride).ok()?, row: u32::try_from(tile.row).ok()? }))(),
         Some(s) => parse_int(s).and_then(|v| tile.bytes(Some(v))).map(Width::Fixed),
@@ -417,9 +457,7 @@ fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
     if is_bulk && matches!(quals.last(), Some(q) if q.starts_with("commit") || q.starts_with("wait")) {
         return Classified::NotMemory;
     }
-    // The first two state spaces after the opcode name are dst then src.
-    let spaces: Vec<&str> = quals.iter().filter(|q| q.starts_with("global") || q.starts_with("shared")).copied().collect();
-    let Some(global_pos) = spaces.iter().take(2).position(|q| q.starts_with("global")) else {
+    let Some(global_pos) = copy_spaces(quals).iter().position(|q| q.starts_with("global")) else {
         return Classified::Skip(SkipReason::NotGlobalSpace);
     };
     let Some(op) = ins.operands.get(global_pos) else {
@@ -431,19 +469,15 @@ fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
         None => return Classified::Unknown(ins.opcode.to_string()),
     };
     let kind = if global_pos == 0 { AccessKind::Write } else { AccessKind::Read };
-    let size_op = ins.operands.get(2).map(|s| s.trim()).unwrap_or("");
-    if is_bulk {
-        let width = match parse_int(size_op) {
-            Some(n) if n > 0 => Width::Fixed(n as u32),
-            _ if size_op.starts_with('%') => Width::Reg(size_op.to_string()),
-            _ => return Classified::Unknown(ins.opcode.to_string()),
-        };
-        return Classified::Check(Access { base, offset, width, kind, dests: vec![], bulk: true, guard_nonzero: None });
-    }
-    let Some(cp_size) = parse_int(size_op).filter(|n| (1..=16).contains(n)) else {
+    let Some(size) = copy_size(ins, quals) else {
         return Classified::Unknown(ins.opcode.to_string());
     };
-    let mut width = cp_size as u32;
+    if is_bulk {
+        return Classified::Check(Access { base, offset, width: size, kind, dests: vec![], bulk: true, guard_nonzero: None });
+    }
+    let Width::Fixed(mut width) = size else {
+        return Classified::Unknown(ins.opcode.to_string());
+    };
     let mut guard_nonzero = None;
     if let Some(src_size) = ins.operands.get(3).map(|s| s.trim()) {
         if let Some(n) = parse_int(src_size) {

@@ -22,23 +22,24 @@
 //! the lower end of its own frame, and reported the clean twin of tests/suite's
 //! use_after_return_scope: a callee writing its caller's array, 32 bytes below its own frame.)
 //!
-//! Besides `ld`/`st`/`atom`/`red`, the shared operand of `cp.async` copies (the destination of a
-//! global→shared copy, cp-size bytes; either shared side of a bulk copy, its size an immediate or
-//! a register) and the row addresses of `ldmatrix`/`stmatrix` (m8n8 .b16: 16 bytes per lane, only the lanes whose
-//! address the `.x1`/`.x2` forms read) and the tiles of `wmma` loads and stores (the whole
-//! tile: (rows - 1) x stride + row length elements, when the stride is an immediate or a register
-//! every definition of which moves one) are checked the same way.
+//! Besides `ld`/`st`/`atom`/`red`, these are checked the same way: the shared operand of
+//! `cp.async` copies (the destination of a global→shared copy, cp-size bytes; either shared side
+//! of a bulk copy, its size an immediate or a register); the row addresses of
+//! `ldmatrix`/`stmatrix` (m8n8 .b16: 16 bytes per lane, only the lanes whose address the
+//! `.x1`/`.x2` forms read); the tiles of `wmma` loads and stores (the whole tile: (rows - 1) x
+//! stride + row length elements, when the stride is an immediate or a register every definition
+//! of which moves one).
 //!
 //! Not checked: accesses whose base cannot be traced to one variable (a shared pointer passed to a
 //! non-inlined function, loaded from memory, or selected between two variables); distributed
 //! shared memory (`shared::cluster` loads and stores, a bulk copy's peer CTA); `wmma` tiles of
 //! sub-byte types or with a stride computed at run time, and other `ldmatrix` shapes; a bulk copy
-//! sized by a register into dynamic shared memory; bulk reductions; block-scope lifetimes inside one function (PTX keeps every
-//! local array in the frame until the function returns); reads past a caller's array (the
+//! sized by a register into dynamic shared memory; bulk reductions; block-scope lifetimes inside
+//! one function (PTX keeps every local array in the frame until the function returns); reads past a caller's array (the
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
 //! rather than in the kernel.
 
-use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr};
+use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
 use super::{dest_regs, Line, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
@@ -464,16 +465,14 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
         // CTA's memory when its address is traced to one of its variables). Reductions, tensor
         // copies and prefetches are not looked at.
         "cp" if quals.get(1) == Some(&"async") && !quals.iter().any(|q| matches!(*q, "tensor" | "prefetch")) => {
-            let spaces: Vec<&str> = quals.iter().copied().filter(|q| q.starts_with("global") || q.starts_with("shared")).take(2).collect();
+            let spaces = super::access::copy_spaces(&quals);
             // The CTA's own shared operand first (a bulk copy between two CTAs' memory reads its
             // own and writes a peer's).
             let addr_idx = spaces.iter().position(is_shared).or_else(|| spaces.iter().position(|q| *q == "shared::cluster"))?;
-            let size = ins.operands.get(2)?.trim();
-            // A bulk copy's size may be a register (cp.async proper takes an immediate).
-            let (width, width_reg) = match parse_int(size) {
-                Some(n) => (u32::try_from(n).ok().filter(|w| *w > 0)?, None),
-                None if size.starts_with('%') && quals.contains(&"bulk") => (0, Some(size.to_string())),
-                None => return None,
+            let (width, width_reg) = match super::access::copy_size(ins, &quals)? {
+                Width::Fixed(w) => (w, None),
+                Width::Reg(r) => (0, Some(r)),
+                Width::Tile { .. } => return None,
             };
             let kind = if addr_idx == 0 { AccessKind::Write } else { AccessKind::Read };
             Some(SpaceAccess { addr_idx, kind, width, space: Some(MemorySpace::Shared), lanes: 32, width_reg })
@@ -495,16 +494,12 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
         "wmma" if !quals.iter().any(|q| q.starts_with("global")) => {
             // A generic tile address is checked when it is traced to a shared variable.
             let space = quals.iter().any(is_shared).then_some(MemorySpace::Shared);
-            let (addr_idx, kind) = match quals.get(1) {
-                Some(&"load") => (1, AccessKind::Read),
-                Some(&"store") => (0, AccessKind::Write),
-                _ => return None,
-            };
-            let stride = match ins.operands.get(2) {
-                Some(s) => Some(parse_int(s.trim()).or_else(|| constant(s.trim()))?),
+            let super::access::WmmaAccess { addr_idx, kind, tile, stride } = super::access::WmmaAccess::of(ins, &quals)?;
+            let stride = match stride {
+                Some(s) => Some(parse_int(s).or_else(|| constant(s))?),
                 None => None,
             };
-            Some(SpaceAccess { addr_idx, kind, width: super::access::WmmaTile::of(&quals)?.bytes(stride)?, space, lanes: 32, width_reg: None })
+            Some(SpaceAccess { addr_idx, kind, width: tile.bytes(stride)?, space, lanes: 32, width_reg: None })
         }
         _ => None,
     }
