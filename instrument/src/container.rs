@@ -665,25 +665,23 @@ pub fn ptx_version(ptx: &str) -> Option<(u16, u16)> {
     Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
 }
 
-/// The byte range, in an ELF image (a cubin), of symbol `name`'s initial data: where the driver
-/// takes the variable's value from when it loads the image (`.nv.constant3` for a `.const`
-/// variable). `None` when the image does not parse, the symbol is absent or undefined, or its
-/// section has no data in the file (`NOBITS`) for all of its bytes.
-pub fn symbol_data_range(elf: &[u8], name: &str) -> Option<std::ops::Range<usize>> {
+/// The byte ranges, in an ELF image (a cubin), of the named symbols' initial data, from one parse
+/// of the image: where the driver takes each variable's value from when it loads the image
+/// (`.nv.constant3` for a `.const` variable). `None` for a name when the image does not parse, the
+/// symbol is absent or undefined, or its section has no data in the file (`NOBITS`) for all of
+/// its bytes.
+pub fn symbol_data_ranges<const N: usize>(elf: &[u8], names: [&str; N]) -> [Option<std::ops::Range<usize>>; N] {
     use object::{Object, ObjectSection, ObjectSymbol};
-    let file = object::File::parse(elf).ok()?;
-    let symbol = file.symbols().find(|s| s.name() == Ok(name))?;
-    let section = file.section_by_index(symbol.section_index()?).ok()?;
-    let (offset, len) = section.file_range()?;
-    let start = offset.checked_add(symbol.address().checked_sub(section.address())?)?;
-    let end = start.checked_add(symbol.size())?;
-    (end <= offset.checked_add(len)? && end <= elf.len() as u64).then_some(start as usize..end as usize)
-}
-
-/// Whether an ELF image (a cubin) defines symbol `name`.
-pub fn defines_symbol(elf: &[u8], name: &str) -> bool {
-    use object::{Object, ObjectSymbol};
-    object::File::parse(elf).is_ok_and(|f| f.symbols().any(|s| s.name() == Ok(name) && !s.is_undefined()))
+    let Ok(file) = object::File::parse(elf) else { return std::array::from_fn(|_| None) };
+    let range_of = |name: &str| -> Option<std::ops::Range<usize>> {
+        let symbol = file.symbols().find(|s| s.name() == Ok(name))?;
+        let section = file.section_by_index(symbol.section_index()?).ok()?;
+        let (offset, len) = section.file_range()?;
+        let start = offset.checked_add(symbol.address().checked_sub(section.address())?)?;
+        let end = start.checked_add(symbol.size())?;
+        (end <= offset.checked_add(len)? && end <= elf.len() as u64).then_some(start as usize..end as usize)
+    };
+    names.map(range_of)
 }
 
 #[cfg(test)]

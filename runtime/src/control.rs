@@ -2,7 +2,7 @@
 //! shadow, extent table, ring, its module id, the device heap), written when the module and the
 //! pool both exist; the heap reserved, sized by the program's limit and replaced when it grows.
 
-use crate::driver::CUDA_SUCCESS;
+use crate::driver::{CuResult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
 use crate::options::Options;
 use crate::real_call;
 use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
@@ -90,27 +90,29 @@ impl State {
     /// Returns whether it did; it does only where the block written after the load would be the
     /// same in every context the image may reach: the pool exists, this is its GPU, and the
     /// process sees one GPU (a library image is loaded into every context that uses it).
-    pub fn preset_control_block(&self, cubin: &mut [u8], module_id: u64) -> bool {
-        let Some(d) = self.device() else { return false };
+    ///
+    /// `Some(whether the module has a device-heap symbol)` when it did, for
+    /// [`State::preset_module_loaded`].
+    pub fn preset_control_block(&self, cubin: &mut [u8], module_id: u64) -> Option<bool> {
+        let d = self.device()?;
         if d.multi_gpu || current_device() != Some(d.device) || PRESET_WORKS.get() == Some(&false) {
-            return false;
+            return None;
         }
         let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
-        let Some(range) = gasan_instrument::container::symbol_data_range(cubin, symbol).filter(|r| r.len() == gasan_instrument::abi::CONTROL_BLOCK_SIZE) else {
-            return false;
-        };
+        let [ctl, heap] = gasan_instrument::container::symbol_data_ranges(cubin, [symbol, &gasan_instrument::device_heap::heap_symbol(symbol)]);
+        let range = ctl.filter(|r| r.len() == gasan_instrument::abi::CONTROL_BLOCK_SIZE)?;
         cubin[range].copy_from_slice(&control_block(d, &self.opts, module_id).to_bytes());
         log(2, || format!("module {module_id}: control block preset in its cubin"));
-        true
+        Some(heap.is_some())
     }
 
     /// After a cubin with a preset control block loaded: the device heap's address, when the
-    /// module calls in-kernel malloc/free (it defines the heap symbol).
+    /// module calls in-kernel malloc/free (`has_heap`: it defines the heap symbol).
     ///
     /// The first such module of the process is read back once (one lookup and copy): if the driver
     /// did not take the block from the image, it is written as for any module, and no later
     /// module is preset.
-    pub fn preset_module_loaded(&self, h: LoadedHandle, module_id: u64, cubin: &[u8]) {
+    pub fn preset_module_loaded(&self, h: LoadedHandle, module_id: u64, has_heap: bool) {
         let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
         let Some(d) = self.device() else { return };
         if PRESET_WORKS.get().is_none() {
@@ -123,7 +125,7 @@ impl State {
                 return;
             }
         }
-        if gasan_instrument::container::defines_symbol(cubin, &gasan_instrument::device_heap::heap_symbol(symbol)) {
+        if has_heap {
             write_heap_symbol(d, h, module_id, symbol);
         }
     }
@@ -135,29 +137,36 @@ static PRESET_WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// The 64 bytes of a module's control block as the device sees them.
 fn read_global(h: LoadedHandle, symbol: &str) -> Option<[u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE]> {
-    let name = std::ffi::CString::new(symbol).ok()?;
+    let (dptr, bytes) = global_address(h, symbol).ok()?;
+    let mut out = [0u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE];
+    (bytes == out.len() && real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(out.as_mut_ptr().cast(), dptr, out.len())) == CUDA_SUCCESS).then_some(out)
+}
+
+/// The device address and size of global `symbol` of a loaded module or library (the driver's
+/// error when it has none).
+fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), CuResult> {
+    let name = std::ffi::CString::new(symbol).map_err(|_| CUDA_ERROR_INVALID_VALUE)?;
     let (mut dptr, mut bytes) = (0u64, 0usize);
     let r = match h {
         LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
         LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
     };
-    let mut out = [0u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE];
-    (r == CUDA_SUCCESS && bytes == out.len() && real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(out.as_mut_ptr().cast(), dptr, out.len())) == CUDA_SUCCESS).then_some(out)
+    if r == CUDA_SUCCESS {
+        Ok((dptr, bytes))
+    } else {
+        Err(r)
+    }
 }
 
 fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
     let ctl = control_block(d, opts, module_id);
-    let Ok(name) = std::ffi::CString::new(symbol) else { return };
-    let mut dptr = 0u64;
-    let mut bytes = 0usize;
-    let r = match h {
-        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
-        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+    let dptr = match global_address(h, symbol) {
+        Ok((dptr, _)) => dptr,
+        Err(r) => {
+            log(0, || format!("WARNING: module {module_id}: control block not found (CUDA error {r}); its checks stay off"));
+            return;
+        }
     };
-    if r != CUDA_SUCCESS {
-        log(0, || format!("WARNING: module {module_id}: control block not found (CUDA error {r}); its checks stay off"));
-        return;
-    }
     let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(dptr, (&ctl as *const ControlBlock).cast(), std::mem::size_of::<ControlBlock>()));
     if r != CUDA_SUCCESS {
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
@@ -213,14 +222,7 @@ fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::Hos
 
 /// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.
 fn heap_symbol_address(h: LoadedHandle, ctl_symbol: &str) -> Option<u64> {
-    let name = std::ffi::CString::new(gasan_instrument::device_heap::heap_symbol(ctl_symbol)).ok()?;
-    let mut dptr = 0u64;
-    let mut bytes = 0usize;
-    let r = match h {
-        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
-        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
-    };
-    (r == CUDA_SUCCESS && bytes >= 8).then_some(dptr)
+    global_address(h, &gasan_instrument::device_heap::heap_symbol(ctl_symbol)).ok().filter(|&(_, bytes)| bytes >= 8).map(|(dptr, _)| dptr)
 }
 
 fn write_heap_address(symbol: u64, heap: u64, module_id: u64) {

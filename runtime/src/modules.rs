@@ -495,17 +495,15 @@ pub unsafe fn load_checked(
         r
     };
     let mut loaded = false;
-    let mut preset: Option<Vec<u8>> = None;
+    // Some(the module has a device-heap symbol) when the cubin carries its control block.
+    let mut preset: Option<bool> = None;
     if let Some((mut cubin, cache, fail)) = cubin_for(&checked, &jit) {
-        let is_preset = s.preset_control_block(&mut cubin, id);
+        let carries_block = s.preset_control_block(&mut cubin, id);
         let r = try_load(Code::Cubin(&cubin));
         if r == 0 {
             loaded = true;
-            if is_preset {
-                preset = Some(cubin);
-            } else {
-                std::mem::forget(cubin);
-            }
+            preset = carries_block;
+            std::mem::forget(cubin);
         } else {
             s.counters.cubins_refused.fetch_add(1, Ordering::Relaxed);
             // The image's kind or architecture: this driver will refuse this cubin every time.
@@ -531,11 +529,7 @@ pub unsafe fn load_checked(
     s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
     let control = std::time::Instant::now();
     match preset {
-        Some(cubin) => {
-            s.preset_module_loaded(handle(), id, &cubin);
-            // The loader may keep pointing at the image (lazy loading).
-            std::mem::forget(cubin);
-        }
+        Some(has_heap) => s.preset_module_loaded(handle(), id, has_heap),
         None => s.set_control_block(handle(), id),
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
