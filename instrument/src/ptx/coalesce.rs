@@ -36,10 +36,10 @@ struct Entry {
 /// `covered`: accesses already covered by a loop range test (loops.rs; they count as checked, as
 /// hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not accesses to
 /// check).
-pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branches::Branches<'_>, covered: &LineSet, inserted: &LineSet) -> Plan {
+/// `locs`: the source location at each line.
+pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branches::Branches<'_>, covered: &LineSet, inserted: &LineSet, locs: &[Option<super::Loc>]) -> Plan {
     let mut plan = Plan::default();
     let mut groups = Groups::default();
-    let (mut loc, mut loc_chain) = (None, super::LocChain::default());
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
     let mut check_lines = LineSet::default();
@@ -51,10 +51,10 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
             continue;
         }
         let code = line.code;
-        if let Some(rest) = code.strip_prefix(".loc") {
-            loc = loc_chain.resolve(rest).or(loc);
+        if code.starts_with(".loc") {
             continue;
         }
+        let loc = locs[i];
         // Only a line with an address operand can start or extend a group; with no group open,
         // nothing else needs looking at (this pass runs over every line of every module).
         if groups.is_empty() && !code.contains('[') {

@@ -227,14 +227,14 @@ fn loc_numbers(text: &str) -> Option<Loc> {
 /// `.loc 3 292 5, ..., inlined_at 2 69 9` (its helper) all resolve to 1:11:5. Fed every `.loc` in
 /// order.
 #[derive(Default)]
-pub(super) struct LocChain {
+struct LocChain {
     /// Outermost call site of each inlined location seen.
     outer: HashMap<Loc, Loc>,
 }
 
 impl LocChain {
     /// The location a `.loc` directive (its operands, `rest`) stands for.
-    pub(super) fn resolve(&mut self, rest: &str) -> Option<Loc> {
+    fn resolve(&mut self, rest: &str) -> Option<Loc> {
         match rest.split_once("inlined_at") {
             Some((own, at)) => {
                 let (own, at) = (loc_numbers(own)?, loc_numbers(at)?);
@@ -251,6 +251,24 @@ impl LocChain {
             }
         }
     }
+}
+
+/// The source location in effect at each line: the last `.loc` up to and including it (inlined
+/// code placed at the program's own call site, [`LocChain`]), `None` from a function's opening
+/// line to its first `.loc`. Found once and read by every pass that records sites.
+fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<Loc>> {
+    let (mut chain, mut loc) = (LocChain::default(), None);
+    let mut locs = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(rest) = line.code.strip_prefix(".loc") {
+            loc = chain.resolve(rest).or(loc);
+        }
+        if bodies.opening_at(i).is_some() {
+            loc = None;
+        }
+        locs.push(loc);
+    }
+    locs
 }
 
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
@@ -427,9 +445,10 @@ impl<'a> Rewriter<'a> {
         };
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
-        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted) } else { coalesce::Plan::default() };
+        let locs = source_locations(&lines, &bodies);
+        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
         let module_spaces = spaces::analyze(&lines, &bodies);
-        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted) } else { HashMap::new() };
+        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::new() };
         let plans = Plans {
             lines: &lines,
             bodies: &bodies,
@@ -440,6 +459,7 @@ impl<'a> Rewriter<'a> {
             inserted,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
+            locs: &locs,
         };
         let mut walk = Walk { heap_calls: heap::HeapCalls::for_module(self.src), ..Walk::default() };
         for i in 0..lines.len() {
@@ -483,9 +503,6 @@ impl<'a> Rewriter<'a> {
             return Ok(());
         }
 
-        if let Some(rest) = t.strip_prefix(".loc") {
-            w.loc = w.loc_chain.resolve(rest).or(w.loc);
-        }
         if t.starts_with(".file") {
             self.sites.add_file_directive(t);
         }
@@ -509,7 +526,6 @@ impl<'a> Rewriter<'a> {
                 });
                 opened_now = true;
                 self.stats.functions.entry(name).or_default();
-                w.loc = None;
             }
         }
         // A line inside a heap statement still being collected (heap.rs) is part of it, and is
@@ -544,7 +560,7 @@ impl<'a> Rewriter<'a> {
                 // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
                 // statement are held until its end.
                 Some(h) => {
-                    let (sites, func, loc) = (&mut self.sites, &w.func, w.loc);
+                    let (sites, func, loc) = (&mut self.sites, &w.func, plans.locs[i]);
                     let text = h.feed(line, t, in_body, || match func.as_ref() {
                         Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
                         None => u32::MAX,
@@ -616,7 +632,7 @@ impl<'a> Rewriter<'a> {
     /// global check (or the line unchanged when nothing on it is checked).
     fn access_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
         let Line { raw: line, stripped: code, .. } = plans.lines[i];
-        let (line_no, loc) = (plans.ptx_line(i), w.loc);
+        let (line_no, loc) = (plans.ptx_line(i), plans.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
         let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
         let trailing_comment = &line[code.len()..];
@@ -972,6 +988,8 @@ struct Plans<'p> {
     origin: Option<&'p [usize]>,
     /// Lines of the module's header, before the first line walked.
     base_line: usize,
+    /// The source location in effect at each line ([`source_locations`]).
+    locs: &'p [Option<Loc>],
 }
 
 impl Plans<'_> {
@@ -989,9 +1007,6 @@ struct Walk {
     /// Brace depth.
     depth: i32,
     in_block_comment: bool,
-    /// The last `.loc` of the current function, and the inlining chains behind it.
-    loc: Option<Loc>,
-    loc_chain: LocChain,
     /// The module's heap calls being renamed (heap.rs), if it calls the driver's heap.
     heap_calls: Option<heap::HeapCalls>,
     /// The module's shared report block, built once.

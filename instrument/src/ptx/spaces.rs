@@ -755,7 +755,8 @@ pub(super) enum Role {
 
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
 /// Lines in `skip` (loop versioning's own lines) are never accesses.
-pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet) -> HashMap<(usize, usize), Role> {
+/// `locs`: the source location at each line.
+pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet, locs: &[Option<super::Loc>]) -> HashMap<(usize, usize), Role> {
     let mut roles = HashMap::new();
     if m.is_empty() {
         return roles;
@@ -779,13 +780,10 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
     let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
-        let (f, mut regs, mut loc) = (m.functions.get(b.name.as_str()), super::RegTypes::default(), None);
-        let mut loc_chain = super::LocChain::default();
+        let (f, mut regs) = (m.functions.get(b.name.as_str()), super::RegTypes::default());
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let t = line.code;
-            if let Some(rest) = t.strip_prefix(".loc") {
-                loc = loc_chain.resolve(rest).or(loc);
-            }
+            let loc = locs[i];
             if t.starts_with(".reg") {
                 for decl in line.reg_declarations() {
                     regs.declare(decl);
@@ -1010,7 +1008,7 @@ mod group_tests {
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
         let m = analyze(&lines, &bodies);
-        let roles = group_accesses(&lines, &bodies, &m, &Default::default());
+        let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
