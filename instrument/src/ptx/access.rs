@@ -357,11 +357,6 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
         "multimem" => return Classified::Skip(SkipReason::Multicast),
         _ => {}
     }
-    // Tensor-core tiles in shared memory (checked as shared accesses, spaces.rs); a global or
-    // generic tile is not understood here yet.
-    if head == "wmma" && (has("shared") || !ins.operands.iter().any(|o| o.trim_start().starts_with('['))) {
-        return if has("shared") { Classified::Skip(SkipReason::NotGlobalSpace) } else { Classified::NotMemory };
-    }
     if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2) {
         let addresses = ins.operands.iter().any(|o| o.trim_start().starts_with('['));
         return if addresses { Classified::Skip(SkipReason::NonGlobalOpcode) } else { Classified::NotMemory };
@@ -396,6 +391,8 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
             Classified::Check(Access { base, offset, width: Width::Fixed(vec * ty), kind, dests, bulk: false, guard_nonzero: None })
         }
         "cp" | "cp.reduce" => classify_copy(ins, &quals),
+        // Tensor-core tiles in shared memory are the shared checks' (spaces.rs).
+        "wmma" if has("shared") => Classified::Skip(SkipReason::NotGlobalSpace),
         "wmma" => classify_wmma(ins, &quals),
         _ => {
             if ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
