@@ -149,6 +149,7 @@ def main():
     report = "\n".join(lines + [""] + start + [""] + (["Problems:"] + [f"- {p}" for p in problems] if problems else ["No problems: every gasan run matched the native checksum and reported nothing."]))
     print(report)
     if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)  # a results path in a new folder must not lose the run
         with open(a.out, "w") as f:
             f.write(report + "\n")
     return 1 if problems else 0

@@ -223,6 +223,7 @@ def main():
     report = "\n".join(lines)
     print(report)
     if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)  # a results path in a new folder must not lose the run
         with open(a.out, "w") as f:
             f.write(report + "\n")
     return 1 if r.problems else 0

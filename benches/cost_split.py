@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Where gasan's costs come from, on the whole-program benchmarks (benches/startup, built by
+benches/build.sh into .carry/startup). Prints two tables:
+
+  steady   median CUDA-event ms of the GPU region (3 processes x SHORT_REPS=20, warm cache) under
+           native, gasan, and gasan with one part switched off: --instrument 0 (pool, redzones and
+           tags only), --tags 0, --hoist-loops 0, and --shadow-scale 7
+  first    first launch of N distinct kernels of kernels100 (first pass - second pass, median of 5),
+           lazy and eager module loading (CUDA_MODULE_LOADING=EAGER), native, gasan, --tags 0 and
+           --instrument 0
+
+Usage (on the GPU machine):
+  python3 benches/cost_split.py --gasan .carry/bin/gasan-run --bin-dir .carry/startup [--only steady|first]
+"""
+import argparse, os, re, statistics, subprocess, tempfile
+
+STEADY = ["atax", "mvt", "jacobi2d", "scan", "fdtd2d", "transpose_add"]
+STEADY_CFGS = [("native", None), ("gasan", []), ("instr0", ["--instrument", "0"]), ("tags0", ["--tags", "0"]),
+               ("hoist0", ["--hoist-loops", "0"]), ("s7", ["--shadow-scale", "7"])]
+EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
+FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("tags0", ["--tags", "0"], {}), ("instr0", ["--instrument", "0"], {}),
+              ("native-eager", None, EAGER), ("gasan-eager", [], EAGER), ("instr0-eager", ["--instrument", "0"], EAGER)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gasan", required=True)
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--only", choices=["steady", "first"])
+    a = ap.parse_args()
+    gasan, bins = os.path.realpath(a.gasan), a.bin_dir
+    cache = tempfile.mkdtemp(prefix="gasan-cost-")
+    failures = 0
+
+    def run(opts, prog, args, env=None):
+        nonlocal failures
+        cmd = ([gasan, "--cache-dir", cache] + opts + ["--"] if opts is not None else []) + [os.path.join(bins, prog)] + args
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=300)
+        if p.returncode != 0:
+            failures += 1
+            print(f"FAILED ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-800:]}")
+            return None
+        return p.stdout
+
+    def median(opts, prog, args, env, pattern, reps):
+        run(opts, prog, args, env)  # fills the cache (and the driver's)
+        vals = []
+        for _ in range(reps):
+            m = re.search(pattern, run(opts, prog, args, env) or "")
+            if m:
+                vals.append(float(m.group(1)) - (float(m.group(2)) if m.lastindex == 2 else 0.0))
+        return statistics.median(vals) if vals else float("nan")
+
+    if a.only in (None, "steady"):
+        print("steady ms (median of 3 processes x SHORT_REPS=20):")
+        print(f"{'prog':<14}" + "".join(f"{c:>10}" for c, _ in STEADY_CFGS))
+        for p in STEADY:
+            row = [median(o, p, [], {"SHORT_REPS": "20"}, r"steady_ms=([\d.]+)", 3) for _, o in STEADY_CFGS]
+            print(f"{p:<14}" + "".join(f"{x:>10.4f}" for x in row), flush=True)
+    if a.only in (None, "first"):
+        print("first launch us (first pass - second pass), median of 5:")
+        print(f"{'cfg':<14}{'N=1':>10}{'N=10':>10}{'N=100':>10}")
+        for c, o, e in FIRST_CFGS:
+            row = [median(o, "kernels100", ["b", n], e, r"first_us=([\d.]+) again_us=([\d.]+)", 5) for n in ("1", "10", "100")]
+            print(f"{c:<14}" + "".join(f"{x:>10.0f}" for x in row), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One batched GPU session (the lent GPU machine runs one command at a time): unpacks the suite and
+# benchmark builds carried as .carry/pack/sb.tar.xz (tar -C .carry -cf - suite bench | xz), then runs
+# each STEP with its own time limit and keeps its output in $OUT/STEP.txt (the device tool returns
+# $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
+# target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
+# Steps: check stress python new4 suite suiteg startup startupv benches cost.
+set -u
+export PYTHONUNBUFFERED=1
+R=${OUT:-/tmp/r}; mkdir -p "$R"
+B=$(realpath .carry/bin)
+W=/tmp/w
+if [ ! -d $W/suite ]; then mkdir -p $W && tar -C $W -xJf .carry/pack/sb.tar.xz; fi
+export PATH=$PATH:/usr/local/cuda/bin
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+summary=()
+for spec in "$@"; do
+  step=${spec%%:*}; lim=${spec#*:}; [ "$lim" = "$spec" ] && lim=300
+  t0=$(date +%s)
+  case $step in
+    check)   OUT=/tmp/o-check GASAN_BIN=$B timeout $lim bash scripts/gpu-check.sh ;;
+    stress)  OUT=/tmp/o-stress GASAN_BIN=$B GASAN_SUITE=$W/suite GASAN_BENCH=$W/bench timeout $lim bash scripts/gpu-stress.sh ;;
+    python)  OUT=/tmp/o-python GASAN_BIN=$B timeout $lim bash scripts/gpu-python.sh ;;
+    new4)    timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 8 --out /tmp/o-new4 --only shared_cp_async_overflow,shared_ldmatrix_overflow,shared_wmma_overflow,wmma_global_overflow ;;
+    suite)   timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 14 --out /tmp/o-suite ;;
+    suiteg)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-suiteg ;;
+    startup) timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
+    cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup ;;
+    startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
+    benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
+    *) echo "unknown step $step" ;;
+  esac > "$R/$step.txt" 2>&1
+  rc=$?
+  summary+=("$(printf '%-9s rc=%-4s %4ss' "$step" "$rc" "$(( $(date +%s) - t0 ))")")
+  tail -40 "$R/$step.txt"
+done
+tar -C /tmp -czf "$R/logs.tgz" $(cd /tmp && ls -d o-* 2>/dev/null) 2>/dev/null
+printf '%s\n' "${summary[@]}"
