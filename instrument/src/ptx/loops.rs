@@ -3,8 +3,10 @@
 //! at the loop's entry, against the pool's extent table ([`crate::abi::ControlBlock::extent_table`]).
 //!
 //! ```text
-//!   { range test: trip count, first and last address of each hoisted access, extent lookups
-//!     @!ok bra L; }           the test failed or proves nothing: run the original, checked loop
+//!   { range test: trip count, first and last address of each hoisted access, extent lookups;
+//!     a range whose extent entry proves nothing (a block of a shared slab) sweeps its shadow
+//!     bytes instead, when it spans no more granules than the loop has iterations
+//!     @!ok bra L; }           the test failed: run the original, checked loop
 //! $gasan_loopN:               fast copy: hoisted accesses unchecked, the others checked as usual
 //!   ...  @p bra $gasan_loopN;
 //!   bra $gasan_loopN_done;
@@ -33,6 +35,7 @@ use super::bodies::Bodies;
 use super::branches::Branches;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
+use crate::shadow::Scale;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -58,7 +61,7 @@ pub(super) struct Versioned<'a> {
 
 /// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
 /// The candidates are `branches`' back edges that are guarded branches with one target.
-pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>) -> Option<Versioned<'a>> {
+pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>, scale: Scale) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
     // The current function's `.reg` lines up to the back edge looked at (collected as the walk
     // goes: nvcc declares them at the top), parsed once when the first of its loops needs them.
@@ -79,7 +82,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
             continue;
         }
         if k - s <= MAX_BODY {
-            if let Some(p) = analyze(lines, s, k, &reg_lines, &mut reg_types, plans.len()) {
+            if let Some(p) = analyze(lines, s, k, &reg_lines, &mut reg_types, plans.len(), scale) {
                 plans.push(p);
             }
         }
@@ -410,7 +413,7 @@ impl Cmp {
     }
 }
 
-fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize) -> Option<LoopPlan> {
+fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize, scale: Scale) -> Option<LoopPlan> {
     let label = lines[s].code.strip_suffix(':')?.trim().to_string();
     if !super::falls_through_to(lines, s) {
         return None;
@@ -513,7 +516,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     if ranges.is_empty() {
         return None;
     }
-    let preheader = Emitter::new(id, &walked, &candidates, regs).range_test(&exit, &ranges, &label)?;
+    let preheader = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
     let fast_order = fast_order(s, e, &body, &hoisted);
@@ -592,6 +595,8 @@ struct Emitter<'b, 'a> {
     body: &'b Body<'b, 'a>,
     bivs: &'b HashSet<&'a str>,
     regs: &'b RegTypes,
+    /// The shadow encoding the sweep reads.
+    scale: Scale,
     decls: Vec<String>,
     code: String,
     next: usize,
@@ -609,8 +614,8 @@ enum At {
 }
 
 impl<'b, 'a> Emitter<'b, 'a> {
-    fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes) -> Self {
-        Self { id, body, bivs, regs, decls: Vec::new(), code: String::new(), next: 0, ok: String::new() }
+    fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale) -> Self {
+        Self { id, body, bivs, regs, scale, decls: Vec::new(), code: String::new(), next: 0, ok: String::new() }
     }
 
     fn temp(&mut self, ty: &str) -> String {
@@ -632,7 +637,11 @@ impl<'b, 'a> Emitter<'b, 'a> {
         self.line(format_args!("ld.const.u64 {size}, [{ctl}+{}];", ctl_offset::POOL_SIZE));
         self.line(format_args!("ld.const.u64 {table}, [{ctl}+{}];", ctl_offset::EXTENT_TABLE));
         self.line(format_args!("ld.const.u32 {shift}, [{ctl}+{}];", ctl_offset::EXTENT_SHIFT));
-        self.line(format_args!("setp.ne.u64 {ok}, {table}, 0;"));
+        let shadow = self.temp("b64");
+        self.line(format_args!("ld.const.u64 {shadow}, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+        // The pool exists (an unwritten control block reads zero: the checked loop runs, and
+        // checks nothing either).
+        self.line(format_args!("setp.ne.u64 {ok}, {size}, 0;"));
         self.ok = ok.clone();
 
         // Steps of the induction variables (in their own widths), and the trip count.
@@ -697,8 +706,12 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
             last.insert(r, v);
         }
-        // Each hoisted address: first and last value, the span, and the extent lookup.
-        for g in ranges {
+        // The conditions so far (count, no wrapping) hold for every range: without them no first
+        // or last address means anything.
+        self.line(format_args!("@!{ok} bra {label};"));
+        // Each hoisted address: first and last value, the span, then the extent lookup; where the
+        // extent entry proves nothing (blocks in shared slabs have none), the shadow sweep.
+        for (j, g) in ranges.iter().enumerate() {
             let first = self.value_of(&g.reg, g.def, At::First, &mut memo, &last)?;
             let lastv = self.value_of(&g.reg, g.def, At::Mapped, &mut memo, &last)?;
             let (lo, hi) = (self.temp("b64"), self.temp("b64"));
@@ -711,20 +724,23 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 self.line(format_args!("add.s64 {lo}, {lo}, {};", g.lo));
                 self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
             }
-            let (off, q, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
+            let (off, r, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
+            let passed = format!("$gasan_range{}_{j}", self.id);
+            self.line(format_args!("setp.ne.u64 {r}, {table}, 0;"));
             self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
-            self.line(format_args!("setp.lt.u64 {q}, {off}, {size};"));
-            self.line(format_args!("and.pred {ok}, {ok}, {q};"));
-            self.line(format_args!("setp.le.and.u64 {ok}, {lo}, {hi}, {ok};"));
+            self.line(format_args!("setp.lt.and.u64 {r}, {off}, {size}, {r};"));
+            self.line(format_args!("setp.le.and.u64 {r}, {lo}, {hi}, {r};"));
             self.line(format_args!("shr.u64 {off}, {off}, {shift};"));
             self.line(format_args!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
             self.line(format_args!("mov.u64 {start}, 0;"));
             self.line(format_args!("mov.u64 {end}, 0;"));
-            self.line(format_args!("@{ok} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
-            self.line(format_args!("setp.ge.and.u64 {ok}, {lo}, {start}, {ok};"));
-            self.line(format_args!("setp.lt.and.u64 {ok}, {hi}, {end}, {ok};"));
+            self.line(format_args!("@{r} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
+            self.line(format_args!("setp.ge.and.u64 {r}, {lo}, {start}, {r};"));
+            self.line(format_args!("setp.lt.and.u64 {r}, {hi}, {end}, {r};"));
+            self.line(format_args!("@{r} bra {passed};"));
+            self.shadow_sweep(&lo, &hi, &tm1, [&base, &size, &shadow], label, j);
+            let _ = writeln!(self.code, "{passed}: {MARKER}");
         }
-        self.line(format_args!("@!{ok} bra {label};"));
         let mut out = format!("\t{{ {MARKER}\n");
         for d in &self.decls {
             let _ = writeln!(out, "\t{d} {MARKER}");
@@ -732,6 +748,52 @@ impl<'b, 'a> Emitter<'b, 'a> {
         out.push_str(&self.code);
         let _ = writeln!(out, "\t}} {MARKER}");
         Some(out)
+    }
+
+    /// The shadow sweep of the range `[lo, hi]` (both in the pool): branches to `fail` unless every
+    /// granule from `lo`'s to `hi`'s grants its bytes up to its end (`hi`'s granule: up to `hi`).
+    /// Accessible bytes are a prefix of each granule, so that covers every byte of the range, and a
+    /// run of such granules lies in one live block: blocks are separated by poisoned redzones of at
+    /// least a granule. It runs only for ranges of at most as many granules as the loop has
+    /// iterations, so it never reads more shadow bytes than the checked loop would.
+    fn shadow_sweep(&mut self, lo: &str, hi: &str, tm1: &str, [base, size, shadow]: [&str; 3], fail: &str, j: usize) {
+        let (sh, gran) = (self.scale.shift(), self.scale.granule());
+        let (a, b, q) = (self.temp("b64"), self.temp("b64"), self.temp("pred"));
+        self.line(format_args!("sub.s64 {a}, {lo}, {base};"));
+        self.line(format_args!("sub.s64 {b}, {hi}, {base};"));
+        self.line(format_args!("setp.lt.u64 {q}, {a}, {size};"));
+        self.line(format_args!("setp.lt.and.u64 {q}, {b}, {size}, {q};"));
+        self.line(format_args!("setp.le.and.u64 {q}, {lo}, {hi}, {q};"));
+        self.line(format_args!("@!{q} bra {fail};"));
+        let n = self.temp("b64");
+        self.line(format_args!("shr.u64 {a}, {a}, {sh};"));
+        self.line(format_args!("shr.u64 {b}, {b}, {sh};"));
+        self.line(format_args!("sub.s64 {n}, {b}, {a};"));
+        self.line(format_args!("setp.le.u64 {q}, {n}, {tm1};"));
+        self.line(format_args!("@!{q} bra {fail};"));
+        // `a`, `b`: the shadow bytes of the first and the last granule.
+        self.line(format_args!("add.s64 {a}, {shadow}, {a};"));
+        self.line(format_args!("add.s64 {b}, {shadow}, {b};"));
+        let (end_off, byte, at, last, bad) = (self.temp("b32"), self.temp("b32"), self.temp("b32"), self.temp("pred"), self.temp("pred"));
+        self.line(format_args!("cvt.u32.u64 {end_off}, {hi};"));
+        self.line(format_args!("and.b32 {end_off}, {end_off}, {};", gran - 1));
+        let top = format!("$gasan_sweep{}_{j}", self.id);
+        let _ = writeln!(self.code, "{top}: {MARKER}");
+        self.line(format_args!("ld.global.nc.u8 {byte}, [{a}];"));
+        self.line(format_args!("setp.eq.u64 {last}, {a}, {b};"));
+        self.line(format_args!("selp.b32 {at}, {end_off}, {}, {last};", gran - 1));
+        // The one-byte check at offset `at` of the granule, as every checked access makes it.
+        let t = self.scale.fast_test(1);
+        if t.addend != 0 {
+            self.line(format_args!("add.u32 {at}, {at}, {};", t.addend));
+        }
+        if t.at_least_one {
+            self.line(format_args!("max.u32 {at}, {at}, 1;"));
+        }
+        self.line(format_args!("setp.{}.u32 {bad}, {byte}, {at};", if t.strict { "lt" } else { "le" }));
+        self.line(format_args!("@{bad} bra {fail};"));
+        self.line(format_args!("add.s64 {a}, {a}, 1;"));
+        self.line(format_args!("@!{last} bra {top};"));
     }
 
     /// Induction variables the hoisted addresses depend on.

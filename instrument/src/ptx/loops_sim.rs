@@ -1,15 +1,17 @@
 //! Soundness of loop versioning, by execution: a small interpreter for the PTX that nvcc emits in
 //! loops and that the range tests are made of runs each versioned loop of real nvcc output
-//! (tests/data/loops.ptx) from random entry states, against an extent table describing one
-//! allocation placed around the bytes the loop really touches. Whenever the range test passes,
-//! every access it covers must lie inside that allocation; when the allocation holds them all with
-//! room to spare, the test should pass.
+//! (tests/data/loops.ptx) from random entry states, against an extent table and a shadow
+//! describing one allocation placed around the bytes the loop really touches (or a shadow alone:
+//! a block in a shared slab has no extent entry, and the range test sweeps its shadow). Whenever
+//! the range test passes, every access it covers must lie inside that allocation; when the
+//! allocation holds them all with room to spare, the test should pass.
 
 use super::loops::{version, Versioned};
 
 use super::access::split_instr;
 use super::{strip_comment, RegTypes};
 use crate::abi::ctl_offset;
+use crate::shadow::Scale;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -17,6 +19,8 @@ const POOL_BASE: u64 = 0x1000_0000_0000;
 const POOL_SIZE: u64 = 1 << 40;
 const TABLE: u64 = 0x7000_0000_0000;
 const SHIFT: u32 = 21;
+const SHADOW: u64 = 0x6000_0000_0000;
+const SCALE: Scale = Scale::S8;
 /// Iterations simulated at most.
 const CAP: u64 = 600;
 
@@ -24,8 +28,10 @@ const CAP: u64 = 600;
 struct Machine {
     regs: HashMap<String, u64>,
     preds: HashMap<String, bool>,
-    /// The one allocation the extent table describes.
+    /// The one allocation the extent table and the shadow describe.
     alloc: (u64, u64),
+    /// The allocation is in a shared slab: its extent entries are zero.
+    slab: bool,
     /// Global accesses: (statement index, address, width).
     accesses: Vec<(usize, u64, u64)>,
 }
@@ -101,6 +107,19 @@ impl Machine {
         self.val(reg).wrapping_add(off)
     }
 
+    /// The shadow byte of the granule at `g`: the allocation's bytes in it, encoded as the
+    /// allocator writes them (a granule the allocation starts inside of reads poisoned: the
+    /// allocator's blocks start on granule boundaries, so this only makes the model stricter).
+    fn shadow_byte(&self, g: u64) -> u8 {
+        let (s, e) = self.alloc;
+        let accessible = if g >= s { e.saturating_sub(g).min(SCALE.granule()) } else { 0 };
+        match SCALE {
+            Scale::S7 => accessible as u8,
+            Scale::S8 if accessible <= 1 => 0,
+            Scale::S8 => (accessible - 1) as u8,
+        }
+    }
+
     fn set(&mut self, d: &str, v: u64) {
         self.regs.insert(d.to_string(), v);
     }
@@ -125,6 +144,7 @@ impl Machine {
                     x if x == ctl_offset::POOL_SIZE => POOL_SIZE,
                     x if x == ctl_offset::EXTENT_TABLE => TABLE,
                     x if x == ctl_offset::EXTENT_SHIFT => u64::from(SHIFT),
+                    x if x == ctl_offset::SHADOW_BASE => SHADOW,
                     _ => panic!("control block offset {off}"),
                 };
                 self.set(o[0], v);
@@ -137,10 +157,15 @@ impl Machine {
                     let block = (addr - TABLE) / 16;
                     let (s, e) = self.alloc;
                     let (b0, b1) = (POOL_BASE + (block << SHIFT), POOL_BASE + ((block + 1) << SHIFT));
-                    let hit = s < b1 && b0 < e;
+                    let hit = s < b1 && b0 < e && !self.slab;
                     let regs: Vec<&str> = dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).collect();
                     self.set(regs[0], if hit { s } else { 0 });
                     self.set(regs[1], if hit { e } else { 0 });
+                    return Flow::Next;
+                }
+                if parts.contains(&"global") && (SHADOW..SHADOW + (POOL_SIZE >> SCALE.shift())).contains(&addr) {
+                    let byte = self.shadow_byte(POOL_BASE + ((addr - SHADOW) << SCALE.shift()));
+                    self.set(dests, u64::from(byte));
                     return Flow::Next;
                 }
                 if parts.contains(&"global") || !parts.iter().any(|p| matches!(*p, "shared" | "local" | "param" | "const")) {
@@ -298,7 +323,8 @@ fn cases(v: &Versioned<'_>) -> Vec<Case> {
                 }
                 j += 1;
             }
-            let label = test.last().and_then(|b| b.rsplit(' ').next()).unwrap().to_string();
+            // The original loop's label: the target of the test's first failure branch.
+            let label = test.iter().find(|b| b.starts_with("@!") && b.contains(" bra ")).and_then(|b| b.rsplit(' ').next()).unwrap().to_string();
             let fast_label = strip_comment(lines[j + 1]).trim().trim_end_matches(':').to_string();
             let fast: Vec<(String, usize)> = (j + 2..lines.len())
                 .take_while(|&i| !lines[i].contains("_done;"))
@@ -394,7 +420,7 @@ fn all_cases() -> &'static [Case] {
         static SRC: &str = include_str!("../../tests/data/loops.ptx");
         let lines = super::Line::read_all(SRC.split_inclusive('\n'));
         let bodies = super::bodies::Bodies::scan(&lines);
-        cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies)).expect("loops.ptx has versionable loops"))
+        cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("loops.ptx has versionable loops"))
     })
 }
 
@@ -425,15 +451,34 @@ fn entry_state(case: &Case, seed: &[u64]) -> Machine {
     m
 }
 
-fn range_test(case: &Case, entry: &Machine, alloc: (u64, u64)) -> bool {
-    let mut m = Machine { regs: entry.regs.clone(), preds: entry.preds.clone(), alloc, ..Default::default() };
-    for s in &case.test {
-        if let Flow::Branch(l) = m.exec(usize::MAX, s) {
-            assert_eq!(l, case.label);
-            return false;
+/// Runs the range test (its sweeps loop): whether it falls through to the fast copy.
+fn range_test(case: &Case, entry: &Machine, alloc: (u64, u64), slab: bool) -> bool {
+    let mut m = Machine { regs: entry.regs.clone(), preds: entry.preds.clone(), alloc, slab, ..Default::default() };
+    let labels: HashMap<&str, usize> = case.test.iter().enumerate().filter_map(|(i, s)| s.strip_suffix(':').map(|l| (l, i))).collect();
+    let (mut pc, mut steps) = (0, 0u64);
+    while pc < case.test.len() {
+        steps += 1;
+        assert!(steps < 10_000_000, "range test of {} does not end", case.label);
+        let s = &case.test[pc];
+        if s.ends_with(':') {
+            pc += 1;
+            continue;
+        }
+        match m.exec(usize::MAX, s) {
+            Flow::Next => pc += 1,
+            Flow::Branch(l) if l == case.label => return false,
+            Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("range test branches to {l}")),
         }
     }
     true
+}
+
+/// `v` rounded down / up to a shadow granule.
+fn granule_down(v: u64) -> u64 {
+    v & !(SCALE.granule() - 1)
+}
+fn granule_up(v: u64) -> u64 {
+    granule_down(v + SCALE.granule() - 1)
 }
 
 #[test]
@@ -446,7 +491,7 @@ fn the_test_module_has_each_loop_shape_versioned() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
-    fn a_passing_range_test_covers_every_access_of_the_loop(seed in proptest::collection::vec(any::<u64>(), 8), shrink in 0u64..3, slack in 0u64..64) {
+    fn a_passing_range_test_covers_every_access_of_the_loop(seed in proptest::collection::vec(any::<u64>(), 8), shrink in 0u64..3, slack in 0u64..64, slab in any::<bool>()) {
         for case in all_cases() {
             let entry = entry_state(case, &seed);
             let (accesses, ended) = run_loop(case, &entry);
@@ -455,15 +500,19 @@ proptest! {
                 continue;
             }
             // An allocation missing `shrink` bytes at one end (0: exactly the touched bytes),
-            // or one with slack around them.
-            let alloc = match shrink {
-                0 => (lo - slack, hi + slack),
-                1 => (lo + 1, hi + slack),
-                _ => (lo - slack, hi - 1),
+            // or one with slack around them. A slab block (no extent entry) starts on a granule,
+            // as the allocator places it.
+            let alloc = match (shrink, slab) {
+                (0, false) => (lo - slack, hi + slack),
+                (1, false) => (lo + 1, hi + slack),
+                (_, false) => (lo - slack, hi - 1),
+                (0, true) => (granule_down(lo - slack), hi + slack),
+                (1, true) => (granule_up(lo + 1), hi + slack),
+                (_, true) => (granule_down(lo - slack), hi - 1),
             };
-            if range_test(case, &entry, alloc) {
+            if range_test(case, &entry, alloc, slab) {
                 prop_assert!(ended, "range test passed for a loop running past {CAP} iterations ({})", case.label);
-                prop_assert!(shrink == 0, "range test passed with the allocation one byte short ({}): {:#x}..{:#x} touched, {:#x}..{:#x} allocated", case.label, lo, hi, alloc.0, alloc.1);
+                prop_assert!(shrink == 0, "range test passed with the allocation one byte short ({}, slab {slab}): {:#x}..{:#x} touched, {:#x}..{:#x} allocated", case.label, lo, hi, alloc.0, alloc.1);
             }
         }
     }
@@ -506,8 +555,7 @@ fn the_fast_copy_computes_what_the_loop_computes() {
 fn ranges_that_fit_pass_the_test() {
     // Fixed entry states with ordinary values: the test passes for most loops when the allocation
     // is exactly what they touch.
-    let mut passed = 0;
-    let mut total = 0;
+    let (mut passed, mut total, mut slab_passed, mut slab_total) = (0, 0, 0, 0);
     for seed in 0..64u64 {
         let seed: Vec<u64> = (0..8).map(|k| seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(k * 9) ^ k as u64).collect();
         for case in all_cases() {
@@ -521,11 +569,20 @@ fn ranges_that_fit_pass_the_test() {
                 continue;
             }
             total += 1;
-            passed += usize::from(range_test(case, &entry, (lo, hi)));
+            passed += usize::from(range_test(case, &entry, (lo, hi), false));
+            // The same block in a shared slab: the sweep passes it unless the range spans more
+            // granules than the loop has iterations.
+            let granules = (granule_up(hi) - granule_down(lo)) >> SCALE.shift();
+            if granules <= n as u64 {
+                slab_total += 1;
+                slab_passed += usize::from(range_test(case, &entry, (granule_down(lo), hi), true));
+            }
         }
     }
     assert!(total > 50, "only {total} ordinary runs");
     assert!(passed * 10 >= total * 9, "{passed} of {total} fitting runs passed the range test");
+    assert!(slab_total > 50, "only {slab_total} ordinary runs over few granules");
+    assert!(slab_passed * 10 >= slab_total * 9, "{slab_passed} of {slab_total} fitting slab blocks passed the range test");
 }
 
 /// Shared checks by execution: the planner's check of a real statement (its width, lanes and

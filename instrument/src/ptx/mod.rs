@@ -156,7 +156,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 28;
+pub const REVISION: u32 = 29;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -432,7 +432,7 @@ impl<'a> Rewriter<'a> {
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
         let input_branches = if planned { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
-        let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches) } else { None };
+        let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
         // Versioning rewrote the lines: their bodies and branches are found again.
         let (lines, bodies, branches) = match &versioned {
             Some(v) => {
