@@ -4,7 +4,7 @@
 # each STEP with its own time limit and keeps its output in $OUT/STEP.txt (the device tool returns
 # $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
-# Steps: check stress python new4 suite suiteg startup startupv benches cost.
+# Steps: check stress python new4 loops suite suiteg startup startupv benches cost.
 set -u
 export PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/r}; mkdir -p "$R"
@@ -22,6 +22,7 @@ for spec in "$@"; do
     stress)  OUT=/tmp/o-stress GASAN_BIN=$B GASAN_SUITE=$W/suite GASAN_BENCH=$W/bench timeout $lim bash scripts/gpu-stress.sh ;;
     python)  OUT=/tmp/o-python GASAN_BIN=$B timeout $lim bash scripts/gpu-python.sh ;;
     new4)    timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 8 --out /tmp/o-new4 --only shared_cp_async_overflow,shared_ldmatrix_overflow,shared_wmma_overflow,wmma_global_overflow ;;
+    loops)   timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,gasan-sass,cs --jobs 8 --out /tmp/o-loops --only loop_overrun,loop_overrun_large,loop_stride_far,loop_uaf_large,loop_uaf_small,loop_overrun_rows ;;
     suite)   timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 14 --out /tmp/o-suite ;;
     suiteg)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-suiteg ;;
     startup) timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
