@@ -709,9 +709,11 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // The conditions so far (count, no wrapping) hold for every range: without them no first
         // or last address means anything.
         self.line(format_args!("@!{ok} bra {label};"));
-        // Each hoisted address: first and last value, the span, then the extent lookup; where the
-        // extent entry proves nothing (blocks in shared slabs have none), the shadow sweep.
-        for (j, g) in ranges.iter().enumerate() {
+        // Each hoisted address: first and last value, the span, then the extent lookup, all
+        // lookups issued before any branch waits for one (their latencies overlap). A range whose
+        // extent entry proves nothing (blocks in shared slabs have none) then sweeps its shadow.
+        let mut spans: Vec<(String, String, String)> = Vec::with_capacity(ranges.len());
+        for g in ranges {
             let first = self.value_of(&g.reg, g.def, At::First, &mut memo, &last)?;
             let lastv = self.value_of(&g.reg, g.def, At::Mapped, &mut memo, &last)?;
             let (lo, hi) = (self.temp("b64"), self.temp("b64"));
@@ -725,7 +727,6 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
             }
             let (off, r, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
-            let passed = format!("$gasan_range{}_{j}", self.id);
             self.line(format_args!("setp.ne.u64 {r}, {table}, 0;"));
             self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
             self.line(format_args!("setp.lt.and.u64 {r}, {off}, {size}, {r};"));
@@ -737,10 +738,22 @@ impl<'b, 'a> Emitter<'b, 'a> {
             self.line(format_args!("@{r} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
             self.line(format_args!("setp.ge.and.u64 {r}, {lo}, {start}, {r};"));
             self.line(format_args!("setp.lt.and.u64 {r}, {hi}, {end}, {r};"));
+            spans.push((lo, hi, r));
+        }
+        let all = self.temp("pred");
+        self.line(format_args!("mov.pred {all}, {};", spans[0].2));
+        for (_, _, r) in &spans[1..] {
+            self.line(format_args!("and.pred {all}, {all}, {r};"));
+        }
+        let done = format!("$gasan_ranges{}", self.id);
+        self.line(format_args!("@{all} bra {done};"));
+        for (j, (lo, hi, r)) in spans.iter().enumerate() {
+            let passed = format!("$gasan_range{}_{j}", self.id);
             self.line(format_args!("@{r} bra {passed};"));
-            self.shadow_sweep(&lo, &hi, &tm1, [&base, &size, &shadow], label, j);
+            self.shadow_sweep(lo, hi, &tm1, [&base, &size, &shadow], label, j);
             let _ = writeln!(self.code, "{passed}: {MARKER}");
         }
+        let _ = writeln!(self.code, "{done}: {MARKER}");
         let mut out = format!("\t{{ {MARKER}\n");
         for d in &self.decls {
             let _ = writeln!(out, "\t{d} {MARKER}");

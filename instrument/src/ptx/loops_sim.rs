@@ -212,6 +212,10 @@ impl Machine {
                     self.preds.insert(q.to_string(), !r);
                 }
             }
+            "mov" if ty == "pred" => {
+                let r = self.pred(o[1]);
+                self.preds.insert(o[0].to_string(), r);
+            }
             "and" if ty == "pred" => {
                 let r = self.pred(o[1]) && self.pred(o[2]);
                 self.preds.insert(o[0].to_string(), r);
