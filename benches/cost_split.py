@@ -14,7 +14,7 @@ Usage (on the GPU machine):
 """
 import argparse, os, re, statistics, subprocess, tempfile
 
-STEADY = ["atax", "mvt", "jacobi2d", "scan", "fdtd2d", "transpose_add"]
+STEADY = ["gemm", "mm2", "atax", "mvt", "jacobi2d", "scan", "fdtd2d", "transpose_add"]
 STEADY_CFGS = [("native", None), ("gasan", []), ("instr0", ["--instrument", "0"]), ("tags0", ["--tags", "0"]),
                ("hoist0", ["--hoist-loops", "0"]), ("s7", ["--shadow-scale", "7"])]
 EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
