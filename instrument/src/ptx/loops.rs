@@ -371,6 +371,11 @@ struct Range {
     lo: i64,
     hi_end: i64,
     lines: Vec<usize>,
+    /// The address moves by a known constant of at most a granule per iteration (a pointer walking
+    /// an array), so a sweep of its range reads no more granules than the loop has iterations,
+    /// whatever the count. Only such ranges get a sweep: one with a run-time or larger step would
+    /// nearly always span more granules, and every sweep's code costs registers in the whole loop.
+    sweep: bool,
 }
 
 /// The loop-exit comparison: the loop continues while `a CMP b` (the `setp`'s two sources).
@@ -510,7 +515,8 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
             g.hi_end = g.hi_end.max(hi_end);
             g.lines.push(line);
         } else if ranges.len() < MAX_RANGES {
-            ranges.push(Range { reg: r.clone(), def, lo, hi_end, lines: vec![line] });
+            let sweep = matches!(val, Val::Biv { off: Some(k), .. } if k.unsigned_abs() <= scale.granule());
+            ranges.push(Range { reg: r.clone(), def, lo, hi_end, lines: vec![line], sweep });
         }
     }
     if ranges.is_empty() {
@@ -712,21 +718,15 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // Each hoisted address: first and last value, the span, then the extent lookup, all
         // lookups issued before any branch waits for one (their latencies overlap). A range whose
         // extent entry proves nothing (blocks in shared slabs have none) then sweeps its shadow.
-        let mut spans: Vec<(String, String, String)> = Vec::with_capacity(ranges.len());
-        for g in ranges {
-            let first = self.value_of(&g.reg, g.def, At::First, &mut memo, &last)?;
-            let lastv = self.value_of(&g.reg, g.def, At::Mapped, &mut memo, &last)?;
-            let (lo, hi) = (self.temp("b64"), self.temp("b64"));
-            if first == lastv {
-                self.line(format_args!("add.s64 {lo}, {first}, {};", g.lo));
-                self.line(format_args!("add.s64 {hi}, {first}, {};", g.hi_end - 1));
-            } else {
-                self.line(format_args!("min.u64 {lo}, {first}, {lastv};"));
-                self.line(format_args!("max.u64 {hi}, {first}, {lastv};"));
-                self.line(format_args!("add.s64 {lo}, {lo}, {};", g.lo));
-                self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
-            }
-            let (off, r, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
+        // Only a bit per range survives the lookups (`passed`), and a sweep computes its range
+        // again: spans kept live until the sweeps cost ptxas registers in every loop, and so
+        // occupancy, also where every lookup passes.
+        let (all, passed) = (self.temp("pred"), self.temp("b32"));
+        self.line(format_args!("setp.ne.u64 {all}, {table}, 0;"));
+        self.line(format_args!("mov.b32 {passed}, 0;"));
+        for (j, g) in ranges.iter().enumerate() {
+            let (lo, hi) = self.span(g, &mut memo, &last)?;
+            let (off, r, start, end, bit) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"), self.temp("b32"));
             self.line(format_args!("setp.ne.u64 {r}, {table}, 0;"));
             self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
             self.line(format_args!("setp.lt.and.u64 {r}, {off}, {size}, {r};"));
@@ -738,29 +738,65 @@ impl<'b, 'a> Emitter<'b, 'a> {
             self.line(format_args!("@{r} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
             self.line(format_args!("setp.ge.and.u64 {r}, {lo}, {start}, {r};"));
             self.line(format_args!("setp.lt.and.u64 {r}, {hi}, {end}, {r};"));
-            spans.push((lo, hi, r));
-        }
-        let all = self.temp("pred");
-        self.line(format_args!("mov.pred {all}, {};", spans[0].2));
-        for (_, _, r) in &spans[1..] {
             self.line(format_args!("and.pred {all}, {all}, {r};"));
+            self.line(format_args!("selp.b32 {bit}, {}, 0, {r};", 1u32 << j));
+            self.line(format_args!("or.b32 {passed}, {passed}, {bit};"));
+        }
+        if !ranges.iter().any(|g| g.sweep) {
+            self.line(format_args!("@!{all} bra {label};"));
+            return Some(self.finish());
         }
         let done = format!("$gasan_ranges{}", self.id);
         self.line(format_args!("@{all} bra {done};"));
-        for (j, (lo, hi, r)) in spans.iter().enumerate() {
-            let passed = format!("$gasan_range{}_{j}", self.id);
-            self.line(format_args!("@{r} bra {passed};"));
-            self.shadow_sweep(lo, hi, &tm1, [&base, &size, &shadow], label, j);
-            let _ = writeln!(self.code, "{passed}: {MARKER}");
+        // A failed range that gets no sweep fails the test before any sweep runs.
+        let fixed: u32 = ranges.iter().enumerate().filter(|(_, g)| !g.sweep).map(|(j, _)| 1u32 << j).sum();
+        if fixed != 0 {
+            let (bits, q) = (self.temp("b32"), self.temp("pred"));
+            self.line(format_args!("and.b32 {bits}, {passed}, {fixed};"));
+            self.line(format_args!("setp.ne.u32 {q}, {bits}, {fixed};"));
+            self.line(format_args!("@{q} bra {label};"));
+        }
+        for (j, g) in ranges.iter().enumerate().filter(|(_, g)| g.sweep) {
+            let skip = format!("$gasan_range{}_{j}", self.id);
+            let (bit, q) = (self.temp("b32"), self.temp("pred"));
+            self.line(format_args!("and.b32 {bit}, {passed}, {};", 1u32 << j));
+            self.line(format_args!("setp.ne.u32 {q}, {bit}, 0;"));
+            self.line(format_args!("@{q} bra {skip};"));
+            let (lo, hi) = self.span(g, &mut HashMap::new(), &last)?;
+            self.shadow_sweep(&lo, &hi, &tm1, [&base, &size, &shadow], label, j);
+            let _ = writeln!(self.code, "{skip}: {MARKER}");
         }
         let _ = writeln!(self.code, "{done}: {MARKER}");
+        Some(self.finish())
+    }
+
+    /// The test as one block: its register declarations, then its code.
+    fn finish(self) -> String {
         let mut out = format!("\t{{ {MARKER}\n");
         for d in &self.decls {
             let _ = writeln!(out, "\t{d} {MARKER}");
         }
         out.push_str(&self.code);
         let _ = writeln!(out, "\t}} {MARKER}");
-        Some(out)
+        out
+    }
+
+    /// The lowest and the highest byte `g`'s accesses touch over the whole loop (from the first
+    /// and the last value of its address), computed into two new registers.
+    fn span(&mut self, g: &Range, memo: &mut HashMap<(At, usize), String>, last: &HashMap<&'a str, String>) -> Option<(String, String)> {
+        let first = self.value_of(&g.reg, g.def, At::First, memo, last)?;
+        let lastv = self.value_of(&g.reg, g.def, At::Mapped, memo, last)?;
+        let (lo, hi) = (self.temp("b64"), self.temp("b64"));
+        if first == lastv {
+            self.line(format_args!("add.s64 {lo}, {first}, {};", g.lo));
+            self.line(format_args!("add.s64 {hi}, {first}, {};", g.hi_end - 1));
+        } else {
+            self.line(format_args!("min.u64 {lo}, {first}, {lastv};"));
+            self.line(format_args!("max.u64 {hi}, {first}, {lastv};"));
+            self.line(format_args!("add.s64 {lo}, {lo}, {};", g.lo));
+            self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
+        }
+        Some((lo, hi))
     }
 
     /// The shadow sweep of the range `[lo, hi]` (both in the pool): branches to `fail` unless every
