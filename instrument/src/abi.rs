@@ -14,6 +14,9 @@
 pub const CONTROL_BLOCK_SYMBOL: &str = "__gasan_ctl";
 /// Name of the appended slow-path `.func`.
 pub const SLOW_PATH_SYMBOL: &str = "__gasan_report";
+/// Name of the module-local `.func` a loop's range test calls to sweep a range's shadow bytes
+/// (instrument/src/ptx/loops.rs).
+pub const RANGE_SWEEP_SYMBOL: &str = "__gasan_range_sweep";
 
 /// `ControlBlock::flags` bit: record the error and skip the access (loads yield 0) instead of `trap`.
 pub const FLAG_RECOVER: u64 = 1 << 0;

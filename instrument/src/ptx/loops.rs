@@ -34,7 +34,7 @@ use super::access::{classify, parse_int, split_instr, AddrBase, Classified, Inst
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
-use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
+use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -57,6 +57,8 @@ pub(super) struct Versioned<'a> {
     pub copies: LineSet,
     /// Lines the versioning wrote (range tests, labels, branches): passed through unchanged.
     pub inserted: LineSet,
+    /// Some range test calls [`RANGE_SWEEP_SYMBOL`]: the module needs [`sweep_function`].
+    pub sweeps: bool,
 }
 
 /// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
@@ -93,6 +95,66 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
     Some(assemble(lines, plans))
 }
 
+/// The module-local `.func` a range test calls ([`RANGE_SWEEP_SYMBOL`]) for a range `[lo, hi]` whose
+/// extent entry proved nothing, with `n` the loop's iterations minus one: returns 1 when every
+/// granule from `lo`'s to `hi`'s grants its bytes up to its end (`hi`'s granule: up to `hi`), else
+/// 0. Accessible bytes are a prefix of each granule, so that covers every byte of the range, and a
+/// run of such granules lies in one live block: blocks are separated by poisoned redzones of at
+/// least a granule. Ranges outside the pool or of more granules than `n + 1` return 0 at once, so a
+/// sweep never reads more shadow bytes than the checked loop would.
+pub(super) fn sweep_function(scale: Scale) -> String {
+    let (ctl, sh, gran) = (CONTROL_BLOCK_SYMBOL, scale.shift(), scale.granule());
+    let t = scale.fast_test(1);
+    let mut body = vec![
+        ".reg .b64 %s<8>;".to_string(),
+        ".reg .b32 %w<4>;".into(),
+        ".reg .pred %q<3>;".into(),
+        "mov.u32 %w0, 0;".into(),
+        "st.param.b32 [gasan_ok], %w0;".into(),
+        "ld.param.u64 %s0, [gasan_lo];".into(),
+        "ld.param.u64 %s1, [gasan_hi];".into(),
+        "ld.param.u64 %s2, [gasan_n];".into(),
+        format!("ld.const.u64 %s3, [{ctl}+{}];", ctl_offset::POOL_BASE),
+        format!("ld.const.u64 %s4, [{ctl}+{}];", ctl_offset::POOL_SIZE),
+        format!("ld.const.u64 %s5, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
+        "sub.s64 %s6, %s0, %s3;".into(),
+        "sub.s64 %s7, %s1, %s3;".into(),
+        "setp.lt.u64 %q0, %s6, %s4;".into(),
+        "setp.lt.and.u64 %q0, %s7, %s4, %q0;".into(),
+        "setp.le.and.u64 %q0, %s0, %s1, %q0;".into(),
+        "@!%q0 ret;".into(),
+        format!("shr.u64 %s6, %s6, {sh};"),
+        format!("shr.u64 %s7, %s7, {sh};"),
+        "sub.s64 %s0, %s7, %s6;".into(),
+        "setp.le.u64 %q0, %s0, %s2;".into(),
+        "@!%q0 ret;".into(),
+        // %s6, %s7: the shadow bytes of the first and the last granule.
+        "add.s64 %s6, %s5, %s6;".into(),
+        "add.s64 %s7, %s5, %s7;".into(),
+        "cvt.u32.u64 %w1, %s1;".into(),
+        format!("and.b32 %w1, %w1, {};", gran - 1),
+        "$gasan_sweep:".into(),
+        "ld.global.nc.u8 %w2, [%s6];".into(),
+        "setp.eq.u64 %q1, %s6, %s7;".into(),
+        format!("selp.b32 %w3, %w1, {}, %q1;", gran - 1),
+    ];
+    // The one-byte check at offset %w3 of the granule, as every checked access makes it.
+    if t.addend != 0 {
+        body.push(format!("add.u32 %w3, %w3, {};", t.addend));
+    }
+    if t.at_least_one {
+        body.push("max.u32 %w3, %w3, 1;".into());
+    }
+    body.push(format!("setp.{}.u32 %q2, %w2, %w3;", if t.strict { "lt" } else { "le" }));
+    body.extend(["@%q2 ret;".to_string(), "add.s64 %s6, %s6, 1;".into(), "@!%q1 bra $gasan_sweep;".into(), "mov.u32 %w0, 1;".into(), "st.param.b32 [gasan_ok], %w0;".into(), "ret;".into()]);
+    let mut out = format!(".func (.param .b32 gasan_ok) {RANGE_SWEEP_SYMBOL}(.param .b64 gasan_lo, .param .b64 gasan_hi, .param .b64 gasan_n)\n{{\n");
+    for l in body {
+        let _ = writeln!(out, "\t{l}");
+    }
+    out.push_str("}\n");
+    out
+}
+
 /// One versioned loop.
 struct LoopPlan {
     label_line: usize,
@@ -113,7 +175,7 @@ fn fast_label(id: usize) -> String {
 }
 
 fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
-    let mut v = Versioned { lines: Vec::with_capacity(lines.len() + 64), origin: Vec::new(), covered: LineSet::default(), copies: LineSet::default(), inserted: LineSet::default() };
+    let mut v = Versioned { lines: Vec::with_capacity(lines.len() + 64), origin: Vec::new(), covered: LineSet::default(), copies: LineSet::default(), inserted: LineSet::default(), sweeps: false };
     let mut next = 0;
     let push = |v: &mut Versioned<'a>, text: Cow<'a, str>, origin: usize, inserted: bool| {
         if inserted {
@@ -126,6 +188,7 @@ fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
         for (k, l) in lines.iter().enumerate().take(p.label_line).skip(next) {
             push(&mut v, Cow::Borrowed(l.raw), k, false);
         }
+        v.sweeps |= p.preheader.contains(RANGE_SWEEP_SYMBOL);
         for l in p.preheader.split_inclusive('\n') {
             push(&mut v, Cow::Owned(l.to_string()), p.label_line, true);
         }
@@ -649,17 +712,13 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // none for its column ranges), so a loop that must pass its extent lookups anyway keeps
         // the plain test.
         let sweeping = ranges.iter().all(|g| self.sweepable(g));
-        let shadow = if sweeping {
-            let shadow = self.temp("b64");
-            self.line(format_args!("ld.const.u64 {shadow}, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
+        if sweeping {
             // The pool exists (an unwritten control block reads zero: the checked loop runs, and
             // checks nothing either).
             self.line(format_args!("setp.ne.u64 {ok}, {size}, 0;"));
-            shadow
         } else {
             self.line(format_args!("setp.ne.u64 {ok}, {table}, 0;"));
-            String::new()
-        };
+        }
         self.ok = ok.clone();
 
         // Steps of the induction variables (in their own widths), and the trip count.
@@ -748,16 +807,16 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // or last address means anything.
         self.line(format_args!("@!{ok} bra {label};"));
         // Each hoisted address: first and last value, the span, then the extent lookup, all
-        // lookups issued before any branch waits for one (their latencies overlap). A range whose
-        // extent entry proves nothing (blocks in shared slabs have none) then sweeps its shadow.
-        // Only a bit per range survives the lookups (`passed`), and a sweep computes its range
-        // again: spans kept live until the sweeps cost ptxas registers in the whole loop.
-        let (all, passed) = (self.temp("pred"), self.temp("b32"));
-        self.line(format_args!("setp.ne.u64 {all}, {table}, 0;"));
-        self.line(format_args!("mov.b32 {passed}, 0;"));
-        for (j, g) in ranges.iter().enumerate() {
+        // lookups issued before any result is waited for (their latencies overlap). A range whose
+        // extent entry proves nothing (blocks in shared slabs have none) then has its shadow swept
+        // by a predicated call: no branch, so the test stays one block ending in one branch, as
+        // without sweeps (with branches here ptxas no longer unrolled the fast loop: gemm ran
+        // 1.25x slower). Spans are computed again for the calls rather than kept live through the
+        // lookups (live spans cost ptxas registers in the whole loop).
+        let mut passed = Vec::with_capacity(ranges.len());
+        for g in ranges {
             let (lo, hi) = self.span(g, &mut memo, &last)?;
-            let (off, r, start, end, bit) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"), self.temp("b32"));
+            let (off, r, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
             self.line(format_args!("setp.ne.u64 {r}, {table}, 0;"));
             self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
             self.line(format_args!("setp.lt.and.u64 {r}, {off}, {size}, {r};"));
@@ -769,23 +828,30 @@ impl<'b, 'a> Emitter<'b, 'a> {
             self.line(format_args!("@{r} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
             self.line(format_args!("setp.ge.and.u64 {r}, {lo}, {start}, {r};"));
             self.line(format_args!("setp.lt.and.u64 {r}, {hi}, {end}, {r};"));
-            self.line(format_args!("and.pred {all}, {all}, {r};"));
-            self.line(format_args!("selp.b32 {bit}, {}, 0, {r};", 1u32 << j));
-            self.line(format_args!("or.b32 {passed}, {passed}, {bit};"));
+            passed.push(r);
         }
-        let done = format!("$gasan_ranges{}", self.id);
-        self.line(format_args!("@{all} bra {done};"));
-        for (j, g) in ranges.iter().enumerate() {
-            let skip = format!("$gasan_range{}_{j}", self.id);
-            let (bit, q) = (self.temp("b32"), self.temp("pred"));
-            self.line(format_args!("and.b32 {bit}, {passed}, {};", 1u32 << j));
-            self.line(format_args!("setp.ne.u32 {q}, {bit}, 0;"));
-            self.line(format_args!("@{q} bra {skip};"));
+        for (g, r) in ranges.iter().zip(&passed) {
             let (lo, hi) = self.span(g, &mut HashMap::new(), &last)?;
-            self.shadow_sweep(&lo, &hi, &tm1, [&base, &size, &shadow], label, j);
-            let _ = writeln!(self.code, "{skip}: {MARKER}");
+            let (call, swept, v) = (self.temp("pred"), self.temp("pred"), self.temp("b32"));
+            self.line(format_args!("not.pred {call}, {r};"));
+            let id = self.next;
+            self.next += 1;
+            let _ = writeln!(self.code, "\t{{ {MARKER}");
+            self.line(format_args!(".param .b64 %gsc{id}_lo;"));
+            self.line(format_args!(".param .b64 %gsc{id}_hi;"));
+            self.line(format_args!(".param .b64 %gsc{id}_n;"));
+            self.line(format_args!(".param .b32 %gsc{id}_ok;"));
+            self.line(format_args!("st.param.b64 [%gsc{id}_lo], {lo};"));
+            self.line(format_args!("st.param.b64 [%gsc{id}_hi], {hi};"));
+            self.line(format_args!("st.param.b64 [%gsc{id}_n], {tm1};"));
+            self.line(format_args!("@{call} call.uni (%gsc{id}_ok), {RANGE_SWEEP_SYMBOL}, (%gsc{id}_lo, %gsc{id}_hi, %gsc{id}_n);"));
+            self.line(format_args!("ld.param.b32 {v}, [%gsc{id}_ok];"));
+            let _ = writeln!(self.code, "\t}} {MARKER}");
+            self.line(format_args!("setp.ne.and.u32 {swept}, {v}, 0, {call};"));
+            self.line(format_args!("or.pred {r}, {r}, {swept};"));
+            self.line(format_args!("and.pred {ok}, {ok}, {r};"));
         }
-        let _ = writeln!(self.code, "{done}: {MARKER}");
+        self.line(format_args!("@!{ok} bra {label};"));
         Some(self.finish())
     }
 
@@ -833,52 +899,6 @@ impl<'b, 'a> Emitter<'b, 'a> {
             self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
         }
         Some((lo, hi))
-    }
-
-    /// The shadow sweep of the range `[lo, hi]` (both in the pool): branches to `fail` unless every
-    /// granule from `lo`'s to `hi`'s grants its bytes up to its end (`hi`'s granule: up to `hi`).
-    /// Accessible bytes are a prefix of each granule, so that covers every byte of the range, and a
-    /// run of such granules lies in one live block: blocks are separated by poisoned redzones of at
-    /// least a granule. It runs only for ranges of at most as many granules as the loop has
-    /// iterations, so it never reads more shadow bytes than the checked loop would.
-    fn shadow_sweep(&mut self, lo: &str, hi: &str, tm1: &str, [base, size, shadow]: [&str; 3], fail: &str, j: usize) {
-        let (sh, gran) = (self.scale.shift(), self.scale.granule());
-        let (a, b, q) = (self.temp("b64"), self.temp("b64"), self.temp("pred"));
-        self.line(format_args!("sub.s64 {a}, {lo}, {base};"));
-        self.line(format_args!("sub.s64 {b}, {hi}, {base};"));
-        self.line(format_args!("setp.lt.u64 {q}, {a}, {size};"));
-        self.line(format_args!("setp.lt.and.u64 {q}, {b}, {size}, {q};"));
-        self.line(format_args!("setp.le.and.u64 {q}, {lo}, {hi}, {q};"));
-        self.line(format_args!("@!{q} bra {fail};"));
-        let n = self.temp("b64");
-        self.line(format_args!("shr.u64 {a}, {a}, {sh};"));
-        self.line(format_args!("shr.u64 {b}, {b}, {sh};"));
-        self.line(format_args!("sub.s64 {n}, {b}, {a};"));
-        self.line(format_args!("setp.le.u64 {q}, {n}, {tm1};"));
-        self.line(format_args!("@!{q} bra {fail};"));
-        // `a`, `b`: the shadow bytes of the first and the last granule.
-        self.line(format_args!("add.s64 {a}, {shadow}, {a};"));
-        self.line(format_args!("add.s64 {b}, {shadow}, {b};"));
-        let (end_off, byte, at, last, bad) = (self.temp("b32"), self.temp("b32"), self.temp("b32"), self.temp("pred"), self.temp("pred"));
-        self.line(format_args!("cvt.u32.u64 {end_off}, {hi};"));
-        self.line(format_args!("and.b32 {end_off}, {end_off}, {};", gran - 1));
-        let top = format!("$gasan_sweep{}_{j}", self.id);
-        let _ = writeln!(self.code, "{top}: {MARKER}");
-        self.line(format_args!("ld.global.nc.u8 {byte}, [{a}];"));
-        self.line(format_args!("setp.eq.u64 {last}, {a}, {b};"));
-        self.line(format_args!("selp.b32 {at}, {end_off}, {}, {last};", gran - 1));
-        // The one-byte check at offset `at` of the granule, as every checked access makes it.
-        let t = self.scale.fast_test(1);
-        if t.addend != 0 {
-            self.line(format_args!("add.u32 {at}, {at}, {};", t.addend));
-        }
-        if t.at_least_one {
-            self.line(format_args!("max.u32 {at}, {at}, 1;"));
-        }
-        self.line(format_args!("setp.{}.u32 {bad}, {byte}, {at};", if t.strict { "lt" } else { "le" }));
-        self.line(format_args!("@{bad} bra {fail};"));
-        self.line(format_args!("add.s64 {a}, {a}, 1;"));
-        self.line(format_args!("@!{last} bra {top};"));
     }
 
     /// Induction variables the hoisted addresses depend on.

@@ -34,6 +34,8 @@ struct Machine {
     slab: bool,
     /// Global accesses: (statement index, address, width).
     accesses: Vec<(usize, u64, u64)>,
+    /// `.param` space: call arguments and results, by name.
+    params: HashMap<String, u64>,
 }
 
 fn bits_of(ty: &str) -> u32 {
@@ -69,6 +71,9 @@ fn parse_imm(op: &str) -> Option<u64> {
 enum Flow {
     Next,
     Branch(String),
+    /// `call (ret), func, (args)`: the result's and the arguments' `.param` names.
+    Call(String, Vec<String>),
+    Ret,
 }
 
 impl Machine {
@@ -137,6 +142,25 @@ impl Machine {
         let float = ty.starts_with('f');
         match parts[0] {
             "bra" => return Flow::Branch(o[0].to_string()),
+            "ret" => return Flow::Ret,
+            "call" => {
+                // `(ret), func, (a, b, c)`: the names inside the two parenthesized lists.
+                let groups: Vec<Vec<String>> = stmt.split('(').skip(1).map(|g| g.split(')').next().unwrap().split(',').map(|x| x.trim().to_string()).collect()).collect();
+                assert!(stmt.contains(crate::abi::RANGE_SWEEP_SYMBOL), "call of {stmt}");
+                return Flow::Call(groups[0][0].clone(), groups[1].clone());
+            }
+            "st" if parts.contains(&"param") => {
+                let v = self.val(o[1]);
+                self.params.insert(o[0].trim_matches(|c| c == '[' || c == ']').to_string(), v);
+            }
+            "ld" if parts.contains(&"param") => {
+                let v = self.params.get(o[1].trim_matches(|c| c == '[' || c == ']')).copied().unwrap_or(0x5eed);
+                self.set(o[0], v);
+            }
+            "not" if ty == "pred" => {
+                let r = !self.pred(o[1]);
+                self.preds.insert(o[0].to_string(), r);
+            }
             "ld" if parts.contains(&"const") => {
                 let off = self.address(o[1]) as usize;
                 let v = match off {
@@ -318,12 +342,17 @@ fn cases(v: &Versioned<'_>) -> Vec<Case> {
             regs.declare(t.trim_end_matches(';'));
         }
         if t == "{" && v.inserted.contains(&k) {
+            // The test, to its own closing brace (a call's `.param` block nests inside it).
             let mut test = Vec::new();
-            let mut j = k + 1;
-            while strip_comment(lines[j]).trim() != "}" {
+            let (mut j, mut depth) = (k + 1, 0);
+            loop {
                 let s = strip_comment(lines[j]).trim();
-                if !s.starts_with(".reg") {
-                    test.push(s.trim_end_matches(';').to_string());
+                match s {
+                    "{" => depth += 1,
+                    "}" if depth == 0 => break,
+                    "}" => depth -= 1,
+                    _ if s.starts_with(".reg") || s.starts_with(".param") => {}
+                    _ => test.push(s.trim_end_matches(';').to_string()),
                 }
                 j += 1;
             }
@@ -408,6 +437,7 @@ fn run_body(body: &[(String, usize)], label: &str, entry: &Machine) -> (Machine,
                     assert_eq!(l, label, "only the back edge branches");
                     again = true;
                 }
+                Flow::Call(..) | Flow::Ret => panic!("a loop body calls or returns: {s}"),
             }
         }
         if !again {
@@ -472,9 +502,48 @@ fn range_test(case: &Case, entry: &Machine, alloc: (u64, u64), slab: bool) -> bo
             Flow::Next => pc += 1,
             Flow::Branch(l) if l == case.label => return false,
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("range test branches to {l}")),
+            Flow::Call(ret, args) => {
+                let ok = sweep_call(&m, &args);
+                m.params.insert(ret, ok);
+                pc += 1;
+            }
+            Flow::Ret => panic!("ret in a range test"),
         }
     }
     true
+}
+
+/// Runs the sweep `.func` the range test calls (its PTX, as the rewriter emits it) with the
+/// caller's arguments, against the caller's allocation: its result.
+fn sweep_call(caller: &Machine, args: &[String]) -> u64 {
+    static BODY: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let body = BODY.get_or_init(|| {
+        let f = super::loops::sweep_function(SCALE);
+        let open = f.find('{').unwrap();
+        f[open + 1..f.rfind('}').unwrap()].lines().map(|l| l.trim().trim_end_matches(';').to_string()).filter(|l| !(l.is_empty() || l.starts_with(".reg"))).collect()
+    });
+    let mut m = Machine { alloc: caller.alloc, slab: caller.slab, ..Default::default() };
+    for (formal, actual) in ["gasan_lo", "gasan_hi", "gasan_n"].iter().zip(args) {
+        m.params.insert(formal.to_string(), caller.params[actual.as_str()]);
+    }
+    let labels: HashMap<&str, usize> = body.iter().enumerate().filter_map(|(i, s)| s.strip_suffix(':').map(|l| (l, i))).collect();
+    let (mut pc, mut steps) = (0, 0u64);
+    loop {
+        steps += 1;
+        assert!(steps < 10_000_000, "sweep does not end");
+        let s = &body[pc];
+        if s.ends_with(':') {
+            pc += 1;
+            continue;
+        }
+        match m.exec(usize::MAX, s) {
+            Flow::Next => pc += 1,
+            Flow::Branch(l) => pc = labels[l.as_str()],
+            Flow::Ret => return m.params["gasan_ok"],
+            Flow::Call(..) => panic!("call in the sweep"),
+        }
+        assert!(pc < body.len(), "sweep runs off its end");
+    }
 }
 
 /// `v` rounded down / up to a shadow granule.
@@ -578,7 +647,7 @@ fn ranges_that_fit_pass_the_test() {
             // constant step (each gets a sweep: as many as extent lookups), the sweep passes it
             // unless the range spans more granules than the loop has iterations.
             let lookups = case.test.iter().filter(|t| t.contains("ld.global.v2.u64")).count();
-            let sweeps = case.test.iter().filter(|t| t.starts_with("$gasan_sweep")).count();
+            let sweeps = case.test.iter().filter(|t| t.contains(crate::abi::RANGE_SWEEP_SYMBOL)).count();
             let granules = (granule_up(hi) - granule_down(lo)) >> SCALE.shift();
             if lookups == sweeps && granules <= n as u64 {
                 slab_total += 1;

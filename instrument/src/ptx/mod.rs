@@ -156,7 +156,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 32;
+pub const REVISION: u32 = 33;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -433,6 +433,10 @@ impl<'a> Rewriter<'a> {
         let input_bodies = bodies::Bodies::scan(&input);
         let input_branches = if planned { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
         let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
+        if versioned.as_ref().is_some_and(|v| v.sweeps) {
+            // Defined ahead of every function, so each range test can call it.
+            self.out.push_str(&loops::sweep_function(self.opts.scale));
+        }
         // Versioning rewrote the lines: their bodies and branches are found again.
         let (lines, bodies, branches) = match &versioned {
             Some(v) => {
