@@ -310,23 +310,30 @@ fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&st
 /// `check_width` bytes at `addr_reg + offset`, leaving `%gsp1` = bad (and `guard`, when given).
 /// Uses `%gsr1`.
 fn probe_compare(out: &mut Vec<Line>, scale: Scale, shadow: &str, addr_reg: &str, offset: i64, check_width: u32, guard: Option<&str>) {
-    let t = scale.fast_test(check_width);
     out.push(f!("cvt.u32.u64 %gsr1, {addr_reg};"));
     if offset != 0 {
         out.push(f!("add.u32 %gsr1, %gsr1, {};", offset as i32));
     }
     out.push(f!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
-    if t.addend != 0 {
-        out.push(f!("add.u32 %gsr1, %gsr1, {};", t.addend));
-    }
-    if t.at_least_one {
-        out.push("max.u32 %gsr1, %gsr1, 1;".into());
-    }
-    let cmp = if t.strict { "lt" } else { "le" };
-    out.push(f!("setp.{cmp}.u32 %gsp1, {shadow}, %gsr1;"));
+    encoding_test(out, scale, check_width, shadow, "%gsr1", "%gsp1");
     if let Some(g) = guard {
         out.push(f!("and.pred %gsp1, %gsp1, {g};"));
     }
+}
+
+/// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of `width` bytes
+/// starting at offset `at` (a `.b32` register, overwritten) of its granule: `bad` = the access is
+/// bad. Every check and the loop range test's sweep (loops.rs) make it this way.
+pub(super) fn encoding_test(out: &mut Vec<Line>, scale: Scale, width: u32, shadow: &str, at: &str, bad: &str) {
+    let t = scale.fast_test(width);
+    if t.addend != 0 {
+        out.push(f!("add.u32 {at}, {at}, {};", t.addend));
+    }
+    if t.at_least_one {
+        out.push(f!("max.u32 {at}, {at}, 1;"));
+    }
+    let cmp = if t.strict { "lt" } else { "le" };
+    out.push(f!("setp.{cmp}.u32 {bad}, {shadow}, {at};"));
 }
 
 /// The whole check of one probe in place: `%gsr0` = shadow byte, `%gsp1` = bad.

@@ -104,9 +104,8 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
 /// sweep never reads more shadow bytes than the checked loop would.
 pub(super) fn sweep_function(scale: Scale) -> String {
     let (ctl, sh, gran) = (CONTROL_BLOCK_SYMBOL, scale.shift(), scale.granule());
-    let t = scale.fast_test(1);
-    let mut body = vec![
-        ".reg .b64 %s<8>;".to_string(),
+    let mut body: Vec<Cow<'static, str>> = vec![
+        ".reg .b64 %s<8>;".into(),
         ".reg .b32 %w<4>;".into(),
         ".reg .pred %q<3>;".into(),
         "mov.u32 %w0, 0;".into(),
@@ -114,17 +113,17 @@ pub(super) fn sweep_function(scale: Scale) -> String {
         "ld.param.u64 %s0, [gasan_lo];".into(),
         "ld.param.u64 %s1, [gasan_hi];".into(),
         "ld.param.u64 %s2, [gasan_n];".into(),
-        format!("ld.const.u64 %s3, [{ctl}+{}];", ctl_offset::POOL_BASE),
-        format!("ld.const.u64 %s4, [{ctl}+{}];", ctl_offset::POOL_SIZE),
-        format!("ld.const.u64 %s5, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
+        Cow::Owned(format!("ld.const.u64 %s3, [{ctl}+{}];", ctl_offset::POOL_BASE)),
+        Cow::Owned(format!("ld.const.u64 %s4, [{ctl}+{}];", ctl_offset::POOL_SIZE)),
+        Cow::Owned(format!("ld.const.u64 %s5, [{ctl}+{}];", ctl_offset::SHADOW_BASE)),
         "sub.s64 %s6, %s0, %s3;".into(),
         "sub.s64 %s7, %s1, %s3;".into(),
         "setp.lt.u64 %q0, %s6, %s4;".into(),
         "setp.lt.and.u64 %q0, %s7, %s4, %q0;".into(),
         "setp.le.and.u64 %q0, %s0, %s1, %q0;".into(),
         "@!%q0 ret;".into(),
-        format!("shr.u64 %s6, %s6, {sh};"),
-        format!("shr.u64 %s7, %s7, {sh};"),
+        Cow::Owned(format!("shr.u64 %s6, %s6, {sh};")),
+        Cow::Owned(format!("shr.u64 %s7, %s7, {sh};")),
         "sub.s64 %s0, %s7, %s6;".into(),
         "setp.le.u64 %q0, %s0, %s2;".into(),
         "@!%q0 ret;".into(),
@@ -132,21 +131,15 @@ pub(super) fn sweep_function(scale: Scale) -> String {
         "add.s64 %s6, %s5, %s6;".into(),
         "add.s64 %s7, %s5, %s7;".into(),
         "cvt.u32.u64 %w1, %s1;".into(),
-        format!("and.b32 %w1, %w1, {};", gran - 1),
+        Cow::Owned(format!("and.b32 %w1, %w1, {};", gran - 1)),
         "$gasan_sweep:".into(),
         "ld.global.nc.u8 %w2, [%s6];".into(),
         "setp.eq.u64 %q1, %s6, %s7;".into(),
-        format!("selp.b32 %w3, %w1, {}, %q1;", gran - 1),
+        Cow::Owned(format!("selp.b32 %w3, %w1, {}, %q1;", gran - 1)),
     ];
     // The one-byte check at offset %w3 of the granule, as every checked access makes it.
-    if t.addend != 0 {
-        body.push(format!("add.u32 %w3, %w3, {};", t.addend));
-    }
-    if t.at_least_one {
-        body.push("max.u32 %w3, %w3, 1;".into());
-    }
-    body.push(format!("setp.{}.u32 %q2, %w2, %w3;", if t.strict { "lt" } else { "le" }));
-    body.extend(["@%q2 ret;".to_string(), "add.s64 %s6, %s6, 1;".into(), "@!%q1 bra $gasan_sweep;".into(), "mov.u32 %w0, 1;".into(), "st.param.b32 [gasan_ok], %w0;".into(), "ret;".into()]);
+    super::emit::encoding_test(&mut body, scale, 1, "%w2", "%w3", "%q2");
+    body.extend(["@%q2 ret;".into(), "add.s64 %s6, %s6, 1;".into(), "@!%q1 bra $gasan_sweep;".into(), "mov.u32 %w0, 1;".into(), "st.param.b32 [gasan_ok], %w0;".into(), "ret;".into()]);
     let mut out = format!(".func (.param .b32 gasan_ok) {RANGE_SWEEP_SYMBOL}(.param .b64 gasan_lo, .param .b64 gasan_hi, .param .b64 gasan_n)\n{{\n");
     for l in body {
         let _ = writeln!(out, "\t{l}");
@@ -787,18 +780,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             // Every range must pass its extent lookup: one predicate, one branch.
             for g in ranges {
                 let (lo, hi) = self.span(g, &mut memo, &last)?;
-                let (off, q, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
-                self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
-                self.line(format_args!("setp.lt.u64 {q}, {off}, {size};"));
-                self.line(format_args!("and.pred {ok}, {ok}, {q};"));
-                self.line(format_args!("setp.le.and.u64 {ok}, {lo}, {hi}, {ok};"));
-                self.line(format_args!("shr.u64 {off}, {off}, {shift};"));
-                self.line(format_args!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
-                self.line(format_args!("mov.u64 {start}, 0;"));
-                self.line(format_args!("mov.u64 {end}, 0;"));
-                self.line(format_args!("@{ok} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
-                self.line(format_args!("setp.ge.and.u64 {ok}, {lo}, {start}, {ok};"));
-                self.line(format_args!("setp.lt.and.u64 {ok}, {hi}, {end}, {ok};"));
+                self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
             self.line(format_args!("@!{ok} bra {label};"));
             return Some(self.finish());
@@ -816,18 +798,9 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let mut passed = Vec::with_capacity(ranges.len());
         for g in ranges {
             let (lo, hi) = self.span(g, &mut memo, &last)?;
-            let (off, r, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
+            let r = self.temp("pred");
             self.line(format_args!("setp.ne.u64 {r}, {table}, 0;"));
-            self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
-            self.line(format_args!("setp.lt.and.u64 {r}, {off}, {size}, {r};"));
-            self.line(format_args!("setp.le.and.u64 {r}, {lo}, {hi}, {r};"));
-            self.line(format_args!("shr.u64 {off}, {off}, {shift};"));
-            self.line(format_args!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
-            self.line(format_args!("mov.u64 {start}, 0;"));
-            self.line(format_args!("mov.u64 {end}, 0;"));
-            self.line(format_args!("@{r} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
-            self.line(format_args!("setp.ge.and.u64 {r}, {lo}, {start}, {r};"));
-            self.line(format_args!("setp.lt.and.u64 {r}, {hi}, {end}, {r};"));
+            self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
             passed.push(r);
         }
         for (g, r) in ranges.iter().zip(&passed) {
@@ -881,6 +854,23 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
             _ => false,
         }
+    }
+
+    /// ANDs into `pred` that `[lo, hi]` is a range in the pool inside the live block its extent
+    /// entry names (the lookup is made only while `pred` holds).
+    fn extent_lookup(&mut self, lo: &str, hi: &str, pred: &str, [base, size, shift, table]: [&str; 4]) {
+        let (off, q, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
+        self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
+        self.line(format_args!("setp.lt.u64 {q}, {off}, {size};"));
+        self.line(format_args!("and.pred {pred}, {pred}, {q};"));
+        self.line(format_args!("setp.le.and.u64 {pred}, {lo}, {hi}, {pred};"));
+        self.line(format_args!("shr.u64 {off}, {off}, {shift};"));
+        self.line(format_args!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
+        self.line(format_args!("mov.u64 {start}, 0;"));
+        self.line(format_args!("mov.u64 {end}, 0;"));
+        self.line(format_args!("@{pred} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
+        self.line(format_args!("setp.ge.and.u64 {pred}, {lo}, {start}, {pred};"));
+        self.line(format_args!("setp.lt.and.u64 {pred}, {hi}, {end}, {pred};"));
     }
 
     /// The lowest and the highest byte `g`'s accesses touch over the whole loop (from the first
