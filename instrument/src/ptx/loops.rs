@@ -158,6 +158,8 @@ struct LoopPlan {
     fast_order: Vec<usize>,
     /// The range test (lines, each marked).
     preheader: String,
+    /// The range test calls [`RANGE_SWEEP_SYMBOL`].
+    sweeps: bool,
     /// The back edge retargeted at the fast copy.
     fast_back_edge: String,
     id: usize,
@@ -181,7 +183,7 @@ fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
         for (k, l) in lines.iter().enumerate().take(p.label_line).skip(next) {
             push(&mut v, Cow::Borrowed(l.raw), k, false);
         }
-        v.sweeps |= p.preheader.contains(RANGE_SWEEP_SYMBOL);
+        v.sweeps |= p.sweeps;
         for l in p.preheader.split_inclusive('\n') {
             push(&mut v, Cow::Owned(l.to_string()), p.label_line, true);
         }
@@ -579,11 +581,11 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     if ranges.is_empty() {
         return None;
     }
-    let preheader = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, &label)?;
+    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
     let fast_order = fast_order(s, e, &body, &hoisted);
-    Some(LoopPlan { label_line: s, back_edge: e, hoisted, fast_order, preheader, fast_back_edge, id })
+    Some(LoopPlan { label_line: s, back_edge: e, hoisted, fast_order, preheader, sweeps, fast_back_edge, id })
 }
 
 /// The fast copy's line order: each covered plain load moves up past the statements before it
@@ -693,7 +695,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
     }
 
     /// The range test: `None` when something in it cannot be written (the loop stays as it is).
-    fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<String> {
+    /// The range test, and whether it calls the sweep.
+    fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<(String, bool)> {
         let ctl = CONTROL_BLOCK_SYMBOL;
         let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
         self.line(format_args!("ld.const.u64 {base}, [{ctl}+{}];", ctl_offset::POOL_BASE));
@@ -783,7 +786,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
             self.line(format_args!("@!{ok} bra {label};"));
-            return Some(self.finish());
+            return Some((self.finish(), false));
         }
         // The conditions so far (count, no wrapping) hold for every range: without them no first
         // or last address means anything.
@@ -825,7 +828,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             self.line(format_args!("and.pred {ok}, {ok}, {r};"));
         }
         self.line(format_args!("@!{ok} bra {label};"));
-        Some(self.finish())
+        Some((self.finish(), true))
     }
 
     /// The test as one block: its register declarations, then its code.
