@@ -10,7 +10,7 @@ benches/build.sh into .carry/startup). Prints two tables:
            --instrument 0
 
 Usage (on the GPU machine):
-  python3 benches/cost_split.py --gasan .carry/bin/gasan-run --bin-dir .carry/startup [--only steady|first]
+  python3 benches/cost_split.py --gasan .carry/bin/gasan-run --bin-dir .carry/startup [--only steady|first] [--diag]
 """
 import argparse, os, re, statistics, subprocess, tempfile
 
@@ -20,6 +20,14 @@ STEADY_CFGS = [("native", None), ("gasan", []), ("instr0", ["--instrument", "0"]
 EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
 FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("tags0", ["--tags", "0"], {}), ("instr0", ["--instrument", "0"], {}),
               ("native-eager", None, EAGER), ("gasan-eager", [], EAGER), ("instr0-eager", ["--instrument", "0"], EAGER)]
+# What of gasan's set-up (not its checks) a lazy first launch pays for: the pool's VA size, the alias
+# windows of tags, and managed/host memory from the pool, each with instrumentation off.
+GIB = str(1 << 30)
+DIAG_CFGS = [("instr0-pool1g", ["--instrument", "0", "--pool-size", GIB], {}),
+             ("instr0-tags0", ["--instrument", "0", "--tags", "0"], {}),
+             ("instr0-nomh", ["--instrument", "0", "--managed-memory", "0", "--host-memory", "0"], {}),
+             ("instr0-bare", ["--instrument", "0", "--tags", "0", "--managed-memory", "0", "--host-memory", "0", "--pool-size", GIB], {}),
+             ("gasan-pool1g", ["--pool-size", GIB], {})]
 
 
 def main():
@@ -27,6 +35,7 @@ def main():
     ap.add_argument("--gasan", required=True)
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--only", choices=["steady", "first"])
+    ap.add_argument("--diag", action="store_true", help="first launches under the set-up variants too (DIAG_CFGS)")
     a = ap.parse_args()
     gasan, bins = os.path.realpath(a.gasan), a.bin_dir
     cache = tempfile.mkdtemp(prefix="gasan-cost-")
@@ -60,7 +69,7 @@ def main():
     if a.only in (None, "first"):
         print("first launch us (first pass - second pass), median of 5:")
         print(f"{'cfg':<14}{'N=1':>10}{'N=10':>10}{'N=100':>10}")
-        for c, o, e in FIRST_CFGS:
+        for c, o, e in FIRST_CFGS + (DIAG_CFGS if a.diag else []):
             row = [median(o, "kernels100", ["b", n], e, r"first_us=([\d.]+) again_us=([\d.]+)", 5) for n in ("1", "10", "100")]
             print(f"{c:<14}" + "".join(f"{x:>10.0f}" for x in row), flush=True)
     return 1 if failures else 0

@@ -4,11 +4,14 @@
 # each STEP with its own time limit and keeps its output in $OUT/STEP.txt (the device tool returns
 # $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
-# Steps: check stress python new4 loops suite suiteg startup startupv benches cost.
+# Steps: check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
+# costold benchesold use .carry/bin-old.
 set -u
 export PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/r}; mkdir -p "$R"
 B=$(realpath .carry/bin)
+# An older build for A/B runs on the same machine (costold, benchesold), when carried.
+BO=$(realpath .carry/bin-old 2>/dev/null || echo /nonexistent)
 W=/tmp/w
 if [ ! -d $W/suite ]; then mkdir -p $W && tar -C $W -xJf .carry/pack/sb.tar.xz; fi
 export PATH=$PATH:/usr/local/cuda/bin
@@ -27,6 +30,11 @@ for spec in "$@"; do
     suiteg)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-suiteg ;;
     startup) timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
     cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup ;;
+    costd)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --diag ;;
+    costs)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only steady ;;
+    costold) timeout $lim python3 benches/cost_split.py --gasan $BO/gasan-run --bin-dir .carry/startup --only steady ;;
+    benchesold) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $BO/gasan-run --no-sanitizer --out /tmp/o-benchesold ;;
+    benchesg) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --out /tmp/o-benchesg ;;
     startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
     *) echo "unknown step $step" ;;

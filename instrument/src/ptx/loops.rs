@@ -703,11 +703,11 @@ impl<'b, 'a> Emitter<'b, 'a> {
         self.line(format_args!("ld.const.u64 {size}, [{ctl}+{}];", ctl_offset::POOL_SIZE));
         self.line(format_args!("ld.const.u64 {table}, [{ctl}+{}];", ctl_offset::EXTENT_TABLE));
         self.line(format_args!("ld.const.u32 {shift}, [{ctl}+{}];", ctl_offset::EXTENT_SHIFT));
-        // Sweeps only where every range can have one: the sweeps' code changes how ptxas compiles
-        // the loop (on the H100, gemm's fast loop ran 1.25x slower with a sweep for its row and
-        // none for its column ranges), so a loop that must pass its extent lookups anyway keeps
-        // the plain test.
-        let sweeping = ranges.iter().all(|g| self.sweepable(g));
+        // Sweeps where some range can have one ([`Emitter::sweepable`]); a range that cannot
+        // must pass its extent lookup as in the plain test. The sweep is a predicated call, so
+        // the test stays one straight-line block either way (sweeps written inline, with
+        // branches, made ptxas drop the fast loop's unroll: gemm ran 1.25x slower on the H100).
+        let sweeping = ranges.iter().any(|g| self.sweepable(g));
         if sweeping {
             // The pool exists (an unwritten control block reads zero: the checked loop runs, and
             // checks nothing either).
@@ -807,6 +807,10 @@ impl<'b, 'a> Emitter<'b, 'a> {
             passed.push(r);
         }
         for (g, r) in ranges.iter().zip(&passed) {
+            if !self.sweepable(g) {
+                self.line(format_args!("and.pred {ok}, {ok}, {r};"));
+                continue;
+            }
             let (lo, hi) = self.span(g, &mut HashMap::new(), &last)?;
             let (call, swept, v) = (self.temp("pred"), self.temp("pred"), self.temp("b32"));
             self.line(format_args!("not.pred {call}, {r};"));
