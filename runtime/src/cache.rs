@@ -48,6 +48,8 @@ pub fn entry_kind(name: &str) -> Option<&'static str> {
     match rest {
         ".ptx" => Some("checked-ptx"),
         ".sites.json" => Some("sites"),
+        ".idx" => Some("stored-ptx-index"),
+        ".preset" => Some("driver-check"),
         r if r.starts_with(".sm_") && r.ends_with(".cubin") => Some("cubin"),
         r if r.starts_with(".sm_") && r.ends_with(".fail") => Some("compile-failed"),
         _ => None,
@@ -231,6 +233,8 @@ mod tests {
         assert_eq!(entry_kind(&format!("{}.sites.json", key(1))), Some("sites"));
         assert_eq!(entry_kind(&format!("{}.sm_90.cubin", key(1))), Some("cubin"));
         assert_eq!(entry_kind(&format!("{}.sm_90a.fail", key(1))), Some("compile-failed"));
+        assert_eq!(entry_kind(&format!("{}.idx", key(1))), Some("stored-ptx-index"));
+        assert_eq!(entry_kind(&format!("{}.preset", key(1))), Some("driver-check"));
         assert_eq!(entry_kind(".gasan-tmp-1-2-3.part"), Some("temporary"));
         assert_eq!(entry_kind("notes.txt"), None);
         assert_eq!(entry_kind(&format!("{}.ptx", key(1).to_uppercase().replace('0', "G"))), None);

@@ -109,12 +109,18 @@ impl State {
     /// After a cubin with a preset control block loaded: the device heap's address, when the
     /// module calls in-kernel malloc/free (`has_heap`: it defines the heap symbol).
     ///
-    /// The first such module of the process is read back once (one lookup and copy): if the driver
-    /// did not take the block from the image, it is written as for any module, and no later
-    /// module is preset.
-    pub fn preset_module_loaded(&self, h: LoadedHandle, module_id: u64, has_heap: bool) {
+    /// The first such module of the process is read back once (one lookup and copy, about 0.7 ms
+    /// on the H100, which also loads a lazy module at once), unless `known_to_work` (an earlier
+    /// process with this driver read one back): if the driver did not take the block from the
+    /// image, it is written as for any module, and no later module is preset. Returns whether
+    /// this call read one back and found it taken.
+    pub fn preset_module_loaded(&self, h: LoadedHandle, module_id: u64, has_heap: bool, known_to_work: bool) -> bool {
         let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
-        let Some(d) = self.device() else { return };
+        let Some(d) = self.device() else { return false };
+        let mut verified = false;
+        if known_to_work {
+            let _ = PRESET_WORKS.set(true);
+        }
         if PRESET_WORKS.get().is_none() {
             let expected = control_block(d, &self.opts, module_id).to_bytes();
             let works = read_global(h, symbol).is_some_and(|b| b == expected);
@@ -122,12 +128,14 @@ impl State {
             if !works {
                 log(0, || "WARNING: the driver did not take a control block from a checked cubin; writing control blocks after each load".into());
                 write_control_block(d, &self.opts, h, module_id, symbol);
-                return;
+                return false;
             }
+            verified = true;
         }
         if has_heap {
             write_heap_symbol(d, h, module_id, symbol);
         }
+        verified
     }
 }
 
