@@ -392,7 +392,7 @@ options_table! {
     pool_size: Option<u64> = None, NonZero, HOST, "Device pool size in bytes [default: as large as reservations allow].";
     cache_dir: Option<PathBuf> = None, Any, HOST, "Directory of the checked-module cache: checked PTX, site tables, cubins [default: $XDG_CACHE_HOME/gasan or ~/.cache/gasan].";
     cache_size_mb: u64 = 1024, Range(1, 1 << 22), HOST, "MiB the cache may hold; the least recently used entries go first.";
-    sass: bool = true, Any, HOST, "1: compile checked PTX to a cubin with ptxas once and cache it (first launches cost what native ones do); 0: hand checked PTX to the driver's JIT.";
+    sass: bool = true, Any, HOST, "1: compile checked PTX to a cubin with ptxas once and cache it, so later runs load it as the driver loads native code (no JIT); 0: hand checked PTX to the driver's JIT.";
     ptxas: Option<PathBuf> = None, Executable, HOST, "The ptxas for sass=1 [default: $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH; none found: the driver's JIT].";
     patch_export_table: bool = false, Any, HOST, "1: wrap the module loaders of cudart's export table (older CUDA runtimes only; CUDA 13's static cudart refuses it with error 103).";
     managed_memory: bool = true, Any, HOST, "1: managed allocations (cudaMallocManaged, cuMemAllocManaged) come from the pool, so kernels' accesses to them are checked like device memory: pinned host memory that the CPU and the GPU share at one address, moved to device memory by a prefetch to the GPU and back by a prefetch to the CPU or the CPU's next access; 0: the driver's managed memory, checked by host API calls only.";
