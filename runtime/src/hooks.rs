@@ -10,7 +10,7 @@ use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
 use crate::state::{state, LoadedHandle};
-use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUfunction, CUlibrary, CUlinkState, CUmemoryPool, CUmodule, CUstream};
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUfunction, CUlaunchConfig, CUlibrary, CUlinkState, CUmemcpyAttributes, CUmemoryPool, CUmodule, CUstream};
 use gasan_uvm::{Memory, Stream};
 use std::ffi::{c_char, c_void};
 
@@ -43,6 +43,10 @@ fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
     r
 }
 
+// Hook parameters carry the driver's own types (cudarc's `driver::sys`: handles, launch
+// configurations, copy attributes); enum-valued ones (JIT options, pointer attributes, memory
+// types) stay integers, because a value the Rust enum does not list, from a newer driver or a
+// program, would be undefined behaviour as that enum.
 macro_rules! hooks {
     ($real:ident; $( $name:ident ( $($arg:ident : $t:ty),* ) $body:block )*) => {
         $(
@@ -374,11 +378,11 @@ hooks! {
         }
         r
     }
-    cuMemcpyBatchAsync_v2(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: CUstream) {
+    cuMemcpyBatchAsync_v2(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut CUmemcpyAttributes, idx: *mut usize, nattrs: usize, stream: CUstream) {
         if !check_batch("cuMemcpyBatchAsync", dsts, srcs, sizes, count) { return INVALID; }
         real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
     }
-    cuMemcpyBatchAsync_v2_ptsz(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut c_void, idx: *mut usize, nattrs: usize, stream: CUstream) {
+    cuMemcpyBatchAsync_v2_ptsz(dsts: *mut Dptr, srcs: *mut Dptr, sizes: *mut usize, count: usize, attrs: *mut CUmemcpyAttributes, idx: *mut usize, nattrs: usize, stream: CUstream) {
         if !check_batch("cuMemcpyBatchAsync", dsts, srcs, sizes, count) { return INVALID; }
         real(dsts, srcs, sizes, count, attrs, idx, nattrs, stream)
     }
@@ -549,8 +553,8 @@ hooks! {
     cuLaunchKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void) {
         before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
     }
-    cuLaunchKernelEx(config: *const c_void, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
-    cuLaunchKernelEx_ptsz(config: *const c_void, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+    cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+    cuLaunchKernelEx_ptsz(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
 
     // ---- module loading ----
     cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut CUlinkState) {
