@@ -5,7 +5,7 @@
 //! freed block is poisoned end to end. The hoisted checks keep the sites of the accesses they stand
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
-use super::access::{classify, split_instr, AddrBase, Classified, Width};
+use super::access::{classify, AddrBase, Classified, Width};
 use super::bodies::Bodies;
 use super::{dest_regs, ends_basic_block, release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
@@ -75,10 +75,10 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
         // as the rewriter's own statement split sees it, so it never joins a group or a batch.
         let body = code.strip_suffix(';').unwrap_or(code);
         let single = !body.contains(';') && !body.trim().is_empty();
-        let first = single.then(|| body.trim());
-        if let (true, true, Some(stmt)) = (has_address, single, first) {
-            if let Some(ins) = split_instr(stmt) {
-                if let Classified::Check(a) = classify(&ins, true) {
+        if has_address && single {
+            // The line's one statement (Line::stmts splits it as `body.trim()`).
+            if let Some(ins) = line.stmts().first().and_then(|s| s.instr.as_ref()) {
+                if let Classified::Check(a) = classify(ins, true) {
                     check_lines.insert(i);
                     if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
                         let key = (r.clone(), ins.guard.unwrap_or("").to_string());
@@ -87,7 +87,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
                     }
                 }
             }
-        } else if has_address && !single && line.statements().filter_map(split_instr).any(|ins| matches!(classify(&ins, true), Classified::Check(_))) {
+        } else if has_address && !single && line.stmts().iter().filter_map(|s| s.instr.as_ref()).any(|ins| matches!(classify(ins, true), Classified::Check(_))) {
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.

@@ -280,8 +280,9 @@ fn strip_comment(line: &str) -> &str {
 }
 
 /// A line of the module body as every pass reads it: split from its `//` comment and trimmed
-/// once, not by each pass again.
-#[derive(Clone, Copy, Debug)]
+/// once, not by each pass again; its statements split into their parts once, on first use
+/// ([`Line::stmts`]).
+#[derive(Clone, Debug)]
 struct Line<'a> {
     /// As written, newline included.
     raw: &'a str,
@@ -289,12 +290,26 @@ struct Line<'a> {
     stripped: &'a str,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
+    parsed: std::cell::OnceCell<Box<[Stmt<'a>]>>,
+}
+
+/// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
+/// directives, labels and other text that is no instruction).
+#[derive(Clone, Debug)]
+struct Stmt<'a> {
+    text: &'a str,
+    instr: Option<Instr<'a>>,
 }
 
 impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
-        Line { raw, stripped, code: stripped.trim() }
+        Line { raw, stripped, code: stripped.trim(), parsed: std::cell::OnceCell::new() }
+    }
+
+    /// The line's statements with their parts, split on first use and kept for every pass.
+    fn stmts(&self) -> &[Stmt<'a>] {
+        self.parsed.get_or_init(|| self.statements().map(|text| Stmt { text, instr: split_instr(text) }).collect())
     }
 
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
@@ -486,7 +501,7 @@ impl<'a> Rewriter<'a> {
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
     fn walk_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, code: t } = plans.lines[i];
+        let Line { raw: line, stripped: code, code: t, .. } = plans.lines[i];
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
             self.before_line(plans, w, i);
@@ -640,16 +655,15 @@ impl<'a> Rewriter<'a> {
         let f = w.func.as_mut().expect("access lines are in a body");
         let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
         let trailing_comment = &line[code.len()..];
-        let stmts: Vec<&str> = plans.lines[i].statements().collect();
-        // Each statement split once, for its shared/local check and its global one.
-        let instrs: Vec<Option<Instr<'_>>> = stmts.iter().map(|s| split_instr(s)).collect();
+        // Each statement split once (Line::stmts), for its shared/local check and its global one.
+        let stmts = plans.lines[i].stmts();
         // Shared/local checks (spaces.rs), by statement.
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
-            instrs.iter().enumerate().map(|(j, ins)| self.space_check(plans.module_spaces, f, ins.as_ref(), &indent, SpaceAt { key: (i, j), ..at })).collect()
+            stmts.iter().enumerate().map(|(j, st)| self.space_check(plans.module_spaces, f, st.instr.as_ref(), &indent, SpaceAt { key: (i, j), ..at })).collect()
         };
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = plans.coalescing;
@@ -658,7 +672,7 @@ impl<'a> Rewriter<'a> {
         let hoisted: Vec<(&str, usize, Option<Loc>)> =
             coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].code.trim_end_matches(';'), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
-        for ((stmt, instr), space_check) in stmts.into_iter().zip(&instrs).zip(space_checks) {
+        for (&Stmt { text: stmt, ref instr }, space_check) in stmts.iter().zip(space_checks) {
             let text = format!("{stmt};");
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);
@@ -829,16 +843,14 @@ impl<'a> Rewriter<'a> {
             return (false, false);
         }
         let (mut memory, mut check) = (false, false);
-        for stmt in line.statements() {
-            if let Some(ins) = split_instr(stmt) {
-                match classify(&ins, true) {
-                    Classified::NotMemory => {}
-                    Classified::Check(_) => {
-                        memory = true;
-                        check = true;
-                    }
-                    _ => memory = true,
+        for ins in line.stmts().iter().filter_map(|s| s.instr.as_ref()) {
+            match classify(ins, true) {
+                Classified::NotMemory => {}
+                Classified::Check(_) => {
+                    memory = true;
+                    check = true;
                 }
+                _ => memory = true,
             }
         }
         (memory, check)
