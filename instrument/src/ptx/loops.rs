@@ -497,7 +497,8 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         if stmt.contains(';') {
             return None;
         }
-        let ins = split_instr(stmt)?;
+        // One statement, ended by the line's only `;`: the line's one parsed statement.
+        let ins = line.stmts().first()?.instr.clone()?;
         let head = ins.opcode.split('.').next().unwrap_or("");
         if super::CONTROL_TRANSFERS.contains(&head) {
             return None;

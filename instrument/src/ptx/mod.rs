@@ -290,13 +290,13 @@ struct Line<'a> {
     stripped: &'a str,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
-    parsed: std::cell::OnceCell<Box<[Stmt<'a>]>>,
+    parsed: std::cell::OnceCell<Box<[ParsedStmt<'a>]>>,
 }
 
 /// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
 /// directives, labels and other text that is no instruction).
 #[derive(Clone, Debug)]
-struct Stmt<'a> {
+struct ParsedStmt<'a> {
     text: &'a str,
     instr: Option<Instr<'a>>,
 }
@@ -308,8 +308,8 @@ impl<'a> Line<'a> {
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
-    fn stmts(&self) -> &[Stmt<'a>] {
-        self.parsed.get_or_init(|| self.statements().map(|text| Stmt { text, instr: split_instr(text) }).collect())
+    fn stmts(&self) -> &[ParsedStmt<'a>] {
+        self.parsed.get_or_init(|| self.statements().map(|text| ParsedStmt { text, instr: split_instr(text) }).collect())
     }
 
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
@@ -672,7 +672,7 @@ impl<'a> Rewriter<'a> {
         let hoisted: Vec<(&str, usize, Option<Loc>)> =
             coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].code.trim_end_matches(';'), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
-        for (&Stmt { text: stmt, ref instr }, space_check) in stmts.iter().zip(space_checks) {
+        for (&ParsedStmt { text: stmt, ref instr }, space_check) in stmts.iter().zip(space_checks) {
             let text = format!("{stmt};");
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);

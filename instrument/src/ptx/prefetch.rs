@@ -182,7 +182,7 @@ fn chain_from(sc: &mut Scan<'_, '_>, reg: &str, start: usize, anchor: usize, bef
         return Some(());
     }
     *budget = budget.checked_sub(1)?;
-    for input in arithmetic_inputs(sc.lines[k].code)? {
+    for input in arithmetic_inputs(&sc.lines[k])? {
         chain_from(sc, input, start, anchor, k, budget, chain)?;
     }
     chain.push(k);
@@ -334,12 +334,13 @@ impl<'l, 'a> Scan<'l, 'a> {
 
 /// The register operands a recomputable arithmetic statement reads, or `None` when it is not one
 /// (guarded, several statements, or an opcode outside the address-arithmetic set).
-fn arithmetic_inputs(code: &str) -> Option<Vec<&str>> {
-    let stmt = code.strip_suffix(';')?;
+fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
+    let stmt = line.code.strip_suffix(';')?;
     if stmt.contains(';') {
         return None;
     }
-    let ins = split_instr(stmt)?;
+    // One statement, ended by the line's only `;`: the line's one parsed statement.
+    let ins = line.stmts().first()?.instr.as_ref()?;
     if ins.guard.is_some() {
         return None;
     }
@@ -382,7 +383,7 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
     if *budget == 0 {
         return k + 1;
     }
-    let Some(inputs) = arithmetic_inputs(sc.lines[k].code) else { return k + 1 };
+    let Some(inputs) = arithmetic_inputs(&sc.lines[k]) else { return k + 1 };
     *budget -= 1;
     let mut at = start;
     let mut sub = Vec::new();

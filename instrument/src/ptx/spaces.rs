@@ -41,7 +41,7 @@
 
 use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
-use super::{dest_regs, Line, MARKER};
+use super::{dest_regs, Line, ParsedStmt, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
@@ -180,7 +180,7 @@ pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
     }
     // Function bodies: the statements from the body's opening line to its closing one.
     for b in bodies.iter() {
-        let stmts: Vec<&str> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.statements()).collect();
+        let stmts: Vec<&ParsedStmt<'_>> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.stmts()).collect();
         m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, ..analyze_function(&stmts, &m.vars) });
     }
     m
@@ -201,12 +201,12 @@ fn meet(a: Option<Prov>, b: Prov) -> Prov {
     }
 }
 
-fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpaces {
+fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, SpaceVar>) -> FnSpaces {
     let mut f = FnSpaces::default();
     // Definitions: (destination, index of the instruction in `instrs`).
-    let mut instrs: Vec<Instr<'_>> = Vec::new();
+    let mut instrs: Vec<&'a Instr<'a>> = Vec::new();
     let mut defs: Vec<(&str, usize)> = Vec::new();
-    for s in stmts {
+    for &&ParsedStmt { text: s, ref instr } in stmts {
         if s.starts_with('.') {
             // The frame is the one declaration wanted here (most directives are `.loc`).
             if let Some((name, v)) = s.starts_with(".local").then(|| parse_declaration(s)).flatten() {
@@ -216,7 +216,7 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
             }
             continue;
         }
-        let Some(ins) = split_instr(s) else { continue };
+        let Some(ins) = instr else { continue };
         if ins.opcode.starts_with("alloca") || ins.opcode.starts_with("stackrestore") {
             f.dynamic_stack = true;
         }
@@ -229,7 +229,7 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
     // Constants: registers every definition of which moves the same immediate, unguarded.
     let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
     for &(d, i) in &defs {
-        let ins = &instrs[i];
+        let ins = instrs[i];
         let value = (ins.guard.is_none() && ins.opcode.starts_with("mov.") && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
         let entry = consts.entry(d).or_insert(value);
         if *entry != value {
@@ -262,7 +262,7 @@ fn analyze_function(stmts: &[&str], vars: &HashMap<String, SpaceVar>) -> FnSpace
             work.extend(readers.get(d).into_iter().flatten());
         }
     }
-    let defs: Vec<(&str, &Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d)).map(|&(d, i)| (d, &instrs[i])).collect();
+    let defs: Vec<(&str, &Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d)).map(|&(d, i)| (d, instrs[i])).collect();
     // Optimistic fixed point: a register not evaluated yet is "no information" (`None`), one
     // never defined from a variable (a special register, a parameter, plain arithmetic) is unknown.
     let mut regs: HashMap<String, Prov> = HashMap::new();
