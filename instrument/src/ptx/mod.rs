@@ -669,8 +669,9 @@ impl<'a> Rewriter<'a> {
         let coalescing = plans.coalescing;
         // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
         let covered = coalescing.covered.contains(&i).then(|| coalescing.hoisted_lines.contains(&i));
-        let hoisted: Vec<(&str, usize, Option<Loc>)> =
-            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].code.trim_end_matches(';'), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
+        // Range groups hold one-statement lines only (coalesce.rs): each line's one statement.
+        let hoisted: Vec<(Option<&Instr<'_>>, usize, Option<Loc>)> =
+            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].stmts().first().and_then(|s| s.instr.as_ref()), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         for (&ParsedStmt { text: stmt, ref instr }, space_check) in stmts.iter().zip(space_checks) {
             let text = format!("{stmt};");
@@ -731,15 +732,16 @@ impl<'a> Rewriter<'a> {
     /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
     /// `None` when something in it is not understood (the access then gets a full check).
     fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
-        let stmt = lines[p.access].code.trim_end_matches(';');
-        let Classified::Check(mut a) = classify(&split_instr(stmt)?, true) else { return None };
+        // Prefetched accesses and their address arithmetic are one-statement lines (coalesce.rs,
+        // prefetch.rs): each line's one statement.
+        let Classified::Check(mut a) = classify(lines[p.access].stmts().first()?.instr.as_ref()?, true) else { return None };
         let indent: String = lines[p.access].raw.chars().take_while(|c| c.is_whitespace()).collect();
         // Recompute chains into temporaries, in order, each reading the latest renamed inputs.
         let mut chain = Vec::new();
         let mut n = 0;
         let mut recompute = |lines_of: &[usize], renamed: &mut HashMap<String, String>| -> Option<()> {
             for &l in lines_of {
-                let ins = split_instr(lines[l].code.trim_end_matches(';'))?;
+                let ins = lines[l].stmts().first()?.instr.as_ref()?;
                 let (dest, srcs) = ins.operands.split_first()?;
                 let ty = f.reg_types.type_of(dest)?;
                 let tmp = format!("%gst{}_{n}", p.access);
@@ -927,9 +929,9 @@ impl<'a> Rewriter<'a> {
         }
         // Checks of later accesses of this one's range group, hoisted here (coalesce.rs).
         let mut prefix = String::new();
-        for &(h_stmt, h_line, h_loc) in hoisted {
-            let Some(h_ins) = split_instr(h_stmt) else { continue };
-            let Classified::Check(h_acc) = classify(&h_ins, true) else { continue };
+        for &(h_ins, h_line, h_loc) in hoisted {
+            let Some(h_ins) = h_ins else { continue };
+            let Classified::Check(h_acc) = classify(h_ins, true) else { continue };
             let w = match h_acc.width {
                 access::Width::Fixed(w) => w,
                 access::Width::Reg(_) | access::Width::Tile { .. } => continue,
@@ -938,7 +940,7 @@ impl<'a> Rewriter<'a> {
             let label = *next_label;
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), &h_ins, &h_acc, "", indent, h_site, label, fence, None);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, &h_acc, "", indent, h_site, label, fence, None);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -1051,7 +1053,7 @@ struct Statement<'s> {
     /// `Some(false)`: covered by such hoisted checks.
     covered: Option<bool>,
     /// Checks of later accesses of its range group, hoisted to it: (statement, PTX line, location).
-    hoisted: &'s [(&'s str, usize, Option<Loc>)],
+    hoisted: &'s [(Option<&'s Instr<'s>>, usize, Option<Loc>)],
     /// The register its shadow byte was prefetched into.
     prefetched: Option<&'s str>,
     /// Checked at its block's batch point (its site was recorded there).

@@ -39,7 +39,7 @@
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
 //! rather than in the kernel.
 
-use super::access::{parse_address, parse_int, split_instr, type_size, vector_count, AddrBase, Instr, Width};
+use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
 use super::{dest_regs, Line, ParsedStmt, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
@@ -799,12 +799,12 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                     }
                 }
             } else {
-                let stmts: Vec<&str> = line.statements().collect();
-                for (j, stmt) in stmts.iter().enumerate() {
+                for (j, st) in line.stmts().iter().enumerate() {
+                    let stmt = st.text;
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
-                    let check = match (f, split_instr(stmt)) {
+                    let check = match (f, st.instr.as_ref()) {
                         // (Lane-limited checks stand alone: a range check is every lane's.)
-                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(&ins, m, f, &reg_bits).filter(|c| c.lanes == 32 && c.width_reg.is_none()),
+                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(ins, m, f, &reg_bits).filter(|c| c.lanes == 32 && c.width_reg.is_none()),
                         _ => None,
                     };
                     if let Some(c) = check {
@@ -875,6 +875,7 @@ pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label:
 
 #[cfg(test)]
 mod tests {
+    use super::super::access::split_instr;
     use super::*;
 
     #[test]
