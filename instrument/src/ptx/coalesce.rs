@@ -77,7 +77,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
         let single = !body.contains(';') && !body.trim().is_empty();
         if has_address && single {
             // The line's one statement (Line::stmts splits it as `body.trim()`).
-            if let Some(ins) = line.stmts().first().and_then(|s| s.instr.as_ref()) {
+            if let Some(ins) = line.first_instr() {
                 if let Classified::Check(a) = classify(ins, true) {
                     check_lines.insert(i);
                     if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
@@ -87,7 +87,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
                     }
                 }
             }
-        } else if has_address && !single && line.stmts().iter().filter_map(|s| s.instr.as_ref()).any(|ins| matches!(classify(ins, true), Classified::Check(_))) {
+        } else if has_address && !single && line.instrs().any(|ins| matches!(classify(ins, true), Classified::Check(_))) {
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.

@@ -498,7 +498,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
             return None;
         }
         // One statement, ended by the line's only `;`: the line's one parsed statement.
-        let ins = line.stmts().first()?.instr.clone()?;
+        let ins = line.first_instr()?.clone();
         let head = ins.opcode.split('.').next().unwrap_or("");
         if super::CONTROL_TRANSFERS.contains(&head) {
             return None;
@@ -695,8 +695,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let _ = writeln!(self.code, "\t{s} {MARKER}");
     }
 
-    /// The range test: `None` when something in it cannot be written (the loop stays as it is).
-    /// The range test, and whether it calls the sweep.
+    /// The range test, and whether it calls the sweep; `None` when something in it cannot be
+    /// written (the loop stays as it is).
     fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<(String, bool)> {
         let ctl = CONTROL_BLOCK_SYMBOL;
         let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
@@ -708,7 +708,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // must pass its extent lookup as in the plain test. The sweep is a predicated call, so
         // the test stays one straight-line block either way (sweeps written inline, with
         // branches, made ptxas drop the fast loop's unroll: gemm ran 1.25x slower on the H100).
-        let sweeping = ranges.iter().any(|g| self.sweepable(g));
+        let sweepable: Vec<bool> = ranges.iter().map(|g| self.sweepable(g)).collect();
+        let sweeping = sweepable.contains(&true);
         if sweeping {
             // The pool exists (an unwritten control block reads zero: the checked loop runs, and
             // checks nothing either).
@@ -807,8 +808,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
             self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
             passed.push(r);
         }
-        for (g, r) in ranges.iter().zip(&passed) {
-            if !self.sweepable(g) {
+        for ((g, r), sweepable) in ranges.iter().zip(&passed).zip(sweepable) {
+            if !sweepable {
                 self.line(format_args!("and.pred {ok}, {ok}, {r};"));
                 continue;
             }

@@ -312,6 +312,17 @@ impl<'a> Line<'a> {
         self.parsed.get_or_init(|| self.statements().map(|text| ParsedStmt { text, instr: split_instr(text) }).collect())
     }
 
+    /// The instructions among the line's statements.
+    fn instrs(&self) -> impl Iterator<Item = &Instr<'a>> {
+        self.stmts().iter().filter_map(|s| s.instr.as_ref())
+    }
+
+    /// The first statement's instruction: the line's one instruction where a pass knows the line
+    /// holds one statement.
+    fn first_instr(&self) -> Option<&Instr<'a>> {
+        self.stmts().first()?.instr.as_ref()
+    }
+
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
     }
@@ -671,7 +682,7 @@ impl<'a> Rewriter<'a> {
         let covered = coalescing.covered.contains(&i).then(|| coalescing.hoisted_lines.contains(&i));
         // Range groups hold one-statement lines only (coalesce.rs): each line's one statement.
         let hoisted: Vec<(Option<&Instr<'_>>, usize, Option<Loc>)> =
-            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].stmts().first().and_then(|s| s.instr.as_ref()), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
+            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].first_instr(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         for (&ParsedStmt { text: stmt, ref instr }, space_check) in stmts.iter().zip(space_checks) {
             let text = format!("{stmt};");
@@ -734,14 +745,14 @@ impl<'a> Rewriter<'a> {
     fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
         // Prefetched accesses and their address arithmetic are one-statement lines (coalesce.rs,
         // prefetch.rs): each line's one statement.
-        let Classified::Check(mut a) = classify(lines[p.access].stmts().first()?.instr.as_ref()?, true) else { return None };
+        let Classified::Check(mut a) = classify(lines[p.access].first_instr()?, true) else { return None };
         let indent: String = lines[p.access].raw.chars().take_while(|c| c.is_whitespace()).collect();
         // Recompute chains into temporaries, in order, each reading the latest renamed inputs.
         let mut chain = Vec::new();
         let mut n = 0;
         let mut recompute = |lines_of: &[usize], renamed: &mut HashMap<String, String>| -> Option<()> {
             for &l in lines_of {
-                let ins = lines[l].stmts().first()?.instr.as_ref()?;
+                let ins = lines[l].first_instr()?;
                 let (dest, srcs) = ins.operands.split_first()?;
                 let ty = f.reg_types.type_of(dest)?;
                 let tmp = format!("%gst{}_{n}", p.access);
@@ -845,7 +856,7 @@ impl<'a> Rewriter<'a> {
             return (false, false);
         }
         let (mut memory, mut check) = (false, false);
-        for ins in line.stmts().iter().filter_map(|s| s.instr.as_ref()) {
+        for ins in line.instrs() {
             match classify(ins, true) {
                 Classified::NotMemory => {}
                 Classified::Check(_) => {

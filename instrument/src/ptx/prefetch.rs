@@ -340,7 +340,7 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
         return None;
     }
     // One statement, ended by the line's only `;`: the line's one parsed statement.
-    let ins = line.stmts().first()?.instr.as_ref()?;
+    let ins = line.first_instr()?;
     if ins.guard.is_some() {
         return None;
     }
