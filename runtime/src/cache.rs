@@ -36,6 +36,12 @@ pub fn dir_for(cache_dir: Option<&Path>) -> Option<PathBuf> {
     Some(base.join("gasan"))
 }
 
+/// The key part of an entry's name: a 32-byte digest as 64 lowercase hex digits (what
+/// [`entry_kind`] recognises).
+pub fn key_hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// What an entry holds, from its file name; `None` for files that are not gasan's.
 pub fn entry_kind(name: &str) -> Option<&'static str> {
     if name.starts_with(TMP_PREFIX) {

@@ -106,6 +106,12 @@ impl State {
         Some(heap.is_some())
     }
 
+    /// Whether this process has settled if the driver takes preset control blocks (a read-back
+    /// or the cache's driver check).
+    pub fn preset_settled(&self) -> bool {
+        PRESET_WORKS.get().is_some()
+    }
+
     /// After a cubin with a preset control block loaded: the device heap's address, when the
     /// module calls in-kernel malloc/free (`has_heap`: it defines the heap symbol).
     ///

@@ -303,10 +303,6 @@ fn header_lines(ptx: &str) -> String {
     out
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Instruments `src`, or takes it from the on-disk cache: with `want_ptx` false a cache hit reads
 /// the site table only (the checked PTX stays on disk until something needs it).
 ///
@@ -345,7 +341,7 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
         h.update(b"stored entry");
         h.update(fields.as_bytes());
         h.update(bytes);
-        format!("{}.idx", hex(&h.finalize()))
+        format!("{}.idx", crate::cache::key_hex(&h.finalize()))
     });
     // An index entry: the text's key (64 hex digits) on its first line, its header lines after.
     let indexed = index_name.as_ref().zip(cache).and_then(|(n, c)| c.get(n)).and_then(|b| String::from_utf8(b).ok()).and_then(|t| {
@@ -358,7 +354,7 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
         None => {
             let text = src.text()?;
             h.update(text.as_bytes());
-            (hex(&h.finalize()), header_lines(text))
+            (crate::cache::key_hex(&h.finalize()), header_lines(text))
         }
     };
     let write_index = |c: &Cache| {
@@ -443,7 +439,7 @@ fn preset_marker() -> Option<(Cache, String)> {
     h.update(driver_identity());
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
-    Some((cache()?, format!("{}.preset", hex(&h.finalize()))))
+    Some((cache()?, format!("{}.preset", crate::cache::key_hex(&h.finalize()))))
 }
 
 /// Notes a module handed to the driver's JIT as PTX instead of a cubin.
@@ -650,7 +646,8 @@ pub unsafe fn load_checked(
     let control = std::time::Instant::now();
     match preset {
         Some(has_heap) => {
-            let marker = preset_marker();
+            // The marker matters until this process has settled whether presets work.
+            let marker = if s.preset_settled() { None } else { preset_marker() };
             let known = marker.as_ref().is_some_and(|(c, n)| c.has(n));
             if s.preset_module_loaded(handle(), id, has_heap, known) {
                 if let Some((c, n)) = &marker {

@@ -107,7 +107,7 @@ pub fn cubin_key(k: &KeyInputs) -> String {
     field(k.target.as_bytes());
     field(k.flags.join("\0").as_bytes());
     field(k.checked.as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::cache::key_hex(&h.finalize())
 }
 
 /// Cache entry names of a cubin and of its failed-compile marker.
