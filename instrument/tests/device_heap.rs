@@ -141,3 +141,36 @@ fn single_line_calls_and_guarded_calls_are_rewritten() {
     std::fs::write(&f, &out.ptx).unwrap();
     run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
 }
+
+/// A `free` call with no argument list (invalid PTX, found by fuzzing) is left as written and
+/// takes no site: every free site names a call that carries it.
+#[test]
+fn free_call_without_arguments_takes_no_site() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.extern .func free (.param .b64 p);\n.visible .entry k()\n{\n\tcall.uni\n\tfree;\n\tret;\n}\n";
+    let out = instrument_ptx(ptx, &InstrumentOptions::default()).unwrap();
+    assert!(out.sites.sites.iter().all(|s| s.kind != AccessKind::Free), "{:?}", out.sites.sites);
+    assert!(out.ptx.contains("\tcall.uni\n\tfree;\n"), "{}", out.ptx);
+    // A well-formed call in the same module still gets its site.
+    let ok = ptx.replace("\tfree;", "\tfree, (p);");
+    let out = instrument_ptx(&ok, &InstrumentOptions::default()).unwrap();
+    assert_eq!(out.sites.sites.iter().filter(|s| s.kind == AccessKind::Free).count(), 1, "{}", out.ptx);
+}
+
+/// A module that only frees (the blocks came from another kernel): nvcc declares `free` alone,
+/// right after the header directives, and that declaration alone routes its calls to gasan's heap.
+#[test]
+fn nvcc_free_only_module_is_rewritten() {
+    let dir = scratch("device-heap-free-only");
+    let src = dir.join("free_only.cu");
+    std::fs::write(&src, "__global__ void release(int **blocks) { free(blocks[threadIdx.x]); }\n").unwrap();
+    let ptx_path = dir.join("free_only.ptx");
+    run_tool("nvcc", &[OsStr::new("-ptx"), OsStr::new("-arch=sm_90"), OsStr::new("-o"), ptx_path.as_os_str(), src.as_os_str()]);
+    let ptx = std::fs::read_to_string(&ptx_path).unwrap();
+    assert!(!ptx.contains("malloc"), "{ptx}");
+    let out = instrument_ptx(&ptx, &InstrumentOptions::default()).unwrap();
+    assert_eq!(out.sites.sites.iter().filter(|s| s.kind == AccessKind::Free).count(), 1, "{}", out.ptx);
+    assert!(tokens(&out.ptx).iter().any(|t| t == "__gasan_free"), "{}", out.ptx);
+    let f = dir.join("checked.ptx");
+    std::fs::write(&f, &out.ptx).unwrap();
+    run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+}

@@ -205,17 +205,23 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
     if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return None;
     }
-    Some(Instr { guard, opcode, operands: split_operands(&s[end..]) })
+    Some(Instr { guard, opcode, operands: split_operands(&s[end..])? })
 }
 
-/// Splits on commas that are not inside `[]`, `{}` or `()`.
-fn split_operands(s: &str) -> Vec<&str> {
+/// Splits on commas that are not inside `[]`, `{}` or `()`; `None` when those do not balance (no
+/// PTX operand list, and passes copy operands into added lines, which must balance their braces).
+fn split_operands(s: &str) -> Option<Vec<&str>> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0usize);
     for (i, c) in s.char_indices() {
         match c {
             '[' | '{' | '(' => depth += 1,
-            ']' | '}' | ')' => depth -= 1,
+            ']' | '}' | ')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return None;
+                }
+            }
             ',' if depth == 0 => {
                 out.push(s[start..i].trim());
                 start = i + 1;
@@ -223,11 +229,14 @@ fn split_operands(s: &str) -> Vec<&str> {
             _ => {}
         }
     }
+    if depth != 0 {
+        return None;
+    }
     let last = s[start..].trim();
     if !last.is_empty() {
         out.push(last);
     }
-    out
+    Some(out)
 }
 
 const SPACES_NOT_GLOBAL: &[&str] = &["shared", "local", "param", "const"];

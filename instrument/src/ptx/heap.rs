@@ -111,10 +111,13 @@ impl HeapCalls {
         if !src.contains(".extern") {
             return None;
         }
+        // A declaration starts a line; the text before it since the last `;` may hold directives
+        // that end without one (`.version`, `.target`, `.address_size` before the first).
         let declares = src.split(';').any(|stmt| {
-            let code: String = stmt.lines().map(strip_comment).collect::<Vec<_>>().join(" ");
-            let t = code.trim_start();
-            t.starts_with(".extern") && t.contains(".func") && !rename_callees(t).1.is_empty()
+            let code: Vec<&str> = stmt.lines().map(|l| strip_comment(l).trim_start()).collect();
+            let Some(start) = code.iter().position(|l| l.starts_with(".extern")) else { return false };
+            let t = code[start..].join(" ");
+            t.contains(".func") && !rename_callees(&t).1.is_empty()
         });
         declares.then(|| HeapCalls { pending: Vec::new(), pending_is_decl: false, declared: Vec::new() })
     }
@@ -157,7 +160,7 @@ impl HeapCalls {
             if callee == Callee::Free {
                 // The replacement takes the call's site id as well.
                 let param = format!(", .param .b32 {}_site)", callee.checked_name());
-                match insert_before_last_paren(&proto, &param) {
+                match insert_before_last_paren(&proto, || param) {
                     Some(p) => proto = p,
                     None => return stmt,
                 }
@@ -168,7 +171,7 @@ impl HeapCalls {
             return proto;
         }
         if callee == Callee::Free {
-            return insert_before_last_paren(&renamed, &format!(", {})", site())).unwrap_or(stmt);
+            return insert_before_last_paren(&renamed, || format!(", {})", site())).unwrap_or(stmt);
         }
         renamed
     }
@@ -207,11 +210,12 @@ impl HeapCalls {
     }
 }
 
-/// `s` with its last `)` before its last `;` replaced by `with`.
-fn insert_before_last_paren(s: &str, with: &str) -> Option<String> {
+/// `s` with its last `)` before its last `;` replaced by `with()`; `with` runs only when there is
+/// such a paren (a `free` site id is taken only for a call that gets it).
+fn insert_before_last_paren(s: &str, with: impl FnOnce() -> String) -> Option<String> {
     let semi = s.rfind(';')?;
     let paren = s[..semi].rfind(')')?;
-    Some(format!("{}{with}{}", &s[..paren], &s[paren + 1..]))
+    Some(format!("{}{}{}", &s[..paren], with(), &s[paren + 1..]))
 }
 
 fn emit_lines(out: &mut String, lines: &[String]) {

@@ -705,8 +705,13 @@ fn mixed_loops_sweep_their_slab_ranges() {
             }
             // The covered accesses by statement, statements whose spans overlap merged: one
             // block per range.
+            // (A run touching bytes outside the pool is skipped, as one whose blocks would be.)
+            let covered: Vec<(usize, u64, u64)> = accesses.iter().copied().filter(|a| case.covered_lines.contains(&a.0)).collect();
+            if covered.iter().any(|&(_, a, w)| a < POOL_BASE || a >= POOL_BASE + POOL_SIZE - w) {
+                continue;
+            }
             let mut by_line: std::collections::BTreeMap<usize, (u64, u64, usize)> = Default::default();
-            for &(line, a, w) in accesses.iter().filter(|a| case.covered_lines.contains(&a.0)) {
+            for (line, a, w) in covered {
                 let g = by_line.entry(line).or_insert((u64::MAX, 0, 0));
                 *g = (g.0.min(a), g.1.max(a + w), g.2 + 1);
             }
