@@ -174,3 +174,17 @@ fn nvcc_free_only_module_is_rewritten() {
     std::fs::write(&f, &out.ptx).unwrap();
     run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
 }
+
+/// A block comment inside a heap declaration that spans lines stays in its place: the declaration's
+/// lines are held until its `;`, and the comment's lines with them.
+#[test]
+fn block_comment_inside_a_heap_declaration_keeps_its_place() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.extern .func free\n/* the pointer\n   to free */\n(.param .b64 p);\n.visible .entry k(.param .u64 a)\n{\n\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [a];\n\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0], %rd1;\n\tcall.uni free, (param0);\n\t}\n\tret;\n}\n";
+    let out = instrument_ptx(ptx, &InstrumentOptions::default()).unwrap();
+    assert!(out.ptx.contains(".func __gasan_free\n/* the pointer\n   to free */\n(.param .b64 p, .param .b32 __gasan_free_site);"), "{}", out.ptx);
+    assert!(out.ptx.contains("call.uni __gasan_free, (param0, 0);"), "{}", out.ptx);
+    let dir = scratch("device-heap-block-comment");
+    let f = dir.join("k.ptx");
+    std::fs::write(&f, &out.ptx).unwrap();
+    run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+}

@@ -69,17 +69,32 @@ impl Callee {
 /// Name of the shared allocation routine the `malloc` replacements call.
 const HEAP_ALLOC: &str = "__gasan_heap_alloc";
 
-/// `s` with every whole-identifier occurrence of a [`Callee`]'s driver name replaced by its
-/// checked name; and the callees found.
+/// `s` with every whole-identifier occurrence of a [`Callee`]'s driver name outside comments
+/// replaced by its checked name; and the callees found.
 fn rename_callees(s: &str) -> (String, Vec<Callee>) {
     let mut out = String::with_capacity(s.len() + 16);
     let mut found = Vec::new();
     let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '%' || c == '.';
     let mut rest = s;
     while !rest.is_empty() {
-        let start = rest.find(|c: char| is_ident(c)).unwrap_or(rest.len());
+        let start = rest.find(|c: char| is_ident(c) || c == '/').unwrap_or(rest.len());
         out.push_str(&rest[..start]);
         rest = &rest[start..];
+        // Comments are copied as written (an unterminated one runs to the end).
+        let comment_end = if rest.starts_with("//") {
+            Some(rest.find('\n').unwrap_or(rest.len()))
+        } else if rest.starts_with("/*") {
+            Some(rest[2..].find("*/").map_or(rest.len(), |e| e + 4))
+        } else if rest.starts_with('/') {
+            Some(1)
+        } else {
+            None
+        };
+        if let Some(end) = comment_end {
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
         let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
         let tok = &rest[..end];
         match Callee::of_token(tok) {
@@ -126,6 +141,15 @@ impl HeapCalls {
     /// lines must not be lost.
     pub(super) fn flush(&mut self) -> String {
         std::mem::take(&mut self.pending).concat()
+    }
+
+    /// Holds a line that passes through unread (a block comment's) when it falls inside the
+    /// statement being collected, so that it keeps its place; false when none is.
+    pub(super) fn hold(&mut self, line: &str) -> bool {
+        if self.collecting() {
+            self.pending.push(line.to_string());
+        }
+        self.collecting()
     }
 
     /// Is a statement being collected?

@@ -517,19 +517,18 @@ impl<'a> Rewriter<'a> {
         if !w.in_block_comment {
             self.before_line(plans, w, i);
         }
-        // Block comments pass through untouched.
-        if w.in_block_comment {
-            if find_pair(line, b'*', b'/').is_some() {
-                w.in_block_comment = false;
+        // Block comments pass through untouched (inside a heap statement being collected, in
+        // their place in it).
+        let opens_comment = !w.in_block_comment && find_pair(code, b'/', b'*').is_some();
+        if w.in_block_comment || opens_comment {
+            if w.in_block_comment {
+                w.in_block_comment = find_pair(line, b'*', b'/').is_none();
+            } else if let Some(p) = find_pair(code, b'/', b'*') {
+                w.in_block_comment = find_pair(&code[p..], b'*', b'/').is_none();
             }
-            self.out.push_str(line);
-            return Ok(());
-        }
-        if let Some(p) = find_pair(code, b'/', b'*') {
-            if find_pair(&code[p..], b'*', b'/').is_none() {
-                w.in_block_comment = true;
+            if !w.heap_calls.as_mut().is_some_and(|h| h.hold(line)) {
+                self.out.push_str(line);
             }
-            self.out.push_str(line);
             return Ok(());
         }
 
