@@ -5,7 +5,7 @@
 //! freed block is poisoned end to end. The hoisted checks keep the sites of the accesses they stand
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
-use super::access::{classify, AddrBase, Classified, Width};
+use super::access::{AddrBase, Width};
 use super::bodies::Bodies;
 use super::{dest_regs, ends_basic_block, release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
@@ -77,17 +77,15 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
         let single = !body.contains(';') && !body.trim().is_empty();
         if has_address && single {
             // The line's one statement (Line::stmts splits it as `body.trim()`).
-            if let Some(ins) = line.first_instr() {
-                if let Classified::Check(a) = classify(ins, true) {
-                    check_lines.insert(i);
-                    if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
-                        let key = (r.clone(), ins.guard.unwrap_or("").to_string());
-                        groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
-                        candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
-                    }
+            if let Some((ins, a)) = line.first_stmt().and_then(|st| st.checked()) {
+                check_lines.insert(i);
+                if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
+                    let key = (r.clone(), ins.guard.unwrap_or("").to_string());
+                    groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
+                    candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
                 }
             }
-        } else if has_address && !single && line.instrs().any(|ins| matches!(classify(ins, true), Classified::Check(_))) {
+        } else if has_address && !single && line.stmts().iter().any(|st| st.checked_access().is_some()) {
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.

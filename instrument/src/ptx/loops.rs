@@ -30,7 +30,7 @@
 //! The trip count comes from the back edge's `setp` of an affine value against an invariant bound;
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
-use super::access::{classify, parse_int, split_instr, AddrBase, Classified, Instr, Width};
+use super::access::{parse_int, split_instr, AddrBase, Instr, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
@@ -247,7 +247,7 @@ struct BodyStmt<'a> {
 
 impl<'a> BodyStmt<'a> {
     fn new(line: usize, stmt: &'a str, ins: Instr<'a>) -> Self {
-        let mut s = BodyStmt { line, ins, dests: dest_regs(stmt), reads: Vec::new() };
+        let mut s = BodyStmt { line, ins, dests: dest_regs(stmt).collect(), reads: Vec::new() };
         let guard = s.ins.guard.map(|g| g.trim_start_matches('!'));
         s.reads = s.sources().iter().chain(guard.as_slice()).flat_map(|o| registers_in(o)).collect();
         s
@@ -503,7 +503,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         if super::CONTROL_TRANSFERS.contains(&head) {
             return None;
         }
-        any_check |= code.contains('[') && matches!(classify(&ins, true), Classified::Check(_));
+        any_check |= code.contains('[') && line.first_stmt().is_some_and(|st| st.checked_access().is_some());
         body.push(BodyStmt::new(k, stmt, ins));
     }
     // Nothing to hoist (loops over shared memory, ...): no symbolic walk.
@@ -555,7 +555,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     // Hoistable accesses, grouped by the value of their address register.
     let mut ranges: Vec<Range> = Vec::new();
     for (b, st) in body.iter().zip(&walked.stmts) {
-        let Classified::Check(a) = classify(&b.ins, true) else { continue };
+        let Some(a) = lines[b.line].first_stmt().and_then(|st| st.checked_access()) else { continue };
         let (AddrBase::Reg(r), Width::Fixed(w), false, None) = (&a.base, &a.width, a.bulk, &a.guard_nonzero) else { continue };
         // The address register's definition and value as this statement sees them.
         let Some(i) = b.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };

@@ -294,11 +294,34 @@ struct Line<'a> {
 }
 
 /// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
-/// directives, labels and other text that is no instruction).
+/// directives, labels and other text that is no instruction), with its access classification
+/// made on first use ([`ParsedStmt::class`]): several passes ask it of the same statement.
 #[derive(Clone, Debug)]
 struct ParsedStmt<'a> {
     text: &'a str,
     instr: Option<Instr<'a>>,
+    class: std::cell::OnceCell<Classified>,
+}
+
+impl ParsedStmt<'_> {
+    /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
+    fn class(&self) -> Option<&Classified> {
+        let ins = self.instr.as_ref()?;
+        Some(self.class.get_or_init(|| classify(ins, true)))
+    }
+
+    /// The access it makes, when it is one gasan checks.
+    fn checked_access(&self) -> Option<&access::Access> {
+        match self.class()? {
+            Classified::Check(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The instruction and the access it makes, when it is one gasan checks.
+    fn checked(&self) -> Option<(&Instr<'_>, &access::Access)> {
+        Some((self.instr.as_ref()?, self.checked_access()?))
+    }
 }
 
 impl<'a> Line<'a> {
@@ -309,18 +332,19 @@ impl<'a> Line<'a> {
 
     /// The line's statements with their parts, split on first use and kept for every pass.
     fn stmts(&self) -> &[ParsedStmt<'a>] {
-        self.parsed.get_or_init(|| self.statements().map(|text| ParsedStmt { text, instr: split_instr(text) }).collect())
-    }
-
-    /// The instructions among the line's statements.
-    fn instrs(&self) -> impl Iterator<Item = &Instr<'a>> {
-        self.stmts().iter().filter_map(|s| s.instr.as_ref())
+        self.parsed.get_or_init(|| self.statements().map(|text| ParsedStmt { text, instr: split_instr(text), class: std::cell::OnceCell::new() }).collect())
     }
 
     /// The first statement's instruction: the line's one instruction where a pass knows the line
     /// holds one statement.
     fn first_instr(&self) -> Option<&Instr<'a>> {
         self.stmts().first()?.instr.as_ref()
+    }
+
+    /// The first statement (with its classification): the line's one statement where a pass
+    /// knows the line holds one.
+    fn first_stmt(&self) -> Option<&ParsedStmt<'a>> {
+        self.stmts().first()
     }
 
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
@@ -381,13 +405,20 @@ struct RegTypes {
 impl RegTypes {
     fn declare(&mut self, decl: &str) {
         // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
-        let mut parts = decl.split_whitespace();
-        parts.next(); // .reg
-        let Some(ty) = parts.next() else { return };
+        let Some((_, rest)) = decl.trim_start().split_once(char::is_whitespace) else { return }; // .reg
+        let rest = rest.trim_start();
+        let (ty, names) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if ty.is_empty() {
+            return;
+        }
         let ty = ty.trim_start_matches('.').to_string();
-        let rest: String = parts.collect::<Vec<_>>().join(" ");
-        for name in rest.split(',') {
-            let name = name.trim();
+        for name in names.split(',') {
+            // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
+            let name: std::borrow::Cow<'_, str> = match name.trim() {
+                n if n.contains(char::is_whitespace) => n.split_whitespace().collect::<Vec<_>>().join(" ").into(),
+                n => n.into(),
+            };
+            let name = name.as_ref();
             if let Some(p) = name.find('<') {
                 self.prefixes.insert(name[..p].to_string(), ty.clone());
             } else if !name.is_empty() {
@@ -437,7 +468,7 @@ impl<'a> Rewriter<'a> {
             src,
             opts,
             header,
-            out: String::with_capacity(src.len() * 2),
+            out: String::with_capacity(src.len() * 8 + 16 * 1024),
             sites: SiteTable::default(),
             stats: Stats::default(),
             copy_stats: Stats::default(),
@@ -680,17 +711,17 @@ impl<'a> Rewriter<'a> {
         // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
         let covered = coalescing.covered.contains(&i).then(|| coalescing.hoisted_lines.contains(&i));
         // Range groups hold one-statement lines only (coalesce.rs): each line's one statement.
-        let hoisted: Vec<(Option<&Instr<'_>>, usize, Option<Loc>)> =
-            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].first_instr(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
+        let hoisted: Vec<(Option<&ParsedStmt<'_>>, usize, Option<Loc>)> =
+            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].first_stmt(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
-        for (&ParsedStmt { text: stmt, ref instr }, space_check) in stmts.iter().zip(space_checks) {
+        for (parsed, space_check) in stmts.iter().zip(space_checks) {
+            let stmt = parsed.text;
             let text = format!("{stmt};");
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);
             }
             let statement = Statement {
-                stmt,
-                instr: instr.as_ref(),
+                parsed,
                 text: &text,
                 indent: &indent,
                 line_no,
@@ -744,7 +775,7 @@ impl<'a> Rewriter<'a> {
     fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
         // Prefetched accesses and their address arithmetic are one-statement lines (coalesce.rs,
         // prefetch.rs): each line's one statement.
-        let Classified::Check(mut a) = classify(lines[p.access].first_instr()?, true) else { return None };
+        let mut a = lines[p.access].first_stmt()?.checked_access()?.clone();
         let indent: String = lines[p.access].raw.chars().take_while(|c| c.is_whitespace()).collect();
         // Recompute chains into temporaries, in order, each reading the latest renamed inputs.
         let mut chain = Vec::new();
@@ -855,8 +886,8 @@ impl<'a> Rewriter<'a> {
             return (false, false);
         }
         let (mut memory, mut check) = (false, false);
-        for ins in line.instrs() {
-            match classify(ins, true) {
+        for class in line.stmts().iter().filter_map(ParsedStmt::class) {
+            match class {
                 Classified::NotMemory => {}
                 Classified::Check(_) => {
                     memory = true;
@@ -871,7 +902,8 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
-        let Statement { stmt, instr, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
+        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
+        let stmt = parsed.text;
         let (opts, fence) = (self.opts, emit::sys_fence(&self.header));
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
@@ -880,10 +912,9 @@ impl<'a> Rewriter<'a> {
             Some(x) => x,
             None => stats.functions.entry(f.name.clone()).or_default(),
         };
-        let Some(ins) = instr else {
+        let (Some(ins), Some(class)) = (parsed.instr.as_ref(), parsed.class()) else {
             return Ok(format!("{indent}{text}\n"));
         };
-        let class = classify(ins, true);
         let access = match class {
             Classified::NotMemory => {
                 if ends_basic_block(stmt) {
@@ -906,7 +937,12 @@ impl<'a> Rewriter<'a> {
             }
             Classified::Unknown(op) => {
                 fstats.unknown += 1;
-                *stats.unknown_opcodes.entry(op).or_default() += 1;
+                match stats.unknown_opcodes.get_mut(op) {
+                    Some(n) => *n += 1,
+                    None => {
+                        stats.unknown_opcodes.insert(op.clone(), 1);
+                    }
+                }
                 f.block_checks.clear();
                 return Ok(format!("{indent}{text}\n"));
             }
@@ -939,9 +975,8 @@ impl<'a> Rewriter<'a> {
         }
         // Checks of later accesses of this one's range group, hoisted here (coalesce.rs).
         let mut prefix = String::new();
-        for &(h_ins, h_line, h_loc) in hoisted {
-            let Some(h_ins) = h_ins else { continue };
-            let Classified::Check(h_acc) = classify(h_ins, true) else { continue };
+        for &(h_stmt, h_line, h_loc) in hoisted {
+            let Some((h_ins, h_acc)) = h_stmt.and_then(ParsedStmt::checked) else { continue };
             let w = match h_acc.width {
                 access::Width::Fixed(w) => w,
                 access::Width::Reg(_) | access::Width::Tile { .. } => continue,
@@ -1050,10 +1085,9 @@ struct Walk {
 /// One statement of an access line and what the plans decided for it.
 #[derive(Clone, Copy)]
 struct Statement<'s> {
-    /// The statement without its `;`, split into its parts (`None`: not an instruction), and with
-    /// its `;`.
-    stmt: &'s str,
-    instr: Option<&'s Instr<'s>>,
+    /// The statement without its `;`, split into its parts and classified, and its text with its
+    /// `;`.
+    parsed: &'s ParsedStmt<'s>,
     text: &'s str,
     indent: &'s str,
     /// Its PTX line (of the input) and source location.
@@ -1063,7 +1097,7 @@ struct Statement<'s> {
     /// `Some(false)`: covered by such hoisted checks.
     covered: Option<bool>,
     /// Checks of later accesses of its range group, hoisted to it: (statement, PTX line, location).
-    hoisted: &'s [(Option<&'s Instr<'s>>, usize, Option<Loc>)],
+    hoisted: &'s [(Option<&'s ParsedStmt<'s>>, usize, Option<Loc>)],
     /// The register its shadow byte was prefetched into.
     prefetched: Option<&'s str>,
     /// Checked at its block's batch point (its site was recorded there).
@@ -1118,8 +1152,7 @@ impl std::hash::Hasher for LineHasher {
 
 /// Opening and closing braces on a line, in one pass.
 fn count_braces(t: &str) -> (i32, i32) {
-    let count = |c: char| if t.contains(c) { t.matches(c).count() as i32 } else { 0 };
-    (count('{'), count('}'))
+    t.bytes().fold((0, 0), |(o, c), b| (o + i32::from(b == b'{'), c + i32::from(b == b'}')))
 }
 
 /// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
@@ -1291,14 +1324,19 @@ impl BlockChecks {
 }
 
 /// Registers a statement writes: its first operand, or the `{...}` vector there (none for stores).
-fn dest_regs(stmt: &str) -> Vec<&str> {
+/// (An iterator over the statement's text: most callers only walk it, and collecting it would
+/// allocate for every statement of a module.)
+fn dest_regs(stmt: &str) -> impl Iterator<Item = &str> {
     let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
     let head = op.split('.').next().unwrap_or("");
-    if matches!(head, "st" | "red") || rest.is_empty() {
-        return Vec::new();
-    }
-    let dst = if rest.trim_start().starts_with('{') { rest.split('}').next().unwrap_or("") } else { rest.split(',').next().unwrap_or("") };
-    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%')).collect()
+    let dst = if matches!(head, "st" | "red") || rest.is_empty() {
+        ""
+    } else if rest.trim_start().starts_with('{') {
+        rest.split('}').next().unwrap_or("")
+    } else {
+        rest.split(',').next().unwrap_or("")
+    };
+    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%'))
 }
 
 #[cfg(test)]

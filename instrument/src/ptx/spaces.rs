@@ -206,7 +206,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
     // Definitions: (destination, index of the instruction in `instrs`).
     let mut instrs: Vec<&'a Instr<'a>> = Vec::new();
     let mut defs: Vec<(&str, usize)> = Vec::new();
-    for &&ParsedStmt { text: s, ref instr } in stmts {
+    for &&ParsedStmt { text: s, ref instr, .. } in stmts {
         if s.starts_with('.') {
             // The frame is the one declaration wanted here (most directives are `.loc`).
             if let Some((name, v)) = s.starts_with(".local").then(|| parse_declaration(s)).flatten() {
@@ -220,7 +220,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         if ins.opcode.starts_with("alloca") || ins.opcode.starts_with("stackrestore") {
             f.dynamic_stack = true;
         }
-        let dests = dest_regs(s);
+        let dests: Vec<&str> = dest_regs(s).collect();
         if !dests.is_empty() {
             defs.extend(dests.into_iter().map(|d| (d, instrs.len())));
             instrs.push(ins);
