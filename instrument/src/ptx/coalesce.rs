@@ -7,7 +7,7 @@
 
 use super::access::{AddrBase, Width};
 use super::bodies::Bodies;
-use super::{dest_regs, ends_basic_block, release_excess, Line, LineMap, LineSet};
+use super::{dest_regs, release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
 use std::collections::HashMap;
 
@@ -64,7 +64,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
             continue;
         }
         let has_address = code.contains('[') && !covered.contains(&i) && !inserted.contains(&i);
-        if code.contains("/*") || ends_basic_block(code) || code.starts_with(".entry") || code.starts_with(".func") {
+        if code.contains("/*") || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;
         }

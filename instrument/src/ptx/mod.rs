@@ -291,6 +291,8 @@ struct Line<'a> {
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
     parsed: std::cell::OnceCell<Box<[ParsedStmt<'a>]>>,
+    /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
+    ends_block: std::cell::OnceCell<bool>,
 }
 
 /// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
@@ -327,7 +329,7 @@ impl ParsedStmt<'_> {
 impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
-        Line { raw, stripped, code: stripped.trim(), parsed: std::cell::OnceCell::new() }
+        Line { raw, stripped, code: stripped.trim(), parsed: std::cell::OnceCell::new(), ends_block: std::cell::OnceCell::new() }
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
@@ -339,6 +341,11 @@ impl<'a> Line<'a> {
     /// holds one statement.
     fn first_instr(&self) -> Option<&Instr<'a>> {
         self.stmts().first()?.instr.as_ref()
+    }
+
+    /// Does the line end a basic block ([`ends_basic_block`] of its code)?
+    fn ends_block(&self) -> bool {
+        *self.ends_block.get_or_init(|| ends_basic_block(self.code))
     }
 
     /// The first statement (with its classification): the line's one statement where a pass
@@ -610,7 +617,7 @@ impl<'a> Rewriter<'a> {
                     self.close_body(f, &mut w.shared_fail, t);
                 }
             } else if let Some(f) = w.func.as_mut() {
-                if ends_basic_block(t) {
+                if plans.lines[i].ends_block() {
                     f.block_checks.clear();
                 } else {
                     invalidate_defs(f, t);

@@ -27,7 +27,7 @@
 use super::access::split_instr;
 use super::bodies::Bodies;
 use super::branches::Branches;
-use super::{dest_regs, ends_basic_block, has_block_comment_marker, Line, LineMap, LineSet};
+use super::{dest_regs, has_block_comment_marker, Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
 const WINDOW: usize = 256;
@@ -214,8 +214,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
         return None;
     }
     let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| {
-        let code = lines[k].code;
-        !sc.bodies.interior(k) || (!code.is_empty() && ends_basic_block(code))
+        !sc.bodies.interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block())
     })?;
     if !sc.bodies.interior(back_edge) {
         return None;
@@ -304,7 +303,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !self.bodies.interior(k) || (!code.is_empty() && (ends_basic_block(code) || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
+            if !self.bodies.interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
                 break;
             }

@@ -791,7 +791,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
             }
             let memory = !skip.contains(&i) && super::Rewriter::classify_line(line).0;
             if !memory {
-                if super::ends_basic_block(t) {
+                if line.ends_block() {
                     close(&mut open, &mut roles, None);
                 } else {
                     for d in line.statements().flat_map(dest_regs) {
