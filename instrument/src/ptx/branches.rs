@@ -4,7 +4,6 @@
 //! way; labels are now also scoped to their function, as PTX scopes them (a branch never reaches a
 //! label of another function that happens to share its name).
 
-use super::access::split_instr;
 use super::bodies::Bodies;
 use super::Line;
 use std::collections::HashMap;
@@ -49,20 +48,23 @@ impl<'a> Branches<'a> {
                 if !(code.contains("bra") || code.contains("brx") || code.contains(".branchtargets")) {
                     continue;
                 }
-                let stmt = code.trim_end_matches(';');
-                let targets = match split_instr(stmt) {
-                    Some(ins) if ins.opcode.starts_with("bra") => {
-                        if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
-                            b.back_edges.push(BackEdge { label_line: l, branch_line: k });
-                        }
-                        ins.operands
-                    }
-                    _ => stmt.split(|c: char| c == ',' || c.is_whitespace()).collect(),
-                };
-                for t in targets {
+                // Each statement of the line (Line::stmts): a `bra` names its target, other
+                // statements (`brx.idx`, `.branchtargets` lists) are read word by word.
+                let mut count = |t: &'a str| {
                     let t = t.trim();
                     if !t.is_empty() && !t.starts_with('%') && !t.starts_with('.') {
                         *b.refs.entry((body.open, t)).or_default() += 1;
+                    }
+                };
+                for st in line.stmts() {
+                    match &st.instr {
+                        Some(ins) if ins.opcode.starts_with("bra") => {
+                            if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
+                                b.back_edges.push(BackEdge { label_line: l, branch_line: k });
+                            }
+                            ins.operands.iter().for_each(|&t| count(t));
+                        }
+                        _ => st.text.split(|c: char| c == ',' || c.is_whitespace()).for_each(&mut count),
                     }
                 }
             }

@@ -83,8 +83,8 @@ fn rename_callees(s: &str) -> (String, Vec<Callee>) {
         // Comments are copied as written (an unterminated one runs to the end).
         let comment_end = if rest.starts_with("//") {
             Some(rest.find('\n').unwrap_or(rest.len()))
-        } else if rest.starts_with("/*") {
-            Some(rest[2..].find("*/").map_or(rest.len(), |e| e + 4))
+        } else if let Some(body) = rest.strip_prefix("/*") {
+            Some(body.find("*/").map_or(rest.len(), |e| e + 4))
         } else if rest.starts_with('/') {
             Some(1)
         } else {

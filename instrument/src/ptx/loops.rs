@@ -30,7 +30,7 @@
 //! The trip count comes from the back edge's `setp` of an affine value against an invariant bound;
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
-use super::access::{parse_int, split_instr, AddrBase, Instr, Width};
+use super::access::{parse_int, AddrBase, Instr, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
@@ -79,7 +79,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         }
         reg_lines.extend((reg_scanned..k).filter(|&l| lines[l].code.starts_with(".reg")));
         reg_scanned = reg_scanned.max(k);
-        let Some(ins) = split_instr(lines[k].code.trim_end_matches(';')) else { continue };
+        let Some(ins) = lines[k].sole_instr() else { continue };
         if ins.guard.is_none() || !ins.opcode.starts_with("bra") || ins.operands.len() != 1 {
             continue;
         }
@@ -519,7 +519,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         }
         r
     });
-    let edge = split_instr(lines[e].code.trim_end_matches(';'))?;
+    let edge = lines[e].sole_instr()?;
     let edge_guard = edge.guard?;
     let (negated, pred) = match edge_guard.strip_prefix('!') {
         Some(p) => (true, p),

@@ -343,6 +343,15 @@ impl<'a> Line<'a> {
         self.stmts().first()?.instr.as_ref()
     }
 
+    /// The line's instruction when it holds exactly one statement. Back edges are read this way:
+    /// the passes that move code around a loop's branch need it alone on its line.
+    fn sole_instr(&self) -> Option<&Instr<'a>> {
+        match self.stmts() {
+            [only] => only.instr.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Does the line end a basic block ([`ends_basic_block`] of its code)?
     fn ends_block(&self) -> bool {
         *self.ends_block.get_or_init(|| ends_basic_block(self.code))
@@ -965,7 +974,7 @@ impl<'a> Rewriter<'a> {
         }
 
         // Check elimination: an identical earlier check in this basic block dominates this one.
-        let key = emit::check_key(ins, &access);
+        let key = emit::check_key(ins, access);
         let width_now = match &access.width {
             access::Width::Fixed(w) => Some(*w),
             access::Width::Reg(_) | access::Width::Tile { .. } => None,
@@ -992,7 +1001,7 @@ impl<'a> Rewriter<'a> {
             let label = *next_label;
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, &h_acc, "", indent, h_site, label, fence, None);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, fence, None);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -1023,9 +1032,9 @@ impl<'a> Rewriter<'a> {
         *next_label += 1;
         let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
         let emitted = if opts.recover {
-            emit::checked_statement(opts.form(), ins, &access, &dest_types, text, indent, site_id, label)
+            emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, &access, text, indent, site_id, label, fence, prefetched);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, fence, prefetched);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline
@@ -1221,13 +1230,16 @@ fn function_name(t: &str) -> Option<String> {
 /// jump (`bra`, `brx`, `ret`, `exit`, `trap` without a guard). Loop versioning (loops.rs) and
 /// loop pipelining (prefetch.rs) both need a loop entered this way, besides its own back edge.
 fn falls_through_to(lines: &[Line<'_>], label_line: usize) -> bool {
-    let Some(before) = lines[..label_line].iter().rev().map(|l| l.code).find(|c| !c.is_empty()) else {
+    let Some(before) = lines[..label_line].iter().rev().find(|l| !l.code.is_empty()) else {
         return false;
     };
-    if !(before.ends_with(';') || before.ends_with(':') || before.ends_with('}') || before.ends_with('{')) {
+    let code = before.code;
+    if !(code.ends_with(';') || code.ends_with(':') || code.ends_with('}') || code.ends_with('{')) {
         return false;
     }
-    !split_instr(before.trim_end_matches(';')).is_some_and(|i| i.guard.is_none() && UNCONDITIONAL_JUMPS.contains(&i.opcode.split('.').next().unwrap_or("")))
+    // The line's last statement is the one control leaves it by.
+    let last = before.stmts().last().and_then(|s| s.instr.as_ref());
+    !last.is_some_and(|i| i.guard.is_none() && UNCONDITIONAL_JUMPS.contains(&i.opcode.split('.').next().unwrap_or("")))
 }
 
 /// Opcode heads (the part before the first `.`) that transfer control or may not come back:
@@ -1358,6 +1370,9 @@ mod fall_through_tests {
             ("\tadd.s32 %r1, %r1, 1;", true),
             ("\t@%p1 bra $L__BB0_9;", true),
             ("\tbra.uni $L__BB0_9;", false),
+            // A line of several statements is left by its last one.
+            ("\tadd.s32 %r1, %r1, 1; bra.uni $L__BB0_9;", false),
+            ("\tadd.s32 %r1, %r1, 1; @%p1 bra $L__BB0_9;", true),
             ("\tbra $L__BB0_9;", false),
             ("\tbrx.idx %r2, $L_targets;", false),
             ("\tret;", false),

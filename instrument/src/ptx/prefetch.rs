@@ -24,7 +24,6 @@
 //! declarations, block comments or statements continued over lines lie between the anchor and
 //! the access, so the registers read at the anchor hold the values the access will use.
 
-use super::access::split_instr;
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::{dest_regs, has_block_comment_marker, Line, LineMap, LineSet};
@@ -213,16 +212,14 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     if !sc.bodies.interior(label_line) {
         return None;
     }
-    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| {
-        !sc.bodies.interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block())
-    })?;
+    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !sc.bodies.interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
     if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l.raw)) {
         return None;
     }
-    let edge = split_instr(lines[back_edge].code.trim_end_matches(';'))?;
+    let edge = lines[back_edge].sole_instr()?;
     if !(edge.opcode == "bra" || edge.opcode == "bra.uni") || edge.operands.as_slice() != [label] {
         return None;
     }
