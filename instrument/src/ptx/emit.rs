@@ -17,10 +17,39 @@ macro_rules! f {
 
 const M: &str = super::MARKER;
 
+/// Which fixed block [`fixed_text`] holds.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum FixedBlock {
+    Prelude,
+    SharedFail,
+    SpaceFail,
+}
+
+/// The text of a block that depends only on the scale and the fence: built once per process and
+/// shared (a module's prelude and its functions' report blocks are the same text every time, and
+/// formatting them was a measurable part of instrumenting a small module).
+pub(super) fn fixed_text(block: FixedBlock, scale: Scale, fence: &'static str) -> std::sync::Arc<str> {
+    type Texts = std::collections::HashMap<(FixedBlock, Scale, &'static str), std::sync::Arc<str>>;
+    static TEXTS: std::sync::OnceLock<std::sync::Mutex<Texts>> = std::sync::OnceLock::new();
+    // A poisoned lock only means another thread panicked while building a text: the map holds
+    // whole entries only, so it is still good.
+    let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    texts
+        .entry((block, scale, fence))
+        .or_insert_with(|| {
+            match block {
+                FixedBlock::Prelude => prelude(scale, fence),
+                FixedBlock::SharedFail => shared_fail_block(scale, "\t", fence),
+                FixedBlock::SpaceFail => super::spaces::space_fail_block("\t", fence),
+            }
+            .into()
+        })
+        .clone()
+}
+
 /// Control block and slow path, inserted after the module header.
-pub(super) fn prelude(scale: Scale, header: &Header) -> String {
+fn prelude(scale: Scale, fence: &str) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
-    let fence = sys_fence(header);
     let mut s = String::new();
     let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
     let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {M}");
@@ -106,7 +135,7 @@ pub(super) fn function_decls() -> String {
 }
 
 /// The function's shared report block (emitted once, before its closing brace, when used).
-pub(super) fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> String {
+fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let shadow = vec![
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::POOL_BASE),

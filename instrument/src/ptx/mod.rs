@@ -499,7 +499,7 @@ impl<'a> Rewriter<'a> {
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
-        self.out.push_str(&emit::prelude(self.opts.scale, &self.header));
+        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude, self.opts.scale, emit::sys_fence(&self.header)));
 
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
@@ -623,7 +623,7 @@ impl<'a> Rewriter<'a> {
         } else {
             if closes_body {
                 if let Some(f) = w.func.as_mut() {
-                    self.close_body(f, &mut w.shared_fail, t);
+                    self.close_body(f, t);
                 }
             } else if let Some(f) = w.func.as_mut() {
                 if plans.lines[i].ends_block() {
@@ -765,7 +765,7 @@ impl<'a> Rewriter<'a> {
     }
 
     /// Before a body's closing line: its out-of-line report blocks.
-    fn close_body(&mut self, f: &mut FuncState, shared_fail: &mut Option<String>, t: &str) {
+    fn close_body(&mut self, f: &mut FuncState, t: &str) {
         if ends_basic_block(t) {
             f.block_checks.clear();
         } else {
@@ -775,13 +775,12 @@ impl<'a> Rewriter<'a> {
             self.out.push_str(&b);
         }
         if f.uses_shared_fail {
-            // Same text in every function of the module: built once.
-            let block = shared_fail.get_or_insert_with(|| emit::shared_fail_block(self.opts.scale, "\t", emit::sys_fence(&self.header)));
-            self.out.push_str(block);
+            // Same text in every function (emit::fixed_text).
+            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SharedFail, self.opts.scale, emit::sys_fence(&self.header)));
             f.uses_shared_fail = false;
         }
         if f.uses_space_fail {
-            self.out.push_str(&spaces::space_fail_block("\t", emit::sys_fence(&self.header)));
+            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SpaceFail, self.opts.scale, emit::sys_fence(&self.header)));
             f.uses_space_fail = false;
         }
     }
@@ -1088,8 +1087,6 @@ struct Walk {
     in_block_comment: bool,
     /// The module's heap calls being renamed (heap.rs), if it calls the driver's heap.
     heap_calls: Option<heap::HeapCalls>,
-    /// The module's shared report block, built once.
-    shared_fail: Option<String>,
     /// Access lines whose shadow byte was prefetched into `%gsv<line>`.
     prefetched: LineSet,
     /// Batched access lines (checked at their block's batch point), and the rechecks of the
