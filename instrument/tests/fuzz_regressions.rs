@@ -110,3 +110,29 @@ fn a_group_never_reaches_past_the_end_of_its_function() {
         }
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-27): operands whose brackets do not balance
+/// (`[%}]`, `%4}`) were taken for an address register and for recomputed arithmetic and copied
+/// into the added lines, which then closed braces they never opened. Such operand lists are no
+/// instruction now: nothing of them is copied.
+#[test]
+fn unbalanced_operands_are_not_copied_into_added_lines() {
+    let inputs = [
+        ".version 9.0\n.entry i({{\nst.f32 [%}];\n}",
+        ".version 8.0\n.entry i({\n.reg b64 %rd<{\nld.u32 , [%];\nadd.s64 %rd4,%4};\n\tcp.async.shared.global ,[%rd4],4;\n}",
+    ];
+    for ptx in inputs {
+        let Ok(r) = instrument_ptx(ptx, &InstrumentOptions::default()) else { continue };
+        let balance: i64 = r
+            .ptx
+            .lines()
+            .filter(|l| l.contains(gasan_instrument::ptx::MARKER))
+            .map(|l| {
+                let code = l.split("//").next().unwrap_or("");
+                code.matches('{').count() as i64 - code.matches('}').count() as i64
+            })
+            .sum();
+        assert_eq!(balance, 0, "{}", r.ptx);
+        assert!(!r.ptx.lines().any(|l| l.contains(gasan_instrument::ptx::MARKER) && (l.contains("%}") || l.contains("%4}"))), "{}", r.ptx);
+    }
+}
