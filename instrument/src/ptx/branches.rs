@@ -37,8 +37,9 @@ impl<'a> Branches<'a> {
             let end = body.close.min(lines.len());
             for (k, line) in lines.iter().enumerate().take(end).skip(body.open + 1) {
                 let code = line.code;
-                // Only labels and branches matter (a cheap test first: this runs over every line).
-                if !code.contains(':') && !code.contains("br") && !code.contains(".branchtargets") {
+                // Only labels and branches matter (a cheap test first: this runs over every line;
+                // `.branchtargets` holds "br" too).
+                if !code.contains(':') && super::find_pair(code, b'b', b'r').is_none() {
                     continue;
                 }
                 if let Some(name) = code.strip_suffix(':') {
