@@ -117,10 +117,7 @@ fn a_group_never_reaches_past_the_end_of_its_function() {
 /// instruction now: nothing of them is copied.
 #[test]
 fn unbalanced_operands_are_not_copied_into_added_lines() {
-    let inputs = [
-        ".version 9.0\n.entry i({{\nst.f32 [%}];\n}",
-        ".version 8.0\n.entry i({\n.reg b64 %rd<{\nld.u32 , [%];\nadd.s64 %rd4,%4};\n\tcp.async.shared.global ,[%rd4],4;\n}",
-    ];
+    let inputs = [".version 9.0\n.entry i({{\nst.f32 [%}];\n}", ".version 8.0\n.entry i({\n.reg b64 %rd<{\nld.u32 , [%];\nadd.s64 %rd4,%4};\n\tcp.async.shared.global ,[%rd4],4;\n}"];
     for ptx in inputs {
         let Ok(r) = instrument_ptx(ptx, &InstrumentOptions::default()) else { continue };
         let balance: i64 = r

@@ -180,3 +180,28 @@ fn strided_addresses_from_a_loaded_base_join_the_batch() {
     assert!(ptx.contains("\tadd.s64 %rd7, %rd6, %rd4;\n"));
     assert!(ptx.lines().take(branch).any(|l| l.contains("add.s64 %gst") && l.contains("%rd3")), "{ptx}");
 }
+
+/// A back edge that shares its line with another statement is no back edge for the passes that
+/// move code around it (Line::sole_instr): the loop is neither pipelined nor versioned, and its
+/// access is still checked where it is. A loop whose entry is the last statement of a line of
+/// several (`...; bra.uni`) is not entered by falling through.
+#[test]
+fn back_edges_sharing_their_line_are_left_alone() {
+    let shared_edge = LOOP.replace("\tsetp.lt.u64 %p1, %rd3, %rd6;\n\t@%p1 bra $L__loop;\n", "\tsetp.lt.u64 %p1, %rd3, %rd6; @%p1 bra $L__loop;\n");
+    for opts in [pipelining(), InstrumentOptions::default()] {
+        let plain = checked(LOOP, opts);
+        assert!(plain.contains("%gsn") || plain.contains("$gasan_loop"), "the one-statement back edge is transformed:\n{plain}");
+        let ptx = checked(&shared_edge, opts);
+        assert!(!ptx.contains("%gsn") && !ptx.contains("$gasan_loop"), "{opts:?}:\n{ptx}");
+        let r = instrument_ptx(&module(&shared_edge), &opts).unwrap();
+        assert_eq!(r.stats.total().checked, 1, "{opts:?}");
+        assert!(ptx.contains("\tsetp.lt.u64 %p1, %rd3, %rd6; @%p1 bra $L__loop;\n"), "the line kept as written:\n{ptx}");
+    }
+    // The statement before the label jumps away at the end of a line of several: the loop is not
+    // entered by falling through, so nothing is placed in a preheader (the line's first statement
+    // decided this before, and the loop was pipelined).
+    let fall = LOOP.replacen("\tmov.u64 %rd3, %rd1;\n", "\tmov.u64 %rd3, %rd1;\n\tadd.s64 %rd7, %rd1, 1; bra.uni $L__out;\n", 1);
+    let jumped = format!("{fall}$L__out:\n");
+    assert!(checked(&format!("{LOOP}$L__out:\n"), pipelining()).contains("%gsn"));
+    assert!(!checked(&jumped, pipelining()).contains("%gsn"), "{}", checked(&jumped, pipelining()));
+}
