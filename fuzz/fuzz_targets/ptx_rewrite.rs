@@ -31,23 +31,39 @@ const OPTION_SETS: [InstrumentOptions; 3] = [
     InstrumentOptions { scale: Scale::S8, optimize: false, recover: true, aligned_pool: false, hoist_loops: false },
 ];
 
-/// The text's pieces between `;` and line ends, with whitespace removed and empty ones dropped: a
-/// line holding several statements is split (a check goes between them), which changes only
-/// whitespace and drops empty statements.
+/// The text's pieces between `;`, line ends and braces (each brace a piece of its own), with
+/// whitespace removed and empty ones dropped: a line holding several statements is split (a check
+/// goes between them, and scope braces sharing the line become lines of their own), which changes
+/// only whitespace and drops empty statements.
 fn statements(text: &str) -> Vec<String> {
-    text.split([';', '\n']).map(|p| p.chars().filter(|c| !c.is_whitespace()).collect::<String>()).filter(|p| !p.is_empty()).collect()
+    let mut out = Vec::new();
+    let mut piece = String::new();
+    for c in text.chars() {
+        if matches!(c, ';' | '\n' | '{' | '}') {
+            out.push(std::mem::take(&mut piece));
+            if matches!(c, '{' | '}') {
+                out.push(c.to_string());
+            }
+        } else if !c.is_whitespace() {
+            piece.push(c);
+        }
+    }
+    out.push(piece);
+    out.retain(|p| !p.is_empty());
+    out
 }
 
-/// Every statement with an address operand ends its line and shares it with no scope brace.
-/// nvcc's statements do; one that shares its line with a brace (`st.global.f32 [%rd2], %f1; }`,
-/// one-line inline asm blocks) is not checked at all (a known gap, fuzz/results.md) and the
-/// planners may still count it. (Statements at module scope, invalid PTX, are allowed: every pass
-/// takes function bodies from one scan, bodies.rs, and plans nothing outside them.)
+/// Every statement with an address operand is ended by its `;` on its line: the line ends with
+/// `;`, or with scope braces after one (`{ .reg .u64 t; ld.global.u64 t, [%rd1]; }`, one-line
+/// inline asm, whose braces are statements of their own and whose accesses are checked). A line
+/// with an unfinished statement (`ld.global.f32 %f1, [%rd1] }`) is no access line for the
+/// rewriter, while the planners may still count it. (Statements at module scope, invalid PTX, are
+/// allowed: every pass takes function bodies from one scan, bodies.rs, and plans nothing outside
+/// them.)
 fn well_scoped(ptx: &str) -> bool {
     ptx.lines().all(|line| {
         let code = line.split("//").next().unwrap_or("").trim();
-        // `{%r1, %r2}` vector operands are braces too: allow them inside a statement.
-        !(code.contains('[') && !code.starts_with('.') && (!code.ends_with(';') || code.starts_with(['{', '}']) || code.ends_with('}')))
+        !(code.contains('[') && !code.starts_with('.') && !code.trim_end_matches(|c: char| c == '}' || c.is_whitespace()).ends_with(';'))
     })
 }
 

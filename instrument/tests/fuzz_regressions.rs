@@ -133,3 +133,40 @@ fn unbalanced_operands_are_not_copied_into_added_lines() {
         assert!(!r.ptx.lines().any(|l| l.contains(gasan_instrument::ptx::MARKER) && (l.contains("%}") || l.contains("%4}"))), "{}", r.ptx);
     }
 }
+
+/// Reported by the ptx_rewrite fuzz target (finding 3) and fixed 2026-11-27: statements that share
+/// a line with a scope brace were not checked. nvcc writes a one-line inline-asm block as written,
+/// so `asm("{ .reg .u64 t; ld.global.u64 t, [%1]; ... }")` left its accesses unchecked. The braces
+/// are statements of their own now: each access gets its check inside the block, and the module
+/// assembles.
+#[test]
+fn one_line_inline_asm_blocks_are_checked() {
+    let dir = scratch("fuzz-inline-asm");
+    let src = dir.join("inline_asm.cu");
+    std::fs::write(
+        &src,
+        r#"__global__ void k(unsigned long long *out, const unsigned long long *p, int n) {
+    unsigned long long v;
+    asm volatile("{ .reg .u64 t; ld.global.u64 t, [%1]; mov.u64 %0, t; }" : "=l"(v) : "l"(p + n));
+    asm volatile("{ .reg .pred q; setp.ne.s32 q, %2, 0; @q st.global.u64 [%0], %1; }" :: "l"(out + n), "l"(v), "r"(n));
+}
+"#,
+    )
+    .unwrap();
+    let ptx_path = dir.join("inline_asm.ptx");
+    run_tool("nvcc", &[OsStr::new("-ptx"), OsStr::new("-arch=sm_90"), OsStr::new("-o"), ptx_path.as_os_str(), src.as_os_str()]);
+    let ptx = std::fs::read_to_string(&ptx_path).unwrap();
+    assert!(ptx.contains("{ .reg .u64 t; ld.global.u64 t, ["), "nvcc keeps the block on one line:\n{ptx}");
+    for opts in [InstrumentOptions::default(), InstrumentOptions { optimize: false, recover: true, ..Default::default() }] {
+        let r = instrument_ptx(&ptx, &opts).unwrap();
+        let t = r.stats.total();
+        assert_eq!((t.found, t.checked), (2, 2), "{opts:?}");
+        // Each access's check comes after its block opens (it may use registers declared there).
+        let open = r.ptx.find(".reg .u64 t;").unwrap();
+        let load = r.ptx.find("ld.global.u64 t, [").unwrap();
+        assert!(r.ptx[open..load].contains(gasan_instrument::ptx::MARKER), "no check between the block's start and its load:\n{}", r.ptx);
+        let f = dir.join("checked.ptx");
+        std::fs::write(&f, &r.ptx).unwrap();
+        run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+    }
+}

@@ -156,7 +156,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 36;
+pub const REVISION: u32 = 37;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -293,6 +293,8 @@ struct Line<'a> {
     parsed: std::cell::OnceCell<Box<[ParsedStmt<'a>]>>,
     /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
     ends_block: std::cell::OnceCell<bool>,
+    /// `code` holds a brace (its statements may have scope braces to split off).
+    braces: bool,
 }
 
 /// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
@@ -301,6 +303,8 @@ struct Line<'a> {
 #[derive(Clone, Debug)]
 struct ParsedStmt<'a> {
     text: &'a str,
+    /// A `;` ended it (scope braces split off a line have none).
+    terminated: bool,
     instr: Option<Instr<'a>>,
     class: std::cell::OnceCell<Classified>,
 }
@@ -329,12 +333,16 @@ impl ParsedStmt<'_> {
 impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
-        Line { raw, stripped, code: stripped.trim(), parsed: std::cell::OnceCell::new(), ends_block: std::cell::OnceCell::new() }
+        let code = stripped.trim();
+        let braces = code.bytes().any(|b| b == b'{' || b == b'}');
+        Line { raw, stripped, code, parsed: std::cell::OnceCell::new(), ends_block: std::cell::OnceCell::new(), braces }
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
     fn stmts(&self) -> &[ParsedStmt<'a>] {
-        self.parsed.get_or_init(|| self.statements().map(|text| ParsedStmt { text, instr: split_instr(text), class: std::cell::OnceCell::new() }).collect())
+        self.parsed.get_or_init(|| {
+            StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }).collect()
+        })
     }
 
     /// The first statement's instruction: the line's one instruction where a pass knows the line
@@ -367,16 +375,130 @@ impl<'a> Line<'a> {
         raws.into_iter().map(Line::read).collect()
     }
 
-    /// The line's statements, trimmed and without their `;`, empty ones skipped: every pass splits
-    /// a line this way, so a statement's index on its line means the same to all of them.
+    /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
+    /// apart ([`StatementPieces`]): every pass splits a line this way, so a statement's index on
+    /// its line means the same to all of them.
     fn statements(&self) -> impl Iterator<Item = &'a str> {
-        self.code.split(';').map(str::trim).filter(|s| !s.is_empty())
+        StatementPieces::of(self.code, self.braces).map(|(text, _)| text)
     }
 
     /// The line's `.reg` declarations (`.reg .b32 %r<5>`), as [`RegTypes::declare`] takes them.
     fn reg_declarations(&self) -> impl Iterator<Item = &'a str> {
         self.statements().filter(|s| s.starts_with(".reg"))
     }
+}
+
+/// A line's statements: its text cut at each `;`, each piece trimmed (empty ones skipped), with
+/// the scope braces that open or close inside a line split off as statements of their own, so
+/// that `{ .reg .pred p; setp.ne.b32 p, %r1, 0; @p ld.global.u32 %r2, [%rd1]; }` (one-line
+/// inline asm) is `{`, `.reg .pred p`, `setp...`, `@p ld...`, `}`. A brace is split off a
+/// piece's start or end only while the piece's braces do not balance, so vector operands
+/// (`{%r1, %r2}`) stay whole. Each statement comes with whether a `;` ended it.
+struct StatementPieces<'a> {
+    /// Text after the piece being split (`None`: the line is done).
+    rest: Option<&'a str>,
+    /// The current piece's braces split off its start and end, and what is between them.
+    lead: &'a str,
+    middle: &'a str,
+    trail: &'a str,
+    /// A `;` ended the current piece (its last statement gets it).
+    terminated: bool,
+    /// The line holds a brace at all (most do not: their pieces are only cut and trimmed).
+    braces: bool,
+}
+
+impl<'a> StatementPieces<'a> {
+    /// The statements of `code`; `braces`: it holds a brace.
+    fn of(code: &'a str, braces: bool) -> Self {
+        StatementPieces { rest: Some(code), lead: "", middle: "", trail: "", terminated: false, braces }
+    }
+
+    /// The next piece of the line up to its `;` (or the line's end), trimmed, and whether a `;`
+    /// ended it; `None` at the end of the line.
+    fn cut(&mut self) -> Option<(&'a str, bool)> {
+        let rest = self.rest?;
+        // (A byte loop: pieces are short, and a searcher's setup costs more than the search.)
+        Some(match rest.bytes().position(|b| b == b';') {
+            Some(p) => {
+                self.rest = Some(&rest[p + 1..]);
+                (rest[..p].trim(), true)
+            }
+            None => {
+                self.rest = None;
+                (rest.trim(), false)
+            }
+        })
+    }
+
+    /// The first brace of `s` (skipping whitespace) and what follows it, if `s` holds one.
+    fn next_brace(s: &'a str) -> Option<(&'a str, &'a str)> {
+        let s = s.trim_start();
+        (!s.is_empty()).then(|| (&s[..1], &s[1..]))
+    }
+}
+
+impl<'a> Iterator for StatementPieces<'a> {
+    type Item = (&'a str, bool);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.braces {
+            // Most lines: pieces cut at `;` and trimmed, nothing to split off.
+            loop {
+                let (piece, terminated) = self.cut()?;
+                if !piece.is_empty() {
+                    return Some((piece, terminated));
+                }
+            }
+        }
+        loop {
+            if let Some((brace, rest)) = Self::next_brace(self.lead) {
+                self.lead = rest;
+                let last = self.lead.trim().is_empty() && self.middle.is_empty() && self.trail.trim().is_empty();
+                return Some((brace, last && self.terminated));
+            }
+            if !self.middle.is_empty() {
+                let m = std::mem::take(&mut self.middle);
+                return Some((m, self.trail.trim().is_empty() && self.terminated));
+            }
+            if let Some((brace, rest)) = Self::next_brace(self.trail) {
+                self.trail = rest;
+                return Some((brace, self.trail.trim().is_empty() && self.terminated));
+            }
+            let (piece, terminated) = self.cut()?;
+            self.terminated = terminated;
+            (self.lead, self.middle, self.trail) = split_scope_braces(piece);
+        }
+    }
+}
+
+/// `piece` as (its leading scope braces, the statement between them, its trailing scope braces):
+/// a brace at either end is split off while the piece's braces do not balance in its direction.
+fn split_scope_braces(piece: &str) -> (&str, &str, &str) {
+    let (mut opens, mut closes) = count_braces(piece);
+    let (mut start, mut end) = (0, piece.len());
+    loop {
+        let inner = &piece[start..end];
+        let body_start = start + (inner.len() - inner.trim_start().len());
+        let body = inner.trim();
+        let unbalanced = |b: u8| (b == b'{' && opens > closes) || (b == b'}' && closes > opens);
+        let brace = match (body.bytes().next(), body.bytes().last()) {
+            (Some(b), _) if unbalanced(b) => {
+                start = body_start + 1;
+                b
+            }
+            (_, Some(b)) if unbalanced(b) => {
+                end = body_start + body.len() - 1;
+                b
+            }
+            _ => break,
+        };
+        if brace == b'{' {
+            opens -= 1;
+        } else {
+            closes -= 1;
+        }
+    }
+    (&piece[..start], piece[start..end].trim(), &piece[end..])
 }
 
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line).
@@ -732,7 +854,7 @@ impl<'a> Rewriter<'a> {
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
             let stmt = parsed.text;
-            let text = format!("{stmt};");
+            let text = if parsed.terminated { format!("{stmt};") } else { stmt.to_string() };
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);
             }
@@ -887,17 +1009,18 @@ impl<'a> Rewriter<'a> {
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
     fn classify_line(line: &Line<'_>) -> (bool, bool) {
         let t = line.code;
-        if t.is_empty() || t.starts_with('.') || t.starts_with('{') || t.starts_with('}') || t.ends_with(':') {
-            return (false, false);
-        }
-        // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
-        // memory access.
-        if !t.ends_with(';') {
+        if t.is_empty() || t.starts_with('.') || t.ends_with(':') {
             return (false, false);
         }
         // Every PTX memory access names its address in brackets: most lines are decided here,
         // without splitting them into operands.
         if !t.contains('[') {
+            return (false, false);
+        }
+        // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
+        // memory access. Scope braces sharing the line (one-line inline asm) are statements of
+        // their own, ended by no `;`.
+        if !line.stmts().iter().all(|st| st.terminated || st.text == "{" || st.text == "}") {
             return (false, false);
         }
         let (mut memory, mut check) = (false, false);
@@ -928,6 +1051,11 @@ impl<'a> Rewriter<'a> {
             None => stats.functions.entry(f.name.clone()).or_default(),
         };
         let (Some(ins), Some(class)) = (parsed.instr.as_ref(), parsed.class()) else {
+            // A scope brace or a declaration on an access line (one-line inline asm): registers
+            // declared in the scope may shadow checked ones, so no earlier check carries over.
+            if stmt.starts_with(['{', '}', '.']) {
+                f.block_checks.clear();
+            }
             return Ok(format!("{indent}{text}\n"));
         };
         let access = match class {
@@ -1408,5 +1536,44 @@ mod loc_tests {
         assert_eq!(c.resolve(" 4 7 1, function_name $x, inlined_at 5 8 2"), Some((5, 8, 2)));
         assert_eq!(c.resolve(" 4 7"), None);
         assert_eq!(c.resolve(" 4 7 1, inlined_at 5"), None);
+    }
+}
+
+#[cfg(test)]
+mod statement_pieces_tests {
+    use super::StatementPieces;
+    use proptest::prelude::*;
+
+    fn pieces(code: &str) -> Vec<(&str, bool)> {
+        StatementPieces::of(code, code.contains(['{', '}'])).collect()
+    }
+
+    #[test]
+    fn scope_braces_on_a_line_are_statements_of_their_own() {
+        assert_eq!(
+            pieces("{ .reg .pred p; setp.ne.b32 p, %r1, 0; @p ld.global.u32 %r2, [%rd1]; }"),
+            [("{", false), (".reg .pred p", true), ("setp.ne.b32 p, %r1, 0", true), ("@p ld.global.u32 %r2, [%rd1]", true), ("}", false)]
+        );
+        // Vector operands stay whole; a brace that balances inside a piece is not split off.
+        assert_eq!(pieces("st.global.v2.u32 [%rd1], {%r1, %r2};"), [("st.global.v2.u32 [%rd1], {%r1, %r2}", true)]);
+        assert_eq!(pieces("ld.global.v2.u32 {%r1, %r2}, [%rd1]; }"), [("ld.global.v2.u32 {%r1, %r2}, [%rd1]", true), ("}", false)]);
+        assert_eq!(pieces("} ld.global.f32 %f1, [%rd1];"), [("}", false), ("ld.global.f32 %f1, [%rd1]", true)]);
+        assert_eq!(pieces("{{"), [("{", false), ("{", false)]);
+        // Unchanged where there is no brace: cut at `;`, trimmed, empty pieces dropped.
+        assert_eq!(pieces(";; add.s32 %r1, %r1, 1 ;x"), [("add.s32 %r1, %r1, 1", true), ("x", false)]);
+        assert_eq!(pieces(".visible .entry m() { ret; }"), [(".visible .entry m() { ret", true), ("}", false)]);
+    }
+
+    proptest! {
+        /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
+        /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
+        #[test]
+        fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
+            let ps = pieces(&code);
+            let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
+            prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
+            prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
+            prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
+        }
     }
 }
