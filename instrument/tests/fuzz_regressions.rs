@@ -170,3 +170,19 @@ fn one_line_inline_asm_blocks_are_checked() {
         run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-27): `.local .b8 __local_depot .{` (a scope brace
+/// after a declaration with a stray word) was read as a frame named `__local_depot.`, a name the
+/// module does not have, glued from two words. A declared name is one word now: what follows it
+/// is dimensions or nothing.
+#[test]
+fn a_declared_name_is_one_word() {
+    let ptx = ".version 9.0\n.entry _({{\n.local .b8\t__local_depot .{\n.reg b64 %rd\n}st.u32\t[%rd];}}";
+    if let Ok(r) = instrument_ptx(ptx, &InstrumentOptions::default()) {
+        for s in &r.sites.sites {
+            if let Some(sp) = &s.space {
+                assert!(ptx.contains(&sp.variable), "{sp:?}");
+            }
+        }
+    }
+}

@@ -119,20 +119,26 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
             _ if w.starts_with('.') => elem = Some(type_size(&w[1..])?),
             _ => {
                 // The declarator: everything left (`name[4][8]`, possibly with spaces, or `= {...}`).
+                // The name is one word: what follows it on the line is dimensions or nothing
+                // (`__local_depot .` is no declaration of `__local_depot.`).
+                let name_len = w.find('[').unwrap_or(w.len());
                 let mut s = w.to_string();
                 for more in words.by_ref() {
                     s.push_str(more);
                 }
-                rest = Some(s);
+                rest = Some((s, name_len));
                 break;
             }
         }
     }
-    let (space, elem, decl) = (space?, elem?, rest?);
+    let (space, elem, (decl, name_len)) = (space?, elem?, rest?);
     if decl.contains('=') {
         return None; // shared/local variables have no initializers; not understood otherwise
     }
     let name_end = decl.find('[').unwrap_or(decl.len());
+    if name_end != name_len {
+        return None;
+    }
     let name = &decl[..name_end];
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.') {
         return None;
