@@ -136,10 +136,7 @@ fn single_line_calls_and_guarded_calls_are_rewritten() {
     assert!(out.ptx.contains("@%p1 call __gasan_free, (param0, 0); // guarded"), "{}", out.ptx);
     assert!(out.ptx.contains(".func free (.param .b64 gasan_ptr);"), "{}", out.ptx);
     assert!(out.ptx.contains(" .func __gasan_free (.param .b64 p, .param .b32 __gasan_free_site);"), "{}", out.ptx);
-    let dir = scratch("device-heap-single-line");
-    let f = dir.join("k.ptx");
-    std::fs::write(&f, &out.ptx).unwrap();
-    run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+    assemble(&scratch("device-heap-single-line"), "k", &out.ptx);
 }
 
 /// A `free` call with no argument list (invalid PTX, found by fuzzing) is left as written and
@@ -161,18 +158,12 @@ fn free_call_without_arguments_takes_no_site() {
 #[test]
 fn nvcc_free_only_module_is_rewritten() {
     let dir = scratch("device-heap-free-only");
-    let src = dir.join("free_only.cu");
-    std::fs::write(&src, "__global__ void release(int **blocks) { free(blocks[threadIdx.x]); }\n").unwrap();
-    let ptx_path = dir.join("free_only.ptx");
-    run_tool("nvcc", &[OsStr::new("-ptx"), OsStr::new("-arch=sm_90"), OsStr::new("-o"), ptx_path.as_os_str(), src.as_os_str()]);
-    let ptx = std::fs::read_to_string(&ptx_path).unwrap();
+    let ptx = nvcc_ptx_of(&dir, "free_only", "__global__ void release(int **blocks) { free(blocks[threadIdx.x]); }\n");
     assert!(!ptx.contains("malloc"), "{ptx}");
     let out = instrument_ptx(&ptx, &InstrumentOptions::default()).unwrap();
     assert_eq!(out.sites.sites.iter().filter(|s| s.kind == AccessKind::Free).count(), 1, "{}", out.ptx);
     assert!(tokens(&out.ptx).iter().any(|t| t == "__gasan_free"), "{}", out.ptx);
-    let f = dir.join("checked.ptx");
-    std::fs::write(&f, &out.ptx).unwrap();
-    run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+    assemble(&dir, "checked", &out.ptx);
 }
 
 /// A block comment inside a heap declaration that spans lines stays in its place: the declaration's
@@ -183,8 +174,5 @@ fn block_comment_inside_a_heap_declaration_keeps_its_place() {
     let out = instrument_ptx(ptx, &InstrumentOptions::default()).unwrap();
     assert!(out.ptx.contains(".func __gasan_free\n/* the pointer\n   to free */\n(.param .b64 p, .param .b32 __gasan_free_site);"), "{}", out.ptx);
     assert!(out.ptx.contains("call.uni __gasan_free, (param0, 0);"), "{}", out.ptx);
-    let dir = scratch("device-heap-block-comment");
-    let f = dir.join("k.ptx");
-    std::fs::write(&f, &out.ptx).unwrap();
-    run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+    assemble(&scratch("device-heap-block-comment"), "k", &out.ptx);
 }

@@ -142,20 +142,16 @@ fn unbalanced_operands_are_not_copied_into_added_lines() {
 #[test]
 fn one_line_inline_asm_blocks_are_checked() {
     let dir = scratch("fuzz-inline-asm");
-    let src = dir.join("inline_asm.cu");
-    std::fs::write(
-        &src,
+    let ptx = nvcc_ptx_of(
+        &dir,
+        "inline_asm",
         r#"__global__ void k(unsigned long long *out, const unsigned long long *p, int n) {
     unsigned long long v;
     asm volatile("{ .reg .u64 t; ld.global.u64 t, [%1]; mov.u64 %0, t; }" : "=l"(v) : "l"(p + n));
     asm volatile("{ .reg .pred q; setp.ne.s32 q, %2, 0; @q st.global.u64 [%0], %1; }" :: "l"(out + n), "l"(v), "r"(n));
 }
 "#,
-    )
-    .unwrap();
-    let ptx_path = dir.join("inline_asm.ptx");
-    run_tool("nvcc", &[OsStr::new("-ptx"), OsStr::new("-arch=sm_90"), OsStr::new("-o"), ptx_path.as_os_str(), src.as_os_str()]);
-    let ptx = std::fs::read_to_string(&ptx_path).unwrap();
+    );
     assert!(ptx.contains("{ .reg .u64 t; ld.global.u64 t, ["), "nvcc keeps the block on one line:\n{ptx}");
     for opts in [InstrumentOptions::default(), InstrumentOptions { optimize: false, recover: true, ..Default::default() }] {
         let r = instrument_ptx(&ptx, &opts).unwrap();
@@ -165,9 +161,7 @@ fn one_line_inline_asm_blocks_are_checked() {
         let open = r.ptx.find(".reg .u64 t;").unwrap();
         let load = r.ptx.find("ld.global.u64 t, [").unwrap();
         assert!(r.ptx[open..load].contains(gasan_instrument::ptx::MARKER), "no check between the block's start and its load:\n{}", r.ptx);
-        let f = dir.join("checked.ptx");
-        std::fs::write(&f, &r.ptx).unwrap();
-        run_tool("ptxas", &[OsStr::new("-arch=sm_90"), f.as_os_str(), OsStr::new("-o"), dir.join("k.cubin").as_os_str()]);
+        assemble(&dir, "checked", &r.ptx);
     }
 }
 

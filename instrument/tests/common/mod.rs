@@ -36,3 +36,19 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// nvcc's PTX (sm_90) for the CUDA source `src`, compiled in `dir` as `<name>.cu`.
+pub fn nvcc_ptx_of(dir: &Path, name: &str, src: &str) -> String {
+    let cu = dir.join(format!("{name}.cu"));
+    std::fs::write(&cu, src).unwrap();
+    let ptx = dir.join(format!("{name}.ptx"));
+    run_tool("nvcc", &["-ptx".as_ref(), "-arch=sm_90".as_ref(), "-o".as_ref(), ptx.as_os_str(), cu.as_os_str()]);
+    std::fs::read_to_string(ptx).unwrap()
+}
+
+/// Assembles `ptx` with ptxas for sm_90 (in `dir`, as `<name>.ptx`); panics with ptxas's errors.
+pub fn assemble(dir: &Path, name: &str, ptx: &str) {
+    let f = dir.join(format!("{name}.ptx"));
+    std::fs::write(&f, ptx).unwrap();
+    run_tool("ptxas", &["-arch=sm_90".as_ref(), f.as_os_str(), "-o".as_ref(), dir.join(format!("{name}.cubin")).as_os_str()]);
+}
