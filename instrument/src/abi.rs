@@ -7,7 +7,8 @@
 //! `[pool_base, pool_base + pool_size)` reads its shadow byte at
 //! `shadow_base + ((addr - pool_base) >> scale)`. A bad access calls the slow path, which takes a slot
 //! with `atom.add` on [`RingHeader::head`] (slot = index mod capacity), writes an [`ErrorRecord`] whose
-//! `seq` field is written last (after `fence.sc.sys`) as `index + 1`, then traps or skips the access depending on [`FLAG_RECOVER`].
+//! `seq` field is zeroed first and written last (release stores: instrument/src/ptx/emit.rs
+//! `record_body`) as `index + 1`, then traps or skips the access depending on [`FLAG_RECOVER`].
 
 /// Name of the `.const` control block that every checked module defines (`.weak`, so several checked
 /// PTX inputs can be linked with `cuLink*`).
@@ -202,6 +203,8 @@ pub struct ErrorRecord {
     /// `index + 1` (see [`RingHeader::head`]), written last: a reader treats the record as complete
     /// only when it matches.
     pub seq: u32,
+    /// `[0]`: in the release-store form, the slot's seq before this record (stored after `seq`, so the
+    /// writer waits for its `seq` exchange; readers ignore it). `[1..3]`: unused.
     pub reserved1: [u32; 3],
 }
 pub const ERROR_RECORD_SIZE: usize = 64;

@@ -25,22 +25,22 @@ pub(super) enum FixedBlock {
     SpaceFail,
 }
 
-/// The text of a block that depends only on the scale and the fence: built once per process and
+/// The text of a block that depends only on the scale and the publishing form: built once per process and
 /// shared (a module's prelude and its functions' report blocks are the same text every time, and
 /// formatting them was a measurable part of instrumenting a small module).
-pub(super) fn fixed_text(block: FixedBlock, scale: Scale, fence: &'static str) -> std::sync::Arc<str> {
-    type Texts = std::collections::HashMap<(FixedBlock, Scale, &'static str), std::sync::Arc<str>>;
+pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> std::sync::Arc<str> {
+    type Texts = std::collections::HashMap<(FixedBlock, Scale, Publish), std::sync::Arc<str>>;
     static TEXTS: std::sync::OnceLock<std::sync::Mutex<Texts>> = std::sync::OnceLock::new();
     // A poisoned lock only means another thread panicked while building a text: the map holds
     // whole entries only, so it is still good.
     let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     texts
-        .entry((block, scale, fence))
+        .entry((block, scale, publish))
         .or_insert_with(|| {
             match block {
-                FixedBlock::Prelude => prelude(scale, fence),
-                FixedBlock::SharedFail => shared_fail_block(scale, "\t", fence),
-                FixedBlock::SpaceFail => super::spaces::space_fail_block("\t", fence),
+                FixedBlock::Prelude => prelude(scale, publish),
+                FixedBlock::SharedFail => shared_fail_block(scale, "\t", publish),
+                FixedBlock::SpaceFail => super::spaces::space_fail_block("\t", publish),
             }
             .into()
         })
@@ -48,7 +48,7 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, fence: &'static str) -
 }
 
 /// Control block and slow path, inserted after the module header.
-fn prelude(scale: Scale, fence: &str) -> String {
+fn prelude(scale: Scale, publish: Publish) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut s = String::new();
     let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
@@ -68,7 +68,7 @@ fn prelude(scale: Scale, fence: &str) -> String {
         "ld.param.u32 %rr2, [gasan_site];".into(),
         "ld.param.u32 %rr3, [gasan_shadow];".into(),
     ];
-    body.extend(record_body(fence, ""));
+    body.extend(record_body(publish, ""));
     body.extend([
         format!("ld.const.u64 %ra3, [{ctl}+{}];", ctl_offset::FLAGS),
         format!("and.b64 %ra3, %ra3, {FLAG_RECOVER};"),
@@ -135,7 +135,7 @@ pub(super) fn function_decls() -> String {
 }
 
 /// The function's shared report block (emitted once, before its closing brace, when used).
-fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> String {
+fn shared_fail_block(scale: Scale, indent: &str, publish: Publish) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let shadow = vec![
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::POOL_BASE),
@@ -145,13 +145,13 @@ fn shared_fail_block(scale: Scale, indent: &str, fence: &str) -> String {
         "add.s64 %ra1, %ra1, %ra2;".into(),
         "ld.global.nc.u8 %rr3, [%ra1];".into(),
     ];
-    fail_block(SHARED_FAIL, "_shared", shadow, indent, fence)
+    fail_block(SHARED_FAIL, "_shared", shadow, indent, publish)
 }
 
 /// An inline report block (halt mode) at `label`: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
 /// record's inputs, runs `shadow` (which leaves the failed shadow byte in `%rr3`), writes the record
 /// ([`record_body`], labels suffixed `suffix`) and traps. Global and shared/local checks share it.
-pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent: &str, fence: &str) -> String {
+pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent: &str, publish: Publish) -> String {
     let mut f: Vec<String> = vec![
         format!("{label}:"),
         "{".into(),
@@ -167,7 +167,7 @@ pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent:
         "cvt.u32.u64 %rr1, %ra3;".into(),
     ];
     f.extend(shadow);
-    f.extend(record_body(fence, suffix));
+    f.extend(record_body(publish, suffix));
     f.push("trap;".into());
     f.push("}".into());
     let mut out = String::new();
@@ -177,12 +177,56 @@ pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent:
     out
 }
 
+/// How a report block publishes its record to the host. A kernel that holds a `fence.sc` or
+/// `fence.acq_rel` anywhere (itself or in a function it calls) keeps its result-less `atom`s as
+/// `ATOMG` where ptxas would emit `REDG` (ptxas 13.0, sm_90: histogram's contended atomics ran
+/// 1.32x native that way, 1.00x without; benches/results/variants.md). So no form below holds
+/// one. The record layout and its stores are the same in every form (a wider store layout cost
+/// gemm_tiled two registers, over the 32 that keep its occupancy); only the ordering differs.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) enum Publish {
+    /// `fence.release.sys` between the stores (PTX 8.6+, sm_90+).
+    ReleaseFence,
+    /// Every field store a `st.release.sys`, the sequence number an `atom.release.sys.exch`
+    /// (sm_70+, PTX 6.0+).
+    ReleaseStores,
+    /// `membar.sys` between the stores (targets before the PTX memory model).
+    Membar,
+}
+
+/// The [`Publish`] form the module's target and PTX version allow.
+pub(super) fn publish_for(header: &Header) -> Publish {
+    if header.target_sm >= 90 && header.version >= (8, 6) {
+        Publish::ReleaseFence
+    } else if header.target_sm >= 70 && header.version >= (6, 0) {
+        Publish::ReleaseStores
+    } else {
+        Publish::Membar
+    }
+}
+
 /// The ring write of one error record, ending at `$gasan_rec_done{suffix}:`. Inputs: `%ra0` address,
 /// `%rr0` width, `%rr1` kind, `%rr2` site, `%rr3` shadow byte; uses `%ra1..2`, `%rr4..10`,
 /// `%rp0..1`. Shared by the slow-path function (recover mode) and the inline report blocks (halt
 /// mode: no call in the kernel, whose calling convention would cost the fast path registers).
-pub(super) fn record_body(fence: &str, suffix: &str) -> Vec<String> {
+///
+/// Order (what the host reader relies on, runtime/src/ring.rs): the slot's seq is zeroed before
+/// any field is written and set to index + 1 after all of them, so a writer killed mid-record
+/// (another thread's trap) leaves seq 0, never an older record's seq over a mix of two records;
+/// and the final seq is performed before the thread goes on (to a trap, in halt mode).
+pub(super) fn record_body(publish: Publish, suffix: &str) -> Vec<String> {
     let ctl = CONTROL_BLOCK_SYMBOL;
+    let release = publish == Publish::ReleaseStores;
+    let fence = match publish {
+        Publish::ReleaseFence => Some("fence.release.sys;"),
+        Publish::ReleaseStores => None,
+        Publish::Membar => Some("membar.sys;"),
+    };
+    // A field store: a release where the stores order themselves, else volatile between fences.
+    let st = |ty: &str, off: usize, val: &str| -> String {
+        let sem = if release { "release.sys" } else { "volatile" };
+        format!("st.{sem}.global.{ty} [%ra2+{off}], {val};")
+    };
     let mut v: Vec<String> = vec![
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::RING),
         "setp.eq.u64 %rp0, %ra1, 0;".into(),
@@ -195,43 +239,41 @@ pub(super) fn record_body(fence: &str, suffix: &str) -> Vec<String> {
         format!("mul.wide.u32 %ra2, %rr5, {ERROR_RECORD_SIZE};"),
         "add.s64 %ra2, %ra2, %ra1;".into(),
         format!("add.s64 %ra2, %ra2, {RING_RECORDS_OFFSET};"),
-        // Invalidate the slot first: a writer killed mid-record (another thread's trap) leaves
-        // seq 0, never an older record's seq over a mix of both records' fields.
         format!("st.volatile.global.u32 [%ra2+{}], 0;", record_offset::SEQ),
-        fence.into(),
-        format!("st.volatile.global.u64 [%ra2+{}], %ra0;", record_offset::ADDR),
+    ];
+    v.extend(fence.map(String::from));
+    v.extend([
+        st("u64", record_offset::ADDR, "%ra0"),
         format!("ld.const.u32 %rr6, [{ctl}+{}];", ctl_offset::MODULE_ID),
-        format!("st.volatile.global.u32 [%ra2+{}], %rr6;", record_offset::MODULE_ID),
-        format!("st.volatile.global.u32 [%ra2+{}], %rr2;", record_offset::SITE_ID),
+        st("u32", record_offset::MODULE_ID, "%rr6"),
+        st("u32", record_offset::SITE_ID, "%rr2"),
         "mov.u32 %rr7, %ctaid.x;".into(),
         "mov.u32 %rr8, %ctaid.y;".into(),
         "mov.u32 %rr9, %ctaid.z;".into(),
-        format!("st.volatile.global.v2.u32 [%ra2+{}], {{%rr7, %rr8}};", record_offset::CTAID),
-        format!("st.volatile.global.u32 [%ra2+{}], %rr9;", record_offset::CTAID + 8),
+        st("v2.u32", record_offset::CTAID, "{%rr7, %rr8}"),
+        st("u32", record_offset::CTAID + 8, "%rr9"),
         "mov.u32 %rr7, %tid.x;".into(),
         "mov.u32 %rr8, %tid.y;".into(),
         "mov.u32 %rr9, %tid.z;".into(),
-        format!("st.volatile.global.u32 [%ra2+{}], %rr7;", record_offset::TID),
-        format!("st.volatile.global.v2.u32 [%ra2+{}], {{%rr8, %rr9}};", record_offset::TID + 4),
-        format!("st.volatile.global.u32 [%ra2+{}], %rr0;", record_offset::WIDTH),
-        format!("st.volatile.global.u8 [%ra2+{}], %rr1;", record_offset::KIND),
-        format!("st.volatile.global.u8 [%ra2+{}], %rr3;", record_offset::SHADOW),
-        fence.into(),
-        "add.u32 %rr10, %rr4, 1;".into(),
-        format!("st.volatile.global.u32 [%ra2+{}], %rr10;", record_offset::SEQ),
-        fence.into(),
-    ];
+        st("u32", record_offset::TID, "%rr7"),
+        st("v2.u32", record_offset::TID + 4, "{%rr8, %rr9}"),
+        st("u32", record_offset::WIDTH, "%rr0"),
+        st("u8", record_offset::KIND, "%rr1"),
+        st("u8", record_offset::SHADOW, "%rr3"),
+    ]);
+    v.extend(fence.map(String::from));
+    v.push("add.u32 %rr10, %rr4, 1;".into());
+    if release {
+        // The exchange's old value, stored beside it, makes the thread wait for the exchange to be
+        // performed (what the trailing fence does in the other forms).
+        v.push(format!("atom.release.sys.global.exch.b32 %rr9, [%ra2+{}], %rr10;", record_offset::SEQ));
+        v.push(format!("st.volatile.global.u32 [%ra2+{}], %rr9;", record_offset::SEQ + 4));
+    } else {
+        v.push(format!("st.volatile.global.u32 [%ra2+{}], %rr10;", record_offset::SEQ));
+        v.extend(fence.map(String::from));
+    }
     v.push(format!("$gasan_rec_done{suffix}:"));
     v
-}
-
-/// `fence.sc.sys` where the target has it, else `membar.sys`.
-pub(super) fn sys_fence(header: &Header) -> &'static str {
-    if header.target_sm >= 70 && header.version >= (6, 0) {
-        "fence.sc.sys;"
-    } else {
-        "membar.sys;"
-    }
 }
 
 /// The lines, each indented and marked.
@@ -449,7 +491,17 @@ fn address_setup(a: &Access) -> String {
 /// around the access) and that block, which recomputes the address from the unchanged operands,
 /// reports and traps.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn checked_statement_halt(form: Form, ins: &Instr<'_>, a: &Access, original: &str, indent: &str, site: u32, label: u32, fence: &str, prefetched: Option<&str>) -> (String, String, bool) {
+pub(super) fn checked_statement_halt(
+    form: Form,
+    ins: &Instr<'_>,
+    a: &Access,
+    original: &str,
+    indent: &str,
+    site: u32,
+    label: u32,
+    publish: Publish,
+    prefetched: Option<&str>,
+) -> (String, String, bool) {
     let scale = form.scale;
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
@@ -542,7 +594,7 @@ pub(super) fn checked_statement_halt(form: Form, ins: &Instr<'_>, a: &Access, or
         f.push(f!("mov.u32 %rr1, {kind};"));
         f.push(f!("mov.u32 %rr2, {site};"));
         f.push("mov.u32 %rr3, %gsr0;".into());
-        f.extend(record_body(fence, &format!("_{label}{suffix}")).into_iter().map(Line::Owned));
+        f.extend(record_body(publish, &format!("_{label}{suffix}")).into_iter().map(Line::Owned));
         f.push("trap;".into());
         f.push("}".into());
         for l in f {

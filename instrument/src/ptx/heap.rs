@@ -28,7 +28,7 @@
 //! Without a heap (heap symbol 0: no runtime, or one that could not reserve the region) the
 //! functions call the driver's own `malloc`/`free`, so the module behaves as the original.
 
-use super::emit::{record_body, sys_fence};
+use super::emit::{publish_for, record_body, Publish};
 use super::{strip_comment, Header, MARKER};
 use crate::abi::{ctl_offset, free_error, AccessKind, CONTROL_BLOCK_SYMBOL, FLAG_RECOVER};
 use crate::device_heap::{block_offset, heap_offset, heap_symbol, BLOCK_FREED, BLOCK_LIVE};
@@ -226,7 +226,7 @@ impl HeapCalls {
             let body = match c {
                 Callee::Malloc => malloc_wrapper(&heap, Callee::Malloc),
                 Callee::AlignedMalloc => malloc_wrapper(&heap, Callee::AlignedMalloc),
-                Callee::Free => heap_free(scale, &heap, sys_fence(header)),
+                Callee::Free => heap_free(scale, &heap, publish_for(header)),
             };
             emit_lines(&mut s, &body);
         }
@@ -412,7 +412,7 @@ fn heap_alloc(scale: Scale) -> Vec<String> {
 }
 
 /// `__gasan_free(ptr, site)`: poisons a live block (never reused); reports anything else.
-fn heap_free(scale: Scale, heap: &str, fence: &str) -> Vec<String> {
+fn heap_free(scale: Scale, heap: &str, publish: Publish) -> Vec<String> {
     let g = scale.granule();
     let shift = scale.shift();
     let ctl = CONTROL_BLOCK_SYMBOL;
@@ -500,7 +500,7 @@ fn heap_free(scale: Scale, heap: &str, fence: &str) -> Vec<String> {
         "ld.param.u32 %rr2, [gasan_site];".into(),
         "mov.u32 %rr3, %hr9;".into(),
     ]);
-    v.extend(record_body(fence, "_free"));
+    v.extend(record_body(publish, "_free"));
     v.extend([
         // Halt mode stops the kernel like a bad access; recover mode leaves the memory alone.
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::FLAGS),

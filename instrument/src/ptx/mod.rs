@@ -156,7 +156,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 37;
+pub const REVISION: u32 = 38;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -621,7 +621,7 @@ impl<'a> Rewriter<'a> {
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
-        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude, self.opts.scale, emit::sys_fence(&self.header)));
+        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude, self.opts.scale, emit::publish_for(&self.header)));
 
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
@@ -898,11 +898,11 @@ impl<'a> Rewriter<'a> {
         }
         if f.uses_shared_fail {
             // Same text in every function (emit::fixed_text).
-            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SharedFail, self.opts.scale, emit::sys_fence(&self.header)));
+            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SharedFail, self.opts.scale, emit::publish_for(&self.header)));
             f.uses_shared_fail = false;
         }
         if f.uses_space_fail {
-            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SpaceFail, self.opts.scale, emit::sys_fence(&self.header)));
+            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SpaceFail, self.opts.scale, emit::publish_for(&self.header)));
             f.uses_space_fail = false;
         }
     }
@@ -1042,7 +1042,7 @@ impl<'a> Rewriter<'a> {
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
         let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
         let stmt = parsed.text;
-        let (opts, fence) = (self.opts, emit::sys_fence(&self.header));
+        let (opts, publish) = (self.opts, emit::publish_for(&self.header));
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
         // The entry exists (created when the function opened): no key allocation per statement.
@@ -1128,7 +1128,7 @@ impl<'a> Rewriter<'a> {
             let label = *next_label;
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, fence, None);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, publish, None);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -1161,7 +1161,7 @@ impl<'a> Rewriter<'a> {
         let emitted = if opts.recover {
             emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label)
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, fence, prefetched);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, publish, prefetched);
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline

@@ -566,8 +566,8 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
 /// mode): `LAST_ADDR` holds the offset from the variable, `LAST_SITE` the packed site. Shadow byte 0.
 pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 
-pub(super) fn space_fail_block(indent: &str, fence: &str) -> String {
-    super::emit::fail_block(SPACE_FAIL, "_space", vec!["mov.u32 %rr3, 0;".into()], indent, fence)
+pub(super) fn space_fail_block(indent: &str, publish: super::emit::Publish) -> String {
+    super::emit::fail_block(SPACE_FAIL, "_space", vec!["mov.u32 %rr3, 0;".into()], indent, publish)
 }
 
 /// The statements leaving, in `%gso0` (`bits` wide), the access's offset from the variable's

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds benches/variants/ptxtime with the pinned nvcc into OUTDIR (default .carry/var) and writes
+# the PTX variants it times: for each benchmark in VARIANT_BENCHES (default stencil2d
+# stencil2d_shared transpose histogram) its native PTX, and make_variants.py's mechanical variants
+# of the aligned-pool checked PTX (gasan-ptx from target/release). Hand-made variants are added to
+# OUTDIR by hand and listed in benches/results/variants.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${1:-$root/.carry/var}
+mkdir -p "$out"
+cuda=$("$root/scripts/cuda-toolchain.sh")
+stub=$(mktemp -d); trap 'rm -rf "$stub"' EXIT
+# The wheels ship no libcuda stub: link against empty stand-ins; the real driver's libcuda.so.1 loads at run time.
+syms=$("$cuda/bin/nvcc" -O2 -c -o "$stub/ptxtime.o" "$here/ptxtime.cu" && nm -u "$stub/ptxtime.o" | awk '$2 ~ /^cu/ {print $2}')
+for s in $syms; do echo "int $s(void) { return 999; }"; done > "$stub/stub.c"
+gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/libcuda.so" "$stub/stub.c"
+"$cuda/bin/nvcc" -O2 -o "$out/ptxtime" "$stub/ptxtime.o" -L"$stub" -lcuda
+for b in ${VARIANT_BENCHES:-stencil2d stencil2d_shared transpose histogram}; do
+  "$cuda/bin/nvcc" -O3 -lineinfo -arch=compute_90 -ptx -I"$root/benches/src" -o "$out/$b.native.ptx" "$root/benches/src/$b.cu"
+  "$root/target/release/gasan-ptx" instrument --aligned-pool -o "$stub/$b.checked.ptx" "$out/$b.native.ptx" 2>/dev/null
+  python3 "$here/make_variants.py" "$stub/$b.checked.ptx" "$out" "$b"
+done
+echo "$out"

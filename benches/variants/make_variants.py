@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Writes mechanical variants of a checked PTX module (gasan-ptx output) for benches/variants/ptxtime:
+  full        the module as checked
+  noprefetch  without the data prefetches issued beside the checks
+  noload      the shadow loads removed (each check sees 255, 'all addressable'): the checks' ALU
+              and branch cost without their memory traffic and latency
+  deferred    every check computed where it is, but its branch to the failure path deferred to the
+              kernel's exits (one predicate ORs them): the accesses no longer wait for their
+              shadow loads. What checking after the access (speculatively) would cost.
+  relstores   the kernels' inline report blocks without fence.sc.sys: each record store a release
+              store, the final sequence number an atom.exch.release (ptxas keeps a kernel's
+              result-less atom as ATOMG, not REDG, when the kernel holds an sc/acq_rel fence)
+Usage: make_variants.py CHECKED.ptx OUTDIR PREFIX"""
+import re, sys, os
+
+src, out, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+lines = open(src).read().split("\n")
+os.makedirs(out, exist_ok=True)
+shadow_load = re.compile(r"^\s*@%gsp0 ld\.global\.nc\.u8 ")
+
+
+def deferred(lines):
+    """Each entry's fast-path check branches become ORs into one predicate tested before each ret."""
+    out, in_entry, target, seen_fail_label = [], False, None, False
+    branch = re.compile(r"^\s*@(%\w+) bra (\$gasan_(?:batch|fail)_\w+);")
+    for l in lines:
+        s = l.strip()
+        if s.startswith(".visible .entry") or s.startswith(".entry"):
+            in_entry, target, seen_fail_label, opened = True, None, False, False
+        if in_entry and not seen_fail_label and s == "{" and not opened:
+            out.append(l)
+            out.append("\t.reg .pred %gsdefer;")
+            out.append("\tsetp.ne.u32 %gsdefer, 0, 0;")
+            opened = True
+            continue
+        if in_entry and re.match(r"^\$gasan_\w+:", s):
+            seen_fail_label = True
+        m = branch.match(l) if in_entry and not seen_fail_label else None
+        if m:
+            target = target or m.group(2)
+            out.append(f"\tor.pred %gsdefer, %gsdefer, {m.group(1)};")
+            continue
+        if in_entry and not seen_fail_label and s == "ret;" and target:
+            out.append(f"\t@%gsdefer bra {target};")
+        out.append(l)
+        if s == "}" and in_entry and seen_fail_label:
+            in_entry = False
+    return out
+
+
+def relstores(lines):
+    """In entries only (not the slow-path .func): fences dropped, record stores made release stores."""
+    out, in_entry = [], False
+    store = re.compile(r"st\.volatile\.global\.(\S+) \[%ra2\+(\d+)\], ([^;]+);")
+    def repl(m):
+        if m.group(2) == "48" and m.group(3) == "%rr10":
+            return "atom.release.sys.global.exch.b32 %rr9, [%ra2+48], %rr10;"
+        return f"st.release.sys.global.{m.group(1)} [%ra2+{m.group(2)}], {m.group(3)};"
+    for l in lines:
+        s = l.strip()
+        if ".entry" in s:
+            in_entry = True
+        if in_entry and s.startswith("fence.sc.sys"):
+            continue
+        out.append(store.sub(repl, l) if in_entry else l)
+    return out
+
+
+variants = {
+    "full": lines,
+    "noprefetch": [l for l in lines if "prefetch.L2" not in l],
+    "noload": [l for l in lines if not shadow_load.match(l)],
+    "deferred": deferred(lines),
+    "relstores": relstores(lines),
+    "deferred_relstores": relstores(deferred(lines)),
+}
+for name, body in variants.items():
+    with open(os.path.join(out, f"{prefix}.{name}.ptx"), "w") as f:
+        f.write("\n".join(body))

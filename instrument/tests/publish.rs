@@ -1,0 +1,100 @@
+//! How report blocks publish error records. ptxas keeps a kernel's result-less `atom` as `ATOMG`
+//! instead of `REDG` when the kernel, or a function it calls, holds a `fence.sc` / `fence.acq_rel`
+//! (ptxas 13.0, sm_90; benches/results/variants.md: histogram 1.32x native with the fences, 1.00x
+//! without). So on targets with the PTX memory model no checked module may hold such a fence: the
+//! records are published with release stores. Older targets keep `membar.sys`.
+
+mod common;
+
+use common::*;
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, MARKER};
+use gasan_instrument::shadow::Scale;
+
+/// Global, shared and local accesses and a result-less atomic: every kind of report block (inline
+/// global, shared, space, the slow-path function).
+const SRC: &str = r#"
+__global__ void histo(unsigned* h, const unsigned* x, int n, int j) {
+    __shared__ unsigned s[256];
+    unsigned local[8];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = x[i];
+    __syncthreads();
+    if (i < n) atomicAdd(&h[s[(threadIdx.x + j) % 256] % 4096], 1u);
+    for (int q = 0; q < 8; q++) local[q] = x[q + j];
+    h[1] += local[j & 15];
+}
+"#;
+
+/// The same with a device-heap allocation: gasan's heap functions order their header and shadow
+/// writes before the pointer escapes with `membar.gl`, the one fence a checked module may hold
+/// (CUDA's own device malloc is linked in later, where ptxas cannot see its fences).
+const HEAP_SRC: &str = r#"
+__global__ void histo(unsigned* h, const unsigned* x, int n, int j) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&h[x[i] % 4096], 1u);
+    if (j == 99) { void* p = malloc(16); free(p); }
+}
+"#;
+
+fn option_sets() -> Vec<InstrumentOptions> {
+    let halt = InstrumentOptions::default();
+    vec![halt, InstrumentOptions { recover: true, ..halt }, InstrumentOptions { aligned_pool: true, scale: Scale::S7, ..halt }]
+}
+
+/// The lines gasan added that order memory with a fence.
+fn added_fences(ptx: &str) -> Vec<&str> {
+    ptx.lines().filter(|l| l.contains(MARKER)).filter(|l| ["fence.sc", "fence.acq_rel", "membar"].iter().any(|f| l.contains(f))).collect()
+}
+
+#[test]
+fn checked_modules_hold_no_fence_that_keeps_atomics_from_reducing() {
+    let dir = scratch("publish");
+    let ptx = nvcc_ptx_of(&dir, "histo", SRC);
+    for (k, opts) in option_sets().into_iter().enumerate() {
+        let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
+        assert_eq!(added_fences(&out), Vec::<&str>::new(), "{opts:?}");
+        // Every report block publishes its record with release fences (PTX 9.0, sm_90): three
+        // each. Halt mode: the slow-path function and the kernel's inline global, shared and
+        // space blocks; recover mode: the kernel calls the slow-path function.
+        let releases = out.lines().filter(|l| l.contains("fence.release.sys;")).count();
+        let blocks = if opts.recover { 1 } else { 3 };
+        assert!(releases >= 3 * blocks, "{releases} release fences, {opts:?}");
+        assemble(&dir, &format!("histo{k}"), &out);
+        // PTX 8.5 has no release fence: each field store is a release and the sequence number an
+        // exchange.
+        let older = ptx.replacen(".version 9.0", ".version 8.5", 1);
+        let out = instrument_ptx(&older, &opts).unwrap().ptx;
+        assert_eq!(added_fences(&out), Vec::<&str>::new(), "8.5, {opts:?}");
+        assert!(!out.contains("fence.release"), "8.5, {opts:?}");
+        let exchanges = out.lines().filter(|l| l.contains("atom.release.sys.global.exch.b32")).count();
+        let stores = out.lines().filter(|l| l.contains(MARKER) && l.contains("st.release.sys.global.")).count();
+        assert!(exchanges >= blocks, "{exchanges} report blocks, 8.5, {opts:?}");
+        assert_eq!(stores, 10 * exchanges, "8.5, {opts:?}");
+        assemble(&dir, &format!("histo{k}_85"), &out);
+    }
+}
+
+#[test]
+fn heap_functions_hold_the_only_fences() {
+    let dir = scratch("publish_heap");
+    let ptx = nvcc_ptx_of(&dir, "heap", HEAP_SRC);
+    for opts in option_sets() {
+        let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
+        let fences = added_fences(&out);
+        assert!(!fences.is_empty(), "the module routes its heap calls through gasan's heap ({opts:?})");
+        assert!(fences.iter().all(|l| l.trim_start().starts_with("membar.gl;")), "{fences:?} ({opts:?})");
+    }
+}
+
+#[test]
+fn targets_before_the_memory_model_publish_with_membar() {
+    let dir = scratch("publish_old");
+    let ptx = nvcc_ptx_of(&dir, "histo", SRC);
+    // The same module declared for sm_60 / PTX 6.0 (not assembled: the pinned ptxas has no sm_60).
+    let old = ptx.replacen(".version 9.0", ".version 6.0", 1).replacen(".target sm_90", ".target sm_60", 1);
+    assert_ne!(old, ptx, "nvcc's header changed: update the test");
+    let out = instrument_ptx(&old, &InstrumentOptions::default()).unwrap_or_else(|e| panic!("{e}")).ptx;
+    assert!(!out.contains(".release"), "no release stores before sm_70");
+    assert!(added_fences(&out).iter().all(|l| l.contains("membar.sys")));
+    assert!(added_fences(&out).len() >= 6);
+}
