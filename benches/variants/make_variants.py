@@ -7,6 +7,12 @@
   deferred    every check computed where it is, but its branch to the failure path deferred to the
               kernel's exits (one predicate ORs them): the accesses no longer wait for their
               shadow loads. What checking after the access (speculatively) would cost.
+  prefetchall every fast-path check's address prefetched to L2 (prefetch.global.L2) before its
+              shadow load, not only those the prefetch planner picks
+  prefetchl1  the same into L1 (prefetch.global.L1)
+  prefetchld  prefetchall for checks of loads only (a prefetched store line is a DRAM read the
+              store never needed)
+  evictlast   shadow loads with the L1::evict_last hint (keep shadow lines in L1 over data)
   relstores   the kernels' inline report blocks without fence.sc.sys: each record store a release
               store, the final sequence number an atom.exch.release (ptxas keeps a kernel's
               result-less atom as ATOMG, not REDG, when the kernel holds an sc/acq_rel fence)
@@ -66,11 +72,42 @@ def relstores(lines):
     return out
 
 
+def checked_statement(lines, i):
+    """The first line after line i that gasan did not add (the statement its check guards)."""
+    for l in lines[i + 1:]:
+        if "//gasan" not in l and l.strip() and not l.strip().startswith(".loc"):
+            return l.strip()
+    return ""
+
+
+def prefetch_all(lines, level, loads_only=False):
+    """A prefetch of each fast-path check's address right after the address is formed."""
+    out, fast = [], False
+    addr = re.compile(r"^\s*(mov\.b64|add\.s64) %gsa0, ")
+    for i, l in enumerate(lines):
+        s = l.strip()
+        if ".entry" in s:
+            fast = True
+        if re.match(r"^\$gasan_\w+:", s):
+            fast = False
+        out.append(l)
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if loads_only and fast and addr.match(l) and not checked_statement(lines, i).startswith("ld."):
+            continue
+        if fast and addr.match(l) and not nxt.startswith("prefetch"):
+            out.append(f"\tprefetch.global.{level} [%gsa0]; //gasan")
+    return out
+
+
 variants = {
     "full": lines,
     "noprefetch": [l for l in lines if "prefetch.L2" not in l],
     "noload": [l for l in lines if not shadow_load.match(l)],
     "deferred": deferred(lines),
+    "prefetchall": prefetch_all(lines, "L2"),
+    "prefetchl1": prefetch_all(lines, "L1"),
+    "prefetchld": prefetch_all(lines, "L2", loads_only=True),
+    "evictlast": [l.replace("ld.global.nc.u8", "ld.global.nc.L1::evict_last.u8") for l in lines],
     "relstores": relstores(lines),
     "deferred_relstores": relstores(deferred(lines)),
 }
