@@ -26,8 +26,8 @@ __global__ void histo(unsigned* h, const unsigned* x, int n, int j) {
 "#;
 
 /// The same with a device-heap allocation: gasan's heap functions order their header and shadow
-/// writes before the pointer escapes with `membar.gl`, the one fence a checked module may hold
-/// (CUDA's own device malloc is linked in later, where ptxas cannot see its fences).
+/// writes before the pointer escapes, with `fence.release.gpu` where the PTX version has it and
+/// `membar.gl` before (the one sc fence a checked module may then hold).
 const HEAP_SRC: &str = r#"
 __global__ void histo(unsigned* h, const unsigned* x, int n, int j) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -75,13 +75,19 @@ fn checked_modules_hold_no_fence_that_keeps_atomics_from_reducing() {
 }
 
 #[test]
-fn heap_functions_hold_the_only_fences() {
+fn heap_functions_order_with_release_fences() {
     let dir = scratch("publish_heap");
     let ptx = nvcc_ptx_of(&dir, "heap", HEAP_SRC);
-    for opts in option_sets() {
+    for (k, opts) in option_sets().into_iter().enumerate() {
         let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
+        assert!(out.contains("__gasan_heap_alloc"), "the module routes its heap calls through gasan's heap ({opts:?})");
+        assert_eq!(added_fences(&out), Vec::<&str>::new(), "{opts:?}");
+        assert_eq!(out.lines().filter(|l| l.contains("fence.release.gpu;")).count(), 2, "alloc and free ({opts:?})");
+        assemble(&dir, &format!("heap{k}"), &out);
+        // Before PTX 8.6: `membar.gl`, and no other fence.
+        let out = instrument_ptx(&ptx.replacen(".version 9.0", ".version 8.5", 1), &opts).unwrap().ptx;
         let fences = added_fences(&out);
-        assert!(!fences.is_empty(), "the module routes its heap calls through gasan's heap ({opts:?})");
+        assert_eq!(fences.len(), 2, "{fences:?} ({opts:?})");
         assert!(fences.iter().all(|l| l.trim_start().starts_with("membar.gl;")), "{fences:?} ({opts:?})");
     }
 }

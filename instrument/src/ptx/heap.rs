@@ -220,7 +220,7 @@ impl HeapCalls {
             let _ = writeln!(s, "{decl} {MARKER}");
         }
         if d.iter().any(|c| *c != Callee::Free) {
-            emit_lines(&mut s, &heap_alloc(scale));
+            emit_lines(&mut s, &heap_alloc(scale, publish_for(header)));
         }
         for c in &d {
             let body = match c {
@@ -321,8 +321,19 @@ fn store_thread(v: &mut Vec<String>, ctaid_at: usize, tid_at: usize) {
     }
 }
 
+/// Orders a heap function's header, table and shadow writes before any later store of the thread
+/// (the pointer, or the news of a free, escaping to other threads). A release fence where the
+/// target has one: `membar.gl` is `fence.sc.gpu`, and any sc or acq_rel fence a kernel can reach
+/// makes ptxas keep its result-less atomics as `ATOMG` (emit.rs [`Publish`]).
+fn escape_fence(publish: Publish) -> String {
+    match publish {
+        Publish::ReleaseFence => "fence.release.gpu;".into(),
+        Publish::ReleaseStores | Publish::Membar => "membar.gl;".into(),
+    }
+}
+
 /// `__gasan_heap_alloc(size, align, heap header)`: a block from the arena, or 0.
-fn heap_alloc(scale: Scale) -> Vec<String> {
+fn heap_alloc(scale: Scale, publish: Publish) -> Vec<String> {
     let g = scale.granule();
     let shift = scale.shift();
     let ctl = CONTROL_BLOCK_SYMBOL;
@@ -401,7 +412,7 @@ fn heap_alloc(scale: Scale) -> Vec<String> {
         "setp.lt.u64 %hp2, %ha22, %ha7;".into(),
         "@%hp2 bra $gasan_heap_shadow;".into(),
         // The header, table entry and shadow are visible before the pointer can be passed on.
-        "membar.gl;".into(),
+        escape_fence(publish),
         "mov.u64 %ha3, %ha12;".into(),
         "$gasan_heap_ret:".into(),
         "st.param.b64 [gasan_ret], %ha3;".into(),
@@ -487,7 +498,7 @@ fn heap_free(scale: Scale, heap: &str, publish: Publish) -> Vec<String> {
         format!("add.u64 %ha22, %ha22, {g};"),
         "setp.lt.u64 %hp2, %ha22, %ha15;".into(),
         "@%hp2 bra $gasan_free_shadow;".into(),
-        "membar.gl;".into(),
+        escape_fence(publish),
         "ret;".into(),
         "$gasan_free_bad:".into(),
         "{".into(),
