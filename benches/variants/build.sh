@@ -11,10 +11,10 @@ out=${1:-$root/.carry/var}
 mkdir -p "$out"
 cuda=$("$root/scripts/cuda-toolchain.sh")
 stub=$(mktemp -d); trap 'rm -rf "$stub"' EXIT
-# The wheels ship no libcuda stub: link against empty stand-ins; the real driver's libcuda.so.1 loads at run time.
-syms=$("$cuda/bin/nvcc" -O2 -c -o "$stub/ptxtime.o" "$here/ptxtime.cu" && nm -u "$stub/ptxtime.o" | awk '$2 ~ /^cu/ {print $2}')
-for s in $syms; do echo "int $s(void) { return 999; }"; done > "$stub/stub.c"
-gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/libcuda.so" "$stub/stub.c"
+# The control block's layout from its one definition (instrument/src/abi.rs).
+"$root/target/release/gasan-ptx" abi > "$stub/gasan_abi.h"
+"$cuda/bin/nvcc" -O2 -I"$stub" -c -o "$stub/ptxtime.o" "$here/ptxtime.cu"
+"$root/scripts/libcuda-stub.sh" "$stub" "$stub/ptxtime.o"
 "$cuda/bin/nvcc" -O2 -o "$out/ptxtime" "$stub/ptxtime.o" -L"$stub" -lcuda
 for b in ${VARIANT_BENCHES:-stencil2d stencil2d_shared transpose histogram}; do
   "$cuda/bin/nvcc" -O3 -lineinfo -arch=compute_90 -ptx -I"$root/benches/src" -o "$out/$b.native.ptx" "$root/benches/src/$b.cu"

@@ -13,9 +13,6 @@
   prefetchld  prefetchall for checks of loads only (a prefetched store line is a DRAM read the
               store never needed)
   evictlast   shadow loads with the L1::evict_last hint (keep shadow lines in L1 over data)
-  relstores   the kernels' inline report blocks without fence.sc.sys: each record store a release
-              store, the final sequence number an atom.exch.release (ptxas keeps a kernel's
-              result-less atom as ATOMG, not REDG, when the kernel holds an sc/acq_rel fence)
 Usage: make_variants.py CHECKED.ptx OUTDIR PREFIX"""
 import re, sys, os
 
@@ -27,7 +24,7 @@ shadow_load = re.compile(r"^\s*@%gsp0 ld\.global\.nc\.u8 ")
 
 def deferred(lines):
     """Each entry's fast-path check branches become ORs into one predicate tested before each ret."""
-    out, in_entry, target, seen_fail_label = [], False, None, False
+    out, in_entry, target, seen_fail_label, opened = [], False, None, False, False
     branch = re.compile(r"^\s*@(%\w+) bra (\$gasan_(?:batch|fail)_\w+);")
     for l in lines:
         s = l.strip()
@@ -51,24 +48,6 @@ def deferred(lines):
         out.append(l)
         if s == "}" and in_entry and seen_fail_label:
             in_entry = False
-    return out
-
-
-def relstores(lines):
-    """In entries only (not the slow-path .func): fences dropped, record stores made release stores."""
-    out, in_entry = [], False
-    store = re.compile(r"st\.volatile\.global\.(\S+) \[%ra2\+(\d+)\], ([^;]+);")
-    def repl(m):
-        if m.group(2) == "48" and m.group(3) == "%rr10":
-            return "atom.release.sys.global.exch.b32 %rr9, [%ra2+48], %rr10;"
-        return f"st.release.sys.global.{m.group(1)} [%ra2+{m.group(2)}], {m.group(3)};"
-    for l in lines:
-        s = l.strip()
-        if ".entry" in s:
-            in_entry = True
-        if in_entry and s.startswith("fence.sc.sys"):
-            continue
-        out.append(store.sub(repl, l) if in_entry else l)
     return out
 
 
@@ -108,8 +87,6 @@ variants = {
     "prefetchl1": prefetch_all(lines, "L1"),
     "prefetchld": prefetch_all(lines, "L2", loads_only=True),
     "evictlast": [l.replace("ld.global.nc.u8", "ld.global.nc.L1::evict_last.u8") for l in lines],
-    "relstores": relstores(lines),
-    "deferred_relstores": relstores(deferred(lines)),
 }
 for name, body in variants.items():
     with open(os.path.join(out, f"{prefix}.{name}.ptx"), "w") as f:

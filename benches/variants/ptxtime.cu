@@ -6,6 +6,7 @@
 //   ptxtime SCENARIO ROUNDS FILE.ptx...      prints: VARIANT name=<file> median_ms=<ms> ratio=<x first>
 // Scenarios (the shapes of benches/src): stencil2d (also stencil2d_shared), transpose, histogram.
 #include <cuda.h>
+#include "gasan_abi.h"  // the control block layout (benches/variants/build.sh: gasan-ptx abi)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -61,28 +62,33 @@ int main(int argc, char** argv) {
     }
     if (!region) { fprintf(stderr, "no region inside one 4 GiB window\n"); return 4; }
     CUdeviceptr a = region, b = region + ((bytes_a + 65535) & ~65535ull);
-    CUdeviceptr shadow; size_t shadow_size = region_size / 256 + 2;
+    CUdeviceptr shadow; size_t shadow_size = (region_size >> GASAN_SHADOW_SHIFT_S8) + 2;
     CK(cuMemAlloc(&shadow, shadow_size));
-    CK(cuMemsetD8(shadow, 0xff, shadow_size));  // 255: every byte of each 256-byte granule addressable
-    // The aligned-pool form: in-pool test on the high words, shadow at base + low 32 bits of addr>>8.
-    unsigned long long ctl[8] = {0};
-    ctl[0] = region & ~0xffffffffull;
-    ctl[1] = 1ull << 32;
-    ctl[2] = shadow - ((region >> 8) & 0xffffffffull);
-    // Extent table (one 16-byte {start, end} entry per 2 MiB block from the window start): a's
-    // blocks name a, b's name b (a block holding both names b), as gasan's pool names each large
-    // allocation's blocks.
+    CK(cuMemsetD8(shadow, GASAN_SHADOW_FULL_GRANULE_S8, shadow_size));  // every granule wholly addressable
+    // The aligned-pool form: in-pool test on the high words, shadow at base + low 32 bits of
+    // addr >> shift. The pool is the region's 4 GiB window.
+    unsigned char ctl[GASAN_CTL_SIZE] = {0};
+    auto put = [&](int at, unsigned long long v) { memcpy(ctl + at, &v, 8); };
+    const unsigned long long pool_base = region & ~0xffffffffull;
+    put(GASAN_CTL_POOL_BASE, pool_base);
+    put(GASAN_CTL_POOL_SIZE, 1ull << 32);
+    put(GASAN_CTL_SHADOW_BASE, shadow - ((region >> GASAN_SHADOW_SHIFT_S8) & 0xffffffffull));
+    // Extent table (one {start, end} entry per 2 MiB block from the pool base): a's blocks name a,
+    // b's name b (a block holding both names b), as gasan's pool names each large allocation's
+    // blocks.
     {
         const int shift = 21;
-        size_t entries = ((region + region_size - ctl[0]) >> shift) + 1;
+        size_t entries = ((region + region_size - pool_base) >> shift) + 1;
+        static_assert(GASAN_EXTENT_ENTRY_SIZE == 2 * sizeof(unsigned long long), "entry is {start, end}");
         std::vector<unsigned long long> t(entries * 2, 0);
         for (int k = 0; k < 2; k++) {
             CUdeviceptr lo = k ? b : a; size_t n = k ? bytes_b : bytes_a;
-            for (size_t i = (lo - ctl[0]) >> shift; i <= (lo + n - 1 - ctl[0]) >> shift; i++) { t[2 * i] = lo; t[2 * i + 1] = lo + n; }
+            for (size_t i = (lo - pool_base) >> shift; i <= (lo + n - 1 - pool_base) >> shift; i++) { t[2 * i] = lo; t[2 * i + 1] = lo + n; }
         }
-        CUdeviceptr table; CK(cuMemAlloc(&table, entries * 16));
-        CK(cuMemcpyHtoD(table, t.data(), entries * 16));
-        ctl[6] = table; ctl[7] = shift;
+        CUdeviceptr table; CK(cuMemAlloc(&table, entries * GASAN_EXTENT_ENTRY_SIZE));
+        CK(cuMemcpyHtoD(table, t.data(), entries * GASAN_EXTENT_ENTRY_SIZE));
+        put(GASAN_CTL_EXTENT_TABLE, table);
+        put(GASAN_CTL_EXTENT_SHIFT, shift);
     }
     // Only the aligned form is exercised (gasan-run uses it whenever its pool allows, as on the H100).
     // Fill the input with small floats / indices.
@@ -99,7 +105,7 @@ int main(int argc, char** argv) {
         CK(cuModuleLoadData(&v.mod, ptx.c_str()));
         CK(cuModuleGetFunction(&v.fn, v.mod, first_entry(ptx).c_str()));
         CUdeviceptr g; size_t gs;
-        if (cuModuleGetGlobal(&g, &gs, v.mod, "__gasan_ctl") == CUDA_SUCCESS) CK(cuMemcpyHtoD(g, ctl, sizeof ctl));
+        if (cuModuleGetGlobal(&g, &gs, v.mod, GASAN_CTL_SYMBOL) == CUDA_SUCCESS) CK(cuMemcpyHtoD(g, ctl, sizeof ctl));
         vs.push_back(v);
     }
     auto region_run = [&](CUfunction fn) {

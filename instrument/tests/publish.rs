@@ -41,6 +41,18 @@ fn option_sets() -> Vec<InstrumentOptions> {
     vec![halt, InstrumentOptions { recover: true, ..halt }, InstrumentOptions { aligned_pool: true, scale: Scale::S7, ..halt }]
 }
 
+/// `ptx` (nvcc's, PTX 9.0) declared as PTX `version`.
+fn at_version(ptx: &str, version: &str) -> String {
+    let at = ptx.replacen(".version 9.0", &format!(".version {version}"), 1);
+    assert_ne!(at, ptx, "nvcc's header changed: update the test");
+    at
+}
+
+/// How many lines of `ptx` hold `needle`.
+fn lines_with(ptx: &str, needle: &str) -> usize {
+    ptx.lines().filter(|l| l.contains(needle)).count()
+}
+
 /// The lines gasan added that order memory with a fence.
 fn added_fences(ptx: &str) -> Vec<&str> {
     ptx.lines().filter(|l| l.contains(MARKER)).filter(|l| ["fence.sc", "fence.acq_rel", "membar"].iter().any(|f| l.contains(f))).collect()
@@ -56,17 +68,16 @@ fn checked_modules_hold_no_fence_that_keeps_atomics_from_reducing() {
         // Every report block publishes its record with release fences (PTX 9.0, sm_90): three
         // each. Halt mode: the slow-path function and the kernel's inline global, shared and
         // space blocks; recover mode: the kernel calls the slow-path function.
-        let releases = out.lines().filter(|l| l.contains("fence.release.sys;")).count();
+        let releases = lines_with(&out, "fence.release.sys;");
         let blocks = if opts.recover { 1 } else { 3 };
         assert!(releases >= 3 * blocks, "{releases} release fences, {opts:?}");
         assemble(&dir, &format!("histo{k}"), &out);
         // PTX 8.5 has no release fence: each field store is a release and the sequence number an
         // exchange.
-        let older = ptx.replacen(".version 9.0", ".version 8.5", 1);
-        let out = instrument_ptx(&older, &opts).unwrap().ptx;
+        let out = instrument_ptx(&at_version(&ptx, "8.5"), &opts).unwrap().ptx;
         assert_eq!(added_fences(&out), Vec::<&str>::new(), "8.5, {opts:?}");
         assert!(!out.contains("fence.release"), "8.5, {opts:?}");
-        let exchanges = out.lines().filter(|l| l.contains("atom.release.sys.global.exch.b32")).count();
+        let exchanges = lines_with(&out, "atom.release.sys.global.exch.b32");
         let stores = out.lines().filter(|l| l.contains(MARKER) && l.contains("st.release.sys.global.")).count();
         assert!(exchanges >= blocks, "{exchanges} report blocks, 8.5, {opts:?}");
         assert_eq!(stores, 10 * exchanges, "8.5, {opts:?}");
@@ -82,10 +93,10 @@ fn heap_functions_order_with_release_fences() {
         let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
         assert!(out.contains("__gasan_heap_alloc"), "the module routes its heap calls through gasan's heap ({opts:?})");
         assert_eq!(added_fences(&out), Vec::<&str>::new(), "{opts:?}");
-        assert_eq!(out.lines().filter(|l| l.contains("fence.release.gpu;")).count(), 2, "alloc and free ({opts:?})");
+        assert_eq!(lines_with(&out, "fence.release.gpu;"), 2, "alloc and free ({opts:?})");
         assemble(&dir, &format!("heap{k}"), &out);
         // Before PTX 8.6: `membar.gl`, and no other fence.
-        let out = instrument_ptx(&ptx.replacen(".version 9.0", ".version 8.5", 1), &opts).unwrap().ptx;
+        let out = instrument_ptx(&at_version(&ptx, "8.5"), &opts).unwrap().ptx;
         let fences = added_fences(&out);
         assert_eq!(fences.len(), 2, "{fences:?} ({opts:?})");
         assert!(fences.iter().all(|l| l.trim_start().starts_with("membar.gl;")), "{fences:?} ({opts:?})");
@@ -97,8 +108,7 @@ fn targets_before_the_memory_model_publish_with_membar() {
     let dir = scratch("publish_old");
     let ptx = nvcc_ptx_of(&dir, "histo", SRC);
     // The same module declared for sm_60 / PTX 6.0 (not assembled: the pinned ptxas has no sm_60).
-    let old = ptx.replacen(".version 9.0", ".version 6.0", 1).replacen(".target sm_90", ".target sm_60", 1);
-    assert_ne!(old, ptx, "nvcc's header changed: update the test");
+    let old = at_version(&ptx, "6.0").replacen(".target sm_90", ".target sm_60", 1);
     let out = instrument_ptx(&old, &InstrumentOptions::default()).unwrap_or_else(|e| panic!("{e}")).ptx;
     assert!(!out.contains(".release"), "no release stores before sm_70");
     assert!(added_fences(&out).iter().all(|l| l.contains("membar.sys")));

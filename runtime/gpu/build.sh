@@ -25,7 +25,8 @@ stub=$(mktemp -d)
 ln -s "$cuda/lib64/libcudart.so.13" "$stub/libcudart.so"
 "$cuda/bin/nvcc" -O2 -lineinfo -cudart shared -L"$stub" -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/cases_shared" "$here/cases.cu"
 mkdir -p "$out/lib" && cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
-gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/libcuda.so" "$here/libcuda_stub.c"
-gcc -O2 -Wall -I"$cuda/include" -o "$out/drvapp" "$here/drvapp.c" -L"$stub" -lcuda
+gcc -O2 -Wall -I"$cuda/include" -c -o "$stub/drvapp.o" "$here/drvapp.c"
+"$root/scripts/libcuda-stub.sh" "$stub" "$stub/drvapp.o"
+gcc -o "$out/drvapp" "$stub/drvapp.o" -L"$stub" -lcuda
 rm -rf "$stub"
 echo "$out"

@@ -53,6 +53,8 @@ enum Cmd {
         #[arg(long, default_value_t = 20)]
         iters: u32,
     },
+    /// Print the control block's layout as C #defines (for tools that write one themselves).
+    Abi,
     /// Accesses found, checked, eliminated and skipped (by reason), per kernel.
     Stats {
         input: PathBuf,
@@ -97,6 +99,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let secs = t.elapsed().as_secs_f64();
             println!("instrumented {} files, {:.2} MB, {iters} times in {secs:.3} s: {:.1} MB/s", texts.len(), bytes as f64 / 1e6, bytes as f64 * f64::from(iters) / 1e6 / secs);
+            Ok(())
+        }
+        Cmd::Abi => {
+            print!("{}", gasan_instrument::abi::c_header());
             Ok(())
         }
         Cmd::Stats { input, scale, no_opt } => {

@@ -194,6 +194,27 @@ pub(super) enum Publish {
     Membar,
 }
 
+/// How far a fence's ordering must reach: other threads of the GPU (the device heap's writes
+/// before its pointer escapes) or the host too (error records).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum FenceScope {
+    Gpu,
+    Sys,
+}
+
+impl Publish {
+    /// A fence ordering this thread's earlier writes before its later ones at `scope`: a release
+    /// fence where the target has one (it leaves the kernel's atomics reducible), else `membar`.
+    pub(super) fn release_fence(self, scope: FenceScope) -> &'static str {
+        match (self, scope) {
+            (Publish::ReleaseFence, FenceScope::Gpu) => "fence.release.gpu;",
+            (Publish::ReleaseFence, FenceScope::Sys) => "fence.release.sys;",
+            (Publish::ReleaseStores | Publish::Membar, FenceScope::Gpu) => "membar.gl;",
+            (Publish::ReleaseStores | Publish::Membar, FenceScope::Sys) => "membar.sys;",
+        }
+    }
+}
+
 /// The [`Publish`] form the module's target and PTX version allow.
 pub(super) fn publish_for(header: &Header) -> Publish {
     if header.target_sm >= 90 && header.version >= (8, 6) {
@@ -217,11 +238,8 @@ pub(super) fn publish_for(header: &Header) -> Publish {
 pub(super) fn record_body(publish: Publish, suffix: &str) -> Vec<String> {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let release = publish == Publish::ReleaseStores;
-    let fence = match publish {
-        Publish::ReleaseFence => Some("fence.release.sys;"),
-        Publish::ReleaseStores => None,
-        Publish::Membar => Some("membar.sys;"),
-    };
+    // Release stores order themselves; the other forms fence between volatile stores.
+    let fence = (!release).then(|| publish.release_fence(FenceScope::Sys));
     // A field store: a release where the stores order themselves, else volatile between fences.
     let st = |ty: &str, off: usize, val: &str| -> String {
         let sem = if release { "release.sys" } else { "volatile" };

@@ -28,7 +28,7 @@
 //! Without a heap (heap symbol 0: no runtime, or one that could not reserve the region) the
 //! functions call the driver's own `malloc`/`free`, so the module behaves as the original.
 
-use super::emit::{publish_for, record_body, Publish};
+use super::emit::{publish_for, record_body, FenceScope, Publish};
 use super::{strip_comment, Header, MARKER};
 use crate::abi::{ctl_offset, free_error, AccessKind, CONTROL_BLOCK_SYMBOL, FLAG_RECOVER};
 use crate::device_heap::{block_offset, heap_offset, heap_symbol, BLOCK_FREED, BLOCK_LIVE};
@@ -321,17 +321,6 @@ fn store_thread(v: &mut Vec<String>, ctaid_at: usize, tid_at: usize) {
     }
 }
 
-/// Orders a heap function's header, table and shadow writes before any later store of the thread
-/// (the pointer, or the news of a free, escaping to other threads). A release fence where the
-/// target has one: `membar.gl` is `fence.sc.gpu`, and any sc or acq_rel fence a kernel can reach
-/// makes ptxas keep its result-less atomics as `ATOMG` (emit.rs [`Publish`]).
-fn escape_fence(publish: Publish) -> String {
-    match publish {
-        Publish::ReleaseFence => "fence.release.gpu;".into(),
-        Publish::ReleaseStores | Publish::Membar => "membar.gl;".into(),
-    }
-}
-
 /// `__gasan_heap_alloc(size, align, heap header)`: a block from the arena, or 0.
 fn heap_alloc(scale: Scale, publish: Publish) -> Vec<String> {
     let g = scale.granule();
@@ -411,8 +400,10 @@ fn heap_alloc(scale: Scale, publish: Publish) -> Vec<String> {
         format!("add.u64 %ha22, %ha22, {g};"),
         "setp.lt.u64 %hp2, %ha22, %ha7;".into(),
         "@%hp2 bra $gasan_heap_shadow;".into(),
-        // The header, table entry and shadow are visible before the pointer can be passed on.
-        escape_fence(publish),
+        // The header, table entry and shadow are visible before the pointer can be passed on
+        // (a release fence where the target has one: an sc fence would keep the calling
+        // kernel's atomics from reducing, emit.rs `Publish`).
+        publish.release_fence(FenceScope::Gpu).into(),
         "mov.u64 %ha3, %ha12;".into(),
         "$gasan_heap_ret:".into(),
         "st.param.b64 [gasan_ret], %ha3;".into(),
@@ -498,7 +489,8 @@ fn heap_free(scale: Scale, heap: &str, publish: Publish) -> Vec<String> {
         format!("add.u64 %ha22, %ha22, {g};"),
         "setp.lt.u64 %hp2, %ha22, %ha15;".into(),
         "@%hp2 bra $gasan_free_shadow;".into(),
-        escape_fence(publish),
+        // The poison is visible before anything the thread does after the free.
+        publish.release_fence(FenceScope::Gpu).into(),
         "ret;".into(),
         "$gasan_free_bad:".into(),
         "{".into(),
