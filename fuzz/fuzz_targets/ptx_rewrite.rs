@@ -25,10 +25,10 @@ use libfuzzer_sys::fuzz_target;
 
 const OPTION_SETS: [InstrumentOptions; 3] = [
     // gasan-run's default.
-    InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true },
-    InstrumentOptions { scale: Scale::S7, optimize: true, recover: false, aligned_pool: true, hoist_loops: false },
+    InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true, param_bounds: true },
+    InstrumentOptions { scale: Scale::S7, optimize: true, recover: false, aligned_pool: true, hoist_loops: false, param_bounds: true },
     // halt_on_error=0, and check elimination off.
-    InstrumentOptions { scale: Scale::S8, optimize: false, recover: true, aligned_pool: false, hoist_loops: false },
+    InstrumentOptions { scale: Scale::S8, optimize: false, recover: true, aligned_pool: false, hoist_loops: false, param_bounds: false },
 ];
 
 /// The text's pieces between `;`, line ends and braces (each brace a piece of its own), with

@@ -738,6 +738,11 @@ impl Allocator {
             return false;
         }
         let pitched = AllocInfo { rows: Some((width, pitch)), ..a };
+        // An extent entry claims every byte of its block (checked loops and kernel-parameter
+        // bounds skip the shadow inside it): a block with poisoned padding must have none.
+        if a.large && g.pool.clear_extent(ptr, ptr + a.size, Stream::SYNC).is_err() {
+            return false;
+        }
         if g.pool.write_shadow(ptr, &pitched.shadow_image(self.scale), Stream::SYNC).is_err() {
             return false;
         }
@@ -1197,7 +1202,8 @@ impl Allocator {
                         let claim = (tagged, tagged + a.size);
                         let all_zero = entries.iter().all(|&e| e == (0, 0));
                         let all_claim = entries.iter().all(|&e| e == claim);
-                        if !(all_zero || (a.live && t == a.tag && all_claim)) {
+                        // Pitched blocks (poisoned row padding) claim nothing.
+                        if !(all_zero || (a.live && t == a.tag && all_claim && a.rows.is_none())) {
                             v.push(format!("extent entries of large block {:#x}+{:#x} (live {}, tag {}) in window {t} read {:x?}", a.start, a.size, a.live, a.tag, &entries[..entries.len().min(4)]));
                         }
                     }

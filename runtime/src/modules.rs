@@ -317,7 +317,7 @@ fn instrumentation(src: &PtxSource, want_ptx: bool) -> Result<Instrumentation, S
         let (base, size, _) = d.alloc.control_fields();
         s.opts.shadow_scale.pool_allows_aligned_check(base, size)
     });
-    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops };
+    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops, param_bounds: s.opts.param_bounds };
     let (i, hit) = cached_instrumentation(src, want_ptx, opts, &s.opts.code_key(), cache().as_ref())?;
     if hit {
         s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -711,7 +711,7 @@ mod stored_index_tests {
         PtxSource::from_entry(&e)
     }
 
-    const OPTS: InstrumentOptions = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true };
+    const OPTS: InstrumentOptions = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true, param_bounds: true };
 
     fn cache(name: &str) -> Cache {
         let d = std::env::temp_dir().join(format!("gasan-idx-{name}-{}", std::process::id()));

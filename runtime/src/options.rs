@@ -387,6 +387,7 @@ options_table! {
     report_format: ReportFormat = ReportFormat::Text, Any, HOST, "Report format: text (ASan-style) or json (one object per line).";
     instrument: bool = true, Any, HOST, "0: allocation-level checks only (no PTX instrumentation).";
     hoist_loops: bool = true, Any, CODE, "0: check every access in every loop iteration (no range tests at loop entry).";
+    param_bounds: bool = true, Any, CODE, "1: straight-line kernels look up, once, the large block each pointer parameter points into and skip the shadow load of accesses inside it; 0: every check loads its shadow byte.";
     verbosity: u32 = 0, Any, HOST, "1: summary at exit (modules, untracked memory, or that the program made no CUDA call); 2: every intercepted call.";
     tags: u64 = 4, TagCount, HOST, "Pointer tags: the pool is seen through this many alias windows and each allocation's pointer names one, so a pointer that walks into another live allocation is reported (tag-mismatch). A power of two up to 64; 0 (or 1): off.";
     pool_size: Option<u64> = None, NonZero, HOST, "Device pool size in bytes [default: as large as reservations allow].";
@@ -691,7 +692,7 @@ mod tests {
     #[test]
     fn code_key_holds_exactly_the_code_rows() {
         let k = Options::default().code_key();
-        assert_eq!(k, "halt_on_error=1:shadow_scale=8:hoist_loops=1");
+        assert_eq!(k, "halt_on_error=1:shadow_scale=8:hoist_loops=1:param_bounds=1");
         let o = Options { verbosity: 2, exitcode: 9, ..Options::default() };
         assert_eq!(o.code_key(), k, "host-only options leave the key alone");
         let o = Options { hoist_loops: false, ..Options::default() };

@@ -43,6 +43,9 @@ enum Cmd {
         /// Keep every check inside loops (no loop versioning with range tests).
         #[arg(long)]
         no_hoist_loops: bool,
+        /// No kernel-parameter bounds (every check loads its shadow byte).
+        #[arg(long)]
+        no_param_bounds: bool,
         /// Write the site table (JSON) here.
         #[arg(long)]
         sites: Option<PathBuf>,
@@ -76,8 +79,9 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{listing}");
             Ok(())
         }
-        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, sites } => {
-            let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool, hoist_loops: !no_hoist_loops };
+        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, no_param_bounds, sites } => {
+            let opts =
+                InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool, hoist_loops: !no_hoist_loops, param_bounds: !no_param_bounds };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             if let Some(s) = sites {

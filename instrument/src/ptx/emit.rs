@@ -2,8 +2,9 @@
 //! around one access. Every emitted line ends with the [`super::MARKER`] comment.
 
 use super::access::{Access, AddrBase, Instr, Width};
+use super::bounds::FastPath;
 use super::Header;
-use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
+use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, EXTENT_ENTRY_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
 use crate::shadow::{Scale, OUT_OF_POOL_SHADOW};
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -53,6 +54,9 @@ fn prelude(scale: Scale, publish: Publish) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
     let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {M}");
+    // An extent entry that claims nothing, read by kernel-parameter lookups (bounds.rs) whose
+    // pointer is not in the pool: the load stays unpredicated (ptxas schedules it earlier).
+    let _ = writeln!(s, ".weak .global .align 16 .b8 {}[{EXTENT_ENTRY_SIZE}]; {M}", super::bounds::NO_EXTENT_SYMBOL);
     let _ = writeln!(
         s,
         ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {M}"
@@ -357,9 +361,17 @@ fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'stati
 /// The in-pool test and the shadow load: `dst` = the shadow byte of `addr_reg`'s granule, or
 /// [`OUT_OF_POOL_SHADOW`] (passes every access) when the address is outside the pool or `guard` is
 /// false, so no predicate has to survive the load. Uses `%gsa1..2`, `%gsp0`.
-fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&str>, dst: &str) {
+fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&str>, dst: &str, fast: Fast<'_>) {
     let scale = form.scale;
     let loads = ctl_loads();
+    if let Some((fp, suffix)) = fast {
+        // Inside the whole granules of the block a kernel parameter points into (bounds.rs):
+        // the shadow byte would grant them all, so it is not loaded.
+        out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
+        out.push(f!("setp.lt.u64 %gsp0, {addr_reg}, {};", fp.lo));
+        out.push(f!("setp.ge.or.u64 %gsp0, {addr_reg}, {}, %gsp0;", fp.hi));
+        out.push(f!("@!%gsp0 bra {}{suffix};", fp.label));
+    }
     if form.aligned {
         // hi(addr) - hi(base) < hi(size), and index lo(addr >> shift): Scale::aligned_probe.
         out.push("{".into());
@@ -393,7 +405,14 @@ fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&st
     if form.aligned {
         out.push("}".into());
     }
+    if let Some((fp, suffix)) = fast {
+        out.push(f!("{}{suffix}:", fp.label));
+    }
 }
+
+/// A check's kernel-parameter fast path ([`super::bounds`]) and the suffix that makes its label
+/// unique among the check's probes.
+type Fast<'a> = Option<(&'a FastPath, &'a str)>;
 
 /// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of
 /// `check_width` bytes at `addr_reg + offset`, leaving `%gsp1` = bad (and `guard`, when given).
@@ -426,9 +445,9 @@ pub(super) fn encoding_test(out: &mut Vec<Line>, scale: Scale, width: u32, shado
 }
 
 /// The whole check of one probe in place: `%gsr0` = shadow byte, `%gsp1` = bad.
-fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>) {
+fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Fast<'_>) {
     let scale = form.scale;
-    probe_load(out, form, addr_reg, guard, "%gsr0");
+    probe_load(out, form, addr_reg, guard, "%gsr0", fast);
     probe_compare(out, scale, "%gsr0", addr_reg, 0, check_width, None);
 }
 
@@ -444,7 +463,7 @@ fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32,
 /// then declared in the current scope, for the batch's recheck.
 /// With `data`, a load's data is also prefetched into L2 there.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>, data: bool) -> String {
+pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>, data: bool, fast: Option<&FastPath>) -> String {
     let scale = form.scale;
     let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
     if let Some((pred, true, _)) = batch {
@@ -465,7 +484,7 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
         // hint: an invalid or unmapped address is ignored, a shared-window one is a no-op.
         v.push("prefetch.L2 [%gsa0];".into());
     }
-    probe_load(&mut v, form, "%gsa0", None, reg);
+    probe_load(&mut v, form, "%gsa0", None, reg, fast.map(|fp| (fp, "")));
     if let Some((pred, first, width)) = batch {
         probe_compare(&mut v, scale, reg, "%gsa0", 0, width, None);
         v.push(if first { f!("mov.pred {pred}, %gsp1;") } else { f!("or.pred {pred}, {pred}, %gsp1;") });
@@ -481,7 +500,7 @@ pub(super) fn batch_recheck(form: Form, a: &Access, width: u32, site: u32) -> St
     let packed = packed_site(site, width, a.kind as u8);
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()];
     v.push(address_setup(a).into());
-    probe_test(&mut v, form, "%gsa0", width, None);
+    probe_test(&mut v, form, "%gsa0", width, None, None);
     v.push(f!("@%gsp1 mov.b64 {LAST_ADDR}, %gsa0;"));
     v.push(f!("@%gsp1 mov.b64 {LAST_SITE}, {packed};"));
     v.push(f!("@%gsp1 bra {SHARED_FAIL};"));
@@ -519,6 +538,7 @@ pub(super) fn checked_statement_halt(
     label: u32,
     publish: Publish,
     prefetched: Option<&str>,
+    fast: Option<&FastPath>,
 ) -> (String, String, bool) {
     let scale = form.scale;
     let ctl = CONTROL_BLOCK_SYMBOL;
@@ -545,7 +565,7 @@ pub(super) fn checked_statement_halt(
             // as with no report code at all (ptxas keeps registers for every block that stores).
             match prefetched {
                 Some((base, w, reg)) => probe_compare(&mut v, scale, reg, base, a.offset, w, guard),
-                None => probe_test(&mut v, form, "%gsa0", *w, guard),
+                None => probe_test(&mut v, form, "%gsa0", *w, guard, fast.map(|fp| (fp, ""))),
             }
             v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
         }
@@ -556,11 +576,11 @@ pub(super) fn checked_statement_halt(
                 Width::Tile { stride, per_stride, row } => (tile_size(stride, *per_stride, *row), TILE_WIDTH.to_string()),
             };
             v.push(size_setup.clone().into());
-            probe_test(&mut v, form, "%gsa0", 1, guard);
+            probe_test(&mut v, form, "%gsa0", 1, guard, fast.map(|fp| (fp, "")));
             v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
             v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
             v.push("sub.s64 %gsa4, %gsa4, 1;".into());
-            probe_test(&mut v, form, "%gsa4", 1, guard);
+            probe_test(&mut v, form, "%gsa4", 1, guard, fast.map(|fp| (fp, "_last")));
             v.push(f!("@%gsp1 bra $gasan_fail_{label}_last;"));
             // (A tile's reported width is computed, in the stub too.)
             let first: Vec<Line> = match width {
@@ -634,8 +654,8 @@ fn tile_size(stride: &str, per_stride: u32, row: u32) -> String {
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
 #[allow(clippy::too_many_arguments)]
-fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>) {
-    probe_test(out, form, addr_reg, check_width, guard);
+fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>, fast: Fast<'_>) {
+    probe_test(out, form, addr_reg, check_width, guard, fast);
     out.push("mov.u32 %gsr2, 0;".into());
     out.push(f!("@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"));
     out.push("or.b32 %gsr3, %gsr3, %gsr2;".into());
@@ -643,7 +663,7 @@ fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, repo
 
 /// The original statement wrapped in its check.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_types: &[Option<String>], original: &str, indent: &str, site: u32, label: u32) -> String {
+pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_types: &[Option<String>], original: &str, indent: &str, site: u32, label: u32, fast: Option<&FastPath>) -> String {
     let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<4>;".into(), ".reg .pred %gsp<5>;".into()];
     // Address of the first byte.
     match &a.base {
@@ -656,7 +676,7 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
     v.push("mov.u32 %gsr3, 0;".into());
     let kind = a.kind as u8;
     match (&a.width, a.bulk) {
-        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, &w.to_string(), kind, site, guard),
+        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, &w.to_string(), kind, site, guard, fast.map(|fp| (fp, ""))),
         (width, _) => {
             // Bulk range: first and last byte.
             let size = match width {
@@ -673,10 +693,10 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
                     TILE_WIDTH.to_string()
                 }
             };
-            probe(&mut v, form, "%gsa0", 1, &size, kind, site, guard);
+            probe(&mut v, form, "%gsa0", 1, &size, kind, site, guard, fast.map(|fp| (fp, "")));
             v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
             v.push("sub.s64 %gsa4, %gsa4, 1;".into());
-            probe(&mut v, form, "%gsa4", 1, &size, kind, site, guard);
+            probe(&mut v, form, "%gsa4", 1, &size, kind, site, guard, fast.map(|fp| (fp, "_last")));
         }
     }
     v.push("setp.ne.u32 %gsp2, %gsr3, 0;".into());

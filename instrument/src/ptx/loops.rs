@@ -61,6 +61,14 @@ pub(super) struct Versioned<'a> {
     pub sweeps: bool,
 }
 
+impl Versioned<'_> {
+    /// The lines of every versioned loop: its fast copy and its checked original.
+    pub fn loop_lines(&self) -> LineSet {
+        let originals: LineSet = self.copies.iter().map(|&l| self.origin[l]).collect();
+        (0..self.lines.len()).filter(|l| self.copies.contains(l) || (!self.inserted.contains(l) && originals.contains(&self.origin[*l]))).collect()
+    }
+}
+
 /// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
 /// The candidates are `branches`' back edges that are guarded branches with one target.
 pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>, scale: Scale) -> Option<Versioned<'a>> {

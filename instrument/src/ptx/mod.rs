@@ -20,6 +20,7 @@
 
 mod access;
 mod bodies;
+mod bounds;
 mod branches;
 mod coalesce;
 mod emit;
@@ -57,11 +58,15 @@ pub struct InstrumentOptions {
     /// single-block loop's iteration become one range test per address at the loop's entry
     /// against the pool's extent table; the checked loop runs when the test fails.
     pub hoist_loops: bool,
+    /// Kernel-parameter bounds (bounds.rs): each kernel looks up, at its entry, the pool block of
+    /// each pointer parameter its checked addresses derive from, and checks of addresses inside
+    /// that block's whole granules skip their shadow load.
+    pub param_bounds: bool,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
-        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true }
+        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true, param_bounds: true }
     }
 }
 
@@ -156,7 +161,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 39;
+pub const REVISION: u32 = 40;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -531,6 +536,8 @@ struct FuncState {
     spaces: spaces::FnSpaces,
     /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
     uses_space_fail: bool,
+    /// The kernel's looked-up pointer parameters ([`bounds`]).
+    bounds: Option<bounds::ParamBounds>,
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names.
@@ -591,6 +598,8 @@ struct Rewriter<'a> {
     /// Fast loop copies repeat input statements: their counts go here, not into the module's.
     copy_stats: Stats,
     next_label: u32,
+    /// Labels of prefetches' fast paths ([`bounds`]), numbered apart from the checks' labels.
+    prefetch_labels: u32,
     /// Shared/local variables' demangled names, by name: a function's checks name few variables
     /// many times, and demangling is the costliest part of a site.
     demangled_vars: HashMap<String, String>,
@@ -611,6 +620,7 @@ impl<'a> Rewriter<'a> {
             stats: Stats::default(),
             copy_stats: Stats::default(),
             next_label: 0,
+            prefetch_labels: 0,
             demangled_vars: HashMap::new(),
         })
     }
@@ -626,7 +636,8 @@ impl<'a> Rewriter<'a> {
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
-        let input_branches = if planned { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
+        // (Scanned in every mode: kernel-parameter bounds ask which checks are in loops.)
+        let input_branches = branches::Branches::scan(&input, &input_bodies);
         let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
         if versioned.as_ref().is_some_and(|v| v.sweeps) {
             // Defined ahead of every function, so each range test can call it.
@@ -659,6 +670,8 @@ impl<'a> Rewriter<'a> {
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
             locs: &locs,
+            versioned_loop: versioned.as_ref().map(|v| v.loop_lines()).unwrap_or_default(),
+            branches: &branches,
         };
         let mut walk = Walk { heap_calls: heap::HeapCalls::for_module(self.src), ..Walk::default() };
         for i in 0..lines.len() {
@@ -721,6 +734,7 @@ impl<'a> Rewriter<'a> {
                     uses_shared_fail: false,
                     spaces: plans.module_spaces.functions.get(&name).cloned().unwrap_or_default(),
                     uses_space_fail: false,
+                    bounds: if self.opts.param_bounds { bounds::ParamBounds::analyze(plans.lines, body, |l| plans.versioned_loop.contains(&l), |l| plans.branches.in_loop(l)) } else { None },
                 });
                 opened_now = true;
                 self.stats.functions.entry(name).or_default();
@@ -772,6 +786,9 @@ impl<'a> Rewriter<'a> {
             if opened_now && !closes_body && !self.opts.recover {
                 self.out.push_str(&emit::function_decls());
             }
+            if let (true, false, Some(b)) = (opened_now, closes_body, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
+                self.out.push_str(&b.entry_lookups(self.opts.scale));
+            }
         }
 
         w.depth += opens - closes;
@@ -797,7 +814,8 @@ impl<'a> Rewriter<'a> {
                 prefetch::Target::Batch(first) => Some((first, !w.batch_recheck.contains_key(&first))),
                 _ => None,
             };
-            match self.prefetch_text(plans.lines, p, f, batch) {
+            let fast = fast_path_of(f, plans.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels);
+            match self.prefetch_text(plans.lines, p, f, batch, fast.as_ref()) {
                 Some((text, a)) => {
                     self.out.push_str(&text);
                     w.prefetched.insert(p.access);
@@ -909,7 +927,7 @@ impl<'a> Rewriter<'a> {
 
     /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
     /// `None` when something in it is not understood (the access then gets a full check).
-    fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>) -> Option<(String, access::Access)> {
+    fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>, fast: Option<&bounds::FastPath>) -> Option<(String, access::Access)> {
         // Prefetched accesses and their address arithmetic are one-statement lines (coalesce.rs,
         // prefetch.rs): each line's one statement.
         let mut a = lines[p.access].first_stmt()?.checked_access()?.clone();
@@ -956,7 +974,7 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
-        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch, p.data), a))
+        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch, p.data, fast), a))
     }
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
@@ -1128,7 +1146,8 @@ impl<'a> Rewriter<'a> {
             let label = *next_label;
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, publish, None);
+            let fast = fast_path_at(f, h_acc, label);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, publish, None, fast.as_ref());
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -1158,10 +1177,12 @@ impl<'a> Rewriter<'a> {
         let label = *next_label;
         *next_label += 1;
         let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
+        // (A prefetched shadow byte took its fast path where it was loaded.)
+        let fast = if prefetched.is_some() { None } else { fast_path_at(f, access, label) };
         let emitted = if opts.recover {
-            emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label)
+            emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label, fast.as_ref())
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, publish, prefetched);
+            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, publish, prefetched, fast.as_ref());
             f.uses_shared_fail |= shared;
             f.fail_blocks.push(fail);
             inline
@@ -1196,6 +1217,9 @@ struct Plans<'p> {
     base_line: usize,
     /// The source location in effect at each line ([`source_locations`]).
     locs: &'p [Option<Loc>],
+    /// Lines of loops loop versioning copied: the fast copies and the checked originals.
+    versioned_loop: LineSet,
+    branches: &'p branches::Branches<'p>,
 }
 
 impl Plans<'_> {
@@ -1302,6 +1326,20 @@ fn has_block_comment_marker(line: &str) -> bool {
 }
 
 /// The register holding the prefetched shadow byte of the access at body line `line`.
+/// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
+fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
+    let access::AddrBase::Reg(r) = &a.base else { return None };
+    f.bounds.as_ref()?.fast_path(r, format!("$gasan_inb_{label}"))
+}
+
+/// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
+fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
+    let access::AddrBase::Reg(r) = &a?.base else { return None };
+    let fp = f.bounds.as_ref()?.fast_path(r, format!("$gasan_inb_p{next_label}"))?;
+    *next_label += 1;
+    Some(fp)
+}
+
 fn prefetch_reg(line: usize) -> String {
     format!("%gsv{line}")
 }

@@ -1,0 +1,289 @@
+//! Kernel-parameter bounds: a check whose address is inside the live pool block a kernel's
+//! pointer parameter points into needs no shadow load.
+//!
+//! At a kernel's entry, each pointer parameter that checked addresses are computed from looks up
+//! its block once in the pool's extent table ([`crate::abi::ControlBlock::extent_table`]): one
+//! 16-byte load a thread, instead of one shadow-byte load per checked access. Each check of an
+//! address derived from that parameter first compares the address with the block's whole
+//! granules, two compares against registers; inside them, the shadow byte would say "every byte
+//! accessible" ([`crate::shadow::OUT_OF_POOL_SHADOW`] passes like it), so the load is skipped.
+//! On the H100, shadow loads are most of what checks cost in L1-bound kernels (stencils,
+//! transposes: benches/results/variants.md).
+//!
+//! Soundness does not rest on the provenance found here: the fast path passes an address only
+//! when it lies in whole granules of a block that was live at the kernel's start (extent entries
+//! are set after a block's shadow and cleared before it is freed, and never claim a block with
+//! poisoned bytes inside: pitched rows), whatever parameter it came from. A wrong or missing
+//! provenance only means the ordinary check runs. What it does rest on: a block freed while a
+//! kernel using it still runs (a race in the program) is treated as live until the kernel ends.
+
+use super::bodies::Body;
+use super::{dest_regs, Line};
+use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, EXTENT_ENTRY_SIZE};
+use crate::shadow::Scale;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// At most this many parameters get bounds per kernel (each holds two 64-bit registers for the
+/// whole kernel): the ones the most checks use.
+pub(super) const MAX_PARAMS: usize = 4;
+
+/// A zeroed module global (declared in every checked module's prelude): the extent entry a lookup
+/// reads when its pointer is outside the pool or there is no extent table.
+pub(super) const NO_EXTENT_SYMBOL: &str = "__gasan_no_extent";
+
+/// The bounds registers of one looked-up parameter: the first and the end of the block's whole
+/// granules (both zero when the lookup claims nothing: no address passes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct FastPath {
+    pub lo: String,
+    pub hi: String,
+    /// The label the fast path branches to, unique in the function.
+    pub label: String,
+}
+
+/// What a register's value is derived from, as far as the analysis can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Root {
+    /// No definition seen yet (optimistic start of the fixed point).
+    Unseen,
+    /// The pointer parameter with this index in [`ParamBounds::params`], plus or minus offsets.
+    Param(usize),
+    /// Anything else.
+    Other,
+}
+
+/// One kernel's looked-up parameters and which registers derive from them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ParamBounds {
+    /// `ld.param` operands (`name` or `name+8`) of the parameters looked up, in lookup order.
+    params: Vec<String>,
+    /// Register → index into `params`.
+    of_reg: HashMap<String, usize>,
+}
+
+/// The kernel parameter names declared in the header of the body that opens at `open`.
+fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in lines[..=open].iter().rev() {
+        for piece in line.code.split([',', '(', ')']) {
+            let piece = piece.trim();
+            if let Some(rest) = piece.strip_prefix(".param") {
+                if let Some(name) = rest.split_whitespace().last() {
+                    names.push(name.split('[').next().unwrap_or(name).to_string());
+                }
+            }
+        }
+        if line.code.split_whitespace().any(|w| w == ".entry") {
+            return names;
+        }
+    }
+    Vec::new()
+}
+
+/// How an instruction's destination derives from its sources.
+enum Def<'s> {
+    Param(&'s str),
+    /// The destination is the one operand (of these) that derives from a parameter, when exactly
+    /// one does and the others derive from none.
+    OneOf(Vec<&'s str>),
+    Other,
+}
+
+fn def_of<'s>(opcode: &str, operands: &[&'s str]) -> Def<'s> {
+    let mut parts = opcode.split('.');
+    let head = parts.next().unwrap_or("");
+    let quals: Vec<&str> = parts.collect();
+    let wide64 = quals.iter().any(|q| matches!(*q, "u64" | "s64" | "b64"));
+    let src = |i: usize| operands.get(i).copied();
+    match head {
+        "ld" if quals.first() == Some(&"param") && wide64 => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
+            Some(a) => Def::Param(a.trim()),
+            None => Def::Other,
+        },
+        "mov" | "cvta" if wide64 && operands.len() == 2 => Def::OneOf(vec![operands[1]]),
+        "add" if wide64 && operands.len() == 3 => Def::OneOf(vec![operands[1], operands[2]]),
+        "sub" if wide64 && operands.len() == 3 => Def::OneOf(vec![operands[1]]),
+        // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
+        "mad" if operands.len() == 4 && (quals.contains(&"wide") || wide64) => Def::OneOf(vec![operands[3]]),
+        _ => Def::Other,
+    }
+}
+
+impl ParamBounds {
+    /// The analysis of one kernel body (device functions get none: their parameters are not the
+    /// launch's). `None` when no checked access derives from a kernel pointer parameter.
+    /// `versioned(i)`: line `i` is in a loop that loop versioning copied (its fast copy has no
+    /// checks, its checked copy rarely runs): its checks do not count. `in_loop(i)`: line `i` is
+    /// in a loop. A kernel with any loop gets no bounds: the bounds registers would stay live
+    /// across it next to what the loop keeps (gemm_tiled on the H100, whose only check outside
+    /// its versioned loop is the final store, went from 32 to 39 registers: half the blocks per
+    /// SM, 1.07x to 1.38x native), while straight-line kernels (stencils, transposes, the
+    /// shapes whose checks cost most) have registers to spare.
+    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, in_loop: impl Fn(usize) -> bool) -> Option<ParamBounds> {
+        // (A body that opens and closes on one line holds nothing to check.)
+        let body_lines = lines.get(body.open + 1..body.close).filter(|_| body.entry)?;
+        if (body.open + 1..body.close).any(&in_loop) {
+            return None;
+        }
+        let declared = kernel_params(lines, body.open);
+        if declared.is_empty() {
+            return None;
+        }
+        let is_declared = |operand: &str| {
+            let name = operand.split('+').next().unwrap_or(operand).trim();
+            declared.iter().any(|d| d == name)
+        };
+        // Every definition in the body, in order: (destination, how).
+        let mut defs: Vec<(&str, Def<'_>)> = Vec::new();
+        let mut operands_of_params: Vec<&str> = Vec::new();
+        for line in body_lines {
+            for st in line.stmts() {
+                let Some(ins) = &st.instr else { continue };
+                let mut dests = dest_regs(st.text);
+                let Some(d) = dests.next() else { continue };
+                let more = dests.next().is_some();
+                let how = if more { Def::Other } else { def_of(ins.opcode, &ins.operands) };
+                if let Def::Param(p) = &how {
+                    if !is_declared(p) {
+                        defs.push((d, Def::Other));
+                        continue;
+                    }
+                    if !operands_of_params.contains(p) {
+                        operands_of_params.push(p);
+                    }
+                }
+                defs.push((d, how));
+                for d in dests {
+                    defs.push((d, Def::Other));
+                }
+            }
+        }
+        if operands_of_params.is_empty() {
+            return None;
+        }
+        // Fixed point from "unseen": a register derives from parameter i when every definition
+        // of it does (a loop's `add %rd, %rd, 4` keeps it).
+        let mut root: HashMap<&str, Root> = HashMap::new();
+        let value = |root: &HashMap<&str, Root>, op: &str| -> Root {
+            if op.starts_with('%') {
+                root.get(op).copied().unwrap_or(Root::Other)
+            } else {
+                Root::Other // immediates and names: not a parameter
+            }
+        };
+        for _ in 0..8 {
+            let mut changed = false;
+            let mut next: HashMap<&str, Root> = HashMap::new();
+            for (d, how) in &defs {
+                let v = match how {
+                    Def::Param(p) => Root::Param(operands_of_params.iter().position(|q| q == p).expect("collected above")),
+                    Def::Other => Root::Other,
+                    Def::OneOf(ops) => {
+                        let rooted: Vec<Root> = ops.iter().map(|o| value(&root, o)).filter(|r| *r != Root::Other).collect();
+                        match rooted.as_slice() {
+                            [one] => *one,
+                            [] => Root::Other,
+                            _ => Root::Other,
+                        }
+                    }
+                };
+                let e = next.entry(d).or_insert(Root::Unseen);
+                *e = match (*e, v) {
+                    (Root::Unseen, v) => v,
+                    (a, b) if a == b => a,
+                    (a, Root::Unseen) => a,
+                    _ => Root::Other,
+                };
+            }
+            if next != root {
+                changed = true;
+            }
+            root = next;
+            // Registers used before any definition is seen count as derived from nothing.
+            for r in root.values_mut() {
+                if *r == Root::Unseen {
+                    *r = Root::Other;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // The parameters checked accesses use, the most used first.
+        let mut uses = vec![0usize; operands_of_params.len()];
+        for (i, line) in body_lines.iter().enumerate().map(|(k, l)| (body.open + 1 + k, l)) {
+            if versioned(i) {
+                continue;
+            }
+            for st in line.stmts() {
+                if let Some(super::access::AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
+                    if let Some(Root::Param(k)) = root.get(r.as_str()) {
+                        uses[*k] += 1;
+                    }
+                }
+            }
+        }
+        // Even one check pays: the lookup reads one entry every thread of the grid shares (cached),
+        // the shadow load a byte of the buffer's own shadow, which a streaming kernel misses in
+        // cache (stencil2d on the H100: 1.30x with its one-check output parameter looked up, 1.51x
+        // without).
+        let mut order: Vec<usize> = (0..uses.len()).filter(|&i| uses[i] > 0).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(uses[i]), i));
+        order.truncate(MAX_PARAMS);
+        if order.is_empty() {
+            return None;
+        }
+        let params: Vec<String> = order.iter().map(|&i| operands_of_params[i].to_string()).collect();
+        let of_reg = root
+            .into_iter()
+            .filter_map(|(r, v)| match v {
+                Root::Param(i) => order.iter().position(|&o| o == i).map(|k| (r.to_string(), k)),
+                _ => None,
+            })
+            .collect();
+        Some(ParamBounds { params, of_reg })
+    }
+
+    /// The fast path of a check whose address register is `reg`, branching to `label`.
+    pub fn fast_path(&self, reg: &str, label: String) -> Option<FastPath> {
+        let k = *self.of_reg.get(reg)?;
+        Some(FastPath { lo: format!("%gsbl{k}"), hi: format!("%gsbh{k}"), label })
+    }
+
+    /// The lookups, written at the top of the kernel's body: per parameter, the extent entry of
+    /// its pool block, narrowed to whole granules.
+    pub fn entry_lookups(&self, scale: Scale) -> String {
+        let (ctl, n, g) = (CONTROL_BLOCK_SYMBOL, self.params.len(), scale.granule());
+        let mut s = String::new();
+        let m = super::MARKER;
+        let _ = writeln!(s, "\t.reg .b64 %gsbl<{n}>, %gsbh<{n}>; {m}");
+        let _ = writeln!(s, "\t{{ {m}");
+        let _ = writeln!(s, "\t.reg .b64 %gsbt<5>; .reg .b32 %gsbs; .reg .pred %gsbq; {m}");
+        let _ = writeln!(s, "\tld.const.u64 %gsbt0, [{ctl}+{}]; {m}", ctl_offset::POOL_BASE);
+        let _ = writeln!(s, "\tld.const.u64 %gsbt1, [{ctl}+{}]; {m}", ctl_offset::POOL_SIZE);
+        let _ = writeln!(s, "\tld.const.u64 %gsbt2, [{ctl}+{}]; {m}", ctl_offset::EXTENT_TABLE);
+        let _ = writeln!(s, "\tld.const.u32 %gsbs, [{ctl}+{}]; {m}", ctl_offset::EXTENT_SHIFT);
+        let _ = writeln!(s, "\tmov.u64 %gsbt4, {NO_EXTENT_SYMBOL}; {m}");
+        for (k, p) in self.params.iter().enumerate() {
+            let _ = writeln!(s, "\tld.param.u64 %gsbt3, [{p}]; {m}");
+            let _ = writeln!(s, "\tsub.s64 %gsbt3, %gsbt3, %gsbt0; {m}");
+            let _ = writeln!(s, "\tsetp.lt.u64 %gsbq, %gsbt3, %gsbt1; {m}");
+            let _ = writeln!(s, "\tsetp.ne.and.u64 %gsbq, %gsbt2, 0, %gsbq; {m}");
+            let _ = writeln!(s, "\tshr.u64 %gsbt3, %gsbt3, %gsbs; {m}");
+            let _ = writeln!(s, "\tmad.lo.u64 %gsbt3, %gsbt3, {EXTENT_ENTRY_SIZE}, %gsbt2; {m}");
+            // Unpredicated (a predicated load costs the H100's stencils 9 %: variants.md): a
+            // pointer outside the pool reads the entry that claims nothing. `.nc`: the table only
+            // changes for blocks allocated or freed while the kernel runs (a new claim read as
+            // none checks as before; a freed block still claimed is a race in the program).
+            let _ = writeln!(s, "\tselp.b64 %gsbt3, %gsbt3, %gsbt4, %gsbq; {m}");
+            let _ = writeln!(s, "\tld.global.nc.v2.u64 {{%gsbl{k}, %gsbh{k}}}, [%gsbt3]; {m}");
+            // Whole granules only: inside them the shadow says every byte is accessible.
+            let _ = writeln!(s, "\tadd.s64 %gsbl{k}, %gsbl{k}, {}; {m}", g - 1);
+            let _ = writeln!(s, "\tand.b64 %gsbl{k}, %gsbl{k}, {}; {m}", (g as i64).wrapping_neg());
+            let _ = writeln!(s, "\tand.b64 %gsbh{k}, %gsbh{k}, {}; {m}", (g as i64).wrapping_neg());
+        }
+        let _ = writeln!(s, "\t}} {m}");
+        s
+    }
+}

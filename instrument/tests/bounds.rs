@@ -1,0 +1,74 @@
+//! Kernel-parameter bounds (instrument/src/ptx/bounds.rs): a straight-line kernel looks up, once,
+//! the pool block each pointer parameter points into, and a check of an address derived from that
+//! parameter skips its shadow load inside the block's whole granules. What gets a fast path and
+//! what does not; the emitted PTX assembles (corpus tests run ptxas over every module).
+
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+
+fn module(params: &str, body: &str) -> String {
+    format!(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k({params})\n{{\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<10>;\n\t.reg .b32 %r<10>;\n\t.reg .pred %p<3>;\n{body}\tret;\n}}\n")
+}
+
+fn checked(params: &str, body: &str, opts: InstrumentOptions) -> String {
+    instrument_ptx(&module(params, body), &opts).unwrap().ptx
+}
+
+/// Two parameters, the addresses of both computed from them (cvta, mad.wide, add).
+const TWO_PARAMS: &str = ".param .u64 k_out, .param .u64 k_in, .param .u32 k_n";
+const STRAIGHT: &str = "\tld.param.u64 %rd1, [k_out];\n\tld.param.u64 %rd2, [k_in];\n\tmov.u32 %r1, %tid.x;\n\tcvta.to.global.u64 %rd3, %rd2;\n\tmul.wide.s32 %rd4, %r1, 4;\n\tadd.s64 %rd5, %rd3, %rd4;\n\tld.global.f32 %f1, [%rd5];\n\tld.global.f32 %f2, [%rd5+4096];\n\tadd.f32 %f3, %f1, %f2;\n\tcvta.to.global.u64 %rd6, %rd1;\n\tadd.s64 %rd7, %rd6, %rd4;\n\tst.global.f32 [%rd7], %f3;\n";
+
+fn fast_paths(ptx: &str) -> usize {
+    ptx.matches("bra $gasan_inb_").count()
+}
+
+#[test]
+fn straight_line_kernels_look_up_each_pointer_parameter_once() {
+    for opts in [InstrumentOptions::default(), InstrumentOptions { aligned_pool: true, ..Default::default() }, InstrumentOptions { recover: true, ..Default::default() }] {
+        let ptx = checked(TWO_PARAMS, STRAIGHT, opts);
+        // One lookup per parameter, at the body's top, from the extent table; the u32 gets none.
+        assert_eq!(ptx.matches("ld.param.u64 %gsbt3, [k_in];").count(), 1, "{ptx}");
+        assert_eq!(ptx.matches("ld.param.u64 %gsbt3, [k_out];").count(), 1, "{ptx}");
+        assert!(!ptx.contains("[k_n]; //gasan"));
+        assert_eq!(ptx.matches("ld.global.nc.v2.u64 {%gsbl").count(), 2);
+        assert!(ptx.find("ld.param.u64 %gsbt3").unwrap() < ptx.find("ld.param.u64 %rd1").unwrap(), "lookups before the body's statements");
+        // The checks have fast paths (at least one per parameter), each label defined once.
+        assert!(fast_paths(&ptx) >= 2, "{ptx}");
+        let labels: Vec<&str> = ptx.lines().filter_map(|l| l.trim().strip_suffix(": //gasan").or_else(|| l.trim().strip_suffix(':'))).filter(|l| l.starts_with("$gasan_inb_")).collect();
+        let mut unique = labels.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(labels.len(), unique.len(), "labels defined once: {labels:?}");
+        assert_eq!(labels.len(), fast_paths(&ptx), "each fast path has its label");
+        // The test is against whole granules of the looked-up block.
+        assert!(ptx.contains("setp.lt.u64 %gsp0, %gsa0, %gsbl") || ptx.contains("setp.lt.u64 %gsp0, %gsa4, %gsbl"), "{ptx}");
+    }
+}
+
+#[test]
+fn kernels_with_a_loop_and_device_functions_get_none() {
+    let looped = format!("{STRAIGHT}$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.s32 %p1, %r2, 10;\n\t@%p1 bra $L1;\n");
+    assert!(!checked(TWO_PARAMS, &looped, InstrumentOptions::default()).contains("%gsbl"));
+    let func = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .func f(.param .b64 f_p)\n{\n\t.reg .b64 %rd<4>;\n\t.reg .f32 %f<2>;\n\tld.param.u64 %rd1, [f_p];\n\tld.global.f32 %f1, [%rd1];\n\tret;\n}\n";
+    assert!(!instrument_ptx(func, &InstrumentOptions::default()).unwrap().ptx.contains("%gsbl"));
+}
+
+#[test]
+fn addresses_not_derived_from_a_parameter_take_the_plain_check() {
+    // A pointer loaded from memory, and the sum of two parameters, derive from no parameter.
+    let chased =
+        "\tld.param.u64 %rd1, [k_out];\n\tld.param.u64 %rd2, [k_in];\n\tld.global.u64 %rd3, [%rd1];\n\tld.global.f32 %f1, [%rd3];\n\tadd.s64 %rd4, %rd1, %rd2;\n\tld.global.f32 %f2, [%rd4];\n";
+    let ptx = checked(TWO_PARAMS, chased, InstrumentOptions { optimize: false, ..Default::default() });
+    // Only the first load (through k_out itself) is looked up and fast-pathed.
+    assert_eq!(ptx.matches("ld.param.u64 %gsbt3").count(), 1, "{ptx}");
+    assert!(ptx.contains("ld.param.u64 %gsbt3, [k_out];"));
+    assert_eq!(fast_paths(&ptx), 1, "{ptx}");
+    // A return value read with ld.param is not a kernel parameter.
+    let retval = "\t{\n\t.param .b64 retval0;\n\tld.param.b64 %rd5, [retval0];\n\tld.global.f32 %f1, [%rd5];\n\t}\n";
+    assert!(!checked(TWO_PARAMS, retval, InstrumentOptions::default()).contains("%gsbl"));
+}
+
+#[test]
+fn the_option_turns_it_off() {
+    let off = checked(TWO_PARAMS, STRAIGHT, InstrumentOptions { param_bounds: false, ..Default::default() });
+    assert!(!off.contains("%gsbl") && !off.contains("%gsbt") && !off.contains("gasan_inb"), "{off}");
+}
