@@ -92,5 +92,9 @@ for c in cupy_overflow torch_overflow; do
 done
 echo; grep -h "==gasan== modules:" "$OUT/logs/train.gasan.log" 2>/dev/null | sed 's/^/train: /'
 echo "logs: $OUT/logs"
+# Skipped cases as lines of their own, which scripts/test.sh gathers into its summary.
+for r in "${rows[@]}"; do
+  case $r in *SKIPPED*) echo "SKIPPED: gpu-python ${r%% *}: ${r#*SKIPPED: }" ;; esac
+done
 [ $fails = 0 ] || { echo "gpu-python: $fails FAILED"; exit 1; }
 echo "gpu-python: all PASS (or SKIPPED)"

@@ -14,7 +14,6 @@ Usage (GPU machine): python3 tests/run_suite.py --bin-dir .carry/suite --gasan .
 import argparse, json, os, re, shutil, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GASAN_ERR = re.compile(r"ERROR: GPUAddressSanitizer: ([a-z-]+)")
 GASAN_AT = re.compile(r"(?:, at |SUMMARY: GPUAddressSanitizer: [a-z-]+ )\S*?([A-Za-z0-9_.]+\.cu):(\d+)")
 CS_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
 

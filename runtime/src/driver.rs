@@ -13,6 +13,7 @@ pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = CUresult::CUDA_ERROR_OUT_OF_MEMOR
 pub const CUDA_ERROR_ILLEGAL_ADDRESS: CuResult = CUresult::CUDA_ERROR_ILLEGAL_ADDRESS as CuResult;
 pub const CUDA_ERROR_LAUNCH_FAILED: CuResult = CUresult::CUDA_ERROR_LAUNCH_FAILED as CuResult;
 pub const CUDA_ERROR_UNKNOWN: CuResult = CUresult::CUDA_ERROR_UNKNOWN as CuResult;
+pub const CUDA_ERROR_NOT_INITIALIZED: CuResult = CUresult::CUDA_ERROR_NOT_INITIALIZED as CuResult;
 
 /// glibc's dlsym, found with dlvsym so that our exported `dlsym` is skipped.
 pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);

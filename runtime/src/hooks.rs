@@ -708,8 +708,16 @@ pub(crate) fn take_cudart_loaders(orig: [usize; 3]) -> [usize; 3] {
     [cudart_get_module_from_cubin as *const () as usize, cudart_get_module_from_cubin_ext1 as *const () as usize, cudart_get_module_from_cubin_ext2 as *const () as usize]
 }
 
-fn orig_slot(i: usize) -> usize {
-    CUDART_LOADERS.get().map(|s| s[i]).unwrap_or(0)
+/// cudart's original loader kept for slot `i`, as `F`; `None` when none was kept or the slot was null.
+///
+/// # Safety
+/// `F` is the function-pointer type of that slot's loader.
+unsafe fn orig_slot<F: Copy>(i: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    let addr = CUDART_LOADERS.get().map(|s| s[i]).filter(|&a| a != 0)?;
+    // SAFETY: `addr` is a non-null entry of cudart's export table, the loader of slot `i`, and
+    // by this function's contract `F` is that loader's function-pointer type (same size: above).
+    Some(unsafe { std::mem::transmute_copy::<usize, F>(&addr) })
 }
 
 /// A fatbin wrapper (version 1) around a fatbin of the checked code; leaked (cudart keeps the
@@ -725,8 +733,8 @@ fn checked_wrapper(c: &modules::Checked, code: &modules::Code) -> Vec<u8> {
 pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wrapper: *const c_void) -> CuResult {
     guard("get_module_from_cubin", || {
         type F = unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult;
-        // SAFETY: the original slot.
-        let f: F = unsafe { std::mem::transmute(orig_slot(0)) };
+        // SAFETY: `F` is the signature of cudart's loader in this slot (the one this hook replaces).
+        let Some(f) = (unsafe { orig_slot::<F>(0) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
         // a module image load_checked can read; `load` calls the slot's original with cudart's
         // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
@@ -740,8 +748,8 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wra
 pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext1", || {
         type F = unsafe extern "C" fn(*mut CUmodule, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
-        // SAFETY: the original slot.
-        let f: F = unsafe { std::mem::transmute(orig_slot(1)) };
+        // SAFETY: `F` is the signature of cudart's loader in this slot (the one this hook replaces).
+        let Some(f) = (unsafe { orig_slot::<F>(1) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
         // cudart passed them.
         unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module as usize)) }
@@ -753,8 +761,8 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule
 pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut CUmodule, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext2", || {
         type F = unsafe extern "C" fn(*const c_void, *mut CUmodule, *mut c_void, *mut c_void, u32) -> CuResult;
-        // SAFETY: the original slot.
-        let f: F = unsafe { std::mem::transmute(orig_slot(2)) };
+        // SAFETY: `F` is the signature of cudart's loader in this slot (the one this hook replaces).
+        let Some(f) = (unsafe { orig_slot::<F>(2) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
         // read; `load` calls the slot's original with it or with a fatbin of the checked code
         // (kept alive after a successful load), and cudart's other arguments unchanged.

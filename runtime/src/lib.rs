@@ -14,8 +14,9 @@
 //! its device part), [`control`] (control blocks and the device heap's lifetime), [`errors`] (the
 //! ring drained into reports, host errors, exit).
 //!
-//! Data flows one way: hooks and interpose call into modules, link, allocator and state; modules
-//! and link call the instrumenter; state owns the pool and reporter.
+//! Data flows one way: interpose resolves the driver's entry points into hooks; hooks call into
+//! modules, link, allocator and state; modules and link call the instrumenter; state owns the
+//! pool and reporter.
 //!
 //! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
 //! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs.

@@ -242,9 +242,10 @@ unsafe fn image_ptx_source(image: *const c_void, cc: u32, limit: Option<usize>) 
     if limit.is_some_and(|l| l < header_len) {
         return Err(Skip::Error(format!("{} bytes: shorter than a fatbin header", limit.unwrap_or(0))));
     }
-    // SAFETY: the magic says the image is a fatbin wrapper (a 24-byte `__fatBinC_Wrapper_t`) or a
-    // fatbin (a 16-byte header first), and by this function's contract it is one (and spans
-    // `header_len` bytes when a limit is known: checked above).
+    // SAFETY: the magic says the image is a fatbin wrapper (a `__fatBinC_Wrapper_t`,
+    // `FatbinWrapper::SIZE` bytes) or a fatbin (a `FatbinHeader::SIZE`-byte header first), and by
+    // this function's contract it is one (and spans `header_len` bytes when a limit is known:
+    // checked above).
     let prefix = unsafe { std::slice::from_raw_parts(p, header_len) };
     let fatbin_ptr = match container::image_len(prefix).map_err(|e| Skip::Error(e.to_string()))? {
         ImageLen::Wrapper { version: 1, data, .. } => data as *const u8,

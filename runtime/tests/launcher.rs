@@ -231,4 +231,11 @@ fn verbosity_1_says_when_the_program_made_no_cuda_call() {
     assert!(stderr(&out).contains("made no CUDA call"), "{}", stderr(&out));
     let out = gasan_run().args(["--", "/bin/true"]).output().unwrap();
     assert_eq!(stderr(&out), "", "quiet by default");
+    let said = |out: &std::process::Output| stderr(out).matches("made no CUDA call").count();
+    // A program that closes stderr before its exit handlers run (coreutils' echo) is still heard.
+    let out = gasan_run().args(["--verbosity", "1", "--", "/bin/echo", "hi"]).output().unwrap();
+    assert_eq!(said(&out), 1, "{}", stderr(&out));
+    // Once for the program, not for the subshells and helper processes it forks.
+    let out = gasan_run().args(["--verbosity", "1", "--", "bash", "-c", "x=$(echo a); y=$(echo b; ls / >/dev/null); /bin/echo $x$y; exit 0"]).output().unwrap();
+    assert_eq!(said(&out), 1, "{}", stderr(&out));
 }

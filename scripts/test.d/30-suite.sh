@@ -25,5 +25,13 @@ print("\n".join(bad) if bad else len(cases))
 sys.exit(1 if bad else 0)
 PY
 ) || { echo "$n_suite"; exit 1; }
-echo "built: suite ($n_suite programs), $n_bench benchmarks, GPU verification cases"
+# README's quick start: the example builds as README says, its fatbinary holds the PTX gasan checks,
+# and that PTX instruments and the checked PTX assembles (90-gpu.sh runs it under gasan-run).
+examples/build.sh >/dev/null
+target/release/gasan-ptx extract -o "$out/example" examples/out/overflow >/dev/null
+ptx=$(ls "$out/example"/*.ptx 2>/dev/null | head -1)
+[ -n "$ptx" ] || { echo "examples/out/overflow: no PTX in its fatbinary"; exit 1; }
+target/release/gasan-ptx instrument -o "$out/example.checked.ptx" "$ptx" 2>/dev/null
+"$(scripts/cuda-toolchain.sh)/bin/ptxas" -arch=sm_75 -o /dev/null "$out/example.checked.ptx"
+echo "built: suite ($n_suite programs), $n_bench benchmarks, GPU verification cases, examples (checked PTX assembles)"
 cd tests && python3 -m unittest -v test_run_suite 2>&1

@@ -57,6 +57,21 @@ struct ControlData {
 }
 const _: () = assert!(std::mem::size_of::<ControlData>() == 528);
 
+/// nvidia-uvm's `UvmEventFatalFaultInfo` (uvm_types.h), the layout of a fatal-fault queue entry;
+/// [`FatalFault::from_entry`] reads its fields at these offsets.
+#[repr(C)]
+struct FatalFaultEntry {
+    event_type: u8,
+    fault_type: u8,
+    access_type: u8,
+    processor_index: u8,
+    reason: u8,
+    _pad: [u8; 3],
+    address: u64,
+    time_stamp: u64,
+}
+const _: () = assert!(std::mem::size_of::<FatalFaultEntry>() == 24 && std::mem::offset_of!(FatalFaultEntry, address) == 8);
+
 /// One fatal GPU fault as nvidia-uvm recorded it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FatalFault {
@@ -84,11 +99,20 @@ impl FatalFault {
 
     /// Parses a 64-byte queue entry; `None` for other event types.
     pub fn from_entry(e: &[u8]) -> Option<FatalFault> {
-        if e.len() < 24 || e[0] != EVENT_TYPE_FATAL_FAULT {
+        use std::mem::offset_of;
+        type E = FatalFaultEntry;
+        if e.len() < std::mem::size_of::<E>() || e[offset_of!(E, event_type)] != EVENT_TYPE_FATAL_FAULT {
             return None;
         }
-        let u64_at = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap());
-        Some(FatalFault { fault_type: e[1], access_type: e[2], processor_index: e[3], reason: e[4], address: u64_at(8), timestamp: u64_at(16) })
+        let u64_at = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().expect("8 bytes, inside the length checked above"));
+        Some(FatalFault {
+            fault_type: e[offset_of!(E, fault_type)],
+            access_type: e[offset_of!(E, access_type)],
+            processor_index: e[offset_of!(E, processor_index)],
+            reason: e[offset_of!(E, reason)],
+            address: u64_at(offset_of!(E, address)),
+            timestamp: u64_at(offset_of!(E, time_stamp)),
+        })
     }
 }
 

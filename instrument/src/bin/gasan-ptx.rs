@@ -1,5 +1,7 @@
 //! gasan-ptx: list and extract fatbinary entries, instrument PTX, print instrumentation statistics.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
 use gasan_instrument::shadow::Scale;

@@ -144,7 +144,9 @@ fn run(m: ArgMatches) -> Result<Outcome, String> {
     let program: Vec<&String> = m.get_many::<String>("program").expect("clap requires a program").collect();
     let (prog, args) = program.split_first().expect("clap requires a program");
     let mut cmd = std::process::Command::new(prog);
-    cmd.args(args).env("LD_PRELOAD", preload).env("GASAN_OPTIONS", opts.to_env_string());
+    // GASAN_RUN_PID: the program keeps this pid across the exec, its subprocesses do not (the
+    // runtime's "made no CUDA call" note is for the program itself, not every helper it spawns).
+    cmd.args(args).env("LD_PRELOAD", preload).env("GASAN_OPTIONS", opts.to_env_string()).env(gasan_runtime::options::RUN_PID_ENV, std::process::id().to_string());
     frameworks::apply(&mut cmd, &opts);
     let err = cmd.exec();
     Ok(Outcome::ExecFailed(prog.to_string(), err))
