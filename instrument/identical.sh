@@ -7,6 +7,8 @@
 # instrument/tests and the fuzz seeds; it is compiled once into .cache/identical-corpus.
 # Usage: instrument/identical.sh OLD_GASAN_PTX [NEW_GASAN_PTX (default target/release/gasan-ptx)]
 # Prints one line per differing (module, options) pair and a count; exits 1 when any differ.
+# NEW_FLAGS: flags given to the new binary only (e.g. --no-param-bounds: a new pass turned off must
+# leave the checked PTX as the old binary wrote it).
 # Build the old binary from another revision with, for example:
 #   git worktree add /tmp/old REV && cargo build --release --manifest-path /tmp/old/Cargo.toml \
 #     --target-dir /tmp/old-target -p gasan-instrument
@@ -37,7 +39,7 @@ for p in "${inputs[@]}"; do
     # shellcheck disable=SC2086 # $o is zero or more flags
     "$old" instrument $o "$p" -o "$tmp/o.ptx" --sites "$tmp/o.json" >/dev/null 2>&1 && ro=0 || ro=$?
     # shellcheck disable=SC2086
-    "$new" instrument $o "$p" -o "$tmp/n.ptx" --sites "$tmp/n.json" >/dev/null 2>&1 && rn=0 || rn=$?
+    "$new" instrument $o ${NEW_FLAGS:-} "$p" -o "$tmp/n.ptx" --sites "$tmp/n.json" >/dev/null 2>&1 && rn=0 || rn=$?
     pairs=$((pairs + 1))
     if [ "$ro" != "$rn" ] || ! cmp -s "$tmp/o.ptx" "$tmp/n.ptx" || ! cmp -s "$tmp/o.json" "$tmp/n.json"; then
       echo "differs: $(basename "$p") [${o:-default}] (exit $ro/$rn)"

@@ -21,7 +21,10 @@ const M: &str = super::MARKER;
 /// Which fixed block [`fixed_text`] holds.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum FixedBlock {
-    Prelude,
+    /// With `no_extent`: the zero extent entry kernel-parameter lookups read (bounds.rs).
+    Prelude {
+        no_extent: bool,
+    },
     SharedFail,
     SpaceFail,
 }
@@ -39,7 +42,7 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
         .entry((block, scale, publish))
         .or_insert_with(|| {
             match block {
-                FixedBlock::Prelude => prelude(scale, publish),
+                FixedBlock::Prelude { no_extent } => prelude(scale, publish, no_extent),
                 FixedBlock::SharedFail => shared_fail_block(scale, "\t", publish),
                 FixedBlock::SpaceFail => super::spaces::space_fail_block("\t", publish),
             }
@@ -49,14 +52,16 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
 }
 
 /// Control block and slow path, inserted after the module header.
-fn prelude(scale: Scale, publish: Publish) -> String {
+fn prelude(scale: Scale, publish: Publish, no_extent: bool) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut s = String::new();
     let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
     let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {M}");
-    // An extent entry that claims nothing, read by kernel-parameter lookups (bounds.rs) whose
-    // pointer is not in the pool: the load stays unpredicated (ptxas schedules it earlier).
-    let _ = writeln!(s, ".weak .global .align 16 .b8 {}[{EXTENT_ENTRY_SIZE}]; {M}", super::bounds::NO_EXTENT_SYMBOL);
+    if no_extent {
+        // An extent entry that claims nothing, read by kernel-parameter lookups (bounds.rs) whose
+        // pointer is not in the pool: the load stays unpredicated (ptxas schedules it earlier).
+        let _ = writeln!(s, ".weak .global .align 16 .b8 {}[{EXTENT_ENTRY_SIZE}]; {M}", super::bounds::NO_EXTENT_SYMBOL);
+    }
     let _ = writeln!(
         s,
         ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {M}"

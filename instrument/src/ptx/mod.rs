@@ -631,7 +631,7 @@ impl<'a> Rewriter<'a> {
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
-        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude, self.opts.scale, emit::publish_for(&self.header)));
+        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
 
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
