@@ -45,8 +45,6 @@ pub(super) struct FastPath {
 /// What a register's value is derived from, as far as the analysis can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Root {
-    /// No definition seen yet (optimistic start of the fixed point).
-    Unseen,
     /// The pointer parameter with this index in [`ParamBounds::params`], plus or minus offsets.
     Param(usize),
     /// Anything else.
@@ -86,11 +84,11 @@ enum Def<'s> {
     Param(&'s str),
     /// The destination is the one operand (of these) that derives from a parameter, when exactly
     /// one does and the others derive from none.
-    OneOf(Vec<&'s str>),
+    OneOf(&'s [&'s str]),
     Other,
 }
 
-fn def_of<'s>(opcode: &str, operands: &[&'s str]) -> Def<'s> {
+fn def_of<'s>(opcode: &str, operands: &'s [&'s str]) -> Def<'s> {
     let mut parts = opcode.split('.');
     let head = parts.next().unwrap_or("");
     let quals: Vec<&str> = parts.collect();
@@ -101,11 +99,11 @@ fn def_of<'s>(opcode: &str, operands: &[&'s str]) -> Def<'s> {
             Some(a) => Def::Param(a.trim()),
             None => Def::Other,
         },
-        "mov" | "cvta" if wide64 && operands.len() == 2 => Def::OneOf(vec![operands[1]]),
-        "add" if wide64 && operands.len() == 3 => Def::OneOf(vec![operands[1], operands[2]]),
-        "sub" if wide64 && operands.len() == 3 => Def::OneOf(vec![operands[1]]),
+        "mov" | "cvta" if wide64 && operands.len() == 2 => Def::OneOf(&operands[1..2]),
+        "add" if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..3]),
+        "sub" if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..2]),
         // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
-        "mad" if operands.len() == 4 && (quals.contains(&"wide") || wide64) => Def::OneOf(vec![operands[3]]),
+        "mad" if operands.len() == 4 && (quals.contains(&"wide") || wide64) => Def::OneOf(&operands[3..4]),
         _ => Def::Other,
     }
 }
@@ -134,81 +132,55 @@ impl ParamBounds {
             let name = operand.split('+').next().unwrap_or(operand).trim();
             declared.iter().any(|d| d == name)
         };
-        // Every definition in the body, in order: (destination, how).
-        let mut defs: Vec<(&str, Def<'_>)> = Vec::new();
+        // Loop-free (checked above): every definition that reaches a use comes before it in the
+        // text, so one pass in order sees them all. A register defined more than once keeps a
+        // parameter only when every definition agrees.
+        let mut root: HashMap<&str, Root> = HashMap::new();
         let mut operands_of_params: Vec<&str> = Vec::new();
         for line in body_lines {
             for st in line.stmts() {
                 let Some(ins) = &st.instr else { continue };
                 let mut dests = dest_regs(st.text);
                 let Some(d) = dests.next() else { continue };
-                let more = dests.next().is_some();
-                let how = if more { Def::Other } else { def_of(ins.opcode, &ins.operands) };
-                if let Def::Param(p) = &how {
-                    if !is_declared(p) {
-                        defs.push((d, Def::Other));
-                        continue;
+                let mut rest = dests.peekable();
+                let v = if rest.peek().is_some() {
+                    Root::Other
+                } else {
+                    match def_of(ins.opcode, &ins.operands) {
+                        Def::Param(p) if is_declared(p) => {
+                            let k = operands_of_params.iter().position(|q| *q == p).unwrap_or_else(|| {
+                                operands_of_params.push(p);
+                                operands_of_params.len() - 1
+                            });
+                            Root::Param(k)
+                        }
+                        Def::Param(_) | Def::Other => Root::Other,
+                        Def::OneOf(ops) => {
+                            let mut derived = ops.iter().filter_map(|o| match root.get(o) {
+                                Some(Root::Param(k)) => Some(*k),
+                                _ => None,
+                            });
+                            match (derived.next(), derived.next()) {
+                                (Some(k), None) => Root::Param(k),
+                                _ => Root::Other,
+                            }
+                        }
                     }
-                    if !operands_of_params.contains(p) {
-                        operands_of_params.push(p);
-                    }
-                }
-                defs.push((d, how));
-                for d in dests {
-                    defs.push((d, Def::Other));
+                };
+                for r in std::iter::once(d).chain(rest) {
+                    let v = if r == d { v } else { Root::Other };
+                    root.entry(r)
+                        .and_modify(|e| {
+                            if *e != v {
+                                *e = Root::Other;
+                            }
+                        })
+                        .or_insert(v);
                 }
             }
         }
         if operands_of_params.is_empty() {
             return None;
-        }
-        // Fixed point from "unseen": a register derives from parameter i when every definition
-        // of it does (a loop's `add %rd, %rd, 4` keeps it).
-        let mut root: HashMap<&str, Root> = HashMap::new();
-        let value = |root: &HashMap<&str, Root>, op: &str| -> Root {
-            if op.starts_with('%') {
-                root.get(op).copied().unwrap_or(Root::Other)
-            } else {
-                Root::Other // immediates and names: not a parameter
-            }
-        };
-        for _ in 0..8 {
-            let mut changed = false;
-            let mut next: HashMap<&str, Root> = HashMap::new();
-            for (d, how) in &defs {
-                let v = match how {
-                    Def::Param(p) => Root::Param(operands_of_params.iter().position(|q| q == p).expect("collected above")),
-                    Def::Other => Root::Other,
-                    Def::OneOf(ops) => {
-                        let rooted: Vec<Root> = ops.iter().map(|o| value(&root, o)).filter(|r| *r != Root::Other).collect();
-                        match rooted.as_slice() {
-                            [one] => *one,
-                            [] => Root::Other,
-                            _ => Root::Other,
-                        }
-                    }
-                };
-                let e = next.entry(d).or_insert(Root::Unseen);
-                *e = match (*e, v) {
-                    (Root::Unseen, v) => v,
-                    (a, b) if a == b => a,
-                    (a, Root::Unseen) => a,
-                    _ => Root::Other,
-                };
-            }
-            if next != root {
-                changed = true;
-            }
-            root = next;
-            // Registers used before any definition is seen count as derived from nothing.
-            for r in root.values_mut() {
-                if *r == Root::Unseen {
-                    *r = Root::Other;
-                }
-            }
-            if !changed {
-                break;
-            }
         }
         // The parameters checked accesses use, the most used first.
         let mut uses = vec![0usize; operands_of_params.len()];
