@@ -21,6 +21,8 @@ const TABLE: u64 = 0x7000_0000_0000;
 const SHIFT: u32 = 21;
 const SHADOW: u64 = 0x6000_0000_0000;
 const SCALE: Scale = Scale::S8;
+/// Where the module's zero extent entry (bounds.rs) lives.
+const NO_EXTENT: u64 = 0x7fff_0000_0000;
 /// Iterations simulated at most.
 const CAP: u64 = 600;
 
@@ -87,6 +89,9 @@ impl Machine {
     fn val(&self, op: &str) -> u64 {
         if let Some(v) = parse_imm(op) {
             return v;
+        }
+        if op == super::bounds::NO_EXTENT_SYMBOL {
+            return NO_EXTENT;
         }
         if op.starts_with("0f") || op.starts_with("0d") {
             return 0;
@@ -183,6 +188,12 @@ impl Machine {
             "ld" | "atom" | "st" | "red" => {
                 let (addr_op, dests) = if matches!(parts[0], "st" | "red") { (o[0], "") } else { (o[1], o[0]) };
                 let addr = self.address(addr_op);
+                if parts.contains(&"global") && addr == NO_EXTENT {
+                    for d in dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim) {
+                        self.set(d, 0);
+                    }
+                    return Flow::Next;
+                }
                 if parts.contains(&"global") && (TABLE..TABLE + (POOL_SIZE >> SHIFT) * 16).contains(&addr) {
                     // The extent table: one allocation.
                     let block = (addr - TABLE) / 16;
@@ -831,6 +842,76 @@ mod space_checks {
             prop_assert_eq!(bad(&format!("wmma.store.d.sync.aligned.col.m16n16k16.shared.f32 [%r2], {frag}, 16"), offset, lane), outside(offset, 1024));
             prop_assert_eq!(bad("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], %r5, [%r4]", offset, lane), outside(offset, 100));
             prop_assert_eq!(bad("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r2], 256", offset, lane), outside(offset, 256));
+        }
+    }
+}
+
+/// Kernel-parameter bounds (bounds.rs), by execution: a straight-line kernel whose input pointer
+/// points into a large block (or a shared-slab block, which has no extent entry) reads three
+/// words at offsets from its parameters and stores one through its output pointer; the checked
+/// kernel must report exactly when some access leaves its block, whether the fast path or the
+/// shadow decided — with bounds on and off.
+fn run_checked_kernel(opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>) -> bool {
+    let src = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_out, .param .u64 k_in, .param .u64 k_d0, .param .u64 k_d1, .param .u64 k_d2, .param .u64 k_d3)\n{\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<4>;\n\tld.param.u64 %rd1, [k_in];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u64 %rd3, [k_out];\n\tcvta.to.global.u64 %rd4, %rd3;\n\tld.param.u64 %rd5, [k_d0];\n\tld.param.u64 %rd6, [k_d1];\n\tld.param.u64 %rd7, [k_d2];\n\tld.param.u64 %rd8, [k_d3];\n\tshl.b64 %rd13, %rd5, 2;\n\tshl.b64 %rd14, %rd6, 2;\n\tshl.b64 %rd15, %rd7, 2;\n\tshl.b64 %rd16, %rd8, 2;\n\tadd.s64 %rd9, %rd2, %rd13;\n\tld.global.f32 %f1, [%rd9];\n\tadd.s64 %rd10, %rd2, %rd14;\n\tld.global.f32 %f2, [%rd10];\n\tadd.s64 %rd11, %rd2, %rd15;\n\tld.global.f32 %f3, [%rd11];\n\tadd.s64 %rd12, %rd4, %rd16;\n\tst.global.f32 [%rd12], %f1;\n\tret;\n}\n";
+    let ptx = super::instrument_ptx(src, &opts).expect("instruments").ptx;
+    let lines = super::Line::read_all(ptx.split_inclusive('\n'));
+    let body = super::bodies::Bodies::scan(&lines).iter().find(|b| b.name == "k").expect("the kernel").clone();
+    let mut stmts: Vec<String> = Vec::new();
+    let mut labels: HashMap<String, usize> = HashMap::new();
+    for line in &lines[body.open + 1..body.close] {
+        for st in line.stmts() {
+            let t = st.text.trim();
+            if let Some(l) = t.strip_suffix(':') {
+                labels.insert(l.to_string(), stmts.len());
+            } else if !t.is_empty() && !t.starts_with(['.', '{', '}']) {
+                stmts.push(t.to_string());
+            }
+        }
+    }
+    let mut m = Machine { blocks, ..Machine::default() };
+    for (name, v) in params {
+        m.params.insert(name.to_string(), *v);
+    }
+    let mut pc = 0;
+    while pc < stmts.len() {
+        if stmts[pc] == "trap" {
+            return true;
+        }
+        match m.exec(pc, &stmts[pc]) {
+            Flow::Next => pc += 1,
+            // A failed check goes to a report block (a batch's recheck is reached only when one
+            // of its exact tests failed).
+            Flow::Branch(l) if l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch") => return true,
+            Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
+            Flow::Ret => return false,
+            Flow::Call(..) => panic!("no calls in this kernel"),
+        }
+    }
+    false
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn parameter_bounds_report_exactly_the_accesses_that_leave_their_block(
+        in_len in 4u64..(3 << 20), at in 0u64..64, ks in proptest::collection::vec(-6i64..6, 3), tail in proptest::collection::vec(any::<bool>(), 3), out_k in -4i64..4, slab in any::<bool>(),
+    ) {
+        // The input block (large, or a slab block), its pointer `at` words in; each read either
+        // near the pointer or near the block's end; the output block elsewhere.
+        let a = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + in_len, slab };
+        let b = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + (1 << 20), slab: false };
+        let p_in = a.start + 4 * at.min(in_len / 4);
+        // Word offsets from the pointer (the kernel scales them by 4, as nvcc's code does).
+        let words: Vec<i64> = ks.iter().zip(&tail).map(|(&k, &t)| if t { ((a.end - p_in) / 4) as i64 + k } else { k }).collect();
+        let reads: Vec<u64> = words.iter().map(|&w| p_in.wrapping_add_signed(4 * w)).collect();
+        let store_words = ((b.end - b.start) / 4) as i64 + out_k - 1;
+        let store = b.start.wrapping_add_signed(4 * store_words);
+        let inside = |x: u64, blk: &Block| x >= blk.start && x + 4 <= blk.end;
+        let expect = !(reads.iter().all(|&r| inside(r, &a)) && inside(store, &b));
+        let params = [("k_in", p_in), ("k_out", b.start), ("k_d0", words[0] as u64), ("k_d1", words[1] as u64), ("k_d2", words[2] as u64), ("k_d3", store_words as u64)];
+        for param_bounds in [true, false] {
+            let opts = super::InstrumentOptions { param_bounds, ..Default::default() };
+            prop_assert_eq!(run_checked_kernel(opts, &params, vec![a, b]), expect, "param_bounds={} reads={:x?} store={:x} a={:x?}", param_bounds, reads, store, a);
         }
     }
 }
