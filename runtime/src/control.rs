@@ -4,7 +4,6 @@
 
 use crate::driver::{CuResult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
 use crate::options::Options;
-use crate::real_call;
 use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
 use gasan_instrument::abi::ControlBlock;
 use std::sync::atomic::Ordering;
@@ -153,7 +152,7 @@ static PRESET_WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 fn read_global(h: LoadedHandle, symbol: &str) -> Option<[u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE]> {
     let (dptr, bytes) = global_address(h, symbol).ok()?;
     let mut out = [0u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE];
-    (bytes == out.len() && real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(out.as_mut_ptr().cast(), dptr, out.len())) == CUDA_SUCCESS).then_some(out)
+    (bytes == out.len() && crate::driver::api::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), dptr, out.len()) == CUDA_SUCCESS).then_some(out)
 }
 
 /// The device address and size of global `symbol` of a loaded module or library (the driver's
@@ -162,8 +161,8 @@ fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), CuResul
     let name = std::ffi::CString::new(symbol).map_err(|_| CUDA_ERROR_INVALID_VALUE)?;
     let (mut dptr, mut bytes) = (0u64, 0usize);
     let r = match h {
-        LoadedHandle::Module(m) => real_call!("cuModuleGetGlobal_v2"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, m, name.as_ptr())),
-        LoadedHandle::Library(l) => real_call!("cuLibraryGetGlobal"(*mut u64, *mut usize, usize, *const i8)(&mut dptr, &mut bytes, l, name.as_ptr())),
+        LoadedHandle::Module(m) => crate::driver::api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, m, name.as_ptr()),
+        LoadedHandle::Library(l) => crate::driver::api::cuLibraryGetGlobal(&mut dptr, &mut bytes, l, name.as_ptr()),
     };
     if r == CUDA_SUCCESS {
         Ok((dptr, bytes))
@@ -181,7 +180,7 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
             return;
         }
     };
-    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(dptr, (&ctl as *const ControlBlock).cast(), std::mem::size_of::<ControlBlock>()));
+    let r = crate::driver::api::cuMemcpyHtoD_v2(dptr, (&ctl as *const ControlBlock).cast(), std::mem::size_of::<ControlBlock>());
     if r != CUDA_SUCCESS {
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
     }
@@ -198,7 +197,7 @@ fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_sym
         let mut slot = d.device_heap.lock().unwrap();
         *slot.get_or_insert_with(|| {
             let mut limit = 0usize;
-            let r = real_call!("cuCtxGetLimit"(*mut usize, i32)(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE));
+            let r = crate::driver::api::cuCtxGetLimit(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE);
             let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
             match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
                 Ok(region) => {
@@ -225,13 +224,13 @@ fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::Hos
     let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
     // Never freed (the device may write it until the process ends).
     let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
-    if real_call!("cuMemHostAlloc"(*mut *mut std::ffi::c_void, usize, u32)(&mut host, bytes, flags)) != CUDA_SUCCESS || host.is_null() {
+    if crate::driver::api::cuMemHostAlloc(&mut host, bytes, flags) != CUDA_SUCCESS || host.is_null() {
         return None;
     }
     // SAFETY: `bytes` bytes of host memory just allocated.
     unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
     let mut device = 0u64;
-    (real_call!("cuMemHostGetDevicePointer_v2"(*mut u64, *mut std::ffi::c_void, u32)(&mut device, host, 0)) == CUDA_SUCCESS).then_some(crate::device_heap::HostTable { host: host as usize, device })
+    (crate::driver::api::cuMemHostGetDevicePointer_v2(&mut device, host, 0) == CUDA_SUCCESS).then_some(crate::device_heap::HostTable { host: host as usize, device })
 }
 
 /// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.
@@ -240,7 +239,7 @@ fn heap_symbol_address(h: LoadedHandle, ctl_symbol: &str) -> Option<u64> {
 }
 
 fn write_heap_address(symbol: u64, heap: u64, module_id: u64) {
-    let r = real_call!("cuMemcpyHtoD_v2"(u64, *const std::ffi::c_void, usize)(symbol, (&heap as *const u64).cast(), 8));
+    let r = crate::driver::api::cuMemcpyHtoD_v2(symbol, (&heap as *const u64).cast(), 8);
     if r != CUDA_SUCCESS {
         log(0, || format!("WARNING: module {module_id}: writing the device heap address failed (CUDA error {r}); its in-kernel malloc/free stay unchecked"));
     }
@@ -260,7 +259,7 @@ impl State {
             return;
         }
         let mut next = [0u8; 8];
-        let r = real_call!("cuMemcpyDtoH_v2"(*mut std::ffi::c_void, u64, usize)(next.as_mut_ptr().cast(), old.base, 8));
+        let r = crate::driver::api::cuMemcpyDtoH_v2(next.as_mut_ptr().cast(), old.base, 8);
         if r != CUDA_SUCCESS || u64::from_le_bytes(next) != 0 {
             log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
             return;

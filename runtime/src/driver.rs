@@ -62,7 +62,7 @@ pub fn real_symbol(name: &str) -> Option<usize> {
     (!p.is_null()).then_some(p as usize)
 }
 
-/// One real entry point, resolved at its first call and kept: each hook, each [`real_call!`]
+/// One real entry point, resolved at its first call and kept: each hook, each [`api`] function
 /// site and each other place gasan calls the driver holds one in a `static`, so calling the driver
 /// costs no lookup. This is the one way gasan reaches the real driver's exports.
 pub struct RealFn {
@@ -95,25 +95,48 @@ impl RealFn {
     }
 }
 
-/// Calls the real driver function `$name` with signature `fn($($t),*) -> CuResult`.
-#[macro_export]
-macro_rules! real_call {
-    ($name:literal ($($t:ty),*) ($($a:expr),*)) => {{
-        static REAL: $crate::driver::RealFn = $crate::driver::RealFn::new($name);
-        type F = unsafe extern "C" fn($($t),*) -> $crate::driver::CuResult;
-        // SAFETY: `F` is the driver function's CUDA 13.0 signature, as the call site spells it.
-        let f = unsafe { REAL.typed::<F>() };
-        match f {
-            None => $crate::driver::CUDA_ERROR_UNKNOWN,
-            Some(f) => {
-                // SAFETY: the caller passes the arguments the driver function's contract asks for
-                // (every call site is a driver call gasan makes on its own behalf).
-                #[allow(clippy::macro_metavars_in_unsafe)]
-                let r = unsafe { f($($a),*) };
-                r
+/// Declares driver functions gasan calls on its own behalf, once each with its CUDA 13.0
+/// signature: `name(arg: Type, ...)` becomes `api::name(args) -> CuResult`, which calls the real
+/// export (resolved at the first call and kept) or answers `CUDA_ERROR_UNKNOWN` when the driver
+/// lacks it. The hooks' own real calls come from `hooks!`; these are the others.
+macro_rules! driver_api {
+    ($($name:ident($($arg:ident: $t:ty),*);)*) => {
+        $(
+            #[allow(non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
+            pub fn $name($($arg: $t),*) -> CuResult {
+                static REAL: RealFn = RealFn::new(stringify!($name));
+                type F = unsafe extern "C" fn($($t),*) -> CuResult;
+                // SAFETY: `F` is the driver function's CUDA 13.0 signature, declared once above.
+                match unsafe { REAL.typed::<F>() } {
+                    None => CUDA_ERROR_UNKNOWN,
+                    // SAFETY: every caller is gasan's own code passing what the driver function's
+                    // contract asks for (out-pointers to live locals, handles the driver gave).
+                    Some(f) => unsafe { f($($arg),*) },
+                }
             }
-        }
-    }};
+        )*
+    };
+}
+
+/// The driver calls gasan makes on its own behalf (see [`driver_api!`]).
+pub mod api {
+    use super::{CuResult, RealFn, CUDA_ERROR_UNKNOWN};
+    use std::ffi::c_void;
+    driver_api! {
+        cuCtxGetDevice(device: *mut i32);
+        cuCtxGetLimit(value: *mut usize, limit: i32);
+        cuCtxSynchronize();
+        cuDeviceGetAttribute(value: *mut i32, attribute: i32, device: i32);
+        cuDeviceGetCount(count: *mut i32);
+        cuDriverGetVersion(version: *mut i32);
+        cuLibraryGetGlobal(dptr: *mut u64, bytes: *mut usize, library: usize, name: *const i8);
+        cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, bytes: usize);
+        cuMemcpyHtoD_v2(dst: u64, src: *const c_void, bytes: usize);
+        cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: u32);
+        cuMemHostGetDevicePointer_v2(dptr: *mut u64, host: *mut c_void, flags: u32);
+        cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: u32);
+        cuModuleGetGlobal_v2(dptr: *mut u64, bytes: *mut usize, module: usize, name: *const i8);
+    }
 }
 
 /// Resolver handed to the uvm-shim Vmm backend: base names → the real driver's newest variant.

@@ -412,7 +412,7 @@ fn driver_identity() -> &'static str {
     static D: OnceLock<String> = OnceLock::new();
     D.get_or_init(|| {
         let mut v = 0i32;
-        crate::real_call!("cuDriverGetVersion"(*mut i32)(&mut v));
+        crate::driver::api::cuDriverGetVersion(&mut v);
         let mut lib = String::new();
         // Any libcuda export names the library file; dladdr needs only its address.
         static DRIVER_GET_VERSION: crate::driver::RealFn = crate::driver::RealFn::new("cuDriverGetVersion");

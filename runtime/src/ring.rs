@@ -8,7 +8,6 @@
 //! completed, and counts as lost.
 
 use crate::driver::{CuResult, CUDA_SUCCESS};
-use crate::real_call;
 use gasan_instrument::abi::{self, ErrorRecord, RingHeader};
 use std::ffi::c_void;
 use std::sync::atomic::{fence, Ordering};
@@ -84,12 +83,12 @@ impl Ring {
         // SAFETY: the mapping is at least a header long.
         unsafe { std::ptr::write(host as *mut RingHeader, hdr) };
         let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE | cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
-        let r = real_call!("cuMemHostRegister_v2"(*mut c_void, usize, u32)(host, bytes, flags));
+        let r = crate::driver::api::cuMemHostRegister_v2(host, bytes, flags);
         if r != CUDA_SUCCESS {
             return Err(r);
         }
         let mut dptr = 0u64;
-        let r = real_call!("cuMemHostGetDevicePointer_v2"(*mut u64, *mut c_void, u32)(&mut dptr, host, 0));
+        let r = crate::driver::api::cuMemHostGetDevicePointer_v2(&mut dptr, host, 0);
         if r != CUDA_SUCCESS {
             return Err(r);
         }

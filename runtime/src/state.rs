@@ -4,7 +4,6 @@
 use crate::allocator::Allocator;
 use crate::driver::CUDA_SUCCESS;
 use crate::options::Options;
-use crate::real_call;
 use crate::report::ModuleSites;
 use crate::report::Reporter;
 use crate::ring::Ring;
@@ -135,7 +134,7 @@ pub fn log(level: u32, msg: impl FnOnce() -> String) {
 /// Device of the current context, if there is one.
 pub fn current_device() -> Option<i32> {
     let mut d = -1i32;
-    let r = real_call!("cuCtxGetDevice"(*mut i32)(&mut d));
+    let r = crate::driver::api::cuCtxGetDevice(&mut d);
     (r == CUDA_SUCCESS && d >= 0).then_some(d)
 }
 
@@ -143,8 +142,8 @@ pub fn current_device() -> Option<i32> {
 pub fn compute_capability(device: i32) -> Option<u32> {
     let (mut maj, mut min) = (0i32, 0i32);
     use cudarc::driver::sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
-    let a = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut maj, MAJOR as i32, device));
-    let b = real_call!("cuDeviceGetAttribute"(*mut i32, i32, i32)(&mut min, MINOR as i32, device));
+    let a = crate::driver::api::cuDeviceGetAttribute(&mut maj, MAJOR as i32, device);
+    let b = crate::driver::api::cuDeviceGetAttribute(&mut min, MINOR as i32, device);
     (a == CUDA_SUCCESS && b == CUDA_SUCCESS).then_some((maj * 10 + min) as u32)
 }
 
@@ -209,7 +208,7 @@ impl State {
             }
         };
         let mut n = 0i32;
-        let multi_gpu = real_call!("cuDeviceGetCount"(*mut i32)(&mut n)) != CUDA_SUCCESS || n > 1;
+        let multi_gpu = crate::driver::api::cuDeviceGetCount(&mut n) != CUDA_SUCCESS || n > 1;
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
         Ok(DeviceRuntime {
             alloc: Allocator::new(pool, &self.opts),
