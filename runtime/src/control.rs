@@ -161,8 +161,8 @@ fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), CuResul
     let name = std::ffi::CString::new(symbol).map_err(|_| CUDA_ERROR_INVALID_VALUE)?;
     let (mut dptr, mut bytes) = (0u64, 0usize);
     let r = match h {
-        LoadedHandle::Module(m) => crate::driver::api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, m, name.as_ptr()),
-        LoadedHandle::Library(l) => crate::driver::api::cuLibraryGetGlobal(&mut dptr, &mut bytes, l, name.as_ptr()),
+        LoadedHandle::Module(m) => crate::driver::api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, m as cudarc::driver::sys::CUmodule, name.as_ptr()),
+        LoadedHandle::Library(l) => crate::driver::api::cuLibraryGetGlobal(&mut dptr, &mut bytes, l as cudarc::driver::sys::CUlibrary, name.as_ptr()),
     };
     if r == CUDA_SUCCESS {
         Ok((dptr, bytes))
@@ -197,7 +197,7 @@ fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_sym
         let mut slot = d.device_heap.lock().unwrap();
         *slot.get_or_insert_with(|| {
             let mut limit = 0usize;
-            let r = crate::driver::api::cuCtxGetLimit(&mut limit, crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE);
+            let r = crate::driver::api::cuCtxGetLimit(&mut limit, cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE);
             let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
             match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
                 Ok(region) => {

@@ -96,12 +96,17 @@ impl RealFn {
 }
 
 /// Declares driver functions gasan calls on its own behalf, once each with its CUDA 13.0
-/// signature: `name(arg: Type, ...)` becomes `api::name(args) -> CuResult`, which calls the real
-/// export (resolved at the first call and kept) or answers `CUDA_ERROR_UNKNOWN` when the driver
-/// lacks it. The hooks' own real calls come from `hooks!`; these are the others.
+/// signature in cudarc's `driver::sys` types: `name(arg: Type, ...)` becomes
+/// `api::name(args) -> CuResult`, which calls the real export (resolved at the first call and
+/// kept) or answers `CUDA_ERROR_UNKNOWN` when the driver lacks it. Each declaration is checked at
+/// compile time against cudarc's prototype of the same function (bindgen over cuda.h 13.0); the
+/// result stays an integer (a driver may answer codes the enum lacks). The hooks' own real calls
+/// come from `hooks!`; these are the others.
 macro_rules! driver_api {
     ($($name:ident($($arg:ident: $t:ty),*);)*) => {
         $(
+            // The parameters are cuda.h's, as cudarc declares them.
+            const _: unsafe fn($($t),*) -> cudarc::driver::sys::CUresult = cudarc::driver::sys::$name;
             #[allow(non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
             pub fn $name($($arg: $t),*) -> CuResult {
                 static REAL: RealFn = RealFn::new(stringify!($name));
@@ -121,21 +126,22 @@ macro_rules! driver_api {
 /// The driver calls gasan makes on its own behalf (see [`driver_api!`]).
 pub mod api {
     use super::{CuResult, RealFn, CUDA_ERROR_UNKNOWN};
-    use std::ffi::c_void;
+    use cudarc::driver::sys::{CUdevice, CUdevice_attribute, CUdeviceptr, CUlibrary, CUlimit, CUmodule};
+    use std::ffi::{c_char, c_int, c_uint, c_void};
     driver_api! {
-        cuCtxGetDevice(device: *mut i32);
-        cuCtxGetLimit(value: *mut usize, limit: i32);
+        cuCtxGetDevice(device: *mut CUdevice);
+        cuCtxGetLimit(value: *mut usize, limit: CUlimit);
         cuCtxSynchronize();
-        cuDeviceGetAttribute(value: *mut i32, attribute: i32, device: i32);
-        cuDeviceGetCount(count: *mut i32);
-        cuDriverGetVersion(version: *mut i32);
-        cuLibraryGetGlobal(dptr: *mut u64, bytes: *mut usize, library: usize, name: *const i8);
-        cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, bytes: usize);
-        cuMemcpyHtoD_v2(dst: u64, src: *const c_void, bytes: usize);
-        cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: u32);
-        cuMemHostGetDevicePointer_v2(dptr: *mut u64, host: *mut c_void, flags: u32);
-        cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: u32);
-        cuModuleGetGlobal_v2(dptr: *mut u64, bytes: *mut usize, module: usize, name: *const i8);
+        cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice);
+        cuDeviceGetCount(count: *mut c_int);
+        cuDriverGetVersion(version: *mut c_int);
+        cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
+        cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+        cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
+        cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint);
+        cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint);
+        cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: c_uint);
+        cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
     }
 }
 

@@ -142,8 +142,8 @@ pub fn current_device() -> Option<i32> {
 pub fn compute_capability(device: i32) -> Option<u32> {
     let (mut maj, mut min) = (0i32, 0i32);
     use cudarc::driver::sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
-    let a = crate::driver::api::cuDeviceGetAttribute(&mut maj, MAJOR as i32, device);
-    let b = crate::driver::api::cuDeviceGetAttribute(&mut min, MINOR as i32, device);
+    let a = crate::driver::api::cuDeviceGetAttribute(&mut maj, MAJOR, device);
+    let b = crate::driver::api::cuDeviceGetAttribute(&mut min, MINOR, device);
     (a == CUDA_SUCCESS && b == CUDA_SUCCESS).then_some((maj * 10 + min) as u32)
 }
 
