@@ -8,8 +8,8 @@ use crate::allocator::{AddrDescription, AddrKind, AllocInfo, HostStack};
 use gasan_instrument::device_heap::{nearest_block, BlockEntry, BlockHeader, HeapLayout, BLOCK_ENTRY_SIZE, BLOCK_FREED, BLOCK_HEADER_SIZE, BLOCK_LIVE};
 use gasan_uvm::Backend;
 
-/// `CU_LIMIT_MALLOC_HEAP_SIZE` (cuda.h `CUlimit`).
-pub const CU_LIMIT_MALLOC_HEAP_SIZE: i32 = 2;
+/// `CU_LIMIT_MALLOC_HEAP_SIZE` as the integer cuCtxSetLimit's hook receives (cudarc's `CUlimit`).
+pub const CU_LIMIT_MALLOC_HEAP_SIZE: i32 = cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE as i32;
 
 /// A reserved heap region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

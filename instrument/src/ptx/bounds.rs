@@ -19,7 +19,7 @@
 
 use super::bodies::Body;
 use super::{dest_regs, Line};
-use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, EXTENT_ENTRY_SIZE};
+use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use crate::shadow::Scale;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -242,8 +242,9 @@ impl ParamBounds {
             let _ = writeln!(s, "\tsub.s64 %gsbt3, %gsbt3, %gsbt0; {m}");
             let _ = writeln!(s, "\tsetp.lt.u64 %gsbq, %gsbt3, %gsbt1; {m}");
             let _ = writeln!(s, "\tsetp.ne.and.u64 %gsbq, %gsbt2, 0, %gsbq; {m}");
-            let _ = writeln!(s, "\tshr.u64 %gsbt3, %gsbt3, %gsbs; {m}");
-            let _ = writeln!(s, "\tmad.lo.u64 %gsbt3, %gsbt3, {EXTENT_ENTRY_SIZE}, %gsbt2; {m}");
+            for l in super::loops::extent_entry_address("%gsbt3", "%gsbs", "%gsbt2") {
+                let _ = writeln!(s, "\t{l} {m}");
+            }
             // Unpredicated (a predicated load costs the H100's stencils 9 %: variants.md): a
             // pointer outside the pool reads the entry that claims nothing. `.nc`: the table only
             // changes for blocks allocated or freed while the kernel runs (a new claim read as

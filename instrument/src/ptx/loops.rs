@@ -61,6 +61,14 @@ pub(super) struct Versioned<'a> {
     pub sweeps: bool,
 }
 
+/// The statements that turn `off`, a pool offset (a `.b64` register), into the address of its
+/// extent-table entry ([`crate::abi::ControlBlock::extent_table`]: entry `i` describes the pool
+/// block `off >> shift == i`), in place. The range tests here and the kernel-parameter lookups
+/// (bounds.rs) both read the table this way.
+pub(super) fn extent_entry_address(off: &str, shift: &str, table: &str) -> [String; 2] {
+    [format!("shr.u64 {off}, {off}, {shift};"), format!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE)]
+}
+
 impl Versioned<'_> {
     /// The lines of every versioned loop: its fast copy and its checked original.
     pub fn loop_lines(&self) -> LineSet {
@@ -881,8 +889,9 @@ impl<'b, 'a> Emitter<'b, 'a> {
         self.line(format_args!("setp.lt.u64 {q}, {off}, {size};"));
         self.line(format_args!("and.pred {pred}, {pred}, {q};"));
         self.line(format_args!("setp.le.and.u64 {pred}, {lo}, {hi}, {pred};"));
-        self.line(format_args!("shr.u64 {off}, {off}, {shift};"));
-        self.line(format_args!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE));
+        for l in extent_entry_address(&off, shift, table) {
+            self.line(format_args!("{l}"));
+        }
         self.line(format_args!("mov.u64 {start}, 0;"));
         self.line(format_args!("mov.u64 {end}, 0;"));
         self.line(format_args!("@{pred} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));

@@ -636,8 +636,8 @@ impl<'a> Rewriter<'a> {
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
-        // (Scanned in every mode: kernel-parameter bounds ask which checks are in loops.)
-        let input_branches = branches::Branches::scan(&input, &input_bodies);
+        // (Kernel-parameter bounds ask which lines are in loops, in every mode.)
+        let input_branches = if planned || self.opts.param_bounds { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
         let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
         if versioned.as_ref().is_some_and(|v| v.sweeps) {
             // Defined ahead of every function, so each range test can call it.
@@ -670,7 +670,7 @@ impl<'a> Rewriter<'a> {
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
             locs: &locs,
-            versioned_loop: versioned.as_ref().map(|v| v.loop_lines()).unwrap_or_default(),
+            versioned_loop: versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default(),
             branches: &branches,
         };
         let mut walk = Walk { heap_calls: heap::HeapCalls::for_module(self.src), ..Walk::default() };
