@@ -27,7 +27,7 @@ import argparse, math, os, re, shutil, statistics, subprocess, sys, tempfile, ti
 SHORT_RE = re.compile(r"SHORT name=(\S+) first_ms=([-0-9.naninf]+) steady_ms=([-0-9.naninf]+) reps=(\d+) checksum=(\S+)")
 START_RE = re.compile(r"STARTUP first_kernel_unix=([0-9.]+)")
 FIRST_RE = re.compile(r"FIRST n=(\d+) first_us=([0-9.]+) again_us=([0-9.]+) checksum=(\S+)")
-CUBINS_RE = re.compile(r"cubins: (\d+) from cache, (\d+) compiled \(([0-9.]+) ms in ptxas\), (\d+) refused by the driver; (\d+) modules on the driver's PTX JIT")
+CUBINS_RE = re.compile(r"cubins: (\d+) from cache(?: \(\d+ found before their load\))?, (\d+) compiled \(([0-9.]+) ms in ptxas\), (\d+) refused by the driver; (\d+) modules on the driver's PTX JIT")
 SHORT_PROGRAMS = ["gemm", "mm2", "atax", "mvt", "jacobi2d", "fdtd2d", "reduce", "scan", "histogram", "transpose_add", "managed"]
 
 

@@ -122,8 +122,9 @@ impl State {
                 ms(&c.control_block_us)
             );
             eprintln!(
-                "==gasan== cubins: {} from cache, {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",
+                "==gasan== cubins: {} from cache ({} found before their load), {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",
                 c.cubins_cached.load(Ordering::Relaxed),
+                c.cubins_prefetched.load(Ordering::Relaxed),
                 c.cubins_compiled.load(Ordering::Relaxed),
                 c.cubin_compile_us.load(Ordering::Relaxed) as f64 / 1e3,
                 c.cubins_refused.load(Ordering::Relaxed),

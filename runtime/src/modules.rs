@@ -312,23 +312,37 @@ fn header_lines(ptx: &str) -> String {
 /// without decompressing it.
 fn instrumentation(src: &PtxSource, want_ptx: bool) -> Result<Instrumentation, String> {
     let s = state();
-    // The cheaper aligned-pool checks when the pool allows them (its control block is the only
-    // one these modules will see; a GPU without the pool gets zeros, which pass either form).
-    let aligned_pool = s.device().is_some_and(|d| {
-        let (base, size, _) = d.alloc.control_fields();
-        s.opts.shadow_scale.pool_allows_aligned_check(base, size)
-    });
-    let opts = InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops, param_bounds: s.opts.param_bounds };
-    let (i, hit) = cached_instrumentation(src, want_ptx, opts, &s.opts.code_key(), cache().as_ref())?;
+    let (i, hit) = cached_instrumentation(src, want_ptx, instrument_options(), &s.opts.code_key(), cache().as_ref(), OnMiss::Instrument)?.ok_or("instrumentation went missing")?;
     if hit {
         s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
     Ok(i)
 }
 
+/// The instrumenter's options for this process's modules.
+fn instrument_options() -> InstrumentOptions {
+    let s = state();
+    // The cheaper aligned-pool checks when the pool allows them (its control block is the only
+    // one these modules will see; a GPU without the pool gets zeros, which pass either form).
+    let aligned_pool = s.device().is_some_and(|d| {
+        let (base, size, _) = d.alloc.control_fields();
+        s.opts.shadow_scale.pool_allows_aligned_check(base, size)
+    });
+    InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops, param_bounds: s.opts.param_bounds }
+}
+
+/// What [`cached_instrumentation`] does when the cache does not hold the module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnMiss {
+    /// Instrument it (and cache the result).
+    Instrument,
+    /// Give up (`None`) as soon as a miss is certain, without decompressing or instrumenting.
+    GiveUp,
+}
+
 /// [`instrumentation`] with its options, code key and cache given: the instrumentation, and
-/// whether it came from the cache.
-fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptions, code_key: &str, cache: Option<&Cache>) -> Result<(Instrumentation, bool), String> {
+/// whether it came from the cache; `None` only for a miss with [`OnMiss::GiveUp`].
+fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptions, code_key: &str, cache: Option<&Cache>, on_miss: OnMiss) -> Result<Option<(Instrumentation, bool)>, String> {
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
     h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
@@ -350,6 +364,11 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
         (key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit())).then(|| (key.to_string(), header.to_string()))
     });
     let index_read = indexed.is_some();
+    // A compressed entry without its index entry was never instrumented with these options
+    // (the index is written with every pair).
+    if on_miss == OnMiss::GiveUp && (cache.is_none() || (index_name.is_some() && !index_read)) {
+        return Ok(None);
+    }
     let (key, header) = match indexed {
         Some(kh) => kh,
         None => {
@@ -372,9 +391,12 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
             // cut short or not gasan's is a miss).
             if json.starts_with("{\"sites\":") && json.trim_end().ends_with('}') {
                 write_index(c);
-                return Ok((Instrumentation { key, opts, sites: ModuleSites::json(json), ptx: checked, header }, true));
+                return Ok(Some((Instrumentation { key, opts, sites: ModuleSites::json(json), ptx: checked, header }, true)));
             }
         }
+    }
+    if on_miss == OnMiss::GiveUp {
+        return Ok(None);
     }
     let r = instrument_ptx(src.text()?, &opts).map_err(|e| e.to_string())?;
     if let Some(c) = cache {
@@ -387,7 +409,7 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
     }
     let t = r.stats.total();
     log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
-    Ok((Instrumentation { key, opts, sites: ModuleSites::parsed(r.sites), ptx: Some(r.ptx), header }, false))
+    Ok(Some((Instrumentation { key, opts, sites: ModuleSites::parsed(r.sites), ptx: Some(r.ptx), header }, false)))
 }
 
 /// Instruments `ptx` (or takes it from the on-disk cache): (checked PTX, site table, cache key).
@@ -475,9 +497,7 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
         return None;
     };
     let lookup = std::time::Instant::now();
-    let inputs = sass::KeyInputs { checked: &c.key, target: &c.target, flags, compiler, driver: driver_identity(), gasan: env!("CARGO_PKG_VERSION") };
-    let key = sass::cubin_key(&inputs);
-    let (name, fail) = sass::entry_names(&key, &c.target);
+    let (name, fail) = cubin_names(c, flags, compiler);
     let cached = cache.get(&name).filter(|b| sass::is_cubin(b));
     s.counters.cubin_lookup_us.fetch_add(lookup.elapsed().as_micros() as u64, Ordering::Relaxed);
     if let Some(b) = cached {
@@ -514,20 +534,50 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
     }
 }
 
-/// Prepares a checked version of a module image, or says why the original must be loaded.
+/// The cache entries of a checked module's cubin compiled with ptxas `flags` by `compiler` (its
+/// [`sass::file_identity`]): (the cubin, the marker of a failed compile).
+fn cubin_names(c: &Checked, flags: &[String], compiler: &str) -> (String, String) {
+    let inputs = sass::KeyInputs { checked: &c.key, target: &c.target, flags, compiler, driver: driver_identity(), gasan: env!("CARGO_PKG_VERSION") };
+    sass::entry_names(&sass::cubin_key(&inputs), &c.target)
+}
+
+/// Compute capability of the current context's device (device 0 without one).
+fn current_cc() -> Option<u32> {
+    compute_capability(current_device().unwrap_or(0))
+}
+
+/// Prepares a checked version of a module image for a GPU of compute capability `cc`, or says
+/// why the original must be loaded.
 ///
 /// # Safety
 /// As for [`image_ptx`].
-pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
-    let s = state();
-    if !s.opts.instrument {
+unsafe fn prepare_for(image: *const c_void, cc: u32) -> Result<Checked, Skip> {
+    if !state().opts.instrument {
         return Err(Skip::Disabled);
     }
-    let dev = current_device().unwrap_or(0);
-    let cc = compute_capability(dev).ok_or_else(|| Skip::Error("no compute capability".into()))?;
     // SAFETY: `image` satisfies image_ptx's contract, which is this function's.
     let src = unsafe { image_ptx(image, cc) }?;
     let i = instrumentation(&src, false).map_err(Skip::Error)?;
+    Ok(checked_from(src, i, cc))
+}
+
+/// Everything a load needs before the driver, done now: the checked module for a GPU of compute
+/// capability `cc` (instrumented on a cache miss) and its cubin for a loader with JIT options
+/// `jit` (compiled on a miss; `None`: the module goes to the driver's JIT), counted.
+///
+/// # Safety
+/// As for [`image_ptx`].
+pub unsafe fn prepare_now(image: *const c_void, cc: u32, jit: &Result<Vec<String>, String>) -> Result<Prepared, Skip> {
+    let start = std::time::Instant::now();
+    // SAFETY: this function's contract.
+    let checked = unsafe { prepare_for(image, cc) }?;
+    state().counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let cubin = cubin_for(&checked, jit);
+    Ok(Prepared { checked, cubin })
+}
+
+/// The checked module made (or found) by `i` from `src`, for a GPU of compute capability `cc`.
+fn checked_from(src: PtxSource, i: Instrumentation, cc: u32) -> Checked {
     // Instrumentation keeps the module's header: its version and target are the original's.
     let version = container::ptx_version(&i.header).unwrap_or((8, 0));
     let target = sass::target_for(&i.header, cc);
@@ -535,7 +585,40 @@ pub unsafe fn prepare(image: *const c_void) -> Result<Checked, Skip> {
     if let Some(p) = i.ptx {
         let _ = checked_ptx.set(std::ffi::CString::new(p).map_err(|e| e.to_string()));
     }
-    Ok(Checked { ptx: checked_ptx, original: src, opts: i.opts, sites: i.sites, version, arch: cc, key: i.key, target })
+    Checked { ptx: checked_ptx, original: src, opts: i.opts, sites: i.sites, version, arch: cc, key: i.key, target }
+}
+
+/// A module made ready for the driver's loader: the checked module and its cubin.
+pub struct Prepared {
+    pub checked: Checked,
+    /// The cubin, the cache it came from and its failure marker's name, as [`cubin_for`] gives
+    /// (`None`: load the checked PTX).
+    pub cubin: Option<(Vec<u8>, Cache, String)>,
+}
+
+/// Prepares a fatbin from the cache alone, for a GPU of compute capability `cc` and a loader
+/// without JIT options (cudart's): `None` unless the cache holds both its checked code and its
+/// cubin. Nothing is instrumented, compiled or counted, and a miss is given up on as soon as it
+/// is certain, so this costs little for modules the program never loads
+/// ([`crate::prefetch`]).
+///
+/// # Safety
+/// `fatbin` spans at least `len` readable bytes for the whole process.
+pub unsafe fn prepare_cached(fatbin: *const c_void, len: usize, cc: u32) -> Option<Prepared> {
+    let s = state();
+    if !s.opts.instrument || !s.opts.sass {
+        return None;
+    }
+    // SAFETY: `fatbin` spans `len` readable bytes (this function's contract); image_ptx_source
+    // reads no byte past them and refuses what is not a fatbin within them.
+    let src = unsafe { image_ptx_source(fatbin, cc, Some(len)) }.ok()?;
+    let cache = cache()?;
+    let (i, _) = cached_instrumentation(&src, false, instrument_options(), &s.opts.code_key(), Some(&cache), OnMiss::GiveUp).ok()??;
+    let checked = checked_from(src, i, cc);
+    let (_, compiler) = compiler()?;
+    let (name, fail) = cubin_names(&checked, &[], compiler);
+    let bytes = cache.get(&name).filter(|b| sass::is_cubin(b))?;
+    Some(Prepared { checked, cubin: Some((bytes, cache, fail)) })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -584,17 +667,35 @@ pub unsafe fn load_checked(
         return r;
     }
     let start = std::time::Instant::now();
-    // SAFETY: `image` is a module image as image_ptx requires (this function's contract), which is
-    // prepare's contract.
-    let mut checked = match unsafe { prepare(image) } {
-        Ok(c) => c,
+    let s = state();
+    // The device runtime first: setting it up starts the prefetch (crate::prefetch), which must
+    // know that this module is already being loaded.
+    if s.opts.instrument && s.opts.prefetch {
+        let _ = s.device();
+    }
+    // Prepared ahead (a loader without JIT options, the same GPU), else prepared now.
+    // SAFETY: `image` is a module image (this function's contract), as take requires.
+    let prefetched = unsafe { crate::prefetch::take(image) }.filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
+    let prepared = match prefetched {
+        Some(p) => {
+            s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            s.counters.cubins_cached.fetch_add(1, Ordering::Relaxed);
+            s.counters.cubins_prefetched.fetch_add(1, Ordering::Relaxed);
+            s.counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+            Ok(p)
+        }
+        None if !s.opts.instrument => Err(Skip::Disabled),
+        // SAFETY: `image` is a module image as image_ptx requires (this function's contract),
+        // which is prepare_now's contract.
+        None => current_cc().ok_or_else(|| Skip::Error("no compute capability".into())).and_then(|cc| unsafe { prepare_now(image, cc, &jit) }),
+    };
+    let Prepared { mut checked, cubin } = match prepared {
+        Ok(p) => p,
         Err(skip) => {
             note_skip(&skip);
             return load(image);
         }
     };
-    let s = state();
-    s.counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // The module id first: a cubin can carry its control block in (State::preset_control_block).
     let sites = std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()));
     let id = s.register_sites(sites);
@@ -614,7 +715,7 @@ pub unsafe fn load_checked(
     let mut loaded = false;
     // Some(the module has a device-heap symbol) when the cubin carries its control block.
     let mut preset: Option<bool> = None;
-    if let Some((mut cubin, cache, fail)) = cubin_for(&checked, &jit) {
+    if let Some((mut cubin, cache, fail)) = cubin {
         let carries_block = s.preset_control_block(&mut cubin, id);
         let r = try_load(Code::Cubin(&cubin));
         if r == 0 {
@@ -692,7 +793,7 @@ mod bounded_image_tests {
 
 #[cfg(test)]
 mod stored_index_tests {
-    use super::{cached_instrumentation, Cache, PtxSource};
+    use super::{cached_instrumentation, Cache, OnMiss, PtxSource};
     use gasan_instrument::container::{Entry, EntryKind, FLAG_64BIT, FLAG_LZ4};
     use gasan_instrument::ptx::InstrumentOptions;
     use gasan_instrument::shadow::Scale;
@@ -725,24 +826,24 @@ mod stored_index_tests {
     #[test]
     fn compressed_entries_are_found_again_without_decompressing() {
         let c = cache("hit");
-        let (first, hit) = cached_instrumentation(&compressed(&ptx(1)), false, OPTS, "k", Some(&c)).unwrap();
+        let (first, hit) = cached_instrumentation(&compressed(&ptx(1)), false, OPTS, "k", Some(&c), OnMiss::Instrument).unwrap().unwrap();
         assert!(!hit);
         let src = compressed(&ptx(1));
-        let (again, hit) = cached_instrumentation(&src, false, OPTS, "k", Some(&c)).unwrap();
+        let (again, hit) = cached_instrumentation(&src, false, OPTS, "k", Some(&c), OnMiss::Instrument).unwrap().unwrap();
         assert!(hit && src.text.get().is_none(), "hit {hit}; decompressed {}", src.text.get().is_some());
         assert_eq!((again.key.as_str(), again.header.as_str()), (first.key.as_str(), ".version 8.0\n.target sm_90\n"));
         // The same PTX as text: the same key (the index only saves the decompression).
-        let (text, hit) = cached_instrumentation(&PtxSource::from_text(ptx(1)), false, OPTS, "k", Some(&c)).unwrap();
+        let (text, hit) = cached_instrumentation(&PtxSource::from_text(ptx(1)), false, OPTS, "k", Some(&c), OnMiss::Instrument).unwrap().unwrap();
         assert!(hit);
         assert_eq!(text.key, first.key);
         // Other PTX, other options, another code key: other entries.
         for (src, opts, code) in [(compressed(&ptx(2)), OPTS, "k"), (compressed(&ptx(1)), InstrumentOptions { hoist_loops: false, ..OPTS }, "k"), (compressed(&ptx(1)), OPTS, "k2")] {
-            let (other, hit) = cached_instrumentation(&src, false, opts, code, Some(&c)).unwrap();
+            let (other, hit) = cached_instrumentation(&src, false, opts, code, Some(&c), OnMiss::Instrument).unwrap().unwrap();
             assert!(!hit);
             assert_ne!(other.key, first.key);
         }
         // Checked PTX from a hit by index is the module's own.
-        let (with_ptx, _) = cached_instrumentation(&compressed(&ptx(1)), true, OPTS, "k", Some(&c)).unwrap();
+        let (with_ptx, _) = cached_instrumentation(&compressed(&ptx(1)), true, OPTS, "k", Some(&c), OnMiss::Instrument).unwrap().unwrap();
         assert!(with_ptx.ptx.unwrap().contains(".entry k1("));
         let _ = std::fs::remove_dir_all(&c.dir);
     }
@@ -751,13 +852,13 @@ mod stored_index_tests {
     #[test]
     fn a_bad_index_entry_is_a_miss() {
         let c = cache("bad");
-        let (first, _) = cached_instrumentation(&compressed(&ptx(3)), false, OPTS, "k", Some(&c)).unwrap();
+        let (first, _) = cached_instrumentation(&compressed(&ptx(3)), false, OPTS, "k", Some(&c), OnMiss::Instrument).unwrap().unwrap();
         let idx: Vec<_> = c.entries().into_iter().filter(|e| e.name.ends_with(".idx")).collect();
         assert_eq!(idx.len(), 1, "one index entry for one compressed module");
         for bad in ["", "not a key\n.version 8.0\n", &"0".repeat(63)] {
             std::fs::write(c.dir.join(&idx[0].name), bad).unwrap();
             let src = compressed(&ptx(3));
-            let (again, hit) = cached_instrumentation(&src, false, OPTS, "k", Some(&c)).unwrap();
+            let (again, hit) = cached_instrumentation(&src, false, OPTS, "k", Some(&c), OnMiss::Instrument).unwrap().unwrap();
             assert!(hit && src.text.get().is_some(), "{bad:?}: found by the text's key after decompressing");
             assert_eq!(again.key, first.key);
         }

@@ -60,6 +60,8 @@ pub struct Counters {
     pub control_block_us: AtomicU64,
     /// Checked modules loaded as cubins from the cache.
     pub cubins_cached: AtomicU64,
+    /// Of those, the ones found before their load ([`crate::prefetch`]).
+    pub cubins_prefetched: AtomicU64,
     /// Checked modules compiled to cubins with ptxas (and cached).
     pub cubins_compiled: AtomicU64,
     /// Time spent in ptxas, µs.
@@ -165,9 +167,15 @@ impl State {
                 None
             }
         };
+        let ready = rt.is_some();
         let _ = self.device.set(rt);
         drop(_g);
         self.flush_pending();
+        if ready {
+            if let Some(cc) = compute_capability(dev) {
+                crate::prefetch::start(cc);
+            }
+        }
         self.device.get().and_then(Option::as_ref)
     }
 

@@ -34,6 +34,7 @@ fn rows() -> Vec<Row> {
         ("cache_dir", "/tmp/gasan-cache", |o| o.cache_dir == Some(PathBuf::from("/tmp/gasan-cache")), &[]),
         ("cache_size_mb", "64", |o| o.cache_size_mb == 64, &["0", "4194305", "1G"]),
         ("sass", "0", |o| !o.sass, &["maybe"]),
+        ("prefetch", "0", |o| !o.prefetch, &["later"]),
         ("ptxas", "/opt/cuda/bin/ptxas", |o| o.ptxas == Some(PathBuf::from("/opt/cuda/bin/ptxas")), &[]),
         ("patch_export_table", "1", |o| o.patch_export_table, &["on"]),
         ("managed_memory", "0", |o| !o.managed_memory, &["host"]),
@@ -158,13 +159,13 @@ fn options() -> impl Strategy<Value = Options> {
     (
         (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
         (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>()),
-        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>()),
+        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
             |(
                 (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
                 (ctx, supp, json, instr, hoist, verb, pool, cache, patch),
-                (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds),
+                (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds, prefetch),
             )| {
                 Options {
                     halt_on_error: halt,
@@ -187,6 +188,7 @@ fn options() -> impl Strategy<Value = Options> {
                     cache_dir: cache,
                     cache_size_mb: cache_mb,
                     sass,
+                    prefetch,
                     ptxas,
                     patch_export_table: patch,
                     framework_pools: pools,
