@@ -1,6 +1,7 @@
 //! Recognition of memory instructions: which statements touch global memory, where their address
 //! operand is, how wide they are, and whether they read, write or both.
 
+use super::opcode::{Op, Opcode};
 use crate::abi::AccessKind;
 
 /// Why a memory-like statement gets no check.
@@ -187,7 +188,7 @@ pub enum Classified {
 pub struct Instr<'a> {
     /// The guard predicate including `!`, e.g. `%p1` or `!%p1`.
     pub guard: Option<&'a str>,
-    pub opcode: &'a str,
+    pub opcode: Opcode<'a>,
     pub operands: Vec<&'a str>,
 }
 
@@ -205,7 +206,7 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
     if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return None;
     }
-    Some(Instr { guard, opcode, operands: split_operands(&s[end..])? })
+    Some(Instr { guard, opcode: Opcode::parse(opcode), operands: split_operands(&s[end..])? })
 }
 
 /// Splits on commas that are not inside `[]`, `{}` or `()`; `None` when those do not balance (no
@@ -241,39 +242,18 @@ fn split_operands(s: &str) -> Option<Vec<&str>> {
 
 const SPACES_NOT_GLOBAL: &[&str] = &["shared", "local", "param", "const"];
 
-/// Opcodes that take a bracketed operand but never address global memory.
-const NON_GLOBAL_OPCODES: &[&str] = &[
-    "ldmatrix",
-    "stmatrix",
-    "mbarrier",
-    "tex",
-    "tld4",
-    "suld",
-    "sust",
-    "sured",
-    "suq",
-    "txq",
-    "wgmma",
-    "tcgen05",
-    "applypriority",
-    "discard",
-    "createpolicy",
-    "isspacep",
-    "cvta",
-    "mapa",
-    "getctarank",
-    "tensormap",
-    "elect",
-    "setmaxnreg",
-    "st.async",
-    "red.async",
-    "barrier",
-    "bar",
-    "call",
-    "istypep",
-    "clusterlaunchcontrol",
-    "movmatrix",
-];
+/// Instructions that take a bracketed operand but never address global memory (through that
+/// operand): matrix, barrier, texture and surface instructions, address conversions and queries,
+/// asynchronous stores and reductions to other CTAs, and calls.
+fn addresses_no_global(o: Opcode<'_>) -> bool {
+    use Op::*;
+    match o.op {
+        LdMatrix | StMatrix | Mbarrier | Tex | Tld4 | Suld | Sust | Sured | Suq | Txq | Wgmma | Tcgen05 | ApplyPriority | Discard | CreatePolicy | IsSpaceP | Cvta | Mapa | GetCtaRank | TensorMap
+        | Elect | SetMaxNReg | Barrier | Bar | Call | IsTypeP | ClusterLaunchControl | MovMatrix => true,
+        St | Red => o.first_qual() == Some("async"),
+        _ => false,
+    }
+}
 
 /// Elements per access from an opcode's qualifiers: 1 without `.vN`, N for `.v2`/`.v4`/`.v8`,
 /// `None` for any other vector count (malformed: `.v0` would make a zero-width access).
@@ -349,31 +329,26 @@ fn dest_regs(op: &str) -> Vec<String> {
 /// Classifies one instruction.
 pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
     let _ = global_vars_ok;
-    let head = ins.opcode.split('.').next().unwrap_or("");
+    let op = ins.opcode.op;
     // Fast exit for the common case: an arithmetic or control statement (no address operand).
-    if !matches!(head, "ld" | "ldu" | "st" | "atom" | "red" | "cp" | "prefetch" | "prefetchu" | "multimem") && !ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
+    if !op.may_access_memory() && !ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
         return Classified::NotMemory;
     }
-    let quals: Vec<&str> = ins.opcode.split('.').collect();
-    let has = |q: &str| quals.iter().any(|x| x.strip_prefix(q).is_some_and(|r| r.is_empty() || r.starts_with("::")));
-    let dotted2 = match ins.opcode.match_indices('.').nth(1) {
-        Some((i, _)) => &ins.opcode[..i],
-        None => ins.opcode,
-    };
+    let quals: Vec<&str> = ins.opcode.parts().collect();
 
-    match head {
-        "prefetch" | "prefetchu" => return Classified::Skip(SkipReason::Prefetch),
-        "multimem" => return Classified::Skip(SkipReason::Multicast),
+    match op {
+        Op::Prefetch | Op::Prefetchu => return Classified::Skip(SkipReason::Prefetch),
+        Op::Multimem => return Classified::Skip(SkipReason::Multicast),
         _ => {}
     }
-    if NON_GLOBAL_OPCODES.contains(&head) || NON_GLOBAL_OPCODES.contains(&dotted2) {
+    if addresses_no_global(ins.opcode) {
         let addresses = ins.operands.iter().any(|o| o.trim_start().starts_with('['));
         return if addresses { Classified::Skip(SkipReason::NonGlobalOpcode) } else { Classified::NotMemory };
     }
 
-    match head {
-        "ld" | "ldu" | "st" | "atom" | "red" => {
-            if SPACES_NOT_GLOBAL.iter().any(|s| has(s)) {
+    match op {
+        _ if op.is_load_store() => {
+            if SPACES_NOT_GLOBAL.iter().any(|s| ins.opcode.has(s)) {
                 return Classified::Skip(SkipReason::NotGlobalSpace);
             }
             let Some(vec) = vector_count(&quals) else {
@@ -382,16 +357,15 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
             let Some(ty) = quals.iter().rev().find_map(|q| type_size(q)) else {
                 return Classified::Unknown(ins.opcode.to_string());
             };
-            let (addr_idx, kind) = match head {
-                "ld" | "ldu" => (1, AccessKind::Read),
-                "st" => (0, AccessKind::Write),
-                "red" => (0, AccessKind::Write),
+            let (addr_idx, kind) = match op {
+                Op::Ld | Op::Ldu => (1, AccessKind::Read),
+                Op::St | Op::Red => (0, AccessKind::Write),
                 _ => (1, AccessKind::Atomic),
             };
-            let Some(op) = ins.operands.get(addr_idx) else {
+            let Some(addr) = ins.operands.get(addr_idx) else {
                 return Classified::Unknown(ins.opcode.to_string());
             };
-            let (base, offset) = match parse_address(op) {
+            let (base, offset) = match parse_address(addr) {
                 Some(Ok(a)) => a,
                 Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
                 None => return Classified::Unknown(ins.opcode.to_string()),
@@ -399,10 +373,10 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
             let dests = if addr_idx == 1 { dest_regs(ins.operands[0]) } else { Vec::new() };
             Classified::Check(Access { base, offset, width: Width::Fixed(vec * ty), kind, dests, bulk: false, guard_nonzero: None })
         }
-        "cp" | "cp.reduce" => classify_copy(ins, &quals),
+        Op::Cp => classify_copy(ins, &quals),
         // Tensor-core tiles in shared memory are the shared checks' (spaces.rs).
-        "wmma" if has("shared") => Classified::Skip(SkipReason::NotGlobalSpace),
-        "wmma" => classify_wmma(ins, &quals),
+        Op::Wmma if ins.opcode.has("shared") => Classified::Skip(SkipReason::NotGlobalSpace),
+        Op::Wmma => classify_wmma(ins, &quals),
         _ => {
             if ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
                 Classified::Unknown(ins.opcode.to_string())

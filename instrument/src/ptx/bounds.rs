@@ -18,6 +18,7 @@
 //! kernel using it still runs (a race in the program) is treated as live until the kernel ends.
 
 use super::bodies::Body;
+use super::opcode::{Op, Opcode};
 use super::{dest_regs, Line};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use crate::shadow::Scale;
@@ -88,22 +89,19 @@ enum Def<'s> {
     Other,
 }
 
-fn def_of<'s>(opcode: &str, operands: &'s [&'s str]) -> Def<'s> {
-    let mut parts = opcode.split('.');
-    let head = parts.next().unwrap_or("");
-    let quals: Vec<&str> = parts.collect();
-    let wide64 = quals.iter().any(|q| matches!(*q, "u64" | "s64" | "b64"));
+fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
+    let wide64 = opcode.quals().any(|q| matches!(q, "u64" | "s64" | "b64"));
     let src = |i: usize| operands.get(i).copied();
-    match head {
-        "ld" if quals.first() == Some(&"param") && wide64 => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
+    match opcode.op {
+        Op::Ld if opcode.first_qual() == Some("param") && wide64 => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
             Some(a) => Def::Param(a.trim()),
             None => Def::Other,
         },
-        "mov" | "cvta" if wide64 && operands.len() == 2 => Def::OneOf(&operands[1..2]),
-        "add" if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..3]),
-        "sub" if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..2]),
+        Op::Mov | Op::Cvta if wide64 && operands.len() == 2 => Def::OneOf(&operands[1..2]),
+        Op::Add if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..3]),
+        Op::Sub if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..2]),
         // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
-        "mad" if operands.len() == 4 && (quals.contains(&"wide") || wide64) => Def::OneOf(&operands[3..4]),
+        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64) => Def::OneOf(&operands[3..4]),
         _ => Def::Other,
     }
 }

@@ -5,6 +5,7 @@
 //! label of another function that happens to share its name).
 
 use super::bodies::Bodies;
+use super::opcode::Op;
 use super::Line;
 use std::collections::HashMap;
 
@@ -59,7 +60,7 @@ impl<'a> Branches<'a> {
                 };
                 for st in line.stmts() {
                     match &st.instr {
-                        Some(ins) if ins.opcode.starts_with("bra") => {
+                        Some(ins) if ins.opcode.op == Op::Bra => {
                             if let Some(&l) = ins.operands.first().and_then(|t| labels.get(t)) {
                                 b.back_edges.push(BackEdge { label_line: l, branch_line: k });
                             }

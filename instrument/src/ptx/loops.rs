@@ -33,6 +33,7 @@
 use super::access::{parse_int, AddrBase, Instr, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
+use super::opcode::Op;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
@@ -96,7 +97,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         reg_lines.extend((reg_scanned..k).filter(|&l| lines[l].code.starts_with(".reg")));
         reg_scanned = reg_scanned.max(k);
         let Some(ins) = lines[k].sole_instr() else { continue };
-        if ins.guard.is_none() || !ins.opcode.starts_with("bra") || ins.operands.len() != 1 {
+        if ins.guard.is_none() || ins.opcode.op != Op::Bra || ins.operands.len() != 1 {
             continue;
         }
         if k - s <= MAX_BODY {
@@ -304,38 +305,9 @@ fn volatile_special(op: &str) -> bool {
 }
 
 /// Opcodes (first component) whose result depends only on their operands.
-fn pure_op(head: &str) -> bool {
-    matches!(
-        head,
-        "add"
-            | "sub"
-            | "mul"
-            | "mad"
-            | "mul24"
-            | "mad24"
-            | "and"
-            | "or"
-            | "xor"
-            | "not"
-            | "cnot"
-            | "min"
-            | "max"
-            | "div"
-            | "rem"
-            | "shl"
-            | "shr"
-            | "abs"
-            | "neg"
-            | "bfe"
-            | "bfi"
-            | "popc"
-            | "clz"
-            | "brev"
-            | "prmt"
-            | "cvt"
-            | "cvta"
-            | "mov"
-    )
+fn pure_op(op: Op) -> bool {
+    use Op::*;
+    matches!(op, Add | Sub | Mul | Mad | Mul24 | Mad24 | And | Or | Xor | Not | Cnot | Min | Max | Div | Rem | Shl | Shr | Abs | Neg | Bfe | Bfi | Popc | Clz | Brev | Prmt | Cvt | Cvta | Mov)
 }
 
 /// The symbolic walk over a loop body.
@@ -391,8 +363,8 @@ fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt], 
 
 /// The value an unguarded single-destination statement computes.
 fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
-    let parts: Vec<&str> = ins.opcode.split('.').collect();
-    let head = parts[0];
+    let parts: Vec<&str> = ins.opcode.parts().collect();
+    let op = ins.opcode.op;
     let ty = *parts.last().unwrap_or(&"");
     let all_inv = vals.iter().all(|v| *v == Val::Inv);
     let any_opaque = vals.iter().any(|v| !v.affine());
@@ -402,10 +374,10 @@ fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
         return Val::Opaque;
     }
     let int = int_bits(ty).is_some();
-    match (head, parts.len(), vals) {
-        ("mov", 2, [v]) => v.clone(),
-        ("add", 2, [a, b]) | ("sub", 2, [a, b]) if int => {
-            let sub = head == "sub";
+    match (op, parts.len(), vals) {
+        (Op::Mov, 2, [v]) => v.clone(),
+        (Op::Add, 2, [a, b]) | (Op::Sub, 2, [a, b]) if int => {
+            let sub = op == Op::Sub;
             match (a, b) {
                 (Val::Inv, Val::Inv) => Val::Inv,
                 (Val::Biv { reg, off }, Val::Inv) => {
@@ -416,23 +388,23 @@ fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
                 _ => Val::Lin,
             }
         }
-        ("mul", 3, [a, b]) | ("mad", 4, [a, b, _]) if int && (parts[1] == "lo" || parts[1] == "wide") => {
+        (Op::Mul, 3, [a, b]) | (Op::Mad, 4, [a, b, _]) if int && (parts[1] == "lo" || parts[1] == "wide") => {
             let product = match (a, b) {
                 (Val::Inv, Val::Inv) => Val::Inv,
                 (x, Val::Inv) | (Val::Inv, x) => x.clone().demote(),
                 _ => return Val::Opaque,
             };
-            match (head, product, vals.get(2)) {
-                ("mad", Val::Inv, Some(Val::Inv)) => Val::Inv,
-                ("mad", _, _) => Val::Lin,
+            match (op, product, vals.get(2)) {
+                (Op::Mad, Val::Inv, Some(Val::Inv)) => Val::Inv,
+                (Op::Mad, _, _) => Val::Lin,
                 (_, p, _) => p,
             }
         }
-        ("shl", 2, [a, Val::Inv]) if int => a.clone().demote(),
-        ("neg", 2, [a]) if int => a.clone().demote(),
-        ("cvt", 3, [a]) if int_bits(parts[1]).is_some() && int_bits(parts[2]).is_some() && int_bits(parts[1]) >= int_bits(parts[2]) => a.clone().demote(),
-        ("cvta", _, [a]) if parts.contains(&"global") => a.clone().demote(),
-        _ if all_inv && pure_op(head) => Val::Inv,
+        (Op::Shl, 2, [a, Val::Inv]) if int => a.clone().demote(),
+        (Op::Neg, 2, [a]) if int => a.clone().demote(),
+        (Op::Cvt, 3, [a]) if int_bits(parts[1]).is_some() && int_bits(parts[2]).is_some() && int_bits(parts[1]) >= int_bits(parts[2]) => a.clone().demote(),
+        (Op::Cvta, _, [a]) if parts.contains(&"global") => a.clone().demote(),
+        _ if all_inv && pure_op(op) => Val::Inv,
         _ => Val::Opaque,
     }
 }
@@ -515,8 +487,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         }
         // One statement, ended by the line's only `;`: the line's one parsed statement.
         let ins = line.first_instr()?.clone();
-        let head = ins.opcode.split('.').next().unwrap_or("");
-        if super::CONTROL_TRANSFERS.contains(&head) {
+        if ins.opcode.op.transfers_control() {
             return None;
         }
         any_check |= code.contains('[') && line.first_stmt().is_some_and(|st| st.checked_access().is_some());
@@ -616,14 +587,14 @@ fn fast_order(s: usize, e: usize, body: &[BodyStmt<'_>], covered: &[usize]) -> V
     let mut order: Vec<usize> = (s + 1..e).collect();
     let stmt_at: HashMap<usize, &BodyStmt<'_>> = body.iter().map(|b| (b.line, b)).collect();
     let orders_memory = |ins: &Instr<'_>| {
-        let parts: Vec<&str> = ins.opcode.split('.').collect();
-        matches!(parts[0], "st" | "atom" | "red" | "bar" | "barrier" | "membar" | "fence" | "cp" | "mbarrier")
-            || (parts[0] == "ld" && parts.iter().any(|p| matches!(*p, "volatile" | "acquire" | "relaxed" | "mmio")))
+        use Op::*;
+        let o = ins.opcode;
+        matches!(o.op, St | Atom | Red | Bar | Barrier | Membar | Fence | Cp | Mbarrier) || (o.op == Ld && o.quals().any(|p| matches!(p, "volatile" | "acquire" | "relaxed" | "mmio")))
     };
     // Moved loads keep their order among themselves: none moves above the previous one.
     let mut floor = 0;
     for b in body {
-        if !covered.contains(&b.line) || b.ins.opcode.split('.').next() != Some("ld") || orders_memory(&b.ins) {
+        if !covered.contains(&b.line) || b.ins.opcode.op != Op::Ld || orders_memory(&b.ins) {
             continue;
         }
         let Some(pos) = order.iter().position(|&l| l == b.line) else { continue };
@@ -649,8 +620,8 @@ fn registers_in(op: &str) -> impl Iterator<Item = &str> {
 }
 
 fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {
-    let parts: Vec<&str> = ins.opcode.split('.').collect();
-    if ins.guard.is_some() || parts.len() != 3 || parts[0] != "setp" || ins.operands.len() != 3 || ins.operands[0].contains('|') {
+    let parts: Vec<&str> = ins.opcode.parts().collect();
+    if ins.guard.is_some() || parts.len() != 3 || ins.opcode.op != Op::Setp || ins.operands.len() != 3 || ins.operands[0].contains('|') {
         return None;
     }
     let ty = parts[2];

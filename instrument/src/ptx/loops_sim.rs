@@ -148,7 +148,7 @@ impl Machine {
                 return Flow::Next;
             }
         }
-        let parts: Vec<&str> = ins.opcode.split('.').collect();
+        let parts: Vec<&str> = ins.opcode.parts().collect();
         let ty = *parts.last().unwrap();
         let o = &ins.operands;
         let float = ty.starts_with('f');
@@ -423,7 +423,7 @@ fn inputs(stmts: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for s in stmts {
         let Some(ins) = split_instr(s) else { continue };
-        let head = ins.opcode.split('.').next().unwrap();
+        let head = ins.opcode.parts().next().unwrap();
         let has_dest = !matches!(head, "st" | "red" | "bra" | "bar" | "prefetch");
         let (dests, srcs) = if has_dest && !ins.operands.is_empty() { (&ins.operands[..1], &ins.operands[1..]) } else { (&ins.operands[..0], &ins.operands[..]) };
         for op in srcs.iter().chain(ins.guard.iter()) {

@@ -28,6 +28,7 @@ mod heap;
 mod loops;
 #[cfg(test)]
 mod loops_sim;
+mod opcode;
 mod prefetch;
 mod sites;
 mod spaces;
@@ -37,6 +38,7 @@ pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified, Instr};
+use opcode::{Op, Opcode};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -1402,15 +1404,8 @@ fn falls_through_to(lines: &[Line<'_>], label_line: usize) -> bool {
     }
     // The line's last statement is the one control leaves it by.
     let last = before.stmts().last().and_then(|s| s.instr.as_ref());
-    !last.is_some_and(|i| i.guard.is_none() && UNCONDITIONAL_JUMPS.contains(&i.opcode.split('.').next().unwrap_or("")))
+    !last.is_some_and(|i| i.guard.is_none() && i.opcode.op.jumps_away())
 }
-
-/// Opcode heads (the part before the first `.`) that transfer control or may not come back:
-/// the end of any straight-line run of statements.
-const CONTROL_TRANSFERS: [&str; 7] = ["bra", "brx", "call", "ret", "exit", "trap", "brkpt"];
-/// Those of [`CONTROL_TRANSFERS`] after which, unguarded, the next statement is never reached by
-/// falling through.
-const UNCONDITIONAL_JUMPS: [&str; 5] = ["bra", "brx", "ret", "exit", "trap"];
 
 /// Statements after which no earlier check can be assumed to still hold for the same register, or
 /// that end a basic block: labels, branches, calls, returns, barriers and fences.
@@ -1419,9 +1414,9 @@ fn ends_basic_block(t: &str) -> bool {
     if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
         return true;
     }
-    let (op, _) = opcode_and_rest(t);
-    let head = op.split('.').next().unwrap_or("");
-    CONTROL_TRANSFERS.contains(&head) || matches!(head, "bar" | "barrier" | "fence" | "membar" | "atom" | "red") || op.starts_with("mbarrier") || op.starts_with("cp.async.wait")
+    let (text, _) = opcode_and_rest(t);
+    let o = Opcode::parse(text);
+    o.op.transfers_control() || matches!(o.op, Op::Bar | Op::Barrier | Op::Fence | Op::Membar | Op::Atom | Op::Red | Op::Mbarrier) || text.starts_with("cp.async.wait")
 }
 
 /// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
@@ -1510,8 +1505,7 @@ impl BlockChecks {
 /// allocate for every statement of a module.)
 fn dest_regs(stmt: &str) -> impl Iterator<Item = &str> {
     let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
-    let head = op.split('.').next().unwrap_or("");
-    let dst = if matches!(head, "st" | "red") || rest.is_empty() {
+    let dst = if matches!(Opcode::parse(op).op, Op::St | Op::Red) || rest.is_empty() {
         ""
     } else if rest.trim_start().starts_with('{') {
         rest.split('}').next().unwrap_or("")

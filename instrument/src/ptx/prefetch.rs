@@ -220,7 +220,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
         return None;
     }
     let edge = lines[back_edge].sole_instr()?;
-    if !(edge.opcode == "bra" || edge.opcode == "bra.uni") || edge.operands.as_slice() != [label] {
+    if !matches!(edge.opcode.text, "bra" | "bra.uni") || edge.operands.as_slice() != [label] {
         return None;
     }
     // Entered only by falling through from the preheader, and left only at the back edge.
@@ -340,7 +340,7 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
     if ins.guard.is_some() {
         return None;
     }
-    let op = ins.opcode;
+    let op = ins.opcode.text;
     let ok = ["add.s64", "add.u64", "sub.s64", "sub.u64", "add.s32", "add.u32", "sub.s32", "sub.u32", "shl.b64", "shl.b32"].contains(&op)
         || op.starts_with("mul.wide.")
         || op.starts_with("mul.lo.")

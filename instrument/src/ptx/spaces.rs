@@ -41,6 +41,7 @@
 
 use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
+use super::opcode::Op;
 use super::{dest_regs, Line, ParsedStmt, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -223,7 +224,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
             continue;
         }
         let Some(ins) = instr else { continue };
-        if ins.opcode.starts_with("alloca") || ins.opcode.starts_with("stackrestore") {
+        if matches!(ins.opcode.op, Op::Alloca | Op::StackRestore) {
             f.dynamic_stack = true;
         }
         let dests: Vec<&str> = dest_regs(s).collect();
@@ -236,7 +237,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
     let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
     for &(d, i) in &defs {
         let ins = instrs[i];
-        let value = (ins.guard.is_none() && ins.opcode.starts_with("mov.") && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
+        let value = (ins.guard.is_none() && ins.opcode.op == Op::Mov && ins.opcode.first_qual().is_some() && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
         let entry = consts.entry(d).or_insert(value);
         if *entry != value {
             *entry = None;
@@ -309,8 +310,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
 /// information yet).
 fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashMap<String, SpaceVar>) -> Option<Prov> {
     let ops = &ins.operands;
-    let head = ins.opcode.split('.').next().unwrap_or("");
-    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    let quals: Vec<&str> = ins.opcode.parts().collect();
     // No information yet is passed on as such (the fixed point decides later).
     let is_var = |p: &Option<Prov>| matches!(p, Some(Prov::Var { .. }));
     let pointer_plus = |ptr: Option<Prov>, others: &[Option<Prov>]| -> Option<Prov> {
@@ -322,9 +322,9 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
     const UNKNOWN: Option<Prov> = Some(Prov::Unknown);
     // A predicated definition keeps the register's old value on some paths, which the meet over
     // all definitions covers: no special case.
-    match (head, ops.len()) {
-        ("mov", 2) if !ops[1].starts_with('{') => lookup(ops[1]),
-        ("cvt", 2) if quals.len() == 3 && quals.iter().all(|q| matches!(*q, "cvt" | "u32" | "u64" | "s32" | "s64" | "b32" | "b64")) => {
+    match (ins.opcode.op, ops.len()) {
+        (Op::Mov, 2) if !ops[1].starts_with('{') => lookup(ops[1]),
+        (Op::Cvt, 2) if quals.len() == 3 && quals.iter().all(|q| matches!(*q, "cvt" | "u32" | "u64" | "s32" | "s64" | "b32" | "b64")) => {
             // Widening or narrowing a window address keeps it (window addresses fit in 32 bits).
             match lookup(ops[1]) {
                 Some(Prov::Var { var, generic: false }) => Some(Prov::Var { var, generic: false }),
@@ -332,7 +332,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                 _ => UNKNOWN,
             }
         }
-        ("cvta", 2) => {
+        (Op::Cvta, 2) => {
             let to = quals.get(1) == Some(&"to");
             let space = quals.get(if to { 2 } else { 1 }).copied().unwrap_or("");
             match lookup(ops[1]) {
@@ -354,7 +354,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                 _ => UNKNOWN,
             }
         }
-        ("add", 3) => {
+        (Op::Add, 3) => {
             let (a, b) = (lookup(ops[1]), lookup(ops[2]));
             match (is_var(&a), is_var(&b)) {
                 (true, true) => UNKNOWN,
@@ -365,7 +365,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                 _ => UNKNOWN,
             }
         }
-        ("sub", 3) => {
+        (Op::Sub, 3) => {
             let (a, b) = (lookup(ops[1]), lookup(ops[2]));
             if is_var(&a) {
                 pointer_plus(a, &[b])
@@ -375,7 +375,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                 UNKNOWN
             }
         }
-        ("mad", 4) if quals.get(1) == Some(&"lo") => {
+        (Op::Mad, 4) if quals.get(1) == Some(&"lo") => {
             let (a, b, c) = (lookup(ops[1]), lookup(ops[2]), lookup(ops[3]));
             if is_var(&c) {
                 pointer_plus(c, &[a, b])
@@ -385,7 +385,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                 UNKNOWN
             }
         }
-        ("selp", 4) => match (lookup(ops[1]), lookup(ops[2])) {
+        (Op::Selp, 4) => match (lookup(ops[1]), lookup(ops[2])) {
             (Some(a), Some(b)) => Some(if a == b { a } else { Prov::Unknown }),
             (a, b) => a.or(b),
         },
@@ -442,11 +442,11 @@ struct SpaceAccess {
 /// of a `cp.async` copy; the row address of `ldmatrix`/`stmatrix`; the tile of a `wmma` load or
 /// store. `constant` gives a register's value when every definition of it moves one immediate.
 fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Option<SpaceAccess> {
-    let head = ins.opcode.split('.').next().unwrap_or("");
-    let quals: Vec<&str> = ins.opcode.split('.').collect();
+    let op = ins.opcode.op;
+    let quals: Vec<&str> = ins.opcode.parts().collect();
     let is_shared = |q: &&str| matches!(*q, "shared" | "shared::cta");
-    match head {
-        "ld" | "ldu" | "st" | "atom" | "red" if !ins.opcode.starts_with("st.async") && !ins.opcode.starts_with("red.async") => {
+    match op {
+        _ if op.is_load_store() && !(matches!(op, Op::St | Op::Red) && ins.opcode.first_qual() == Some("async")) => {
             let space = if quals.iter().any(is_shared) {
                 Some(MemorySpace::Shared)
             } else if quals.contains(&"local") {
@@ -458,9 +458,9 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
             };
             let vec = vector_count(&quals)?;
             let elem = quals.iter().rev().find_map(|q| type_size(q))?;
-            let (addr_idx, kind) = match head {
-                "ld" | "ldu" => (1, AccessKind::Read),
-                "st" | "red" => (0, AccessKind::Write),
+            let (addr_idx, kind) = match op {
+                Op::Ld | Op::Ldu => (1, AccessKind::Read),
+                Op::St | Op::Red => (0, AccessKind::Write),
                 _ => (1, AccessKind::Atomic),
             };
             Some(SpaceAccess { addr_idx, kind, width: vec * elem, space, lanes: 32, width_reg: None })
@@ -470,7 +470,7 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
         // the shared operand, when the size is an immediate (a shared::cluster destination is this
         // CTA's memory when its address is traced to one of its variables). Reductions, tensor
         // copies and prefetches are not looked at.
-        "cp" if quals.get(1) == Some(&"async") && !quals.iter().any(|q| matches!(*q, "tensor" | "prefetch")) => {
+        Op::Cp if quals.get(1) == Some(&"async") && !quals.iter().any(|q| matches!(*q, "tensor" | "prefetch")) => {
             let spaces = super::access::copy_spaces(&quals);
             // The CTA's own shared operand first (a bulk copy between two CTAs' memory reads its
             // own and writes a peer's).
@@ -485,19 +485,19 @@ fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Opti
         }
         // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared{::cta}.b16 d, [p] (stmatrix: [p], s): each
         // supplying lane names one 16-byte row of 8 b16 elements.
-        "ldmatrix" | "stmatrix" if quals.contains(&"m8n8") && quals.contains(&"b16") && quals.iter().any(is_shared) => {
+        Op::LdMatrix | Op::StMatrix if quals.contains(&"m8n8") && quals.contains(&"b16") && quals.iter().any(is_shared) => {
             let lanes = match *quals.iter().find(|q| q.starts_with('x'))? {
                 "x1" => 8,
                 "x2" => 16,
                 "x4" => 32,
                 _ => return None,
             };
-            let (addr_idx, kind) = if head == "ldmatrix" { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
+            let (addr_idx, kind) = if op == Op::LdMatrix { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
             Some(SpaceAccess { addr_idx, kind, width: 16, space: Some(MemorySpace::Shared), lanes, width_reg: None })
         }
         // wmma.load.{a,b,c}.sync.aligned.{row,col}.shape.shared{::cta}.type r, [p]{, stride} and
         // wmma.store.d...[p], r{, stride}: the warp's whole tile, a bytes-wide range from p.
-        "wmma" if !quals.iter().any(|q| q.starts_with("global")) => {
+        Op::Wmma if !quals.iter().any(|q| q.starts_with("global")) => {
             // A generic tile address is checked when it is traced to a shared variable.
             let space = quals.iter().any(is_shared).then_some(MemorySpace::Shared);
             let super::access::WmmaAccess { addr_idx, kind, tile, stride } = super::access::WmmaAccess::of(ins, &quals)?;
