@@ -11,29 +11,65 @@ use std::sync::Mutex;
 /// Resolves a driver entry point by its base name (`"cuMemCreate"`), as `cuGetProcAddress` does.
 pub type Resolver = Box<dyn Fn(&CStr) -> *mut c_void + Send + Sync>;
 
-type CuResult = cu::CUresult;
+/// Driver results stay integers: a driver may answer codes cudarc's enum lacks.
+type CuResult = i32;
+const CUDA_SUCCESS: CuResult = cu::CUresult::CUDA_SUCCESS as CuResult;
+const CUDA_ERROR_NOT_READY: CuResult = cu::CUresult::CUDA_ERROR_NOT_READY as CuResult;
 type Dptr = cu::CUdeviceptr;
 
-#[allow(non_snake_case)]
-struct Api {
-    cuMemAddressReserve: unsafe extern "C" fn(*mut Dptr, usize, usize, Dptr, u64) -> CuResult,
-    cuMemAddressFree: unsafe extern "C" fn(Dptr, usize) -> CuResult,
-    cuMemCreate: unsafe extern "C" fn(*mut u64, usize, *const cu::CUmemAllocationProp, u64) -> CuResult,
-    cuMemRelease: unsafe extern "C" fn(u64) -> CuResult,
-    cuMemMap: unsafe extern "C" fn(Dptr, usize, usize, u64, u64) -> CuResult,
-    cuMemUnmap: unsafe extern "C" fn(Dptr, usize) -> CuResult,
-    cuMemSetAccess: unsafe extern "C" fn(Dptr, usize, *const cu::CUmemAccessDesc, usize) -> CuResult,
-    cuMemGetAllocationGranularity: unsafe extern "C" fn(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags) -> CuResult,
-    cuMemcpyHtoDAsync: unsafe extern "C" fn(Dptr, *const c_void, usize, cu::CUstream) -> CuResult,
-    cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, Dptr, usize) -> CuResult,
-    cuMemcpyDtoDAsync: unsafe extern "C" fn(Dptr, Dptr, usize, cu::CUstream) -> CuResult,
-    cuMemsetD8Async: unsafe extern "C" fn(Dptr, u8, usize, cu::CUstream) -> CuResult,
-    cuEventCreate: unsafe extern "C" fn(*mut cu::CUevent, u32) -> CuResult,
-    cuEventRecord: unsafe extern "C" fn(cu::CUevent, cu::CUstream) -> CuResult,
-    cuEventQuery: unsafe extern "C" fn(cu::CUevent) -> CuResult,
-    cuEventSynchronize: unsafe extern "C" fn(cu::CUevent) -> CuResult,
-    cuStreamCreate: unsafe extern "C" fn(*mut cu::CUstream, u32) -> CuResult,
-    cuStreamSynchronize: unsafe extern "C" fn(cu::CUstream) -> CuResult,
+/// Declares the driver functions the backend calls, once each: `field = export(types)` gives
+/// `Api::field`, the entry point the resolver returns for the base name `field` (CUDA 13.0's
+/// version of it, `export`), and checks at compile time that `types` are cuda.h's parameters of
+/// `export` (cudarc's bindgen prototype of it).
+macro_rules! vmm_api {
+    ($($field:ident = $export:ident($($t:ty),*);)*) => {
+        #[allow(non_snake_case)]
+        struct Api {
+            $($field: unsafe extern "C" fn($($t),*) -> CuResult,)*
+        }
+
+        $(const _: unsafe fn($($t),*) -> cu::CUresult = cu::$export;)*
+
+        impl Api {
+            /// Every entry point, or the first one the driver lacks.
+            fn load(resolve: &Resolver) -> Result<Api, UvmError> {
+                Ok(Api {
+                    $($field: {
+                        let p = resolve(&std::ffi::CString::new(stringify!($field)).expect("a name without NUL"));
+                        if p.is_null() {
+                            return Err(UvmError::Unavailable(format!("driver entry point {} missing", stringify!($field))));
+                        }
+                        type F = unsafe extern "C" fn($($t),*) -> CuResult;
+                        // SAFETY: `p` is the driver's entry point for this name at CUDA 13.0
+                        // (`export`), whose parameters are `F`'s (checked against cudarc above)
+                        // and whose CUresult is a 32-bit integer.
+                        unsafe { std::mem::transmute::<*mut c_void, F>(p) }
+                    },)*
+                })
+            }
+        }
+    };
+}
+
+vmm_api! {
+    cuMemAddressReserve = cuMemAddressReserve(*mut Dptr, usize, usize, Dptr, std::ffi::c_ulonglong);
+    cuMemAddressFree = cuMemAddressFree(Dptr, usize);
+    cuMemCreate = cuMemCreate(*mut cu::CUmemGenericAllocationHandle, usize, *const cu::CUmemAllocationProp, std::ffi::c_ulonglong);
+    cuMemRelease = cuMemRelease(cu::CUmemGenericAllocationHandle);
+    cuMemMap = cuMemMap(Dptr, usize, usize, cu::CUmemGenericAllocationHandle, std::ffi::c_ulonglong);
+    cuMemUnmap = cuMemUnmap(Dptr, usize);
+    cuMemSetAccess = cuMemSetAccess(Dptr, usize, *const cu::CUmemAccessDesc, usize);
+    cuMemGetAllocationGranularity = cuMemGetAllocationGranularity(*mut usize, *const cu::CUmemAllocationProp, cu::CUmemAllocationGranularity_flags);
+    cuMemcpyHtoDAsync = cuMemcpyHtoDAsync_v2(Dptr, *const c_void, usize, cu::CUstream);
+    cuMemcpyDtoH = cuMemcpyDtoH_v2(*mut c_void, Dptr, usize);
+    cuMemcpyDtoDAsync = cuMemcpyDtoDAsync_v2(Dptr, Dptr, usize, cu::CUstream);
+    cuMemsetD8Async = cuMemsetD8Async(Dptr, std::ffi::c_uchar, usize, cu::CUstream);
+    cuEventCreate = cuEventCreate(*mut cu::CUevent, std::ffi::c_uint);
+    cuEventRecord = cuEventRecord(cu::CUevent, cu::CUstream);
+    cuEventQuery = cuEventQuery(cu::CUevent);
+    cuEventSynchronize = cuEventSynchronize(cu::CUevent);
+    cuStreamCreate = cuStreamCreate(*mut cu::CUstream, std::ffi::c_uint);
+    cuStreamSynchronize = cuStreamSynchronize(cu::CUstream);
 }
 
 /// A queued device write of `[lo, hi)` and the event recorded right after it on its stream.
@@ -76,7 +112,7 @@ pub fn default_resolver() -> Result<Resolver, UvmError> {
         let mut status = 0;
         // SAFETY: valid out-pointers.
         let r = unsafe { gpa(name.as_ptr(), &mut p, 13000, 0, &mut status) };
-        if r == cu::CUresult::CUDA_SUCCESS {
+        if r == CUDA_SUCCESS {
             p
         } else {
             std::ptr::null_mut()
@@ -86,10 +122,10 @@ pub fn default_resolver() -> Result<Resolver, UvmError> {
 
 /// Checks a CUresult.
 fn ck(call: &'static str, r: CuResult) -> Result<(), UvmError> {
-    if r == cu::CUresult::CUDA_SUCCESS {
+    if r == CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(UvmError::Cuda { call, code: r as i32 })
+        Err(UvmError::Cuda { call, code: r })
     }
 }
 
@@ -112,39 +148,8 @@ unsafe impl Sync for VmmBackend {}
 
 impl VmmBackend {
     /// Needs a current CUDA context on `device`.
-    // `load!` transmutes to the Api field's declared signature, which inference supplies.
-    #[allow(clippy::missing_transmute_annotations)]
     pub fn new(device: i32, resolve: &Resolver) -> Result<Self, UvmError> {
-        macro_rules! load {
-            ($name:ident) => {{
-                let p = resolve(&std::ffi::CString::new(stringify!($name)).unwrap());
-                if p.is_null() {
-                    return Err(UvmError::Unavailable(format!("driver entry point {} missing", stringify!($name))));
-                }
-                // SAFETY: the driver's entry point with the CUDA 13.0 signature declared in Api.
-                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
-            }};
-        }
-        let api = Api {
-            cuMemAddressReserve: load!(cuMemAddressReserve),
-            cuMemAddressFree: load!(cuMemAddressFree),
-            cuMemCreate: load!(cuMemCreate),
-            cuMemRelease: load!(cuMemRelease),
-            cuMemMap: load!(cuMemMap),
-            cuMemUnmap: load!(cuMemUnmap),
-            cuMemSetAccess: load!(cuMemSetAccess),
-            cuMemGetAllocationGranularity: load!(cuMemGetAllocationGranularity),
-            cuMemcpyHtoDAsync: load!(cuMemcpyHtoDAsync),
-            cuMemcpyDtoH: load!(cuMemcpyDtoH),
-            cuMemcpyDtoDAsync: load!(cuMemcpyDtoDAsync),
-            cuMemsetD8Async: load!(cuMemsetD8Async),
-            cuEventCreate: load!(cuEventCreate),
-            cuEventRecord: load!(cuEventRecord),
-            cuEventQuery: load!(cuEventQuery),
-            cuEventSynchronize: load!(cuEventSynchronize),
-            cuStreamCreate: load!(cuStreamCreate),
-            cuStreamSynchronize: load!(cuStreamSynchronize),
-        };
+        let api = Api::load(resolve)?;
         let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None) };
         let prop = b.prop();
         let mut g = 0usize;
@@ -197,7 +202,7 @@ impl VmmBackend {
             let WriteLog { queued, spare } = &mut *log;
             queued.retain(|w| {
                 // SAFETY: an event this backend created.
-                let finished = unsafe { (api.cuEventQuery)(w.done) } != cu::CUresult::CUDA_ERROR_NOT_READY;
+                let finished = unsafe { (api.cuEventQuery)(w.done) } != CUDA_ERROR_NOT_READY;
                 if finished {
                     spare.push(w.done);
                 }
