@@ -632,12 +632,38 @@ pub fn build_ptx_fatbin(ptx: &str, arch: u32, ptx_version: (u16, u16)) -> Vec<u8
 /// Builds a fatbin holding one uncompressed cubin (ELF) entry for `sm_<arch>` (`arch_specific`:
 /// `sm_<arch>a`), laid out as nvcc lays out its ELF entries (version 1.8, 64-bit Linux host).
 pub fn build_elf_fatbin(cubin: &[u8], arch: u32, arch_specific: bool) -> Vec<u8> {
+    let mut b = Vec::with_capacity(ONE_ENTRY_HEADERS + cubin.len() + FATBIN_ALIGN);
+    b.resize(ONE_ENTRY_HEADERS, 0);
+    b.extend_from_slice(cubin);
+    elf_fatbin_in_place(&mut b, arch, arch_specific);
+    b
+}
+
+/// Bytes before the payload of a one-entry fatbin: its [`FatbinHeader`], then the entry's
+/// [`FatbinEntryHeader`].
+pub const ONE_ENTRY_HEADERS: usize = FatbinHeader::SIZE + FatbinEntryHeader::SIZE;
+
+/// [`build_elf_fatbin`] in place: `buf` holds [`ONE_ENTRY_HEADERS`] bytes of room, then the cubin;
+/// the headers are written into the room and the payload padded, so a cubin read into such a
+/// buffer becomes a fatbin of itself without being copied.
+pub fn elf_fatbin_in_place(buf: &mut Vec<u8>, arch: u32, arch_specific: bool) {
     let flags = FLAG_64BIT | FLAG_HOST_LINUX | if arch_specific { FLAG_ARCH_SPECIFIC } else { 0 };
-    one_entry_fatbin(EntryKind::Elf, cubin, arch, (1, 8), flags)
+    one_entry_in_place(buf, EntryKind::Elf, arch, (1, 8), flags);
 }
 
 fn one_entry_fatbin(kind: EntryKind, payload: &[u8], arch: u32, version: (u16, u16), flags: u64) -> Vec<u8> {
-    let padded_len = payload.len().div_ceil(FATBIN_ALIGN) * FATBIN_ALIGN;
+    let mut b = Vec::with_capacity(ONE_ENTRY_HEADERS + payload.len() + FATBIN_ALIGN);
+    b.resize(ONE_ENTRY_HEADERS, 0);
+    b.extend_from_slice(payload);
+    one_entry_in_place(&mut b, kind, arch, version, flags);
+    b
+}
+
+/// Writes the headers of a one-entry fatbin into `buf[..ONE_ENTRY_HEADERS]` for the payload after
+/// them, which it pads to [`FATBIN_ALIGN`] (the one definition of this layout).
+fn one_entry_in_place(buf: &mut Vec<u8>, kind: EntryKind, arch: u32, version: (u16, u16), flags: u64) {
+    let payload_len = buf.len().saturating_sub(ONE_ENTRY_HEADERS);
+    let padded_len = payload_len.div_ceil(FATBIN_ALIGN) * FATBIN_ALIGN;
     let entry = FatbinEntryHeader {
         kind: kind.raw(),
         header_version: ENTRY_HEADER_VERSION,
@@ -650,12 +676,9 @@ fn one_entry_fatbin(kind: EntryKind, payload: &[u8], arch: u32, version: (u16, u
         ..FatbinEntryHeader::default()
     };
     let header = FatbinHeader::new((FatbinEntryHeader::SIZE + padded_len) as u64);
-    let mut b = Vec::with_capacity(FatbinHeader::SIZE + FatbinEntryHeader::SIZE + padded_len);
-    b.extend_from_slice(&header.to_bytes());
-    b.extend_from_slice(&entry.to_bytes());
-    b.extend_from_slice(payload);
-    b.resize(FatbinHeader::SIZE + FatbinEntryHeader::SIZE + padded_len, 0);
-    b
+    buf.resize(ONE_ENTRY_HEADERS + padded_len, 0);
+    buf[..FatbinHeader::SIZE].copy_from_slice(&header.to_bytes());
+    buf[FatbinHeader::SIZE..ONE_ENTRY_HEADERS].copy_from_slice(&entry.to_bytes());
 }
 
 /// The `.version` of a PTX text, e.g. (9, 0).

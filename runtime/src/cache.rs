@@ -86,11 +86,20 @@ impl Cache {
 
     /// The entry's bytes, if present; a hit marks it as used now (least-recently-used order).
     pub fn get(&self, name: &str) -> Option<Vec<u8>> {
-        let mut f = File::open(self.dir.join(name)).ok()?;
         let mut b = Vec::new();
-        f.read_to_end(&mut b).ok()?;
-        touch(&f);
+        self.read_into(name, &mut b)?;
         Some(b)
+    }
+
+    /// [`Self::get`] appending to `buf` (which may hold bytes to keep in front of the entry's).
+    pub fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> Option<()> {
+        let mut f = File::open(self.dir.join(name)).ok()?;
+        if let Ok(m) = f.metadata() {
+            buf.reserve(m.len() as usize + 8);
+        }
+        f.read_to_end(buf).ok()?;
+        touch(&f);
+        Some(())
     }
 
     /// Whether the entry exists (no touch).

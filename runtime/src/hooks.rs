@@ -720,12 +720,17 @@ unsafe fn orig_slot<F: Copy>(i: usize) -> Option<F> {
     Some(unsafe { std::mem::transmute_copy::<usize, F>(&addr) })
 }
 
-/// A fatbin wrapper (version 1) around a fatbin of the checked code; leaked (cudart keeps the
-/// pointer).
-fn checked_wrapper(c: &modules::Checked, code: &modules::Code) -> Vec<u8> {
+/// A fatbin wrapper (version 1) around a fatbin of the checked code: the fatbin a cubin sits in,
+/// or one built (and leaked) for checked PTX; cudart keeps the pointer, and a cubin's image is kept
+/// once loaded.
+fn checked_wrapper<'a>(c: &modules::Checked, code: &modules::Code<'a>) -> modules::Image<'a> {
     use gasan_instrument::container::{FatbinWrapper, WRAPPER_MAGIC};
-    let fb = Box::leak(modules::fatbin(c, code).into_boxed_slice());
-    FatbinWrapper { magic: WRAPPER_MAGIC, version: 1, data: fb.as_ptr() as u64, filename_or_fatbins: 0 }.to_bytes().to_vec()
+    let data = match modules::fatbin(c, code) {
+        modules::Image::Within(b) => b.as_ptr(),
+        modules::Image::Built(b) => Box::leak(b.into_boxed_slice()).as_ptr(),
+        modules::Image::Code => code.as_ptr().cast(),
+    };
+    modules::Image::Built(FatbinWrapper { magic: WRAPPER_MAGIC, version: 1, data: data as u64, filename_or_fatbins: 0 }.to_bytes().to_vec())
 }
 
 /// # Safety

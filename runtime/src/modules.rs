@@ -74,6 +74,11 @@ pub struct Checked {
 }
 
 impl Checked {
+    /// Whether its cubin is for the arch-specific target (`sm_90a`).
+    fn arch_specific(&self) -> bool {
+        self.target.ends_with('a')
+    }
+
     /// The checked PTX: as instrumented in this process, else from the cache, else instrumented again.
     pub fn ptx(&self) -> Result<&CStr, String> {
         let p = self.ptx.get_or_init(|| {
@@ -98,7 +103,7 @@ impl Checked {
 /// The code handed to a loader: checked PTX, or the cubin compiled from it.
 pub enum Code<'a> {
     Ptx(&'a CStr),
-    Cubin(&'a [u8]),
+    Cubin(&'a CubinImage),
 }
 
 impl Code<'_> {
@@ -106,21 +111,70 @@ impl Code<'_> {
     pub fn as_ptr(&self) -> *const c_void {
         match self {
             Code::Ptx(p) => p.as_ptr().cast(),
-            Code::Cubin(b) => b.as_ptr().cast(),
+            Code::Cubin(b) => b.cubin().as_ptr().cast(),
         }
     }
 }
 
+/// A checked cubin kept inside a one-entry fatbin of itself (the headers written in front of it
+/// as it was read), so a loader that takes fatbins (cudart's) gets it without a copy: a 0.5 MiB
+/// copy into fresh pages is about 0.1 ms, paid inside the first launch under lazy loading.
+pub struct CubinImage {
+    fatbin: Vec<u8>,
+    len: usize,
+}
+
+impl CubinImage {
+    /// Around `cubin` (one copy: for a cubin compiled now), for `sm_<arch>` (`arch_specific`:
+    /// `sm_<arch>a`).
+    fn new(cubin: &[u8], arch: u32, arch_specific: bool) -> Self {
+        CubinImage { fatbin: container::build_elf_fatbin(cubin, arch, arch_specific), len: cubin.len() }
+    }
+
+    /// Cache entry `name` read into one (no copy), if it holds a cubin.
+    fn read(cache: &Cache, name: &str, arch: u32, arch_specific: bool) -> Option<Self> {
+        let mut fatbin = vec![0u8; container::ONE_ENTRY_HEADERS];
+        cache.read_into(name, &mut fatbin)?;
+        let len = fatbin.len() - container::ONE_ENTRY_HEADERS;
+        if !sass::is_cubin(&fatbin[container::ONE_ENTRY_HEADERS..]) {
+            return None;
+        }
+        container::elf_fatbin_in_place(&mut fatbin, arch, arch_specific);
+        Some(CubinImage { fatbin, len })
+    }
+
+    pub fn cubin(&self) -> &[u8] {
+        &self.fatbin[container::ONE_ENTRY_HEADERS..][..self.len]
+    }
+
+    pub fn cubin_mut(&mut self) -> &mut [u8] {
+        &mut self.fatbin[container::ONE_ENTRY_HEADERS..][..self.len]
+    }
+
+    /// The one-entry fatbin holding the cubin.
+    pub fn fatbin(&self) -> &[u8] {
+        &self.fatbin
+    }
+}
+
+/// What a loader is handed for some code: the code itself, bytes the code already sits in, or
+/// bytes built around it (kept for good once loaded: a loader may keep the pointer).
+pub enum Image<'a> {
+    Code,
+    Within(&'a [u8]),
+    Built(Vec<u8>),
+}
+
 /// Image builder for loaders that take raw PTX or cubins: no wrapping (the code itself is loaded).
-pub fn plain(_: &Checked, _: &Code) -> Vec<u8> {
-    Vec::new()
+pub fn plain<'a>(_: &Checked, _: &Code<'a>) -> Image<'a> {
+    Image::Code
 }
 
 /// Image builder for loaders that take fatbins: one entry holding the code.
-pub fn fatbin(c: &Checked, code: &Code) -> Vec<u8> {
+pub fn fatbin<'a>(c: &Checked, code: &Code<'a>) -> Image<'a> {
     match code {
-        Code::Ptx(p) => container::build_ptx_fatbin(p.to_str().unwrap_or(""), c.arch, c.version),
-        Code::Cubin(b) => container::build_elf_fatbin(b, c.arch, c.target.ends_with('a')),
+        Code::Ptx(p) => Image::Built(container::build_ptx_fatbin(p.to_str().unwrap_or(""), c.arch, c.version)),
+        Code::Cubin(b) => Image::Within(b.fatbin()),
     }
 }
 
@@ -475,7 +529,7 @@ fn on_ptx_path(why: &str) {
 /// cached. `None` (the module then goes to the driver's JIT as PTX) when `sass=0`, when the
 /// loader's JIT options have no ptxas equivalent, without a cache directory or a ptxas, or when
 /// ptxas fails (remembered in the cache, so later runs do not retry the same compile).
-fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>, Cache, String)> {
+fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(CubinImage, Cache, String)> {
     let s = state();
     if !s.opts.sass {
         s.counters.sass_ptx_path.fetch_add(1, Ordering::Relaxed);
@@ -498,7 +552,7 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
     };
     let lookup = std::time::Instant::now();
     let (name, fail) = cubin_names(c, flags, compiler);
-    let cached = cache.get(&name).filter(|b| sass::is_cubin(b));
+    let cached = CubinImage::read(&cache, &name, c.arch, c.arch_specific());
     s.counters.cubin_lookup_us.fetch_add(lookup.elapsed().as_micros() as u64, Ordering::Relaxed);
     if let Some(b) = cached {
         s.counters.cubins_cached.fetch_add(1, Ordering::Relaxed);
@@ -522,7 +576,7 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(Vec<u8>,
         Ok(b) => {
             s.counters.cubins_compiled.fetch_add(1, Ordering::Relaxed);
             log(1, || format!("compiled checked module to {} ({} KiB PTX -> {} KiB cubin) in {:.1} ms", c.target, ptx.to_bytes().len() >> 10, b.len() >> 10, t.elapsed().as_secs_f64() * 1e3));
-            Some((b, cache, fail))
+            Some((CubinImage::new(&b, c.arch, c.arch_specific()), cache, fail))
         }
         Err(e) => {
             if e.permanent {
@@ -593,7 +647,7 @@ pub struct Prepared {
     pub checked: Checked,
     /// The cubin, the cache it came from and its failure marker's name, as [`cubin_for`] gives
     /// (`None`: load the checked PTX).
-    pub cubin: Option<(Vec<u8>, Cache, String)>,
+    pub cubin: Option<(CubinImage, Cache, String)>,
 }
 
 /// Prepares a fatbin from the cache alone, for a GPU of compute capability `cc` and a loader
@@ -617,8 +671,8 @@ pub unsafe fn prepare_cached(fatbin: *const c_void, len: usize, cc: u32) -> Opti
     let checked = checked_from(src, i, cc);
     let (_, compiler) = compiler()?;
     let (name, fail) = cubin_names(&checked, &[], compiler);
-    let bytes = cache.get(&name).filter(|b| sass::is_cubin(b))?;
-    Some(Prepared { checked, cubin: Some((bytes, cache, fail)) })
+    let image = CubinImage::read(&cache, &name, checked.arch, checked.arch_specific())?;
+    Some(Prepared { checked, cubin: Some((image, cache, fail)) })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -650,7 +704,7 @@ pub fn note_skip(skip: &Skip) {
 pub unsafe fn load_checked(
     image: *const c_void,
     jit: Result<Vec<String>, String>,
-    wrap: impl Fn(&Checked, &Code) -> Vec<u8>,
+    wrap: impl for<'c> Fn(&Checked, &Code<'c>) -> Image<'c>,
     load: impl Fn(*const c_void) -> i32,
     handle: impl Fn() -> LoadedHandle,
 ) -> i32 {
@@ -702,13 +756,17 @@ pub unsafe fn load_checked(
     // Loads `code` (wrapped as the loader needs); the image stays alive for the process, since a
     // loader may keep the pointer (lazy loading).
     let try_load = |code: Code| -> i32 {
-        let bytes = wrap(&checked, &code);
-        let img = if bytes.is_empty() { code.as_ptr() } else { bytes.as_ptr().cast() };
+        let image = wrap(&checked, &code);
+        let img = match &image {
+            Image::Code => code.as_ptr(),
+            Image::Within(b) => b.as_ptr().cast(),
+            Image::Built(b) => b.as_ptr().cast(),
+        };
         let t = std::time::Instant::now();
         let r = load(img);
         s.counters.driver_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         if r == 0 {
-            std::mem::forget(bytes);
+            std::mem::forget(image);
         }
         r
     };
@@ -716,7 +774,7 @@ pub unsafe fn load_checked(
     // Some(the module has a device-heap symbol) when the cubin carries its control block.
     let mut preset: Option<bool> = None;
     if let Some((mut cubin, cache, fail)) = cubin {
-        let carries_block = s.preset_control_block(&mut cubin, id);
+        let carries_block = s.preset_control_block(cubin.cubin_mut(), id);
         let r = try_load(Code::Cubin(&cubin));
         if r == 0 {
             loaded = true;

@@ -66,7 +66,14 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
     let ahead = unsafe { modules::prepare_cached(image, f.len, 90) }.expect("prepared from the cache");
     assert_eq!(ahead.checked.key, now.checked.key);
     assert_eq!(ahead.checked.target, "sm_90");
-    assert_eq!(&ahead.cubin.as_ref().unwrap().0, cubin);
+    let read = &ahead.cubin.as_ref().unwrap().0;
+    assert_eq!(read.cubin(), cubin.cubin());
+    // Read into the fatbin loaders take, in place: what build_elf_fatbin makes of the cubin, and
+    // a fatbin whose one entry is it.
+    assert_eq!(read.fatbin(), gasan_instrument::container::build_elf_fatbin(cubin.cubin(), 90, false).as_slice());
+    let fb = gasan_instrument::container::Fatbin::parse(read.fatbin()).expect("a fatbin");
+    assert_eq!(fb.entries.len(), 1);
+    assert!(fb.entries[0].raw.starts_with(cubin.cubin()));
     // Another GPU's key is another cubin: not in the cache.
     // SAFETY: as above.
     assert!(unsafe { modules::prepare_cached(image, f.len, 89) }.is_none());
