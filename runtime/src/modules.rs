@@ -650,6 +650,13 @@ pub struct Prepared {
     pub cubin: Option<(CubinImage, Cache, String)>,
 }
 
+impl Prepared {
+    /// The memory its cubin holds.
+    pub fn bytes(&self) -> usize {
+        self.cubin.as_ref().map_or(0, |(c, _, _)| c.fatbin().len())
+    }
+}
+
 /// Prepares a fatbin from the cache alone, for a GPU of compute capability `cc` and a loader
 /// without JIT options (cudart's): `None` unless the cache holds both its checked code and its
 /// cubin. Nothing is instrumented, compiled or counted, and a miss is given up on as soon as it

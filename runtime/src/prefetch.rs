@@ -23,6 +23,10 @@ use std::sync::{Condvar, Mutex, OnceLock};
 /// thousands of modules, most of which a program never loads: cuBLAS, PyTorch).
 const MAX_FATBIN_SECTION: u64 = 64 << 20;
 
+/// Cubin bytes the thread may hold for modules not loaded yet; past it, the rest are left to their
+/// loaders (a program that loads few of many modules does not keep all their cubins in memory).
+const MAX_PREPARED_BYTES: usize = 256 << 20;
+
 /// A fatbin in a loaded file: its address and the bytes it may span (to its section's end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadedFatbin {
@@ -155,8 +159,11 @@ fn run() {
     let t = std::time::Instant::now();
     let fatbins = std::panic::catch_unwind(loaded_fatbins).unwrap_or_default();
     p.table.list(fatbins.iter().map(|f| f.addr));
-    let mut ready = 0usize;
+    let (mut ready, mut bytes) = (0usize, 0usize);
     for f in &fatbins {
+        if bytes > MAX_PREPARED_BYTES {
+            break;
+        }
         if !p.table.claim(f.addr) {
             continue;
         }
@@ -169,6 +176,7 @@ fn run() {
         .ok()
         .flatten();
         ready += prepared.is_some() as usize;
+        bytes += prepared.as_ref().map_or(0, Prepared::bytes);
         p.table.finish(f.addr, prepared);
     }
     log(1, || format!("prepared {ready} of {} modules in the program's files from the cache ahead of their loads in {:.2} ms", fatbins.len(), t.elapsed().as_secs_f64() * 1e3));
