@@ -26,6 +26,7 @@
 
 use super::bodies::Bodies;
 use super::branches::Branches;
+use super::opcode::Op;
 use super::{dest_regs, has_block_comment_marker, Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
@@ -340,15 +341,19 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
     if ins.guard.is_some() {
         return None;
     }
-    let op = ins.opcode.text;
-    let ok = ["add.s64", "add.u64", "sub.s64", "sub.u64", "add.s32", "add.u32", "sub.s32", "sub.u32", "shl.b64", "shl.b32"].contains(&op)
-        || op.starts_with("mul.wide.")
-        || op.starts_with("mul.lo.")
-        || op.starts_with("mad.wide.")
-        || op.starts_with("mad.lo.")
-        || op == "cvta.to.global.u64"
-        || matches!(op, "mov.u64" | "mov.b64" | "mov.u32" | "mov.b32" | "mov.s32" | "mov.s64")
-        || matches!(op, "cvt.u64.u32" | "cvt.s64.s32" | "cvt.u64.s32" | "cvt.s64.u32");
+    // Integer adds, subtracts, shifts, multiplies (low or wide), moves, widening conversions and
+    // the conversion of a generic address to global.
+    let mut quals = ins.opcode.quals();
+    let q: [Option<&str>; 4] = std::array::from_fn(|_| quals.next());
+    let ok = match (ins.opcode.op, q) {
+        (Op::Add | Op::Sub, [Some("s64" | "u64" | "s32" | "u32"), None, ..]) => true,
+        (Op::Shl, [Some("b64" | "b32"), None, ..]) => true,
+        (Op::Mul | Op::Mad, [Some("wide" | "lo"), Some(_), ..]) => true,
+        (Op::Cvta, [Some("to"), Some("global"), Some("u64"), None]) => true,
+        (Op::Mov, [Some("u64" | "b64" | "u32" | "b32" | "s32" | "s64"), None, ..]) => true,
+        (Op::Cvt, [Some(to), Some(from), None, _]) => matches!((to, from), ("u64" | "s64", "u32" | "s32")),
+        _ => false,
+    };
     if !ok || ins.operands.len() < 2 {
         return None;
     }
