@@ -275,14 +275,28 @@ fn loaded_files() -> Vec<LoadedFile> {
 }
 
 /// The fatbins of every loaded file (not the ones over [`MAX_FATBIN_SECTION`]).
+///
+/// A shared library whose fatbins are listed is pinned for the life of the process (a
+/// `RTLD_NOLOAD` reference never closed): the thread reads its memory after this returns, and a
+/// library unloaded and another loaded at its address would otherwise leave a preparation keyed by
+/// an address that now holds other code. Libraries are pinned first and listed again, so every
+/// address used is one of a pinned library (or of the program, which is never unloaded).
 pub fn loaded_fatbins() -> Vec<LoadedFatbin> {
-    let mut out = Vec::new();
-    for f in loaded_files() {
+    let mut sections: HashMap<PathBuf, FatbinSections> = HashMap::new();
+    for (i, f) in loaded_files().into_iter().enumerate() {
         let Some(s) = fatbin_sections(&f.path) else { continue };
         if s.fatbins.1 > MAX_FATBIN_SECTION {
             log(1, || format!("{}: {} MiB of fatbins, left to their loaders", f.path.display(), s.fatbins.1 >> 20));
             continue;
         }
+        if i > 0 && !pin(&f.path) {
+            continue;
+        }
+        sections.insert(f.path, s);
+    }
+    let mut out = Vec::new();
+    for f in loaded_files() {
+        let Some(s) = sections.remove(&f.path) else { continue };
         let range = |(addr, size): (u64, u64)| {
             let start = f.bias.checked_add(addr as usize)?;
             let end = start.checked_add(size as usize)?;
@@ -292,6 +306,16 @@ pub fn loaded_fatbins() -> Vec<LoadedFatbin> {
         out.extend(wrapped_fatbins(wrappers, fatbins));
     }
     out
+}
+
+/// Keeps the loaded library `path` loaded for the life of the process: false when it is no
+/// longer loaded.
+fn pin(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: RTLD_NOLOAD only takes a reference to a library already loaded (no constructor
+    // runs); the handle is never closed.
+    !unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) }.is_null()
 }
 
 /// The fatbins the wrappers in `wrappers` (an address range of loaded memory) point to inside

@@ -50,6 +50,11 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
     let fatbin = unsafe { std::slice::from_raw_parts(f.addr as *const u8, f.len) };
     assert_eq!(&fatbin[..4], &gasan_instrument::container::FATBIN_MAGIC.to_le_bytes());
     let image = f.addr as *const c_void;
+    // Listing pins the library: with the test's own handle closed it stays loaded where it was
+    // (the background thread reads it after listing, and its addresses key the preparations).
+    // SAFETY: closing the handle this test opened; nothing of the library is in use.
+    assert_eq!(unsafe { libc::dlclose(h) }, 0);
+    assert_eq!(prefetch::loaded_fatbins(), found, "the listed library stays loaded at its address");
 
     // Cold: nothing is instrumented or compiled ahead.
     // SAFETY: as above, `f.len` bytes for the life of the process.
