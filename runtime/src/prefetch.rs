@@ -109,7 +109,12 @@ impl<T> Table<T> {
                     s.map.insert(key, Slot::Taken);
                     return None;
                 }
-                None | Some(Slot::Queued | Slot::Taken) => return None,
+                // A taken key stays taken: the list may still come and must not queue it.
+                Some(Slot::Taken) => {
+                    s.map.insert(key, Slot::Taken);
+                    return None;
+                }
+                None | Some(Slot::Queued) => return None,
                 Some(Slot::Ready(r)) => return Some(*r),
                 Some(Slot::Running) => {
                     s.map.insert(key, Slot::Running);
@@ -359,6 +364,63 @@ fn fatbin_sections(path: &std::path::Path) -> Option<FatbinSections> {
 mod tests {
     use super::*;
     use container::{FatbinWrapper, WRAPPER_MAGIC};
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum TableOp {
+        List,
+        /// The thread claims a key and, if it got it, finishes it (with a result or without).
+        Prepare(usize, bool),
+        /// A loader takes a key (never one under way: in this one-threaded model it would wait).
+        Take(usize),
+    }
+
+    proptest! {
+        /// Any interleaving of listing, the thread's claims and results, and loaders' takes: a
+        /// key is prepared by the thread at most once and never after its loader took it, a
+        /// loader gets the thread's result at most once and only one the thread made, and a key
+        /// the loader was told to prepare itself is never handed out later.
+        #[test]
+        fn the_table_gives_each_module_one_preparer(ops in prop::collection::vec(prop_oneof![
+            Just(TableOp::List),
+            (0usize..4, any::<bool>()).prop_map(|(k, ok)| TableOp::Prepare(k, ok)),
+            (0usize..4).prop_map(TableOp::Take),
+        ], 0..40)) {
+            let t = Table::<usize>::new();
+            let (mut listed, mut claimed, mut made, mut handed, mut own) = (false, [false; 4], [false; 4], [false; 4], [false; 4]);
+            for op in ops {
+                match op {
+                    TableOp::List => {
+                        if !listed {
+                            t.list(0..4);
+                            listed = true;
+                        }
+                    }
+                    TableOp::Prepare(k, ok) => {
+                        let got = t.claim(k);
+                        prop_assert!(!(got && (claimed[k] || own[k] || handed[k])), "key {k} claimed twice or after its loader");
+                        prop_assert!(!got || listed, "claimed before the list");
+                        if got {
+                            claimed[k] = true;
+                            made[k] = ok;
+                            t.finish(k, ok.then_some(k));
+                        }
+                    }
+                    TableOp::Take(k) => match t.take(k) {
+                        Some(v) => {
+                            prop_assert_eq!(v, k);
+                            prop_assert!(made[k] && !handed[k] && !own[k], "key {k} handed out without a result or twice");
+                            handed[k] = true;
+                        }
+                        None => {
+                            prop_assert!(!(made[k] && !handed[k] && !own[k]), "key {k}'s result withheld from its first loader");
+                            own[k] = true;
+                        }
+                    },
+                }
+            }
+        }
+    }
 
     #[test]
     fn each_key_is_prepared_once_and_a_loader_waits_only_for_one_under_way() {
