@@ -79,6 +79,13 @@ macro_rules! hooks {
         pub fn table() -> Vec<(&'static str, usize)> {
             vec![$((stringify!($name), $name as *const () as usize)),*]
         }
+
+        /// Every hook's parameters as declared here: (exact driver symbol, the size of each), which
+        /// a test holds to cuda.h's prototype of the same function (enum parameters are integers
+        /// here on purpose: a program may pass values the enum lacks).
+        pub fn parameter_sizes() -> Vec<(&'static str, Vec<usize>)> {
+            vec![$((stringify!($name), vec![$(std::mem::size_of::<$t>()),*])),*]
+        }
     };
 }
 
