@@ -22,7 +22,7 @@ use super::opcode::{Op, Opcode};
 use super::{dest_regs, Line};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use crate::shadow::Scale;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 /// At most this many parameters get bounds per kernel (each holds two 64-bit registers for the
@@ -133,7 +133,7 @@ impl ParamBounds {
         // Loop-free (checked above): every definition that reaches a use comes before it in the
         // text, so one pass in order sees them all. A register defined more than once keeps a
         // parameter only when every definition agrees.
-        let mut root: HashMap<&str, Root> = HashMap::new();
+        let mut root: HashMap<&str, Root> = HashMap::default();
         let mut operands_of_params: Vec<&str> = Vec::new();
         for line in body_lines {
             for st in line.stmts() {

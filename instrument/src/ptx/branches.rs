@@ -7,7 +7,7 @@
 use super::bodies::Bodies;
 use super::opcode::Op;
 use super::Line;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// A branch back to a label earlier in its body: the end of a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ impl<'a> Branches<'a> {
     pub fn scan(lines: &[Line<'a>], bodies: &Bodies) -> Self {
         let mut b = Branches::default();
         for body in bodies.iter() {
-            let mut labels: HashMap<&'a str, usize> = HashMap::new();
+            let mut labels: HashMap<&'a str, usize> = HashMap::default();
             let end = body.close.min(lines.len());
             for (k, line) in lines.iter().enumerate().take(end).skip(body.open + 1) {
                 let code = line.code;

@@ -9,7 +9,7 @@ use super::access::{AddrBase, Width};
 use super::bodies::Bodies;
 use super::{dest_regs, release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Smallest redzone the allocator ever places between two blocks.
 pub(super) const MIN_REDZONE: i64 = 256;

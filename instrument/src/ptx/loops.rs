@@ -37,8 +37,8 @@ use super::opcode::Op;
 use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// Longest loop body considered (lines).
@@ -320,7 +320,7 @@ struct Body<'b, 'a> {
 
 fn walk<'b, 'a>(body: &'b [BodyStmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> Body<'b, 'a> {
     let mut stmts: Vec<Stmt> = Vec::with_capacity(body.len());
-    let mut last_def: HashMap<&'a str, usize> = HashMap::new();
+    let mut last_def: HashMap<&'a str, usize> = HashMap::default();
     for (idx, b) in body.iter().enumerate() {
         let sources = b.sources();
         let (srcs, src_vals): (Vec<_>, Vec<_>) = sources.iter().map(|op| operand(op, &last_def, &stmts, candidates, written, regs)).unzip();
@@ -514,8 +514,8 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     };
 
     // Loop-carried registers: written in the body and read before their first write.
-    let mut written: HashSet<&str> = HashSet::new();
-    let mut carried: HashSet<&str> = HashSet::new();
+    let mut written: HashSet<&str> = HashSet::default();
+    let mut carried: HashSet<&str> = HashSet::default();
     for b in &body {
         carried.extend(b.reads.iter().filter(|r| !written.contains(*r)));
         written.extend(&b.dests);
@@ -707,10 +707,10 @@ impl<'b, 'a> Emitter<'b, 'a> {
         self.ok = ok.clone();
 
         // Steps of the induction variables (in their own widths), and the trip count.
-        let mut memo: HashMap<(At, usize), String> = HashMap::new();
+        let mut memo: HashMap<(At, usize), String> = HashMap::default();
         let mut bivs: Vec<&'a str> = self.bivs.iter().copied().collect();
         bivs.sort_unstable();
-        let mut steps: HashMap<&'a str, (String, u32)> = HashMap::new();
+        let mut steps: HashMap<&'a str, (String, u32)> = HashMap::default();
         for r in &bivs {
             let bits = self.regs.type_of(r).and_then(type_bits)?;
             let d = *self.body.last_def.get(r)?;
@@ -720,7 +720,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     k.to_string()
                 }
                 _ => {
-                    let next = self.value_of_stmt(d, At::First, &mut memo, &HashMap::new())?;
+                    let next = self.value_of_stmt(d, At::First, &mut memo, &HashMap::default())?;
                     let t = self.temp(&format!("b{bits}"));
                     self.line(format_args!("sub.s{bits} {t}, {next}, {r};"));
                     t
@@ -734,7 +734,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
         self.line(format_args!("setp.lt.u64 {q}, {tm1}, 2147483648;"));
         self.line(format_args!("and.pred {ok}, {ok}, {q};"));
         // Last values of the induction variables.
-        let mut last: HashMap<&'a str, String> = HashMap::new();
+        let mut last: HashMap<&'a str, String> = HashMap::default();
         let used = self.used_bivs(ranges);
         for r in bivs.iter().filter(|r| used.contains(**r)) {
             let (step, bits) = steps.get(r)?.clone();
@@ -800,7 +800,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 self.line(format_args!("and.pred {ok}, {ok}, {r};"));
                 continue;
             }
-            let (lo, hi) = self.span(g, &mut HashMap::new(), &last)?;
+            let (lo, hi) = self.span(g, &mut HashMap::default(), &last)?;
             let (call, swept, v) = (self.temp("pred"), self.temp("pred"), self.temp("b32"));
             self.line(format_args!("not.pred {call}, {r};"));
             let id = self.next;
@@ -890,9 +890,9 @@ impl<'b, 'a> Emitter<'b, 'a> {
 
     /// Induction variables the hoisted addresses depend on.
     fn used_bivs(&self, ranges: &[Range]) -> HashSet<&'a str> {
-        let mut out = HashSet::new();
+        let mut out = HashSet::default();
         let mut stack: Vec<usize> = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for g in ranges {
             match g.def {
                 Some(d) => stack.push(d),
@@ -991,11 +991,11 @@ impl<'b, 'a> Emitter<'b, 'a> {
         };
         let bits = exit.bits;
         let c0 = match st.srcs[c_src] {
-            Some(d) => self.value_of_stmt(d, At::First, memo, &HashMap::new())?,
+            Some(d) => self.value_of_stmt(d, At::First, memo, &HashMap::default())?,
             None => ops[c_src].to_string(),
         };
         let bound = match st.srcs[b_src] {
-            Some(d) => self.value_of_stmt(d, At::First, memo, &HashMap::new())?,
+            Some(d) => self.value_of_stmt(d, At::First, memo, &HashMap::default())?,
             None => ops[b_src].to_string(),
         };
         // The compared value's step per iteration.
@@ -1004,14 +1004,14 @@ impl<'b, 'a> Emitter<'b, 'a> {
             _ => {
                 // c at the second iteration minus c at the first: recompute with each induction
                 // variable advanced by its step.
-                let mut advanced: HashMap<&'a str, String> = HashMap::new();
+                let mut advanced: HashMap<&'a str, String> = HashMap::default();
                 for (r, (s, b)) in steps {
                     let t = self.temp(&format!("b{b}"));
                     self.line(format_args!("add.s{b} {t}, {r}, {s};"));
                     advanced.insert(r, t);
                 }
                 let c1 = match st.srcs[c_src] {
-                    Some(d) => self.value_of_stmt(d, At::Mapped, &mut HashMap::new(), &advanced)?,
+                    Some(d) => self.value_of_stmt(d, At::Mapped, &mut HashMap::default(), &advanced)?,
                     None => return None,
                 };
                 let t = self.temp(&format!("b{bits}"));

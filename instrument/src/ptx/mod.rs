@@ -39,7 +39,8 @@ pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified, Instr};
 use opcode::{Op, Opcode};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Options of one instrumentation.
@@ -623,7 +624,7 @@ impl<'a> Rewriter<'a> {
             copy_stats: Stats::default(),
             next_label: 0,
             prefetch_labels: 0,
-            demangled_vars: HashMap::new(),
+            demangled_vars: HashMap::default(),
         })
     }
 
@@ -660,7 +661,7 @@ impl<'a> Rewriter<'a> {
         let locs = source_locations(&lines, &bodies);
         let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
         let module_spaces = spaces::analyze(&lines, &bodies);
-        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::new() };
+        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
         let plans = Plans {
             lines: &lines,
             bodies: &bodies,
@@ -952,9 +953,9 @@ impl<'a> Rewriter<'a> {
         };
         // Next iteration: loop-carried registers take their back-edge values, each computed on
         // its own (intermediate values of one must not leak into another).
-        let mut renamed: HashMap<String, String> = HashMap::new();
+        let mut renamed: HashMap<String, String> = HashMap::default();
         for (reg, value_chain) in &p.next_values {
-            let mut own = HashMap::new();
+            let mut own = HashMap::default();
             recompute(value_chain, &mut own)?;
             renamed.insert(reg.clone(), own.remove(reg)?);
         }
@@ -1289,7 +1290,7 @@ struct SpaceAt<'g> {
 const KEEP_CAPACITY: usize = 1024;
 
 /// Releases the excess capacity of an emptied per-block map (see [`KEEP_CAPACITY`]).
-pub(super) fn release_excess<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut HashMap<K, V, S>) {
+pub(super) fn release_excess<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut std::collections::HashMap<K, V, S>) {
     if m.capacity() > KEEP_CAPACITY {
         m.shrink_to(KEEP_CAPACITY);
     }
@@ -1297,8 +1298,8 @@ pub(super) fn release_excess<K: Eq + std::hash::Hash, V, S: std::hash::BuildHash
 
 /// Maps and sets keyed by line number, looked up for every line of a module: a multiplicative hash
 /// instead of SipHash (the keys are not attacker-chosen in any way that matters here).
-pub(super) type LineMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<LineHasher>>;
-pub(super) type LineSet = HashSet<usize, std::hash::BuildHasherDefault<LineHasher>>;
+pub(super) type LineMap<V> = std::collections::HashMap<usize, V, std::hash::BuildHasherDefault<LineHasher>>;
+pub(super) type LineSet = std::collections::HashSet<usize, std::hash::BuildHasherDefault<LineHasher>>;
 
 #[derive(Default)]
 pub(super) struct LineHasher(u64);

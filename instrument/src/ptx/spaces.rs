@@ -44,8 +44,8 @@ use super::bodies::{Bodies, Body};
 use super::opcode::Op;
 use super::{dest_regs, Line, ParsedStmt, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
+use rustc_hash::FxHashMap as HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// A `.shared` or `.local` variable declared in the module.
@@ -272,9 +272,9 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
     let defs: Vec<(&str, &Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d)).map(|&(d, i)| (d, instrs[i])).collect();
     // Optimistic fixed point: a register not evaluated yet is "no information" (`None`), one
     // never defined from a variable (a special register, a parameter, plain arithmetic) is unknown.
-    let mut regs: HashMap<String, Prov> = HashMap::new();
+    let mut regs: HashMap<String, Prov> = HashMap::default();
     for _round in 0..16 {
-        let mut next: HashMap<String, Prov> = HashMap::new();
+        let mut next: HashMap<String, Prov> = HashMap::default();
         for (d, ins) in &defs {
             let lookup = |op: &str| -> Option<Prov> {
                 let op = op.trim();
@@ -763,13 +763,13 @@ pub(super) enum Role {
 /// Lines in `skip` (loop versioning's own lines) are never accesses.
 /// `locs`: the source location at each line.
 pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet, locs: &[Option<super::Loc>]) -> HashMap<(usize, usize), Role> {
-    let mut roles = HashMap::new();
+    let mut roles = HashMap::default();
     if m.is_empty() {
         return roles;
     }
     // Open groups by base register: (leader key, members).
     type OpenGroups = HashMap<String, ((usize, usize), Vec<Member>)>;
-    let mut open: OpenGroups = HashMap::new();
+    let mut open: OpenGroups = HashMap::default();
     let close = |open: &mut OpenGroups, roles: &mut HashMap<(usize, usize), Role>, reg: Option<&str>| {
         let keys: Vec<String> = match reg {
             Some(r) => open.keys().filter(|k| k.as_str() == r).cloned().collect(),
