@@ -259,17 +259,9 @@ unsafe fn image_ptx_source(image: *const c_void, cc: u32, limit: Option<usize>) 
         return Err(Skip::Error("null image".into()));
     }
     let p = image as *const u8;
-    // The first 4 bytes, stopping at a NUL: PTX text (even one the driver would refuse, shorter
-    // than 4 bytes) ends there, and no binary magic holds a zero byte.
-    let mut magic = [0u8; 4];
-    for (i, m) in magic.iter_mut().enumerate().take(limit.unwrap_or(4)) {
-        // SAFETY: `image` is non-null and a module image by this function's contract; bytes
-        // 0..i were not NUL, so the image (binary, or text not yet terminated) goes on to byte i.
-        *m = unsafe { *p.add(i) };
-        if *m == 0 {
-            break;
-        }
-    }
+    // SAFETY: `image` is non-null and a module image (spanning `limit` bytes when known) by this
+    // function's contract, which is image_magic's.
+    let magic = unsafe { image_magic(p, limit) };
     let header_len = match container::sniff(&magic) {
         ImageKind::FatbinWrapper => container::FatbinWrapper::SIZE,
         ImageKind::Fatbin => container::FatbinHeader::SIZE,
@@ -325,6 +317,50 @@ unsafe fn image_ptx_source(image: *const c_void, cc: u32, limit: Option<usize>) 
     match fb.best_ptx(cc) {
         Some(e) => Ok(PtxSource::from_entry(e)),
         None => Err(Skip::SassOnly),
+    }
+}
+
+/// The first 4 bytes of a module image, stopping at a NUL: PTX text (even one the driver would
+/// refuse, shorter than 4 bytes) ends there, and no binary magic holds a zero byte.
+///
+/// # Safety
+/// `p` is a non-null module image as the driver's loaders take it (spanning `limit` bytes when
+/// `limit` is known).
+unsafe fn image_magic(p: *const u8, limit: Option<usize>) -> [u8; 4] {
+    let mut magic = [0u8; 4];
+    for (i, m) in magic.iter_mut().enumerate().take(limit.unwrap_or(4)) {
+        // SAFETY: bytes 0..i were not NUL, so the image (binary, or text not yet terminated) goes
+        // on to byte i (within `limit` when known: the loop stops there).
+        *m = unsafe { *p.add(i) };
+        if *m == 0 {
+            break;
+        }
+    }
+    magic
+}
+
+/// The fatbin a module image holds: a fatbin wrapper's data pointer, or a fatbin's own address
+/// (`None` for PTX text, ELF and anything else).
+///
+/// # Safety
+/// `image` is a module image as the driver's loaders take it.
+pub unsafe fn image_fatbin_address(image: *const c_void) -> Option<usize> {
+    if image.is_null() {
+        return None;
+    }
+    let p = image as *const u8;
+    // SAFETY: a non-null module image (this function's contract).
+    match container::sniff(&unsafe { image_magic(p, None) }) {
+        ImageKind::Fatbin => Some(image as usize),
+        ImageKind::FatbinWrapper => {
+            // SAFETY: a wrapper by its magic, so `FatbinWrapper::SIZE` bytes.
+            let w = unsafe { std::slice::from_raw_parts(p, container::FatbinWrapper::SIZE) };
+            match container::image_len(w).ok()? {
+                ImageLen::Wrapper { data, .. } => Some(data as usize),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 

@@ -13,7 +13,7 @@
 
 use crate::modules::{self, Prepared};
 use crate::state::{log, state};
-use gasan_instrument::container::{self, ImageKind, ImageLen};
+use gasan_instrument::container::{self, ImageLen};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::path::PathBuf;
@@ -198,42 +198,8 @@ pub unsafe fn take(image: *const c_void) -> Option<Prepared> {
         return None;
     }
     // SAFETY: `image` is a module image (this function's contract).
-    let key = unsafe { fatbin_address(image) }?;
+    let key = unsafe { modules::image_fatbin_address(image) }?;
     p.table.take(key)
-}
-
-/// The fatbin a module image holds: a fatbin wrapper's data pointer, or a fatbin's own address
-/// (`None` for PTX text, ELF and anything else).
-///
-/// # Safety
-/// `image` is a module image as the driver's loaders take it.
-unsafe fn fatbin_address(image: *const c_void) -> Option<usize> {
-    if image.is_null() {
-        return None;
-    }
-    let p = image as *const u8;
-    // The first 4 bytes, stopping at a NUL (PTX text may be shorter; no binary magic holds one).
-    let mut magic = [0u8; 4];
-    for (i, m) in magic.iter_mut().enumerate() {
-        // SAFETY: bytes 0..i were not NUL, so the image (binary, or text not yet terminated) goes
-        // on to byte i.
-        *m = unsafe { *p.add(i) };
-        if *m == 0 {
-            break;
-        }
-    }
-    match container::sniff(&magic) {
-        ImageKind::Fatbin => Some(image as usize),
-        ImageKind::FatbinWrapper => {
-            // SAFETY: a wrapper by its magic, so `FatbinWrapper::SIZE` bytes.
-            let w = unsafe { std::slice::from_raw_parts(p, container::FatbinWrapper::SIZE) };
-            match container::image_len(w).ok()? {
-                ImageLen::Wrapper { data, .. } => Some(data as usize),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
 }
 
 /// A loaded ELF file: its path, load bias and loaded segments (address ranges).
