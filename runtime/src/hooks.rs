@@ -732,10 +732,9 @@ unsafe fn orig_slot<F: Copy>(i: usize) -> Option<F> {
 /// once loaded.
 fn checked_wrapper<'a>(c: &modules::Checked, code: &modules::Code<'a>) -> modules::Image<'a> {
     use gasan_instrument::container::{FatbinWrapper, WRAPPER_MAGIC};
-    let data = match modules::fatbin(c, code) {
-        modules::Image::Within(b) => b.as_ptr(),
-        modules::Image::Built(b) => Box::leak(b.into_boxed_slice()).as_ptr(),
-        modules::Image::Code => code.as_ptr().cast(),
+    let data = match modules::fatbin_bytes(c, code) {
+        std::borrow::Cow::Borrowed(b) => b.as_ptr(),
+        std::borrow::Cow::Owned(b) => Box::leak(b.into_boxed_slice()).as_ptr(),
     };
     modules::Image::Built(FatbinWrapper { magic: WRAPPER_MAGIC, version: 1, data: data as u64, filename_or_fatbins: 0 }.to_bytes().to_vec())
 }

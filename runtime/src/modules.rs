@@ -170,11 +170,19 @@ pub fn plain<'a>(_: &Checked, _: &Code<'a>) -> Image<'a> {
     Image::Code
 }
 
-/// Image builder for loaders that take fatbins: one entry holding the code.
-pub fn fatbin<'a>(c: &Checked, code: &Code<'a>) -> Image<'a> {
+/// A fatbin of one entry holding the code: the one a cubin sits in, or one built for PTX.
+pub fn fatbin_bytes<'a>(c: &Checked, code: &Code<'a>) -> std::borrow::Cow<'a, [u8]> {
     match code {
-        Code::Ptx(p) => Image::Built(container::build_ptx_fatbin(p.to_str().unwrap_or(""), c.arch, c.version)),
-        Code::Cubin(b) => Image::Within(b.fatbin()),
+        Code::Ptx(p) => std::borrow::Cow::Owned(container::build_ptx_fatbin(p.to_str().unwrap_or(""), c.arch, c.version)),
+        Code::Cubin(b) => std::borrow::Cow::Borrowed(b.fatbin()),
+    }
+}
+
+/// Image builder for loaders that take fatbins: [`fatbin_bytes`].
+pub fn fatbin<'a>(c: &Checked, code: &Code<'a>) -> Image<'a> {
+    match fatbin_bytes(c, code) {
+        std::borrow::Cow::Borrowed(b) => Image::Within(b),
+        std::borrow::Cow::Owned(v) => Image::Built(v),
     }
 }
 
