@@ -79,6 +79,11 @@ impl Checked {
         self.target.ends_with('a')
     }
 
+    /// Its cubin from cache entry `name`, read into a fatbin for its target.
+    fn read_cubin(&self, cache: &Cache, name: &str) -> Option<CubinImage> {
+        CubinImage::read(cache, name, self.arch, self.arch_specific())
+    }
+
     /// The checked PTX: as instrumented in this process, else from the cache, else instrumented again.
     pub fn ptx(&self) -> Result<&CStr, String> {
         let p = self.ptx.get_or_init(|| {
@@ -596,7 +601,7 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(CubinIma
     };
     let lookup = std::time::Instant::now();
     let (name, fail) = cubin_names(c, flags, compiler);
-    let cached = CubinImage::read(&cache, &name, c.arch, c.arch_specific());
+    let cached = c.read_cubin(&cache, &name);
     s.counters.cubin_lookup_us.fetch_add(lookup.elapsed().as_micros() as u64, Ordering::Relaxed);
     if let Some(b) = cached {
         s.counters.cubins_cached.fetch_add(1, Ordering::Relaxed);
@@ -722,7 +727,7 @@ pub unsafe fn prepare_cached(fatbin: *const c_void, len: usize, cc: u32) -> Opti
     let checked = checked_from(src, i, cc);
     let (_, compiler) = compiler()?;
     let (name, fail) = cubin_names(&checked, &[], compiler);
-    let image = CubinImage::read(&cache, &name, checked.arch, checked.arch_specific())?;
+    let image = checked.read_cubin(&cache, &name)?;
     Some(Prepared { checked, cubin: Some((image, cache, fail)) })
 }
 
