@@ -3,8 +3,9 @@
 benches/build.sh into .carry/startup). Prints two tables:
 
   steady   median CUDA-event ms of the GPU region (3 processes x SHORT_REPS=20, warm cache) under
-           native, gasan, and gasan with one part switched off: --instrument 0 (pool, redzones and
-           tags only), --tags 0, --hoist-loops 0, and --shadow-scale 7
+           native, gasan, and gasan with one part switched off: --arg-bounds 0 (no bounds in launch
+           arguments), --instrument 0 (pool, redzones and tags only), --tags 0, --hoist-loops 0, and
+           --shadow-scale 7
   first    first launch of N distinct kernels of kernels100 (first pass - second pass, median of 5),
            lazy and eager module loading (CUDA_MODULE_LOADING=EAGER), native, gasan, --prefetch 0,
            --tags 0 and --instrument 0
@@ -15,7 +16,7 @@ Usage (on the GPU machine):
 import argparse, os, re, statistics, subprocess, tempfile
 
 STEADY = ["gemm", "mm2", "atax", "mvt", "jacobi2d", "scan", "fdtd2d", "transpose_add"]
-STEADY_CFGS = [("native", None), ("gasan", []), ("instr0", ["--instrument", "0"]), ("tags0", ["--tags", "0"]),
+STEADY_CFGS = [("native", None), ("gasan", []), ("argb0", ["--arg-bounds", "0"]), ("instr0", ["--instrument", "0"]), ("tags0", ["--tags", "0"]),
                ("hoist0", ["--hoist-loops", "0"]), ("s7", ["--shadow-scale", "7"])]
 EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
 FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("prefetch0", ["--prefetch", "0"], {}), ("tags0", ["--tags", "0"], {}),

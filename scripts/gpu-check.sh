@@ -58,6 +58,12 @@ for s in 8 7; do
   check underflow_read cases underflow_read $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "4 bytes before 4000-byte region"
   check overflow_far cases overflow_far $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "65536 bytes after 4000-byte region"
   check uaf cases uaf $s 1 "heap-use-after-free" "READ of size 4 in kernel readAt" "freed by thread T0"
+  # Pointer arguments carry their block's bounds (runtime/src/arg_bounds.rs): a pointer into the
+  # middle of a buffer, and a graph replayed after its buffer was freed (captured launches carry none).
+  check interior_clean cases interior_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check interior_underflow cases interior_underflow $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "4 bytes before 4000-byte region"
+  check graph_clean cases graph_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check graph_uaf cases graph_uaf $s 1 "heap-use-after-free" "READ of size 4 in kernel readAt"
   check uaf_delayed cases uaf_delayed $s 1 "heap-use-after-free" "WRITE of size 4 in kernel writeAt"
   check double_free cases double_free $s 1 "double-free"
   check memcpy_overflow cases memcpy_overflow $s 1 "heap-buffer-overflow" "cuMemcpy" "0 bytes after 4000-byte region"
@@ -110,6 +116,10 @@ rows+=("$(printf '%-22s %-11s %-6s %-4s %-5s %6sms %s' kmod_probe gasan-uvm - "$
 check vecadd_vmm_fallback cases vecadd_clean 8 0 "result ok" "!GPUAddressSanitizer"
 GASAN_OPTIONS="cache_dir=$OUT/cache verbosity=1" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean > "$OUT/logs/backend.log" 2>&1
 grep -q "backend: CUDA VMM" "$OUT/logs/backend.log" || { fails=$((fails + 1)); rows+=("backend line missing: $(grep backend "$OUT/logs/backend.log" | head -1)"); }
+# Its launches passed bounds in their pointer arguments (and with arg_bounds=0 none did).
+grep -q "launches: [1-9][0-9]*, [1-9][0-9]* with block bounds" "$OUT/logs/backend.log" || { fails=$((fails + 1)); rows+=("no launch with bounds: $(grep 'launches:' "$OUT/logs/backend.log" | head -1)"); }
+GASAN_OPTIONS="cache_dir=$OUT/cache verbosity=1 arg_bounds=0" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean > "$OUT/logs/noargb.log" 2>&1
+grep -q "launches: [1-9][0-9]*, 0 with block bounds" "$OUT/logs/noargb.log" || { fails=$((fails + 1)); rows+=("arg_bounds=0 still tagged: $(grep 'launches:' "$OUT/logs/noargb.log" | head -1)"); }
 
 echo
 printf '%-22s %-11s %-6s %-4s %-5s %8s %s\n' case binary scale rc ok time notes
@@ -118,7 +128,7 @@ for r in "${rows[@]}"; do echo "$r"; done
 echo
 echo "== costs (median, µs)"
 for mode in native gasan; do
-  for c in bench_alloc bench_launch; do
+  for c in bench_alloc bench_launch bench_launch_args; do
     if [ $mode = native ]; then line=$("$PROG/cases" $c 2>&1 | grep BENCH); else line=$("$BIN/gasan-run" -- "$PROG/cases" $c 2>&1 | grep BENCH); fi
     echo "$mode $c: $line"
   done

@@ -112,6 +112,113 @@ impl ExtentEntry {
 }
 pub const CONTROL_BLOCK_SIZE: usize = 64;
 
+/// Launch-time bounds carried in a kernel's pointer arguments ("parameter tags").
+///
+/// At a launch, the runtime may rewrite the values of a kernel's listed pointer arguments: each
+/// keeps its low [`ADDRESS_BITS`](param_tag::ADDRESS_BITS) bits, and the bits above carry the
+/// [`MARK`](param_tag::MARK) and how far the pointer's block reaches above it, in whole
+/// [`REACH_UNIT`](param_tag::REACH_UNIT)s (at most [`MAX_REACH`](param_tag::MAX_REACH); a null or
+/// out-of-pool pointer reaches 0). The field sits where one 32-bit AND of the value's high word
+/// yields the reach in bytes, so the checked kernel (instrument/src/ptx/bounds.rs) decodes it in
+/// four instructions — on the H100, a decode with a variable shift cost a one-element-per-thread
+/// stencil 13 % of native time, and an extent-table load waits for memory.
+///
+/// A launch tags all of a kernel's listed arguments or none, and the kernel tests the first one
+/// only. A value without the mark (a launch gasan did not tag) makes the kernel look its blocks
+/// up as before, so a missed launch form costs speed, never a check; a pointer that is not
+/// tagged decodes to itself with no reach, so it is checked as usual.
+///
+/// The bounds start at the pointer itself: an access below it takes the ordinary check.
+pub mod param_tag {
+    /// Bits of a taggable pointer: pool addresses lie below `1 << ADDRESS_BITS`.
+    pub const ADDRESS_BITS: u32 = 48;
+    /// The top two bits of a tagged value: neither a pointer (`00`) nor a sign-extended negative
+    /// integer (`11`) has them.
+    pub const MARK: u64 = 0b10;
+    /// The pointer bits of a tagged value.
+    pub const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+    /// The reach field: bits 48..61 of the value, read as bits 16..29 of its high word (a count
+    /// of [`REACH_UNIT`]s there is that many bytes).
+    pub const REACH_MASK_HIGH_WORD: u32 = 0x3fff_0000;
+    pub const REACH_UNIT: u64 = 1 << 16;
+    /// The largest reach a tag carries: a block reaching further is looked up instead.
+    pub const MAX_REACH: u64 = (REACH_MASK_HIGH_WORD as u64 >> 16) * REACH_UNIT;
+
+    /// `ptr` tagged with the reach of `[ptr, hi)` rounded down to whole units (`hi == ptr`: no
+    /// reach), or `None` when it cannot carry it (beyond [`ADDRESS_BITS`], `hi` below it, or
+    /// reaching further than [`MAX_REACH`]).
+    pub fn encode(ptr: u64, hi: u64) -> Option<u64> {
+        if ptr > ADDRESS_MASK || hi < ptr || hi - ptr > MAX_REACH {
+            return None;
+        }
+        let units = (hi - ptr) / REACH_UNIT;
+        Some(MARK << 62 | units << 48 | ptr)
+    }
+
+    /// What a checked kernel reads from a parameter's value: (pointer, end of the bounds it
+    /// carries), or `None` when it carries none (the value is then used as it is).
+    pub fn decode(value: u64) -> Option<(u64, u64)> {
+        if value >> 62 != MARK {
+            return None;
+        }
+        let ptr = value & ADDRESS_MASK;
+        let reach = u64::from((value >> 32) as u32 & REACH_MASK_HIGH_WORD);
+        Some((ptr, ptr + reach))
+    }
+}
+
+/// Which pointer parameters of each checked kernel the runtime may tag at a launch
+/// ([`param_tag`]): kernel name → its parameter count and the tagged parameters' ordinals.
+/// Written by the instrumenter beside the checked PTX, one line per kernel
+/// (`name count ordinal...`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParamTagTable {
+    pub kernels: std::collections::BTreeMap<String, KernelParamTags>,
+}
+
+/// One kernel's entry in a [`ParamTagTable`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelParamTags {
+    /// Parameters the kernel declares (the length of a launch's argument array).
+    pub count: u32,
+    /// Ordinals of the parameters that may be tagged, ascending.
+    pub tagged: Vec<u32>,
+}
+
+impl ParamTagTable {
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for (name, k) in &self.kernels {
+            s.push_str(name);
+            s.push(' ');
+            s.push_str(&k.count.to_string());
+            for o in &k.tagged {
+                s.push(' ');
+                s.push_str(&o.to_string());
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    /// The inverse of [`Self::to_text`]; `None` for text it did not write (an ordinal not below
+    /// the count, or not ascending, included: the runtime must never tag past the arguments).
+    pub fn from_text(text: &str) -> Option<Self> {
+        let mut kernels = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let mut words = line.split(' ');
+            let name = words.next().filter(|n| !n.is_empty())?;
+            let count: u32 = words.next()?.parse().ok()?;
+            let tagged: Vec<u32> = words.map(|w| w.parse().ok()).collect::<Option<_>>()?;
+            if tagged.iter().any(|&o| o >= count) || tagged.windows(2).any(|w| w[0] >= w[1]) {
+                return None;
+            }
+            kernels.insert(name.to_string(), KernelParamTags { count, tagged });
+        }
+        Some(ParamTagTable { kernels })
+    }
+}
+
 /// The control block's and extent table's layout as C `#define`s, for C/CUDA tools that build a
 /// control block themselves (benches/variants/ptxtime.cu): generated from this file's constants,
 /// so it is the one definition (`gasan-ptx abi`).
@@ -327,6 +434,45 @@ const _: () = {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A tagged pointer decodes to itself, with an end inside the one it was encoded from
+        /// and less than a unit short of it.
+        #[test]
+        fn tagged_pointers_carry_bounds_inside_their_block(ptr in 0u64..(1 << 48), above in 0u64..(1 << 31)) {
+            let hi = ptr + above;
+            match param_tag::encode(ptr, hi) {
+                None => prop_assert!(above > param_tag::MAX_REACH || ptr > param_tag::ADDRESS_MASK),
+                Some(v) => {
+                    let (p, h) = param_tag::decode(v).expect("a tagged value decodes");
+                    prop_assert_eq!(p, ptr);
+                    prop_assert!(ptr <= h && h <= hi && hi - h < param_tag::REACH_UNIT, "{:x} {:x} from {:x}", p, h, hi);
+                }
+            }
+        }
+
+        /// Pointers (top bits 00) and negative integers (11) never read as tagged.
+        #[test]
+        fn untagged_values_decode_to_nothing(v in any::<u64>()) {
+            prop_assume!(v >> 62 != param_tag::MARK);
+            prop_assert_eq!(param_tag::decode(v), None);
+        }
+
+        #[test]
+        fn param_tag_tables_read_back(kernels in proptest::collection::btree_map("[A-Za-z_$][A-Za-z0-9_$]{0,20}", (1u32..40, proptest::collection::btree_set(0u32..40, 0..5)), 0..6)) {
+            let table = ParamTagTable { kernels: kernels.into_iter().map(|(n, (count, t))| (n, KernelParamTags { count, tagged: t.into_iter().filter(|&o| o < count).collect() })).collect() };
+            prop_assert_eq!(ParamTagTable::from_text(&table.to_text()), Some(table));
+        }
+    }
+
+    #[test]
+    fn param_tag_tables_refuse_ordinals_past_the_arguments() {
+        assert_eq!(ParamTagTable::from_text("k 2 2\n"), None);
+        assert_eq!(ParamTagTable::from_text("k 3 1 0\n"), None);
+        assert_eq!(ParamTagTable::from_text("k x\n"), None);
+        assert!(ParamTagTable::from_text("k 3 0 2\n").is_some());
+    }
 
     #[test]
     fn c_header_places_each_field_where_the_struct_has_it() {

@@ -26,11 +26,12 @@ fn straight_line_kernels_look_up_each_pointer_parameter_once() {
     for opts in [InstrumentOptions::default(), InstrumentOptions { aligned_pool: true, ..Default::default() }, InstrumentOptions { recover: true, ..Default::default() }] {
         let ptx = checked(TWO_PARAMS, STRAIGHT, opts);
         // One lookup per parameter, at the body's top, from the extent table; the u32 gets none.
-        assert_eq!(ptx.matches("ld.param.u64 %gsbt3, [k_in];").count(), 1, "{ptx}");
-        assert_eq!(ptx.matches("ld.param.u64 %gsbt3, [k_out];").count(), 1, "{ptx}");
+        // (Both may be tagged by launches: their values are read into %gsbp, decoded when tagged.)
+        assert_eq!(ptx.matches("[k_in]; //gasan").count(), 1, "{ptx}");
+        assert_eq!(ptx.matches("[k_out]; //gasan").count(), 1, "{ptx}");
         assert!(!ptx.contains("[k_n]; //gasan"));
         assert_eq!(ptx.matches("ld.global.nc.v2.u64 {%gsbl").count(), 2);
-        assert!(ptx.find("ld.param.u64 %gsbt3").unwrap() < ptx.find("ld.param.u64 %rd1").unwrap(), "lookups before the body's statements");
+        assert!(ptx.find("ld.param.u64 %gsbp").unwrap() < ptx.find("ld.param.u64 %rd1").unwrap(), "lookups before the body's statements");
         // The checks have fast paths (at least one per parameter), each label defined once.
         assert!(fast_paths(&ptx) >= 2, "{ptx}");
         let labels: Vec<&str> = ptx.lines().filter_map(|l| l.trim().strip_suffix(": //gasan").or_else(|| l.trim().strip_suffix(':'))).filter(|l| l.starts_with("$gasan_inb_")).collect();
@@ -59,8 +60,8 @@ fn addresses_not_derived_from_a_parameter_take_the_plain_check() {
         "\tld.param.u64 %rd1, [k_out];\n\tld.param.u64 %rd2, [k_in];\n\tld.global.u64 %rd3, [%rd1];\n\tld.global.f32 %f1, [%rd3];\n\tadd.s64 %rd4, %rd1, %rd2;\n\tld.global.f32 %f2, [%rd4];\n";
     let ptx = checked(TWO_PARAMS, chased, InstrumentOptions { optimize: false, ..Default::default() });
     // Only the first load (through k_out itself) is looked up and fast-pathed.
-    assert_eq!(ptx.matches("ld.param.u64 %gsbt3").count(), 1, "{ptx}");
-    assert!(ptx.contains("ld.param.u64 %gsbt3, [k_out];"));
+    assert_eq!(ptx.matches("ld.param.u64 %gsb").count(), 1, "{ptx}");
+    assert!(ptx.contains("ld.param.u64 %gsbp0, [k_out];"));
     assert_eq!(fast_paths(&ptx), 1, "{ptx}");
     // A return value read with ld.param is not a kernel parameter.
     let retval = "\t{\n\t.param .b64 retval0;\n\tld.param.b64 %rd5, [retval0];\n\tld.global.f32 %f1, [%rd5];\n\t}\n";
@@ -72,4 +73,42 @@ fn the_option_turns_it_off() {
     let off = checked(TWO_PARAMS, STRAIGHT, InstrumentOptions { param_bounds: false, ..Default::default() });
     assert!(!off.contains("%gsbl") && !off.contains("%gsbt") && !off.contains("gasan_inb") && !off.contains("__gasan_no_extent"), "{off}");
     // (instrument/identical.sh with NEW_FLAGS=--no-param-bounds: byte-identical to the rewriter before it.)
+}
+
+/// Launch-time tags (gasan_instrument::abi::param_tag): a pointer parameter the program reads only
+/// as a whole 64-bit `ld.param` may be tagged, and each such read is untagged right after it; a
+/// parameter read any other way (in part, its address taken) is never listed.
+#[test]
+fn parameters_read_whole_are_listed_for_tags_and_untagged_after_each_read() {
+    let r = instrument_ptx(&module(TWO_PARAMS, STRAIGHT), &InstrumentOptions::default()).unwrap();
+    let k = &r.param_tags.kernels["k"];
+    assert_eq!((k.count, k.tagged.clone()), (3, vec![0, 1]), "{:?}", r.param_tags);
+    // Each program read is followed by the copy of the untagged pointer the entry kept; the
+    // entry decodes when every listed parameter came tagged, else looks both up.
+    for (reg, param) in [("%rd1", "k_out"), ("%rd2", "k_in")] {
+        let entry_read = r.ptx.lines().find(|l| l.contains(&format!("[{param}]; //gasan"))).unwrap();
+        let k = entry_read.trim().strip_prefix("ld.param.u64 %gsbp").unwrap().split(',').next().unwrap();
+        let read = r.ptx.find(&format!("ld.param.u64 {reg}, [")).unwrap();
+        let next = r.ptx[read..].lines().nth(1).unwrap();
+        assert_eq!(next.trim(), format!("mov.b64 {reg}, %gsbp{k}; //gasan"), "right after the read");
+    }
+    assert_eq!(r.ptx.matches("bra $gasan_pb_look;").count(), 1, "{}", r.ptx);
+    assert_eq!(r.ptx.matches("and.b64 %gsbp").count(), 2, "masked when decoded: {}", r.ptx);
+    // The table reads back from its text (the runtime's copy of it).
+    assert_eq!(gasan_instrument::abi::ParamTagTable::from_text(&r.param_tags.to_text()), Some(r.param_tags.clone()));
+
+    // k_out also read as two halves / its address taken: k_out is not listed, k_in still is.
+    for extra in ["\tld.param.u32 %r5, [k_out+4];\n", "\tmov.u64 %rd9, k_out;\n", "\t@%p1 ld.param.u64 %rd9, [k_out];\n"] {
+        let r = instrument_ptx(&module(TWO_PARAMS, &format!("{STRAIGHT}{extra}")), &InstrumentOptions::default()).unwrap();
+        assert_eq!(r.param_tags.kernels["k"].tagged, vec![1], "{extra}");
+        assert!(!r.ptx.contains("mov.b64 %rd1, %gsbp"), "{extra}");
+        assert!(r.ptx.contains("mov.b64 %rd2, %gsbp"), "{extra}");
+    }
+    // No bounds (a loop; the option off): nothing listed, nothing untagged.
+    let looped = format!("{STRAIGHT}$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.s32 %p1, %r2, 10;\n\t@%p1 bra $L1;\n");
+    for (src, opts) in [(module(TWO_PARAMS, &looped), InstrumentOptions::default()), (module(TWO_PARAMS, STRAIGHT), InstrumentOptions { param_bounds: false, ..Default::default() })] {
+        let r = instrument_ptx(&src, &opts).unwrap();
+        assert!(r.param_tags.kernels.is_empty());
+        assert!(!r.ptx.contains("mov.b64 %rd2, %gsbp"));
+    }
 }

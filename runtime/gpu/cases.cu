@@ -128,6 +128,33 @@ int main(int argc, char** argv) {
         for (float* p : others) CK(cudaFree(p));
         (void)out; printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "interior_clean") || !strcmp(c, "interior_underflow")) {
+        // A pointer into the middle of a buffer, read below it: inside the buffer (clean), then
+        // one element before the buffer's start (BUG in interior_underflow).
+        float *a = dalloc(n), *out = dalloc(1);
+        readAt<<<1, 32>>>(a + 500, -500, out);
+        readAt<<<1, 32>>>(a + 500, 499, out);
+        if (!strcmp(c, "interior_underflow")) readAt<<<1, 32>>>(a + 500, -501, out);
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
+    if (!strcmp(c, "graph_uaf") || !strcmp(c, "graph_clean")) {
+        // A launch captured into a graph, replayed once while its buffer is live and once after
+        // the buffer was freed (BUG in graph_uaf): the replay must not run on stale bounds.
+        float *a = dalloc(n), *out = dalloc(1);
+        cudaStream_t st; CK(cudaStreamCreate(&st));
+        cudaGraph_t g; cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        readAt<<<1, 32, 0, st>>>(a, 10, out);
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphLaunch(ge, st)); CK(cudaStreamSynchronize(st));
+        if (!strcmp(c, "graph_uaf")) {
+            CK(cudaFree(a));
+            CK(cudaGraphLaunch(ge, st)); CK(cudaStreamSynchronize(st));
+        }
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "double_free")) {
         float* a = dalloc(n);
         CK(cudaFree(a));
@@ -395,6 +422,17 @@ int main(int argc, char** argv) {
         auto t1 = std::chrono::steady_clock::now();
         CK(cudaDeviceSynchronize());
         printf("BENCH launch_us=%.3f\n", std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
+        return 0;
+    }
+    if (!strcmp(c, "bench_launch_args")) {  // median cost of a launch with pointer arguments (tagged under gasan)
+        const int iters = 20000;
+        float *a = dalloc(n), *out = dalloc(1);
+        readAt<<<1, 1>>>(a, 0, out); CK(cudaDeviceSynchronize());
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; i++) readAt<<<1, 1>>>(a, i % n, out);
+        auto t1 = std::chrono::steady_clock::now();
+        CK(cudaDeviceSynchronize());
+        printf("BENCH launch_args_us=%.3f\n", std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
         return 0;
     }
     fprintf(stderr, "unknown case %s\n", c);

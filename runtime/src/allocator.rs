@@ -792,6 +792,17 @@ impl Allocator {
         self.block_containing(&g, addr).filter(|a| a.live).map(|a| LiveBlock { start: a.start, size: a.size, region_end: a.region_end, managed: a.managed, memory: a.memory })
     }
 
+    /// The whole granules of the live block containing `addr`, when its shadow grants every byte
+    /// in them (not a pitched block, whose row padding is poisoned): what a launch may tell a
+    /// checked kernel about an argument pointing there (crate::arg_bounds). `None` when empty.
+    pub fn accessible_granules(&self, addr: u64) -> Option<(u64, u64)> {
+        let g = self.inner.lock().unwrap();
+        let a = self.block_containing(&g, addr).filter(|a| a.live && a.rows.is_none() && a.heap_block.is_none())?;
+        let gran = self.scale.granule();
+        let (lo, hi) = (a.start.div_ceil(gran) * gran, (a.start + a.size) / gran * gran);
+        (lo < hi).then_some((lo, hi))
+    }
+
     /// The live managed block (host memory in the pool) whose region `[start, region_end)`
     /// holds all of `[addr, addr+len)`: (start, size). Prefetch and advice calls on such a range
     /// are answered here (the driver refuses them: to it the memory is pinned host memory).

@@ -131,6 +131,12 @@ impl State {
                 c.sass_ptx_path.load(Ordering::Relaxed),
                 if self.opts.sass { "" } else { " (sass=0)" }
             );
+            eprintln!(
+                "==gasan== launches: {}, {} with block bounds in their pointer arguments{}",
+                c.launches.load(Ordering::Relaxed),
+                c.launches_tagged.load(Ordering::Relaxed),
+                if self.opts.arg_bounds { "" } else { " (arg_bounds=0)" }
+            );
         }
         if self.reporter.errors_reported() > 0 {
             // SAFETY: replacing the exit status after reported errors, like ASan; the program's

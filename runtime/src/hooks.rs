@@ -10,9 +10,11 @@ use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
 use crate::state::{state, LoadedHandle};
-use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUfunction, CUlaunchConfig, CUlibrary, CUlinkState, CUmemcpyAttributes, CUmemoryPool, CUmodule, CUstream};
+use cudarc::driver::sys::{
+    CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphEdgeData, CUgraphNode, CUkernel, CUlaunchConfig, CUlibrary, CUlinkState, CUmemcpyAttributes, CUmemoryPool, CUmodule, CUstream,
+};
 use gasan_uvm::{Memory, Stream};
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_void, CStr};
 
 type Dptr = CUdeviceptr;
 
@@ -352,6 +354,58 @@ fn before_launch() {
     }
 }
 
+/// The launch's arguments with block bounds in its pointer arguments (crate::arg_bounds), or
+/// `None` to pass the program's as they are (an argument buffer in `extra`, the option off, no
+/// pool yet, a kernel gasan did not see handed out).
+fn launch_args(f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) -> Option<Box<crate::arg_bounds::TaggedArgs>> {
+    let s = state();
+    s.counters.launches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if !s.opts.arg_bounds || !extra.is_null() {
+        return None;
+    }
+    let d = s.device()?;
+    // SAFETY: `params` is the launch's argument array for `f` (cuLaunchKernel's contract, which
+    // the hook's caller follows), as tag requires.
+    let tagged = unsafe { crate::arg_bounds::tag(f as usize, params, |v| d.alloc.accessible_granules(v)) }?;
+    s.counters.launches_tagged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(tagged)
+}
+
+/// Records the handle a getter just wrote to `out` (when it succeeded) for `owner`'s `name`.
+fn record_function<T>(r: CuResult, out: *mut *mut T, owner: usize, name: *const c_char) -> CuResult {
+    if r == CUDA_SUCCESS && !out.is_null() && !name.is_null() {
+        // SAFETY: the getter succeeded, so it wrote the handle to `out` (non-null, checked), and
+        // `name` (non-null, checked) is the NUL-terminated name the program passed it.
+        let (h, n) = unsafe { (*out as usize, CStr::from_ptr(name)) };
+        crate::arg_bounds::on_function(owner, n, h);
+    }
+    r
+}
+
+/// Records that the handle a getter just wrote to `out` (when it succeeded) names what `from` names.
+fn record_alias<T>(r: CuResult, out: *mut *mut T, from: usize) -> CuResult {
+    if r == CUDA_SUCCESS && !out.is_null() {
+        // SAFETY: the getter succeeded, so it wrote the handle to `out` (non-null, checked).
+        crate::arg_bounds::on_alias(from, unsafe { *out } as usize);
+    }
+    r
+}
+
+/// Ends a stream capture's count when the driver ended the capture (also when it was invalidated).
+fn capture_ended(r: CuResult) -> CuResult {
+    if r == CUDA_SUCCESS || r == cudarc::driver::sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED as CuResult {
+        crate::arg_bounds::on_capture(false);
+    }
+    r
+}
+
+fn capture_began(r: CuResult) -> CuResult {
+    if r == CUDA_SUCCESS {
+        crate::arg_bounds::on_capture(true);
+    }
+    r
+}
+
 const INVALID: CuResult = crate::driver::CUDA_ERROR_INVALID_VALUE;
 
 hooks! {
@@ -553,15 +607,44 @@ hooks! {
     cuStreamSynchronize_ptsz(stream: CUstream) { after_sync(real(stream)) }
     cuEventSynchronize(event: CUevent) { after_sync(real(event)) }
 
-    // ---- launches: control blocks of modules loaded before the pool existed ----
+    // ---- launches: control blocks of modules loaded before the pool existed; bounds in arguments ----
     cuLaunchKernel(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void) {
-        before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+        before_launch();
+        let mut tagged = launch_args(f, params, extra);
+        real(f, gx, gy, gz, bx, by, bz, shmem, stream, tagged.as_mut().map_or(params, |t| t.array()), extra)
     }
     cuLaunchKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void) {
-        before_launch(); real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+        before_launch();
+        let mut tagged = launch_args(f, params, extra);
+        real(f, gx, gy, gz, bx, by, bz, shmem, stream, tagged.as_mut().map_or(params, |t| t.array()), extra)
     }
-    cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
-    cuLaunchKernelEx_ptsz(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { before_launch(); real(config, f, params, extra) }
+    cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        before_launch();
+        let mut tagged = launch_args(f, params, extra);
+        real(config, f, tagged.as_mut().map_or(params, |t| t.array()), extra)
+    }
+    cuLaunchKernelEx_ptsz(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        before_launch();
+        let mut tagged = launch_args(f, params, extra);
+        real(config, f, tagged.as_mut().map_or(params, |t| t.array()), extra)
+    }
+
+    // ---- which kernels launches name (crate::arg_bounds) ----
+    cuModuleGetFunction(out: *mut CUfunction, module: CUmodule, name: *const c_char) { record_function(real(out, module, name), out, module as usize, name) }
+    cuLibraryGetKernel(out: *mut CUkernel, library: CUlibrary, name: *const c_char) { record_function(real(out, library, name), out, library as usize, name) }
+    cuKernelGetFunction(out: *mut CUfunction, kernel: CUkernel) { record_alias(real(out, kernel), out, kernel as usize) }
+    cuLibraryGetModule(out: *mut CUmodule, library: CUlibrary) { record_alias(real(out, library), out, library as usize) }
+    cuModuleUnload(module: CUmodule) { crate::arg_bounds::on_unload(Some(module as usize)); real(module) }
+    cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library as usize)); real(library) }
+    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); real(ctx) }
+    cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); real(dev) }
+    cuDevicePrimaryCtxRelease_v2(dev: i32) { crate::arg_bounds::on_unload(None); real(dev) }
+    cuStreamBeginCapture_v2(stream: CUstream, mode: i32) { capture_began(real(stream, mode)) }
+    cuStreamBeginCapture_v2_ptsz(stream: CUstream, mode: i32) { capture_began(real(stream, mode)) }
+    cuStreamBeginCaptureToGraph(stream: CUstream, graph: CUgraph, deps: *const CUgraphNode, data: *const CUgraphEdgeData, n: usize, mode: i32) { capture_began(real(stream, graph, deps, data, n, mode)) }
+    cuStreamBeginCaptureToGraph_ptsz(stream: CUstream, graph: CUgraph, deps: *const CUgraphNode, data: *const CUgraphEdgeData, n: usize, mode: i32) { capture_began(real(stream, graph, deps, data, n, mode)) }
+    cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) { capture_ended(real(stream, graph)) }
+    cuStreamEndCapture_ptsz(stream: CUstream, graph: *mut CUgraph) { capture_ended(real(stream, graph)) }
 
     // ---- module loading ----
     cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut CUlinkState) {

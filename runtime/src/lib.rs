@@ -4,7 +4,7 @@
 //! Concerns, one module each: [`options`] (the options table), [`allocator`] (pool-backed device
 //! allocator, redzones, pointer tags, quarantine), [`report`] (ASan-style text/JSON), [`driver`]
 //! (the real libcuda), [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`]
-//! (intercepted calls), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
+//! (intercepted calls), [`arg_bounds`] (block bounds carried in launch arguments), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
 //! loading), [`prefetch`] (the program's modules looked up before their first launch), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
 //! modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`device_heap`] (the checked
 //! in-kernel heap's region and descriptions), [`side_table`] (the driver's managed and host memory), [`managed`] (where managed pool blocks
@@ -22,6 +22,7 @@
 //! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs.
 
 pub mod allocator;
+pub mod arg_bounds;
 pub mod cache;
 pub mod control;
 pub mod copies;

@@ -5,13 +5,14 @@ use crate::cache::Cache;
 use crate::report::ModuleSites;
 use crate::sass;
 use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
+use gasan_instrument::abi::ParamTagTable;
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
 use sha2::{Digest, Sha256};
 use std::ffi::{c_void, CStr};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The PTX of a module image as it is stored: a fatbin entry's bytes (compressed or not) or PTX
 /// text. The text is made on first use ([`Self::text`]): a module whose checked code is cached
@@ -64,6 +65,8 @@ pub struct Checked {
     original: PtxSource,
     opts: InstrumentOptions,
     pub sites: ModuleSites,
+    /// Which kernel parameters launches may tag (crate::arg_bounds).
+    pub param_tags: Arc<ParamTagTable>,
     pub version: (u16, u16),
     pub arch: u32,
     /// Content hash of the original PTX, gasan's revision and the instrumentation options (the
@@ -390,6 +393,8 @@ struct Instrumentation {
     key: String,
     opts: InstrumentOptions,
     sites: ModuleSites,
+    /// Which kernel parameters launches may tag (crate::arg_bounds).
+    param_tags: Arc<ParamTagTable>,
     ptx: Option<String>,
     /// The original's `.version` and `.target` lines (what the loaders need of its text).
     header: String,
@@ -494,7 +499,9 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
             // cut short or not gasan's is a miss).
             if json.starts_with("{\"sites\":") && json.trim_end().ends_with('}') {
                 write_index(c);
-                return Ok(Some((Instrumentation { key, opts, sites: ModuleSites::json(json), ptx: checked, header }, true)));
+                // Written before the pair: missing or unreadable, no parameter is tagged.
+                let param_tags = c.get(&format!("{key}.tags")).and_then(|b| ParamTagTable::from_text(std::str::from_utf8(&b).ok()?)).unwrap_or_default();
+                return Ok(Some((Instrumentation { key, opts, sites: ModuleSites::json(json), param_tags: Arc::new(param_tags), ptx: checked, header }, true)));
             }
         }
     }
@@ -506,13 +513,14 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
         // Each file is written whole and renamed into place, so concurrent processes never read
         // half of one (a lone file of the pair is a miss); the index goes last, so one that is
         // found names a pair that was written.
+        let _ = c.put(&format!("{key}.tags"), r.param_tags.to_text().as_bytes());
         let _ = c.put(&format!("{key}.sites.json"), r.sites.to_json().as_bytes());
         let _ = c.put(&format!("{key}.ptx"), r.ptx.as_bytes());
         write_index(c);
     }
     let t = r.stats.total();
     log(1, || format!("instrumented module: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown));
-    Ok(Some((Instrumentation { key, opts, sites: ModuleSites::parsed(r.sites), ptx: Some(r.ptx), header }, false)))
+    Ok(Some((Instrumentation { key, opts, sites: ModuleSites::parsed(r.sites), param_tags: Arc::new(r.param_tags), ptx: Some(r.ptx), header }, false)))
 }
 
 /// Instruments `ptx` (or takes it from the on-disk cache): (checked PTX, site table, cache key).
@@ -688,7 +696,7 @@ fn checked_from(src: PtxSource, i: Instrumentation, cc: u32) -> Checked {
     if let Some(p) = i.ptx {
         let _ = checked_ptx.set(std::ffi::CString::new(p).map_err(|e| e.to_string()));
     }
-    Checked { ptx: checked_ptx, original: src, opts: i.opts, sites: i.sites, version, arch: cc, key: i.key, target }
+    Checked { ptx: checked_ptx, original: src, opts: i.opts, sites: i.sites, param_tags: i.param_tags, version, arch: cc, key: i.key, target }
 }
 
 /// A module made ready for the driver's loader: the checked module and its cubin.
@@ -874,6 +882,10 @@ pub unsafe fn load_checked(
         None => s.set_control_block(handle(), id),
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
+    match handle() {
+        LoadedHandle::Module(h) => crate::arg_bounds::on_loaded(h, true, &checked.param_tags),
+        LoadedHandle::Library(h) => crate::arg_bounds::on_loaded(h, false, &checked.param_tags),
+    }
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
     if !loaded {

@@ -387,7 +387,8 @@ options_table! {
     report_format: ReportFormat = ReportFormat::Text, Any, HOST, "Report format: text (ASan-style) or json (one object per line).";
     instrument: bool = true, Any, HOST, "0: allocation-level checks only (no PTX instrumentation).";
     hoist_loops: bool = true, Any, CODE, "0: check every access in every loop iteration (no range tests at loop entry).";
-    param_bounds: bool = true, Any, CODE, "1: straight-line kernels look up, once, the large block each pointer parameter points into and skip the shadow load of accesses inside it; 0: every check loads its shadow byte.";
+    param_bounds: bool = true, Any, CODE, "1: straight-line kernels find, once, the block each pointer parameter points into (from the bounds its launch passed in the argument, else from the extent table of large blocks) and skip the shadow load of accesses inside it; 0: every check loads its shadow byte.";
+    arg_bounds: bool = true, Any, HOST, "1: a launch of a checked kernel passes each pointer argument with its block's bounds in the pointer's unused top bits (the kernel strips them where the program reads the argument); launches captured into graphs are not tagged; 0: kernels look their blocks up.";
     verbosity: u32 = 0, Any, HOST, "1: summary at exit (modules, untracked memory, or that the program made no CUDA call); 2: every intercepted call.";
     tags: u64 = 4, TagCount, HOST, "Pointer tags: the pool is seen through this many alias windows and each allocation's pointer names one, so a pointer that walks into another live allocation is reported (tag-mismatch). A power of two up to 64; 0 (or 1): off.";
     pool_size: Option<u64> = None, NonZero, HOST, "Device pool size in bytes [default: as large as reservations allow].";

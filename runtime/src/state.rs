@@ -62,6 +62,9 @@ pub struct Counters {
     pub cubins_cached: AtomicU64,
     /// Of those, the ones found before their load ([`crate::prefetch`]).
     pub cubins_prefetched: AtomicU64,
+    /// Launches through the hooks, and those whose arguments carried block bounds (crate::arg_bounds).
+    pub launches: AtomicU64,
+    pub launches_tagged: AtomicU64,
     /// Checked modules compiled to cubins with ptxas (and cached).
     pub cubins_compiled: AtomicU64,
     /// Time spent in ptxas, µs.

@@ -59,25 +59,44 @@ pub(super) struct ParamBounds {
     params: Vec<String>,
     /// Register → index into `params`.
     of_reg: HashMap<String, usize>,
+    /// Per entry of `params`: its ordinal when launches may tag it ([`crate::abi::param_tag`]).
+    tag_ordinal: Vec<Option<u32>>,
+    /// The program's reads of tagged parameters: (line index, destination register), each
+    /// followed by the untagged pointer's copy into the register; and the parameter read.
+    untag: Vec<(usize, (String, String))>,
+    /// Parameters the kernel declares.
+    declared_count: u32,
 }
 
-/// The kernel parameter names declared in the header of the body that opens at `open`.
-fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<String> {
-    let mut names = Vec::new();
-    for line in lines[..=open].iter().rev() {
+/// One parameter the kernel's header declares, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Declared {
+    name: String,
+    /// A scalar 64-bit integer (`.u64`, `.s64`, `.b64`): a pointer argument can be one.
+    scalar64: bool,
+}
+
+/// The kernel parameters declared in the header of the body that opens at `open`, in order.
+fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<Declared> {
+    let Some(start) = lines[..=open].iter().rposition(|l| l.code.split_whitespace().any(|w| w == ".entry")) else { return Vec::new() };
+    let mut declared = Vec::new();
+    for line in &lines[start..=open] {
         for piece in line.code.split([',', '(', ')']) {
-            let piece = piece.trim();
-            if let Some(rest) = piece.strip_prefix(".param") {
-                if let Some(name) = rest.split_whitespace().last() {
-                    names.push(name.split('[').next().unwrap_or(name).to_string());
-                }
+            let Some(rest) = piece.trim().strip_prefix(".param") else { continue };
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if let Some(name) = words.last() {
+                let scalar64 = !name.contains('[') && words.len() == 2 && matches!(words[0], ".u64" | ".s64" | ".b64");
+                declared.push(Declared { name: name.split('[').next().unwrap_or(name).to_string(), scalar64 });
             }
         }
-        if line.code.split_whitespace().any(|w| w == ".entry") {
-            return names;
-        }
     }
-    Vec::new()
+    declared
+}
+
+/// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`, `%`).
+fn names(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%');
+    text.match_indices(name).any(|(i, _)| !text[..i].ends_with(word) && !text[i + name.len()..].starts_with(word))
 }
 
 /// How an instruction's destination derives from its sources.
@@ -128,7 +147,7 @@ impl ParamBounds {
         }
         let is_declared = |operand: &str| {
             let name = operand.split('+').next().unwrap_or(operand).trim();
-            declared.iter().any(|d| d == name)
+            declared.iter().any(|d| d.name == name)
         };
         // Loop-free (checked above): every definition that reaches a use comes before it in the
         // text, so one pass in order sees them all. A register defined more than once keeps a
@@ -212,7 +231,48 @@ impl ParamBounds {
                 _ => None,
             })
             .collect();
-        Some(ParamBounds { params, of_reg })
+        let mut untag = Vec::new();
+        let tag_ordinal = params
+            .iter()
+            .map(|p| {
+                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64)?;
+                untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, (r, p.clone()))));
+                u32::try_from(ordinal).ok()
+            })
+            .collect();
+        untag.sort();
+        Some(ParamBounds { params, of_reg, tag_ordinal, untag, declared_count: declared.len() as u32 })
+    }
+
+    /// The program's reads of parameter `name` — (line index, destination) — when each is a
+    /// whole 64-bit `ld.param` alone on its line, so that untagging its destination after the
+    /// line covers every use; `None` when any use is another form (a part read, its address
+    /// taken, a guarded read): such a parameter is never tagged.
+    fn plain_reads(lines: &[Line<'_>], body: &Body, name: &str) -> Option<Vec<(usize, String)>> {
+        let operand = format!("[{name}]");
+        let mut reads = Vec::new();
+        for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
+            if !names(line.code, name) {
+                continue;
+            }
+            let [st] = line.stmts() else { return None };
+            let ins = st.instr.as_ref().filter(|ins| ins.guard.is_none())?;
+            let wide64 = ins.opcode.quals().any(|q| matches!(q, "u64" | "s64" | "b64"));
+            let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64 && ins.opcode.quals().count() == 2;
+            match ins.operands.as_slice() {
+                [d, a] if plain && d.starts_with('%') && a.replace(' ', "") == operand => reads.push((i, d.to_string())),
+                _ => return None,
+            }
+        }
+        Some(reads)
+    }
+
+    /// The kernel's entry in the module's [`crate::abi::ParamTagTable`], when some parameter may
+    /// be tagged.
+    pub fn tags(&self) -> Option<crate::abi::KernelParamTags> {
+        let mut tagged: Vec<u32> = self.tag_ordinal.iter().flatten().copied().collect();
+        tagged.sort_unstable();
+        (!tagged.is_empty()).then_some(crate::abi::KernelParamTags { count: self.declared_count, tagged })
     }
 
     /// The fast path of a check whose address register is `reg`, branching to `label`.
@@ -221,38 +281,99 @@ impl ParamBounds {
         Some(FastPath { lo: format!("%gsbl{k}"), hi: format!("%gsbh{k}"), label })
     }
 
-    /// The lookups, written at the top of the kernel's body: per parameter, the extent entry of
-    /// its pool block, narrowed to whole granules.
+    /// What follows the program's read of a tagged parameter on line `line`, if it has one: the
+    /// read value replaced by the pointer without its tag, which the entry kept (no tag test
+    /// per read).
+    pub fn untag_after(&self, line: usize) -> Option<String> {
+        let i = self.untag.binary_search_by_key(&line, |(l, _)| *l).ok()?;
+        let (reg, param) = &self.untag[i].1;
+        let k = self.params.iter().position(|p| p == param)?;
+        Some(format!("\tmov.b64 {reg}, %gsbp{k}; {}\n", super::MARKER))
+    }
+
+    /// The lookup of parameter `k`'s block from its (untagged) value in `%gsbt3`: its extent
+    /// entry's load into `%gsbl{k}`, `%gsbh{k}`, not yet narrowed to whole granules.
+    fn lookup(s: &mut String, k: usize) {
+        let m = super::MARKER;
+        let _ = writeln!(s, "\tsub.s64 %gsbt3, %gsbt3, %gsbt0; {m}");
+        let _ = writeln!(s, "\tsetp.lt.u64 %gsbq, %gsbt3, %gsbt1; {m}");
+        let _ = writeln!(s, "\tsetp.ne.and.u64 %gsbq, %gsbt2, 0, %gsbq; {m}");
+        for l in super::loops::extent_entry_address("%gsbt3", "%gsbs", "%gsbt2") {
+            let _ = writeln!(s, "\t{l} {m}");
+        }
+        // Unpredicated (a predicated load costs the H100's stencils 9 %: variants.md): a pointer
+        // outside the pool reads the entry that claims nothing. `.nc`: the table only changes for
+        // blocks allocated or freed while the kernel runs (a new claim read as none checks as
+        // before; a freed block still claimed is a race in the program).
+        let _ = writeln!(s, "\tselp.b64 %gsbt3, %gsbt3, %gsbt4, %gsbq; {m}");
+        let _ = writeln!(s, "\tld.global.nc.v2.u64 {{%gsbl{k}, %gsbh{k}}}, [%gsbt3]; {m}");
+    }
+
+    /// Whole granules only: inside them the shadow says every byte is accessible.
+    fn narrow(s: &mut String, k: usize, g: u64) {
+        let m = super::MARKER;
+        let _ = writeln!(s, "\tadd.s64 %gsbl{k}, %gsbl{k}, {}; {m}", g - 1);
+        let _ = writeln!(s, "\tand.b64 %gsbl{k}, %gsbl{k}, {}; {m}", (g as i64).wrapping_neg());
+        let _ = writeln!(s, "\tand.b64 %gsbh{k}, %gsbh{k}, {}; {m}", (g as i64).wrapping_neg());
+    }
+
+    /// The bounds, written at the top of the kernel's body. Parameters launches may tag
+    /// ([`crate::abi::param_tag`]) come all tagged or none: when the first carries the mark, each
+    /// one's bounds are decoded from its value (four uniform instructions, no load); else each
+    /// looks its block up. The others always look theirs up. Either way `%gsbp{k}` ends up
+    /// holding a tagged parameter's pointer without its tag, for the program's reads. A kernel
+    /// running one element per thread pays this per warp, so it is kept short: one branch for
+    /// all of them (a join per parameter would make each lookup wait for its load in turn).
     pub fn entry_lookups(&self, scale: Scale) -> String {
+        use crate::abi::param_tag as tag;
         let (ctl, n, g) = (CONTROL_BLOCK_SYMBOL, self.params.len(), scale.granule());
         let mut s = String::new();
         let m = super::MARKER;
-        let _ = writeln!(s, "\t.reg .b64 %gsbl<{n}>, %gsbh<{n}>; {m}");
+        let tagged: Vec<usize> = (0..n).filter(|&k| self.tag_ordinal[k].is_some()).collect();
+        let _ = writeln!(s, "\t.reg .b64 %gsbl<{n}>, %gsbh<{n}>, %gsbp<{n}>; {m}");
         let _ = writeln!(s, "\t{{ {m}");
-        let _ = writeln!(s, "\t.reg .b64 %gsbt<5>; .reg .b32 %gsbs; .reg .pred %gsbq; {m}");
+        let _ = writeln!(s, "\t.reg .b64 %gsbt<7>; .reg .b32 %gsbs; .reg .pred %gsbq, %gsbr; {m}");
         let _ = writeln!(s, "\tld.const.u64 %gsbt0, [{ctl}+{}]; {m}", ctl_offset::POOL_BASE);
         let _ = writeln!(s, "\tld.const.u64 %gsbt1, [{ctl}+{}]; {m}", ctl_offset::POOL_SIZE);
         let _ = writeln!(s, "\tld.const.u64 %gsbt2, [{ctl}+{}]; {m}", ctl_offset::EXTENT_TABLE);
         let _ = writeln!(s, "\tld.const.u32 %gsbs, [{ctl}+{}]; {m}", ctl_offset::EXTENT_SHIFT);
         let _ = writeln!(s, "\tmov.u64 %gsbt4, {NO_EXTENT_SYMBOL}; {m}");
-        for (k, p) in self.params.iter().enumerate() {
-            let _ = writeln!(s, "\tld.param.u64 %gsbt3, [{p}]; {m}");
-            let _ = writeln!(s, "\tsub.s64 %gsbt3, %gsbt3, %gsbt0; {m}");
-            let _ = writeln!(s, "\tsetp.lt.u64 %gsbq, %gsbt3, %gsbt1; {m}");
-            let _ = writeln!(s, "\tsetp.ne.and.u64 %gsbq, %gsbt2, 0, %gsbq; {m}");
-            for l in super::loops::extent_entry_address("%gsbt3", "%gsbs", "%gsbt2") {
-                let _ = writeln!(s, "\t{l} {m}");
+        let untagged: Vec<usize> = (0..n).filter(|k| !tagged.contains(k)).collect();
+        for &k in &untagged {
+            let _ = writeln!(s, "\tld.param.u64 %gsbt3, [{}]; {m}", self.params[k]);
+            Self::lookup(&mut s, k);
+        }
+        if let Some(&first) = tagged.first() {
+            for &k in &tagged {
+                let _ = writeln!(s, "\tld.param.u64 %gsbp{k}, [{}]; {m}", self.params[k]);
             }
-            // Unpredicated (a predicated load costs the H100's stencils 9 %: variants.md): a
-            // pointer outside the pool reads the entry that claims nothing. `.nc`: the table only
-            // changes for blocks allocated or freed while the kernel runs (a new claim read as
-            // none checks as before; a freed block still claimed is a race in the program).
-            let _ = writeln!(s, "\tselp.b64 %gsbt3, %gsbt3, %gsbt4, %gsbq; {m}");
-            let _ = writeln!(s, "\tld.global.nc.v2.u64 {{%gsbl{k}, %gsbh{k}}}, [%gsbt3]; {m}");
-            // Whole granules only: inside them the shadow says every byte is accessible.
-            let _ = writeln!(s, "\tadd.s64 %gsbl{k}, %gsbl{k}, {}; {m}", g - 1);
-            let _ = writeln!(s, "\tand.b64 %gsbl{k}, %gsbl{k}, {}; {m}", (g as i64).wrapping_neg());
-            let _ = writeln!(s, "\tand.b64 %gsbh{k}, %gsbh{k}, {}; {m}", (g as i64).wrapping_neg());
+            let _ = writeln!(s, "\tshr.u64 %gsbt5, %gsbp{first}, 62; {m}");
+            let _ = writeln!(s, "\tsetp.ne.u64 %gsbr, %gsbt5, {}; {m}", tag::MARK);
+            let _ = writeln!(s, "\t@%gsbr bra $gasan_pb_look; {m}");
+            // Tagged: decoded as param_tag::decode does. The reach ends inside the block's whole
+            // granules and starts at the pointer, so no narrowing.
+            for &k in &tagged {
+                let _ = writeln!(s, "\tand.b64 %gsbt6, %gsbp{k}, {}; {m}", u64::from(tag::REACH_MASK_HIGH_WORD) << 32);
+                let _ = writeln!(s, "\tshr.u64 %gsbt6, %gsbt6, 32; {m}");
+                let _ = writeln!(s, "\tand.b64 %gsbp{k}, %gsbp{k}, {}; {m}", tag::ADDRESS_MASK);
+                let _ = writeln!(s, "\tmov.b64 %gsbl{k}, %gsbp{k}; {m}");
+                let _ = writeln!(s, "\tadd.s64 %gsbh{k}, %gsbp{k}, %gsbt6; {m}");
+            }
+            let _ = writeln!(s, "\tbra.uni $gasan_pb_done; {m}");
+            let _ = writeln!(s, "$gasan_pb_look: {m}");
+            // Not tagged: the values are the program's pointers; each looks its block up (the
+            // loads issued back to back, waited for once).
+            for &k in &tagged {
+                let _ = writeln!(s, "\tmov.b64 %gsbt3, %gsbp{k}; {m}");
+                Self::lookup(&mut s, k);
+            }
+            for &k in &tagged {
+                Self::narrow(&mut s, k, g);
+            }
+            let _ = writeln!(s, "$gasan_pb_done: {m}");
+        }
+        for &k in &untagged {
+            Self::narrow(&mut s, k, g);
         }
         let _ = writeln!(s, "\t}} {m}");
         s

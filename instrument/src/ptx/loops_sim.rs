@@ -909,9 +909,20 @@ proptest! {
         let inside = |x: u64, blk: &Block| x >= blk.start && x + 4 <= blk.end;
         let expect = !(reads.iter().all(|&r| inside(r, &a)) && inside(store, &b));
         let params = [("k_in", p_in), ("k_out", b.start), ("k_d0", words[0] as u64), ("k_d1", words[1] as u64), ("k_d2", words[2] as u64), ("k_d3", store_words as u64)];
+        // Launches that tag the pointers with their blocks' whole granules (as the runtime does:
+        // crate::abi::param_tag) and launches that do not must check alike.
+        // (All listed pointers or none, as crate::abi::param_tag requires of launches.)
+        let tag = |p: u64, blk: &Block| crate::abi::param_tag::encode(p, granule_down(blk.end).max(p));
+        let mut tagged = params;
+        if let (Some(t_in), Some(t_out)) = (tag(p_in, &a), tag(b.start, &b)) {
+            tagged[0].1 = t_in;
+            tagged[1].1 = t_out;
+        }
         for param_bounds in [true, false] {
             let opts = super::InstrumentOptions { param_bounds, ..Default::default() };
             prop_assert_eq!(run_checked_kernel(opts, &params, vec![a, b]), expect, "param_bounds={} reads={:x?} store={:x} a={:x?}", param_bounds, reads, store, a);
         }
+        let opts = super::InstrumentOptions::default();
+        prop_assert_eq!(run_checked_kernel(opts, &tagged, vec![a, b]), expect, "tagged {:x?} reads={:x?} store={:x} a={:x?}", tagged, reads, store, a);
     }
 }

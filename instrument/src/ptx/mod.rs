@@ -158,13 +158,15 @@ pub struct Instrumented {
     pub ptx: String,
     pub sites: SiteTable,
     pub stats: Stats,
+    /// The kernels' parameters launches may tag ([`crate::abi::param_tag`]).
+    pub param_tags: crate::abi::ParamTagTable,
 }
 
 /// Marker comment on every line the rewriter adds (lets tests strip them and compare).
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 40;
+pub const REVISION: u32 = 41;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -606,6 +608,7 @@ struct Rewriter<'a> {
     /// Shared/local variables' demangled names, by name: a function's checks name few variables
     /// many times, and demangling is the costliest part of a site.
     demangled_vars: HashMap<String, String>,
+    param_tags: crate::abi::ParamTagTable,
 }
 
 impl<'a> Rewriter<'a> {
@@ -625,6 +628,7 @@ impl<'a> Rewriter<'a> {
             next_label: 0,
             prefetch_labels: 0,
             demangled_vars: HashMap::default(),
+            param_tags: crate::abi::ParamTagTable::default(),
         })
     }
 
@@ -691,7 +695,7 @@ impl<'a> Rewriter<'a> {
             self.out.push_str(&h.definitions(self.opts.scale, &self.header));
         }
         self.sites.resolve_files();
-        Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats })
+        Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats, param_tags: self.param_tags })
     }
 
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
@@ -728,6 +732,10 @@ impl<'a> Rewriter<'a> {
         if w.func.is_none() {
             if let Some(body) = plans.bodies.opening_at(i) {
                 let name = body.name.clone();
+                let bounds = if self.opts.param_bounds { bounds::ParamBounds::analyze(plans.lines, body, |l| plans.versioned_loop.contains(&l), |l| plans.branches.in_loop(l)) } else { None };
+                if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
+                    self.param_tags.kernels.insert(name.clone(), tags);
+                }
                 w.func = Some(FuncState {
                     demangled: sites::demangle(&name),
                     name: name.clone(),
@@ -737,7 +745,7 @@ impl<'a> Rewriter<'a> {
                     uses_shared_fail: false,
                     spaces: plans.module_spaces.functions.get(&name).cloned().unwrap_or_default(),
                     uses_space_fail: false,
-                    bounds: if self.opts.param_bounds { bounds::ParamBounds::analyze(plans.lines, body, |l| plans.versioned_loop.contains(&l), |l| plans.branches.in_loop(l)) } else { None },
+                    bounds,
                 });
                 opened_now = true;
                 self.stats.functions.entry(name).or_default();
@@ -794,6 +802,10 @@ impl<'a> Rewriter<'a> {
             }
         }
 
+        // A tagged parameter read by the program is untagged right after (bounds.rs).
+        if let Some(text) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()).and_then(|b| b.untag_after(i)) {
+            self.out.push_str(&text);
+        }
         w.depth += opens - closes;
         if w.depth < 0 {
             return Err(PtxError::Unbalanced(line_no));

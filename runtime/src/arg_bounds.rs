@@ -1,0 +1,249 @@
+//! Bounds carried in launch arguments (gasan_instrument::abi::param_tag): at a launch of a
+//! checked kernel, each pointer argument the instrumenter listed for it that points into a live
+//! pool block is passed with the block's whole granules encoded in its top bits. The kernel
+//! decodes them at its entry instead of loading the block's extent entry, and strips them where
+//! the program reads the argument.
+//!
+//! Which kernel a launch names is known from the handles the program got for it: a module's or
+//! library's function or kernel handle is recorded when `cuModuleGetFunction`,
+//! `cuLibraryGetKernel` or `cuKernelGetFunction` hands it out for a checked module. A handle
+//! gasan did not see handed out is launched as it is (its kernel looks its blocks up), so this
+//! can only cost speed, never a check — and an unchecked kernel, which would not strip them, is
+//! never given tagged arguments. Handles may be reused once their module is gone, so an unload
+//! forgets every function handle, and a context's teardown every handle bound to a context
+//! (modules and their functions; libraries and their kernels outlive contexts).
+//!
+//! Launches captured into a graph are not tagged: a graph may be replayed after a buffer it
+//! names was freed, and the bounds must not outlive the launch they were read for.
+
+use gasan_instrument::abi::{param_tag, KernelParamTags, ParamTagTable};
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, LazyLock, RwLock};
+
+/// Kernels with more parameters than this are launched untagged (the copied argument array
+/// lives on the stack).
+const MAX_ARGS: usize = 64;
+
+/// A recorded handle's value, and whether the handle belongs to a context (a module or its
+/// function, which a context's teardown ends) rather than to a library.
+type Entry<T> = (Arc<T>, bool);
+
+#[derive(Default)]
+struct Registry {
+    /// Checked modules and libraries (`CUmodule` / `CUlibrary` handles) → their kernels' tags.
+    owners: HashMap<usize, Entry<ParamTagTable>>,
+    /// `CUfunction` / `CUkernel` handles of checked kernels with taggable parameters.
+    functions: HashMap<usize, Entry<KernelParamTags>>,
+}
+
+static REGISTRY: LazyLock<RwLock<Registry>> = LazyLock::new(Default::default);
+/// Stream captures begun and not yet ended, process-wide: while any runs, nothing is tagged.
+static CAPTURES: AtomicI64 = AtomicI64::new(0);
+
+fn registry_mut() -> std::sync::RwLockWriteGuard<'static, Registry> {
+    REGISTRY.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A checked module (`in_context`) or library was loaded as `owner` with these tags.
+pub fn on_loaded(owner: usize, in_context: bool, tags: &Arc<ParamTagTable>) {
+    let mut r = registry_mut();
+    if tags.kernels.is_empty() {
+        r.owners.remove(&owner);
+    } else {
+        r.owners.insert(owner, (Arc::clone(tags), in_context));
+    }
+}
+
+/// `handle` was handed out for kernel `name` of `owner` (a function of a module, a kernel of a
+/// library).
+pub fn on_function(owner: usize, name: &CStr, handle: usize) {
+    let mut r = registry_mut();
+    let tags = r.owners.get(&owner).and_then(|(t, in_context)| Some((t.kernels.get(name.to_str().ok()?)?.clone(), *in_context)));
+    match tags {
+        Some((k, in_context)) => r.functions.insert(handle, (Arc::new(k), in_context)),
+        // A handle value reused by an unchecked kernel must not keep a checked one's tags.
+        None => r.functions.remove(&handle),
+    };
+}
+
+/// `to` names what `from` names: a library's kernel's function in a context
+/// (`cuKernelGetFunction`), a library's module (`cuLibraryGetModule`).
+pub fn on_alias(from: usize, to: usize) {
+    let mut r = registry_mut();
+    match r.functions.get(&from).cloned() {
+        Some((k, _)) => r.functions.insert(to, (k, true)),
+        None => r.functions.remove(&to),
+    };
+    match r.owners.get(&from).cloned() {
+        Some((t, _)) => r.owners.insert(to, (t, true)),
+        None => r.owners.remove(&to),
+    };
+}
+
+/// A module or library was unloaded (`Some`): every function handle is forgotten. A context was
+/// torn down (`None`): every handle bound to a context is.
+pub fn on_unload(owner: Option<usize>) {
+    let mut r = registry_mut();
+    match owner {
+        Some(o) => {
+            r.owners.remove(&o);
+            r.functions.clear();
+        }
+        None => {
+            r.owners.retain(|_, (_, in_context)| !*in_context);
+            r.functions.retain(|_, (_, in_context)| !*in_context);
+        }
+    }
+}
+
+/// A stream capture began (`true`) or ended.
+pub fn on_capture(began: bool) {
+    CAPTURES.fetch_add(if began { 1 } else { -1 }, Ordering::AcqRel);
+}
+
+/// A launch's argument array with the tagged arguments swapped in: pass [`Self::array`] to the
+/// driver in place of the program's (the driver copies the values at the launch).
+pub struct TaggedArgs {
+    pointers: [*mut c_void; MAX_ARGS],
+    values: [u64; MAX_ARGS],
+}
+
+impl TaggedArgs {
+    pub fn array(&mut self) -> *mut *mut c_void {
+        self.pointers.as_mut_ptr()
+    }
+}
+
+/// The arguments of a launch of `f` with `params` tagged, or `None` when nothing is to be tagged
+/// (then the program's array goes to the driver unchanged).
+///
+/// # Safety
+/// `params` is null or the launch's argument array: one readable pointer per parameter of the
+/// kernel `f` names, each to that argument's value.
+pub unsafe fn tag(f: usize, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>) -> Option<Box<TaggedArgs>> {
+    if params.is_null() || CAPTURES.load(Ordering::Acquire) > 0 {
+        return None;
+    }
+    let k = REGISTRY.read().unwrap_or_else(|e| e.into_inner()).functions.get(&f).map(|(k, _)| Arc::clone(k))?;
+    let count = k.count as usize;
+    if count > MAX_ARGS {
+        return None;
+    }
+    // SAFETY: `params` holds `count` pointers (this function's contract; `count` is the kernel's
+    // declared parameter count, ParamTagTable's invariant keeps every ordinal below it).
+    let program = unsafe { std::slice::from_raw_parts(params, count) };
+    if k.tagged.iter().any(|&o| program[o as usize].is_null()) {
+        return None;
+    }
+    let mut args = Box::new(TaggedArgs { pointers: [std::ptr::null_mut(); MAX_ARGS], values: [0; MAX_ARGS] });
+    args.pointers[..count].copy_from_slice(program);
+    // All listed arguments or none (the kernel tests the first one's mark only): one that cannot
+    // carry its block's bounds sends the whole launch to the kernel's lookups.
+    for &o in &k.tagged {
+        let o = o as usize;
+        // SAFETY: argument `o` is a 64-bit scalar (the instrumenter lists only `.u64`/`.s64`/
+        // `.b64` parameters), and the driver reads 8 bytes from the program's pointer to it; it
+        // may be unaligned (a packed argument buffer), hence read_unaligned.
+        let v = unsafe { program[o].cast::<u64>().read_unaligned() };
+        let t = match lookup(v) {
+            // Inside a live block: its reach (none when it reaches too far to carry).
+            Some((lo, hi)) if lo <= v => param_tag::encode(v, hi.max(v))?,
+            // Null, freed, outside the pool: no reach, so its accesses get the ordinary check.
+            _ => param_tag::encode(v, v)?,
+        };
+        args.values[o] = t;
+    }
+    // Pointers into the box's own values, taken after every write to it (it no longer moves).
+    for &o in &k.tagged {
+        args.pointers[o as usize] = (&raw mut args.values[o as usize]).cast();
+    }
+    Some(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(kernel: &str, count: u32, tagged: Vec<u32>) -> Arc<ParamTagTable> {
+        Arc::new(ParamTagTable { kernels: [(kernel.to_string(), KernelParamTags { count, tagged })].into_iter().collect() })
+    }
+
+    /// One test, since the registry is process-wide: handles of checked kernels get their
+    /// arguments tagged, others and captured launches do not, and unloads forget handles.
+    #[test]
+    fn launches_of_recorded_checked_kernels_get_their_pointer_arguments_tagged() {
+        let (module, library, f, k, kf) = (0x1000usize, 0x2000usize, 0x1100usize, 0x2100usize, 0x2200usize);
+        on_loaded(module, true, &table("kern", 3, vec![0, 2]));
+        on_loaded(library, false, &table("lib_kern", 1, vec![0]));
+        on_function(module, c"kern", f);
+        on_function(module, c"other", 0x1200);
+        on_function(library, c"lib_kern", k);
+        on_alias(k, kf);
+
+        let block = (0x7f00_0000_0000u64, 0x7f00_0010_0000u64);
+        let lookup = |v: u64| (block.0..block.1).contains(&v).then_some(block);
+        let (mut a, mut n, mut c) = (block.0 + 64, 7u64, 0x1234u64);
+        let mut params = [(&raw mut a).cast::<c_void>(), (&raw mut n).cast(), (&raw mut c).cast()];
+        // SAFETY: `params` holds the three arguments of "kern".
+        let mut args = unsafe { tag(f, params.as_mut_ptr(), lookup) }.expect("tagged");
+        let arr = args.array();
+        // SAFETY: the array holds `count` valid pointers to u64 values.
+        let read = |i: usize| unsafe { (*arr.add(i)).cast::<u64>().read() };
+        let (p, hi) = param_tag::decode(read(0)).expect("argument 0 carries bounds");
+        assert_eq!(p, a);
+        assert!(a < hi && hi <= block.1 && block.1 - hi < param_tag::REACH_UNIT);
+        assert_eq!(read(1), 7, "an unlisted argument passes as it is");
+        assert_eq!(param_tag::decode(read(2)), Some((0x1234, 0x1234)), "a listed argument outside the pool reaches nothing");
+        assert_eq!((a, n, c), (block.0 + 64, 7, 0x1234), "the program's values are not touched");
+        // All or none: a listed value that cannot be tagged (not a pointer below 2^48), or a
+        // block reaching further than a tag carries, leaves the whole launch untagged.
+        // SAFETY: params[2] points to `c`, a live u64 (written through the array, as the
+        // driver would read it).
+        unsafe { params[2].cast::<u64>().write(u64::MAX - 7) };
+        // SAFETY: as above.
+        assert!(unsafe { tag(f, params.as_mut_ptr(), lookup) }.is_none());
+        // SAFETY: as above.
+        unsafe { params[2].cast::<u64>().write(0x1234) };
+        let huge = |v: u64| Some((v, v + param_tag::MAX_REACH + param_tag::REACH_UNIT));
+        // SAFETY: as above.
+        assert!(unsafe { tag(f, params.as_mut_ptr(), huge) }.is_none());
+        // (One argument for the library's kernel, through both of its handles.)
+        for h in [k, kf] {
+            // SAFETY: as above.
+            assert!(unsafe { tag(h, params.as_mut_ptr(), lookup) }.is_some());
+        }
+        // Unrecorded handles, a kernel without tags, a capture in progress: untagged.
+        for h in [0x1200, 0x9999] {
+            // SAFETY: as above.
+            assert!(unsafe { tag(h, params.as_mut_ptr(), lookup) }.is_none());
+        }
+        on_capture(true);
+        // SAFETY: as above.
+        assert!(unsafe { tag(f, params.as_mut_ptr(), lookup) }.is_none());
+        on_capture(false);
+        // SAFETY: as above.
+        assert!(unsafe { tag(f, params.as_mut_ptr(), lookup) }.is_some());
+        // A context's teardown forgets its module's function and the kernel's function in it,
+        // not the library's kernel.
+        on_unload(None);
+        for (h, kept) in [(f, false), (kf, false), (k, true)] {
+            // SAFETY: as above.
+            assert_eq!(unsafe { tag(h, params.as_mut_ptr(), lookup) }.is_some(), kept);
+        }
+        on_loaded(module, true, &table("kern", 3, vec![0, 2]));
+        on_function(module, c"kern", f);
+        on_alias(k, kf);
+        // A handle reused for an unchecked kernel loses its tags; an unload forgets them all.
+        on_function(0x5000, c"kern", kf);
+        // SAFETY: as above.
+        assert!(unsafe { tag(kf, params.as_mut_ptr(), lookup) }.is_none());
+        on_unload(Some(module));
+        // SAFETY: as above.
+        assert!(unsafe { tag(f, params.as_mut_ptr(), lookup) }.is_none());
+        on_function(module, c"kern", f);
+        // SAFETY: as above.
+        assert!(unsafe { tag(f, params.as_mut_ptr(), lookup) }.is_none(), "the unloaded module's kernels are no longer known");
+    }
+}
