@@ -314,15 +314,22 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
-fn dest_regs(op: &str) -> Vec<String> {
-    let op = op.trim();
-    if let Some(inner) = op.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-        inner.split(',').map(str::trim).filter(|r| r.starts_with('%')).map(String::from).collect()
-    } else if op.starts_with('%') {
-        // `%r1|%p1` style dual destinations do not occur for loads; keep the first.
-        vec![op.split('|').next().unwrap_or(op).to_string()]
-    } else {
-        Vec::new()
+/// The registers a destination operand names: a vector's elements (`{%r1, %r2}`), both of a
+/// `setp`'s `%p|%q`, or the one register; never an address or a call's `(%r1)` return list. The
+/// one reading of destinations every pass uses ([`Instr::dests`]).
+fn registers_written(op: &str) -> impl Iterator<Item = &str> {
+    op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%'))
+}
+
+impl<'a> Instr<'a> {
+    /// The registers the instruction writes: its first operand's, for every instruction but
+    /// stores and reductions (whose first operand is the address).
+    pub fn dests(&self) -> impl Iterator<Item = &'a str> {
+        let first = match self.opcode.op {
+            Op::St | Op::Red => "",
+            _ => self.operands.first().copied().unwrap_or(""),
+        };
+        registers_written(first)
     }
 }
 
@@ -370,7 +377,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
                 Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
                 None => return Classified::Unknown(ins.opcode.to_string()),
             };
-            let dests = if addr_idx == 1 { dest_regs(ins.operands[0]) } else { Vec::new() };
+            let dests = if addr_idx == 1 { registers_written(ins.operands[0]).map(String::from).collect() } else { Vec::new() };
             Classified::Check(Access { base, offset, width: Width::Fixed(vec * ty), kind, dests, bulk: false, guard_nonzero: None })
         }
         Op::Cp => classify_copy(ins, &quals),
@@ -409,7 +416,7 @@ fn classify_wmma(ins: &Instr<'_>, quals: &[&str]) -> Classified {
         Some(s) => parse_int(s).and_then(|v| tile.bytes(Some(v))).map(Width::Fixed),
     };
     let Some(width) = width else { return unknown() };
-    let dests = if addr_idx == 1 { dest_regs(ins.operands[0]) } else { Vec::new() };
+    let dests = if addr_idx == 1 { registers_written(ins.operands[0]).map(String::from).collect() } else { Vec::new() };
     Classified::Check(Access { base, offset, width, kind, dests, bulk: true, guard_nonzero: None })
 }
 

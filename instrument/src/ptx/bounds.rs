@@ -19,7 +19,7 @@
 
 use super::bodies::Body;
 use super::opcode::{Op, Opcode};
-use super::{dest_regs, Line};
+use super::Line;
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::FxHashMap as HashMap;
@@ -157,7 +157,7 @@ impl ParamBounds {
         for line in body_lines {
             for st in line.stmts() {
                 let Some(ins) = &st.instr else { continue };
-                let mut dests = dest_regs(st.text);
+                let mut dests = ins.dests();
                 let Some(d) = dests.next() else { continue };
                 let mut rest = dests.peekable();
                 let v = if rest.peek().is_some() {

@@ -7,7 +7,7 @@
 
 use super::access::{AddrBase, Width};
 use super::bodies::Bodies;
-use super::{dest_regs, release_excess, Line, LineMap, LineSet};
+use super::{release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -89,7 +89,8 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
-        for s in line.statements() {
+        for st in line.stmts() {
+            let s = st.text;
             if groups.is_empty() {
                 break;
             }
@@ -99,7 +100,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
             if groups.len() <= SUBSTRING_TEST_GROUPS && !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
                 continue;
             }
-            for d in dest_regs(s) {
+            for d in st.dests() {
                 for k in groups.by_register.remove(d).into_iter().flatten() {
                     if let Some(g) = groups.remove(&k) {
                         finish(g, &mut plan);

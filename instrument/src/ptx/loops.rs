@@ -34,7 +34,7 @@ use super::access::{parse_int, AddrBase, Instr, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::opcode::Op;
-use super::{dest_regs, has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
+use super::{has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -263,8 +263,8 @@ struct BodyStmt<'a> {
 }
 
 impl<'a> BodyStmt<'a> {
-    fn new(line: usize, stmt: &'a str, ins: Instr<'a>) -> Self {
-        let mut s = BodyStmt { line, ins, dests: dest_regs(stmt).collect(), reads: Vec::new() };
+    fn new(line: usize, ins: Instr<'a>) -> Self {
+        let mut s = BodyStmt { line, dests: ins.dests().collect(), ins, reads: Vec::new() };
         let guard = s.ins.guard.map(|g| g.trim_start_matches('!'));
         s.reads = s.sources().iter().chain(guard.as_slice()).flat_map(|o| registers_in(o)).collect();
         s
@@ -491,7 +491,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
             return None;
         }
         any_check |= code.contains('[') && line.first_stmt().is_some_and(|st| st.checked_access().is_some());
-        body.push(BodyStmt::new(k, stmt, ins));
+        body.push(BodyStmt::new(k, ins));
     }
     // Nothing to hoist (loops over shared memory, ...): no symbolic walk.
     if !any_check {

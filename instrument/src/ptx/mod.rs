@@ -319,7 +319,12 @@ struct ParsedStmt<'a> {
     class: std::cell::OnceCell<Classified>,
 }
 
-impl ParsedStmt<'_> {
+impl<'a> ParsedStmt<'a> {
+    /// The registers it writes ([`Instr::dests`]; none when it is no instruction).
+    fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.instr.iter().flat_map(Instr::dests)
+    }
+
     /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
     fn class(&self) -> Option<&Classified> {
         let ins = self.instr.as_ref()?;
@@ -379,6 +384,11 @@ impl<'a> Line<'a> {
     /// knows the line holds one.
     fn first_stmt(&self) -> Option<&ParsedStmt<'a>> {
         self.stmts().first()
+    }
+
+    /// The registers its statements write.
+    fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.stmts().iter().flat_map(ParsedStmt::dests)
     }
 
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
@@ -770,13 +780,13 @@ impl<'a> Rewriter<'a> {
         } else {
             if closes_body {
                 if let Some(f) = w.func.as_mut() {
-                    self.close_body(f, t);
+                    self.close_body(f, &plans.lines[i]);
                 }
             } else if let Some(f) = w.func.as_mut() {
                 if plans.lines[i].ends_block() {
                     f.block_checks.clear();
                 } else {
-                    invalidate_defs(f, t);
+                    invalidate_defs(f, plans.lines[i].dests());
                 }
             }
             match w.heap_calls.as_mut() {
@@ -920,11 +930,11 @@ impl<'a> Rewriter<'a> {
     }
 
     /// Before a body's closing line: its out-of-line report blocks.
-    fn close_body(&mut self, f: &mut FuncState, t: &str) {
-        if ends_basic_block(t) {
+    fn close_body(&mut self, f: &mut FuncState, line: &Line<'_>) {
+        if line.ends_block() {
             f.block_checks.clear();
         } else {
-            invalidate_defs(f, t);
+            invalidate_defs(f, line.dests());
         }
         for b in f.fail_blocks.drain(..) {
             self.out.push_str(&b);
@@ -1096,7 +1106,7 @@ impl<'a> Rewriter<'a> {
                 if ends_basic_block(stmt) {
                     f.block_checks.clear();
                 } else {
-                    invalidate_defs(f, stmt);
+                    invalidate_defs(f, parsed.dests());
                 }
                 return Ok(format!("{indent}{text}\n"));
             }
@@ -1108,7 +1118,7 @@ impl<'a> Rewriter<'a> {
                         fstats.skipped.insert(key.to_string(), 1);
                     }
                 }
-                invalidate_defs(f, stmt);
+                invalidate_defs(f, parsed.dests());
                 return Ok(format!("{indent}{text}\n"));
             }
             Classified::Unknown(op) => {
@@ -1146,7 +1156,7 @@ impl<'a> Rewriter<'a> {
             } else {
                 fstats.eliminated += 1;
             }
-            invalidate_defs(f, stmt);
+            invalidate_defs(f, parsed.dests());
             return Ok(format!("{indent}{text}\n"));
         }
         // Checks of later accesses of this one's range group, hoisted here (coalesce.rs).
@@ -1173,7 +1183,7 @@ impl<'a> Rewriter<'a> {
             if let (Some(k), Some(w)) = (key, width_now) {
                 f.block_checks.record(k, w);
             }
-            invalidate_defs(f, stmt);
+            invalidate_defs(f, parsed.dests());
             prefix.push_str(&format!("{indent}{text}\n"));
             return Ok(prefix);
         }
@@ -1181,7 +1191,7 @@ impl<'a> Rewriter<'a> {
             if let (Some(k), Some(w)) = (&key, width_now) {
                 if f.block_checks.covers(k, w) {
                     fstats.eliminated += 1;
-                    invalidate_defs(f, stmt);
+                    invalidate_defs(f, parsed.dests());
                     return Ok(format!("{prefix}{indent}{text}\n"));
                 }
             }
@@ -1209,7 +1219,7 @@ impl<'a> Rewriter<'a> {
         if access.kind == crate::abi::AccessKind::Atomic {
             f.block_checks.clear();
         } else {
-            invalidate_defs(f, stmt);
+            invalidate_defs(f, parsed.dests());
         }
         prefix.push_str(&emitted);
         Ok(prefix)
@@ -1444,12 +1454,12 @@ fn opcode_and_rest(t: &str) -> (&str, &str) {
     }
 }
 
-/// Forgets checks whose address register this statement redefines.
-fn invalidate_defs(f: &mut FuncState, stmt: &str) {
+/// Forgets checks whose address register these writes redefine.
+fn invalidate_defs<'s>(f: &mut FuncState, dests: impl IntoIterator<Item = &'s str>) {
     if f.block_checks.is_empty() {
         return;
     }
-    for d in dest_regs(stmt) {
+    for d in dests {
         f.block_checks.forget_register(d);
     }
 }
@@ -1511,21 +1521,6 @@ impl BlockChecks {
             }
         }
     }
-}
-
-/// Registers a statement writes: its first operand, or the `{...}` vector there (none for stores).
-/// (An iterator over the statement's text: most callers only walk it, and collecting it would
-/// allocate for every statement of a module.)
-fn dest_regs(stmt: &str) -> impl Iterator<Item = &str> {
-    let (op, rest) = opcode_and_rest(stmt.trim().trim_end_matches(';'));
-    let dst = if matches!(Opcode::parse(op).op, Op::St | Op::Red) || rest.is_empty() {
-        ""
-    } else if rest.trim_start().starts_with('{') {
-        rest.split('}').next().unwrap_or("")
-    } else {
-        rest.split(',').next().unwrap_or("")
-    };
-    dst.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%'))
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::opcode::Op;
-use super::{dest_regs, has_block_comment_marker, Line, LineMap, LineSet};
+use super::{has_block_comment_marker, Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
 const WINDOW: usize = 256;
@@ -325,7 +325,7 @@ impl<'l, 'a> Scan<'l, 'a> {
     /// Last line in `[start, before)` that writes `reg`.
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let lines = self.lines;
-        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| lines[k].statements().flat_map(dest_regs).collect()).contains(&reg))
+        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| lines[k].dests().collect()).contains(&reg))
     }
 }
 

@@ -42,7 +42,7 @@
 use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
 use super::opcode::Op;
-use super::{dest_regs, Line, ParsedStmt, MARKER};
+use super::{Line, ParsedStmt, MARKER};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::FxHashMap as HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -227,7 +227,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         if matches!(ins.opcode.op, Op::Alloca | Op::StackRestore) {
             f.dynamic_stack = true;
         }
-        let dests: Vec<&str> = dest_regs(s).collect();
+        let dests: Vec<&str> = ins.dests().collect();
         if !dests.is_empty() {
             defs.extend(dests.into_iter().map(|d| (d, instrs.len())));
             instrs.push(ins);
@@ -800,7 +800,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                 if line.ends_block() {
                     close(&mut open, &mut roles, None);
                 } else {
-                    for d in line.statements().flat_map(dest_regs) {
+                    for d in line.dests() {
                         close(&mut open, &mut roles, Some(d));
                     }
                 }
@@ -835,7 +835,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                     if super::ends_basic_block(stmt) {
                         close(&mut open, &mut roles, None);
                     } else {
-                        for d in dest_regs(stmt) {
+                        for d in st.dests() {
                             close(&mut open, &mut roles, Some(d));
                         }
                     }
