@@ -161,8 +161,8 @@ fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), CuResul
     let name = std::ffi::CString::new(symbol).map_err(|_| CUDA_ERROR_INVALID_VALUE)?;
     let (mut dptr, mut bytes) = (0u64, 0usize);
     let r = match h {
-        LoadedHandle::Module(m) => crate::driver::api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, m as cudarc::driver::sys::CUmodule, name.as_ptr()),
-        LoadedHandle::Library(l) => crate::driver::api::cuLibraryGetGlobal(&mut dptr, &mut bytes, l as cudarc::driver::sys::CUlibrary, name.as_ptr()),
+        LoadedHandle::Module(m) => crate::driver::api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, m, name.as_ptr()),
+        LoadedHandle::Library(l) => crate::driver::api::cuLibraryGetGlobal(&mut dptr, &mut bytes, l, name.as_ptr()),
     };
     if r == CUDA_SUCCESS {
         Ok((dptr, bytes))

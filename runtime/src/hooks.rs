@@ -701,16 +701,16 @@ hooks! {
         // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
         // preconditions. The handle closure reads `*module` only after a load succeeded, when
         // the driver has written the new module to the caller's out-pointer.
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module as usize)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
         // SAFETY: as for cuModuleLoadData; `opts` and `vals` hold `n` entries each (or are null),
         // as cuModuleLoadDataEx requires and jit_options needs.
-        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module as usize)) }
+        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoadFatBinary(module: *mut CUmodule, image: *const c_void) {
         // SAFETY: as for cuModuleLoadData (`image` is the program's fatbin).
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module as usize)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module)) }
     }
     cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
@@ -730,7 +730,7 @@ hooks! {
                 // as cuModuleLoad requires) with a NUL appended, and it is leaked below, so it
                 // outlives the load; `load` is the real cuModuleLoadData. `*module` is read only
                 // after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module as usize)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module)) };
                 std::mem::forget(bytes);
                 r
             }
@@ -741,7 +741,7 @@ hooks! {
         // SAFETY: `code` is the program's module image and `jo` / `jv` hold `njo` JIT options
         // (or are null), as cuLibraryLoadData requires; `load` calls the real cuLibraryLoadData.
         // `*lib` is read only after a successful load wrote the library to the out-pointer.
-        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib as usize)) }
+        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
     }
     cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
@@ -762,7 +762,7 @@ hooks! {
                 // SAFETY: `bytes` is the module file the program named, NUL-terminated and leaked
                 // below; `jo` / `jv` hold `njo` options (or are null); `load` is the real
                 // cuLibraryLoadData. `*lib` is read only after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib as usize)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib)) };
                 std::mem::forget(bytes);
                 r
             }
@@ -833,7 +833,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wra
         // a module image load_checked can read; `load` calls the slot's original with cudart's
         // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
         // once loaded). `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module as usize)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
     })
 }
 
@@ -846,7 +846,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule
         let Some(f) = (unsafe { orig_slot::<F>(1) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
         // cudart passed them.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module as usize)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
     })
 }
 
@@ -861,6 +861,6 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void
         // read; `load` calls the slot's original with it or with a fatbin of the checked code
         // (kept alive after a successful load), and cudart's other arguments unchanged.
         // `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module as usize)) }
+        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
     })
 }

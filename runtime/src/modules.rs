@@ -882,10 +882,8 @@ pub unsafe fn load_checked(
         None => s.set_control_block(handle(), id),
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
-    match handle() {
-        LoadedHandle::Module(h) => crate::arg_bounds::on_loaded(h, true, &checked.param_tags),
-        LoadedHandle::Library(h) => crate::arg_bounds::on_loaded(h, false, &checked.param_tags),
-    }
+    let h = handle();
+    crate::arg_bounds::on_loaded(h.raw(), matches!(h, LoadedHandle::Module(_)), &checked.param_tags);
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
     if !loaded {

@@ -10,12 +10,28 @@ use crate::ring::Ring;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, OnceLock};
 
-/// A loaded checked module whose control block still has to be written.
+/// A loaded checked module: the driver's handle for it.
 #[derive(Clone, Copy, Debug)]
 pub enum LoadedHandle {
-    Module(usize),
-    Library(usize),
+    Module(cudarc::driver::sys::CUmodule),
+    Library(cudarc::driver::sys::CUlibrary),
 }
+
+impl LoadedHandle {
+    /// The handle's value (what the driver hands back for it elsewhere, e.g. crate::arg_bounds).
+    pub fn raw(self) -> usize {
+        match self {
+            LoadedHandle::Module(m) => m as usize,
+            LoadedHandle::Library(l) => l as usize,
+        }
+    }
+}
+
+// SAFETY: driver handles are opaque references to process-wide driver objects, which the driver
+// accepts from any thread; gasan never dereferences them, only passes them back to the driver.
+unsafe impl Send for LoadedHandle {}
+// SAFETY: as for Send: a shared handle is only ever copied and passed to the driver.
+unsafe impl Sync for LoadedHandle {}
 
 /// A control block waiting to be written.
 pub(crate) struct Pending {
