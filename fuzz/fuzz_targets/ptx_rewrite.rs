@@ -12,13 +12,16 @@
 //!   lines with an address operand;
 //! * heap calls and declarations (heap.rs) are the only input statements rewritten in place;
 //! * the added lines open and close as many braces as they close;
-//! * the output is recognised as instrumented (no double instrumentation).
+//! * the output is recognised as instrumented (no double instrumentation);
+//! * the kernels' parameter-tag table (which launch arguments may carry bounds) reads back from
+//!   its cache text, so no ordinal is past its kernel's parameters; and that text's parser, fed the
+//!   same input, never panics and round-trips what it accepts.
 //!
 //! Whether rewritten modules still assemble is checked outside the fuzzer, over a sample of the
 //! corpus (fuzz/ptxas-check.sh): ptxas is far too slow to run per execution.
 #![no_main]
 
-use gasan_instrument::abi::{AccessKind, MemorySpace};
+use gasan_instrument::abi::{AccessKind, MemorySpace, ParamTagTable};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, PtxError, MARKER};
 use gasan_instrument::shadow::Scale;
 use libfuzzer_sys::fuzz_target;
@@ -109,11 +112,15 @@ fuzz_target!(|data: &[u8]| {
     let Ok(ptx) = std::str::from_utf8(data) else {
         return;
     };
+    if let Some(t) = ParamTagTable::from_text(ptx) {
+        assert_eq!(ParamTagTable::from_text(&t.to_text()), Some(t));
+    }
     for opts in &OPTION_SETS {
         let r = match instrument_ptx(ptx, opts) {
             Ok(r) => r,
             Err(_) => continue,
         };
+        assert_eq!(ParamTagTable::from_text(&r.param_tags.to_text()).as_ref(), Some(&r.param_tags), "{opts:?}");
         let t = r.stats.total();
         assert_eq!(t.found, t.checked + t.eliminated, "{opts:?}");
         if !well_scoped(ptx) {
