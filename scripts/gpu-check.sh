@@ -62,6 +62,8 @@ for s in 8 7; do
   # middle of a buffer, and a graph replayed after its buffer was freed (captured launches carry none).
   check interior_clean cases interior_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check interior_underflow cases interior_underflow $s 1 "heap-buffer-overflow" "READ of size 4 in kernel readAt" "4 bytes before 4000-byte region"
+  check coop_clean cases coop_clean $s 0 "result ok" "!GPUAddressSanitizer"
+  check coop_overflow cases coop_overflow $s 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAt" "0 bytes after 4000-byte region"
   check graph_clean cases graph_clean $s 0 "result ok" "!GPUAddressSanitizer"
   check graph_uaf cases graph_uaf $s 1 "heap-use-after-free" "READ of size 4 in kernel readAt"
   check uaf_delayed cases uaf_delayed $s 1 "heap-use-after-free" "WRITE of size 4 in kernel writeAt"

@@ -138,6 +138,16 @@ int main(int argc, char** argv) {
         CK(cudaDeviceSynchronize());
         printf("result ok\n"); return 0;
     }
+    if (!strcmp(c, "coop_clean") || !strcmp(c, "coop_overflow")) {
+        // A cooperative launch (cuLaunchCooperativeKernel): its pointer arguments carry bounds
+        // like any launch's; one element past the end in coop_overflow (BUG).
+        float* a = dalloc(n);
+        long idx = !strcmp(c, "coop_overflow") ? n : n - 1;
+        void* args[] = {&a, &idx};
+        CK(cudaLaunchCooperativeKernel((void*)writeAt, dim3(1), dim3(32), args, 0, 0));
+        CK(cudaDeviceSynchronize());
+        printf("result ok\n"); return 0;
+    }
     if (!strcmp(c, "graph_uaf") || !strcmp(c, "graph_clean")) {
         // A launch captured into a graph, replayed once while its buffer is live and once after
         // the buffer was freed (BUG in graph_uaf): the replay must not run on stale bounds.

@@ -618,6 +618,16 @@ hooks! {
         let mut tagged = launch_args(f, params, extra);
         real(f, gx, gy, gz, bx, by, bz, shmem, stream, tagged.as_mut().map_or(params, |t| t.array()), extra)
     }
+    cuLaunchCooperativeKernel(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void) {
+        before_launch();
+        let mut tagged = launch_args(f, params, std::ptr::null_mut());
+        real(f, gx, gy, gz, bx, by, bz, shmem, stream, tagged.as_mut().map_or(params, |t| t.array()))
+    }
+    cuLaunchCooperativeKernel_ptsz(f: CUfunction, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shmem: u32, stream: CUstream, params: *mut *mut c_void) {
+        before_launch();
+        let mut tagged = launch_args(f, params, std::ptr::null_mut());
+        real(f, gx, gy, gz, bx, by, bz, shmem, stream, tagged.as_mut().map_or(params, |t| t.array()))
+    }
     cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) {
         before_launch();
         let mut tagged = launch_args(f, params, extra);

@@ -55,7 +55,6 @@ fn header_symbols() -> BTreeSet<String> {
 const PASS_THROUGH: &[(&str, &str)] = &[
     ("cuMemcpyPeer", "peer copies: multi-GPU pools are a later step"),
     ("cuMemcpyPeerAsync", "peer copies: multi-GPU pools are a later step"),
-    ("cuLaunchCooperativeKernel", "handles are already the checked module's; control blocks are written at load"),
     ("cuLaunchHostFunc", "no device memory"),
     ("cuMemcpy3DBatchAsync_v2", "batched copies: range check not implemented yet"),
     ("cuMemcpy3DPeer", "peer copies: multi-GPU pools are a later step"),
