@@ -363,10 +363,10 @@ fn launch_args(f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void)
     if !s.opts.arg_bounds || !extra.is_null() {
         return None;
     }
-    let d = s.device()?;
     // SAFETY: `params` is the launch's argument array for `f` (cuLaunchKernel's contract, which
-    // the hook's caller follows), as tag requires.
-    let tagged = unsafe { crate::arg_bounds::tag(f as usize, params, |v| d.alloc.accessible_granules(v)) }?;
+    // the hook's caller follows), as tag requires. (The pool is asked only for a checked kernel's
+    // arguments: loading its module set the device runtime up.)
+    let tagged = unsafe { crate::arg_bounds::tag(f as usize, params, |v| s.device()?.alloc.accessible_granules(v)) }?;
     s.counters.launches_tagged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Some(tagged)
 }
