@@ -1,8 +1,8 @@
 //! Bounds carried in launch arguments (gasan_instrument::abi::param_tag): at a launch of a
-//! checked kernel, each pointer argument the instrumenter listed for it that points into a live
-//! pool block is passed with the block's whole granules encoded in its top bits. The kernel
-//! decodes them at its entry instead of loading the block's extent entry, and strips them where
-//! the program reads the argument.
+//! checked kernel, each pointer argument the instrumenter listed for it is passed with how far
+//! its live pool block's whole granules reach above it, in the pointer's top bits (all listed
+//! arguments or none). The kernel decodes that at its entry instead of loading the block's extent
+//! entry, and hands the program the pointer without it.
 //!
 //! Which kernel a launch names is known from the handles the program got for it: a module's or
 //! library's function or kernel handle is recorded when `cuModuleGetFunction`,
