@@ -68,17 +68,22 @@ pub fn on_function(owner: usize, name: &CStr, handle: usize) {
     };
 }
 
-/// `to` names what `from` names: a library's kernel's function in a context
-/// (`cuKernelGetFunction`), a library's module (`cuLibraryGetModule`).
-pub fn on_alias(from: usize, to: usize) {
+/// `function` is library kernel `kernel`'s function in the current context (`cuKernelGetFunction`).
+pub fn on_kernel_function(kernel: usize, function: usize) {
     let mut r = registry_mut();
-    match r.functions.get(&from).cloned() {
-        Some((k, _)) => r.functions.insert(to, (k, true)),
-        None => r.functions.remove(&to),
+    match r.functions.get(&kernel).cloned() {
+        Some((k, _)) => r.functions.insert(function, (k, true)),
+        None => r.functions.remove(&function),
     };
-    match r.owners.get(&from).cloned() {
-        Some((t, _)) => r.owners.insert(to, (t, true)),
-        None => r.owners.remove(&to),
+}
+
+/// `module` is library `library`'s module in the current context (`cuLibraryGetModule`), whose
+/// `cuModuleGetFunction` handles are then recorded like the library's own.
+pub fn on_library_module(library: usize, module: usize) {
+    let mut r = registry_mut();
+    match r.owners.get(&library).cloned() {
+        Some((t, _)) => r.owners.insert(module, (t, true)),
+        None => r.owners.remove(&module),
     };
 }
 
@@ -103,68 +108,70 @@ pub fn on_capture(began: bool) {
     CAPTURES.fetch_add(if began { 1 } else { -1 }, Ordering::AcqRel);
 }
 
-/// A launch's argument array with the tagged arguments swapped in: pass [`Self::array`] to the
-/// driver in place of the program's (the driver copies the values at the launch).
-pub struct TaggedArgs {
-    pointers: [*mut c_void; MAX_ARGS],
-    values: [u64; MAX_ARGS],
-}
-
-impl TaggedArgs {
-    pub fn array(&mut self) -> *mut *mut c_void {
-        self.pointers.as_mut_ptr()
-    }
-}
-
-/// The arguments of a launch of `f` with `params` tagged, or `None` when nothing is to be tagged
-/// (then the program's array goes to the driver unchanged).
+/// Launches `f` through `go` with its argument array: a copy with the listed arguments tagged,
+/// or the program's own `params` when nothing is to be tagged. `go` gets the array and whether it
+/// is the tagged copy. The copy lives on this stack frame for the call (the driver copies the
+/// values at the launch): a launch allocates nothing.
 ///
 /// # Safety
 /// `params` is null or the launch's argument array: one readable pointer per parameter of the
 /// kernel `f` names, each to that argument's value.
-pub unsafe fn tag(f: usize, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>) -> Option<Box<TaggedArgs>> {
+pub unsafe fn with_bounds<R>(f: usize, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>, go: impl FnOnce(*mut *mut c_void, bool) -> R) -> R {
     if params.is_null() || CAPTURES.load(Ordering::Acquire) > 0 {
-        return None;
+        return go(params, false);
     }
-    let k = REGISTRY.read().unwrap_or_else(|e| e.into_inner()).functions.get(&f).map(|(k, _)| Arc::clone(k))?;
+    let Some(k) = REGISTRY.read().unwrap_or_else(|e| e.into_inner()).functions.get(&f).map(|(k, _)| Arc::clone(k)) else {
+        return go(params, false);
+    };
     let count = k.count as usize;
     if count > MAX_ARGS {
-        return None;
+        return go(params, false);
     }
     // SAFETY: `params` holds `count` pointers (this function's contract; `count` is the kernel's
     // declared parameter count, ParamTagTable's invariant keeps every ordinal below it).
     let program = unsafe { std::slice::from_raw_parts(params, count) };
-    if k.tagged.iter().any(|&o| program[o as usize].is_null()) {
-        return None;
-    }
-    let mut args = Box::new(TaggedArgs { pointers: [std::ptr::null_mut(); MAX_ARGS], values: [0; MAX_ARGS] });
-    args.pointers[..count].copy_from_slice(program);
+    let mut values = [0u64; MAX_ARGS];
     // All listed arguments or none (the kernel tests the first one's mark only): one that cannot
     // carry its block's bounds sends the whole launch to the kernel's lookups.
     for &o in &k.tagged {
         let o = o as usize;
+        if program[o].is_null() {
+            return go(params, false);
+        }
         // SAFETY: argument `o` is a 64-bit scalar (the instrumenter lists only `.u64`/`.s64`/
         // `.b64` parameters), and the driver reads 8 bytes from the program's pointer to it; it
         // may be unaligned (a packed argument buffer), hence read_unaligned.
         let v = unsafe { program[o].cast::<u64>().read_unaligned() };
-        let t = match lookup(v) {
+        let tagged = match lookup(v) {
             // Inside a live block: its reach (none when it reaches too far to carry).
-            Some((lo, hi)) if lo <= v => param_tag::encode(v, hi.max(v))?,
+            Some((lo, hi)) if lo <= v => param_tag::encode(v, hi.max(v)),
             // Null, freed, outside the pool: no reach, so its accesses get the ordinary check.
-            _ => param_tag::encode(v, v)?,
+            _ => param_tag::encode(v, v),
         };
-        args.values[o] = t;
+        let Some(t) = tagged else { return go(params, false) };
+        values[o] = t;
     }
-    // Pointers into the box's own values, taken after every write to it (it no longer moves).
+    let mut pointers = [std::ptr::null_mut(); MAX_ARGS];
+    pointers[..count].copy_from_slice(program);
     for &o in &k.tagged {
-        args.pointers[o as usize] = (&raw mut args.values[o as usize]).cast();
+        pointers[o as usize] = (&raw mut values[o as usize]).cast();
     }
-    Some(args)
+    go(pointers.as_mut_ptr(), true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The values a launch of `f` would pass (`None`: the program's array, untagged).
+    ///
+    /// # Safety
+    /// As for [`with_bounds`].
+    unsafe fn tag(f: usize, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>) -> Option<Vec<u64>> {
+        // SAFETY: this function's contract; the tagged array `go` gets holds one valid pointer to
+        // a u64 per argument, then nulls (the test kernels have at most three).
+        unsafe { with_bounds(f, params, lookup, |arr, tagged| tagged.then(|| (0..3).map_while(|i| Some(*arr.add(i)).filter(|p| !p.is_null()).map(|p| p.cast::<u64>().read())).collect())) }
+    }
 
     fn table(kernel: &str, count: u32, tagged: Vec<u32>) -> Arc<ParamTagTable> {
         Arc::new(ParamTagTable { kernels: [(kernel.to_string(), KernelParamTags { count, tagged })].into_iter().collect() })
@@ -180,17 +187,15 @@ mod tests {
         on_function(module, c"kern", f);
         on_function(module, c"other", 0x1200);
         on_function(library, c"lib_kern", k);
-        on_alias(k, kf);
+        on_kernel_function(k, kf);
 
         let block = (0x7f00_0000_0000u64, 0x7f00_0010_0000u64);
         let lookup = |v: u64| (block.0..block.1).contains(&v).then_some(block);
         let (mut a, mut n, mut c) = (block.0 + 64, 7u64, 0x1234u64);
         let mut params = [(&raw mut a).cast::<c_void>(), (&raw mut n).cast(), (&raw mut c).cast()];
         // SAFETY: `params` holds the three arguments of "kern".
-        let mut args = unsafe { tag(f, params.as_mut_ptr(), lookup) }.expect("tagged");
-        let arr = args.array();
-        // SAFETY: the array holds `count` valid pointers to u64 values.
-        let read = |i: usize| unsafe { (*arr.add(i)).cast::<u64>().read() };
+        let args = unsafe { tag(f, params.as_mut_ptr(), lookup) }.expect("tagged");
+        let read = |i: usize| args[i];
         let (p, hi) = param_tag::decode(read(0)).expect("argument 0 carries bounds");
         assert_eq!(p, a);
         assert!(a < hi && hi <= block.1 && block.1 - hi < param_tag::REACH_UNIT);
@@ -234,7 +239,7 @@ mod tests {
         }
         on_loaded(module, true, &table("kern", 3, vec![0, 2]));
         on_function(module, c"kern", f);
-        on_alias(k, kf);
+        on_kernel_function(k, kf);
         // A handle reused for an unchecked kernel loses its tags; an unload forgets them all.
         on_function(0x5000, c"kern", kf);
         // SAFETY: as above.

@@ -61,9 +61,9 @@ pub(super) struct ParamBounds {
     of_reg: HashMap<String, usize>,
     /// Per entry of `params`: its ordinal when launches may tag it ([`crate::abi::param_tag`]).
     tag_ordinal: Vec<Option<u32>>,
-    /// The program's reads of tagged parameters: (line index, destination register), each
-    /// followed by the untagged pointer's copy into the register; and the parameter read.
-    untag: Vec<(usize, (String, String))>,
+    /// The program's reads of tagged parameters: (line index, destination register, index into
+    /// `params`), each followed by the untagged pointer's copy into the register.
+    untag: Vec<(usize, String, usize)>,
     /// Parameters the kernel declares.
     declared_count: u32,
 }
@@ -108,8 +108,13 @@ enum Def<'s> {
     Other,
 }
 
+/// Whether an opcode moves a 64-bit integer (what a pointer parameter is read as).
+fn wide64(opcode: Opcode<'_>) -> bool {
+    opcode.quals().any(|q| matches!(q, "u64" | "s64" | "b64"))
+}
+
 fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
-    let wide64 = opcode.quals().any(|q| matches!(q, "u64" | "s64" | "b64"));
+    let wide64 = wide64(opcode);
     let src = |i: usize| operands.get(i).copied();
     match opcode.op {
         Op::Ld if opcode.first_qual() == Some("param") && wide64 => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
@@ -234,9 +239,10 @@ impl ParamBounds {
         let mut untag = Vec::new();
         let tag_ordinal = params
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(k, p)| {
                 let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64)?;
-                untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, (r, p.clone()))));
+                untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, r, k)));
                 u32::try_from(ordinal).ok()
             })
             .collect();
@@ -257,8 +263,7 @@ impl ParamBounds {
             }
             let [st] = line.stmts() else { return None };
             let ins = st.instr.as_ref().filter(|ins| ins.guard.is_none())?;
-            let wide64 = ins.opcode.quals().any(|q| matches!(q, "u64" | "s64" | "b64"));
-            let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64 && ins.opcode.quals().count() == 2;
+            let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64(ins.opcode) && ins.opcode.quals().count() == 2;
             match ins.operands.as_slice() {
                 [d, a] if plain && d.starts_with('%') && a.replace(' ', "") == operand => reads.push((i, d.to_string())),
                 _ => return None,
@@ -285,9 +290,8 @@ impl ParamBounds {
     /// read value replaced by the pointer without its tag, which the entry kept (no tag test
     /// per read).
     pub fn untag_after(&self, line: usize) -> Option<String> {
-        let i = self.untag.binary_search_by_key(&line, |(l, _)| *l).ok()?;
-        let (reg, param) = &self.untag[i].1;
-        let k = self.params.iter().position(|p| p == param)?;
+        let i = self.untag.binary_search_by_key(&line, |(l, _, _)| *l).ok()?;
+        let (_, reg, k) = &self.untag[i];
         Some(format!("\tmov.b64 {reg}, %gsbp{k}; {}\n", super::MARKER))
     }
 
