@@ -6,7 +6,7 @@ benches/build.sh into .carry/startup). Prints two tables:
            native, gasan, and gasan with one part switched off: --arg-bounds 0 (no bounds in launch
            arguments), --instrument 0 (pool, redzones and tags only), --tags 0, --hoist-loops 0, and
            --shadow-scale 7
-  first    first launch of N distinct kernels of kernels100 (first pass - second pass, median of 5),
+  first    first launch of N distinct kernels of kernels100 (first pass - second pass, median of --reps rounds, interleaved),
            lazy and eager module loading (CUDA_MODULE_LOADING=EAGER), native, gasan, --prefetch 0,
            --tags 0 and --instrument 0
 
@@ -38,6 +38,8 @@ def main():
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--only", choices=["steady", "first"])
     ap.add_argument("--diag", action="store_true", help="first launches under the set-up variants too (DIAG_CFGS)")
+    ap.add_argument("--cfgs", help="first-launch configurations to run, comma-separated names (default all)")
+    ap.add_argument("--reps", type=int, default=5, help="rounds of first-launch runs (default 5)")
     a = ap.parse_args()
     gasan, bins = os.path.realpath(a.gasan), a.bin_dir
     cache = tempfile.mkdtemp(prefix="gasan-cost-")
@@ -69,11 +71,27 @@ def main():
             row = [median(o, p, [], {"SHORT_REPS": "20"}, r"steady_ms=([\d.]+)", 3) for _, o in STEADY_CFGS]
             print(f"{p:<14}" + "".join(f"{x:>10.4f}" for x in row), flush=True)
     if a.only in (None, "first"):
-        print("first launch us (first pass - second pass), median of 5:")
-        print(f"{'cfg':<14}{'N=1':>10}{'N=10':>10}{'N=100':>10}")
-        for c, o, e in FIRST_CFGS + (DIAG_CFGS if a.diag else []):
-            row = [median(o, "kernels100", ["b", n], e, r"first_us=([\d.]+) again_us=([\d.]+)", 5) for n in ("1", "10", "100")]
-            print(f"{c:<14}" + "".join(f"{x:>10.0f}" for x in row), flush=True)
+        # Interleaved: each round runs every configuration once, so a drift of the machine (clocks,
+        # other tenants) moves all of them alike instead of whichever ran during it.
+        cfgs = [c for c in FIRST_CFGS + (DIAG_CFGS if a.diag else []) if not a.cfgs or c[0] in a.cfgs.split(",")]
+        ns = ("1", "10", "100")
+        pattern = r"first_us=([\d.]+) again_us=([\d.]+)"
+        for _, o, e in cfgs:
+            for n in ns:
+                run(o, "kernels100", ["b", n], e)  # fills the cache (and the driver's)
+        vals = {(c, n): [] for c, _, _ in cfgs for n in ns}
+        for _ in range(a.reps):
+            for c, o, e in cfgs:
+                for n in ns:
+                    m = re.search(pattern, run(o, "kernels100", ["b", n], e) or "")
+                    if m:
+                        vals[(c, n)].append(float(m.group(1)) - float(m.group(2)))
+        print(f"first launch us (first pass - second pass), median of {a.reps} interleaved rounds [quartiles of N=1]:")
+        print(f"{'cfg':<14}{'N=1':>10}{'N=10':>10}{'N=100':>10}   N=1 q1..q3")
+        for c, _, _ in cfgs:
+            row = [statistics.median(vals[(c, n)]) if vals[(c, n)] else float("nan") for n in ns]
+            q = statistics.quantiles(vals[(c, "1")], n=4) if len(vals[(c, "1")]) >= 2 else [float("nan")] * 3
+            print(f"{c:<14}" + "".join(f"{x:>10.0f}" for x in row) + f"   {q[0]:.0f}..{q[2]:.0f}", flush=True)
     return 1 if failures else 0
 
 

@@ -4,7 +4,7 @@
 # each STEP with its own time limit and keeps its output in $OUT/STEP.txt (the device tool returns
 # $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
-# Steps: check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
+# Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch.
 set -u
 export PYTHONUNBUFFERED=1
@@ -21,6 +21,7 @@ for spec in "$@"; do
   step=${spec%%:*}; lim=${spec#*:}; [ "$lim" = "$spec" ] && lim=300
   t0=$(date +%s)
   case $step in
+    quick)   NVCC=/usr/local/cuda/bin/nvcc timeout $lim bash examples/build.sh && timeout $lim $B/gasan-run -- examples/out/overflow; echo "gasan-run exit status $?" ;;
     check)   OUT=/tmp/o-check GASAN_BIN=$B timeout $lim bash scripts/gpu-check.sh ;;
     stress)  OUT=/tmp/o-stress GASAN_BIN=$B GASAN_SUITE=$W/suite GASAN_BENCH=$W/bench timeout $lim bash scripts/gpu-stress.sh ;;
     python)  OUT=/tmp/o-python GASAN_BIN=$B timeout $lim bash scripts/gpu-python.sh ;;
@@ -32,6 +33,7 @@ for spec in "$@"; do
     cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup ;;
     costd)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --diag ;;
     costf)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first ;;
+    first)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --reps 15 --cfgs native,gasan,instr0,native-eager,gasan-eager ;;
     costs)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only steady ;;
     costold) timeout $lim python3 benches/cost_split.py --gasan $BO/gasan-run --bin-dir .carry/startup --only steady ;;
     benchesold) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $BO/gasan-run --no-sanitizer --out /tmp/o-benchesold ;;
