@@ -33,7 +33,7 @@ for spec in "$@"; do
     cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup ;;
     costd)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --diag ;;
     costf)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first ;;
-    first)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --reps 15 --cfgs native,gasan,instr0,native-eager,gasan-eager ;;
+    first)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --reps 15 --cfgs native,gasan,preload0,instr0,native-eager,gasan-eager ;;
     costs)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only steady ;;
     costold) timeout $lim python3 benches/cost_split.py --gasan $BO/gasan-run --bin-dir .carry/startup --only steady ;;
     benchesold) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $BO/gasan-run --no-sanitizer --out /tmp/o-benchesold ;;

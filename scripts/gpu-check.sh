@@ -122,6 +122,14 @@ grep -q "backend: CUDA VMM" "$OUT/logs/backend.log" || { fails=$((fails + 1)); r
 grep -q "launches: [1-9][0-9]*, [1-9][0-9]* with block bounds" "$OUT/logs/backend.log" || { fails=$((fails + 1)); rows+=("no launch with bounds: $(grep 'launches:' "$OUT/logs/backend.log" | head -1)"); }
 GASAN_OPTIONS="cache_dir=$OUT/cache verbosity=1 arg_bounds=0" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean > "$OUT/logs/noargb.log" 2>&1
 grep -q "launches: [1-9][0-9]*, 0 with block bounds" "$OUT/logs/noargb.log" || { fails=$((fails + 1)); rows+=("arg_bounds=0 still tagged: $(grep 'launches:' "$OUT/logs/noargb.log" | head -1)"); }
+# With a warm cache the module was loaded ahead of its first launch and handed to cudart; with
+# preload=0, or under eager loading, none was.
+grep -q "loaded ahead of their first launch: [1-9][0-9]* (.*), [1-9][0-9]* of them handed" "$OUT/logs/backend.log" || { fails=$((fails + 1)); rows+=("no module loaded ahead: $(grep 'loaded ahead' "$OUT/logs/backend.log" | head -1)"); }
+GASAN_OPTIONS="cache_dir=$OUT/cache verbosity=1 preload=0" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean > "$OUT/logs/nopreload.log" 2>&1
+CUDA_MODULE_LOADING=EAGER GASAN_OPTIONS="cache_dir=$OUT/cache verbosity=1" "$BIN/gasan-run" -- "$PROG/cases" vecadd_clean > "$OUT/logs/eager.log" 2>&1
+for l in nopreload eager; do
+  grep -q "result ok" "$OUT/logs/$l.log" && grep -q "loaded ahead of their first launch: 0 " "$OUT/logs/$l.log" || { fails=$((fails + 1)); rows+=("$l: $(grep -E 'loaded ahead|result' "$OUT/logs/$l.log" | head -2 | tr '\n' ' ')"); }
+done
 
 echo
 printf '%-22s %-11s %-6s %-4s %-5s %8s %s\n' case binary scale rc ok time notes

@@ -107,7 +107,7 @@ macro_rules! driver_api {
         $(
             // The parameters are cuda.h's, as cudarc declares them.
             const _: unsafe fn($($t),*) -> cudarc::driver::sys::CUresult = cudarc::driver::sys::$name;
-            #[allow(non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
+            #[allow(non_snake_case, clippy::not_unsafe_ptr_arg_deref, clippy::too_many_arguments)]
             pub fn $name($($arg: $t),*) -> CuResult {
                 static REAL: RealFn = RealFn::new(stringify!($name));
                 type F = unsafe extern "C" fn($($t),*) -> CuResult;
@@ -126,22 +126,28 @@ macro_rules! driver_api {
 /// The driver calls gasan makes on its own behalf (see [`driver_api!`]).
 pub mod api {
     use super::{CuResult, RealFn, CUDA_ERROR_UNKNOWN};
-    use cudarc::driver::sys::{CUdevice, CUdevice_attribute, CUdeviceptr, CUlibrary, CUlimit, CUmodule};
+    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUjit_option, CUlibrary, CUlibraryOption, CUlimit, CUmodule, CUmoduleLoadingMode};
     use std::ffi::{c_char, c_int, c_uint, c_void};
     driver_api! {
+        cuCtxGetCurrent(ctx: *mut CUcontext);
         cuCtxGetDevice(device: *mut CUdevice);
         cuCtxGetLimit(value: *mut usize, limit: CUlimit);
+        cuCtxSetCurrent(ctx: CUcontext);
         cuCtxSynchronize();
         cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice);
         cuDeviceGetCount(count: *mut c_int);
+        cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut c_uint, active: *mut c_int);
         cuDriverGetVersion(version: *mut c_int);
         cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
+        cuLibraryGetModule(module: *mut CUmodule, library: CUlibrary);
+        cuLibraryLoadData(library: *mut CUlibrary, code: *const c_void, jit_options: *mut CUjit_option, jit_values: *mut *mut c_void, jit_count: c_uint, options: *mut CUlibraryOption, values: *mut *mut c_void, count: c_uint);
         cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
         cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
         cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint);
         cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint);
         cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: c_uint);
         cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
+        cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode);
     }
 }
 

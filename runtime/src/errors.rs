@@ -132,6 +132,13 @@ impl State {
                 if self.opts.sass { "" } else { " (sass=0)" }
             );
             eprintln!(
+                "==gasan== modules loaded ahead of their first launch: {} ({:.2} ms on the prefetch thread), {} of them handed to their loaders; loaders waited {:.2} ms for the prefetch thread",
+                c.modules_preloaded.load(Ordering::Relaxed),
+                ms(&c.preload_us),
+                c.modules_adopted.load(Ordering::Relaxed),
+                ms(&c.prefetch_wait_us)
+            );
+            eprintln!(
                 "==gasan== launches: {}, {} with block bounds in their pointer arguments{}",
                 c.launches.load(Ordering::Relaxed),
                 c.launches_tagged.load(Ordering::Relaxed),

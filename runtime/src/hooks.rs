@@ -9,7 +9,7 @@ use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
-use crate::state::{state, LoadedHandle};
+use crate::state::state;
 use cudarc::driver::sys::{
     CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphEdgeData, CUgraphNode, CUkernel, CUlaunchConfig, CUlibrary, CUlinkState, CUmemcpyAttributes, CUmemoryPool, CUmodule, CUstream,
 };
@@ -647,9 +647,18 @@ hooks! {
     cuLibraryGetModule(out: *mut CUmodule, library: CUlibrary) { record_alias(real(out, library), out, library as usize, crate::arg_bounds::on_library_module) }
     cuModuleUnload(module: CUmodule) { crate::arg_bounds::on_unload(Some(module as usize)); real(module) }
     cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library as usize)); real(library) }
-    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); real(ctx) }
-    cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); real(dev) }
-    cuDevicePrimaryCtxRelease_v2(dev: i32) { crate::arg_bounds::on_unload(None); real(dev) }
+    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(Some(ctx as usize)); real(ctx) }
+    cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(None); real(dev) }
+    cuDevicePrimaryCtxRelease_v2(dev: i32) {
+        crate::arg_bounds::on_unload(None);
+        let r = real(dev);
+        // The context goes only with its last reference.
+        let (mut flags, mut active) = (0u32, 0i32);
+        if crate::driver::api::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active) != 0 || active == 0 {
+            crate::prefetch::on_context_gone(None);
+        }
+        r
+    }
     cuStreamBeginCapture_v2(stream: CUstream, mode: i32) { capture_began(real(stream, mode)) }
     cuStreamBeginCapture_v2_ptsz(stream: CUstream, mode: i32) { capture_began(real(stream, mode)) }
     cuStreamBeginCaptureToGraph(stream: CUstream, graph: CUgraph, deps: *const CUgraphNode, data: *const CUgraphEdgeData, n: usize, mode: i32) { capture_began(real(stream, graph, deps, data, n, mode)) }
@@ -710,18 +719,18 @@ hooks! {
     cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
         // SAFETY: `image` is the module image the program passed (PTX, cubin or fatbin, as
         // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
-        // preconditions. The handle closure reads `*module` only after a load succeeded, when
-        // the driver has written the new module to the caller's out-pointer.
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), || LoadedHandle::Module(*module)) }
+        // preconditions. `module` is the caller's out-pointer, which load_checked reads only after a
+        // load succeeded, or fills with a module loaded ahead into the current context.
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), modules::LoadOut::Module(module)) }
     }
     cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
         // SAFETY: as for cuModuleLoadData; `opts` and `vals` hold `n` entries each (or are null),
         // as cuModuleLoadDataEx requires and jit_options needs.
-        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), modules::LoadOut::Module(module)) }
     }
     cuModuleLoadFatBinary(module: *mut CUmodule, image: *const c_void) {
         // SAFETY: as for cuModuleLoadData (`image` is the program's fatbin).
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), modules::LoadOut::Module(module)) }
     }
     cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
@@ -741,7 +750,7 @@ hooks! {
                 // as cuModuleLoad requires) with a NUL appended, and it is leaked below, so it
                 // outlives the load; `load` is the real cuModuleLoadData. `*module` is read only
                 // after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, || LoadedHandle::Module(*module)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, modules::LoadOut::Module(module)) };
                 std::mem::forget(bytes);
                 r
             }
@@ -749,10 +758,17 @@ hooks! {
         }
     }
     cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        // SAFETY: `lo` holds `nlo` library options (or is null), as cuLibraryLoadData requires.
+        let adoptable = unsafe { modules::library_options_adoptable(nlo, lo) };
+        crate::state::log(2, || format!("cuLibraryLoadData: {njo} JIT options, library options {:?}", (0..nlo as usize).map(|i| {
+            // SAFETY: as above: `lo` / `lv` hold `nlo` entries when `nlo` is not zero.
+            unsafe { (*lo.add(i), *lv.add(i)) }
+        }).collect::<Vec<_>>()));
         // SAFETY: `code` is the program's module image and `jo` / `jv` hold `njo` JIT options
         // (or are null), as cuLibraryLoadData requires; `load` calls the real cuLibraryLoadData.
-        // `*lib` is read only after a successful load wrote the library to the out-pointer.
-        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), || LoadedHandle::Library(*lib)) }
+        // `*lib` is read only after a successful load wrote the library to the out-pointer, or
+        // written with a library loaded ahead when `adoptable`.
+        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), modules::LoadOut::Library { out: lib, adoptable }) }
     }
     cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
@@ -773,7 +789,7 @@ hooks! {
                 // SAFETY: `bytes` is the module file the program named, NUL-terminated and leaked
                 // below; `jo` / `jv` hold `njo` options (or are null); `load` is the real
                 // cuLibraryLoadData. `*lib` is read only after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, || LoadedHandle::Library(*lib)) };
+                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, modules::LoadOut::Library { out: lib, adoptable: false }) };
                 std::mem::forget(bytes);
                 r
             }
@@ -843,8 +859,9 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wra
         // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
         // a module image load_checked can read; `load` calls the slot's original with cudart's
         // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
-        // once loaded). `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), || LoadedHandle::Module(*module)) }
+        // once loaded). `*module` is read only after a successful load wrote it, or written with a
+        // module loaded ahead into the current context (as the loader would have).
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), modules::LoadOut::Module(module)) }
     })
 }
 
@@ -857,7 +874,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule
         let Some(f) = (unsafe { orig_slot::<F>(1) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
         // cudart passed them.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), || LoadedHandle::Module(*module)) }
+        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), modules::LoadOut::Module(module)) }
     })
 }
 
@@ -871,7 +888,8 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void
         // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
         // read; `load` calls the slot's original with it or with a fatbin of the checked code
         // (kept alive after a successful load), and cudart's other arguments unchanged.
-        // `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), || LoadedHandle::Module(*module)) }
+        // `*module` is read only after a successful load wrote it, or written with a module
+        // loaded ahead into the current context.
+        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), modules::LoadOut::Module(module)) }
     })
 }

@@ -684,7 +684,7 @@ pub unsafe fn prepare_now(image: *const c_void, cc: u32, jit: &Result<Vec<String
     let checked = unsafe { prepare_for(image, cc) }?;
     state().counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     let cubin = cubin_for(&checked, jit);
-    Ok(Prepared { checked, cubin })
+    Ok(Prepared { checked, cubin, preloaded: None })
 }
 
 /// The checked module made (or found) by `i` from `src`, for a GPU of compute capability `cc`.
@@ -705,6 +705,122 @@ pub struct Prepared {
     /// The cubin, the cache it came from and its failure marker's name, as [`cubin_for`] gives
     /// (`None`: load the checked PTX).
     pub cubin: Option<(CubinImage, Cache, String)>,
+    /// The cubin already loaded into a context ahead of its loader ([`preload`]).
+    pub preloaded: Option<Preloaded>,
+}
+
+/// A checked cubin loaded ahead of its loader ([`preload`]): its sites are registered and its
+/// control block preset, as a load in its loader would have done.
+pub struct Preloaded {
+    /// Its module id ([`State::register_sites`](crate::state::State)).
+    pub id: u64,
+    /// As [`State::preset_control_block`](crate::state::State) answered for its cubin.
+    pub preset: Option<bool>,
+    /// The library (`CUlibrary`) the driver made of it, already loaded into the context the GPU
+    /// was set up in; `None` when the driver refused it or that context went away (its loader
+    /// then loads it as before, under this id).
+    pub library: Option<usize>,
+}
+
+/// Where a loader writes what it loaded: the program's module or library out-pointer. A library
+/// loader's call is `adoptable` when its library options ask for nothing a library loaded ahead
+/// (without options) lacks.
+#[derive(Clone, Copy)]
+pub enum LoadOut {
+    Module(*mut cudarc::driver::sys::CUmodule),
+    Library { out: *mut cudarc::driver::sys::CUlibrary, adoptable: bool },
+}
+
+impl LoadOut {
+    /// What the loader wrote.
+    ///
+    /// # Safety
+    /// A load into this out-pointer succeeded (the driver wrote it, or [`LoadOut::adopt`] did).
+    unsafe fn handle(self) -> LoadedHandle {
+        // SAFETY: after a successful load the out-pointer (the program's, valid for the loader's
+        // call) holds the handle (this function's contract).
+        unsafe {
+            match self {
+                LoadOut::Module(m) => LoadedHandle::Module(*m),
+                LoadOut::Library { out, .. } => LoadedHandle::Library(*out),
+            }
+        }
+    }
+
+    /// Hands `library`, loaded ahead, to the program as its loader would: false for a module
+    /// loader (it must return a module the program may unload) or a library loader whose options
+    /// the library lacks.
+    ///
+    /// # Safety
+    /// The out-pointer is the one the program passed its loader, valid for the loader's call.
+    unsafe fn adopt(self, library: usize) -> bool {
+        match self {
+            LoadOut::Library { out, adoptable: true } if !out.is_null() => {
+                // SAFETY: `out` is the program's non-null library out-pointer (this function's
+                // contract), which a successful load writes.
+                unsafe { *out = library as cudarc::driver::sys::CUlibrary };
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Can a library loaded without options stand for one loaded with these ([`LoadOut::adopt`])?
+/// Only `CU_LIBRARY_BINARY_IS_PRESERVED`, a memory hint, may be asked; a host table of
+/// functions and data (`CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE`) may not.
+///
+/// # Safety
+/// `options` holds `count` library options (or is null).
+pub unsafe fn library_options_adoptable(count: u32, options: *const i32) -> bool {
+    if count == 0 || options.is_null() {
+        return true;
+    }
+    // SAFETY: `options` holds `count` entries (this function's contract).
+    let opts = unsafe { std::slice::from_raw_parts(options, count as usize) };
+    opts.iter().all(|&o| o == cudarc::driver::sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED as i32)
+}
+
+/// The calling thread's current context (`CUcontext`; 0 when none).
+pub fn current_context() -> usize {
+    let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
+    let r = crate::driver::api::cuCtxGetCurrent(&mut ctx);
+    if r == 0 {
+        ctx as usize
+    } else {
+        0
+    }
+}
+
+/// Loads a prepared module's cubin ahead of its loader (crate::prefetch), as a library (what
+/// CUDA 13's cudart loads), and loads that library's module into the calling thread's current
+/// context, which a first launch would otherwise do; first what the loader would do before
+/// loading: its sites registered, its control block preset. The cubin stays in `p` (the driver
+/// may keep pointing at it under lazy loading). False when it has no cubin or the driver refused.
+pub fn preload(p: &mut Prepared) -> bool {
+    let Some((cubin, _, _)) = p.cubin.as_mut() else { return false };
+    if p.preloaded.is_some() {
+        return false;
+    }
+    let s = state();
+    let sites = std::mem::replace(&mut p.checked.sites, ModuleSites::parsed(SiteTable::default()));
+    let id = s.register_sites(sites);
+    let preset = s.preset_control_block(cubin.cubin_mut(), id);
+    let t = std::time::Instant::now();
+    let mut library: cudarc::driver::sys::CUlibrary = std::ptr::null_mut();
+    let (no_jit, no_values, no_options) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+    let r = crate::driver::api::cuLibraryLoadData(&mut library, cubin.fatbin().as_ptr().cast(), no_jit, no_values, 0, no_options, no_values, 0);
+    if r != 0 {
+        log(1, || format!("module {id}: not loaded ahead (CUDA error {r})"));
+        p.preloaded = Some(Preloaded { id, preset, library: None });
+        return false;
+    }
+    let mut module: cudarc::driver::sys::CUmodule = std::ptr::null_mut();
+    let _ = crate::driver::api::cuLibraryGetModule(&mut module, library);
+    s.counters.modules_preloaded.fetch_add(1, Ordering::Relaxed);
+    s.counters.preload_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+    p.preloaded = Some(Preloaded { id, preset, library: Some(library as usize) });
+    true
 }
 
 impl Prepared {
@@ -736,7 +852,7 @@ pub unsafe fn prepare_cached(fatbin: *const c_void, len: usize, cc: u32) -> Opti
     let (_, compiler) = compiler()?;
     let (name, fail) = cubin_names(&checked, &[], compiler);
     let image = checked.read_cubin(&cache, &name)?;
-    Some(Prepared { checked, cubin: Some((image, cache, fail)) })
+    Some(Prepared { checked, cubin: Some((image, cache, fail)), preloaded: None })
 }
 
 /// Counts and explains a module loaded unchanged.
@@ -761,17 +877,16 @@ pub fn note_skip(skip: &Skip) {
 /// ([`jit_options`]).
 ///
 /// The cubin is handed to the loader like any native one, so `CUDA_MODULE_LOADING` (lazy or eager)
-/// applies to it as it does natively; nothing here resolves functions.
+/// applies to it as it does natively; nothing here resolves functions. A module the prefetch thread
+/// loaded ahead into the current context ([`preload`]) is handed to a module loader through `out`
+/// instead of being loaded again.
 ///
 /// # Safety
-/// `image` as for [`image_ptx`]; `load` is a real driver loader.
-pub unsafe fn load_checked(
-    image: *const c_void,
-    jit: Result<Vec<String>, String>,
-    wrap: impl for<'c> Fn(&Checked, &Code<'c>) -> Image<'c>,
-    load: impl Fn(*const c_void) -> i32,
-    handle: impl Fn() -> LoadedHandle,
-) -> i32 {
+/// `image` as for [`image_ptx`]; `load` is a real driver loader; `out` is the out-pointer the
+/// program passed that loader, valid for this call.
+pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String>, wrap: impl for<'c> Fn(&Checked, &Code<'c>) -> Image<'c>, load: impl Fn(*const c_void) -> i32, out: LoadOut) -> i32 {
+    // SAFETY: called only after a successful load into `out` (the driver's or adopt's write).
+    let handle = || unsafe { out.handle() };
     // A cubin from the application's own checked cuLink: load it, then write each input's block.
     if let Some(inputs) = linked_inputs(image) {
         let r = load(image);
@@ -807,7 +922,7 @@ pub unsafe fn load_checked(
         // which is prepare_now's contract.
         None => current_cc().ok_or_else(|| Skip::Error("no compute capability".into())).and_then(|cc| unsafe { prepare_now(image, cc, &jit) }),
     };
-    let Prepared { mut checked, cubin } = match prepared {
+    let Prepared { mut checked, cubin, preloaded } = match prepared {
         Ok(p) => p,
         Err(skip) => {
             note_skip(&skip);
@@ -815,8 +930,11 @@ pub unsafe fn load_checked(
         }
     };
     // The module id first: a cubin can carry its control block in (State::preset_control_block).
-    let sites = std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()));
-    let id = s.register_sites(sites);
+    // A module loaded ahead has one already.
+    let id = match &preloaded {
+        Some(p) => p.id,
+        None => s.register_sites(std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()))),
+    };
     // Loads `code` (wrapped as the loader needs); the image stays alive for the process, since a
     // loader may keep the pointer (lazy loading).
     let try_load = |code: Code| -> i32 {
@@ -837,6 +955,24 @@ pub unsafe fn load_checked(
     let mut loaded = false;
     // Some(the module has a device-heap symbol) when the cubin carries its control block.
     let mut preset: Option<bool> = None;
+    let mut cubin = cubin;
+    if let Some(library) = preloaded.as_ref().and_then(|p| p.library) {
+        // Loaded ahead: the library is handed over as the loader would have made it. Otherwise
+        // (a module loader, library options it lacks) it stays loaded unused: unloading it here
+        // could break a stream capture under way (a lazy load inside a captured launch).
+        // SAFETY: `out` is the program's out-pointer for this loader call (this function's
+        // contract, through the hooks that pass it).
+        if unsafe { out.adopt(library) } {
+            loaded = true;
+            preset = preloaded.as_ref().and_then(|p| p.preset);
+            s.counters.modules_adopted.fetch_add(1, Ordering::Relaxed);
+            if let Some((image, _, _)) = cubin.take() {
+                std::mem::forget(image);
+            }
+        } else {
+            log(1, || format!("module {id}: loaded ahead, but its loader {}; loading it again", if matches!(out, LoadOut::Module(_)) { "returns a module" } else { "asks for library options" }));
+        }
+    }
     if let Some((mut cubin, cache, fail)) = cubin {
         let carries_block = s.preset_control_block(cubin.cubin_mut(), id);
         let r = try_load(Code::Cubin(&cubin));

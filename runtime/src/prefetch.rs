@@ -27,6 +27,10 @@ const MAX_FATBIN_SECTION: u64 = 64 << 20;
 /// loaders (a program that loads few of many modules does not keep all their cubins in memory).
 const MAX_PREPARED_BYTES: usize = 256 << 20;
 
+/// Cubin bytes the thread may load into the driver ahead of their loaders; past it, the rest load
+/// in their first launch as before (the driver's time and memory for modules a run may not use).
+const MAX_PRELOADED_BYTES: usize = 64 << 20;
+
 /// A fatbin in a loaded file: its address and the bytes it may span (to its section's end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadedFatbin {
@@ -124,6 +128,15 @@ impl<T> Table<T> {
         }
     }
 
+    /// Changes every result not taken yet.
+    fn each_ready(&self, mut f: impl FnMut(&mut T)) {
+        for slot in self.lock().map.values_mut() {
+            if let Slot::Ready(r) = slot {
+                f(r);
+            }
+        }
+    }
+
     /// Forgets every key and lists none (nothing will prepare them).
     fn clear(&self) {
         let mut s = self.lock();
@@ -138,6 +151,9 @@ struct Prefetch {
     pid: u32,
     /// Compute capability the modules are prepared for.
     cc: u32,
+    /// The context the GPU was set up in (`CUcontext`), when prepared modules are also loaded
+    /// into it ahead of their loaders ([`modules::preload`]); 0: not.
+    preload_ctx: usize,
     table: Table<Prepared>,
 }
 
@@ -148,7 +164,11 @@ static PREFETCH: OnceLock<Prefetch> = OnceLock::new();
 /// caller (the program's first CUDA call that needs the GPU) pays only for starting it.
 pub fn start(cc: u32) {
     let o = &state().opts;
-    if !(o.prefetch && o.instrument && o.sass) || PREFETCH.set(Prefetch { pid: std::process::id(), cc, table: Table::new() }).is_err() {
+    if !(o.prefetch && o.instrument && o.sass) {
+        return;
+    }
+    let preload_ctx = if o.preload && lazy_loading() { modules::current_context() } else { 0 };
+    if PREFETCH.set(Prefetch { pid: std::process::id(), cc, preload_ctx, table: Table::new() }).is_err() {
         return;
     }
     if let Err(e) = std::thread::Builder::new().name("gasan-prefetch".into()).spawn(run) {
@@ -159,9 +179,19 @@ pub fn start(cc: u32) {
     }
 }
 
+/// Does the driver load modules lazily (`CUDA_MODULE_LOADING`, lazy by default)? Under eager
+/// loading cudart loads every module when the context is set up, so there is nothing to load ahead.
+fn lazy_loading() -> bool {
+    let mut mode = cudarc::driver::sys::CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
+    crate::driver::api::cuModuleGetLoadingMode(&mut mode) == 0 && mode == cudarc::driver::sys::CUmoduleLoadingMode::CU_MODULE_LAZY_LOADING
+}
+
 fn run() {
     let Some(p) = PREFETCH.get() else { return };
     let t = std::time::Instant::now();
+    // The modules load into the context the GPU was set up in, as cudart's loads will.
+    let preload = p.preload_ctx != 0 && crate::driver::api::cuCtxSetCurrent(p.preload_ctx as cudarc::driver::sys::CUcontext) == 0;
+    let (mut preloaded, mut preloaded_bytes) = (0usize, 0usize);
     let fatbins = std::panic::catch_unwind(loaded_fatbins).unwrap_or_default();
     p.table.list(fatbins.iter().map(|f| f.addr));
     let (mut ready, mut bytes) = (0usize, 0usize);
@@ -180,11 +210,41 @@ fn run() {
         })
         .ok()
         .flatten();
+        let prepared = prepared.map(|mut prep| {
+            if preload && preloaded_bytes + prep.bytes() <= MAX_PRELOADED_BYTES && modules::preload(&mut prep) {
+                preloaded += 1;
+                preloaded_bytes += prep.bytes();
+            }
+            prep
+        });
         ready += prepared.is_some() as usize;
         bytes += prepared.as_ref().map_or(0, Prepared::bytes);
         p.table.finish(f.addr, prepared);
     }
-    log(1, || format!("prepared {ready} of {} modules in the program's files from the cache ahead of their loads in {:.2} ms", fatbins.len(), t.elapsed().as_secs_f64() * 1e3));
+    log(1, || {
+        format!(
+            "prepared {ready} of {} modules in the program's files from the cache ahead of their loads, {preloaded} loaded into the driver, in {:.2} ms",
+            fatbins.len(),
+            t.elapsed().as_secs_f64() * 1e3
+        )
+    });
+}
+
+/// A context went away (`Some`: that one was destroyed; `None`: a primary context was reset or
+/// released for good): the modules loaded ahead into it went with it, so their loaders load them
+/// again (the cubins and module ids stay).
+pub fn on_context_gone(ctx: Option<usize>) {
+    let Some(p) = PREFETCH.get() else { return };
+    if p.preload_ctx == 0 || ctx.is_some_and(|c| c != p.preload_ctx) {
+        return;
+    }
+    let mut dropped = 0;
+    p.table.each_ready(|prep| {
+        if let Some(pre) = prep.preloaded.as_mut() {
+            dropped += pre.library.take().is_some() as usize;
+        }
+    });
+    log(1, || format!("context of the modules loaded ahead gone: {dropped} of them will load in their loaders"));
 }
 
 /// The preparation of `image`'s fatbin, if the thread made one (waiting while it works on it);
@@ -199,7 +259,11 @@ pub unsafe fn take(image: *const c_void) -> Option<Prepared> {
     }
     // SAFETY: `image` is a module image (this function's contract).
     let key = unsafe { modules::image_fatbin_address(image) }?;
-    p.table.take(key)
+    let t = std::time::Instant::now();
+    let taken = p.table.take(key);
+    // What the loader waited for the thread (it waits only for a preparation under way).
+    state().counters.prefetch_wait_us.fetch_add(t.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    taken
 }
 
 /// A loaded ELF file: its path, load bias and loaded segments (address ranges).
@@ -422,6 +486,22 @@ mod tests {
         assert!(!t.claim(5));
         t.clear();
         assert_eq!(t.take(4), None);
+    }
+
+    #[test]
+    fn a_teardown_reaches_only_results_not_taken_yet() {
+        let t = Table::<u32>::new();
+        t.list([1, 2, 3]);
+        for k in [1, 2] {
+            assert!(t.claim(k));
+            t.finish(k, Some(10 * k as u32));
+        }
+        assert_eq!(t.take(1), Some(10));
+        // Key 2 is ready, key 3 queued, key 1 taken: only key 2's result changes.
+        t.each_ready(|r| *r += 1);
+        assert_eq!(t.take(2), Some(21));
+        assert_eq!(t.take(3), None);
+        assert_eq!(t.take(1), None);
     }
 
     #[test]

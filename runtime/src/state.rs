@@ -78,6 +78,13 @@ pub struct Counters {
     pub cubins_cached: AtomicU64,
     /// Of those, the ones found before their load ([`crate::prefetch`]).
     pub cubins_prefetched: AtomicU64,
+    /// Cubins loaded into the driver ahead of their loaders (`preload`), the time that took on
+    /// the prefetch thread (µs), and how many of them were handed to their loaders.
+    pub modules_preloaded: AtomicU64,
+    pub preload_us: AtomicU64,
+    pub modules_adopted: AtomicU64,
+    /// Time loaders waited for the prefetch thread's work on their module, µs.
+    pub prefetch_wait_us: AtomicU64,
     /// Launches through the hooks, and those whose arguments carried block bounds (crate::arg_bounds).
     pub launches: AtomicU64,
     pub launches_tagged: AtomicU64,
