@@ -356,7 +356,11 @@ impl<'a> Line<'a> {
     /// The line's statements with their parts, split on first use and kept for every pass.
     fn stmts(&self) -> &[ParsedStmt<'a>] {
         self.parsed.get_or_init(|| {
-            StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }).collect()
+            // Room for one statement, what most lines hold: collecting into a fresh vector would
+            // reserve four and shrink the allocation to fit when boxed.
+            let mut stmts = Vec::with_capacity(1);
+            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }));
+            stmts.into_boxed_slice()
         })
     }
 
