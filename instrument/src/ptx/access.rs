@@ -197,11 +197,11 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
     let mut s = stmt.trim();
     let mut guard = None;
     if let Some(rest) = s.strip_prefix('@') {
-        let end = rest.find(char::is_whitespace)?;
+        let end = find_whitespace(rest)?;
         guard = Some(&rest[..end]);
         s = rest[end..].trim_start();
     }
-    let end = s.find(char::is_whitespace).unwrap_or(s.len());
+    let end = find_whitespace(s).unwrap_or(s.len());
     let opcode = &s[..end];
     if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return None;
@@ -209,21 +209,39 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
     Some(Instr { guard, opcode: Opcode::parse(opcode), operands: split_operands(&s[end..])? })
 }
 
+/// Byte offset of the first whitespace character of `s` (as `s.find(char::is_whitespace)`):
+/// byte by byte while the text is ASCII, as PTX is, decoding characters only from the first
+/// other byte on.
+pub(super) fn find_whitespace(s: &str) -> Option<usize> {
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        if !b.is_ascii() {
+            return s[i..].find(char::is_whitespace).map(|j| i + j);
+        }
+        // The ASCII characters `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the
+        // vertical tab.
+        if b.is_ascii_whitespace() || b == 0x0b {
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// Splits on commas that are not inside `[]`, `{}` or `()`; `None` when those do not balance (no
 /// PTX operand list, and passes copy operands into added lines, which must balance their braces).
+/// (Byte by byte: the delimiters are ASCII, and no byte of a multi-byte character is.)
 fn split_operands(s: &str) -> Option<Vec<&str>> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '[' | '{' | '(' => depth += 1,
-            ']' | '}' | ')' => {
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        match b {
+            b'[' | b'{' | b'(' => depth += 1,
+            b']' | b'}' | b')' => {
                 depth -= 1;
                 if depth < 0 {
                     return None;
                 }
             }
-            ',' if depth == 0 => {
+            b',' if depth == 0 => {
                 out.push(s[start..i].trim());
                 start = i + 1;
             }
@@ -565,5 +583,13 @@ mod tests {
             o => panic!("{o:?}"),
         }
         assert_eq!(c("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]"), Classified::Skip(SkipReason::Tensor));
+    }
+
+    proptest::proptest! {
+        /// The byte scan finds what the character search finds, in ASCII and in other text.
+        #[test]
+        fn find_whitespace_is_the_character_search(s in "[a-z. \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é%]{0,24}") {
+            proptest::prop_assert_eq!(find_whitespace(&s), s.find(char::is_whitespace));
+        }
     }
 }

@@ -93,10 +93,13 @@ fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<Declared> {
     declared
 }
 
-/// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`, `%`).
-fn names(text: &str, name: &str) -> bool {
+/// Whether `text` names `name` (what `finder` searches for) as a whole word (PTX identifiers:
+/// letters, digits, `_`, `$`, `%`). The finder is built once per name: a body's every line is
+/// searched, and setting a substring searcher up costs more than searching a short line.
+fn names(text: &str, name: &memchr::memmem::Finder<'_>) -> bool {
     let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%');
-    text.match_indices(name).any(|(i, _)| !text[..i].ends_with(word) && !text[i + name.len()..].starts_with(word))
+    let len = name.needle().len();
+    name.find_iter(text.as_bytes()).any(|i| !text[..i].ends_with(word) && !text[i + len..].starts_with(word))
 }
 
 /// How an instruction's destination derives from its sources.
@@ -256,9 +259,10 @@ impl ParamBounds {
     /// taken, a guarded read): such a parameter is never tagged.
     fn plain_reads(lines: &[Line<'_>], body: &Body, name: &str) -> Option<Vec<(usize, String)>> {
         let operand = format!("[{name}]");
+        let finder = memchr::memmem::Finder::new(name);
         let mut reads = Vec::new();
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if !names(line.code, name) {
+            if !names(line.code, &finder) {
                 continue;
             }
             let [st] = line.stmts() else { return None };

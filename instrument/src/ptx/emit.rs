@@ -179,11 +179,7 @@ pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent:
     f.extend(record_body(publish, suffix));
     f.push("trap;".into());
     f.push("}".into());
-    let mut out = String::new();
-    for l in f {
-        put(&mut out, indent, &l);
-    }
-    out
+    render(&f, indent)
 }
 
 /// How a report block publishes its record to the host. A kernel that holds a `fence.sc` or
@@ -304,12 +300,19 @@ pub(super) fn record_body(publish: Publish, suffix: &str) -> Vec<String> {
 }
 
 /// The lines, each indented and marked.
-fn render(lines: &[Line], indent: &str) -> String {
+pub(super) fn render<L: AsRef<str>>(lines: &[L], indent: &str) -> String {
     let mut out = String::new();
-    for l in lines {
-        put(&mut out, indent, l);
-    }
+    render_into(&mut out, lines, indent);
     out
+}
+
+/// [`render`] appended to `out`, whose room is made once: grown line by line, the buffer cost
+/// about as much as writing the lines.
+fn render_into<L: AsRef<str>>(out: &mut String, lines: &[L], indent: &str) {
+    out.reserve(lines.iter().map(|l| indent.len() + l.as_ref().len() + M.len() + 2).sum());
+    for l in lines {
+        put(out, indent, l.as_ref());
+    }
 }
 
 /// Appends `indent`, the line and the marker comment (no formatting machinery: this is hot).
@@ -640,9 +643,7 @@ pub(super) fn checked_statement_halt(
         f.extend(record_body(publish, &format!("_{label}{suffix}")).into_iter().map(Line::Owned));
         f.push("trap;".into());
         f.push("}".into());
-        for l in f {
-            put(&mut fail, indent, &l);
-        }
+        render_into(&mut fail, &f, indent);
     }
     (inline, fail, shared)
 }

@@ -284,7 +284,7 @@ fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<L
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 fn strip_comment(line: &str) -> &str {
     match find_pair(line, b'/', b'/') {
-        Some(p) if !line[..p].contains('"') => &line[..p],
+        Some(p) if memchr::memchr(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
         _ => line,
     }
 }
@@ -356,7 +356,11 @@ impl<'a> Line<'a> {
     /// The line's statements with their parts, split on first use and kept for every pass.
     fn stmts(&self) -> &[ParsedStmt<'a>] {
         self.parsed.get_or_init(|| {
-            StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }).collect()
+            // Room for one statement, what most lines hold: collecting into a fresh vector would
+            // reserve four and shrink the allocation to fit when boxed.
+            let mut stmts = Vec::with_capacity(1);
+            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }));
+            stmts.into_boxed_slice()
         })
     }
 
@@ -437,8 +441,7 @@ impl<'a> StatementPieces<'a> {
     /// ended it; `None` at the end of the line.
     fn cut(&mut self) -> Option<(&'a str, bool)> {
         let rest = self.rest?;
-        // (A byte loop: pieces are short, and a searcher's setup costs more than the search.)
-        Some(match rest.bytes().position(|b| b == b';') {
+        Some(match memchr::memchr(b';', rest.as_bytes()) {
             Some(p) => {
                 self.rest = Some(&rest[p + 1..]);
                 (rest[..p].trim(), true)
@@ -521,11 +524,18 @@ fn split_scope_braces(piece: &str) -> (&str, &str, &str) {
     (&piece[..start], piece[start..end].trim(), &piece[end..])
 }
 
-/// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line).
+/// The whitespace a line starts with: the indent of the lines written for it (borrowed, not
+/// copied: every access line has one).
+fn leading_whitespace(line: &str) -> &str {
+    &line[..line.len() - line.trim_start().len()]
+}
+
+/// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
+/// first byte is searched with `memchr`, which reads a word or a vector at a time).
 fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut from = 0;
-    while let Some(i) = bytes[from..].iter().position(|&c| c == a) {
+    while let Some(i) = memchr::memchr(a, &bytes[from..]) {
         let i = from + i;
         if bytes.get(i + 1) == Some(&b) {
             return Some(i);
@@ -875,7 +885,7 @@ impl<'a> Rewriter<'a> {
         let Line { raw: line, stripped: code, .. } = plans.lines[i];
         let (line_no, loc) = (plans.ptx_line(i), plans.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
-        let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
+        let indent = leading_whitespace(line);
         let trailing_comment = &line[code.len()..];
         // Each statement split once (Line::stmts), for its shared/local check and its global one.
         let stmts = plans.lines[i].stmts();
@@ -885,7 +895,7 @@ impl<'a> Rewriter<'a> {
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
-            stmts.iter().enumerate().map(|(j, st)| self.space_check(plans.module_spaces, f, st.instr.as_ref(), &indent, SpaceAt { key: (i, j), ..at })).collect()
+            stmts.iter().enumerate().map(|(j, st)| self.space_check(plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = plans.coalescing;
@@ -904,7 +914,7 @@ impl<'a> Rewriter<'a> {
             let statement = Statement {
                 parsed,
                 text: &text,
-                indent: &indent,
+                indent,
                 line_no,
                 loc,
                 covered,
@@ -922,7 +932,7 @@ impl<'a> Rewriter<'a> {
             // Nothing to check on this line (skipped or unknown accesses were counted).
             self.out.push_str(line);
         } else if !trailing_comment.trim().is_empty() {
-            self.out.push_str(&indent);
+            self.out.push_str(indent);
             self.out.push_str(trailing_comment.trim_end());
             self.out.push('\n');
         }
@@ -956,7 +966,7 @@ impl<'a> Rewriter<'a> {
         // Prefetched accesses and their address arithmetic are one-statement lines (coalesce.rs,
         // prefetch.rs): each line's one statement.
         let mut a = lines[p.access].first_stmt()?.checked_access()?.clone();
-        let indent: String = lines[p.access].raw.chars().take_while(|c| c.is_whitespace()).collect();
+        let indent = leading_whitespace(lines[p.access].raw);
         // Recompute chains into temporaries, in order, each reading the latest renamed inputs.
         let mut chain = Vec::new();
         let mut n = 0;
@@ -999,7 +1009,7 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
-        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, &indent, batch, p.data, fast), a))
+        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data, fast), a))
     }
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it

@@ -42,11 +42,10 @@
 use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
 use super::opcode::Op;
-use super::{Line, ParsedStmt, MARKER};
+use super::{Line, ParsedStmt};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::FxHashMap as HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::fmt::Write as _;
 
 /// A `.shared` or `.local` variable declared in the module.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -692,14 +691,6 @@ fn packed_site(c: &SpaceCheck, site: u32) -> u64 {
     u64::from(site) | (u64::from(c.width) << 32) | (u64::from(c.kind as u8) << 56)
 }
 
-fn render(lines: &[String], indent: &str) -> String {
-    let mut out = String::new();
-    for l in lines {
-        let _ = writeln!(out, "{indent}{l} {MARKER}");
-    }
-    out
-}
-
 /// The inline check of one access (before the statement) and, in halt mode, its out-of-line stub.
 /// `label` is unique in the module.
 pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, label: u32, recover: bool) -> (String, String) {
@@ -735,7 +726,7 @@ pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site
         stub.push(format!("bra.uni {SPACE_FAIL};"));
     }
     v.push("}".into());
-    (render(&v, indent), render(&stub, indent))
+    (super::emit::render(&v, indent), super::emit::render(&stub, indent))
 }
 
 /// One access of a basic block's range check.
@@ -876,7 +867,7 @@ pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label:
     }
     // The range failed, so one end's member fails: never reached.
     stub.push("trap;".into());
-    (render(&v, indent), render(&stub, indent))
+    (super::emit::render(&v, indent), super::emit::render(&stub, indent))
 }
 
 #[cfg(test)]
