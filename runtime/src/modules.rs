@@ -1125,3 +1125,40 @@ mod stored_index_tests {
         let _ = std::fs::remove_dir_all(&c.dir);
     }
 }
+
+#[cfg(test)]
+mod preload_tests {
+    use super::{library_options_adoptable, LoadOut};
+    use cudarc::driver::sys::CUlibraryOption::{CU_LIBRARY_BINARY_IS_PRESERVED as PRESERVED, CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE as HOST_TABLE};
+
+    fn adoptable(options: &[i32]) -> bool {
+        // SAFETY: `options` holds `options.len()` entries.
+        unsafe { library_options_adoptable(options.len() as u32, options.as_ptr()) }
+    }
+
+    #[test]
+    fn a_library_loaded_ahead_stands_only_for_loads_that_ask_nothing_it_lacks() {
+        // cudart's (CUDA 13): the binary-is-preserved hint alone.
+        assert!(adoptable(&[PRESERVED as i32]));
+        assert!(adoptable(&[]));
+        // SAFETY: a null array with a count of 0 is "no options".
+        assert!(unsafe { library_options_adoptable(0, std::ptr::null()) });
+        assert!(!adoptable(&[HOST_TABLE as i32]));
+        assert!(!adoptable(&[PRESERVED as i32, HOST_TABLE as i32]));
+    }
+
+    #[test]
+    fn only_an_adoptable_library_loader_takes_a_library_loaded_ahead() {
+        let library = 0x1234usize;
+        let (mut lib, mut module) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: each out-pointer is a live local.
+        unsafe {
+            assert!(!LoadOut::Module(&mut module).adopt(library));
+            assert!(!LoadOut::Library { out: &mut lib, adoptable: false }.adopt(library));
+            assert!(lib.is_null() && module.is_null());
+            assert!(LoadOut::Library { out: &mut lib, adoptable: true }.adopt(library));
+            assert_eq!(lib as usize, library);
+            assert!(!LoadOut::Library { out: std::ptr::null_mut(), adoptable: true }.adopt(library));
+        }
+    }
+}
