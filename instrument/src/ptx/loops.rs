@@ -33,6 +33,7 @@
 use super::access::{parse_int, AddrBase, Instr, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
+use super::emit::{ln, Lines};
 use super::opcode::Op;
 use super::{has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
@@ -121,46 +122,39 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
 /// sweep never reads more shadow bytes than the checked loop would.
 pub(super) fn sweep_function(scale: Scale) -> String {
     let (ctl, sh, gran) = (CONTROL_BLOCK_SYMBOL, scale.shift(), scale.granule());
-    let mut body: Vec<Cow<'static, str>> = vec![
-        ".reg .b64 %s<8>;".into(),
-        ".reg .b32 %w<4>;".into(),
-        ".reg .pred %q<3>;".into(),
-        "mov.u32 %w0, 0;".into(),
-        "st.param.b32 [gasan_ok], %w0;".into(),
-        "ld.param.u64 %s0, [gasan_lo];".into(),
-        "ld.param.u64 %s1, [gasan_hi];".into(),
-        "ld.param.u64 %s2, [gasan_n];".into(),
-        Cow::Owned(format!("ld.const.u64 %s3, [{ctl}+{}];", ctl_offset::POOL_BASE)),
-        Cow::Owned(format!("ld.const.u64 %s4, [{ctl}+{}];", ctl_offset::POOL_SIZE)),
-        Cow::Owned(format!("ld.const.u64 %s5, [{ctl}+{}];", ctl_offset::SHADOW_BASE)),
-        "sub.s64 %s6, %s0, %s3;".into(),
-        "sub.s64 %s7, %s1, %s3;".into(),
-        "setp.lt.u64 %q0, %s6, %s4;".into(),
-        "setp.lt.and.u64 %q0, %s7, %s4, %q0;".into(),
-        "setp.le.and.u64 %q0, %s0, %s1, %q0;".into(),
-        "@!%q0 ret;".into(),
-        Cow::Owned(format!("shr.u64 %s6, %s6, {sh};")),
-        Cow::Owned(format!("shr.u64 %s7, %s7, {sh};")),
-        "sub.s64 %s0, %s7, %s6;".into(),
-        "setp.le.u64 %q0, %s0, %s2;".into(),
-        "@!%q0 ret;".into(),
+    let mut out = format!(".func (.param .b32 gasan_ok) {RANGE_SWEEP_SYMBOL}(.param .b64 gasan_lo, .param .b64 gasan_hi, .param .b64 gasan_n)\n{{\n");
+    let mut body = Lines::unmarked(&mut out, "\t");
+    body.texts(&[
+        ".reg .b64 %s<8>;",
+        ".reg .b32 %w<4>;",
+        ".reg .pred %q<3>;",
+        "mov.u32 %w0, 0;",
+        "st.param.b32 [gasan_ok], %w0;",
+        "ld.param.u64 %s0, [gasan_lo];",
+        "ld.param.u64 %s1, [gasan_hi];",
+        "ld.param.u64 %s2, [gasan_n];",
+    ]);
+    ln!(body; "ld.const.u64 %s3, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+    ln!(body; "ld.const.u64 %s4, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
+    ln!(body; "ld.const.u64 %s5, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
+    body.texts(&["sub.s64 %s6, %s0, %s3;", "sub.s64 %s7, %s1, %s3;", "setp.lt.u64 %q0, %s6, %s4;", "setp.lt.and.u64 %q0, %s7, %s4, %q0;", "setp.le.and.u64 %q0, %s0, %s1, %q0;", "@!%q0 ret;"]);
+    ln!(body; "shr.u64 %s6, %s6, ", sh, ";");
+    ln!(body; "shr.u64 %s7, %s7, ", sh, ";");
+    body.texts(&[
+        "sub.s64 %s0, %s7, %s6;",
+        "setp.le.u64 %q0, %s0, %s2;",
+        "@!%q0 ret;",
         // %s6, %s7: the shadow bytes of the first and the last granule.
-        "add.s64 %s6, %s5, %s6;".into(),
-        "add.s64 %s7, %s5, %s7;".into(),
-        "cvt.u32.u64 %w1, %s1;".into(),
-        Cow::Owned(format!("and.b32 %w1, %w1, {};", gran - 1)),
-        "$gasan_sweep:".into(),
-        "ld.global.nc.u8 %w2, [%s6];".into(),
-        "setp.eq.u64 %q1, %s6, %s7;".into(),
-        Cow::Owned(format!("selp.b32 %w3, %w1, {}, %q1;", gran - 1)),
-    ];
+        "add.s64 %s6, %s5, %s6;",
+        "add.s64 %s7, %s5, %s7;",
+        "cvt.u32.u64 %w1, %s1;",
+    ]);
+    ln!(body; "and.b32 %w1, %w1, ", gran - 1, ";");
+    body.texts(&["$gasan_sweep:", "ld.global.nc.u8 %w2, [%s6];", "setp.eq.u64 %q1, %s6, %s7;"]);
+    ln!(body; "selp.b32 %w3, %w1, ", gran - 1, ", %q1;");
     // The one-byte check at offset %w3 of the granule, as every checked access makes it.
     super::emit::encoding_test(&mut body, scale, 1, "%w2", "%w3", "%q2");
-    body.extend(["@%q2 ret;".into(), "add.s64 %s6, %s6, 1;".into(), "@!%q1 bra $gasan_sweep;".into(), "mov.u32 %w0, 1;".into(), "st.param.b32 [gasan_ok], %w0;".into(), "ret;".into()]);
-    let mut out = format!(".func (.param .b32 gasan_ok) {RANGE_SWEEP_SYMBOL}(.param .b64 gasan_lo, .param .b64 gasan_hi, .param .b64 gasan_n)\n{{\n");
-    for l in body {
-        let _ = writeln!(out, "\t{l}");
-    }
+    body.texts(&["@%q2 ret;", "add.s64 %s6, %s6, 1;", "@!%q1 bra $gasan_sweep;", "mov.u32 %w0, 1;", "st.param.b32 [gasan_ok], %w0;", "ret;"]);
     out.push_str("}\n");
     out
 }

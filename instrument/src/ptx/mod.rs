@@ -857,7 +857,7 @@ impl<'a> Rewriter<'a> {
                     if let (Some((first, _)), access::Width::Fixed(wd)) = (batch, &a.width) {
                         // Its site, and its part of the batch's recheck.
                         let site = new_site(&mut self.sites, f, plans.ptx_line(p.access), p.loc, a.kind, *wd);
-                        w.batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *wd, site));
+                        emit::batch_recheck(w.batch_recheck.entry(first).or_default(), self.opts.form(), &a, *wd, site);
                         w.batched.insert(p.access);
                     }
                 }
@@ -874,7 +874,7 @@ impl<'a> Rewriter<'a> {
         }
         for &j in plans.coalescing.prefetch.moves.get(&i).into_iter().flatten() {
             if w.prefetched.contains(&j) {
-                self.out.push_str(&emit::next_iteration_move(&prefetch_reg(j), &next_iteration_reg(j)));
+                emit::next_iteration_move(&mut self.out, &prefetch_reg(j), &next_iteration_reg(j));
             }
         }
     }
