@@ -71,8 +71,7 @@ impl<'o> Lines<'o> {
 
     /// A line of fixed text.
     pub fn text(&mut self, line: &str) {
-        self.open().push_str(line);
-        self.close();
+        self.line(|out| out.push_str(line));
     }
 
     /// Lines of fixed text.
@@ -82,6 +81,12 @@ impl<'o> Lines<'o> {
         }
     }
 
+    /// A line of fixed text, marked but not indented (a label at the start of a line).
+    pub fn unindented(&mut self, line: &str) {
+        self.out.push_str(line);
+        self.end();
+    }
+
     /// A statement of the input as it was: indented, not marked.
     pub fn verbatim(&mut self, line: &str) {
         self.out.push_str(self.indent);
@@ -89,14 +94,14 @@ impl<'o> Lines<'o> {
         self.out.push('\n');
     }
 
-    /// Starts a line ([`ln!`]): the indent is written, the pieces go into the returned buffer.
-    pub fn open(&mut self) -> &mut String {
+    /// A line ([`ln!`]): the indent, what `pieces` writes, the end.
+    pub fn line(&mut self, pieces: impl FnOnce(&mut String)) {
         self.out.push_str(self.indent);
-        self.out
+        pieces(self.out);
+        self.end();
     }
 
-    /// Ends the line [`Lines::open`] started.
-    pub fn close(&mut self) {
+    fn end(&mut self) {
         if self.marked {
             self.out.push(' ');
             self.out.push_str(M);
@@ -105,16 +110,22 @@ impl<'o> Lines<'o> {
     }
 }
 
-/// `ln!(lines; piece, piece, ...)`: one line of [`Lines`] made of [`Piece`]s, in order.
-/// `lines` is named twice, so it should be a plain place (a variable).
+/// `ln!(lines; piece, piece, ...)`: one line made of [`Piece`]s, in order, through `lines.line`
+/// ([`Lines::line`], or a writer's own `line` that takes the same closure).
 macro_rules! ln {
-    ($lines:expr; $($piece:expr),+ $(,)?) => {{
-        let out = $lines.open();
-        $( $crate::ptx::emit::Piece::put(&$piece, out); )+
-        $lines.close();
-    }};
+    ($lines:expr; $($piece:expr),+ $(,)?) => {
+        $lines.line(|out: &mut String| { $( $crate::ptx::emit::Piece::put(&$piece, out); )+ })
+    };
 }
 pub(super) use ln;
+
+/// `prefix` followed by `n` in decimal: a numbered register or label.
+pub(super) fn numbered(prefix: &str, n: impl Piece) -> String {
+    let mut name = String::with_capacity(prefix.len() + 8);
+    name.push_str(prefix);
+    n.put(&mut name);
+    name
+}
 
 const M: &str = super::MARKER;
 

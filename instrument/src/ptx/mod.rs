@@ -818,13 +818,13 @@ impl<'a> Rewriter<'a> {
                 self.out.push_str(&emit::function_decls());
             }
             if let (true, false, Some(b)) = (opened_now, closes_body, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
-                self.out.push_str(&b.entry_lookups(self.opts.scale));
+                b.entry_lookups(&mut self.out, self.opts.scale);
             }
         }
 
         // A tagged parameter read by the program is untagged right after (bounds.rs).
-        if let Some(text) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()).and_then(|b| b.untag_after(i)) {
-            self.out.push_str(&text);
+        if let Some(b) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()) {
+            b.untag_after(&mut self.out, i);
         }
         w.depth += opens - closes;
         if w.depth < 0 {
@@ -907,7 +907,11 @@ impl<'a> Rewriter<'a> {
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
             let stmt = parsed.text;
-            let text = if parsed.terminated { format!("{stmt};") } else { stmt.to_string() };
+            let mut text = String::with_capacity(stmt.len() + 1);
+            text.push_str(stmt);
+            if parsed.terminated {
+                text.push(';');
+            }
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);
             }
@@ -1109,7 +1113,7 @@ impl<'a> Rewriter<'a> {
             if stmt.starts_with(['{', '}', '.']) {
                 f.block_checks.clear();
             }
-            return Ok(format!("{indent}{text}\n"));
+            return Ok(indented(indent, text));
         };
         let access = match class {
             Classified::NotMemory => {
@@ -1118,7 +1122,7 @@ impl<'a> Rewriter<'a> {
                 } else {
                     invalidate_defs(f, parsed.dests());
                 }
-                return Ok(format!("{indent}{text}\n"));
+                return Ok(indented(indent, text));
             }
             Classified::Skip(reason) => {
                 let key = reason.name();
@@ -1129,7 +1133,7 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 invalidate_defs(f, parsed.dests());
-                return Ok(format!("{indent}{text}\n"));
+                return Ok(indented(indent, text));
             }
             Classified::Unknown(op) => {
                 fstats.unknown += 1;
@@ -1140,7 +1144,7 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 f.block_checks.clear();
-                return Ok(format!("{indent}{text}\n"));
+                return Ok(indented(indent, text));
             }
             Classified::Check(a) => a,
         };
@@ -1167,7 +1171,7 @@ impl<'a> Rewriter<'a> {
                 fstats.eliminated += 1;
             }
             invalidate_defs(f, parsed.dests());
-            return Ok(format!("{indent}{text}\n"));
+            return Ok(indented(indent, text));
         }
         // Checks of later accesses of this one's range group, hoisted here (coalesce.rs).
         let mut prefix = String::new();
@@ -1194,7 +1198,7 @@ impl<'a> Rewriter<'a> {
                 f.block_checks.record(k, w);
             }
             invalidate_defs(f, parsed.dests());
-            prefix.push_str(&format!("{indent}{text}\n"));
+            push_indented(&mut prefix, indent, text);
             return Ok(prefix);
         }
         if opts.optimize {
@@ -1202,7 +1206,8 @@ impl<'a> Rewriter<'a> {
                 if f.block_checks.covers(k, w) {
                     fstats.eliminated += 1;
                     invalidate_defs(f, parsed.dests());
-                    return Ok(format!("{prefix}{indent}{text}\n"));
+                    push_indented(&mut prefix, indent, text);
+                    return Ok(prefix);
                 }
             }
         }
@@ -1234,6 +1239,22 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// `indent`, `text` and a newline, appended (statements are written this way by the thousand:
+/// `format!` cost several times the copying).
+fn push_indented(out: &mut String, indent: &str, text: &str) {
+    out.reserve(indent.len() + text.len() + 1);
+    out.push_str(indent);
+    out.push_str(text);
+    out.push('\n');
+}
+
+/// [`push_indented`] into a new string.
+fn indented(indent: &str, text: &str) -> String {
+    let mut out = String::new();
+    push_indented(&mut out, indent, text);
+    out
 }
 
 /// What the planning passes decided for a module's lines, read by the walk that writes them out.
@@ -1364,29 +1385,29 @@ fn has_block_comment_marker(line: &str) -> bool {
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a.base else { return None };
-    f.bounds.as_ref()?.fast_path(r, format!("$gasan_inb_{label}"))
+    f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a?.base else { return None };
-    let fp = f.bounds.as_ref()?.fast_path(r, format!("$gasan_inb_p{next_label}"))?;
+    let fp = f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
 
 fn prefetch_reg(line: usize) -> String {
-    format!("%gsv{line}")
+    emit::numbered("%gsv", line)
 }
 
 /// The predicate collecting the batched checks whose batch point is body line `line`.
 fn batch_pred(line: usize) -> String {
-    format!("%gsb{line}")
+    emit::numbered("%gsb", line)
 }
 
 /// The register a pipelined loop loads the next iteration's shadow byte into.
 fn next_iteration_reg(line: usize) -> String {
-    format!("%gsn{line}")
+    emit::numbered("%gsn", line)
 }
 
 /// Records the site of an access of the current function; returns its id.
