@@ -172,7 +172,7 @@ pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
         let t = line.code;
-        if t.contains(".shared") || t.contains(".local") {
+        if super::contains_dotted(t, &[".shared", ".local"]) {
             for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {
