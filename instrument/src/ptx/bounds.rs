@@ -18,12 +18,12 @@
 //! kernel using it still runs (a race in the program) is treated as live until the kernel ends.
 
 use super::bodies::Body;
+use super::emit::{ln, numbered, Lines};
 use super::opcode::{Op, Opcode};
 use super::Line;
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::FxHashMap as HashMap;
-use std::fmt::Write as _;
 
 /// At most this many parameters get bounds per kernel (each holds two 64-bit registers for the
 /// whole kernel): the ones the most checks use.
@@ -285,44 +285,38 @@ impl ParamBounds {
     }
 
     /// The fast path of a check whose address register is `reg`, branching to `label`.
-    pub fn fast_path(&self, reg: &str, label: String) -> Option<FastPath> {
+    pub fn fast_path(&self, reg: &str, label: impl FnOnce() -> String) -> Option<FastPath> {
         let k = *self.of_reg.get(reg)?;
-        Some(FastPath { lo: format!("%gsbl{k}"), hi: format!("%gsbh{k}"), label })
+        Some(FastPath { lo: numbered("%gsbl", k), hi: numbered("%gsbh", k), label: label() })
     }
 
     /// What follows the program's read of a tagged parameter on line `line`, if it has one: the
     /// read value replaced by the pointer without its tag, which the entry kept (no tag test
-    /// per read).
-    pub fn untag_after(&self, line: usize) -> Option<String> {
-        let i = self.untag.binary_search_by_key(&line, |(l, _, _)| *l).ok()?;
+    /// per read). Appended to `out`.
+    pub fn untag_after(&self, out: &mut String, line: usize) {
+        let Ok(i) = self.untag.binary_search_by_key(&line, |(l, _, _)| *l) else { return };
         let (_, reg, k) = &self.untag[i];
-        Some(format!("\tmov.b64 {reg}, %gsbp{k}; {}\n", super::MARKER))
+        ln!(Lines::new(out, "\t"); "mov.b64 ", reg, ", %gsbp", k, ";");
     }
 
     /// The lookup of parameter `k`'s block from its (untagged) value in `%gsbt3`: its extent
     /// entry's load into `%gsbl{k}`, `%gsbh{k}`, not yet narrowed to whole granules.
-    fn lookup(s: &mut String, k: usize) {
-        let m = super::MARKER;
-        let _ = writeln!(s, "\tsub.s64 %gsbt3, %gsbt3, %gsbt0; {m}");
-        let _ = writeln!(s, "\tsetp.lt.u64 %gsbq, %gsbt3, %gsbt1; {m}");
-        let _ = writeln!(s, "\tsetp.ne.and.u64 %gsbq, %gsbt2, 0, %gsbq; {m}");
-        for l in super::loops::extent_entry_address("%gsbt3", "%gsbs", "%gsbt2") {
-            let _ = writeln!(s, "\t{l} {m}");
-        }
+    fn lookup(s: &mut Lines<'_>, k: usize) {
+        s.texts(&["sub.s64 %gsbt3, %gsbt3, %gsbt0;", "setp.lt.u64 %gsbq, %gsbt3, %gsbt1;", "setp.ne.and.u64 %gsbq, %gsbt2, 0, %gsbq;"]);
+        super::loops::extent_entry_address(s, "%gsbt3", "%gsbs", "%gsbt2");
         // Unpredicated (a predicated load costs the H100's stencils 9 %: variants.md): a pointer
         // outside the pool reads the entry that claims nothing. `.nc`: the table only changes for
         // blocks allocated or freed while the kernel runs (a new claim read as none checks as
         // before; a freed block still claimed is a race in the program).
-        let _ = writeln!(s, "\tselp.b64 %gsbt3, %gsbt3, %gsbt4, %gsbq; {m}");
-        let _ = writeln!(s, "\tld.global.nc.v2.u64 {{%gsbl{k}, %gsbh{k}}}, [%gsbt3]; {m}");
+        s.text("selp.b64 %gsbt3, %gsbt3, %gsbt4, %gsbq;");
+        ln!(s; "ld.global.nc.v2.u64 {%gsbl", k, ", %gsbh", k, "}, [%gsbt3];");
     }
 
     /// Whole granules only: inside them the shadow says every byte is accessible.
-    fn narrow(s: &mut String, k: usize, g: u64) {
-        let m = super::MARKER;
-        let _ = writeln!(s, "\tadd.s64 %gsbl{k}, %gsbl{k}, {}; {m}", g - 1);
-        let _ = writeln!(s, "\tand.b64 %gsbl{k}, %gsbl{k}, {}; {m}", (g as i64).wrapping_neg());
-        let _ = writeln!(s, "\tand.b64 %gsbh{k}, %gsbh{k}, {}; {m}", (g as i64).wrapping_neg());
+    fn narrow(s: &mut Lines<'_>, k: usize, g: u64) {
+        ln!(s; "add.s64 %gsbl", k, ", %gsbl", k, ", ", g - 1, ";");
+        ln!(s; "and.b64 %gsbl", k, ", %gsbl", k, ", ", (g as i64).wrapping_neg(), ";");
+        ln!(s; "and.b64 %gsbh", k, ", %gsbh", k, ", ", (g as i64).wrapping_neg(), ";");
     }
 
     /// The bounds, written at the top of the kernel's body. Parameters launches may tag
@@ -332,58 +326,55 @@ impl ParamBounds {
     /// holding a tagged parameter's pointer without its tag, for the program's reads. A kernel
     /// running one element per thread pays this per warp, so it is kept short: one branch for
     /// all of them (a join per parameter would make each lookup wait for its load in turn).
-    pub fn entry_lookups(&self, scale: Scale) -> String {
+    pub fn entry_lookups(&self, out: &mut String, scale: Scale) {
         use crate::abi::param_tag as tag;
         let (ctl, n, g) = (CONTROL_BLOCK_SYMBOL, self.params.len(), scale.granule());
-        let mut s = String::new();
-        let m = super::MARKER;
+        let mut s = Lines::new(out, "\t");
         let tagged: Vec<usize> = (0..n).filter(|&k| self.tag_ordinal[k].is_some()).collect();
-        let _ = writeln!(s, "\t.reg .b64 %gsbl<{n}>, %gsbh<{n}>, %gsbp<{n}>; {m}");
-        let _ = writeln!(s, "\t{{ {m}");
-        let _ = writeln!(s, "\t.reg .b64 %gsbt<7>; .reg .b32 %gsbs; .reg .pred %gsbq, %gsbr; {m}");
-        let _ = writeln!(s, "\tld.const.u64 %gsbt0, [{ctl}+{}]; {m}", ctl_offset::POOL_BASE);
-        let _ = writeln!(s, "\tld.const.u64 %gsbt1, [{ctl}+{}]; {m}", ctl_offset::POOL_SIZE);
-        let _ = writeln!(s, "\tld.const.u64 %gsbt2, [{ctl}+{}]; {m}", ctl_offset::EXTENT_TABLE);
-        let _ = writeln!(s, "\tld.const.u32 %gsbs, [{ctl}+{}]; {m}", ctl_offset::EXTENT_SHIFT);
-        let _ = writeln!(s, "\tmov.u64 %gsbt4, {NO_EXTENT_SYMBOL}; {m}");
+        ln!(s; ".reg .b64 %gsbl<", n, ">, %gsbh<", n, ">, %gsbp<", n, ">;");
+        s.texts(&["{", ".reg .b64 %gsbt<7>; .reg .b32 %gsbs; .reg .pred %gsbq, %gsbr;"]);
+        ln!(s; "ld.const.u64 %gsbt0, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+        ln!(s; "ld.const.u64 %gsbt1, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
+        ln!(s; "ld.const.u64 %gsbt2, [", ctl, "+", ctl_offset::EXTENT_TABLE, "];");
+        ln!(s; "ld.const.u32 %gsbs, [", ctl, "+", ctl_offset::EXTENT_SHIFT, "];");
+        ln!(s; "mov.u64 %gsbt4, ", NO_EXTENT_SYMBOL, ";");
         let untagged: Vec<usize> = (0..n).filter(|k| !tagged.contains(k)).collect();
         for &k in &untagged {
-            let _ = writeln!(s, "\tld.param.u64 %gsbt3, [{}]; {m}", self.params[k]);
+            ln!(s; "ld.param.u64 %gsbt3, [", self.params[k], "];");
             Self::lookup(&mut s, k);
         }
         if let Some(&first) = tagged.first() {
             for &k in &tagged {
-                let _ = writeln!(s, "\tld.param.u64 %gsbp{k}, [{}]; {m}", self.params[k]);
+                ln!(s; "ld.param.u64 %gsbp", k, ", [", self.params[k], "];");
             }
-            let _ = writeln!(s, "\tshr.u64 %gsbt5, %gsbp{first}, 62; {m}");
-            let _ = writeln!(s, "\tsetp.ne.u64 %gsbr, %gsbt5, {}; {m}", tag::MARK);
-            let _ = writeln!(s, "\t@%gsbr bra $gasan_pb_look; {m}");
+            ln!(s; "shr.u64 %gsbt5, %gsbp", first, ", 62;");
+            ln!(s; "setp.ne.u64 %gsbr, %gsbt5, ", tag::MARK, ";");
+            s.text("@%gsbr bra $gasan_pb_look;");
             // Tagged: decoded as param_tag::decode does. The reach ends inside the block's whole
             // granules and starts at the pointer, so no narrowing.
             for &k in &tagged {
-                let _ = writeln!(s, "\tand.b64 %gsbt6, %gsbp{k}, {}; {m}", u64::from(tag::REACH_MASK_HIGH_WORD) << 32);
-                let _ = writeln!(s, "\tshr.u64 %gsbt6, %gsbt6, 32; {m}");
-                let _ = writeln!(s, "\tand.b64 %gsbp{k}, %gsbp{k}, {}; {m}", tag::ADDRESS_MASK);
-                let _ = writeln!(s, "\tmov.b64 %gsbl{k}, %gsbp{k}; {m}");
-                let _ = writeln!(s, "\tadd.s64 %gsbh{k}, %gsbp{k}, %gsbt6; {m}");
+                ln!(s; "and.b64 %gsbt6, %gsbp", k, ", ", u64::from(tag::REACH_MASK_HIGH_WORD) << 32, ";");
+                s.text("shr.u64 %gsbt6, %gsbt6, 32;");
+                ln!(s; "and.b64 %gsbp", k, ", %gsbp", k, ", ", tag::ADDRESS_MASK, ";");
+                ln!(s; "mov.b64 %gsbl", k, ", %gsbp", k, ";");
+                ln!(s; "add.s64 %gsbh", k, ", %gsbp", k, ", %gsbt6;");
             }
-            let _ = writeln!(s, "\tbra.uni $gasan_pb_done; {m}");
-            let _ = writeln!(s, "$gasan_pb_look: {m}");
+            s.text("bra.uni $gasan_pb_done;");
             // Not tagged: the values are the program's pointers; each looks its block up (the
             // loads issued back to back, waited for once).
+            s.unindented("$gasan_pb_look:");
             for &k in &tagged {
-                let _ = writeln!(s, "\tmov.b64 %gsbt3, %gsbp{k}; {m}");
+                ln!(s; "mov.b64 %gsbt3, %gsbp", k, ";");
                 Self::lookup(&mut s, k);
             }
             for &k in &tagged {
                 Self::narrow(&mut s, k, g);
             }
-            let _ = writeln!(s, "$gasan_pb_done: {m}");
+            s.unindented("$gasan_pb_done:");
         }
         for &k in &untagged {
             Self::narrow(&mut s, k, g);
         }
-        let _ = writeln!(s, "\t}} {m}");
-        s
+        s.text("}");
     }
 }

@@ -64,7 +64,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
             continue;
         }
         let has_address = code.contains('[') && !covered.contains(&i) && !inserted.contains(&i);
-        if code.contains("/*") || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
+        if super::find_pair(code, b'/', b'*').is_some() || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;
         }

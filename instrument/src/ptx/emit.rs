@@ -6,14 +6,125 @@ use super::bounds::FastPath;
 use super::Header;
 use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, EXTENT_ENTRY_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
 use crate::shadow::{Scale, OUT_OF_POOL_SHADOW};
-use std::borrow::Cow;
 use std::fmt::Write;
 
-/// An emitted line: most are fixed text, so they are not allocated.
-type Line = Cow<'static, str>;
+/// What an emitted line is put together from ([`ln!`]): text, or an integer in decimal (as
+/// `Display` writes it). Checks are written piece by piece, not with `format!`: formatting a line
+/// cost more than everything else about writing it (about 25 k instructions a check), and a
+/// module's checks are most of its output.
+pub(super) trait Piece {
+    fn put(&self, out: &mut String);
+}
 
-macro_rules! f {
-    ($($t:tt)*) => { Cow::Owned(format!($($t)*)) };
+impl Piece for str {
+    fn put(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl Piece for String {
+    fn put(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl Piece for std::borrow::Cow<'_, str> {
+    fn put(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl<T: Piece + ?Sized> Piece for &T {
+    fn put(&self, out: &mut String) {
+        (**self).put(out);
+    }
+}
+
+macro_rules! decimal_pieces {
+    ($($t:ty),*) => {
+        $(impl Piece for $t {
+            fn put(&self, out: &mut String) {
+                out.push_str(itoa::Buffer::new().format(*self));
+            }
+        })*
+    };
+}
+decimal_pieces!(u8, u32, u64, i32, i64, usize);
+
+/// Emitted lines appended to a buffer: each is the indent, its text and (unless [`Lines::unmarked`])
+/// the marker comment.
+pub(super) struct Lines<'o> {
+    out: &'o mut String,
+    indent: &'o str,
+    marked: bool,
+}
+
+impl<'o> Lines<'o> {
+    pub fn new(out: &'o mut String, indent: &'o str) -> Self {
+        Lines { out, indent, marked: true }
+    }
+
+    /// Lines without the marker (the body of a function gasan defines whole).
+    pub fn unmarked(out: &'o mut String, indent: &'o str) -> Self {
+        Lines { out, indent, marked: false }
+    }
+
+    /// A line of fixed text.
+    pub fn text(&mut self, line: &str) {
+        self.line(|out| out.push_str(line));
+    }
+
+    /// Lines of fixed text.
+    pub fn texts(&mut self, lines: &[&str]) {
+        for l in lines {
+            self.text(l);
+        }
+    }
+
+    /// A line of fixed text, marked but not indented (a label at the start of a line).
+    pub fn unindented(&mut self, line: &str) {
+        self.out.push_str(line);
+        self.end();
+    }
+
+    /// A statement of the input as it was: indented, not marked.
+    pub fn verbatim(&mut self, line: &str) {
+        self.out.push_str(self.indent);
+        self.out.push_str(line);
+        self.out.push('\n');
+    }
+
+    /// A line ([`ln!`]): the indent, what `pieces` writes, the end.
+    pub fn line(&mut self, pieces: impl FnOnce(&mut String)) {
+        self.out.push_str(self.indent);
+        pieces(self.out);
+        self.end();
+    }
+
+    fn end(&mut self) {
+        if self.marked {
+            self.out.push(' ');
+            self.out.push_str(M);
+        }
+        self.out.push('\n');
+    }
+}
+
+/// `ln!(lines; piece, piece, ...)`: one line made of [`Piece`]s, in order, through `lines.line`
+/// ([`Lines::line`], or a writer's own `line` that takes the same closure).
+macro_rules! ln {
+    ($lines:expr; $($piece:expr),+ $(,)?) => {
+        $lines.line(|out: &mut String| { $( $crate::ptx::emit::Piece::put(&$piece, out); )+ })
+    };
+}
+pub(super) use ln;
+
+/// `prefix` followed by `n` in decimal: a numbered register or label.
+pub(super) fn numbered(prefix: &str, n: impl Piece) -> String {
+    let mut name = String::with_capacity(prefix.len() + 8);
+    name.push_str(prefix);
+    n.put(&mut name);
+    name
 }
 
 const M: &str = super::MARKER;
@@ -66,31 +177,22 @@ fn prelude(scale: Scale, publish: Publish, no_extent: bool) -> String {
         s,
         ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {M}"
     );
-    let mut body = vec![
-        "{".to_string(),
-        ".reg .b64 %ra<6>;".into(),
-        ".reg .b32 %rr<12>;".into(),
-        ".reg .pred %rp<3>;".into(),
-        "ld.param.u64 %ra0, [gasan_addr];".into(),
-        "ld.param.u32 %rr0, [gasan_width];".into(),
-        "ld.param.u32 %rr1, [gasan_kind];".into(),
-        "ld.param.u32 %rr2, [gasan_site];".into(),
-        "ld.param.u32 %rr3, [gasan_shadow];".into(),
-    ];
-    body.extend(record_body(publish, ""));
-    body.extend([
-        format!("ld.const.u64 %ra3, [{ctl}+{}];", ctl_offset::FLAGS),
-        format!("and.b64 %ra3, %ra3, {FLAG_RECOVER};"),
-        "setp.eq.u64 %rp2, %ra3, 0;".into(),
-        "@%rp2 trap;".into(),
-        "mov.u32 %rr11, 1;".into(),
-        "st.param.b32 [gasan_ret], %rr11;".into(),
-        "ret;".into(),
-        "}".into(),
+    let mut body = Lines::new(&mut s, "");
+    body.texts(&[
+        "{",
+        ".reg .b64 %ra<6>;",
+        ".reg .b32 %rr<12>;",
+        ".reg .pred %rp<3>;",
+        "ld.param.u64 %ra0, [gasan_addr];",
+        "ld.param.u32 %rr0, [gasan_width];",
+        "ld.param.u32 %rr1, [gasan_kind];",
+        "ld.param.u32 %rr2, [gasan_site];",
+        "ld.param.u32 %rr3, [gasan_shadow];",
     ]);
-    for l in body {
-        let _ = writeln!(s, "{l} {M}");
-    }
+    record_body(&mut body, publish, "");
+    ln!(body; "ld.const.u64 %ra3, [", ctl, "+", ctl_offset::FLAGS, "];");
+    ln!(body; "and.b64 %ra3, %ra3, ", FLAG_RECOVER, ";");
+    body.texts(&["setp.eq.u64 %rp2, %ra3, 0;", "@%rp2 trap;", "mov.u32 %rr11, 1;", "st.param.b32 [gasan_ret], %rr11;", "ret;", "}"]);
     s
 }
 
@@ -146,40 +248,33 @@ pub(super) fn function_decls() -> String {
 /// The function's shared report block (emitted once, before its closing brace, when used).
 fn shared_fail_block(scale: Scale, indent: &str, publish: Publish) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
-    let shadow = vec![
-        format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::POOL_BASE),
-        "sub.s64 %ra1, %ra0, %ra1;".into(),
-        format!("shr.u64 %ra1, %ra1, {};", scale.shift()),
-        format!("ld.const.u64 %ra2, [{ctl}+{}];", ctl_offset::SHADOW_BASE),
-        "add.s64 %ra1, %ra1, %ra2;".into(),
-        "ld.global.nc.u8 %rr3, [%ra1];".into(),
-    ];
-    fail_block(SHARED_FAIL, "_shared", shadow, indent, publish)
+    fail_block(SHARED_FAIL, "_shared", indent, publish, |l| {
+        ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+        l.text("sub.s64 %ra1, %ra0, %ra1;");
+        ln!(l; "shr.u64 %ra1, %ra1, ", scale.shift(), ";");
+        ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
+        l.texts(&["add.s64 %ra1, %ra1, %ra2;", "ld.global.nc.u8 %rr3, [%ra1];"]);
+    })
 }
 
 /// An inline report block (halt mode) at `label`: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
 /// record's inputs, runs `shadow` (which leaves the failed shadow byte in `%rr3`), writes the record
 /// ([`record_body`], labels suffixed `suffix`) and traps. Global and shared/local checks share it.
-pub(super) fn fail_block(label: &str, suffix: &str, shadow: Vec<String>, indent: &str, publish: Publish) -> String {
-    let mut f: Vec<String> = vec![
-        format!("{label}:"),
-        "{".into(),
-        ".reg .b64 %ra<4>;".into(),
-        ".reg .b32 %rr<11>;".into(),
-        ".reg .pred %rp<2>;".into(),
-        format!("mov.b64 %ra0, {LAST_ADDR};"),
-        format!("cvt.u32.u64 %rr2, {LAST_SITE};"),
-        format!("shr.b64 %ra3, {LAST_SITE}, 32;"),
-        "cvt.u32.u64 %rr0, %ra3;".into(),
-        "and.b32 %rr0, %rr0, 16777215;".into(),
-        format!("shr.b64 %ra3, {LAST_SITE}, 56;"),
-        "cvt.u32.u64 %rr1, %ra3;".into(),
-    ];
-    f.extend(shadow);
-    f.extend(record_body(publish, suffix));
-    f.push("trap;".into());
-    f.push("}".into());
-    render(&f, indent)
+pub(super) fn fail_block(label: &str, suffix: &str, indent: &str, publish: Publish, shadow: impl FnOnce(&mut Lines<'_>)) -> String {
+    let mut s = String::new();
+    let mut f = Lines::new(&mut s, indent);
+    ln!(f; label, ":");
+    f.texts(&["{", ".reg .b64 %ra<4>;", ".reg .b32 %rr<11>;", ".reg .pred %rp<2>;"]);
+    ln!(f; "mov.b64 %ra0, ", LAST_ADDR, ";");
+    ln!(f; "cvt.u32.u64 %rr2, ", LAST_SITE, ";");
+    ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 32;");
+    f.texts(&["cvt.u32.u64 %rr0, %ra3;", "and.b32 %rr0, %rr0, 16777215;"]);
+    ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 56;");
+    f.text("cvt.u32.u64 %rr1, %ra3;");
+    shadow(&mut f);
+    record_body(&mut f, publish, suffix);
+    f.texts(&["trap;", "}"]);
+    s
 }
 
 /// How a report block publishes its record to the host. A kernel that holds a `fence.sc` or
@@ -240,88 +335,64 @@ pub(super) fn publish_for(header: &Header) -> Publish {
 /// any field is written and set to index + 1 after all of them, so a writer killed mid-record
 /// (another thread's trap) leaves seq 0, never an older record's seq over a mix of two records;
 /// and the final seq is performed before the thread goes on (to a trap, in halt mode).
-pub(super) fn record_body(publish: Publish, suffix: &str) -> Vec<String> {
+pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let release = publish == Publish::ReleaseStores;
     // Release stores order themselves; the other forms fence between volatile stores.
     let fence = (!release).then(|| publish.release_fence(FenceScope::Sys));
-    // A field store: a release where the stores order themselves, else volatile between fences.
-    let st = |ty: &str, off: usize, val: &str| -> String {
-        let sem = if release { "release.sys" } else { "volatile" };
-        format!("st.{sem}.global.{ty} [%ra2+{off}], {val};")
+    let fence = |l: &mut Lines<'_>| {
+        if let Some(f) = fence {
+            l.text(f);
+        }
     };
-    let mut v: Vec<String> = vec![
-        format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::RING),
-        "setp.eq.u64 %rp0, %ra1, 0;".into(),
-        format!("@%rp0 bra $gasan_rec_done{suffix};"),
-        format!("atom.global.add.u32 %rr4, [%ra1+{}], 1;", ring_offset::HEAD),
-        format!("ld.volatile.global.u32 %rr5, [%ra1+{}];", ring_offset::CAPACITY),
-        // The ring is reused: slot = index mod capacity (a power of two), seq = index + 1.
-        "add.u32 %rr5, %rr5, -1;".into(),
-        "and.b32 %rr5, %rr4, %rr5;".into(),
-        format!("mul.wide.u32 %ra2, %rr5, {ERROR_RECORD_SIZE};"),
-        "add.s64 %ra2, %ra2, %ra1;".into(),
-        format!("add.s64 %ra2, %ra2, {RING_RECORDS_OFFSET};"),
-        format!("st.volatile.global.u32 [%ra2+{}], 0;", record_offset::SEQ),
-    ];
-    v.extend(fence.map(String::from));
-    v.extend([
-        st("u64", record_offset::ADDR, "%ra0"),
-        format!("ld.const.u32 %rr6, [{ctl}+{}];", ctl_offset::MODULE_ID),
-        st("u32", record_offset::MODULE_ID, "%rr6"),
-        st("u32", record_offset::SITE_ID, "%rr2"),
-        "mov.u32 %rr7, %ctaid.x;".into(),
-        "mov.u32 %rr8, %ctaid.y;".into(),
-        "mov.u32 %rr9, %ctaid.z;".into(),
-        st("v2.u32", record_offset::CTAID, "{%rr7, %rr8}"),
-        st("u32", record_offset::CTAID + 8, "%rr9"),
-        "mov.u32 %rr7, %tid.x;".into(),
-        "mov.u32 %rr8, %tid.y;".into(),
-        "mov.u32 %rr9, %tid.z;".into(),
-        st("u32", record_offset::TID, "%rr7"),
-        st("v2.u32", record_offset::TID + 4, "{%rr8, %rr9}"),
-        st("u32", record_offset::WIDTH, "%rr0"),
-        st("u8", record_offset::KIND, "%rr1"),
-        st("u8", record_offset::SHADOW, "%rr3"),
-    ]);
-    v.extend(fence.map(String::from));
-    v.push("add.u32 %rr10, %rr4, 1;".into());
+    // A field store: a release where the stores order themselves, else volatile between fences.
+    let sem = if release { "release.sys" } else { "volatile" };
+    let st = |l: &mut Lines<'_>, ty: &str, off: usize, val: &str| ln!(l; "st.", sem, ".global.", ty, " [%ra2+", off, "], ", val, ";");
+    ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::RING, "];");
+    l.text("setp.eq.u64 %rp0, %ra1, 0;");
+    ln!(l; "@%rp0 bra $gasan_rec_done", suffix, ";");
+    ln!(l; "atom.global.add.u32 %rr4, [%ra1+", ring_offset::HEAD, "], 1;");
+    ln!(l; "ld.volatile.global.u32 %rr5, [%ra1+", ring_offset::CAPACITY, "];");
+    // The ring is reused: slot = index mod capacity (a power of two), seq = index + 1.
+    l.texts(&["add.u32 %rr5, %rr5, -1;", "and.b32 %rr5, %rr4, %rr5;"]);
+    ln!(l; "mul.wide.u32 %ra2, %rr5, ", ERROR_RECORD_SIZE, ";");
+    l.text("add.s64 %ra2, %ra2, %ra1;");
+    ln!(l; "add.s64 %ra2, %ra2, ", RING_RECORDS_OFFSET, ";");
+    ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ, "], 0;");
+    fence(l);
+    st(l, "u64", record_offset::ADDR, "%ra0");
+    ln!(l; "ld.const.u32 %rr6, [", ctl, "+", ctl_offset::MODULE_ID, "];");
+    st(l, "u32", record_offset::MODULE_ID, "%rr6");
+    st(l, "u32", record_offset::SITE_ID, "%rr2");
+    l.texts(&["mov.u32 %rr7, %ctaid.x;", "mov.u32 %rr8, %ctaid.y;", "mov.u32 %rr9, %ctaid.z;"]);
+    st(l, "v2.u32", record_offset::CTAID, "{%rr7, %rr8}");
+    st(l, "u32", record_offset::CTAID + 8, "%rr9");
+    l.texts(&["mov.u32 %rr7, %tid.x;", "mov.u32 %rr8, %tid.y;", "mov.u32 %rr9, %tid.z;"]);
+    st(l, "u32", record_offset::TID, "%rr7");
+    st(l, "v2.u32", record_offset::TID + 4, "{%rr8, %rr9}");
+    st(l, "u32", record_offset::WIDTH, "%rr0");
+    st(l, "u8", record_offset::KIND, "%rr1");
+    st(l, "u8", record_offset::SHADOW, "%rr3");
+    fence(l);
+    l.text("add.u32 %rr10, %rr4, 1;");
     if release {
         // The exchange's old value, stored beside it, makes the thread wait for the exchange to be
         // performed (what the trailing fence does in the other forms).
-        v.push(format!("atom.release.sys.global.exch.b32 %rr9, [%ra2+{}], %rr10;", record_offset::SEQ));
-        v.push(format!("st.volatile.global.u32 [%ra2+{}], %rr9;", record_offset::SEQ + 4));
+        ln!(l; "atom.release.sys.global.exch.b32 %rr9, [%ra2+", record_offset::SEQ, "], %rr10;");
+        ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ + 4, "], %rr9;");
     } else {
-        v.push(format!("st.volatile.global.u32 [%ra2+{}], %rr10;", record_offset::SEQ));
-        v.extend(fence.map(String::from));
+        ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ, "], %rr10;");
+        fence(l);
     }
-    v.push(format!("$gasan_rec_done{suffix}:"));
-    v
+    ln!(l; "$gasan_rec_done", suffix, ":");
 }
 
-/// The lines, each indented and marked.
-pub(super) fn render<L: AsRef<str>>(lines: &[L], indent: &str) -> String {
-    let mut out = String::new();
-    render_into(&mut out, lines, indent);
-    out
-}
-
-/// [`render`] appended to `out`, whose room is made once: grown line by line, the buffer cost
-/// about as much as writing the lines.
-fn render_into<L: AsRef<str>>(out: &mut String, lines: &[L], indent: &str) {
-    out.reserve(lines.iter().map(|l| indent.len() + l.as_ref().len() + M.len() + 2).sum());
-    for l in lines {
-        put(out, indent, l.as_ref());
-    }
-}
-
-/// Appends `indent`, the line and the marker comment (no formatting machinery: this is hot).
-fn put(out: &mut String, indent: &str, line: &str) {
-    out.push_str(indent);
-    out.push_str(line);
-    out.push(' ');
-    out.push_str(M);
-    out.push('\n');
+/// [`record_body`]'s lines, unmarked (heap.rs assembles its functions, once per module, from
+/// lines).
+pub(super) fn record_body_lines(publish: Publish, suffix: &str) -> Vec<String> {
+    let mut s = String::new();
+    record_body(&mut Lines::unmarked(&mut s, ""), publish, suffix);
+    s.lines().map(String::from).collect()
 }
 
 /// Key for check elimination: same guard, same address expression.
@@ -329,11 +400,20 @@ pub(super) fn check_key(ins: &Instr<'_>, a: &Access) -> Option<String> {
     if a.bulk || a.guard_nonzero.is_some() {
         return None;
     }
-    let base = match &a.base {
-        AddrBase::Reg(r) => r.clone(),
-        AddrBase::Imm(v) => format!("#{v}"),
-    };
-    Some(format!("{}|{}|{}", ins.guard.unwrap_or(""), base, a.offset))
+    // `guard|base|offset`, an immediate base as `#value`.
+    let mut key = String::with_capacity(32);
+    key.push_str(ins.guard.unwrap_or(""));
+    key.push('|');
+    match &a.base {
+        AddrBase::Reg(r) => key.push_str(r),
+        AddrBase::Imm(v) => {
+            key.push('#');
+            v.put(&mut key);
+        }
+    }
+    key.push('|');
+    a.offset.put(&mut key);
+    Some(key)
 }
 
 /// The registers elimination key `k` depends on: its guard predicate (without `!`) and its
@@ -344,22 +424,22 @@ pub(super) fn key_registers(k: &str) -> impl Iterator<Item = &str> {
 
 /// The condition under which the access happens, in `%gsp3`: its own predicate and, for cp.async,
 /// a nonzero src-size. `None` when it always happens.
-fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'static str> {
+fn guard_setup(v: &mut Lines<'_>, ins: &Instr<'_>, a: &Access) -> Option<&'static str> {
     let mut guard = None;
     if let Some(g) = ins.guard {
         if let Some(neg) = g.strip_prefix('!') {
-            v.push(f!("not.pred %gsp3, {neg};"));
+            ln!(v; "not.pred %gsp3, ", neg, ";");
         } else {
-            v.push(f!("mov.pred %gsp3, {g};"));
+            ln!(v; "mov.pred %gsp3, ", g, ";");
         }
         guard = Some("%gsp3");
     }
     if let Some(r) = &a.guard_nonzero {
-        v.push(f!("setp.ne.u32 %gsp4, {r}, 0;"));
+        ln!(v; "setp.ne.u32 %gsp4, ", r, ", 0;");
         if guard.is_some() {
-            v.push("and.pred %gsp3, %gsp3, %gsp4;".into());
+            v.text("and.pred %gsp3, %gsp3, %gsp4;");
         } else {
-            v.push("mov.pred %gsp3, %gsp4;".into());
+            v.text("mov.pred %gsp3, %gsp4;");
             guard = Some("%gsp3");
         }
     }
@@ -369,52 +449,51 @@ fn guard_setup(v: &mut Vec<Line>, ins: &Instr<'_>, a: &Access) -> Option<&'stati
 /// The in-pool test and the shadow load: `dst` = the shadow byte of `addr_reg`'s granule, or
 /// [`OUT_OF_POOL_SHADOW`] (passes every access) when the address is outside the pool or `guard` is
 /// false, so no predicate has to survive the load. Uses `%gsa1..2`, `%gsp0`.
-fn probe_load(out: &mut Vec<Line>, form: Form, addr_reg: &str, guard: Option<&str>, dst: &str, fast: Fast<'_>) {
+fn probe_load(out: &mut Lines<'_>, form: Form, addr_reg: &str, guard: Option<&str>, dst: &str, fast: Fast<'_>) {
     let scale = form.scale;
     let loads = ctl_loads();
     if let Some((fp, suffix)) = fast {
         // Inside the whole granules of the block a kernel parameter points into (bounds.rs):
         // the shadow byte would grant them all, so it is not loaded.
-        out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
-        out.push(f!("setp.lt.u64 %gsp0, {addr_reg}, {};", fp.lo));
-        out.push(f!("setp.ge.or.u64 %gsp0, {addr_reg}, {}, %gsp0;", fp.hi));
-        out.push(f!("@!%gsp0 bra {}{suffix};", fp.label));
+        ln!(out; "mov.u32 ", dst, ", ", OUT_OF_POOL_SHADOW, ";");
+        ln!(out; "setp.lt.u64 %gsp0, ", addr_reg, ", ", fp.lo, ";");
+        ln!(out; "setp.ge.or.u64 %gsp0, ", addr_reg, ", ", fp.hi, ", %gsp0;");
+        ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");
     }
     if form.aligned {
         // hi(addr) - hi(base) < hi(size), and index lo(addr >> shift): Scale::aligned_probe.
-        out.push("{".into());
-        out.push(".reg .b32 %gsw<3>;".into());
-        out.push(f!("mov.b64 {{%gsw0, %gsw1}}, {addr_reg};"));
-        out.push(Line::Borrowed(&loads.base_hi));
-        out.push("sub.u32 %gsw1, %gsw1, %gsw2;".into());
-        out.push(Line::Borrowed(&loads.size_hi));
-        out.push("setp.lt.u32 %gsp0, %gsw1, %gsw2;".into());
+        out.texts(&["{", ".reg .b32 %gsw<3>;"]);
+        ln!(out; "mov.b64 {%gsw0, %gsw1}, ", addr_reg, ";");
+        out.text(&loads.base_hi);
+        out.text("sub.u32 %gsw1, %gsw1, %gsw2;");
+        out.text(&loads.size_hi);
+        out.text("setp.lt.u32 %gsp0, %gsw1, %gsw2;");
         if let Some(g) = guard {
-            out.push(f!("and.pred %gsp0, %gsp0, {g};"));
+            ln!(out; "and.pred %gsp0, %gsp0, ", g, ";");
         }
-        out.push(f!("shr.u64 %gsa1, {addr_reg}, {};", scale.shift()));
-        out.push("cvt.u32.u64 %gsw0, %gsa1;".into());
-        out.push(Line::Borrowed(&loads.shadow));
-        out.push("mad.wide.u32 %gsa1, %gsw0, 1, %gsa2;".into());
+        ln!(out; "shr.u64 %gsa1, ", addr_reg, ", ", scale.shift(), ";");
+        out.text("cvt.u32.u64 %gsw0, %gsa1;");
+        out.text(&loads.shadow);
+        out.text("mad.wide.u32 %gsa1, %gsw0, 1, %gsa2;");
     } else {
-        out.push(Line::Borrowed(&loads.base));
-        out.push(f!("sub.s64 %gsa1, {addr_reg}, %gsa1;"));
-        out.push(Line::Borrowed(&loads.size));
-        out.push("setp.lt.u64 %gsp0, %gsa1, %gsa2;".into());
+        out.text(&loads.base);
+        ln!(out; "sub.s64 %gsa1, ", addr_reg, ", %gsa1;");
+        out.text(&loads.size);
+        out.text("setp.lt.u64 %gsp0, %gsa1, %gsa2;");
         if let Some(g) = guard {
-            out.push(f!("and.pred %gsp0, %gsp0, {g};"));
+            ln!(out; "and.pred %gsp0, %gsp0, ", g, ";");
         }
-        out.push(f!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
-        out.push(Line::Borrowed(&loads.shadow));
-        out.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
+        ln!(out; "shr.u64 %gsa1, %gsa1, ", scale.shift(), ";");
+        out.text(&loads.shadow);
+        out.text("add.s64 %gsa1, %gsa1, %gsa2;");
     }
-    out.push(f!("mov.u32 {dst}, {OUT_OF_POOL_SHADOW};"));
-    out.push(f!("@%gsp0 ld.global.nc.u8 {dst}, [%gsa1];"));
+    ln!(out; "mov.u32 ", dst, ", ", OUT_OF_POOL_SHADOW, ";");
+    ln!(out; "@%gsp0 ld.global.nc.u8 ", dst, ", [%gsa1];");
     if form.aligned {
-        out.push("}".into());
+        out.text("}");
     }
     if let Some((fp, suffix)) = fast {
-        out.push(f!("{}{suffix}:", fp.label));
+        ln!(out; fp.label, suffix, ":");
     }
 }
 
@@ -425,35 +504,35 @@ type Fast<'a> = Option<(&'a FastPath, &'a str)>;
 /// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of
 /// `check_width` bytes at `addr_reg + offset`, leaving `%gsp1` = bad (and `guard`, when given).
 /// Uses `%gsr1`.
-fn probe_compare(out: &mut Vec<Line>, scale: Scale, shadow: &str, addr_reg: &str, offset: i64, check_width: u32, guard: Option<&str>) {
-    out.push(f!("cvt.u32.u64 %gsr1, {addr_reg};"));
+fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str, offset: i64, check_width: u32, guard: Option<&str>) {
+    ln!(out; "cvt.u32.u64 %gsr1, ", addr_reg, ";");
     if offset != 0 {
-        out.push(f!("add.u32 %gsr1, %gsr1, {};", offset as i32));
+        ln!(out; "add.u32 %gsr1, %gsr1, ", offset as i32, ";");
     }
-    out.push(f!("and.b32 %gsr1, %gsr1, {};", scale.granule() - 1));
+    ln!(out; "and.b32 %gsr1, %gsr1, ", scale.granule() - 1, ";");
     encoding_test(out, scale, check_width, shadow, "%gsr1", "%gsp1");
     if let Some(g) = guard {
-        out.push(f!("and.pred %gsp1, %gsp1, {g};"));
+        ln!(out; "and.pred %gsp1, %gsp1, ", g, ";");
     }
 }
 
 /// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of `width` bytes
 /// starting at offset `at` (a `.b32` register, overwritten) of its granule: `bad` = the access is
 /// bad. Every check and the loop range test's sweep (loops.rs) make it this way.
-pub(super) fn encoding_test(out: &mut Vec<Line>, scale: Scale, width: u32, shadow: &str, at: &str, bad: &str) {
+pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shadow: &str, at: &str, bad: &str) {
     let t = scale.fast_test(width);
     if t.addend != 0 {
-        out.push(f!("add.u32 {at}, {at}, {};", t.addend));
+        ln!(out; "add.u32 ", at, ", ", at, ", ", t.addend, ";");
     }
     if t.at_least_one {
-        out.push(f!("max.u32 {at}, {at}, 1;"));
+        ln!(out; "max.u32 ", at, ", ", at, ", 1;");
     }
     let cmp = if t.strict { "lt" } else { "le" };
-    out.push(f!("setp.{cmp}.u32 {bad}, {shadow}, {at};"));
+    ln!(out; "setp.", cmp, ".u32 ", bad, ", ", shadow, ", ", at, ";");
 }
 
 /// The whole check of one probe in place: `%gsr0` = shadow byte, `%gsp1` = bad.
-fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Fast<'_>) {
+fn probe_test(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Fast<'_>) {
     let scale = form.scale;
     probe_load(out, form, addr_reg, guard, "%gsr0", fast);
     probe_compare(out, scale, "%gsr0", addr_reg, 0, check_width, None);
@@ -473,62 +552,76 @@ fn probe_test(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32,
 #[allow(clippy::too_many_arguments)]
 pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>, data: bool, fast: Option<&FastPath>) -> String {
     let scale = form.scale;
-    let mut v: Vec<Line> = declare.iter().map(|d| f!(".reg .b32 {d};")).collect();
+    let mut s = String::with_capacity(1024);
+    let mut v = Lines::new(&mut s, indent);
+    for d in declare {
+        ln!(v; ".reg .b32 ", d, ";");
+    }
     if let Some((pred, true, _)) = batch {
-        v.push(f!(".reg .pred {pred};"));
+        ln!(v; ".reg .pred ", pred, ";");
     }
+    let declare_chain = |v: &mut Lines<'_>| {
+        for (decl, _) in chain {
+            v.text(decl);
+        }
+    };
     if batch.is_some() {
-        v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
+        declare_chain(&mut v);
     }
-    v.extend(["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()]);
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<2>;"]);
     if batch.is_none() {
-        v.extend(chain.iter().map(|(decl, _)| Line::from(decl.clone())));
+        declare_chain(&mut v);
     }
-    v.extend(chain.iter().map(|(_, stmt)| Line::from(stmt.clone())));
-    v.push(address_setup(a).into());
+    for (_, stmt) in chain {
+        v.text(stmt);
+    }
+    address_setup(&mut v, a, "%gsa0");
     if data && a.kind == crate::abi::AccessKind::Read {
         // Start fetching the load's data into L2 while its check runs, so the load that follows
         // the check's branch does not add the shadow byte's latency to its own. A prefetch is a
         // hint: an invalid or unmapped address is ignored, a shared-window one is a no-op.
-        v.push("prefetch.L2 [%gsa0];".into());
+        v.text("prefetch.L2 [%gsa0];");
     }
     probe_load(&mut v, form, "%gsa0", None, reg, fast.map(|fp| (fp, "")));
     if let Some((pred, first, width)) = batch {
         probe_compare(&mut v, scale, reg, "%gsa0", 0, width, None);
-        v.push(if first { f!("mov.pred {pred}, %gsp1;") } else { f!("or.pred {pred}, {pred}, %gsp1;") });
+        if first {
+            ln!(v; "mov.pred ", pred, ", %gsp1;");
+        } else {
+            ln!(v; "or.pred ", pred, ", ", pred, ", %gsp1;");
+        }
     }
-    v.push("}".into());
-    render(&v, indent)
+    v.text("}");
+    s
 }
 
 /// One member of a batch's recheck (reached when the batch predicate is set): the full check of
 /// the access at `a` (its base already renamed to where the address lives at the batch point); on
 /// failure it hands the address and packed site to the function's shared report block.
-pub(super) fn batch_recheck(form: Form, a: &Access, width: u32, site: u32) -> String {
+pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32, site: u32) {
     let packed = packed_site(site, width, a.kind as u8);
-    let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<3>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<2>;".into()];
-    v.push(address_setup(a).into());
+    let mut v = Lines::new(out, "\t");
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<2>;"]);
+    address_setup(&mut v, a, "%gsa0");
     probe_test(&mut v, form, "%gsa0", width, None, None);
-    v.push(f!("@%gsp1 mov.b64 {LAST_ADDR}, %gsa0;"));
-    v.push(f!("@%gsp1 mov.b64 {LAST_SITE}, {packed};"));
-    v.push(f!("@%gsp1 bra {SHARED_FAIL};"));
-    v.push("}".into());
-    render(&v, "\t")
+    ln!(v; "@%gsp1 mov.b64 ", LAST_ADDR, ", %gsa0;");
+    ln!(v; "@%gsp1 mov.b64 ", LAST_SITE, ", ", packed, ";");
+    ln!(v; "@%gsp1 bra ", SHARED_FAIL, ";");
+    v.text("}");
 }
 
 /// At a pipelined loop's back edge: the next iteration's shadow byte becomes the current one.
-pub(super) fn next_iteration_move(cur: &str, next: &str) -> String {
-    let mut out = String::new();
-    put(&mut out, "\t", &format!("mov.b32 {cur}, {next};"));
-    out
+pub(super) fn next_iteration_move(out: &mut String, cur: &str, next: &str) {
+    let mut v = Lines::new(out, "\t");
+    ln!(v; "mov.b32 ", cur, ", ", next, ";");
 }
 
-/// `%gsa0` = the access's first byte address.
-fn address_setup(a: &Access) -> String {
+/// `dst` = the access's first byte address.
+fn address_setup(v: &mut Lines<'_>, a: &Access, dst: &str) {
     match &a.base {
-        AddrBase::Reg(r) if a.offset == 0 => format!("mov.b64 %gsa0, {r};"),
-        AddrBase::Reg(r) => format!("add.s64 %gsa0, {r}, {};", a.offset),
-        AddrBase::Imm(x) => format!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64)),
+        AddrBase::Reg(r) if a.offset == 0 => ln!(v; "mov.b64 ", dst, ", ", r, ";"),
+        AddrBase::Reg(r) => ln!(v; "add.s64 ", dst, ", ", r, ", ", a.offset, ";"),
+        AddrBase::Imm(x) => ln!(v; "mov.b64 ", dst, ", ", x.wrapping_add(a.offset as u64), ";"),
     }
 }
 
@@ -550,8 +643,9 @@ pub(super) fn checked_statement_halt(
 ) -> (String, String, bool) {
     let scale = form.scale;
     let ctl = CONTROL_BLOCK_SYMBOL;
-    let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<2>;".into(), ".reg .pred %gsp<5>;".into()];
-    let addr = address_setup(a);
+    let mut inline = String::with_capacity(1024);
+    let mut v = Lines::new(&mut inline, indent);
+    v.texts(&["{", ".reg .b64 %gsa<6>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<5>;"]);
     let shared = matches!((&a.width, a.bulk), (Width::Fixed(_), false));
     // With the shadow byte prefetched, only the low address bits are needed here.
     let prefetched = match (&a.base, &a.width, a.bulk, prefetched) {
@@ -559,12 +653,12 @@ pub(super) fn checked_statement_halt(
         _ => None,
     };
     if prefetched.is_none() {
-        v.push(addr.clone().into());
+        address_setup(&mut v, a, "%gsa0");
     }
     let guard = guard_setup(&mut v, ins, a);
     let kind = a.kind as u8;
-    // (probe label suffix, address setup in the fail block, check width, reported width)
-    let mut probes: Vec<(String, Vec<Line>, u32, String)> = Vec::new();
+    let mut fail = String::new();
+    let mut f = Lines::new(&mut fail, indent);
     match (&a.width, a.bulk) {
         (Width::Fixed(w), false) => {
             // Fixed-width accesses report through the function's one shared block: the address
@@ -575,160 +669,126 @@ pub(super) fn checked_statement_halt(
                 Some((base, w, reg)) => probe_compare(&mut v, scale, reg, base, a.offset, w, guard),
                 None => probe_test(&mut v, form, "%gsa0", *w, guard, fast.map(|fp| (fp, ""))),
             }
-            v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
+            ln!(v; "@%gsp1 bra $gasan_fail_", label, ";");
+            // A stub (no stores: those would cost the fast path registers) that recomputes the
+            // address from the access's operands, names the site and jumps to the shared block.
+            ln!(f; "$gasan_fail_", label, ":");
+            address_setup(&mut f, a, LAST_ADDR);
+            ln!(f; "mov.b64 ", LAST_SITE, ", ", packed_site(site, *w, kind), ";");
+            ln!(f; "bra.uni ", SHARED_FAIL, ";");
         }
         (width, _) => {
-            let (size_setup, size) = match width {
-                Width::Fixed(w) => (format!("mov.b64 %gsa5, {};", u64::from(*w)), w.to_string()),
-                Width::Reg(r) => (format!("cvt.u64.u32 %gsa5, {r};"), r.clone()),
-                Width::Tile { stride, per_stride, row } => (tile_size(stride, *per_stride, *row), TILE_WIDTH.to_string()),
-            };
-            v.push(size_setup.clone().into());
+            let size = size_setup(&mut v, width);
             probe_test(&mut v, form, "%gsa0", 1, guard, fast.map(|fp| (fp, "")));
-            v.push(f!("@%gsp1 bra $gasan_fail_{label};"));
-            v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
-            v.push("sub.s64 %gsa4, %gsa4, 1;".into());
+            ln!(v; "@%gsp1 bra $gasan_fail_", label, ";");
+            v.texts(&["add.s64 %gsa4, %gsa0, %gsa5;", "sub.s64 %gsa4, %gsa4, 1;"]);
             probe_test(&mut v, form, "%gsa4", 1, guard, fast.map(|fp| (fp, "_last")));
-            v.push(f!("@%gsp1 bra $gasan_fail_{label}_last;"));
-            // (A tile's reported width is computed, in the stub too.)
-            let first: Vec<Line> = match width {
-                Width::Tile { .. } => vec![addr.clone().into(), size_setup.clone().into()],
-                _ => vec![addr.clone().into()],
-            };
-            probes.push((String::new(), first, 1, size.clone()));
-            let last: Vec<Line> = vec![addr.clone().into(), size_setup.into(), "add.s64 %gsa0, %gsa0, %gsa5;".into(), "sub.s64 %gsa0, %gsa0, 1;".into()];
-            probes.push(("_last".into(), last, 1, size));
+            ln!(v; "@%gsp1 bra $gasan_fail_", label, "_last;");
+            // One report block per probe (first and last byte), which writes the record inline: a
+            // call here would make the whole kernel pay the calling convention's registers on its
+            // fast path.
+            for suffix in ["", "_last"] {
+                ln!(f; "$gasan_fail_", label, suffix, ":");
+                f.texts(&["{", ".reg .b64 %gsa<6>;", ".reg .b32 %gsr<2>;", ".reg .b64 %ra<3>;", ".reg .b32 %rr<11>;", ".reg .pred %rp<2>;"]);
+                address_setup(&mut f, a, "%gsa0");
+                if suffix == "_last" {
+                    size_setup(&mut f, width);
+                    f.texts(&["add.s64 %gsa0, %gsa0, %gsa5;", "sub.s64 %gsa0, %gsa0, 1;"]);
+                } else if let Width::Tile { .. } = width {
+                    // (A tile's reported width is computed, in the block too.)
+                    size_setup(&mut f, width);
+                }
+                ln!(f; "ld.const.u64 %gsa1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+                f.text("sub.s64 %gsa1, %gsa0, %gsa1;");
+                ln!(f; "shr.u64 %gsa1, %gsa1, ", scale.shift(), ";");
+                ln!(f; "ld.const.u64 %gsa2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
+                f.texts(&["add.s64 %gsa1, %gsa1, %gsa2;", "ld.global.nc.u8 %gsr0, [%gsa1];", "mov.b64 %ra0, %gsa0;"]);
+                ln!(f; "mov.u32 %rr0, ", size, ";");
+                ln!(f; "mov.u32 %rr1, ", kind, ";");
+                ln!(f; "mov.u32 %rr2, ", site, ";");
+                f.text("mov.u32 %rr3, %gsr0;");
+                record_body(&mut f, publish, &format!("_{label}{suffix}"));
+                f.texts(&["trap;", "}"]);
+            }
         }
     }
-    v.push("}".into());
-    let mut inline = render(&v, indent);
+    v.text("}");
     if !original.is_empty() {
-        let _ = writeln!(inline, "{indent}{original}");
-    }
-
-    let mut fail = String::new();
-    if let (true, Width::Fixed(w)) = (shared, &a.width) {
-        // A stub (no stores: those would cost the fast path registers) that recomputes the
-        // address from the access's operands, names the site and jumps to the shared block.
-        let packed = packed_site(site, *w, kind);
-        put(&mut fail, indent, &format!("$gasan_fail_{label}:"));
-        put(&mut fail, indent, &addr.replacen("%gsa0", LAST_ADDR, 1));
-        put(&mut fail, indent, &format!("mov.b64 {LAST_SITE}, {packed};"));
-        put(&mut fail, indent, &format!("bra.uni {SHARED_FAIL};"));
-    }
-    for (suffix, setup, _w, report_width) in probes {
-        let mut f: Vec<Line> = vec![
-            f!("$gasan_fail_{label}{suffix}:"),
-            "{".into(),
-            ".reg .b64 %gsa<6>;".into(),
-            ".reg .b32 %gsr<2>;".into(),
-            ".reg .b64 %ra<3>;".into(),
-            ".reg .b32 %rr<11>;".into(),
-            ".reg .pred %rp<2>;".into(),
-        ];
-        f.extend(setup);
-        f.push(f!("ld.const.u64 %gsa1, [{ctl}+{}];", ctl_offset::POOL_BASE));
-        f.push("sub.s64 %gsa1, %gsa0, %gsa1;".into());
-        f.push(f!("shr.u64 %gsa1, %gsa1, {};", scale.shift()));
-        f.push(f!("ld.const.u64 %gsa2, [{ctl}+{}];", ctl_offset::SHADOW_BASE));
-        f.push("add.s64 %gsa1, %gsa1, %gsa2;".into());
-        f.push("ld.global.nc.u8 %gsr0, [%gsa1];".into());
-        // The record is written inline: a call here would make the whole kernel pay the calling
-        // convention's registers on its fast path.
-        f.push("mov.b64 %ra0, %gsa0;".into());
-        f.push(f!("mov.u32 %rr0, {report_width};"));
-        f.push(f!("mov.u32 %rr1, {kind};"));
-        f.push(f!("mov.u32 %rr2, {site};"));
-        f.push("mov.u32 %rr3, %gsr0;".into());
-        f.extend(record_body(publish, &format!("_{label}{suffix}")).into_iter().map(Line::Owned));
-        f.push("trap;".into());
-        f.push("}".into());
-        render_into(&mut fail, &f, indent);
+        v.verbatim(original);
     }
     (inline, fail, shared)
 }
 
-/// The register holding a `wmma` tile's byte count ([`tile_size`]).
+/// The register holding a `wmma` tile's byte count ([`size_setup`]).
 const TILE_WIDTH: &str = "%gstw";
 
-/// One line leaving a `wmma` tile's byte count, `stride * per_stride + row`, in `%gsa5` (64 bits)
-/// and in [`TILE_WIDTH`] (32 bits, declared here), for the checks and the report.
-fn tile_size(stride: &str, per_stride: u32, row: u32) -> String {
-    format!(".reg .b32 {TILE_WIDTH}; cvt.u64.u32 %gsa5, {stride}; mul.lo.u64 %gsa5, %gsa5, {per_stride}; add.s64 %gsa5, %gsa5, {row}; cvt.u32.u64 {TILE_WIDTH}, %gsa5;")
+/// A bulk access's byte count into `%gsa5`, in one line; returns what the report names as its
+/// width: the constant, the register, or for a `wmma` tile [`TILE_WIDTH`] (declared here), set to
+/// `stride * per_stride + row`.
+fn size_setup<'w>(v: &mut Lines<'_>, width: &'w Width) -> std::borrow::Cow<'w, str> {
+    match width {
+        Width::Fixed(w) => {
+            ln!(v; "mov.b64 %gsa5, ", u64::from(*w), ";");
+            w.to_string().into()
+        }
+        Width::Reg(r) => {
+            ln!(v; "cvt.u64.u32 %gsa5, ", r, ";");
+            r.as_str().into()
+        }
+        Width::Tile { stride, per_stride, row } => {
+            ln!(v; ".reg .b32 ", TILE_WIDTH, "; cvt.u64.u32 %gsa5, ", stride, "; mul.lo.u64 %gsa5, %gsa5, ", per_stride, "; add.s64 %gsa5, %gsa5, ", row, "; cvt.u32.u64 ", TILE_WIDTH, ", %gsa5;");
+            TILE_WIDTH.into()
+        }
+    }
 }
 
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
 #[allow(clippy::too_many_arguments)]
-fn probe(out: &mut Vec<Line>, form: Form, addr_reg: &str, check_width: u32, report_width: &str, kind: u8, site: u32, guard: Option<&str>, fast: Fast<'_>) {
+fn probe(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, report_width: &dyn Piece, kind: u8, site: u32, guard: Option<&str>, fast: Fast<'_>) {
     probe_test(out, form, addr_reg, check_width, guard, fast);
-    out.push("mov.u32 %gsr2, 0;".into());
-    out.push(f!("@%gsp1 call (%gsr2), {SLOW_PATH_SYMBOL}, ({addr_reg}, {report_width}, {kind}, {site}, %gsr0);"));
-    out.push("or.b32 %gsr3, %gsr3, %gsr2;".into());
+    out.text("mov.u32 %gsr2, 0;");
+    ln!(out; "@%gsp1 call (%gsr2), ", SLOW_PATH_SYMBOL, ", (", addr_reg, ", ", report_width, ", ", kind, ", ", site, ", %gsr0);");
+    out.text("or.b32 %gsr3, %gsr3, %gsr2;");
 }
 
 /// The original statement wrapped in its check.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_types: &[Option<String>], original: &str, indent: &str, site: u32, label: u32, fast: Option<&FastPath>) -> String {
-    let mut v: Vec<Line> = vec!["{".into(), ".reg .b64 %gsa<6>;".into(), ".reg .b32 %gsr<4>;".into(), ".reg .pred %gsp<5>;".into()];
+    let mut s = String::with_capacity(1024);
+    let mut v = Lines::new(&mut s, indent);
+    v.texts(&["{", ".reg .b64 %gsa<6>;", ".reg .b32 %gsr<4>;", ".reg .pred %gsp<5>;"]);
     // Address of the first byte.
-    match &a.base {
-        AddrBase::Reg(r) if a.offset == 0 => v.push(f!("mov.b64 %gsa0, {r};")),
-        AddrBase::Reg(r) => v.push(f!("add.s64 %gsa0, {r}, {};", a.offset)),
-        AddrBase::Imm(x) => v.push(f!("mov.b64 %gsa0, {};", x.wrapping_add(a.offset as u64))),
-    }
+    address_setup(&mut v, a, "%gsa0");
     // Guard: the access's own predicate, and a nonzero cp.async src-size.
     let guard = guard_setup(&mut v, ins, a);
-    v.push("mov.u32 %gsr3, 0;".into());
+    v.text("mov.u32 %gsr3, 0;");
     let kind = a.kind as u8;
     match (&a.width, a.bulk) {
-        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, &w.to_string(), kind, site, guard, fast.map(|fp| (fp, ""))),
+        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, w, kind, site, guard, fast.map(|fp| (fp, ""))),
         (width, _) => {
             // Bulk range: first and last byte.
-            let size = match width {
-                Width::Fixed(w) => {
-                    v.push(f!("mov.b64 %gsa5, {};", u64::from(*w)));
-                    w.to_string()
-                }
-                Width::Reg(r) => {
-                    v.push(f!("cvt.u64.u32 %gsa5, {r};"));
-                    r.clone()
-                }
-                Width::Tile { stride, per_stride, row } => {
-                    v.push(tile_size(stride, *per_stride, *row).into());
-                    TILE_WIDTH.to_string()
-                }
-            };
-            probe(&mut v, form, "%gsa0", 1, &size, kind, site, guard, fast.map(|fp| (fp, "")));
-            v.push("add.s64 %gsa4, %gsa0, %gsa5;".into());
-            v.push("sub.s64 %gsa4, %gsa4, 1;".into());
-            probe(&mut v, form, "%gsa4", 1, &size, kind, site, guard, fast.map(|fp| (fp, "_last")));
+            let size = size_setup(&mut v, width);
+            probe(&mut v, form, "%gsa0", 1, &size.as_ref(), kind, site, guard, fast.map(|fp| (fp, "")));
+            v.texts(&["add.s64 %gsa4, %gsa0, %gsa5;", "sub.s64 %gsa4, %gsa4, 1;"]);
+            probe(&mut v, form, "%gsa4", 1, &size.as_ref(), kind, site, guard, fast.map(|fp| (fp, "_last")));
         }
     }
-    v.push("setp.ne.u32 %gsp2, %gsr3, 0;".into());
-    v.push(f!("@%gsp2 bra $gasan_skip_{label};"));
-
-    let mut s = render(&v, indent);
-    let _ = writeln!(s, "{indent}{original}");
-    let zeroing: Vec<String> = a
-        .dests
-        .iter()
-        .zip(dest_types)
-        .filter_map(|(d, ty)| {
-            let bits = ty.as_deref().and_then(super::type_bits).unwrap_or(32);
-            (ty.as_deref() != Some("pred")).then(|| format!("mov.b{bits} {d}, 0;"))
-        })
-        .collect();
-    if zeroing.is_empty() {
-        let _ = writeln!(s, "{indent}$gasan_skip_{label}: {M}");
+    v.text("setp.ne.u32 %gsp2, %gsr3, 0;");
+    ln!(v; "@%gsp2 bra $gasan_skip_", label, ";");
+    v.verbatim(original);
+    let zeroing = a.dests.iter().zip(dest_types).filter(|(_, ty)| ty.as_deref() != Some("pred"));
+    if zeroing.clone().next().is_none() {
+        ln!(v; "$gasan_skip_", label, ":");
     } else {
-        let _ = writeln!(s, "{indent}bra.uni $gasan_done_{label}; {M}");
-        let _ = writeln!(s, "{indent}$gasan_skip_{label}: {M}");
-        for z in zeroing {
-            put(&mut s, indent, &z);
+        ln!(v; "bra.uni $gasan_done_", label, ";");
+        ln!(v; "$gasan_skip_", label, ":");
+        for (d, ty) in zeroing {
+            let bits = ty.as_deref().and_then(super::type_bits).unwrap_or(32);
+            ln!(v; "mov.b", bits, " ", d, ", 0;");
         }
-        let _ = writeln!(s, "{indent}$gasan_done_{label}: {M}");
+        ln!(v; "$gasan_done_", label, ":");
     }
-    let _ = writeln!(s, "{indent}}} {M}");
+    v.text("}");
     s
 }

@@ -28,7 +28,7 @@
 //! Without a heap (heap symbol 0: no runtime, or one that could not reserve the region) the
 //! functions call the driver's own `malloc`/`free`, so the module behaves as the original.
 
-use super::emit::{publish_for, record_body, FenceScope, Publish};
+use super::emit::{publish_for, record_body_lines, FenceScope, Publish};
 use super::{strip_comment, Header, MARKER};
 use crate::abi::{ctl_offset, free_error, AccessKind, CONTROL_BLOCK_SYMBOL, FLAG_RECOVER};
 use crate::device_heap::{block_offset, heap_offset, heap_symbol, BLOCK_FREED, BLOCK_LIVE};
@@ -503,7 +503,7 @@ fn heap_free(scale: Scale, heap: &str, publish: Publish) -> Vec<String> {
         "ld.param.u32 %rr2, [gasan_site];".into(),
         "mov.u32 %rr3, %hr9;".into(),
     ]);
-    v.extend(record_body(publish, "_free"));
+    v.extend(record_body_lines(publish, "_free"));
     v.extend([
         // Halt mode stops the kernel like a bad access; recover mode leaves the memory alone.
         format!("ld.const.u64 %ra1, [{ctl}+{}];", ctl_offset::FLAGS),

@@ -33,13 +33,13 @@
 use super::access::{parse_int, AddrBase, Instr, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
+use super::emit::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
 use super::{has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 /// Longest loop body considered (lines).
 const MAX_BODY: usize = 400;
@@ -66,8 +66,9 @@ pub(super) struct Versioned<'a> {
 /// extent-table entry ([`crate::abi::ControlBlock::extent_table`]: entry `i` describes the pool
 /// block `off >> shift == i`), in place. The range tests here and the kernel-parameter lookups
 /// (bounds.rs) both read the table this way.
-pub(super) fn extent_entry_address(off: &str, shift: &str, table: &str) -> [String; 2] {
-    [format!("shr.u64 {off}, {off}, {shift};"), format!("mad.lo.u64 {off}, {off}, {}, {table};", crate::abi::EXTENT_ENTRY_SIZE)]
+pub(super) fn extent_entry_address(v: &mut Lines<'_>, off: &str, shift: &str, table: &str) {
+    ln!(v; "shr.u64 ", off, ", ", off, ", ", shift, ";");
+    ln!(v; "mad.lo.u64 ", off, ", ", off, ", ", crate::abi::EXTENT_ENTRY_SIZE, ", ", table, ";");
 }
 
 impl Versioned<'_> {
@@ -121,46 +122,39 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
 /// sweep never reads more shadow bytes than the checked loop would.
 pub(super) fn sweep_function(scale: Scale) -> String {
     let (ctl, sh, gran) = (CONTROL_BLOCK_SYMBOL, scale.shift(), scale.granule());
-    let mut body: Vec<Cow<'static, str>> = vec![
-        ".reg .b64 %s<8>;".into(),
-        ".reg .b32 %w<4>;".into(),
-        ".reg .pred %q<3>;".into(),
-        "mov.u32 %w0, 0;".into(),
-        "st.param.b32 [gasan_ok], %w0;".into(),
-        "ld.param.u64 %s0, [gasan_lo];".into(),
-        "ld.param.u64 %s1, [gasan_hi];".into(),
-        "ld.param.u64 %s2, [gasan_n];".into(),
-        Cow::Owned(format!("ld.const.u64 %s3, [{ctl}+{}];", ctl_offset::POOL_BASE)),
-        Cow::Owned(format!("ld.const.u64 %s4, [{ctl}+{}];", ctl_offset::POOL_SIZE)),
-        Cow::Owned(format!("ld.const.u64 %s5, [{ctl}+{}];", ctl_offset::SHADOW_BASE)),
-        "sub.s64 %s6, %s0, %s3;".into(),
-        "sub.s64 %s7, %s1, %s3;".into(),
-        "setp.lt.u64 %q0, %s6, %s4;".into(),
-        "setp.lt.and.u64 %q0, %s7, %s4, %q0;".into(),
-        "setp.le.and.u64 %q0, %s0, %s1, %q0;".into(),
-        "@!%q0 ret;".into(),
-        Cow::Owned(format!("shr.u64 %s6, %s6, {sh};")),
-        Cow::Owned(format!("shr.u64 %s7, %s7, {sh};")),
-        "sub.s64 %s0, %s7, %s6;".into(),
-        "setp.le.u64 %q0, %s0, %s2;".into(),
-        "@!%q0 ret;".into(),
+    let mut out = format!(".func (.param .b32 gasan_ok) {RANGE_SWEEP_SYMBOL}(.param .b64 gasan_lo, .param .b64 gasan_hi, .param .b64 gasan_n)\n{{\n");
+    let mut body = Lines::unmarked(&mut out, "\t");
+    body.texts(&[
+        ".reg .b64 %s<8>;",
+        ".reg .b32 %w<4>;",
+        ".reg .pred %q<3>;",
+        "mov.u32 %w0, 0;",
+        "st.param.b32 [gasan_ok], %w0;",
+        "ld.param.u64 %s0, [gasan_lo];",
+        "ld.param.u64 %s1, [gasan_hi];",
+        "ld.param.u64 %s2, [gasan_n];",
+    ]);
+    ln!(body; "ld.const.u64 %s3, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+    ln!(body; "ld.const.u64 %s4, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
+    ln!(body; "ld.const.u64 %s5, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
+    body.texts(&["sub.s64 %s6, %s0, %s3;", "sub.s64 %s7, %s1, %s3;", "setp.lt.u64 %q0, %s6, %s4;", "setp.lt.and.u64 %q0, %s7, %s4, %q0;", "setp.le.and.u64 %q0, %s0, %s1, %q0;", "@!%q0 ret;"]);
+    ln!(body; "shr.u64 %s6, %s6, ", sh, ";");
+    ln!(body; "shr.u64 %s7, %s7, ", sh, ";");
+    body.texts(&[
+        "sub.s64 %s0, %s7, %s6;",
+        "setp.le.u64 %q0, %s0, %s2;",
+        "@!%q0 ret;",
         // %s6, %s7: the shadow bytes of the first and the last granule.
-        "add.s64 %s6, %s5, %s6;".into(),
-        "add.s64 %s7, %s5, %s7;".into(),
-        "cvt.u32.u64 %w1, %s1;".into(),
-        Cow::Owned(format!("and.b32 %w1, %w1, {};", gran - 1)),
-        "$gasan_sweep:".into(),
-        "ld.global.nc.u8 %w2, [%s6];".into(),
-        "setp.eq.u64 %q1, %s6, %s7;".into(),
-        Cow::Owned(format!("selp.b32 %w3, %w1, {}, %q1;", gran - 1)),
-    ];
+        "add.s64 %s6, %s5, %s6;",
+        "add.s64 %s7, %s5, %s7;",
+        "cvt.u32.u64 %w1, %s1;",
+    ]);
+    ln!(body; "and.b32 %w1, %w1, ", gran - 1, ";");
+    body.texts(&["$gasan_sweep:", "ld.global.nc.u8 %w2, [%s6];", "setp.eq.u64 %q1, %s6, %s7;"]);
+    ln!(body; "selp.b32 %w3, %w1, ", gran - 1, ", %q1;");
     // The one-byte check at offset %w3 of the granule, as every checked access makes it.
     super::emit::encoding_test(&mut body, scale, 1, "%w2", "%w3", "%q2");
-    body.extend(["@%q2 ret;".into(), "add.s64 %s6, %s6, 1;".into(), "@!%q1 bra $gasan_sweep;".into(), "mov.u32 %w0, 1;".into(), "st.param.b32 [gasan_ok], %w0;".into(), "ret;".into()]);
-    let mut out = format!(".func (.param .b32 gasan_ok) {RANGE_SWEEP_SYMBOL}(.param .b64 gasan_lo, .param .b64 gasan_hi, .param .b64 gasan_n)\n{{\n");
-    for l in body {
-        let _ = writeln!(out, "\t{l}");
-    }
+    body.texts(&["@%q2 ret;", "add.s64 %s6, %s6, 1;", "@!%q1 bra $gasan_sweep;", "mov.u32 %w0, 1;", "st.param.b32 [gasan_ok], %w0;", "ret;"]);
     out.push_str("}\n");
     out
 }
@@ -650,7 +644,9 @@ struct Emitter<'b, 'a> {
     regs: &'b RegTypes,
     /// The shadow encoding the sweep reads.
     scale: Scale,
-    decls: Vec<String>,
+    /// The test's register declarations, each a marked line.
+    decls: String,
+    /// Its statements, each a marked line.
     code: String,
     next: usize,
     /// The test's predicate: every condition is ANDed into it.
@@ -668,18 +664,31 @@ enum At {
 
 impl<'b, 'a> Emitter<'b, 'a> {
     fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale) -> Self {
-        Self { id, body, bivs, regs, scale, decls: Vec::new(), code: String::new(), next: 0, ok: String::new() }
+        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new() }
     }
 
+    /// A new register of type `ty`, declared in the test's scope.
     fn temp(&mut self, ty: &str) -> String {
-        let name = format!("%gsh{}_{}", self.id, self.next);
+        let mut name = numbered("%gsh", self.id);
+        name.push('_');
+        self.next.put(&mut name);
         self.next += 1;
-        self.decls.push(format!(".reg .{ty} {name};"));
+        ln!(Lines::new(&mut self.decls, "\t"); ".reg .", ty, " ", name, ";");
         name
     }
 
-    fn line(&mut self, s: std::fmt::Arguments<'_>) {
-        let _ = writeln!(self.code, "\t{s} {MARKER}");
+    /// A `.b{bits}` [`Emitter::temp`].
+    fn temp_bits(&mut self, bits: u32) -> String {
+        self.temp(&numbered("b", bits))
+    }
+
+    /// The test's statements ([`ln!`] writes through [`Emitter::line`]).
+    fn lines(&mut self) -> Lines<'_> {
+        Lines::new(&mut self.code, "\t")
+    }
+
+    fn line(&mut self, pieces: impl FnOnce(&mut String)) {
+        self.lines().line(pieces);
     }
 
     /// The range test, and whether it calls the sweep; `None` when something in it cannot be
@@ -687,10 +696,10 @@ impl<'b, 'a> Emitter<'b, 'a> {
     fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<(String, bool)> {
         let ctl = CONTROL_BLOCK_SYMBOL;
         let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
-        self.line(format_args!("ld.const.u64 {base}, [{ctl}+{}];", ctl_offset::POOL_BASE));
-        self.line(format_args!("ld.const.u64 {size}, [{ctl}+{}];", ctl_offset::POOL_SIZE));
-        self.line(format_args!("ld.const.u64 {table}, [{ctl}+{}];", ctl_offset::EXTENT_TABLE));
-        self.line(format_args!("ld.const.u32 {shift}, [{ctl}+{}];", ctl_offset::EXTENT_SHIFT));
+        ln!(self; "ld.const.u64 ", base, ", [", ctl, "+", ctl_offset::POOL_BASE, "];");
+        ln!(self; "ld.const.u64 ", size, ", [", ctl, "+", ctl_offset::POOL_SIZE, "];");
+        ln!(self; "ld.const.u64 ", table, ", [", ctl, "+", ctl_offset::EXTENT_TABLE, "];");
+        ln!(self; "ld.const.u32 ", shift, ", [", ctl, "+", ctl_offset::EXTENT_SHIFT, "];");
         // Sweeps where some range can have one ([`Emitter::sweepable`]); a range that cannot
         // must pass its extent lookup as in the plain test. The sweep is a predicated call, so
         // the test stays one straight-line block either way (sweeps written inline, with
@@ -700,9 +709,9 @@ impl<'b, 'a> Emitter<'b, 'a> {
         if sweeping {
             // The pool exists (an unwritten control block reads zero: the checked loop runs, and
             // checks nothing either).
-            self.line(format_args!("setp.ne.u64 {ok}, {size}, 0;"));
+            ln!(self; "setp.ne.u64 ", ok, ", ", size, ", 0;");
         } else {
-            self.line(format_args!("setp.ne.u64 {ok}, {table}, 0;"));
+            ln!(self; "setp.ne.u64 ", ok, ", ", table, ", 0;");
         }
         self.ok = ok.clone();
 
@@ -721,8 +730,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 }
                 _ => {
                     let next = self.value_of_stmt(d, At::First, &mut memo, &HashMap::default())?;
-                    let t = self.temp(&format!("b{bits}"));
-                    self.line(format_args!("sub.s{bits} {t}, {next}, {r};"));
+                    let t = self.temp_bits(bits);
+                    ln!(self; "sub.s", bits, " ", t, ", ", next, ", ", r, ";");
                     t
                 }
             };
@@ -731,8 +740,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let tm1 = self.trip_count(exit, &steps, &mut memo)?;
         // Bound the count so that count × step cannot wrap.
         let q = self.temp("pred");
-        self.line(format_args!("setp.lt.u64 {q}, {tm1}, 2147483648;"));
-        self.line(format_args!("and.pred {ok}, {ok}, {q};"));
+        ln!(self; "setp.lt.u64 ", q, ", ", tm1, ", 2147483648;");
+        ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
         // Last values of the induction variables.
         let mut last: HashMap<&'a str, String> = HashMap::default();
         let used = self.used_bivs(ranges);
@@ -741,29 +750,29 @@ impl<'b, 'a> Emitter<'b, 'a> {
             let step64 = self.widen(&step, bits, true);
             if parse_int(&step).is_none() {
                 let (a, q) = (self.temp("b64"), self.temp("pred"));
-                self.line(format_args!("abs.s64 {a}, {step64};"));
-                self.line(format_args!("setp.lt.u64 {q}, {a}, 2147483648;"));
-                self.line(format_args!("and.pred {ok}, {ok}, {q};"));
+                ln!(self; "abs.s64 ", a, ", ", step64, ";");
+                ln!(self; "setp.lt.u64 ", q, ", ", a, ", 2147483648;");
+                ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
             }
-            let v = self.temp(&format!("b{bits}"));
+            let v = self.temp_bits(bits);
             if bits == 64 {
                 let t = self.temp("b64");
-                self.line(format_args!("mul.lo.s64 {t}, {tm1}, {step64};"));
-                self.line(format_args!("add.s64 {v}, {r}, {t};"));
+                ln!(self; "mul.lo.s64 ", t, ", ", tm1, ", ", step64, ";");
+                ln!(self; "add.s64 ", v, ", ", r, ", ", t, ";");
             } else {
                 // The loop computes it modulo 2^32; the 64-bit value shows whether it wrapped
                 // (as signed or as unsigned) on the way, which would break monotony.
                 let (n32, t) = (self.temp("b32"), self.temp("b32"));
-                self.line(format_args!("cvt.u32.u64 {n32}, {tm1};"));
-                self.line(format_args!("mul.lo.s32 {t}, {n32}, {step};"));
-                self.line(format_args!("add.s32 {v}, {r}, {t};"));
+                ln!(self; "cvt.u32.u64 ", n32, ", ", tm1, ";");
+                ln!(self; "mul.lo.s32 ", t, ", ", n32, ", ", step, ";");
+                ln!(self; "add.s32 ", v, ", ", r, ", ", t, ";");
                 for (conv, lo, hi) in [("cvt.s64.s32", "-2147483648", "2147483647"), ("cvt.u64.u32", "0", "4294967295")] {
                     let (w, e, q) = (self.temp("b64"), self.temp("b64"), self.temp("pred"));
-                    self.line(format_args!("{conv} {w}, {r};"));
-                    self.line(format_args!("mad.lo.s64 {e}, {tm1}, {step64}, {w};"));
-                    self.line(format_args!("setp.ge.s64 {q}, {e}, {lo};"));
-                    self.line(format_args!("setp.le.and.s64 {q}, {e}, {hi}, {q};"));
-                    self.line(format_args!("and.pred {ok}, {ok}, {q};"));
+                    ln!(self; conv, " ", w, ", ", r, ";");
+                    ln!(self; "mad.lo.s64 ", e, ", ", tm1, ", ", step64, ", ", w, ";");
+                    ln!(self; "setp.ge.s64 ", q, ", ", e, ", ", lo, ";");
+                    ln!(self; "setp.le.and.s64 ", q, ", ", e, ", ", hi, ", ", q, ";");
+                    ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
                 }
             }
             last.insert(r, v);
@@ -774,12 +783,12 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 let (lo, hi) = self.span(g, &mut memo, &last)?;
                 self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
-            self.line(format_args!("@!{ok} bra {label};"));
+            ln!(self; "@!", ok, " bra ", label, ";");
             return Some((self.finish(), false));
         }
         // The conditions so far (count, no wrapping) hold for every range: without them no first
         // or last address means anything.
-        self.line(format_args!("@!{ok} bra {label};"));
+        ln!(self; "@!", ok, " bra ", label, ";");
         // Each hoisted address: first and last value, the span, then the extent lookup, all
         // lookups issued before any result is waited for (their latencies overlap). A range whose
         // extent entry proves nothing (blocks in shared slabs have none) then has its shadow swept
@@ -791,47 +800,46 @@ impl<'b, 'a> Emitter<'b, 'a> {
         for g in ranges {
             let (lo, hi) = self.span(g, &mut memo, &last)?;
             let r = self.temp("pred");
-            self.line(format_args!("setp.ne.u64 {r}, {table}, 0;"));
+            ln!(self; "setp.ne.u64 ", r, ", ", table, ", 0;");
             self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
             passed.push(r);
         }
         for ((g, r), sweepable) in ranges.iter().zip(&passed).zip(sweepable) {
             if !sweepable {
-                self.line(format_args!("and.pred {ok}, {ok}, {r};"));
+                ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
                 continue;
             }
             let (lo, hi) = self.span(g, &mut HashMap::default(), &last)?;
             let (call, swept, v) = (self.temp("pred"), self.temp("pred"), self.temp("b32"));
-            self.line(format_args!("not.pred {call}, {r};"));
+            ln!(self; "not.pred ", call, ", ", r, ";");
             let id = self.next;
             self.next += 1;
-            let _ = writeln!(self.code, "\t{{ {MARKER}");
-            self.line(format_args!(".param .b64 %gsc{id}_lo;"));
-            self.line(format_args!(".param .b64 %gsc{id}_hi;"));
-            self.line(format_args!(".param .b64 %gsc{id}_n;"));
-            self.line(format_args!(".param .b32 %gsc{id}_ok;"));
-            self.line(format_args!("st.param.b64 [%gsc{id}_lo], {lo};"));
-            self.line(format_args!("st.param.b64 [%gsc{id}_hi], {hi};"));
-            self.line(format_args!("st.param.b64 [%gsc{id}_n], {tm1};"));
-            self.line(format_args!("@{call} call.uni (%gsc{id}_ok), {RANGE_SWEEP_SYMBOL}, (%gsc{id}_lo, %gsc{id}_hi, %gsc{id}_n);"));
-            self.line(format_args!("ld.param.b32 {v}, [%gsc{id}_ok];"));
-            let _ = writeln!(self.code, "\t}} {MARKER}");
-            self.line(format_args!("setp.ne.and.u32 {swept}, {v}, 0, {call};"));
-            self.line(format_args!("or.pred {r}, {r}, {swept};"));
-            self.line(format_args!("and.pred {ok}, {ok}, {r};"));
+            self.lines().text("{");
+            ln!(self; ".param .b64 %gsc", id, "_lo;");
+            ln!(self; ".param .b64 %gsc", id, "_hi;");
+            ln!(self; ".param .b64 %gsc", id, "_n;");
+            ln!(self; ".param .b32 %gsc", id, "_ok;");
+            ln!(self; "st.param.b64 [%gsc", id, "_lo], ", lo, ";");
+            ln!(self; "st.param.b64 [%gsc", id, "_hi], ", hi, ";");
+            ln!(self; "st.param.b64 [%gsc", id, "_n], ", tm1, ";");
+            ln!(self; "@", call, " call.uni (%gsc", id, "_ok), ", RANGE_SWEEP_SYMBOL, ", (%gsc", id, "_lo, %gsc", id, "_hi, %gsc", id, "_n);");
+            ln!(self; "ld.param.b32 ", v, ", [%gsc", id, "_ok];");
+            self.lines().text("}");
+            ln!(self; "setp.ne.and.u32 ", swept, ", ", v, ", 0, ", call, ";");
+            ln!(self; "or.pred ", r, ", ", r, ", ", swept, ";");
+            ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
         }
-        self.line(format_args!("@!{ok} bra {label};"));
+        ln!(self; "@!", ok, " bra ", label, ";");
         Some((self.finish(), true))
     }
 
     /// The test as one block: its register declarations, then its code.
     fn finish(self) -> String {
-        let mut out = format!("\t{{ {MARKER}\n");
-        for d in &self.decls {
-            let _ = writeln!(out, "\t{d} {MARKER}");
-        }
+        let mut out = String::with_capacity(self.decls.len() + self.code.len() + 64);
+        Lines::new(&mut out, "\t").text("{");
+        out.push_str(&self.decls);
         out.push_str(&self.code);
-        let _ = writeln!(out, "\t}} {MARKER}");
+        Lines::new(&mut out, "\t").text("}");
         out
     }
 
@@ -856,18 +864,16 @@ impl<'b, 'a> Emitter<'b, 'a> {
     /// entry names (the lookup is made only while `pred` holds).
     fn extent_lookup(&mut self, lo: &str, hi: &str, pred: &str, [base, size, shift, table]: [&str; 4]) {
         let (off, q, start, end) = (self.temp("b64"), self.temp("pred"), self.temp("b64"), self.temp("b64"));
-        self.line(format_args!("sub.s64 {off}, {lo}, {base};"));
-        self.line(format_args!("setp.lt.u64 {q}, {off}, {size};"));
-        self.line(format_args!("and.pred {pred}, {pred}, {q};"));
-        self.line(format_args!("setp.le.and.u64 {pred}, {lo}, {hi}, {pred};"));
-        for l in extent_entry_address(&off, shift, table) {
-            self.line(format_args!("{l}"));
-        }
-        self.line(format_args!("mov.u64 {start}, 0;"));
-        self.line(format_args!("mov.u64 {end}, 0;"));
-        self.line(format_args!("@{pred} ld.global.v2.u64 {{{start}, {end}}}, [{off}];"));
-        self.line(format_args!("setp.ge.and.u64 {pred}, {lo}, {start}, {pred};"));
-        self.line(format_args!("setp.lt.and.u64 {pred}, {hi}, {end}, {pred};"));
+        ln!(self; "sub.s64 ", off, ", ", lo, ", ", base, ";");
+        ln!(self; "setp.lt.u64 ", q, ", ", off, ", ", size, ";");
+        ln!(self; "and.pred ", pred, ", ", pred, ", ", q, ";");
+        ln!(self; "setp.le.and.u64 ", pred, ", ", lo, ", ", hi, ", ", pred, ";");
+        extent_entry_address(&mut self.lines(), &off, shift, table);
+        ln!(self; "mov.u64 ", start, ", 0;");
+        ln!(self; "mov.u64 ", end, ", 0;");
+        ln!(self; "@", pred, " ld.global.v2.u64 {", start, ", ", end, "}, [", off, "];");
+        ln!(self; "setp.ge.and.u64 ", pred, ", ", lo, ", ", start, ", ", pred, ";");
+        ln!(self; "setp.lt.and.u64 ", pred, ", ", hi, ", ", end, ", ", pred, ";");
     }
 
     /// The lowest and the highest byte `g`'s accesses touch over the whole loop (from the first
@@ -877,13 +883,13 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let lastv = self.value_of(&g.reg, g.def, At::Mapped, memo, last)?;
         let (lo, hi) = (self.temp("b64"), self.temp("b64"));
         if first == lastv {
-            self.line(format_args!("add.s64 {lo}, {first}, {};", g.lo));
-            self.line(format_args!("add.s64 {hi}, {first}, {};", g.hi_end - 1));
+            ln!(self; "add.s64 ", lo, ", ", first, ", ", g.lo, ";");
+            ln!(self; "add.s64 ", hi, ", ", first, ", ", g.hi_end - 1, ";");
         } else {
-            self.line(format_args!("min.u64 {lo}, {first}, {lastv};"));
-            self.line(format_args!("max.u64 {hi}, {first}, {lastv};"));
-            self.line(format_args!("add.s64 {lo}, {lo}, {};", g.lo));
-            self.line(format_args!("add.s64 {hi}, {hi}, {};", g.hi_end - 1));
+            ln!(self; "min.u64 ", lo, ", ", first, ", ", lastv, ";");
+            ln!(self; "max.u64 ", hi, ", ", first, ", ", lastv, ";");
+            ln!(self; "add.s64 ", lo, ", ", lo, ", ", g.lo, ";");
+            ln!(self; "add.s64 ", hi, ", ", hi, ", ", g.hi_end - 1, ";");
         }
         Some((lo, hi))
     }
@@ -957,8 +963,8 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 None => op.to_string(),
             });
         }
-        let t = self.temp(&format!("b{bits}"));
-        self.line(format_args!("{} {t}, {};", b.ins.opcode, srcs.join(", ")));
+        let t = self.temp_bits(bits);
+        ln!(self; b.ins.opcode.text, " ", t, ", ", srcs.join(", "), ";");
         memo.insert((at, d), t.clone());
         Some(t)
     }
@@ -972,7 +978,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             return if signed { i64::from(k as i32).to_string() } else { u64::from(k as u32).to_string() };
         }
         let t = self.temp("b64");
-        self.line(format_args!("cvt.{}64.{}32 {t}, {v};", if signed { "s" } else { "u" }, if signed { "s" } else { "u" }));
+        ln!(self; "cvt.", if signed { "s" } else { "u" }, "64.", if signed { "s" } else { "u" }, "32 ", t, ", ", v, ";");
         t
     }
 
@@ -1006,16 +1012,16 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 // variable advanced by its step.
                 let mut advanced: HashMap<&'a str, String> = HashMap::default();
                 for (r, (s, b)) in steps {
-                    let t = self.temp(&format!("b{b}"));
-                    self.line(format_args!("add.s{b} {t}, {r}, {s};"));
+                    let t = self.temp_bits(*b);
+                    ln!(self; "add.s", b, " ", t, ", ", r, ", ", s, ";");
                     advanced.insert(r, t);
                 }
                 let c1 = match st.srcs[c_src] {
                     Some(d) => self.value_of_stmt(d, At::Mapped, &mut HashMap::default(), &advanced)?,
                     None => return None,
                 };
-                let t = self.temp(&format!("b{bits}"));
-                self.line(format_args!("sub.s{bits} {t}, {c1}, {c0};"));
+                let t = self.temp_bits(bits);
+                ln!(self; "sub.s", bits, " ", t, ", ", c1, ", ", c0, ";");
                 t
             }
         };
@@ -1030,18 +1036,18 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 if k == 0 {
                     return None;
                 }
-                let d = self.temp(&format!("b{bits}"));
+                let d = self.temp_bits(bits);
                 if k > 0 {
-                    self.line(format_args!("sub.s{bits} {d}, {bound}, {c0};"));
+                    ln!(self; "sub.s", bits, " ", d, ", ", bound, ", ", c0, ";");
                 } else {
-                    self.line(format_args!("sub.s{bits} {d}, {c0}, {bound};"));
+                    ln!(self; "sub.s", bits, " ", d, ", ", c0, ", ", bound, ";");
                 }
                 let n = self.widen(&d, bits, false);
                 let (r, a) = (self.temp("b64"), k.unsigned_abs());
-                self.line(format_args!("div.u64 {tm1}, {n}, {a};"));
-                self.line(format_args!("rem.u64 {r}, {n}, {a};"));
-                self.line(format_args!("setp.eq.u64 {q}, {r}, 0;"));
-                self.line(format_args!("and.pred {ok}, {ok}, {q};"));
+                ln!(self; "div.u64 ", tm1, ", ", n, ", ", a, ";");
+                ln!(self; "rem.u64 ", r, ", ", n, ", ", a, ";");
+                ln!(self; "setp.eq.u64 ", q, ", ", r, ", 0;");
+                ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
             }
             _ => {
                 let up = matches!(cmp, Cmp::Lt | Cmp::Le);
@@ -1056,15 +1062,15 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     None => {
                         let a = self.temp("b64");
                         if up {
-                            self.line(format_args!("mov.b64 {a}, {sw};"));
+                            ln!(self; "mov.b64 ", a, ", ", sw, ";");
                         } else {
-                            self.line(format_args!("neg.s64 {a}, {sw};"));
+                            ln!(self; "neg.s64 ", a, ", ", sw, ";");
                         }
-                        self.line(format_args!("setp.gt.s64 {q}, {a}, 0;"));
-                        self.line(format_args!("and.pred {ok}, {ok}, {q};"));
+                        ln!(self; "setp.gt.s64 ", q, ", ", a, ", 0;");
+                        ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
                         // A failed test divides by 1 (its result is not used).
                         let div = self.temp("b64");
-                        self.line(format_args!("max.s64 {div}, {a}, 1;"));
+                        ln!(self; "max.s64 ", div, ", ", a, ", 1;");
                         div
                     }
                 };
@@ -1077,30 +1083,30 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     Cmp::Gt => ("le", true),
                     _ => ("lt", false),
                 };
-                self.line(format_args!("setp.{done_cmp}.{ty} {done}, {cw}, {bw};"));
+                ln!(self; "setp.", done_cmp, ".", ty, " ", done, ", ", cw, ", ", bw, ";");
                 if up {
-                    self.line(format_args!("sub.s64 {dist}, {bw}, {cw};"));
+                    ln!(self; "sub.s64 ", dist, ", ", bw, ", ", cw, ";");
                 } else {
-                    self.line(format_args!("sub.s64 {dist}, {cw}, {bw};"));
+                    ln!(self; "sub.s64 ", dist, ", ", cw, ", ", bw, ";");
                 }
                 if strict {
                     // ceil(dist / |step|)
-                    self.line(format_args!("add.s64 {dist}, {dist}, {div};"));
-                    self.line(format_args!("sub.s64 {dist}, {dist}, 1;"));
-                    self.line(format_args!("div.u64 {cnt}, {dist}, {div};"));
+                    ln!(self; "add.s64 ", dist, ", ", dist, ", ", div, ";");
+                    ln!(self; "sub.s64 ", dist, ", ", dist, ", 1;");
+                    ln!(self; "div.u64 ", cnt, ", ", dist, ", ", div, ";");
                 } else {
-                    self.line(format_args!("div.u64 {cnt}, {dist}, {div};"));
-                    self.line(format_args!("add.s64 {cnt}, {cnt}, 1;"));
+                    ln!(self; "div.u64 ", cnt, ", ", dist, ", ", div, ";");
+                    ln!(self; "add.s64 ", cnt, ", ", cnt, ", 1;");
                 }
-                self.line(format_args!("selp.b64 {tm1}, 0, {cnt}, {done};"));
+                ln!(self; "selp.b64 ", tm1, ", 0, ", cnt, ", ", done, ";");
                 // The last compared value must not have wrapped in the comparison's type.
                 if bits == 32 {
                     let (e, q2) = (self.temp("b64"), self.temp("pred"));
-                    self.line(format_args!("mad.lo.s64 {e}, {tm1}, {sw}, {cw};"));
+                    ln!(self; "mad.lo.s64 ", e, ", ", tm1, ", ", sw, ", ", cw, ";");
                     let (lo, hi) = if signed { ("-2147483648", "2147483647") } else { ("0", "4294967295") };
-                    self.line(format_args!("setp.ge.s64 {q2}, {e}, {lo};"));
-                    self.line(format_args!("setp.le.and.s64 {q2}, {e}, {hi}, {q2};"));
-                    self.line(format_args!("and.pred {ok}, {ok}, {q2};"));
+                    ln!(self; "setp.ge.s64 ", q2, ", ", e, ", ", lo, ";");
+                    ln!(self; "setp.le.and.s64 ", q2, ", ", e, ", ", hi, ", ", q2, ";");
+                    ln!(self; "and.pred ", ok, ", ", ok, ", ", q2, ";");
                 }
             }
         }

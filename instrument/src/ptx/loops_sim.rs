@@ -796,7 +796,7 @@ mod space_checks {
     use super::{Flow, Machine};
     use crate::ptx::access::split_instr;
     use crate::ptx::bodies::Bodies;
-    use crate::ptx::spaces::{analyze, check_body, plan};
+    use crate::ptx::spaces::{analyze, check_body_lines, plan};
     use crate::ptx::Line;
     use proptest::prelude::*;
 
@@ -817,7 +817,7 @@ mod space_checks {
         for (r, v) in [("t", BASE), ("%r2", BASE.wrapping_add(offset as u64) & 0xffff_ffff), ("%laneid", lane), ("%r5", 100)] {
             machine.regs.insert(r.to_string(), v);
         }
-        for line in check_body(&c, None).1 {
+        for line in check_body_lines(&c, None) {
             for s in line.split(';').map(str::trim).filter(|s| !s.is_empty() && !s.starts_with('.')) {
                 assert!(matches!(machine.exec(0, s), Flow::Next), "{s}");
             }

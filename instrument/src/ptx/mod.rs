@@ -545,6 +545,14 @@ fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     None
 }
 
+/// Whether `s` contains one of `words`, each of which starts with `.` (a directive or qualifier
+/// such as `.shared`): tested at each `.` found by `memchr`, which costs a line less than one
+/// substring searcher per word.
+fn contains_dotted(s: &str, words: &[&str]) -> bool {
+    debug_assert!(words.iter().all(|w| w.starts_with('.')));
+    memchr::memchr_iter(b'.', s.as_bytes()).any(|i| words.iter().any(|w| s[i..].starts_with(w)))
+}
+
 /// Function-level state while scanning.
 struct FuncState {
     name: String,
@@ -818,13 +826,13 @@ impl<'a> Rewriter<'a> {
                 self.out.push_str(&emit::function_decls());
             }
             if let (true, false, Some(b)) = (opened_now, closes_body, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
-                self.out.push_str(&b.entry_lookups(self.opts.scale));
+                b.entry_lookups(&mut self.out, self.opts.scale);
             }
         }
 
         // A tagged parameter read by the program is untagged right after (bounds.rs).
-        if let Some(text) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()).and_then(|b| b.untag_after(i)) {
-            self.out.push_str(&text);
+        if let Some(b) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()) {
+            b.untag_after(&mut self.out, i);
         }
         w.depth += opens - closes;
         if w.depth < 0 {
@@ -857,7 +865,7 @@ impl<'a> Rewriter<'a> {
                     if let (Some((first, _)), access::Width::Fixed(wd)) = (batch, &a.width) {
                         // Its site, and its part of the batch's recheck.
                         let site = new_site(&mut self.sites, f, plans.ptx_line(p.access), p.loc, a.kind, *wd);
-                        w.batch_recheck.entry(first).or_default().push_str(&emit::batch_recheck(self.opts.form(), &a, *wd, site));
+                        emit::batch_recheck(w.batch_recheck.entry(first).or_default(), self.opts.form(), &a, *wd, site);
                         w.batched.insert(p.access);
                     }
                 }
@@ -874,7 +882,7 @@ impl<'a> Rewriter<'a> {
         }
         for &j in plans.coalescing.prefetch.moves.get(&i).into_iter().flatten() {
             if w.prefetched.contains(&j) {
-                self.out.push_str(&emit::next_iteration_move(&prefetch_reg(j), &next_iteration_reg(j)));
+                emit::next_iteration_move(&mut self.out, &prefetch_reg(j), &next_iteration_reg(j));
             }
         }
     }
@@ -907,7 +915,11 @@ impl<'a> Rewriter<'a> {
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
             let stmt = parsed.text;
-            let text = if parsed.terminated { format!("{stmt};") } else { stmt.to_string() };
+            let mut text = String::with_capacity(stmt.len() + 1);
+            text.push_str(stmt);
+            if parsed.terminated {
+                text.push(';');
+            }
             if let (Some(c), false) = (space_check, verbatim) {
                 self.out.push_str(&c);
             }
@@ -1109,7 +1121,7 @@ impl<'a> Rewriter<'a> {
             if stmt.starts_with(['{', '}', '.']) {
                 f.block_checks.clear();
             }
-            return Ok(format!("{indent}{text}\n"));
+            return Ok(indented(indent, text));
         };
         let access = match class {
             Classified::NotMemory => {
@@ -1118,7 +1130,7 @@ impl<'a> Rewriter<'a> {
                 } else {
                     invalidate_defs(f, parsed.dests());
                 }
-                return Ok(format!("{indent}{text}\n"));
+                return Ok(indented(indent, text));
             }
             Classified::Skip(reason) => {
                 let key = reason.name();
@@ -1129,7 +1141,7 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 invalidate_defs(f, parsed.dests());
-                return Ok(format!("{indent}{text}\n"));
+                return Ok(indented(indent, text));
             }
             Classified::Unknown(op) => {
                 fstats.unknown += 1;
@@ -1140,7 +1152,7 @@ impl<'a> Rewriter<'a> {
                     }
                 }
                 f.block_checks.clear();
-                return Ok(format!("{indent}{text}\n"));
+                return Ok(indented(indent, text));
             }
             Classified::Check(a) => a,
         };
@@ -1167,7 +1179,7 @@ impl<'a> Rewriter<'a> {
                 fstats.eliminated += 1;
             }
             invalidate_defs(f, parsed.dests());
-            return Ok(format!("{indent}{text}\n"));
+            return Ok(indented(indent, text));
         }
         // Checks of later accesses of this one's range group, hoisted here (coalesce.rs).
         let mut prefix = String::new();
@@ -1194,7 +1206,7 @@ impl<'a> Rewriter<'a> {
                 f.block_checks.record(k, w);
             }
             invalidate_defs(f, parsed.dests());
-            prefix.push_str(&format!("{indent}{text}\n"));
+            push_indented(&mut prefix, indent, text);
             return Ok(prefix);
         }
         if opts.optimize {
@@ -1202,7 +1214,8 @@ impl<'a> Rewriter<'a> {
                 if f.block_checks.covers(k, w) {
                     fstats.eliminated += 1;
                     invalidate_defs(f, parsed.dests());
-                    return Ok(format!("{prefix}{indent}{text}\n"));
+                    push_indented(&mut prefix, indent, text);
+                    return Ok(prefix);
                 }
             }
         }
@@ -1234,6 +1247,22 @@ impl<'a> Rewriter<'a> {
         prefix.push_str(&emitted);
         Ok(prefix)
     }
+}
+
+/// `indent`, `text` and a newline, appended (statements are written this way by the thousand:
+/// `format!` cost several times the copying).
+fn push_indented(out: &mut String, indent: &str, text: &str) {
+    out.reserve(indent.len() + text.len() + 1);
+    out.push_str(indent);
+    out.push_str(text);
+    out.push('\n');
+}
+
+/// [`push_indented`] into a new string.
+fn indented(indent: &str, text: &str) -> String {
+    let mut out = String::new();
+    push_indented(&mut out, indent, text);
+    out
 }
 
 /// What the planning passes decided for a module's lines, read by the walk that writes them out.
@@ -1364,29 +1393,29 @@ fn has_block_comment_marker(line: &str) -> bool {
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a.base else { return None };
-    f.bounds.as_ref()?.fast_path(r, format!("$gasan_inb_{label}"))
+    f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a?.base else { return None };
-    let fp = f.bounds.as_ref()?.fast_path(r, format!("$gasan_inb_p{next_label}"))?;
+    let fp = f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
 
 fn prefetch_reg(line: usize) -> String {
-    format!("%gsv{line}")
+    emit::numbered("%gsv", line)
 }
 
 /// The predicate collecting the batched checks whose batch point is body line `line`.
 fn batch_pred(line: usize) -> String {
-    format!("%gsb{line}")
+    emit::numbered("%gsb", line)
 }
 
 /// The register a pipelined loop loads the next iteration's shadow byte into.
 fn next_iteration_reg(line: usize) -> String {
-    format!("%gsn{line}")
+    emit::numbered("%gsn", line)
 }
 
 /// Records the site of an access of the current function; returns its id.

@@ -41,6 +41,7 @@
 
 use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Width};
 use super::bodies::{Bodies, Body};
+use super::emit::{ln, Lines, Piece};
 use super::opcode::Op;
 use super::{Line, ParsedStmt};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
@@ -171,7 +172,7 @@ pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
         let t = line.code;
-        if t.contains(".shared") || t.contains(".local") {
+        if super::contains_dotted(t, &[".shared", ".local"]) {
             for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {
@@ -566,123 +567,133 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
 pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 
 pub(super) fn space_fail_block(indent: &str, publish: super::emit::Publish) -> String {
-    super::emit::fail_block(SPACE_FAIL, "_space", vec!["mov.u32 %rr3, 0;".into()], indent, publish)
+    super::emit::fail_block(SPACE_FAIL, "_space", indent, publish, |l| l.text("mov.u32 %rr3, 0;"))
 }
 
-/// The statements leaving, in `%gso0` (`bits` wide), the access's offset from the variable's
-/// start (frame checks: from the frame's start), and the register declarations they need.
-fn offset_lines(c: &SpaceCheck) -> (u32, Vec<String>) {
-    let add_off = |bits: u32, v: &mut Vec<String>| {
-        if c.offset != 0 {
-            v.push(format!("add.s{bits} %gso0, %gso0, {};", c.offset));
-        }
-    };
-    let mut v = Vec::new();
-    let bits = match &c.base {
-        Base::Window(r, bits) => {
-            v.push(format!("mov.u{bits} %gso1, {};", c.var));
-            v.push(format!("sub.s{bits} %gso0, {r}, %gso1;"));
-            add_off(*bits, &mut v);
-            *bits
+/// The width of the offset [`offset_lines`] computes.
+fn offset_bits(c: &SpaceCheck) -> u32 {
+    match &c.base {
+        Base::Window(_, bits) => *bits,
+        Base::Generic(_) | Base::OutsideFrame(..) => 64,
+        Base::Symbol => 32,
+    }
+}
+
+/// The statements leaving, in `%gso0` ([`offset_bits`] wide), the access's offset from the
+/// variable's start (frame checks: from the frame's start).
+fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
+    let bits = offset_bits(c);
+    match &c.base {
+        Base::Window(r, _) => {
+            ln!(v; "mov.u", bits, " %gso1, ", c.var, ";");
+            ln!(v; "sub.s", bits, " %gso0, ", r, ", %gso1;");
         }
         Base::Generic(r) => {
             let space = if c.space == MemorySpace::Shared { "shared" } else { "local" };
-            v.push(format!("cvta.to.{space}.u64 %gso0, {r};"));
-            v.push(format!("mov.u64 %gso1, {};", c.var));
-            v.push("sub.s64 %gso0, %gso0, %gso1;".into());
-            add_off(64, &mut v);
-            64
+            ln!(v; "cvta.to.", space, ".u64 %gso0, ", r, ";");
+            ln!(v; "mov.u64 %gso1, ", c.var, ";");
+            v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
         Base::Symbol => {
-            v.push(format!("mov.u32 %gso0, {};", c.offset as i32));
-            32
+            ln!(v; "mov.u32 %gso0, ", c.offset as i32, ";");
+            return;
         }
         Base::OutsideFrame(r, generic) => {
             if *generic {
-                v.push(format!("cvta.to.local.u64 %gso0, {r};"));
+                ln!(v; "cvta.to.local.u64 %gso0, ", r, ";");
             } else {
-                v.push(format!("mov.b64 %gso0, {r};"));
+                ln!(v; "mov.b64 %gso0, ", r, ";");
             }
-            v.push(format!("mov.u64 %gso1, {};", c.var));
-            v.push("sub.s64 %gso0, %gso0, %gso1;".into());
-            add_off(64, &mut v);
-            64
+            ln!(v; "mov.u64 %gso1, ", c.var, ";");
+            v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
-    };
-    (bits, v)
+    }
+    if c.offset != 0 {
+        ln!(v; "add.s", bits, " %gso0, %gso0, ", c.offset, ";");
+    }
 }
 
 /// The declarations, offset computation and test of one check, leaving `%gsq0` = bad and
 /// `%gso0` = the offset (`bits` wide, returned), inside a scope the caller opens and closes.
-pub(super) fn check_body(c: &SpaceCheck, guard: Option<&str>) -> (u32, Vec<String>) {
-    let (bits, offset) = offset_lines(c);
-    let mut v: Vec<String> = vec![format!(".reg .b{bits} %gso<3>;"), ".reg .b32 %gsw<2>;".into(), ".reg .pred %gsq<3>;".into()];
+pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>) -> u32 {
+    let bits = offset_bits(c);
+    ln!(v; ".reg .b", bits, " %gso<3>;");
+    v.texts(&[".reg .b32 %gsw<2>;", ".reg .pred %gsq<3>;"]);
     if let Base::OutsideFrame(r, true) = &c.base {
         // Only generic addresses in the local window are frame addresses.
-        v.push(format!("isspacep.local %gsq1, {r};"));
+        ln!(v; "isspacep.local %gsq1, ", r, ";");
     }
-    v.extend(offset);
+    offset_lines(v, c);
     match (c.size, &c.width_reg) {
         (Some(size), Some(w)) => {
             // Bad when offset > size or offset + width > size.
             if bits == 64 {
-                v.push(format!("cvt.u64.u32 %gso2, {w};"));
+                ln!(v; "cvt.u64.u32 %gso2, ", w, ";");
             } else {
-                v.push(format!("mov.u32 %gso2, {w};"));
+                ln!(v; "mov.u32 %gso2, ", w, ";");
             }
-            v.push(format!("add.s{bits} %gso1, %gso0, %gso2;"));
-            v.push(format!("setp.gt.u{bits} %gsq0, %gso0, {size};"));
-            v.push(format!("setp.gt.u{bits} %gsq2, %gso1, {size};"));
-            v.push("or.pred %gsq0, %gsq0, %gsq2;".into());
+            ln!(v; "add.s", bits, " %gso1, %gso0, %gso2;");
+            ln!(v; "setp.gt.u", bits, " %gsq0, %gso0, ", size, ";");
+            ln!(v; "setp.gt.u", bits, " %gsq2, %gso1, ", size, ";");
+            v.text("or.pred %gsq0, %gsq0, %gsq2;");
         }
         (Some(size), None) => match size.checked_sub(u64::from(c.width)) {
             // Unsigned: an offset below the start wraps to a huge value.
-            Some(limit) => v.push(format!("setp.gt.u{bits} %gsq0, %gso0, {limit};")),
-            None => v.push(format!("setp.eq.u{bits} %gsq0, %gso0, %gso0;")),
+            Some(limit) => ln!(v; "setp.gt.u", bits, " %gsq0, %gso0, ", limit, ";"),
+            None => ln!(v; "setp.eq.u", bits, " %gsq0, %gso0, %gso0;"),
         },
         (None, _) => {
             // Dynamic shared memory: bad when offset > size or offset + width > size (plan gives
             // no register width here).
-            v.push("mov.u32 %gsw0, %dynamic_smem_size;".into());
+            v.text("mov.u32 %gsw0, %dynamic_smem_size;");
             if bits == 64 {
-                v.push("cvt.u64.u32 %gso2, %gsw0;".into());
+                v.text("cvt.u64.u32 %gso2, %gsw0;");
             } else {
-                v.push("mov.u32 %gso2, %gsw0;".into());
+                v.text("mov.u32 %gso2, %gsw0;");
             }
-            v.push(format!("setp.gt.u{bits} %gsq0, %gso0, %gso2;"));
-            v.push(format!("add.s{bits} %gso1, %gso0, {};", c.width));
-            v.push(format!("setp.gt.u{bits} %gsq2, %gso1, %gso2;"));
-            v.push("or.pred %gsq0, %gsq0, %gsq2;".into());
+            ln!(v; "setp.gt.u", bits, " %gsq0, %gso0, %gso2;");
+            ln!(v; "add.s", bits, " %gso1, %gso0, ", c.width, ";");
+            ln!(v; "setp.gt.u", bits, " %gsq2, %gso1, %gso2;");
+            v.text("or.pred %gsq0, %gsq0, %gsq2;");
         }
     }
     if let Base::OutsideFrame(_, true) = &c.base {
         // Generic addresses outside the local window are not the frame's business.
-        v.push("and.pred %gsq0, %gsq0, %gsq1;".into());
+        v.text("and.pred %gsq0, %gsq0, %gsq1;");
     }
     if c.lanes < 32 {
         // Lanes whose address the instruction ignores are not checked.
-        v.push("mov.u32 %gsw1, %laneid;".into());
-        v.push(format!("setp.lt.u32 %gsq2, %gsw1, {};", c.lanes));
-        v.push("and.pred %gsq0, %gsq0, %gsq2;".into());
+        v.text("mov.u32 %gsw1, %laneid;");
+        ln!(v; "setp.lt.u32 %gsq2, %gsw1, ", c.lanes, ";");
+        v.text("and.pred %gsq0, %gsq0, %gsq2;");
     }
     if let Some(g) = guard {
         match g.strip_prefix('!') {
             Some(p) => {
-                v.push(format!("not.pred %gsq2, {p};"));
-                v.push("and.pred %gsq0, %gsq0, %gsq2;".into());
+                ln!(v; "not.pred %gsq2, ", p, ";");
+                v.text("and.pred %gsq0, %gsq0, %gsq2;");
             }
-            None => v.push(format!("and.pred %gsq0, %gsq0, {g};")),
+            None => ln!(v; "and.pred %gsq0, %gsq0, ", g, ";"),
         }
     }
-    (bits, v)
+    bits
 }
 
-/// `dst` = the offset in `%gso0` as 64 bits (sign-extended).
-fn offset_to_b64(bits: u32, dst: &str) -> String {
+/// [`check_body`]'s lines, unindented and unmarked (tests read them).
+#[cfg(test)]
+pub(super) fn check_body_lines(c: &SpaceCheck, guard: Option<&str>) -> Vec<String> {
+    let mut s = String::new();
+    check_body(&mut Lines::unmarked(&mut s, ""), c, guard);
+    s.lines().map(String::from).collect()
+}
+
+/// `dst` = the offset in `%gso0` as 64 bits (sign-extended); `prefix` goes before the statement
+/// (a predicate, or nothing).
+fn offset_to_b64(v: &mut Lines<'_>, prefix: &str, bits: u32, dst: &str) {
     if bits == 64 {
-        format!("mov.b64 {dst}, %gso0;")
+        ln!(v; prefix, "mov.b64 ", dst, ", %gso0;");
     } else {
-        format!("cvt.s64.s32 {dst}, %gso0;")
+        ln!(v; prefix, "cvt.s64.s32 ", dst, ", %gso0;");
     }
 }
 
@@ -695,38 +706,44 @@ fn packed_site(c: &SpaceCheck, site: u32) -> u64 {
 /// `label` is unique in the module.
 pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, label: u32, recover: bool) -> (String, String) {
     use super::emit::{LAST_ADDR, LAST_SITE};
-    let (bits, body) = check_body(c, guard);
-    let mut v: Vec<String> = vec!["{".into()];
-    v.extend(body);
-    let mut stub = Vec::new();
+    let (mut inline, mut stub) = (String::with_capacity(1024), String::new());
+    let mut v = Lines::new(&mut inline, indent);
+    v.text("{");
+    let bits = check_body(&mut v, c, guard);
     if recover {
         // The slow path records the error (the access proceeds: shared/local windows are mapped
         // per CTA/thread, so a recovered run may read or clobber a neighbour, never fault).
-        v.push(".reg .b64 %gsl;".into());
-        v.push(offset_to_b64(bits, "%gsl"));
-        let width = c.width_reg.clone().unwrap_or_else(|| c.width.to_string());
-        v.push(format!("@%gsq0 call (%gsw1), {SLOW_PATH_SYMBOL}, (%gsl, {width}, {}, {site}, 0);", c.kind as u8));
+        v.text(".reg .b64 %gsl;");
+        offset_to_b64(&mut v, "", bits, "%gsl");
+        let width: &dyn Piece = match &c.width_reg {
+            Some(w) => w,
+            None => &c.width,
+        };
+        ln!(v; "@%gsq0 call (%gsw1), ", SLOW_PATH_SYMBOL, ", (%gsl, ", width, ", ", c.kind as u8, ", ", site, ", 0);");
     } else {
-        v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
+        ln!(v; "@%gsq0 bra $gasan_sfail_", label, ";");
         // Out of line: recompute the offset from the unchanged operands, name the site.
-        stub = vec![format!("$gasan_sfail_{label}:"), "{".into(), format!(".reg .b{bits} %gso<3>;")];
-        stub.extend(offset_lines(c).1);
-        stub.push(offset_to_b64(bits, LAST_ADDR));
+        let mut s = Lines::new(&mut stub, indent);
+        ln!(s; "$gasan_sfail_", label, ":");
+        s.text("{");
+        ln!(s; ".reg .b", bits, " %gso<3>;");
+        offset_lines(&mut s, c);
+        offset_to_b64(&mut s, "", bits, LAST_ADDR);
         match &c.width_reg {
             // The width the register held, in the packed site's width field.
             Some(w) => {
-                stub.push(".reg .b64 %gsz;".into());
-                stub.push(format!("cvt.u64.u32 %gsz, {w};"));
-                stub.push("shl.b64 %gsz, %gsz, 32;".into());
-                stub.push(format!("or.b64 {LAST_SITE}, %gsz, {};", packed_site(c, site)));
+                s.text(".reg .b64 %gsz;");
+                ln!(s; "cvt.u64.u32 %gsz, ", w, ";");
+                s.text("shl.b64 %gsz, %gsz, 32;");
+                ln!(s; "or.b64 ", LAST_SITE, ", %gsz, ", packed_site(c, site), ";");
             }
-            None => stub.push(format!("mov.b64 {LAST_SITE}, {};", packed_site(c, site))),
+            None => ln!(s; "mov.b64 ", LAST_SITE, ", ", packed_site(c, site), ";"),
         }
-        stub.push("}".into());
-        stub.push(format!("bra.uni {SPACE_FAIL};"));
+        s.text("}");
+        ln!(s; "bra.uni ", SPACE_FAIL, ";");
     }
-    v.push("}".into());
-    (super::emit::render(&v, indent), super::emit::render(&stub, indent))
+    v.text("}");
+    (inline, stub)
 }
 
 /// One access of a basic block's range check.
@@ -851,23 +868,25 @@ pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label:
     let lo = members.iter().map(|mb| mb.check.offset).min().expect("a group has members");
     let hi = members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().expect("a group has members");
     let merged = SpaceCheck { offset: lo, width: u32::try_from(hi - lo).unwrap_or(u32::MAX), ..members[0].check.clone() };
-    let mut v: Vec<String> = vec!["{".into()];
-    v.extend(check_body(&merged, None).1);
-    v.push(format!("@%gsq0 bra $gasan_sfail_{label};"));
-    v.push("}".into());
-    let mut stub: Vec<String> = vec![format!("$gasan_sfail_{label}:")];
+    let (mut inline, mut stub) = (String::with_capacity(1024), String::new());
+    let mut v = Lines::new(&mut inline, indent);
+    v.text("{");
+    check_body(&mut v, &merged, None);
+    ln!(v; "@%gsq0 bra $gasan_sfail_", label, ";");
+    v.text("}");
+    let mut s = Lines::new(&mut stub, indent);
+    ln!(s; "$gasan_sfail_", label, ":");
     for (mb, &site) in members.iter().zip(sites) {
-        let (bits, body) = check_body(&mb.check, None);
-        stub.push("{".into());
-        stub.extend(body);
-        stub.push(format!("@%gsq0 {}", offset_to_b64(bits, LAST_ADDR)));
-        stub.push(format!("@%gsq0 mov.b64 {LAST_SITE}, {};", packed_site(&mb.check, site)));
-        stub.push(format!("@%gsq0 bra.uni {SPACE_FAIL};"));
-        stub.push("}".into());
+        s.text("{");
+        let bits = check_body(&mut s, &mb.check, None);
+        offset_to_b64(&mut s, "@%gsq0 ", bits, LAST_ADDR);
+        ln!(s; "@%gsq0 mov.b64 ", LAST_SITE, ", ", packed_site(&mb.check, site), ";");
+        ln!(s; "@%gsq0 bra.uni ", SPACE_FAIL, ";");
+        s.text("}");
     }
     // The range failed, so one end's member fails: never reached.
-    stub.push("trap;".into());
-    (super::emit::render(&v, indent), super::emit::render(&stub, indent))
+    s.text("trap;");
+    (inline, stub)
 }
 
 #[cfg(test)]
@@ -981,11 +1000,11 @@ mod tests {
     fn lanes_that_supply_no_address_are_not_checked() {
         let c =
             SpaceCheck { space: MemorySpace::Shared, var: "t".into(), size: Some(512), base: Base::Window("%r2".into(), 32), offset: 0, width: 16, kind: AccessKind::Read, lanes: 16, width_reg: None };
-        let (_, body) = check_body(&c, None);
+        let body = check_body_lines(&c, None);
         let lane_test = body.iter().position(|l| l == "setp.lt.u32 %gsq2, %gsw1, 16;").expect("lane test");
         assert_eq!(body[lane_test + 1], "and.pred %gsq0, %gsq0, %gsq2;");
         assert!(body[..lane_test].iter().any(|l| l == "mov.u32 %gsw1, %laneid;"));
-        let all = check_body(&SpaceCheck { lanes: 32, ..c }, None).1;
+        let all = check_body_lines(&SpaceCheck { lanes: 32, ..c }, None);
         assert!(!all.iter().any(|l| l.contains("%laneid")), "every lane's address is checked: no lane test");
     }
 }
