@@ -27,7 +27,7 @@ pub(super) struct Body {
 }
 
 /// The module's bodies in line order.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Bodies {
     list: Vec<Body>,
 }
@@ -74,6 +74,12 @@ impl Bodies {
             list.push(Body { name, entry, open: start, close: usize::MAX });
         }
         Bodies { list }
+    }
+
+    /// The same bodies after their lines moved (`to[i]`: where line `i` went).
+    pub fn moved(self, to: &[usize]) -> Bodies {
+        let at = |i: usize| if i == usize::MAX { i } else { to[i] };
+        Bodies { list: self.list.into_iter().map(|b| Body { open: at(b.open), close: at(b.close), ..b }).collect() }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Body> {

@@ -71,7 +71,37 @@ pub(super) fn extent_entry_address(v: &mut Lines<'_>, off: &str, shift: &str, ta
     ln!(v; "mad.lo.u64 ", off, ", ", off, ", ", crate::abi::EXTENT_ENTRY_SIZE, ", ", table, ";");
 }
 
-impl Versioned<'_> {
+impl<'a> Versioned<'a> {
+    /// The versioned module as lines for the passes, taking over `input` (the lines versioning
+    /// read): each input line is moved to its place with the statements it has parsed already
+    /// (a fast copy's lines are clones, made before their originals move); only the lines
+    /// versioning wrote are read. Also where each input line went (`usize::MAX`: nowhere, as
+    /// nothing is dropped). Reading and parsing the whole rewritten text again cost as much as
+    /// the first read of every module.
+    pub fn take_lines<'v>(&'v self, input: Vec<Line<'a>>) -> (Vec<Line<'v>>, Vec<usize>)
+    where
+        'a: 'v,
+    {
+        let mut moved_to = vec![usize::MAX; input.len()];
+        let mut input: Vec<Option<Line<'a>>> = input.into_iter().map(Some).collect();
+        let lines = (0..self.lines.len())
+            .map(|j| {
+                if self.inserted.contains(&j) {
+                    return Line::read(&self.lines[j]);
+                }
+                let k = self.origin[j];
+                let line = if self.copies.contains(&j) {
+                    input[k].clone()
+                } else {
+                    moved_to[k] = j;
+                    input[k].take()
+                };
+                line.expect("a fast copy precedes its original, and every input line has one place").shortened()
+            })
+            .collect();
+        (lines, moved_to)
+    }
+
     /// The lines of every versioned loop: its fast copy and its checked original.
     pub fn loop_lines(&self) -> LineSet {
         let originals: LineSet = self.copies.iter().map(|&l| self.origin[l]).collect();

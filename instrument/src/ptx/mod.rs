@@ -395,6 +395,17 @@ impl<'a> Line<'a> {
         self.stmts().iter().flat_map(ParsedStmt::dests)
     }
 
+    /// The same line, its parse kept, borrowing for the shorter `'s`: the rewritten lines of a
+    /// versioned module mix input lines with the versioning's own (`Versioned::take_lines`). (The
+    /// parse's `OnceCell` ties its lifetime exactly, so the cell is taken apart and rebuilt.)
+    fn shortened<'s>(self) -> Line<'s>
+    where
+        'a: 's,
+    {
+        let parsed = self.parsed.into_inner().map_or_else(std::cell::OnceCell::new, std::cell::OnceCell::from);
+        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces }
+    }
+
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
     }
@@ -678,11 +689,14 @@ impl<'a> Rewriter<'a> {
             // Defined ahead of every function, so each range test can call it.
             self.out.push_str(&loops::sweep_function(self.opts.scale));
         }
-        // Versioning rewrote the lines: their bodies and branches are found again.
+        // Versioning rewrote the lines: the input's lines and bodies move to their new places
+        // (its lines are only added inside loops, never at a body's braces), branches are found
+        // again.
         let (lines, bodies, branches) = match &versioned {
             Some(v) => {
-                let lines = Line::read_all(v.lines.iter().map(|l| l.as_ref()));
-                let bodies = bodies::Bodies::scan(&lines);
+                let (lines, moved_to) = v.take_lines(input);
+                let bodies = input_bodies.moved(&moved_to);
+                debug_assert_eq!(bodies, bodies::Bodies::scan(&lines));
                 let branches = branches::Branches::scan(&lines, &bodies);
                 (lines, bodies, branches)
             }
