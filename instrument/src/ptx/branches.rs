@@ -38,16 +38,12 @@ impl<'a> Branches<'a> {
             let end = body.close.min(lines.len());
             for (k, line) in lines.iter().enumerate().take(end).skip(body.open + 1) {
                 let code = line.code;
-                // Only labels and branches matter (a cheap test first: this runs over every line;
-                // `.branchtargets` holds "br" too).
-                if !code.contains(':') && super::find_pair(code, b'b', b'r').is_none() {
-                    continue;
-                }
                 if let Some(name) = code.strip_suffix(':') {
                     labels.insert(name.trim(), k);
                     continue;
                 }
-                if !(code.contains("bra") || code.contains("brx") || code.contains(".branchtargets")) {
+                // Only labels and branches matter: this runs over every line.
+                if !names_branch(code) {
                     continue;
                 }
                 // Each statement of the line (Line::stmts): a `bra` names its target, other
@@ -100,6 +96,13 @@ impl<'a> Branches<'a> {
     }
 }
 
+/// Does `code` hold "bra" or "brx" (`bra`, `brx.idx`, `.branchtargets`)? One pass over its `b`s:
+/// most lines hold several (`.b32`), few a branch.
+fn names_branch(code: &str) -> bool {
+    let bytes = code.as_bytes();
+    memchr::memchr_iter(b'b', bytes).any(|i| bytes.get(i + 1) == Some(&b'r') && matches!(bytes.get(i + 2), Some(b'a' | b'x')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +128,21 @@ mod tests {
         assert_eq!(looping, [2, 3, 4, 12, 13]);
         // f's $L1 is named once, f's $L2 once, g's $L1 twice.
         assert_eq!((refs[2], refs[6], refs[12]), (1, 1, 2));
+    }
+
+    #[test]
+    fn branch_names_are_found_among_other_words() {
+        for (code, names) in [
+            ("@%p1 bra.uni $L1;", true),
+            ("brx.idx %r1, ts;", true),
+            ("ts: .branchtargets $L1;", true),
+            ("brev.b32 %r1, %r2;", false),
+            ("add.b32 %r1, %r2, 1;", false),
+            ("br", false),
+            ("mov.b32 %r1, %r2; bra $L;", true),
+        ] {
+            assert_eq!(names_branch(code), names, "{code}");
+        }
     }
 
     #[test]
