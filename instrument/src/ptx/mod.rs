@@ -584,11 +584,12 @@ struct FuncState {
     bounds: Option<bounds::ParamBounds>,
 }
 
-/// Declared register types of the current function: `%r<5>` ranges and explicit names.
+/// Declared register types of the current function: `%r<5>` ranges and explicit names. (A
+/// declaration's type is shared by the names it declares, not copied for each.)
 #[derive(Default, Clone)]
 struct RegTypes {
-    prefixes: HashMap<String, String>,
-    names: HashMap<String, String>,
+    prefixes: HashMap<String, std::sync::Arc<str>>,
+    names: HashMap<String, std::sync::Arc<str>>,
 }
 
 impl RegTypes {
@@ -600,7 +601,7 @@ impl RegTypes {
         if ty.is_empty() {
             return;
         }
-        let ty = ty.trim_start_matches('.').to_string();
+        let ty: std::sync::Arc<str> = ty.trim_start_matches('.').into();
         for name in names.split(',') {
             // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
             let name: std::borrow::Cow<'_, str> = match name.trim() {
@@ -620,7 +621,7 @@ impl RegTypes {
             return Some(t);
         }
         let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
-        self.prefixes.get(prefix).map(String::as_str)
+        self.prefixes.get(prefix).map(|t| &**t)
     }
 }
 
