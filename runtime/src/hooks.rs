@@ -720,7 +720,7 @@ hooks! {
         // SAFETY: `image` is the module image the program passed (PTX, cubin or fatbin, as
         // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
         // preconditions. `module` is the caller's out-pointer, which load_checked reads only after a
-        // load succeeded, or fills with a module loaded ahead into the current context.
+        // load succeeded.
         unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), modules::LoadOut::Module(module)) }
     }
     cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
@@ -859,8 +859,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wra
         // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
         // a module image load_checked can read; `load` calls the slot's original with cudart's
         // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
-        // once loaded). `*module` is read only after a successful load wrote it, or written with a
-        // module loaded ahead into the current context (as the loader would have).
+        // once loaded). `*module` is read only after a successful load wrote it.
         unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), modules::LoadOut::Module(module)) }
     })
 }
@@ -888,8 +887,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void
         // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
         // read; `load` calls the slot's original with it or with a fatbin of the checked code
         // (kept alive after a successful load), and cudart's other arguments unchanged.
-        // `*module` is read only after a successful load wrote it, or written with a module
-        // loaded ahead into the current context.
+        // `*module` is read only after a successful load wrote it.
         unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), modules::LoadOut::Module(module)) }
     })
 }

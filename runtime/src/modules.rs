@@ -77,6 +77,13 @@ pub struct Checked {
 }
 
 impl Checked {
+    /// Hands its site table to the process's registry (reports look sites up there) and returns
+    /// the module id the registry gave it; done once, before the module's cubin is loaded (a
+    /// cubin can carry its id in its control block).
+    fn register_sites(&mut self) -> u64 {
+        state().register_sites(std::mem::replace(&mut self.sites, ModuleSites::parsed(SiteTable::default())))
+    }
+
     /// Whether its cubin is for the arch-specific target (`sm_90a`).
     fn arch_specific(&self) -> bool {
         self.target.ends_with('a')
@@ -781,17 +788,6 @@ pub unsafe fn library_options_adoptable(count: u32, options: *const i32) -> bool
     opts.iter().all(|&o| o == cudarc::driver::sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED as i32)
 }
 
-/// The calling thread's current context (`CUcontext`; 0 when none).
-pub fn current_context() -> usize {
-    let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
-    let r = crate::driver::api::cuCtxGetCurrent(&mut ctx);
-    if r == 0 {
-        ctx as usize
-    } else {
-        0
-    }
-}
-
 /// Loads a prepared module's cubin ahead of its loader (crate::prefetch), as a library (what
 /// CUDA 13's cudart loads), and loads that library's module into the calling thread's current
 /// context, which a first launch would otherwise do; first what the loader would do before
@@ -799,12 +795,8 @@ pub fn current_context() -> usize {
 /// may keep pointing at it under lazy loading). False when it has no cubin or the driver refused.
 pub fn preload(p: &mut Prepared) -> bool {
     let Some((cubin, _, _)) = p.cubin.as_mut() else { return false };
-    if p.preloaded.is_some() {
-        return false;
-    }
     let s = state();
-    let sites = std::mem::replace(&mut p.checked.sites, ModuleSites::parsed(SiteTable::default()));
-    let id = s.register_sites(sites);
+    let id = p.checked.register_sites();
     let preset = s.preset_control_block(cubin.cubin_mut(), id);
     let t = std::time::Instant::now();
     let mut library: cudarc::driver::sys::CUlibrary = std::ptr::null_mut();
@@ -877,8 +869,8 @@ pub fn note_skip(skip: &Skip) {
 /// ([`jit_options`]).
 ///
 /// The cubin is handed to the loader like any native one, so `CUDA_MODULE_LOADING` (lazy or eager)
-/// applies to it as it does natively; nothing here resolves functions. A module the prefetch thread
-/// loaded ahead into the current context ([`preload`]) is handed to a module loader through `out`
+/// applies to it as it does natively; nothing here resolves functions. A library the prefetch thread
+/// loaded ahead ([`preload`]) is handed to a library loader through `out` ([`LoadOut::adopt`])
 /// instead of being loaded again.
 ///
 /// # Safety
@@ -922,7 +914,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
         // which is prepare_now's contract.
         None => current_cc().ok_or_else(|| Skip::Error("no compute capability".into())).and_then(|cc| unsafe { prepare_now(image, cc, &jit) }),
     };
-    let Prepared { mut checked, cubin, preloaded } = match prepared {
+    let Prepared { mut checked, mut cubin, preloaded } = match prepared {
         Ok(p) => p,
         Err(skip) => {
             note_skip(&skip);
@@ -933,7 +925,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     // A module loaded ahead has one already.
     let id = match &preloaded {
         Some(p) => p.id,
-        None => s.register_sites(std::mem::replace(&mut checked.sites, ModuleSites::parsed(SiteTable::default()))),
+        None => checked.register_sites(),
     };
     // Loads `code` (wrapped as the loader needs); the image stays alive for the process, since a
     // loader may keep the pointer (lazy loading).
@@ -955,7 +947,6 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     let mut loaded = false;
     // Some(the module has a device-heap symbol) when the cubin carries its control block.
     let mut preset: Option<bool> = None;
-    let mut cubin = cubin;
     if let Some(library) = preloaded.as_ref().and_then(|p| p.library) {
         // Loaded ahead: the library is handed over as the loader would have made it. Otherwise
         // (a module loader, library options it lacks) it stays loaded unused: unloading it here

@@ -167,7 +167,7 @@ pub fn start(cc: u32) {
     if !(o.prefetch && o.instrument && o.sass) {
         return;
     }
-    let preload_ctx = if o.preload && lazy_loading() { modules::current_context() } else { 0 };
+    let preload_ctx = if o.preload && lazy_loading() { current_context() } else { 0 };
     if PREFETCH.set(Prefetch { pid: std::process::id(), cc, preload_ctx, table: Table::new() }).is_err() {
         return;
     }
@@ -176,6 +176,15 @@ pub fn start(cc: u32) {
         if let Some(p) = PREFETCH.get() {
             p.table.clear();
         }
+    }
+}
+
+/// The calling thread's current context (`CUcontext`; 0 when none).
+fn current_context() -> usize {
+    let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
+    match crate::driver::api::cuCtxGetCurrent(&mut ctx) {
+        0 => ctx as usize,
+        _ => 0,
     }
 }
 
