@@ -89,9 +89,7 @@ impl<'o> Lines<'o> {
 
     /// A statement of the input as it was: indented, not marked.
     pub fn verbatim(&mut self, line: &str) {
-        self.out.push_str(self.indent);
-        self.out.push_str(line);
-        self.out.push('\n');
+        super::push_indented(self.out, self.indent, line);
     }
 
     /// A line ([`ln!`]): the indent, what `pieces` writes, the end.
