@@ -18,6 +18,9 @@
               passed as kernel parameters): what a launch-bounds fast path would cost, the range
               covering every buffer so no shadow load issues
   boundsbr    the same test as a branch around each check's shadow-address computation and load
+  inbskip     a check whose address lies inside its parameter's bounds (the `$gasan_inb_N` fast
+              path) jumps past the granule-offset compare too, not only past the shadow load
+              (an aligned access inside whole granules of a live block cannot fail it)
   entrybr     boundsbr with the range read from global memory once at each kernel's entry (one
               16-byte load a thread, as a device-side extent lookup per pointer parameter would
               cost) instead of from the constant bank
@@ -159,6 +162,22 @@ def entry_load(lines):
     return out
 
 
+def inb_skip(lines):
+    """Each `$gasan_inb_N:` label moved below its check's `@%gsp1 bra $gasan_fail_N;`."""
+    out, pending = [], None
+    for l in lines:
+        m = re.match(r"^\s*(\$gasan_inb_\d+):", l)
+        if m:
+            pending = l
+            continue
+        out.append(l)
+        if pending and re.match(r"^\s*@%gsp1 bra \$gasan_fail_\d+;", l):
+            out.append(pending)
+            pending = None
+    assert pending is None, "an inb label without its fail branch"
+    return out
+
+
 variants = {
     "full": lines,
     "noprefetch": [l for l in lines if "prefetch.L2" not in l],
@@ -170,6 +189,7 @@ variants = {
     "bounds": bounds(lines),
     "boundsbr": bounds_branch(lines),
     "entrybr": entry_load(lines),
+    "inbskip": inb_skip(lines),
     "evictlast": [l.replace("ld.global.nc.u8", "ld.global.nc.L1::evict_last.u8") for l in lines],
 }
 for name, body in variants.items():
