@@ -454,8 +454,7 @@ fn probe_load(out: &mut Lines<'_>, form: Form, addr_reg: &str, guard: Option<&st
         // Inside the whole granules of the block a kernel parameter points into (bounds.rs):
         // the shadow byte would grant them all, so it is not loaded.
         ln!(out; "mov.u32 ", dst, ", ", OUT_OF_POOL_SHADOW, ";");
-        ln!(out; "setp.lt.u64 %gsp0, ", addr_reg, ", ", fp.lo, ";");
-        ln!(out; "setp.ge.or.u64 %gsp0, ", addr_reg, ", ", fp.hi, ", %gsp0;");
+        fast_test(out, addr_reg, fp);
         ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");
     }
     if form.aligned {
@@ -536,8 +535,7 @@ pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shado
 /// instructions and one fewer predicate per check on the path nearly every access takes).
 fn probe_branch(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Fast<'_>, fail_label: u32, suffix: &str) {
     if let Some((fp, fsuffix)) = fast {
-        ln!(out; "setp.lt.u64 %gsp0, ", addr_reg, ", ", fp.lo, ";");
-        ln!(out; "setp.ge.or.u64 %gsp0, ", addr_reg, ", ", fp.hi, ", %gsp0;");
+        fast_test(out, addr_reg, fp);
         ln!(out; "@!%gsp0 bra ", fp.label, fsuffix, ";");
     }
     probe_test(out, form, addr_reg, check_width, guard, None);
@@ -592,23 +590,53 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
         v.text(stmt);
     }
     address_setup(&mut v, a, "%gsa0");
-    if data && a.kind == crate::abi::AccessKind::Read {
+    if data && a.kind == crate::abi::AccessKind::Read && fast.is_none() {
         // Start fetching the load's data into L2 while its check runs, so the load that follows
         // the check's branch does not add the shadow byte's latency to its own. A prefetch is a
-        // hint: an invalid or unmapped address is ignored, a shared-window one is a no-op.
+        // hint: an invalid or unmapped address is ignored, a shared-window one is a no-op. Not
+        // where the kernel-parameter fast path decides the check without a load: there it would
+        // only be one more instruction through the load/store pipe.
         v.text("prefetch.L2 [%gsa0];");
     }
-    probe_load(&mut v, form, "%gsa0", None, reg, fast.map(|fp| (fp, "")));
-    if let Some((pred, first, width)) = batch {
-        probe_compare(&mut v, scale, reg, "%gsa0", 0, width, None);
-        if first {
-            ln!(v; "mov.pred ", pred, ", %gsp1;");
-        } else {
-            ln!(v; "or.pred ", pred, ", ", pred, ", %gsp1;");
+    match (batch, fast) {
+        (Some((pred, first, width)), Some(fp)) => {
+            // The fast path leaves the batch predicate as it is (false for the first member) and
+            // skips the load and the encoding test, as [`probe_branch`] does.
+            fast_test(&mut v, "%gsa0", fp);
+            if first {
+                ln!(v; "mov.pred ", pred, ", %gsp0;");
+            }
+            ln!(v; "@!%gsp0 bra ", fp.label, ";");
+            probe_load(&mut v, form, "%gsa0", None, reg, None);
+            batch_member(&mut v, scale, reg, pred, first, width);
+            ln!(v; fp.label, ":");
         }
+        (Some((pred, first, width)), None) => {
+            probe_load(&mut v, form, "%gsa0", None, reg, None);
+            batch_member(&mut v, scale, reg, pred, first, width);
+        }
+        (None, fast) => probe_load(&mut v, form, "%gsa0", None, reg, fast.map(|fp| (fp, ""))),
     }
     v.text("}");
     s
+}
+
+/// A batch member's encoding test of its prefetched shadow byte `reg`, set into (`first`) or
+/// OR-ed into the batch predicate `pred`.
+fn batch_member(v: &mut Lines<'_>, scale: Scale, reg: &str, pred: &str, first: bool, width: u32) {
+    probe_compare(v, scale, reg, "%gsa0", 0, width, None);
+    if first {
+        ln!(v; "mov.pred ", pred, ", %gsp1;");
+    } else {
+        ln!(v; "or.pred ", pred, ", ", pred, ", %gsp1;");
+    }
+}
+
+/// The kernel-parameter fast path's test: `%gsp0` = `addr_reg` lies outside the whole granules of
+/// its parameter's block (false: the access needs no shadow byte).
+fn fast_test(out: &mut Lines<'_>, addr_reg: &str, fp: &FastPath) {
+    ln!(out; "setp.lt.u64 %gsp0, ", addr_reg, ", ", fp.lo, ";");
+    ln!(out; "setp.ge.or.u64 %gsp0, ", addr_reg, ", ", fp.hi, ", %gsp0;");
 }
 
 /// One member of a batch's recheck (reached when the batch predicate is set): the full check of
