@@ -590,12 +590,11 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
         v.text(stmt);
     }
     address_setup(&mut v, a, "%gsa0");
-    if data && a.kind == crate::abi::AccessKind::Read && fast.is_none() {
+    if data && a.kind == crate::abi::AccessKind::Read {
         // Start fetching the load's data into L2 while its check runs, so the load that follows
-        // the check's branch does not add the shadow byte's latency to its own. A prefetch is a
-        // hint: an invalid or unmapped address is ignored, a shared-window one is a no-op. Not
-        // where the kernel-parameter fast path decides the check without a load: there it would
-        // only be one more instruction through the load/store pipe.
+        // the check's branch does not add the shadow byte's latency (or, on the kernel-parameter
+        // fast path, the batch's tests) to its own. A prefetch is a hint: an invalid or unmapped
+        // address is ignored, a shared-window one is a no-op.
         v.text("prefetch.L2 [%gsa0];");
     }
     match (batch, fast) {

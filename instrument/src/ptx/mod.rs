@@ -166,7 +166,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 43;
+pub const REVISION: u32 = 45;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -1036,7 +1036,7 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
-        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data, fast), a))
+        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data && (fast.is_none() || p.data_on_fast_path), fast), a))
     }
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it

@@ -77,6 +77,9 @@ pub(super) struct Prefetch {
     pub next_values: Vec<(String, Vec<usize>)>,
     /// Also prefetch the load's data into L2 (outside loops only: see [`plan`]).
     pub data: bool,
+    /// Keep that data prefetch where the kernel-parameter fast path decides the check without a
+    /// shadow load: only in batches of [`MIN_FAST_DATA_BATCH`] or more (see [`plan`]).
+    pub data_on_fast_path: bool,
     /// The access's `.loc` (for its site, when batched).
     pub loc: Option<(u32, u32, u32)>,
 }
@@ -89,6 +92,13 @@ pub(super) struct PrefetchPlan {
     /// Back-edge line (emit before it) → pipelined accesses whose next-iteration byte moves into place.
     pub moves: LineMap<Vec<usize>>,
 }
+
+/// Fewest members of a batch whose loads keep their data prefetch on the kernel-parameter fast
+/// path. There the batch's tests are a few instructions per member; the prefetch still pays when
+/// many members delay the loads behind the batch's branch (stencil2d, a batch of four on the
+/// H100: 1.10x with it, 1.18x without), not in a batch of two (scan's add-back: 1.72x with it,
+/// 1.36x without; benches/results/h100.md, run 28).
+const MIN_FAST_DATA_BATCH: usize = 3;
 
 /// Fewest accesses worth a batch (one alone is its own check).
 const MIN_BATCH: usize = 2;
@@ -111,8 +121,8 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>,
     let mut rest = Vec::new();
     for (c, p) in candidates.iter().zip(pipelined) {
         if let Some(p) = p.filter(|p| per_loop[&p.back_edge] <= MAX_PIPELINED_PER_LOOP) {
-            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new(), data: false, loc: c.loc });
-            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values, data: false, loc: c.loc });
+            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new(), data: false, data_on_fast_path: false, loc: c.loc });
+            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values, data: false, data_on_fast_path: false, loc: c.loc });
             out.moves.entry(p.back_edge).or_default().push(c.line);
         } else if let Some((first_check, anchor, chain)) = (!c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
             batchable.entry(first_check).or_default().push((c, anchor, chain));
@@ -129,13 +139,14 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>,
         }
         alone.extend(members.iter().skip(MAX_BATCH).map(|m| m.0.line));
         members.truncate(MAX_BATCH);
+        let data_on_fast_path = members.len() >= MIN_FAST_DATA_BATCH;
         for (c, anchor, chain) in members {
-            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Batch(first_check), next_values: Vec::new(), data: false, loc: c.loc });
+            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Batch(first_check), next_values: Vec::new(), data: false, data_on_fast_path, loc: c.loc });
         }
     }
     for c in candidates.iter().filter(|c| alone.contains(&c.line)).chain(rest) {
         if let Some((anchor, chain)) = place(&mut sc, c.line, &c.base, check_lines) {
-            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new(), data: false, loc: c.loc });
+            out.at.entry(anchor).or_default().push(Prefetch { access: c.line, chain, target: Target::Plain, next_values: Vec::new(), data: false, data_on_fast_path: false, loc: c.loc });
         }
     }
     // Data prefetch for the batched and prefetched loads outside loops. Inside loops it measured
