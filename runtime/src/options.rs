@@ -640,6 +640,9 @@ pub extern "C" fn at_load() {
     if o.verbosity >= 2 {
         eprintln!("==gasan== options: {}", o.to_env_string());
     }
+    // The program's modules looked up in the cache from now on, for the GPU the last run set up
+    // (no CUDA call: that waits for the program's own).
+    crate::prefetch::start_early(&o);
     // Under gasan-run, only the program it started says it made no CUDA call, not each helper
     // process the program spawns (a pyenv shim runs dozens).
     let launched = std::env::var(RUN_PID_ENV).ok().and_then(|p| p.parse::<u32>().ok());

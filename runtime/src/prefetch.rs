@@ -10,21 +10,32 @@
 //! [`take`]s its module's result, waiting for one under way; a module the thread has not reached is
 //! prepared by its loader as before. Only cache hits are prepared ahead: in a cold run the work is
 //! what it was, and no module the program never loads is instrumented or compiled.
+//!
+//! The program's own fatbins are prepared earlier still, from the moment the runtime is loaded
+//! ([`start_early`], before `main`), for the GPU the last set-up with this cache found
+//! ([`DeviceRecord`]: what the cache keys need that only a set-up GPU tells). No CUDA function is
+//! called for it. At set-up, [`start`] takes those results over if this GPU's keys are the
+//! remembered ones (the thread then only loads them into the driver), and drops them otherwise.
 
-use crate::modules::{self, Prepared};
+use crate::cache::Cache;
+use crate::modules::{self, CacheLookup, Prepared};
+use crate::options::Options;
 use crate::state::{log, state};
 use gasan_instrument::container::{self, ImageLen};
-use std::collections::HashMap;
-use std::ffi::{c_void, CStr};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_void, CStr, OsString};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 /// Files whose `.nv_fatbin` is larger than this are left to their loaders (libraries of
 /// thousands of modules, most of which a program never loads: cuBLAS, PyTorch).
 const MAX_FATBIN_SECTION: u64 = 64 << 20;
 
-/// Cubin bytes the thread may hold for modules not loaded yet; past it, the rest are left to their
-/// loaders (a program that loads few of many modules does not keep all their cubins in memory).
+/// Cubin bytes the threads (the early one's and the set-up one's together) may hold for modules
+/// not loaded yet; past it, the rest are left to their loaders (a program that loads few of many
+/// modules does not keep all their cubins in memory).
 const MAX_PREPARED_BYTES: usize = 256 << 20;
 
 /// Cubin bytes the thread may load into the driver ahead of their loaders; past it, the rest load
@@ -40,51 +51,50 @@ pub struct LoadedFatbin {
 
 /// Where a fatbin's preparation stands.
 enum Slot<T> {
-    /// Not started; a loader that gets here first removes it and prepares the module itself.
+    /// Not started; a loader that gets here first takes it and prepares the module itself.
     Queued,
-    /// The thread is preparing it; a loader waits for [`Slot::Ready`] or the slot's removal.
+    /// A thread is preparing it (or loading it into the driver); a loader waits for
+    /// [`Slot::Ready`] or the slot's removal.
     Running,
     Ready(Box<T>),
-    /// A loader took it before the thread listed the files: the thread leaves it alone.
+    /// A loader took it (its result, or the job of preparing it): nobody prepares it again, and a
+    /// list that comes later leaves it taken.
     Taken,
 }
 
-/// The slots, and whether the thread has listed its keys yet.
-struct Slots<T> {
-    listed: bool,
-    map: HashMap<usize, Slot<T>>,
-}
-
-/// Preparations by fatbin address, shared by the thread that makes them and the loaders that
-/// take them. Each key is prepared at most once, by the thread or by its loader, never both, and
-/// no loader waits except for a preparation under way.
+/// Preparations by fatbin address, shared by the threads that make them and the loaders that
+/// take them. Each key is prepared at most once, by a thread or by its loader, never both, and
+/// no loader waits except for a preparation under way. Two threads may work on one table (the
+/// early one lists and prepares the program's fatbins, the set-up one lists every file's and
+/// takes the early results over to load them into the driver): a key is claimed by one of them.
 struct Table<T> {
-    slots: Mutex<Slots<T>>,
+    slots: Mutex<HashMap<usize, Slot<T>>>,
     changed: Condvar,
 }
 
 impl<T> Table<T> {
     fn new() -> Self {
-        Table { slots: Mutex::new(Slots { listed: false, map: HashMap::new() }), changed: Condvar::new() }
+        Table { slots: Mutex::new(HashMap::new()), changed: Condvar::new() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slots<T>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Slot<T>>> {
         // A panic while the lock was held leaves the slots consistent (each update is one call).
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The thread's keys, in the order it will work (a key a loader took already stays taken).
+    /// A thread's keys, in the order it will work (a key a loader took already stays taken, one
+    /// listed already keeps its state).
     fn list(&self, keys: impl IntoIterator<Item = usize>) {
         let mut s = self.lock();
         for k in keys {
-            s.map.entry(k).or_insert(Slot::Queued);
+            s.entry(k).or_insert(Slot::Queued);
         }
-        s.listed = true;
     }
 
-    /// The thread claims `key`: false when a loader took it first (or it is unknown).
+    /// A thread claims `key` to prepare it: false when a loader took it first, another thread
+    /// claimed it, or it is unknown.
     fn claim(&self, key: usize) -> bool {
-        match self.lock().map.get_mut(&key) {
+        match self.lock().get_mut(&key) {
             Some(s @ Slot::Queued) => {
                 *s = Slot::Running;
                 true
@@ -93,82 +103,314 @@ impl<T> Table<T> {
         }
     }
 
-    /// The thread's result for a key it claimed (`None`: the loader prepares it).
+    /// The set-up thread takes over another thread's result for `key` to carry on with it (load it
+    /// into the driver), waiting while that thread works on it; the slot is running again until
+    /// [`Self::finish`]. `None` when there is no result (taken, never made, not listed).
+    fn claim_ready(&self, key: usize) -> Option<T> {
+        let mut s = self.lock();
+        loop {
+            match s.get_mut(&key) {
+                Some(Slot::Running) => s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner()),
+                Some(slot @ Slot::Ready(_)) => {
+                    let Slot::Ready(r) = std::mem::replace(slot, Slot::Running) else { unreachable!("matched Ready") };
+                    return Some(*r);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A thread's result for a key it claimed (`None`: the loader prepares it). A result for a
+    /// slot no longer running (the table was cleared) is dropped.
     fn finish(&self, key: usize, result: Option<T>) {
         let mut s = self.lock();
-        match result {
-            Some(r) => s.map.insert(key, Slot::Ready(Box::new(r))),
-            None => s.map.remove(&key),
-        };
+        if let Some(slot @ Slot::Running) = s.get_mut(&key) {
+            match result {
+                Some(r) => *slot = Slot::Ready(Box::new(r)),
+                None => {
+                    s.remove(&key);
+                }
+            }
+        }
         self.changed.notify_all();
     }
 
-    /// A loader's take of `key`: the thread's result, waiting while it works on it; `None` when
-    /// there is none, and the loader then prepares the module (the thread will not start it).
+    /// A loader's take of `key`: the thread's result, waiting while one works on it; `None` when
+    /// there is none, and the loader then prepares the module. Either way the key is the loader's
+    /// from now on: no thread will start it.
     fn take(&self, key: usize) -> Option<T> {
         let mut s = self.lock();
         loop {
-            match s.map.remove(&key) {
-                None if !s.listed => {
-                    s.map.insert(key, Slot::Taken);
-                    return None;
-                }
-                // A taken key stays taken: the list may still come and must not queue it.
-                Some(Slot::Taken) => {
-                    s.map.insert(key, Slot::Taken);
-                    return None;
-                }
-                None | Some(Slot::Queued) => return None,
-                Some(Slot::Ready(r)) => return Some(*r),
+            match s.insert(key, Slot::Taken) {
                 Some(Slot::Running) => {
-                    s.map.insert(key, Slot::Running);
+                    s.insert(key, Slot::Running);
                     s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
                 }
+                Some(Slot::Ready(r)) => return Some(*r),
+                _ => return None,
             }
         }
     }
 
     /// Changes every result not taken yet.
     fn each_ready(&self, mut f: impl FnMut(&mut T)) {
-        for slot in self.lock().map.values_mut() {
+        for slot in self.lock().values_mut() {
             if let Slot::Ready(r) = slot {
                 f(r);
             }
         }
     }
 
-    /// Forgets every key and lists none (nothing will prepare them).
+    /// Forgets every key and drops every result (a result finished later is dropped too).
     fn clear(&self) {
-        let mut s = self.lock();
-        s.map.clear();
-        s.listed = true;
+        self.lock().clear();
         self.changed.notify_all();
     }
+}
+
+/// What the cache keys of a GPU's modules need that only a set-up GPU tells (the device's compute
+/// capability, whether its pool allows the aligned-pool checks, the loaded driver's identity), as
+/// the last process that set a GPU up with this cache found it. Kept in the cache
+/// (`<hash>.device`, written whole and renamed into place); a missing, cut short or otherwise
+/// unreadable record is no record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceRecord {
+    pub cc: u32,
+    pub aligned_pool: bool,
+    pub driver: String,
+}
+
+/// First line of a device record (its format's version).
+const RECORD_HEADER: &str = "gasan-last-device 1";
+
+impl DeviceRecord {
+    /// The device `lookup` was made for.
+    pub fn of(lookup: &CacheLookup) -> Self {
+        DeviceRecord { cc: lookup.cc, aligned_pool: lookup.aligned_pool(), driver: lookup.driver().to_string() }
+    }
+
+    /// The record as its cache entry holds it: one field a line, then `end` (so a file cut short
+    /// is told from a whole one).
+    pub fn to_text(&self) -> String {
+        format!("{RECORD_HEADER}\ncc {}\naligned_pool {}\ndriver {}\nend\n", self.cc, self.aligned_pool as u8, self.driver)
+    }
+
+    /// A record from [`Self::to_text`]'s form; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut lines = text.split('\n');
+        if lines.next()? != RECORD_HEADER {
+            return None;
+        }
+        let mut field = |name: &str| lines.next().and_then(|l| l.strip_prefix(name)).and_then(|l| l.strip_prefix(' ')).map(str::to_string);
+        let cc = field("cc")?.parse::<u32>().ok().filter(|&cc| cc > 0)?;
+        let aligned_pool = match field("aligned_pool")?.as_str() {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
+        let driver = field("driver").filter(|d| !d.is_empty())?;
+        let rest: Vec<&str> = lines.collect();
+        (rest == ["end", ""]).then_some(DeviceRecord { cc, aligned_pool, driver })
+    }
+
+    /// Its cache entry's name (one per gasan version and revision).
+    fn entry_name() -> String {
+        let mut h = Sha256::new();
+        h.update(b"last device set up");
+        h.update(env!("CARGO_PKG_VERSION"));
+        h.update(gasan_instrument::ptx::REVISION.to_le_bytes());
+        format!("{}.device", crate::cache::key_hex(&h.finalize()))
+    }
+
+    /// The record `cache` holds, if any.
+    pub fn read(cache: &Cache) -> Option<Self> {
+        let text = cache.get(&Self::entry_name())?;
+        Self::parse(std::str::from_utf8(&text).ok()?)
+    }
+
+    /// Writes it into `cache`, replacing the one there.
+    pub fn write(&self, cache: &Cache) -> std::io::Result<()> {
+        cache.put(&Self::entry_name(), self.to_text().as_bytes())
+    }
+}
+
+/// The preparation of the program's fatbins started when the runtime is loaded, for the
+/// remembered device ([`start_early`]).
+struct Early {
+    /// The process that started its thread. No other process touches the rest: a forked child
+    /// lacks the thread, and its table's lock may have been held by it at the fork.
+    pid: u32,
+    opts: Options,
+    cache: Cache,
+    record: DeviceRecord,
+    /// The variables ptxas is looked up with, as they were when the runtime was loaded (the thread
+    /// reads no environment: the program may change it meanwhile).
+    ptxas_env: Vec<(&'static str, Option<OsString>)>,
+    /// What the thread prepares with, once it has made it.
+    lookup: OnceLock<CacheLookup>,
+    table: Table<Prepared>,
+    /// Set when the set-up GPU is not the remembered one: the thread stops and its results go.
+    stopped: AtomicBool,
+    /// Modules it prepared, and the cubin bytes they hold.
+    prepared: AtomicUsize,
+    bytes: AtomicUsize,
+    /// Its thread's time once done, µs; `u64::MAX` while it works.
+    took_us: AtomicU64,
+}
+
+impl Early {
+    /// Stops the thread and drops what it prepared (results it finishes later are dropped too).
+    fn drop_results(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.table.clear();
+    }
+}
+
+static EARLY: OnceLock<Early> = OnceLock::new();
+
+/// Starts preparing the program's own fatbins from the cache for the device the last set-up
+/// remembered ([`DeviceRecord`]), on a thread, when the runtime is loaded (crate::options::at_load,
+/// before the program's `main`). Nothing when the options rule prefetching or cached cubins out,
+/// when there is no cache directory, or when no device is remembered (then everything waits for
+/// the set-up, as [`start`] does it). Calls no CUDA function and loads no library: a program that
+/// never uses CUDA, or forks first, pays only for reading the record and for the thread.
+///
+/// Only the program itself is listed: it is never unloaded, so its memory can be read without
+/// pinning it (pinning a library with `dlopen` while constructors run could run another
+/// library's constructor on this thread); libraries wait for the set-up.
+pub fn start_early(opts: &Options) {
+    if !(opts.prefetch && opts.instrument && opts.sass) {
+        return;
+    }
+    let Some(dir) = crate::cache::dir_for(opts.cache_dir.as_deref()) else { return };
+    let cache = Cache::new(dir, opts.cache_size_mb << 20);
+    let Some(record) = DeviceRecord::read(&cache) else { return };
+    let ptxas_env = ["CUDA_HOME", "CUDA_PATH", "PATH"].into_iter().map(|k| (k, std::env::var_os(k))).collect();
+    let early = Early {
+        pid: std::process::id(),
+        opts: opts.clone(),
+        cache,
+        record,
+        ptxas_env,
+        lookup: OnceLock::new(),
+        table: Table::new(),
+        stopped: AtomicBool::new(false),
+        prepared: AtomicUsize::new(0),
+        bytes: AtomicUsize::new(0),
+        took_us: AtomicU64::new(u64::MAX),
+    };
+    if EARLY.set(early).is_err() {
+        return;
+    }
+    if std::thread::Builder::new().name("gasan-early".into()).spawn(run_early).is_err() {
+        if let Some(e) = EARLY.get() {
+            e.drop_results();
+            e.took_us.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The early thread: the program's fatbins prepared for the remembered device. It touches no
+/// process-wide state besides [`EARLY`] (no `state()`, whose creation registers exit handlers
+/// and would make a program that never uses CUDA report; no shared `OnceLock` a forked child could
+/// find half made) and writes nothing.
+fn run_early() {
+    let Some(e) = EARLY.get() else { return };
+    let t = std::time::Instant::now();
+    let env = |k: &str| e.ptxas_env.iter().find(|(n, _)| *n == k).and_then(|(_, v)| v.clone());
+    let r = &e.record;
+    if let Some(lookup) = CacheLookup::speculative(&e.opts, e.cache.clone(), r.cc, r.aligned_pool, r.driver.clone(), env) {
+        let lookup = e.lookup.get_or_init(|| lookup);
+        let fatbins = std::panic::catch_unwind(program_fatbins).unwrap_or_default();
+        e.table.list(fatbins.iter().map(|f| f.addr));
+        for f in &fatbins {
+            if e.stopped.load(Ordering::SeqCst) || e.bytes.load(Ordering::SeqCst) > MAX_PREPARED_BYTES {
+                break;
+            }
+            if !e.table.claim(f.addr) {
+                continue;
+            }
+            // A panic must not leave the slot running (its loader would wait for ever).
+            let prepared = std::panic::catch_unwind(|| {
+                // SAFETY: program_fatbins found `f` inside an allocated section of the program,
+                // which is never unloaded: `f.len` readable bytes for the life of the process.
+                unsafe { modules::prepare_cached(f.addr as *const c_void, f.len, lookup) }
+            })
+            .ok()
+            .flatten();
+            if let Some(p) = &prepared {
+                e.prepared.fetch_add(1, Ordering::SeqCst);
+                e.bytes.fetch_add(p.bytes(), Ordering::SeqCst);
+            }
+            e.table.finish(f.addr, prepared);
+        }
+    }
+    // Dropped while it worked: what it finished since goes too.
+    if e.stopped.load(Ordering::SeqCst) {
+        e.table.clear();
+    }
+    e.took_us.store(t.elapsed().as_micros() as u64, Ordering::SeqCst);
 }
 
 struct Prefetch {
     /// The process that started the thread (a forked child has no thread to wait for).
     pid: u32,
-    /// Compute capability the modules are prepared for.
-    cc: u32,
+    /// How modules are looked up (for this GPU's compute capability).
+    lookup: CacheLookup,
     /// The context the GPU was set up in (`CUcontext`), when prepared modules are also loaded
     /// into it ahead of their loaders ([`modules::preload`]); 0: not.
     preload_ctx: usize,
-    table: Table<Prepared>,
+    /// The early preparation's table when its results were taken over, else its own.
+    table: &'static Table<Prepared>,
+    /// The early preparation whose results it took over.
+    early: Option<&'static Early>,
+    /// What became of the early preparation (for the log).
+    early_outcome: String,
 }
 
 static PREFETCH: OnceLock<Prefetch> = OnceLock::new();
 
 /// Starts preparing the loaded files' modules for a GPU of compute capability `cc` (once per
 /// process; nothing when the options rule it out). The files are listed on the thread too: the
-/// caller (the program's first CUDA call that needs the GPU) pays only for starting it.
+/// caller (the program's first CUDA call that needs the GPU) pays only for making the lookup,
+/// checking it against the early preparation's and starting the thread.
 pub fn start(cc: u32) {
     let o = &state().opts;
     if !(o.prefetch && o.instrument && o.sass) {
         return;
     }
+    let pid = std::process::id();
+    // A forked child leaves its parent's early preparation alone (see Early::pid).
+    let early = EARLY.get().filter(|e| e.pid == pid);
+    let Some(lookup) = CacheLookup::for_this_process(cc) else {
+        if let Some(e) = early {
+            e.drop_results();
+        }
+        return;
+    };
+    let adopted = early.filter(|e| e.lookup.get() == Some(&lookup));
+    let early_outcome = match (early, adopted) {
+        (None, _) => "none before set-up (no device remembered)".to_string(),
+        (Some(e), Some(_)) => format!("{} of them prepared before set-up for the remembered sm_{}", e.prepared.load(Ordering::SeqCst), e.record.cc),
+        (Some(e), None) => {
+            e.drop_results();
+            let why = match e.lookup.get() {
+                None => "made nothing yet".to_string(),
+                Some(l) if l.cc != lookup.cc => format!("for sm_{}, this GPU is sm_{}", l.cc, lookup.cc),
+                Some(l) if l.aligned_pool() != lookup.aligned_pool() => "for another pool layout".to_string(),
+                Some(l) if l.driver() != lookup.driver() => "for another driver".to_string(),
+                Some(_) => "for other options or ptxas".to_string(),
+            };
+            format!("the early preparation dropped ({why})")
+        }
+    };
+    let table: &'static Table<Prepared> = match adopted {
+        Some(e) => &e.table,
+        // Once per process.
+        None => Box::leak(Box::new(Table::new())),
+    };
     let preload_ctx = if o.preload && lazy_loading() { current_context() } else { 0 };
-    if PREFETCH.set(Prefetch { pid: std::process::id(), cc, preload_ctx, table: Table::new() }).is_err() {
+    if PREFETCH.set(Prefetch { pid, lookup, preload_ctx, table, early: adopted, early_outcome }).is_err() {
         return;
     }
     if let Err(e) = std::thread::Builder::new().name("gasan-prefetch".into()).spawn(run) {
@@ -201,24 +443,39 @@ fn run() {
     // The modules load into the context the GPU was set up in, as cudart's loads will.
     let preload = p.preload_ctx != 0 && crate::driver::api::cuCtxSetCurrent(p.preload_ctx as cudarc::driver::sys::CUcontext) == 0;
     let (mut preloaded, mut preloaded_bytes) = (0usize, 0usize);
-    let fatbins = std::panic::catch_unwind(loaded_fatbins).unwrap_or_default();
+    let mut fatbins = std::panic::catch_unwind(loaded_fatbins).unwrap_or_default();
+    // One fatbin named by two wrappers is one module.
+    let mut seen = HashSet::new();
+    fatbins.retain(|f| seen.insert(f.addr));
     p.table.list(fatbins.iter().map(|f| f.addr));
-    let (mut ready, mut bytes) = (0usize, 0usize);
+    let early_bytes = || p.early.map_or(0, |e| e.bytes.load(Ordering::SeqCst));
+    let (mut ready, mut bytes, mut taken_over) = (0usize, 0usize, 0usize);
     for f in &fatbins {
-        if bytes > MAX_PREPARED_BYTES {
+        if bytes + early_bytes() > MAX_PREPARED_BYTES {
             break;
         }
-        if !p.table.claim(f.addr) {
-            continue;
-        }
-        // A panic must not leave the slot running (its loader would wait for ever).
-        let prepared = std::panic::catch_unwind(|| {
-            // SAFETY: loaded_fatbins found `f` inside an allocated section of a loaded file:
-            // `f.len` readable bytes for the life of the process.
-            unsafe { modules::prepare_cached(f.addr as *const c_void, f.len, p.cc) }
-        })
-        .ok()
-        .flatten();
+        let prepared = if p.table.claim(f.addr) {
+            // A panic must not leave the slot running (its loader would wait for ever).
+            let prepared = std::panic::catch_unwind(|| {
+                // SAFETY: loaded_fatbins found `f` inside an allocated section of a loaded file
+                // (pinned if a library): `f.len` readable bytes for the life of the process.
+                unsafe { modules::prepare_cached(f.addr as *const c_void, f.len, &p.lookup) }
+            })
+            .ok()
+            .flatten();
+            bytes += prepared.as_ref().map_or(0, Prepared::bytes);
+            prepared
+        } else {
+            // The early thread's result (waiting while it works on it), already counted in its
+            // bytes; none when a loader took it or it was never made.
+            match p.early.and_then(|_| p.table.claim_ready(f.addr)) {
+                Some(r) => {
+                    taken_over += 1;
+                    Some(r)
+                }
+                None => continue,
+            }
+        };
         let prepared = prepared.map(|mut prep| {
             if preload && preloaded_bytes + prep.bytes() <= MAX_PRELOADED_BYTES && modules::preload(&mut prep) {
                 preloaded += 1;
@@ -227,16 +484,32 @@ fn run() {
             prep
         });
         ready += prepared.is_some() as usize;
-        bytes += prepared.as_ref().map_or(0, Prepared::bytes);
         p.table.finish(f.addr, prepared);
     }
     log(1, || {
         format!(
-            "prepared {ready} of {} modules in the program's files from the cache ahead of their loads, {preloaded} loaded into the driver, in {:.2} ms",
+            "prepared {ready} of {} modules in the program's files from the cache ahead of their loads ({}; {taken_over} taken over here), {preloaded} loaded into the driver, in {:.2} ms after set-up{}",
             fatbins.len(),
-            t.elapsed().as_secs_f64() * 1e3
+            p.early_outcome,
+            t.elapsed().as_secs_f64() * 1e3,
+            p.early.map(|e| e.took_us.load(Ordering::SeqCst)).filter(|&us| us != u64::MAX).map(|us| format!(" (the early thread took {:.2} ms from process start)", us as f64 / 1e3)).unwrap_or_default()
         )
     });
+    remember_device(p);
+}
+
+/// Records this GPU for the next process's early preparation, when it is not the one recorded.
+fn remember_device(p: &Prefetch) {
+    let this = DeviceRecord::of(&p.lookup);
+    let recorded = match p.early {
+        Some(e) => Some(e.record.clone()),
+        None => DeviceRecord::read(p.lookup.cache()),
+    };
+    if recorded.as_ref() != Some(&this) {
+        if let Err(e) = this.write(p.lookup.cache()) {
+            log(1, || format!("device not remembered for the next run: {e}"));
+        }
+    }
 }
 
 /// A context went away (`Some`: that one was destroyed; `None`: a primary context was reset or
@@ -259,19 +532,30 @@ pub fn on_context_gone(ctx: Option<usize>) {
 /// The preparation of `image`'s fatbin, if the thread made one (waiting while it works on it);
 /// `None` otherwise, and the module is then the caller's to prepare.
 ///
+/// Before set-up the early preparation's results are for a remembered device that nothing has
+/// checked yet: the loader takes the module for itself (waiting for the early thread if it is
+/// preparing it, then dropping that result), so neither thread prepares it again.
+///
 /// # Safety
 /// `image` is a module image as the driver's loaders take it.
 pub unsafe fn take(image: *const c_void) -> Option<Prepared> {
-    let p = PREFETCH.get()?;
-    if p.pid != std::process::id() {
-        return None;
-    }
+    let pid = std::process::id();
+    let (table, before_set_up) = match (PREFETCH.get(), EARLY.get()) {
+        (Some(p), _) if p.pid == pid => (p.table, false),
+        (None, Some(e)) if e.pid == pid => (&e.table, true),
+        _ => return None,
+    };
     // SAFETY: `image` is a module image (this function's contract).
     let key = unsafe { modules::image_fatbin_address(image) }?;
     let t = std::time::Instant::now();
-    let taken = p.table.take(key);
-    // What the loader waited for the thread (it waits only for a preparation under way).
+    let taken = table.take(key);
+    // What the loader waited for a thread (it waits only for a preparation under way).
     state().counters.prefetch_wait_us.fetch_add(t.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    // An early result stands only if the set-up came meanwhile and took the early results over
+    // (this GPU's lookup is the remembered one).
+    if before_set_up && !PREFETCH.get().is_some_and(|p| p.pid == pid && p.early.is_some()) {
+        return None;
+    }
     taken
 }
 
@@ -326,11 +610,29 @@ fn loaded_files() -> Vec<LoadedFile> {
 /// an address that now holds other code. Libraries are pinned first and listed again, so every
 /// address used is one of a pinned library (or of the program, which is never unloaded).
 pub fn loaded_fatbins() -> Vec<LoadedFatbin> {
+    let (fatbins, left) = fatbins_of(false);
+    for (path, size) in left {
+        log(1, || format!("{}: {} MiB of fatbins, left to their loaders", path.display(), size >> 20));
+    }
+    fatbins
+}
+
+/// The fatbins of the program alone (not its libraries): no library is pinned, nothing is logged.
+fn program_fatbins() -> Vec<LoadedFatbin> {
+    fatbins_of(true).0
+}
+
+/// The fatbins of the program, and of the loaded libraries unless `program_only` (pinned, see
+/// [`loaded_fatbins`]); and the files left out for their size, with their fatbins' bytes.
+fn fatbins_of(program_only: bool) -> (Vec<LoadedFatbin>, Vec<(PathBuf, u64)>) {
+    let files = |n: usize| loaded_files().into_iter().take(n);
+    let n = if program_only { 1 } else { usize::MAX };
     let mut sections: HashMap<PathBuf, FatbinSections> = HashMap::new();
-    for (i, f) in loaded_files().into_iter().enumerate() {
+    let mut left = Vec::new();
+    for (i, f) in files(n).enumerate() {
         let Some(s) = fatbin_sections(&f.path) else { continue };
         if s.fatbins.1 > MAX_FATBIN_SECTION {
-            log(1, || format!("{}: {} MiB of fatbins, left to their loaders", f.path.display(), s.fatbins.1 >> 20));
+            left.push((f.path, s.fatbins.1));
             continue;
         }
         if i > 0 && !pin(&f.path) {
@@ -339,7 +641,7 @@ pub fn loaded_fatbins() -> Vec<LoadedFatbin> {
         sections.insert(f.path, s);
     }
     let mut out = Vec::new();
-    for f in loaded_files() {
+    for f in files(n) {
         let Some(s) = sections.remove(&f.path) else { continue };
         let range = |(addr, size): (u64, u64)| {
             let start = f.bias.checked_add(addr as usize)?;
@@ -349,7 +651,7 @@ pub fn loaded_fatbins() -> Vec<LoadedFatbin> {
         let (Some(wrappers), Some(fatbins)) = (range(s.wrappers), range(s.fatbins)) else { continue };
         out.extend(wrapped_fatbins(wrappers, fatbins));
     }
-    out
+    (out, left)
 }
 
 /// Keeps the loaded library `path` loaded for the life of the process: false when it is no
