@@ -54,12 +54,15 @@ enum Slot<T> {
     /// Not started; a loader that gets here first takes it and prepares the module itself.
     Queued,
     /// A thread is preparing it (or loading it into the driver); a loader waits for
-    /// [`Slot::Ready`] or the slot's removal.
+    /// [`Slot::Ready`] or [`Slot::Missed`] (or the table's clearing).
     Running,
     Ready(Box<T>),
     /// A loader took it (its result, or the job of preparing it): nobody prepares it again, and a
     /// list that comes later leaves it taken.
     Taken,
+    /// A thread found no result for it (not in the cache): its loader prepares it, and a list
+    /// that comes later (the other thread's) does not queue it again.
+    Missed,
 }
 
 /// Preparations by fatbin address, shared by the threads that make them and the loaders that
@@ -123,14 +126,11 @@ impl<T> Table<T> {
     /// A thread's result for a key it claimed (`None`: the loader prepares it). A result for a
     /// slot no longer running (the table was cleared) is dropped.
     fn finish(&self, key: usize, result: Option<T>) {
-        let mut s = self.lock();
-        if let Some(slot @ Slot::Running) = s.get_mut(&key) {
-            match result {
-                Some(r) => *slot = Slot::Ready(Box::new(r)),
-                None => {
-                    s.remove(&key);
-                }
-            }
+        if let Some(slot @ Slot::Running) = self.lock().get_mut(&key) {
+            *slot = match result {
+                Some(r) => Slot::Ready(Box::new(r)),
+                None => Slot::Missed,
+            };
         }
         self.changed.notify_all();
     }
@@ -388,21 +388,15 @@ pub fn start(cc: u32) {
         }
         return;
     };
-    let adopted = early.filter(|e| e.lookup.get() == Some(&lookup));
-    let early_outcome = match (early, adopted) {
-        (None, _) => "none before set-up (no device remembered)".to_string(),
-        (Some(e), Some(_)) => format!("{} of them prepared before set-up for the remembered sm_{}", e.prepared.load(Ordering::SeqCst), e.record.cc),
-        (Some(e), None) => {
+    let verdict = early.map(|e| early_verdict(e.lookup.get(), &lookup));
+    let adopted = early.filter(|_| verdict == Some(Ok(())));
+    let early_outcome = match (early, verdict) {
+        (Some(e), Some(Ok(()))) => format!("{} of them prepared before set-up for the remembered sm_{}", e.prepared.load(Ordering::SeqCst), e.record.cc),
+        (Some(e), Some(Err(why))) => {
             e.drop_results();
-            let why = match e.lookup.get() {
-                None => "made nothing yet".to_string(),
-                Some(l) if l.cc != lookup.cc => format!("for sm_{}, this GPU is sm_{}", l.cc, lookup.cc),
-                Some(l) if l.aligned_pool() != lookup.aligned_pool() => "for another pool layout".to_string(),
-                Some(l) if l.driver() != lookup.driver() => "for another driver".to_string(),
-                Some(_) => "for other options or ptxas".to_string(),
-            };
-            format!("the early preparation dropped ({why})")
+            format!("the early preparation dropped: {why}")
         }
+        _ => "none before set-up: no device remembered".to_string(),
     };
     let table: &'static Table<Prepared> = match adopted {
         Some(e) => &e.table,
@@ -418,6 +412,20 @@ pub fn start(cc: u32) {
         if let Some(p) = PREFETCH.get() {
             p.table.clear();
         }
+    }
+}
+
+/// Whether the early preparation's results, made with `early` (`None`: it has made no lookup
+/// yet), stand for this process's set-up GPU, whose lookup is `this`: they do when the two find
+/// the same cache entries; otherwise, why not.
+fn early_verdict(early: Option<&CacheLookup>, this: &CacheLookup) -> Result<(), String> {
+    match early {
+        Some(l) if l == this => Ok(()),
+        None => Err("it had not started yet".into()),
+        Some(l) if l.cc != this.cc => Err(format!("made for sm_{}, this GPU is sm_{}", l.cc, this.cc)),
+        Some(l) if l.aligned_pool() != this.aligned_pool() => Err("made for another pool layout".into()),
+        Some(l) if l.driver() != this.driver() => Err("made for another driver".into()),
+        Some(_) => Err("made with other options or another ptxas".into()),
     }
 }
 
@@ -709,47 +717,68 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum TableOp {
+        /// The set-up thread lists every key (0..4).
         List,
-        /// The thread claims a key and, if it got it, finishes it (with a result or without).
+        /// The early thread lists the program's keys (0..2).
+        ListEarly,
+        /// A thread claims a key and, if it got it, finishes it (with a result or without).
         Prepare(usize, bool),
+        /// The set-up thread takes over a result another thread made (and finishes it, loaded
+        /// into the driver: +100).
+        TakeOver(usize),
         /// A loader takes a key (never one under way: in this one-threaded model it would wait).
         Take(usize),
     }
 
     proptest! {
-        /// Any interleaving of listing, the thread's claims and results, and loaders' takes: a
-        /// key is prepared by the thread at most once and never after its loader took it, a
-        /// loader gets the thread's result at most once and only one the thread made, and a key
-        /// the loader was told to prepare itself is never handed out later.
+        /// Any interleaving of the two threads' lists, claims, results and take-overs, and
+        /// loaders' takes: a key is prepared at most once and never after its loader took it, a
+        /// result is taken over only while no loader has it, a loader gets a result at most once
+        /// and only one a thread made, and a key the loader was told to prepare itself is never
+        /// handed out or prepared later.
         #[test]
         fn the_table_gives_each_module_one_preparer(ops in prop::collection::vec(prop_oneof![
             Just(TableOp::List),
+            Just(TableOp::ListEarly),
             (0usize..4, any::<bool>()).prop_map(|(k, ok)| TableOp::Prepare(k, ok)),
+            (0usize..4).prop_map(TableOp::TakeOver),
             (0usize..4).prop_map(TableOp::Take),
         ], 0..40)) {
             let t = Table::<usize>::new();
-            let (mut listed, mut claimed, mut made, mut handed, mut own) = (false, [false; 4], [false; 4], [false; 4], [false; 4]);
+            let (mut listed, mut claimed, mut made, mut handed, mut own) = ([false; 4], [false; 4], [false; 4], [false; 4], [false; 4]);
             for op in ops {
                 match op {
                     TableOp::List => {
-                        if !listed {
-                            t.list(0..4);
-                            listed = true;
-                        }
+                        t.list(0..4);
+                        listed = [true; 4];
+                    }
+                    TableOp::ListEarly => {
+                        t.list(0..2);
+                        listed[0] = true;
+                        listed[1] = true;
                     }
                     TableOp::Prepare(k, ok) => {
                         let got = t.claim(k);
                         prop_assert!(!(got && (claimed[k] || own[k] || handed[k])), "key {k} claimed twice or after its loader");
-                        prop_assert!(!got || listed, "claimed before the list");
+                        prop_assert!(!got || listed[k], "key {k} claimed before it was listed");
+                        prop_assert!(got || claimed[k] || own[k] || handed[k] || !listed[k], "key {k} listed and free but not claimed");
                         if got {
                             claimed[k] = true;
                             made[k] = ok;
                             t.finish(k, ok.then_some(k));
                         }
                     }
+                    TableOp::TakeOver(k) => match t.claim_ready(k) {
+                        Some(v) => {
+                            prop_assert!(v == k || v == k + 100);
+                            prop_assert!(made[k] && !handed[k] && !own[k], "key {k} taken over without a result or from its loader");
+                            t.finish(k, Some(k + 100));
+                        }
+                        None => prop_assert!(!(made[k] && !handed[k] && !own[k]), "key {k}'s result not taken over"),
+                    },
                     TableOp::Take(k) => match t.take(k) {
                         Some(v) => {
-                            prop_assert_eq!(v, k);
+                            prop_assert!(v == k || v == k + 100);
                             prop_assert!(made[k] && !handed[k] && !own[k], "key {k} handed out without a result or twice");
                             handed[k] = true;
                         }
@@ -761,6 +790,153 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_set_up_thread_waits_for_the_early_thread_to_take_its_result_over() {
+        use std::sync::Arc;
+        let t = Arc::new(Table::<u32>::new());
+        t.list([1, 2]);
+        // The early thread works on key 1; the set-up thread lists everything meanwhile.
+        assert!(t.claim(1));
+        t.list([1, 2, 3]);
+        assert!(!t.claim(1), "one thread claims a key");
+        let set_up = {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || t.claim_ready(1))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!set_up.is_finished(), "the take-over waits while the early thread works");
+        t.finish(1, Some(10));
+        assert_eq!(set_up.join().unwrap(), Some(10));
+        // Running again until the set-up thread finishes it: a loader waits for that.
+        let loader = {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || t.take(1))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!loader.is_finished(), "the loader waits while the result is loaded into the driver");
+        t.finish(1, Some(11));
+        assert_eq!(loader.join().unwrap(), Some(11));
+        // Nothing to take over: a queued key, a taken one, an unknown one.
+        assert_eq!(t.claim_ready(2), None);
+        assert_eq!(t.claim_ready(1), None);
+        assert_eq!(t.claim_ready(7), None);
+        // A key a loader took before either thread listed it stays the loader's.
+        assert_eq!(t.take(4), None);
+        t.list([4]);
+        assert!(!t.claim(4));
+    }
+
+    #[test]
+    fn dropped_early_results_are_never_handed_out() {
+        let t = Table::<u32>::new();
+        t.list([1, 2, 3]);
+        assert!(t.claim(1));
+        t.finish(1, Some(10));
+        // Under way when the set-up GPU turns out not to be the remembered one.
+        assert!(t.claim(2));
+        t.clear();
+        t.finish(2, Some(20));
+        assert_eq!(t.take(1), None);
+        assert_eq!(t.take(2), None);
+        assert!(!t.claim(3));
+        assert_eq!(t.claim_ready(2), None);
+    }
+
+    fn tmp_cache(name: &str) -> Cache {
+        let d = std::env::temp_dir().join(format!("gasan-prefetch-unit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Cache::new(d, 1 << 20)
+    }
+
+    #[test]
+    fn a_device_record_round_trips_and_anything_else_is_no_record() {
+        let r = DeviceRecord { cc: 90, aligned_pool: true, driver: "13000|/usr/lib/libcuda.so.580|123|1.5|42".into() };
+        let text = r.to_text();
+        assert_eq!(DeviceRecord::parse(&text), Some(r.clone()));
+        // Cut short anywhere (a writer that died before its rename never leaves one, but a disk
+        // may): no record.
+        for n in 0..text.len() {
+            assert_eq!(DeviceRecord::parse(&text[..n]), None, "cut at {n}: {:?}", &text[..n]);
+        }
+        let bad = [
+            text.replace("gasan-last-device 1", "gasan-last-device 2"),
+            text.replace("cc 90", "cc 0"),
+            text.replace("cc 90", "cc nine"),
+            text.replace("cc 90", "cc  90"),
+            text.replace("aligned_pool 1", "aligned_pool 2"),
+            text.replace("driver 13000|/usr/lib/libcuda.so.580|123|1.5|42", "driver "),
+            text.replace("end\n", "end\nmore\n"),
+            text.replace("end\n", "\n"),
+            text.replace("cc 90\naligned_pool 1", "aligned_pool 1\ncc 90"),
+        ];
+        for b in &bad {
+            assert_eq!(DeviceRecord::parse(b), None, "{b:?}");
+        }
+        let c = tmp_cache("record");
+        assert_eq!(DeviceRecord::read(&c), None, "no cache directory: no record");
+        r.write(&c).unwrap();
+        assert_eq!(DeviceRecord::read(&c), Some(r.clone()));
+        let other = DeviceRecord { cc: 86, aligned_pool: false, ..r.clone() };
+        other.write(&c).unwrap();
+        assert_eq!(DeviceRecord::read(&c), Some(other), "the last set-up's device is remembered");
+        let name = DeviceRecord::entry_name();
+        assert_eq!(crate::cache::entry_kind(&name), Some("last-device"), "evicted and cleared with the cache's other entries");
+        std::fs::write(c.dir.join(&name), &text.as_bytes()[..text.len() - 3]).unwrap();
+        assert_eq!(DeviceRecord::read(&c), None, "truncated");
+        std::fs::write(c.dir.join(&name), [0xff, 0xfe, b'\n']).unwrap();
+        assert_eq!(DeviceRecord::read(&c), None, "not text");
+        std::fs::remove_dir_all(&c.dir).unwrap();
+    }
+
+    #[test]
+    fn early_results_stand_only_for_the_lookup_they_were_made_with() {
+        // Any executable stands for ptxas: only its identity goes into the lookup.
+        let opts = Options { ptxas: Some(PathBuf::from("/bin/sh")), ..Options::default() };
+        let c = tmp_cache("verdict");
+        let lookup = |opts: &Options, cc, aligned, driver: &str| CacheLookup::speculative(opts, c.clone(), cc, aligned, driver.into(), |_| None).unwrap();
+        let this = lookup(&opts, 90, true, "drv");
+        assert_eq!(early_verdict(Some(&lookup(&opts, 90, true, "drv")), &this), Ok(()));
+        assert_eq!(early_verdict(None, &this), Err("it had not started yet".into()));
+        assert_eq!(early_verdict(Some(&lookup(&opts, 86, true, "drv")), &this), Err("made for sm_86, this GPU is sm_90".into()));
+        assert_eq!(early_verdict(Some(&lookup(&opts, 90, false, "drv")), &this), Err("made for another pool layout".into()));
+        assert_eq!(early_verdict(Some(&lookup(&opts, 90, true, "drv2")), &this), Err("made for another driver".into()));
+        let recover = Options { halt_on_error: false, ..opts.clone() };
+        assert_eq!(early_verdict(Some(&lookup(&recover, 90, true, "drv")), &this), Err("made with other options or another ptxas".into()));
+        // The record the set-up writes gives the next process's early thread this very lookup.
+        let r = DeviceRecord::of(&this);
+        assert_eq!(early_verdict(Some(&lookup(&opts, r.cc, r.aligned_pool, &r.driver)), &this), Ok(()));
+        // Options that rule cached cubins out make no lookup, so nothing early.
+        assert!(CacheLookup::speculative(&Options { sass: false, ..opts.clone() }, c.clone(), 90, true, "drv".into(), |_| None).is_none());
+        assert!(CacheLookup::speculative(&Options { instrument: false, ..opts.clone() }, c.clone(), 90, true, "drv".into(), |_| None).is_none());
+    }
+
+    #[test]
+    fn an_early_thread_drops_what_it_finishes_after_being_stopped() {
+        let opts = Options { ptxas: Some(PathBuf::from("/bin/sh")), ..Options::default() };
+        let c = tmp_cache("stopped");
+        let e = Early {
+            pid: std::process::id(),
+            opts,
+            cache: c.clone(),
+            record: DeviceRecord { cc: 90, aligned_pool: false, driver: "drv".into() },
+            ptxas_env: Vec::new(),
+            lookup: OnceLock::new(),
+            table: Table::new(),
+            stopped: AtomicBool::new(false),
+            prepared: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            took_us: AtomicU64::new(u64::MAX),
+        };
+        e.table.list([1, 2]);
+        assert!(e.table.claim(1));
+        e.drop_results();
+        assert!(e.stopped.load(Ordering::SeqCst));
+        // Module 1 was under way: its result goes; module 2 is nobody's now.
+        e.table.finish(1, None);
+        assert!(!e.table.claim(2));
+        assert!(e.table.take(1).is_none() && e.table.take(2).is_none());
     }
 
     #[test]
