@@ -364,8 +364,8 @@ struct Prefetch {
     table: &'static Table<Prepared>,
     /// The early preparation whose results it took over.
     early: Option<&'static Early>,
-    /// What became of the early preparation (for the log).
-    early_outcome: String,
+    /// Why no early results were taken over (for the log; empty when they were).
+    not_early: String,
 }
 
 static PREFETCH: OnceLock<Prefetch> = OnceLock::new();
@@ -390,13 +390,13 @@ pub fn start(cc: u32) {
     };
     let verdict = early.map(|e| early_verdict(e.lookup.get(), &lookup));
     let adopted = early.filter(|_| verdict == Some(Ok(())));
-    let early_outcome = match (early, verdict) {
-        (Some(e), Some(Ok(()))) => format!("{} of them prepared before set-up for the remembered sm_{}", e.prepared.load(Ordering::SeqCst), e.record.cc),
+    let not_early = match (early, verdict) {
+        (Some(_), Some(Ok(()))) => String::new(),
         (Some(e), Some(Err(why))) => {
             e.drop_results();
-            format!("the early preparation dropped: {why}")
+            format!("dropped what was prepared for the remembered device: {why}")
         }
-        _ => "none before set-up: no device remembered".to_string(),
+        _ => "no device remembered".to_string(),
     };
     let table: &'static Table<Prepared> = match adopted {
         Some(e) => &e.table,
@@ -404,7 +404,7 @@ pub fn start(cc: u32) {
         None => Box::leak(Box::new(Table::new())),
     };
     let preload_ctx = if o.preload && lazy_loading() { current_context() } else { 0 };
-    if PREFETCH.set(Prefetch { pid, lookup, preload_ctx, table, early: adopted, early_outcome }).is_err() {
+    if PREFETCH.set(Prefetch { pid, lookup, preload_ctx, table, early: adopted, not_early }).is_err() {
         return;
     }
     if let Err(e) = std::thread::Builder::new().name("gasan-prefetch".into()).spawn(run) {
@@ -495,12 +495,24 @@ fn run() {
         p.table.finish(f.addr, prepared);
     }
     log(1, || {
+        let early = match p.early {
+            Some(e) => {
+                let took = match e.took_us.load(Ordering::SeqCst) {
+                    u64::MAX => "still working".to_string(),
+                    us => format!("done in {:.2} ms", us as f64 / 1e3),
+                };
+                format!(
+                    "{} of the program's prepared before set-up for the remembered sm_{} ({taken_over} taken over here; the thread started with the process, {took})",
+                    e.prepared.load(Ordering::SeqCst),
+                    e.record.cc
+                )
+            }
+            None => format!("none prepared before set-up ({})", p.not_early),
+        };
         format!(
-            "prepared {ready} of {} modules in the program's files from the cache ahead of their loads ({}; {taken_over} taken over here), {preloaded} loaded into the driver, in {:.2} ms after set-up{}",
+            "prepared {ready} of {} modules in the program's files from the cache ahead of their loads, {early}, {preloaded} loaded into the driver, in {:.2} ms after set-up",
             fatbins.len(),
-            p.early_outcome,
-            t.elapsed().as_secs_f64() * 1e3,
-            p.early.map(|e| e.took_us.load(Ordering::SeqCst)).filter(|&us| us != u64::MAX).map(|us| format!(" (the early thread took {:.2} ms from process start)", us as f64 / 1e3)).unwrap_or_default()
+            t.elapsed().as_secs_f64() * 1e3
         )
     });
     remember_device(p);
