@@ -711,14 +711,57 @@ struct FatbinSections {
     fatbins: (u64, u64),
 }
 
-/// Reads `path`'s section headers (not its contents) for `.nvFatBinSegment` and `.nv_fatbin`.
+/// Reads `path`'s section headers for `.nvFatBinSegment` and `.nv_fatbin` ([`section_ranges`]).
 fn fatbin_sections(path: &std::path::Path) -> Option<FatbinSections> {
-    use object::{Object, ObjectSection};
+    let [wrappers, fatbins] = section_ranges(path, [b".nvFatBinSegment", b".nv_fatbin"])?;
+    Some(FatbinSections { wrappers: wrappers?, fatbins: fatbins? })
+}
+
+/// The (address, size) of each named section of the ELF file `path` (`None` for a name it lacks;
+/// `None` in all for anything but a little-endian 64-bit ELF file, the only kind CUDA loads on its
+/// hosts). Three reads: the file header, the section headers, their names' string table; not the
+/// symbol tables, which a general parser (`object::File::parse`) reads whole, megabytes for some
+/// libraries, once per loaded file.
+fn section_ranges<const N: usize>(path: &std::path::Path, names: [&[u8]; N]) -> Option<[Option<(u64, u64)>; N]> {
+    use std::os::unix::fs::FileExt;
+    /// Bytes of a section header (`Elf64_Shdr`) and the most of them, or of names, read.
+    const SHDR: usize = 64;
+    const MAX_TABLE: usize = 16 << 20;
     let file = std::fs::File::open(path).ok()?;
-    let data = object::ReadCache::new(file);
-    let elf = object::File::parse(&data).ok()?;
-    let get = |name: &str| elf.section_by_name(name).map(|s| (s.address(), s.size()));
-    Some(FatbinSections { wrappers: get(".nvFatBinSegment")?, fatbins: get(".nv_fatbin")? })
+    let read = |offset: u64, len: usize| -> Option<Vec<u8>> {
+        let mut b = vec![0u8; len];
+        file.read_exact_at(&mut b, offset).ok()?;
+        Some(b)
+    };
+    let u16_at = |b: &[u8], at: usize| Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |b: &[u8], at: usize| Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |b: &[u8], at: usize| Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?));
+    // Elf64_Ehdr: ELFCLASS64 (2) and ELFDATA2LSB (1) in e_ident; e_shoff at 0x28, e_shentsize,
+    // e_shnum and e_shstrndx at 0x3a, 0x3c and 0x3e.
+    let head = read(0, 64)?;
+    if head[..6] != [0x7f, b'E', b'L', b'F', 2, 1] || u16_at(&head, 0x3a)? as usize != SHDR {
+        return None;
+    }
+    let (shoff, shnum, shstrndx) = (u64_at(&head, 0x28)?, u16_at(&head, 0x3c)? as usize, u16_at(&head, 0x3e)? as usize);
+    if shnum == 0 || shstrndx >= shnum {
+        return None;
+    }
+    let headers = read(shoff, shnum * SHDR)?;
+    // Elf64_Shdr: sh_name at 0, sh_addr at 16, sh_offset at 24, sh_size at 32.
+    let header = |i: usize| headers.get(i * SHDR..(i + 1) * SHDR);
+    let strings = header(shstrndx)?;
+    let strings_len = usize::try_from(u64_at(strings, 32)?).ok().filter(|&n| n <= MAX_TABLE)?;
+    let strings = read(u64_at(strings, 24)?, strings_len)?;
+    let mut out = [None; N];
+    for i in 0..shnum {
+        let h = header(i)?;
+        let name_at = u32_at(h, 0)? as usize;
+        let Some(name) = strings.get(name_at..).and_then(|s| s.split(|&b| b == 0).next()) else { continue };
+        if let Some(k) = names.iter().position(|n| *n == name) {
+            out[k].get_or_insert((u64_at(h, 16)?, u64_at(h, 32)?));
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -1018,6 +1061,25 @@ mod tests {
         let ws = (seg.as_ptr() as usize, seg.as_ptr() as usize + seg.len());
         let got = wrapped_fatbins(ws, (lo, hi));
         assert_eq!(got, vec![LoadedFatbin { addr: lo, len: 256 }, LoadedFatbin { addr: lo + 64, len: 192 }]);
+    }
+
+    #[test]
+    fn section_headers_are_read_as_a_general_elf_parser_reads_them() {
+        use object::{Object, ObjectSection};
+        let data = std::fs::read("/proc/self/exe").unwrap();
+        let elf = object::File::parse(&*data).unwrap();
+        let want = |name: &str| elf.section_by_name(name).map(|s| (s.address(), s.size()));
+        let got = section_ranges(std::path::Path::new("/proc/self/exe"), [b".text", b".data", b".nv_fatbin", b".rodata"]).unwrap();
+        assert_eq!(got, [want(".text"), want(".data"), None, want(".rodata")]);
+        assert!(got[0].is_some_and(|(_, size)| size > 0));
+        // Not an ELF file, or none at all.
+        let d = std::env::temp_dir().join(format!("gasan-prefetch-unit-elf-{}", std::process::id()));
+        std::fs::write(&d, b"#!/bin/sh\nexit 0\n").unwrap();
+        assert_eq!(section_ranges(&d, [b".text"]), None);
+        std::fs::write(&d, &data[..40]).unwrap();
+        assert_eq!(section_ranges(&d, [b".text"]), None, "cut short");
+        std::fs::remove_file(&d).unwrap();
+        assert_eq!(section_ranges(&d, [b".text"]), None);
     }
 
     #[test]
