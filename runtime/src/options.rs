@@ -630,8 +630,10 @@ pub const RUN_PID_ENV: &str = "GASAN_RUN_PID";
 
 /// Runs when the runtime is loaded (lib.rs puts it in `.init_array`), before the program's `main`:
 /// refuses bad `GASAN_OPTIONS` with status 2, so a bad option never lets the program start, with or
-/// without gasan-run. With `verbosity>=1` it also arranges to say so at exit when the program never
-/// loaded libcuda (it made no CUDA call, so nothing was checked).
+/// without gasan-run. It starts the early preparation of the program's modules
+/// ([`crate::prefetch::start_early`]: no CUDA call, nothing when no GPU is remembered). With
+/// `verbosity>=1` it also arranges to say so at exit when the program never loaded libcuda (it
+/// made no CUDA call, so nothing was checked).
 pub extern "C" fn at_load() {
     if !in_shared_object() {
         return;
