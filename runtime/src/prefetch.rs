@@ -38,6 +38,10 @@ const MAX_FATBIN_SECTION: u64 = 64 << 20;
 /// modules does not keep all their cubins in memory).
 const MAX_PREPARED_BYTES: usize = 256 << 20;
 
+/// Of those, the cubin bytes the early thread may hold: a program that never sets a GPU up (run
+/// for its `--help`, say) holds them until it exits.
+const MAX_EARLY_PREPARED_BYTES: usize = 64 << 20;
+
 /// Cubin bytes the thread may load into the driver ahead of their loaders; past it, the rest load
 /// in their first launch as before (the driver's time and memory for modules a run may not use).
 const MAX_PRELOADED_BYTES: usize = 64 << 20;
@@ -324,7 +328,7 @@ fn run_early() {
         let fatbins = std::panic::catch_unwind(program_fatbins).unwrap_or_default();
         e.table.list(fatbins.iter().map(|f| f.addr));
         for f in &fatbins {
-            if e.stopped.load(Ordering::SeqCst) || e.bytes.load(Ordering::SeqCst) > MAX_PREPARED_BYTES {
+            if e.stopped.load(Ordering::SeqCst) || e.bytes.load(Ordering::SeqCst) > MAX_EARLY_PREPARED_BYTES {
                 break;
             }
             if !e.table.claim(f.addr) {
