@@ -244,6 +244,8 @@ struct Early {
     /// The process that started its thread. No other process touches the rest: a forked child
     /// lacks the thread, and its table's lock may have been held by it at the fork.
     pid: u32,
+    /// What it lists ([`program_fatbins`]).
+    list: fn() -> Vec<LoadedFatbin>,
     opts: Options,
     cache: Cache,
     record: DeviceRecord,
@@ -283,6 +285,17 @@ static EARLY: OnceLock<Early> = OnceLock::new();
 /// pinning it (pinning a library with `dlopen` while constructors run could run another
 /// library's constructor on this thread); libraries wait for the set-up.
 pub fn start_early(opts: &Options) {
+    // SAFETY: program_fatbins names fatbins of the program, which is never unloaded.
+    unsafe { start_early_listing(opts, program_fatbins) }
+}
+
+/// [`start_early`] preparing the fatbins `list` names instead of the program's (tests name a
+/// loaded library's).
+///
+/// # Safety
+/// Each fatbin `list` names spans its `len` readable bytes for the life of the process.
+#[doc(hidden)]
+pub unsafe fn start_early_listing(opts: &Options, list: fn() -> Vec<LoadedFatbin>) {
     if !(opts.prefetch && opts.instrument && opts.sass) {
         return;
     }
@@ -292,6 +305,7 @@ pub fn start_early(opts: &Options) {
     let ptxas_env = ["CUDA_HOME", "CUDA_PATH", "PATH"].into_iter().map(|k| (k, std::env::var_os(k))).collect();
     let early = Early {
         pid: std::process::id(),
+        list,
         opts: opts.clone(),
         cache,
         record,
@@ -325,7 +339,7 @@ fn run_early() {
     let r = &e.record;
     if let Some(lookup) = CacheLookup::speculative(&e.opts, e.cache.clone(), r.cc, r.aligned_pool, r.driver.clone(), env) {
         let lookup = e.lookup.get_or_init(|| lookup);
-        let fatbins = std::panic::catch_unwind(program_fatbins).unwrap_or_default();
+        let fatbins = std::panic::catch_unwind(e.list).unwrap_or_default();
         e.table.list(fatbins.iter().map(|f| f.addr));
         for f in &fatbins {
             if e.stopped.load(Ordering::SeqCst) || e.bytes.load(Ordering::SeqCst) > MAX_EARLY_PREPARED_BYTES {
@@ -336,8 +350,9 @@ fn run_early() {
             }
             // A panic must not leave the slot running (its loader would wait for ever).
             let prepared = std::panic::catch_unwind(|| {
-                // SAFETY: program_fatbins found `f` inside an allocated section of the program,
-                // which is never unloaded: `f.len` readable bytes for the life of the process.
+                // SAFETY: `e.list` (program_fatbins: the program is never unloaded; or what
+                // start_early_listing's caller vouched for) names `f.len` readable bytes for the
+                // life of the process.
                 unsafe { modules::prepare_cached(f.addr as *const c_void, f.len, lookup) }
             })
             .ok()
@@ -977,6 +992,7 @@ mod tests {
         let c = tmp_cache("stopped");
         let e = Early {
             pid: std::process::id(),
+            list: Vec::new,
             opts,
             cache: c.clone(),
             record: DeviceRecord { cc: 90, aligned_pool: false, driver: "drv".into() },
