@@ -254,6 +254,8 @@ struct Early {
     ptxas_env: Vec<(&'static str, Option<OsString>)>,
     /// What the thread prepares with, once it has made it.
     lookup: OnceLock<CacheLookup>,
+    /// The fatbins it listed, once it has (in the table from then on).
+    fatbins: OnceLock<Vec<LoadedFatbin>>,
     table: Table<Prepared>,
     /// Set when the set-up GPU is not the remembered one: the thread stops and its results go.
     stopped: AtomicBool,
@@ -311,6 +313,7 @@ pub unsafe fn start_early_listing(opts: &Options, list: fn() -> Vec<LoadedFatbin
         record,
         ptxas_env,
         lookup: OnceLock::new(),
+        fatbins: OnceLock::new(),
         table: Table::new(),
         stopped: AtomicBool::new(false),
         prepared: AtomicUsize::new(0),
@@ -341,7 +344,8 @@ fn run_early() {
         let lookup = e.lookup.get_or_init(|| lookup);
         let fatbins = std::panic::catch_unwind(e.list).unwrap_or_default();
         e.table.list(fatbins.iter().map(|f| f.addr));
-        for f in &fatbins {
+        let fatbins = e.fatbins.get_or_init(|| fatbins);
+        for f in fatbins {
             if e.stopped.load(Ordering::SeqCst) || e.bytes.load(Ordering::SeqCst) > MAX_EARLY_PREPARED_BYTES {
                 break;
             }
@@ -470,22 +474,20 @@ fn run() {
     // The modules load into the context the GPU was set up in, as cudart's loads will.
     let preload = p.preload_ctx != 0 && crate::driver::api::cuCtxSetCurrent(p.preload_ctx as cudarc::driver::sys::CUcontext) == 0;
     let (mut preloaded, mut preloaded_bytes) = (0usize, 0usize);
-    let mut fatbins = std::panic::catch_unwind(loaded_fatbins).unwrap_or_default();
-    // One fatbin named by two wrappers is one module.
-    let mut seen = HashSet::new();
-    fatbins.retain(|f| seen.insert(f.addr));
-    p.table.list(fatbins.iter().map(|f| f.addr));
     let early_bytes = || p.early.map_or(0, |e| e.bytes.load(Ordering::SeqCst));
     let (mut ready, mut bytes, mut taken_over) = (0usize, 0usize, 0usize);
-    for f in &fatbins {
+    // Prepares (or takes over from the early thread) and loads one fatbin listed in the table;
+    // false once the cap on cubins held is reached.
+    let mut step = |f: &LoadedFatbin| -> bool {
         if bytes + early_bytes() > MAX_PREPARED_BYTES {
-            break;
+            return false;
         }
         let prepared = if p.table.claim(f.addr) {
             // A panic must not leave the slot running (its loader would wait for ever).
             let prepared = std::panic::catch_unwind(|| {
-                // SAFETY: loaded_fatbins found `f` inside an allocated section of a loaded file
-                // (pinned if a library): `f.len` readable bytes for the life of the process.
+                // SAFETY: `f` was listed by loaded_fatbins (inside an allocated section of a
+                // loaded file, pinned if a library) or by the early thread (see run_early):
+                // `f.len` readable bytes for the life of the process.
                 unsafe { modules::prepare_cached(f.addr as *const c_void, f.len, &p.lookup) }
             })
             .ok()
@@ -500,7 +502,7 @@ fn run() {
                     taken_over += 1;
                     Some(r)
                 }
-                None => continue,
+                None => return true,
             }
         };
         let prepared = prepared.map(|mut prep| {
@@ -512,25 +514,50 @@ fn run() {
         });
         ready += prepared.is_some() as usize;
         p.table.finish(f.addr, prepared);
+        true
+    };
+    // One fatbin named by two wrappers is one module.
+    let mut seen = HashSet::new();
+    // The early thread's fatbins first (the program's, already in the table): their results only
+    // wait to be loaded into the driver, which is what the first launches wait for, so the other
+    // files are listed after.
+    let early_fatbins = p.early.and_then(|e| e.fatbins.get()).cloned().unwrap_or_default();
+    let mut within_cap = true;
+    for f in &early_fatbins {
+        if seen.insert(f.addr) && !step(f) {
+            within_cap = false;
+            break;
+        }
+    }
+    let early_done_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut fatbins = std::panic::catch_unwind(loaded_fatbins).unwrap_or_default();
+    fatbins.retain(|f| seen.insert(f.addr));
+    let listed = seen.len();
+    p.table.list(fatbins.iter().map(|f| f.addr));
+    if within_cap {
+        for f in &fatbins {
+            if !step(f) {
+                break;
+            }
+        }
     }
     log(1, || {
         let early = match p.early {
             Some(e) => {
                 let took = match e.took_us.load(Ordering::SeqCst) {
-                    u64::MAX => "still working".to_string(),
-                    us => format!("done in {:.2} ms", us as f64 / 1e3),
+                    u64::MAX => "still at work".to_string(),
+                    us => format!("which took {:.2} ms", us as f64 / 1e3),
                 };
                 format!(
-                    "{} of the program's prepared before set-up for the remembered sm_{} ({taken_over} taken over here; the thread started with the process, {took})",
+                    "{} of them before set-up, for the remembered sm_{}, by a thread started with the process, {took}; {taken_over} taken over from it and the program's all handled {early_done_ms:.2} ms after set-up",
                     e.prepared.load(Ordering::SeqCst),
                     e.record.cc
                 )
             }
-            None => format!("none prepared before set-up ({})", p.not_early),
+            None => format!("none of them before set-up ({})", p.not_early),
         };
         format!(
-            "prepared {ready} of {} modules in the program's files from the cache ahead of their loads, {early}, {preloaded} loaded into the driver, in {:.2} ms after set-up",
-            fatbins.len(),
+            "prepared {ready} of {listed} modules in the program's files from the cache ahead of their loads ({early}), {preloaded} loaded into the driver, in {:.2} ms after set-up",
             t.elapsed().as_secs_f64() * 1e3
         )
     });
@@ -998,6 +1025,7 @@ mod tests {
             record: DeviceRecord { cc: 90, aligned_pool: false, driver: "drv".into() },
             ptxas_env: Vec::new(),
             lookup: OnceLock::new(),
+            fatbins: OnceLock::new(),
             table: Table::new(),
             stopped: AtomicBool::new(false),
             prepared: AtomicUsize::new(0),
