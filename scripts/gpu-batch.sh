@@ -5,7 +5,7 @@
 # $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
-# preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch.
+# preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
 set -u
 export PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/r}; mkdir -p "$R"
@@ -41,6 +41,9 @@ for spec in "$@"; do
     benchesna) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --gasan-options arg_bounds=0 --out /tmp/o-benchesna ;;
     flv)     mkdir -p /tmp/o-flv; for m in lazy EAGER; do for i in 1 2 3; do CUDA_MODULE_LOADING=${m/lazy/LAZY} $B/gasan-run --verbosity 2 --cache-dir /tmp/o-flv-cache -- .carry/startup/kernels100 b 1 > /tmp/o-flv/$m$i.txt 2>&1; grep -E "FIRST|control block|preset|module loading|cubins" /tmp/o-flv/$m$i.txt | head -12; done; done ;;
     preload) for i in 0 1 2 3; do for p in 1 0; do $B/gasan-run --verbosity 1 --preload $p --cache-dir /tmp/o-preload-cache -- .carry/startup/kernels100 b 1 2>&1 | grep -E "FIRST|loaded ahead" | sed "s/^/preload=$p: /"; done; done ;;
+    early)   c=/tmp/o-early-cache; rm -rf $c; k() { $B/gasan-run --verbosity 1 --cache-dir $c "$@" -- .carry/startup/kernels100 b 1 2>&1 | grep -E "FIRST|loaded ahead|prepared" | sed "s/^/$run: /"; }
+             for run in cold early1 early2 early3; do k; done; run=preload0; k --preload 0
+             sed -i 's/^cc .*/cc 86/' $c/*.device; for run in wrong-cc early-again; do k; done ;;
     startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
     *) echo "unknown step $step" ;;

@@ -56,6 +56,7 @@ pub fn entry_kind(name: &str) -> Option<&'static str> {
         ".sites.json" => Some("sites"),
         ".idx" => Some("stored-ptx-index"),
         ".preset" => Some("driver-check"),
+        ".device" => Some("last-device"),
         r if r.starts_with(".sm_") && r.ends_with(".cubin") => Some("cubin"),
         r if r.starts_with(".sm_") && r.ends_with(".fail") => Some("compile-failed"),
         _ => None,
@@ -73,7 +74,7 @@ pub struct Entry {
 }
 
 /// A cache directory and its size budget.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cache {
     pub dir: PathBuf,
     pub budget: u64,
@@ -250,6 +251,7 @@ mod tests {
         assert_eq!(entry_kind(&format!("{}.sm_90a.fail", key(1))), Some("compile-failed"));
         assert_eq!(entry_kind(&format!("{}.idx", key(1))), Some("stored-ptx-index"));
         assert_eq!(entry_kind(&format!("{}.preset", key(1))), Some("driver-check"));
+        assert_eq!(entry_kind(&format!("{}.device", key(1))), Some("last-device"));
         assert_eq!(entry_kind(".gasan-tmp-1-2-3.part"), Some("temporary"));
         assert_eq!(entry_kind("notes.txt"), None);
         assert_eq!(entry_kind(&format!("{}.ptx", key(1).to_uppercase().replace('0', "G"))), None);

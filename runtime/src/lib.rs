@@ -19,7 +19,9 @@
 //! pool and reporter.
 //!
 //! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
-//! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs.
+//! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs, and the
+//! program's modules start being looked up in the cache for the GPU the last run set up
+//! ([`prefetch::start_early`]).
 
 pub mod allocator;
 pub mod arg_bounds;

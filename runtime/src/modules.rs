@@ -2,6 +2,7 @@
 //! real loader; the control block is written after load. Anything unexpected loads the original.
 
 use crate::cache::Cache;
+use crate::options::Options;
 use crate::report::ModuleSites;
 use crate::sass;
 use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
@@ -443,7 +444,13 @@ fn instrument_options() -> InstrumentOptions {
         let (base, size, _) = d.alloc.control_fields();
         s.opts.shadow_scale.pool_allows_aligned_check(base, size)
     });
-    InstrumentOptions { scale: s.opts.shadow_scale, optimize: true, recover: !s.opts.halt_on_error, aligned_pool, hoist_loops: s.opts.hoist_loops, param_bounds: s.opts.param_bounds }
+    instrument_options_for(&s.opts, aligned_pool)
+}
+
+/// The instrumenter's options that `opts` and a pool that does (or does not) allow the
+/// aligned-pool checks give.
+fn instrument_options_for(opts: &Options, aligned_pool: bool) -> InstrumentOptions {
+    InstrumentOptions { scale: opts.shadow_scale, optimize: true, recover: !opts.halt_on_error, aligned_pool, hoist_loops: opts.hoist_loops, param_bounds: opts.param_bounds }
 }
 
 /// What [`cached_instrumentation`] does when the cache does not hold the module.
@@ -615,7 +622,7 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(CubinIma
         return None;
     };
     let lookup = std::time::Instant::now();
-    let (name, fail) = cubin_names(c, flags, compiler);
+    let (name, fail) = cubin_names(c, flags, compiler, driver_identity());
     let cached = c.read_cubin(&cache, &name);
     s.counters.cubin_lookup_us.fetch_add(lookup.elapsed().as_micros() as u64, Ordering::Relaxed);
     if let Some(b) = cached {
@@ -654,8 +661,8 @@ fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(CubinIma
 
 /// The cache entries of a checked module's cubin compiled with ptxas `flags` by `compiler` (its
 /// [`sass::file_identity`]): (the cubin, the marker of a failed compile).
-fn cubin_names(c: &Checked, flags: &[String], compiler: &str) -> (String, String) {
-    let inputs = sass::KeyInputs { checked: &c.key, target: &c.target, flags, compiler, driver: driver_identity(), gasan: env!("CARGO_PKG_VERSION") };
+fn cubin_names(c: &Checked, flags: &[String], compiler: &str, driver: &str) -> (String, String) {
+    let inputs = sass::KeyInputs { checked: &c.key, target: &c.target, flags, compiler, driver, gasan: env!("CARGO_PKG_VERSION") };
     sass::entry_names(&sass::cubin_key(&inputs), &c.target)
 }
 
@@ -822,29 +829,84 @@ impl Prepared {
     }
 }
 
-/// Prepares a fatbin from the cache alone, for a GPU of compute capability `cc` and a loader
-/// without JIT options (cudart's): `None` unless the cache holds both its checked code and its
-/// cubin. Nothing is instrumented, compiled or counted, and a miss is given up on as soon as it
-/// is certain, so this costs little for modules the program never loads
-/// ([`crate::prefetch`]).
+/// Everything the cache keys of a module's checked code and cubin depend on besides the module
+/// itself, for a GPU of compute capability `cc` and a loader without JIT options (cudart's):
+/// what [`prepare_cached`] looks modules up with. Made for this process once the GPU is set up
+/// ([`Self::for_this_process`]), or before, from a remembered device ([`Self::speculative`]);
+/// two that are equal find the same entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheLookup {
+    pub cc: u32,
+    instrument: InstrumentOptions,
+    code_key: String,
+    cache: Cache,
+    /// [`sass::file_identity`] of ptxas.
+    compiler: String,
+    /// [`driver_identity`].
+    driver: String,
+}
+
+impl CacheLookup {
+    /// This process's lookup, once its GPU is set up (the pool decides the aligned-pool checks,
+    /// the loaded driver its identity); `None` when the options rule cached cubins out
+    /// (`instrument=0`, `sass=0`) or there is no cache directory or ptxas.
+    pub fn for_this_process(cc: u32) -> Option<Self> {
+        let s = state();
+        if !s.opts.instrument || !s.opts.sass {
+            return None;
+        }
+        let cache = cache()?;
+        let (_, compiler) = compiler()?;
+        Some(CacheLookup { cc, instrument: instrument_options(), code_key: s.opts.code_key(), cache, compiler: compiler.clone(), driver: driver_identity().to_string() })
+    }
+
+    /// The lookup of a process with options `opts` and cache `cache` whose GPU, once set up, has
+    /// compute capability `cc`, a pool that does or does not allow the aligned-pool checks, and a
+    /// driver of identity `driver` (remembered from an earlier process: crate::prefetch). Calls
+    /// no CUDA function and touches no process-wide state (it runs before the program's `main`,
+    /// on a thread a fork may leave behind): ptxas is looked up with `env`.
+    pub fn speculative(opts: &Options, cache: Cache, cc: u32, aligned_pool: bool, driver: String, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<Self> {
+        if !opts.instrument || !opts.sass {
+            return None;
+        }
+        let compiler = sass::file_identity(&sass::find_ptxas(opts.ptxas.as_deref(), env)?)?;
+        Some(CacheLookup { cc, instrument: instrument_options_for(opts, aligned_pool), code_key: opts.code_key(), cache, compiler, driver })
+    }
+
+    /// Whether the checked code it finds uses the aligned-pool checks.
+    pub fn aligned_pool(&self) -> bool {
+        self.instrument.aligned_pool
+    }
+
+    /// The driver identity its cubin keys name.
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    /// The cache it reads.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+}
+
+/// Prepares a fatbin from the cache alone, as `lookup` says: `None` unless the cache holds both
+/// its checked code and its cubin. Nothing is instrumented, compiled or counted, no CUDA function
+/// is called and no process-wide state is touched (crate::prefetch runs it before `main` too),
+/// and a miss is given up on as soon as it is certain, so this costs little for modules the
+/// program never loads ([`crate::prefetch`]).
 ///
 /// # Safety
 /// `fatbin` spans at least `len` readable bytes for the whole process.
-pub unsafe fn prepare_cached(fatbin: *const c_void, len: usize, cc: u32) -> Option<Prepared> {
-    let s = state();
-    if !s.opts.instrument || !s.opts.sass {
-        return None;
-    }
+pub unsafe fn prepare_cached(fatbin: *const c_void, len: usize, lookup: &CacheLookup) -> Option<Prepared> {
     // SAFETY: `fatbin` spans `len` readable bytes (this function's contract); image_ptx_source
     // reads no byte past them and refuses what is not a fatbin within them.
-    let src = unsafe { image_ptx_source(fatbin, cc, Some(len)) }.ok()?;
-    let cache = cache()?;
-    let (i, _) = cached_instrumentation(&src, false, instrument_options(), &s.opts.code_key(), Some(&cache), OnMiss::GiveUp).ok()??;
-    let checked = checked_from(src, i, cc);
-    let (_, compiler) = compiler()?;
-    let (name, fail) = cubin_names(&checked, &[], compiler);
-    let image = checked.read_cubin(&cache, &name)?;
-    Some(Prepared { checked, cubin: Some((image, cache, fail)), preloaded: None })
+    let src = unsafe { image_ptx_source(fatbin, lookup.cc, Some(len)) }.ok()?;
+    let cache = &lookup.cache;
+    let (i, _) = cached_instrumentation(&src, false, lookup.instrument, &lookup.code_key, Some(cache), OnMiss::GiveUp).ok()??;
+    let checked = checked_from(src, i, lookup.cc);
+    let (name, fail) = cubin_names(&checked, &[], &lookup.compiler, &lookup.driver);
+    let image = checked.read_cubin(cache, &name)?;
+    Some(Prepared { checked, cubin: Some((image, cache.clone(), fail)), preloaded: None })
 }
 
 /// Counts and explains a module loaded unchanged.

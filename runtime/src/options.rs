@@ -395,7 +395,7 @@ options_table! {
     cache_dir: Option<PathBuf> = None, Any, HOST, "Directory of the checked-module cache: checked PTX, site tables, cubins [default: $XDG_CACHE_HOME/gasan or ~/.cache/gasan].";
     cache_size_mb: u64 = 1024, Range(1, 1 << 22), HOST, "MiB the cache may hold; the least recently used entries go first.";
     sass: bool = true, Any, HOST, "1: compile checked PTX to a cubin with ptxas once and cache it, so later runs load it as the driver loads native code (no JIT); 0: hand checked PTX to the driver's JIT.";
-    prefetch: bool = true, Any, HOST, "1: once the GPU is set up, a background thread looks up in the cache the checked cubins of the modules in the program's files, so a kernel's first launch does not wait for that (cache hits only: nothing is instrumented or compiled ahead); 0: each module is looked up when cudart loads it.";
+    prefetch: bool = true, Any, HOST, "1: a background thread looks up in the cache the checked cubins of the modules in the program's files, so a kernel's first launch does not wait for that: the program's own from process start, for the GPU the last run set up (remembered in the cache; dropped if this one differs), every file's once the GPU is set up (cache hits only: nothing is instrumented or compiled ahead); 0: each module is looked up when cudart loads it.";
     preload: bool = true, Any, HOST, "1: under lazy module loading (CUDA's default) the prefetch thread also loads each module it found into the context the GPU was set up in, and hands it to cudart when cudart loads that module, so a kernel's first launch does not wait for the driver's load of the checked cubin (larger than the native one); needs prefetch=1; 0: modules load inside their first launch, as natively.";
     ptxas: Option<PathBuf> = None, Executable, HOST, "The ptxas for sass=1 [default: $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin, then PATH; none found: the driver's JIT].";
     patch_export_table: bool = false, Any, HOST, "1: wrap the module loaders of cudart's export table (older CUDA runtimes only; CUDA 13's static cudart refuses it with error 103).";
@@ -630,8 +630,10 @@ pub const RUN_PID_ENV: &str = "GASAN_RUN_PID";
 
 /// Runs when the runtime is loaded (lib.rs puts it in `.init_array`), before the program's `main`:
 /// refuses bad `GASAN_OPTIONS` with status 2, so a bad option never lets the program start, with or
-/// without gasan-run. With `verbosity>=1` it also arranges to say so at exit when the program never
-/// loaded libcuda (it made no CUDA call, so nothing was checked).
+/// without gasan-run. It starts the early preparation of the program's modules
+/// ([`crate::prefetch::start_early`]: no CUDA call, nothing when no GPU is remembered). With
+/// `verbosity>=1` it also arranges to say so at exit when the program never loaded libcuda (it
+/// made no CUDA call, so nothing was checked).
 pub extern "C" fn at_load() {
     if !in_shared_object() {
         return;
@@ -640,6 +642,9 @@ pub extern "C" fn at_load() {
     if o.verbosity >= 2 {
         eprintln!("==gasan== options: {}", o.to_env_string());
     }
+    // The program's modules looked up in the cache from now on, for the GPU the last run set up
+    // (no CUDA call: that waits for the program's own).
+    crate::prefetch::start_early(&o);
     // Under gasan-run, only the program it started says it made no CUDA call, not each helper
     // process the program spawns (a pyenv shim runs dozens).
     let launched = std::env::var(RUN_PID_ENV).ok().and_then(|p| p.parse::<u32>().ok());

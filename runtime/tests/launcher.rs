@@ -239,3 +239,79 @@ fn verbosity_1_says_when_the_program_made_no_cuda_call() {
     let out = gasan_run().args(["--verbosity", "1", "--", "bash", "-c", "x=$(echo a); y=$(echo b; ls / >/dev/null); /bin/echo $x$y; exit 0"]).output().unwrap();
     assert_eq!(said(&out), 1, "{}", stderr(&out));
 }
+
+/// A cache directory whose last set-up GPU is remembered, so that the runtime starts its early
+/// preparation when it is loaded (gasan_runtime::prefetch::start_early).
+fn cache_with_a_device(d: &Path) -> (PathBuf, gasan_runtime::prefetch::DeviceRecord) {
+    let cache = d.join("cache");
+    let record = gasan_runtime::prefetch::DeviceRecord { cc: 90, aligned_pool: true, driver: "a driver".into() };
+    record.write(&gasan_runtime::cache::Cache::new(cache.clone(), 1 << 20)).unwrap();
+    (cache, record)
+}
+
+#[test]
+fn a_remembered_device_costs_programs_that_never_use_cuda_nothing_they_can_see() {
+    if !lib().exists() {
+        eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
+        return;
+    }
+    let d = dir("early");
+    let (cache, record) = cache_with_a_device(&d);
+    let run = |args: &[&str]| gasan_run().arg("--cache-dir").arg(&cache).args(["--verbosity", "1", "--"]).args(args).output().unwrap();
+    let said = |out: &Output| stderr(out).matches("made no CUDA call").count();
+    // The early thread loads no libcuda: the program is still seen to make no CUDA call.
+    let out = run(&["/bin/true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(said(&out), 1, "{}", stderr(&out));
+    // A program that forks at once, while the early thread works, and its children.
+    let out = run(&["bash", "-c", "for i in 1 2 3 4 5 6 7 8; do (echo $i >/dev/null) & done; wait; x=$(echo done); echo $x"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+    assert_eq!(said(&out), 1, "{}", stderr(&out));
+    // Nothing is written before a set-up: the record stays the one remembered.
+    assert_eq!(gasan_runtime::prefetch::DeviceRecord::read(&gasan_runtime::cache::Cache::new(cache.clone(), 1 << 20)), Some(record));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_cuda_program_that_forks_before_using_cuda_runs_with_a_remembered_device() {
+    if !lib().exists() {
+        eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
+        return;
+    }
+    let Some(root) = std::env::var_os("GASAN_CUDA_ROOT").map(PathBuf::from) else {
+        eprintln!("SKIPPED a_cuda_program_that_forks_before_using_cuda_runs_with_a_remembered_device: GASAN_CUDA_ROOT is not set (scripts/test.sh sets it)");
+        return;
+    };
+    let d = dir("early-fork");
+    let cu = d.join("fork.cu");
+    // Kernels in the program (listed and looked up by the early thread) and forks at once; no
+    // CUDA call anywhere (no GPU here).
+    std::fs::write(
+        &cu,
+        r#"#include <cstdio>
+#include <unistd.h>
+#include <sys/wait.h>
+__global__ void scale(float* a, float s, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }
+int main() {
+    for (int i = 0; i < 4; i++) {
+        pid_t p = fork();
+        if (p == 0) { printf("child\n"); fflush(stdout); _exit(0); }
+        waitpid(p, nullptr, 0);
+    }
+    printf("parent\n");
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = d.join("fork");
+    let out = Command::new(root.join("bin/nvcc")).args(["-O1", "-arch=sm_90", "-o"]).arg(&exe).arg(&cu).output().unwrap();
+    assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
+    let (cache, _) = cache_with_a_device(&d);
+    let out = gasan_run().arg("--cache-dir").arg(&cache).args(["--verbosity", "1", "--"]).arg(&exe).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "child\nchild\nchild\nchild\nparent\n");
+    assert_eq!(stderr(&out).matches("made no CUDA call").count(), 1, "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&d);
+}

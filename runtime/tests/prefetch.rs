@@ -50,6 +50,7 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
     let fatbin = unsafe { std::slice::from_raw_parts(f.addr as *const u8, f.len) };
     assert_eq!(&fatbin[..4], &gasan_instrument::container::FATBIN_MAGIC.to_le_bytes());
     let image = f.addr as *const c_void;
+    let lookup = |cc| modules::CacheLookup::for_this_process(cc).expect("a lookup: cache directory and ptxas given");
     // Listing pins the library: with the test's own handle closed it stays loaded where it was
     // (the background thread reads it after listing, and its addresses key the preparations).
     // SAFETY: closing the handle this test opened; nothing of the library is in use.
@@ -58,7 +59,7 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
 
     // Cold: nothing is instrumented or compiled ahead.
     // SAFETY: as above, `f.len` bytes for the life of the process.
-    assert!(unsafe { modules::prepare_cached(image, f.len, 90) }.is_none());
+    assert!(unsafe { modules::prepare_cached(image, f.len, &lookup(90)) }.is_none());
     assert!(!d.join("cache").exists() || std::fs::read_dir(d.join("cache")).unwrap().count() == 0, "a cold lookup writes nothing");
 
     // The loader's path: instrumented, compiled by ptxas and cached.
@@ -68,7 +69,7 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
 
     // Warm: the same checked module and cubin, from the cache alone.
     // SAFETY: as above.
-    let ahead = unsafe { modules::prepare_cached(image, f.len, 90) }.expect("prepared from the cache");
+    let ahead = unsafe { modules::prepare_cached(image, f.len, &lookup(90)) }.expect("prepared from the cache");
     assert_eq!(ahead.checked.key, now.checked.key);
     assert_eq!(ahead.checked.target, "sm_90");
     let read = &ahead.cubin.as_ref().unwrap().0;
@@ -79,11 +80,27 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
     let fb = gasan_instrument::container::Fatbin::parse(read.fatbin()).expect("a fatbin");
     assert_eq!(fb.entries.len(), 1);
     assert!(fb.entries[0].raw.starts_with(cubin.cubin()));
+    // The device remembered in the cache, as the set-up thread writes it, gives the early
+    // preparation the lookup of this process's set-up: the same entries, without a CUDA call.
+    let this = lookup(90);
+    let record = prefetch::DeviceRecord::of(&this);
+    record.write(this.cache()).unwrap();
+    assert_eq!(prefetch::DeviceRecord::read(this.cache()), Some(record.clone()));
+    let opts = gasan_runtime::state::state().opts.clone();
+    let early = modules::CacheLookup::speculative(&opts, this.cache().clone(), record.cc, record.aligned_pool, record.driver.clone(), |k| std::env::var_os(k)).expect("a speculative lookup");
+    assert_eq!(early, this);
+    // SAFETY: as above.
+    let speculated = unsafe { modules::prepare_cached(image, f.len, &early) }.expect("prepared from the cache for the remembered device");
+    assert_eq!(speculated.checked.key, now.checked.key);
+    assert_eq!(speculated.cubin.as_ref().unwrap().0.cubin(), cubin.cubin());
+    // Remembered wrongly (another pool layout): another lookup, which the set-up drops.
+    let wrong = modules::CacheLookup::speculative(&opts, this.cache().clone(), record.cc, !record.aligned_pool, record.driver.clone(), |k| std::env::var_os(k)).unwrap();
+    assert_ne!(wrong, this);
     // Another GPU's key is another cubin: not in the cache.
     // SAFETY: as above.
-    assert!(unsafe { modules::prepare_cached(image, f.len, 89) }.is_none());
+    assert!(unsafe { modules::prepare_cached(image, f.len, &lookup(89)) }.is_none());
     // A length cut short of the fatbin is refused, not read past.
     // SAFETY: fewer bytes than are readable.
-    assert!(unsafe { modules::prepare_cached(image, 64, 90) }.is_none());
+    assert!(unsafe { modules::prepare_cached(image, 64, &lookup(90)) }.is_none());
     let _ = std::fs::remove_dir_all(&d);
 }
