@@ -528,20 +528,22 @@ pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shado
     ln!(out; "setp.", cmp, ".u32 ", bad, ", ", shadow, ", ", at, ";");
 }
 
-/// Halt mode's whole check of one probe, ending in its branch to `fail` (the label `fail_label`
-/// + `suffix`). On the kernel-parameter fast path the branch skips the encoding test too, not
-/// only the shadow load: an aligned access of at most a granule that starts inside the whole
-/// granules of a live block lies in one of them, which grants all its bytes (three fewer
-/// instructions and one fewer predicate per check on the path nearly every access takes).
-fn probe_branch(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Fast<'_>, fail_label: u32, suffix: &str) {
-    if let Some((fp, fsuffix)) = fast {
+/// Halt mode's whole check of one probe, ending in its branch to `$gasan_fail_{label}{suffix}`
+/// (`at` = label, suffix; the fast path's label takes the same suffix). On the kernel-parameter
+/// fast path the branch skips the encoding test too, not only the shadow load: an aligned access
+/// of at most a granule that starts inside the whole granules of a live block lies in one of
+/// them, which grants all its bytes (three fewer instructions and one fewer predicate per check
+/// on the path nearly every access takes).
+fn probe_branch(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Option<&FastPath>, at: (u32, &str)) {
+    let (label, suffix) = at;
+    if let Some(fp) = fast {
         fast_test(out, addr_reg, fp);
-        ln!(out; "@!%gsp0 bra ", fp.label, fsuffix, ";");
+        ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");
     }
     probe_test(out, form, addr_reg, check_width, guard, None);
-    ln!(out; "@%gsp1 bra $gasan_fail_", fail_label, suffix, ";");
-    if let Some((fp, fsuffix)) = fast {
-        ln!(out; fp.label, fsuffix, ":");
+    ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
+    if let Some(fp) = fast {
+        ln!(out; fp.label, suffix, ":");
     }
 }
 
@@ -713,7 +715,7 @@ pub(super) fn checked_statement_halt(
                     probe_compare(&mut v, scale, reg, base, a.offset, w, guard);
                     ln!(v; "@%gsp1 bra $gasan_fail_", label, ";");
                 }
-                None => probe_branch(&mut v, form, "%gsa0", *w, guard, fast.map(|fp| (fp, "")), label, ""),
+                None => probe_branch(&mut v, form, "%gsa0", *w, guard, fast, (label, "")),
             }
             // A stub (no stores: those would cost the fast path registers) that recomputes the
             // address from the access's operands, names the site and jumps to the shared block.
@@ -724,9 +726,9 @@ pub(super) fn checked_statement_halt(
         }
         (width, _) => {
             let size = size_setup(&mut v, width);
-            probe_branch(&mut v, form, "%gsa0", 1, guard, fast.map(|fp| (fp, "")), label, "");
+            probe_branch(&mut v, form, "%gsa0", 1, guard, fast, (label, ""));
             v.texts(&["add.s64 %gsa4, %gsa0, %gsa5;", "sub.s64 %gsa4, %gsa4, 1;"]);
-            probe_branch(&mut v, form, "%gsa4", 1, guard, fast.map(|fp| (fp, "_last")), label, "_last");
+            probe_branch(&mut v, form, "%gsa4", 1, guard, fast, (label, "_last"));
             // One report block per probe (first and last byte), which writes the record inline: a
             // call here would make the whole kernel pay the calling convention's registers on its
             // fast path.

@@ -121,8 +121,24 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>,
     let mut rest = Vec::new();
     for (c, p) in candidates.iter().zip(pipelined) {
         if let Some(p) = p.filter(|p| per_loop[&p.back_edge] <= MAX_PIPELINED_PER_LOOP) {
-            out.at.entry(p.preheader).or_default().push(Prefetch { access: c.line, chain: p.chain.clone(), target: Target::Preheader, next_values: Vec::new(), data: false, data_on_fast_path: false, loc: c.loc });
-            out.at.entry(p.start).or_default().push(Prefetch { access: c.line, chain: p.chain, target: Target::NextIteration, next_values: p.next_values, data: false, data_on_fast_path: false, loc: c.loc });
+            out.at.entry(p.preheader).or_default().push(Prefetch {
+                access: c.line,
+                chain: p.chain.clone(),
+                target: Target::Preheader,
+                next_values: Vec::new(),
+                data: false,
+                data_on_fast_path: false,
+                loc: c.loc,
+            });
+            out.at.entry(p.start).or_default().push(Prefetch {
+                access: c.line,
+                chain: p.chain,
+                target: Target::NextIteration,
+                next_values: p.next_values,
+                data: false,
+                data_on_fast_path: false,
+                loc: c.loc,
+            });
             out.moves.entry(p.back_edge).or_default().push(c.line);
         } else if let Some((first_check, anchor, chain)) = (!c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
             batchable.entry(first_check).or_default().push((c, anchor, chain));
