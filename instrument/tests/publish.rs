@@ -10,8 +10,8 @@ use common::*;
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, MARKER};
 use gasan_instrument::shadow::Scale;
 
-/// Global, shared and local accesses and a result-less atomic: every kind of report (the module's
-/// global and shared/local report functions, the slow-path function).
+/// Global, shared and local accesses and a result-less atomic: every kind of report block (inline
+/// global, shared, space, the slow-path function).
 const SRC: &str = r#"
 __global__ void histo(unsigned* h, const unsigned* x, int n, int j) {
     __shared__ unsigned s[256];
@@ -65,9 +65,9 @@ fn checked_modules_hold_no_fence_that_keeps_atomics_from_reducing() {
     for (k, opts) in option_sets().into_iter().enumerate() {
         let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
         assert_eq!(added_fences(&out), Vec::<&str>::new(), "{opts:?}");
-        // Every record writer publishes its record with release fences (PTX 9.0, sm_90): three
-        // each. Halt mode: the slow-path function and the module's global and shared/local
-        // report functions; recover mode: the kernel calls the slow-path function.
+        // Every report block publishes its record with release fences (PTX 9.0, sm_90): three
+        // each. Halt mode: the slow-path function and the kernel's inline global, shared and
+        // space blocks; recover mode: the kernel calls the slow-path function.
         let releases = lines_with(&out, "fence.release.sys;");
         let blocks = if opts.recover { 1 } else { 3 };
         assert!(releases >= 3 * blocks, "{releases} release fences, {opts:?}");
@@ -115,103 +115,44 @@ fn targets_before_the_memory_model_publish_with_membar() {
     assert!(added_fences(&out).len() >= 6);
 }
 
-/// The module's halt-mode report functions, by symbol.
-const REPORT_FNS: [&str; 2] = ["__gasan_fail_global", "__gasan_fail_space"];
+/// `wmma` tiles with a run-time stride: accesses of a width computed at run time (two probes
+/// each, first and last byte).
+const WMMA_SRC: &str = r#"
+#include <mma.h>
+using namespace nvcuda;
+__global__ void tile(const __half* a, const __half* b, float* c, int ld) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a + blockIdx.x * 16, ld);
+    wmma::load_matrix_sync(fb, b + blockIdx.y * 16, ld);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c + blockIdx.x * 16, fc, ld, wmma::mem_row_major);
+}
+"#;
 
-/// The text of the function or kernel whose header line starts with `header` (to its closing
-/// brace at the start of a line).
-fn body_of<'p>(ptx: &'p str, header: &str) -> &'p str {
-    let at = ptx.lines().position(|l| l.starts_with(header)).unwrap_or_else(|| panic!("no {header}"));
-    let start = ptx.lines().take(at).map(|l| l.len() + 1).sum::<usize>();
-    let len = ptx[start..].find("\n}").unwrap_or_else(|| panic!("{header} has no closing brace"));
+/// The kernel of `ptx` (its one `.entry`, to the closing brace at the start of a line).
+fn kernel_of(ptx: &str) -> &str {
+    let start = ptx.find(".visible .entry").expect("a kernel");
+    let len = ptx[start..].find("\n}").expect("the kernel's closing brace");
     &ptx[start..start + len + 2]
 }
 
-/// Every call of a report function in `ptx` targets one the module defines, each defined exactly
-/// once, as `.noreturn`.
-fn report_calls_resolve(ptx: &str) -> Result<usize, String> {
-    for f in REPORT_FNS {
-        let defs: Vec<&str> = ptx.lines().filter(|l| l.starts_with(&format!(".func {f}("))).collect();
-        match defs[..] {
-            [d] if d.contains(") .noreturn") => {}
-            _ => return Err(format!("{f}: definitions {defs:?}")),
-        }
-    }
-    let mut calls = 0;
-    for l in ptx.lines().filter(|l| l.contains("call.uni __gasan_fail_")) {
-        let callee = l.trim_start().strip_prefix("call.uni ").and_then(|c| c.split(',').next()).unwrap_or("");
-        if !REPORT_FNS.contains(&callee) {
-            return Err(format!("call of an undefined report function: {l}"));
-        }
-        calls += 1;
-    }
-    Ok(calls)
-}
-
 #[test]
-fn halt_reports_call_one_noreturn_function_per_kind() {
-    let dir = scratch("publish_calls");
-    let ptx = nvcc_ptx_of(&dir, "histo", SRC);
+fn run_time_widths_report_through_the_shared_block() {
+    let dir = scratch("publish_wmma");
+    let ptx = nvcc_ptx_of(&dir, "wmma", WMMA_SRC);
     for (k, opts) in option_sets().into_iter().enumerate().filter(|(_, o)| !o.recover) {
         let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
-        assert_eq!(report_calls_resolve(&out), Ok(2), "one call per kind in the kernel ({opts:?})");
-        for f in REPORT_FNS {
-            // The whole report: every field stored, the release ordering, then the trap.
-            let body = body_of(&out, &format!(".func {f}("));
-            assert_eq!(lines_with(body, "st.volatile.global.u64 [%ra2+"), 1, "{f}: the address");
-            assert_eq!(lines_with(body, "fence.release.sys;"), 3, "{f}");
-            assert_eq!(lines_with(body, "trap;"), 1, "{f}");
-            assert!(body.find("atom.global.add.u32").unwrap() < body.find("trap;").unwrap(), "{f}");
-        }
-        // The kernel holds no record writer of its own: its report blocks are the calls.
-        let kernel = body_of(&out, ".visible .entry");
-        assert!(!kernel.contains("[%ra2+") && !kernel.contains("fence.release.sys"), "{kernel}");
-        assert!(kernel.contains("$gasan_fail_shared:") && kernel.contains("call.uni __gasan_fail_global, (%gsx, %gss);"));
-        assert!(kernel.contains("$gasan_fail_space:") && kernel.contains("call.uni __gasan_fail_space, (%gsx, %gss);"));
-        assemble(&dir, &format!("calls{k}"), &out);
+        let kernel = kernel_of(&out);
+        // Three tiles, two probes each, each probe's stub naming its site to the shared block,
+        // with the byte count packed (saturated to the width field's 24 bits) at run time.
+        assert_eq!(lines_with(kernel, "bra.uni $gasan_fail_shared;"), 6, "{opts:?}");
+        assert_eq!(lines_with(kernel, "min.u64 %gsa5, %gsa5, 16777215;"), 6, "{opts:?}");
+        // One record writer (the shared block's) in the kernel, whatever its accesses.
+        assert_eq!(lines_with(kernel, "atom.global.add.u32 %rr4"), 1, "{opts:?}");
+        assert_eq!(lines_with(kernel, "$gasan_fail_shared:"), 1, "{opts:?}");
+        assemble(&dir, &format!("wmma{k}"), &out);
     }
-    // Recover mode reports through the slow path: no report function.
-    let out = instrument_ptx(&ptx, &InstrumentOptions { recover: true, ..InstrumentOptions::default() }).unwrap().ptx;
-    assert!(!out.contains("__gasan_fail_"));
-}
-
-#[test]
-fn before_noreturn_the_report_blocks_stay_inline() {
-    let dir = scratch("publish_inline");
-    let ptx = nvcc_ptx_of(&dir, "histo", SRC);
-    // `.noreturn` is PTX 6.4: a 6.3 module writes its records in the kernel, as 6.4 does not.
-    for (version, inline) in [("6.3", true), ("6.4", false)] {
-        let at = at_version(&ptx, version).replacen(".target sm_90", ".target sm_75", 1);
-        let out = instrument_ptx(&at, &InstrumentOptions::default()).unwrap_or_else(|e| panic!("{e}")).ptx;
-        let kernel = body_of(&out, ".visible .entry");
-        assert_eq!(out.contains(".noreturn"), !inline, "{version}");
-        assert_eq!(kernel.contains("call.uni __gasan_fail_"), !inline, "{version}");
-        // Inline: both blocks write the whole record (release stores, sm_75) and trap.
-        assert_eq!(lines_with(kernel, "atom.release.sys.global.exch.b32"), if inline { 2 } else { 0 }, "{version}");
-        if inline {
-            assert!(lines_with(kernel, "trap;") >= 2, "{version}");
-        }
-        assemble(&dir, &format!("inline_{version}"), &out);
-    }
-}
-
-#[test]
-fn report_calls_resolve_across_the_corpus() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let mut checked = 0;
-    for dir in ["corpus", "data"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "ptx") {
-                continue;
-            }
-            let ptx = std::fs::read_to_string(&path).unwrap();
-            for opts in option_sets().into_iter().filter(|o| !o.recover) {
-                let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
-                report_calls_resolve(&out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                checked += 1;
-            }
-        }
-    }
-    assert!(checked >= 4, "{checked} modules");
 }

@@ -132,12 +132,8 @@ const M: &str = super::MARKER;
 pub(super) enum FixedBlock {
     /// With `no_extent`: the zero extent entry kernel-parameter lookups read (bounds.rs).
     Prelude { no_extent: bool },
-    /// A function's report block of this kind, written whole ([`HaltReport::Inline`]).
-    InlineReport(ReportFn),
-    /// A function's report block of this kind, a call ([`HaltReport::Call`]).
-    ReportCall(ReportFn),
-    /// The module's report functions ([`HaltReport::Call`]).
-    ReportFunctions,
+    /// A function's report block of this kind.
+    Report(ReportBlock),
 }
 
 /// The text of a block that depends only on the scale and the publishing form: built once per process and
@@ -154,9 +150,7 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
         .or_insert_with(|| {
             match block {
                 FixedBlock::Prelude { no_extent } => prelude(scale, publish, no_extent),
-                FixedBlock::InlineReport(report) => fail_block(report, scale, "\t", publish),
-                FixedBlock::ReportCall(report) => report_call(report),
-                FixedBlock::ReportFunctions => report_functions(scale, publish),
+                FixedBlock::Report(report) => fail_block(report, scale, "\t", publish),
             }
             .into()
         })
@@ -246,68 +240,42 @@ pub(super) fn function_decls() -> String {
     format!("\t.reg .b64 {LAST_ADDR}, {LAST_SITE}; {M}\n")
 }
 
-/// How a halt-mode function's report blocks reach the record writer.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum HaltReport {
-    /// A call of the module's `.noreturn` report function ([`ReportFn`]), which writes the record
-    /// and traps: one copy of the record writer per module instead of one per function. A call
-    /// that never returns leaves the caller nothing to keep across it, so it costs the fast path
-    /// no registers (a returning call would).
-    Call,
-    /// The whole report written in the function (targets before `.noreturn`, PTX 6.4).
-    Inline(Publish),
-}
-
-/// The [`HaltReport`] the module's target and PTX version allow.
-pub(super) fn halt_report_for(header: &Header) -> HaltReport {
-    if header.version >= (6, 4) && header.target_sm >= 30 {
-        HaltReport::Call
-    } else {
-        HaltReport::Inline(publish_for(header))
-    }
-}
-
-/// A module-level report function of halt mode: `(.param .b64 gasan_addr, .param .b64 gasan_site)`,
-/// the address and the packed site ([`LAST_ADDR`], [`LAST_SITE`]); writes the record and traps.
+/// A function's report blocks (halt mode), one per kind: each reports [`LAST_ADDR`] and the
+/// packed site [`LAST_SITE`], then traps.
+///
+/// (Measured and not kept, 2026-11-27: the blocks as calls of one `.noreturn` function per kind
+/// defined once per module. ptxas compiles a whole-program module with a copy of every called
+/// function in each kernel's code, plus per-copy ELF entries: benches/startup/kernels.cu's cubin
+/// grew 669,792 -> 732,128 bytes, its code 525,312 -> 544,512; instrument/results.md.)
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(super) enum ReportFn {
+pub(super) enum ReportBlock {
     /// A global (pool) access: the shadow byte is read at the address.
     Global,
     /// A shared/local access (spaces.rs): the address is the offset from the variable, shadow 0.
     Space,
 }
 
-impl ReportFn {
-    pub const ALL: [ReportFn; 2] = [ReportFn::Global, ReportFn::Space];
-
-    pub fn symbol(self) -> &'static str {
+impl ReportBlock {
+    /// The block's label (labels are function-scoped in PTX).
+    pub fn label(self) -> &'static str {
         match self {
-            ReportFn::Global => "__gasan_fail_global",
-            ReportFn::Space => "__gasan_fail_space",
-        }
-    }
-
-    /// The label of the function-level block that reports this kind (labels are
-    /// function-scoped in PTX).
-    pub fn block_label(self) -> &'static str {
-        match self {
-            ReportFn::Global => SHARED_FAIL,
-            ReportFn::Space => super::spaces::SPACE_FAIL,
+            ReportBlock::Global => SHARED_FAIL,
+            ReportBlock::Space => super::spaces::SPACE_FAIL,
         }
     }
 
     /// The record's label suffix ([`record_body`]).
     fn suffix(self) -> &'static str {
         match self {
-            ReportFn::Global => "_shared",
-            ReportFn::Space => "_space",
+            ReportBlock::Global => "_shared",
+            ReportBlock::Space => "_space",
         }
     }
 
     /// The statements leaving the failed shadow byte in `%rr3`, from the address in `%ra0`.
     fn shadow(self, l: &mut Lines<'_>, scale: Scale) {
         match self {
-            ReportFn::Global => {
+            ReportBlock::Global => {
                 let ctl = CONTROL_BLOCK_SYMBOL;
                 ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
                 l.text("sub.s64 %ra1, %ra0, %ra1;");
@@ -315,71 +283,35 @@ impl ReportFn {
                 ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
                 l.texts(&["add.s64 %ra1, %ra1, %ra2;", "ld.global.nc.u8 %rr3, [%ra1];"]);
             }
-            ReportFn::Space => l.text("mov.u32 %rr3, 0;"),
+            ReportBlock::Space => l.text("mov.u32 %rr3, 0;"),
         }
     }
 
-    /// The function-level block at [`Self::block_label`]: the whole report inline, or the call
-    /// of the module's function.
-    pub fn block(self, report: HaltReport, scale: Scale) -> std::sync::Arc<str> {
-        match report {
-            HaltReport::Inline(publish) => fixed_text(FixedBlock::InlineReport(self), scale, publish),
-            // (The text depends on neither the scale nor the publishing form.)
-            HaltReport::Call => fixed_text(FixedBlock::ReportCall(self), scale, Publish::Membar),
-        }
+    /// The block's text (emitted once, before the function's
+    /// closing brace, when used).
+    pub fn block(self, scale: Scale, publish: Publish) -> std::sync::Arc<str> {
+        fixed_text(FixedBlock::Report(self), scale, publish)
     }
 }
 
-/// A function's report block as a call of the module's report function (nothing follows it: the
-/// function does not return).
-fn report_call(report: ReportFn) -> String {
-    let mut s = String::new();
-    let mut l = Lines::new(&mut s, "\t");
-    ln!(l; report.block_label(), ":");
-    ln!(l; "call.uni ", report.symbol(), ", (", LAST_ADDR, ", ", LAST_SITE, ");");
-    s
-}
-
-/// An inline report block (halt mode, [`HaltReport::Inline`]) at `report`'s label, emitted once
-/// before a function's closing brace when used: the report of [`LAST_ADDR`] and [`LAST_SITE`]
-/// ([`report_body`]).
-fn fail_block(report: ReportFn, scale: Scale, indent: &str, publish: Publish) -> String {
+/// The report block at `report`'s label: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
+/// record's inputs, reads the shadow byte ([`ReportBlock`]), writes the record ([`record_body`])
+/// and traps.
+fn fail_block(report: ReportBlock, scale: Scale, indent: &str, publish: Publish) -> String {
     let mut s = String::new();
     let mut f = Lines::new(&mut s, indent);
-    ln!(f; report.block_label(), ":");
+    ln!(f; report.label(), ":");
     f.texts(&["{", ".reg .b64 %ra<4>;", ".reg .b32 %rr<11>;", ".reg .pred %rp<2>;"]);
-    report_body(&mut f, report, scale, publish, LAST_ADDR, LAST_SITE);
-    f.text("}");
-    s
-}
-
-/// The module's report functions ([`HaltReport::Call`]), defined ahead of every function. ptxas
-/// drops those no function calls.
-fn report_functions(scale: Scale, publish: Publish) -> String {
-    let mut s = String::new();
-    for report in ReportFn::ALL {
-        let _ = writeln!(s, ".func {}(.param .b64 gasan_addr, .param .b64 gasan_site) .noreturn {M}", report.symbol());
-        let mut f = Lines::new(&mut s, "");
-        f.texts(&["{", ".reg .b64 %ra<6>;", ".reg .b32 %rr<11>;", ".reg .pred %rp<2>;", "ld.param.u64 %ra4, [gasan_addr];", "ld.param.u64 %ra5, [gasan_site];"]);
-        report_body(&mut f, report, scale, publish, "%ra4", "%ra5");
-        f.text("}");
-    }
-    s
-}
-
-/// The report of one failed check (halt mode): unpacks the address `addr` and the packed site
-/// `site` (`.b64` registers) into the record's inputs, reads the shadow byte ([`ReportFn`]),
-/// writes the record ([`record_body`]) and traps. Uses `%ra0..3`, `%rr0..10`, `%rp0..1`.
-fn report_body(f: &mut Lines<'_>, report: ReportFn, scale: Scale, publish: Publish, addr: &str, site: &str) {
-    ln!(f; "mov.b64 %ra0, ", addr, ";");
-    ln!(f; "cvt.u32.u64 %rr2, ", site, ";");
-    ln!(f; "shr.b64 %ra3, ", site, ", 32;");
+    ln!(f; "mov.b64 %ra0, ", LAST_ADDR, ";");
+    ln!(f; "cvt.u32.u64 %rr2, ", LAST_SITE, ";");
+    ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 32;");
     f.texts(&["cvt.u32.u64 %rr0, %ra3;", "and.b32 %rr0, %rr0, 16777215;"]);
-    ln!(f; "shr.b64 %ra3, ", site, ", 56;");
+    ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 56;");
     f.text("cvt.u32.u64 %rr1, %ra3;");
-    report.shadow(f, scale);
-    record_body(f, publish, report.suffix());
-    f.text("trap;");
+    report.shadow(&mut f, scale);
+    record_body(&mut f, publish, report.suffix());
+    f.texts(&["trap;", "}"]);
+    s
 }
 
 /// How a report block publishes its record to the host. A kernel that holds a `fence.sc` or
@@ -433,8 +365,9 @@ pub(super) fn publish_for(header: &Header) -> Publish {
 
 /// The ring write of one error record, ending at `$gasan_rec_done{suffix}:`. Inputs: `%ra0` address,
 /// `%rr0` width, `%rr1` kind, `%rr2` site, `%rr3` shadow byte; uses `%ra1..2`, `%rr4..10`,
-/// `%rp0..1`. Shared by the slow-path function (recover mode), the halt-mode report functions and
-/// inline report blocks ([`HaltReport`]), and the device heap's free.
+/// `%rp0..1`. Shared by the slow-path function (recover mode), the report blocks (halt mode: no
+/// call in the kernel, whose calling convention would cost the fast path registers; see
+/// [`ReportBlock`] for a `.noreturn` call) and the device heap's free.
 ///
 /// Order (what the host reader relies on, runtime/src/ring.rs): the slot's seq is zeroed before
 /// any field is written and set to index + 1 after all of them, so a writer killed mid-record

@@ -680,10 +680,6 @@ impl<'a> Rewriter<'a> {
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
 
-        if let (false, emit::HaltReport::Call) = (self.opts.recover, emit::halt_report_for(&self.header)) {
-            // Defined ahead of every function, so each report block can call them.
-            self.out.push_str(&emit::fixed_text(emit::FixedBlock::ReportFunctions, self.opts.scale, emit::publish_for(&self.header)));
-        }
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
@@ -981,13 +977,13 @@ impl<'a> Rewriter<'a> {
             self.out.push_str(&b);
         }
         // Same text in every function (emit::fixed_text).
-        let report = emit::halt_report_for(&self.header);
+        let publish = emit::publish_for(&self.header);
         if f.uses_shared_fail {
-            self.out.push_str(&emit::ReportFn::Global.block(report, self.opts.scale));
+            self.out.push_str(&emit::ReportBlock::Global.block(self.opts.scale, publish));
             f.uses_shared_fail = false;
         }
         if f.uses_space_fail {
-            self.out.push_str(&emit::ReportFn::Space.block(report, self.opts.scale));
+            self.out.push_str(&emit::ReportBlock::Space.block(self.opts.scale, publish));
             f.uses_space_fail = false;
         }
     }

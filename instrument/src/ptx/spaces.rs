@@ -563,7 +563,7 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
 }
 
 /// The per-function block that reports a failed shared/local check (halt mode,
-/// [`super::emit::ReportFn::Space`]): `LAST_ADDR` holds the offset from the variable, `LAST_SITE`
+/// [`super::emit::ReportBlock::Space`]): `LAST_ADDR` holds the offset from the variable, `LAST_SITE`
 /// the packed site. Shadow byte 0.
 pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 
