@@ -156,3 +156,44 @@ fn run_time_widths_report_through_the_shared_block() {
         assemble(&dir, &format!("wmma{k}"), &out);
     }
 }
+
+/// The bodies (`.entry` and `.func`, to their closing brace at the start of a line) of `ptx`.
+fn bodies(ptx: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = ptx;
+    while let Some(start) = rest.find("\n{\n") {
+        let Some(len) = rest[start..].find("\n}\n") else { break };
+        out.push(&rest[start..start + len + 3]);
+        rest = &rest[start + len + 3..];
+    }
+    out
+}
+
+#[test]
+fn each_function_holds_at_most_one_record_writer_per_report_kind() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let (mut bodies_seen, mut with_block) = (0, 0);
+    for dir in ["corpus", "data"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "ptx") {
+                continue;
+            }
+            let ptx = std::fs::read_to_string(&path).unwrap();
+            for opts in option_sets().into_iter().filter(|o| !o.recover) {
+                let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
+                for body in bodies(&out) {
+                    // The global and the shared/local block, each once at most (gasan's own
+                    // functions write a record each too: the slow path, the heap's free).
+                    let blocks = [lines_with(body, "$gasan_fail_shared:"), lines_with(body, "$gasan_fail_space:")];
+                    assert!(blocks.iter().all(|&n| n <= 1), "{}: {blocks:?}", path.display());
+                    let writers = lines_with(body, "atom.global.add.u32 %rr4");
+                    assert!(writers <= 2, "{}: {writers} record writers in one function", path.display());
+                    bodies_seen += 1;
+                    with_block += usize::from(blocks[0] + blocks[1] > 0);
+                }
+            }
+        }
+    }
+    assert!(bodies_seen >= 4 && with_block >= 2, "{bodies_seen} bodies, {with_block} with report blocks");
+}
