@@ -287,8 +287,7 @@ impl ReportBlock {
         }
     }
 
-    /// The block's text (emitted once, before the function's
-    /// closing brace, when used).
+    /// The block's text (emitted once, before the function's closing brace, when used).
     pub fn block(self, scale: Scale, publish: Publish) -> std::sync::Arc<str> {
         fixed_text(FixedBlock::Report(self), scale, publish)
     }
