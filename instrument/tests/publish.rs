@@ -114,3 +114,86 @@ fn targets_before_the_memory_model_publish_with_membar() {
     assert!(added_fences(&out).iter().all(|l| l.contains("membar.sys")));
     assert!(added_fences(&out).len() >= 6);
 }
+
+/// `wmma` tiles with a run-time stride: accesses of a width computed at run time (two probes
+/// each, first and last byte).
+const WMMA_SRC: &str = r#"
+#include <mma.h>
+using namespace nvcuda;
+__global__ void tile(const __half* a, const __half* b, float* c, int ld) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a + blockIdx.x * 16, ld);
+    wmma::load_matrix_sync(fb, b + blockIdx.y * 16, ld);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c + blockIdx.x * 16, fc, ld, wmma::mem_row_major);
+}
+"#;
+
+/// The kernel of `ptx` (its one `.entry`, to the closing brace at the start of a line).
+fn kernel_of(ptx: &str) -> &str {
+    let start = ptx.find(".visible .entry").expect("a kernel");
+    let len = ptx[start..].find("\n}").expect("the kernel's closing brace");
+    &ptx[start..start + len + 2]
+}
+
+#[test]
+fn run_time_widths_report_through_the_shared_block() {
+    let dir = scratch("publish_wmma");
+    let ptx = nvcc_ptx_of(&dir, "wmma", WMMA_SRC);
+    for (k, opts) in option_sets().into_iter().enumerate().filter(|(_, o)| !o.recover) {
+        let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
+        let kernel = kernel_of(&out);
+        // Three tiles, two probes each, each probe's stub naming its site to the shared block,
+        // with the byte count packed (saturated to the width field's 24 bits) at run time.
+        assert_eq!(lines_with(kernel, "bra.uni $gasan_fail_shared;"), 6, "{opts:?}");
+        assert_eq!(lines_with(kernel, "min.u64 %gsa5, %gsa5, 16777215;"), 6, "{opts:?}");
+        // One record writer (the shared block's) in the kernel, whatever its accesses.
+        assert_eq!(lines_with(kernel, "atom.global.add.u32 %rr4"), 1, "{opts:?}");
+        assert_eq!(lines_with(kernel, "$gasan_fail_shared:"), 1, "{opts:?}");
+        assemble(&dir, &format!("wmma{k}"), &out);
+    }
+}
+
+/// The bodies (`.entry` and `.func`, to their closing brace at the start of a line) of `ptx`.
+fn bodies(ptx: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = ptx;
+    while let Some(start) = rest.find("\n{\n") {
+        let Some(len) = rest[start..].find("\n}\n") else { break };
+        out.push(&rest[start..start + len + 3]);
+        rest = &rest[start + len + 3..];
+    }
+    out
+}
+
+#[test]
+fn each_function_holds_at_most_one_record_writer_per_report_kind() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let (mut bodies_seen, mut with_block) = (0, 0);
+    for dir in ["corpus", "data"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "ptx") {
+                continue;
+            }
+            let ptx = std::fs::read_to_string(&path).unwrap();
+            for opts in option_sets().into_iter().filter(|o| !o.recover) {
+                let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
+                for body in bodies(&out) {
+                    // The global and the shared/local block, each once at most (gasan's own
+                    // functions write a record each too: the slow path, the heap's free).
+                    let blocks = [lines_with(body, "$gasan_fail_shared:"), lines_with(body, "$gasan_fail_space:")];
+                    assert!(blocks.iter().all(|&n| n <= 1), "{}: {blocks:?}", path.display());
+                    let writers = lines_with(body, "atom.global.add.u32 %rr4");
+                    assert!(writers <= 2, "{}: {writers} record writers in one function", path.display());
+                    bodies_seen += 1;
+                    with_block += usize::from(blocks[0] + blocks[1] > 0);
+                }
+            }
+        }
+    }
+    assert!(bodies_seen >= 4 && with_block >= 2, "{bodies_seen} bodies, {with_block} with report blocks");
+}

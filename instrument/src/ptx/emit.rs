@@ -131,11 +131,9 @@ const M: &str = super::MARKER;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum FixedBlock {
     /// With `no_extent`: the zero extent entry kernel-parameter lookups read (bounds.rs).
-    Prelude {
-        no_extent: bool,
-    },
-    SharedFail,
-    SpaceFail,
+    Prelude { no_extent: bool },
+    /// A function's report block of this kind.
+    Report(ReportBlock),
 }
 
 /// The text of a block that depends only on the scale and the publishing form: built once per process and
@@ -152,8 +150,7 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
         .or_insert_with(|| {
             match block {
                 FixedBlock::Prelude { no_extent } => prelude(scale, publish, no_extent),
-                FixedBlock::SharedFail => shared_fail_block(scale, "\t", publish),
-                FixedBlock::SpaceFail => super::spaces::space_fail_block("\t", publish),
+                FixedBlock::Report(report) => fail_block(report, scale, "\t", publish),
             }
             .into()
         })
@@ -243,25 +240,66 @@ pub(super) fn function_decls() -> String {
     format!("\t.reg .b64 {LAST_ADDR}, {LAST_SITE}; {M}\n")
 }
 
-/// The function's shared report block (emitted once, before its closing brace, when used).
-fn shared_fail_block(scale: Scale, indent: &str, publish: Publish) -> String {
-    let ctl = CONTROL_BLOCK_SYMBOL;
-    fail_block(SHARED_FAIL, "_shared", indent, publish, |l| {
-        ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
-        l.text("sub.s64 %ra1, %ra0, %ra1;");
-        ln!(l; "shr.u64 %ra1, %ra1, ", scale.shift(), ";");
-        ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
-        l.texts(&["add.s64 %ra1, %ra1, %ra2;", "ld.global.nc.u8 %rr3, [%ra1];"]);
-    })
+/// A function's report blocks (halt mode), one per kind: each reports [`LAST_ADDR`] and the
+/// packed site [`LAST_SITE`], then traps.
+///
+/// (Measured and not kept, 2026-11-27: the blocks as calls of one `.noreturn` function per kind
+/// defined once per module. ptxas compiles a whole-program module with a copy of every called
+/// function in each kernel's code, plus per-copy ELF entries: benches/startup/kernels.cu's cubin
+/// grew 669,792 -> 732,128 bytes, its code 525,312 -> 544,512; instrument/results.md.)
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) enum ReportBlock {
+    /// A global (pool) access: the shadow byte is read at the address.
+    Global,
+    /// A shared/local access (spaces.rs): the address is the offset from the variable, shadow 0.
+    Space,
 }
 
-/// An inline report block (halt mode) at `label`: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
-/// record's inputs, runs `shadow` (which leaves the failed shadow byte in `%rr3`), writes the record
-/// ([`record_body`], labels suffixed `suffix`) and traps. Global and shared/local checks share it.
-pub(super) fn fail_block(label: &str, suffix: &str, indent: &str, publish: Publish, shadow: impl FnOnce(&mut Lines<'_>)) -> String {
+impl ReportBlock {
+    /// The block's label (labels are function-scoped in PTX).
+    pub fn label(self) -> &'static str {
+        match self {
+            ReportBlock::Global => SHARED_FAIL,
+            ReportBlock::Space => super::spaces::SPACE_FAIL,
+        }
+    }
+
+    /// The record's label suffix ([`record_body`]).
+    fn suffix(self) -> &'static str {
+        match self {
+            ReportBlock::Global => "_shared",
+            ReportBlock::Space => "_space",
+        }
+    }
+
+    /// The statements leaving the failed shadow byte in `%rr3`, from the address in `%ra0`.
+    fn shadow(self, l: &mut Lines<'_>, scale: Scale) {
+        match self {
+            ReportBlock::Global => {
+                let ctl = CONTROL_BLOCK_SYMBOL;
+                ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+                l.text("sub.s64 %ra1, %ra0, %ra1;");
+                ln!(l; "shr.u64 %ra1, %ra1, ", scale.shift(), ";");
+                ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
+                l.texts(&["add.s64 %ra1, %ra1, %ra2;", "ld.global.nc.u8 %rr3, [%ra1];"]);
+            }
+            ReportBlock::Space => l.text("mov.u32 %rr3, 0;"),
+        }
+    }
+
+    /// The block's text (emitted once, before the function's closing brace, when used).
+    pub fn block(self, scale: Scale, publish: Publish) -> std::sync::Arc<str> {
+        fixed_text(FixedBlock::Report(self), scale, publish)
+    }
+}
+
+/// The report block at `report`'s label: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
+/// record's inputs, reads the shadow byte ([`ReportBlock`]), writes the record ([`record_body`])
+/// and traps.
+fn fail_block(report: ReportBlock, scale: Scale, indent: &str, publish: Publish) -> String {
     let mut s = String::new();
     let mut f = Lines::new(&mut s, indent);
-    ln!(f; label, ":");
+    ln!(f; report.label(), ":");
     f.texts(&["{", ".reg .b64 %ra<4>;", ".reg .b32 %rr<11>;", ".reg .pred %rp<2>;"]);
     ln!(f; "mov.b64 %ra0, ", LAST_ADDR, ";");
     ln!(f; "cvt.u32.u64 %rr2, ", LAST_SITE, ";");
@@ -269,8 +307,8 @@ pub(super) fn fail_block(label: &str, suffix: &str, indent: &str, publish: Publi
     f.texts(&["cvt.u32.u64 %rr0, %ra3;", "and.b32 %rr0, %rr0, 16777215;"]);
     ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 56;");
     f.text("cvt.u32.u64 %rr1, %ra3;");
-    shadow(&mut f);
-    record_body(&mut f, publish, suffix);
+    report.shadow(&mut f, scale);
+    record_body(&mut f, publish, report.suffix());
     f.texts(&["trap;", "}"]);
     s
 }
@@ -326,8 +364,9 @@ pub(super) fn publish_for(header: &Header) -> Publish {
 
 /// The ring write of one error record, ending at `$gasan_rec_done{suffix}:`. Inputs: `%ra0` address,
 /// `%rr0` width, `%rr1` kind, `%rr2` site, `%rr3` shadow byte; uses `%ra1..2`, `%rr4..10`,
-/// `%rp0..1`. Shared by the slow-path function (recover mode) and the inline report blocks (halt
-/// mode: no call in the kernel, whose calling convention would cost the fast path registers).
+/// `%rp0..1`. Shared by the slow-path function (recover mode), the report blocks (halt mode: no
+/// call in the kernel, whose calling convention would cost the fast path registers; see
+/// [`ReportBlock`] for a `.noreturn` call) and the device heap's free.
 ///
 /// Order (what the host reader relies on, runtime/src/ring.rs): the slot's seq is zeroed before
 /// any field is written and set to index + 1 after all of them, so a writer killed mid-record
@@ -682,16 +721,13 @@ pub(super) fn checked_statement_halt(
     indent: &str,
     site: u32,
     label: u32,
-    publish: Publish,
     prefetched: Option<&str>,
     fast: Option<&FastPath>,
-) -> (String, String, bool) {
+) -> (String, String) {
     let scale = form.scale;
-    let ctl = CONTROL_BLOCK_SYMBOL;
     let mut inline = String::with_capacity(1024);
     let mut v = Lines::new(&mut inline, indent);
     v.texts(&["{", ".reg .b64 %gsa<6>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<5>;"]);
-    let shared = matches!((&a.width, a.bulk), (Width::Fixed(_), false));
     // With the shadow byte prefetched, only the low address bits are needed here.
     let prefetched = match (&a.base, &a.width, a.bulk, prefetched) {
         (AddrBase::Reg(r), Width::Fixed(w), false, Some(reg)) => Some((r.as_str(), *w, reg)),
@@ -725,35 +761,26 @@ pub(super) fn checked_statement_halt(
             ln!(f; "bra.uni ", SHARED_FAIL, ";");
         }
         (width, _) => {
-            let size = size_setup(&mut v, width);
+            size_setup(&mut v, width);
             probe_branch(&mut v, form, "%gsa0", 1, guard, fast, (label, ""));
             v.texts(&["add.s64 %gsa4, %gsa0, %gsa5;", "sub.s64 %gsa4, %gsa4, 1;"]);
             probe_branch(&mut v, form, "%gsa4", 1, guard, fast, (label, "_last"));
-            // One report block per probe (first and last byte), which writes the record inline: a
-            // call here would make the whole kernel pay the calling convention's registers on its
-            // fast path.
+            // A stub per probe (first and last byte), like the fixed-width one, that also packs
+            // the byte count computed at run time into the site's width field (24 bits: a larger
+            // count is reported as 16777215).
             for suffix in ["", "_last"] {
                 ln!(f; "$gasan_fail_", label, suffix, ":");
-                f.texts(&["{", ".reg .b64 %gsa<6>;", ".reg .b32 %gsr<2>;", ".reg .b64 %ra<3>;", ".reg .b32 %rr<11>;", ".reg .pred %rp<2>;"]);
+                f.texts(&["{", ".reg .b64 %gsa<6>;"]);
                 address_setup(&mut f, a, "%gsa0");
+                size_setup(&mut f, width);
                 if suffix == "_last" {
-                    size_setup(&mut f, width);
                     f.texts(&["add.s64 %gsa0, %gsa0, %gsa5;", "sub.s64 %gsa0, %gsa0, 1;"]);
-                } else if let Width::Tile { .. } = width {
-                    // (A tile's reported width is computed, in the block too.)
-                    size_setup(&mut f, width);
                 }
-                ln!(f; "ld.const.u64 %gsa1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
-                f.text("sub.s64 %gsa1, %gsa0, %gsa1;");
-                ln!(f; "shr.u64 %gsa1, %gsa1, ", scale.shift(), ";");
-                ln!(f; "ld.const.u64 %gsa2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
-                f.texts(&["add.s64 %gsa1, %gsa1, %gsa2;", "ld.global.nc.u8 %gsr0, [%gsa1];", "mov.b64 %ra0, %gsa0;"]);
-                ln!(f; "mov.u32 %rr0, ", size, ";");
-                ln!(f; "mov.u32 %rr1, ", kind, ";");
-                ln!(f; "mov.u32 %rr2, ", site, ";");
-                f.text("mov.u32 %rr3, %gsr0;");
-                record_body(&mut f, publish, &format!("_{label}{suffix}"));
-                f.texts(&["trap;", "}"]);
+                ln!(f; "mov.b64 ", LAST_ADDR, ", %gsa0;");
+                f.texts(&["min.u64 %gsa5, %gsa5, 16777215;", "shl.b64 %gsa5, %gsa5, 32;"]);
+                ln!(f; "or.b64 ", LAST_SITE, ", %gsa5, ", packed_site(site, 0, kind), ";");
+                ln!(f; "bra.uni ", SHARED_FAIL, ";");
+                f.text("}");
             }
         }
     }
@@ -761,7 +788,7 @@ pub(super) fn checked_statement_halt(
     if !original.is_empty() {
         v.verbatim(original);
     }
-    (inline, fail, shared)
+    (inline, fail)
 }
 
 /// The register holding a `wmma` tile's byte count ([`size_setup`]).

@@ -166,7 +166,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 45;
+pub const REVISION: u32 = 46;
 
 /// Instruments a PTX module.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
@@ -976,13 +976,14 @@ impl<'a> Rewriter<'a> {
         for b in f.fail_blocks.drain(..) {
             self.out.push_str(&b);
         }
+        // Same text in every function (emit::fixed_text).
+        let publish = emit::publish_for(&self.header);
         if f.uses_shared_fail {
-            // Same text in every function (emit::fixed_text).
-            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SharedFail, self.opts.scale, emit::publish_for(&self.header)));
+            self.out.push_str(&emit::ReportBlock::Global.block(self.opts.scale, publish));
             f.uses_shared_fail = false;
         }
         if f.uses_space_fail {
-            self.out.push_str(&emit::fixed_text(emit::FixedBlock::SpaceFail, self.opts.scale, emit::publish_for(&self.header)));
+            self.out.push_str(&emit::ReportBlock::Space.block(self.opts.scale, publish));
             f.uses_space_fail = false;
         }
     }
@@ -1122,7 +1123,7 @@ impl<'a> Rewriter<'a> {
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
         let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
         let stmt = parsed.text;
-        let (opts, publish) = (self.opts, emit::publish_for(&self.header));
+        let opts = self.opts;
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
         // The entry exists (created when the function opened): no key allocation per statement.
@@ -1209,8 +1210,8 @@ impl<'a> Rewriter<'a> {
             *next_label += 1;
             // No statement of its own: the access it stands for comes later.
             let fast = fast_path_at(f, h_acc, label);
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, publish, None, fast.as_ref());
-            f.uses_shared_fail |= shared;
+            let (inline, fail) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, None, fast.as_ref());
+            f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
         }
@@ -1245,8 +1246,8 @@ impl<'a> Rewriter<'a> {
         let emitted = if opts.recover {
             emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label, fast.as_ref())
         } else {
-            let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, publish, prefetched, fast.as_ref());
-            f.uses_shared_fail |= shared;
+            let (inline, fail) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, prefetched, fast.as_ref());
+            f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             inline
         };

@@ -562,13 +562,10 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
     }
 }
 
-/// The per-function block that writes the error record of a failed shared/local check (halt
-/// mode): `LAST_ADDR` holds the offset from the variable, `LAST_SITE` the packed site. Shadow byte 0.
+/// The per-function block that reports a failed shared/local check (halt mode,
+/// [`super::emit::ReportBlock::Space`]): `LAST_ADDR` holds the offset from the variable, `LAST_SITE`
+/// the packed site. Shadow byte 0.
 pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
-
-pub(super) fn space_fail_block(indent: &str, publish: super::emit::Publish) -> String {
-    super::emit::fail_block(SPACE_FAIL, "_space", indent, publish, |l| l.text("mov.u32 %rr3, 0;"))
-}
 
 /// The width of the offset [`offset_lines`] computes.
 fn offset_bits(c: &SpaceCheck) -> u32 {
