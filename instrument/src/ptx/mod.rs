@@ -136,6 +136,24 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Adds the counts of `other` (of other functions, or more of the same).
+    fn add(&mut self, other: Stats) {
+        for (name, f) in other.functions {
+            let t = self.functions.entry(name).or_default();
+            t.found += f.found;
+            t.checked += f.checked;
+            t.eliminated += f.eliminated;
+            t.unknown += f.unknown;
+            t.space_checked += f.space_checked;
+            for (k, v) in f.skipped {
+                *t.skipped.entry(k).or_default() += v;
+            }
+        }
+        for (op, n) in other.unknown_opcodes {
+            *self.unknown_opcodes.entry(op).or_default() += n;
+        }
+    }
+
     pub fn total(&self) -> FunctionStats {
         let mut t = FunctionStats::default();
         for f in self.functions.values() {
@@ -169,10 +187,23 @@ pub const MARKER: &str = "//gasan";
 pub const REVISION: u32 = 41;
 
 /// Instruments a PTX module.
+///
+/// A module of [`PARALLEL_MIN_BYTES`] or more is rewritten in parts on up to as many threads as the
+/// machine has cores ([`instrument_ptx_threads`] with 0); the text is the same either way.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
-    Rewriter::new(ptx, *opts)?.run()
+    instrument_ptx_threads(ptx, opts, 0)
 }
 
+/// [`instrument_ptx`] on a chosen number of threads: 1 rewrites the module in one piece on this
+/// thread; n > 1 splits it into up to n parts of whole functions (at most one a function), whatever
+/// its size, each rewritten on a thread of its own; 0 leaves it to the module's size and the
+/// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
+/// piece.
+pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
+    Rewriter::new(ptx, *opts)?.run(threads)
+}
+
+#[derive(Clone)]
 struct Header {
     /// Byte offset just after the `.address_size` line (or `.target` line): where the control
     /// block and slow path go.
@@ -300,9 +331,9 @@ struct Line<'a> {
     stripped: &'a str,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
-    parsed: std::cell::OnceCell<Box<[ParsedStmt<'a>]>>,
+    parsed: std::sync::OnceLock<Box<[ParsedStmt<'a>]>>,
     /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
-    ends_block: std::cell::OnceCell<bool>,
+    ends_block: std::sync::OnceLock<bool>,
     /// `code` holds a brace (its statements may have scope braces to split off).
     braces: bool,
 }
@@ -316,7 +347,7 @@ struct ParsedStmt<'a> {
     /// A `;` ended it (scope braces split off a line have none).
     terminated: bool,
     instr: Option<Instr<'a>>,
-    class: std::cell::OnceCell<Classified>,
+    class: std::sync::OnceLock<Classified>,
 }
 
 impl<'a> ParsedStmt<'a> {
@@ -350,7 +381,7 @@ impl<'a> Line<'a> {
         let stripped = strip_comment(raw);
         let code = stripped.trim();
         let braces = code.bytes().any(|b| b == b'{' || b == b'}');
-        Line { raw, stripped, code, parsed: std::cell::OnceCell::new(), ends_block: std::cell::OnceCell::new(), braces }
+        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: std::sync::OnceLock::new(), braces }
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
@@ -359,7 +390,7 @@ impl<'a> Line<'a> {
             // Room for one statement, what most lines hold: collecting into a fresh vector would
             // reserve four and shrink the allocation to fit when boxed.
             let mut stmts = Vec::with_capacity(1);
-            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }));
+            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() }));
             stmts.into_boxed_slice()
         })
     }
@@ -402,7 +433,7 @@ impl<'a> Line<'a> {
     where
         'a: 's,
     {
-        let parsed = self.parsed.into_inner().map_or_else(std::cell::OnceCell::new, std::cell::OnceCell::from);
+        let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
         Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces }
     }
 
@@ -638,7 +669,7 @@ struct Rewriter<'a> {
     opts: InstrumentOptions,
     header: Header,
     out: String,
-    sites: SiteTable,
+    sites: Sites,
     stats: Stats,
     /// Fast loop copies repeat input statements: their counts go here, not into the module's.
     copy_stats: Stats,
@@ -662,7 +693,7 @@ impl<'a> Rewriter<'a> {
             opts,
             header,
             out: String::with_capacity(src.len() * 8 + 16 * 1024),
-            sites: SiteTable::default(),
+            sites: Sites::default(),
             stats: Stats::default(),
             copy_stats: Stats::default(),
             next_label: 0,
@@ -672,14 +703,13 @@ impl<'a> Rewriter<'a> {
         })
     }
 
-    fn run(mut self) -> Result<Instrumented, PtxError> {
+    fn run(mut self, threads: usize) -> Result<Instrumented, PtxError> {
         let (head, body) = self.src.split_at(self.header.insert_at);
         self.out.push_str(head);
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
-
         let input = Line::read_all(body.split_inclusive('\n'));
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
@@ -706,24 +736,33 @@ impl<'a> Rewriter<'a> {
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
         let locs = source_locations(&lines, &bodies);
-        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
-        let module_spaces = spaces::analyze(&lines, &bodies);
-        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
-        let plans = Plans {
+        let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
+        let heap_calls = heap::HeapCalls::for_module(self.src);
+        let module = Module {
             lines: &lines,
             bodies: &bodies,
-            coalescing: &coalescing,
-            module_spaces: &module_spaces,
-            space_groups: &space_groups,
+            branches: &branches,
+            covered,
             copies,
             inserted,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
             locs: &locs,
-            versioned_loop: versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default(),
-            branches: &branches,
+            versioned_loop: &versioned_loop,
         };
-        let mut walk = Walk { heap_calls: heap::HeapCalls::for_module(self.src), ..Walk::default() };
+        if heap_calls.is_none() {
+            let parts = parts(&bodies, lines.len(), self.src.len(), threads);
+            if parts.len() > 1 {
+                if let Some(done) = self.run_parts(&module, &parts) {
+                    return Ok(done);
+                }
+            }
+        }
+        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
+        let module_spaces = spaces::analyze(&lines, &bodies);
+        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
+        let plans = module.plans(&coalescing, &module_spaces, &space_groups);
+        let mut walk = Walk { heap_calls, ..Walk::default() };
         for i in 0..lines.len() {
             self.walk_line(&plans, &mut walk, i)?;
         }
@@ -737,13 +776,107 @@ impl<'a> Rewriter<'a> {
             }
             self.out.push_str(&h.definitions(self.opts.scale, &self.header));
         }
-        self.sites.resolve_files();
-        Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats, param_tags: self.param_tags })
+        self.sites.table.resolve_files();
+        Ok(Instrumented { ptx: self.out, sites: self.sites.table, stats: self.stats, param_tags: self.param_tags })
+    }
+
+    /// The rewrite of a module's lines in parts (`parts`: line ranges that begin at a body's
+    /// opening line or the first line, in order), each planned and walked on a thread of its own,
+    /// and stitched together: the text and site table the walk of all lines in order writes.
+    /// Check labels and site ids are numbered through the module, so a part's walk needs to know
+    /// how many the parts before it used. A part whose predecessors have all been walked when its
+    /// planning is done is walked once, numbered from their sum; any other is walked first
+    /// numbering from zero, which tells how many it uses (the walk's decisions do not depend on the
+    /// numbers), and, when the sum before it is known and not zero, walked again from there.
+    /// `None` when a part does not end as the walk of the whole module would pass from it to the
+    /// next (an error, an unclosed brace or block comment): the module is then walked in one
+    /// piece, which finds the same error or state.
+    fn run_parts(&mut self, m: &Module<'_>, parts: &[std::ops::Range<usize>]) -> Option<Instrumented> {
+        let planned = self.opts.optimize && !self.opts.recover;
+        let declared = spaces::declarations(m.lines);
+        let this = &*self;
+        let used = Numbers::new(parts.len());
+        let part = |k: usize| -> Option<Walked> {
+            let range = parts[k].clone();
+            let first = m.bodies.iter().position(|b| b.open >= range.start).unwrap_or(m.bodies.len());
+            let end = m.bodies.iter().position(|b| b.open >= range.end).unwrap_or(m.bodies.len());
+            let part_bodies = m.bodies.part(first..end);
+            let coalescing = if planned { coalesce::plan_range(m.lines, range.clone(), m.bodies, m.branches, m.covered, m.inserted, m.locs) } else { coalesce::Plan::default() };
+            let mut module_spaces = declared.clone();
+            spaces::analyze_functions(m.lines, &part_bodies, &mut module_spaces);
+            let space_groups = if planned { spaces::group_accesses(m.lines, &part_bodies, &module_spaces, m.inserted, m.locs) } else { HashMap::default() };
+            let plans = m.plans(&coalescing, &module_spaces, &space_groups);
+            match used.start(k) {
+                Some(start) => {
+                    let walked = start.and_then(|start| this.walk_part(&plans, range, start));
+                    used.publish(k, walked.as_ref().map(|w| w.used));
+                    walked
+                }
+                None => {
+                    let walked = this.walk_part(&plans, range.clone(), Numbering::default());
+                    used.publish(k, walked.as_ref().map(|w| w.used));
+                    match used.wait_start(k)? {
+                        start if start == Numbering::default() => walked,
+                        start => walked.and_then(|_| this.walk_part(&plans, range, start)),
+                    }
+                }
+            }
+        };
+        let walked: Vec<Option<Walked>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..parts.len()).map(|k| s.spawn(move || part(k))).collect();
+            let mut all = vec![part(0)];
+            all.extend(handles.into_iter().map(|h| h.join().expect("a part's rewrite panicked")));
+            all
+        });
+        let walked: Vec<Walked> = walked.into_iter().collect::<Option<_>>()?;
+        let mut out = std::mem::take(&mut self.out);
+        out.reserve(walked.iter().map(|w| w.out.len()).sum());
+        let mut sites = SiteTable::default();
+        let mut stats = Stats::default();
+        let mut param_tags = crate::abi::ParamTagTable::default();
+        for w in walked {
+            out.push_str(&w.out);
+            sites.sites.extend(w.sites.sites);
+            sites.files.extend(w.sites.files);
+            stats.add(w.stats);
+            param_tags.kernels.extend(w.param_tags.kernels);
+        }
+        sites.resolve_files();
+        Some(Instrumented { ptx: out, sites, stats, param_tags })
+    }
+
+    /// The walk of the lines of `range` (a part of [`Rewriter::run_parts`]) on its own: its text,
+    /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
+    /// not end between bodies at brace depth 0.
+    fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering) -> Option<Walked> {
+        let bytes: usize = plans.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
+        let mut r = Rewriter {
+            src: self.src,
+            opts: self.opts,
+            header: self.header.clone(),
+            out: String::with_capacity(bytes * 8 + 1024),
+            sites: Sites { table: SiteTable::default(), base: start.sites },
+            stats: Stats::default(),
+            copy_stats: Stats::default(),
+            next_label: start.labels,
+            prefetch_labels: start.prefetch_labels,
+            demangled_vars: HashMap::default(),
+            param_tags: crate::abi::ParamTagTable::default(),
+        };
+        let mut walk = Walk::default();
+        for i in range {
+            r.walk_line(plans, &mut walk, i).ok()?;
+        }
+        if walk.depth != 0 || walk.func.is_some() || walk.in_block_comment {
+            return None;
+        }
+        let used = Numbering { labels: r.next_label - start.labels, prefetch_labels: r.prefetch_labels - start.prefetch_labels, sites: r.sites.table.sites.len() as u32 };
+        Some(Walked { out: r.out, sites: r.sites.table, stats: r.stats, param_tags: r.param_tags, used })
     }
 
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
-    fn walk_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
+    fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
         let Line { raw: line, stripped: code, code: t, .. } = plans.lines[i];
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
@@ -765,7 +898,7 @@ impl<'a> Rewriter<'a> {
         }
 
         if t.starts_with(".file") {
-            self.sites.add_file_directive(t);
+            self.sites.table.add_file_directive(t);
         }
 
         // Statements that open or close a function body.
@@ -860,7 +993,7 @@ impl<'a> Rewriter<'a> {
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
-    fn before_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) {
+    fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
         for p in plans.coalescing.prefetch.at.get(&i).into_iter().flatten() {
             // A next-iteration load needs its preheader's registers; if it cannot be
@@ -904,7 +1037,7 @@ impl<'a> Rewriter<'a> {
 
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
-    fn access_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
+    fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
         let Line { raw: line, stripped: code, .. } = plans.lines[i];
         let (line_no, loc) = (plans.ptx_line(i), plans.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
@@ -1082,7 +1215,7 @@ impl<'a> Rewriter<'a> {
                 d
             }
         };
-        self.sites.sites[site as usize].space = Some(SpaceSite { space: c.space, variable: c.var.clone(), variable_demangled: demangled, size: c.size });
+        self.sites.get_mut(site).space = Some(SpaceSite { space: c.space, variable: c.var.clone(), variable_demangled: demangled, size: c.size });
         site
     }
 
@@ -1281,8 +1414,8 @@ fn indented(indent: &str, text: &str) -> String {
 }
 
 /// What the planning passes decided for a module's lines, read by the walk that writes them out.
-struct Plans<'p> {
-    lines: &'p [Line<'p>],
+struct Plans<'p, 'l> {
+    lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
     coalescing: &'p coalesce::Plan,
     module_spaces: &'p spaces::ModuleSpaces,
@@ -1297,11 +1430,148 @@ struct Plans<'p> {
     /// The source location in effect at each line ([`source_locations`]).
     locs: &'p [Option<Loc>],
     /// Lines of loops loop versioning copied: the fast copies and the checked originals.
-    versioned_loop: LineSet,
-    branches: &'p branches::Branches<'p>,
+    versioned_loop: &'p LineSet,
+    branches: &'p branches::Branches<'l>,
 }
 
-impl Plans<'_> {
+/// What every part of a module's rewrite reads: its lines after loop versioning and what was found
+/// about them before planning.
+struct Module<'p> {
+    lines: &'p [Line<'p>],
+    bodies: &'p bodies::Bodies,
+    branches: &'p branches::Branches<'p>,
+    /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
+    /// wrote ([`loops::Versioned`]).
+    covered: &'p LineSet,
+    copies: &'p LineSet,
+    inserted: &'p LineSet,
+    origin: Option<&'p [usize]>,
+    base_line: usize,
+    locs: &'p [Option<Loc>],
+    versioned_loop: &'p LineSet,
+}
+
+impl<'p> Module<'p> {
+    /// The plans of the walk, with the planners' results for (a part of) the module.
+    fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'p> {
+        Plans {
+            lines: self.lines,
+            bodies: self.bodies,
+            coalescing,
+            module_spaces,
+            space_groups,
+            copies: self.copies,
+            inserted: self.inserted,
+            origin: self.origin,
+            base_line: self.base_line,
+            locs: self.locs,
+            versioned_loop: self.versioned_loop,
+            branches: self.branches,
+        }
+    }
+}
+
+/// Label and site numbers: where a part's walk starts them, or how many it used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Numbering {
+    labels: u32,
+    prefetch_labels: u32,
+    sites: u32,
+}
+
+/// The numbers each part of a module's rewrite used ([`Rewriter::run_parts`]), published by its
+/// thread once known (`None` in a slot: that part's walk failed).
+struct Numbers {
+    used: std::sync::Mutex<Vec<Option<Option<Numbering>>>>,
+    published: std::sync::Condvar,
+}
+
+impl Numbers {
+    fn new(parts: usize) -> Self {
+        Numbers { used: std::sync::Mutex::new(vec![None; parts]), published: std::sync::Condvar::new() }
+    }
+
+    /// Where part `k`'s numbers start, from what the parts before it published: `None` while some
+    /// has not, `Some(None)` when one failed.
+    fn start_in(used: &[Option<Option<Numbering>>], k: usize) -> Option<Option<Numbering>> {
+        let mut start = Numbering::default();
+        for u in &used[..k] {
+            match (*u)? {
+                Some(n) => start = Numbering { labels: start.labels + n.labels, prefetch_labels: start.prefetch_labels + n.prefetch_labels, sites: start.sites + n.sites },
+                None => return Some(None),
+            }
+        }
+        Some(Some(start))
+    }
+
+    fn start(&self, k: usize) -> Option<Option<Numbering>> {
+        Self::start_in(&self.used.lock().expect("no part panicked"), k)
+    }
+
+    /// [`Numbers::start`], waiting for the parts before `k` to publish; `None` when one failed.
+    fn wait_start(&self, k: usize) -> Option<Numbering> {
+        let mut used = self.used.lock().expect("no part panicked");
+        loop {
+            if let Some(start) = Self::start_in(&used, k) {
+                return start;
+            }
+            used = self.published.wait(used).expect("no part panicked");
+        }
+    }
+
+    fn publish(&self, k: usize, n: Option<Numbering>) {
+        self.used.lock().expect("no part panicked")[k] = Some(n);
+        self.published.notify_all();
+    }
+}
+
+/// What the walk of a part of a module wrote and counted.
+struct Walked {
+    out: String,
+    sites: SiteTable,
+    stats: Stats,
+    param_tags: crate::abi::ParamTagTable,
+    used: Numbering,
+}
+
+/// Smallest module (bytes of PTX) rewritten in parts on several threads when the thread count is
+/// left to the rewriter, and the least text of a part: below, a thread costs more than it saves.
+pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+/// The line ranges a module's rewrite is split into: `threads` parts at most (0: as many as the
+/// machine has cores, for modules of [`PARALLEL_MIN_BYTES`] or more, one part of at least that
+/// many bytes a thread), each beginning at a body's opening line (the first at line 0), holding
+/// about as many lines. None: no split.
+fn parts(bodies: &bodies::Bodies, lines: usize, bytes: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let want = match threads {
+        0 => {
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            cores.min(bytes / PARALLEL_MIN_BYTES)
+        }
+        n => n,
+    };
+    let n = want.min(bodies.len());
+    if n < 2 || bodies.iter().any(|b| b.close == usize::MAX) {
+        return Vec::new();
+    }
+    // A function defined twice keeps one set of facts by name in the whole-module plans.
+    let mut names = std::collections::HashSet::with_capacity(bodies.len());
+    if !bodies.iter().all(|b| names.insert(b.name.as_str())) {
+        return Vec::new();
+    }
+    let mut starts = vec![0];
+    for k in 1..bodies.len() {
+        let at = bodies.nth(k).open;
+        // The k-th part starts at the first body opening past k/n of the lines.
+        if at * n >= lines * starts.len() && starts.len() < n {
+            starts.push(at);
+        }
+    }
+    starts.push(lines);
+    starts.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+impl Plans<'_, '_> {
     /// The PTX line (of the input: sites and errors name it) of line `i`.
     fn ptx_line(&self, i: usize) -> usize {
         self.base_line + self.origin.map_or(i, |o| o[i]) + 1
@@ -1434,7 +1704,7 @@ fn next_iteration_reg(line: usize) -> String {
 }
 
 /// Records the site of an access of the current function; returns its id.
-fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u32, u32, u32)>, kind: crate::abi::AccessKind, width: u32) -> u32 {
+fn new_site(sites: &mut Sites, f: &FuncState, line_no: usize, loc: Option<(u32, u32, u32)>, kind: crate::abi::AccessKind, width: u32) -> u32 {
     sites.push(Site {
         id: 0,
         kernel: f.name.clone(),
@@ -1445,6 +1715,29 @@ fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u
         width,
         space: None,
     })
+}
+
+/// The sites a walk records. A chunk of a module's bodies walked on its own ([`Rewriter::run_chunks`])
+/// numbers its sites from `base`, the sites of the bodies before it.
+#[derive(Default)]
+struct Sites {
+    table: SiteTable,
+    base: u32,
+}
+
+impl Sites {
+    /// Records a site; returns its id.
+    fn push(&mut self, site: Site) -> u32 {
+        let id = self.base + self.table.push(site);
+        if let Some(s) = self.table.sites.last_mut() {
+            s.id = id;
+        }
+        id
+    }
+
+    fn get_mut(&mut self, id: u32) -> &mut Site {
+        &mut self.table.sites[(id - self.base) as usize]
+    }
 }
 
 /// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
