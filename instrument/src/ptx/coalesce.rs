@@ -71,13 +71,13 @@ pub(super) fn plan_range(
         let loc = locs[i];
         // Only a line with an address operand can start or extend a group; with no group open,
         // nothing else needs looking at (this pass runs over every line of every module).
-        if groups.is_empty() && !code.contains('[') {
+        if groups.is_empty() && !line.brackets {
             continue;
         }
         if code.is_empty() {
             continue;
         }
-        let has_address = code.contains('[') && !covered.contains(&i) && !inserted.contains(&i);
+        let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
         if super::find_pair(code, b'/', b'*').is_some() || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;

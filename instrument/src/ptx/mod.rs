@@ -333,9 +333,40 @@ struct Line<'a> {
     code: &'a str,
     parsed: std::sync::OnceLock<Box<[ParsedStmt<'a>]>>,
     /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
-    ends_block: std::sync::OnceLock<bool>,
+    ends_block: LazyFlag,
     /// `code` holds a brace (its statements may have scope braces to split off).
     braces: bool,
+    /// `code` holds a `[`: every memory access names its address in brackets, so a line without
+    /// one holds none (asked of every line by several passes).
+    brackets: bool,
+}
+
+/// A `bool` computed on first use and kept, shared between threads: a pure function of what it
+/// describes, so two threads that both compute it store the same value (no `Once` needed, which
+/// costs a `OnceLock` ten times a relaxed load and store).
+#[derive(Debug, Default)]
+struct LazyFlag(std::sync::atomic::AtomicU8);
+
+impl LazyFlag {
+    const UNKNOWN: u8 = 0;
+
+    fn get_or_init(&self, f: impl FnOnce() -> bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.0.load(Relaxed) {
+            Self::UNKNOWN => {
+                let v = f();
+                self.0.store(1 + u8::from(v), Relaxed);
+                v
+            }
+            known => known == 2,
+        }
+    }
+}
+
+impl Clone for LazyFlag {
+    fn clone(&self) -> Self {
+        LazyFlag(std::sync::atomic::AtomicU8::new(self.0.load(std::sync::atomic::Ordering::Relaxed)))
+    }
 }
 
 /// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
@@ -380,8 +411,13 @@ impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
         let code = stripped.trim();
-        let braces = code.bytes().any(|b| b == b'{' || b == b'}');
-        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: std::sync::OnceLock::new(), braces }
+        // (One pass over the line for both.)
+        let (mut braces, mut brackets) = (false, false);
+        for b in code.bytes() {
+            braces |= b == b'{' || b == b'}';
+            brackets |= b == b'[';
+        }
+        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets }
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
@@ -412,7 +448,7 @@ impl<'a> Line<'a> {
 
     /// Does the line end a basic block ([`ends_basic_block`] of its code)?
     fn ends_block(&self) -> bool {
-        *self.ends_block.get_or_init(|| ends_basic_block(self.code))
+        self.ends_block.get_or_init(|| ends_basic_block(self.code))
     }
 
     /// The first statement (with its classification): the line's one statement where a pass
@@ -434,7 +470,7 @@ impl<'a> Line<'a> {
         'a: 's,
     {
         let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces }
+        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets }
     }
 
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
@@ -616,14 +652,75 @@ struct FuncState {
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names. (A
-/// declaration's type is shared by the names it declares, not copied for each.)
+/// declaration's type is shared by the names it declares, not copied for each.) A function
+/// declares a handful of ranges (`%p`, `%r`, `%rd`, `%f`, ...): they are kept in a short list
+/// searched in order, indexed by a map only past [`RegTypes::LIST_PREFIXES`], with their names held
+/// inline when short; the common types are static strings. No allocation for most declarations.
 #[derive(Default, Clone)]
 struct RegTypes {
-    prefixes: HashMap<String, std::sync::Arc<str>>,
-    names: HashMap<String, std::sync::Arc<str>>,
+    prefixes: Vec<(ShortName, RegType)>,
+    /// Position of each prefix in `prefixes`, once there are more than [`RegTypes::LIST_PREFIXES`].
+    prefix_index: HashMap<String, usize>,
+    names: HashMap<String, RegType>,
+}
+
+/// A register name or prefix, inline when it fits.
+#[derive(Clone)]
+enum ShortName {
+    Inline { len: u8, bytes: [u8; 15] },
+    Heap(Box<str>),
+}
+
+impl ShortName {
+    fn new(s: &str) -> Self {
+        match u8::try_from(s.len()) {
+            Ok(len) if s.len() <= 15 => {
+                let mut bytes = [0; 15];
+                bytes[..s.len()].copy_from_slice(s.as_bytes());
+                ShortName::Inline { len, bytes }
+            }
+            _ => ShortName::Heap(s.into()),
+        }
+    }
+
+    fn is(&self, s: &str) -> bool {
+        match self {
+            ShortName::Inline { len, bytes } => &bytes[..usize::from(*len)] == s.as_bytes(),
+            ShortName::Heap(h) => **h == *s,
+        }
+    }
+}
+
+/// A declared register type (without its `.`): one of PTX's usual types, or any other text.
+#[derive(Clone)]
+enum RegType {
+    Common(&'static str),
+    Other(std::sync::Arc<str>),
+}
+
+impl RegType {
+    const COMMON: [&'static str; 22] =
+        ["pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128"];
+
+    fn new(ty: &str) -> Self {
+        match Self::COMMON.iter().find(|c| **c == ty) {
+            Some(c) => RegType::Common(c),
+            None => RegType::Other(ty.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            RegType::Common(c) => c,
+            RegType::Other(o) => o,
+        }
+    }
 }
 
 impl RegTypes {
+    /// Most prefixes searched in a list; past them, a map indexes the list.
+    const LIST_PREFIXES: usize = 16;
+
     fn declare(&mut self, decl: &str) {
         // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
         let Some((_, rest)) = decl.trim_start().split_once(char::is_whitespace) else { return }; // .reg
@@ -632,27 +729,60 @@ impl RegTypes {
         if ty.is_empty() {
             return;
         }
-        let ty: std::sync::Arc<str> = ty.trim_start_matches('.').into();
+        let ty = RegType::new(ty.trim_start_matches('.'));
         for name in names.split(',') {
             // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
             let name: std::borrow::Cow<'_, str> = match name.trim() {
-                n if n.contains(char::is_whitespace) => n.split_whitespace().collect::<Vec<_>>().join(" ").into(),
+                n if n.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')) || !n.is_ascii() && n.contains(char::is_whitespace) => {
+                    n.split_whitespace().collect::<Vec<_>>().join(" ").into()
+                }
                 n => n.into(),
             };
             let name = name.as_ref();
-            if let Some(p) = name.find('<') {
-                self.prefixes.insert(name[..p].to_string(), ty.clone());
+            if let Some(p) = memchr::memchr(b'<', name.as_bytes()) {
+                self.set_prefix(&name[..p], ty.clone());
             } else if !name.is_empty() {
                 self.names.insert(name.to_string(), ty.clone());
             }
         }
     }
+
+    fn set_prefix(&mut self, prefix: &str, ty: RegType) {
+        match self.prefix_at(prefix) {
+            Some(k) => self.prefixes[k].1 = ty,
+            None => {
+                self.prefixes.push((ShortName::new(prefix), ty));
+                if self.prefixes.len() > Self::LIST_PREFIXES {
+                    if self.prefix_index.is_empty() {
+                        for (k, (p, _)) in self.prefixes.iter().enumerate() {
+                            let p = match p {
+                                ShortName::Inline { len, bytes } => String::from_utf8_lossy(&bytes[..usize::from(*len)]).into_owned(),
+                                ShortName::Heap(h) => h.to_string(),
+                            };
+                            self.prefix_index.insert(p, k);
+                        }
+                    } else {
+                        self.prefix_index.insert(prefix.to_string(), self.prefixes.len() - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn prefix_at(&self, prefix: &str) -> Option<usize> {
+        if self.prefixes.len() > Self::LIST_PREFIXES {
+            self.prefix_index.get(prefix).copied()
+        } else {
+            self.prefixes.iter().position(|(p, _)| p.is(prefix))
+        }
+    }
+
     fn type_of(&self, reg: &str) -> Option<&str> {
         if let Some(t) = self.names.get(reg) {
-            return Some(t);
+            return Some(t.as_str());
         }
         let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
-        self.prefixes.get(prefix).map(|t| &**t)
+        self.prefix_at(prefix).map(|k| self.prefixes[k].1.as_str())
     }
 }
 
@@ -1227,7 +1357,7 @@ impl<'a> Rewriter<'a> {
         }
         // Every PTX memory access names its address in brackets: most lines are decided here,
         // without splitting them into operands.
-        if !t.contains('[') {
+        if !line.brackets {
             return (false, false);
         }
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
