@@ -1923,12 +1923,28 @@ fn ends_basic_block(t: &str) -> bool {
 fn opcode_and_rest(t: &str) -> (&str, &str) {
     let mut t = t.trim_start();
     if t.starts_with('@') {
-        t = t.split_once(char::is_whitespace).map_or("", |(_, r)| r).trim_start();
+        t = split_at_whitespace(t).map_or("", |(_, r)| r).trim_start();
     }
-    match t.split_once(char::is_whitespace) {
+    match split_at_whitespace(t) {
         Some((op, rest)) => (op, rest),
         None => (t.trim_end_matches(';'), ""),
     }
+}
+
+/// `t.split_once(char::is_whitespace)`, byte by byte while the text is ASCII (statements almost
+/// always are): a `char` searcher decodes every character first.
+fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
+    for (i, &b) in t.as_bytes().iter().enumerate() {
+        if b >= 0x80 {
+            // The first non-ASCII byte starts a character: the general search from there.
+            let (j, c) = t[i..].char_indices().find(|(_, c)| c.is_whitespace())?;
+            return Some((&t[..i + j], &t[i + j + c.len_utf8()..]));
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r') {
+            return Some((&t[..i], &t[i + 1..]));
+        }
+    }
+    None
 }
 
 /// Forgets checks whose address register these writes redefine.
@@ -2082,15 +2098,20 @@ mod statement_pieces_tests {
     }
 
     proptest! {
-        /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
-        /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
-        #[test]
-        fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
-            let ps = pieces(&code);
-            let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
-            prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
-            prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
-            prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
+            /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
+            /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
+            #[test]
+            fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+                prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));
+            }
+
+            #[test]
+    fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
+                let ps = pieces(&code);
+                let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
+                prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
+                prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
+                prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
+            }
         }
-    }
 }

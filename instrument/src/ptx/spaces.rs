@@ -179,7 +179,11 @@ pub(super) fn declarations(lines: &[Line<'_>]) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
         let t = line.code;
-        if super::contains_dotted(t, &[".shared", ".local"]) {
+        // Only a statement starting with `.` declares: the line's first (its code's start), or
+        // one after a `;` or a brace (tested first: instruction lines are most lines, and hold
+        // several dots each).
+        let may_declare = t.starts_with('.') || line.braces || memchr::memchr(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
+        if may_declare && super::contains_dotted(t, &[".shared", ".local"]) {
             for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {
