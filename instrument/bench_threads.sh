@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instrumentation throughput against threads: MB/s of `gasan-ptx bench --threads N` (N = 1, 2, 4,
-# 8, 16, and the default, which splits modules of 64 KiB or more over the machine's cores) over a
-# PTX corpus, over its largest module, and over each module of 8 KB or more (where threads start to
-# pay). Needs only the gasan-ptx binary and the PTX files, no Rust.
+# 8, 16, and the default, which splits modules of 64 KiB or more over the machine's cores in parts
+# of 16 KiB or more) over a PTX corpus, over its largest module, over the largest module's first
+# functions cut at 16, 32 and 64 KB (where threads start to pay: the default's threshold), and over
+# each other module of 8 KB or more. Needs only the gasan-ptx binary, the PTX files and awk.
 # Usage: instrument/bench_threads.sh [GASAN_PTX (default target/release/gasan-ptx)] [CORPUS_DIR
 #        (default .cache/identical-corpus)] [ITERS (default 20; the largest module and the single
 #        modules get 5x as many)]
@@ -38,6 +39,14 @@ row() { # label bytes iters files...
 }
 row "corpus (all modules)" "$(cat "${files[@]}" | wc -c)" "$iters" "${files[@]}"
 row "largest: $(basename "$largest")" "$(wc -c <"$largest")" "$((iters * 5))" "$largest"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for kb in 16 32 64; do
+  # The module up to the first function that closes (a `}` line at brace depth 0) past KB kilobytes.
+  awk -v want=$((kb * 1000)) '{ print; n += length($0) + 1; d += gsub(/{/, "{") - gsub(/}/, "}"); if (d == 0 && $0 ~ /^}[ \t]*$/ && n >= want) exit }' "$largest" >"$tmp/first_${kb}k.ptx"
+  size=$(wc -c <"$tmp/first_${kb}k.ptx")
+  [ "$size" -lt "$(wc -c <"$largest")" ] || continue
+  row "  its first functions, ${kb} KB" "$size" "$((iters * 10))" "$tmp/first_${kb}k.ptx"
+done
 for f in $(ls -S "${files[@]}"); do
   size=$(wc -c <"$f")
   [ "$size" -ge 8000 ] || continue

@@ -1665,18 +1665,26 @@ struct Walked {
 }
 
 /// Smallest module (bytes of PTX) rewritten in parts on several threads when the thread count is
-/// left to the rewriter, and the least text of a part: below, a thread costs more than it saves.
+/// left to the rewriter. (A part walked twice costs its walk again, about half its rewrite: a
+/// module should be large enough for the threads to win that back even on a busy machine.)
 pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 
-/// The line ranges a module's rewrite is split into: `threads` parts at most (0: as many as the
-/// machine has cores, for modules of [`PARALLEL_MIN_BYTES`] or more, one part of at least that
-/// many bytes a thread), each beginning at a body's opening line (the first at line 0), holding
+/// Least text of a part when the rewriter chooses the number of parts (a thread's start and the
+/// stitching cost a few tens of microseconds; a part this large takes about a millisecond).
+pub const PART_MIN_BYTES: usize = 16 * 1024;
+
+/// The line ranges a module's rewrite is split into: `threads` parts at most (0: for modules of
+/// [`PARALLEL_MIN_BYTES`] or more, as many as the machine has cores, each of at least
+/// [`PART_MIN_BYTES`]), each beginning at a body's opening line (the first at line 0), holding
 /// about as many lines. None: no split.
 fn parts(bodies: &bodies::Bodies, lines: usize, bytes: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
     let want = match threads {
         0 => {
+            if bytes < PARALLEL_MIN_BYTES {
+                return Vec::new();
+            }
             let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-            cores.min(bytes / PARALLEL_MIN_BYTES)
+            cores.min(bytes / PART_MIN_BYTES)
         }
         n => n,
     };
