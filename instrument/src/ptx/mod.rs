@@ -477,6 +477,37 @@ impl<'a> Line<'a> {
         raws.into_iter().map(Line::read).collect()
     }
 
+    /// The lines of `text` (`read_all` of its `split_inclusive('\n')`), read in `n` pieces cut
+    /// after a newline, each on a thread of its own.
+    fn read_all_in_parts(text: &'a str, n: usize) -> Vec<Self> {
+        let mut pieces = Vec::with_capacity(n);
+        let mut rest = text;
+        for k in 0..n.saturating_sub(1) {
+            // About a (n - k)-th of what is left, to the end of a line.
+            let want = rest.len() / (n - k);
+            match memchr::memchr(b'\n', &rest.as_bytes()[want..]) {
+                Some(p) if want + p + 1 < rest.len() => {
+                    let (piece, after) = rest.split_at(want + p + 1);
+                    pieces.push(piece);
+                    rest = after;
+                }
+                _ => break,
+            }
+        }
+        pieces.push(rest);
+        let read: Vec<Vec<Self>> = std::thread::scope(|s| {
+            let handles: Vec<_> = pieces[1..].iter().map(|p| s.spawn(move || Line::read_all(p.split_inclusive('\n')))).collect();
+            let mut all = vec![Line::read_all(pieces[0].split_inclusive('\n'))];
+            all.extend(handles.into_iter().map(|h| h.join().expect("reading lines panicked")));
+            all
+        });
+        let mut lines = Vec::with_capacity(read.iter().map(Vec::len).sum());
+        for r in read {
+            lines.extend(r);
+        }
+        lines
+    }
+
     /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
     /// apart ([`StatementPieces`]): every pass splits a line this way, so a statement's index on
     /// its line means the same to all of them.
@@ -840,7 +871,10 @@ impl<'a> Rewriter<'a> {
             self.out.push('\n');
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
-        let input = Line::read_all(body.split_inclusive('\n'));
+        let input = match read_threads(body.len(), threads) {
+            n if n > 1 => Line::read_all_in_parts(body, n),
+            _ => Line::read_all(body.split_inclusive('\n')),
+        };
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
         // (Kernel-parameter bounds ask which lines are in loops, in every mode.)
@@ -884,6 +918,8 @@ impl<'a> Rewriter<'a> {
             let parts = parts(&bodies, lines.len(), self.src.len(), threads);
             if parts.len() > 1 {
                 if let Some(done) = self.run_parts(&module, &parts) {
+                    // Dropping the lines and their parse costs as much as reading them.
+                    drop_in_parts(lines, parts.len());
                     return Ok(done);
                 }
             }
@@ -921,7 +957,7 @@ impl<'a> Rewriter<'a> {
     /// `None` when a part does not end as the walk of the whole module would pass from it to the
     /// next (an error, an unclosed brace or block comment): the module is then walked in one
     /// piece, which finds the same error or state.
-    fn run_parts(&mut self, m: &Module<'_>, parts: &[std::ops::Range<usize>]) -> Option<Instrumented> {
+    fn run_parts(&mut self, m: &Module<'_, '_>, parts: &[std::ops::Range<usize>]) -> Option<Instrumented> {
         let planned = self.opts.optimize && !self.opts.recover;
         let declared = spaces::declarations(m.lines);
         let this = &*self;
@@ -1566,10 +1602,10 @@ struct Plans<'p, 'l> {
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
 /// about them before planning.
-struct Module<'p> {
-    lines: &'p [Line<'p>],
+struct Module<'p, 'l> {
+    lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
-    branches: &'p branches::Branches<'p>,
+    branches: &'p branches::Branches<'l>,
     /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
     /// wrote ([`loops::Versioned`]).
     covered: &'p LineSet,
@@ -1581,9 +1617,9 @@ struct Module<'p> {
     versioned_loop: &'p LineSet,
 }
 
-impl<'p> Module<'p> {
+impl<'l> Module<'_, 'l> {
     /// The plans of the walk, with the planners' results for (a part of) the module.
-    fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'p> {
+    fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'l> {
         Plans {
             lines: self.lines,
             bodies: self.bodies,
@@ -1672,6 +1708,28 @@ pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 /// Least text of a part when the rewriter chooses the number of parts (a thread's start and the
 /// stitching cost a few tens of microseconds; a part this large takes about a millisecond).
 pub const PART_MIN_BYTES: usize = 16 * 1024;
+
+/// The threads reading a module's lines (of `bytes` bytes of text): those its rewrite may be split
+/// over ([`parts`]; 1 when it will not be split).
+fn read_threads(bytes: usize, threads: usize) -> usize {
+    match threads {
+        0 if bytes >= PARALLEL_MIN_BYTES => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(bytes / PART_MIN_BYTES),
+        0 => 1,
+        n => n.min(bytes / 4096).max(1),
+    }
+}
+
+/// Drops `v` in `n` pieces on as many threads.
+fn drop_in_parts<T: Send>(mut v: Vec<T>, n: usize) {
+    let piece = v.len().div_ceil(n.max(1)).max(1);
+    std::thread::scope(|s| {
+        while v.len() > piece {
+            let tail = v.split_off(v.len() - piece);
+            s.spawn(move || drop(tail));
+        }
+        drop(v);
+    });
+}
 
 /// The line ranges a module's rewrite is split into: `threads` parts at most (0: for modules of
 /// [`PARALLEL_MIN_BYTES`] or more, as many as the machine has cores, each of at least
@@ -2109,7 +2167,13 @@ mod statement_pieces_tests {
             /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
             /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
             #[test]
-            fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+            fn lines_read_in_parts_are_the_lines(text in "[a-z;{}\n]{0,60}", n in 1usize..6) {
+            let raws = |v: Vec<super::Line<'_>>| v.iter().map(|l| l.raw.to_string()).collect::<Vec<_>>();
+            prop_assert_eq!(raws(super::Line::read_all_in_parts(&text, n)), raws(super::Line::read_all(text.split_inclusive('\n'))));
+        }
+
+        #[test]
+        fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
                 prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));
             }
 
