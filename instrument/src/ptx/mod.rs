@@ -841,6 +841,9 @@ struct Rewriter<'a> {
     /// many times, and demangling is the costliest part of a site.
     demangled_vars: HashMap<String, String>,
     param_tags: crate::abi::ParamTagTable,
+    /// A walk that only counts the labels and sites it would number ([`Rewriter::run_parts`]): the
+    /// decisions are made, the check text is not written.
+    counting: bool,
 }
 
 impl<'a> Rewriter<'a> {
@@ -861,6 +864,7 @@ impl<'a> Rewriter<'a> {
             prefetch_labels: 0,
             demangled_vars: HashMap::default(),
             param_tags: crate::abi::ParamTagTable::default(),
+            counting: false,
         })
     }
 
@@ -974,17 +978,16 @@ impl<'a> Rewriter<'a> {
             let plans = m.plans(&coalescing, &module_spaces, &space_groups);
             match used.start(k) {
                 Some(start) => {
-                    let walked = start.and_then(|start| this.walk_part(&plans, range, start));
+                    let walked = start.and_then(|start| this.walk_part(&plans, range, start, false));
                     used.publish(k, walked.as_ref().map(|w| w.used));
                     walked
                 }
                 None => {
-                    let walked = this.walk_part(&plans, range.clone(), Numbering::default());
-                    used.publish(k, walked.as_ref().map(|w| w.used));
-                    match used.wait_start(k)? {
-                        start if start == Numbering::default() => walked,
-                        start => walked.and_then(|_| this.walk_part(&plans, range, start)),
-                    }
+                    // Only counting: its text is written by the walk from its start.
+                    let counted = this.walk_part(&plans, range.clone(), Numbering::default(), true);
+                    used.publish(k, counted.as_ref().map(|w| w.used));
+                    let start = used.wait_start(k)?;
+                    counted.and_then(|_| this.walk_part(&plans, range, start, false))
                 }
             }
         };
@@ -1014,7 +1017,7 @@ impl<'a> Rewriter<'a> {
     /// The walk of the lines of `range` (a part of [`Rewriter::run_parts`]) on its own: its text,
     /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
     /// not end between bodies at brace depth 0.
-    fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering) -> Option<Walked> {
+    fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool) -> Option<Walked> {
         let bytes: usize = plans.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
         let mut r = Rewriter {
             src: self.src,
@@ -1028,6 +1031,7 @@ impl<'a> Rewriter<'a> {
             prefetch_labels: start.prefetch_labels,
             demangled_vars: HashMap::default(),
             param_tags: crate::abi::ParamTagTable::default(),
+            counting,
         };
         let mut walk = Walk::default();
         for i in range {
@@ -1139,13 +1143,13 @@ impl<'a> Rewriter<'a> {
             if opened_now && !closes_body && !self.opts.recover {
                 self.out.push_str(&emit::function_decls());
             }
-            if let (true, false, Some(b)) = (opened_now, closes_body, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
+            if let (true, false, false, Some(b)) = (opened_now, closes_body, self.counting, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
                 b.entry_lookups(&mut self.out, self.opts.scale);
             }
         }
 
         // A tagged parameter read by the program is untagged right after (bounds.rs).
-        if let Some(b) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()) {
+        if let Some(b) = w.func.as_ref().filter(|_| in_body && !self.counting).and_then(|f| f.bounds.as_ref()) {
             b.untag_after(&mut self.out, i);
         }
         w.depth += opens - closes;
@@ -1179,7 +1183,10 @@ impl<'a> Rewriter<'a> {
                     if let (Some((first, _)), access::Width::Fixed(wd)) = (batch, &a.width) {
                         // Its site, and its part of the batch's recheck.
                         let site = new_site(&mut self.sites, f, plans.ptx_line(p.access), p.loc, a.kind, *wd);
-                        emit::batch_recheck(w.batch_recheck.entry(first).or_default(), self.opts.form(), &a, *wd, site);
+                        let recheck = w.batch_recheck.entry(first).or_default();
+                        if !self.counting {
+                            emit::batch_recheck(recheck, self.opts.form(), &a, *wd, site);
+                        }
                         w.batched.insert(p.access);
                     }
                 }
@@ -1335,6 +1342,9 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
+        if self.counting {
+            return Some((String::new(), a));
+        }
         Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data, fast), a))
     }
 
@@ -1352,11 +1362,19 @@ impl<'a> Rewriter<'a> {
             }
             Some(spaces::Role::Leader(members)) => {
                 let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.line), mb.loc)).collect();
-                spaces::emit_group(members, &sites, indent, label)
+                if self.counting {
+                    (String::new(), String::new())
+                } else {
+                    spaces::emit_group(members, &sites, indent, label)
+                }
             }
             None => {
                 let site = self.space_site(f, &c, at.line_no, at.loc);
-                spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
+                if self.counting {
+                    (String::new(), String::new())
+                } else {
+                    spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
+                }
             }
         };
         self.next_label += 1;
@@ -1421,7 +1439,7 @@ impl<'a> Rewriter<'a> {
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
         let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
         let stmt = parsed.text;
-        let (opts, publish) = (self.opts, emit::publish_for(&self.header));
+        let (opts, publish, counting) = (self.opts, emit::publish_for(&self.header), self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
         // The entry exists (created when the function opened): no key allocation per statement.
@@ -1506,6 +1524,9 @@ impl<'a> Rewriter<'a> {
             let h_site = new_site(sites, f, h_line, h_loc, h_acc.kind, w);
             let label = *next_label;
             *next_label += 1;
+            if counting {
+                continue;
+            }
             // No statement of its own: the access it stands for comes later.
             let fast = fast_path_at(f, h_acc, label);
             let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, publish, None, fast.as_ref());
@@ -1541,7 +1562,9 @@ impl<'a> Rewriter<'a> {
         let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
         // (A prefetched shadow byte took its fast path where it was loaded.)
         let fast = if prefetched.is_some() { None } else { fast_path_at(f, access, label) };
-        let emitted = if opts.recover {
+        let emitted = if counting {
+            String::new()
+        } else if opts.recover {
             emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label, fast.as_ref())
         } else {
             let (inline, fail, shared) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, publish, prefetched, fast.as_ref());
