@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+use gasan_instrument::ptx::{instrument_ptx, instrument_ptx_threads, InstrumentOptions};
 use gasan_instrument::shadow::Scale;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,12 +51,19 @@ enum Cmd {
         /// Write the site table (JSON) here.
         #[arg(long)]
         sites: Option<PathBuf>,
+        /// Rewrite the module in up to this many parts on as many threads, whatever its size (1: in
+        /// one piece; left out: by the module's size and the machine's cores). Same output.
+        #[arg(long)]
+        threads: Option<usize>,
     },
-    /// Instrumentation throughput (MB of PTX per second, this thread) over the given PTX files.
+    /// Instrumentation throughput (MB of PTX per second) over the given PTX files.
     Bench {
         inputs: Vec<PathBuf>,
         #[arg(long, default_value_t = 20)]
         iters: u32,
+        /// Threads per module, as `instrument --threads` (left out: by size and cores).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Print the control block's layout as C #defines (for tools that write one themselves).
     Abi,
@@ -81,10 +88,10 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{listing}");
             Ok(())
         }
-        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, no_param_bounds, sites } => {
+        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, no_param_bounds, sites, threads } => {
             let opts =
                 InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool, hoist_loops: !no_hoist_loops, param_bounds: !no_param_bounds };
-            let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
+            let r = instrument_ptx_threads(&read_ptx(&input)?, &opts, threads.unwrap_or(0)).map_err(|e| format!("{}: {e}", input.display()))?;
             std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             if let Some(s) = sites {
                 std::fs::write(&s, r.sites.to_json()).map_err(|e| format!("cannot write {}: {e}", s.display()))?;
@@ -93,14 +100,14 @@ fn run(cli: Cli) -> Result<(), String> {
             eprintln!("gasan-ptx: {} accesses, {} checked, {} eliminated, {} unknown", t.found, t.checked, t.eliminated, t.unknown);
             Ok(())
         }
-        Cmd::Bench { inputs, iters } => {
+        Cmd::Bench { inputs, iters, threads } => {
             let texts: Vec<String> = inputs.iter().map(read_ptx).collect::<Result<_, _>>()?;
             let bytes: usize = texts.iter().map(String::len).sum();
             let opts = InstrumentOptions::default();
             let t = std::time::Instant::now();
             for _ in 0..iters {
                 for p in &texts {
-                    std::hint::black_box(instrument_ptx(p, &opts).map_err(|e| e.to_string())?);
+                    std::hint::black_box(instrument_ptx_threads(p, &opts, threads.unwrap_or(0)).map_err(|e| e.to_string())?);
                 }
             }
             let secs = t.elapsed().as_secs_f64();

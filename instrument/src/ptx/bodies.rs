@@ -82,6 +82,20 @@ impl Bodies {
         Bodies { list: self.list.into_iter().map(|b| Body { open: at(b.open), close: at(b.close), ..b }).collect() }
     }
 
+    /// The bodies of positions `range` in the list.
+    pub fn part(&self, range: std::ops::Range<usize>) -> Bodies {
+        Bodies { list: self.list[range].to_vec() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The body at position `k` of the list.
+    pub fn nth(&self, k: usize) -> &Body {
+        &self.list[k]
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Body> {
         self.list.iter()
     }

@@ -38,13 +38,27 @@ struct Entry {
 /// check).
 /// `locs`: the source location at each line.
 pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branches::Branches<'_>, covered: &LineSet, inserted: &LineSet, locs: &[Option<super::Loc>]) -> Plan {
+    plan_range(lines, 0..lines.len(), bodies, branches, covered, inserted, locs)
+}
+
+/// [`plan`] of the lines of `range` only, a range beginning and ending outside bodies (the lines
+/// keep their module numbering): the plans of a module's bodies, made in parts.
+pub(super) fn plan_range(
+    lines: &[Line<'_>],
+    range: std::ops::Range<usize>,
+    bodies: &Bodies,
+    branches: &super::branches::Branches<'_>,
+    covered: &LineSet,
+    inserted: &LineSet,
+    locs: &[Option<super::Loc>],
+) -> Plan {
     let mut plan = Plan::default();
     let mut groups = Groups::default();
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
     let mut check_lines = LineSet::default();
     let mut candidates: Vec<super::prefetch::Candidate> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
+    for (i, line) in lines.iter().enumerate().take(range.end).skip(range.start) {
         // Only lines strictly inside a body are grouped; any other ends the groups open.
         if !bodies.interior(i) {
             finish_all(&mut groups, &mut plan);
@@ -57,13 +71,13 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
         let loc = locs[i];
         // Only a line with an address operand can start or extend a group; with no group open,
         // nothing else needs looking at (this pass runs over every line of every module).
-        if groups.is_empty() && !code.contains('[') {
+        if groups.is_empty() && !line.brackets {
             continue;
         }
         if code.is_empty() {
             continue;
         }
-        let has_address = code.contains('[') && !covered.contains(&i) && !inserted.contains(&i);
+        let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
         if super::find_pair(code, b'/', b'*').is_some() || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;

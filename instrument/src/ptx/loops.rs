@@ -502,7 +502,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         if code.is_empty() || code.starts_with(".loc") || code.starts_with(".pragma") {
             continue;
         }
-        if code.ends_with(':') || code.starts_with('.') || code.contains(['{', '}']) || !code.ends_with(';') {
+        if code.ends_with(':') || code.starts_with('.') || line.braces || !code.ends_with(';') {
             return None;
         }
         let stmt = code.strip_suffix(';')?;
@@ -514,7 +514,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         if ins.opcode.op.transfers_control() {
             return None;
         }
-        any_check |= code.contains('[') && line.first_stmt().is_some_and(|st| st.checked_access().is_some());
+        any_check |= line.brackets && line.first_stmt().is_some_and(|st| st.checked_access().is_some());
         body.push(BodyStmt::new(k, ins));
     }
     // Nothing to hoist (loops over shared memory, ...): no symbolic walk.

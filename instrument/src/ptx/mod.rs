@@ -136,6 +136,24 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Adds the counts of `other` (of other functions, or more of the same).
+    fn add(&mut self, other: Stats) {
+        for (name, f) in other.functions {
+            let t = self.functions.entry(name).or_default();
+            t.found += f.found;
+            t.checked += f.checked;
+            t.eliminated += f.eliminated;
+            t.unknown += f.unknown;
+            t.space_checked += f.space_checked;
+            for (k, v) in f.skipped {
+                *t.skipped.entry(k).or_default() += v;
+            }
+        }
+        for (op, n) in other.unknown_opcodes {
+            *self.unknown_opcodes.entry(op).or_default() += n;
+        }
+    }
+
     pub fn total(&self) -> FunctionStats {
         let mut t = FunctionStats::default();
         for f in self.functions.values() {
@@ -169,10 +187,23 @@ pub const MARKER: &str = "//gasan";
 pub const REVISION: u32 = 46;
 
 /// Instruments a PTX module.
+///
+/// A module of [`PARALLEL_MIN_BYTES`] or more is rewritten in parts on up to as many threads as the
+/// machine has cores ([`instrument_ptx_threads`] with 0); the text is the same either way.
 pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumented, PtxError> {
-    Rewriter::new(ptx, *opts)?.run()
+    instrument_ptx_threads(ptx, opts, 0)
 }
 
+/// [`instrument_ptx`] on a chosen number of threads: 1 rewrites the module in one piece on this
+/// thread; n > 1 splits it into up to n parts of whole functions (at most one a function), whatever
+/// its size, each rewritten on a thread of its own; 0 leaves it to the module's size and the
+/// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
+/// piece.
+pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
+    Rewriter::new(ptx, *opts)?.run(threads)
+}
+
+#[derive(Clone)]
 struct Header {
     /// Byte offset just after the `.address_size` line (or `.target` line): where the control
     /// block and slow path go.
@@ -300,11 +331,42 @@ struct Line<'a> {
     stripped: &'a str,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
-    parsed: std::cell::OnceCell<Box<[ParsedStmt<'a>]>>,
+    parsed: std::sync::OnceLock<Box<[ParsedStmt<'a>]>>,
     /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
-    ends_block: std::cell::OnceCell<bool>,
+    ends_block: LazyFlag,
     /// `code` holds a brace (its statements may have scope braces to split off).
     braces: bool,
+    /// `code` holds a `[`: every memory access names its address in brackets, so a line without
+    /// one holds none (asked of every line by several passes).
+    brackets: bool,
+}
+
+/// A `bool` computed on first use and kept, shared between threads: a pure function of what it
+/// describes, so two threads that both compute it store the same value (no `Once` needed, which
+/// costs a `OnceLock` ten times a relaxed load and store).
+#[derive(Debug, Default)]
+struct LazyFlag(std::sync::atomic::AtomicU8);
+
+impl LazyFlag {
+    const UNKNOWN: u8 = 0;
+
+    fn get_or_init(&self, f: impl FnOnce() -> bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.0.load(Relaxed) {
+            Self::UNKNOWN => {
+                let v = f();
+                self.0.store(1 + u8::from(v), Relaxed);
+                v
+            }
+            known => known == 2,
+        }
+    }
+}
+
+impl Clone for LazyFlag {
+    fn clone(&self) -> Self {
+        LazyFlag(std::sync::atomic::AtomicU8::new(self.0.load(std::sync::atomic::Ordering::Relaxed)))
+    }
 }
 
 /// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
@@ -316,7 +378,7 @@ struct ParsedStmt<'a> {
     /// A `;` ended it (scope braces split off a line have none).
     terminated: bool,
     instr: Option<Instr<'a>>,
-    class: std::cell::OnceCell<Classified>,
+    class: std::sync::OnceLock<Classified>,
 }
 
 impl<'a> ParsedStmt<'a> {
@@ -349,8 +411,13 @@ impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
         let code = stripped.trim();
-        let braces = code.bytes().any(|b| b == b'{' || b == b'}');
-        Line { raw, stripped, code, parsed: std::cell::OnceCell::new(), ends_block: std::cell::OnceCell::new(), braces }
+        // (One pass over the line for both.)
+        let (mut braces, mut brackets) = (false, false);
+        for b in code.bytes() {
+            braces |= b == b'{' || b == b'}';
+            brackets |= b == b'[';
+        }
+        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets }
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
@@ -359,7 +426,7 @@ impl<'a> Line<'a> {
             // Room for one statement, what most lines hold: collecting into a fresh vector would
             // reserve four and shrink the allocation to fit when boxed.
             let mut stmts = Vec::with_capacity(1);
-            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::cell::OnceCell::new() }));
+            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() }));
             stmts.into_boxed_slice()
         })
     }
@@ -381,7 +448,7 @@ impl<'a> Line<'a> {
 
     /// Does the line end a basic block ([`ends_basic_block`] of its code)?
     fn ends_block(&self) -> bool {
-        *self.ends_block.get_or_init(|| ends_basic_block(self.code))
+        self.ends_block.get_or_init(|| ends_basic_block(self.code))
     }
 
     /// The first statement (with its classification): the line's one statement where a pass
@@ -402,12 +469,43 @@ impl<'a> Line<'a> {
     where
         'a: 's,
     {
-        let parsed = self.parsed.into_inner().map_or_else(std::cell::OnceCell::new, std::cell::OnceCell::from);
-        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces }
+        let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
+        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets }
     }
 
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
+    }
+
+    /// The lines of `text` (`read_all` of its `split_inclusive('\n')`), read in `n` pieces cut
+    /// after a newline, each on a thread of its own.
+    fn read_all_in_parts(text: &'a str, n: usize) -> Vec<Self> {
+        let mut pieces = Vec::with_capacity(n);
+        let mut rest = text;
+        for k in 0..n.saturating_sub(1) {
+            // About a (n - k)-th of what is left, to the end of a line.
+            let want = rest.len() / (n - k);
+            match memchr::memchr(b'\n', &rest.as_bytes()[want..]) {
+                Some(p) if want + p + 1 < rest.len() => {
+                    let (piece, after) = rest.split_at(want + p + 1);
+                    pieces.push(piece);
+                    rest = after;
+                }
+                _ => break,
+            }
+        }
+        pieces.push(rest);
+        let read: Vec<Vec<Self>> = std::thread::scope(|s| {
+            let handles: Vec<_> = pieces[1..].iter().map(|p| s.spawn(move || Line::read_all(p.split_inclusive('\n')))).collect();
+            let mut all = vec![Line::read_all(pieces[0].split_inclusive('\n'))];
+            all.extend(handles.into_iter().map(|h| h.join().expect("reading lines panicked")));
+            all
+        });
+        let mut lines = Vec::with_capacity(read.iter().map(Vec::len).sum());
+        for r in read {
+            lines.extend(r);
+        }
+        lines
     }
 
     /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
@@ -585,14 +683,75 @@ struct FuncState {
 }
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names. (A
-/// declaration's type is shared by the names it declares, not copied for each.)
+/// declaration's type is shared by the names it declares, not copied for each.) A function
+/// declares a handful of ranges (`%p`, `%r`, `%rd`, `%f`, ...): they are kept in a short list
+/// searched in order, indexed by a map only past [`RegTypes::LIST_PREFIXES`], with their names held
+/// inline when short; the common types are static strings. No allocation for most declarations.
 #[derive(Default, Clone)]
 struct RegTypes {
-    prefixes: HashMap<String, std::sync::Arc<str>>,
-    names: HashMap<String, std::sync::Arc<str>>,
+    prefixes: Vec<(ShortName, RegType)>,
+    /// Position of each prefix in `prefixes`, once there are more than [`RegTypes::LIST_PREFIXES`].
+    prefix_index: HashMap<String, usize>,
+    names: HashMap<String, RegType>,
+}
+
+/// A register name or prefix, inline when it fits.
+#[derive(Clone)]
+enum ShortName {
+    Inline { len: u8, bytes: [u8; 15] },
+    Heap(Box<str>),
+}
+
+impl ShortName {
+    fn new(s: &str) -> Self {
+        match u8::try_from(s.len()) {
+            Ok(len) if s.len() <= 15 => {
+                let mut bytes = [0; 15];
+                bytes[..s.len()].copy_from_slice(s.as_bytes());
+                ShortName::Inline { len, bytes }
+            }
+            _ => ShortName::Heap(s.into()),
+        }
+    }
+
+    fn is(&self, s: &str) -> bool {
+        match self {
+            ShortName::Inline { len, bytes } => &bytes[..usize::from(*len)] == s.as_bytes(),
+            ShortName::Heap(h) => **h == *s,
+        }
+    }
+}
+
+/// A declared register type (without its `.`): one of PTX's usual types, or any other text.
+#[derive(Clone)]
+enum RegType {
+    Common(&'static str),
+    Other(std::sync::Arc<str>),
+}
+
+impl RegType {
+    const COMMON: [&'static str; 22] =
+        ["pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128"];
+
+    fn new(ty: &str) -> Self {
+        match Self::COMMON.iter().find(|c| **c == ty) {
+            Some(c) => RegType::Common(c),
+            None => RegType::Other(ty.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            RegType::Common(c) => c,
+            RegType::Other(o) => o,
+        }
+    }
 }
 
 impl RegTypes {
+    /// Most prefixes searched in a list; past them, a map indexes the list.
+    const LIST_PREFIXES: usize = 16;
+
     fn declare(&mut self, decl: &str) {
         // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
         let Some((_, rest)) = decl.trim_start().split_once(char::is_whitespace) else { return }; // .reg
@@ -601,27 +760,60 @@ impl RegTypes {
         if ty.is_empty() {
             return;
         }
-        let ty: std::sync::Arc<str> = ty.trim_start_matches('.').into();
+        let ty = RegType::new(ty.trim_start_matches('.'));
         for name in names.split(',') {
             // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
             let name: std::borrow::Cow<'_, str> = match name.trim() {
-                n if n.contains(char::is_whitespace) => n.split_whitespace().collect::<Vec<_>>().join(" ").into(),
+                n if n.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')) || !n.is_ascii() && n.contains(char::is_whitespace) => {
+                    n.split_whitespace().collect::<Vec<_>>().join(" ").into()
+                }
                 n => n.into(),
             };
             let name = name.as_ref();
-            if let Some(p) = name.find('<') {
-                self.prefixes.insert(name[..p].to_string(), ty.clone());
+            if let Some(p) = memchr::memchr(b'<', name.as_bytes()) {
+                self.set_prefix(&name[..p], ty.clone());
             } else if !name.is_empty() {
                 self.names.insert(name.to_string(), ty.clone());
             }
         }
     }
+
+    fn set_prefix(&mut self, prefix: &str, ty: RegType) {
+        match self.prefix_at(prefix) {
+            Some(k) => self.prefixes[k].1 = ty,
+            None => {
+                self.prefixes.push((ShortName::new(prefix), ty));
+                if self.prefixes.len() > Self::LIST_PREFIXES {
+                    if self.prefix_index.is_empty() {
+                        for (k, (p, _)) in self.prefixes.iter().enumerate() {
+                            let p = match p {
+                                ShortName::Inline { len, bytes } => String::from_utf8_lossy(&bytes[..usize::from(*len)]).into_owned(),
+                                ShortName::Heap(h) => h.to_string(),
+                            };
+                            self.prefix_index.insert(p, k);
+                        }
+                    } else {
+                        self.prefix_index.insert(prefix.to_string(), self.prefixes.len() - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn prefix_at(&self, prefix: &str) -> Option<usize> {
+        if self.prefixes.len() > Self::LIST_PREFIXES {
+            self.prefix_index.get(prefix).copied()
+        } else {
+            self.prefixes.iter().position(|(p, _)| p.is(prefix))
+        }
+    }
+
     fn type_of(&self, reg: &str) -> Option<&str> {
         if let Some(t) = self.names.get(reg) {
-            return Some(t);
+            return Some(t.as_str());
         }
         let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
-        self.prefixes.get(prefix).map(|t| &**t)
+        self.prefix_at(prefix).map(|k| self.prefixes[k].1.as_str())
     }
 }
 
@@ -638,7 +830,7 @@ struct Rewriter<'a> {
     opts: InstrumentOptions,
     header: Header,
     out: String,
-    sites: SiteTable,
+    sites: Sites,
     stats: Stats,
     /// Fast loop copies repeat input statements: their counts go here, not into the module's.
     copy_stats: Stats,
@@ -649,6 +841,9 @@ struct Rewriter<'a> {
     /// many times, and demangling is the costliest part of a site.
     demangled_vars: HashMap<String, String>,
     param_tags: crate::abi::ParamTagTable,
+    /// A walk that only counts the labels and sites it would number ([`Rewriter::run_parts`]): the
+    /// decisions are made, the check text is not written.
+    counting: bool,
 }
 
 impl<'a> Rewriter<'a> {
@@ -662,25 +857,28 @@ impl<'a> Rewriter<'a> {
             opts,
             header,
             out: String::with_capacity(src.len() * 8 + 16 * 1024),
-            sites: SiteTable::default(),
+            sites: Sites::default(),
             stats: Stats::default(),
             copy_stats: Stats::default(),
             next_label: 0,
             prefetch_labels: 0,
             demangled_vars: HashMap::default(),
             param_tags: crate::abi::ParamTagTable::default(),
+            counting: false,
         })
     }
 
-    fn run(mut self) -> Result<Instrumented, PtxError> {
+    fn run(mut self, threads: usize) -> Result<Instrumented, PtxError> {
         let (head, body) = self.src.split_at(self.header.insert_at);
         self.out.push_str(head);
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
-
-        let input = Line::read_all(body.split_inclusive('\n'));
+        let input = match read_threads(body.len(), threads) {
+            n if n > 1 => Line::read_all_in_parts(body, n),
+            _ => Line::read_all(body.split_inclusive('\n')),
+        };
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
         // (Kernel-parameter bounds ask which lines are in loops, in every mode.)
@@ -706,24 +904,35 @@ impl<'a> Rewriter<'a> {
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
         let locs = source_locations(&lines, &bodies);
-        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
-        let module_spaces = spaces::analyze(&lines, &bodies);
-        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
-        let plans = Plans {
+        let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
+        let heap_calls = heap::HeapCalls::for_module(self.src);
+        let module = Module {
             lines: &lines,
             bodies: &bodies,
-            coalescing: &coalescing,
-            module_spaces: &module_spaces,
-            space_groups: &space_groups,
+            branches: &branches,
+            covered,
             copies,
             inserted,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
             locs: &locs,
-            versioned_loop: versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default(),
-            branches: &branches,
+            versioned_loop: &versioned_loop,
         };
-        let mut walk = Walk { heap_calls: heap::HeapCalls::for_module(self.src), ..Walk::default() };
+        if heap_calls.is_none() {
+            let parts = parts(&bodies, lines.len(), self.src.len(), threads);
+            if parts.len() > 1 {
+                if let Some(done) = self.run_parts(&module, &parts) {
+                    // Dropping the lines and their parse costs as much as reading them.
+                    drop_in_parts(lines, parts.len());
+                    return Ok(done);
+                }
+            }
+        }
+        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
+        let module_spaces = spaces::analyze(&lines, &bodies);
+        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
+        let plans = module.plans(&coalescing, &module_spaces, &space_groups);
+        let mut walk = Walk { heap_calls, ..Walk::default() };
         for i in 0..lines.len() {
             self.walk_line(&plans, &mut walk, i)?;
         }
@@ -737,13 +946,107 @@ impl<'a> Rewriter<'a> {
             }
             self.out.push_str(&h.definitions(self.opts.scale, &self.header));
         }
-        self.sites.resolve_files();
-        Ok(Instrumented { ptx: self.out, sites: self.sites, stats: self.stats, param_tags: self.param_tags })
+        self.sites.table.resolve_files();
+        Ok(Instrumented { ptx: self.out, sites: self.sites.table, stats: self.stats, param_tags: self.param_tags })
+    }
+
+    /// The rewrite of a module's lines in parts (`parts`: line ranges that begin at a body's
+    /// opening line or the first line, in order), each planned and walked on a thread of its own,
+    /// and stitched together: the text and site table the walk of all lines in order writes.
+    /// Check labels and site ids are numbered through the module, so a part's walk needs to know
+    /// how many the parts before it used. A part whose predecessors have all been walked when its
+    /// planning is done is walked once, numbered from their sum; any other is walked first
+    /// numbering from zero, which tells how many it uses (the walk's decisions do not depend on the
+    /// numbers), and, when the sum before it is known and not zero, walked again from there.
+    /// `None` when a part does not end as the walk of the whole module would pass from it to the
+    /// next (an error, an unclosed brace or block comment): the module is then walked in one
+    /// piece, which finds the same error or state.
+    fn run_parts(&mut self, m: &Module<'_, '_>, parts: &[std::ops::Range<usize>]) -> Option<Instrumented> {
+        let planned = self.opts.optimize && !self.opts.recover;
+        let declared = spaces::declarations(m.lines);
+        let this = &*self;
+        let used = Numbers::new(parts.len());
+        let part = |k: usize| -> Option<Walked> {
+            let range = parts[k].clone();
+            let first = m.bodies.iter().position(|b| b.open >= range.start).unwrap_or(m.bodies.len());
+            let end = m.bodies.iter().position(|b| b.open >= range.end).unwrap_or(m.bodies.len());
+            let part_bodies = m.bodies.part(first..end);
+            let coalescing = if planned { coalesce::plan_range(m.lines, range.clone(), m.bodies, m.branches, m.covered, m.inserted, m.locs) } else { coalesce::Plan::default() };
+            let mut module_spaces = declared.clone();
+            spaces::analyze_functions(m.lines, &part_bodies, &mut module_spaces);
+            let space_groups = if planned { spaces::group_accesses(m.lines, &part_bodies, &module_spaces, m.inserted, m.locs) } else { HashMap::default() };
+            let plans = m.plans(&coalescing, &module_spaces, &space_groups);
+            match used.start(k) {
+                Some(start) => {
+                    let walked = start.and_then(|start| this.walk_part(&plans, range, start, false));
+                    used.publish(k, walked.as_ref().map(|w| w.used));
+                    walked
+                }
+                None => {
+                    // Only counting: its text is written by the walk from its start.
+                    let counted = this.walk_part(&plans, range.clone(), Numbering::default(), true);
+                    used.publish(k, counted.as_ref().map(|w| w.used));
+                    let start = used.wait_start(k)?;
+                    counted.and_then(|_| this.walk_part(&plans, range, start, false))
+                }
+            }
+        };
+        let walked: Vec<Option<Walked>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..parts.len()).map(|k| s.spawn(move || part(k))).collect();
+            let mut all = vec![part(0)];
+            all.extend(handles.into_iter().map(|h| h.join().expect("a part's rewrite panicked")));
+            all
+        });
+        let walked: Vec<Walked> = walked.into_iter().collect::<Option<_>>()?;
+        let mut out = std::mem::take(&mut self.out);
+        out.reserve(walked.iter().map(|w| w.out.len()).sum());
+        let mut sites = SiteTable::default();
+        let mut stats = Stats::default();
+        let mut param_tags = crate::abi::ParamTagTable::default();
+        for w in walked {
+            out.push_str(&w.out);
+            sites.sites.extend(w.sites.sites);
+            sites.files.extend(w.sites.files);
+            stats.add(w.stats);
+            param_tags.kernels.extend(w.param_tags.kernels);
+        }
+        sites.resolve_files();
+        Some(Instrumented { ptx: out, sites, stats, param_tags })
+    }
+
+    /// The walk of the lines of `range` (a part of [`Rewriter::run_parts`]) on its own: its text,
+    /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
+    /// not end between bodies at brace depth 0.
+    fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool) -> Option<Walked> {
+        let bytes: usize = plans.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
+        let mut r = Rewriter {
+            src: self.src,
+            opts: self.opts,
+            header: self.header.clone(),
+            out: String::with_capacity(bytes * 8 + 1024),
+            sites: Sites { table: SiteTable::default(), base: start.sites },
+            stats: Stats::default(),
+            copy_stats: Stats::default(),
+            next_label: start.labels,
+            prefetch_labels: start.prefetch_labels,
+            demangled_vars: HashMap::default(),
+            param_tags: crate::abi::ParamTagTable::default(),
+            counting,
+        };
+        let mut walk = Walk::default();
+        for i in range {
+            r.walk_line(plans, &mut walk, i).ok()?;
+        }
+        if walk.depth != 0 || walk.func.is_some() || walk.in_block_comment {
+            return None;
+        }
+        let used = Numbering { labels: r.next_label - start.labels, prefetch_labels: r.prefetch_labels - start.prefetch_labels, sites: r.sites.table.sites.len() as u32 };
+        Some(Walked { out: r.out, sites: r.sites.table, stats: r.stats, param_tags: r.param_tags, used })
     }
 
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
-    fn walk_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
+    fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
         let Line { raw: line, stripped: code, code: t, .. } = plans.lines[i];
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
@@ -765,7 +1068,7 @@ impl<'a> Rewriter<'a> {
         }
 
         if t.starts_with(".file") {
-            self.sites.add_file_directive(t);
+            self.sites.table.add_file_directive(t);
         }
 
         // Statements that open or close a function body.
@@ -840,13 +1143,13 @@ impl<'a> Rewriter<'a> {
             if opened_now && !closes_body && !self.opts.recover {
                 self.out.push_str(&emit::function_decls());
             }
-            if let (true, false, Some(b)) = (opened_now, closes_body, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
+            if let (true, false, false, Some(b)) = (opened_now, closes_body, self.counting, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
                 b.entry_lookups(&mut self.out, self.opts.scale);
             }
         }
 
         // A tagged parameter read by the program is untagged right after (bounds.rs).
-        if let Some(b) = w.func.as_ref().filter(|_| in_body).and_then(|f| f.bounds.as_ref()) {
+        if let Some(b) = w.func.as_ref().filter(|_| in_body && !self.counting).and_then(|f| f.bounds.as_ref()) {
             b.untag_after(&mut self.out, i);
         }
         w.depth += opens - closes;
@@ -860,7 +1163,7 @@ impl<'a> Rewriter<'a> {
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
-    fn before_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize) {
+    fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
         for p in plans.coalescing.prefetch.at.get(&i).into_iter().flatten() {
             // A next-iteration load needs its preheader's registers; if it cannot be
@@ -880,7 +1183,10 @@ impl<'a> Rewriter<'a> {
                     if let (Some((first, _)), access::Width::Fixed(wd)) = (batch, &a.width) {
                         // Its site, and its part of the batch's recheck.
                         let site = new_site(&mut self.sites, f, plans.ptx_line(p.access), p.loc, a.kind, *wd);
-                        emit::batch_recheck(w.batch_recheck.entry(first).or_default(), self.opts.form(), &a, *wd, site);
+                        let recheck = w.batch_recheck.entry(first).or_default();
+                        if !self.counting {
+                            emit::batch_recheck(recheck, self.opts.form(), &a, *wd, site);
+                        }
                         w.batched.insert(p.access);
                     }
                 }
@@ -904,7 +1210,7 @@ impl<'a> Rewriter<'a> {
 
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
-    fn access_line(&mut self, plans: &Plans<'_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
+    fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
         let Line { raw: line, stripped: code, .. } = plans.lines[i];
         let (line_no, loc) = (plans.ptx_line(i), plans.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
@@ -1037,6 +1343,9 @@ impl<'a> Rewriter<'a> {
             (Some(_), _, _) => return None,
             _ => None,
         };
+        if self.counting {
+            return Some((String::new(), a));
+        }
         Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data && (fast.is_none() || p.data_on_fast_path), fast), a))
     }
 
@@ -1054,11 +1363,19 @@ impl<'a> Rewriter<'a> {
             }
             Some(spaces::Role::Leader(members)) => {
                 let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.line), mb.loc)).collect();
-                spaces::emit_group(members, &sites, indent, label)
+                if self.counting {
+                    (String::new(), String::new())
+                } else {
+                    spaces::emit_group(members, &sites, indent, label)
+                }
             }
             None => {
                 let site = self.space_site(f, &c, at.line_no, at.loc);
-                spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
+                if self.counting {
+                    (String::new(), String::new())
+                } else {
+                    spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
+                }
             }
         };
         self.next_label += 1;
@@ -1083,7 +1400,7 @@ impl<'a> Rewriter<'a> {
                 d
             }
         };
-        self.sites.sites[site as usize].space = Some(SpaceSite { space: c.space, variable: c.var.clone(), variable_demangled: demangled, size: c.size });
+        self.sites.get_mut(site).space = Some(SpaceSite { space: c.space, variable: c.var.clone(), variable_demangled: demangled, size: c.size });
         site
     }
 
@@ -1095,7 +1412,7 @@ impl<'a> Rewriter<'a> {
         }
         // Every PTX memory access names its address in brackets: most lines are decided here,
         // without splitting them into operands.
-        if !t.contains('[') {
+        if !line.brackets {
             return (false, false);
         }
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
@@ -1123,7 +1440,7 @@ impl<'a> Rewriter<'a> {
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
         let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
         let stmt = parsed.text;
-        let opts = self.opts;
+        let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
         // The entry exists (created when the function opened): no key allocation per statement.
@@ -1208,6 +1525,9 @@ impl<'a> Rewriter<'a> {
             let h_site = new_site(sites, f, h_line, h_loc, h_acc.kind, w);
             let label = *next_label;
             *next_label += 1;
+            if counting {
+                continue;
+            }
             // No statement of its own: the access it stands for comes later.
             let fast = fast_path_at(f, h_acc, label);
             let (inline, fail) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, None, fast.as_ref());
@@ -1243,7 +1563,9 @@ impl<'a> Rewriter<'a> {
         let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
         // (A prefetched shadow byte took its fast path where it was loaded.)
         let fast = if prefetched.is_some() { None } else { fast_path_at(f, access, label) };
-        let emitted = if opts.recover {
+        let emitted = if counting {
+            String::new()
+        } else if opts.recover {
             emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label, fast.as_ref())
         } else {
             let (inline, fail) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, prefetched, fast.as_ref());
@@ -1282,8 +1604,8 @@ fn indented(indent: &str, text: &str) -> String {
 }
 
 /// What the planning passes decided for a module's lines, read by the walk that writes them out.
-struct Plans<'p> {
-    lines: &'p [Line<'p>],
+struct Plans<'p, 'l> {
+    lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
     coalescing: &'p coalesce::Plan,
     module_spaces: &'p spaces::ModuleSpaces,
@@ -1298,11 +1620,178 @@ struct Plans<'p> {
     /// The source location in effect at each line ([`source_locations`]).
     locs: &'p [Option<Loc>],
     /// Lines of loops loop versioning copied: the fast copies and the checked originals.
-    versioned_loop: LineSet,
-    branches: &'p branches::Branches<'p>,
+    versioned_loop: &'p LineSet,
+    branches: &'p branches::Branches<'l>,
 }
 
-impl Plans<'_> {
+/// What every part of a module's rewrite reads: its lines after loop versioning and what was found
+/// about them before planning.
+struct Module<'p, 'l> {
+    lines: &'p [Line<'l>],
+    bodies: &'p bodies::Bodies,
+    branches: &'p branches::Branches<'l>,
+    /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
+    /// wrote ([`loops::Versioned`]).
+    covered: &'p LineSet,
+    copies: &'p LineSet,
+    inserted: &'p LineSet,
+    origin: Option<&'p [usize]>,
+    base_line: usize,
+    locs: &'p [Option<Loc>],
+    versioned_loop: &'p LineSet,
+}
+
+impl<'l> Module<'_, 'l> {
+    /// The plans of the walk, with the planners' results for (a part of) the module.
+    fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'l> {
+        Plans {
+            lines: self.lines,
+            bodies: self.bodies,
+            coalescing,
+            module_spaces,
+            space_groups,
+            copies: self.copies,
+            inserted: self.inserted,
+            origin: self.origin,
+            base_line: self.base_line,
+            locs: self.locs,
+            versioned_loop: self.versioned_loop,
+            branches: self.branches,
+        }
+    }
+}
+
+/// Label and site numbers: where a part's walk starts them, or how many it used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Numbering {
+    labels: u32,
+    prefetch_labels: u32,
+    sites: u32,
+}
+
+/// The numbers each part of a module's rewrite used ([`Rewriter::run_parts`]), published by its
+/// thread once known (`None` in a slot: that part's walk failed).
+struct Numbers {
+    used: std::sync::Mutex<Vec<Option<Option<Numbering>>>>,
+    published: std::sync::Condvar,
+}
+
+impl Numbers {
+    fn new(parts: usize) -> Self {
+        Numbers { used: std::sync::Mutex::new(vec![None; parts]), published: std::sync::Condvar::new() }
+    }
+
+    /// Where part `k`'s numbers start, from what the parts before it published: `None` while some
+    /// has not, `Some(None)` when one failed.
+    fn start_in(used: &[Option<Option<Numbering>>], k: usize) -> Option<Option<Numbering>> {
+        let mut start = Numbering::default();
+        for u in &used[..k] {
+            match (*u)? {
+                Some(n) => start = Numbering { labels: start.labels + n.labels, prefetch_labels: start.prefetch_labels + n.prefetch_labels, sites: start.sites + n.sites },
+                None => return Some(None),
+            }
+        }
+        Some(Some(start))
+    }
+
+    fn start(&self, k: usize) -> Option<Option<Numbering>> {
+        Self::start_in(&self.used.lock().expect("no part panicked"), k)
+    }
+
+    /// [`Numbers::start`], waiting for the parts before `k` to publish; `None` when one failed.
+    fn wait_start(&self, k: usize) -> Option<Numbering> {
+        let mut used = self.used.lock().expect("no part panicked");
+        loop {
+            if let Some(start) = Self::start_in(&used, k) {
+                return start;
+            }
+            used = self.published.wait(used).expect("no part panicked");
+        }
+    }
+
+    fn publish(&self, k: usize, n: Option<Numbering>) {
+        self.used.lock().expect("no part panicked")[k] = Some(n);
+        self.published.notify_all();
+    }
+}
+
+/// What the walk of a part of a module wrote and counted.
+struct Walked {
+    out: String,
+    sites: SiteTable,
+    stats: Stats,
+    param_tags: crate::abi::ParamTagTable,
+    used: Numbering,
+}
+
+/// Smallest module (bytes of PTX) rewritten in parts on several threads when the thread count is
+/// left to the rewriter. (A part walked twice costs its walk again, about half its rewrite: a
+/// module should be large enough for the threads to win that back even on a busy machine.)
+pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+/// Least text of a part when the rewriter chooses the number of parts (a thread's start and the
+/// stitching cost a few tens of microseconds; a part this large takes about a millisecond).
+pub const PART_MIN_BYTES: usize = 16 * 1024;
+
+/// The threads reading a module's lines (of `bytes` bytes of text): those its rewrite may be split
+/// over ([`parts`]; 1 when it will not be split).
+fn read_threads(bytes: usize, threads: usize) -> usize {
+    match threads {
+        0 if bytes >= PARALLEL_MIN_BYTES => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(bytes / PART_MIN_BYTES),
+        0 => 1,
+        n => n.min(bytes / 4096).max(1),
+    }
+}
+
+/// Drops `v` in `n` pieces on as many threads.
+fn drop_in_parts<T: Send>(mut v: Vec<T>, n: usize) {
+    let piece = v.len().div_ceil(n.max(1)).max(1);
+    std::thread::scope(|s| {
+        while v.len() > piece {
+            let tail = v.split_off(v.len() - piece);
+            s.spawn(move || drop(tail));
+        }
+        drop(v);
+    });
+}
+
+/// The line ranges a module's rewrite is split into: `threads` parts at most (0: for modules of
+/// [`PARALLEL_MIN_BYTES`] or more, as many as the machine has cores, each of at least
+/// [`PART_MIN_BYTES`]), each beginning at a body's opening line (the first at line 0), holding
+/// about as many lines. None: no split.
+fn parts(bodies: &bodies::Bodies, lines: usize, bytes: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let want = match threads {
+        0 => {
+            if bytes < PARALLEL_MIN_BYTES {
+                return Vec::new();
+            }
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            cores.min(bytes / PART_MIN_BYTES)
+        }
+        n => n,
+    };
+    let n = want.min(bodies.len());
+    if n < 2 || bodies.iter().any(|b| b.close == usize::MAX) {
+        return Vec::new();
+    }
+    // A function defined twice keeps one set of facts by name in the whole-module plans.
+    let mut names = std::collections::HashSet::with_capacity(bodies.len());
+    if !bodies.iter().all(|b| names.insert(b.name.as_str())) {
+        return Vec::new();
+    }
+    let mut starts = vec![0];
+    for k in 1..bodies.len() {
+        let at = bodies.nth(k).open;
+        // The k-th part starts at the first body opening past k/n of the lines.
+        if at * n >= lines * starts.len() && starts.len() < n {
+            starts.push(at);
+        }
+    }
+    starts.push(lines);
+    starts.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+impl Plans<'_, '_> {
     /// The PTX line (of the input: sites and errors name it) of line `i`.
     fn ptx_line(&self, i: usize) -> usize {
         self.base_line + self.origin.map_or(i, |o| o[i]) + 1
@@ -1435,7 +1924,7 @@ fn next_iteration_reg(line: usize) -> String {
 }
 
 /// Records the site of an access of the current function; returns its id.
-fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u32, u32, u32)>, kind: crate::abi::AccessKind, width: u32) -> u32 {
+fn new_site(sites: &mut Sites, f: &FuncState, line_no: usize, loc: Option<(u32, u32, u32)>, kind: crate::abi::AccessKind, width: u32) -> u32 {
     sites.push(Site {
         id: 0,
         kernel: f.name.clone(),
@@ -1446,6 +1935,29 @@ fn new_site(sites: &mut SiteTable, f: &FuncState, line_no: usize, loc: Option<(u
         width,
         space: None,
     })
+}
+
+/// The sites a walk records. A chunk of a module's bodies walked on its own ([`Rewriter::run_chunks`])
+/// numbers its sites from `base`, the sites of the bodies before it.
+#[derive(Default)]
+struct Sites {
+    table: SiteTable,
+    base: u32,
+}
+
+impl Sites {
+    /// Records a site; returns its id.
+    fn push(&mut self, site: Site) -> u32 {
+        let id = self.base + self.table.push(site);
+        if let Some(s) = self.table.sites.last_mut() {
+            s.id = id;
+        }
+        id
+    }
+
+    fn get_mut(&mut self, id: u32) -> &mut Site {
+        &mut self.table.sites[(id - self.base) as usize]
+    }
 }
 
 /// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
@@ -1501,12 +2013,28 @@ fn ends_basic_block(t: &str) -> bool {
 fn opcode_and_rest(t: &str) -> (&str, &str) {
     let mut t = t.trim_start();
     if t.starts_with('@') {
-        t = t.split_once(char::is_whitespace).map_or("", |(_, r)| r).trim_start();
+        t = split_at_whitespace(t).map_or("", |(_, r)| r).trim_start();
     }
-    match t.split_once(char::is_whitespace) {
+    match split_at_whitespace(t) {
         Some((op, rest)) => (op, rest),
         None => (t.trim_end_matches(';'), ""),
     }
+}
+
+/// `t.split_once(char::is_whitespace)`, byte by byte while the text is ASCII (statements almost
+/// always are): a `char` searcher decodes every character first.
+fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
+    for (i, &b) in t.as_bytes().iter().enumerate() {
+        if b >= 0x80 {
+            // The first non-ASCII byte starts a character: the general search from there.
+            let (j, c) = t[i..].char_indices().find(|(_, c)| c.is_whitespace())?;
+            return Some((&t[..i + j], &t[i + j + c.len_utf8()..]));
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r') {
+            return Some((&t[..i], &t[i + 1..]));
+        }
+    }
+    None
 }
 
 /// Forgets checks whose address register these writes redefine.
@@ -1660,15 +2188,26 @@ mod statement_pieces_tests {
     }
 
     proptest! {
-        /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
-        /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
-        #[test]
-        fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
-            let ps = pieces(&code);
-            let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
-            prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
-            prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
-            prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
+            /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
+            /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
+            #[test]
+            fn lines_read_in_parts_are_the_lines(text in "[a-z;{}\n]{0,60}", n in 1usize..6) {
+            let raws = |v: Vec<super::Line<'_>>| v.iter().map(|l| l.raw.to_string()).collect::<Vec<_>>();
+            prop_assert_eq!(raws(super::Line::read_all_in_parts(&text, n)), raws(super::Line::read_all(text.split_inclusive('\n'))));
         }
-    }
+
+        #[test]
+        fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+                prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));
+            }
+
+            #[test]
+    fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
+                let ps = pieces(&code);
+                let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
+                prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
+                prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
+                prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
+            }
+        }
 }

@@ -143,7 +143,12 @@ pub struct Opcode<'a> {
 
 impl<'a> Opcode<'a> {
     pub fn parse(text: &'a str) -> Self {
-        Opcode { text, op: Op::from_name(text.split('.').next().unwrap_or("")) }
+        // (A byte search: opcodes are a few bytes, shorter than a `char` searcher's setup.)
+        let name = match text.bytes().position(|b| b == b'.') {
+            Some(p) => &text[..p],
+            None => text,
+        };
+        Opcode { text, op: Op::from_name(name) }
     }
 
     /// Every dot-separated part, the instruction's name first (`ld`, `global`, `nc`, `v2`, `u64`).
@@ -158,7 +163,20 @@ impl<'a> Opcode<'a> {
 
     /// Whether a qualifier is `q`, or `q` with a `::` sub-qualifier (`shared::cta` has `shared`).
     pub fn has(&self, q: &str) -> bool {
-        self.quals().any(|x| x.strip_prefix(q).is_some_and(|r| r.is_empty() || r.starts_with("::")))
+        // The qualifiers found byte by byte ([`Opcode::quals`] with less setup per part).
+        let b = self.text.as_bytes();
+        let Some(dot) = b.iter().position(|&c| c == b'.') else { return false };
+        let mut start = dot + 1;
+        loop {
+            let end = b[start..].iter().position(|&c| c == b'.').map_or(b.len(), |p| start + p);
+            if self.text[start..end].strip_prefix(q).is_some_and(|r| r.is_empty() || r.starts_with("::")) {
+                return true;
+            }
+            if end == b.len() {
+                return false;
+            }
+            start = end + 1;
+        }
     }
 
     /// The first qualifier, if any (`async` of `cp.async.ca.shared.global`).
@@ -212,6 +230,9 @@ mod tests {
             prop_assert_eq!(o.quals().collect::<Vec<_>>(), parts[1..].iter().map(String::as_str).collect::<Vec<_>>());
             prop_assert_eq!(o.op, Op::from_name(&parts[0]));
             prop_assert_eq!(o.to_string(), text.clone());
+            for q in ["", "a", "ab", "shared", "u32"] {
+                prop_assert_eq!(o.has(q), o.quals().any(|x| x.strip_prefix(q).is_some_and(|r| r.is_empty() || r.starts_with("::"))));
+            }
         }
     }
 }

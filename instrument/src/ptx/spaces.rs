@@ -169,10 +169,21 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
 
 /// Scans the module: its shared/local declarations, then every function's register provenance.
 pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
+    let mut m = declarations(lines);
+    analyze_functions(lines, bodies, &mut m);
+    m
+}
+
+/// The module's shared/local declarations (no function analyzed yet).
+pub(super) fn declarations(lines: &[Line<'_>]) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
         let t = line.code;
-        if super::contains_dotted(t, &[".shared", ".local"]) {
+        // Only a statement starting with `.` declares: the line's first (its code's start), or
+        // one after a `;` or a brace (tested first: instruction lines are most lines, and hold
+        // several dots each).
+        let may_declare = t.starts_with('.') || line.braces || memchr::memchr(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
+        if may_declare && super::contains_dotted(t, &[".shared", ".local"]) {
             for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {
@@ -182,15 +193,20 @@ pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
             }
         }
     }
+    m
+}
+
+/// The register provenance of the functions of `bodies` (none when the module declares no
+/// shared/local variable), added to `m`.
+pub(super) fn analyze_functions(lines: &[Line<'_>], bodies: &Bodies, m: &mut ModuleSpaces) {
     if m.vars.is_empty() {
-        return m;
+        return;
     }
     // Function bodies: the statements from the body's opening line to its closing one.
     for b in bodies.iter() {
         let stmts: Vec<&ParsedStmt<'_>> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.stmts()).collect();
         m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, ..analyze_function(&stmts, &m.vars) });
     }
-    m
 }
 
 /// The lines of body `b` from line `from` to its closing line (or the module's end), numbered.
