@@ -189,7 +189,70 @@ pub struct Instr<'a> {
     /// The guard predicate including `!`, e.g. `%p1` or `!%p1`.
     pub guard: Option<&'a str>,
     pub opcode: Opcode<'a>,
-    pub operands: Vec<&'a str>,
+    pub operands: Operands<'a>,
+}
+
+/// An instruction's top-level operands: up to [`Operands::INLINE`] held in place (most
+/// instructions have two to four), more in a vector. Every parsed statement has one, so this
+/// spares an allocation (and a reallocation past four) per instruction. Reads as a slice.
+#[derive(Clone)]
+pub struct Operands<'a> {
+    /// The first `len` are the operands while `spill` is empty.
+    inline: [&'a str; Operands::INLINE],
+    len: usize,
+    /// All the operands, once there are more than fit inline.
+    spill: Vec<&'a str>,
+}
+
+impl<'a> Operands<'a> {
+    pub const INLINE: usize = 4;
+
+    fn new() -> Self {
+        Operands { inline: [""; Self::INLINE], len: 0, spill: Vec::new() }
+    }
+
+    fn push(&mut self, o: &'a str) {
+        if self.len < Self::INLINE {
+            self.inline[self.len] = o;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.reserve(2 * Self::INLINE);
+                self.spill.extend_from_slice(&self.inline);
+            }
+            self.spill.push(o);
+        }
+        self.len += 1;
+    }
+
+    pub fn as_slice(&self) -> &[&'a str] {
+        if self.len > Self::INLINE {
+            &self.spill
+        } else {
+            &self.inline[..self.len]
+        }
+    }
+}
+
+impl<'a> std::ops::Deref for Operands<'a> {
+    type Target = [&'a str];
+
+    fn deref(&self) -> &[&'a str] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for Operands<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Operands<'_> {}
+
+impl std::fmt::Debug for Operands<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
 }
 
 /// Splits a statement (without the trailing `;`) into guard, opcode and top-level operands.
@@ -229,8 +292,8 @@ pub(super) fn find_whitespace(s: &str) -> Option<usize> {
 /// Splits on commas that are not inside `[]`, `{}` or `()`; `None` when those do not balance (no
 /// PTX operand list, and passes copy operands into added lines, which must balance their braces).
 /// (Byte by byte: the delimiters are ASCII, and no byte of a multi-byte character is.)
-fn split_operands(s: &str) -> Option<Vec<&str>> {
-    let mut out = Vec::new();
+fn split_operands(s: &str) -> Option<Operands<'_>> {
+    let mut out = Operands::new();
     let (mut depth, mut start) = (0i32, 0usize);
     for (i, &b) in s.as_bytes().iter().enumerate() {
         match b {

@@ -243,9 +243,10 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         if matches!(ins.opcode.op, Op::Alloca | Op::StackRestore) {
             f.dynamic_stack = true;
         }
-        let dests: Vec<&str> = ins.dests().collect();
-        if !dests.is_empty() {
-            defs.extend(dests.into_iter().map(|d| (d, instrs.len())));
+        // (Its destinations go straight in: no vector of them per instruction.)
+        let (k, before) = (instrs.len(), defs.len());
+        defs.extend(ins.dests().map(|d| (d, k)));
+        if defs.len() > before {
             instrs.push(ins);
         }
     }
