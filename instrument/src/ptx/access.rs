@@ -257,12 +257,12 @@ impl std::fmt::Debug for Operands<'_> {
 
 /// Splits a statement (without the trailing `;`) into guard, opcode and top-level operands.
 pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
-    let mut s = stmt.trim();
+    let mut s = trim(stmt);
     let mut guard = None;
     if let Some(rest) = s.strip_prefix('@') {
         let end = find_whitespace(rest)?;
         guard = Some(&rest[..end]);
-        s = rest[end..].trim_start();
+        s = trim_start(&rest[end..]);
     }
     let end = find_whitespace(s).unwrap_or(s.len());
     let opcode = &s[..end];
@@ -270,6 +270,41 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
         return None;
     }
     Some(Instr { guard, opcode: Opcode::parse(opcode), operands: split_operands(&s[end..])? })
+}
+
+/// `s.trim_start()`: byte by byte while the bytes are ASCII, as PTX is (the `char` searcher
+/// behind `str::trim_start` costs several times more per call, and every operand is trimmed);
+/// from a first non-ASCII byte on, `str::trim_start` decides (it may start a Unicode space).
+pub(super) fn trim_start(s: &str) -> &str {
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        if !b.is_ascii() {
+            return s[i..].trim_start();
+        }
+        // The ASCII characters `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the
+        // vertical tab.
+        if !(b.is_ascii_whitespace() || b == 0x0b) {
+            return &s[i..];
+        }
+    }
+    ""
+}
+
+/// `s.trim_end()`, as [`trim_start`].
+pub(super) fn trim_end(s: &str) -> &str {
+    for (i, &b) in s.as_bytes().iter().enumerate().rev() {
+        if !b.is_ascii() {
+            return s[..=i].trim_end();
+        }
+        if !(b.is_ascii_whitespace() || b == 0x0b) {
+            return &s[..=i];
+        }
+    }
+    ""
+}
+
+/// `s.trim()`, as [`trim_start`].
+pub(super) fn trim(s: &str) -> &str {
+    trim_end(trim_start(s))
 }
 
 /// Byte offset of the first whitespace character of `s` (as `s.find(char::is_whitespace)`):
@@ -305,7 +340,7 @@ fn split_operands(s: &str) -> Option<Operands<'_>> {
                 }
             }
             b',' if depth == 0 => {
-                out.push(s[start..i].trim());
+                out.push(trim(&s[start..i]));
                 start = i + 1;
             }
             _ => {}
@@ -314,7 +349,7 @@ fn split_operands(s: &str) -> Option<Operands<'_>> {
     if depth != 0 {
         return None;
     }
-    let last = s[start..].trim();
+    let last = trim(&s[start..]);
     if !last.is_empty() {
         out.push(last);
     }
@@ -399,7 +434,7 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
 /// `setp`'s `%p|%q`, or the one register; never an address or a call's `(%r1)` return list. The
 /// one reading of destinations every pass uses ([`Instr::dests`]).
 fn registers_written(op: &str) -> impl Iterator<Item = &str> {
-    op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(str::trim).filter(|d| d.starts_with('%'))
+    op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(trim).filter(|d| d.starts_with('%'))
 }
 
 impl<'a> Instr<'a> {
@@ -419,7 +454,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
     let _ = global_vars_ok;
     let op = ins.opcode.op;
     // Fast exit for the common case: an arithmetic or control statement (no address operand).
-    if !op.may_access_memory() && !ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
+    if !op.may_access_memory() && !ins.operands.iter().any(|o| trim_start(o).starts_with('[')) {
         return Classified::NotMemory;
     }
     let quals: Vec<&str> = ins.opcode.parts().collect();
@@ -430,7 +465,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
         _ => {}
     }
     if addresses_no_global(ins.opcode) {
-        let addresses = ins.operands.iter().any(|o| o.trim_start().starts_with('['));
+        let addresses = ins.operands.iter().any(|o| trim_start(o).starts_with('['));
         return if addresses { Classified::Skip(SkipReason::NonGlobalOpcode) } else { Classified::NotMemory };
     }
 
@@ -466,7 +501,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
         Op::Wmma if ins.opcode.has("shared") => Classified::Skip(SkipReason::NotGlobalSpace),
         Op::Wmma => classify_wmma(ins, &quals),
         _ => {
-            if ins.operands.iter().any(|o| o.trim_start().starts_with('[')) {
+            if ins.operands.iter().any(|o| trim_start(o).starts_with('[')) {
                 Classified::Unknown(ins.opcode.to_string())
             } else {
                 Classified::NotMemory

@@ -410,7 +410,7 @@ impl<'a> ParsedStmt<'a> {
 impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
-        let code = stripped.trim();
+        let code = access::trim(stripped);
         // (One pass over the line for both.)
         let (mut braces, mut brackets) = (false, false);
         for b in code.bytes() {
@@ -553,18 +553,18 @@ impl<'a> StatementPieces<'a> {
         Some(match memchr::memchr(b';', rest.as_bytes()) {
             Some(p) => {
                 self.rest = Some(&rest[p + 1..]);
-                (rest[..p].trim(), true)
+                (access::trim(&rest[..p]), true)
             }
             None => {
                 self.rest = None;
-                (rest.trim(), false)
+                (access::trim(rest), false)
             }
         })
     }
 
     /// The first brace of `s` (skipping whitespace) and what follows it, if `s` holds one.
     fn next_brace(s: &'a str) -> Option<(&'a str, &'a str)> {
-        let s = s.trim_start();
+        let s = access::trim_start(s);
         (!s.is_empty()).then(|| (&s[..1], &s[1..]))
     }
 }
@@ -2000,7 +2000,7 @@ fn falls_through_to(lines: &[Line<'_>], label_line: usize) -> bool {
 /// Statements after which no earlier check can be assumed to still hold for the same register, or
 /// that end a basic block: labels, branches, calls, returns, barriers and fences.
 fn ends_basic_block(t: &str) -> bool {
-    let t = t.trim();
+    let t = access::trim(t);
     if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
         return true;
     }
@@ -2011,9 +2011,9 @@ fn ends_basic_block(t: &str) -> bool {
 
 /// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
 fn opcode_and_rest(t: &str) -> (&str, &str) {
-    let mut t = t.trim_start();
+    let mut t = access::trim_start(t);
     if t.starts_with('@') {
-        t = split_at_whitespace(t).map_or("", |(_, r)| r).trim_start();
+        t = access::trim_start(split_at_whitespace(t).map_or("", |(_, r)| r));
     }
     match split_at_whitespace(t) {
         Some((op, rest)) => (op, rest),
@@ -2199,6 +2199,13 @@ mod statement_pieces_tests {
         #[test]
         fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
                 prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));
+            }
+
+        #[test]
+        fn ascii_trims_are_trims(t in "[ a-z\t\n\r\u{b}\u{c}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+                prop_assert_eq!(super::access::trim(&t), t.trim());
+                prop_assert_eq!(super::access::trim_start(&t), t.trim_start());
+                prop_assert_eq!(super::access::trim_end(&t), t.trim_end());
             }
 
             #[test]
