@@ -331,7 +331,7 @@ struct Line<'a> {
     stripped: &'a str,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
-    parsed: std::sync::OnceLock<Box<[ParsedStmt<'a>]>>,
+    parsed: std::sync::OnceLock<Stmts<'a>>,
     /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
     ends_block: LazyFlag,
     /// `code` holds a brace (its statements may have scope braces to split off).
@@ -381,6 +381,25 @@ struct ParsedStmt<'a> {
     class: std::sync::OnceLock<Classified>,
 }
 
+/// A line's parsed statements: the one most lines hold in place, without an allocation (a
+/// `Line` grows by about a statement's size, some 300 bytes: boxing it is what this spares).
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Stmts<'a> {
+    One(ParsedStmt<'a>),
+    /// None or several.
+    Many(Box<[ParsedStmt<'a>]>),
+}
+
+impl<'a> Stmts<'a> {
+    fn as_slice(&self) -> &[ParsedStmt<'a>] {
+        match self {
+            Stmts::One(s) => std::slice::from_ref(s),
+            Stmts::Many(s) => s,
+        }
+    }
+}
+
 impl<'a> ParsedStmt<'a> {
     /// The registers it writes ([`Instr::dests`]; none when it is no instruction).
     fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
@@ -422,13 +441,16 @@ impl<'a> Line<'a> {
 
     /// The line's statements with their parts, split on first use and kept for every pass.
     fn stmts(&self) -> &[ParsedStmt<'a>] {
-        self.parsed.get_or_init(|| {
-            // Room for one statement, what most lines hold: collecting into a fresh vector would
-            // reserve four and shrink the allocation to fit when boxed.
-            let mut stmts = Vec::with_capacity(1);
-            stmts.extend(StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() }));
-            stmts.into_boxed_slice()
-        })
+        self.parsed
+            .get_or_init(|| {
+                let mut pieces = StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
+                let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
+                let Some(second) = pieces.next() else { return Stmts::One(first) };
+                let mut stmts = vec![first, second];
+                stmts.extend(pieces);
+                Stmts::Many(stmts.into_boxed_slice())
+            })
+            .as_slice()
     }
 
     /// The first statement's instruction: the line's one instruction where a pass knows the line
