@@ -495,11 +495,21 @@ impl<'a> Line<'a> {
         Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets }
     }
 
+    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text`].)
+    #[cfg(test)]
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
     }
 
-    /// The lines of `text` (`read_all` of its `split_inclusive('\n')`), read in `n` pieces cut
+    /// `read_all` of `text.split_inclusive('\n')`, the vector sized first (its lines counted
+    /// with `memchr`): collected, it grew by doubling and copied every line it held each time.
+    fn read_text(text: &'a str) -> Vec<Self> {
+        let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
+        lines.extend(text.split_inclusive('\n').map(Line::read));
+        lines
+    }
+
+    /// The lines of `text` (`read_text` of it), read in `n` pieces cut
     /// after a newline, each on a thread of its own.
     fn read_all_in_parts(text: &'a str, n: usize) -> Vec<Self> {
         let mut pieces = Vec::with_capacity(n);
@@ -518,8 +528,8 @@ impl<'a> Line<'a> {
         }
         pieces.push(rest);
         let read: Vec<Vec<Self>> = std::thread::scope(|s| {
-            let handles: Vec<_> = pieces[1..].iter().map(|p| s.spawn(move || Line::read_all(p.split_inclusive('\n')))).collect();
-            let mut all = vec![Line::read_all(pieces[0].split_inclusive('\n'))];
+            let handles: Vec<_> = pieces[1..].iter().map(|p| s.spawn(move || Line::read_text(p))).collect();
+            let mut all = vec![Line::read_text(pieces[0])];
             all.extend(handles.into_iter().map(|h| h.join().expect("reading lines panicked")));
             all
         });
@@ -899,7 +909,7 @@ impl<'a> Rewriter<'a> {
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
         let input = match read_threads(body.len(), threads) {
             n if n > 1 => Line::read_all_in_parts(body, n),
-            _ => Line::read_all(body.split_inclusive('\n')),
+            _ => Line::read_text(body),
         };
         let planned = self.opts.optimize && !self.opts.recover;
         let input_bodies = bodies::Bodies::scan(&input);
