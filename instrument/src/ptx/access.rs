@@ -207,11 +207,11 @@ pub struct Operands<'a> {
 impl<'a> Operands<'a> {
     pub const INLINE: usize = 4;
 
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Operands { inline: [""; Self::INLINE], len: 0, spill: Vec::new() }
     }
 
-    fn push(&mut self, o: &'a str) {
+    pub(super) fn push(&mut self, o: &'a str) {
         if self.len < Self::INLINE {
             self.inline[self.len] = o;
         } else {
@@ -238,6 +238,16 @@ impl<'a> std::ops::Deref for Operands<'a> {
 
     fn deref(&self) -> &[&'a str] {
         self.as_slice()
+    }
+}
+
+impl<'a> FromIterator<&'a str> for Operands<'a> {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
+        let mut out = Operands::new();
+        for o in iter {
+            out.push(o);
+        }
+        out
     }
 }
 

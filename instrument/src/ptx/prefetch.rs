@@ -24,6 +24,7 @@
 //! declarations, block comments or statements continued over lines lie between the anchor and
 //! the access, so the registers read at the anchor hold the values the access will use.
 
+use super::access::Operands;
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::opcode::Op;
@@ -294,7 +295,8 @@ struct Scan<'l, 'a> {
     /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
     walk: Option<(usize, Option<usize>)>,
-    dests: Vec<Option<Vec<&'a str>>>,
+    /// The registers each line writes, found on first use (held inline: most lines write one).
+    dests: Vec<Option<Operands<'a>>>,
 }
 
 impl<'l, 'a> Scan<'l, 'a> {
