@@ -194,7 +194,8 @@ pub struct Instr<'a> {
 
 /// An instruction's top-level operands: up to [`Operands::INLINE`] held in place (most
 /// instructions have two to four), more in a vector. Every parsed statement has one, so this
-/// spares an allocation (and a reallocation past four) per instruction. Reads as a slice.
+/// spares an allocation (and a reallocation past four) per instruction. Reads as a slice. (Also
+/// an opcode's parts where a pass wants them as a slice: most opcodes have four or fewer.)
 #[derive(Clone)]
 pub struct Operands<'a> {
     /// The first `len` are the operands while `spill` is empty.
@@ -467,7 +468,7 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
     if !op.may_access_memory() && !ins.operands.iter().any(|o| trim_start(o).starts_with('[')) {
         return Classified::NotMemory;
     }
-    let quals: Vec<&str> = ins.opcode.parts().collect();
+    let quals: Operands<'_> = ins.opcode.parts().collect();
 
     match op {
         Op::Prefetch | Op::Prefetchu => return Classified::Skip(SkipReason::Prefetch),

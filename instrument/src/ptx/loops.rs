@@ -30,7 +30,7 @@
 //! The trip count comes from the back edge's `setp` of an affine value against an invariant bound;
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
 
-use super::access::{parse_int, AddrBase, Instr, Width};
+use super::access::{parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::emit::{ln, numbered, Lines, Piece};
@@ -387,7 +387,7 @@ fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt], 
 
 /// The value an unguarded single-destination statement computes.
 fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
-    let parts: Vec<&str> = ins.opcode.parts().collect();
+    let parts: Operands<'_> = ins.opcode.parts().collect();
     let op = ins.opcode.op;
     let ty = *parts.last().unwrap_or(&"");
     let all_inv = vals.iter().all(|v| *v == Val::Inv);
@@ -644,7 +644,7 @@ fn registers_in(op: &str) -> impl Iterator<Item = &str> {
 }
 
 fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {
-    let parts: Vec<&str> = ins.opcode.parts().collect();
+    let parts: Operands<'_> = ins.opcode.parts().collect();
     if ins.guard.is_some() || parts.len() != 3 || ins.opcode.op != Op::Setp || ins.operands.len() != 3 || ins.operands[0].contains('|') {
         return None;
     }

@@ -39,7 +39,7 @@
 //! caller's frame bounds are not known in the callee); a dead frame used in a called function
 //! rather than in the kernel.
 
-use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Width};
+use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Operands, Width};
 use super::bodies::{Bodies, Body};
 use super::emit::{ln, Lines, Piece};
 use super::opcode::Op;
@@ -327,7 +327,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
 /// information yet).
 fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashMap<String, SpaceVar>) -> Option<Prov> {
     let ops = &ins.operands;
-    let quals: Vec<&str> = ins.opcode.parts().collect();
+    let quals: Operands<'_> = ins.opcode.parts().collect();
     // No information yet is passed on as such (the fixed point decides later).
     let is_var = |p: &Option<Prov>| matches!(p, Some(Prov::Var { .. }));
     let pointer_plus = |ptr: Option<Prov>, others: &[Option<Prov>]| -> Option<Prov> {
@@ -460,7 +460,7 @@ struct SpaceAccess {
 /// store. `constant` gives a register's value when every definition of it moves one immediate.
 fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Option<SpaceAccess> {
     let op = ins.opcode.op;
-    let quals: Vec<&str> = ins.opcode.parts().collect();
+    let quals: Operands<'_> = ins.opcode.parts().collect();
     let is_shared = |q: &&str| matches!(*q, "shared" | "shared::cta");
     match op {
         _ if op.is_load_store() && !(matches!(op, Op::St | Op::Red) && ins.opcode.first_qual() == Some("async")) => {
