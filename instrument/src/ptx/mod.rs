@@ -1050,7 +1050,7 @@ impl<'a> Rewriter<'a> {
     /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
     /// not end between bodies at brace depth 0.
     fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool) -> Option<Walked> {
-        let bytes: usize = plans.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
+        let bytes: usize = plans.module.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
         let mut r = Rewriter {
             src: self.src,
             opts: self.opts,
@@ -1079,7 +1079,7 @@ impl<'a> Rewriter<'a> {
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
     fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, code: t, .. } = plans.lines[i];
+        let Line { raw: line, stripped: code, code: t, .. } = plans.module.lines[i];
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
             self.before_line(plans, w, i);
@@ -1105,12 +1105,16 @@ impl<'a> Rewriter<'a> {
 
         // Statements that open or close a function body.
         let (opens, closes) = count_braces(t);
-        let closes_body = plans.bodies.holding(i).is_some_and(|b| b.close == i);
+        let closes_body = plans.module.bodies.holding(i).is_some_and(|b| b.close == i);
         let mut opened_now = false;
         if w.func.is_none() {
-            if let Some(body) = plans.bodies.opening_at(i) {
+            if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
-                let bounds = if self.opts.param_bounds { bounds::ParamBounds::analyze(plans.lines, body, |l| plans.versioned_loop.contains(&l), |l| plans.branches.in_loop(l)) } else { None };
+                let bounds = if self.opts.param_bounds {
+                    bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |l| plans.module.branches.in_loop(l))
+                } else {
+                    None
+                };
                 if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
                 }
@@ -1134,10 +1138,10 @@ impl<'a> Rewriter<'a> {
         let held = w.heap_calls.as_ref().is_some_and(|h| h.collecting());
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
-        let (line_has_memory, any_check) = if in_body && !plans.inserted.contains(&i) && !held { Self::classify_line(&plans.lines[i]) } else { (false, false) };
+        let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { Self::classify_line(&plans.module.lines[i]) } else { (false, false) };
         if let (Some(f), true) = (w.func.as_mut(), in_body) {
             if t.starts_with(".reg") {
-                for decl in plans.lines[i].reg_declarations() {
+                for decl in plans.module.lines[i].reg_declarations() {
                     f.reg_types.declare(decl);
                 }
             }
@@ -1148,20 +1152,20 @@ impl<'a> Rewriter<'a> {
         } else {
             if closes_body {
                 if let Some(f) = w.func.as_mut() {
-                    self.close_body(f, &plans.lines[i]);
+                    self.close_body(f, &plans.module.lines[i]);
                 }
             } else if let Some(f) = w.func.as_mut() {
-                if plans.lines[i].ends_block() {
+                if plans.module.lines[i].ends_block() {
                     f.block_checks.clear();
                 } else {
-                    invalidate_defs(f, plans.lines[i].dests());
+                    invalidate_defs(f, plans.module.lines[i].dests());
                 }
             }
             match w.heap_calls.as_mut() {
                 // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
                 // statement are held until its end.
                 Some(h) => {
-                    let (sites, func, loc) = (&mut self.sites, &w.func, plans.locs[i]);
+                    let (sites, func, loc) = (&mut self.sites, &w.func, plans.module.locs[i]);
                     let text = h.feed(line, t, in_body, || match func.as_ref() {
                         Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
                         None => u32::MAX,
@@ -1207,8 +1211,8 @@ impl<'a> Rewriter<'a> {
                 prefetch::Target::Batch(first) => Some((first, !w.batch_recheck.contains_key(&first))),
                 _ => None,
             };
-            let fast = fast_path_of(f, plans.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels);
-            match self.prefetch_text(plans.lines, p, f, batch, fast.as_ref()) {
+            let fast = fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels);
+            match self.prefetch_text(plans.module.lines, p, f, batch, fast.as_ref()) {
                 Some((text, a)) => {
                     self.out.push_str(&text);
                     w.prefetched.insert(p.access);
@@ -1243,13 +1247,13 @@ impl<'a> Rewriter<'a> {
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
     fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, .. } = plans.lines[i];
-        let (line_no, loc) = (plans.ptx_line(i), plans.locs[i]);
+        let Line { raw: line, stripped: code, .. } = plans.module.lines[i];
+        let (line_no, loc) = (plans.ptx_line(i), plans.module.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
         let indent = leading_whitespace(line);
         let trailing_comment = &line[code.len()..];
         // Each statement split once (Line::stmts), for its shared/local check and its global one.
-        let stmts = plans.lines[i].stmts();
+        let stmts = plans.module.lines[i].stmts();
         // Shared/local checks (spaces.rs), by statement.
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
             vec![None; stmts.len()]
@@ -1264,7 +1268,7 @@ impl<'a> Rewriter<'a> {
         let covered = coalescing.covered.contains(&i).then(|| coalescing.hoisted_lines.contains(&i));
         // Range groups hold one-statement lines only (coalesce.rs): each line's one statement.
         let hoisted: Vec<(Option<&ParsedStmt<'_>>, usize, Option<Loc>)> =
-            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.lines[l].first_stmt(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
+            coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.module.lines[l].first_stmt(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
             let stmt = parsed.text;
@@ -1286,7 +1290,7 @@ impl<'a> Rewriter<'a> {
                 hoisted: &hoisted,
                 prefetched: prefetched.as_deref(),
                 batched: w.batched.contains(&i),
-                in_loop_copy: plans.copies.contains(&i),
+                in_loop_copy: plans.module.copies.contains(&i),
             };
             let emitted = self.rewrite_statement(f, &statement)?;
             if !verbatim {
@@ -1635,25 +1639,13 @@ fn indented(indent: &str, text: &str) -> String {
     out
 }
 
-/// What the planning passes decided for a module's lines, read by the walk that writes them out.
+/// What the planning passes decided for (a part of) a module, with the module they planned over,
+/// read by the walk that writes them out.
 struct Plans<'p, 'l> {
-    lines: &'p [Line<'l>],
-    bodies: &'p bodies::Bodies,
+    module: &'p Module<'p, 'l>,
     coalescing: &'p coalesce::Plan,
     module_spaces: &'p spaces::ModuleSpaces,
     space_groups: &'p HashMap<(usize, usize), spaces::Role>,
-    /// Lines of fast loop copies, and lines loop versioning wrote (passed through).
-    copies: &'p LineSet,
-    inserted: &'p LineSet,
-    /// The input line each line stands for, when loop versioning rewrote them.
-    origin: Option<&'p [usize]>,
-    /// Lines of the module's header, before the first line walked.
-    base_line: usize,
-    /// The source location in effect at each line ([`source_locations`]).
-    locs: &'p [Option<Loc>],
-    /// Lines of loops loop versioning copied: the fast copies and the checked originals.
-    versioned_loop: &'p LineSet,
-    branches: &'p branches::Branches<'l>,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1676,20 +1668,7 @@ struct Module<'p, 'l> {
 impl<'l> Module<'_, 'l> {
     /// The plans of the walk, with the planners' results for (a part of) the module.
     fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'l> {
-        Plans {
-            lines: self.lines,
-            bodies: self.bodies,
-            coalescing,
-            module_spaces,
-            space_groups,
-            copies: self.copies,
-            inserted: self.inserted,
-            origin: self.origin,
-            base_line: self.base_line,
-            locs: self.locs,
-            versioned_loop: self.versioned_loop,
-            branches: self.branches,
-        }
+        Plans { module: self, coalescing, module_spaces, space_groups }
     }
 }
 
@@ -1826,7 +1805,7 @@ fn parts(bodies: &bodies::Bodies, lines: usize, bytes: usize, threads: usize) ->
 impl Plans<'_, '_> {
     /// The PTX line (of the input: sites and errors name it) of line `i`.
     fn ptx_line(&self, i: usize) -> usize {
-        self.base_line + self.origin.map_or(i, |o| o[i]) + 1
+        self.module.base_line + self.module.origin.map_or(i, |o| o[i]) + 1
     }
 }
 
