@@ -815,6 +815,7 @@ mod tests {
     use super::*;
     use container::{FatbinWrapper, WRAPPER_MAGIC};
     use proptest::prelude::*;
+    use std::sync::Arc;
 
     #[derive(Clone, Debug)]
     enum TableOp {
@@ -895,28 +896,17 @@ mod tests {
 
     #[test]
     fn the_set_up_thread_waits_for_the_early_thread_to_take_its_result_over() {
-        use std::sync::Arc;
         let t = Arc::new(Table::<u32>::new());
         t.list([1, 2]);
         // The early thread works on key 1; the set-up thread lists everything meanwhile.
         assert!(t.claim(1));
         t.list([1, 2, 3]);
         assert!(!t.claim(1), "one thread claims a key");
-        let set_up = {
-            let t = Arc::clone(&t);
-            std::thread::spawn(move || t.claim_ready(1))
-        };
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!set_up.is_finished(), "the take-over waits while the early thread works");
+        let set_up = blocked(&t, move |t| t.claim_ready(1), "the take-over waits while the early thread works");
         t.finish(1, Some(10));
         assert_eq!(set_up.join().unwrap(), Some(10));
         // Running again until the set-up thread finishes it: a loader waits for that.
-        let loader = {
-            let t = Arc::clone(&t);
-            std::thread::spawn(move || t.take(1))
-        };
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!loader.is_finished(), "the loader waits while the result is loaded into the driver");
+        let loader = blocked(&t, move |t| t.take(1), "the loader waits while the result is loaded into the driver");
         t.finish(1, Some(11));
         assert_eq!(loader.join().unwrap(), Some(11));
         // Nothing to take over: a queued key, a taken one, an unknown one.
@@ -943,6 +933,16 @@ mod tests {
         assert_eq!(t.take(2), None);
         assert!(!t.claim(3));
         assert_eq!(t.claim_ready(2), None);
+    }
+
+    /// Runs `f` on the table from another thread and checks that it is still waiting 50 ms later
+    /// (`what` says why it should be); the caller then releases it and joins.
+    fn blocked<R: Send + 'static>(t: &Arc<Table<u32>>, f: impl FnOnce(&Table<u32>) -> R + Send + 'static, what: &str) -> std::thread::JoinHandle<R> {
+        let t = Arc::clone(t);
+        let h = std::thread::spawn(move || f(&t));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!h.is_finished(), "{what}");
+        h
     }
 
     fn tmp_cache(name: &str) -> Cache {
@@ -1044,7 +1044,6 @@ mod tests {
 
     #[test]
     fn each_key_is_prepared_once_and_a_loader_waits_only_for_one_under_way() {
-        use std::sync::Arc;
         let t = Arc::new(Table::<u32>::new());
         // A loader before the thread listed its keys: the key is the loader's.
         assert_eq!(t.take(9), None);
@@ -1059,12 +1058,7 @@ mod tests {
         assert_eq!(t.take(2), None);
         // Under way when the loader comes: it waits for the result.
         assert!(t.claim(3));
-        let loader = {
-            let t = Arc::clone(&t);
-            std::thread::spawn(move || t.take(3))
-        };
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!loader.is_finished(), "the loader waits while the key is running");
+        let loader = blocked(&t, move |t| t.take(3), "the loader waits while the key is running");
         t.finish(3, Some(33));
         assert_eq!(loader.join().unwrap(), Some(33));
         // Taken once: a second load of the same module prepares it itself.
