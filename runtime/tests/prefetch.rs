@@ -6,10 +6,10 @@
 //! Needs the pinned toolchain: `GASAN_CUDA_ROOT` (scripts/test.sh sets it); skipped (with a
 //! message) without it. One test per process: the options are read once, from the environment.
 
+mod common;
+
 use gasan_runtime::{modules, prefetch};
 use std::ffi::{c_void, CString};
-use std::path::PathBuf;
-use std::process::Command;
 
 const SRC: &str = r#"
 __global__ void scale(float* a, float s, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }
@@ -19,18 +19,7 @@ extern "C" void touch() {}
 
 #[test]
 fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
-    let Some(root) = std::env::var_os("GASAN_CUDA_ROOT").map(PathBuf::from) else {
-        eprintln!("SKIPPED a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached: GASAN_CUDA_ROOT is not set (scripts/test.sh sets it)");
-        return;
-    };
-    let d = std::env::temp_dir().join(format!("gasan-prefetch-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    let cu = d.join("k.cu");
-    std::fs::write(&cu, SRC).unwrap();
-    let lib = d.join("libk.so");
-    let out = Command::new(root.join("bin/nvcc")).args(["-shared", "-Xcompiler", "-fPIC", "-O3", "-arch=sm_90", "-o"]).arg(&lib).arg(&cu).output().unwrap();
-    assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
+    let Some(common::CudaLib { root, dir: d, lib }) = common::cuda_lib("a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached", "prefetch-test", SRC) else { return };
 
     // Before anything reads the options (this test is alone in its process).
     std::env::set_var("GASAN_OPTIONS", format!("cache_dir={}:ptxas={}", d.join("cache").display(), root.join("bin/ptxas").display()));

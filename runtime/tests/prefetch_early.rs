@@ -10,10 +10,10 @@
 //! message) without it. One test per process: the options are read once, and the early and
 //! set-up preparations are each started once.
 
+mod common;
+
 use gasan_runtime::{modules, prefetch};
 use std::ffi::{c_void, CString};
-use std::path::PathBuf;
-use std::process::Command;
 
 const SRC: &str = r#"
 __global__ void scale(float* a, float s, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }
@@ -22,18 +22,7 @@ extern "C" void touch() {}
 
 #[test]
 fn a_module_prepared_before_set_up_is_taken_over_and_handed_to_its_loader() {
-    let Some(root) = std::env::var_os("GASAN_CUDA_ROOT").map(PathBuf::from) else {
-        eprintln!("SKIPPED a_module_prepared_before_set_up_is_taken_over_and_handed_to_its_loader: GASAN_CUDA_ROOT is not set (scripts/test.sh sets it)");
-        return;
-    };
-    let d = std::env::temp_dir().join(format!("gasan-prefetch-early-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    let cu = d.join("k.cu");
-    std::fs::write(&cu, SRC).unwrap();
-    let lib = d.join("libk.so");
-    let out = Command::new(root.join("bin/nvcc")).args(["-shared", "-Xcompiler", "-fPIC", "-O3", "-arch=sm_90", "-o"]).arg(&lib).arg(&cu).output().unwrap();
-    assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
+    let Some(common::CudaLib { root, dir: d, lib }) = common::cuda_lib("a_module_prepared_before_set_up_is_taken_over_and_handed_to_its_loader", "prefetch-early-test", SRC) else { return };
     // Before anything reads the options (this test is alone in its process).
     std::env::set_var("GASAN_OPTIONS", format!("verbosity=1:cache_dir={}:ptxas={}", d.join("cache").display(), root.join("bin/ptxas").display()));
     let name = CString::new(lib.to_str().unwrap()).unwrap();

@@ -1,0 +1,30 @@
+//! Set-up shared by the integration tests that load a library built by the pinned nvcc.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A CUDA library built for a test: the pinned toolchain's root, the test's fresh directory and
+/// the library (`libk.so`, from `src`, sm_90, static cudart) in it.
+pub struct CudaLib {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    pub lib: PathBuf,
+}
+
+/// Builds `src` into a fresh `gasan-{dir_name}-{pid}` directory, or prints the visible skip line
+/// for `test` and returns `None` when `GASAN_CUDA_ROOT` (set by scripts/test.sh) is not set.
+pub fn cuda_lib(test: &str, dir_name: &str, src: &str) -> Option<CudaLib> {
+    let Some(root) = std::env::var_os("GASAN_CUDA_ROOT").map(PathBuf::from) else {
+        eprintln!("SKIPPED {test}: GASAN_CUDA_ROOT is not set (scripts/test.sh sets it)");
+        return None;
+    };
+    let dir = std::env::temp_dir().join(format!("gasan-{dir_name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cu = dir.join("k.cu");
+    std::fs::write(&cu, src).unwrap();
+    let lib = dir.join("libk.so");
+    let out = Command::new(root.join("bin/nvcc")).args(["-shared", "-Xcompiler", "-fPIC", "-O3", "-arch=sm_90", "-o"]).arg(&lib).arg(&cu).output().unwrap();
+    assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
+    Some(CudaLib { root, dir, lib })
+}
