@@ -41,3 +41,20 @@ fn only_halt_mode_with_optimization_coalesces() {
     assert_eq!(run(body, InstrumentOptions { optimize: false, ..Default::default() }).0, 3);
     assert_eq!(run(body, InstrumentOptions { recover: true, ..Default::default() }).0, 3);
 }
+
+#[test]
+fn an_end_the_first_access_reaches_is_not_checked_again() {
+    // A read-modify-write of one element with other loads between: the store's check is the
+    // load's, so one check, at the load, with the load's site.
+    let rmw = "\tld.global.f32 %f1, [%rd1];\n\tld.global.f32 %f2, [%rd1+4];\n\tst.global.f32 [%rd1], %f2;\n";
+    let (checks, lines) = run(rmw, InstrumentOptions::default());
+    assert_eq!((checks, lines.len()), (2, 2), "+0 (load and store) and +4: {lines:?}");
+    let same = "\tld.global.f32 %f1, [%rd1];\n\tadd.f32 %f1, %f1, %f1;\n\tst.global.f32 [%rd1], %f1;\n";
+    let (checks, lines) = run(same, InstrumentOptions::default());
+    assert_eq!((checks, lines), (1, vec![10]), "the load's own check covers its store");
+    // The first access holds the highest end: only the lowest is hoisted to it.
+    let top_first = "\tld.global.f32 %f1, [%rd1+8];\n\tld.global.f32 %f2, [%rd1];\n\tst.global.f32 [%rd1+8], %f2;\n";
+    let (checks, lines) = run(top_first, InstrumentOptions::default());
+    assert_eq!(checks, 2);
+    assert!(lines.contains(&10) && lines.contains(&11) && lines.len() == 2, "{lines:?}");
+}

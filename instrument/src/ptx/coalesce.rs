@@ -194,12 +194,16 @@ fn finish(g: Vec<Entry>, plan: &mut Plan) {
     }
     // In i128: offsets are whatever the input wrote, up to the ends of i64.
     let end = |e: &Entry| i128::from(e.offset) + i128::from(e.width);
-    let lo = g.iter().min_by_key(|e| e.offset).unwrap();
-    let hi = g.iter().max_by_key(|e| end(e)).unwrap();
+    // The lowest start and the highest end, each from the first access where it has them: its
+    // own check covers that end, so nothing is hoisted for it (a load and a store of one address
+    // are one check).
+    let first = &g[0];
+    let lo = g.iter().filter(|e| e.offset < first.offset).min_by_key(|e| e.offset).unwrap_or(first);
+    let hi = g.iter().filter(|e| end(e) > end(first)).max_by_key(|e| end(e)).unwrap_or(first);
     if end(hi) - i128::from(lo.offset) >= i128::from(MIN_REDZONE) {
         return;
     }
-    let first = g[0].line;
+    let first = first.line;
     let mut hoisted = Vec::new();
     for e in [lo, hi] {
         if e.line != first && !hoisted.iter().any(|(l, _)| *l == e.line) {
