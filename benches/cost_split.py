@@ -19,6 +19,8 @@ STEADY = ["gemm", "mm2", "atax", "mvt", "jacobi2d", "scan", "fdtd2d", "transpose
 STEADY_CFGS = [("native", None), ("gasan", []), ("argb0", ["--arg-bounds", "0"]), ("instr0", ["--instrument", "0"]), ("tags0", ["--tags", "0"]),
                ("hoist0", ["--hoist-loops", "0"]), ("s7", ["--shadow-scale", "7"])]
 EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
+# Marks a configuration's options as the --old build's (first element, taken off before the run).
+OLD = "@old"
 FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("prefetch0", ["--prefetch", "0"], {}), ("preload0", ["--preload", "0"], {}), ("tags0", ["--tags", "0"], {}),
               ("instr0", ["--instrument", "0"], {}),
               ("native-eager", None, EAGER), ("gasan-eager", [], EAGER), ("instr0-eager", ["--instrument", "0"], EAGER)]
@@ -38,16 +40,24 @@ def main():
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--only", choices=["steady", "first"])
     ap.add_argument("--diag", action="store_true", help="first launches under the set-up variants too (DIAG_CFGS)")
-    ap.add_argument("--cfgs", help="first-launch configurations to run, comma-separated names (default all)")
+    ap.add_argument("--cfgs", help="configurations to run, comma-separated names (default all)")
     ap.add_argument("--reps", type=int, default=5, help="rounds of first-launch runs (default 5)")
+    ap.add_argument("--old", help="another build's gasan-run, run as configuration 'old' beside the others (an A/B in one run)")
     a = ap.parse_args()
     gasan, bins = os.path.realpath(a.gasan), a.bin_dir
     cache = tempfile.mkdtemp(prefix="gasan-cost-")
+    old = [("old", [OLD], {})] if a.old else []
+    chosen = lambda name: not a.cfgs or name in a.cfgs.split(",")
+    steady_cfgs = [(c, o) for c, o in STEADY_CFGS + [(c, o) for c, o, _ in old] if chosen(c)]
     failures = 0
 
     def run(opts, prog, args, env=None):
         nonlocal failures
-        cmd = ([gasan, "--cache-dir", cache] + opts + ["--"] if opts is not None else []) + [os.path.join(bins, prog)] + args
+        exe, c = (gasan, cache)
+        if opts and opts[0] == OLD:
+            # The other build, with its own cache (its cubins are keyed by its own revision anyway).
+            exe, c, opts = os.path.realpath(a.old), cache + "-old", opts[1:]
+        cmd = ([exe, "--cache-dir", c] + opts + ["--"] if opts is not None else []) + [os.path.join(bins, prog)] + args
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=300)
         if p.returncode != 0:
             failures += 1
@@ -66,14 +76,14 @@ def main():
 
     if a.only in (None, "steady"):
         print("steady ms (median of 3 processes x SHORT_REPS=20):")
-        print(f"{'prog':<14}" + "".join(f"{c:>10}" for c, _ in STEADY_CFGS))
+        print(f"{'prog':<14}" + "".join(f"{c:>10}" for c, _ in steady_cfgs))
         for p in STEADY:
-            row = [median(o, p, [], {"SHORT_REPS": "20"}, r"steady_ms=([\d.]+)", 3) for _, o in STEADY_CFGS]
+            row = [median(o, p, [], {"SHORT_REPS": "20"}, r"steady_ms=([\d.]+)", 3) for _, o in steady_cfgs]
             print(f"{p:<14}" + "".join(f"{x:>10.4f}" for x in row), flush=True)
     if a.only in (None, "first"):
         # Interleaved: each round runs every configuration once, so a drift of the machine (clocks,
         # other tenants) moves all of them alike instead of whichever ran during it.
-        cfgs = [c for c in FIRST_CFGS + (DIAG_CFGS if a.diag else []) if not a.cfgs or c[0] in a.cfgs.split(",")]
+        cfgs = [c for c in FIRST_CFGS + (DIAG_CFGS if a.diag else []) + old if chosen(c[0])]
         ns = ("1", "10", "100")
         pattern = r"first_us=([\d.]+) again_us=([\d.]+)"
         for _, o, e in cfgs:

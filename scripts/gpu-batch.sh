@@ -6,6 +6,7 @@
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
+# diag: the driver-only load experiment (benches/diag, built into .carry/exp); firstab, costab: first launches and steady state of .carry/bin against .carry/bin-old, interleaved in one run.
 set -u
 export PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/r}; mkdir -p "$R"
@@ -45,6 +46,9 @@ for spec in "$@"; do
              for run in cold early1 early2 early3; do k; done; run=preload0; k --preload 0
              sed -i 's/^cc .*/cc 86/' $c/*.device; for run in wrong-cc early-again; do k; done ;;
     startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
+    diag)    ROUNDS=8 timeout $lim bash benches/diag/run.sh .carry/exp ;;
+    firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only first --reps 11 --cfgs native,gasan,old ;;
+    costab)  timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only steady --cfgs native,gasan,old ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
     *) echo "unknown step $step" ;;
   esac > "$R/$step.txt" 2>&1

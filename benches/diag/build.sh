@@ -4,7 +4,8 @@
 # it compares, all of benches/startup's 100-kernel module: native.cubin (nvcc's, with line tables),
 # orig.cubin / orig_li.cubin (its PTX through ptxas -O3 without / with line tables), checked*.cubin
 # (gasan's checked PTX through ptxas as gasan-run compiles it: default options, --aligned-pool,
-# --no-param-bounds, --no-opt). Needs target/release/gasan-ptx and .carry/startup/kernels100
+# --no-param-bounds, --no-opt; and variants.py's, each with one part of the checks taken away).
+# Needs target/release/gasan-ptx and .carry/startup/kernels100
 # (benches/build.sh). Run on the GPU machine with benches/diag/run.sh OUTDIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +21,11 @@ ptx=$(ls "$tmp"/ent/*.ptx | head -1)
 "$gptx" instrument --aligned-pool "$ptx" -o "$tmp/checked_al.ptx"
 "$gptx" instrument --no-param-bounds "$ptx" -o "$tmp/checked_nb.ptx"
 "$gptx" instrument --no-opt "$ptx" -o "$tmp/checked_noopt.ptx"
-for v in checked checked_al checked_nb checked_noopt; do "$cuda/bin/ptxas" -arch=sm_90 -O3 --suppress-debug-info -o "$out/$v.cubin" "$tmp/$v.ptx"; done
+python3 "$root/benches/diag/variants.py" "$tmp/checked.ptx" "$tmp"
+variants="checked checked_al checked_nb checked_noopt checked_norep checked_noctl checked_bare"
+# OLD_GASAN_PTX: another build's gasan-ptx, for checked_old.cubin beside this build's.
+if [ -n "${OLD_GASAN_PTX:-}" ]; then "$OLD_GASAN_PTX" instrument "$ptx" -o "$tmp/checked_old.ptx"; variants+=" checked_old"; fi
+for v in $variants; do "$cuda/bin/ptxas" -arch=sm_90 -O3 --suppress-debug-info -o "$out/$v.cubin" "$tmp/$v.ptx"; done
 "$cuda/bin/ptxas" -arch=sm_90 -O3 --suppress-debug-info -o "$out/orig.cubin" "$ptx"
 "$cuda/bin/ptxas" -arch=sm_90 -O3 -lineinfo -o "$out/orig_li.cubin" "$ptx"
 gcc -O2 -Wall -I"$cuda/include" -c -o "$tmp/loadexp.o" "$root/benches/diag/loadexp.c"

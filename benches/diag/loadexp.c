@@ -1,6 +1,9 @@
 // Driver-only split of a module load (benches/diag/build.sh builds it, run.sh runs it): times
 // cuModuleLoadData, cuModuleGetFunction and cuFuncLoad of one cubin, then a second function.
-// usage: loadexp FILE KERNEL KERNEL2 -> LOADEXP file=... load_us=... getfn_us=... funcload_us=... second_us=...
+// With a printf pattern of kernel names and a count, also the mean get+load of kernels 2..count+1
+// (the per-kernel part of a first launch, averaged over many kernels).
+// usage: loadexp FILE KERNEL KERNEL2 [PATTERN COUNT]
+//   -> LOADEXP file=... load_us=... getfn_us=... funcload_us=... second_us=... [per_fn_us=...]
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,17 @@ int main(int argc, char** argv) {
   double t2 = now(); CK(cuFuncLoad(fn));
   double t3 = now();
   CUfunction fn2; CK(cuModuleGetFunction(&fn2, m, argv[3])); CK(cuFuncLoad(fn2)); double t5 = now();
-  printf("LOADEXP file=%s load_us=%.1f getfn_us=%.1f funcload_us=%.1f second_us=%.1f\n", argv[1], t1 - t0, t2 - t1, t3 - t2, t5 - t3);
+  printf("LOADEXP file=%s load_us=%.1f getfn_us=%.1f funcload_us=%.1f second_us=%.1f", argv[1], t1 - t0, t2 - t1, t3 - t2, t5 - t3);
+  if (argc > 5) {
+    int count = atoi(argv[5]);
+    char name[256];
+    double t6 = now();
+    for (int i = 2; i < count + 2; i++) {
+      snprintf(name, sizeof name, argv[4], i);
+      CUfunction g; CK(cuModuleGetFunction(&g, m, name)); CK(cuFuncLoad(g));
+    }
+    printf(" per_fn_us=%.2f", (now() - t6) / count);
+  }
+  printf("\n");
   return 0;
 }
