@@ -7,7 +7,7 @@ benches/build.sh into .carry/startup). Prints two tables:
            arguments), --instrument 0 (pool, redzones and tags only), --tags 0, --hoist-loops 0, and
            --shadow-scale 7
   first    first launch of N distinct kernels of kernels100 (first pass - second pass, median of --reps rounds, interleaved),
-           lazy and eager module loading (CUDA_MODULE_LOADING=EAGER), native, gasan, --prefetch 0, --preload 0, --preload-kernels 0,
+           lazy and eager module loading (CUDA_MODULE_LOADING=EAGER), native, gasan, --prefetch 0, --preload 0,
            --tags 0 and --instrument 0
 
 Usage (on the GPU machine):
@@ -21,7 +21,7 @@ STEADY_CFGS = [("native", None), ("gasan", []), ("argb0", ["--arg-bounds", "0"])
 EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
 # Marks a configuration's options as the --old build's (first element, taken off before the run).
 OLD = "@old"
-FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("prefetch0", ["--prefetch", "0"], {}), ("preload0", ["--preload", "0"], {}), ("pk0", ["--preload-kernels", "0"], {}), ("tags0", ["--tags", "0"], {}),
+FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("prefetch0", ["--prefetch", "0"], {}), ("preload0", ["--preload", "0"], {}), ("tags0", ["--tags", "0"], {}),
               ("instr0", ["--instrument", "0"], {}),
               ("native-eager", None, EAGER), ("gasan-eager", [], EAGER), ("instr0-eager", ["--instrument", "0"], EAGER)]
 # What of gasan's set-up (not its checks) a lazy first launch pays for: the pool's VA size, the alias

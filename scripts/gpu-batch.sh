@@ -47,7 +47,7 @@ for spec in "$@"; do
              sed -i 's/^cc .*/cc 86/' $c/*.device; for run in wrong-cc early-again; do k; done ;;
     startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
     diag)    ROUNDS=8 timeout $lim bash benches/diag/run.sh .carry/exp ;;
-    firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only first --reps 11 --cfgs native,gasan,pk0,old ;;
+    firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only first --reps 11 --cfgs native,gasan,old ;;
     costab)  timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only steady --cfgs native,gasan,old ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
     *) echo "unknown step $step" ;;

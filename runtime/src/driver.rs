@@ -126,7 +126,7 @@ macro_rules! driver_api {
 /// The driver calls gasan makes on its own behalf (see [`driver_api!`]).
 pub mod api {
     use super::{CuResult, RealFn, CUDA_ERROR_UNKNOWN};
-    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUfunction, CUjit_option, CUlibrary, CUlibraryOption, CUlimit, CUmodule, CUmoduleLoadingMode};
+    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUjit_option, CUlibrary, CUlibraryOption, CUlimit, CUmodule, CUmoduleLoadingMode};
     use std::ffi::{c_char, c_int, c_uint, c_void};
     driver_api! {
         cuCtxGetCurrent(ctx: *mut CUcontext);
@@ -138,7 +138,6 @@ pub mod api {
         cuDeviceGetCount(count: *mut c_int);
         cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut c_uint, active: *mut c_int);
         cuDriverGetVersion(version: *mut c_int);
-        cuFuncLoad(function: CUfunction);
         cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
         cuLibraryGetModule(module: *mut CUmodule, library: CUlibrary);
         cuLibraryLoadData(library: *mut CUlibrary, code: *const c_void, jit_options: *mut CUjit_option, jit_values: *mut *mut c_void, jit_count: c_uint, options: *mut CUlibraryOption, values: *mut *mut c_void, count: c_uint);
@@ -147,8 +146,6 @@ pub mod api {
         cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint);
         cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint);
         cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: c_uint);
-        cuModuleEnumerateFunctions(functions: *mut CUfunction, count: c_uint, module: CUmodule);
-        cuModuleGetFunctionCount(count: *mut c_uint, module: CUmodule);
         cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
         cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode);
     }

@@ -646,7 +646,7 @@ hooks! {
     cuKernelGetFunction(out: *mut CUfunction, kernel: CUkernel) { record_alias(real(out, kernel), out, kernel as usize, crate::arg_bounds::on_kernel_function) }
     cuLibraryGetModule(out: *mut CUmodule, library: CUlibrary) { record_alias(real(out, library), out, library as usize, crate::arg_bounds::on_library_module) }
     cuModuleUnload(module: CUmodule) { crate::arg_bounds::on_unload(Some(module as usize)); real(module) }
-    cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library as usize)); crate::prefetch::on_unload(library as usize); real(library) }
+    cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library as usize)); real(library) }
     cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(Some(ctx as usize)); real(ctx) }
     cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(None); real(dev) }
     cuDevicePrimaryCtxRelease_v2(dev: i32) {

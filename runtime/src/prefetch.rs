@@ -46,21 +46,6 @@ const MAX_EARLY_PREPARED_BYTES: usize = 64 << 20;
 /// in their first launch as before (the driver's time and memory for modules a run may not use).
 const MAX_PRELOADED_BYTES: usize = 64 << 20;
 
-/// Kernels the thread may load ahead of their first launches (`preload_kernels`), over all the
-/// modules it loaded: past it, the rest load in their first launch as before (the driver's time,
-/// ~35 µs a checked kernel on the H100, for kernels a run may not launch).
-const MAX_PRELOADED_KERNELS: u32 = 2048;
-
-/// The libraries loaded ahead whose kernels the thread has yet to load (`CUlibrary` handles). The
-/// thread holds the lock while it loads one library's kernels, and takes the library off first; an
-/// unload or a context's end takes it (waiting for a library under way), so the thread never
-/// touches a library after the program unloaded it.
-static KERNELS_TO_LOAD: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
-fn kernels_to_load() -> std::sync::MutexGuard<'static, Vec<usize>> {
-    KERNELS_TO_LOAD.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A fatbin in a loaded file: its address and the bytes it may span (to its section's end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadedFatbin {
@@ -524,9 +509,6 @@ fn run() {
             if preload && preloaded_bytes + prep.bytes() <= MAX_PRELOADED_BYTES && modules::preload(&mut prep) {
                 preloaded += 1;
                 preloaded_bytes += prep.bytes();
-                if let Some(lib) = prep.preloaded.as_ref().and_then(|pre| pre.library).filter(|_| state().opts.preload_kernels) {
-                    kernels_to_load().push(lib);
-                }
             }
             prep
         });
@@ -559,9 +541,6 @@ fn run() {
             }
         }
     }
-    // The modules first (a first launch waits for its module), then their kernels.
-    let modules_ms = t.elapsed().as_secs_f64() * 1e3;
-    let kernels = load_kernels(MAX_PRELOADED_KERNELS);
     log(1, || {
         let early = match p.early {
             Some(e) => {
@@ -578,51 +557,11 @@ fn run() {
             None => format!("none of them before set-up ({})", p.not_early),
         };
         format!(
-            "prepared {ready} of {listed} modules in the program's files from the cache ahead of their loads ({early}), {preloaded} loaded into the driver, in {modules_ms:.2} ms after set-up; {kernels} of their kernels loaded by {:.2} ms",
+            "prepared {ready} of {listed} modules in the program's files from the cache ahead of their loads ({early}), {preloaded} loaded into the driver, in {:.2} ms after set-up",
             t.elapsed().as_secs_f64() * 1e3
         )
     });
     remember_device(p);
-}
-
-/// Loads the kernels of the libraries in [`KERNELS_TO_LOAD`] into the current context (the one
-/// they were loaded into), at most `cap` of them, as eager loading would at the module's load: a
-/// checked kernel's own load is ~20 µs longer than a native one's (the driver's work on the sys-scope
-/// fences of its report block; benches/diag), which a first launch would otherwise wait for.
-/// Returns how many it loaded.
-fn load_kernels(cap: u32) -> u32 {
-    use cudarc::driver::sys::{CUfunction, CUlibrary, CUmodule};
-    let mut loaded = 0;
-    loop {
-        let mut pending = kernels_to_load();
-        if pending.is_empty() {
-            return loaded;
-        }
-        let lib = pending.remove(0) as CUlibrary;
-        if loaded >= cap {
-            pending.clear();
-            return loaded;
-        }
-        // The lock stays held: an unload of this library waits until its kernels are loaded.
-        let mut module: CUmodule = std::ptr::null_mut();
-        let mut count = 0u32;
-        if crate::driver::api::cuLibraryGetModule(&mut module, lib) != 0 || crate::driver::api::cuModuleGetFunctionCount(&mut count, module) != 0 {
-            continue;
-        }
-        let mut functions: Vec<CUfunction> = vec![std::ptr::null_mut(); count as usize];
-        if crate::driver::api::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, module) != 0 {
-            continue;
-        }
-        for f in functions.into_iter().take((cap - loaded) as usize) {
-            loaded += (crate::driver::api::cuFuncLoad(f) == 0) as u32;
-        }
-    }
-}
-
-/// The program unloads `library` (`cuLibraryUnload`; a module handle is never in the list):
-/// the thread no longer loads its kernels, and is done with it when this returns.
-pub fn on_unload(library: usize) {
-    kernels_to_load().retain(|&l| l != library);
 }
 
 /// Records this GPU for the next process's early preparation, when it is not the one recorded.
@@ -647,8 +586,6 @@ pub fn on_context_gone(ctx: Option<usize>) {
     if p.preload_ctx == 0 || ctx.is_some_and(|c| c != p.preload_ctx) {
         return;
     }
-    // Their kernels too (waiting for a library under way).
-    kernels_to_load().clear();
     let mut dropped = 0;
     p.table.each_ready(|prep| {
         if let Some(pre) = prep.preloaded.as_mut() {

@@ -37,7 +37,6 @@ fn rows() -> Vec<Row> {
         ("sass", "0", |o| !o.sass, &["maybe"]),
         ("prefetch", "0", |o| !o.prefetch, &["later"]),
         ("preload", "0", |o| !o.preload, &["ahead"]),
-        ("preload_kernels", "0", |o| !o.preload_kernels, &["all"]),
         ("ptxas", "/opt/cuda/bin/ptxas", |o| o.ptxas == Some(PathBuf::from("/opt/cuda/bin/ptxas")), &[]),
         ("patch_export_table", "1", |o| o.patch_export_table, &["on"]),
         ("managed_memory", "0", |o| !o.managed_memory, &["host"]),
@@ -160,13 +159,13 @@ fn path() -> impl Strategy<Value = Option<PathBuf>> {
 
 fn options() -> impl Strategy<Value = Options> {
     (
-        (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>(), any::<bool>()),
+        (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
         (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>(), any::<bool>()),
         (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
             |(
-                (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit, preload_kernels),
+                (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
                 (ctx, supp, json, instr, hoist, verb, pool, cache, patch, preload),
                 (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds, prefetch, arg_bounds),
             )| {
@@ -194,7 +193,6 @@ fn options() -> impl Strategy<Value = Options> {
                     sass,
                     prefetch,
                     preload,
-                    preload_kernels,
                     ptxas,
                     patch_export_table: patch,
                     framework_pools: pools,
