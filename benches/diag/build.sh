@@ -22,7 +22,7 @@ ptx=$(ls "$tmp"/ent/*.ptx | head -1)
 "$gptx" instrument --no-param-bounds "$ptx" -o "$tmp/checked_nb.ptx"
 "$gptx" instrument --no-opt "$ptx" -o "$tmp/checked_noopt.ptx"
 python3 "$root/benches/diag/variants.py" "$tmp/checked.ptx" "$tmp"
-variants="checked checked_al checked_nb checked_noopt checked_norep checked_noctl checked_bare"
+variants="checked checked_al checked_nb checked_noopt $(cd "$tmp" && ls checked_*.ptx | grep -v "checked_\(al\|nb\|noopt\)" | sed "s/\.ptx$//")"
 # OLD_GASAN_PTX: another build's gasan-ptx, for checked_old.cubin beside this build's.
 if [ -n "${OLD_GASAN_PTX:-}" ]; then "$OLD_GASAN_PTX" instrument "$ptx" -o "$tmp/checked_old.ptx"; variants+=" checked_old"; fi
 for v in $variants; do "$cuda/bin/ptxas" -arch=sm_90 -O3 --suppress-debug-info -o "$out/$v.cubin" "$tmp/$v.ptx"; done

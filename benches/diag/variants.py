@@ -6,7 +6,15 @@ load times say what a checked kernel's own load pays for.
   noctl   the control block reads (__gasan_ctl, constant bank 3) and __gasan_no_extent's
           address (constant bank 4) are special-register reads instead
   bare    both
-usage: variants.py CHECKED.ptx OUTDIR  -> OUTDIR/checked_{norep,noctl,bare}.ptx"""
+and, each changing one kind of statement of the report blocks only:
+  nofence   without their fence.release.sys
+  gpufence  with fence.acq_rel.gpu instead
+  noatom    the ring slot's atom.global.add is a volatile load
+  novol     plain loads and stores instead of volatile ones
+  membarsys with membar.sys instead
+  relgpu    with fence.release.gpu instead
+  onesys    the last of each block's fences a fence.release.sys, the others fence.release.gpu
+usage: variants.py CHECKED.ptx OUTDIR  -> OUTDIR/checked_<variant>.ptx"""
 import re
 import sys
 
@@ -25,7 +33,23 @@ def noctl(t):
     return re.sub(r"mov\.u64 (%\w+), __gasan_no_extent;", r"mov.u64 \1, %globaltimer;", t)
 
 
-for name, f in [("norep", norep), ("noctl", noctl), ("bare", lambda t: noctl(norep(t)))]:
+def sub(pattern, repl, flags=0):
+    return lambda t: re.sub(pattern, repl, t, flags=flags)
+
+
+variants = [
+    ("norep", norep),
+    ("noctl", noctl),
+    ("bare", lambda t: noctl(norep(t))),
+    ("nofence", sub(r"\n\s*fence\.release\.sys; //gasan", "")),
+    ("gpufence", sub(r"fence\.release\.sys;", "fence.acq_rel.gpu;")),
+    ("noatom", sub(r"atom\.global\.add\.u32 (%\w+), \[(%\w+)\+0\], 1;", r"ld.volatile.global.u32 \1, [\2];")),
+    ("membarsys", sub(r"fence\.release\.sys;", "membar.sys;")),
+    ("relgpu", sub(r"fence\.release\.sys;", "fence.release.gpu;")),
+    ("onesys", sub(r"fence\.release\.sys;(?=(?:(?!trap;).)*fence\.release\.sys;)", "fence.release.gpu;", re.S)),
+    ("novol", sub(r"(ld|st)\.volatile\.global", r"\1.global")),
+]
+for name, f in variants:
     v = f(ptx)
     assert v != ptx, f"{name}: nothing replaced"
     open(f"{out}/checked_{name}.ptx", "w").write(v)
