@@ -53,6 +53,30 @@ fn lines_with(ptx: &str, needle: &str) -> usize {
     ptx.lines().filter(|l| l.contains(needle)).count()
 }
 
+/// Each error record the module writes (from its slot's seq zeroed to its `$gasan_rec_done`
+/// label): the memory orderings in it, in order (fences, and the scope of release stores), and
+/// whether the thread traps after it.
+fn records(ptx: &str) -> Vec<(Vec<String>, bool)> {
+    let mut out = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    let mut lines = ptx.lines().map(str::trim).peekable();
+    while let Some(l) = lines.next() {
+        if l.starts_with("st.volatile.global.u32 [%ra2+48], 0;") {
+            current = Some(Vec::new());
+        } else if let Some(r) = current.as_mut() {
+            let op = l.split([' ', ';']).next().unwrap_or("");
+            if op.starts_with("fence.") || op.starts_with("membar.") || op.starts_with("st.release.") || op.starts_with("atom.release.") {
+                r.push(op.to_string());
+            }
+            if l.starts_with("$gasan_rec_done") {
+                let trap = lines.peek().is_some_and(|n| n.starts_with("trap;"));
+                out.push((current.take().unwrap(), trap));
+            }
+        }
+    }
+    out
+}
+
 /// The lines gasan added that order memory with a fence.
 fn added_fences(ptx: &str) -> Vec<&str> {
     ptx.lines().filter(|l| l.contains(MARKER)).filter(|l| ["fence.sc", "fence.acq_rel", "membar"].iter().any(|f| l.contains(f))).collect()
@@ -65,22 +89,34 @@ fn checked_modules_hold_no_fence_that_keeps_atomics_from_reducing() {
     for (k, opts) in option_sets().into_iter().enumerate() {
         let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
         assert_eq!(added_fences(&out), Vec::<&str>::new(), "{opts:?}");
-        // Every report block publishes its record with release fences (PTX 9.0, sm_90): three
-        // each. Halt mode: the slow-path function and the kernel's inline global, shared and
-        // space blocks; recover mode: the kernel calls the slow-path function.
-        let releases = lines_with(&out, "fence.release.sys;");
-        let blocks = if opts.recover { 1 } else { 3 };
-        assert!(releases >= 3 * blocks, "{releases} release fences, {opts:?}");
+        // Every report block publishes its record with release fences (PTX 9.0, sm_90), three
+        // each: before a trap (halt mode's inline global, shared and space blocks) the first two
+        // at GPU scope and the last at sys scope, so the whole record reaches the host before the
+        // trap (a sys fence costs each kernel's load; see emit::record_body); where the thread goes
+        // on (the slow-path function, which recover mode's kernel calls) all three at sys scope.
+        let recs = records(&out);
+        let (traps, goes_on): (Vec<_>, Vec<_>) = recs.iter().partition(|(_, trap)| *trap);
+        assert_eq!(traps.is_empty(), opts.recover, "{opts:?}");
+        assert_eq!(goes_on.len(), 1, "the slow-path function, {opts:?}");
+        for (fences, _) in &traps {
+            assert_eq!(fences, &["fence.release.gpu", "fence.release.gpu", "fence.release.sys"], "{opts:?}");
+        }
+        assert_eq!(goes_on[0].0, ["fence.release.sys"; 3], "{opts:?}");
         assemble(&dir, &format!("histo{k}"), &out);
-        // PTX 8.5 has no release fence: each field store is a release and the sequence number an
-        // exchange.
+        // PTX 8.5 has no release fence: each field store is a release (at GPU scope before a trap)
+        // and the sequence number a sys-scope exchange.
         let out = instrument_ptx(&at_version(&ptx, "8.5"), &opts).unwrap().ptx;
         assert_eq!(added_fences(&out), Vec::<&str>::new(), "8.5, {opts:?}");
         assert!(!out.contains("fence.release"), "8.5, {opts:?}");
-        let exchanges = lines_with(&out, "atom.release.sys.global.exch.b32");
-        let stores = out.lines().filter(|l| l.contains(MARKER) && l.contains("st.release.sys.global.")).count();
-        assert!(exchanges >= blocks, "{exchanges} report blocks, 8.5, {opts:?}");
-        assert_eq!(stores, 10 * exchanges, "8.5, {opts:?}");
+        let recs = records(&out);
+        assert_eq!(recs.iter().filter(|(_, trap)| !trap).count(), 1, "8.5, {opts:?}");
+        assert_eq!(recs.iter().any(|(_, trap)| *trap), !opts.recover, "8.5, {opts:?}");
+        for (orders, trap) in &recs {
+            let field = if *trap { "st.release.gpu.global" } else { "st.release.sys.global" };
+            assert_eq!(orders.len(), 11, "{orders:?}, 8.5, {opts:?}");
+            assert!(orders[..10].iter().all(|o| o.starts_with(field)), "{orders:?}, 8.5, {opts:?}");
+            assert_eq!(orders[10], "atom.release.sys.global.exch.b32", "8.5, {opts:?}");
+        }
         assemble(&dir, &format!("histo{k}_85"), &out);
     }
 }
@@ -93,11 +129,13 @@ fn heap_functions_order_with_release_fences() {
         let out = instrument_ptx(&ptx, &opts).unwrap().ptx;
         assert!(out.contains("__gasan_heap_alloc"), "the module routes its heap calls through gasan's heap ({opts:?})");
         assert_eq!(added_fences(&out), Vec::<&str>::new(), "{opts:?}");
-        assert_eq!(lines_with(&out, "fence.release.gpu;"), 2, "alloc and free ({opts:?})");
+        // Besides the report blocks' own (two each before a trap).
+        let traps = records(&out).iter().filter(|(_, trap)| *trap).count();
+        assert_eq!(lines_with(&out, "fence.release.gpu;"), 2 + 2 * traps, "alloc and free ({opts:?})");
         assemble(&dir, &format!("heap{k}"), &out);
         // Before PTX 8.6: `membar.gl`, and no other fence.
         let out = instrument_ptx(&at_version(&ptx, "8.5"), &opts).unwrap().ptx;
-        let fences = added_fences(&out);
+        let fences: Vec<_> = added_fences(&out).into_iter().filter(|l| !l.contains("membar.sys")).collect();
         assert_eq!(fences.len(), 2, "{fences:?} ({opts:?})");
         assert!(fences.iter().all(|l| l.trim_start().starts_with("membar.gl;")), "{fences:?} ({opts:?})");
     }
@@ -111,8 +149,13 @@ fn targets_before_the_memory_model_publish_with_membar() {
     let old = at_version(&ptx, "6.0").replacen(".target sm_90", ".target sm_60", 1);
     let out = instrument_ptx(&old, &InstrumentOptions::default()).unwrap_or_else(|e| panic!("{e}")).ptx;
     assert!(!out.contains(".release"), "no release stores before sm_70");
-    assert!(added_fences(&out).iter().all(|l| l.contains("membar.sys")));
-    assert!(added_fences(&out).len() >= 6);
+    // Before a trap the record's inner fences are GPU-scope, its last one sys-scope.
+    let recs = records(&out);
+    assert!(recs.iter().any(|(_, trap)| *trap));
+    for (fences, trap) in &recs {
+        let inner = if *trap { "membar.gl" } else { "membar.sys" };
+        assert_eq!(fences, &[inner, inner, "membar.sys"], "{recs:?}");
+    }
 }
 
 /// `wmma` tiles with a run-time stride: accesses of a width computed at run time (two probes

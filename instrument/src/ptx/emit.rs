@@ -184,7 +184,7 @@ fn prelude(scale: Scale, publish: Publish, no_extent: bool) -> String {
         "ld.param.u32 %rr2, [gasan_site];",
         "ld.param.u32 %rr3, [gasan_shadow];",
     ]);
-    record_body(&mut body, publish, "");
+    record_body(&mut body, publish, "", AfterRecord::Continue);
     ln!(body; "ld.const.u64 %ra3, [", ctl, "+", ctl_offset::FLAGS, "];");
     ln!(body; "and.b64 %ra3, %ra3, ", FLAG_RECOVER, ";");
     body.texts(&["setp.eq.u64 %rp2, %ra3, 0;", "@%rp2 trap;", "mov.u32 %rr11, 1;", "st.param.b32 [gasan_ret], %rr11;", "ret;", "}"]);
@@ -308,7 +308,7 @@ fn fail_block(report: ReportBlock, scale: Scale, indent: &str, publish: Publish)
     ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 56;");
     f.text("cvt.u32.u64 %rr1, %ra3;");
     report.shadow(&mut f, scale);
-    record_body(&mut f, publish, report.suffix());
+    record_body(&mut f, publish, report.suffix(), AfterRecord::Trap);
     f.texts(&["trap;", "}"]);
     s
 }
@@ -372,18 +372,36 @@ pub(super) fn publish_for(header: &Header) -> Publish {
 /// any field is written and set to index + 1 after all of them, so a writer killed mid-record
 /// (another thread's trap) leaves seq 0, never an older record's seq over a mix of two records;
 /// and the final seq is performed before the thread goes on (to a trap, in halt mode).
-pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str) {
+///
+/// `then` is what follows the record. Before a trap ([`AfterRecord::Trap`], the halt-mode report
+/// blocks) the host reads the ring only after the kernel is dead, so only the finished record must
+/// reach it: the steps are ordered at GPU scope and one sys-scope release ends the record. Every
+/// sys-scope fence in a kernel costs its lazy load ~3.7 µs on the H100 (the driver's work on the
+/// SASS: benches/diag, `checked_onesys` 21.2 µs a kernel against 28.4 with three), paid at each
+/// kernel's first launch. Where the thread goes on ([`AfterRecord::Continue`], recover mode, the
+/// device heap's free), a reader may look while other kernels run: every step at sys scope.
+pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str, then: AfterRecord) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let release = publish == Publish::ReleaseStores;
+    let inner = match then {
+        AfterRecord::Trap => FenceScope::Gpu,
+        AfterRecord::Continue => FenceScope::Sys,
+    };
     // Release stores order themselves; the other forms fence between volatile stores.
-    let fence = (!release).then(|| publish.release_fence(FenceScope::Sys));
-    let fence = |l: &mut Lines<'_>| {
-        if let Some(f) = fence {
+    let inner_fence = (!release).then(|| publish.release_fence(inner));
+    let last_fence = (!release).then(|| publish.release_fence(FenceScope::Sys));
+    let put = |l: &mut Lines<'_>, f: Option<&str>| {
+        if let Some(f) = f {
             l.text(f);
         }
     };
+    let fence = |l: &mut Lines<'_>| put(l, inner_fence);
     // A field store: a release where the stores order themselves, else volatile between fences.
-    let sem = if release { "release.sys" } else { "volatile" };
+    let sem = match (release, inner) {
+        (false, _) => "volatile",
+        (true, FenceScope::Gpu) => "release.gpu",
+        (true, FenceScope::Sys) => "release.sys",
+    };
     let st = |l: &mut Lines<'_>, ty: &str, off: usize, val: &str| ln!(l; "st.", sem, ".global.", ty, " [%ra2+", off, "], ", val, ";");
     ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::RING, "];");
     l.text("setp.eq.u64 %rp0, %ra1, 0;");
@@ -419,16 +437,25 @@ pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str) {
         ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ + 4, "], %rr9;");
     } else {
         ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ, "], %rr10;");
-        fence(l);
+        put(l, last_fence);
     }
     ln!(l; "$gasan_rec_done", suffix, ":");
 }
 
-/// [`record_body`]'s lines, unmarked (heap.rs assembles its functions, once per module, from
+/// What a thread does after writing an error record ([`record_body`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum AfterRecord {
+    /// Traps (halt mode's report blocks).
+    Trap,
+    /// Goes on (recover mode's slow path, the device heap's free).
+    Continue,
+}
+
+/// [`record_body`]'s lines for a thread that goes on, unmarked (heap.rs assembles its functions, once per module, from
 /// lines).
 pub(super) fn record_body_lines(publish: Publish, suffix: &str) -> Vec<String> {
     let mut s = String::new();
-    record_body(&mut Lines::unmarked(&mut s, ""), publish, suffix);
+    record_body(&mut Lines::unmarked(&mut s, ""), publish, suffix, AfterRecord::Continue);
     s.lines().map(String::from).collect()
 }
 

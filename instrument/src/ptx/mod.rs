@@ -184,7 +184,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 47;
+pub const REVISION: u32 = 48;
 
 /// Instruments a PTX module.
 ///
