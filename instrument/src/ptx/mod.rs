@@ -126,6 +126,9 @@ pub struct FunctionStats {
     /// Shared/local checks emitted (spaces.rs).
     #[serde(default)]
     pub space_checked: u32,
+    /// Shared/local checks dropped: proven by earlier checks on every path (spaces.rs).
+    #[serde(default)]
+    pub space_eliminated: u32,
 }
 
 /// Whole-module counts.
@@ -145,6 +148,7 @@ impl Stats {
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
             t.space_checked += f.space_checked;
+            t.space_eliminated += f.space_eliminated;
             for (k, v) in f.skipped {
                 *t.skipped.entry(k).or_default() += v;
             }
@@ -162,6 +166,7 @@ impl Stats {
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
             t.space_checked += f.space_checked;
+            t.space_eliminated += f.space_eliminated;
             for (k, v) in &f.skipped {
                 *t.skipped.entry(k.clone()).or_default() += v;
             }
@@ -184,7 +189,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 48;
+pub const REVISION: u32 = 49;
 
 /// Instruments a PTX module.
 ///
@@ -1395,6 +1400,10 @@ impl<'a> Rewriter<'a> {
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
                 self.stats.functions.entry(f.name.clone()).or_default().space_checked += 1;
+                return None;
+            }
+            Some(spaces::Role::Available) => {
+                self.stats.functions.entry(f.name.clone()).or_default().space_eliminated += 1;
                 return None;
             }
             Some(spaces::Role::Leader(members)) => {

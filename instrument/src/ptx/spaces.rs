@@ -779,6 +779,9 @@ pub(super) enum Role {
     Leader(Vec<Member>),
     /// Checked by its group's leader.
     Covered,
+    /// Proven by checks made earlier on every path to it ([`available_checks`]): no check, and a
+    /// leader's members with it.
+    Available,
 }
 
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
@@ -809,6 +812,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
         let (f, mut regs) = (m.functions.get(b.name.as_str()), super::RegTypes::default());
+        let mut any_check = false;
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let t = line.code;
             let loc = locs[i];
@@ -836,6 +840,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                         _ => None,
                     };
                     if let Some(c) = check {
+                        any_check = true;
                         let reg = match &c.base {
                             Base::Window(r, _) | Base::Generic(r) => Some(r.clone()),
                             _ => None,
@@ -865,14 +870,228 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
             }
         }
         close(&mut open, &mut roles, None);
-    }
-    // A member is covered when its group got a leader (groups of one have none).
-    for (key, leader) in member_keys {
-        if matches!(roles.get(&leader), Some(Role::Leader(_))) {
-            roles.insert(key, Role::Covered);
+        // A member is covered when its group got a leader (groups of one have none).
+        for (key, leader) in member_keys.drain(..) {
+            if matches!(roles.get(&leader), Some(Role::Leader(_))) {
+                roles.insert(key, Role::Covered);
+            }
+        }
+        // Only a check of every lane, unguarded, proves anything for later accesses.
+        if let (Some(f), true) = (f, any_check) {
+            available_checks(lines, b, m, f, skip, &mut roles);
         }
     }
     roles
+}
+
+/// What a passed check proved: the bytes `[lo, hi)` of `var` from the address in `reg` are the
+/// variable's (through a window or a generic address, as `generic` says). A check's result
+/// depends on the register's value and the variable's bounds only (shared and local memory have
+/// no shadow to change), so it stands until the register is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Proven {
+    reg: String,
+    var: String,
+    generic: bool,
+    lo: i64,
+    hi: i64,
+}
+
+/// A step of a basic block, in order.
+enum Step {
+    /// A shared/local access at its key: what its check would prove, and whether it proves it
+    /// for the accesses after it (an unguarded check of every lane).
+    Access((usize, usize), Proven, bool),
+    /// Registers written.
+    Writes(Vec<String>),
+}
+
+#[derive(Default)]
+struct Block {
+    steps: Vec<Step>,
+    /// Labels it may branch to.
+    targets: Vec<String>,
+    /// Whether the next block is reached by falling through.
+    falls_through: bool,
+}
+
+/// Facts known at a point: `None` is every fact (a block no path has reached yet).
+type Facts = Option<Vec<Proven>>;
+
+/// Facts a point keeps at most (a block of hundreds of checks through one register would
+/// otherwise make the meet quadratic); past it, the newest are dropped, which only keeps checks.
+const MAX_FACTS: usize = 64;
+
+/// The facts true after both `a` and `b`: the overlaps of their ranges of one register and
+/// variable, without any that another one covers.
+fn meet_facts(a: &Facts, b: &Facts) -> Facts {
+    match (a, b) {
+        (None, x) | (x, None) => x.clone(),
+        (Some(a), Some(b)) => {
+            let mut out: Vec<Proven> = Vec::new();
+            for x in a {
+                for y in b.iter().filter(|y| (&y.reg, &y.var, y.generic) == (&x.reg, &x.var, x.generic)) {
+                    let p = Proven { lo: x.lo.max(y.lo), hi: x.hi.min(y.hi), ..x.clone() };
+                    if p.lo < p.hi && !covers(&out, &p) {
+                        out.retain(|q| !(q.reg == p.reg && q.var == p.var && q.generic == p.generic && p.lo <= q.lo && q.hi <= p.hi));
+                        out.push(p);
+                    }
+                }
+            }
+            out.truncate(MAX_FACTS);
+            Some(out)
+        }
+    }
+}
+
+fn covers(facts: &[Proven], p: &Proven) -> bool {
+    facts.iter().any(|f| f.reg == p.reg && f.var == p.var && f.generic == p.generic && f.lo <= p.lo && p.hi <= f.hi)
+}
+
+/// Marks [`Role::Available`] the checks of `b` that checks made earlier on every path already
+/// prove (scan's unrolled `s[tid] += s[tid - off]` stages check `s[tid]` once, not once per
+/// stage): a forward must-analysis over the body's basic blocks, a fact per passed check (its
+/// whole range for a group's leader), killed by any write of its register. Bodies with an
+/// indirect branch (`brx.idx`) are left as they are.
+fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces, skip: &super::LineSet, roles: &mut HashMap<(usize, usize), Role>) {
+    let mut blocks: Vec<Block> = vec![Block { falls_through: true, ..Block::default() }];
+    let mut labels: HashMap<&str, usize> = HashMap::default();
+    let mut regs = super::RegTypes::default();
+    let new_block = |blocks: &mut Vec<Block>| {
+        if !blocks.last().is_some_and(|bl| bl.steps.is_empty() && bl.targets.is_empty() && bl.falls_through) {
+            blocks.push(Block { falls_through: true, ..Block::default() });
+        }
+    };
+    for (i, line) in body_lines(lines, b, b.open + 1) {
+        let t = line.code;
+        if t.starts_with(".reg") {
+            for decl in line.reg_declarations() {
+                regs.declare(decl);
+            }
+            continue;
+        }
+        if let Some(name) = t.strip_suffix(':') {
+            new_block(&mut blocks);
+            labels.insert(name.trim(), blocks.len() - 1);
+            continue;
+        }
+        for (j, st) in line.stmts().iter().enumerate() {
+            let Some(ins) = st.instr.as_ref() else { continue };
+            let block = blocks.last_mut().expect("one block at least");
+            if !skip.contains(&i) {
+                let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
+                if let Some(c) = plan(ins, m, f, &reg_bits).filter(|c| c.width_reg.is_none()) {
+                    let proven = match (&c.base, roles.get(&(i, j))) {
+                        (_, Some(Role::Covered)) => None,
+                        (Base::Window(r, _), role) | (Base::Generic(r), role) => {
+                            let (lo, hi) = match role {
+                                Some(Role::Leader(members)) => {
+                                    (members.iter().map(|mb| mb.check.offset).min().unwrap_or(c.offset), members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().unwrap_or(c.offset))
+                                }
+                                _ => (c.offset, c.offset + i64::from(c.width)),
+                            };
+                            Some(Proven { reg: r.clone(), var: c.var.clone(), generic: matches!(c.base, Base::Generic(_)), lo, hi })
+                        }
+                        _ => None,
+                    };
+                    if let Some(p) = proven.filter(|p| p.lo < p.hi) {
+                        block.steps.push(Step::Access((i, j), p, ins.guard.is_none() && c.lanes == 32));
+                    }
+                }
+            }
+            let writes: Vec<String> = st.dests().map(str::to_string).collect();
+            if !writes.is_empty() {
+                block.steps.push(Step::Writes(writes));
+            }
+            match ins.opcode.op {
+                Op::Brx => return,
+                Op::Bra => {
+                    let Some(target) = ins.operands.first() else { return };
+                    block.targets.push(target.trim().to_string());
+                    block.falls_through = ins.guard.is_some();
+                    new_block(&mut blocks);
+                }
+                op if op.jumps_away() => {
+                    block.falls_through = ins.guard.is_some();
+                    new_block(&mut blocks);
+                }
+                _ => {}
+            }
+        }
+    }
+    // Predecessors; a branch to a label the body lacks leaves it as it is.
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); blocks.len()];
+    for (k, bl) in blocks.iter().enumerate() {
+        for t in &bl.targets {
+            let Some(&to) = labels.get(t.as_str()) else { return };
+            preds[to].push(k);
+        }
+        if bl.falls_through && k + 1 < blocks.len() {
+            preds[k + 1].push(k);
+        }
+    }
+    let transfer = |bl: &Block, mut facts: Facts, mut on_access: Option<&mut dyn FnMut((usize, usize), bool)>| -> Facts {
+        for step in &bl.steps {
+            match step {
+                Step::Access(key, p, proves) => {
+                    let known = facts.as_ref().is_none_or(|fs| covers(fs, p));
+                    if let Some(cb) = on_access.as_mut() {
+                        cb(*key, known);
+                    }
+                    if let (Some(fs), true, false) = (facts.as_mut(), *proves, known) {
+                        if fs.len() < MAX_FACTS {
+                            fs.push(p.clone());
+                        }
+                    }
+                }
+                Step::Writes(ws) => {
+                    if let Some(fs) = facts.as_mut() {
+                        fs.retain(|p| !ws.contains(&p.reg));
+                    }
+                }
+            }
+        }
+        facts
+    };
+    // Entry: nothing known. Iterate to the fixed point (facts only shrink).
+    let mut out: Vec<Facts> = vec![None; blocks.len()];
+    let in_of = |k: usize, out: &[Facts]| -> Facts {
+        if k == 0 {
+            return Some(Vec::new());
+        }
+        preds[k].iter().fold(None, |acc, &p| meet_facts(&acc, &out[p]))
+    };
+    // Facts only shrink, so this ends within a few passes (one more per loop nesting level); the
+    // cap on facts could make a pass undo another's, so past a bound nothing is marked.
+    let mut changed = true;
+    let mut passes = 0;
+    while changed {
+        passes += 1;
+        if passes > blocks.len() + 8 {
+            return;
+        }
+        changed = false;
+        for k in 0..blocks.len() {
+            let new = transfer(&blocks[k], in_of(k, &out), None);
+            if new != out[k] {
+                out[k] = new;
+                changed = true;
+            }
+        }
+    }
+    for (k, block) in blocks.iter().enumerate() {
+        let facts = in_of(k, &out);
+        // A block no path reaches keeps its checks (nothing to gain, nothing to risk).
+        if facts.is_none() {
+            continue;
+        }
+        let mut mark = |key: (usize, usize), known: bool| {
+            if known {
+                roles.insert(key, Role::Available);
+            }
+        };
+        transfer(block, facts, Some(&mut mark));
+    }
 }
 
 /// The inline range check of a group (before its leader) and its out-of-line stub, which rechecks
@@ -1060,5 +1279,39 @@ mod group_tests {
         assert!(!roles.contains_key(&(at("%f5"), 0)));
         assert!(matches!(roles.get(&(at("%f6"), 0)), Some(Role::Leader(v)) if v.len() == 2));
         assert!(matches!(roles.get(&(at("%f7"), 0)), Some(Role::Covered)));
+    }
+
+    #[test]
+    fn a_check_made_on_every_path_before_an_access_stands_for_its_check_until_its_register_is_written() {
+        let body = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .f32 %f<9>;\n.reg .pred %p<4>;\n\
+                    .shared .align 4 .b8 a[128];\n\
+                    mov.u32 %r1, a;\nadd.s32 %r2, %r1, %r9;\nadd.s32 %r4, %r1, %r8;\n\
+                    st.shared.f32 [%r2], %f1;\nbar.sync 0;\n@%p1 bra $L1;\nld.shared.f32 %f2, [%r2+-4];\n\
+                    $L1:\nbar.sync 0;\nld.shared.f32 %f3, [%r2];\n\
+                    @%p2 bra $L2;\nst.shared.f32 [%r1+8], %f3;\n$L2:\nld.shared.f32 %f4, [%r1+8];\n\
+                    $L3:\nld.shared.f32 %f5, [%r2+0];\nadd.s32 %r2, %r2, 4;\n@%p3 bra $L3;\nld.shared.f32 %f6, [%r2];\n\
+                    @%p1 ld.shared.f32 %f7, [%r4];\nld.shared.f32 %f8, [%r4];\nret;\n}\n";
+        let lines = Line::read_all(body.split_inclusive('\n'));
+        let bodies = Bodies::scan(&lines);
+        let m = analyze(&lines, &bodies);
+        let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+        let available = |needle: &str| {
+            let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+            matches!(roles.get(&(i, 0)), Some(Role::Available))
+        };
+        // The store's check proves s[%r2]'s 4 bytes on both paths to the load after the join
+        // (a barrier in between changes nothing: shared bounds do not move).
+        assert!(available("%f3, [%r2]"));
+        for (needle, why) in [
+            ("[%r2], %f1", "the first check"),
+            ("%f2, [%r2+-4]", "another range"),
+            ("[%r1+8], %f3", "first check of %r1+8"),
+            ("%f4, [%r1+8]", "checked on one of the two paths only"),
+            ("%f5, [%r2+0]", "a loop head: the back edge brings %r2 written"),
+            ("%f6, [%r2]", "after the write of %r2"),
+            ("%f8, [%r4]", "the earlier check of %r4 was guarded"),
+        ] {
+            assert!(!available(needle), "{needle}: {why}");
+        }
     }
 }
