@@ -43,7 +43,9 @@ impl Bodies {
                 in_block_comment = find_pair(line.raw, b'*', b'/').is_none();
                 continue;
             }
-            if let Some(p) = find_pair(line.stripped, b'/', b'*') {
+            // (`/*` is in `stripped` only where it is in `code`, which is `stripped` trimmed.)
+            let comment_opens = if line.slash { find_pair(line.stripped, b'/', b'*') } else { None };
+            if let Some(p) = comment_opens {
                 in_block_comment = find_pair(&line.stripped[p..], b'*', b'/').is_none();
                 continue;
             }
@@ -53,7 +55,7 @@ impl Bodies {
                     pending = Some((name, t.split_whitespace().any(|w| w == ".entry")));
                 }
             }
-            let (opens, closes) = count_braces(t);
+            let (opens, closes) = if line.braces { count_braces(t) } else { (0, 0) };
             if open.is_none() && opens > 0 {
                 if let Some((name, entry)) = pending.take() {
                     open = Some((name, entry, i, depth));
