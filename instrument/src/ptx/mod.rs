@@ -509,17 +509,22 @@ impl<'a> Line<'a> {
         Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
     }
 
-    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text`].)
+    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
     #[cfg(test)]
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
     }
 
     /// `read_all` of `text.split_inclusive('\n')`, the vector sized first (its lines counted
-    /// with `memchr`): collected, it grew by doubling and copied every line it held each time.
-    fn read_text(text: &'a str) -> Vec<Self> {
+    /// with `memchr`: collected, it grew by doubling and copied every line it held each time),
+    /// each line also given to `bodies` as it is read.
+    fn read_text_scanning(text: &'a str, bodies: &mut bodies::Scanner) -> Vec<Self> {
         let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
-        lines.extend(text.split_inclusive('\n').map(Line::read));
+        for raw in text.split_inclusive('\n') {
+            lines.push(Line::read(raw));
+            let i = lines.len() - 1;
+            bodies.line(i, &lines[i]);
+        }
         lines
     }
 
@@ -893,9 +898,10 @@ impl<'a> Rewriter<'a> {
         // Read on this thread whatever the thread count: reading a line costs little more than
         // writing it, so lines read on other threads cost as much again to move into the one
         // vector every pass indexes (a piece a thread was slower than one thread reading all).
-        let input = Line::read_text(body);
+        let mut scanner = bodies::Scanner::default();
+        let input = Line::read_text_scanning(body, &mut scanner);
         let planned = self.opts.optimize && !self.opts.recover;
-        let input_bodies = bodies::Bodies::scan(&input);
+        let input_bodies = scanner.finish();
         // With threads to spare, the source locations and the shared/local declarations (read by
         // every part of a split rewrite) are found on two more while this one scans the branches
         // and versions loops: serial passes of the whole module, run side by side. Versioning
