@@ -34,46 +34,11 @@ pub(super) struct Bodies {
 
 impl Bodies {
     pub fn scan(lines: &[Line<'_>]) -> Bodies {
-        let mut list = Vec::new();
-        let (mut depth, mut in_block_comment) = (0i64, false);
-        let mut pending: Option<(String, bool)> = None;
-        let mut open: Option<(String, bool, usize, i64)> = None;
+        let mut s = Scanner::default();
         for (i, line) in lines.iter().enumerate() {
-            if in_block_comment {
-                in_block_comment = find_pair(line.raw, b'*', b'/').is_none();
-                continue;
-            }
-            if let Some(p) = find_pair(line.stripped, b'/', b'*') {
-                in_block_comment = find_pair(&line.stripped[p..], b'*', b'/').is_none();
-                continue;
-            }
-            let t = line.code;
-            if t.starts_with('.') && t.contains('(') {
-                if let Some(name) = function_name(t) {
-                    pending = Some((name, t.split_whitespace().any(|w| w == ".entry")));
-                }
-            }
-            let (opens, closes) = count_braces(t);
-            if open.is_none() && opens > 0 {
-                if let Some((name, entry)) = pending.take() {
-                    open = Some((name, entry, i, depth));
-                }
-            }
-            depth += i64::from(opens - closes);
-            if let Some((_, _, _, at)) = &open {
-                if closes > 0 && depth <= *at {
-                    let (name, entry, start, _) = open.take().expect("just matched");
-                    list.push(Body { name, entry, open: start, close: i });
-                }
-            }
-            if depth < 0 {
-                break; // unbalanced: the rewriter stops with an error at this line
-            }
+            s.line(i, line);
         }
-        if let Some((name, entry, start, _)) = open {
-            list.push(Body { name, entry, open: start, close: usize::MAX });
-        }
-        Bodies { list }
+        s.finish()
     }
 
     /// The same bodies after their lines moved (`to[i]`: where line `i` went).
@@ -116,6 +81,68 @@ impl Bodies {
     /// place code at (the opening and closing lines may hold other text around their braces).
     pub fn interior(&self, i: usize) -> bool {
         self.holding(i).is_some_and(|b| b.open < i && i < b.close)
+    }
+}
+
+/// [`Bodies::scan`] a line at a time: the rewriter scans each line as it reads it, while the
+/// line is in cache (a second pass over the lines read them from memory again).
+#[derive(Default)]
+pub(super) struct Scanner {
+    list: Vec<Body>,
+    depth: i64,
+    in_block_comment: bool,
+    pending: Option<(String, bool)>,
+    open: Option<(String, bool, usize, i64)>,
+    /// Stopped at a line that left the brace depth below zero: later lines are not looked at.
+    stopped: bool,
+}
+
+impl Scanner {
+    /// Takes line `i` (lines come in order from 0).
+    pub fn line(&mut self, i: usize, line: &Line<'_>) {
+        if self.stopped {
+            return;
+        }
+        if self.in_block_comment {
+            self.in_block_comment = find_pair(line.raw, b'*', b'/').is_none();
+            return;
+        }
+        // (`/*` is in `stripped` only where it is in `code`, which is `stripped` trimmed.)
+        let comment_opens = if line.slash { find_pair(line.stripped, b'/', b'*') } else { None };
+        if let Some(p) = comment_opens {
+            self.in_block_comment = find_pair(&line.stripped[p..], b'*', b'/').is_none();
+            return;
+        }
+        let t = line.code;
+        if t.starts_with('.') && t.contains('(') {
+            if let Some(name) = function_name(t) {
+                self.pending = Some((name, t.split_whitespace().any(|w| w == ".entry")));
+            }
+        }
+        let (opens, closes) = if line.braces { count_braces(t) } else { (0, 0) };
+        if self.open.is_none() && opens > 0 {
+            if let Some((name, entry)) = self.pending.take() {
+                self.open = Some((name, entry, i, self.depth));
+            }
+        }
+        self.depth += i64::from(opens - closes);
+        if let Some((_, _, _, at)) = &self.open {
+            if closes > 0 && self.depth <= *at {
+                let (name, entry, start, _) = self.open.take().expect("just matched");
+                self.list.push(Body { name, entry, open: start, close: i });
+            }
+        }
+        if self.depth < 0 {
+            self.stopped = true; // unbalanced: the rewriter stops with an error at this line
+        }
+    }
+
+    /// The bodies of the lines taken.
+    pub fn finish(mut self) -> Bodies {
+        if let Some((name, entry, start, _)) = self.open.take() {
+            self.list.push(Body { name, entry, open: start, close: usize::MAX });
+        }
+        Bodies { list: self.list }
     }
 }
 

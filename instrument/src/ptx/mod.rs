@@ -279,9 +279,14 @@ struct LocChain {
 }
 
 impl LocChain {
-    /// The location a `.loc` directive (its operands, `rest`) stands for.
-    fn resolve(&mut self, rest: &str) -> Option<Loc> {
-        match rest.split_once("inlined_at") {
+    const INLINED_AT: &'static str = "inlined_at";
+
+    /// The location a `.loc` directive (its operands, `rest`) stands for. (`inlined_at` is
+    /// [`LocChain::INLINED_AT`], built once: a `str` pattern builds its searcher at every call,
+    /// which cost more than the rest of a `.loc` line.)
+    fn resolve(&mut self, rest: &str, inlined_at: &memchr::memmem::Finder<'_>) -> Option<Loc> {
+        let split = inlined_at.find(rest.as_bytes()).map(|p| (&rest[..p], &rest[p + Self::INLINED_AT.len()..]));
+        match split {
             Some((own, at)) => {
                 let (own, at) = (loc_numbers(own)?, loc_numbers(at)?);
                 let outer = self.outer.get(&at).copied().unwrap_or(at);
@@ -304,12 +309,17 @@ impl LocChain {
 /// line to its first `.loc`. Found once and read by every pass that records sites.
 fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<Loc>> {
     let (mut chain, mut loc) = (LocChain::default(), None);
+    let inlined_at = memchr::memmem::Finder::new(LocChain::INLINED_AT);
     let mut locs = Vec::with_capacity(lines.len());
+    // The bodies' opening lines in order (`bodies.opening_at(i)` of every line, without a search
+    // per line).
+    let mut opens = bodies.iter().map(|b| b.open).peekable();
     for (i, line) in lines.iter().enumerate() {
         if let Some(rest) = line.code.strip_prefix(".loc") {
-            loc = chain.resolve(rest).or(loc);
+            loc = chain.resolve(rest, &inlined_at).or(loc);
         }
-        if bodies.opening_at(i).is_some() {
+        while opens.next_if(|&o| o < i).is_some() {}
+        if opens.peek() == Some(&i) {
             loc = None;
         }
         locs.push(loc);
@@ -344,6 +354,9 @@ struct Line<'a> {
     /// `code` holds a `[`: every memory access names its address in brackets, so a line without
     /// one holds none (asked of every line by several passes).
     brackets: bool,
+    /// `code` holds a `/`: a line without one neither opens nor closes a block comment (the
+    /// module-wide body scan asks this of every line).
+    slash: bool,
 }
 
 /// A `bool` computed on first use and kept, shared between threads: a pure function of what it
@@ -436,12 +449,13 @@ impl<'a> Line<'a> {
         let stripped = strip_comment(raw);
         let code = access::trim(stripped);
         // (One pass over the line for both.)
-        let (mut braces, mut brackets) = (false, false);
+        let (mut braces, mut brackets, mut slash) = (false, false, false);
         for b in code.bytes() {
             braces |= b == b'{' || b == b'}';
             brackets |= b == b'[';
+            slash |= b == b'/';
         }
-        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets }
+        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
@@ -497,50 +511,24 @@ impl<'a> Line<'a> {
         'a: 's,
     {
         let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets }
+        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
     }
 
-    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text`].)
+    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
     #[cfg(test)]
     fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
         raws.into_iter().map(Line::read).collect()
     }
 
     /// `read_all` of `text.split_inclusive('\n')`, the vector sized first (its lines counted
-    /// with `memchr`): collected, it grew by doubling and copied every line it held each time.
-    fn read_text(text: &'a str) -> Vec<Self> {
+    /// with `memchr`: collected, it grew by doubling and copied every line it held each time),
+    /// each line also given to `bodies` as it is read.
+    fn read_text_scanning(text: &'a str, bodies: &mut bodies::Scanner) -> Vec<Self> {
         let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
-        lines.extend(text.split_inclusive('\n').map(Line::read));
-        lines
-    }
-
-    /// The lines of `text` (`read_text` of it), read in `n` pieces cut
-    /// after a newline, each on a thread of its own.
-    fn read_all_in_parts(text: &'a str, n: usize) -> Vec<Self> {
-        let mut pieces = Vec::with_capacity(n);
-        let mut rest = text;
-        for k in 0..n.saturating_sub(1) {
-            // About a (n - k)-th of what is left, to the end of a line.
-            let want = rest.len() / (n - k);
-            match memchr::memchr(b'\n', &rest.as_bytes()[want..]) {
-                Some(p) if want + p + 1 < rest.len() => {
-                    let (piece, after) = rest.split_at(want + p + 1);
-                    pieces.push(piece);
-                    rest = after;
-                }
-                _ => break,
-            }
-        }
-        pieces.push(rest);
-        let read: Vec<Vec<Self>> = std::thread::scope(|s| {
-            let handles: Vec<_> = pieces[1..].iter().map(|p| s.spawn(move || Line::read_text(p))).collect();
-            let mut all = vec![Line::read_text(pieces[0])];
-            all.extend(handles.into_iter().map(|h| h.join().expect("reading lines panicked")));
-            all
-        });
-        let mut lines = Vec::with_capacity(read.iter().map(Vec::len).sum());
-        for r in read {
-            lines.extend(r);
+        for raw in text.split_inclusive('\n') {
+            lines.push(Line::read(raw));
+            let i = lines.len() - 1;
+            bodies.line(i, &lines[i]);
         }
         lines
     }
@@ -912,15 +900,27 @@ impl<'a> Rewriter<'a> {
             self.out.push('\n');
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
-        let input = match read_threads(body.len(), threads) {
-            n if n > 1 => Line::read_all_in_parts(body, n),
-            _ => Line::read_text(body),
-        };
+        // Read on this thread whatever the thread count: reading a line costs little more than
+        // writing it, so lines read on other threads cost as much again to move into the one
+        // vector every pass indexes (a piece a thread was slower than one thread reading all).
+        let mut scanner = bodies::Scanner::default();
+        let input = Line::read_text_scanning(body, &mut scanner);
         let planned = self.opts.optimize && !self.opts.recover;
-        let input_bodies = bodies::Bodies::scan(&input);
-        // (Kernel-parameter bounds ask which lines are in loops, in every mode.)
-        let input_branches = if planned || self.opts.param_bounds { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
-        let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
+        let input_bodies = scanner.finish();
+        // With threads to spare, the source locations and the shared/local declarations (read by
+        // every part of a split rewrite) are found on two more while this one scans the branches
+        // and versions loops: serial passes of the whole module, run side by side. Versioning
+        // moves the lines, and then both are found again from the new lines.
+        let spare = read_threads(body.len(), threads) > 1;
+        let (input_branches, versioned, early) = std::thread::scope(|s| {
+            let early = spare.then(|| (s.spawn(|| source_locations(&input, &input_bodies)), s.spawn(|| spaces::declarations(&input))));
+            // (Kernel-parameter bounds ask which lines are in loops, in every mode.)
+            let input_branches = if planned || self.opts.param_bounds { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
+            let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
+            let early = early.map(|(locs, declared)| (locs.join().expect("finding source locations panicked"), declared.join().expect("scanning declarations panicked")));
+            (input_branches, versioned, early)
+        });
+        let early = early.filter(|_| versioned.is_none());
         if versioned.as_ref().is_some_and(|v| v.sweeps) {
             // Defined ahead of every function, so each range test can call it.
             self.out.push_str(&loops::sweep_function(self.opts.scale));
@@ -940,7 +940,10 @@ impl<'a> Rewriter<'a> {
         };
         let none = LineSet::default();
         let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
-        let locs = source_locations(&lines, &bodies);
+        let (locs, declared) = match early {
+            Some((locs, declared)) => (locs, Some(declared)),
+            None => (source_locations(&lines, &bodies), None),
+        };
         let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
         let heap_calls = heap::HeapCalls::for_module(self.src);
         let module = Module {
@@ -958,7 +961,7 @@ impl<'a> Rewriter<'a> {
         if heap_calls.is_none() {
             let parts = parts(&bodies, lines.len(), self.src.len(), threads);
             if parts.len() > 1 {
-                if let Some(done) = self.run_parts(&module, &parts) {
+                if let Some(done) = self.run_parts(&module, &parts, declared) {
                     // Dropping the lines and their parse costs as much as reading them.
                     drop_in_parts(lines, parts.len());
                     return Ok(done);
@@ -998,12 +1001,14 @@ impl<'a> Rewriter<'a> {
     /// `None` when a part does not end as the walk of the whole module would pass from it to the
     /// next (an error, an unclosed brace or block comment): the module is then walked in one
     /// piece, which finds the same error or state.
-    fn run_parts(&mut self, m: &Module<'_, '_>, parts: &[std::ops::Range<usize>]) -> Option<Instrumented> {
+    fn run_parts(&mut self, m: &Module<'_, '_>, parts: &[std::ops::Range<usize>], declared: Option<spaces::ModuleSpaces>) -> Option<Instrumented> {
         let planned = self.opts.optimize && !self.opts.recover;
-        let declared = spaces::declarations(m.lines);
+        let declared = declared.unwrap_or_else(|| spaces::declarations(m.lines));
+        let head = self.out.clone();
+        let first_out = std::mem::take(&mut self.out);
         let this = &*self;
         let used = Numbers::new(parts.len());
-        let part = |k: usize| -> Option<Walked> {
+        let part = |k: usize, out: String| -> Option<Walked> {
             let range = parts[k].clone();
             let first = m.bodies.iter().position(|b| b.open >= range.start).unwrap_or(m.bodies.len());
             let end = m.bodies.iter().position(|b| b.open >= range.end).unwrap_or(m.bodies.len());
@@ -1015,38 +1020,42 @@ impl<'a> Rewriter<'a> {
             let plans = m.plans(&coalescing, &module_spaces, &space_groups);
             match used.start(k) {
                 Some(start) => {
-                    let walked = start.and_then(|start| this.walk_part(&plans, range, start, false));
+                    let walked = start.and_then(|start| this.walk_part(&plans, range, start, false, out));
                     used.publish(k, walked.as_ref().map(|w| w.used));
                     walked
                 }
                 None => {
                     // Only counting: its text is written by the walk from its start.
-                    let counted = this.walk_part(&plans, range.clone(), Numbering::default(), true);
+                    let counted = this.walk_part(&plans, range.clone(), Numbering::default(), true, String::new());
                     used.publish(k, counted.as_ref().map(|w| w.used));
                     let start = used.wait_start(k)?;
-                    counted.and_then(|_| this.walk_part(&plans, range, start, false))
+                    counted.and_then(|_| this.walk_part(&plans, range, start, false, out))
                 }
             }
         };
-        let walked: Vec<Option<Walked>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (1..parts.len()).map(|k| s.spawn(move || part(k))).collect();
-            let mut all = vec![part(0)];
-            all.extend(handles.into_iter().map(|h| h.join().expect("a part's rewrite panicked")));
-            all
+        // The first part (always walked once, from zero, on this thread) writes after the module's
+        // head and prelude, in place; each later part is appended as its thread is joined, in
+        // order, while the parts after it may still be running: the text is copied once, and only
+        // the last part's copy waits for every walk. On failure the head is put back for the walk
+        // in one piece.
+        let stitched = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..parts.len()).map(|k| s.spawn(move || part(k, String::new()))).collect();
+            let first = part(0, first_out)?;
+            let (mut out, mut sites, mut stats, mut param_tags) = (first.out, first.sites, first.stats, first.param_tags);
+            for h in handles {
+                let w = h.join().expect("a part's rewrite panicked")?;
+                out.push_str(&w.out);
+                sites.sites.extend(w.sites.sites);
+                sites.files.extend(w.sites.files);
+                stats.add(w.stats);
+                param_tags.kernels.extend(w.param_tags.kernels);
+            }
+            Some((out, sites, stats, param_tags))
         });
-        let walked: Vec<Walked> = walked.into_iter().collect::<Option<_>>()?;
-        let mut out = std::mem::take(&mut self.out);
-        out.reserve(walked.iter().map(|w| w.out.len()).sum());
-        let mut sites = SiteTable::default();
-        let mut stats = Stats::default();
-        let mut param_tags = crate::abi::ParamTagTable::default();
-        for w in walked {
-            out.push_str(&w.out);
-            sites.sites.extend(w.sites.sites);
-            sites.files.extend(w.sites.files);
-            stats.add(w.stats);
-            param_tags.kernels.extend(w.param_tags.kernels);
-        }
+        let Some((out, mut sites, stats, param_tags)) = stitched else {
+            self.out = head;
+            return None;
+        };
         sites.resolve_files();
         Some(Instrumented { ptx: out, sites, stats, param_tags })
     }
@@ -1054,13 +1063,14 @@ impl<'a> Rewriter<'a> {
     /// The walk of the lines of `range` (a part of [`Rewriter::run_parts`]) on its own: its text,
     /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
     /// not end between bodies at brace depth 0.
-    fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool) -> Option<Walked> {
+    fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool, mut out: String) -> Option<Walked> {
         let bytes: usize = plans.module.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
+        out.reserve(bytes * 8 + 1024);
         let mut r = Rewriter {
             src: self.src,
             opts: self.opts,
             header: self.header.clone(),
-            out: String::with_capacity(bytes * 8 + 1024),
+            out,
             sites: Sites { table: SiteTable::default(), base: start.sites },
             stats: Stats::default(),
             copy_stats: Stats::default(),
@@ -1109,7 +1119,7 @@ impl<'a> Rewriter<'a> {
         }
 
         // Statements that open or close a function body.
-        let (opens, closes) = count_braces(t);
+        let (opens, closes) = if plans.module.lines[i].braces { count_braces(t) } else { (0, 0) };
         let closes_body = plans.module.bodies.holding(i).is_some_and(|b| b.close == i);
         let mut opened_now = false;
         if w.func.is_none() {
@@ -1753,8 +1763,8 @@ pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 /// stitching cost a few tens of microseconds; a part this large takes about a millisecond).
 pub const PART_MIN_BYTES: usize = 16 * 1024;
 
-/// The threads reading a module's lines (of `bytes` bytes of text): those its rewrite may be split
-/// over ([`parts`]; 1 when it will not be split).
+/// The threads a module's rewrite (of `bytes` bytes of text) may be split over ([`parts`]; 1 when
+/// it will not be split): when more than one, its module-wide scans run side by side.
 fn read_threads(bytes: usize, threads: usize) -> usize {
     match threads {
         0 if bytes >= PARALLEL_MIN_BYTES => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(bytes / PART_MIN_BYTES),
@@ -1763,16 +1773,21 @@ fn read_threads(bytes: usize, threads: usize) -> usize {
     }
 }
 
-/// Drops `v` in `n` pieces on as many threads.
-fn drop_in_parts<T: Send>(mut v: Vec<T>, n: usize) {
-    let piece = v.len().div_ceil(n.max(1)).max(1);
+/// Drops the lines in `n` pieces on as many threads: what each line owns (its parsed statements
+/// and their accesses) is taken out and dropped in place, a chunk a thread, and the emptied vector
+/// is freed here. (Splitting the vector off in pieces instead copied all but the first piece, on
+/// this thread, before any was dropped.)
+fn drop_in_parts(mut lines: Vec<Line<'_>>, n: usize) {
+    let piece = lines.len().div_ceil(n.max(1)).max(1);
     std::thread::scope(|s| {
-        while v.len() > piece {
-            let tail = v.split_off(v.len() - piece);
-            s.spawn(move || drop(tail));
+        let mut chunks = lines.chunks_mut(piece);
+        let first = chunks.next();
+        for chunk in chunks {
+            s.spawn(move || chunk.iter_mut().for_each(|l| drop(l.parsed.take())));
         }
-        drop(v);
+        first.into_iter().flatten().for_each(|l| drop(l.parsed.take()));
     });
+    drop(lines);
 }
 
 /// The line ranges a module's rewrite is split into: `threads` parts at most (0: for modules of
@@ -2167,18 +2182,19 @@ mod loc_tests {
     #[test]
     fn inlined_locations_resolve_to_the_outermost_call_site() {
         let mut c = LocChain::default();
-        assert_eq!(c.resolve(" 1 11 5"), Some((1, 11, 5)));
-        assert_eq!(c.resolve("\t2 69 9, function_name $L__info_string0, inlined_at 1 11 5"), Some((1, 11, 5)));
-        assert_eq!(c.resolve("\t3 292 5, function_name $L__info_string1, inlined_at 2 69 9"), Some((1, 11, 5)));
-        assert_eq!(c.resolve("\t3 219 9, function_name $L__info_string2, inlined_at 3 292 5"), Some((1, 11, 5)));
+        let f = memchr::memmem::Finder::new(LocChain::INLINED_AT);
+        assert_eq!(c.resolve(" 1 11 5", &f), Some((1, 11, 5)));
+        assert_eq!(c.resolve("\t2 69 9, function_name $L__info_string0, inlined_at 1 11 5", &f), Some((1, 11, 5)));
+        assert_eq!(c.resolve("\t3 292 5, function_name $L__info_string1, inlined_at 2 69 9", &f), Some((1, 11, 5)));
+        assert_eq!(c.resolve("\t3 219 9, function_name $L__info_string2, inlined_at 3 292 5", &f), Some((1, 11, 5)));
         // A second call of the same helper from another line.
-        assert_eq!(c.resolve(" 1 20 3"), Some((1, 20, 3)));
-        assert_eq!(c.resolve(" 2 69 9, function_name $L__info_string0, inlined_at 1 20 3"), Some((1, 20, 3)));
-        assert_eq!(c.resolve(" 3 292 5, function_name $L__info_string1, inlined_at 2 69 9"), Some((1, 20, 3)));
+        assert_eq!(c.resolve(" 1 20 3", &f), Some((1, 20, 3)));
+        assert_eq!(c.resolve(" 2 69 9, function_name $L__info_string0, inlined_at 1 20 3", &f), Some((1, 20, 3)));
+        assert_eq!(c.resolve(" 3 292 5, function_name $L__info_string1, inlined_at 2 69 9", &f), Some((1, 20, 3)));
         // A call site never seen is taken as it is; malformed operands give nothing.
-        assert_eq!(c.resolve(" 4 7 1, function_name $x, inlined_at 5 8 2"), Some((5, 8, 2)));
-        assert_eq!(c.resolve(" 4 7"), None);
-        assert_eq!(c.resolve(" 4 7 1, inlined_at 5"), None);
+        assert_eq!(c.resolve(" 4 7 1, function_name $x, inlined_at 5 8 2", &f), Some((5, 8, 2)));
+        assert_eq!(c.resolve(" 4 7", &f), None);
+        assert_eq!(c.resolve(" 4 7 1, inlined_at 5", &f), None);
     }
 }
 
@@ -2208,14 +2224,6 @@ mod statement_pieces_tests {
     }
 
     proptest! {
-            /// The pieces are the line's text: without whitespace and `;`, their concatenation is the
-            /// line's; each is non-empty and trimmed; a `;` ends at most as many as the line has.
-            #[test]
-            fn lines_read_in_parts_are_the_lines(text in "[a-z;{}\n]{0,60}", n in 1usize..6) {
-            let raws = |v: Vec<super::Line<'_>>| v.iter().map(|l| l.raw.to_string()).collect::<Vec<_>>();
-            prop_assert_eq!(raws(super::Line::read_all_in_parts(&text, n)), raws(super::Line::read_all(text.split_inclusive('\n'))));
-        }
-
         #[test]
         fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
                 prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));

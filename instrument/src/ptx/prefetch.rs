@@ -111,7 +111,7 @@ const MAX_BATCH: usize = 8;
 /// Plans prefetches for `candidates` (plain single checks, in line order).
 pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
-    let mut sc = Scan::new(lines, bodies);
+    let mut sc = Scan::new(lines, bodies, candidates);
     let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, branches)).collect();
     let mut per_loop: LineMap<usize> = LineMap::default();
     for p in pipelined.iter().flatten() {
@@ -295,13 +295,25 @@ struct Scan<'l, 'a> {
     /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
     walk: Option<(usize, Option<usize>)>,
-    /// The registers each line writes, found on first use (held inline: most lines write one).
+    /// The registers each line from `dests_from` on writes, found on first use (held inline: most
+    /// lines write one). It spans the bodies of the candidates (the lines a scan looks at), not
+    /// the module: a module rewritten in parts plans each part with its own scan, and one sized
+    /// to the module cost every part the whole module's lines in memory written and dropped.
     dests: Vec<Option<Operands<'a>>>,
+    dests_from: usize,
 }
 
 impl<'l, 'a> Scan<'l, 'a> {
-    fn new(lines: &'l [Line<'a>], bodies: &'l Bodies) -> Self {
-        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![None; lines.len()] }
+    fn new(lines: &'l [Line<'a>], bodies: &'l Bodies, candidates: &[Candidate]) -> Self {
+        let span = match (candidates.first(), candidates.last()) {
+            (Some(first), Some(last)) => {
+                let from = bodies.holding(first.line).map_or(first.line, |b| b.open);
+                let to = bodies.holding(last.line).map_or(last.line, |b| b.close).saturating_add(1).min(lines.len());
+                from.min(to)..to
+            }
+            _ => 0..0,
+        };
+        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![None; span.len()], dests_from: span.start }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -354,7 +366,11 @@ impl<'l, 'a> Scan<'l, 'a> {
     /// Last line in `[start, before)` that writes `reg`.
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let lines = self.lines;
-        (start..before).rev().find(|&k| self.dests[k].get_or_insert_with(|| lines[k].dests().collect()).contains(&reg))
+        // (A line outside the span, if one is ever asked about, is read again each time.)
+        (start..before).rev().find(|&k| match self.dests.get_mut(k.wrapping_sub(self.dests_from)) {
+            Some(d) => d.get_or_insert_with(|| lines[k].dests().collect()).contains(&reg),
+            None => lines[k].dests().any(|d| d == reg),
+        })
     }
 }
 
