@@ -180,3 +180,20 @@ fn a_declared_name_is_one_word() {
         }
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-27, CI): a shared range group whose leader an
+/// earlier check proved (spaces.rs `available_checks`) dropped its check, but its members still
+/// counted as checked, so the module claimed more shared checks than it had sites. The members go
+/// with their leader.
+#[test]
+fn members_of_a_proven_group_are_not_counted_as_checked() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u32 p)\n{\n\
+               \t.reg .b32 %r<9>;\n\t.reg .f32 %f<9>;\n\t.shared .align 4 .b8 a[128];\n\
+               \tmov.u32 %r1, a;\n\tld.param.u32 %r8, [p];\n\tadd.s32 %r2, %r1, %r8;\n\
+               \tld.shared.f32 %f1, [%r2];\n\tld.shared.f32 %f2, [%r2+4];\n\tbar.sync 0;\n\
+               \tld.shared.f32 %f3, [%r2];\n\tld.shared.f32 %f4, [%r2+4];\n\tret;\n}\n";
+    let r = instrument_ptx(ptx, &InstrumentOptions::default()).unwrap();
+    let t = r.stats.total();
+    let space_sites = r.sites.sites.iter().filter(|s| s.space.is_some()).count();
+    assert_eq!((space_sites, t.space_checked as usize, t.space_eliminated), (2, 2, 2), "{t:?}");
+}

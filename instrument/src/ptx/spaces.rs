@@ -871,14 +871,24 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
         }
         close(&mut open, &mut roles, None);
         // A member is covered when its group got a leader (groups of one have none).
+        let mut members_of: HashMap<(usize, usize), Vec<(usize, usize)>> = HashMap::default();
         for (key, leader) in member_keys.drain(..) {
             if matches!(roles.get(&leader), Some(Role::Leader(_))) {
                 roles.insert(key, Role::Covered);
+                members_of.entry(leader).or_default().push(key);
             }
         }
         // Only a check of every lane, unguarded, proves anything for later accesses.
         if let (Some(f), true) = (f, any_check) {
             available_checks(lines, b, m, f, skip, &mut roles);
+            // A leader proven before it takes its members with it (they had no check but its).
+            for (leader, members) in members_of {
+                if matches!(roles.get(&leader), Some(Role::Available)) {
+                    for k in members {
+                        roles.insert(k, Role::Available);
+                    }
+                }
+            }
         }
     }
     roles
