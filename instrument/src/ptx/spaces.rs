@@ -1324,4 +1324,113 @@ mod group_tests {
             assert!(!available(needle), "{needle}: {why}");
         }
     }
+
+    /// One statement of a generated body (the property test below).
+    #[derive(Clone, Debug)]
+    enum Gen {
+        /// `ld.shared.f32` through `%r<reg>` at `off`, guarded by `%p1` or not.
+        Load(u8, i8, bool),
+        /// `%r<reg>` written (another index into the array).
+        Write(u8),
+        Barrier,
+        Label(u8),
+        /// `@%p1 bra $L<n>` (or unguarded).
+        Branch(u8, bool),
+    }
+
+    fn gen() -> impl proptest::strategy::Strategy<Value = Gen> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (1u8..4, prop::sample::select(vec![-4i8, 0, 4, 8]), any::<bool>()).prop_map(|(r, o, g)| Gen::Load(r, o, g)),
+            2 => (1u8..4).prop_map(Gen::Write),
+            1 => Just(Gen::Barrier),
+            2 => (0u8..4).prop_map(Gen::Label),
+            2 => (0u8..4, prop::bool::weighted(0.8)).prop_map(|(l, g)| Gen::Branch(l, g)),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Every shared check the planner drops (`Role::Available`, and a proven leader's members)
+        /// is, on every path the body can take to it, preceded by a check that ran on the same
+        /// register, not written since, over a range holding the access: an oracle that walks the
+        /// body's paths (both ways at each guarded branch, a bounded number of steps) and records
+        /// the checks that ran, independent of the planner's dataflow.
+        #[test]
+        fn a_dropped_shared_check_is_made_earlier_on_every_path(items in proptest::collection::vec(gen(), 1..24)) {
+            // Labels are unique: keep each one's first place only.
+            let mut seen = [false; 4];
+            let items: Vec<Gen> = items.into_iter().filter(|g| match g { Gen::Label(l) => !std::mem::replace(&mut seen[*l as usize], true), _ => true }).collect();
+            let mut body = String::from(".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .f32 %f<40>;\n.reg .pred %p<4>;\n.shared .align 4 .b8 a[256];\nmov.u32 %r0, a;\n");
+            for r in 1..4 {
+                body.push_str(&format!("add.s32 %r{r}, %r0, %r9;\n"));
+            }
+            let first_line = body.lines().count();
+            for g in &items {
+                body.push_str(&match g {
+                    Gen::Load(r, o, guard) => format!("{}ld.shared.f32 %f1, [%r{r}+{o}];\n", if *guard { "@%p1 " } else { "" }),
+                    Gen::Write(r) => format!("add.s32 %r{r}, %r0, %r8;\n"),
+                    Gen::Barrier => "bar.sync 0;\n".to_string(),
+                    Gen::Label(l) => format!("$L{l}:\n"),
+                    Gen::Branch(l, guard) if seen[*l as usize] => format!("{}bra $L{l};\n", if *guard { "@%p1 " } else { "" }),
+                    Gen::Branch(..) => "mov.u32 %r10, 0;\n".to_string(),
+                });
+            }
+            body.push_str("ret;\n}\n");
+            let lines = Line::read_all(body.split_inclusive('\n'));
+            let bodies = Bodies::scan(&lines);
+            let m = analyze(&lines, &bodies);
+            let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+            // Line index of each item (items are one per line, after the set-up lines).
+            let at = |k: usize| first_line + k;
+            let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();
+            let range = |k: usize| -> Option<(u8, i64, i64)> {
+                let Gen::Load(r, o, _) = items[k] else { return None };
+                let (lo, hi) = match roles.get(&(at(k), 0)) {
+                    Some(Role::Leader(members)) => (members.iter().map(|mb| mb.check.offset).min().unwrap(), members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().unwrap()),
+                    _ => (i64::from(o), i64::from(o) + 4),
+                };
+                Some((r, lo, hi))
+            };
+            // Depth-first over paths: (next item, checks that ran since their register's last
+            // write as (register, lo, hi), steps left).
+            type Ran = Vec<(u8, i64, i64)>;
+            let mut stack: Vec<(usize, Ran, u32)> = vec![(0, Vec::new(), 64)];
+            let mut paths = 0;
+            while let Some((mut k, mut ran, mut steps)) = stack.pop() {
+                paths += 1;
+                if paths > 4000 {
+                    break;
+                }
+                while k < items.len() && steps > 0 {
+                    steps -= 1;
+                    match &items[k] {
+                        Gen::Load(r, o, guard) => {
+                            let (lo, hi) = (i64::from(*o), i64::from(*o) + 4);
+                            match roles.get(&(at(k), 0)) {
+                                Some(Role::Available) => {
+                                    proptest::prop_assert!(ran.iter().any(|&(rr, l, h)| rr == *r && l <= lo && hi <= h), "item {k} ({:?}) dropped, but on a path only {ran:?} ran\n{body}", items[k]);
+                                }
+                                Some(Role::Covered) => {}
+                                _ if !*guard => ran.push(range(k).unwrap()),
+                                _ => {}
+                            }
+                        }
+                        Gen::Write(r) => ran.retain(|&(rr, _, _)| rr != *r),
+                        Gen::Branch(l, guard) if label_at.contains_key(l) => {
+                            let to = label_at[l];
+                            if *guard {
+                                stack.push((to, ran.clone(), steps));
+                            } else {
+                                k = to;
+                                continue;
+                            }
+                        }
+                        _ => {}
+                    }
+                    k += 1;
+                }
+            }
+        }
+    }
 }
