@@ -388,14 +388,11 @@ pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str, the
         AfterRecord::Continue => FenceScope::Sys,
     };
     // Release stores order themselves; the other forms fence between volatile stores.
-    let inner_fence = (!release).then(|| publish.release_fence(inner));
-    let last_fence = (!release).then(|| publish.release_fence(FenceScope::Sys));
-    let put = |l: &mut Lines<'_>, f: Option<&str>| {
-        if let Some(f) = f {
-            l.text(f);
+    let fence = |l: &mut Lines<'_>, scope: FenceScope| {
+        if !release {
+            l.text(publish.release_fence(scope));
         }
     };
-    let fence = |l: &mut Lines<'_>| put(l, inner_fence);
     // A field store: a release where the stores order themselves, else volatile between fences.
     let sem = match (release, inner) {
         (false, _) => "volatile",
@@ -414,7 +411,7 @@ pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str, the
     l.text("add.s64 %ra2, %ra2, %ra1;");
     ln!(l; "add.s64 %ra2, %ra2, ", RING_RECORDS_OFFSET, ";");
     ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ, "], 0;");
-    fence(l);
+    fence(l, inner);
     st(l, "u64", record_offset::ADDR, "%ra0");
     ln!(l; "ld.const.u32 %rr6, [", ctl, "+", ctl_offset::MODULE_ID, "];");
     st(l, "u32", record_offset::MODULE_ID, "%rr6");
@@ -428,7 +425,7 @@ pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str, the
     st(l, "u32", record_offset::WIDTH, "%rr0");
     st(l, "u8", record_offset::KIND, "%rr1");
     st(l, "u8", record_offset::SHADOW, "%rr3");
-    fence(l);
+    fence(l, inner);
     l.text("add.u32 %rr10, %rr4, 1;");
     if release {
         // The exchange's old value, stored beside it, makes the thread wait for the exchange to be
@@ -437,7 +434,7 @@ pub(super) fn record_body(l: &mut Lines<'_>, publish: Publish, suffix: &str, the
         ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ + 4, "], %rr9;");
     } else {
         ln!(l; "st.volatile.global.u32 [%ra2+", record_offset::SEQ, "], %rr10;");
-        put(l, last_fence);
+        fence(l, FenceScope::Sys);
     }
     ln!(l; "$gasan_rec_done", suffix, ":");
 }

@@ -1417,7 +1417,7 @@ impl<'a> Rewriter<'a> {
                 return None;
             }
             Some(spaces::Role::Leader(members)) => {
-                let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.line), mb.loc)).collect();
+                let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.key.0), mb.loc)).collect();
                 if self.counting {
                     (String::new(), String::new())
                 } else {

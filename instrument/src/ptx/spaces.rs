@@ -763,10 +763,17 @@ pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site
 /// One access of a basic block's range check.
 #[derive(Clone, Debug)]
 pub(super) struct Member {
-    /// Index of its line (in the rewriter's lines).
-    pub line: usize,
+    /// Its statement: (index of its line in the rewriter's lines, index in the line).
+    pub key: (usize, usize),
     pub loc: Option<super::Loc>,
     pub check: SpaceCheck,
+}
+
+/// The range of the variable a group's check covers: [lowest offset, highest end) of its members.
+pub(super) fn merged_range(members: &[Member]) -> (i64, i64) {
+    let lo = members.iter().map(|mb| mb.check.offset).min().expect("a group has members");
+    let hi = members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().expect("a group has members");
+    (lo, hi)
 }
 
 /// An access's part in its basic block's range check (halt mode with optimization): accesses of
@@ -802,17 +809,20 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
         };
         for k in keys {
             let (leader, members) = open.remove(&k).expect("listed");
+            // A group of one is a plain check; the others' members are covered by their leader.
             if members.len() > 1 {
+                for mb in &members[1..] {
+                    roles.insert(mb.key, Role::Covered);
+                }
                 roles.insert(leader, Role::Leader(members));
             }
         }
     };
-    // (member's key, its group's leader's key), recorded as groups form.
-    let mut member_keys: Vec<((usize, usize), (usize, usize))> = Vec::new();
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
         let (f, mut regs) = (m.functions.get(b.name.as_str()), super::RegTypes::default());
-        let mut any_check = false;
+        // Every access's check, guarded or not, for the cross-block pass below.
+        let mut planned: HashMap<(usize, usize), SpaceCheck> = HashMap::default();
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let t = line.code;
             let loc = locs[i];
@@ -835,21 +845,22 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                     let stmt = st.text;
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
                     let check = match (f, st.instr.as_ref()) {
-                        // (Lane-limited checks stand alone: a range check is every lane's.)
-                        (Some(f), Some(ins)) if ins.guard.is_none() => plan(ins, m, f, &reg_bits).filter(|c| c.lanes == 32 && c.width_reg.is_none()),
+                        (Some(f), Some(ins)) => plan(ins, m, f, &reg_bits).map(|c| {
+                            planned.insert((i, j), c.clone());
+                            (c, ins.guard.is_none())
+                        }),
                         _ => None,
                     };
-                    if let Some(c) = check {
-                        any_check = true;
+                    // (Lane-limited checks stand alone: a range check is every lane's.)
+                    if let Some((c, true)) = check.filter(|(c, _)| c.lanes == 32 && c.width_reg.is_none()) {
                         let reg = match &c.base {
                             Base::Window(r, _) | Base::Generic(r) => Some(r.clone()),
                             _ => None,
                         };
                         if let Some(r) = reg {
-                            let member = Member { line: i, loc, check: c };
+                            let member = Member { key: (i, j), loc, check: c };
                             match open.get_mut(&r) {
-                                Some((leader, members)) if members[0].check.var == member.check.var && members[0].check.base == member.check.base => {
-                                    member_keys.push(((i, j), *leader));
+                                Some((_, members)) if members[0].check.var == member.check.var && members[0].check.base == member.check.base => {
                                     members.push(member);
                                 }
                                 _ => {
@@ -870,25 +881,9 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
             }
         }
         close(&mut open, &mut roles, None);
-        // A member is covered when its group got a leader (groups of one have none).
-        let mut members_of: HashMap<(usize, usize), Vec<(usize, usize)>> = HashMap::default();
-        for (key, leader) in member_keys.drain(..) {
-            if matches!(roles.get(&leader), Some(Role::Leader(_))) {
-                roles.insert(key, Role::Covered);
-                members_of.entry(leader).or_default().push(key);
-            }
-        }
-        // Only a check of every lane, unguarded, proves anything for later accesses.
-        if let (Some(f), true) = (f, any_check) {
-            available_checks(lines, b, m, f, skip, &mut roles);
-            // A leader proven before it takes its members with it (they had no check but its).
-            for (leader, members) in members_of {
-                if matches!(roles.get(&leader), Some(Role::Available)) {
-                    for k in members {
-                        roles.insert(k, Role::Available);
-                    }
-                }
-            }
+        // Only a check of every lane proves anything for later accesses (and only unguarded).
+        if planned.values().any(|c| c.lanes == 32) {
+            available_checks(lines, b, &planned, &mut roles);
         }
     }
     roles
@@ -908,19 +903,19 @@ struct Proven {
 }
 
 /// A step of a basic block, in order.
-enum Step {
+enum Step<'a> {
     /// A shared/local access at its key: what its check would prove, and whether it proves it
     /// for the accesses after it (an unguarded check of every lane).
     Access((usize, usize), Proven, bool),
     /// Registers written.
-    Writes(Vec<String>),
+    Writes(Vec<&'a str>),
 }
 
 #[derive(Default)]
-struct Block {
-    steps: Vec<Step>,
+struct Block<'a> {
+    steps: Vec<Step<'a>>,
     /// Labels it may branch to.
-    targets: Vec<String>,
+    targets: Vec<&'a str>,
     /// Whether the next block is reached by falling through.
     falls_through: bool,
 }
@@ -962,24 +957,18 @@ fn covers(facts: &[Proven], p: &Proven) -> bool {
 /// prove (scan's unrolled `s[tid] += s[tid - off]` stages check `s[tid]` once, not once per
 /// stage): a forward must-analysis over the body's basic blocks, a fact per passed check (its
 /// whole range for a group's leader), killed by any write of its register. Bodies with an
-/// indirect branch (`brx.idx`) are left as they are.
-fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces, skip: &super::LineSet, roles: &mut HashMap<(usize, usize), Role>) {
-    let mut blocks: Vec<Block> = vec![Block { falls_through: true, ..Block::default() }];
-    let mut labels: HashMap<&str, usize> = HashMap::default();
-    let mut regs = super::RegTypes::default();
-    let new_block = |blocks: &mut Vec<Block>| {
+/// indirect branch (`brx.idx`) are left as they are. `planned`: the check of each of the body's
+/// shared/local accesses, by key.
+fn available_checks<'a>(lines: &[Line<'a>], b: &Body, planned: &HashMap<(usize, usize), SpaceCheck>, roles: &mut HashMap<(usize, usize), Role>) {
+    let mut blocks: Vec<Block<'a>> = vec![Block { falls_through: true, ..Block::default() }];
+    let mut labels: HashMap<&'a str, usize> = HashMap::default();
+    let new_block = |blocks: &mut Vec<Block<'a>>| {
         if !blocks.last().is_some_and(|bl| bl.steps.is_empty() && bl.targets.is_empty() && bl.falls_through) {
             blocks.push(Block { falls_through: true, ..Block::default() });
         }
     };
     for (i, line) in body_lines(lines, b, b.open + 1) {
         let t = line.code;
-        if t.starts_with(".reg") {
-            for decl in line.reg_declarations() {
-                regs.declare(decl);
-            }
-            continue;
-        }
         if let Some(name) = t.strip_suffix(':') {
             new_block(&mut blocks);
             labels.insert(name.trim(), blocks.len() - 1);
@@ -988,28 +977,23 @@ fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces
         for (j, st) in line.stmts().iter().enumerate() {
             let Some(ins) = st.instr.as_ref() else { continue };
             let block = blocks.last_mut().expect("one block at least");
-            if !skip.contains(&i) {
-                let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
-                if let Some(c) = plan(ins, m, f, &reg_bits).filter(|c| c.width_reg.is_none()) {
-                    let proven = match (&c.base, roles.get(&(i, j))) {
-                        (_, Some(Role::Covered)) => None,
-                        (Base::Window(r, _), role) | (Base::Generic(r), role) => {
-                            let (lo, hi) = match role {
-                                Some(Role::Leader(members)) => {
-                                    (members.iter().map(|mb| mb.check.offset).min().unwrap_or(c.offset), members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().unwrap_or(c.offset))
-                                }
-                                _ => (c.offset, c.offset + i64::from(c.width)),
-                            };
-                            Some(Proven { reg: r.clone(), var: c.var.clone(), generic: matches!(c.base, Base::Generic(_)), lo, hi })
-                        }
-                        _ => None,
-                    };
-                    if let Some(p) = proven.filter(|p| p.lo < p.hi) {
-                        block.steps.push(Step::Access((i, j), p, ins.guard.is_none() && c.lanes == 32));
+            if let Some(c) = planned.get(&(i, j)).filter(|c| c.width_reg.is_none()) {
+                let proven = match (&c.base, roles.get(&(i, j))) {
+                    (_, Some(Role::Covered)) => None,
+                    (Base::Window(r, _), role) | (Base::Generic(r), role) => {
+                        let (lo, hi) = match role {
+                            Some(Role::Leader(members)) => merged_range(members),
+                            _ => (c.offset, c.offset + i64::from(c.width)),
+                        };
+                        Some(Proven { reg: r.clone(), var: c.var.clone(), generic: matches!(c.base, Base::Generic(_)), lo, hi })
                     }
+                    _ => None,
+                };
+                if let Some(p) = proven.filter(|p| p.lo < p.hi) {
+                    block.steps.push(Step::Access((i, j), p, ins.guard.is_none() && c.lanes == 32));
                 }
             }
-            let writes: Vec<String> = st.dests().map(str::to_string).collect();
+            let writes: Vec<&'a str> = st.dests().collect();
             if !writes.is_empty() {
                 block.steps.push(Step::Writes(writes));
             }
@@ -1017,7 +1001,7 @@ fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces
                 Op::Brx => return,
                 Op::Bra => {
                     let Some(target) = ins.operands.first() else { return };
-                    block.targets.push(target.trim().to_string());
+                    block.targets.push(target.trim());
                     block.falls_through = ins.guard.is_some();
                     new_block(&mut blocks);
                 }
@@ -1033,7 +1017,7 @@ fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); blocks.len()];
     for (k, bl) in blocks.iter().enumerate() {
         for t in &bl.targets {
-            let Some(&to) = labels.get(t.as_str()) else { return };
+            let Some(&to) = labels.get(t) else { return };
             preds[to].push(k);
         }
         if bl.falls_through && k + 1 < blocks.len() {
@@ -1056,7 +1040,7 @@ fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces
                 }
                 Step::Writes(ws) => {
                     if let Some(fs) = facts.as_mut() {
-                        fs.retain(|p| !ws.contains(&p.reg));
+                        fs.retain(|p| !ws.contains(&p.reg.as_str()));
                     }
                 }
             }
@@ -1097,7 +1081,12 @@ fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces
         }
         let mut mark = |key: (usize, usize), known: bool| {
             if known {
-                roles.insert(key, Role::Available);
+                // A proven leader takes its members with it (they had no check but its).
+                if let Some(Role::Leader(members)) = roles.insert(key, Role::Available) {
+                    for mb in &members[1..] {
+                        roles.insert(mb.key, Role::Available);
+                    }
+                }
             }
         };
         transfer(block, facts, Some(&mut mark));
@@ -1108,8 +1097,7 @@ fn available_checks(lines: &[Line<'_>], b: &Body, m: &ModuleSpaces, f: &FnSpaces
 /// every member to report the one that is out of bounds. `sites[k]` is member `k`'s site.
 pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label: u32) -> (String, String) {
     use super::emit::{LAST_ADDR, LAST_SITE};
-    let lo = members.iter().map(|mb| mb.check.offset).min().expect("a group has members");
-    let hi = members.iter().map(|mb| mb.check.offset + i64::from(mb.check.width)).max().expect("a group has members");
+    let (lo, hi) = merged_range(members);
     let merged = SpaceCheck { offset: lo, width: u32::try_from(hi - lo).unwrap_or(u32::MAX), ..members[0].check.clone() };
     let (mut inline, mut stub) = (String::with_capacity(1024), String::new());
     let mut v = Lines::new(&mut inline, indent);
