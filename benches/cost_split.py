@@ -19,8 +19,6 @@ STEADY = ["gemm", "mm2", "atax", "mvt", "jacobi2d", "scan", "fdtd2d", "transpose
 STEADY_CFGS = [("native", None), ("gasan", []), ("argb0", ["--arg-bounds", "0"]), ("instr0", ["--instrument", "0"]), ("tags0", ["--tags", "0"]),
                ("hoist0", ["--hoist-loops", "0"]), ("s7", ["--shadow-scale", "7"])]
 EAGER = {"CUDA_MODULE_LOADING": "EAGER"}
-# Marks a configuration's options as the --old build's (first element, taken off before the run).
-OLD = "@old"
 FIRST_CFGS = [("native", None, {}), ("gasan", [], {}), ("prefetch0", ["--prefetch", "0"], {}), ("preload0", ["--preload", "0"], {}), ("tags0", ["--tags", "0"], {}),
               ("instr0", ["--instrument", "0"], {}),
               ("native-eager", None, EAGER), ("gasan-eager", [], EAGER), ("instr0-eager", ["--instrument", "0"], EAGER)]
@@ -46,17 +44,17 @@ def main():
     a = ap.parse_args()
     gasan, bins = os.path.realpath(a.gasan), a.bin_dir
     cache = tempfile.mkdtemp(prefix="gasan-cost-")
-    old = [("old", [OLD], {})] if a.old else []
+    old = [("old", [], {})] if a.old else []
+    # The build each configuration runs, with its own cache: gasan's, and --old's as "old" (its
+    # cubins are keyed by its own revision anyway).
+    builds = {"old": (os.path.realpath(a.old), cache + "-old")} if a.old else {}
     chosen = lambda name: not a.cfgs or name in a.cfgs.split(",")
     steady_cfgs = [(c, o) for c, o in STEADY_CFGS + [(c, o) for c, o, _ in old] if chosen(c)]
     failures = 0
 
-    def run(opts, prog, args, env=None):
+    def run(cfg, opts, prog, args, env=None):
         nonlocal failures
-        exe, c = (gasan, cache)
-        if opts and opts[0] == OLD:
-            # The other build, with its own cache (its cubins are keyed by its own revision anyway).
-            exe, c, opts = os.path.realpath(a.old), cache + "-old", opts[1:]
+        exe, c = builds.get(cfg, (gasan, cache))
         cmd = ([exe, "--cache-dir", c] + opts + ["--"] if opts is not None else []) + [os.path.join(bins, prog)] + args
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=300)
         if p.returncode != 0:
@@ -65,11 +63,11 @@ def main():
             return None
         return p.stdout
 
-    def median(opts, prog, args, env, pattern, reps):
-        run(opts, prog, args, env)  # fills the cache (and the driver's)
+    def median(cfg, opts, prog, args, env, pattern, reps):
+        run(cfg, opts, prog, args, env)  # fills the cache (and the driver's)
         vals = []
         for _ in range(reps):
-            m = re.search(pattern, run(opts, prog, args, env) or "")
+            m = re.search(pattern, run(cfg, opts, prog, args, env) or "")
             if m:
                 vals.append(float(m.group(1)) - (float(m.group(2)) if m.lastindex == 2 else 0.0))
         return statistics.median(vals) if vals else float("nan")
@@ -78,7 +76,7 @@ def main():
         print("steady ms (median of 3 processes x SHORT_REPS=20):")
         print(f"{'prog':<14}" + "".join(f"{c:>10}" for c, _ in steady_cfgs))
         for p in STEADY:
-            row = [median(o, p, [], {"SHORT_REPS": "20"}, r"steady_ms=([\d.]+)", 3) for _, o in steady_cfgs]
+            row = [median(c, o, p, [], {"SHORT_REPS": "20"}, r"steady_ms=([\d.]+)", 3) for c, o in steady_cfgs]
             print(f"{p:<14}" + "".join(f"{x:>10.4f}" for x in row), flush=True)
     if a.only in (None, "first"):
         # Interleaved: each round runs every configuration once, so a drift of the machine (clocks,
@@ -86,14 +84,14 @@ def main():
         cfgs = [c for c in FIRST_CFGS + (DIAG_CFGS if a.diag else []) + old if chosen(c[0])]
         ns = ("1", "10", "100")
         pattern = r"first_us=([\d.]+) again_us=([\d.]+)"
-        for _, o, e in cfgs:
+        for c, o, e in cfgs:
             for n in ns:
-                run(o, "kernels100", ["b", n], e)  # fills the cache (and the driver's)
+                run(c, o, "kernels100", ["b", n], e)  # fills the cache (and the driver's)
         vals = {(c, n): [] for c, _, _ in cfgs for n in ns}
         for _ in range(a.reps):
             for c, o, e in cfgs:
                 for n in ns:
-                    m = re.search(pattern, run(o, "kernels100", ["b", n], e) or "")
+                    m = re.search(pattern, run(c, o, "kernels100", ["b", n], e) or "")
                     if m:
                         vals[(c, n)].append(float(m.group(1)) - float(m.group(2)))
         print(f"first launch us (first pass - second pass), median of {a.reps} interleaved rounds [quartiles of N=1]:")
