@@ -7,6 +7,8 @@
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
 # checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
+# sass: SASS (cuobjdump) of .carry/sassin/*.ptx into $OUT/sass.
+# cvar: benches/diag/cache_variants.py over kernel_times and .carry/kv's stencils (each part of the checks taken out of the cached checked PTX).
 # diag: the driver-only load experiment (benches/diag, built into .carry/exp); firstab, costab: first launches and steady state of .carry/bin against .carry/bin-old, interleaved in one run.
 set -u
 export PYTHONUNBUFFERED=1
@@ -55,6 +57,9 @@ for spec in "$@"; do
     startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
     diag)    ROUNDS=8 timeout $lim bash benches/diag/run.sh .carry/exp ;;
     firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only first --reps 11 --cfgs native,gasan,old ;;
+    cvar)    for prog in .carry/startup/kernel_times .carry/kv/stencil2d_shared .carry/kv/stencil2d; do [ -x $prog ] || continue; echo "== $prog"
+               timeout $lim python3 benches/diag/cache_variants.py --gasan $B/gasan-run ${CVAR_ARGS:---variants full,nochecks,nochecks+notags,orig+notags --native-env nativejit=CUDA_FORCE_PTX_JIT=1 --opt instr0=instrument=0} --rounds ${CVAR_ROUNDS:-5} -- $prog; done ;;
+    sass)    mkdir -p $R/sass; for f in .carry/sassin/*.ptx; do n=$(basename $f .ptx); ptxas -arch=sm_90 -O3 -o /tmp/$n.cubin $f && cuobjdump -sass /tmp/$n.cubin > $R/sass/$n.sass; done; ls -l $R/sass ;;
     costab)  timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only steady --cfgs native,gasan,old ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
     *) echo "unknown step $step" ;;

@@ -143,8 +143,9 @@ pub unsafe fn with_bounds<R>(f: usize, params: *mut *mut c_void, lookup: impl Fn
         // may be unaligned (a packed argument buffer), hence read_unaligned.
         let v = unsafe { program[o].cast::<u64>().read_unaligned() };
         let tagged = match lookup(v) {
-            // Inside a live block: its reach (none when it reaches too far to carry).
-            Some((lo, hi)) if lo <= v => param_tag::encode(v, hi.max(v)),
+            // Inside a live block: its reach, cut to what a tag carries (beyond it, accesses get
+            // the ordinary check; an untagged launch would give every access of the kernel that).
+            Some((lo, hi)) if lo <= v => param_tag::encode(v, hi.max(v).min(v.saturating_add(param_tag::MAX_REACH))),
             // Null, freed, outside the pool: no reach, so its accesses get the ordinary check.
             _ => param_tag::encode(v, v),
         };
@@ -202,8 +203,8 @@ mod tests {
         assert_eq!(read(1), 7, "an unlisted argument passes as it is");
         assert_eq!(param_tag::decode(read(2)), Some((0x1234, 0x1234)), "a listed argument outside the pool reaches nothing");
         assert_eq!((a, n, c), (block.0 + 64, 7, 0x1234), "the program's values are not touched");
-        // All or none: a listed value that cannot be tagged (not a pointer below 2^48), or a
-        // block reaching further than a tag carries, leaves the whole launch untagged.
+        // All or none: a listed value that cannot be tagged (not a pointer below 2^48) leaves the
+        // whole launch untagged.
         // SAFETY: params[2] points to `c`, a live u64 (written through the array, as the
         // driver would read it).
         unsafe { params[2].cast::<u64>().write(u64::MAX - 7) };
@@ -211,9 +212,11 @@ mod tests {
         assert!(unsafe { tag(f, params.as_mut_ptr(), lookup) }.is_none());
         // SAFETY: as above.
         unsafe { params[2].cast::<u64>().write(0x1234) };
+        // A block reaching further than a tag carries: tagged with the most it carries.
         let huge = |v: u64| Some((v, v + param_tag::MAX_REACH + param_tag::REACH_UNIT));
         // SAFETY: as above.
-        assert!(unsafe { tag(f, params.as_mut_ptr(), huge) }.is_none());
+        let args = unsafe { tag(f, params.as_mut_ptr(), huge) }.expect("tagged");
+        assert_eq!(param_tag::decode(args[0]), Some((a, a + param_tag::MAX_REACH)));
         // (One argument for the library's kernel, through both of its handles.)
         for h in [k, kf] {
             // SAFETY: as above.

@@ -81,12 +81,6 @@ impl<'o> Lines<'o> {
         }
     }
 
-    /// A line of fixed text, marked but not indented (a label at the start of a line).
-    pub fn unindented(&mut self, line: &str) {
-        self.out.push_str(line);
-        self.end();
-    }
-
     /// A statement of the input as it was: indented, not marked.
     pub fn verbatim(&mut self, line: &str) {
         super::push_indented(self.out, self.indent, line);
