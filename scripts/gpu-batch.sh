@@ -6,7 +6,7 @@
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
-# checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
+# suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
 # sass: SASS (cuobjdump) of .carry/sassin/*.ptx into $OUT/sass.
 # cvar: benches/diag/cache_variants.py over kernel_times and .carry/kv's stencils (each part of the checks taken out of the cached checked PTX).
 # diag: the driver-only load experiment (benches/diag, built into .carry/exp); firstab, costab: first launches and steady state of .carry/bin against .carry/bin-old, interleaved in one run.
@@ -37,6 +37,7 @@ for spec in "$@"; do
     stressgrid) OUT=/tmp/o-stress ONLY=grid GASAN_BIN=$B timeout $lim bash scripts/gpu-stress.sh ;;
     threads) timeout $lim bash instrument/bench_threads.sh $B/gasan-ptx .carry/corp 10 ;;
     bigthreads) for b in $BO $B; do for t in 1 4 8 16 default; do f=; [ $t = default ] || f="--threads $t"; for r in 1 2 3; do echo "$b t=$t $(timeout $lim $b/gasan-ptx bench $f --iters 5 .carry/big/*.ptx)"; done; done; done ;;
+    suiteonly) timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suiteonly --only "$SUITE_ONLY" ;;
     suite8)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suite8 ;;
     suiteg)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-suiteg ;;
     startup) timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
