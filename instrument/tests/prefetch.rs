@@ -15,18 +15,10 @@ fn checked(body: &str, opts: InstrumentOptions) -> String {
     instrument_ptx(&module(body), &opts).unwrap().ptx
 }
 
-/// The text of the out-of-line block whose label starts with `label`, up to its `trap` or its
-/// branch back (a batch's recheck).
+/// The text of the out-of-line block whose label starts with `label`, up to its `trap`.
 fn block_at<'a>(ptx: &'a str, label: &str) -> &'a str {
     let at = ptx.find(&format!("\n{label}")).map(|p| p + 1).unwrap_or_else(|| panic!("{label} not in\n{ptx}"));
-    let end = ["trap;", "bra.uni $gasan_batch_back_"].iter().filter_map(|m| ptx[at..].find(m)).min();
-    &ptx[at..end.map_or(ptx.len(), |e| at + e)]
-}
-
-/// Without kernel-parameter bounds: every batched check loads its shadow byte (with them, a member
-/// inside its parameter's block loads none: [`members_on_the_parameter_fast_path_load_no_shadow`]).
-fn shadow_only() -> InstrumentOptions {
-    InstrumentOptions { param_bounds: false, ..Default::default() }
+    &ptx[at..ptx[at..].find("trap;").map_or(ptx.len(), |e| at + e)]
 }
 
 fn per_access_branches(ptx: &str) -> usize {
@@ -36,7 +28,7 @@ fn per_access_branches(ptx: &str) -> usize {
 #[test]
 fn a_block_s_checks_are_tested_together_behind_one_branch() {
     let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
-    let r = instrument_ptx(&module(body), &shadow_only()).unwrap();
+    let r = instrument_ptx(&module(body), &InstrumentOptions::default()).unwrap();
     let ptx = &r.ptx;
     assert_eq!(ptx.matches("bra $gasan_batch_").count(), 1, "{ptx}");
     assert_eq!(per_access_branches(ptx), 0, "no per-access branch left:\n{ptx}");
@@ -161,25 +153,27 @@ fn loops_entered_elsewhere_or_dense_with_accesses_are_not_pipelined() {
 fn batched_loads_outside_loops_also_prefetch_their_data() {
     let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tst.global.f32 [%rd3], %f1;\n";
     // Without kernel-parameter bounds every check loads its shadow byte.
-    let no_bounds = shadow_only;
+    let no_bounds = || InstrumentOptions { param_bounds: false, ..InstrumentOptions::default() };
     let ptx = checked(body, no_bounds());
     assert_eq!(ptx.matches("prefetch.L2 [%gsa0];").count(), 1, "the load only, not the store:\n{ptx}");
     assert!(line_of(&ptx, "prefetch.L2") < line_of(&ptx, "bra $gasan_batch_"));
     // Inside a loop (a branch back to a label above): no data prefetch.
     let looped = format!("$L__top:\n{body}\t@%p1 bra $L__top;\n");
     assert!(!checked(&looped, no_bounds()).contains("prefetch.L2"));
-    // With the parameter's bounds the batch members only test their fast path into the batch
-    // predicate (the first one setting it); a batch of two keeps no data prefetch, one of three
-    // keeps its loads'.
+    // With the parameter's bounds the batch members branch past their shadow loads and encoding
+    // tests (the first one leaving the batch predicate false); a batch of two keeps no data
+    // prefetch, one of three keeps its loads'.
     let ptx = checked(body, InstrumentOptions::default());
     assert!(!ptx.contains("prefetch.L2"), "{ptx}");
     let three = format!("\tadd.s64 %rd4, %rd1, 12288;\n\tld.global.f32 %f2, [%rd4];\n{body}");
     let ptx3 = checked(&three, InstrumentOptions::default());
     assert_eq!(ptx3.matches("prefetch.L2 [%gsa0];").count(), 2, "the two loads of three members:\n{ptx3}");
     let first = line_of(&ptx, "mov.pred %gsb");
-    assert!(ptx.lines().nth(first).unwrap().contains(", %gsp0;"), "{ptx}");
-    assert!(ptx.lines().nth(first - 1).unwrap().contains("setp.ge.or.u64 %gsp0, %gsa0, %gsbh0"), "{ptx}");
-    assert!(!ptx.contains("$gasan_inb_p"), "{ptx}");
+    let skip = line_of(&ptx, "@!%gsp0 bra $gasan_inb_p0;");
+    assert!(ptx.lines().nth(first).unwrap().contains(", %gsp0;") && first + 1 == skip, "{ptx}");
+    let label = line_of(&ptx, "$gasan_inb_p0:");
+    let test = ptx.lines().enumerate().skip(skip).find(|(_, l)| l.contains("setp.le.u32 %gsp1") || l.contains("setp.lt.u32 %gsp1")).unwrap().0;
+    assert!(skip < test && test < label, "the encoding test is on the skipped path:\n{ptx}");
 }
 
 /// A strided walk whose base comes from a load (transpose's tile fill: `p2 = p1 + s`, `p1` loaded
@@ -192,7 +186,7 @@ fn strided_addresses_from_a_loaded_base_join_the_batch() {
     let base = "\tadd.s64 %rd3, %rd3, 16;\n".repeat(11);
     let body = "\tld.param.u64 %rd2, [p];\n\tcvta.to.global.u64 %rd3, %rd2;\n".to_string() + &base + "\tld.global.f32 %f1, [%rd3];\n\tshl.b32 %r2, %r1, 3;\n\tmul.wide.s32 %rd4, %r2, 4;\n\tadd.s64 %rd5, %rd3, %rd4;\n\tld.global.f32 %f2, [%rd5];\n\tadd.s64 %rd6, %rd5, %rd4;\n\tld.global.f32 %f3, [%rd6];\n\tadd.s64 %rd7, %rd6, %rd4;\n\tld.global.f32 %f4, [%rd7];\n";
     let src = module(&body).replace(".reg .pred %p<3>;", ".reg .pred %p<3>;\n\t.reg .b32 %r<3>;\n\tld.param.u32 %r1, [p];");
-    let ptx = instrument_ptx(&src, &shadow_only()).unwrap().ptx;
+    let ptx = instrument_ptx(&src, &InstrumentOptions::default()).unwrap().ptx;
     assert_eq!(ptx.matches("bra $gasan_batch_").count(), 1, "{ptx}");
     assert_eq!(per_access_branches(&ptx), 0, "no per-access branch left:\n{ptx}");
     let branch = line_of(&ptx, "bra $gasan_batch_");
@@ -226,28 +220,4 @@ fn back_edges_sharing_their_line_are_left_alone() {
     let jumped = format!("{fall}$L__out:\n");
     assert!(checked(&format!("{LOOP}$L__out:\n"), pipelining()).contains("%gsn"));
     assert!(!checked(&jumped, pipelining()).contains("%gsn"), "{}", checked(&jumped, pipelining()));
-}
-
-/// With kernel-parameter bounds, a batch member inside its parameter's block needs no shadow byte:
-/// it loads none and has no branch of its own; its fast-path test only sets the batch predicate.
-/// The recheck (every member's full check, out of line) comes back when all of them pass, which
-/// happens whenever a member was merely outside the block's whole granules.
-#[test]
-fn members_on_the_parameter_fast_path_load_no_shadow() {
-    let body = "\tadd.s64 %rd2, %rd1, 4096;\n\tadd.s64 %rd3, %rd1, 8192;\n\tld.global.f32 %f1, [%rd2];\n\tld.global.f32 %f2, [%rd3];\n";
-    let ptx = checked(body, InstrumentOptions::default());
-    let branch = line_of(&ptx, "bra $gasan_batch_");
-    let before: Vec<&str> = ptx.lines().take(branch).collect();
-    assert!(!before.iter().any(|l| l.contains("ld.global.nc.u8")), "no shadow load before the batch branch:\n{ptx}");
-    assert!(!before.iter().any(|l| l.contains("bra $gasan_inb_")), "no per-member branch:\n{ptx}");
-    assert_eq!(before.iter().filter(|l| l.contains(", %gsbl0;")).count(), 2, "one fast-path test a member:\n{ptx}");
-    assert!(before.iter().any(|l| l.contains("or.pred %gsb")), "{ptx}");
-    // The label to come back to follows the branch; the recheck ends by going there.
-    let label = ptx.lines().nth(branch + 1).unwrap().trim();
-    let back = label.strip_suffix(": //gasan").unwrap_or_else(|| panic!("{label}"));
-    assert!(back.starts_with("$gasan_batch_back_"), "{label}");
-    let recheck = block_at(&ptx, "$gasan_batch_");
-    assert_eq!(recheck.matches("ld.global.nc.u8").count(), 2, "the recheck loads both shadow bytes:\n{recheck}");
-    assert!(ptx.contains(&format!("bra.uni {back};")), "{ptx}");
-    assert!(branch < line_of(&ptx, "ld.global.f32 %f1, [%rd2];"));
 }

@@ -657,18 +657,17 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
         v.text("prefetch.L2 [%gsa0];");
     }
     match (batch, fast) {
-        (Some((pred, first, _)), Some(fp)) => {
-            // Inside its parameter's block the access needs no shadow byte. Outside it, the
-            // member only sets the batch predicate: the batch's recheck, out of line, makes the
-            // full check of every member and comes back when all pass. No branch or load here
-            // (a branch around each member's load cost the H100's one-element-per-thread
-            // kernels its convergence-barrier pair: benches/results/variants.md).
+        (Some((pred, first, width)), Some(fp)) => {
+            // The fast path leaves the batch predicate as it is (false for the first member) and
+            // skips the load and the encoding test, as [`probe_branch`] does.
             fast_test(&mut v, "%gsa0", fp);
             if first {
                 ln!(v; "mov.pred ", pred, ", %gsp0;");
-            } else {
-                ln!(v; "or.pred ", pred, ", ", pred, ", %gsp0;");
             }
+            ln!(v; "@!%gsp0 bra ", fp.label, ";");
+            probe_load(&mut v, form, "%gsa0", None, reg, None);
+            batch_member(&mut v, scale, reg, pred, first, width);
+            ln!(v; fp.label, ":");
         }
         (Some((pred, first, width)), None) => {
             probe_load(&mut v, form, "%gsa0", None, reg, None);

@@ -879,9 +879,9 @@ fn run_checked_kernel(opts: super::InstrumentOptions, params: &[(&str, u64)], bl
         }
         match m.exec(pc, &stmts[pc]) {
             Flow::Next => pc += 1,
-            // A failed check goes to a report block; a batch's recheck runs (it reports, or comes
-            // back when every member passes).
-            Flow::Branch(l) if l.starts_with("$gasan_fail") => return true,
+            // A failed check goes to a report block (a batch's recheck is reached only when one
+            // of its exact tests failed).
+            Flow::Branch(l) if l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch") => return true,
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
             Flow::Ret => return false,
             Flow::Call(..) => panic!("no calls in this kernel"),

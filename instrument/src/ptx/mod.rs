@@ -16,8 +16,7 @@
 //! same-register accesses are coalesced into range checks (coalesce.rs), and the others have their
 //! shadow bytes loaded as early as their addresses are known and are tested behind one branch
 //! before the block's first access, or pipelined one iteration ahead in single-block loops
-//! (prefetch.rs). A batch whose predicate is set rechecks its members out of line, to report the
-//! right one or to come back when all pass.
+//! (prefetch.rs). A failed batch rechecks its members to report the right one.
 
 mod access;
 mod bodies;
@@ -190,7 +189,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 51;
+pub const REVISION: u32 = 50;
 
 /// Instruments a PTX module.
 ///
@@ -1249,10 +1248,8 @@ impl<'a> Rewriter<'a> {
         }
         if let Some(recheck) = w.batch_recheck.remove(&i) {
             // The block's one branch for all its batched checks, before its first access.
-            // The recheck comes back when every member passes: a member on its parameter's fast
-            // path sets the predicate whenever it is outside the block, bad or not.
-            let _ = writeln!(self.out, "\t@{} bra $gasan_batch_{i}; {MARKER}\n$gasan_batch_back_{i}: {MARKER}", batch_pred(i));
-            f.fail_blocks.push(format!("$gasan_batch_{i}: {MARKER}\n{recheck}\tbra.uni $gasan_batch_back_{i}; {MARKER}\n"));
+            let _ = writeln!(self.out, "\t@{} bra $gasan_batch_{i}; {MARKER}", batch_pred(i));
+            f.fail_blocks.push(format!("$gasan_batch_{i}: {MARKER}\n{recheck}\ttrap; {MARKER}\n"));
             f.uses_shared_fail = true;
         }
         for &j in plans.coalescing.prefetch.moves.get(&i).into_iter().flatten() {

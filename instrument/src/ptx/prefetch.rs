@@ -11,10 +11,8 @@
 //!   address register final there, or computable from registers final there by recomputing a
 //!   short chain of address arithmetic — `add`, `mul.wide`, `cvta`, ... — into temporaries) load
 //!   their shadow bytes, test them and OR the results into one predicate; one branch before the
-//!   block's first access covers them all (up to [`MAX_BATCH`]). A member on its parameter's
-//!   fast path (bounds.rs) loads nothing: its bounds test goes into the predicate. A batch whose
-//!   predicate is set rechecks its members in order, out of line: it reports the first bad one, or
-//!   comes back when all pass (a member merely outside its parameter's bounds).
+//!   block's first access covers them all (up to [`MAX_BATCH`]). A failed batch rechecks its
+//!   members in order to report the right one.
 //! * **Prefetch**: the others load their shadow byte right after the last write of the address
 //!   register (or earlier through a recomputed chain) when a check lies between, and test it at
 //!   the access.
