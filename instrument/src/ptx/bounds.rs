@@ -117,6 +117,11 @@ fn wide64(opcode: Opcode<'_>) -> bool {
 }
 
 fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
+    // (Asked of every instruction of a kernel: the qualifiers are read only for the opcodes that
+    // can define a parameter's register.)
+    if !matches!(opcode.op, Op::Ld | Op::Mov | Op::Cvta | Op::Add | Op::Sub | Op::Mad) {
+        return Def::Other;
+    }
     let wide64 = wide64(opcode);
     let src = |i: usize| operands.get(i).copied();
     match opcode.op {
