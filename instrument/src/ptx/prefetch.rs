@@ -299,7 +299,10 @@ struct Scan<'l, 'a> {
     /// lines write one). It spans the bodies of the candidates (the lines a scan looks at), not
     /// the module: a module rewritten in parts plans each part with its own scan, and one sized
     /// to the module cost every part the whole module's lines in memory written and dropped.
-    dests: Vec<Option<Operands<'a>>>,
+    /// Per line, 1 + its index in `found` once found (0 before): a line's slot is four bytes, not
+    /// an `Operands`' hundred, as most lines are never looked at.
+    dests: Vec<u32>,
+    found: Vec<Operands<'a>>,
     dests_from: usize,
 }
 
@@ -313,7 +316,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             _ => 0..0,
         };
-        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![None; span.len()], dests_from: span.start }
+        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![0; span.len()], found: Vec::new(), dests_from: span.start }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -367,8 +370,15 @@ impl<'l, 'a> Scan<'l, 'a> {
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let lines = self.lines;
         // (A line outside the span, if one is ever asked about, is read again each time.)
+        let found = &mut self.found;
         (start..before).rev().find(|&k| match self.dests.get_mut(k.wrapping_sub(self.dests_from)) {
-            Some(d) => d.get_or_insert_with(|| lines[k].dests().collect()).contains(&reg),
+            Some(d) => {
+                if *d == 0 {
+                    found.push(lines[k].dests().collect());
+                    *d = u32::try_from(found.len()).expect("fewer lines than u32::MAX");
+                }
+                found[*d as usize - 1].contains(&reg)
+            }
             None => lines[k].dests().any(|d| d == reg),
         })
     }
