@@ -201,39 +201,42 @@ pub struct Instr<'a> {
 /// spares an allocation (and a reallocation past four) per instruction. Reads as a slice. (Also
 /// an opcode's parts where a pass wants them as a slice: most opcodes have four or fewer.)
 #[derive(Clone)]
-pub struct Operands<'a> {
-    /// The first `len` are the operands while `spill` is empty.
-    inline: [&'a str; Operands::INLINE],
-    len: usize,
-    /// All the operands, once there are more than fit inline.
-    spill: Vec<&'a str>,
+pub enum Operands<'a> {
+    /// The first `len` of `ops`.
+    Inline { ops: [&'a str; Operands::INLINE], len: u8 },
+    /// All the operands, once there are more than fit inline. (An enum, not both side by side:
+    /// every parsed statement holds one, and the vector's place would make each line 24 bytes
+    /// larger.)
+    Spill(Vec<&'a str>),
 }
 
 impl<'a> Operands<'a> {
     pub const INLINE: usize = 4;
 
     pub(super) fn new() -> Self {
-        Operands { inline: [""; Self::INLINE], len: 0, spill: Vec::new() }
+        Operands::Inline { ops: [""; Self::INLINE], len: 0 }
     }
 
     pub(super) fn push(&mut self, o: &'a str) {
-        if self.len < Self::INLINE {
-            self.inline[self.len] = o;
-        } else {
-            if self.spill.is_empty() {
-                self.spill.reserve(2 * Self::INLINE);
-                self.spill.extend_from_slice(&self.inline);
+        match self {
+            Operands::Inline { ops, len } if usize::from(*len) < Self::INLINE => {
+                ops[usize::from(*len)] = o;
+                *len += 1;
             }
-            self.spill.push(o);
+            Operands::Inline { ops, .. } => {
+                let mut spill = Vec::with_capacity(2 * Self::INLINE);
+                spill.extend_from_slice(ops);
+                spill.push(o);
+                *self = Operands::Spill(spill);
+            }
+            Operands::Spill(spill) => spill.push(o),
         }
-        self.len += 1;
     }
 
     pub fn as_slice(&self) -> &[&'a str] {
-        if self.len > Self::INLINE {
-            &self.spill
-        } else {
-            &self.inline[..self.len]
+        match self {
+            Operands::Inline { ops, len } => &ops[..usize::from(*len)],
+            Operands::Spill(spill) => spill,
         }
     }
 }

@@ -108,9 +108,9 @@ impl Scanner {
             return;
         }
         // (`/*` is in `stripped` only where it is in `code`, which is `stripped` trimmed.)
-        let comment_opens = if line.slash { find_pair(line.stripped, b'/', b'*') } else { None };
+        let comment_opens = if line.slash { find_pair(line.stripped(), b'/', b'*') } else { None };
         if let Some(p) = comment_opens {
-            self.in_block_comment = find_pair(&line.stripped[p..], b'*', b'/').is_none();
+            self.in_block_comment = find_pair(&line.stripped()[p..], b'*', b'/').is_none();
             return;
         }
         let t = line.code;

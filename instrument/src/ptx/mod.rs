@@ -342,8 +342,9 @@ fn strip_comment(line: &str) -> &str {
 struct Line<'a> {
     /// As written, newline included.
     raw: &'a str,
-    /// The part before any `//` comment.
-    stripped: &'a str,
+    /// The length of the part before any `//` comment ([`Line::stripped`]; a length, not a
+    /// second `&str`: every pass reads the lines, and each byte of a line costs them all).
+    stripped_len: usize,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
     parsed: std::sync::OnceLock<Stmts<'a>>,
@@ -455,7 +456,12 @@ impl<'a> Line<'a> {
             brackets |= b == b'[';
             slash |= b == b'/';
         }
-        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
+        Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
+    }
+
+    /// The part before any `//` comment.
+    fn stripped(&self) -> &'a str {
+        &self.raw[..self.stripped_len]
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
@@ -511,7 +517,7 @@ impl<'a> Line<'a> {
         'a: 's,
     {
         let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
+        Line { raw: self.raw, stripped_len: self.stripped_len, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
     }
 
     /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
@@ -1104,7 +1110,8 @@ impl<'a> Rewriter<'a> {
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
     fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, code: t, .. } = plans.module.lines[i];
+        let Line { raw: line, code: t, .. } = plans.module.lines[i];
+        let code = plans.module.lines[i].stripped();
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
             self.before_line(plans, w, i);
@@ -1272,7 +1279,8 @@ impl<'a> Rewriter<'a> {
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
     fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, .. } = plans.module.lines[i];
+        let Line { raw: line, .. } = plans.module.lines[i];
+        let code = plans.module.lines[i].stripped();
         let (line_no, loc) = (plans.ptx_line(i), plans.module.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
         let indent = leading_whitespace(line);
