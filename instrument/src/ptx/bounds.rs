@@ -93,13 +93,18 @@ fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<Declared> {
     declared
 }
 
-/// Whether `text` names `name` (what `finder` searches for) as a whole word (PTX identifiers:
-/// letters, digits, `_`, `$`, `%`). The finder is built once per name: a body's every line is
-/// searched, and setting a substring searcher up costs more than searching a short line.
-fn names(text: &str, name: &memchr::memmem::Finder<'_>) -> bool {
+/// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`,
+/// `%`). Each occurrence of the name's first byte is found with `memchr` and compared there: a
+/// body's every line is searched, most are a few dozen bytes without that byte, and a substring
+/// searcher's setup or rolling hash cost more than that.
+fn names(text: &str, name: &str) -> bool {
     let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%');
-    let len = name.needle().len();
-    name.find_iter(text.as_bytes()).any(|i| !text[..i].ends_with(word) && !text[i + len..].starts_with(word))
+    let (hay, needle) = (text.as_bytes(), name.as_bytes());
+    let Some((&first, _)) = needle.split_first() else {
+        // (The empty name occurs at every position.)
+        return (0..=text.len()).any(|i| text.is_char_boundary(i) && !text[..i].ends_with(word) && !text[i..].starts_with(word));
+    };
+    memchr::memchr_iter(first, hay).any(|i| hay[i..].starts_with(needle) && !text[..i].ends_with(word) && !text[i + needle.len()..].starts_with(word))
 }
 
 /// How an instruction's destination derives from its sources.
@@ -165,7 +170,8 @@ impl ParamBounds {
         // Loop-free (checked above): every definition that reaches a use comes before it in the
         // text, so one pass in order sees them all. A register defined more than once keeps a
         // parameter only when every definition agrees.
-        let mut root: HashMap<&str, Root> = HashMap::default();
+        // (Sized for a definition a line: grown from empty, it rehashed several times a kernel.)
+        let mut root: HashMap<&str, Root> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
         let mut operands_of_params: Vec<&str> = Vec::new();
         for line in body_lines {
             for st in line.stmts() {
@@ -264,10 +270,9 @@ impl ParamBounds {
     /// taken, a guarded read): such a parameter is never tagged.
     fn plain_reads(lines: &[Line<'_>], body: &Body, name: &str) -> Option<Vec<(usize, String)>> {
         let operand = format!("[{name}]");
-        let finder = memchr::memmem::Finder::new(name);
         let mut reads = Vec::new();
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if !names(line.code, &finder) {
+            if !names(line.code, name) {
                 continue;
             }
             let [st] = line.stmts() else { return None };
