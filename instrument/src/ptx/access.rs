@@ -451,21 +451,47 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
 /// The registers a destination operand names: a vector's elements (`{%r1, %r2}`), both of a
 /// `setp`'s `%p|%q`, or the one register; never an address or a call's `(%r1)` return list. The
 /// one reading of destinations every pass uses ([`Instr::dests`]).
-fn registers_written(op: &str) -> impl Iterator<Item = &str> {
-    // Most operands are one register: no braces or separators to cut at (read byte by byte,
-    // cheaper than the `char` searchers of the general case).
-    let (one, several) = if op.bytes().any(|b| matches!(b, b'{' | b'}' | b',' | b'|')) {
-        (None, Some(op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(trim)))
-    } else {
-        (Some(trim(op)), None)
-    };
-    one.into_iter().chain(several.into_iter().flatten()).filter(|d| d.starts_with('%'))
+fn registers_written(op: &str) -> Dests<'_> {
+    Dests { rest: Some(op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())) }
+}
+
+/// [`registers_written`]: the text cut at `,` and `|` byte by byte, each piece trimmed, those
+/// that name a register. (Two words to move and no `char` searcher to set up: every pass asks
+/// the destinations of most statements.)
+#[derive(Clone, Debug)]
+pub struct Dests<'a> {
+    /// The text not yet cut (`None`: done).
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Dests<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        loop {
+            let rest = self.rest?;
+            let piece = match rest.bytes().position(|b| b == b',' || b == b'|') {
+                Some(p) => {
+                    self.rest = Some(&rest[p + 1..]);
+                    &rest[..p]
+                }
+                None => {
+                    self.rest = None;
+                    rest
+                }
+            };
+            let piece = trim(piece);
+            if piece.starts_with('%') {
+                return Some(piece);
+            }
+        }
+    }
 }
 
 impl<'a> Instr<'a> {
     /// The registers the instruction writes: its first operand's, for every instruction but
     /// stores and reductions (whose first operand is the address).
-    pub fn dests(&self) -> impl Iterator<Item = &'a str> {
+    pub fn dests(&self) -> Dests<'a> {
         let first = match self.opcode.op {
             Op::St | Op::Red => "",
             _ => self.operands.first().copied().unwrap_or(""),

@@ -272,7 +272,7 @@ impl ParamBounds {
         let operand = format!("[{name}]");
         let mut reads = Vec::new();
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if !names(line.code, name) {
+            if line.code.len() < name.len() || !names(line.code, name) {
                 continue;
             }
             let [st] = line.stmts() else { return None };
