@@ -147,16 +147,16 @@ impl ParamBounds {
     /// The analysis of one kernel body (device functions get none: their parameters are not the
     /// launch's). `None` when no checked access derives from a kernel pointer parameter.
     /// `versioned(i)`: line `i` is in a loop that loop versioning copied (its fast copy has no
-    /// checks, its checked copy rarely runs): its checks do not count. `in_loop(i)`: line `i` is
-    /// in a loop. A kernel with any loop gets no bounds: the bounds registers would stay live
+    /// checks, its checked copy rarely runs): its checks do not count. `any_in_loop(r)`: some
+    /// line of range `r` is in a loop. A kernel with any loop gets no bounds: the bounds registers would stay live
     /// across it next to what the loop keeps (gemm_tiled on the H100, whose only check outside
     /// its versioned loop is the final store, went from 32 to 39 registers: half the blocks per
     /// SM, 1.07x to 1.38x native), while straight-line kernels (stencils, transposes, the
     /// shapes whose checks cost most) have registers to spare.
-    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, in_loop: impl Fn(usize) -> bool) -> Option<ParamBounds> {
+    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
         // (A body that opens and closes on one line holds nothing to check.)
         let body_lines = lines.get(body.open + 1..body.close).filter(|_| body.entry)?;
-        if (body.open + 1..body.close).any(&in_loop) {
+        if any_in_loop(body.open + 1..body.close) {
             return None;
         }
         let declared = kernel_params(lines, body.open);

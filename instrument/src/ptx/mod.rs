@@ -1143,16 +1143,26 @@ impl<'a> Rewriter<'a> {
         if w.func.is_none() {
             if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
-                let bounds = if self.opts.param_bounds {
-                    bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |l| plans.module.branches.in_loop(l))
-                } else {
-                    None
+                // A part's counting walk keeps each kernel's analysis for the walk that writes it
+                // ([`Plans::bounds_memo`]).
+                let memo = if self.counting { None } else { plans.bounds_memo.borrow_mut().remove(&body.open) };
+                let bounds = match memo {
+                    Some(b) => b,
+                    None if self.opts.param_bounds => {
+                        let b = bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |r| plans.module.branches.any_in_loop(r));
+                        if self.counting {
+                            plans.bounds_memo.borrow_mut().insert(body.open, b.clone());
+                        }
+                        b
+                    }
+                    None => None,
                 };
                 if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
                 }
                 w.func = Some(FuncState {
-                    demangled: sites::demangle(&name),
+                    // (A counting walk's sites are only counted.)
+                    demangled: if self.counting { String::new() } else { sites::demangle(&name) },
                     name: name.clone(),
                     reg_types: RegTypes::default(),
                     block_checks: BlockChecks::default(),
@@ -1466,6 +1476,8 @@ impl<'a> Rewriter<'a> {
     fn space_site(&mut self, f: &FuncState, c: &spaces::SpaceCheck, line_no: usize, loc: Option<Loc>) -> u32 {
         let site = new_site(&mut self.sites, f, line_no, loc, c.kind, c.width);
         let demangled = match self.demangled_vars.get(&c.var) {
+            // (A counting walk's sites are only counted.)
+            _ if self.counting => String::new(),
             Some(d) => d.clone(),
             None => {
                 // Only Itanium names: a plain `d` would demangle as the type `double`.
@@ -1684,6 +1696,9 @@ struct Plans<'p, 'l> {
     coalescing: &'p coalesce::Plan,
     module_spaces: &'p spaces::ModuleSpaces,
     space_groups: &'p HashMap<(usize, usize), spaces::Role>,
+    /// Kernel-parameter bounds a counting walk found ([`Rewriter::run_parts`]), by the body's
+    /// opening line, taken by the walk that writes the part: found once, not once a walk.
+    bounds_memo: std::cell::RefCell<LineMap<Option<bounds::ParamBounds>>>,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1706,7 +1721,7 @@ struct Module<'p, 'l> {
 impl<'l> Module<'_, 'l> {
     /// The plans of the walk, with the planners' results for (a part of) the module.
     fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'l> {
-        Plans { module: self, coalescing, module_spaces, space_groups }
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds_memo: std::cell::RefCell::default() }
     }
 }
 
