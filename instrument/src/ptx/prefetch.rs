@@ -210,7 +210,7 @@ fn chain_from(sc: &mut Scan<'_, '_>, reg: &str, start: usize, anchor: usize, bef
         return Some(());
     }
     *budget = budget.checked_sub(1)?;
-    for input in arithmetic_inputs(&sc.lines[k])? {
+    for &input in arithmetic_inputs(&sc.lines[k])?.iter() {
         chain_from(sc, input, start, anchor, k, budget, chain)?;
     }
     chain.push(k);
@@ -386,7 +386,7 @@ impl<'l, 'a> Scan<'l, 'a> {
 
 /// The register operands a recomputable arithmetic statement reads, or `None` when it is not one
 /// (guarded, several statements, or an opcode outside the address-arithmetic set).
-fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
+fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Operands<'a>> {
     let stmt = line.code.strip_suffix(';')?;
     if stmt.contains(';') {
         return None;
@@ -412,7 +412,8 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
     if !ok || ins.operands.len() < 2 {
         return None;
     }
-    let mut inputs = Vec::new();
+    // (Held inline: asked again for each candidate whose chain passes the line.)
+    let mut inputs = Operands::new();
     for o in &ins.operands[1..] {
         if o.starts_with('%') {
             // Special registers (%tid.x, %ctaid.y, ...) hold the same value everywhere.
@@ -443,7 +444,7 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
     *budget -= 1;
     let mut at = start;
     let mut sub = Vec::new();
-    for input in inputs {
+    for &input in inputs.iter() {
         at = at.max(earliest(sc, input, start, k, budget, &mut sub, reads));
     }
     // Inputs redefined between the anchor and `k` would change the value: the recursion anchors
