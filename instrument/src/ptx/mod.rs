@@ -335,6 +335,24 @@ fn strip_comment(line: &str) -> &str {
     }
 }
 
+/// Whether `s` holds a brace, a `[`, a `/`: one pass over a line for all three, a table lookup
+/// a byte (three compares a byte were a fifth of reading a module).
+fn byte_flags(s: &[u8]) -> (bool, bool, bool) {
+    const BRACE: u8 = 1;
+    const BRACKET: u8 = 2;
+    const SLASH: u8 = 4;
+    const CLASS: [u8; 256] = {
+        let mut t = [0; 256];
+        t[b'{' as usize] = BRACE;
+        t[b'}' as usize] = BRACE;
+        t[b'[' as usize] = BRACKET;
+        t[b'/' as usize] = SLASH;
+        t
+    };
+    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
+    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH != 0)
+}
+
 /// A line of the module body as every pass reads it: split from its `//` comment and trimmed
 /// once, not by each pass again; its statements split into their parts once, on first use
 /// ([`Line::stmts`]).
@@ -450,13 +468,7 @@ impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
         let stripped = strip_comment(raw);
         let code = access::trim(stripped);
-        // (One pass over the line for both.)
-        let (mut braces, mut brackets, mut slash) = (false, false, false);
-        for b in code.bytes() {
-            braces |= b == b'{' || b == b'}';
-            brackets |= b == b'[';
-            slash |= b == b'/';
-        }
+        let (braces, brackets, slash) = byte_flags(code.as_bytes());
         Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
     }
 
