@@ -189,7 +189,7 @@ fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSe
     if plain <= first_check {
         return Some((first_check, plain, Vec::new()));
     }
-    if let Some((at, chain)) = address_at(sc, base, start, j, &mut Vec::new()).filter(|(at, chain)| *at <= first_check && !chain.is_empty()) {
+    if let Some((at, chain)) = address_at(sc, base, start, j, None).filter(|(at, chain)| *at <= first_check && !chain.is_empty()) {
         return Some((first_check, at, chain));
     }
     // address_at recomputes as far back as it can, and fails when that runs into a load or its
@@ -261,7 +261,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     }
     // This iteration's address from values at the top of the body.
     let mut reads = Vec::new();
-    let (at, chain) = address_at(sc, base, start, j, &mut reads)?;
+    let (at, chain) = address_at(sc, base, start, j, Some(&mut reads))?;
     if at != start {
         return None;
     }
@@ -272,7 +272,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
         if sc.last_write(&r, start, back_edge).is_none() {
             continue; // loop-invariant
         }
-        let (at, c) = address_at(sc, &r, start, back_edge, &mut Vec::new())?;
+        let (at, c) = address_at(sc, &r, start, back_edge, None)?;
         if at != start {
             return None;
         }
@@ -429,10 +429,11 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Operands<'a>> {
 
 /// Earliest line (within `[start, before)`) at which `reg`'s value at `before` can be had, and the
 /// arithmetic lines to recompute on the way (`budget` bounds their number).
-/// Registers read at the anchor (not recomputed) are added to `reads`.
-fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Vec<String>) -> usize {
+/// Registers read at the anchor (not recomputed) are added to `reads`, when asked for. The lines
+/// are added to `chain` once each, in no particular order.
+fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Option<&mut Vec<String>>) -> usize {
     let Some(k) = sc.last_write(reg, start, before) else {
-        if !reads.iter().any(|r| r == reg) {
+        if let Some(reads) = reads.as_deref_mut().filter(|reads| !reads.iter().any(|r| r == reg)) {
             reads.push(reg.to_string());
         }
         return start;
@@ -443,26 +444,23 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
     let Some(inputs) = arithmetic_inputs(&sc.lines[k]) else { return k + 1 };
     *budget -= 1;
     let mut at = start;
-    let mut sub = Vec::new();
     for &input in inputs.iter() {
-        at = at.max(earliest(sc, input, start, k, budget, &mut sub, reads));
+        at = at.max(earliest(sc, input, start, k, budget, chain, reads));
     }
     // Inputs redefined between the anchor and `k` would change the value: the recursion anchors
     // each input after its last write before `k`, and `at` is the latest of those.
-    for l in sub.into_iter().chain([k]) {
-        if !chain.contains(&l) {
-            chain.push(l);
-        }
+    if !chain.contains(&k) {
+        chain.push(k);
     }
     at
 }
 
 /// The earliest anchor for `reg`'s value at `before` through recomputed arithmetic, and the
 /// chain (in line order) to recompute there; `None` when a chain line would lie above the anchor
-/// (it reads values final only there). Registers read at the anchor go to `reads`.
-fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, reads: &mut Vec<String>) -> Option<(usize, Vec<usize>)> {
+/// (it reads values final only there). Registers read at the anchor go to `reads`, if given.
+fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, mut reads: Option<&mut Vec<String>>) -> Option<(usize, Vec<usize>)> {
     let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
-    let at = earliest(sc, reg, start, before, &mut budget, &mut chain, reads);
+    let at = earliest(sc, reg, start, before, &mut budget, &mut chain, &mut reads);
     chain.sort_unstable();
     chain.iter().all(|&l| l >= at).then_some((at, chain))
 }
@@ -475,6 +473,6 @@ fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> 
     if checks_in(plain) {
         return Some((plain, Vec::new()));
     }
-    let (at, chain) = address_at(sc, base, start, j, &mut Vec::new())?;
+    let (at, chain) = address_at(sc, base, start, j, None)?;
     (!chain.is_empty() && checks_in(at)).then_some((at, chain))
 }
