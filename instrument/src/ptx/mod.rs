@@ -1092,8 +1092,10 @@ impl<'a> Rewriter<'a> {
     /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
     /// not end between bodies at brace depth 0.
     fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool, mut out: String) -> Option<Walked> {
-        let bytes: usize = plans.module.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
-        out.reserve(bytes * 8 + 1024);
+        if !counting {
+            let bytes: usize = plans.module.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
+            out.reserve(bytes * 8 + 1024);
+        }
         let mut r = Rewriter {
             src: self.src,
             opts: self.opts,
@@ -1111,6 +1113,10 @@ impl<'a> Rewriter<'a> {
         let mut walk = Walk::default();
         for i in range {
             r.walk_line(plans, &mut walk, i).ok()?;
+            if counting {
+                // (Its text is dropped: kept, it grew to the part's size, reallocated on the way.)
+                r.out.clear();
+            }
         }
         if walk.depth != 0 || walk.func.is_some() || walk.in_block_comment {
             return None;
