@@ -465,9 +465,15 @@ impl<'a> ParsedStmt<'a> {
 
 impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
-        let stripped = strip_comment(raw);
+        // The flags of the whole line first: without a `/` it holds no comment, and the flags
+        // of its code are the line's (trimming takes only whitespace). Most lines are read this
+        // way, in one pass.
+        let (mut braces, mut brackets, mut slash) = byte_flags(raw.as_bytes());
+        let stripped = if slash { strip_comment(raw) } else { raw };
         let code = access::trim(stripped);
-        let (braces, brackets, slash) = byte_flags(code.as_bytes());
+        if slash {
+            (braces, brackets, slash) = byte_flags(code.as_bytes());
+        }
         Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
     }
 
