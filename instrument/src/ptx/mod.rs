@@ -1161,9 +1161,11 @@ impl<'a> Rewriter<'a> {
 
         // Statements that open or close a function body.
         let (opens, closes) = if plans.module.lines[i].braces { count_braces(t) } else { (0, 0) };
-        let closes_body = plans.module.bodies.holding(i).is_some_and(|b| b.close == i);
+        // (A body opens on a line that opens a brace and closes on one that closes one: the
+        // searches are only made there.)
+        let closes_body = closes > 0 && plans.module.bodies.holding(i).is_some_and(|b| b.close == i);
         let mut opened_now = false;
-        if w.func.is_none() {
+        if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
                 // A part's counting walk keeps each kernel's analysis for the walk that writes it
