@@ -331,6 +331,12 @@ impl<'l, 'a> Scan<'l, 'a> {
         let lo = j.saturating_sub(WINDOW);
         let prev = self.walk.filter(|&(pj, _)| pj < j && pj >= lo);
         let mut state = Some(lo);
+        // `interior(k)` of the lines walked back over: inside `j`'s body, known without a search.
+        let body = self.bodies.holding(j).map(|b| (b.open, b.close));
+        let interior = |k: usize| match body {
+            Some((open, close)) if open < k => k < close,
+            _ => self.bodies.interior(k),
+        };
         for k in (lo..j).rev() {
             let line = self.lines[k].raw;
             if has_block_comment_marker(line) {
@@ -345,7 +351,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !self.bodies.interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
+            if !interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
                 break;
             }
