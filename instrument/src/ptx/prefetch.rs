@@ -241,7 +241,13 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     if !sc.bodies.interior(label_line) {
         return None;
     }
-    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !sc.bodies.interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
+    // (`interior(k)` of the lines after `j`: inside `j`'s body, known without a search.)
+    let body = sc.bodies.holding(j).map(|b| (b.open, b.close));
+    let interior = |k: usize| match body {
+        Some((open, close)) if open < k => k < close,
+        _ => sc.bodies.interior(k),
+    };
+    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
