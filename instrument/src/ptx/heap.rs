@@ -123,7 +123,8 @@ pub(super) struct HeapCalls {
 impl HeapCalls {
     /// `Some` when the module declares a driver heap function.
     pub(super) fn for_module(src: &str) -> Option<Self> {
-        if !src.contains(".extern") {
+        // (`memmem`: a whole-module search, several times faster than `str::contains`.)
+        if memchr::memmem::find(src.as_bytes(), b".extern").is_none() {
             return None;
         }
         // A declaration starts a line; the text before it since the last `;` may hold directives

@@ -907,7 +907,9 @@ struct Rewriter<'a> {
 
 impl<'a> Rewriter<'a> {
     fn new(src: &'a str, opts: InstrumentOptions) -> Result<Self, PtxError> {
-        if src.contains(crate::abi::CONTROL_BLOCK_SYMBOL) {
+        // (`memmem`: whole-module searches are serial time of every rewrite, and its vector
+        // search reads the text several times faster than `str::contains`.)
+        if memchr::memmem::find(src.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
             return Err(PtxError::AlreadyInstrumented);
         }
         let header = parse_header(src)?;
