@@ -714,11 +714,12 @@ fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
 }
 
 /// Whether `s` contains one of `words`, each of which starts with `.` (a directive or qualifier
-/// such as `.shared`): tested at each `.` found by `memchr`, which costs a line less than one
-/// substring searcher per word.
+/// such as `.shared`): tested at each `.`, found byte by byte (lines are short: a substring
+/// searcher per word, or even `memchr`'s setup, cost more).
 fn contains_dotted(s: &str, words: &[&str]) -> bool {
     debug_assert!(words.iter().all(|w| w.starts_with('.')));
-    memchr::memchr_iter(b'.', s.as_bytes()).any(|i| words.iter().any(|w| s[i..].starts_with(w)))
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| b[i..].starts_with(w.as_bytes())))
 }
 
 /// Function-level state while scanning.
