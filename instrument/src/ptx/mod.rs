@@ -477,6 +477,12 @@ impl<'a> Line<'a> {
         Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
     }
 
+    /// [`has_block_comment_marker`] of the whole line, skipping the search where the line holds
+    /// no `/` (its code holds none and it has no `//` comment): most lines.
+    fn block_comment_marker(&self) -> bool {
+        (self.slash || self.stripped_len < self.raw.len()) && has_block_comment_marker(self.raw)
+    }
+
     /// The part before any `//` comment.
     fn stripped(&self) -> &'a str {
         &self.raw[..self.stripped_len]
@@ -1145,7 +1151,8 @@ impl<'a> Rewriter<'a> {
         }
         // Block comments pass through untouched (inside a heap statement being collected, in
         // their place in it).
-        let opens_comment = !w.in_block_comment && find_pair(code, b'/', b'*').is_some();
+        // (`code` holds a `/` only where the line's code does: `slash`.)
+        let opens_comment = !w.in_block_comment && plans.module.lines[i].slash && find_pair(code, b'/', b'*').is_some();
         if w.in_block_comment || opens_comment {
             if w.in_block_comment {
                 w.in_block_comment = find_pair(line, b'*', b'/').is_none();

@@ -28,7 +28,7 @@ use super::access::Operands;
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::opcode::Op;
-use super::{has_block_comment_marker, Line, LineMap, LineSet};
+use super::{Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
 const WINDOW: usize = 256;
@@ -251,7 +251,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     if !sc.bodies.interior(back_edge) {
         return None;
     }
-    if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l.raw)) {
+    if lines[j..=back_edge].iter().any(Line::block_comment_marker) {
         return None;
     }
     let edge = lines[back_edge].sole_instr()?;
@@ -344,8 +344,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             _ => self.bodies.interior(k),
         };
         for k in (lo..j).rev() {
-            let line = self.lines[k].raw;
-            if has_block_comment_marker(line) {
+            if self.lines[k].block_comment_marker() {
                 state = None;
                 break;
             }
