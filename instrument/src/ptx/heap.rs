@@ -124,9 +124,7 @@ impl HeapCalls {
     /// `Some` when the module declares a driver heap function.
     pub(super) fn for_module(src: &str) -> Option<Self> {
         // (`memmem`: a whole-module search, several times faster than `str::contains`.)
-        if memchr::memmem::find(src.as_bytes(), b".extern").is_none() {
-            return None;
-        }
+        memchr::memmem::find(src.as_bytes(), b".extern")?;
         // A declaration starts a line; the text before it since the last `;` may hold directives
         // that end without one (`.version`, `.target`, `.address_size` before the first).
         let declares = src.split(';').any(|stmt| {

@@ -429,7 +429,7 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Operands<'a>> {
         if o.starts_with('%') {
             // Special registers (%tid.x, %ctaid.y, ...) hold the same value everywhere.
             if !o.contains('.') {
-                inputs.push(*o);
+                inputs.push(o);
             }
         } else if o.parse::<i64>().is_err() && !o.starts_with("0x") && !o.starts_with("-0x") {
             return None; // symbols, vectors, anything else
