@@ -217,6 +217,7 @@ impl<'a> Operands<'a> {
         Operands::Inline { ops: [""; Self::INLINE], len: 0 }
     }
 
+    #[inline]
     pub(super) fn push(&mut self, o: &'a str) {
         match self {
             Operands::Inline { ops, len } if usize::from(*len) < Self::INLINE => {
@@ -233,6 +234,7 @@ impl<'a> Operands<'a> {
         }
     }
 
+    #[inline]
     pub fn as_slice(&self) -> &[&'a str] {
         match self {
             Operands::Inline { ops, len } => &ops[..usize::from(*len)],
@@ -244,6 +246,7 @@ impl<'a> Operands<'a> {
 impl<'a> std::ops::Deref for Operands<'a> {
     type Target = [&'a str];
 
+    #[inline]
     fn deref(&self) -> &[&'a str] {
         self.as_slice()
     }
@@ -293,6 +296,7 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
 /// `s.trim_start()`: byte by byte while the bytes are ASCII, as PTX is (the `char` searcher
 /// behind `str::trim_start` costs several times more per call, and every operand is trimmed);
 /// from a first non-ASCII byte on, `str::trim_start` decides (it may start a Unicode space).
+#[inline]
 pub(super) fn trim_start(s: &str) -> &str {
     for (i, &b) in s.as_bytes().iter().enumerate() {
         if !b.is_ascii() {
@@ -308,6 +312,7 @@ pub(super) fn trim_start(s: &str) -> &str {
 }
 
 /// `s.trim_end()`, as [`trim_start`].
+#[inline]
 pub(super) fn trim_end(s: &str) -> &str {
     for (i, &b) in s.as_bytes().iter().enumerate().rev() {
         if !b.is_ascii() {
@@ -321,6 +326,7 @@ pub(super) fn trim_end(s: &str) -> &str {
 }
 
 /// `s.trim()`, as [`trim_start`].
+#[inline]
 pub(super) fn trim(s: &str) -> &str {
     trim_end(trim_start(s))
 }
@@ -328,6 +334,7 @@ pub(super) fn trim(s: &str) -> &str {
 /// Byte offset of the first whitespace character of `s` (as `s.find(char::is_whitespace)`):
 /// byte by byte while the text is ASCII, as PTX is, decoding characters only from the first
 /// other byte on.
+#[inline]
 pub(super) fn find_whitespace(s: &str) -> Option<usize> {
     for (i, &b) in s.as_bytes().iter().enumerate() {
         if !b.is_ascii() {
@@ -467,6 +474,7 @@ pub struct Dests<'a> {
 impl<'a> Iterator for Dests<'a> {
     type Item = &'a str;
 
+    #[inline]
     fn next(&mut self) -> Option<&'a str> {
         loop {
             let rest = self.rest?;
@@ -491,6 +499,7 @@ impl<'a> Iterator for Dests<'a> {
 impl<'a> Instr<'a> {
     /// The registers the instruction writes: its first operand's, for every instruction but
     /// stores and reductions (whose first operand is the address).
+    #[inline]
     pub fn dests(&self) -> Dests<'a> {
         let first = match self.opcode.op {
             Op::St | Op::Red => "",

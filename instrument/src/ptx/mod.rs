@@ -386,6 +386,7 @@ struct LazyFlag(std::sync::atomic::AtomicU8);
 impl LazyFlag {
     const UNKNOWN: u8 = 0;
 
+    #[inline]
     fn get_or_init(&self, f: impl FnOnce() -> bool) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         match self.0.load(Relaxed) {
@@ -444,12 +445,14 @@ impl<'a> ParsedStmt<'a> {
     }
 
     /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
+    #[inline]
     fn class(&self) -> Option<&Classified> {
         let ins = self.instr.as_ref()?;
         Some(self.class.get_or_init(|| classify(ins, true)))
     }
 
     /// The access it makes, when it is one gasan checks.
+    #[inline]
     fn checked_access(&self) -> Option<&access::Access> {
         match self.class()? {
             Classified::Check(a) => Some(a),
@@ -484,11 +487,13 @@ impl<'a> Line<'a> {
     }
 
     /// The part before any `//` comment.
+    #[inline]
     fn stripped(&self) -> &'a str {
         &self.raw[..self.stripped_len]
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
+    #[inline]
     fn stmts(&self) -> &[ParsedStmt<'a>] {
         self.parsed
             .get_or_init(|| {
@@ -504,6 +509,7 @@ impl<'a> Line<'a> {
 
     /// The first statement's instruction: the line's one instruction where a pass knows the line
     /// holds one statement.
+    #[inline]
     fn first_instr(&self) -> Option<&Instr<'a>> {
         self.stmts().first()?.instr.as_ref()
     }
@@ -518,12 +524,14 @@ impl<'a> Line<'a> {
     }
 
     /// Does the line end a basic block ([`ends_basic_block`] of its code)?
+    #[inline]
     fn ends_block(&self) -> bool {
         self.ends_block.get_or_init(|| ends_basic_block(self.code))
     }
 
     /// The first statement (with its classification): the line's one statement where a pass
     /// knows the line holds one.
+    #[inline]
     fn first_stmt(&self) -> Option<&ParsedStmt<'a>> {
         self.stmts().first()
     }
@@ -706,6 +714,7 @@ fn leading_whitespace(line: &str) -> &str {
 
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
 /// first byte is searched with `memchr`, which reads a word or a vector at a time).
+#[inline]
 fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut from = 0;

@@ -142,6 +142,7 @@ pub struct Opcode<'a> {
 }
 
 impl<'a> Opcode<'a> {
+    #[inline]
     pub fn parse(text: &'a str) -> Self {
         // (A byte search: opcodes are a few bytes, shorter than a `char` searcher's setup.)
         let name = match text.bytes().position(|b| b == b'.') {
@@ -196,6 +197,7 @@ pub struct Parts<'a> {
 impl<'a> Iterator for Parts<'a> {
     type Item = &'a str;
 
+    #[inline]
     fn next(&mut self) -> Option<&'a str> {
         let rest = self.rest?;
         match rest.bytes().position(|b| b == b'.') {
