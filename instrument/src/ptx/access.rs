@@ -201,39 +201,44 @@ pub struct Instr<'a> {
 /// spares an allocation (and a reallocation past four) per instruction. Reads as a slice. (Also
 /// an opcode's parts where a pass wants them as a slice: most opcodes have four or fewer.)
 #[derive(Clone)]
-pub struct Operands<'a> {
-    /// The first `len` are the operands while `spill` is empty.
-    inline: [&'a str; Operands::INLINE],
-    len: usize,
-    /// All the operands, once there are more than fit inline.
-    spill: Vec<&'a str>,
+pub enum Operands<'a> {
+    /// The first `len` of `ops`.
+    Inline { ops: [&'a str; Operands::INLINE], len: u8 },
+    /// All the operands, once there are more than fit inline. (An enum, not both side by side:
+    /// every parsed statement holds one, and the vector's place would make each line 24 bytes
+    /// larger.)
+    Spill(Vec<&'a str>),
 }
 
 impl<'a> Operands<'a> {
     pub const INLINE: usize = 4;
 
     pub(super) fn new() -> Self {
-        Operands { inline: [""; Self::INLINE], len: 0, spill: Vec::new() }
+        Operands::Inline { ops: [""; Self::INLINE], len: 0 }
     }
 
+    #[inline]
     pub(super) fn push(&mut self, o: &'a str) {
-        if self.len < Self::INLINE {
-            self.inline[self.len] = o;
-        } else {
-            if self.spill.is_empty() {
-                self.spill.reserve(2 * Self::INLINE);
-                self.spill.extend_from_slice(&self.inline);
+        match self {
+            Operands::Inline { ops, len } if usize::from(*len) < Self::INLINE => {
+                ops[usize::from(*len)] = o;
+                *len += 1;
             }
-            self.spill.push(o);
+            Operands::Inline { ops, .. } => {
+                let mut spill = Vec::with_capacity(2 * Self::INLINE);
+                spill.extend_from_slice(ops);
+                spill.push(o);
+                *self = Operands::Spill(spill);
+            }
+            Operands::Spill(spill) => spill.push(o),
         }
-        self.len += 1;
     }
 
+    #[inline]
     pub fn as_slice(&self) -> &[&'a str] {
-        if self.len > Self::INLINE {
-            &self.spill
-        } else {
-            &self.inline[..self.len]
+        match self {
+            Operands::Inline { ops, len } => &ops[..usize::from(*len)],
+            Operands::Spill(spill) => spill,
         }
     }
 }
@@ -241,6 +246,7 @@ impl<'a> Operands<'a> {
 impl<'a> std::ops::Deref for Operands<'a> {
     type Target = [&'a str];
 
+    #[inline]
     fn deref(&self) -> &[&'a str] {
         self.as_slice()
     }
@@ -290,6 +296,7 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
 /// `s.trim_start()`: byte by byte while the bytes are ASCII, as PTX is (the `char` searcher
 /// behind `str::trim_start` costs several times more per call, and every operand is trimmed);
 /// from a first non-ASCII byte on, `str::trim_start` decides (it may start a Unicode space).
+#[inline]
 pub(super) fn trim_start(s: &str) -> &str {
     for (i, &b) in s.as_bytes().iter().enumerate() {
         if !b.is_ascii() {
@@ -305,6 +312,7 @@ pub(super) fn trim_start(s: &str) -> &str {
 }
 
 /// `s.trim_end()`, as [`trim_start`].
+#[inline]
 pub(super) fn trim_end(s: &str) -> &str {
     for (i, &b) in s.as_bytes().iter().enumerate().rev() {
         if !b.is_ascii() {
@@ -318,6 +326,7 @@ pub(super) fn trim_end(s: &str) -> &str {
 }
 
 /// `s.trim()`, as [`trim_start`].
+#[inline]
 pub(super) fn trim(s: &str) -> &str {
     trim_end(trim_start(s))
 }
@@ -325,6 +334,7 @@ pub(super) fn trim(s: &str) -> &str {
 /// Byte offset of the first whitespace character of `s` (as `s.find(char::is_whitespace)`):
 /// byte by byte while the text is ASCII, as PTX is, decoding characters only from the first
 /// other byte on.
+#[inline]
 pub(super) fn find_whitespace(s: &str) -> Option<usize> {
     for (i, &b) in s.as_bytes().iter().enumerate() {
         if !b.is_ascii() {
@@ -448,14 +458,49 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
 /// The registers a destination operand names: a vector's elements (`{%r1, %r2}`), both of a
 /// `setp`'s `%p|%q`, or the one register; never an address or a call's `(%r1)` return list. The
 /// one reading of destinations every pass uses ([`Instr::dests`]).
-fn registers_written(op: &str) -> impl Iterator<Item = &str> {
-    op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split([',', '|']).map(trim).filter(|d| d.starts_with('%'))
+fn registers_written(op: &str) -> Dests<'_> {
+    Dests { rest: Some(op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())) }
+}
+
+/// [`registers_written`]: the text cut at `,` and `|` byte by byte, each piece trimmed, those
+/// that name a register. (Two words to move and no `char` searcher to set up: every pass asks
+/// the destinations of most statements.)
+#[derive(Clone, Debug)]
+pub struct Dests<'a> {
+    /// The text not yet cut (`None`: done).
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Dests<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        loop {
+            let rest = self.rest?;
+            let piece = match rest.bytes().position(|b| b == b',' || b == b'|') {
+                Some(p) => {
+                    self.rest = Some(&rest[p + 1..]);
+                    &rest[..p]
+                }
+                None => {
+                    self.rest = None;
+                    rest
+                }
+            };
+            let piece = trim(piece);
+            if piece.starts_with('%') {
+                return Some(piece);
+            }
+        }
+    }
 }
 
 impl<'a> Instr<'a> {
     /// The registers the instruction writes: its first operand's, for every instruction but
     /// stores and reductions (whose first operand is the address).
-    pub fn dests(&self) -> impl Iterator<Item = &'a str> {
+    #[inline]
+    pub fn dests(&self) -> Dests<'a> {
         let first = match self.opcode.op {
             Op::St | Op::Red => "",
             _ => self.operands.first().copied().unwrap_or(""),

@@ -66,12 +66,14 @@ impl Bodies {
     }
 
     /// The body whose opening brace is on line `i`.
+    #[inline]
     pub fn opening_at(&self, i: usize) -> Option<&Body> {
         let k = self.list.partition_point(|b| b.open < i);
         self.list.get(k).filter(|b| b.open == i)
     }
 
     /// The body holding line `i` (its opening and closing lines included).
+    #[inline]
     pub fn holding(&self, i: usize) -> Option<&Body> {
         let k = self.list.partition_point(|b| b.open <= i);
         k.checked_sub(1).map(|k| &self.list[k]).filter(|b| i <= b.close)
@@ -79,6 +81,7 @@ impl Bodies {
 
     /// Whether line `i` lies strictly inside a body: the only lines the planners group, batch or
     /// place code at (the opening and closing lines may hold other text around their braces).
+    #[inline]
     pub fn interior(&self, i: usize) -> bool {
         self.holding(i).is_some_and(|b| b.open < i && i < b.close)
     }
@@ -108,9 +111,9 @@ impl Scanner {
             return;
         }
         // (`/*` is in `stripped` only where it is in `code`, which is `stripped` trimmed.)
-        let comment_opens = if line.slash { find_pair(line.stripped, b'/', b'*') } else { None };
+        let comment_opens = if line.slash { find_pair(line.stripped(), b'/', b'*') } else { None };
         if let Some(p) = comment_opens {
-            self.in_block_comment = find_pair(&line.stripped[p..], b'*', b'/').is_none();
+            self.in_block_comment = find_pair(&line.stripped()[p..], b'*', b'/').is_none();
             return;
         }
         let t = line.code;

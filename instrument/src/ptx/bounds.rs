@@ -95,13 +95,18 @@ fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<Declared> {
     declared
 }
 
-/// Whether `text` names `name` (what `finder` searches for) as a whole word (PTX identifiers:
-/// letters, digits, `_`, `$`, `%`). The finder is built once per name: a body's every line is
-/// searched, and setting a substring searcher up costs more than searching a short line.
-fn names(text: &str, name: &memchr::memmem::Finder<'_>) -> bool {
+/// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`,
+/// `%`). Each occurrence of the name's first byte is found with `memchr` and compared there: a
+/// body's every line is searched, most are a few dozen bytes without that byte, and a substring
+/// searcher's setup or rolling hash cost more than that.
+fn names(text: &str, name: &str) -> bool {
     let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%');
-    let len = name.needle().len();
-    name.find_iter(text.as_bytes()).any(|i| !text[..i].ends_with(word) && !text[i + len..].starts_with(word))
+    let (hay, needle) = (text.as_bytes(), name.as_bytes());
+    let Some((&first, _)) = needle.split_first() else {
+        // (The empty name occurs at every position.)
+        return (0..=text.len()).any(|i| text.is_char_boundary(i) && !text[..i].ends_with(word) && !text[i..].starts_with(word));
+    };
+    memchr::memchr_iter(first, hay).any(|i| hay[i..].starts_with(needle) && !text[..i].ends_with(word) && !text[i + needle.len()..].starts_with(word))
 }
 
 /// How an instruction's destination derives from its sources.
@@ -119,6 +124,11 @@ fn wide64(opcode: Opcode<'_>) -> bool {
 }
 
 fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
+    // (Asked of every instruction of a kernel: the qualifiers are read only for the opcodes that
+    // can define a parameter's register.)
+    if !matches!(opcode.op, Op::Ld | Op::Mov | Op::Cvta | Op::Add | Op::Sub | Op::Mad) {
+        return Def::Other;
+    }
     let wide64 = wide64(opcode);
     let src = |i: usize| operands.get(i).copied();
     match opcode.op {
@@ -139,16 +149,16 @@ impl ParamBounds {
     /// The analysis of one kernel body (device functions get none: their parameters are not the
     /// launch's). `None` when no checked access derives from a kernel pointer parameter.
     /// `versioned(i)`: line `i` is in a loop that loop versioning copied (its fast copy has no
-    /// checks, its checked copy rarely runs): its checks do not count. `in_loop(i)`: line `i` is
-    /// in a loop. A kernel with any loop gets no bounds: the bounds registers would stay live
+    /// checks, its checked copy rarely runs): its checks do not count. `any_in_loop(r)`: some
+    /// line of range `r` is in a loop. A kernel with any loop gets no bounds: the bounds registers would stay live
     /// across it next to what the loop keeps (gemm_tiled on the H100, whose only check outside
     /// its versioned loop is the final store, went from 32 to 39 registers: half the blocks per
     /// SM, 1.07x to 1.38x native), while straight-line kernels (stencils, transposes, the
     /// shapes whose checks cost most) have registers to spare.
-    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, in_loop: impl Fn(usize) -> bool) -> Option<ParamBounds> {
+    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
         // (A body that opens and closes on one line holds nothing to check.)
         let body_lines = lines.get(body.open + 1..body.close).filter(|_| body.entry)?;
-        if (body.open + 1..body.close).any(&in_loop) {
+        if any_in_loop(body.open + 1..body.close) {
             return None;
         }
         let declared = kernel_params(lines, body.open);
@@ -162,7 +172,8 @@ impl ParamBounds {
         // Loop-free (checked above): every definition that reaches a use comes before it in the
         // text, so one pass in order sees them all. A register defined more than once keeps a
         // parameter only when every definition agrees.
-        let mut root: HashMap<&str, Root> = HashMap::default();
+        // (Sized for a definition a line: grown from empty, it rehashed several times a kernel.)
+        let mut root: HashMap<&str, Root> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
         let mut operands_of_params: Vec<&str> = Vec::new();
         for line in body_lines {
             for st in line.stmts() {
@@ -261,10 +272,9 @@ impl ParamBounds {
     /// taken, a guarded read): such a parameter is never tagged.
     fn plain_reads(lines: &[Line<'_>], body: &Body, name: &str) -> Option<Vec<(usize, String)>> {
         let operand = format!("[{name}]");
-        let finder = memchr::memmem::Finder::new(name);
         let mut reads = Vec::new();
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if !names(line.code, &finder) {
+            if line.code.len() < name.len() || !names(line.code, name) {
                 continue;
             }
             let [st] = line.stmts() else { return None };

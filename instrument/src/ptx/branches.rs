@@ -89,6 +89,15 @@ impl<'a> Branches<'a> {
         self.refs.get(&(body.open, label)).copied().unwrap_or(0)
     }
 
+    /// Whether any line of `range` is in a loop ([`Branches::in_loop`] of each, in one search).
+    pub fn any_in_loop(&self, range: std::ops::Range<usize>) -> bool {
+        // The intervals are disjoint and in order: of those starting before the range's end, the
+        // last ends last.
+        let Some(last) = range.end.checked_sub(1).filter(|&l| l >= range.start) else { return false };
+        let after = self.loops.partition_point(|&(l, _)| l <= last);
+        after > 0 && self.loops[after - 1].1 >= range.start
+    }
+
     pub fn in_loop(&self, line: usize) -> bool {
         // The last interval starting at or before `line` is the only one that can hold it.
         let after = self.loops.partition_point(|&(l, _)| l <= line);

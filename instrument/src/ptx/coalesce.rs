@@ -58,9 +58,17 @@ pub(super) fn plan_range(
     // address register: the candidates for a shadow prefetch.
     let mut check_lines = LineSet::default();
     let mut candidates: Vec<super::prefetch::Candidate> = Vec::new();
+    // The bodies opening at or before the line (`Bodies::interior` of each line in order,
+    // without a search a line).
+    let mut opened = bodies.iter().take_while(|b| b.open < range.start).count();
     for (i, line) in lines.iter().enumerate().take(range.end).skip(range.start) {
+        while opened < bodies.len() && bodies.nth(opened).open <= i {
+            opened += 1;
+        }
+        let interior = opened.checked_sub(1).is_some_and(|k| bodies.nth(k).open < i && i < bodies.nth(k).close);
+        debug_assert_eq!(interior, bodies.interior(i));
         // Only lines strictly inside a body are grouped; any other ends the groups open.
-        if !bodies.interior(i) {
+        if !interior {
             finish_all(&mut groups, &mut plan);
             continue;
         }
@@ -78,7 +86,7 @@ pub(super) fn plan_range(
             continue;
         }
         let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
-        if super::find_pair(code, b'/', b'*').is_some() || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
+        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;
         }

@@ -756,7 +756,8 @@ pub(super) fn checked_statement_halt(
     }
     let guard = guard_setup(&mut v, ins, a);
     let kind = a.kind as u8;
-    let mut fail = String::new();
+    // (Sized for a stub: grown from empty, it was reallocated several times a check.)
+    let mut fail = String::with_capacity(256);
     let mut f = Lines::new(&mut fail, indent);
     match (&a.width, a.bulk) {
         (Width::Fixed(w), false) => {

@@ -123,9 +123,8 @@ pub(super) struct HeapCalls {
 impl HeapCalls {
     /// `Some` when the module declares a driver heap function.
     pub(super) fn for_module(src: &str) -> Option<Self> {
-        if !src.contains(".extern") {
-            return None;
-        }
+        // (`memmem`: a whole-module search, several times faster than `str::contains`.)
+        memchr::memmem::find(src.as_bytes(), b".extern")?;
         // A declaration starts a line; the text before it since the last `;` may hold directives
         // that end without one (`.version`, `.target`, `.address_size` before the first).
         let declares = src.split(';').any(|stmt| {

@@ -35,7 +35,7 @@ use super::bodies::Bodies;
 use super::branches::Branches;
 use super::emit::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
-use super::{has_block_comment_marker, type_bits, Line, LineSet, RegTypes, MARKER};
+use super::{type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -495,7 +495,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
     let mut any_check = false;
     for (k, line) in lines.iter().enumerate().take(e).skip(s + 1) {
-        if has_block_comment_marker(line.raw) {
+        if line.block_comment_marker() {
             return None;
         }
         let code = line.code;

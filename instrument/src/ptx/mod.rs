@@ -38,7 +38,6 @@ pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified, Instr};
-use opcode::{Op, Opcode};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -335,6 +334,24 @@ fn strip_comment(line: &str) -> &str {
     }
 }
 
+/// Whether `s` holds a brace, a `[`, a `/`: one pass over a line for all three, a table lookup
+/// a byte (three compares a byte were a fifth of reading a module).
+fn byte_flags(s: &[u8]) -> (bool, bool, bool) {
+    const BRACE: u8 = 1;
+    const BRACKET: u8 = 2;
+    const SLASH: u8 = 4;
+    const CLASS: [u8; 256] = {
+        let mut t = [0; 256];
+        t[b'{' as usize] = BRACE;
+        t[b'}' as usize] = BRACE;
+        t[b'[' as usize] = BRACKET;
+        t[b'/' as usize] = SLASH;
+        t
+    };
+    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
+    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH != 0)
+}
+
 /// A line of the module body as every pass reads it: split from its `//` comment and trimmed
 /// once, not by each pass again; its statements split into their parts once, on first use
 /// ([`Line::stmts`]).
@@ -342,8 +359,9 @@ fn strip_comment(line: &str) -> &str {
 struct Line<'a> {
     /// As written, newline included.
     raw: &'a str,
-    /// The part before any `//` comment.
-    stripped: &'a str,
+    /// The length of the part before any `//` comment ([`Line::stripped`]; a length, not a
+    /// second `&str`: every pass reads the lines, and each byte of a line costs them all).
+    stripped_len: usize,
     /// `stripped` without surrounding whitespace: the statement text the passes parse.
     code: &'a str,
     parsed: std::sync::OnceLock<Stmts<'a>>,
@@ -368,6 +386,7 @@ struct LazyFlag(std::sync::atomic::AtomicU8);
 impl LazyFlag {
     const UNKNOWN: u8 = 0;
 
+    #[inline]
     fn get_or_init(&self, f: impl FnOnce() -> bool) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         match self.0.load(Relaxed) {
@@ -399,12 +418,13 @@ struct ParsedStmt<'a> {
     class: std::sync::OnceLock<Classified>,
 }
 
-/// A line's parsed statements: the one most lines hold in place, without an allocation (a
-/// `Line` grows by about a statement's size, some 300 bytes: boxing it is what this spares).
+/// A line's parsed statements, boxed: held in place, a statement made every `Line` some 170
+/// bytes larger, parsed or not (blank lines, `.loc`s), and the lines are read into one vector on
+/// one thread before a split rewrite starts: its size was most of that serial read's time. Boxed,
+/// a statement is allocated where it is parsed, on the parts' threads.
 #[derive(Clone, Debug)]
-#[allow(clippy::large_enum_variant)]
 enum Stmts<'a> {
-    One(ParsedStmt<'a>),
+    One(Box<ParsedStmt<'a>>),
     /// None or several.
     Many(Box<[ParsedStmt<'a>]>),
 }
@@ -412,7 +432,7 @@ enum Stmts<'a> {
 impl<'a> Stmts<'a> {
     fn as_slice(&self) -> &[ParsedStmt<'a>] {
         match self {
-            Stmts::One(s) => std::slice::from_ref(s),
+            Stmts::One(s) => std::slice::from_ref(&**s),
             Stmts::Many(s) => s,
         }
     }
@@ -425,12 +445,14 @@ impl<'a> ParsedStmt<'a> {
     }
 
     /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
+    #[inline]
     fn class(&self) -> Option<&Classified> {
         let ins = self.instr.as_ref()?;
         Some(self.class.get_or_init(|| classify(ins, true)))
     }
 
     /// The access it makes, when it is one gasan checks.
+    #[inline]
     fn checked_access(&self) -> Option<&access::Access> {
         match self.class()? {
             Classified::Check(a) => Some(a),
@@ -446,25 +468,38 @@ impl<'a> ParsedStmt<'a> {
 
 impl<'a> Line<'a> {
     fn read(raw: &'a str) -> Self {
-        let stripped = strip_comment(raw);
+        // The flags of the whole line first: without a `/` it holds no comment, and the flags
+        // of its code are the line's (trimming takes only whitespace). Most lines are read this
+        // way, in one pass.
+        let (mut braces, mut brackets, mut slash) = byte_flags(raw.as_bytes());
+        let stripped = if slash { strip_comment(raw) } else { raw };
         let code = access::trim(stripped);
-        // (One pass over the line for both.)
-        let (mut braces, mut brackets, mut slash) = (false, false, false);
-        for b in code.bytes() {
-            braces |= b == b'{' || b == b'}';
-            brackets |= b == b'[';
-            slash |= b == b'/';
+        if slash {
+            (braces, brackets, slash) = byte_flags(code.as_bytes());
         }
-        Line { raw, stripped, code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
+        Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
+    }
+
+    /// [`has_block_comment_marker`] of the whole line, skipping the search where the line holds
+    /// no `/` (its code holds none and it has no `//` comment): most lines.
+    fn block_comment_marker(&self) -> bool {
+        (self.slash || self.stripped_len < self.raw.len()) && has_block_comment_marker(self.raw)
+    }
+
+    /// The part before any `//` comment.
+    #[inline]
+    fn stripped(&self) -> &'a str {
+        &self.raw[..self.stripped_len]
     }
 
     /// The line's statements with their parts, split on first use and kept for every pass.
+    #[inline]
     fn stmts(&self) -> &[ParsedStmt<'a>] {
         self.parsed
             .get_or_init(|| {
                 let mut pieces = StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
                 let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
-                let Some(second) = pieces.next() else { return Stmts::One(first) };
+                let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
                 let mut stmts = vec![first, second];
                 stmts.extend(pieces);
                 Stmts::Many(stmts.into_boxed_slice())
@@ -474,6 +509,7 @@ impl<'a> Line<'a> {
 
     /// The first statement's instruction: the line's one instruction where a pass knows the line
     /// holds one statement.
+    #[inline]
     fn first_instr(&self) -> Option<&Instr<'a>> {
         self.stmts().first()?.instr.as_ref()
     }
@@ -488,12 +524,14 @@ impl<'a> Line<'a> {
     }
 
     /// Does the line end a basic block ([`ends_basic_block`] of its code)?
+    #[inline]
     fn ends_block(&self) -> bool {
         self.ends_block.get_or_init(|| ends_basic_block(self.code))
     }
 
     /// The first statement (with its classification): the line's one statement where a pass
     /// knows the line holds one.
+    #[inline]
     fn first_stmt(&self) -> Option<&ParsedStmt<'a>> {
         self.stmts().first()
     }
@@ -511,7 +549,7 @@ impl<'a> Line<'a> {
         'a: 's,
     {
         let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped: self.stripped, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
+        Line { raw: self.raw, stripped_len: self.stripped_len, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
     }
 
     /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
@@ -525,10 +563,20 @@ impl<'a> Line<'a> {
     /// each line also given to `bodies` as it is read.
     fn read_text_scanning(text: &'a str, bodies: &mut bodies::Scanner) -> Vec<Self> {
         let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
-        for raw in text.split_inclusive('\n') {
+        // (`split_inclusive('\n')` cut with `memchr` directly: the `char` searcher's setup per
+        // line cost more than the search.)
+        let mut start = 0;
+        let mut push = |raw: &'a str| {
             lines.push(Line::read(raw));
             let i = lines.len() - 1;
             bodies.line(i, &lines[i]);
+        };
+        for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            push(&text[start..=nl]);
+            start = nl + 1;
+        }
+        if start < text.len() {
+            push(&text[start..]);
         }
         lines
     }
@@ -666,6 +714,7 @@ fn leading_whitespace(line: &str) -> &str {
 
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
 /// first byte is searched with `memchr`, which reads a word or a vector at a time).
+#[inline]
 fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut from = 0;
@@ -680,11 +729,12 @@ fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
 }
 
 /// Whether `s` contains one of `words`, each of which starts with `.` (a directive or qualifier
-/// such as `.shared`): tested at each `.` found by `memchr`, which costs a line less than one
-/// substring searcher per word.
+/// such as `.shared`): tested at each `.`, found byte by byte (lines are short: a substring
+/// searcher per word, or even `memchr`'s setup, cost more).
 fn contains_dotted(s: &str, words: &[&str]) -> bool {
     debug_assert!(words.iter().all(|w| w.starts_with('.')));
-    memchr::memchr_iter(b'.', s.as_bytes()).any(|i| words.iter().any(|w| s[i..].starts_with(w)))
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| b[i..].starts_with(w.as_bytes())))
 }
 
 /// Function-level state while scanning.
@@ -873,7 +923,9 @@ struct Rewriter<'a> {
 
 impl<'a> Rewriter<'a> {
     fn new(src: &'a str, opts: InstrumentOptions) -> Result<Self, PtxError> {
-        if src.contains(crate::abi::CONTROL_BLOCK_SYMBOL) {
+        // (`memmem`: whole-module searches are serial time of every rewrite, and its vector
+        // search reads the text several times faster than `str::contains`.)
+        if memchr::memmem::find(src.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
             return Err(PtxError::AlreadyInstrumented);
         }
         let header = parse_header(src)?;
@@ -1064,8 +1116,10 @@ impl<'a> Rewriter<'a> {
     /// sites and counts, numbered from `start`. `None` when the walk stops with an error or does
     /// not end between bodies at brace depth 0.
     fn walk_part(&self, plans: &Plans<'_, '_>, range: std::ops::Range<usize>, start: Numbering, counting: bool, mut out: String) -> Option<Walked> {
-        let bytes: usize = plans.module.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
-        out.reserve(bytes * 8 + 1024);
+        if !counting {
+            let bytes: usize = plans.module.lines[range.clone()].iter().map(|l| l.raw.len()).sum();
+            out.reserve(bytes * 8 + 1024);
+        }
         let mut r = Rewriter {
             src: self.src,
             opts: self.opts,
@@ -1083,6 +1137,10 @@ impl<'a> Rewriter<'a> {
         let mut walk = Walk::default();
         for i in range {
             r.walk_line(plans, &mut walk, i).ok()?;
+            if counting {
+                // (Its text is dropped: kept, it grew to the part's size, reallocated on the way.)
+                r.out.clear();
+            }
         }
         if walk.depth != 0 || walk.func.is_some() || walk.in_block_comment {
             return None;
@@ -1094,14 +1152,16 @@ impl<'a> Rewriter<'a> {
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
     fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, code: t, .. } = plans.module.lines[i];
+        let Line { raw: line, code: t, .. } = plans.module.lines[i];
+        let code = plans.module.lines[i].stripped();
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
             self.before_line(plans, w, i);
         }
         // Block comments pass through untouched (inside a heap statement being collected, in
         // their place in it).
-        let opens_comment = !w.in_block_comment && find_pair(code, b'/', b'*').is_some();
+        // (`code` holds a `/` only where the line's code does: `slash`.)
+        let opens_comment = !w.in_block_comment && plans.module.lines[i].slash && find_pair(code, b'/', b'*').is_some();
         if w.in_block_comment || opens_comment {
             if w.in_block_comment {
                 w.in_block_comment = find_pair(line, b'*', b'/').is_none();
@@ -1120,21 +1180,33 @@ impl<'a> Rewriter<'a> {
 
         // Statements that open or close a function body.
         let (opens, closes) = if plans.module.lines[i].braces { count_braces(t) } else { (0, 0) };
-        let closes_body = plans.module.bodies.holding(i).is_some_and(|b| b.close == i);
+        // (A body opens on a line that opens a brace and closes on one that closes one: the
+        // searches are only made there.)
+        let closes_body = closes > 0 && plans.module.bodies.holding(i).is_some_and(|b| b.close == i);
         let mut opened_now = false;
-        if w.func.is_none() {
+        if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
-                let bounds = if self.opts.param_bounds {
-                    bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |l| plans.module.branches.in_loop(l))
-                } else {
-                    None
+                // A part's counting walk keeps each kernel's analysis for the walk that writes it
+                // ([`Plans::bounds_memo`]).
+                let memo = if self.counting { None } else { plans.bounds_memo.borrow_mut().remove(&body.open) };
+                let bounds = match memo {
+                    Some(b) => b,
+                    None if self.opts.param_bounds => {
+                        let b = bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |r| plans.module.branches.any_in_loop(r));
+                        if self.counting {
+                            plans.bounds_memo.borrow_mut().insert(body.open, b.clone());
+                        }
+                        b
+                    }
+                    None => None,
                 };
                 if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
                 }
                 w.func = Some(FuncState {
-                    demangled: sites::demangle(&name),
+                    // (A counting walk's sites are only counted.)
+                    demangled: if self.counting { String::new() } else { sites::demangle(&name) },
                     name: name.clone(),
                     reg_types: RegTypes::default(),
                     block_checks: BlockChecks::default(),
@@ -1262,7 +1334,8 @@ impl<'a> Rewriter<'a> {
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
     fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
-        let Line { raw: line, stripped: code, .. } = plans.module.lines[i];
+        let Line { raw: line, .. } = plans.module.lines[i];
+        let code = plans.module.lines[i].stripped();
         let (line_no, loc) = (plans.ptx_line(i), plans.module.locs[i]);
         let f = w.func.as_mut().expect("access lines are in a body");
         let indent = leading_whitespace(line);
@@ -1447,6 +1520,8 @@ impl<'a> Rewriter<'a> {
     fn space_site(&mut self, f: &FuncState, c: &spaces::SpaceCheck, line_no: usize, loc: Option<Loc>) -> u32 {
         let site = new_site(&mut self.sites, f, line_no, loc, c.kind, c.width);
         let demangled = match self.demangled_vars.get(&c.var) {
+            // (A counting walk's sites are only counted.)
+            _ if self.counting => String::new(),
             Some(d) => d.clone(),
             None => {
                 // Only Itanium names: a plain `d` would demangle as the type `double`.
@@ -1665,6 +1740,9 @@ struct Plans<'p, 'l> {
     coalescing: &'p coalesce::Plan,
     module_spaces: &'p spaces::ModuleSpaces,
     space_groups: &'p HashMap<(usize, usize), spaces::Role>,
+    /// Kernel-parameter bounds a counting walk found ([`Rewriter::run_parts`]), by the body's
+    /// opening line, taken by the walk that writes the part: found once, not once a walk.
+    bounds_memo: std::cell::RefCell<LineMap<Option<bounds::ParamBounds>>>,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1687,7 +1765,7 @@ struct Module<'p, 'l> {
 impl<'l> Module<'_, 'l> {
     /// The plans of the walk, with the planners' results for (a part of) the module.
     fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'l> {
-        Plans { module: self, coalescing, module_spaces, space_groups }
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds_memo: std::cell::RefCell::default() }
     }
 }
 
@@ -2040,8 +2118,11 @@ fn ends_basic_block(t: &str) -> bool {
         return true;
     }
     let (text, _) = opcode_and_rest(t);
-    let o = Opcode::parse(text);
-    o.op.transfers_control() || matches!(o.op, Op::Bar | Op::Barrier | Op::Fence | Op::Membar | Op::Atom | Op::Red | Op::Mbarrier) || text.starts_with("cp.async.wait")
+    // The names of `Op::transfers_control` and of the barriers, fences, atomics and reductions
+    // (matched as text: asked of every line, and these fourteen are fewer to compare than all the
+    // names `Op::from_name` knows).
+    let name = text.bytes().position(|b| b == b'.').map_or(text, |p| &text[..p]);
+    matches!(name, "bra" | "brx" | "call" | "ret" | "exit" | "trap" | "brkpt" | "bar" | "barrier" | "fence" | "membar" | "atom" | "red" | "mbarrier") || text.starts_with("cp.async.wait")
 }
 
 /// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.

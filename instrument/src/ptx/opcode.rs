@@ -142,6 +142,7 @@ pub struct Opcode<'a> {
 }
 
 impl<'a> Opcode<'a> {
+    #[inline]
     pub fn parse(text: &'a str) -> Self {
         // (A byte search: opcodes are a few bytes, shorter than a `char` searcher's setup.)
         let name = match text.bytes().position(|b| b == b'.') {
@@ -152,8 +153,8 @@ impl<'a> Opcode<'a> {
     }
 
     /// Every dot-separated part, the instruction's name first (`ld`, `global`, `nc`, `v2`, `u64`).
-    pub fn parts(&self) -> std::str::Split<'a, char> {
-        self.text.split('.')
+    pub fn parts(&self) -> Parts<'a> {
+        Parts { rest: Some(self.text) }
     }
 
     /// The qualifiers: the parts after the name.
@@ -182,6 +183,33 @@ impl<'a> Opcode<'a> {
     /// The first qualifier, if any (`async` of `cp.async.ca.shared.global`).
     pub fn first_qual(&self) -> Option<&'a str> {
         self.quals().next()
+    }
+}
+
+/// [`Opcode::parts`]: `text.split('.')` cut byte by byte (a `char` searcher's setup costs more
+/// than the few bytes of an opcode's part; passes ask the qualifiers of most instructions).
+#[derive(Clone, Debug)]
+pub struct Parts<'a> {
+    /// The text not yet cut (`None`: done).
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Parts<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        match rest.bytes().position(|b| b == b'.') {
+            Some(p) => {
+                self.rest = Some(&rest[p + 1..]);
+                Some(&rest[..p])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
     }
 }
 

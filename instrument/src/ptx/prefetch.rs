@@ -28,7 +28,7 @@ use super::access::Operands;
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::opcode::Op;
-use super::{has_block_comment_marker, Line, LineMap, LineSet};
+use super::{Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
 const WINDOW: usize = 256;
@@ -189,7 +189,7 @@ fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSe
     if plain <= first_check {
         return Some((first_check, plain, Vec::new()));
     }
-    if let Some((at, chain)) = address_at(sc, base, start, j, &mut Vec::new()).filter(|(at, chain)| *at <= first_check && !chain.is_empty()) {
+    if let Some((at, chain)) = address_at(sc, base, start, j, None).filter(|(at, chain)| *at <= first_check && !chain.is_empty()) {
         return Some((first_check, at, chain));
     }
     // address_at recomputes as far back as it can, and fails when that runs into a load or its
@@ -210,7 +210,7 @@ fn chain_from(sc: &mut Scan<'_, '_>, reg: &str, start: usize, anchor: usize, bef
         return Some(());
     }
     *budget = budget.checked_sub(1)?;
-    for input in arithmetic_inputs(&sc.lines[k])? {
+    for &input in arithmetic_inputs(&sc.lines[k])?.iter() {
         chain_from(sc, input, start, anchor, k, budget, chain)?;
     }
     chain.push(k);
@@ -241,11 +241,17 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     if !sc.bodies.interior(label_line) {
         return None;
     }
-    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !sc.bodies.interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
+    // (`interior(k)` of the lines after `j`: inside `j`'s body, known without a search.)
+    let body = sc.bodies.holding(j).map(|b| (b.open, b.close));
+    let interior = |k: usize| match body {
+        Some((open, close)) if open < k => k < close,
+        _ => sc.bodies.interior(k),
+    };
+    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
-    if lines[j..=back_edge].iter().any(|l| has_block_comment_marker(l.raw)) {
+    if lines[j..=back_edge].iter().any(Line::block_comment_marker) {
         return None;
     }
     let edge = lines[back_edge].sole_instr()?;
@@ -261,7 +267,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     }
     // This iteration's address from values at the top of the body.
     let mut reads = Vec::new();
-    let (at, chain) = address_at(sc, base, start, j, &mut reads)?;
+    let (at, chain) = address_at(sc, base, start, j, Some(&mut reads))?;
     if at != start {
         return None;
     }
@@ -272,7 +278,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
         if sc.last_write(&r, start, back_edge).is_none() {
             continue; // loop-invariant
         }
-        let (at, c) = address_at(sc, &r, start, back_edge, &mut Vec::new())?;
+        let (at, c) = address_at(sc, &r, start, back_edge, None)?;
         if at != start {
             return None;
         }
@@ -299,7 +305,10 @@ struct Scan<'l, 'a> {
     /// lines write one). It spans the bodies of the candidates (the lines a scan looks at), not
     /// the module: a module rewritten in parts plans each part with its own scan, and one sized
     /// to the module cost every part the whole module's lines in memory written and dropped.
-    dests: Vec<Option<Operands<'a>>>,
+    /// Per line, 1 + its index in `found` once found (0 before): a line's slot is four bytes, not
+    /// an `Operands`' hundred, as most lines are never looked at.
+    dests: Vec<u32>,
+    found: Vec<Operands<'a>>,
     dests_from: usize,
 }
 
@@ -313,7 +322,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             _ => 0..0,
         };
-        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![None; span.len()], dests_from: span.start }
+        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![0; span.len()], found: Vec::new(), dests_from: span.start }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -328,9 +337,14 @@ impl<'l, 'a> Scan<'l, 'a> {
         let lo = j.saturating_sub(WINDOW);
         let prev = self.walk.filter(|&(pj, _)| pj < j && pj >= lo);
         let mut state = Some(lo);
+        // `interior(k)` of the lines walked back over: inside `j`'s body, known without a search.
+        let body = self.bodies.holding(j).map(|b| (b.open, b.close));
+        let interior = |k: usize| match body {
+            Some((open, close)) if open < k => k < close,
+            _ => self.bodies.interior(k),
+        };
         for k in (lo..j).rev() {
-            let line = self.lines[k].raw;
-            if has_block_comment_marker(line) {
+            if self.lines[k].block_comment_marker() {
                 state = None;
                 break;
             }
@@ -342,7 +356,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !self.bodies.interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
+            if !interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
                 break;
             }
@@ -367,8 +381,15 @@ impl<'l, 'a> Scan<'l, 'a> {
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let lines = self.lines;
         // (A line outside the span, if one is ever asked about, is read again each time.)
+        let found = &mut self.found;
         (start..before).rev().find(|&k| match self.dests.get_mut(k.wrapping_sub(self.dests_from)) {
-            Some(d) => d.get_or_insert_with(|| lines[k].dests().collect()).contains(&reg),
+            Some(d) => {
+                if *d == 0 {
+                    found.push(lines[k].dests().collect());
+                    *d = u32::try_from(found.len()).expect("fewer lines than u32::MAX");
+                }
+                found[*d as usize - 1].contains(&reg)
+            }
             None => lines[k].dests().any(|d| d == reg),
         })
     }
@@ -376,7 +397,7 @@ impl<'l, 'a> Scan<'l, 'a> {
 
 /// The register operands a recomputable arithmetic statement reads, or `None` when it is not one
 /// (guarded, several statements, or an opcode outside the address-arithmetic set).
-fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
+fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Operands<'a>> {
     let stmt = line.code.strip_suffix(';')?;
     if stmt.contains(';') {
         return None;
@@ -402,12 +423,13 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
     if !ok || ins.operands.len() < 2 {
         return None;
     }
-    let mut inputs = Vec::new();
+    // (Held inline: asked again for each candidate whose chain passes the line.)
+    let mut inputs = Operands::new();
     for o in &ins.operands[1..] {
         if o.starts_with('%') {
             // Special registers (%tid.x, %ctaid.y, ...) hold the same value everywhere.
             if !o.contains('.') {
-                inputs.push(*o);
+                inputs.push(o);
             }
         } else if o.parse::<i64>().is_err() && !o.starts_with("0x") && !o.starts_with("-0x") {
             return None; // symbols, vectors, anything else
@@ -418,10 +440,11 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Vec<&'a str>> {
 
 /// Earliest line (within `[start, before)`) at which `reg`'s value at `before` can be had, and the
 /// arithmetic lines to recompute on the way (`budget` bounds their number).
-/// Registers read at the anchor (not recomputed) are added to `reads`.
-fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Vec<String>) -> usize {
+/// Registers read at the anchor (not recomputed) are added to `reads`, when asked for. The lines
+/// are added to `chain` once each, in no particular order.
+fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Option<&mut Vec<String>>) -> usize {
     let Some(k) = sc.last_write(reg, start, before) else {
-        if !reads.iter().any(|r| r == reg) {
+        if let Some(reads) = reads.as_deref_mut().filter(|reads| !reads.iter().any(|r| r == reg)) {
             reads.push(reg.to_string());
         }
         return start;
@@ -432,26 +455,23 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
     let Some(inputs) = arithmetic_inputs(&sc.lines[k]) else { return k + 1 };
     *budget -= 1;
     let mut at = start;
-    let mut sub = Vec::new();
-    for input in inputs {
-        at = at.max(earliest(sc, input, start, k, budget, &mut sub, reads));
+    for &input in inputs.iter() {
+        at = at.max(earliest(sc, input, start, k, budget, chain, reads));
     }
     // Inputs redefined between the anchor and `k` would change the value: the recursion anchors
     // each input after its last write before `k`, and `at` is the latest of those.
-    for l in sub.into_iter().chain([k]) {
-        if !chain.contains(&l) {
-            chain.push(l);
-        }
+    if !chain.contains(&k) {
+        chain.push(k);
     }
     at
 }
 
 /// The earliest anchor for `reg`'s value at `before` through recomputed arithmetic, and the
 /// chain (in line order) to recompute there; `None` when a chain line would lie above the anchor
-/// (it reads values final only there). Registers read at the anchor go to `reads`.
-fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, reads: &mut Vec<String>) -> Option<(usize, Vec<usize>)> {
+/// (it reads values final only there). Registers read at the anchor go to `reads`, if given.
+fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, mut reads: Option<&mut Vec<String>>) -> Option<(usize, Vec<usize>)> {
     let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
-    let at = earliest(sc, reg, start, before, &mut budget, &mut chain, reads);
+    let at = earliest(sc, reg, start, before, &mut budget, &mut chain, &mut reads);
     chain.sort_unstable();
     chain.iter().all(|&l| l >= at).then_some((at, chain))
 }
@@ -464,6 +484,6 @@ fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> 
     if checks_in(plain) {
         return Some((plain, Vec::new()));
     }
-    let (at, chain) = address_at(sc, base, start, j, &mut Vec::new())?;
+    let (at, chain) = address_at(sc, base, start, j, None)?;
     (!chain.is_empty() && checks_in(at)).then_some((at, chain))
 }

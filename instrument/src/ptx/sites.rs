@@ -132,5 +132,13 @@ impl SiteTable {
 
 /// Demangles an Itanium C++ name; returns the input when it is not mangled.
 pub fn demangle(name: &str) -> String {
-    cpp_demangle::Symbol::new(name).ok().and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default()).ok()).unwrap_or_else(|| name.to_string())
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| {
+            // (`Symbol::demangle` into a string sized first: grown from empty, it was reallocated
+            // several times a name.)
+            let mut out = String::with_capacity(2 * name.len() + 16);
+            s.structured_demangle(&mut out, &cpp_demangle::DemangleOptions::default()).ok().map(|()| out)
+        })
+        .unwrap_or_else(|| name.to_string())
 }
