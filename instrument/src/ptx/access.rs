@@ -1,7 +1,7 @@
 //! Recognition of memory instructions: which statements touch global memory, where their address
 //! operand is, how wide they are, and whether they read, write or both.
 
-use super::opcode::{Op, Opcode};
+use super::opcode::{Op, Opcode, SplitBytes};
 use crate::abi::AccessKind;
 
 /// Why a memory-like statement gets no check.
@@ -459,40 +459,19 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
 /// `setp`'s `%p|%q`, or the one register; never an address or a call's `(%r1)` return list. The
 /// one reading of destinations every pass uses ([`Instr::dests`]).
 fn registers_written(op: &str) -> Dests<'_> {
-    Dests { rest: Some(op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())) }
+    Dests(SplitBytes::new(op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())))
 }
 
-/// [`registers_written`]: the text cut at `,` and `|` byte by byte, each piece trimmed, those
-/// that name a register. (Two words to move and no `char` searcher to set up: every pass asks
-/// the destinations of most statements.)
+/// [`registers_written`]: the pieces between `,` and `|`, trimmed, that name a register.
 #[derive(Clone, Debug)]
-pub struct Dests<'a> {
-    /// The text not yet cut (`None`: done).
-    rest: Option<&'a str>,
-}
+pub struct Dests<'a>(SplitBytes<'a, b',', b'|'>);
 
 impl<'a> Iterator for Dests<'a> {
     type Item = &'a str;
 
     #[inline]
     fn next(&mut self) -> Option<&'a str> {
-        loop {
-            let rest = self.rest?;
-            let piece = match rest.bytes().position(|b| b == b',' || b == b'|') {
-                Some(p) => {
-                    self.rest = Some(&rest[p + 1..]);
-                    &rest[..p]
-                }
-                None => {
-                    self.rest = None;
-                    rest
-                }
-            };
-            let piece = trim(piece);
-            if piece.starts_with('%') {
-                return Some(piece);
-            }
-        }
+        self.0.by_ref().map(trim).find(|piece| piece.starts_with('%'))
     }
 }
 

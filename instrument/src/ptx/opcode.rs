@@ -154,7 +154,7 @@ impl<'a> Opcode<'a> {
 
     /// Every dot-separated part, the instruction's name first (`ld`, `global`, `nc`, `v2`, `u64`).
     pub fn parts(&self) -> Parts<'a> {
-        Parts { rest: Some(self.text) }
+        Parts::new(self.text)
     }
 
     /// The qualifiers: the parts after the name.
@@ -186,21 +186,28 @@ impl<'a> Opcode<'a> {
     }
 }
 
-/// [`Opcode::parts`]: `text.split('.')` cut byte by byte (a `char` searcher's setup costs more
-/// than the few bytes of an opcode's part; passes ask the qualifiers of most instructions).
+/// `text.split([A, B])` for two ASCII separators (one given twice: one separator), cut byte by
+/// byte (a `char` searcher's setup costs more than the few bytes of an opcode's part or an
+/// operand; passes ask the qualifiers and the destinations of most instructions).
 #[derive(Clone, Debug)]
-pub struct Parts<'a> {
+pub struct SplitBytes<'a, const A: u8, const B: u8> {
     /// The text not yet cut (`None`: done).
     rest: Option<&'a str>,
 }
 
-impl<'a> Iterator for Parts<'a> {
+impl<'a, const A: u8, const B: u8> SplitBytes<'a, A, B> {
+    pub fn new(text: &'a str) -> Self {
+        Self { rest: Some(text) }
+    }
+}
+
+impl<'a, const A: u8, const B: u8> Iterator for SplitBytes<'a, A, B> {
     type Item = &'a str;
 
     #[inline]
     fn next(&mut self) -> Option<&'a str> {
         let rest = self.rest?;
-        match rest.bytes().position(|b| b == b'.') {
+        match rest.bytes().position(|b| b == A || b == B) {
             Some(p) => {
                 self.rest = Some(&rest[p + 1..]);
                 Some(&rest[..p])
@@ -212,6 +219,9 @@ impl<'a> Iterator for Parts<'a> {
         }
     }
 }
+
+/// [`Opcode::parts`]: the text cut at its dots.
+pub type Parts<'a> = SplitBytes<'a, b'.', b'.'>;
 
 impl fmt::Display for Opcode<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
