@@ -1,9 +1,11 @@
-//! Kernel-parameter bounds (instrument/src/ptx/bounds.rs): a straight-line kernel looks up, once,
+//! Kernel-parameter bounds (instrument/src/ptx/bounds.rs): a straight-line kernel finds, once,
 //! the pool block each pointer parameter points into, and a check of an address derived from that
 //! parameter skips its shadow load inside the block's whole granules. What gets a fast path and
 //! what does not; the emitted PTX assembles (corpus tests run ptxas over every module).
 
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+
+mod common;
 
 fn module(params: &str, body: &str) -> String {
     format!(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k({params})\n{{\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<10>;\n\t.reg .b32 %r<10>;\n\t.reg .pred %p<3>;\n{body}\tret;\n}}\n")
@@ -22,7 +24,7 @@ fn fast_paths(ptx: &str) -> usize {
 }
 
 #[test]
-fn straight_line_kernels_look_up_each_pointer_parameter_once() {
+fn straight_line_kernels_read_each_pointer_parameter_once() {
     for opts in [InstrumentOptions::default(), InstrumentOptions { aligned_pool: true, ..Default::default() }, InstrumentOptions { recover: true, ..Default::default() }] {
         let ptx = checked(TWO_PARAMS, STRAIGHT, opts);
         // Each parameter read once, at the body's top; the u32 not at all. Both may be tagged by
@@ -113,5 +115,26 @@ fn parameters_read_whole_are_listed_for_tags_and_untagged_after_each_read() {
         let r = instrument_ptx(&src, &opts).unwrap();
         assert!(r.param_tags.kernels.is_empty());
         assert!(!r.ptx.contains("mov.b64 %rd2, %gsbp"));
+    }
+}
+
+/// The entry's three shapes assemble: every parameter taggable (decoded with `selp`, no branch),
+/// one never taggable (looked up in the extent table) beside a taggable one, and none taggable;
+/// in halt and recover mode and with the aligned pool's checks.
+#[test]
+fn every_entry_shape_assembles() {
+    let dir = common::scratch("bounds_entry_shapes");
+    let shapes = [("tagged", String::new()), ("mixed", "\tld.param.u32 %r5, [k_out+4];\n".to_string()), ("untagged", "\tmov.u64 %rd9, k_out;\n\tmov.u64 %rd8, k_in;\n".to_string())];
+    let opts =
+        [("halt", InstrumentOptions::default()), ("recover", InstrumentOptions { recover: true, ..Default::default() }), ("aligned", InstrumentOptions { aligned_pool: true, ..Default::default() })];
+    for (shape, extra) in &shapes {
+        for (mode, o) in &opts {
+            let r = instrument_ptx(&module(TWO_PARAMS, &format!("{STRAIGHT}{extra}")), o).unwrap();
+            let lookups = r.ptx.matches("ld.global.nc.v2.u64 {%gsbl").count();
+            let tagged = r.param_tags.kernels.get("k").map_or(0, |k| k.tagged.len());
+            assert_eq!(lookups + tagged, 2, "{shape}/{mode}: each parameter decoded or looked up:\n{}", r.ptx);
+            assert_eq!(r.ptx.contains("selp.b64 %gsbt7"), tagged > 0, "{shape}/{mode}");
+            common::assemble(&dir, &format!("{shape}_{mode}"), &r.ptx);
+        }
     }
 }
