@@ -2011,13 +2011,13 @@ fn has_block_comment_marker(line: &str) -> bool {
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a.base else { return None };
-    f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_", label))
+    f.bounds.as_ref()?.fast_path(r, emit::Numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a?.base else { return None };
-    let fp = f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_p", *next_label))?;
+    let fp = f.bounds.as_ref()?.fast_path(r, emit::Numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
@@ -2205,7 +2205,13 @@ impl BlockChecks {
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 for reg in emit::key_registers(e.key()) {
-                    self.by_register.entry(reg.to_string()).or_default().push(e.key().clone());
+                    // (A register's name copied only the first time it is listed.)
+                    match self.by_register.get_mut(reg) {
+                        Some(keys) => keys.push(e.key().clone()),
+                        None => {
+                            self.by_register.insert(reg.to_string(), vec![e.key().clone()]);
+                        }
+                    }
                 }
                 e.insert(width);
             }
