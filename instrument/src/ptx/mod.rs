@@ -893,7 +893,9 @@ impl RegTypes {
 }
 
 pub(crate) fn type_bits(ty: &str) -> Option<u32> {
-    let digits: String = ty.chars().skip(1).take_while(|c| c.is_ascii_digit()).collect();
+    // The digits after the first character (ASCII: found by bytes, sliced, not collected).
+    let rest = ty.chars().next().map_or("", |c| &ty[c.len_utf8()..]);
+    let digits = &rest[..rest.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(rest.len())];
     match ty {
         "pred" => None,
         _ => digits.parse().ok().filter(|b| [8, 16, 32, 64, 128].contains(b)),
@@ -2089,8 +2091,9 @@ fn function_name(t: &str) -> Option<String> {
         let close = rest.find(')')?;
         rest = rest[close + 1..].trim_start();
     }
-    let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$').collect();
-    (!name.is_empty()).then_some(name)
+    // (ASCII bytes only, so a byte search ends where the char one did, without a String built a char at a time.)
+    let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_string())
 }
 
 /// Whether control reaches the label on line `label_line` by falling through from the statement
