@@ -20,7 +20,7 @@
 //! kernel using it still runs (a race in the program) is treated as live until the kernel ends.
 
 use super::bodies::Body;
-use super::emit::{ln, numbered, Lines};
+use super::emit::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
 use super::Line;
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
@@ -39,10 +39,10 @@ pub(super) const NO_EXTENT_SYMBOL: &str = "__gasan_no_extent";
 /// granules (both zero when the lookup claims nothing: no address passes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct FastPath {
-    pub lo: String,
-    pub hi: String,
+    pub lo: Numbered<usize>,
+    pub hi: Numbered<usize>,
     /// The label the fast path branches to, unique in the function.
-    pub label: String,
+    pub label: Numbered<u32>,
 }
 
 /// What a register's value is derived from, as far as the analysis can tell.
@@ -297,9 +297,9 @@ impl ParamBounds {
     }
 
     /// The fast path of a check whose address register is `reg`, branching to `label`.
-    pub fn fast_path(&self, reg: &str, label: impl FnOnce() -> String) -> Option<FastPath> {
+    pub fn fast_path(&self, reg: &str, label: Numbered<u32>) -> Option<FastPath> {
         let k = *self.of_reg.get(reg)?;
-        Some(FastPath { lo: numbered("%gsbl", k), hi: numbered("%gsbh", k), label: label() })
+        Some(FastPath { lo: Numbered("%gsbl", k), hi: Numbered("%gsbh", k), label })
     }
 
     /// What follows the program's read of a tagged parameter on line `line`, if it has one: the

@@ -43,8 +43,8 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branch
 
 /// [`plan`] of the lines of `range` only, a range beginning and ending outside bodies (the lines
 /// keep their module numbering): the plans of a module's bodies, made in parts.
-pub(super) fn plan_range(
-    lines: &[Line<'_>],
+pub(super) fn plan_range<'l>(
+    lines: &'l [Line<'_>],
     range: std::ops::Range<usize>,
     bodies: &Bodies,
     branches: &super::branches::Branches<'_>,
@@ -53,7 +53,7 @@ pub(super) fn plan_range(
     locs: &[Option<super::Loc>],
 ) -> Plan {
     let mut plan = Plan::default();
-    let mut groups = Groups::default();
+    let mut groups: Groups<'l> = Groups::default();
     // Lines holding a check (each will branch), and the plain single checks among them with their
     // address register: the candidates for a shadow prefetch.
     let mut check_lines = LineSet::default();
@@ -102,7 +102,7 @@ pub(super) fn plan_range(
             if let Some((ins, a)) = line.first_stmt().and_then(|st| st.checked()) {
                 check_lines.insert(i);
                 if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
-                    let key = (r.clone(), ins.guard.unwrap_or("").to_string());
+                    let key = (r.as_str(), ins.guard.unwrap_or(""));
                     groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
                     candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
                 }
@@ -119,7 +119,7 @@ pub(super) fn plan_range(
             // With few groups open, parse destinations only where a group's register is named at
             // all (a substring test is far cheaper, and most lines name none); with many, the
             // destinations are looked up in the register index instead of testing every group.
-            if groups.len() <= SUBSTRING_TEST_GROUPS && !groups.keys().any(|(base, guard)| s.contains(base.as_str()) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
+            if groups.len() <= SUBSTRING_TEST_GROUPS && !groups.keys().any(|(base, guard)| s.contains(base) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
                 continue;
             }
             for d in st.dests() {
@@ -147,38 +147,40 @@ const SUBSTRING_TEST_GROUPS: usize = 8;
 
 /// The open groups of the current basic block, by (address register, guard), and the groups each
 /// register (address or guard, without `!`) ends when redefined.
+/// Registers and guards are borrowed from the lines' parses: a key a checked access, cloned
+/// into each map, cost four allocations.
 #[derive(Default)]
-struct Groups {
-    open: HashMap<(String, String), Vec<Entry>>,
+struct Groups<'s> {
+    open: HashMap<(&'s str, &'s str), Vec<Entry>>,
     /// May still list a group that ended through its other register, or one started again with
     /// the same key (which names this register too): ending it is right either way.
-    by_register: HashMap<String, Vec<(String, String)>>,
+    by_register: HashMap<&'s str, Vec<(&'s str, &'s str)>>,
 }
 
-impl Groups {
+impl<'s> Groups<'s> {
     fn is_empty(&self) -> bool {
         self.open.is_empty()
     }
     fn len(&self) -> usize {
         self.open.len()
     }
-    fn keys(&self) -> impl Iterator<Item = &(String, String)> {
+    fn keys(&self) -> impl Iterator<Item = &(&'s str, &'s str)> {
         self.open.keys()
     }
-    fn push(&mut self, key: (String, String), e: Entry) {
+    fn push(&mut self, key: (&'s str, &'s str), e: Entry) {
         match self.open.entry(key) {
             std::collections::hash_map::Entry::Occupied(mut g) => g.get_mut().push(e),
             std::collections::hash_map::Entry::Vacant(g) => {
-                let (base, guard) = g.key();
+                let (base, guard) = *g.key();
                 let guard = guard.trim_start_matches('!');
-                for reg in std::iter::once(base.as_str()).chain((!guard.is_empty()).then_some(guard)) {
-                    self.by_register.entry(reg.to_string()).or_default().push(g.key().clone());
+                for reg in std::iter::once(base).chain((!guard.is_empty()).then_some(guard)) {
+                    self.by_register.entry(reg).or_default().push(*g.key());
                 }
                 g.insert(vec![e]);
             }
         }
     }
-    fn remove(&mut self, key: &(String, String)) -> Option<Vec<Entry>> {
+    fn remove(&mut self, key: &(&'s str, &'s str)) -> Option<Vec<Entry>> {
         self.open.remove(key)
     }
 }

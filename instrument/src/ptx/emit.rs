@@ -111,6 +111,18 @@ macro_rules! ln {
 }
 pub(super) use ln;
 
+/// `.0` followed by `.1` in decimal, written where it is emitted: a register or label named
+/// many times that needs no `String` of its own ([`numbered`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Numbered<T>(pub &'static str, pub T);
+
+impl<T: Piece> Piece for Numbered<T> {
+    fn put(&self, out: &mut String) {
+        out.push_str(self.0);
+        self.1.put(out);
+    }
+}
+
 /// `prefix` followed by `n` in decimal: a numbered register or label.
 pub(super) fn numbered(prefix: &str, n: impl Piece) -> String {
     let mut name = String::with_capacity(prefix.len() + 8);

@@ -893,7 +893,9 @@ impl RegTypes {
 }
 
 pub(crate) fn type_bits(ty: &str) -> Option<u32> {
-    let digits: String = ty.chars().skip(1).take_while(|c| c.is_ascii_digit()).collect();
+    // The digits after the first character (ASCII: found by bytes, sliced, not collected).
+    let rest = ty.chars().next().map_or("", |c| &ty[c.len_utf8()..]);
+    let digits = &rest[..rest.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(rest.len())];
     match ty {
         "pred" => None,
         _ => digits.parse().ok().filter(|b| [8, 16, 32, 64, 128].contains(b)),
@@ -2011,13 +2013,13 @@ fn has_block_comment_marker(line: &str) -> bool {
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a.base else { return None };
-    f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_", label))
+    f.bounds.as_ref()?.fast_path(r, emit::Numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
     let access::AddrBase::Reg(r) = &a?.base else { return None };
-    let fp = f.bounds.as_ref()?.fast_path(r, || emit::numbered("$gasan_inb_p", *next_label))?;
+    let fp = f.bounds.as_ref()?.fast_path(r, emit::Numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
@@ -2089,8 +2091,9 @@ fn function_name(t: &str) -> Option<String> {
         let close = rest.find(')')?;
         rest = rest[close + 1..].trim_start();
     }
-    let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$').collect();
-    (!name.is_empty()).then_some(name)
+    // (ASCII bytes only, so a byte search ends where the char one did, without a String built a char at a time.)
+    let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_string())
 }
 
 /// Whether control reaches the label on line `label_line` by falling through from the statement
@@ -2205,7 +2208,13 @@ impl BlockChecks {
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 for reg in emit::key_registers(e.key()) {
-                    self.by_register.entry(reg.to_string()).or_default().push(e.key().clone());
+                    // (A register's name copied only the first time it is listed.)
+                    match self.by_register.get_mut(reg) {
+                        Some(keys) => keys.push(e.key().clone()),
+                        None => {
+                            self.by_register.insert(reg.to_string(), vec![e.key().clone()]);
+                        }
+                    }
                 }
                 e.insert(width);
             }

@@ -893,27 +893,28 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
 /// variable's (through a window or a generic address, as `generic` says). A check's result
 /// depends on the register's value and the variable's bounds only (shared and local memory have
 /// no shadow to change), so it stands until the register is written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Proven {
-    reg: String,
-    var: String,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Proven<'p> {
+    /// Borrowed from the planned check: the analysis copies facts at every meet.
+    reg: &'p str,
+    var: &'p str,
     generic: bool,
     lo: i64,
     hi: i64,
 }
 
 /// A step of a basic block, in order.
-enum Step<'a> {
+enum Step<'a, 'p> {
     /// A shared/local access at its key: what its check would prove, and whether it proves it
     /// for the accesses after it (an unguarded check of every lane).
-    Access((usize, usize), Proven, bool),
+    Access((usize, usize), Proven<'p>, bool),
     /// Registers written.
     Writes(Vec<&'a str>),
 }
 
 #[derive(Default)]
-struct Block<'a> {
-    steps: Vec<Step<'a>>,
+struct Block<'a, 'p> {
+    steps: Vec<Step<'a, 'p>>,
     /// Labels it may branch to.
     targets: Vec<&'a str>,
     /// Whether the next block is reached by falling through.
@@ -921,7 +922,7 @@ struct Block<'a> {
 }
 
 /// Facts known at a point: `None` is every fact (a block no path has reached yet).
-type Facts = Option<Vec<Proven>>;
+type Facts<'p> = Option<Vec<Proven<'p>>>;
 
 /// Facts a point keeps at most (a block of hundreds of checks through one register would
 /// otherwise make the meet quadratic); past it, the newest are dropped, which only keeps checks.
@@ -929,14 +930,14 @@ const MAX_FACTS: usize = 64;
 
 /// The facts true after both `a` and `b`: the overlaps of their ranges of one register and
 /// variable, without any that another one covers.
-fn meet_facts(a: &Facts, b: &Facts) -> Facts {
+fn meet_facts<'p>(a: &Facts<'p>, b: &Facts<'p>) -> Facts<'p> {
     match (a, b) {
         (None, x) | (x, None) => x.clone(),
         (Some(a), Some(b)) => {
-            let mut out: Vec<Proven> = Vec::new();
+            let mut out: Vec<Proven<'p>> = Vec::new();
             for x in a {
                 for y in b.iter().filter(|y| (&y.reg, &y.var, y.generic) == (&x.reg, &x.var, x.generic)) {
-                    let p = Proven { lo: x.lo.max(y.lo), hi: x.hi.min(y.hi), ..x.clone() };
+                    let p = Proven { lo: x.lo.max(y.lo), hi: x.hi.min(y.hi), ..*x };
                     if p.lo < p.hi && !covers(&out, &p) {
                         out.retain(|q| !(q.reg == p.reg && q.var == p.var && q.generic == p.generic && p.lo <= q.lo && q.hi <= p.hi));
                         out.push(p);
@@ -959,10 +960,10 @@ fn covers(facts: &[Proven], p: &Proven) -> bool {
 /// whole range for a group's leader), killed by any write of its register. Bodies with an
 /// indirect branch (`brx.idx`) are left as they are. `planned`: the check of each of the body's
 /// shared/local accesses, by key.
-fn available_checks<'a>(lines: &[Line<'a>], b: &Body, planned: &HashMap<(usize, usize), SpaceCheck>, roles: &mut HashMap<(usize, usize), Role>) {
-    let mut blocks: Vec<Block<'a>> = vec![Block { falls_through: true, ..Block::default() }];
+fn available_checks<'a, 'p>(lines: &[Line<'a>], b: &Body, planned: &'p HashMap<(usize, usize), SpaceCheck>, roles: &mut HashMap<(usize, usize), Role>) {
+    let mut blocks: Vec<Block<'a, 'p>> = vec![Block { falls_through: true, ..Block::default() }];
     let mut labels: HashMap<&'a str, usize> = HashMap::default();
-    let new_block = |blocks: &mut Vec<Block<'a>>| {
+    let new_block = |blocks: &mut Vec<Block<'a, 'p>>| {
         if !blocks.last().is_some_and(|bl| bl.steps.is_empty() && bl.targets.is_empty() && bl.falls_through) {
             blocks.push(Block { falls_through: true, ..Block::default() });
         }
@@ -985,7 +986,7 @@ fn available_checks<'a>(lines: &[Line<'a>], b: &Body, planned: &HashMap<(usize, 
                             Some(Role::Leader(members)) => merged_range(members),
                             _ => (c.offset, c.offset + i64::from(c.width)),
                         };
-                        Some(Proven { reg: r.clone(), var: c.var.clone(), generic: matches!(c.base, Base::Generic(_)), lo, hi })
+                        Some(Proven { reg: r, var: &c.var, generic: matches!(c.base, Base::Generic(_)), lo, hi })
                     }
                     _ => None,
                 };
@@ -1024,7 +1025,7 @@ fn available_checks<'a>(lines: &[Line<'a>], b: &Body, planned: &HashMap<(usize, 
             preds[k + 1].push(k);
         }
     }
-    let transfer = |bl: &Block, mut facts: Facts, mut on_access: Option<&mut dyn FnMut((usize, usize), bool)>| -> Facts {
+    let transfer = |bl: &Block<'a, 'p>, mut facts: Facts<'p>, mut on_access: Option<&mut dyn FnMut((usize, usize), bool)>| -> Facts<'p> {
         for step in &bl.steps {
             match step {
                 Step::Access(key, p, proves) => {
@@ -1034,13 +1035,13 @@ fn available_checks<'a>(lines: &[Line<'a>], b: &Body, planned: &HashMap<(usize, 
                     }
                     if let (Some(fs), true, false) = (facts.as_mut(), *proves, known) {
                         if fs.len() < MAX_FACTS {
-                            fs.push(p.clone());
+                            fs.push(*p);
                         }
                     }
                 }
                 Step::Writes(ws) => {
                     if let Some(fs) = facts.as_mut() {
-                        fs.retain(|p| !ws.contains(&p.reg.as_str()));
+                        fs.retain(|p| !ws.contains(&p.reg));
                     }
                 }
             }
@@ -1048,8 +1049,8 @@ fn available_checks<'a>(lines: &[Line<'a>], b: &Body, planned: &HashMap<(usize, 
         facts
     };
     // Entry: nothing known. Iterate to the fixed point (facts only shrink).
-    let mut out: Vec<Facts> = vec![None; blocks.len()];
-    let in_of = |k: usize, out: &[Facts]| -> Facts {
+    let mut out: Vec<Facts<'p>> = vec![None; blocks.len()];
+    let in_of = |k: usize, out: &[Facts<'p>]| -> Facts<'p> {
         if k == 0 {
             return Some(Vec::new());
         }
