@@ -429,8 +429,11 @@ pub(super) fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
         },
     };
     let offset = if off.is_empty() { 0 } else { parse_int(off)? };
-    if base.starts_with('%') {
-        Some(Ok((AddrBase::Reg(base.to_string()), offset)))
+    if let Some(name) = base.strip_prefix('%') {
+        // A register's name only: the checks copy it into the lines they add, so any other text
+        // (a brace or bracket of malformed input) would break the function's structure there.
+        let register = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$');
+        register.then(|| Ok((AddrBase::Reg(base.to_string()), offset)))
     } else if let Some(v) = parse_int(base) {
         Some(Ok((AddrBase::Imm(v as u64), offset)))
     } else if base.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '$') {

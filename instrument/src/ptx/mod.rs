@@ -188,7 +188,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 50;
+pub const REVISION: u32 = 52;
 
 /// Instruments a PTX module.
 ///
