@@ -74,8 +74,10 @@ PB_TEST = re.compile(r"^\s*shr\.u64 %gsbt5, %gsbp(\d+), 62; //gasan$")
 
 
 def prologue(ptx, selp, ool=False):
-    """Rewrites each entry's tagged-parameter prologue (bounds.rs entry_lookups): from the tag
-    test to `$gasan_pb_done` becomes a straight-line decode of the parameters read into %gsbpK."""
+    """Rewrites each entry's tagged-parameter prologue of REVISION 49 and before (bounds.rs
+    entry_lookups): from the tag test to `$gasan_pb_done` becomes a straight-line decode of the
+    parameters read into %gsbpK. An entry without that label (REVISION 50's is already
+    branch-free) is left as it is."""
     out, lines, i = [], ptx.split("\n"), 0
     while i < len(lines):
         m = PB_TEST.match(lines[i])
@@ -84,9 +86,11 @@ def prologue(ptx, selp, ool=False):
             i += 1
             continue
         first = m.group(1)
-        j = i
-        while not lines[j].strip().startswith("$gasan_pb_done:"):
-            j += 1
+        j = next((x for x in range(i, len(lines)) if lines[x].strip().startswith("$gasan_pb_done:")), None)
+        if j is None or any(lines[x] == "}" for x in range(i, j)):
+            out.append(lines[i])
+            i += 1
+            continue
         ks = sorted({int(k) for k in re.findall(r"ld\.param\.u64 %gsbp(\d+),", "\n".join(lines[max(0, i - 40):i]))})
         new = []
         if selp:
@@ -112,10 +116,9 @@ def prologue(ptx, selp, ool=False):
             while lines[k].strip() != "} //gasan":
                 k += 1
             i = k + 1
-            depth = 0
             while True:  # copy up to the function's closing brace
                 l = lines[i]
-                if l == "}" and depth == 0:
+                if l == "}":
                     out += ["$gasan_pb_oolook: //gasan"] + body
                     break
                 out.append(l)

@@ -39,10 +39,10 @@ pub(super) const NO_EXTENT_SYMBOL: &str = "__gasan_no_extent";
 /// granules (both zero when the lookup claims nothing: no address passes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct FastPath {
-    pub lo: Numbered<usize>,
-    pub hi: Numbered<usize>,
+    pub lo: Numbered<'static, usize>,
+    pub hi: Numbered<'static, usize>,
     /// The label the fast path branches to, unique in the function.
-    pub label: Numbered<u32>,
+    pub label: Numbered<'static, u32>,
 }
 
 /// What a register's value is derived from, as far as the analysis can tell.
@@ -297,7 +297,7 @@ impl ParamBounds {
     }
 
     /// The fast path of a check whose address register is `reg`, branching to `label`.
-    pub fn fast_path(&self, reg: &str, label: Numbered<u32>) -> Option<FastPath> {
+    pub fn fast_path(&self, reg: &str, label: Numbered<'static, u32>) -> Option<FastPath> {
         let k = *self.of_reg.get(reg)?;
         Some(FastPath { lo: Numbered("%gsbl", k), hi: Numbered("%gsbh", k), label })
     }

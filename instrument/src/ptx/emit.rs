@@ -112,22 +112,21 @@ macro_rules! ln {
 pub(super) use ln;
 
 /// `.0` followed by `.1` in decimal, written where it is emitted: a register or label named
-/// many times that needs no `String` of its own ([`numbered`]).
+/// many times that needs no `String` of its own ([`numbered`] makes one when one is needed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Numbered<T>(pub &'static str, pub T);
+pub(super) struct Numbered<'p, T>(pub &'p str, pub T);
 
-impl<T: Piece> Piece for Numbered<T> {
+impl<T: Piece> Piece for Numbered<'_, T> {
     fn put(&self, out: &mut String) {
         out.push_str(self.0);
         self.1.put(out);
     }
 }
 
-/// `prefix` followed by `n` in decimal: a numbered register or label.
+/// `prefix` followed by `n` in decimal: a numbered register or label, as a `String`.
 pub(super) fn numbered(prefix: &str, n: impl Piece) -> String {
     let mut name = String::with_capacity(prefix.len() + 8);
-    name.push_str(prefix);
-    n.put(&mut name);
+    Numbered(prefix, n).put(&mut name);
     name
 }
 
