@@ -107,6 +107,12 @@ else
   check mt_alloc mt_alloc 64 8 0 "result ok" "BENCH mt_alloc threads=64" "!GPUAddressSanitizer"
   check mt_alloc mt_alloc 64 native 0 "result ok" "BENCH mt_alloc threads=64"
 fi
+# Many host threads loading modules at once: 16 threads x 50 rounds, each round a PTX module of its
+# own (cuModuleLoadData, cuLaunchKernel on the thread's stream) and, every other round, a <<<>>>
+# launch of the program's own kernel; overflow: thread 0's round-3 addk writes one element past `out`.
+check mt_load_clean mt_load clean 8 0 "result ok" "BENCH mt_load" "!GPUAddressSanitizer"
+check mt_load_clean mt_load clean native 0 "result ok"
+check mt_load_overflow mt_load overflow 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel addk" "0 bytes after 4000-byte region" "!result ok"
 # Two GPUs (rows meaningful on a machine with two; with one the program says so and passes).
 check mgpu_clean cases mgpu_clean 8 0 "result ok" "!GPUAddressSanitizer"
 check mgpu_overflow cases mgpu_overflow 8 "$([ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo 1 || echo 0)" "$([ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo heap-buffer-overflow || echo 'result ok')"

@@ -7,6 +7,7 @@
 #   cases_shared cases with the shared cudart (lib/libcudart.so.13 copied next to it)
 #   drvapp       a direct driver-API (-lcuda) application
 #   mt_alloc     64 host threads x 10k cudaMalloc/cudaFree with read-back patterns (BENCH line)
+#   mt_load      16 host threads x 50 rounds of cuModuleLoadData + cuLaunchKernel (-lcuda) and <<<>>> launches (BENCH line)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -26,7 +27,9 @@ ln -s "$cuda/lib64/libcudart.so.13" "$stub/libcudart.so"
 "$cuda/bin/nvcc" -O2 -lineinfo -cudart shared -L"$stub" -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/cases_shared" "$here/cases.cu"
 mkdir -p "$out/lib" && cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
 gcc -O2 -Wall -I"$cuda/include" -c -o "$stub/drvapp.o" "$here/drvapp.c"
-"$root/scripts/libcuda-stub.sh" "$stub" "$stub/drvapp.o"
+"$cuda/bin/nvcc" -O2 -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -c -o "$stub/mt_load.o" "$here/mt_load.cu"
+"$root/scripts/libcuda-stub.sh" "$stub" "$stub/drvapp.o" "$stub/mt_load.o"
 gcc -o "$out/drvapp" "$stub/drvapp.o" -L"$stub" -lcuda
+"$cuda/bin/nvcc" -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/mt_load" "$stub/mt_load.o" -L"$stub" -lcuda
 rm -rf "$stub"
 echo "$out"
