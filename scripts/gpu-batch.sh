@@ -7,6 +7,7 @@
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
 # suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
+# frames: the suite's local cases in called functions (frames.rs) and their neighbours, with compute-sanitizer.
 # sass: SASS (cuobjdump) of .carry/sassin/*.ptx into $OUT/sass.
 # cvar: benches/diag/cache_variants.py over kernel_times and .carry/kv's stencils (each part of the checks taken out of the cached checked PTX).
 # diag: the driver-only load experiment (benches/diag, built into .carry/exp); firstab, costab: first launches and steady state of .carry/bin against .carry/bin-old, interleaved in one run.
@@ -18,6 +19,8 @@ B=$(realpath .carry/bin)
 BO=$(realpath .carry/bin-old 2>/dev/null || echo /nonexistent)
 W=/tmp/w
 if [ ! -d $W/suite ]; then mkdir -p $W && tar -C $W -xJf .carry/pack/sb.tar.xz; fi
+# Suite programs built after the pack (carried as .carry/suitenew) join it.
+if [ -d .carry/suitenew ]; then cp -f .carry/suitenew/* $W/suite/; fi
 export PATH=$PATH:/usr/local/cuda/bin
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 summary=()
@@ -34,6 +37,7 @@ for spec in "$@"; do
     loops)   timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,gasan-sass,cs --jobs 8 --out /tmp/o-loops --only loop_overrun,loop_overrun_large,loop_stride_far,loop_uaf_large,loop_uaf_small,loop_overrun_rows ;;
     suite)   timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 14 --out /tmp/o-suite ;;
     spaces)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-spaces --only local_negative_index,local_overflow,local_write_negative,shared_cp_async_overflow,shared_dynamic_overflow,shared_dynamic_read_past,shared_histogram_bad_bin,shared_ldmatrix_overflow,shared_next_array,shared_read_past,shared_static_overflow,shared_wmma_overflow,use_after_return_scope,use_after_scope,tag_neighbour_read ;;
+    frames)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 14 --out /tmp/o-frames --only local_callee_read_past,local_callee_write_past,local_nested_callee_read,use_after_return_callee,use_after_return_scope,local_negative_index,local_overflow,local_write_negative,use_after_scope,device_fn_overflow ;;
     stressgrid) OUT=/tmp/o-stress ONLY=grid GASAN_BIN=$B timeout $lim bash scripts/gpu-stress.sh ;;
     threads) timeout $lim bash instrument/bench_threads.sh $B/gasan-ptx .carry/corp 10 ;;
     bigthreads) for b in $BO $B; do for t in 1 4 8 16 default; do f=; [ $t = default ] || f="--threads $t"; for r in 1 2 3; do echo "$b t=$t $(timeout $lim $b/gasan-ptx bench $f --iters 5 .carry/big/*.ptx)"; done; done; done ;;

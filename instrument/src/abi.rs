@@ -317,6 +317,14 @@ pub enum MemorySpace {
     /// A local-window address outside a kernel's own frame: a callee's frame, dead since the
     /// callee returned (ASan's stack-use-after-scope).
     LocalOutOfScope,
+    /// A local-window address a called function computed from a parameter, at or past the end of
+    /// its callers' live frames: past the end of a caller's local array
+    /// (instrument/src/ptx/frames.rs). The recorded offset is from that end.
+    LocalPastTop,
+    /// A local-window address a called function got otherwise (a call's result, a load), at or
+    /// past the end of its callers' live frames and outside its own frame: in a frame that has
+    /// returned (ASan's stack-use-after-scope). The recorded offset is from that end.
+    LocalDeadFrame,
 }
 
 /// One error record, written by the device slow path.

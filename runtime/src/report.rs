@@ -79,6 +79,8 @@ fn space_kind(space: MemorySpace) -> &'static str {
         MemorySpace::Shared => "shared-buffer-overflow",
         MemorySpace::Local => "stack-buffer-overflow",
         MemorySpace::LocalOutOfScope => "stack-use-after-scope",
+        MemorySpace::LocalPastTop => "stack-buffer-overflow",
+        MemorySpace::LocalDeadFrame => "stack-use-after-scope",
         MemorySpace::Global => "unknown-crash",
     }
 }
@@ -88,7 +90,7 @@ fn space_name(space: MemorySpace) -> &'static str {
     match space {
         MemorySpace::Global => "global",
         MemorySpace::Shared => "shared",
-        MemorySpace::Local | MemorySpace::LocalOutOfScope => "local",
+        MemorySpace::Local | MemorySpace::LocalOutOfScope | MemorySpace::LocalPastTop | MemorySpace::LocalDeadFrame => "local",
     }
 }
 
@@ -104,6 +106,12 @@ fn space_location(sp: &SpaceSite, record: &ErrorRecord, kernel: &str) -> String 
             let size = sp.size.unwrap_or(0);
             let place = if offset < 0 { format!("{} bytes before", offset.unsigned_abs()) } else { format!("{} bytes after", (offset as u64).saturating_sub(size)) };
             return format!("local address {place} the {size}-byte frame of {kernel}: in the frame of a function that has returned (a pointer to its local variable outlived it)");
+        }
+        MemorySpace::LocalPastTop => {
+            return format!("local address {offset} bytes past the end of the live frames of the function's callers, through a pointer it was passed: past the end of a caller's local array");
+        }
+        MemorySpace::LocalDeadFrame => {
+            return format!("local address {offset} bytes past the end of the live frames of the function's callers, outside its own frame: in the frame of a function that has returned (a pointer to its local variable outlived it)");
         }
         MemorySpace::Global => return String::new(),
     };
@@ -675,8 +683,20 @@ mod tests {
         assert_eq!(r.kind(), "stack-use-after-scope");
         assert!(format_text(&r).contains("local address 96 bytes before the 64-byte frame of _Z1kv"), "{}", format_text(&r));
         // ptxas places a callee's frame above its caller's: a dead one past the kernel's end.
-        let r = device_report(ErrorRecord { addr: 96, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
+        let r = device_report(ErrorRecord { addr: 96, module_id: 1, ..record }, std::slice::from_ref(&t), desc.clone(), 0);
         assert!(format_text(&r).contains("local address 32 bytes after the 64-byte frame of _Z1kv"), "{}", format_text(&r));
+        // A called function's accesses past its callers' top (frames.rs): through a pointer it
+        // was passed, an overflow; through any other, a dead frame.
+        t.sites[0].space = Some(SpaceSite { space: MemorySpace::LocalPastTop, variable: String::new(), variable_demangled: String::new(), size: None });
+        let r = device_report(ErrorRecord { addr: 0, module_id: 1, ..record }, std::slice::from_ref(&t), desc.clone(), 0);
+        assert_eq!(r.kind(), "stack-buffer-overflow");
+        assert!(format_text(&r).contains("local address 0 bytes past the end of the live frames of the function's callers, through a pointer it was passed"), "{}", format_text(&r));
+        let json: serde_json::Value = serde_json::from_str(&format_json(&r)).unwrap();
+        assert_eq!(json["space"], "local");
+        t.sites[0].space = Some(SpaceSite { space: MemorySpace::LocalDeadFrame, variable: "__local_depot1".into(), variable_demangled: "__local_depot1".into(), size: Some(32) });
+        let r = device_report(ErrorRecord { addr: 40, module_id: 1, ..record }, std::slice::from_ref(&t), desc, 0);
+        assert_eq!(r.kind(), "stack-use-after-scope");
+        assert!(format_text(&r).contains("local address 40 bytes past the end of the live frames of the function's callers, outside its own frame"), "{}", format_text(&r));
     }
 
     /// The fuzzer's records (fuzz/seeds/ring_record/{local_huge_offset,shared_huge_width}):
@@ -684,7 +704,7 @@ mod tests {
     #[test]
     fn space_records_with_extreme_offsets_and_widths_format() {
         let desc = AddrDescription { ptr_alloc: None, addr: 0, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
-        for space in [MemorySpace::Shared, MemorySpace::Local, MemorySpace::LocalOutOfScope, MemorySpace::Global] {
+        for space in [MemorySpace::Shared, MemorySpace::Local, MemorySpace::LocalOutOfScope, MemorySpace::LocalPastTop, MemorySpace::LocalDeadFrame, MemorySpace::Global] {
             for size in [None, Some(0), Some(64), Some(u64::MAX)] {
                 for addr in [0, 16, 68719476752, i64::MAX as u64, i64::MIN as u64, u64::MAX] {
                     let mut t = table(&["_Z3genPd"]);

@@ -24,6 +24,7 @@ mod bounds;
 mod branches;
 mod coalesce;
 mod emit;
+mod frames;
 mod heap;
 mod loops;
 #[cfg(test)]
@@ -34,6 +35,7 @@ mod sites;
 mod spaces;
 
 pub use access::SkipReason;
+pub use frames::undo as undo_frame_tops;
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
@@ -188,7 +190,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 52;
+pub const REVISION: u32 = 53;
 
 /// Instruments a PTX module.
 ///
@@ -204,7 +206,15 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 /// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
 /// piece.
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
-    Rewriter::new(ptx, *opts)?.run(threads)
+    // Called functions get the top of their callers' frames (frames.rs) before anything else
+    // reads the module: every pass then sees an ordinary module.
+    let (text, functions) = match frames::pass_tops(ptx) {
+        Some(t) => (Some(t.text), t.functions),
+        None => (None, Default::default()),
+    };
+    let mut r = Rewriter::new(text.as_deref().unwrap_or(ptx), *opts)?;
+    r.top_params = functions;
+    r.run(threads)
 }
 
 #[derive(Clone)]
@@ -921,6 +931,8 @@ struct Rewriter<'a> {
     /// A walk that only counts the labels and sites it would number ([`Rewriter::run_parts`]): the
     /// decisions are made, the check text is not written.
     counting: bool,
+    /// The functions given [`frames::TOP_PARAM`].
+    top_params: rustc_hash::FxHashSet<String>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -944,6 +956,7 @@ impl<'a> Rewriter<'a> {
             demangled_vars: HashMap::default(),
             param_tags: crate::abi::ParamTagTable::default(),
             counting: false,
+            top_params: Default::default(),
         })
     }
 
@@ -1023,7 +1036,7 @@ impl<'a> Rewriter<'a> {
             }
         }
         let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
-        let module_spaces = spaces::analyze(&lines, &bodies);
+        let module_spaces = spaces::analyze(&lines, &bodies, &self.top_params);
         let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
         let plans = module.plans(&coalescing, &module_spaces, &space_groups);
         let mut walk = Walk { heap_calls, ..Walk::default() };
@@ -1069,6 +1082,7 @@ impl<'a> Rewriter<'a> {
             let part_bodies = m.bodies.part(first..end);
             let coalescing = if planned { coalesce::plan_range(m.lines, range.clone(), m.bodies, m.branches, m.covered, m.inserted, m.locs) } else { coalesce::Plan::default() };
             let mut module_spaces = declared.clone();
+            module_spaces.top_params.clone_from(&this.top_params);
             spaces::analyze_functions(m.lines, &part_bodies, &mut module_spaces);
             let space_groups = if planned { spaces::group_accesses(m.lines, &part_bodies, &module_spaces, m.inserted, m.locs) } else { HashMap::default() };
             let plans = m.plans(&coalescing, &module_spaces, &space_groups);
@@ -1135,6 +1149,7 @@ impl<'a> Rewriter<'a> {
             demangled_vars: HashMap::default(),
             param_tags: crate::abi::ParamTagTable::default(),
             counting,
+            top_params: Default::default(),
         };
         let mut walk = Walk::default();
         for i in range {

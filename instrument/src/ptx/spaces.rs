@@ -64,6 +64,11 @@ enum Prov {
         var: String,
         generic: bool,
     },
+    /// Computed from one of the function's own parameters (a called function's, see frames.rs):
+    /// a pointer its caller made, never into the function's own frame or above it.
+    Param {
+        generic: bool,
+    },
     Unknown,
 }
 
@@ -82,6 +87,9 @@ pub(super) struct FnSpaces {
     /// Registers whose every definition moves one integer into them (`mov.u32 %r52, 16;`, a
     /// `wmma` stride), by value.
     consts: HashMap<String, i64>,
+    /// A called function given the top of its callers' live frames (frames.rs,
+    /// [`super::frames::TOP_PARAM`]).
+    top_param: bool,
 }
 
 /// The module's shared/local variables and, per function name, its register provenance.
@@ -89,6 +97,8 @@ pub(super) struct FnSpaces {
 pub(super) struct ModuleSpaces {
     pub vars: HashMap<String, SpaceVar>,
     pub functions: HashMap<String, FnSpaces>,
+    /// The functions that take [`super::frames::TOP_PARAM`].
+    pub top_params: FxHashSet<String>,
 }
 
 impl ModuleSpaces {
@@ -168,8 +178,9 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
 }
 
 /// Scans the module: its shared/local declarations, then every function's register provenance.
-pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies) -> ModuleSpaces {
+pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies, top_params: &FxHashSet<String>) -> ModuleSpaces {
     let mut m = declarations(lines);
+    m.top_params = top_params.clone();
     analyze_functions(lines, bodies, &mut m);
     m
 }
@@ -205,7 +216,8 @@ pub(super) fn analyze_functions(lines: &[Line<'_>], bodies: &Bodies, m: &mut Mod
     // Function bodies: the statements from the body's opening line to its closing one.
     for b in bodies.iter() {
         let stmts: Vec<&ParsedStmt<'_>> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.stmts()).collect();
-        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, ..analyze_function(&stmts, &m.vars) });
+        let top_param = m.top_params.contains(&b.name);
+        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, top_param, ..analyze_function(&stmts, &m.vars, top_param) });
     }
 }
 
@@ -224,13 +236,22 @@ fn meet(a: Option<Prov>, b: Prov) -> Prov {
     }
 }
 
-fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, SpaceVar>) -> FnSpaces {
+/// `params`: follow the function's own parameters too ([`Prov::Param`]).
+fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, SpaceVar>, params: bool) -> FnSpaces {
     let mut f = FnSpaces::default();
+    // `.param`s declared in the body are a call's arguments and results (`callseq` blocks), not
+    // the function's parameters.
+    let mut call_params: FxHashSet<&str> = FxHashSet::default();
     // Definitions: (destination, index of the instruction in `instrs`).
     let mut instrs: Vec<&'a Instr<'a>> = Vec::new();
     let mut defs: Vec<(&str, usize)> = Vec::new();
     for &&ParsedStmt { text: s, ref instr, .. } in stmts {
         if s.starts_with('.') {
+            if params && s.starts_with(".param") {
+                if let Some(name) = s.split_whitespace().last() {
+                    call_params.insert(name.split('[').next().unwrap_or(name));
+                }
+            }
             // The frame is the one declaration wanted here (most directives are `.loc`).
             if let Some((name, v)) = s.starts_with(".local").then(|| parse_declaration(s)).flatten() {
                 if v.space == MemorySpace::Local && name.starts_with("__local_depot") {
@@ -279,6 +300,10 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
             }
         }
     }
+    let own_param = |ins: &Instr<'_>| params && param_load(ins).is_some_and(|p| !call_params.contains(p));
+    if params {
+        work.extend(defs.iter().enumerate().filter(|(_, &(_, i))| own_param(instrs[i])).map(|(k, _)| k));
+    }
     let mut tainted: FxHashSet<&str> = FxHashSet::default();
     while let Some(k) = work.pop() {
         let d = defs[k].0;
@@ -307,7 +332,8 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
                 Some(Prov::Unknown) // an immediate
             };
             // No information from this definition yet: it constrains nothing this round.
-            if let Some(p) = evaluate(ins, &lookup, vars) {
+            let p = if own_param(ins) { Some(Prov::Param { generic: true }) } else { evaluate(ins, &lookup, vars) };
+            if let Some(p) = p {
                 let prev = next.remove(*d);
                 next.insert(d.to_string(), meet(prev, p));
             }
@@ -315,12 +341,21 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         // Values only move down (no information → a variable → unknown) unless the
         // non-monotone `add` of two variables flips; bounded rounds then give up on the function.
         if next == regs {
-            f.regs = regs.into_iter().filter(|(_, p)| matches!(p, Prov::Var { .. })).collect();
+            f.regs = regs.into_iter().filter(|(_, p)| !matches!(p, Prov::Unknown)).collect();
             return f;
         }
         regs = next;
     }
     f
+}
+
+/// The parameter an `ld.param` reads (`[name]`, `[name+8]`).
+fn param_load<'a>(ins: &Instr<'a>) -> Option<&'a str> {
+    if ins.opcode.op != Op::Ld || ins.opcode.first_qual() != Some("param") || ins.operands.len() != 2 {
+        return None;
+    }
+    let inner = ins.operands[1].trim().strip_prefix('[')?.strip_suffix(']')?;
+    Some(inner.split('+').next()?.trim())
 }
 
 /// The provenance one definition gives its destination (`None`: depends on registers with no
@@ -330,6 +365,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
     let quals: Operands<'_> = ins.opcode.parts().collect();
     // No information yet is passed on as such (the fixed point decides later).
     let is_var = |p: &Option<Prov>| matches!(p, Some(Prov::Var { .. }));
+    let is_param = |p: &Option<Prov>| matches!(p, Some(Prov::Param { .. }));
     let pointer_plus = |ptr: Option<Prov>, others: &[Option<Prov>]| -> Option<Prov> {
         if others.iter().any(is_var) {
             return Some(Prov::Unknown); // two pointers combined: not an address into one of them
@@ -345,6 +381,7 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
             // Widening or narrowing a window address keeps it (window addresses fit in 32 bits).
             match lookup(ops[1]) {
                 Some(Prov::Var { var, generic: false }) => Some(Prov::Var { var, generic: false }),
+                Some(Prov::Param { generic: false }) => Some(Prov::Param { generic: false }),
                 None => None,
                 _ => UNKNOWN,
             }
@@ -367,6 +404,9 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                         UNKNOWN
                     }
                 }
+                // A parameter in and out of the local window (nvcc's `cvta.to.local` of a pointer
+                // argument it knows is local).
+                Some(Prov::Param { generic }) if generic == to && space == "local" => Some(Prov::Param { generic: !to }),
                 None => None,
                 _ => UNKNOWN,
             }
@@ -379,6 +419,9 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
                 (false, true) => pointer_plus(b, &[a]),
                 // Neither a pointer yet: unknown once both are known not to be.
                 _ if a.is_none() || b.is_none() => None,
+                // A parameter plus anything but a variable's address: an index into what the
+                // caller passed.
+                _ if is_param(&a) || is_param(&b) => Some(Prov::Param { generic: [a, b].iter().any(|p| matches!(p, Some(Prov::Param { generic: true }))) }),
                 _ => UNKNOWN,
             }
         }
@@ -386,8 +429,10 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
             let (a, b) = (lookup(ops[1]), lookup(ops[2]));
             if is_var(&a) {
                 pointer_plus(a, &[b])
-            } else if a.is_none() {
+            } else if a.is_none() || (is_param(&a) && b.is_none()) {
                 None
+            } else if is_param(&a) {
+                a
             } else {
                 UNKNOWN
             }
@@ -396,8 +441,10 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
             let (a, b, c) = (lookup(ops[1]), lookup(ops[2]), lookup(ops[3]));
             if is_var(&c) {
                 pointer_plus(c, &[a, b])
-            } else if c.is_none() {
+            } else if c.is_none() || (is_param(&c) && (a.is_none() || b.is_none())) {
                 None
+            } else if is_param(&c) {
+                c
             } else {
                 UNKNOWN
             }
@@ -439,6 +486,10 @@ pub(super) enum Base {
     /// An untraced local-window (`false`) or generic (`true`) address in a kernel, tested against
     /// the kernel's own frame (use after return).
     OutsideFrame(String, bool),
+    /// An untraced local-window (`false`) or generic (`true`) address in a called function,
+    /// tested against the top of its callers' live frames (frames.rs); with the function's own
+    /// frame as the check's variable, the frame is allowed too.
+    PastTop(String, bool),
 }
 
 /// Where a shared/local access's address is and what it touches.
@@ -574,6 +625,27 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 }
                 Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes, width_reg: None })
             }
+            // A called function: nothing it did not compute from its own frame may lie at or past
+            // its callers' top, outside its own frame; nothing computed from its parameters may
+            // lie at or past that top at all (its frame is newer than any pointer its caller
+            // made).
+            _ if f.top_param && !f.dynamic_stack => {
+                let generic = match space {
+                    Some(MemorySpace::Local) => false,
+                    None => true,
+                    _ => return None,
+                };
+                if reg_bits(&r) != Some(64) {
+                    return None;
+                }
+                let from_param = matches!(f.regs.get(&r), Some(Prov::Param { .. }));
+                let (var, size) = match (&f.depot, from_param) {
+                    (Some((depot, size)), false) => (depot.clone(), Some(*size)),
+                    _ => (String::new(), None),
+                };
+                let space = if from_param { MemorySpace::LocalPastTop } else { MemorySpace::LocalDeadFrame };
+                Some(SpaceCheck { space, var, size, base: Base::PastTop(r, generic), offset, width, kind, lanes, width_reg: None })
+            }
             _ => None,
         },
     }
@@ -588,7 +660,7 @@ pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 fn offset_bits(c: &SpaceCheck) -> u32 {
     match &c.base {
         Base::Window(_, bits) => *bits,
-        Base::Generic(_) | Base::OutsideFrame(..) => 64,
+        Base::Generic(_) | Base::OutsideFrame(..) | Base::PastTop(..) => 64,
         Base::Symbol => 32,
     }
 }
@@ -621,6 +693,15 @@ fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
             ln!(v; "mov.u64 %gso1, ", c.var, ";");
             v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
+        Base::PastTop(r, generic) => {
+            if *generic {
+                ln!(v; "cvta.to.local.u64 %gso0, ", r, ";");
+            } else {
+                ln!(v; "mov.b64 %gso0, ", r, ";");
+            }
+            ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
+            v.text("sub.s64 %gso0, %gso0, %gso1;");
+        }
     }
     if c.offset != 0 {
         ln!(v; "add.s", bits, " %gso0, %gso0, ", c.offset, ";");
@@ -633,11 +714,56 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     let bits = offset_bits(c);
     ln!(v; ".reg .b", bits, " %gso<3>;");
     v.texts(&[".reg .b32 %gsw<2>;", ".reg .pred %gsq<3>;"]);
-    if let Base::OutsideFrame(r, true) = &c.base {
+    if let Base::OutsideFrame(r, true) | Base::PastTop(r, true) = &c.base {
         // Only generic addresses in the local window are frame addresses.
         ln!(v; "isspacep.local %gsq1, ", r, ";");
     }
     offset_lines(v, c);
+    if let Base::PastTop(..) = &c.base {
+        past_top_test(v, c);
+    } else {
+        bounds_test(v, c, bits);
+    }
+    if let Base::OutsideFrame(_, true) | Base::PastTop(_, true) = &c.base {
+        // Generic addresses outside the local window are not the frame's business.
+        v.text("and.pred %gsq0, %gsq0, %gsq1;");
+    }
+    if c.lanes < 32 {
+        // Lanes whose address the instruction ignores are not checked.
+        v.text("mov.u32 %gsw1, %laneid;");
+        ln!(v; "setp.lt.u32 %gsq2, %gsw1, ", c.lanes, ";");
+        v.text("and.pred %gsq0, %gsq0, %gsq2;");
+    }
+    if let Some(g) = guard {
+        match g.strip_prefix('!') {
+            Some(p) => {
+                ln!(v; "not.pred %gsq2, ", p, ";");
+                v.text("and.pred %gsq0, %gsq0, %gsq2;");
+            }
+            None => ln!(v; "and.pred %gsq0, %gsq0, ", g, ";"),
+        }
+    }
+    bits
+}
+
+/// `%gsq0` = the access of [`Base::PastTop`] check `c`, its offset from the top in `%gso0`, is bad.
+fn past_top_test(v: &mut Lines<'_>, c: &SpaceCheck) {
+    // Bad when the access's last byte is at or past the top (signed: the callers' frames lie
+    // below it)...
+    ln!(v; "setp.ge.s64 %gsq0, %gso0, ", 1 - i64::from(c.width), ";");
+    // ...and, when the function's own frame is allowed, it is not wholly inside that frame.
+    if let Some(limit) = c.size.and_then(|size| size.checked_sub(u64::from(c.width))) {
+        ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
+        v.text("add.s64 %gso1, %gso0, %gso1;");
+        ln!(v; "mov.u64 %gso2, ", c.var, ";");
+        v.text("sub.s64 %gso1, %gso1, %gso2;");
+        ln!(v; "setp.gt.u64 %gsq2, %gso1, ", limit, ";");
+        v.text("and.pred %gsq0, %gsq0, %gsq2;");
+    }
+}
+
+/// `%gsq0` = the offset in `%gso0` (`bits` wide) puts the access outside its variable (or frame).
+fn bounds_test(v: &mut Lines<'_>, c: &SpaceCheck, bits: u32) {
     match (c.size, &c.width_reg) {
         (Some(size), Some(w)) => {
             // Bad when offset > size or offset + width > size.
@@ -671,26 +797,6 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
             v.text("or.pred %gsq0, %gsq0, %gsq2;");
         }
     }
-    if let Base::OutsideFrame(_, true) = &c.base {
-        // Generic addresses outside the local window are not the frame's business.
-        v.text("and.pred %gsq0, %gsq0, %gsq1;");
-    }
-    if c.lanes < 32 {
-        // Lanes whose address the instruction ignores are not checked.
-        v.text("mov.u32 %gsw1, %laneid;");
-        ln!(v; "setp.lt.u32 %gsq2, %gsw1, ", c.lanes, ";");
-        v.text("and.pred %gsq0, %gsq0, %gsq2;");
-    }
-    if let Some(g) = guard {
-        match g.strip_prefix('!') {
-            Some(p) => {
-                ln!(v; "not.pred %gsq2, ", p, ";");
-                v.text("and.pred %gsq0, %gsq0, %gsq2;");
-            }
-            None => ln!(v; "and.pred %gsq0, %gsq0, ", g, ";"),
-        }
-    }
-    bits
 }
 
 /// [`check_body`]'s lines, unindented and unmarked (tests read them).
@@ -1140,7 +1246,7 @@ mod tests {
 
     fn module(body: &str) -> ModuleSpaces {
         let lines = Line::read_all(body.split_inclusive('\n'));
-        analyze(&lines, &Bodies::scan(&lines))
+        analyze(&lines, &Bodies::scan(&lines), &Default::default())
     }
 
     #[test]
@@ -1256,7 +1362,7 @@ mod group_tests {
                     bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
-        let m = analyze(&lines, &bodies);
+        let m = analyze(&lines, &bodies, &Default::default());
         let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
@@ -1292,7 +1398,7 @@ mod group_tests {
                     @%p1 ld.shared.f32 %f7, [%r4];\nld.shared.f32 %f8, [%r4];\nret;\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
-        let m = analyze(&lines, &bodies);
+        let m = analyze(&lines, &bodies, &Default::default());
         let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
@@ -1368,7 +1474,7 @@ mod group_tests {
             body.push_str("ret;\n}\n");
             let lines = Line::read_all(body.split_inclusive('\n'));
             let bodies = Bodies::scan(&lines);
-            let m = analyze(&lines, &bodies);
+            let m = analyze(&lines, &bodies, &Default::default());
             let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;

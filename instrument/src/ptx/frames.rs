@@ -1,0 +1,526 @@
+//! The live stack's top, passed down every call: what lets a called function tell its callers'
+//! frames from dead ones (a callee reading past its caller's local array, or through a pointer
+//! into a frame that has returned).
+//!
+//! ptxas lays the frames of a call graph without recursion out statically (CUDA 13, sm_90: the
+//! kernel's frame at R1+0, each callee's above every frame of its callers, R1 never moved; seen
+//! with nvdisasm): while a function runs, the live frames are those of its chain of callers, all
+//! below the end of its caller's frame, and its own. Everything from that end up to its own frame
+//! (the frames of functions on other call paths) and past its own frame (its callees', returned)
+//! is dead. A device function cannot know where its caller's frame ends, so the rewrite gives each
+//! function it can (below) one more parameter, [`TOP_PARAM`], and every call passes one: a
+//! function with a frame (`__local_depotN`) passes the end of its frame, a function without one
+//! passes on its own top, any other caller passes all ones (nothing is checked against it).
+//! spaces.rs then checks the local addresses of such a function that it did not compute from its
+//! own frame (spaces.rs, `Base::PastTop`).
+//!
+//! Every edit is made inside a line, so lines keep their numbers (site lines are the input's). A
+//! call becomes `{ .reg .b64 %gsct; <top into %gsct>; call ..., (args..., %gsct); }`.
+//!
+//! Left unchanged (the whole module): recursion, indirect calls (`call %rd` or a
+//! `.callprototype`), `alloca`/stack save and restore (the stack pointer moves), block comments,
+//! and an rdc module (one with `.visible`/`.weak` functions) calling external functions other than
+//! the driver's leaf functions (a cycle could run through another module). A function whose address
+//! is taken, that has linkage (`.visible`, `.weak`, `.extern`), or whose header or calls are not
+//! in the shapes nvcc writes keeps its signature; calls to it pass nothing.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+/// The parameter each eligible function gets: the end of its callers' live frames (a local-window
+/// address; all ones: unknown).
+pub(super) const TOP_PARAM: &str = "__gasan_top";
+
+/// The rewritten module and the functions that now take [`TOP_PARAM`].
+#[derive(Debug)]
+pub(super) struct FrameTops {
+    pub text: String,
+    pub functions: HashSet<String>,
+}
+
+/// External functions a module may call without making it possibly recursive: the driver's,
+/// which call nothing back.
+const LEAVES: &[&str] = &["vprintf", "malloc", "free", "__cuda_syscall_aligned_malloc", "__assertfail"];
+
+/// A position in the text: (line index, byte in the line).
+type Pos = (usize, usize);
+
+/// One statement: its text (lines joined by a space), where it starts, where its terminator is,
+/// and where its last `)` is.
+#[derive(Debug)]
+struct Stmt {
+    text: String,
+    start: Pos,
+    end: Pos,
+    /// `;`, `{` or `}`.
+    terminator: u8,
+    last_close: Option<Pos>,
+    /// Brace depth before it.
+    depth: i32,
+}
+
+/// Directives read as whole lines.
+const UNTERMINATED: &[&str] = &[".version", ".target", ".address_size", ".file", ".loc", ".pragma"];
+
+/// The module's statements, or `None` when it holds a block comment or a string (not looked at).
+fn statements(lines: &[&str]) -> Option<Vec<Stmt>> {
+    let mut out = Vec::new();
+    let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
+    let mut init_depth = 0i32;
+    for (i, raw) in lines.iter().enumerate() {
+        let code = super::strip_comment(raw);
+        // Directives that end with their line, no `;` (`.loc` and `.file` inside and before
+        // bodies, the module's header lines), and `.pragma`'s string.
+        if text.trim().is_empty() && code.split_whitespace().next().is_some_and(|w| UNTERMINATED.contains(&w)) {
+            continue;
+        }
+        // A label on its own line (nvcc's) ends with its `:`.
+        let trimmed = code.trim();
+        if text.trim().is_empty() && trimmed.ends_with(':') && !trimmed.contains(char::is_whitespace) {
+            continue;
+        }
+        if raw.contains("/*") || code.contains('"') {
+            return None;
+        }
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        for (b, c) in code.char_indices() {
+            // An initializer's braces (`= {1, 2}`) are part of its statement.
+            if (c == '{' && text.contains('=')) || (c == '}' && init_depth > 0) {
+                init_depth += if c == '{' { 1 } else { -1 };
+                text.push(c);
+                continue;
+            }
+            match c {
+                ';' | '{' | '}' if init_depth == 0 => {
+                    let t = text.trim();
+                    if !t.is_empty() || c != ';' {
+                        out.push(Stmt { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: c as u8, last_close, depth });
+                    }
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    text.clear();
+                    start = None;
+                    last_close = None;
+                }
+                _ => {
+                    if start.is_none() && !c.is_whitespace() {
+                        start = Some((i, b));
+                    }
+                    if c == ')' {
+                        last_close = Some((i, b));
+                    }
+                    text.push(c);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.' | '%')
+}
+
+/// The byte index of the `)` matching the `(` at `open` in `s`.
+fn matching_paren(s: &str, open: usize) -> Option<usize> {
+    let mut depth = 0;
+    for (k, c) in s[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(open + k);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A function header or prototype: `[.visible|.weak|.extern] .func|.entry [(returns)] name(params)`.
+#[derive(Debug)]
+struct Header {
+    name: String,
+    entry: bool,
+    linkage: bool,
+    /// The parameter list is the statement's last parenthesis (nothing after it but whitespace):
+    /// the new parameter can go before its `)`; and whether the list is empty.
+    params: Option<bool>,
+}
+
+fn header(text: &str) -> Option<Header> {
+    let first_paren = text.find('(').unwrap_or(text.len());
+    let words: Vec<&str> = text[..first_paren].split_whitespace().collect();
+    let directives: Vec<&str> = words.iter().copied().take_while(|w| w.starts_with('.')).collect();
+    let entry = directives.contains(&".entry");
+    if !entry && !directives.contains(&".func") {
+        return None;
+    }
+    let linkage = directives.iter().any(|d| matches!(*d, ".visible" | ".weak" | ".extern" | ".common"));
+    let mut rest = text[text.find(directives.last()?)? + directives.last()?.len()..].trim_start();
+    let mut offset = text.len() - rest.len();
+    if rest.starts_with('(') {
+        let close = matching_paren(rest, 0)?;
+        rest = &rest[close + 1..];
+        offset += close + 1;
+        let trimmed = rest.trim_start();
+        offset += rest.len() - trimmed.len();
+        rest = trimmed;
+    }
+    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
+    if end == 0 {
+        return None;
+    }
+    let name = rest[..end].to_string();
+    let after = &rest[end..];
+    let params = after.trim_start().starts_with('(').then(|| {
+        let open = offset + end + (after.len() - after.trim_start().len());
+        let close = matching_paren(text, open)?;
+        text[close + 1..].trim().is_empty().then(|| text[open + 1..close].trim().is_empty())
+    });
+    Some(Header { name, entry, linkage, params: params.flatten() })
+}
+
+/// A call's callee and whether its argument list is its last parenthesis (`Some(empty)`).
+fn call(text: &str) -> Option<(&str, Option<bool>)> {
+    let t = match text.strip_prefix('@') {
+        Some(g) => g.split_once(char::is_whitespace)?.1.trim_start(),
+        None => text,
+    };
+    let rest = t.strip_prefix("call")?;
+    if !rest.starts_with(|c: char| c == '.' || c.is_whitespace()) {
+        return None;
+    }
+    let mut rest = rest[rest.find(char::is_whitespace)?..].trim_start();
+    if rest.starts_with('(') {
+        rest = rest[matching_paren(rest, 0)? + 1..].trim_start().strip_prefix(',')?.trim_start();
+    }
+    let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+    let callee = &rest[..end];
+    let after = rest[end..].trim_start();
+    let args = after.strip_prefix(',').map(str::trim_start).filter(|a| a.starts_with('(')).and_then(|a| {
+        let close = matching_paren(a, 0)?;
+        a[close + 1..].trim().is_empty().then(|| a[1..close].trim().is_empty())
+    });
+    Some((callee, args))
+}
+
+/// What the scan found in one function body.
+#[derive(Debug, Default)]
+struct Function {
+    /// The frame and its size.
+    depot: Option<(String, u64)>,
+    /// Calls: (statement index, callee).
+    calls: Vec<(usize, String)>,
+}
+
+/// `src` with [`TOP_PARAM`] added to its functions and calls, when the module has local frames
+/// and calls and none of the shapes the module doc lists; `None` otherwise (the module is
+/// rewritten as it is).
+pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
+    let has = |needle: &str| memchr::memmem::find(src.as_bytes(), needle.as_bytes()).is_some();
+    if !has("__local_depot") || !has("call") || !has(".func") || has(TOP_PARAM) {
+        return None;
+    }
+    let lines: Vec<&str> = src.split_inclusive('\n').collect();
+    let stmts = statements(&lines)?;
+    // Headers (definitions end at `{`, prototypes at `;`) at depth 0; bodies after a definition.
+    let mut headers: Vec<(usize, Header)> = Vec::new();
+    let mut functions: HashMap<String, Function> = HashMap::default();
+    let mut defined: HashMap<String, (bool, bool)> = HashMap::default(); // name → (entry, linkage)
+    let mut current: Option<String> = None;
+    let mut in_body: Vec<(usize, String)> = Vec::new(); // other statements, by function
+    for (k, s) in stmts.iter().enumerate() {
+        if s.depth == 0 {
+            if let Some(h) = (s.terminator != b'}').then(|| header(&s.text)).flatten() {
+                if s.terminator == b'{' {
+                    defined.insert(h.name.clone(), (h.entry, h.linkage));
+                    current = Some(h.name.clone());
+                    functions.entry(h.name.clone()).or_default();
+                }
+                headers.push((k, h));
+                continue;
+            }
+            if s.terminator != b';' {
+                return None; // a brace at module scope that opens no function
+            }
+            in_body.push((k, String::new())); // module scope: initializers may name functions
+            continue;
+        }
+        if s.depth == 1 && s.terminator == b'}' {
+            current = None;
+            continue;
+        }
+        let f = current.clone()?;
+        let t = s.text.as_str();
+        if t.starts_with(".callprototype") || t.contains("alloca") || t.contains("stacksave") || t.contains("stackrestore") {
+            return None;
+        }
+        if t.starts_with(".local") && t.contains("__local_depot") {
+            let name_start = t.find("__local_depot")?;
+            let rest = &t[name_start..];
+            let open = rest.find('[')?;
+            let size = rest[open + 1..rest.find(']')?].trim().parse().ok()?;
+            functions.get_mut(&f)?.depot = Some((rest[..open].to_string(), size));
+            continue;
+        }
+        if let Some((callee, _)) = call(t) {
+            if callee.starts_with('%') {
+                return None;
+            }
+            functions.get_mut(&f)?.calls.push((k, callee.to_string()));
+        }
+        in_body.push((k, f));
+    }
+    if current.is_some() {
+        return None;
+    }
+    // Functions named anywhere but in a header or as a call's callee have their address taken.
+    let mut taken: HashSet<&str> = HashSet::default();
+    for (k, _) in &in_body {
+        let t = stmts[*k].text.as_str();
+        let skip = call(t).map(|(c, _)| c);
+        for tok in t.split(|c: char| !is_ident(c)).filter(|w| !w.is_empty()) {
+            if defined.contains_key(tok) && Some(tok) != skip {
+                taken.insert(defined.get_key_value(tok).map(|(n, _)| n.as_str()).expect("contained"));
+            }
+        }
+    }
+    // Calls outside the module: leaves only, when the module's functions can be called from
+    // others.
+    let rdc = defined.values().any(|&(entry, linkage)| !entry && linkage);
+    let calls_out = functions.values().flat_map(|f| f.calls.iter()).any(|(_, c)| !defined.contains_key(c) && !LEAVES.contains(&c.as_str()));
+    if rdc && calls_out {
+        return None;
+    }
+    if recursive(&functions, &defined) {
+        return None;
+    }
+    // Eligible: internal device functions with a parameter list, never taken, every call to
+    // which has an argument list.
+    let mut eligible: HashSet<String> = defined.iter().filter(|(n, &(entry, linkage))| !entry && !linkage && !taken.contains(n.as_str())).map(|(n, _)| n.clone()).collect();
+    for (_, h) in &headers {
+        if h.params.is_none() {
+            eligible.remove(&h.name);
+        }
+    }
+    for f in functions.values() {
+        for (k, c) in &f.calls {
+            // (The argument list closes on the call's last line: every edit of the call's end is on
+            // one line, which `undo` relies on.)
+            if call(&stmts[*k].text).and_then(|(_, a)| a).is_none() || stmts[*k].last_close.is_none_or(|(line, _)| line != stmts[*k].end.0) {
+                eligible.remove(c);
+            }
+        }
+    }
+    if eligible.is_empty() {
+        return None;
+    }
+    // Edits: (position, text inserted before it).
+    let mut edits: Vec<(Pos, String)> = Vec::new();
+    for (k, h) in &headers {
+        if let (true, Some(empty), Some(close)) = (eligible.contains(&h.name), h.params, stmts[*k].last_close) {
+            edits.push((close, format!("{}.param .b64 {TOP_PARAM}", if empty { "" } else { ", " })));
+        }
+    }
+    for (name, f) in &functions {
+        let top = match (&f.depot, eligible.contains(name)) {
+            (Some((depot, size)), _) => format!("mov.u64 %gsct, {depot}; add.u64 %gsct, %gsct, {size};"),
+            (None, true) => format!("ld.param.u64 %gsct, [{TOP_PARAM}];"),
+            (None, false) => "mov.u64 %gsct, -1;".to_string(),
+        };
+        for (k, _) in f.calls.iter().filter(|(_, c)| eligible.contains(c)) {
+            let s = &stmts[*k];
+            let empty = call(&s.text).and_then(|(_, a)| a).expect("eligible callees' calls have argument lists");
+            edits.push((s.start, format!("{{ .reg .b64 %gsct; {top} ")));
+            edits.push((s.last_close.expect("checked"), format!("{}%gsct", if empty { "" } else { ", " })));
+            edits.push(((s.end.0, s.end.1 + 1), " }".to_string()));
+        }
+    }
+    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let mut out_lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    for ((line, byte), text) in edits {
+        out_lines[line].insert_str(byte, &text);
+    }
+    Some(FrameTops { text: out_lines.concat(), functions: eligible })
+}
+
+/// The module [`pass_tops`] was given, from its output (or from a checked module with gasan's
+/// own lines dropped): every edit undone, line by line.
+pub fn undo(text: &str) -> String {
+    text.split_inclusive('\n').map(|l| if l.contains(TOP_PARAM) || l.contains("%gsct") { undo_line(l) } else { l.to_string() }).collect()
+}
+
+fn undo_line(line: &str) -> String {
+    let mut s = line.to_string();
+    // A header's parameter.
+    for p in [format!(", .param .b64 {TOP_PARAM}"), format!(".param .b64 {TOP_PARAM}")] {
+        if let Some(at) = s.find(&p) {
+            s.replace_range(at..at + p.len(), "");
+            break;
+        }
+    }
+    // A call's start: the scope and the statements that set `%gsct`.
+    const OPEN: &str = "{ .reg .b64 %gsct; ";
+    if let Some(at) = s.find(OPEN) {
+        let mut end = at + OPEN.len();
+        for _ in 0..2 {
+            let rest = &s[end..];
+            if rest.starts_with("mov.u64 %gsct, ") || rest.starts_with("add.u64 %gsct, ") || rest.starts_with("ld.param.u64 %gsct, ") {
+                end += rest.find("; ").map_or(0, |e| e + 2);
+            }
+        }
+        s.replace_range(at..end, "");
+    }
+    // A call's end: the argument and the scope's close.
+    for (added, kept) in [(", %gsct); }", ");"), ("%gsct); }", ");")] {
+        if let Some(at) = s.find(added) {
+            s.replace_range(at..at + added.len(), kept);
+            break;
+        }
+    }
+    s
+}
+
+/// Does the call graph of the module's functions have a cycle?
+fn recursive(functions: &HashMap<String, Function>, defined: &HashMap<String, (bool, bool)>) -> bool {
+    // Colours: absent = unvisited, false = on the current path, true = done.
+    fn visit<'a>(f: &'a str, functions: &'a HashMap<String, Function>, defined: &HashMap<String, (bool, bool)>, colour: &mut HashMap<&'a str, bool>) -> bool {
+        match colour.get(f) {
+            Some(false) => return true,
+            Some(true) => return false,
+            None => {}
+        }
+        colour.insert(f, false);
+        if let Some(func) = functions.get(f) {
+            for (_, c) in &func.calls {
+                if defined.contains_key(c) && visit(c, functions, defined, colour) {
+                    return true;
+                }
+            }
+        }
+        colour.insert(f, true);
+        false
+    }
+    let mut colour: HashMap<&str, bool> = HashMap::default();
+    functions.keys().any(|f| visit(f, functions, defined, &mut colour))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODULE: &str = "\
+.version 8.0
+.target sm_90
+.address_size 64
+
+.func  (.param .b32 func_retval0) sum(
+\t.param .b64 sum_param_0,
+\t.param .b32 sum_param_1
+)
+;
+.func leaf()
+{
+\tret;
+}
+.func  (.param .b32 func_retval0) sum(
+\t.param .b64 sum_param_0,
+\t.param .b32 sum_param_1
+)
+{
+\t.reg .b32 %r<3>;
+\t.reg .b64 %rd<3>;
+\tld.param.u64 %rd1, [sum_param_0];
+\tld.u32 %r1, [%rd1];
+\t{ // callseq 1, 0
+\tcall.uni
+\tleaf,
+\t(
+\t);
+\t} // callseq 1
+\tst.param.b32 [func_retval0+0], %r1;
+\tret;
+}
+.visible .entry k(
+\t.param .u64 k_param_0
+)
+{
+\t.local .align 4 .b8 __local_depot2[32];
+\t.reg .b64 %SP;
+\t.reg .b64 %SPL;
+\t.reg .b32 %r<3>;
+\tmov.u64 %SPL, __local_depot2;
+\tcvta.local.u64 %SP, %SPL;
+\t{ // callseq 0, 0
+\t.param .b64 param0;
+\tst.param.b64 [param0+0], %SP;
+\t.param .b32 param1;
+\tst.param.b32 [param1+0], 8;
+\t.param .b32 retval0;
+\tcall.uni (retval0), 
+\tsum, 
+\t(
+\tparam0, 
+\tparam1
+\t);
+\tld.param.b32 %r1, [retval0+0];
+\t} // callseq 0
+\tret;
+}
+";
+
+    #[test]
+    fn adds_the_parameter_to_headers_and_calls_keeping_lines() {
+        let t = pass_tops(MODULE).expect("eligible");
+        assert_eq!(t.text.lines().count(), MODULE.lines().count(), "lines keep their numbers");
+        let mut names: Vec<&str> = t.functions.iter().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, ["leaf", "sum"]);
+        // Prototype and definition of sum, and leaf's empty list.
+        assert_eq!(t.text.matches("\t.param .b32 sum_param_1\n, .param .b64 __gasan_top)\n").count(), 2);
+        assert!(t.text.contains(".func leaf(.param .b64 __gasan_top)\n"));
+        // The kernel passes its frame's end; sum (no frame) passes its own top on.
+        assert!(t.text.contains("\t{ .reg .b64 %gsct; mov.u64 %gsct, __local_depot2; add.u64 %gsct, %gsct, 32; call.uni (retval0), \n"));
+        assert!(t.text.contains("\tparam1\n\t, %gsct); }\n"));
+        assert!(t.text.contains("\t{ .reg .b64 %gsct; ld.param.u64 %gsct, [__gasan_top]; call.uni\n\tleaf,\n\t(\n\t%gsct); }\n"), "{}", t.text);
+    }
+
+    #[test]
+    fn undo_gives_the_module_back() {
+        let t = pass_tops(MODULE).expect("eligible");
+        assert_eq!(undo(&t.text), MODULE);
+        assert_eq!(undo(MODULE), MODULE);
+    }
+
+    #[test]
+    fn leaves_modules_it_cannot_follow() {
+        // Recursion.
+        let rec = MODULE.replace("\tleaf,\n", "\tsum,\n").replace("\t(\n\t);\n\t} // callseq 1", "\t(\n\tparam0, param1\n\t);\n\t} // callseq 1");
+        assert!(pass_tops(&rec).is_none());
+        // An indirect call.
+        assert!(pass_tops(&MODULE.replace("\tleaf,\n", "\t%rd2,\n")).is_none());
+        // alloca.
+        assert!(pass_tops(&MODULE.replace("\tret;\n}\n.visible", "\talloca.u64 %rd2, 16;\n\tret;\n}\n.visible")).is_none());
+        // No frame anywhere.
+        assert!(pass_tops(&MODULE.replace("__local_depot2", "frame")).is_none());
+        // An rdc module calling out.
+        let rdc = MODULE.replace(".func leaf()", ".visible .func leaf()").replace("\tleaf,\n", "\tother,\n");
+        assert!(pass_tops(&rdc).is_none());
+    }
+
+    #[test]
+    fn a_taken_function_keeps_its_signature() {
+        let taken = MODULE.replace("\tcvta.local.u64 %SP, %SPL;\n", "\tcvta.local.u64 %SP, %SPL;\n\tmov.u64 %rd1, sum;\n");
+        let t = pass_tops(&taken).expect("leaf is still eligible");
+        assert!(!t.functions.contains("sum"));
+        assert!(!t.text.contains("sum_param_1\n, .param"));
+        assert!(t.text.contains("\tparam1\n\t);\n"));
+    }
+}
