@@ -14,11 +14,10 @@
 //! Use after return: in a kernel, a local address (or generic local
 //! one) that is not traced to a variable and lies outside the kernel's own frame is in the frame
 //! of a function that has returned (no caller's frame is live in a kernel), and is reported as
-//! `stack-use-after-scope`. Kernels only: ptxas lays the frames of a call graph without
-//! recursion out statically, a callee's frame *above* its caller's (on the H100 a kernel's
-//! frame at R1+0 and its callee's at R1+0x20, with R1 never moved), while recursive calls move
-//! the stack pointer down; so in a called function the frames of live callers may lie on either
-//! side, and nothing can be said. (A first version tested every function's addresses against
+//! `stack-use-after-scope`. ptxas lays the frames of a call graph without recursion out
+//! statically, a callee's frame *above* its caller's (on the H100 a kernel's frame at R1+0 and
+//! its callee's at R1+0x20, with R1 never moved), while recursive calls move the stack pointer
+//! down; a called function learns where its live callers' frames end from frames.rs. (A first version tested every function's addresses against
 //! the lower end of its own frame, and reported the clean twin of tests/suite's
 //! use_after_return_scope: a callee writing its caller's array, 32 bytes below its own frame.)
 //!
@@ -35,9 +34,13 @@
 //! shared memory (`shared::cluster` loads and stores, a bulk copy's peer CTA); `wmma` tiles of
 //! sub-byte types or with a stride computed at run time, and other `ldmatrix` shapes; a bulk copy
 //! sized by a register into dynamic shared memory; bulk reductions; block-scope lifetimes inside
-//! one function (PTX keeps every local array in the frame until the function returns); reads past a caller's array (the
-//! caller's frame bounds are not known in the callee); a dead frame used in a called function
-//! rather than in the kernel.
+//! one function (PTX keeps every local array in the frame until the function returns).
+//!
+//! Called functions: frames.rs passes each the end of its callers' live frames; an untraced
+//! local address in one is checked against that end (`Base::PastTop`): one computed from a
+//! parameter may not reach it (past a caller's array), any other may not reach it outside the
+//! function's own frame (a returned frame). An overrun of a caller's array into the caller's next
+//! array stays below the end and is not seen.
 
 use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Operands, Width};
 use super::bodies::{Bodies, Body};
