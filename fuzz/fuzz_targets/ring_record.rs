@@ -107,7 +107,8 @@ fuzz_target!(|data: &[u8]| {
                 let want = match sp.space {
                     MemorySpace::Shared => "shared-buffer-overflow",
                     MemorySpace::Local => "stack-buffer-overflow",
-                    MemorySpace::LocalOutOfScope => "stack-use-after-scope",
+                    MemorySpace::LocalOutOfScope | MemorySpace::LocalDeadFrame => "stack-use-after-scope",
+                    MemorySpace::LocalPastTop => "stack-buffer-overflow",
                     MemorySpace::Global => "unknown-crash",
                 };
                 assert_eq!(kind, want, "{text}");

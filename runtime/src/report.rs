@@ -687,7 +687,7 @@ mod tests {
         assert!(format_text(&r).contains("local address 32 bytes after the 64-byte frame of _Z1kv"), "{}", format_text(&r));
         // A called function's accesses past its callers' top (frames.rs): through a pointer it
         // was passed, an overflow; through any other, a dead frame.
-        t.sites[0].space = Some(SpaceSite { space: MemorySpace::LocalPastTop, variable: String::new(), variable_demangled: String::new(), size: None });
+        t.sites[0].space = Some(SpaceSite { space: MemorySpace::LocalPastTop, variable: "__gasan_top".into(), variable_demangled: "__gasan_top".into(), size: None });
         let r = device_report(ErrorRecord { addr: 0, module_id: 1, ..record }, std::slice::from_ref(&t), desc.clone(), 0);
         assert_eq!(r.kind(), "stack-buffer-overflow");
         assert!(format_text(&r).contains("local address 0 bytes past the end of the live frames of the function's callers, through a pointer it was passed"), "{}", format_text(&r));

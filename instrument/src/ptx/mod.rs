@@ -33,6 +33,7 @@ mod opcode;
 mod prefetch;
 mod sites;
 mod spaces;
+mod thread_ranges;
 
 pub use access::SkipReason;
 pub use frames::undo as undo_frame_tops;
@@ -190,7 +191,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 53;
+pub const REVISION: u32 = 54;
 
 /// Instruments a PTX module.
 ///
@@ -1539,6 +1540,8 @@ impl<'a> Rewriter<'a> {
         let demangled = match self.demangled_vars.get(&c.var) {
             // (A counting walk's sites are only counted.)
             _ if self.counting => String::new(),
+            // A called function's check against its callers' top (frames.rs).
+            _ if c.var == frames::TOP_PARAM => "the end of the callers' frames".to_string(),
             Some(d) => d.clone(),
             None => {
                 // Only Itanium names: a plain `d` would demangle as the type `double`.

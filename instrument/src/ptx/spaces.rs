@@ -644,7 +644,8 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                 let from_param = matches!(f.regs.get(&r), Some(Prov::Param { .. }));
                 let (var, size) = match (&f.depot, from_param) {
                     (Some((depot, size)), false) => (depot.clone(), Some(*size)),
-                    _ => (String::new(), None),
+                    // (Named after the parameter it is checked against: sites name a variable.)
+                    _ => (super::frames::TOP_PARAM.to_string(), None),
                 };
                 let space = if from_param { MemorySpace::LocalPastTop } else { MemorySpace::LocalDeadFrame };
                 Some(SpaceCheck { space, var, size, base: Base::PastTop(r, generic), offset, width, kind, lanes, width_reg: None })
@@ -930,6 +931,8 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
         let (f, mut regs) = (m.functions.get(b.name.as_str()), super::RegTypes::default());
+        // Thread-index values, found when a check could use them (thread_ranges.rs).
+        let mut thread_values: Option<super::thread_ranges::ThreadValues<'_>> = None;
         // Every access's check, guarded or not, for the cross-block pass below.
         let mut planned: HashMap<(usize, usize), SpaceCheck> = HashMap::default();
         for (i, line) in body_lines(lines, b, b.open + 1) {
@@ -954,9 +957,17 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                     let stmt = st.text;
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
                     let check = match (f, st.instr.as_ref()) {
-                        (Some(f), Some(ins)) => plan(ins, m, f, &reg_bits).map(|c| {
+                        (Some(f), Some(ins)) => plan(ins, m, f, &reg_bits).and_then(|c| {
+                            // Inside its variable for every thread: no check at all.
+                            if matches!(c.base, Base::Window(..) | Base::Symbol)
+                                && c.size.is_some()
+                                && thread_values.get_or_insert_with(|| super::thread_ranges::ThreadValues::of_body(lines, b)).proves(lines, b, (i, j), &c)
+                            {
+                                roles.insert((i, j), Role::Available);
+                                return None;
+                            }
                             planned.insert((i, j), c.clone());
-                            (c, ins.guard.is_none())
+                            Some((c, ins.guard.is_none()))
                         }),
                         _ => None,
                     };
@@ -1356,9 +1367,11 @@ mod group_tests {
 
     #[test]
     fn same_register_accesses_of_one_block_form_one_range_check_until_redefined() {
+        // (%r1 defined twice: thread_ranges.rs proves nothing from it, so its constant offsets stay
+        // checks, which is what these grouping tests are about.)
         let body = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .f32 %f<9>;\n\
                     .shared .align 4 .b8 a[128];\n\
-                    mov.u32 %r1, a;\nadd.s32 %r2, %r1, %r9;\n\
+                    mov.u32 %r1, a;\nadd.s32 %r1, %r1, 0;\nadd.s32 %r2, %r1, %r9;\n\
                     ld.shared.f32 %f1, [%r2];\nld.shared.f32 %f2, [%r2+4];\nld.shared.f32 %f3, [%r2+8];\n\
                     add.s32 %r2, %r1, %r8;\nld.shared.f32 %f4, [%r2];\n\
                     @%p1 ld.shared.f32 %f5, [%r1+4];\n\
@@ -1391,9 +1404,11 @@ mod group_tests {
 
     #[test]
     fn a_check_made_on_every_path_before_an_access_stands_for_its_check_until_its_register_is_written() {
+        // (%r1 defined twice: thread_ranges.rs proves nothing from it, so its constant offsets stay
+        // checks, which is what these grouping tests are about.)
         let body = ".visible .entry k(\n.param .u32 p\n)\n{\n.reg .b32 %r<20>;\n.reg .f32 %f<9>;\n.reg .pred %p<4>;\n\
                     .shared .align 4 .b8 a[128];\n\
-                    mov.u32 %r1, a;\nadd.s32 %r2, %r1, %r9;\nadd.s32 %r4, %r1, %r8;\n\
+                    mov.u32 %r1, a;\nadd.s32 %r1, %r1, 0;\nadd.s32 %r2, %r1, %r9;\nadd.s32 %r4, %r1, %r8;\n\
                     st.shared.f32 [%r2], %f1;\nbar.sync 0;\n@%p1 bra $L1;\nld.shared.f32 %f2, [%r2+-4];\n\
                     $L1:\nbar.sync 0;\nld.shared.f32 %f3, [%r2];\n\
                     @%p2 bra $L2;\nst.shared.f32 [%r1+8], %f3;\n$L2:\nld.shared.f32 %f4, [%r1+8];\n\

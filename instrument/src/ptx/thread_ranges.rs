@@ -1,0 +1,347 @@
+//! Shared/local accesses whose bounds hold for every thread, proven from the thread's index: the
+//! check is dropped.
+//!
+//! nvcc indexes a block's shared arrays by `threadIdx`: `s[threadIdx.x]` is `s + 4·%tid.x`, and a
+//! 1024-element array holds every `%tid.x` a block can have (a block has at most 1024 threads in x
+//! and y, 64 in z; a warp 32 lanes). Scans and reductions read `s[tid - off]` behind
+//! `if (tid >= off)`, a branch around the access whose fall-through implies the bound. So a
+//! register's value is followed as `c + Σ k·atom`, the atoms being the thread's indices, a value
+//! masked with `and` or reduced with `rem` (each with its range) and a variable's address;
+//! conditional branches the access is reached by falling through narrow the atoms' ranges. When
+//! the offset from the variable lies inside it for every value in the ranges, the access needs no
+//! check.
+//!
+//! A constant address (`[var+off]`) inside its variable needs no check either.
+//!
+//! Only registers with one unguarded definition are followed (a value read before its one
+//! definition, around a loop's back edge, is not), so every use sees that definition's value.
+
+use super::access::{parse_int, Instr};
+use super::bodies::Body;
+use super::opcode::Op;
+use super::spaces::{Base, SpaceCheck};
+use super::Line;
+use rustc_hash::FxHashMap as HashMap;
+
+/// `c + Σ k·atom`, terms sorted by atom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Affine<'a> {
+    c: i64,
+    terms: Vec<(&'a str, i64)>,
+}
+
+impl<'a> Affine<'a> {
+    fn constant(c: i64) -> Self {
+        Affine { c, terms: Vec::new() }
+    }
+    fn atom(a: &'a str) -> Self {
+        Affine { c: 0, terms: vec![(a, 1)] }
+    }
+    fn plus(&self, o: &Affine<'a>, sign: i64) -> Option<Self> {
+        let mut terms = self.terms.clone();
+        for &(a, k) in &o.terms {
+            match terms.iter_mut().find(|(b, _)| *b == a) {
+                Some(t) => t.1 = t.1.checked_add(k.checked_mul(sign)?)?,
+                None => terms.push((a, k.checked_mul(sign)?)),
+            }
+        }
+        terms.retain(|&(_, k)| k != 0);
+        terms.sort_unstable();
+        Some(Affine { c: self.c.checked_add(o.c.checked_mul(sign)?)?, terms })
+    }
+    fn times(&self, k: i64) -> Option<Self> {
+        let terms = self.terms.iter().map(|&(a, j)| Some((a, j.checked_mul(k)?))).collect::<Option<Vec<_>>>()?;
+        Some(Affine { c: self.c.checked_mul(k)?, terms }).map(|mut v| {
+            v.terms.retain(|&(_, k)| k != 0);
+            v
+        })
+    }
+}
+
+/// Values a thread's registers hold, as far as their one definition says.
+pub(super) struct ThreadValues<'a> {
+    values: HashMap<&'a str, Affine<'a>>,
+    /// Ranges of the atoms that have one (inclusive).
+    ranges: HashMap<&'a str, (i64, i64)>,
+    /// Predicates with one definition `setp.cmp.t %p, reg, imm`: (comparison, register, value).
+    preds: HashMap<&'a str, (&'a str, &'a str, i64)>,
+}
+
+/// Values past this are not reasoned about (32-bit wrap-around stays out of reach).
+const LIMIT: i64 = 1 << 30;
+
+fn special_range(reg: &str) -> Option<(i64, i64)> {
+    match reg {
+        "%tid.x" | "%tid.y" => Some((0, 1023)),
+        "%tid.z" => Some((0, 63)),
+        "%laneid" => Some((0, 31)),
+        _ => None,
+    }
+}
+
+impl<'a> ThreadValues<'a> {
+    /// The values of body `b`'s registers.
+    pub fn of_body(lines: &[Line<'a>], b: &Body) -> Self {
+        let end = b.close.min(lines.len().saturating_sub(1));
+        let instrs = || (b.open + 1..=end).flat_map(move |i| lines[i].stmts().iter()).filter_map(|s| s.instr.as_ref());
+        let mut defs: HashMap<&'a str, u32> = HashMap::default();
+        for ins in instrs() {
+            for d in ins.dests() {
+                // A guarded definition leaves the old value on some paths: never followed.
+                *defs.entry(d).or_default() += if ins.guard.is_some() { 2 } else { 1 };
+            }
+        }
+        let mut t = ThreadValues { values: HashMap::default(), ranges: HashMap::default(), preds: HashMap::default() };
+        for ins in instrs() {
+            let mut dests = ins.dests();
+            let (Some(d), None) = (dests.next(), dests.next()) else { continue };
+            if defs.get(d) != Some(&1) {
+                continue;
+            }
+            if ins.opcode.op == Op::Setp {
+                if let Some(p) = t.predicate(ins) {
+                    t.preds.insert(d, p);
+                }
+                continue;
+            }
+            if let Some(v) = t.evaluate(d, ins) {
+                if v.c.abs() < LIMIT && v.terms.iter().all(|&(_, k)| k.abs() < LIMIT) {
+                    t.values.insert(d, v);
+                }
+            }
+        }
+        t
+    }
+
+    fn operand(&mut self, op: &'a str) -> Option<Affine<'a>> {
+        let op = op.trim();
+        if let Some(v) = parse_int(op) {
+            return Some(Affine::constant(v));
+        }
+        if let Some(r) = special_range(op) {
+            self.ranges.insert(op, r);
+            return Some(Affine::atom(op));
+        }
+        self.values.get(op).cloned()
+    }
+
+    fn evaluate(&mut self, d: &'a str, ins: &Instr<'a>) -> Option<Affine<'a>> {
+        let ops = &ins.operands;
+        let int = |q: &str| matches!(q, "u32" | "s32" | "b32" | "u64" | "s64" | "b64");
+        let quals: Vec<&str> = ins.opcode.parts().collect();
+        if !quals.iter().skip(1).all(|q| int(q) || matches!(*q, "lo" | "wide")) {
+            return None;
+        }
+        match (ins.opcode.op, ops.len()) {
+            (Op::Mov, 2) => {
+                let src = ops[1].trim();
+                // A variable's address is an atom of its own (no range: the check subtracts it).
+                if !src.starts_with('%') && parse_int(src).is_none() && !src.contains(['{', '[']) {
+                    return Some(Affine::atom(src));
+                }
+                self.operand(src)
+            }
+            (Op::Add, 3) => self.operand(ops[1])?.plus(&self.operand(ops[2])?, 1),
+            (Op::Sub, 3) => self.operand(ops[1])?.plus(&self.operand(ops[2])?, -1),
+            (Op::Shl, 3) => {
+                let s = parse_int(ops[2].trim()).filter(|s| (0..20).contains(s))?;
+                self.operand(ops[1])?.times(1 << s)
+            }
+            (Op::Mul, 3) => {
+                let k = parse_int(ops[2].trim()).filter(|k| k.abs() < LIMIT)?;
+                self.operand(ops[1])?.times(k)
+            }
+            (Op::Mad, 4) if quals.get(1) == Some(&"lo") => {
+                let k = parse_int(ops[2].trim()).filter(|k| k.abs() < LIMIT)?;
+                self.operand(ops[1])?.times(k)?.plus(&self.operand(ops[3])?, 1)
+            }
+            // A mask or a remainder: a fresh atom with its range.
+            (Op::And, 3) => {
+                let m = parse_int(ops[2].trim()).filter(|m| (0..LIMIT).contains(m))?;
+                self.ranges.insert(d, (0, m));
+                Some(Affine::atom(d))
+            }
+            (Op::Rem, 3) if quals.get(1).is_some_and(|q| q.starts_with('u')) => {
+                let m = parse_int(ops[2].trim()).filter(|m| (1..LIMIT).contains(m))?;
+                self.ranges.insert(d, (0, m - 1));
+                Some(Affine::atom(d))
+            }
+            _ => None,
+        }
+    }
+
+    /// `setp.cmp.t %p, reg, imm` with `reg` one ranged atom plus a constant.
+    fn predicate(&mut self, ins: &Instr<'a>) -> Option<(&'a str, &'a str, i64)> {
+        let quals: Vec<&str> = ins.opcode.parts().collect();
+        let (cmp, ty) = (*quals.get(1)?, *quals.get(2)?);
+        if quals.len() != 3 || !matches!(ty, "s32" | "u32") || ins.operands.len() != 3 {
+            return None;
+        }
+        let imm = parse_int(ins.operands[2].trim()).filter(|v| (0..LIMIT).contains(v))?;
+        Some((cmp, ins.operands[1].trim(), imm))
+    }
+
+    /// The range of atom `a` when `reg cmp imm` is `holds` (reg = a + c).
+    fn narrow(&self, range: (i64, i64), c: i64, cmp: &str, imm: i64, holds: bool) -> Option<(i64, i64)> {
+        let (lo, hi) = range;
+        // On a + c: the comparison's outcome as bounds of a.
+        let v = imm - c;
+        let cmp = if holds {
+            cmp
+        } else {
+            match cmp {
+                "eq" => "ne",
+                "ne" => "eq",
+                "lt" => "ge",
+                "le" => "gt",
+                "gt" => "le",
+                "ge" => "lt",
+                _ => return None,
+            }
+        };
+        let r = match cmp {
+            "eq" => (lo.max(v), hi.min(v)),
+            "ne" if v == lo => (lo + 1, hi),
+            "ne" if v == hi => (lo, hi - 1),
+            "ne" => (lo, hi),
+            "lt" => (lo, hi.min(v - 1)),
+            "le" => (lo, hi.min(v)),
+            "gt" => (lo.max(v + 1), hi),
+            "ge" => (lo.max(v), hi),
+            _ => return None,
+        };
+        Some(r)
+    }
+
+    /// The atoms' ranges at statement `key` of body `b`: narrowed by the conditional branches it
+    /// is reached from by falling through (back to the block's label, an unconditional jump, or
+    /// the body's start).
+    fn ranges_at(&self, lines: &[Line<'a>], b: &Body, key: (usize, usize)) -> HashMap<&'a str, (i64, i64)> {
+        let mut ranges = self.ranges.clone();
+        let (line, stmt) = key;
+        for i in (b.open + 1..=line).rev() {
+            let l = &lines[i];
+            if l.code.ends_with(':') {
+                break;
+            }
+            let stmts = l.stmts();
+            let upto = if i == line { stmt } else { stmts.len() };
+            for s in stmts[..upto].iter().rev() {
+                let Some(ins) = s.instr.as_ref() else { continue };
+                if ins.opcode.op.jumps_away() && ins.guard.is_none() {
+                    return ranges; // reached only through a label: stop here
+                }
+                if ins.opcode.op != Op::Bra {
+                    continue;
+                }
+                let Some(g) = ins.guard else { continue };
+                // Fell through `@p bra`: p is false; through `@!p bra`: p is true.
+                let (p, holds) = match g.strip_prefix('!') {
+                    Some(p) => (p, true),
+                    None => (g, false),
+                };
+                let Some(&(cmp, reg, imm)) = self.preds.get(p) else { continue };
+                // Only a thread's index (the same value whenever it is read) is narrowed, by a
+                // comparison no wrap-around can turn (the compared value is never negative).
+                let Some(Affine { c, terms }) = self.values.get(reg) else { continue };
+                if let [(a, 1)] = terms.as_slice() {
+                    if let (Some(_), Some(&r)) = (special_range(a), ranges.get(a)) {
+                        if r.0 + c >= 0 {
+                            if let Some(n) = self.narrow(r, *c, cmp, imm, holds) {
+                                ranges.insert(a, n);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        ranges
+    }
+
+    /// Does every thread's access of `c` (statement `key` of body `b`) stay inside its variable?
+    pub fn proves(&self, lines: &[Line<'a>], b: &Body, key: (usize, usize), c: &SpaceCheck) -> bool {
+        if let (Base::Symbol, Some(size), None) = (&c.base, c.size, &c.width_reg) {
+            // `[var+off]`: a constant offset.
+            return c.offset >= 0 && c.offset + i64::from(c.width) <= size as i64;
+        }
+        let (Base::Window(r, _), Some(size), None) = (&c.base, c.size, &c.width_reg) else { return false };
+        let Some(v) = self.values.get(r.as_str()) else { return false };
+        // The value is the variable's address plus ranged terms.
+        if !v.terms.iter().any(|&(a, k)| a == c.var && k == 1) {
+            return false;
+        }
+        let ranges = self.ranges_at(lines, b, key);
+        let (mut lo, mut hi) = (v.c + c.offset, v.c + c.offset);
+        for &(a, k) in v.terms.iter().filter(|(a, _)| *a != c.var) {
+            let Some(&(alo, ahi)) = ranges.get(a) else { return false };
+            if alo > ahi {
+                return false; // no thread gets here, as far as the ranges say: left checked
+            }
+            let (x, y) = (alo * k, ahi * k);
+            lo += x.min(y);
+            hi += x.max(y);
+        }
+        lo >= 0 && hi + i64::from(c.width) <= size as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spaces::{analyze, plan};
+    use super::super::{bodies::Bodies, Line, RegTypes};
+    use super::*;
+
+    /// Which of the body's shared accesses are proven, in order.
+    fn proven(body: &str) -> Vec<bool> {
+        let text = format!(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u32 n)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<20>;\n.shared .align 4 .b8 s[4096];\n.shared .align 4 .b8 t[512];\n{body}\nret;\n}}\n");
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let bodies = Bodies::scan(&lines);
+        let m = analyze(&lines, &bodies, &Default::default());
+        let b = bodies.nth(0);
+        let f = &m.functions["k"];
+        let values = ThreadValues::of_body(&lines, b);
+        let mut regs = RegTypes::default();
+        let mut out = Vec::new();
+        for i in b.open + 1..=b.close {
+            for decl in lines[i].reg_declarations() {
+                regs.declare(decl);
+            }
+            for (j, st) in lines[i].stmts().iter().enumerate() {
+                let reg_bits = |r: &str| regs.type_of(r).and_then(super::super::type_bits);
+                if let Some(c) = st.instr.as_ref().and_then(|ins| plan(ins, &m, f, &reg_bits)) {
+                    out.push(values.proves(&lines, b, (i, j), &c));
+                }
+            }
+        }
+        out
+    }
+
+    const TID4: &str = "mov.u32 %r1, %tid.x;\nshl.b32 %r2, %r1, 2;\nmov.u32 %r3, s;\nadd.s32 %r4, %r3, %r2;\nmov.u32 %r13, t;\nadd.s32 %r14, %r13, %r2;\n";
+
+    #[test]
+    fn a_thread_index_inside_the_array_is_proven_and_one_that_may_run_past_it_is_not() {
+        // s[tid] (4096 bytes hold 1024 threads), t[tid] (512 bytes: 128 of them), s[tid + 1].
+        let body = format!("{TID4}ld.shared.u32 %r5, [%r4];\nld.shared.u32 %r15, [%r14];\nld.shared.u32 %r6, [%r4+4];\nld.shared.u32 %r7, [s+4092];\nld.shared.u32 %r8, [s+4096];");
+        assert_eq!(proven(&body), [true, false, false, true, false]);
+    }
+
+    #[test]
+    fn a_branch_around_the_access_narrows_the_index() {
+        // if (tid != 0) s[tid - 1]; if (tid >= 2) s[tid - 2]; the other way round: not proven.
+        let body = format!("{TID4}setp.eq.s32 %p1, %r1, 0;\n@%p1 bra L1;\nld.shared.u32 %r5, [%r4+-4];\nL1:\nsetp.lt.u32 %p2, %r1, 2;\n@%p2 bra L2;\nld.shared.u32 %r6, [%r4+-8];\nL2:\nsetp.ge.u32 %p3, %r1, 2;\n@%p3 bra L3;\nld.shared.u32 %r7, [%r4+-8];\nL3:\nld.shared.u32 %r8, [%r4+-4];");
+        assert_eq!(proven(&body), [true, true, false, false]);
+    }
+
+    #[test]
+    fn a_label_between_branch_and_access_or_a_second_definition_stops_the_proof() {
+        let body = format!("{TID4}setp.eq.s32 %p1, %r1, 0;\n@%p1 bra L1;\nL0:\nld.shared.u32 %r5, [%r4+-4];\nL1:\nmov.u32 %r9, %tid.x;\nadd.s32 %r9, %r9, 1;\nshl.b32 %r10, %r9, 2;\nadd.s32 %r11, %r3, %r10;\nld.shared.u32 %r12, [%r11];");
+        assert_eq!(proven(&body), [false, false]);
+    }
+
+    #[test]
+    fn a_mask_bounds_the_index() {
+        // s[(i & 1023)], t[(i & 127)], t[(i & 128)].
+        let body = "ld.param.u32 %r1, [n];\nand.b32 %r2, %r1, 1023;\nshl.b32 %r3, %r2, 2;\nmov.u32 %r4, s;\nadd.s32 %r5, %r4, %r3;\nld.shared.u32 %r6, [%r5];\nand.b32 %r7, %r1, 127;\nmov.u32 %r8, t;\nmad.lo.s32 %r9, %r7, 4, %r8;\nld.shared.u32 %r10, [%r9];\nand.b32 %r11, %r1, 128;\nmad.lo.s32 %r12, %r11, 4, %r8;\nld.shared.u32 %r13, [%r12];";
+        assert_eq!(proven(body), [true, true, false]);
+    }
+}
