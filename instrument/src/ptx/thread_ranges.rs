@@ -293,7 +293,12 @@ mod tests {
 
     /// Which of the body's shared accesses are proven, in order.
     fn proven(body: &str) -> Vec<bool> {
-        let text = format!(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u32 n)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<20>;\n.shared .align 4 .b8 s[4096];\n.shared .align 4 .b8 t[512];\n{body}\nret;\n}}\n");
+        proven_with(body, 4096)
+    }
+
+    /// [`proven`] with `s` of `s_size` bytes.
+    fn proven_with(body: &str, s_size: u32) -> Vec<bool> {
+        let text = format!(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u32 n)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<20>;\n.shared .align 4 .b8 s[{s_size}];\n.shared .align 4 .b8 t[512];\n{body}\nret;\n}}\n");
         let lines = Line::read_all(text.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
         let m = analyze(&lines, &bodies, &Default::default());
@@ -343,5 +348,79 @@ mod tests {
         // s[(i & 1023)], t[(i & 127)], t[(i & 128)].
         let body = "ld.param.u32 %r1, [n];\nand.b32 %r2, %r1, 1023;\nshl.b32 %r3, %r2, 2;\nmov.u32 %r4, s;\nadd.s32 %r5, %r4, %r3;\nld.shared.u32 %r6, [%r5];\nand.b32 %r7, %r1, 127;\nmov.u32 %r8, t;\nmad.lo.s32 %r9, %r7, 4, %r8;\nld.shared.u32 %r10, [%r9];\nand.b32 %r11, %r1, 128;\nmad.lo.s32 %r12, %r11, 4, %r8;\nld.shared.u32 %r13, [%r12];";
         assert_eq!(proven(body), [true, true, false]);
+    }
+
+    /// One generated access: `s + k·x + c` read at `off`, x the thread's `tid.x` (or lane, or
+    /// `tid.x & mask`), reached by falling through a branch on `tid.x` or not.
+    #[derive(Clone, Debug)]
+    struct Case {
+        size: u32,
+        atom: u8,
+        mask: i64,
+        shift: u32,
+        c: i64,
+        off: i64,
+        guard: Option<(&'static str, i64, bool)>,
+    }
+
+    fn case() -> impl proptest::strategy::Strategy<Value = Case> {
+        use proptest::prelude::*;
+        let cmp = prop_oneof![Just("eq"), Just("ne"), Just("lt"), Just("le"), Just("gt"), Just("ge")];
+        (prop_oneof![Just(64u32), Just(128), Just(512), Just(4096)], 0u8..3, 0i64..1100, 0u32..4, -64i64..64, -2i64..3, proptest::option::of((cmp, 0i64..1100, any::<bool>())))
+            .prop_map(|(size, atom, mask, shift, c, off, guard)| Case { size, atom, mask, shift, c: c * 4, off: off * 4, guard })
+    }
+
+    impl Case {
+        fn body(&self) -> String {
+            let src = if self.atom == 1 { "%laneid" } else { "%tid.x" };
+            let x = if self.atom == 2 { format!("and.b32 %r2, %r1, {};", self.mask) } else { format!("mov.u32 %r2, {src};") };
+            let branch = match self.guard {
+                Some((cmp, imm, negated)) => format!("setp.{cmp}.u32 %p1, %r1, {imm};\n@{}%p1 bra L1;\n", if negated { "!" } else { "" }),
+                None => String::new(),
+            };
+            format!(
+                "mov.u32 %r1, {src};\n{x}\nshl.b32 %r3, %r2, {};\nadd.s32 %r4, %r3, {};\nmov.u32 %r5, s;\nadd.s32 %r6, %r5, %r4;\n{branch}ld.shared.u32 %r7, [%r6+{}];\nL1:",
+                self.shift, self.c, self.off
+            )
+        }
+
+        /// Is every thread that reaches the access inside `s`?
+        fn safe(&self) -> bool {
+            let xs = if self.atom == 1 { 0..32 } else { 0..1024 };
+            xs.into_iter().all(|r1: i64| {
+                let reached = match self.guard {
+                    Some((cmp, imm, negated)) => {
+                        let p = match cmp {
+                            "eq" => r1 == imm,
+                            "ne" => r1 != imm,
+                            "lt" => r1 < imm,
+                            "le" => r1 <= imm,
+                            "gt" => r1 > imm,
+                            _ => r1 >= imm,
+                        };
+                        // `@p bra` is taken when p holds (`@!p` when it does not).
+                        p == negated
+                    }
+                    None => true,
+                };
+                let x = if self.atom == 2 { r1 & self.mask } else { r1 };
+                let at = (x << self.shift) + self.c + self.off;
+                !reached || (at >= 0 && at + 4 <= i64::from(self.size))
+            })
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// A dropped check is one no thread could fail: every proof agrees with trying all
+        /// 1024 values of the thread's index.
+        #[test]
+        fn a_proven_access_is_inside_for_every_thread(c in case()) {
+            let proven = proven_with(&c.body(), c.size);
+            proptest::prop_assert_eq!(proven.len(), 1);
+            if proven[0] {
+                proptest::prop_assert!(c.safe(), "proven but some thread runs past: {:?}\n{}", c, c.body());
+            }
+        }
     }
 }
