@@ -28,7 +28,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// The parameter each eligible function gets: the end of its callers' live frames (a local-window
 /// address; all ones: unknown).
-pub(super) const TOP_PARAM: &str = "__gasan_top";
+pub const TOP_PARAM: &str = "__gasan_top";
 
 /// The rewritten module and the functions that now take [`TOP_PARAM`].
 #[derive(Debug)]

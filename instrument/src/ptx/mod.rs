@@ -36,7 +36,7 @@ mod spaces;
 mod thread_ranges;
 
 pub use access::SkipReason;
-pub use frames::undo as undo_frame_tops;
+pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 
 use crate::shadow::Scale;
