@@ -215,3 +215,24 @@ fn an_address_base_that_is_no_register_name_is_not_copied() {
         assert_eq!(r.stats.total().checked, 1, "the well-formed store is checked: {:?}", r.stats.total());
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-11-28): an access on the line after an unfinished
+/// heap call (`@%p1 call free, (` with no `)`) is part of that call's statement for the rewriter's
+/// walk, but the range-group planner led a group from it: the group's later accesses counted as
+/// checked at their leader, which never emitted their checks (no site, no check). The planner
+/// now ends groups at a line that continues an open statement.
+#[test]
+fn an_access_inside_an_unfinished_call_leads_no_range_group() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.extern .func free (.param .b64 p);\n\
+               .visible .entry k(.param .u64 a, .param .u64 b)\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<8>;\n\
+               \tld.param.u64 %rd1, [a];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tsetp.ne.u64 %p1, %rd2, 0;\n\
+               \t@%p1 call free, (\n\tld.global.u32 %r1, [%rd2+-8];\n\tld.global.u32 %r2, [%rd2+-4];\n\
+               \tld.global.u32 %r3, [%rd2];\n\tld.global.u32 %r4, [%rd2+4];\n\tret;\n}\n";
+    let r = instrument_ptx(ptx, &InstrumentOptions::default()).unwrap();
+    let t = r.stats.total();
+    // The three accesses after the call's swallowed line: checked among themselves, and every
+    // check counted has its site.
+    assert_eq!((t.found, t.checked + t.eliminated), (3, 3), "{:?}", t);
+    assert!(t.checked > 0, "{:?}", t);
+    assert_eq!(r.sites.len(), (t.checked + t.space_checked) as usize, "{:?}", t);
+}

@@ -61,6 +61,8 @@ pub(super) fn plan_range<'l>(
     // The bodies opening at or before the line (`Bodies::interior` of each line in order,
     // without a search a line).
     let mut opened = bodies.iter().take_while(|b| b.open < range.start).count();
+    // The last code line left a statement open (no `;`, brace or label colon at its end).
+    let mut statement_open = false;
     for (i, line) in lines.iter().enumerate().take(range.end).skip(range.start) {
         while opened < bodies.len() && bodies.nth(opened).open <= i {
             opened += 1;
@@ -73,6 +75,17 @@ pub(super) fn plan_range<'l>(
             continue;
         }
         let code = line.code;
+        // A line continuing a statement left open above (a `call` spread over lines) is part of
+        // it, not an access: the rewriter's walk passes it over as such (heap.rs holds a heap
+        // call's lines whole), so a group led from it would have its checks never emitted.
+        let continues = statement_open;
+        if !code.is_empty() && !code.starts_with('.') {
+            statement_open = !code.ends_with([';', '{', '}', ':']);
+        }
+        if continues && line.brackets {
+            finish_all(&mut groups, &mut plan);
+            continue;
+        }
         if code.starts_with(".loc") {
             continue;
         }
