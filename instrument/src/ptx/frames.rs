@@ -523,4 +523,86 @@ mod tests {
         assert!(!t.text.contains("sum_param_1\n, .param"));
         assert!(t.text.contains("\tparam1\n\t);\n"));
     }
+
+    /// A generated module: functions `f0..fn` (each with or without a frame and parameters,
+    /// calling some others) and a kernel calling some of them.
+    fn module(frames: &[Option<u64>], params: &[usize], calls: &[Vec<usize>], kernel_calls: &[usize]) -> String {
+        let call = |callee: usize, k: usize| {
+            let args: Vec<String> = (0..params[callee]).map(|a| format!("\tparam{a}")).collect();
+            let decls: String = (0..params[callee]).map(|a| format!("\t.param .b64 param{a};\n\tst.param.b64 [param{a}+0], %rd1;\n")).collect();
+            format!("\t{{ // callseq {k}, 0\n{decls}\tcall.uni \n\tf{callee}, \n\t(\n{}\n\t);\n\t}} // callseq {k}\n", args.join(", \n"))
+        };
+        let mut m = String::from(".version 8.0\n.target sm_90\n.address_size 64\n\n");
+        for (f, frame) in frames.iter().enumerate() {
+            let ps: Vec<String> = (0..params[f]).map(|a| format!("\t.param .b64 f{f}_param_{a}")).collect();
+            m += &format!(".func f{f}(\n{}\n)\n;\n", ps.join(",\n"));
+            let _ = frame;
+        }
+        for (f, frame) in frames.iter().enumerate() {
+            let ps: Vec<String> = (0..params[f]).map(|a| format!("\t.param .b64 f{f}_param_{a}")).collect();
+            m += &format!(".func f{f}(\n{}\n)\n{{\n\t.reg .b64 %rd<4>;\n", ps.join(",\n"));
+            if let Some(size) = frame {
+                m += &format!("\t.local .align 8 .b8 \t__local_depot{f}[{size}];\n\tmov.u64 %rd1, __local_depot{f};\n");
+            } else {
+                m += "\tmov.u64 %rd1, 0;\n";
+            }
+            for (k, &c) in calls[f].iter().enumerate() {
+                m += &call(c, k);
+            }
+            m += "\tret;\n}\n";
+        }
+        m += ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n\t.local .align 8 .b8 \t__local_depot99[16];\n\t.reg .b64 %rd<4>;\n\tmov.u64 %rd1, __local_depot99;\n";
+        for (k, &c) in kernel_calls.iter().enumerate() {
+            m += &call(c, 100 + k);
+        }
+        m + "\tret;\n}\n"
+    }
+
+    fn has_cycle(calls: &[Vec<usize>]) -> bool {
+        fn visit(f: usize, calls: &[Vec<usize>], state: &mut [u8]) -> bool {
+            match state[f] {
+                1 => return true,
+                2 => return false,
+                _ => {}
+            }
+            state[f] = 1;
+            let cyclic = calls[f].iter().any(|&c| visit(c, calls, state));
+            state[f] = 2;
+            cyclic
+        }
+        let mut state = vec![0u8; calls.len()];
+        (0..calls.len()).any(|f| visit(f, calls, &mut state))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        /// Any call graph: recursion leaves the module alone; otherwise every function gets the
+        /// parameter in its prototype and its definition, every call passes it, lines keep their
+        /// numbers, and `undo` gives the module back.
+        #[test]
+        fn frame_tops_on_any_call_graph(
+            n in 1usize..5,
+            frames in proptest::collection::vec(proptest::option::of(1u64..64), 5),
+            params in proptest::collection::vec(0usize..3, 5),
+            calls in proptest::collection::vec(proptest::collection::vec(0usize..5, 0..3), 5),
+            kernel_calls in proptest::collection::vec(0usize..5, 1..3),
+        ) {
+            let calls: Vec<Vec<usize>> = calls[..n].iter().map(|c| c.iter().map(|&x| x % n).collect()).collect();
+            let kernel_calls: Vec<usize> = kernel_calls.iter().map(|&x| x % n).collect();
+            let m = module(&frames[..n], &params[..n], &calls, &kernel_calls);
+            let r = pass_tops(&m);
+            if has_cycle(&calls) {
+                proptest::prop_assert!(r.is_none(), "recursive module rewritten:\n{m}");
+                return Ok(());
+            }
+            let t = r.expect("a module with frames and calls, no recursion");
+            proptest::prop_assert_eq!(t.functions.len(), n);
+            proptest::prop_assert_eq!(t.text.lines().count(), m.lines().count());
+            proptest::prop_assert_eq!(undo(&t.text), m.clone());
+            // Prototype and definition of each function.
+            proptest::prop_assert_eq!(t.text.matches(".param .b64 __gasan_top").count(), 2 * n);
+            let call_count = calls.iter().map(Vec::len).sum::<usize>() + kernel_calls.len();
+            proptest::prop_assert_eq!(t.text.matches("%gsct); }").count(), call_count);
+        }
+    }
 }
