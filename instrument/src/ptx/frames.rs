@@ -235,7 +235,8 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     let mut functions: HashMap<String, Function> = HashMap::default();
     let mut defined: HashMap<String, (bool, bool)> = HashMap::default(); // name → (entry, linkage)
     let mut current: Option<String> = None;
-    let mut in_body: Vec<(usize, String)> = Vec::new(); // other statements, by function
+    // Statements that may name a function other than as a callee (module scope included).
+    let mut others: Vec<usize> = Vec::new();
     for (k, s) in stmts.iter().enumerate() {
         if s.depth == 0 {
             if let Some(h) = (s.terminator != b'}').then(|| header(&s.text)).flatten() {
@@ -250,14 +251,14 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             if s.terminator != b';' {
                 return None; // a brace at module scope that opens no function
             }
-            in_body.push((k, String::new())); // module scope: initializers may name functions
+            others.push(k); // module scope: initializers may name functions
             continue;
         }
         if s.depth == 1 && s.terminator == b'}' {
             current = None;
             continue;
         }
-        let f = current.clone()?;
+        let f = current.as_deref()?;
         let t = s.text.as_str();
         if t.starts_with(".callprototype") || t.contains("alloca") || t.contains("stacksave") || t.contains("stackrestore") {
             return None;
@@ -267,24 +268,24 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             let rest = &t[name_start..];
             let open = rest.find('[')?;
             let size = rest[open + 1..rest.find(']')?].trim().parse().ok()?;
-            functions.get_mut(&f)?.depot = Some((rest[..open].to_string(), size));
+            functions.get_mut(f)?.depot = Some((rest[..open].to_string(), size));
             continue;
         }
         if let Some((callee, _)) = call(t) {
             if callee.starts_with('%') {
                 return None;
             }
-            functions.get_mut(&f)?.calls.push((k, callee.to_string()));
+            functions.get_mut(f)?.calls.push((k, callee.to_string()));
         }
-        in_body.push((k, f));
+        others.push(k);
     }
     if current.is_some() {
         return None;
     }
     // Functions named anywhere but in a header or as a call's callee have their address taken.
     let mut taken: HashSet<&str> = HashSet::default();
-    for (k, _) in &in_body {
-        let t = stmts[*k].text.as_str();
+    for &k in &others {
+        let t = stmts[k].text.as_str();
         let skip = call(t).map(|(c, _)| c);
         for tok in t.split(|c: char| !is_ident(c)).filter(|w| !w.is_empty()) {
             if defined.contains_key(tok) && Some(tok) != skip {
