@@ -607,51 +607,49 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
             traced(name, Base::Symbol, off)
         }
         Ok((AddrBase::Imm(_), _)) => None,
-        Ok((AddrBase::Reg(r), offset)) => match f.regs.get(&r) {
-            Some(Prov::Var { var, generic }) => {
-                let v = m.vars.get(var)?;
-                match (space, generic) {
-                    (Some(s), false) if s == v.space => traced(var, Base::Window(r.clone(), reg_bits(&r)?), offset),
-                    (None, true) => traced(var, Base::Generic(r.clone()), offset),
-                    _ => None,
-                }
-            }
-            _ if f.entry => {
-                let (depot, size) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
+        Ok((AddrBase::Reg(r), offset)) => {
+            // An untraced address a frame check can take: a 64-bit register, in the local window
+            // (`false`) or generic (`true`).
+            let untraced_local = || -> Option<bool> {
                 let generic = match space {
                     Some(MemorySpace::Local) => false,
                     None => true,
                     _ => return None,
                 };
-                if reg_bits(&r) != Some(64) {
-                    return None;
+                (reg_bits(&r) == Some(64)).then_some(generic)
+            };
+            match f.regs.get(&r) {
+                Some(Prov::Var { var, generic }) => {
+                    let v = m.vars.get(var)?;
+                    match (space, generic) {
+                        (Some(s), false) if s == v.space => traced(var, Base::Window(r.clone(), reg_bits(&r)?), offset),
+                        (None, true) => traced(var, Base::Generic(r.clone()), offset),
+                        _ => None,
+                    }
                 }
-                Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes, width_reg: None })
-            }
-            // A called function: nothing it did not compute from its own frame may lie at or past
-            // its callers' top, outside its own frame; nothing computed from its parameters may
-            // lie at or past that top at all (its frame is newer than any pointer its caller
-            // made).
-            _ if f.top_param && !f.dynamic_stack => {
-                let generic = match space {
-                    Some(MemorySpace::Local) => false,
-                    None => true,
-                    _ => return None,
-                };
-                if reg_bits(&r) != Some(64) {
-                    return None;
+                _ if f.entry => {
+                    let (depot, size) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
+                    let generic = untraced_local()?;
+                    Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes, width_reg: None })
                 }
-                let from_param = matches!(f.regs.get(&r), Some(Prov::Param { .. }));
-                let (var, size) = match (&f.depot, from_param) {
-                    (Some((depot, size)), false) => (depot.clone(), Some(*size)),
-                    // (Named after the parameter it is checked against: sites name a variable.)
-                    _ => (super::frames::TOP_PARAM.to_string(), None),
-                };
-                let space = if from_param { MemorySpace::LocalPastTop } else { MemorySpace::LocalDeadFrame };
-                Some(SpaceCheck { space, var, size, base: Base::PastTop(r, generic), offset, width, kind, lanes, width_reg: None })
+                // A called function: nothing it did not compute from its own frame may lie at or past
+                // its callers' top, outside its own frame; nothing computed from its parameters may
+                // lie at or past that top at all (its frame is newer than any pointer its caller
+                // made).
+                _ if f.top_param && !f.dynamic_stack => {
+                    let generic = untraced_local()?;
+                    let from_param = matches!(f.regs.get(&r), Some(Prov::Param { .. }));
+                    let (var, size) = match (&f.depot, from_param) {
+                        (Some((depot, size)), false) => (depot.clone(), Some(*size)),
+                        // (Named after the parameter it is checked against: sites name a variable.)
+                        _ => (super::frames::TOP_PARAM.to_string(), None),
+                    };
+                    let space = if from_param { MemorySpace::LocalPastTop } else { MemorySpace::LocalDeadFrame };
+                    Some(SpaceCheck { space, var, size, base: Base::PastTop(r, generic), offset, width, kind, lanes, width_reg: None })
+                }
+                _ => None,
             }
-            _ => None,
-        },
+        }
     }
 }
 
@@ -756,6 +754,8 @@ fn past_top_test(v: &mut Lines<'_>, c: &SpaceCheck) {
     // below it)...
     ln!(v; "setp.ge.s64 %gsq0, %gso0, ", 1 - i64::from(c.width), ";");
     // ...and, when the function's own frame is allowed, it is not wholly inside that frame.
+    // (The top is loaded again although `%gso1` still holds it: ptxas folds the load, and this
+    // is the text measured on the H100.)
     if let Some(limit) = c.size.and_then(|size| size.checked_sub(u64::from(c.width))) {
         ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
         v.text("add.s64 %gso1, %gso0, %gso1;");
