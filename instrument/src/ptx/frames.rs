@@ -211,13 +211,22 @@ fn call(text: &str) -> Option<(&str, Option<bool>)> {
     Some((callee, args))
 }
 
+/// One direct call, parsed once.
+#[derive(Debug)]
+struct Call<'s> {
+    stmt: usize,
+    callee: &'s str,
+    /// Its argument list, when the edits can go there (`Some(empty)`): the statement's last
+    /// parenthesis, closing on the call's last line (`undo` reads each end edit on one line).
+    args: Option<bool>,
+}
+
 /// What the scan found in one function body.
 #[derive(Debug, Default)]
-struct Function {
+struct Function<'s> {
     /// The frame and its size.
-    depot: Option<(String, u64)>,
-    /// Calls: (statement index, callee).
-    calls: Vec<(usize, String)>,
+    depot: Option<(&'s str, u64)>,
+    calls: Vec<Call<'s>>,
 }
 
 /// `src` with [`TOP_PARAM`] added to its functions and calls, when the module has local frames
@@ -232,11 +241,12 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     let stmts = statements(&lines)?;
     // Headers (definitions end at `{`, prototypes at `;`) at depth 0; bodies after a definition.
     let mut headers: Vec<(usize, Header)> = Vec::new();
-    let mut functions: HashMap<String, Function> = HashMap::default();
+    let mut functions: HashMap<String, Function<'_>> = HashMap::default();
     let mut defined: HashMap<String, (bool, bool)> = HashMap::default(); // name → (entry, linkage)
     let mut current: Option<String> = None;
-    // Statements that may name a function other than as a callee (module scope included).
-    let mut others: Vec<usize> = Vec::new();
+    // Statements that may name a function other than as a callee (module scope included), with
+    // the callee a call names.
+    let mut others: Vec<(&str, Option<&str>)> = Vec::new();
     for (k, s) in stmts.iter().enumerate() {
         if s.depth == 0 {
             if let Some(h) = (s.terminator != b'}').then(|| header(&s.text)).flatten() {
@@ -251,7 +261,7 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             if s.terminator != b';' {
                 return None; // a brace at module scope that opens no function
             }
-            others.push(k); // module scope: initializers may name functions
+            others.push((&s.text, None)); // module scope: initializers may name functions
             continue;
         }
         if s.depth == 1 && s.terminator == b'}' {
@@ -268,25 +278,26 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             let rest = &t[name_start..];
             let open = rest.find('[')?;
             let size = rest[open + 1..rest.find(']')?].trim().parse().ok()?;
-            functions.get_mut(f)?.depot = Some((rest[..open].to_string(), size));
+            functions.get_mut(f)?.depot = Some((&rest[..open], size));
             continue;
         }
-        if let Some((callee, _)) = call(t) {
-            if callee.starts_with('%') {
-                return None;
+        let callee = match call(t) {
+            Some((callee, _)) if callee.starts_with('%') => return None,
+            Some((callee, args)) => {
+                let args = args.filter(|_| s.last_close.is_some_and(|(line, _)| line == s.end.0));
+                functions.get_mut(f)?.calls.push(Call { stmt: k, callee, args });
+                Some(callee)
             }
-            functions.get_mut(f)?.calls.push((k, callee.to_string()));
-        }
-        others.push(k);
+            None => None,
+        };
+        others.push((t, callee));
     }
     if current.is_some() {
         return None;
     }
     // Functions named anywhere but in a header or as a call's callee have their address taken.
     let mut taken: HashSet<&str> = HashSet::default();
-    for &k in &others {
-        let t = stmts[k].text.as_str();
-        let skip = call(t).map(|(c, _)| c);
+    for &(t, skip) in &others {
         for tok in t.split(|c: char| !is_ident(c)).filter(|w| !w.is_empty()) {
             if defined.contains_key(tok) && Some(tok) != skip {
                 taken.insert(defined.get_key_value(tok).map(|(n, _)| n.as_str()).expect("contained"));
@@ -296,11 +307,11 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     // Calls outside the module: leaves only, when the module's functions can be called from
     // others.
     let rdc = defined.values().any(|&(entry, linkage)| !entry && linkage);
-    let calls_out = functions.values().flat_map(|f| f.calls.iter()).any(|(_, c)| !defined.contains_key(c) && !LEAVES.contains(&c.as_str()));
+    let calls_out = functions.values().flat_map(|f| f.calls.iter()).any(|c| !defined.contains_key(c.callee) && !LEAVES.contains(&c.callee));
     if rdc && calls_out {
         return None;
     }
-    if recursive(&functions, &defined) {
+    if recursive(&functions) {
         return None;
     }
     // Eligible: internal device functions with a parameter list, never taken, every call to
@@ -311,14 +322,8 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             eligible.remove(&h.name);
         }
     }
-    for f in functions.values() {
-        for (k, c) in &f.calls {
-            // (The argument list closes on the call's last line: every edit of the call's end is on
-            // one line, which `undo` relies on.)
-            if call(&stmts[*k].text).and_then(|(_, a)| a).is_none() || stmts[*k].last_close.is_none_or(|(line, _)| line != stmts[*k].end.0) {
-                eligible.remove(c);
-            }
-        }
+    for c in functions.values().flat_map(|f| f.calls.iter()).filter(|c| c.args.is_none()) {
+        eligible.remove(c.callee);
     }
     if eligible.is_empty() {
         return None;
@@ -336,9 +341,9 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             (None, true) => format!("ld.param.u64 %gsct, [{TOP_PARAM}];"),
             (None, false) => "mov.u64 %gsct, -1;".to_string(),
         };
-        for (k, _) in f.calls.iter().filter(|(_, c)| eligible.contains(c)) {
-            let s = &stmts[*k];
-            let empty = call(&s.text).and_then(|(_, a)| a).expect("eligible callees' calls have argument lists");
+        for c in f.calls.iter().filter(|c| eligible.contains(c.callee)) {
+            let s = &stmts[c.stmt];
+            let empty = c.args.expect("eligible callees' calls have argument lists");
             edits.push((s.start, format!("{{ .reg .b64 %gsct; {top} ")));
             edits.push((s.last_close.expect("checked"), format!("{}%gsct", if empty { "" } else { ", " })));
             edits.push(((s.end.0, s.end.1 + 1), " }".to_string()));
@@ -389,10 +394,10 @@ fn undo_line(line: &str) -> String {
     s
 }
 
-/// Does the call graph of the module's functions have a cycle?
-fn recursive(functions: &HashMap<String, Function>, defined: &HashMap<String, (bool, bool)>) -> bool {
+/// Does the call graph of the module's functions (those with a body) have a cycle?
+fn recursive(functions: &HashMap<String, Function<'_>>) -> bool {
     // Colours: absent = unvisited, false = on the current path, true = done.
-    fn visit<'a>(f: &'a str, functions: &'a HashMap<String, Function>, defined: &HashMap<String, (bool, bool)>, colour: &mut HashMap<&'a str, bool>) -> bool {
+    fn visit<'a>(f: &'a str, functions: &'a HashMap<String, Function<'_>>, colour: &mut HashMap<&'a str, bool>) -> bool {
         match colour.get(f) {
             Some(false) => return true,
             Some(true) => return false,
@@ -400,8 +405,8 @@ fn recursive(functions: &HashMap<String, Function>, defined: &HashMap<String, (b
         }
         colour.insert(f, false);
         if let Some(func) = functions.get(f) {
-            for (_, c) in &func.calls {
-                if defined.contains_key(c) && visit(c, functions, defined, colour) {
+            for c in &func.calls {
+                if functions.contains_key(c.callee) && visit(c.callee, functions, colour) {
                     return true;
                 }
             }
@@ -410,7 +415,7 @@ fn recursive(functions: &HashMap<String, Function>, defined: &HashMap<String, (b
         false
     }
     let mut colour: HashMap<&str, bool> = HashMap::default();
-    functions.keys().any(|f| visit(f, functions, defined, &mut colour))
+    functions.keys().any(|f| visit(f, functions, &mut colour))
 }
 
 #[cfg(test)]
