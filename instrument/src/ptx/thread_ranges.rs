@@ -50,11 +50,8 @@ impl<'a> Affine<'a> {
         Some(Affine { c: self.c.checked_add(o.c.checked_mul(sign)?)?, terms })
     }
     fn times(&self, k: i64) -> Option<Self> {
-        let terms = self.terms.iter().map(|&(a, j)| Some((a, j.checked_mul(k)?))).collect::<Option<Vec<_>>>()?;
-        Some(Affine { c: self.c.checked_mul(k)?, terms }).map(|mut v| {
-            v.terms.retain(|&(_, k)| k != 0);
-            v
-        })
+        let terms = self.terms.iter().filter(|_| k != 0).map(|&(a, j)| Some((a, j.checked_mul(k)?))).collect::<Option<Vec<_>>>()?;
+        Some(Affine { c: self.c.checked_mul(k)?, terms })
     }
 }
 
@@ -180,44 +177,46 @@ impl<'a> ThreadValues<'a> {
         let imm = parse_int(ins.operands[2].trim()).filter(|v| (0..LIMIT).contains(v))?;
         Some((cmp, ins.operands[1].trim(), imm))
     }
+}
 
-    /// The range of atom `a` when `reg cmp imm` is `holds` (reg = a + c).
-    fn narrow(&self, range: (i64, i64), c: i64, cmp: &str, imm: i64, holds: bool) -> Option<(i64, i64)> {
-        let (lo, hi) = range;
-        // On a + c: the comparison's outcome as bounds of a.
-        let v = imm - c;
-        let cmp = if holds {
-            cmp
-        } else {
-            match cmp {
-                "eq" => "ne",
-                "ne" => "eq",
-                "lt" => "ge",
-                "le" => "gt",
-                "gt" => "le",
-                "ge" => "lt",
-                _ => return None,
-            }
-        };
-        let r = match cmp {
-            "eq" => (lo.max(v), hi.min(v)),
-            "ne" if v == lo => (lo + 1, hi),
-            "ne" if v == hi => (lo, hi - 1),
-            "ne" => (lo, hi),
-            "lt" => (lo, hi.min(v - 1)),
-            "le" => (lo, hi.min(v)),
-            "gt" => (lo.max(v + 1), hi),
-            "ge" => (lo.max(v), hi),
+/// The range of atom `a` when `reg cmp imm` is `holds` (reg = a + c).
+fn narrow(range: (i64, i64), c: i64, cmp: &str, imm: i64, holds: bool) -> Option<(i64, i64)> {
+    let (lo, hi) = range;
+    // On a + c: the comparison's outcome as bounds of a.
+    let v = imm - c;
+    let cmp = if holds {
+        cmp
+    } else {
+        match cmp {
+            "eq" => "ne",
+            "ne" => "eq",
+            "lt" => "ge",
+            "le" => "gt",
+            "gt" => "le",
+            "ge" => "lt",
             _ => return None,
-        };
-        Some(r)
-    }
+        }
+    };
+    let r = match cmp {
+        "eq" => (lo.max(v), hi.min(v)),
+        "ne" if v == lo => (lo + 1, hi),
+        "ne" if v == hi => (lo, hi - 1),
+        "ne" => (lo, hi),
+        "lt" => (lo, hi.min(v - 1)),
+        "le" => (lo, hi.min(v)),
+        "gt" => (lo.max(v + 1), hi),
+        "ge" => (lo.max(v), hi),
+        _ => return None,
+    };
+    Some(r)
+}
 
-    /// The atoms' ranges at statement `key` of body `b`: narrowed by the conditional branches it
-    /// is reached from by falling through (back to the block's label, an unconditional jump, or
-    /// the body's start).
-    fn ranges_at(&self, lines: &[Line<'a>], b: &Body, key: (usize, usize)) -> HashMap<&'a str, (i64, i64)> {
-        let mut ranges = self.ranges.clone();
+impl<'a> ThreadValues<'a> {
+    /// The thread indices' ranges at statement `key` of body `b` as the conditional branches it
+    /// is reached from by falling through narrow them (back to the block's label, an
+    /// unconditional jump, or the body's start); atoms not narrowed keep [`Self::ranges`].
+    fn narrowed_at(&self, lines: &[Line<'a>], b: &Body, key: (usize, usize)) -> HashMap<&'a str, (i64, i64)> {
+        let mut ranges: HashMap<&'a str, (i64, i64)> = HashMap::default();
         let (line, stmt) = key;
         for i in (b.open + 1..=line).rev() {
             let l = &lines[i];
@@ -245,9 +244,9 @@ impl<'a> ThreadValues<'a> {
                 // comparison no wrap-around can turn (the compared value is never negative).
                 let Some(Affine { c, terms }) = self.values.get(reg) else { continue };
                 if let [(a, 1)] = terms.as_slice() {
-                    if let (Some(_), Some(&r)) = (special_range(a), ranges.get(a)) {
+                    if let (Some(_), Some(&r)) = (special_range(a), ranges.get(a).or_else(|| self.ranges.get(a))) {
                         if r.0 + c >= 0 {
-                            if let Some(n) = self.narrow(r, *c, cmp, imm, holds) {
+                            if let Some(n) = narrow(r, *c, cmp, imm, holds) {
                                 ranges.insert(a, n);
                             }
                         }
@@ -270,10 +269,10 @@ impl<'a> ThreadValues<'a> {
         if !v.terms.iter().any(|&(a, k)| a == c.var && k == 1) {
             return false;
         }
-        let ranges = self.ranges_at(lines, b, key);
+        let narrowed = self.narrowed_at(lines, b, key);
         let (mut lo, mut hi) = (v.c + c.offset, v.c + c.offset);
         for &(a, k) in v.terms.iter().filter(|(a, _)| *a != c.var) {
-            let Some(&(alo, ahi)) = ranges.get(a) else { return false };
+            let Some(&(alo, ahi)) = narrowed.get(a).or_else(|| self.ranges.get(a)) else { return false };
             if alo > ahi {
                 return false; // no thread gets here, as far as the ranges say: left checked
             }
