@@ -585,6 +585,13 @@ fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str
 /// starting at offset `at` (a `.b32` register, overwritten) of its granule: `bad` = the access is
 /// bad. Every check and the loop range test's sweep (loops.rs) make it this way.
 pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shadow: &str, at: &str, bad: &str) {
+    encoding_limit(out, scale, width, at);
+    ln!(out; "setp.le.u32 ", bad, ", ", shadow, ", ", at, ";");
+}
+
+/// [`encoding_test`] without its comparison: `at` (a granule offset) becomes the largest bad
+/// shadow byte ([`crate::shadow::FastTest::limit`]).
+pub(super) fn encoding_limit(out: &mut Lines<'_>, scale: Scale, width: u32, at: &str) {
     let t = scale.fast_test(width);
     if t.addend != 0 {
         ln!(out; "add.u32 ", at, ", ", at, ", ", t.addend, ";");
@@ -592,8 +599,14 @@ pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shado
     if t.at_least_one {
         ln!(out; "max.u32 ", at, ", ", at, ", 1;");
     }
-    let cmp = if t.strict { "lt" } else { "le" };
-    ln!(out; "setp.", cmp, ".u32 ", bad, ", ", shadow, ", ", at, ";");
+    if t.clamp {
+        // min(at, max(at - 1, 2)) (FastTest::clamp), in a scope of its own for the temporary.
+        out.texts(&["{", ".reg .b32 %gsc;"]);
+        ln!(out; "add.u32 %gsc, ", at, ", -1;");
+        ln!(out; "max.u32 %gsc, %gsc, ", crate::shadow::S8_UNENCODABLE - 1, ";");
+        ln!(out; "min.u32 ", at, ", ", at, ", %gsc;");
+        out.text("}");
+    }
 }
 
 /// Halt mode's whole check of one probe, ending in its branch to `$gasan_fail_{label}{suffix}`

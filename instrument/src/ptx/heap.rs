@@ -304,8 +304,8 @@ fn malloc_wrapper(heap: &str, c: Callee) -> Vec<String> {
 fn encode_granule(scale: Scale, v: &mut Vec<String>) {
     v.push("cvt.u32.u64 %hr0, %ha21;".into());
     if scale == Scale::S8 {
-        // k >= 2 -> k - 1; 0 and 1 stay (1 byte is encoded as 2: the documented blind spot).
-        v.push("setp.gt.u32 %hp2, %hr0, 1;".into());
+        // k > 3 -> k - 1; 0..=3 stay (3 bytes are encoded as 4: the documented blind spot).
+        v.push(format!("setp.gt.u32 %hp2, %hr0, {};", crate::shadow::S8_UNENCODABLE));
         v.push("@%hp2 sub.u32 %hr0, %hr0, 1;".into());
     }
 }
