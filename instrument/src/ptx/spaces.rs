@@ -662,9 +662,20 @@ pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 fn offset_bits(c: &SpaceCheck) -> u32 {
     match &c.base {
         Base::Window(_, bits) => *bits,
-        Base::Generic(_) | Base::OutsideFrame(..) | Base::PastTop(..) => 64,
+        Base::Generic(_) | Base::OutsideFrame(..) => 64,
+        // Local-window addresses are 32 bits (ld.local uses no more), so the offset from the top
+        // is taken in 32 bits when the immediates fit (64-bit arithmetic cost ptxas 2 more
+        // instructions and registers a check).
+        Base::PastTop(..) if past_top_fits_32(c) => 32,
+        Base::PastTop(..) => 64,
         Base::Symbol => 32,
     }
+}
+
+/// Whether a [`Base::PastTop`] check's offset, width and frame size fit 32-bit arithmetic.
+fn past_top_fits_32(c: &SpaceCheck) -> bool {
+    const LIMIT: u64 = 1 << 30;
+    c.offset.unsigned_abs() < LIMIT && u64::from(c.width) < LIMIT && c.size.is_none_or(|s| s < LIMIT)
 }
 
 /// The statements leaving, in `%gso0` ([`offset_bits`] wide), the access's offset from the
@@ -695,6 +706,19 @@ fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
             ln!(v; "mov.u64 %gso1, ", c.var, ";");
             v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
+        Base::PastTop(r, generic) if bits == 32 => {
+            // The low halves of the window address and of the top (`%gsot`: 64-bit scratch).
+            v.text(".reg .b64 %gsot;");
+            if *generic {
+                ln!(v; "cvta.to.local.u64 %gsot, ", r, ";");
+                v.text("cvt.u32.u64 %gso0, %gsot;");
+            } else {
+                ln!(v; "cvt.u32.u64 %gso0, ", r, ";");
+            }
+            ln!(v; "ld.param.u64 %gsot, [", super::frames::TOP_PARAM, "];");
+            v.text("cvt.u32.u64 %gso1, %gsot;");
+            v.text("sub.s32 %gso0, %gso0, %gso1;");
+        }
         Base::PastTop(r, generic) => {
             if *generic {
                 ln!(v; "cvta.to.local.u64 %gso0, ", r, ";");
@@ -722,7 +746,7 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     }
     offset_lines(v, c);
     if let Base::PastTop(..) = &c.base {
-        past_top_test(v, c);
+        past_top_test(v, c, bits);
     } else {
         bounds_test(v, c, bits);
     }
@@ -749,19 +773,24 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
 }
 
 /// `%gsq0` = the access of [`Base::PastTop`] check `c`, its offset from the top in `%gso0`, is bad.
-fn past_top_test(v: &mut Lines<'_>, c: &SpaceCheck) {
+fn past_top_test(v: &mut Lines<'_>, c: &SpaceCheck, bits: u32) {
     // Bad when the access's last byte is at or past the top (signed: the callers' frames lie
     // below it)...
-    ln!(v; "setp.ge.s64 %gsq0, %gso0, ", 1 - i64::from(c.width), ";");
+    ln!(v; "setp.ge.s", bits, " %gsq0, %gso0, ", 1 - i64::from(c.width), ";");
     // ...and, when the function's own frame is allowed, it is not wholly inside that frame.
     // (The top is loaded again although `%gso1` still holds it: ptxas folds the load, and this
     // is the text measured on the H100.)
     if let Some(limit) = c.size.and_then(|size| size.checked_sub(u64::from(c.width))) {
-        ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
-        v.text("add.s64 %gso1, %gso0, %gso1;");
-        ln!(v; "mov.u64 %gso2, ", c.var, ";");
-        v.text("sub.s64 %gso1, %gso1, %gso2;");
-        ln!(v; "setp.gt.u64 %gsq2, %gso1, ", limit, ";");
+        if bits == 32 {
+            ln!(v; "ld.param.u64 %gsot, [", super::frames::TOP_PARAM, "];");
+            v.text("cvt.u32.u64 %gso1, %gsot;");
+        } else {
+            ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
+        }
+        ln!(v; "add.s", bits, " %gso1, %gso0, %gso1;");
+        ln!(v; "mov.u", bits, " %gso2, ", c.var, ";");
+        ln!(v; "sub.s", bits, " %gso1, %gso1, %gso2;");
+        ln!(v; "setp.gt.u", bits, " %gsq2, %gso1, ", limit, ";");
         v.text("and.pred %gsq0, %gsq0, %gsq2;");
     }
 }
@@ -889,7 +918,9 @@ pub(super) fn merged_range(members: &[Member]) -> (i64, i64) {
 /// An access's part in its basic block's range check (halt mode with optimization): accesses of
 /// one basic block through the same unguarded base register, not redefined in between, are
 /// checked together at the first one, as one range [lowest offset, highest end) — nvcc's
-/// unrolled tile loops read a tile through one register at many immediate offsets.
+/// unrolled tile loops read a tile through one register at many immediate offsets. A called
+/// function's accesses through a pointer it was passed ([`MemorySpace::LocalPastTop`]) group the
+/// same way: the range's check is its highest end's (a callee reading its caller's array).
 #[derive(Clone, Debug)]
 pub(super) enum Role {
     /// The first access: checks the group's range (all members, itself first).
@@ -977,6 +1008,10 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                     if let Some((c, true)) = check.filter(|(c, _)| c.lanes == 32 && c.width_reg.is_none()) {
                         let reg = match &c.base {
                             Base::Window(r, _) | Base::Generic(r) => Some(r.clone()),
+                            // A called function's accesses through a pointer its caller made: each
+                            // is bad when its end passes the top, so the group's highest end
+                            // stands for all of them (the own-frame form is not one interval).
+                            Base::PastTop(r, _) if c.space == MemorySpace::LocalPastTop => Some(r.clone()),
                             _ => None,
                         };
                         if let Some(r) = reg {
@@ -1420,6 +1455,50 @@ mod group_tests {
         assert!(!roles.contains_key(&(at("%f5"), 0)));
         assert!(matches!(roles.get(&(at("%f6"), 0)), Some(Role::Leader(v)) if v.len() == 2));
         assert!(matches!(roles.get(&(at("%f7"), 0)), Some(Role::Covered)));
+    }
+
+    #[test]
+    fn a_called_functions_accesses_through_a_parameter_form_one_past_top_check_of_their_highest_end() {
+        // f's reads through the pointer its caller passed (param-derived: bad when their end passes
+        // the callers' top) are checked together, by the highest end; a read through a loaded
+        // pointer (outside f's own frame: not one interval) keeps its own check.
+        let body = ".func (.param .b32 r) f(\n.param .b64 f_p\n, .param .b64 __gasan_top)\n{\n.local .align 4 .b8 __local_depot0[16];\n\
+                    .reg .b64 %SPL;\n.reg .b64 %rd<9>;\n.reg .f32 %f<9>;\n\
+                    mov.u64 %SPL, __local_depot0;\nld.param.u64 %rd1, [f_p];\ncvta.to.local.u64 %rd2, %rd1;\n\
+                    ld.local.f32 %f1, [%rd2];\nld.local.f32 %f2, [%rd2+28];\nld.local.f32 %f3, [%rd2+4];\n\
+                    ld.local.u64 %rd3, [%rd2+8];\nld.local.f32 %f4, [%rd3];\nld.local.f32 %f5, [%rd3+4];\nret;\n}\n";
+        let lines = Line::read_all(body.split_inclusive('\n'));
+        let bodies = Bodies::scan(&lines);
+        let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
+        let m = analyze(&lines, &bodies, &tops);
+        let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+        let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
+        match roles.get(&(at("%f1"), 0)) {
+            Some(Role::Leader(members)) => {
+                assert_eq!(members.iter().map(|mb| mb.check.offset).collect::<Vec<_>>(), vec![0, 28, 4, 8]);
+                assert!(members.iter().all(|mb| mb.check.space == MemorySpace::LocalPastTop));
+                let (inline, stub) = emit_group(members, &[0, 1, 2, 3], "\t", 3);
+                // [0, 32) from %rd2: bad when %rd2 + 31 reaches the top, in 32 bits.
+                assert!(inline.contains("cvt.u32.u64 %gso0, %rd2;") && inline.contains("sub.s32 %gso0, %gso0, %gso1;"), "{inline}");
+                assert!(inline.contains("setp.ge.s32 %gsq0, %gso0, -31;"), "{inline}");
+                assert_eq!(stub.matches("bra.uni $gasan_fail_space;").count(), 4, "{stub}");
+            }
+            o => panic!("{o:?}"),
+        }
+        for covered in ["%f2", "%f3", "%rd3, [%rd2+8]"] {
+            assert!(matches!(roles.get(&(at(covered), 0)), Some(Role::Covered)), "{covered}");
+        }
+        // Through a pointer loaded from memory: dead-frame checks, never grouped.
+        assert!(!roles.contains_key(&(at("%f4"), 0)) && !roles.contains_key(&(at("%f5"), 0)));
+        let f = &m.functions["f"];
+        let reg_bits = |_: &str| Some(64);
+        let ins = super::super::access::split_instr("ld.local.f32 %f4, [%rd3]").unwrap();
+        let c = plan(&ins, &m, f, &reg_bits).expect("a dead-frame check");
+        assert_eq!(c.space, MemorySpace::LocalDeadFrame);
+        let body = check_body_lines(&c, None);
+        // The own-frame allowance in 32 bits too.
+        assert!(body.iter().any(|l| l == "mov.u32 %gso2, __local_depot0;"), "{body:?}");
+        assert!(body.iter().any(|l| l == "setp.gt.u32 %gsq2, %gso1, 12;"), "{body:?}");
     }
 
     #[test]
