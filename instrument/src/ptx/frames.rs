@@ -10,7 +10,7 @@
 //! is dead. A device function cannot know where its caller's frame ends, so the rewrite gives each
 //! function it can (below) one more parameter, [`TOP_PARAM`], and every call passes one: a
 //! function with a frame (`__local_depotN`) passes the end of its frame, a function without one
-//! passes on its own top, any other caller passes all ones (nothing is checked against it).
+//! passes on its own top, any other caller passes [`NO_TOP`] (nothing is checked against it).
 //! spaces.rs then checks the local addresses of such a function that it did not compute from its
 //! own frame (spaces.rs, `Base::PastTop`).
 //!
@@ -27,8 +27,15 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// The parameter each eligible function gets: the end of its callers' live frames (a local-window
-/// address; all ones: unknown).
+/// address; [`NO_TOP`]: unknown).
 pub const TOP_PARAM: &str = "__gasan_top";
+
+/// The top a caller that cannot tell its frame's end passes (a `.visible` function of an rdc
+/// module without a frame, calling an internal one): far above every local-window address, in
+/// the 64-bit and in the 32-bit (low half) form of spaces.rs's past-top test, whose signed
+/// `address - top` then stays negative, so nothing is reported. (All ones read as -1 there, and
+/// made every access through a passed pointer look past the top.)
+pub const NO_TOP: u64 = 0x7fff_ffff_7fff_ffff;
 
 /// The rewritten module and the functions that now take [`TOP_PARAM`].
 #[derive(Debug)]
@@ -339,7 +346,7 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
         let top = match (&f.depot, eligible.contains(name)) {
             (Some((depot, size)), _) => format!("mov.u64 %gsct, {depot}; add.u64 %gsct, %gsct, {size};"),
             (None, true) => format!("ld.param.u64 %gsct, [{TOP_PARAM}];"),
-            (None, false) => "mov.u64 %gsct, -1;".to_string(),
+            (None, false) => format!("mov.u64 %gsct, {NO_TOP};"),
         };
         for c in f.calls.iter().filter(|c| eligible.contains(c.callee)) {
             let s = &stmts[c.stmt];
@@ -528,6 +535,21 @@ mod tests {
         assert!(!t.functions.contains("sum"));
         assert!(!t.text.contains("sum_param_1\n, .param"));
         assert!(t.text.contains("\tparam1\n\t);\n"));
+        // sum can no longer tell leaf its callers' top: it passes the one that checks nothing.
+        assert!(t.text.contains(&format!("{{ .reg .b64 %gsct; mov.u64 %gsct, {NO_TOP}; call.uni\n\tleaf,")), "{}", t.text);
+    }
+
+    #[test]
+    fn no_top_leaves_every_local_address_below_it_in_both_widths() {
+        // spaces.rs's past-top test: bad when `address - top` (signed, 64 or 32 bits) is at
+        // least `1 - width`. Local-window addresses stay below 2^30 (a thread's local memory is
+        // at most 512 KiB on sm_90).
+        for addr in (0u64..1 << 30).step_by(4093).chain([0, 1, (1 << 24) - 1, (1 << 30) - 1]) {
+            for w in [1i64, 2, 4, 8, 16] {
+                assert!((addr as i64).wrapping_sub(NO_TOP as i64) < 1 - w, "64-bit {addr:#x}");
+                assert!(i64::from((addr as u32).wrapping_sub(NO_TOP as u32) as i32) < 1 - w, "32-bit {addr:#x}");
+            }
+        }
     }
 
     /// A generated module: functions `f0..fn` (each with or without a frame and parameters,
