@@ -10,7 +10,8 @@
 //! is dead. A device function cannot know where its caller's frame ends, so the rewrite gives each
 //! function it can (below) one more parameter, [`TOP_PARAM`], and every call passes one: a
 //! function with a frame (`__local_depotN`) passes the end of its frame, a function without one
-//! passes on its own top, any other caller passes [`NO_TOP`] (nothing is checked against it).
+//! passes on its own top, a kernel without a frame passes -1 (no caller's frame is live), and any
+//! other caller passes [`NO_TOP`] (nothing is checked against it).
 //! spaces.rs then checks the local addresses of such a function that it did not compute from its
 //! own frame (spaces.rs, `Base::PastTop`).
 //!
@@ -33,8 +34,9 @@ pub const TOP_PARAM: &str = "__gasan_top";
 /// The top a caller that cannot tell its frame's end passes (a `.visible` function of an rdc
 /// module without a frame, calling an internal one): far above every local-window address, in
 /// the 64-bit and in the 32-bit (low half) form of spaces.rs's past-top test, whose signed
-/// `address - top` then stays negative, so nothing is reported. (All ones read as -1 there, and
-/// made every access through a passed pointer look past the top.)
+/// `address - top` then stays negative, so nothing is reported. (All ones read as -1 there, below
+/// every address: right for a kernel without a frame, which has no live frame to pass, but it
+/// made every access through a pointer from a live caller look past the top.)
 pub const NO_TOP: u64 = 0x7fff_ffff_7fff_ffff;
 
 /// The rewritten module and the functions that now take [`TOP_PARAM`].
@@ -346,6 +348,9 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
         let top = match (&f.depot, eligible.contains(name)) {
             (Some((depot, size)), _) => format!("mov.u64 %gsct, {depot}; add.u64 %gsct, %gsct, {size};"),
             (None, true) => format!("ld.param.u64 %gsct, [{TOP_PARAM}];"),
+            // A kernel without a frame: no caller's frame is live, every local address its
+            // callees did not make themselves is dead (-1 lies below them all).
+            (None, false) if defined.get(name.as_str()).is_some_and(|&(entry, _)| entry) => "mov.u64 %gsct, -1;".to_string(),
             (None, false) => format!("mov.u64 %gsct, {NO_TOP};"),
         };
         for c in f.calls.iter().filter(|c| eligible.contains(c.callee)) {
@@ -537,6 +542,19 @@ mod tests {
         assert!(t.text.contains("\tparam1\n\t);\n"));
         // sum can no longer tell leaf its callers' top: it passes the one that checks nothing.
         assert!(t.text.contains(&format!("{{ .reg .b64 %gsct; mov.u64 %gsct, {NO_TOP}; call.uni\n\tleaf,")), "{}", t.text);
+    }
+
+    #[test]
+    fn a_kernel_without_a_frame_passes_a_top_below_every_address() {
+        // No caller frame is live below such a kernel's callees: -1, not NO_TOP (which would let
+        // a pointer into a returned frame pass; suite case use_after_return_callee).
+        let frameless = MODULE
+            .replace("\t.local .align 4 .b8 __local_depot2[32];\n", "")
+            .replace("\tmov.u64 %SPL, __local_depot2;\n", "\tmov.u64 %SPL, 0;\n")
+            .replace(".func leaf()\n{\n", ".func leaf()\n{\n\t.local .align 4 .b8 __local_depot0[8];\n");
+        let t = pass_tops(&frameless).expect("eligible");
+        assert!(t.text.contains("\t{ .reg .b64 %gsct; mov.u64 %gsct, -1; call.uni (retval0), \n"), "{}", t.text);
+        assert!(!t.text.contains(&NO_TOP.to_string()));
     }
 
     #[test]

@@ -191,7 +191,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 58;
+pub const REVISION: u32 = 59;
 
 /// Instruments a PTX module.
 ///
