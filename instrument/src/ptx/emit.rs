@@ -907,3 +907,51 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
     v.text("}");
     s
 }
+
+#[cfg(test)]
+mod encoding_tests {
+    use super::*;
+
+    /// Runs the emitted encoding test on shadow byte `s` and granule offset `at` (the few 32-bit
+    /// operations it uses, as PTX defines them), returning `bad`.
+    fn run(lines: &str, s: u32, at: u32) -> bool {
+        let mut regs: std::collections::HashMap<String, u32> = [("%s".to_string(), s), ("%at".to_string(), at)].into_iter().collect();
+        let mut bad = None;
+        for l in lines.lines().map(|l| l.split("//").next().unwrap().trim().trim_end_matches(';')) {
+            if l.is_empty() || l == "{" || l == "}" || l.starts_with(".reg") {
+                continue;
+            }
+            let (op, rest) = l.split_once(' ').unwrap();
+            let o: Vec<&str> = rest.split(',').map(str::trim).collect();
+            let val = |x: &str| regs.get(x).copied().unwrap_or_else(|| x.parse::<i64>().unwrap() as u32);
+            let v = match op {
+                "add.u32" => val(o[1]).wrapping_add(val(o[2])),
+                "max.u32" => val(o[1]).max(val(o[2])),
+                "min.u32" => val(o[1]).min(val(o[2])),
+                "setp.le.u32" => {
+                    bad = Some(val(o[1]) <= val(o[2]));
+                    continue;
+                }
+                _ => panic!("unexpected {l}"),
+            };
+            regs.insert(o[0].to_string(), v);
+        }
+        bad.expect("a comparison")
+    }
+
+    #[test]
+    fn the_emitted_encoding_test_is_the_encodings_for_every_byte_offset_and_width() {
+        for scale in [Scale::S7, Scale::S8] {
+            for w in [1u32, 2, 4, 8, 16] {
+                let mut text = String::new();
+                encoding_test(&mut Lines::new(&mut text, ""), scale, w, "%s", "%at", "%bad");
+                for off in (0..scale.granule() as u32).step_by(w as usize) {
+                    for s in 0..=255u32 {
+                        let want = scale.is_bad(s as u8, u64::from(off), w);
+                        assert_eq!(run(&text, s, off), want, "{scale:?} width {w} offset {off} shadow {s}:\n{text}");
+                    }
+                }
+            }
+        }
+    }
+}
