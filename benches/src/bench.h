@@ -39,3 +39,11 @@ template <class F> static void bench_run(const char* name, F region, double chec
 }
 
 static unsigned lcg(unsigned& s) { s = s * 1664525u + 1013904223u; return s; }
+
+// Fills the device buffer `d` of `n` floats with small pseudo-random values from `seed` (the same
+// sequence as the benchmarks' own `lcg` loops).
+static void fill_random(float* d, int n, unsigned seed) {
+    std::vector<float> h(n);
+    for (auto& v : h) v = (lcg(seed) >> 8) * 1e-7f;
+    CK(cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+}

@@ -27,7 +27,6 @@ static float *a, *b; static const int n = 1 << 20;
 static double check() { float v; CK(cudaMemcpy(&v, b + 100, 4, cudaMemcpyDeviceToHost)); return v; }
 int main() {
     CK(cudaMalloc(&a, n * 4)); CK(cudaMalloc(&b, n * 4));
-    std::vector<float> h(n); unsigned s = 5; for (auto& v : h) v = (lcg(s) >> 8) * 1e-7f;
-    CK(cudaMemcpy(a, h.data(), n * 4, cudaMemcpyHostToDevice));
+    fill_random(a, n, 5);
     bench_run("calls", [] { calls<<<n / 256, 256>>>(b, a, n); }, check);
 }

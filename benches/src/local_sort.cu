@@ -18,7 +18,6 @@ static float *a, *b; static const int n = 1 << 20;
 static double check() { float v; CK(cudaMemcpy(&v, b + 100, 4, cudaMemcpyDeviceToHost)); return v; }
 int main() {
     CK(cudaMalloc(&a, n * 4)); CK(cudaMalloc(&b, n * 4));
-    std::vector<float> h(n); unsigned s = 3; for (auto& v : h) v = (lcg(s) >> 8) * 1e-7f;
-    CK(cudaMemcpy(a, h.data(), n * 4, cudaMemcpyHostToDevice));
+    fill_random(a, n, 3);
     bench_run("local_sort", [] { local_sort<<<n / 256, 256>>>(b, a, n); }, check);
 }

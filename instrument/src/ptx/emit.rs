@@ -586,7 +586,13 @@ fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str
 /// bad. Every check and the loop range test's sweep (loops.rs) make it this way.
 pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shadow: &str, at: &str, bad: &str) {
     encoding_limit(out, scale, width, at);
-    ln!(out; "setp.le.u32 ", bad, ", ", shadow, ", ", at, ";");
+    encoding_compare(out, shadow, at, bad);
+}
+
+/// The comparison ending every encoding test: `bad` = shadow byte `shadow` is at most `limit`
+/// ([`encoding_limit`]).
+pub(super) fn encoding_compare(out: &mut Lines<'_>, shadow: &str, limit: &str, bad: &str) {
+    ln!(out; "setp.le.u32 ", bad, ", ", shadow, ", ", limit, ";");
 }
 
 /// [`encoding_test`] without its comparison: `at` (a granule offset) becomes the largest bad

@@ -579,14 +579,13 @@ mod tests {
             format!("\t{{ // callseq {k}, 0\n{decls}\tcall.uni \n\tf{callee}, \n\t(\n{}\n\t);\n\t}} // callseq {k}\n", args.join(", \n"))
         };
         let mut m = String::from(".version 8.0\n.target sm_90\n.address_size 64\n\n");
-        for (f, frame) in frames.iter().enumerate() {
-            let ps: Vec<String> = (0..params[f]).map(|a| format!("\t.param .b64 f{f}_param_{a}")).collect();
-            m += &format!(".func f{f}(\n{}\n)\n;\n", ps.join(",\n"));
-            let _ = frame;
+        // Each function's parameter list, for its prototype and its definition.
+        let lists: Vec<String> = params[..frames.len()].iter().enumerate().map(|(f, &n)| (0..n).map(|a| format!("\t.param .b64 f{f}_param_{a}")).collect::<Vec<_>>().join(",\n")).collect();
+        for (f, ps) in lists.iter().enumerate() {
+            m += &format!(".func f{f}(\n{ps}\n)\n;\n");
         }
         for (f, frame) in frames.iter().enumerate() {
-            let ps: Vec<String> = (0..params[f]).map(|a| format!("\t.param .b64 f{f}_param_{a}")).collect();
-            m += &format!(".func f{f}(\n{}\n)\n{{\n\t.reg .b64 %rd<4>;\n", ps.join(",\n"));
+            m += &format!(".func f{f}(\n{}\n)\n{{\n\t.reg .b64 %rd<4>;\n", lists[f]);
             if let Some(size) = frame {
                 m += &format!("\t.local .align 8 .b8 \t__local_depot{f}[{size}];\n\tmov.u64 %rd1, __local_depot{f};\n");
             } else {

@@ -186,7 +186,7 @@ pub(super) fn sweep_function(scale: Scale) -> String {
     let full = scale.fast_test(1).limit(scale, gran - 1);
     body.texts(&["$gasan_sweep:", "ld.global.nc.u8 %w2, [%s6];", "setp.eq.u64 %q1, %s6, %s7;"]);
     ln!(body; "selp.b32 %w3, %w1, ", full, ", %q1;");
-    body.text("setp.le.u32 %q2, %w2, %w3;");
+    super::emit::encoding_compare(&mut body, "%w2", "%w3", "%q2");
     body.texts(&["@%q2 ret;", "add.s64 %s6, %s6, 1;", "@!%q1 bra $gasan_sweep;", "mov.u32 %w0, 1;", "st.param.b32 [gasan_ok], %w0;", "ret;"]);
     out.push_str("}\n");
     out

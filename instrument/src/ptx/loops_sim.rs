@@ -130,9 +130,14 @@ impl Machine {
     fn shadow_byte(&self, g: u64) -> u8 {
         // Blocks start on granules and end before the next one's granule (redzones between).
         let accessible = self.blocks.iter().find(|b| g >= b.start && g < b.end).map_or(0, |b| (b.end - g).min(SCALE.granule()));
-        // The count S8 cannot express reads one byte short (the allocator grows such sizes by
-        // one instead): the blind spot is the encoding's, not the range test's.
-        SCALE.encode(if SCALE == Scale::S8 && accessible == crate::shadow::S8_UNENCODABLE { accessible - 1 } else { accessible })
+        // A count the encoding cannot express reads as the largest one below it (the allocator
+        // grows such sizes by one instead): the blind spot is the encoding's, not the range test's.
+        let s = SCALE.encode(accessible);
+        if SCALE.accessible(s) > accessible {
+            SCALE.encode(accessible - 1)
+        } else {
+            s
+        }
     }
 
     fn set(&mut self, d: &str, v: u64) {

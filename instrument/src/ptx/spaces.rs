@@ -715,8 +715,7 @@ fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
             } else {
                 ln!(v; "cvt.u32.u64 %gso0, ", r, ";");
             }
-            ln!(v; "ld.param.u64 %gsot, [", super::frames::TOP_PARAM, "];");
-            v.text("cvt.u32.u64 %gso1, %gsot;");
+            load_top(v, bits);
             v.text("sub.s32 %gso0, %gso0, %gso1;");
         }
         Base::PastTop(r, generic) => {
@@ -725,7 +724,7 @@ fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
             } else {
                 ln!(v; "mov.b64 %gso0, ", r, ";");
             }
-            ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
+            load_top(v, bits);
             v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
     }
@@ -772,6 +771,17 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     bits
 }
 
+/// `%gso1` = the callers' top ([`super::frames::TOP_PARAM`]), `bits` wide: its low half in 32 bits
+/// (through the 64-bit scratch `%gsot` the 32-bit offset computation declares).
+fn load_top(v: &mut Lines<'_>, bits: u32) {
+    if bits == 32 {
+        ln!(v; "ld.param.u64 %gsot, [", super::frames::TOP_PARAM, "];");
+        v.text("cvt.u32.u64 %gso1, %gsot;");
+    } else {
+        ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
+    }
+}
+
 /// `%gsq0` = the access of [`Base::PastTop`] check `c`, its offset from the top in `%gso0`, is bad.
 fn past_top_test(v: &mut Lines<'_>, c: &SpaceCheck, bits: u32) {
     // Bad when the access's last byte is at or past the top (signed: the callers' frames lie
@@ -781,12 +791,7 @@ fn past_top_test(v: &mut Lines<'_>, c: &SpaceCheck, bits: u32) {
     // (The top is loaded again although `%gso1` still holds it: ptxas folds the load, and this
     // is the text measured on the H100.)
     if let Some(limit) = c.size.and_then(|size| size.checked_sub(u64::from(c.width))) {
-        if bits == 32 {
-            ln!(v; "ld.param.u64 %gsot, [", super::frames::TOP_PARAM, "];");
-            v.text("cvt.u32.u64 %gso1, %gsot;");
-        } else {
-            ln!(v; "ld.param.u64 %gso1, [", super::frames::TOP_PARAM, "];");
-        }
+        load_top(v, bits);
         ln!(v; "add.s", bits, " %gso1, %gso0, %gso1;");
         ln!(v; "mov.u", bits, " %gso2, ", c.var, ";");
         ln!(v; "sub.s", bits, " %gso1, %gso1, %gso2;");
