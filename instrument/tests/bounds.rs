@@ -42,9 +42,17 @@ fn straight_line_kernels_read_each_pointer_parameter_once() {
         unique.dedup();
         assert_eq!(labels.len(), unique.len(), "labels defined once: {labels:?}");
         assert_eq!(labels.len(), fast_paths(&ptx), "each fast path has its label");
-        // The test is against whole granules of the looked-up block.
-        assert!(ptx.contains("setp.lt.u64 %gsp0, %gsa0, %gsbl") || ptx.contains("setp.lt.u64 %gsp0, %gsa4, %gsbl"), "{ptx}");
+        // Both parameters are tagged and indexed `P + 4·%r1` (mul.wide.s32, add): the test is on
+        // the index against the reach in 4-byte elements, decoded at the entry, not on the address.
+        assert!(ptx.contains("setp.ge.u32 %gsp0, %r1, %gsbi0_2;") || ptx.contains("setp.ge.u32 %gsp0, %r1, %gsbi1_2;"), "{ptx}");
+        assert!(ptx.contains("add.s32 %gsi, %r1, 1024;"), "the read 4096 bytes on: {ptx}");
+        assert_eq!(ptx.matches("cvt.u32.u64 %gsbi").count(), 2, "{ptx}");
+        assert!(!ptx.contains("setp.lt.u64 %gsp0, %gsa0, %gsbl"), "{ptx}");
     }
+    // A 64-bit offset (no 32-bit index) tests the address against the block's whole granules.
+    let wide = STRAIGHT.replace("mul.wide.s32 %rd4, %r1, 4", "mul.lo.s64 %rd4, %rd9, 4").replace("mov.u32 %r1, %tid.x;", "mov.u64 %rd9, 5;");
+    let ptx = checked(TWO_PARAMS, &wide, InstrumentOptions::default());
+    assert!(ptx.contains("setp.lt.u64 %gsp0, %gsa0, %gsbl") && !ptx.contains("%gsbi"), "{ptx}");
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! provenance only means the ordinary check runs. What it does rest on: a block freed while a
 //! kernel using it still runs (a race in the program) is treated as live until the kernel ends.
 
+use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
 use super::emit::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
@@ -43,6 +44,65 @@ pub(super) struct FastPath {
     pub hi: Numbered<'static, usize>,
     /// The label the fast path branches to, unique in the function.
     pub label: Numbered<'static, u32>,
+    /// The test on the access's 32-bit element index instead of its 64-bit address, when it has
+    /// one ([`IndexTest`]).
+    pub index: Option<IndexTest>,
+}
+
+/// The fast path's test of an access at `P + E·i + c` (`P` a tagged parameter's pointer, `i` a
+/// 32-bit index widened by `mul.wide`/`mad.wide`, `E = 2^shift`, `c = E·add`, width at most `E`):
+/// the access lies in `[P, P + reach)` exactly when `i + add`, read as unsigned 32 bits, is below
+/// `reach / E` (the invariant: `tests::index_in_reach`, property-tested; the limit is decoded
+/// with the reach at the entry). One 32-bit compare, and an add when `add != 0`, where the address test is four SASS
+/// compares of two 64-bit values; the index is what the program computed anyway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct IndexTest {
+    /// The index register where the check runs (a recomputed chain renames it: [`Self::renamed`]).
+    pub index: String,
+    pub add: i32,
+    /// `%gsbi{k}_{shift}`: the reach of parameter `k`'s block in elements of `2^shift` bytes.
+    pub limit: String,
+}
+
+impl FastPath {
+    /// The fast path where the registers in `renamed` hold their values under new names.
+    pub fn renamed(&self, renamed: &HashMap<String, String>) -> FastPath {
+        let mut fp = self.clone();
+        if let Some(ix) = &mut fp.index {
+            if let Some(r) = renamed.get(&ix.index) {
+                ix.index.clone_from(r);
+            }
+        }
+        fp
+    }
+}
+
+/// The limit register of parameter `k`'s reach in elements of `2^shift` bytes.
+fn limit_reg(k: usize, shift: u32) -> String {
+    format!("%gsbi{k}_{shift}")
+}
+
+/// Largest `|add|` an [`IndexTest`] takes: with the reach below 2^30 bytes, `i + add` wraps in 32
+/// bits only to values at or above 2^31 - 2^29, past every limit.
+const MAX_INDEX_ADD: i64 = 1 << 29;
+
+/// The index test of an access `c` bytes past `P + E·i` (`E = 2^shift`), `width` bytes wide:
+/// `add = c / E` when `c` is a multiple of `E`, `width <= E`, `|add|` below [`MAX_INDEX_ADD`],
+/// and, for a zero-extended index, `add <= 0` (a positive `add` could wrap a large index back
+/// below the limit).
+pub(super) fn index_add(signed: bool, shift: u32, c: i64, width: u32) -> Option<i32> {
+    let e = 1i64 << shift;
+    (u64::from(width) <= e as u64 && c % e == 0 && (c / e).abs() < MAX_INDEX_ADD && (signed || c <= 0)).then(|| (c / e) as i32)
+}
+
+/// A register whose one definition scales a 32-bit index onto a tagged parameter's pointer.
+#[derive(Clone, Debug)]
+struct Scaled {
+    /// Index into [`ParamBounds::params`].
+    k: usize,
+    index: String,
+    shift: u32,
+    signed: bool,
 }
 
 /// What a register's value is derived from, as far as the analysis can tell.
@@ -68,6 +128,10 @@ pub(super) struct ParamBounds {
     untag: Vec<(usize, String, usize)>,
     /// Parameters the kernel declares.
     declared_count: u32,
+    /// Address registers of the form `P + E·i` ([`IndexTest`]), by name.
+    scaled: HashMap<String, Scaled>,
+    /// The (parameter, shift) pairs whose limits the entry decodes, ascending.
+    limits: Vec<(usize, u32)>,
 }
 
 /// One parameter the kernel's header declares, in order.
@@ -143,6 +207,112 @@ fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
         Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64) => Def::OneOf(&operands[3..4]),
         _ => Def::Other,
     }
+}
+
+/// What a register's one definition computes, as far as [`Scaled`] needs.
+#[derive(Clone, Copy)]
+enum Shape<'s> {
+    /// A parameter's value (index into the parameter operands found), read, moved or `cvta`'d
+    /// (the identity on a pool address: a global one).
+    Param(usize),
+    /// `mul.wide.{s,u}32 d, index, 2^shift`.
+    Wide {
+        index: &'s str,
+        shift: u32,
+        signed: bool,
+    },
+    /// `add.{s,u}64 d, a, b`.
+    Sum(&'s str, &'s str),
+    /// `mad.wide.{s,u}32 d, index, 2^shift, base`.
+    WidePlus {
+        index: &'s str,
+        shift: u32,
+        signed: bool,
+        base: &'s str,
+    },
+    Other,
+}
+
+/// `mul.wide`/`mad.wide` of a 32-bit register by a power of two (at most 16): (index, shift,
+/// signed).
+fn wide_scale<'s>(opcode: Opcode<'_>, index: &'s str, factor: &str) -> Option<(&'s str, u32, bool)> {
+    let ty = opcode.quals().collect::<Vec<_>>();
+    let signed = match ty.as_slice() {
+        ["wide", "s32"] => true,
+        ["wide", "u32"] => false,
+        _ => return None,
+    };
+    let f = super::access::parse_int(factor).filter(|f| matches!(f, 1 | 2 | 4 | 8 | 16))?;
+    index.starts_with('%').then_some((index, f.trailing_zeros(), signed))
+}
+
+/// The registers of a loop-free kernel body holding `P + E·i` ([`Scaled`]) for a parameter
+/// `param_index` maps to a tagged entry of [`ParamBounds::params`] (from the index among
+/// `operands`, the parameter operands the analysis found). Only registers each defined once,
+/// unguarded, count — the address, the scaled index, the index and the pointer — each defined
+/// before the one it feeds: a register defined once keeps its value from there on in a body
+/// without loops, so the index the check reads is the one the address was made from (nvcc's
+/// registers defined once come from LLVM's SSA values, whose definitions dominate their uses).
+fn scaled_registers<'a>(body_lines: &[Line<'a>], operands: &[&str], param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
+    // Register -> (definition order, shape); defined more than once or under a guard: `None`.
+    let mut defs: HashMap<&'a str, Option<(usize, Shape<'a>)>> = HashMap::default();
+    let mut seq = 0;
+    for line in body_lines {
+        for st in line.stmts() {
+            let Some(ins) = &st.instr else { continue };
+            seq += 1;
+            let o: &[&'a str] = &ins.operands;
+            // (A call's results are in parentheses, which `dests` does not read.)
+            let call_results = (ins.opcode.op == Op::Call)
+                .then(|| o.first().copied().unwrap_or(""))
+                .into_iter()
+                .flat_map(|r| r.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '_' | '$'))).filter(|r| r.starts_with('%')));
+            let written: Vec<&'a str> = ins.dests().chain(call_results).collect();
+            let shape = match (ins.opcode.op, o) {
+                _ if written.len() != 1 || ins.guard.is_some() => Shape::Other,
+                (Op::Ld, _) => match def_of(ins.opcode, o) {
+                    Def::Param(p) => operands.iter().position(|q| *q == p).map_or(Shape::Other, Shape::Param),
+                    _ => Shape::Other,
+                },
+                (Op::Mov | Op::Cvta, &[_, src]) if wide64(ins.opcode) && (ins.opcode.op == Op::Mov || ins.opcode.has("global")) => match defs.get(src) {
+                    Some(Some((_, Shape::Param(j)))) => Shape::Param(*j),
+                    _ => Shape::Other,
+                },
+                (Op::Mul, &[_, i, f]) => wide_scale(ins.opcode, i, f).map_or(Shape::Other, |(index, shift, signed)| Shape::Wide { index, shift, signed }),
+                (Op::Mad, &[_, i, f, base]) => wide_scale(ins.opcode, i, f).map_or(Shape::Other, |(index, shift, signed)| Shape::WidePlus { index, shift, signed, base }),
+                (Op::Add, &[_, a, b]) if matches!(ins.opcode.quals().collect::<Vec<_>>().as_slice(), ["s64" | "u64"]) => Shape::Sum(a, b),
+                _ => Shape::Other,
+            };
+            for r in written {
+                let once = !defs.contains_key(r) && ins.guard.is_none();
+                defs.insert(r, once.then_some((seq, shape)));
+            }
+        }
+    }
+    let def = |r: &str| defs.get(r).copied().flatten();
+    // `P + E·i` from the pointer register and the index's (scale, signedness), when each is
+    // defined once, the pointer before `ptr_by` and the index before `index_by`.
+    let scaled = |ptr: &str, index: &str, shift: u32, signed: bool, ptr_by: usize, index_by: usize| {
+        let (Some((p_at, Shape::Param(j))), Some((i_at, _))) = (def(ptr), def(index)) else { return None };
+        let k = param_index(j)?;
+        (p_at < ptr_by && i_at < index_by).then(|| Scaled { k, index: index.to_string(), shift, signed })
+    };
+    let mut out = HashMap::default();
+    for (&r, d) in &defs {
+        let Some((at, shape)) = d else { continue };
+        let s = match *shape {
+            Shape::Sum(a, b) => [(a, b), (b, a)].into_iter().find_map(|(p, w)| match def(w) {
+                Some((w_at, Shape::Wide { index, shift, signed })) if w_at < *at => scaled(p, index, shift, signed, *at, w_at),
+                _ => None,
+            }),
+            Shape::WidePlus { index, shift, signed, base } => scaled(base, index, shift, signed, *at, *at),
+            _ => None,
+        };
+        if let Some(s) = s {
+            out.insert(r.to_string(), s);
+        }
+    }
+    out
 }
 
 impl ParamBounds {
@@ -253,7 +423,7 @@ impl ParamBounds {
             })
             .collect();
         let mut untag = Vec::new();
-        let tag_ordinal = params
+        let tag_ordinal: Vec<Option<u32>> = params
             .iter()
             .enumerate()
             .map(|(k, p)| {
@@ -263,7 +433,18 @@ impl ParamBounds {
             })
             .collect();
         untag.sort();
-        Some(ParamBounds { params, of_reg, tag_ordinal, untag, declared_count: declared.len() as u32 })
+        let scaled = scaled_registers(body_lines, &operands_of_params, |j| order.iter().position(|&o| o == j).filter(|&k| tag_ordinal[k].is_some()));
+        let mut limits: Vec<(usize, u32)> = body_lines
+            .iter()
+            .flat_map(|l| l.stmts())
+            .filter_map(|st| match st.checked_access().map(|a| &a.base) {
+                Some(super::access::AddrBase::Reg(r)) => scaled.get(r.as_str()).map(|s| (s.k, s.shift)),
+                _ => None,
+            })
+            .collect();
+        limits.sort_unstable();
+        limits.dedup();
+        Some(ParamBounds { params, of_reg, tag_ordinal, untag, declared_count: declared.len() as u32, scaled, limits })
     }
 
     /// The program's reads of parameter `name` — (line index, destination) — when each is a
@@ -296,10 +477,19 @@ impl ParamBounds {
         (!tagged.is_empty()).then_some(crate::abi::KernelParamTags { count: self.declared_count, tagged })
     }
 
-    /// The fast path of a check whose address register is `reg`, branching to `label`.
-    pub fn fast_path(&self, reg: &str, label: Numbered<'static, u32>) -> Option<FastPath> {
-        let k = *self.of_reg.get(reg)?;
-        Some(FastPath { lo: Numbered("%gsbl", k), hi: Numbered("%gsbh", k), label })
+    /// The fast path of a check of `a` (its address register's program name), branching to
+    /// `label`.
+    pub fn fast_path(&self, a: &Access, label: Numbered<'static, u32>) -> Option<FastPath> {
+        let AddrBase::Reg(reg) = &a.base else { return None };
+        let k = *self.of_reg.get(reg.as_str())?;
+        let index = match (&a.width, a.bulk) {
+            (Width::Fixed(w), false) => self.scaled.get(reg.as_str()).filter(|s| s.k == k && self.limits.binary_search(&(k, s.shift)).is_ok()).and_then(|s| {
+                let add = index_add(s.signed, s.shift, a.offset, *w)?;
+                Some(IndexTest { index: s.index.clone(), add, limit: limit_reg(k, s.shift) })
+            }),
+            _ => None,
+        };
+        Some(FastPath { lo: Numbered("%gsbl", k), hi: Numbered("%gsbh", k), label, index })
     }
 
     /// What follows the program's read of a tagged parameter on line `line`, if it has one: the
@@ -349,6 +539,9 @@ impl ParamBounds {
         let mut s = Lines::new(out, "\t");
         let (tagged, untagged): (Vec<usize>, Vec<usize>) = (0..n).partition(|&k| self.tag_ordinal[k].is_some());
         ln!(s; ".reg .b64 %gsbl<", n, ">, %gsbh<", n, ">, %gsbp<", n, ">;");
+        for &(k, shift) in &self.limits {
+            ln!(s; ".reg .b32 ", limit_reg(k, shift), ";");
+        }
         s.texts(&["{", ".reg .b64 %gsbt<8>; .reg .b32 %gsbs; .reg .pred %gsbq, %gsbr;"]);
         if !untagged.is_empty() {
             ln!(s; "ld.const.u64 %gsbt0, [", ctl, "+", ctl_offset::POOL_BASE, "];");
@@ -375,6 +568,14 @@ impl ParamBounds {
                 ln!(s; "and.b64 %gsbt6, %gsbp", k, ", ", u64::from(tag::REACH_MASK_HIGH_WORD) << 32, ";");
                 s.text("shr.u64 %gsbt6, %gsbt6, 32;");
                 s.text("selp.b64 %gsbt6, %gsbt6, 0, %gsbr;");
+                // The reach in elements, for index tests (below 2^30 bytes: 32 bits hold it).
+                for &(_, shift) in self.limits.iter().filter(|l| l.0 == k) {
+                    let limit = limit_reg(k, shift);
+                    ln!(s; "cvt.u32.u64 ", limit, ", %gsbt6;");
+                    if shift > 0 {
+                        ln!(s; "shr.u32 ", limit, ", ", limit, ", ", shift, ";");
+                    }
+                }
                 ln!(s; "and.b64 %gsbp", k, ", %gsbp", k, ", %gsbt7;");
                 ln!(s; "mov.b64 %gsbl", k, ", %gsbp", k, ";");
                 ln!(s; "add.s64 %gsbh", k, ", %gsbp", k, ", %gsbt6;");
@@ -384,5 +585,47 @@ impl ParamBounds {
             Self::narrow(&mut s, k, g);
         }
         s.text("}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_add;
+    use proptest::prelude::*;
+
+    /// The invariant an [`IndexTest`] rests on, over exact integers: the access of `width` bytes at
+    /// `E·i + c` bytes from the pointer (`i` sign- or zero-extended from 32 bits, `E = 2^shift`)
+    /// lies inside `[0, reach)` — what the 32-bit test says, given [`index_add`]'s conditions and
+    /// `reach` a multiple of `E` below 2^30. Property-tested against the 32-bit computation.
+    fn index_in_reach(i: u32, signed: bool, shift: u32, c: i64, width: u64, reach: u64) -> bool {
+        let i = if signed { i64::from(i as i32) } else { i64::from(i) };
+        let at = (i << shift) as i128 + c as i128;
+        at >= 0 && at + width as i128 <= reach as i128
+    }
+
+    /// What the emitted [`IndexTest`] computes: `i + add` as unsigned 32 bits, below `reach >> shift`.
+    fn index_test_passes(i: u32, add: i32, shift: u32, reach: u64) -> bool {
+        i.wrapping_add(add as u32) < (reach as u32) >> shift
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        #[test]
+        fn the_index_test_passes_exactly_the_accesses_inside_the_reach(
+            i in prop_oneof![any::<u32>(), (0u32..1 << 20), (-(1i32 << 20)..0).prop_map(|x| x as u32), ((1u32 << 31) - 64..(1 << 31) + 64)],
+            signed in any::<bool>(), shift in 0u32..5, width_shift in 0u32..5, add in prop_oneof![-64i64..64, -(1i64 << 29) - 2..(1 << 29) + 2],
+            units in 0u64..(1 << 14), edge in 0u8..3, near in -2i64..3,
+        ) {
+            let (c, width, reach) = (add << shift, 1u64 << width_shift, units << 16);
+            if let Some(a) = index_add(signed, shift, c, width as u32) {
+                // Or an index at either end of the reach.
+                let i = match edge {
+                    0 => (near - i64::from(a)) as u32,
+                    1 => ((reach >> shift) as i64 - i64::from(a) + near) as u32,
+                    _ => i,
+                };
+                prop_assert_eq!(index_test_passes(i, a, shift, reach), index_in_reach(i, signed, shift, c, width, reach), "i={} a={} reach={}", i, a, reach);
+            }
+        }
     }
 }

@@ -653,7 +653,20 @@ fn probe_test(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32,
 /// then declared in the current scope, for the batch's recheck.
 /// With `data`, a load's data is also prefetched into L2 there.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], declare: &[&str], reg: &str, indent: &str, batch: Option<(&str, bool, u32)>, data: bool, fast: Option<&FastPath>) -> String {
+/// With `group` (a batch member with a fast path, emitted with others at one point: see
+/// [`fast_group`]), only the fast test is made here, into predicate `group`.
+pub(super) fn prefetch(
+    form: Form,
+    a: &Access,
+    chain: &[(String, String)],
+    declare: &[&str],
+    reg: &str,
+    indent: &str,
+    batch: Option<(&str, bool, u32)>,
+    data: bool,
+    fast: Option<&FastPath>,
+    group: Option<&str>,
+) -> String {
     let scale = form.scale;
     let mut s = String::with_capacity(1024);
     let mut v = Lines::new(&mut s, indent);
@@ -662,6 +675,10 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
     }
     if let Some((pred, true, _)) = batch {
         ln!(v; ".reg .pred ", pred, ";");
+    }
+    let group = group.filter(|_| batch.is_some() && fast.is_some());
+    if let Some(g) = group {
+        ln!(v; ".reg .pred ", g, ";");
     }
     let declare_chain = |v: &mut Lines<'_>| {
         for (decl, _) in chain {
@@ -687,6 +704,14 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
         v.text("prefetch.L2 [%gsa0];");
     }
     match (batch, fast) {
+        (Some((pred, first, _)), Some(fp)) if group.is_some() => {
+            // The batch predicate starts false: the group's shadow parts OR into it.
+            if first {
+                ln!(v; "mov.pred ", pred, ", 0;");
+            }
+            fast_test(&mut v, "%gsa0", fp);
+            ln!(v; "mov.pred ", group.unwrap_or_default(), ", %gsp0;");
+        }
         (Some((pred, first, width)), Some(fp)) => {
             // The fast path leaves the batch predicate as it is (false for the first member) and
             // skips the load and the encoding test, as [`probe_branch`] does.
@@ -709,6 +734,47 @@ pub(super) fn prefetch(form: Form, a: &Access, chain: &[(String, String)], decla
     s
 }
 
+/// The batch members emitted at one point with fast paths ([`prefetch`] with `group`), after
+/// their fast tests: one branch skips every shadow load when all of them passed, instead of a
+/// branch (and a convergence barrier pair) per member. Each member's `(fast predicate, shadow
+/// part)` ([`grouped_shadow_part`]); `label`: unique in the function.
+pub(super) fn fast_group(out: &mut String, indent: &str, members: &[(String, String)], label: &str) {
+    let Some(((first, _), rest)) = members.split_first() else { return };
+    let mut v = Lines::new(out, indent);
+    let any = if rest.is_empty() {
+        first.clone()
+    } else {
+        let any = format!("{first}a");
+        ln!(v; ".reg .pred ", any, ";");
+        ln!(v; "mov.pred ", any, ", ", first, ";");
+        for (g, _) in rest {
+            ln!(v; "or.pred ", any, ", ", any, ", ", g, ";");
+        }
+        any
+    };
+    ln!(v; "@!", any, " bra ", label, ";");
+    for (_, part) in members {
+        out.push_str(part);
+    }
+    ln!(Lines::new(out, indent); label, ":");
+}
+
+/// A grouped batch member's shadow part ([`fast_group`]): when its fast test `group` failed, its
+/// shadow byte loaded into `reg` and tested, ORed into the batch predicate `pred`. `a`: the access
+/// with its base where the address lives at this point.
+pub(super) fn grouped_shadow_part(form: Form, a: &Access, reg: &str, pred: &str, width: u32, group: &str, label: &str) -> String {
+    let mut s = String::with_capacity(512);
+    let mut v = Lines::new(&mut s, "\t");
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<2>;"]);
+    ln!(v; "@!", group, " bra ", label, ";");
+    address_setup(&mut v, a, "%gsa0");
+    probe_load(&mut v, form, "%gsa0", None, reg, None);
+    batch_member(&mut v, form.scale, reg, pred, false, width);
+    ln!(v; label, ":");
+    v.text("}");
+    s
+}
+
 /// A batch member's encoding test of its prefetched shadow byte `reg`, set into (`first`) or
 /// OR-ed into the batch predicate `pred`.
 fn batch_member(v: &mut Lines<'_>, scale: Scale, reg: &str, pred: &str, first: bool, width: u32) {
@@ -723,6 +789,20 @@ fn batch_member(v: &mut Lines<'_>, scale: Scale, reg: &str, pred: &str, first: b
 /// The kernel-parameter fast path's test: `%gsp0` = `addr_reg` lies outside the whole granules of
 /// its parameter's block (false: the access needs no shadow byte).
 fn fast_test(out: &mut Lines<'_>, addr_reg: &str, fp: &FastPath) {
+    match &fp.index {
+        Some(ix) if ix.add == 0 => ln!(out; "setp.ge.u32 %gsp0, ", ix.index, ", ", ix.limit, ";"),
+        Some(ix) => {
+            out.texts(&["{", ".reg .b32 %gsi;"]);
+            ln!(out; "add.s32 %gsi, ", ix.index, ", ", ix.add, ";");
+            ln!(out; "setp.ge.u32 %gsp0, %gsi, ", ix.limit, ";");
+            out.text("}");
+        }
+        None => fast_test_address(out, addr_reg, fp),
+    }
+}
+
+/// [`fast_test`] on the 64-bit address.
+fn fast_test_address(out: &mut Lines<'_>, addr_reg: &str, fp: &FastPath) {
     ln!(out; "setp.lt.u64 %gsp0, ", addr_reg, ", ", fp.lo, ";");
     ln!(out; "setp.ge.or.u64 %gsp0, ", addr_reg, ", ", fp.hi, ", %gsp0;");
 }

@@ -106,6 +106,11 @@ impl Machine {
     }
 
     fn pred(&self, p: &str) -> bool {
+        match p {
+            "0" => return false,
+            "1" => return true,
+            _ => {}
+        }
         match p.strip_prefix('!') {
             Some(q) => !self.preds[q],
             None => self.preds[p],
@@ -855,7 +860,15 @@ mod space_checks {
 /// kernel must report exactly when some access leaves its block, whether the fast path or the
 /// shadow decided — with bounds on and off.
 fn run_checked_kernel(opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>) -> bool {
-    let src = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_out, .param .u64 k_in, .param .u64 k_d0, .param .u64 k_d1, .param .u64 k_d2, .param .u64 k_d3)\n{\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<4>;\n\tld.param.u64 %rd1, [k_in];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u64 %rd3, [k_out];\n\tcvta.to.global.u64 %rd4, %rd3;\n\tld.param.u64 %rd5, [k_d0];\n\tld.param.u64 %rd6, [k_d1];\n\tld.param.u64 %rd7, [k_d2];\n\tld.param.u64 %rd8, [k_d3];\n\tshl.b64 %rd13, %rd5, 2;\n\tshl.b64 %rd14, %rd6, 2;\n\tshl.b64 %rd15, %rd7, 2;\n\tshl.b64 %rd16, %rd8, 2;\n\tadd.s64 %rd9, %rd2, %rd13;\n\tld.global.f32 %f1, [%rd9];\n\tadd.s64 %rd10, %rd2, %rd14;\n\tld.global.f32 %f2, [%rd10];\n\tadd.s64 %rd11, %rd2, %rd15;\n\tld.global.f32 %f3, [%rd11];\n\tadd.s64 %rd12, %rd4, %rd16;\n\tst.global.f32 [%rd12], %f1;\n\tret;\n}\n";
+    run_checked(POINTER_KERNEL, opts, params, blocks)
+}
+
+/// [`run_checked_kernel`]'s kernel: 64-bit word offsets, scaled by `shl`.
+const POINTER_KERNEL: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_out, .param .u64 k_in, .param .u64 k_d0, .param .u64 k_d1, .param .u64 k_d2, .param .u64 k_d3)\n{\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<4>;\n\tld.param.u64 %rd1, [k_in];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u64 %rd3, [k_out];\n\tcvta.to.global.u64 %rd4, %rd3;\n\tld.param.u64 %rd5, [k_d0];\n\tld.param.u64 %rd6, [k_d1];\n\tld.param.u64 %rd7, [k_d2];\n\tld.param.u64 %rd8, [k_d3];\n\tshl.b64 %rd13, %rd5, 2;\n\tshl.b64 %rd14, %rd6, 2;\n\tshl.b64 %rd15, %rd7, 2;\n\tshl.b64 %rd16, %rd8, 2;\n\tadd.s64 %rd9, %rd2, %rd13;\n\tld.global.f32 %f1, [%rd9];\n\tadd.s64 %rd10, %rd2, %rd14;\n\tld.global.f32 %f2, [%rd10];\n\tadd.s64 %rd11, %rd2, %rd15;\n\tld.global.f32 %f3, [%rd11];\n\tadd.s64 %rd12, %rd4, %rd16;\n\tst.global.f32 [%rd12], %f1;\n\tret;\n}\n";
+
+/// Whether kernel `k` of `src`, checked with `opts` and run with `params` against `blocks`,
+/// reports.
+fn run_checked(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>) -> bool {
     let ptx = super::instrument_ptx(src, &opts).expect("instruments").ptx;
     let lines = super::Line::read_all(ptx.split_inclusive('\n'));
     let body = super::bodies::Bodies::scan(&lines).iter().find(|b| b.name == "k").expect("the kernel").clone();
@@ -927,5 +940,102 @@ proptest! {
         }
         let opts = super::InstrumentOptions::default();
         prop_assert_eq!(run_checked_kernel(opts, &tagged, vec![a, b]), expect, "tagged {:x?} reads={:x?} store={:x} a={:x?}", tagged, reads, store, a);
+    }
+}
+
+/// A kernel indexing its pointers with 32-bit indices, as nvcc's code for `p[i]` does (bounds.rs's
+/// index tests): `k_in + E·i` (`mul.wide`, then `add`) read at three byte offsets, `k_out + E·j`
+/// (`mad.wide`) stored to; `E = 2^shift`, accesses `width` bytes wide, indices widened signed or
+/// not.
+fn index_kernel(shift: u32, signed: bool, width: u32, offsets: &[i64]) -> String {
+    let (ty, reg) = match width {
+        1 => ("u8", "%r"),
+        2 => ("u16", "%r"),
+        4 => ("u32", "%r"),
+        _ => ("u64", "%rd1"),
+    };
+    let s = if signed { "s" } else { "u" };
+    let e = 1u32 << shift;
+    let mut body = format!(
+        "\tld.param.u64 %rd1, [k_in];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u64 %rd3, [k_out];\n\tcvta.to.global.u64 %rd4, %rd3;\n\tld.param.u32 %r1, [k_i];\n\tld.param.u32 %r2, [k_j];\n\tmul.wide.{s}32 %rd5, %r1, {e};\n\tadd.s64 %rd6, %rd2, %rd5;\n"
+    );
+    for (n, off) in offsets.iter().enumerate() {
+        body.push_str(&format!("\tld.global.{ty} {reg}{}, [%rd6+{off}];\n", n + 4));
+    }
+    body.push_str(&format!("\tmad.wide.{s}32 %rd7, %r2, {e}, %rd4;\n\tst.global.{ty} [%rd7], {reg}4;\n"));
+    format!(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_in, .param .u64 k_out, .param .u32 k_i, .param .u32 k_j)\n{{\n\t.reg .b64 %rd<20>;\n\t.reg .b32 %r<20>;\n{body}\tret;\n}}\n")
+}
+
+#[test]
+fn index_kernels_take_index_tests_where_their_conditions_hold() {
+    // (index tests, address tests) of the checked kernel's fast paths.
+    let tests = |src: &str| {
+        let ptx = super::instrument_ptx(src, &super::InstrumentOptions::default()).unwrap().ptx;
+        (ptx.matches("setp.ge.u32 %gsp0, ").count(), ptx.matches("setp.ge.or.u64 %gsp0, %gsa0, %gsbh").count())
+    };
+    // Signed 4-byte elements at whole-element offsets: every fast path tests the index; the
+    // limit is decoded once per parameter and element size.
+    let (index, address) = tests(&index_kernel(2, true, 4, &[-4, 0, 8]));
+    assert!(address == 0 && index >= 3, "{index}, {address}");
+    let ptx = super::instrument_ptx(&index_kernel(2, true, 4, &[-4, 0, 8]), &super::InstrumentOptions::default()).unwrap().ptx;
+    assert_eq!(ptx.matches("cvt.u32.u64 %gsbi").count(), 2, "{ptx}");
+    // Not a whole element (offset 2), wider than an element, a positive offset of a zero-extended
+    // index: those accesses test their address.
+    for (shift, signed, offsets) in [(2, true, [2, -4, 8]), (1, true, [0, -4, 8]), (2, false, [-4, 0, 8])] {
+        let (index, address) = tests(&index_kernel(shift, signed, 4, &offsets));
+        assert!(address > 0, "{shift} {signed} {offsets:?}: {index}, {address}");
+    }
+    let (index, address) = tests(&index_kernel(2, false, 4, &[-4, 0, -8]));
+    assert!(address == 0 && index >= 3, "{index}, {address}");
+    // The index written twice: no index test through it.
+    let twice = index_kernel(2, true, 4, &[0, 4, 8]).replace("\tld.param.u32 %r2, [k_j];\n", "\tld.param.u32 %r2, [k_j];\n\tadd.s32 %r1, %r1, 1;\n");
+    let ptx = super::instrument_ptx(&twice, &super::InstrumentOptions::default()).unwrap().ptx;
+    assert!(!ptx.contains("%gsi, %r1,") && !ptx.contains("setp.ge.u32 %gsp0, %r1,"), "{ptx}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn index_tests_report_exactly_the_accesses_that_leave_every_block(
+        in_len in prop_oneof![4u64..(3 << 20), (1u64..48).prop_map(|u| u << 16)], out_len in prop_oneof![4u64..(1 << 20), (1u64..16).prop_map(|u| u << 16)],
+        at in prop_oneof![Just(0u64), 0u64..64], shift in 0u32..4, width_shift in 0u32..4, signed in any::<bool>(),
+        offsets in proptest::collection::vec(prop_oneof![Just(0i64), -24i64..24], 3), i_near in 0u8..3, i_k in -2i64..3, i_any in any::<u32>(), j_near in 0u8..3, j_k in -2i64..3, j_any in any::<u32>(),
+    ) {
+        let (e, width) = (1i64 << shift, 1u64 << width_shift);
+        // Accesses aligned to their width, as the GPU requires (a wider access than an element
+        // takes an index that is a multiple of the width); offsets mostly whole elements (the
+        // index test's case).
+        let align = e.max(width as i64);
+        let offsets: Vec<i64> = offsets.iter().map(|&o| if o % 3 == 0 { o } else { o * e }).map(|o| o - o.rem_euclid(width as i64)).collect();
+        // (2^38 into the pool: every index lands in the pool, where the shadow decides.)
+        let a = Block { start: POOL_BASE + (1 << 38), end: POOL_BASE + (1 << 38) + in_len, slab: false };
+        let b = Block { start: POOL_BASE + (1 << 38) + (64 << 21), end: POOL_BASE + (1 << 38) + (64 << 21) + out_len, slab: false };
+        let p_in = a.start + (at * align as u64).min(in_len) / align as u64 * align as u64;
+        // An index near the pointer, near the block's end, or anything.
+        let index = |near: u8, k: i64, any: u32, p: u64, blk: &Block| -> u32 {
+            match near {
+                0 => k as u32,
+                1 => (((blk.end - p) as i64 / e) + k) as u32,
+                _ => any,
+            }
+        };
+        let aligned = |x: u32| x & !((align / e) as u32 - 1);
+        let (i, j) = (aligned(index(i_near, i_k, i_any, p_in, &a)), aligned(index(j_near, j_k, j_any, b.start, &b)));
+        let widen = |x: u32| if signed { i64::from(x as i32) } else { i64::from(x) };
+        let reads: Vec<u64> = offsets.iter().map(|&o| p_in.wrapping_add_signed(widen(i) * e + o)).collect();
+        let store = b.start.wrapping_add_signed(widen(j) * e);
+        let inside = |x: u64| [a, b].iter().any(|blk| x >= blk.start && x.checked_add(width).is_some_and(|end| end <= blk.end));
+        let expect = !(reads.iter().all(|&r| inside(r)) && inside(store));
+        let src = index_kernel(shift, signed, width as u32, &offsets);
+        let params = [("k_in", p_in), ("k_out", b.start), ("k_i", u64::from(i)), ("k_j", u64::from(j))];
+        let tag = |p: u64, blk: &Block| crate::abi::param_tag::encode(p, granule_down(blk.end).max(p));
+        let mut tagged = params;
+        if let (Some(t_in), Some(t_out)) = (tag(p_in, &a), tag(b.start, &b)) {
+            tagged[0].1 = t_in;
+            tagged[1].1 = t_out;
+        }
+        for (opts, p) in [(super::InstrumentOptions::default(), &tagged), (super::InstrumentOptions::default(), &params), (super::InstrumentOptions { param_bounds: false, ..Default::default() }, &params)] {
+            prop_assert_eq!(run_checked(&src, opts, p, vec![a, b]), expect, "params {:x?} reads {:x?} store {:x} a {:x?} b {:x?}\n{}", p, reads, store, a, b, src);
+        }
     }
 }

@@ -191,7 +191,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 59;
+pub const REVISION: u32 = 61;
 
 /// Instruments a PTX module.
 ///
@@ -1306,20 +1306,37 @@ impl<'a> Rewriter<'a> {
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
     fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
-        for p in plans.coalescing.prefetch.at.get(&i).into_iter().flatten() {
-            // A next-iteration load needs its preheader's registers; if it cannot be
-            // emitted, the access falls back to a full check (never a stale byte).
-            if p.target == prefetch::Target::NextIteration && !w.prefetched.contains(&p.access) {
-                continue;
-            }
-            let batch = match p.target {
-                prefetch::Target::Batch(first) => Some((first, !w.batch_recheck.contains_key(&first))),
-                _ => None,
-            };
-            let fast = fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels);
-            match self.prefetch_text(plans.module.lines, p, f, batch, fast.as_ref()) {
+        // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
+        // access falls back to a full check (never a stale byte).
+        let here: Vec<&prefetch::Prefetch> =
+            plans.coalescing.prefetch.at.get(&i).into_iter().flatten().filter(|p| p.target != prefetch::Target::NextIteration || w.prefetched.contains(&p.access)).collect();
+        let fasts: Vec<Option<bounds::FastPath>> =
+            here.iter().map(|p| fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels)).collect();
+        // Batch members with fast paths here, two or more of one batch: their fast tests go
+        // first and one branch skips all their shadow loads (emit::fast_group).
+        let batch_of = |p: &prefetch::Prefetch| match p.target {
+            prefetch::Target::Batch(first) => Some(first),
+            _ => None,
+        };
+        let grouped = |k: usize| {
+            let b = batch_of(here[k]);
+            b.is_some() && fasts[k].is_some() && here.iter().zip(&fasts).filter(|(p, fp)| fp.is_some() && batch_of(p) == b).count() >= 2
+        };
+        // (fast predicate, shadow part) per grouped member.
+        let mut group: Vec<(String, String)> = Vec::new();
+        let mut group_label = None;
+        for (k, (p, fast)) in here.iter().zip(&fasts).enumerate() {
+            let batch = batch_of(p).map(|first| (first, !w.batch_recheck.contains_key(&first)));
+            let gf = grouped(k).then(|| emit::numbered("%gsf", p.access));
+            match self.prefetch_text(plans.module.lines, p, f, batch, fast.as_ref(), gf.as_deref()) {
                 Some((text, a)) => {
                     self.out.push_str(&text);
+                    if let (Some(gf), Some((first, _)), Some(fp), access::Width::Fixed(wd), false) = (gf, batch, fast, &a.width, self.counting) {
+                        let label = emit::numbered(&emit::numbered(fp.label.0, fp.label.1), "_g");
+                        let part = emit::grouped_shadow_part(self.opts.form(), &a, &prefetch_reg(p.access), &batch_pred(first), *wd, &gf, &label);
+                        group_label.get_or_insert_with(|| emit::numbered(&label, "a"));
+                        group.push((gf, part));
+                    }
                     w.prefetched.insert(p.access);
                     if let (Some((first, _)), access::Width::Fixed(wd)) = (batch, &a.width) {
                         // Its site, and its part of the batch's recheck.
@@ -1335,6 +1352,9 @@ impl<'a> Rewriter<'a> {
                     w.prefetched.remove(&p.access);
                 }
             }
+        }
+        if let (Some(label), false) = (group_label, self.counting) {
+            emit::fast_group(&mut self.out, "\t", &group, &label);
         }
         if let Some(recheck) = w.batch_recheck.remove(&i) {
             // The block's one branch for all its batched checks, before its first access.
@@ -1438,7 +1458,15 @@ impl<'a> Rewriter<'a> {
 
     /// The prefetch block of `p` (its recomputed address arithmetic, then the shadow load), or
     /// `None` when something in it is not understood (the access then gets a full check).
-    fn prefetch_text(&self, lines: &[Line<'_>], p: &prefetch::Prefetch, f: &FuncState, batch: Option<(usize, bool)>, fast: Option<&bounds::FastPath>) -> Option<(String, access::Access)> {
+    fn prefetch_text(
+        &self,
+        lines: &[Line<'_>],
+        p: &prefetch::Prefetch,
+        f: &FuncState,
+        batch: Option<(usize, bool)>,
+        fast: Option<&bounds::FastPath>,
+        group: Option<&str>,
+    ) -> Option<(String, access::Access)> {
         // Prefetched accesses and their address arithmetic are one-statement lines (coalesce.rs,
         // prefetch.rs): each line's one statement.
         let mut a = lines[p.access].first_stmt()?.checked_access()?.clone();
@@ -1488,7 +1516,9 @@ impl<'a> Rewriter<'a> {
         if self.counting {
             return Some((String::new(), a));
         }
-        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data && (fast.is_none() || p.data_on_fast_path), fast), a))
+        // (The fast path's index test reads the index where the chain recomputed it.)
+        let fast = fast.map(|fp| fp.renamed(&renamed));
+        Some((emit::prefetch(self.opts.form(), &a, &chain, &declare, load_into, indent, batch, p.data && (fast.is_none() || p.data_on_fast_path), fast.as_ref(), group), a))
     }
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
@@ -2030,14 +2060,12 @@ fn has_block_comment_marker(line: &str) -> bool {
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
-    let access::AddrBase::Reg(r) = &a.base else { return None };
-    f.bounds.as_ref()?.fast_path(r, emit::Numbered("$gasan_inb_", label))
+    f.bounds.as_ref()?.fast_path(a, emit::Numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
-    let access::AddrBase::Reg(r) = &a?.base else { return None };
-    let fp = f.bounds.as_ref()?.fast_path(r, emit::Numbered("$gasan_inb_p", *next_label))?;
+    let fp = f.bounds.as_ref()?.fast_path(a?, emit::Numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
