@@ -18,6 +18,10 @@
 //! poisoned bytes inside: pitched rows), whatever parameter it came from. A wrong or missing
 //! provenance only means the ordinary check runs. What it does rest on: a block freed while a
 //! kernel using it still runs (a race in the program) is treated as live until the kernel ends.
+//! The exception is the index test ([`IndexTest`]), which tests the index an address was made
+//! from instead of the address: it rests on the address being exactly `P + E·i`, so it is taken
+//! only where each register of that chain has one unguarded definition in a body without loops
+//! (what [`scaled_registers`] finds), and it is property-tested by execution in `loops_sim.rs`.
 
 use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
@@ -53,8 +57,9 @@ pub(super) struct FastPath {
 /// 32-bit index widened by `mul.wide`/`mad.wide`, `E = 2^shift`, `c = E·add`, width at most `E`):
 /// the access lies in `[P, P + reach)` exactly when `i + add`, read as unsigned 32 bits, is below
 /// `reach / E` (the invariant: `tests::index_in_reach`, property-tested; the limit is decoded
-/// with the reach at the entry). One 32-bit compare, and an add when `add != 0`, where the address test is four SASS
-/// compares of two 64-bit values; the index is what the program computed anyway.
+/// with the reach at the entry). One 32-bit compare, and an add when `add != 0`, where the
+/// address test is four SASS compares of two 64-bit values; the index is what the program
+/// computed anyway.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct IndexTest {
     /// The index register where the check runs (a recomputed chain renames it: [`Self::renamed`]).
@@ -397,7 +402,7 @@ impl ParamBounds {
                 continue;
             }
             for st in line.stmts() {
-                if let Some(super::access::AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
+                if let Some(AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
                     if let Some(Root::Param(k)) = root.get(r.as_str()) {
                         uses[*k] += 1;
                     }
@@ -438,7 +443,7 @@ impl ParamBounds {
             .iter()
             .flat_map(|l| l.stmts())
             .filter_map(|st| match st.checked_access().map(|a| &a.base) {
-                Some(super::access::AddrBase::Reg(r)) => scaled.get(r.as_str()).map(|s| (s.k, s.shift)),
+                Some(AddrBase::Reg(r)) => scaled.get(r.as_str()).map(|s| (s.k, s.shift)),
                 _ => None,
             })
             .collect();
