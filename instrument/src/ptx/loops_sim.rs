@@ -183,6 +183,8 @@ impl Machine {
             }
             "ld" if parts.contains(&"const") => {
                 let off = self.address(o[1]) as usize;
+                // (The aligned pool's probe reads the high words of the base and the size.)
+                let (off, high) = if ty == "u32" && off % 8 == 4 { (off - 4, true) } else { (off, false) };
                 let v = match off {
                     x if x == ctl_offset::POOL_BASE => POOL_BASE,
                     x if x == ctl_offset::POOL_SIZE => POOL_SIZE,
@@ -191,7 +193,7 @@ impl Machine {
                     x if x == ctl_offset::SHADOW_BASE => SHADOW,
                     _ => panic!("control block offset {off}"),
                 };
-                self.set(o[0], v);
+                self.set(o[0], if high { v >> 32 } else { v });
             }
             "ld" | "atom" | "st" | "red" => {
                 let (addr_op, dests) = if matches!(parts[0], "st" | "red") { (o[0], "") } else { (o[1], o[0]) };
@@ -270,6 +272,13 @@ impl Machine {
             "mov" if ty == "pred" => {
                 let r = self.pred(o[1]);
                 self.preds.insert(o[0].to_string(), r);
+            }
+            "mov" if o[0].starts_with('{') => {
+                // A 64-bit value split into its 32-bit halves (low first).
+                let v = self.val(o[1]);
+                let halves: Vec<&str> = o[0].trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).collect();
+                self.set(halves[0], v & 0xffff_ffff);
+                self.set(halves[1], v >> 32);
             }
             "and" if ty == "pred" => {
                 let r = self.pred(o[1]) && self.pred(o[2]);
@@ -858,7 +867,8 @@ mod space_checks {
 /// points into a large block (or a shared-slab block, which has no extent entry) reads three
 /// words at offsets from its parameters and stores one through its output pointer; the checked
 /// kernel must report exactly when some access leaves its block, whether the fast path or the
-/// shadow decided — with bounds on and off.
+/// shadow decided — with bounds on and off, in halt and recover mode and with the aligned pool's
+/// probe.
 fn run_checked_kernel(opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>) -> bool {
     run_checked(POINTER_KERNEL, opts, params, blocks)
 }
@@ -892,6 +902,15 @@ fn run_checked(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)]
     while pc < stmts.len() {
         if stmts[pc] == "trap" {
             return true;
+        }
+        // Recover mode reports through a guarded call (and goes on).
+        if stmts[pc].contains("__gasan_report") {
+            let guard = split_instr(&stmts[pc]).and_then(|i| i.guard).map(str::to_string);
+            if guard.is_none_or(|g| m.pred(&g)) {
+                return true;
+            }
+            pc += 1;
+            continue;
         }
         match m.exec(pc, &stmts[pc]) {
             Flow::Next => pc += 1,
@@ -938,8 +957,10 @@ proptest! {
             let opts = super::InstrumentOptions { param_bounds, ..Default::default() };
             prop_assert_eq!(run_checked_kernel(opts, &params, vec![a, b]), expect, "param_bounds={} reads={:x?} store={:x} a={:x?}", param_bounds, reads, store, a);
         }
-        let opts = super::InstrumentOptions::default();
-        prop_assert_eq!(run_checked_kernel(opts, &tagged, vec![a, b]), expect, "tagged {:x?} reads={:x?} store={:x} a={:x?}", tagged, reads, store, a);
+        // Halt mode, recover mode and the aligned pool's probe alike.
+        for opts in [super::InstrumentOptions::default(), super::InstrumentOptions { recover: true, ..Default::default() }, super::InstrumentOptions { aligned_pool: true, ..Default::default() }] {
+            prop_assert_eq!(run_checked_kernel(opts, &tagged, vec![a, b]), expect, "tagged {:x?} reads={:x?} store={:x} a={:x?} recover={} aligned={}", tagged, reads, store, a, opts.recover, opts.aligned_pool);
+        }
     }
 }
 
@@ -1034,7 +1055,8 @@ proptest! {
             tagged[0].1 = t_in;
             tagged[1].1 = t_out;
         }
-        for (opts, p) in [(super::InstrumentOptions::default(), &tagged), (super::InstrumentOptions::default(), &params), (super::InstrumentOptions { param_bounds: false, ..Default::default() }, &params)] {
+        let (recover, aligned) = (super::InstrumentOptions { recover: true, ..Default::default() }, super::InstrumentOptions { aligned_pool: true, ..Default::default() });
+        for (opts, p) in [(super::InstrumentOptions::default(), &tagged), (super::InstrumentOptions::default(), &params), (super::InstrumentOptions { param_bounds: false, ..Default::default() }, &params), (recover, &tagged), (aligned, &tagged)] {
             prop_assert_eq!(run_checked(&src, opts, p, vec![a, b]), expect, "params {:x?} reads {:x?} store {:x} a {:x?} b {:x?}\n{}", p, reads, store, a, b, src);
         }
     }
