@@ -65,8 +65,8 @@ pub(super) struct IndexTest {
     /// The index register where the check runs (a recomputed chain renames it: [`Self::renamed`]).
     pub index: String,
     pub add: i32,
-    /// `%gsbi{k}_{shift}`: the reach of parameter `k`'s block in elements of `2^shift` bytes.
-    pub limit: String,
+    /// The reach of the parameter's block in elements.
+    pub limit: LimitReg,
 }
 
 impl FastPath {
@@ -82,9 +82,19 @@ impl FastPath {
     }
 }
 
-/// The limit register of parameter `k`'s reach in elements of `2^shift` bytes.
-fn limit_reg(k: usize, shift: u32) -> String {
-    format!("%gsbi{k}_{shift}")
+/// The limit register of parameter `k`'s reach in elements of `2^shift` bytes, `%gsbi{k}_{shift}`
+/// (written where it is emitted: one per index test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LimitReg {
+    pub k: usize,
+    pub shift: u32,
+}
+
+impl super::emit::Piece for LimitReg {
+    fn put(&self, out: &mut String) {
+        Numbered("%gsbi", self.k).put(out);
+        Numbered("_", self.shift).put(out);
+    }
 }
 
 /// Largest `|add|` an [`IndexTest`] takes: with the reach below 2^30 bytes, `i + add` wraps in 32
@@ -241,60 +251,63 @@ enum Shape<'s> {
 /// `mul.wide`/`mad.wide` of a 32-bit register by a power of two (at most 16): (index, shift,
 /// signed).
 fn wide_scale<'s>(opcode: Opcode<'_>, index: &'s str, factor: &str) -> Option<(&'s str, u32, bool)> {
-    let ty = opcode.quals().collect::<Vec<_>>();
-    let signed = match ty.as_slice() {
-        ["wide", "s32"] => true,
-        ["wide", "u32"] => false,
+    let mut q = opcode.quals();
+    let signed = match (q.next(), q.next(), q.next()) {
+        (Some("wide"), Some("s32"), None) => true,
+        (Some("wide"), Some("u32"), None) => false,
         _ => return None,
     };
     let f = super::access::parse_int(factor).filter(|f| matches!(f, 1 | 2 | 4 | 8 | 16))?;
     index.starts_with('%').then_some((index, f.trailing_zeros(), signed))
 }
 
-/// The registers of a loop-free kernel body holding `P + E·i` ([`Scaled`]) for a parameter
-/// `param_index` maps to a tagged entry of [`ParamBounds::params`] (from the index among
-/// `operands`, the parameter operands the analysis found). Only registers each defined once,
-/// unguarded, count — the address, the scaled index, the index and the pointer — each defined
-/// before the one it feeds: a register defined once keeps its value from there on in a body
-/// without loops, so the index the check reads is the one the address was made from (nvcc's
-/// registers defined once come from LLVM's SSA values, whose definitions dominate their uses).
-fn scaled_registers<'a>(body_lines: &[Line<'a>], operands: &[&str], param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
-    // Register -> (definition order, shape); defined more than once or under a guard: `None`.
-    let mut defs: HashMap<&'a str, Option<(usize, Shape<'a>)>> = HashMap::default();
-    let mut seq = 0;
-    for line in body_lines {
-        for st in line.stmts() {
-            let Some(ins) = &st.instr else { continue };
-            seq += 1;
-            let o: &[&'a str] = &ins.operands;
-            // (A call's results are in parentheses, which `dests` does not read.)
-            let call_results = (ins.opcode.op == Op::Call)
-                .then(|| o.first().copied().unwrap_or(""))
-                .into_iter()
-                .flat_map(|r| r.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '_' | '$'))).filter(|r| r.starts_with('%')));
-            let written: Vec<&'a str> = ins.dests().chain(call_results).collect();
-            let shape = match (ins.opcode.op, o) {
-                _ if written.len() != 1 || ins.guard.is_some() => Shape::Other,
-                (Op::Ld, _) => match def_of(ins.opcode, o) {
-                    Def::Param(p) => operands.iter().position(|q| *q == p).map_or(Shape::Other, Shape::Param),
-                    _ => Shape::Other,
-                },
-                (Op::Mov | Op::Cvta, &[_, src]) if wide64(ins.opcode) && (ins.opcode.op == Op::Mov || ins.opcode.has("global")) => match defs.get(src) {
-                    Some(Some((_, Shape::Param(j)))) => Shape::Param(*j),
-                    _ => Shape::Other,
-                },
-                (Op::Mul, &[_, i, f]) => wide_scale(ins.opcode, i, f).map_or(Shape::Other, |(index, shift, signed)| Shape::Wide { index, shift, signed }),
-                (Op::Mad, &[_, i, f, base]) => wide_scale(ins.opcode, i, f).map_or(Shape::Other, |(index, shift, signed)| Shape::WidePlus { index, shift, signed, base }),
-                (Op::Add, &[_, a, b]) if matches!(ins.opcode.quals().collect::<Vec<_>>().as_slice(), ["s64" | "u64"]) => Shape::Sum(a, b),
-                _ => Shape::Other,
-            };
-            for r in written {
-                let once = !defs.contains_key(r) && ins.guard.is_none();
-                defs.insert(r, once.then_some((seq, shape)));
-            }
+/// What the analysis knows of one register of a kernel body.
+#[derive(Clone, Copy)]
+struct Reg<'a> {
+    /// What its definitions derive from (`None` until a destination defines it).
+    root: Option<Root>,
+    /// Its one definition's order and shape ([`scaled_registers`]); `None` once it is defined more
+    /// than once or under a guard.
+    def: Option<(usize, Shape<'a>)>,
+}
+
+/// The registers of a kernel body, one hash lookup a definition.
+type Regs<'a> = HashMap<&'a str, Reg<'a>>;
+
+/// The shape of an unguarded instruction's one destination; `param`: the parameter operand it
+/// reads, when it is a parameter read.
+fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Regs<'a>) -> Shape<'a> {
+    let o: &[&'a str] = &ins.operands;
+    match (ins.opcode.op, o) {
+        (Op::Ld, _) => param.map_or(Shape::Other, Shape::Param),
+        (Op::Mov | Op::Cvta, &[_, src]) if wide64(ins.opcode) && (ins.opcode.op == Op::Mov || ins.opcode.has("global")) => match regs.get(src).and_then(|g| g.def) {
+            Some((_, Shape::Param(j))) => Shape::Param(j),
+            _ => Shape::Other,
+        },
+        (Op::Mul, &[_, i, f]) => wide_scale(ins.opcode, i, f).map_or(Shape::Other, |(index, shift, signed)| Shape::Wide { index, shift, signed }),
+        (Op::Mad, &[_, i, f, base]) => wide_scale(ins.opcode, i, f).map_or(Shape::Other, |(index, shift, signed)| Shape::WidePlus { index, shift, signed, base }),
+        (Op::Add, &[_, a, b])
+            if {
+                let mut q = ins.opcode.quals();
+                matches!((q.next(), q.next()), (Some("s64" | "u64"), None))
+            } =>
+        {
+            Shape::Sum(a, b)
         }
+        _ => Shape::Other,
     }
-    let def = |r: &str| defs.get(r).copied().flatten();
+}
+
+/// The registers of a loop-free kernel body holding `P + E·i` ([`Scaled`]) for a parameter
+/// `param_index` maps to a tagged entry of [`ParamBounds::params`] (from its index among the
+/// parameter operands the analysis found), from the body's registers `regs`. Only registers
+/// each defined once, unguarded, count — the address, the scaled index, the index and the
+/// pointer — each defined before the one it feeds: a register defined once keeps its value from
+/// there on in a body without loops, so the index the check reads is the one the address was made
+/// from (nvcc's registers defined once come from LLVM's SSA values, whose definitions dominate
+/// their uses).
+fn scaled_registers(regs: &Regs<'_>, param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
+    let def = |r: &str| regs.get(r).and_then(|g| g.def);
     // `P + E·i` from the pointer register and the index's (scale, signedness), when each is
     // defined once, the pointer before `ptr_by` and the index before `index_by`.
     let scaled = |ptr: &str, index: &str, shift: u32, signed: bool, ptr_by: usize, index_by: usize| {
@@ -303,8 +316,8 @@ fn scaled_registers<'a>(body_lines: &[Line<'a>], operands: &[&str], param_index:
         (p_at < ptr_by && i_at < index_by).then(|| Scaled { k, index: index.to_string(), shift, signed })
     };
     let mut out = HashMap::default();
-    for (&r, d) in &defs {
-        let Some((at, shape)) = d else { continue };
+    for (&r, g) in regs {
+        let Some((at, shape)) = &g.def else { continue };
         let s = match *shape {
             Shape::Sum(a, b) => [(a, b), (b, a)].into_iter().find_map(|(p, w)| match def(w) {
                 Some((w_at, Shape::Wide { index, shift, signed })) if w_at < *at => scaled(p, index, shift, signed, *at, w_at),
@@ -348,15 +361,27 @@ impl ParamBounds {
         // text, so one pass in order sees them all. A register defined more than once keeps a
         // parameter only when every definition agrees.
         // (Sized for a definition a line: grown from empty, it rehashed several times a kernel.)
-        let mut root: HashMap<&str, Root> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
+        let mut regs: Regs<'_> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
         let mut operands_of_params: Vec<&str> = Vec::new();
+        let mut seq = 0;
         for line in body_lines {
             for st in line.stmts() {
                 let Some(ins) = &st.instr else { continue };
+                seq += 1;
+                if ins.opcode.op == Op::Call {
+                    // A call's results are in parentheses, which `dests` does not read: none of
+                    // them is defined once for index tests.
+                    let results = ins.operands.first().copied().unwrap_or("");
+                    for r in results.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '_' | '$'))).filter(|r| r.starts_with('%')) {
+                        regs.entry(r).or_insert(Reg { root: None, def: None }).def = None;
+                    }
+                }
                 let mut dests = ins.dests();
                 let Some(d) = dests.next() else { continue };
                 let mut rest = dests.peekable();
-                let v = if rest.peek().is_some() {
+                let single = rest.peek().is_none();
+                let mut param = None;
+                let v = if !single {
                     Root::Other
                 } else {
                     match def_of(ins.opcode, &ins.operands) {
@@ -365,12 +390,13 @@ impl ParamBounds {
                                 operands_of_params.push(p);
                                 operands_of_params.len() - 1
                             });
+                            param = Some(k);
                             Root::Param(k)
                         }
                         Def::Param(_) | Def::Other => Root::Other,
                         Def::OneOf(ops) => {
-                            let mut derived = ops.iter().filter_map(|o| match root.get(o) {
-                                Some(Root::Param(k)) => Some(*k),
+                            let mut derived = ops.iter().filter_map(|o| match regs.get(o).and_then(|g| g.root) {
+                                Some(Root::Param(k)) => Some(k),
                                 _ => None,
                             });
                             match (derived.next(), derived.next()) {
@@ -380,15 +406,23 @@ impl ParamBounds {
                         }
                     }
                 };
+                let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
                 for r in std::iter::once(d).chain(rest) {
                     let v = if r == d { v } else { Root::Other };
-                    root.entry(r)
-                        .and_modify(|e| {
-                            if *e != v {
-                                *e = Root::Other;
-                            }
-                        })
-                        .or_insert(v);
+                    match regs.entry(r) {
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) });
+                        }
+                        std::collections::hash_map::Entry::Occupied(e) => {
+                            let g = e.into_mut();
+                            // Every definition must agree; a second one ends the index tests'.
+                            g.root = Some(match g.root {
+                                Some(e) if e != v => Root::Other,
+                                _ => v,
+                            });
+                            g.def = None;
+                        }
+                    }
                 }
             }
         }
@@ -403,8 +437,8 @@ impl ParamBounds {
             }
             for st in line.stmts() {
                 if let Some(AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
-                    if let Some(Root::Param(k)) = root.get(r.as_str()) {
-                        uses[*k] += 1;
+                    if let Some(Root::Param(k)) = regs.get(r.as_str()).and_then(|g| g.root) {
+                        uses[k] += 1;
                     }
                 }
             }
@@ -420,10 +454,10 @@ impl ParamBounds {
             return None;
         }
         let params: Vec<String> = order.iter().map(|&i| operands_of_params[i].to_string()).collect();
-        let of_reg = root
-            .into_iter()
-            .filter_map(|(r, v)| match v {
-                Root::Param(i) => order.iter().position(|&o| o == i).map(|k| (r.to_string(), k)),
+        let of_reg = regs
+            .iter()
+            .filter_map(|(r, g)| match g.root {
+                Some(Root::Param(i)) => order.iter().position(|&o| o == i).map(|k| (r.to_string(), k)),
                 _ => None,
             })
             .collect();
@@ -438,7 +472,7 @@ impl ParamBounds {
             })
             .collect();
         untag.sort();
-        let scaled = scaled_registers(body_lines, &operands_of_params, |j| order.iter().position(|&o| o == j).filter(|&k| tag_ordinal[k].is_some()));
+        let scaled = scaled_registers(&regs, |j| order.iter().position(|&o| o == j).filter(|&k| tag_ordinal[k].is_some()));
         let mut limits: Vec<(usize, u32)> = body_lines
             .iter()
             .flat_map(|l| l.stmts())
@@ -490,7 +524,7 @@ impl ParamBounds {
         let index = match (&a.width, a.bulk) {
             (Width::Fixed(w), false) => self.scaled.get(reg.as_str()).filter(|s| s.k == k && self.limits.binary_search(&(k, s.shift)).is_ok()).and_then(|s| {
                 let add = index_add(s.signed, s.shift, a.offset, *w)?;
-                Some(IndexTest { index: s.index.clone(), add, limit: limit_reg(k, s.shift) })
+                Some(IndexTest { index: s.index.clone(), add, limit: LimitReg { k, shift: s.shift } })
             }),
             _ => None,
         };
@@ -545,7 +579,7 @@ impl ParamBounds {
         let (tagged, untagged): (Vec<usize>, Vec<usize>) = (0..n).partition(|&k| self.tag_ordinal[k].is_some());
         ln!(s; ".reg .b64 %gsbl<", n, ">, %gsbh<", n, ">, %gsbp<", n, ">;");
         for &(k, shift) in &self.limits {
-            ln!(s; ".reg .b32 ", limit_reg(k, shift), ";");
+            ln!(s; ".reg .b32 ", LimitReg { k, shift }, ";");
         }
         s.texts(&["{", ".reg .b64 %gsbt<8>; .reg .b32 %gsbs; .reg .pred %gsbq, %gsbr;"]);
         if !untagged.is_empty() {
@@ -575,7 +609,7 @@ impl ParamBounds {
                 s.text("selp.b64 %gsbt6, %gsbt6, 0, %gsbr;");
                 // The reach in elements, for index tests (below 2^30 bytes: 32 bits hold it).
                 for &(_, shift) in self.limits.iter().filter(|l| l.0 == k) {
-                    let limit = limit_reg(k, shift);
+                    let limit = LimitReg { k, shift };
                     ln!(s; "cvt.u32.u64 ", limit, ", %gsbt6;");
                     if shift > 0 {
                         ln!(s; "shr.u32 ", limit, ", ", limit, ", ", shift, ";");

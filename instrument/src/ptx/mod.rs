@@ -1308,10 +1308,15 @@ impl<'a> Rewriter<'a> {
         let Some(f) = w.func.as_mut() else { return };
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
-        let here: Vec<&prefetch::Prefetch> =
-            plans.coalescing.prefetch.at.get(&i).into_iter().flatten().filter(|p| p.target != prefetch::Target::NextIteration || w.prefetched.contains(&p.access)).collect();
-        let fasts: Vec<Option<bounds::FastPath>> =
-            here.iter().map(|p| fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels)).collect();
+        let planned = plans.coalescing.prefetch.at.get(&i).map_or(&[][..], Vec::as_slice);
+        // (Asked before every line: most have no prefetch, and build nothing.)
+        let (here, fasts): (Vec<&prefetch::Prefetch>, Vec<Option<bounds::FastPath>>) = if planned.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let here: Vec<&prefetch::Prefetch> = planned.iter().filter(|p| p.target != prefetch::Target::NextIteration || w.prefetched.contains(&p.access)).collect();
+            let fasts = here.iter().map(|p| fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels)).collect();
+            (here, fasts)
+        };
         // Batch members with fast paths here, two or more of one batch: their fast tests go
         // first and one branch skips all their shadow loads (emit::fast_group).
         let batch_of = |p: &prefetch::Prefetch| match p.target {
