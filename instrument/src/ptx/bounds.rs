@@ -86,8 +86,8 @@ impl FastPath {
 /// (written where it is emitted: one per index test).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct LimitReg {
-    pub k: usize,
-    pub shift: u32,
+    k: usize,
+    shift: u32,
 }
 
 impl super::emit::Piece for LimitReg {
@@ -105,7 +105,7 @@ const MAX_INDEX_ADD: i64 = 1 << 29;
 /// `add = c / E` when `c` is a multiple of `E`, `width <= E`, `|add|` below [`MAX_INDEX_ADD`],
 /// and, for a zero-extended index, `add <= 0` (a positive `add` could wrap a large index back
 /// below the limit).
-pub(super) fn index_add(signed: bool, shift: u32, c: i64, width: u32) -> Option<i32> {
+fn index_add(signed: bool, shift: u32, c: i64, width: u32) -> Option<i32> {
     let e = 1i64 << shift;
     (u64::from(width) <= e as u64 && c % e == 0 && (c / e).abs() < MAX_INDEX_ADD && (signed || c <= 0)).then(|| (c / e) as i32)
 }

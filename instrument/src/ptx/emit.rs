@@ -703,16 +703,16 @@ pub(super) fn prefetch(
         // address is ignored, a shared-window one is a no-op.
         v.text("prefetch.L2 [%gsa0];");
     }
-    match (batch, fast) {
-        (Some((pred, first, _)), Some(fp)) if group.is_some() => {
+    match (batch, fast, group) {
+        (Some((pred, first, _)), Some(fp), Some(g)) => {
             // The batch predicate starts false: the group's shadow parts OR into it.
             if first {
                 ln!(v; "mov.pred ", pred, ", 0;");
             }
             fast_test(&mut v, "%gsa0", fp);
-            ln!(v; "mov.pred ", group.unwrap_or_default(), ", %gsp0;");
+            ln!(v; "mov.pred ", g, ", %gsp0;");
         }
-        (Some((pred, first, width)), Some(fp)) => {
+        (Some((pred, first, width)), Some(fp), None) => {
             // The fast path leaves the batch predicate as it is (false for the first member) and
             // skips the load and the encoding test, as [`probe_branch`] does.
             fast_test(&mut v, "%gsa0", fp);
@@ -724,11 +724,11 @@ pub(super) fn prefetch(
             batch_member(&mut v, scale, reg, pred, first, width);
             ln!(v; fp.label, ":");
         }
-        (Some((pred, first, width)), None) => {
+        (Some((pred, first, width)), None, _) => {
             probe_load(&mut v, form, "%gsa0", None, reg, None);
             batch_member(&mut v, scale, reg, pred, first, width);
         }
-        (None, fast) => probe_load(&mut v, form, "%gsa0", None, reg, fast.map(|fp| (fp, ""))),
+        (None, fast, _) => probe_load(&mut v, form, "%gsa0", None, reg, fast.map(|fp| (fp, ""))),
     }
     v.text("}");
     s

@@ -1323,10 +1323,8 @@ impl<'a> Rewriter<'a> {
             prefetch::Target::Batch(first) => Some(first),
             _ => None,
         };
-        let grouped = |k: usize| {
-            let b = batch_of(here[k]);
-            b.is_some() && fasts[k].is_some() && here.iter().zip(&fasts).filter(|(p, fp)| fp.is_some() && batch_of(p) == b).count() >= 2
-        };
+        let with_fast = |b: Option<usize>| here.iter().zip(&fasts).filter(|(p, fp)| fp.is_some() && batch_of(p) == b).count();
+        let grouped = |k: usize| batch_of(here[k]).is_some() && fasts[k].is_some() && with_fast(batch_of(here[k])) >= 2;
         // (fast predicate, shadow part) per grouped member.
         let mut group: Vec<(String, String)> = Vec::new();
         let mut group_label = None;
@@ -1337,7 +1335,8 @@ impl<'a> Rewriter<'a> {
                 Some((text, a)) => {
                     self.out.push_str(&text);
                     if let (Some(gf), Some((first, _)), Some(fp), access::Width::Fixed(wd), false) = (gf, batch, fast, &a.width, self.counting) {
-                        let label = emit::numbered(&emit::numbered(fp.label.0, fp.label.1), "_g");
+                        let mut label = emit::numbered(fp.label.0, fp.label.1);
+                        label.push_str("_g");
                         let part = emit::grouped_shadow_part(self.opts.form(), &a, &prefetch_reg(p.access), &batch_pred(first), *wd, &gf, &label);
                         group_label.get_or_insert_with(|| emit::numbered(&label, "a"));
                         group.push((gf, part));
