@@ -47,3 +47,15 @@ static void fill_random(float* d, int n, unsigned seed) {
     for (auto& v : h) v = (lcg(seed) >> 8) * 1e-7f;
     CK(cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
 }
+
+// A benchmark of one kernel reading `n` floats of pseudo-random input (fill_random(seed)) and
+// writing `n` floats: the region is `launch(out, in)`, the checksum `out[100]`.
+static float* map_out;
+static double map_checksum() { float v; CK(cudaMemcpy(&v, map_out + 100, 4, cudaMemcpyDeviceToHost)); return v; }
+template <class L> static void bench_map(const char* name, int n, unsigned seed, L launch) {
+    float *in, *out;
+    CK(cudaMalloc(&in, (size_t)n * 4)); CK(cudaMalloc(&out, (size_t)n * 4));
+    fill_random(in, n, seed);
+    map_out = out;
+    bench_run(name, [&] { launch(out, in); }, map_checksum);
+}
