@@ -6,6 +6,7 @@
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
+# outside: the host-registered cases (outside_checks=1) and the managed and mapped ones; benchesout, suite8out: benchesg and suite8 with outside_checks=1.
 # suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
 # frames: the suite's local cases in called functions (frames.rs) and their neighbours, with compute-sanitizer.
 # sass: SASS (cuobjdump) of .carry/sassin/*.ptx into $OUT/sass.
@@ -52,6 +53,9 @@ for spec in "$@"; do
     costs)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only steady ;;
     costold) timeout $lim python3 benches/cost_split.py --gasan $BO/gasan-run --bin-dir .carry/startup --only steady ;;
     benchesold) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $BO/gasan-run --no-sanitizer --out /tmp/o-benchesold ;;
+    outside) timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 12 --out /tmp/o-outside --only host_register_overflow_read,host_register_overflow_write,host_register_after_unregister,hostalloc_overflow_read,managed_overflow,managed_overflow_read,managed_uaf ;;
+    suite8out) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suite8out ;;
+    benchesout) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --out /tmp/o-benchesout ;;
     benchesg) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --out /tmp/o-benchesg ;;
     benchesna) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --gasan-options arg_bounds=0 --out /tmp/o-benchesna ;;
     flv)     mkdir -p /tmp/o-flv; for m in lazy EAGER; do for i in 1 2 3; do CUDA_MODULE_LOADING=${m/lazy/LAZY} $B/gasan-run --verbosity 2 --cache-dir /tmp/o-flv-cache -- .carry/startup/kernels100 b 1 > /tmp/o-flv/$m$i.txt 2>&1; grep -E "FIRST|control block|preset|module loading|cubins" /tmp/o-flv/$m$i.txt | head -12; done; done ;;

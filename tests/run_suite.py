@@ -162,13 +162,14 @@ def main():
     tools = {
         "native": lambda c, m: [b(c)] + m,
         # Reports read as JSON (one object per line), not scraped from the text.
-        "gasan-s8": lambda c, m: [a.gasan, "--report-format", "json", "--shadow-scale", "8", "--", b(c)] + m,
-        "gasan-s7": lambda c, m: [a.gasan, "--report-format", "json", "--shadow-scale", "7", "--", b(c)] + m,
-        "gasan-sass": lambda c, m: [a.gasan, "--report-format", "json", "--", b(c, "_sass")] + m,
+        # A case's own options (gasan_args: an option it needs, such as outside_checks) follow.
+        "gasan-s8": lambda c, m: [a.gasan, "--report-format", "json", "--shadow-scale", "8", *c.get("gasan_args", []), "--", b(c)] + m,
+        "gasan-s7": lambda c, m: [a.gasan, "--report-format", "json", "--shadow-scale", "7", *c.get("gasan_args", []), "--", b(c)] + m,
+        "gasan-sass": lambda c, m: [a.gasan, "--report-format", "json", *c.get("gasan_args", []), "--", b(c, "_sass")] + m,
     }
     if built("_noline"):
         # Without -lineinfo reports name the PTX line; only the kind is compared.
-        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--report-format", "json", "--", b(c, "_noline")] + m
+        tools["gasan-s8-noline"] = lambda c, m: [a.gasan, "--report-format", "json", *c.get("gasan_args", []), "--", b(c, "_noline")] + m
     if shutil.which("compute-sanitizer") and not a.no_sanitizer:
         tools["cs"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", b(c)] + m
         tools["cs-padding"] = lambda c, m: ["compute-sanitizer", "--tool", "memcheck", "--padding", "1024", b(c)] + m

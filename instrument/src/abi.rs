@@ -48,6 +48,14 @@ pub struct ControlBlock {
     pub extent_table: u64,
     /// log2 of the pool block size one extent entry describes.
     pub extent_shift: u64,
+    /// Low byte: the shadow byte a check uses for an address outside the pool.
+    /// [`outside::NO_RANGES`] (255) passes every access; [`outside::RANGES`] (0) fails every
+    /// access, which sends it to the out-of-line verdict against [`Self::outside_ranges`]. The
+    /// runtime writes 0 only once the process has such ranges, so a program without them runs
+    /// the same instructions as before they existed (the value is a constant-bank operand).
+    pub outside_shadow: u64,
+    /// Device address of the [`outside`] range table (0: none).
+    pub outside_ranges: u64,
 }
 
 impl ControlBlock {
@@ -63,6 +71,8 @@ impl ControlBlock {
             (ctl_offset::MODULE_ID, self.module_id),
             (ctl_offset::EXTENT_TABLE, self.extent_table),
             (ctl_offset::EXTENT_SHIFT, self.extent_shift),
+            (ctl_offset::OUTSIDE_SHADOW, self.outside_shadow),
+            (ctl_offset::OUTSIDE_RANGES, self.outside_ranges),
         ] {
             b[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
@@ -80,6 +90,8 @@ pub mod ctl_offset {
     pub const MODULE_ID: usize = 40;
     pub const EXTENT_TABLE: usize = 48;
     pub const EXTENT_SHIFT: usize = 56;
+    pub const OUTSIDE_SHADOW: usize = 64;
+    pub const OUTSIDE_RANGES: usize = 72;
 }
 /// One extent-table entry (see [`ControlBlock::extent_table`]): the live allocation's user
 /// bytes `[start, end)` that cover or intersect the entry's pool block, or all zero (no claim).
@@ -110,7 +122,86 @@ impl ExtentEntry {
         ExtentEntry { start: word(0), end: word(8) }
     }
 }
-pub const CONTROL_BLOCK_SIZE: usize = 64;
+pub const CONTROL_BLOCK_SIZE: usize = 80;
+
+/// Memory outside the pool that kernels reach and gasan knows the bounds of: host memory the
+/// program registered (`cuMemHostRegister`) and managed or pinned host memory the driver
+/// allocated (the pool could not take it). Kernels reach it at its own address, so it has no
+/// pool shadow; instead, once the process has any, the control block's
+/// [`ControlBlock::outside_shadow`] makes every out-of-pool check fail over to an out-of-line
+/// verdict (instrument/src/ptx/outside.rs) that reads this table, and the access goes on unless
+/// [`must_report`](outside::must_report) says otherwise.
+///
+/// Layout (pinned host memory mapped for the device, written only by the host): word 0 is the
+/// byte offset of the active [`List`](outside::LIST_SIZE) from the table's start. The host writes
+/// the inactive list whole, then switches the offset, so a kernel reading while a range is
+/// (un)registered sees the old list or the new one. A list: its entry count (u64), 8 bytes of
+/// padding, then [`CAPACITY`](outside::CAPACITY) entries of [`ENTRY_SIZE`](outside::ENTRY_SIZE).
+pub mod outside {
+    /// [`super::ControlBlock::outside_shadow`] while the process has no outside ranges: the
+    /// shadow byte that passes every access ([`crate::shadow::OUT_OF_POOL_SHADOW`]).
+    pub const NO_RANGES: u64 = crate::shadow::OUT_OF_POOL_SHADOW as u64;
+    /// [`super::ControlBlock::outside_shadow`] once it has some: a shadow byte every access fails.
+    pub const RANGES: u64 = 0;
+    /// How far past either end of a live range an access is still taken for an overflow of it
+    /// (beyond, the address may be any memory the device reaches: the check cannot tell).
+    pub const REDZONE: u64 = 4096;
+    pub const ENTRY_SIZE: usize = 32;
+    /// Bytes before a list's first entry (the count, then padding to 16).
+    pub const LIST_HEADER: usize = 16;
+    pub const CAPACITY: usize = 127;
+    pub const LIST_SIZE: usize = LIST_HEADER + CAPACITY * ENTRY_SIZE;
+    /// Offsets of the two lists from the table's start.
+    pub const LISTS: [usize; 2] = [64, 64 + LIST_SIZE];
+    pub const TABLE_SIZE: usize = LISTS[1] + LIST_SIZE;
+
+    /// One entry: accesses wholly inside `[start, start + len)` pass; others that touch
+    /// `[near_lo, near_lo + near_len)` are reported. A live range has its bytes inside and
+    /// [`REDZONE`] bytes on either side near; an unregistered one nothing inside and its old
+    /// bytes near.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Entry {
+        pub start: u64,
+        pub len: u64,
+        pub near_lo: u64,
+        pub near_len: u64,
+    }
+
+    impl Entry {
+        /// The registered (live) range `[start, end)`.
+        pub fn live(start: u64, end: u64) -> Self {
+            let near_lo = start.saturating_sub(REDZONE);
+            Entry { start, len: end - start, near_lo, near_len: end.saturating_add(REDZONE) - near_lo }
+        }
+
+        /// The range `[start, end)` that was registered and no longer is.
+        pub fn gone(start: u64, end: u64) -> Self {
+            Entry { start, len: 0, near_lo: start, near_len: end - start }
+        }
+
+        /// The entry as the device reads it (four little-endian words).
+        pub fn to_bytes(self) -> [u8; ENTRY_SIZE] {
+            let mut b = [0u8; ENTRY_SIZE];
+            for (i, w) in [self.start, self.len, self.near_lo, self.near_len].into_iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+            }
+            b
+        }
+    }
+
+    /// The verdict on an access of `width` (at least 1) bytes at out-of-pool address `addr`: it
+    /// is reported when no entry holds all of it and it touches some entry's near range. This is
+    /// the one statement of the rule; the device computes it with 64-bit wrapping arithmetic
+    /// (`addr - start < len && len - (addr - start) >= width`, `addr - near_lo < near_len`),
+    /// which for an access that does not wrap the address space is the same.
+    pub fn must_report(entries: &[Entry], addr: u64, width: u64) -> bool {
+        let (a, end) = (u128::from(addr), u128::from(addr) + u128::from(width.max(1)));
+        let inside = |e: &Entry| a >= u128::from(e.start) && end <= u128::from(e.start) + u128::from(e.len);
+        // The device tests the first byte against the near range.
+        let near = |e: &Entry| a >= u128::from(e.near_lo) && a < u128::from(e.near_lo) + u128::from(e.near_len);
+        !entries.iter().any(inside) && entries.iter().any(near)
+    }
+}
 
 /// Launch-time bounds carried in a kernel's pointer arguments ("parameter tags").
 ///
@@ -225,7 +316,7 @@ impl ParamTagTable {
 pub fn c_header() -> String {
     use ctl_offset as o;
     let full_granule_s8 = crate::shadow::Scale::S8.encode(crate::shadow::Scale::S8.granule());
-    let defines: [(&str, String); 13] = [
+    let defines: [(&str, String); 15] = [
         ("CTL_SYMBOL", format!("\"{CONTROL_BLOCK_SYMBOL}\"")),
         ("CTL_SIZE", CONTROL_BLOCK_SIZE.to_string()),
         ("CTL_POOL_BASE", o::POOL_BASE.to_string()),
@@ -236,6 +327,8 @@ pub fn c_header() -> String {
         ("CTL_MODULE_ID", o::MODULE_ID.to_string()),
         ("CTL_EXTENT_TABLE", o::EXTENT_TABLE.to_string()),
         ("CTL_EXTENT_SHIFT", o::EXTENT_SHIFT.to_string()),
+        ("CTL_OUTSIDE_SHADOW", o::OUTSIDE_SHADOW.to_string()),
+        ("CTL_OUTSIDE_RANGES", o::OUTSIDE_RANGES.to_string()),
         ("EXTENT_ENTRY_SIZE", EXTENT_ENTRY_SIZE.to_string()),
         // A shadow byte granting a whole 256-byte granule (scale 8).
         ("SHADOW_FULL_GRANULE_S8", full_granule_s8.to_string()),
@@ -491,9 +584,20 @@ mod tests {
             let line = h.lines().find(|l| l.starts_with(&format!("#define GASAN_{name} "))).unwrap_or_else(|| panic!("no {name} in\n{h}"));
             line.rsplit(' ').next().unwrap().parse().unwrap()
         };
-        let ctl = ControlBlock { pool_base: 1, pool_size: 2, shadow_base: 3, ring: 4, flags: 5, module_id: 6, extent_table: 7, extent_shift: 8 };
+        let ctl = ControlBlock { pool_base: 1, pool_size: 2, shadow_base: 3, ring: 4, flags: 5, module_id: 6, extent_table: 7, extent_shift: 8, outside_shadow: 9, outside_ranges: 10 };
         let mut from_header = vec![0u8; define("CTL_SIZE")];
-        for (name, v) in [("POOL_BASE", 1u64), ("POOL_SIZE", 2), ("SHADOW_BASE", 3), ("RING", 4), ("FLAGS", 5), ("MODULE_ID", 6), ("EXTENT_TABLE", 7), ("EXTENT_SHIFT", 8)] {
+        for (name, v) in [
+            ("POOL_BASE", 1u64),
+            ("POOL_SIZE", 2),
+            ("SHADOW_BASE", 3),
+            ("RING", 4),
+            ("FLAGS", 5),
+            ("MODULE_ID", 6),
+            ("EXTENT_TABLE", 7),
+            ("EXTENT_SHIFT", 8),
+            ("OUTSIDE_SHADOW", 9),
+            ("OUTSIDE_RANGES", 10),
+        ] {
             let at = define(&format!("CTL_{name}"));
             from_header[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
@@ -534,8 +638,10 @@ mod tests {
             module_id: 9,
             extent_table: 0x3000_0000_0000,
             extent_shift: 21,
+            outside_shadow: outside::RANGES,
+            outside_ranges: 0x7f00_1234_6000,
         };
-        // SAFETY: ControlBlock is repr(C), eight u64 words, no padding (64 bytes, checked above).
+        // SAFETY: ControlBlock is repr(C), ten u64 words, no padding (80 bytes, checked above).
         let raw: [u8; CONTROL_BLOCK_SIZE] = unsafe { std::mem::transmute(ctl) };
         assert_eq!(ctl.to_bytes(), raw);
     }

@@ -80,7 +80,7 @@ fn corpus_instruments_assembles_and_counts() {
         for scale in [Scale::S7, Scale::S8] {
             for recover in [false, true] {
                 for (optimize, aligned_pool) in [(false, false), (true, false), (true, true)] {
-                    let opts = InstrumentOptions { scale, optimize, recover, aligned_pool, hoist_loops: true, param_bounds: true };
+                    let opts = InstrumentOptions { scale, optimize, recover, aligned_pool, hoist_loops: true, param_bounds: true, outside_checks: false };
                     let r = instrument_ptx(ptx, &opts).unwrap_or_else(|e| panic!("{label}: {e}"));
                     let t = r.stats.total();
                     assert_eq!(t.unknown, 0, "{label}: unknown opcodes {:?}", r.stats.unknown_opcodes);

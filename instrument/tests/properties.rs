@@ -210,7 +210,7 @@ proptest! {
         let cut = (0..=cut).rev().find(|&i| base.is_char_boundary(i)).unwrap();
         let m = format!("{}{}{}", &base[..cut], insert, &base[cut..]);
         for recover in [false, true] {
-            let _ = instrument_ptx(&m, &InstrumentOptions { scale: Scale::S8, optimize: true, recover, aligned_pool: recover, hoist_loops: true, param_bounds: !recover });
+            let _ = instrument_ptx(&m, &InstrumentOptions { scale: Scale::S8, optimize: true, recover, aligned_pool: recover, hoist_loops: true, param_bounds: !recover, outside_checks: recover });
         }
     }
 }

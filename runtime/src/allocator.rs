@@ -85,6 +85,9 @@ pub struct AllocInfo {
     pub free_stack: Option<HostStack>,
     /// A block of the checked device heap (allocated by a kernel, not the host): its threads.
     pub heap_block: Option<crate::device_heap::HeapBlockOrigin>,
+    /// Host memory the program registered (`cuMemHostRegister`): outside the pool, checked in
+    /// kernels with `outside_checks=1` (crate::outside).
+    pub registered: bool,
     /// A pitched block (`cuMemAllocPitch`): (bytes of each row the program asked for, pitch). The
     /// rest of each row is padding, poisoned like a redzone.
     pub rows: Option<(u64, u64)>,
@@ -101,6 +104,7 @@ impl AllocInfo {
     /// `global`.
     pub fn space(&self) -> &'static str {
         match (self.heap_block.is_some(), self.managed, self.memory) {
+            _ if self.registered => "host-registered",
             (true, _, _) => "device-heap",
             (false, true, _) => "managed",
             (false, false, Memory::Host) => "host",
@@ -115,6 +119,7 @@ impl AllocInfo {
             "device-heap" => "device-heap block",
             "managed" => "managed region",
             "host" => "pinned host region",
+            "host-registered" => "host-registered region",
             _ => "region",
         }
     }
@@ -584,7 +589,22 @@ impl Allocator {
         g.next_id += 1;
         g.allocs.insert(
             start,
-            AllocInfo { id, start, size, region_end, tag, large, managed: kind.managed, memory: kind.memory, live: true, alloc_stack: stack.clone(), free_stack: None, heap_block: None, rows: None },
+            AllocInfo {
+                id,
+                start,
+                size,
+                region_end,
+                tag,
+                large,
+                managed: kind.managed,
+                memory: kind.memory,
+                live: true,
+                alloc_stack: stack.clone(),
+                free_stack: None,
+                heap_block: None,
+                registered: false,
+                rows: None,
+            },
         );
     }
 
@@ -1159,6 +1179,7 @@ impl Allocator {
                 alloc_stack: HostStack::default(),
                 free_stack: None,
                 heap_block: None,
+                registered: false,
                 rows: None,
             })
             .collect();

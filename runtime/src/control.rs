@@ -78,6 +78,10 @@ fn control_block(d: &DeviceRuntime, opts: &Options, module_id: u64) -> ControlBl
         module_id,
         extent_table,
         extent_shift: extent_shift.into(),
+        // With the table, every out-of-pool check asks it (kernels of a module instrumented
+        // without outside checks ignore both fields).
+        outside_shadow: if d.outside.is_some() { gasan_instrument::abi::outside::RANGES } else { gasan_instrument::abi::outside::NO_RANGES },
+        outside_ranges: d.outside.as_ref().map_or(0, crate::outside::OutsideTable::device_address),
     }
 }
 

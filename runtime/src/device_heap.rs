@@ -107,6 +107,7 @@ pub fn describe(backend: &dyn Backend, region: &HeapRegion, tag: u64, addr: u64,
         alloc_stack: HostStack::default(),
         free_stack: freed.then(HostStack::default),
         heap_block: Some(origin.unwrap_or(HeapBlockOrigin { alloc_ctaid: [0; 3], alloc_tid: [0; 3], free: None })),
+        registered: false,
         rows: None,
     });
 }

@@ -22,7 +22,10 @@ impl State {
                 self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let desc = d.alloc.describe(rec.addr);
+            let mut desc = d.alloc.describe(rec.addr);
+            if desc.kind == crate::allocator::AddrKind::Unknown {
+                desc = self.describe_outside(rec.addr, d.alloc.scale()).unwrap_or(desc);
+            }
             let report = crate::report::device_report(rec, self.sites.lock().unwrap().as_slice(), desc, d.device);
             if self.reporter.report(&report) {
                 n += 1;

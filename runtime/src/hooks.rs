@@ -107,7 +107,7 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
         let r = real();
         if r == CUDA_SUCCESS {
             // SAFETY: the driver just wrote the allocation's address.
-            s.foreign.insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
+            s.foreign_insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
             crate::state::log(2, || format!("{size} bytes on device {:?} passed through (pool on device {})", crate::state::current_device(), d.device));
         }
         return r;
@@ -251,7 +251,7 @@ fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
 fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResult {
     if r == CUDA_SUCCESS && !out.is_null() {
         // SAFETY: the driver just wrote the allocation's address there.
-        state().foreign.insert(unsafe { *out }, size as u64, kind);
+        state().foreign_insert(unsafe { *out }, size as u64, kind);
     }
     r
 }
@@ -281,7 +281,7 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
         Err(FreeError::WrongCall { .. }) => INVALID,
         // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.
         Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => {
-            s.foreign.remove(ptr);
+            s.foreign_remove(ptr);
             CUDA_SUCCESS
         }
         Err(err) => {
@@ -523,7 +523,7 @@ hooks! {
     }
     cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) {
         let r = real(p, size, flags);
-        if r == CUDA_SUCCESS { state().foreign.insert(p as u64, size as u64, ForeignKind::HostRegistered); }
+        if r == CUDA_SUCCESS { state().foreign_insert(p as u64, size as u64, ForeignKind::HostRegistered); }
         r
     }
     cuMemFreeHost(p: *mut c_void) {
@@ -534,10 +534,10 @@ hooks! {
             }
             return r;
         }
-        state().foreign.remove(p as u64);
+        state().foreign_remove(p as u64);
         real(p)
     }
-    cuMemHostUnregister(p: *mut c_void) { state().foreign.remove(p as u64); real(p) }
+    cuMemHostUnregister(p: *mut c_void) { state().foreign_remove(p as u64); real(p) }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync(ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
     cuMemFreeAsync_ptsz(ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }

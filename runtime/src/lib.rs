@@ -38,6 +38,7 @@ pub mod link;
 pub mod managed;
 pub mod modules;
 pub mod options;
+pub mod outside;
 pub mod prefetch;
 pub mod report;
 pub mod ring;

@@ -450,7 +450,15 @@ fn instrument_options() -> InstrumentOptions {
 /// The instrumenter's options that `opts` and a pool that does (or does not) allow the
 /// aligned-pool checks give.
 fn instrument_options_for(opts: &Options, aligned_pool: bool) -> InstrumentOptions {
-    InstrumentOptions { scale: opts.shadow_scale, optimize: true, recover: !opts.halt_on_error, aligned_pool, hoist_loops: opts.hoist_loops, param_bounds: opts.param_bounds }
+    InstrumentOptions {
+        scale: opts.shadow_scale,
+        optimize: true,
+        recover: !opts.halt_on_error,
+        aligned_pool,
+        hoist_loops: opts.hoist_loops,
+        param_bounds: opts.param_bounds,
+        outside_checks: opts.outside_checks,
+    }
 }
 
 /// What [`cached_instrumentation`] does when the cache does not hold the module.
@@ -1126,7 +1134,7 @@ mod stored_index_tests {
         PtxSource::from_entry(&e)
     }
 
-    const OPTS: InstrumentOptions = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true, param_bounds: true };
+    const OPTS: InstrumentOptions = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true, param_bounds: true, outside_checks: false };
 
     fn cache(name: &str) -> Cache {
         let d = std::env::temp_dir().join(format!("gasan-idx-{name}-{}", std::process::id()));

@@ -388,6 +388,7 @@ options_table! {
     instrument: bool = true, Any, HOST, "0: allocation-level checks only (no PTX instrumentation).";
     hoist_loops: bool = true, Any, CODE, "0: check every access in every loop iteration (no range tests at loop entry).";
     param_bounds: bool = true, Any, CODE, "1: straight-line kernels find, once, the block each pointer parameter points into (from the bounds its launch passed in the argument; a parameter no launch may tag, from the extent table of large blocks) and skip the shadow load of accesses inside it; 0: every check loads its shadow byte.";
+    outside_checks: bool = false, Any, CODE, "1: kernels also check memory outside the pool whose bounds gasan knows: host memory registered with cuMemHostRegister (cudaHostRegister), and managed or pinned host memory the driver allocated when the pool could not; an access within 4 KiB of such a range, or in one unregistered since, is reported (heap-buffer-overflow, heap-use-after-free). Costs each out-of-pool access an out-of-line lookup, and checked kernels are larger and compile slower; 0: such memory is checked in host API calls only.";
     arg_bounds: bool = true, Any, HOST, "1: a launch of a checked kernel passes each pointer argument with its block's bounds in the pointer's unused top bits (the kernel strips them where the program reads the argument); launches captured into graphs are not tagged; 0: no launch is, and checked kernels' accesses through those arguments load their shadow bytes (as with param_bounds=0).";
     verbosity: u32 = 0, Any, HOST, "1: summary at exit (modules, untracked memory, or that the program made no CUDA call); 2: every intercepted call.";
     tags: u64 = 4, TagCount, HOST, "Pointer tags: the pool is seen through this many alias windows and each allocation's pointer names one, so a pointer that walks into another live allocation is reported (tag-mismatch). A power of two up to 64; 0 (or 1): off.";
@@ -725,7 +726,7 @@ mod tests {
     #[test]
     fn code_key_holds_exactly_the_code_rows() {
         let k = Options::default().code_key();
-        assert_eq!(k, "halt_on_error=1:shadow_scale=8:hoist_loops=1:param_bounds=1");
+        assert_eq!(k, "halt_on_error=1:shadow_scale=8:hoist_loops=1:param_bounds=1:outside_checks=0");
         let o = Options { verbosity: 2, exitcode: 9, ..Options::default() };
         assert_eq!(o.code_key(), k, "host-only options leave the key alone");
         let o = Options { hoist_loops: false, ..Options::default() };

@@ -740,6 +740,7 @@ mod tests {
             alloc_stack: HostStack::default(),
             free_stack: Some(HostStack::default()),
             heap_block: Some(HeapBlockOrigin { alloc_ctaid: [1, 0, 0], alloc_tid: [7, 0, 0], free: Some(([2, 0, 0], [5, 0, 0])) }),
+            registered: false,
             rows: None,
         };
         let desc = AddrDescription { ptr_alloc: None, addr: block.start, kind: AddrKind::UseAfterFree { offset: 0 }, alloc: Some(block), shadow: None, scale: Scale::S8 };

@@ -59,6 +59,37 @@ impl SideTable {
     }
 }
 
+impl ForeignKind {
+    /// Memory of this kind that kernels of the pool's GPU reach (the outside table holds it).
+    pub fn kernels_reach(self) -> bool {
+        !matches!(self, ForeignKind::OtherDevice)
+    }
+}
+
+impl crate::state::State {
+    /// Records foreign memory the driver just handed out or registered (and, with
+    /// `outside_checks=1`, gives kernels its bounds).
+    pub fn foreign_insert(&self, start: u64, len: u64, kind: ForeignKind) {
+        self.foreign.insert(start, len, kind);
+        if kind.kernels_reach() {
+            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
+                t.add(start, len);
+            }
+        }
+    }
+
+    /// Forgets the foreign memory starting at `start` (freed, unregistered), returning it.
+    pub fn foreign_remove(&self, start: u64) -> Option<ForeignRegion> {
+        let r = self.foreign.remove(start);
+        if r.is_some_and(|r| r.kind.kernels_reach()) {
+            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
+                t.remove(start);
+            }
+        }
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,28 +146,57 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
         return None;
     }
     let bad = addr.max(end);
-    Some(crate::allocator::AddrDescription {
-        addr: bad,
-        kind: crate::allocator::AddrKind::OverflowRight { distance: bad - end },
+    Some(foreign_description(bad, crate::allocator::AddrKind::OverflowRight { distance: bad - end }, r, true, scale))
+}
+
+/// What a report says of a bad access at `addr` in or near foreign region `r` (`live`: still
+/// registered or allocated).
+fn foreign_description(addr: u64, kind: crate::allocator::AddrKind, r: &ForeignRegion, live: bool, scale: gasan_instrument::shadow::Scale) -> crate::allocator::AddrDescription {
+    crate::allocator::AddrDescription {
+        addr,
+        kind,
         ptr_alloc: None,
         alloc: Some(crate::allocator::AllocInfo {
             id: 0,
             start: r.start,
             tag: 0,
             size: r.len,
-            region_end: end,
+            region_end: r.start + r.len,
             large: false,
-            managed: true,
+            managed: r.kind == ForeignKind::Managed,
             memory: gasan_uvm::Memory::Host,
-            live: true,
+            live,
             alloc_stack: crate::allocator::HostStack::default(),
             free_stack: None,
             heap_block: None,
+            registered: r.kind == ForeignKind::HostRegistered,
             rows: None,
         }),
         shadow: None,
         scale,
-    })
+    }
+}
+
+impl crate::state::State {
+    /// A device report's address outside the pool, described from the outside table
+    /// (`outside_checks=1`): past a live range's end, before its start, or in a range gone
+    /// since (unregistered or freed). `None`: not near one.
+    pub fn describe_outside(&self, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
+        use crate::allocator::AddrKind;
+        let (start, end, live) = self.device()?.outside.as_ref()?.near(addr)?;
+        // A gone range is no longer in the side table: it was host memory of some kind.
+        let r = self.foreign.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
+        let (at, kind) = match () {
+            _ if !live => (addr, AddrKind::UseAfterFree { offset: addr - start }),
+            _ if addr < start => (addr, AddrKind::OverflowLeft { distance: start - addr }),
+            // An access that starts inside and runs past the end: its first bad byte.
+            _ => {
+                let bad = addr.max(end);
+                (bad, AddrKind::OverflowRight { distance: bad - end })
+            }
+        };
+        Some(foreign_description(at, kind, &r, live, scale))
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,9 @@ pub struct DeviceRuntime {
     /// The checked device heap, reserved when the first module calling in-kernel `malloc`/`free`
     /// gets its control block (`Err`: reserving failed once; such modules use the driver's heap).
     pub device_heap: Mutex<Option<Result<crate::device_heap::HeapRegion, ()>>>,
+    /// The table of outside ranges kernels check against (`outside_checks=1`; `None`: off, or
+    /// it could not be allocated).
+    pub outside: Option<crate::outside::OutsideTable>,
     /// Modules whose heap symbol holds the heap's address (rewritten if the heap is replaced).
     pub(crate) heap_modules: Mutex<Vec<(LoadedHandle, u64, String)>>,
 }
@@ -252,6 +255,11 @@ impl State {
             faults: Mutex::new(faults),
             device_heap: Mutex::new(None),
             heap_modules: Mutex::new(Vec::new()),
+            outside: self
+                .opts
+                .outside_checks
+                .then(crate::outside::OutsideTable::new)
+                .and_then(|t| t.map_err(|r| log(0, || format!("WARNING: cannot allocate the table of outside ranges (CUDA error {r}); outside_checks stay off"))).ok()),
         })
     }
 

@@ -161,13 +161,13 @@ fn options() -> impl Strategy<Value = Options> {
     (
         (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
         (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>(), any::<bool>()),
-        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
             |(
                 (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
                 (ctx, supp, json, instr, hoist, verb, pool, cache, patch, preload),
-                (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds, prefetch, arg_bounds),
+                (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds, prefetch, arg_bounds, outside),
             )| {
                 Options {
                     halt_on_error: halt,
@@ -185,6 +185,7 @@ fn options() -> impl Strategy<Value = Options> {
                     instrument: instr,
                     hoist_loops: hoist,
                     param_bounds: bounds,
+                    outside_checks: outside,
                     arg_bounds,
                     verbosity: verb,
                     pool_size: pool,

@@ -20,6 +20,7 @@ fn region(live: bool) -> AllocInfo {
         alloc_stack: HostStack::capture(4),
         free_stack: (!live).then(|| HostStack::capture(4)),
         heap_block: None,
+        registered: false,
         rows: None,
     }
 }

@@ -44,7 +44,7 @@ fn checked_ptx(root: &Path, dir: &Path) -> String {
     let ptx = dir.join("k.ptx");
     let out = Command::new(root.join("bin/nvcc")).args(["-ptx", "-O3", "-lineinfo", "-arch=compute_90", "-o"]).arg(&ptx).arg(&cu).output().unwrap();
     assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
-    let opts = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true, param_bounds: true };
+    let opts = InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true, param_bounds: true, outside_checks: false };
     instrument_ptx(&std::fs::read_to_string(&ptx).unwrap(), &opts).unwrap().ptx
 }
 

@@ -48,6 +48,10 @@ enum Cmd {
         /// No kernel-parameter bounds (every check loads its shadow byte).
         #[arg(long)]
         no_param_bounds: bool,
+        /// Checks of out-of-pool addresses fail over to the verdict against the runtime's table
+        /// of outside ranges (registered host memory) where the control block says so.
+        #[arg(long)]
+        outside_checks: bool,
         /// Write the site table (JSON) here.
         #[arg(long)]
         sites: Option<PathBuf>,
@@ -88,9 +92,16 @@ fn run(cli: Cli) -> Result<(), String> {
             print!("{listing}");
             Ok(())
         }
-        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, no_param_bounds, sites, threads } => {
-            let opts =
-                InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, recover, aligned_pool, hoist_loops: !no_hoist_loops, param_bounds: !no_param_bounds };
+        Cmd::Instrument { input, out, scale, no_opt, recover, aligned_pool, no_hoist_loops, no_param_bounds, outside_checks, sites, threads } => {
+            let opts = InstrumentOptions {
+                scale: Scale::from_shift(scale).expect("clap range"),
+                optimize: !no_opt,
+                recover,
+                aligned_pool,
+                hoist_loops: !no_hoist_loops,
+                param_bounds: !no_param_bounds,
+                outside_checks,
+            };
             let r = instrument_ptx_threads(&read_ptx(&input)?, &opts, threads.unwrap_or(0)).map_err(|e| format!("{}: {e}", input.display()))?;
             std::fs::write(&out, &r.ptx).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             if let Some(s) = sites {

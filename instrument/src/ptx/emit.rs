@@ -137,8 +137,8 @@ const M: &str = super::MARKER;
 pub(super) enum FixedBlock {
     /// With `no_extent`: the zero extent entry kernel-parameter lookups read (bounds.rs).
     Prelude { no_extent: bool },
-    /// A function's report block of this kind.
-    Report(ReportBlock),
+    /// A function's report block of this kind (with outside checks: see [`ReportBlock::shadow`]).
+    Report(ReportBlock, bool),
 }
 
 /// The text of a block that depends only on the scale and the publishing form: built once per process and
@@ -155,7 +155,7 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
         .or_insert_with(|| {
             match block {
                 FixedBlock::Prelude { no_extent } => prelude(scale, publish, no_extent),
-                FixedBlock::Report(report) => fail_block(report, scale, "\t", publish),
+                FixedBlock::Report(report, outside) => fail_block(report, scale, outside, "\t", publish),
             }
             .into()
         })
@@ -226,6 +226,8 @@ fn ctl_loads() -> &'static CtlLoads {
 pub(super) struct Form {
     pub scale: Scale,
     pub aligned: bool,
+    /// [`super::InstrumentOptions::outside_checks`].
+    pub outside: bool,
 }
 
 /// Function-level registers of halt mode: the address being checked, and the failing site packed
@@ -278,30 +280,41 @@ impl ReportBlock {
     }
 
     /// The statements leaving the failed shadow byte in `%rr3`, from the address in `%ra0`.
-    fn shadow(self, l: &mut Lines<'_>, scale: Scale) {
+    /// With `outside` checks the address may be outside the pool, where it has no shadow
+    /// byte: 0 is reported.
+    fn shadow(self, l: &mut Lines<'_>, scale: Scale, outside: bool) {
         match self {
             ReportBlock::Global => {
                 let ctl = CONTROL_BLOCK_SYMBOL;
                 ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
                 l.text("sub.s64 %ra1, %ra0, %ra1;");
+                if outside {
+                    ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
+                    l.text("setp.lt.u64 %rp1, %ra1, %ra2;");
+                }
                 ln!(l; "shr.u64 %ra1, %ra1, ", scale.shift(), ";");
                 ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
-                l.texts(&["add.s64 %ra1, %ra1, %ra2;", "ld.global.nc.u8 %rr3, [%ra1];"]);
+                l.text("add.s64 %ra1, %ra1, %ra2;");
+                if outside {
+                    l.texts(&["mov.u32 %rr3, 0;", "@%rp1 ld.global.nc.u8 %rr3, [%ra1];"]);
+                } else {
+                    l.text("ld.global.nc.u8 %rr3, [%ra1];");
+                }
             }
             ReportBlock::Space => l.text("mov.u32 %rr3, 0;"),
         }
     }
 
     /// The block's text (emitted once, before the function's closing brace, when used).
-    pub fn block(self, scale: Scale, publish: Publish) -> std::sync::Arc<str> {
-        fixed_text(FixedBlock::Report(self), scale, publish)
+    pub fn block(self, form: Form, publish: Publish) -> std::sync::Arc<str> {
+        fixed_text(FixedBlock::Report(self, form.outside), form.scale, publish)
     }
 }
 
 /// The report block at `report`'s label: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
 /// record's inputs, reads the shadow byte ([`ReportBlock`]), writes the record ([`record_body`])
 /// and traps.
-fn fail_block(report: ReportBlock, scale: Scale, indent: &str, publish: Publish) -> String {
+fn fail_block(report: ReportBlock, scale: Scale, outside: bool, indent: &str, publish: Publish) -> String {
     let mut s = String::new();
     let mut f = Lines::new(&mut s, indent);
     ln!(f; report.label(), ":");
@@ -312,7 +325,7 @@ fn fail_block(report: ReportBlock, scale: Scale, indent: &str, publish: Publish)
     f.texts(&["cvt.u32.u64 %rr0, %ra3;", "and.b32 %rr0, %rr0, 16777215;"]);
     ln!(f; "shr.b64 %ra3, ", LAST_SITE, ", 56;");
     f.text("cvt.u32.u64 %rr1, %ra3;");
-    report.shadow(&mut f, scale);
+    report.shadow(&mut f, scale, outside);
     record_body(&mut f, publish, report.suffix(), AfterRecord::Trap);
     f.texts(&["trap;", "}"]);
     s
@@ -552,7 +565,17 @@ fn probe_load(out: &mut Lines<'_>, form: Form, addr_reg: &str, guard: Option<&st
         out.text(&loads.shadow);
         out.text("add.s64 %gsa1, %gsa1, %gsa2;");
     }
-    ln!(out; "mov.u32 ", dst, ", ", OUT_OF_POOL_SHADOW, ";");
+    // Outside the pool, the control block's byte: one that passes, or once the process has
+    // outside ranges, one that fails over to their verdict ([`outside_verdict`]). A guarded-off
+    // access passes.
+    match guard {
+        _ if !form.outside => ln!(out; "mov.u32 ", dst, ", ", OUT_OF_POOL_SHADOW, ";"),
+        None => ln!(out; "ld.const.u8 ", dst, ", [", CONTROL_BLOCK_SYMBOL, "+", ctl_offset::OUTSIDE_SHADOW, "];"),
+        Some(g) => {
+            ln!(out; "mov.u32 ", dst, ", ", OUT_OF_POOL_SHADOW, ";");
+            ln!(out; "@", g, " ld.const.u8 ", dst, ", [", CONTROL_BLOCK_SYMBOL, "+", ctl_offset::OUTSIDE_SHADOW, "];");
+        }
+    }
     ln!(out; "@%gsp0 ld.global.nc.u8 ", dst, ", [%gsa1];");
     if form.aligned {
         out.text("}");
@@ -816,10 +839,41 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
     v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<2>;"]);
     address_setup(&mut v, a, "%gsa0");
     probe_test(&mut v, form, "%gsa0", width, None, None);
-    ln!(v; "@%gsp1 mov.b64 ", LAST_ADDR, ", %gsa0;");
-    ln!(v; "@%gsp1 mov.b64 ", LAST_SITE, ", ", packed, ";");
-    ln!(v; "@%gsp1 bra ", SHARED_FAIL, ";");
+    if !form.outside {
+        ln!(v; "@%gsp1 mov.b64 ", LAST_ADDR, ", %gsa0;");
+        ln!(v; "@%gsp1 mov.b64 ", LAST_SITE, ", ", packed, ";");
+        ln!(v; "@%gsp1 bra ", SHARED_FAIL, ";");
+        v.text("}");
+        return;
+    }
+    ln!(v; "@!%gsp1 bra ", BATCH_NEXT, site, ";");
+    outside_verdict(&mut v, "%gsa0", width, (BATCH_NEXT, site, ""));
+    ln!(v; "mov.b64 ", LAST_ADDR, ", %gsa0;");
+    ln!(v; "mov.b64 ", LAST_SITE, ", ", packed, ";");
+    ln!(v; "bra.uni ", SHARED_FAIL, ";");
+    ln!(v; BATCH_NEXT, site, ":");
     v.text("}");
+}
+
+/// Where a check goes on after its stub found an outside access the verdict passes
+/// (`$gasan_resume_<label><suffix>`), and where a batch's recheck goes on to its next member
+/// (`$gasan_bnext_<site>`) and back after its last (`$gasan_batch_resume_<line>`).
+const RESUME: &str = "$gasan_resume_";
+const BATCH_NEXT: &str = "$gasan_bnext_";
+/// Where a recover-mode probe goes on after its verdict or its report.
+const RECOVER_DONE: &str = "$gasan_rdone_";
+pub(super) const BATCH_RESUME: &str = "$gasan_batch_resume_";
+
+/// The out-of-line verdict on a failed check of `width` bytes at `addr` (a `.b64` register): a
+/// branch to `resume` (label pieces) when the address is outside the pool and
+/// [`crate::abi::outside::must_report`] passes it (see [`super::outside`]); on, to the report,
+/// otherwise.
+fn outside_verdict(f: &mut Lines<'_>, addr: &str, width: impl Piece, resume: (&str, u32, &str)) {
+    let mut pass = String::with_capacity(32);
+    pass.push_str(resume.0);
+    resume.1.put(&mut pass);
+    pass.push_str(resume.2);
+    super::outside::verdict(f, addr, &width, &pass);
 }
 
 /// At a pipelined loop's back edge: the next iteration's shadow byte becomes the current one.
@@ -851,6 +905,7 @@ pub(super) fn checked_statement_halt(
     label: u32,
     prefetched: Option<&str>,
     fast: Option<&FastPath>,
+    nested: bool,
 ) -> (String, String) {
     let scale = form.scale;
     let mut inline = String::with_capacity(1024);
@@ -883,9 +938,13 @@ pub(super) fn checked_statement_halt(
                 None => probe_branch(&mut v, form, "%gsa0", *w, guard, fast, (label, "")),
             }
             // A stub (no stores: those would cost the fast path registers) that recomputes the
-            // address from the access's operands, names the site and jumps to the shared block.
+            // address from the access's operands, lets an outside access the verdict passes go
+            // on, names the site and jumps to the shared block.
             ln!(f; "$gasan_fail_", label, ":");
             address_setup(&mut f, a, LAST_ADDR);
+            if form.outside {
+                outside_verdict(&mut f, LAST_ADDR, *w, (RESUME, label, ""));
+            }
             ln!(f; "mov.b64 ", LAST_SITE, ", ", packed_site(site, *w, kind), ";");
             ln!(f; "bra.uni ", SHARED_FAIL, ";");
         }
@@ -902,10 +961,23 @@ pub(super) fn checked_statement_halt(
                 f.texts(&["{", ".reg .b64 %gsa<6>;"]);
                 address_setup(&mut f, a, "%gsa0");
                 size_setup(&mut f, width);
+                if form.outside {
+                    f.texts(&[".reg .b32 %gsbw;", "{", ".reg .b64 %gsbm;", "min.u64 %gsbm, %gsa5, 4294967295;", "cvt.u32.u64 %gsbw, %gsbm;", "}"]);
+                }
                 if suffix == "_last" {
                     f.texts(&["add.s64 %gsa0, %gsa0, %gsa5;", "sub.s64 %gsa0, %gsa0, 1;"]);
                 }
                 ln!(f; "mov.b64 ", LAST_ADDR, ", %gsa0;");
+                // The verdict is on the whole access, from its first byte.
+                if !form.outside {
+                } else if suffix == "_last" {
+                    f.texts(&["{", ".reg .b64 %gsaf;"]);
+                    address_setup(&mut f, a, "%gsaf");
+                    outside_verdict(&mut f, "%gsaf", "%gsbw", (RESUME, label, ""));
+                    f.text("}");
+                } else {
+                    outside_verdict(&mut f, "%gsa0", "%gsbw", (RESUME, label, ""));
+                }
                 f.texts(&["min.u64 %gsa5, %gsa5, 16777215;", "shl.b64 %gsa5, %gsa5, 32;"]);
                 ln!(f; "or.b64 ", LAST_SITE, ", %gsa5, ", packed_site(site, 0, kind), ";");
                 ln!(f; "bra.uni ", SHARED_FAIL, ";");
@@ -914,6 +986,20 @@ pub(super) fn checked_statement_halt(
         }
     }
     v.text("}");
+    if !form.outside {
+        if !original.is_empty() {
+            v.verbatim(original);
+        }
+        return (inline, fail);
+    }
+    if nested {
+        // Inside a block of the body the stub goes here, jumped over ([`super::FuncState`]).
+        ln!(v; "bra.uni ", RESUME, label, ";");
+        inline.push_str(&std::mem::take(&mut fail));
+        v = Lines::new(&mut inline, indent);
+    }
+    // (Outside the check's scope: PTX labels are scoped by block.)
+    ln!(v; RESUME, label, ":");
     if !original.is_empty() {
         v.verbatim(original);
     }
@@ -946,10 +1032,19 @@ fn size_setup<'w>(v: &mut Lines<'_>, width: &'w Width) -> std::borrow::Cow<'w, s
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
 #[allow(clippy::too_many_arguments)]
-fn probe(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, report_width: &dyn Piece, kind: u8, site: u32, guard: Option<&str>, fast: Fast<'_>) {
+fn probe(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, report_width: &dyn Piece, kind: u8, site: u32, label: u32, guard: Option<&str>, fast: Fast<'_>) {
     probe_test(out, form, addr_reg, check_width, guard, fast);
     out.text("mov.u32 %gsr2, 0;");
-    ln!(out; "@%gsp1 call (%gsr2), ", SLOW_PATH_SYMBOL, ", (", addr_reg, ", ", report_width, ", ", kind, ", ", site, ", %gsr0);");
+    if form.outside {
+        // An outside access goes on unless its verdict reports it.
+        let suffix = if addr_reg == "%gsa0" { "" } else { "_last" };
+        ln!(out; "@!%gsp1 bra ", RECOVER_DONE, label, suffix, ";");
+        outside_verdict(out, addr_reg, check_width, (RECOVER_DONE, label, suffix));
+        ln!(out; "call (%gsr2), ", SLOW_PATH_SYMBOL, ", (", addr_reg, ", ", report_width, ", ", kind, ", ", site, ", %gsr0);");
+        ln!(out; RECOVER_DONE, label, suffix, ":");
+    } else {
+        ln!(out; "@%gsp1 call (%gsr2), ", SLOW_PATH_SYMBOL, ", (", addr_reg, ", ", report_width, ", ", kind, ", ", site, ", %gsr0);");
+    }
     out.text("or.b32 %gsr3, %gsr3, %gsr2;");
 }
 
@@ -966,13 +1061,13 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
     v.text("mov.u32 %gsr3, 0;");
     let kind = a.kind as u8;
     match (&a.width, a.bulk) {
-        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, w, kind, site, guard, fast.map(|fp| (fp, ""))),
+        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, w, kind, site, label, guard, fast.map(|fp| (fp, ""))),
         (width, _) => {
             // Bulk range: first and last byte.
             let size = size_setup(&mut v, width);
-            probe(&mut v, form, "%gsa0", 1, &size.as_ref(), kind, site, guard, fast.map(|fp| (fp, "")));
+            probe(&mut v, form, "%gsa0", 1, &size.as_ref(), kind, site, label, guard, fast.map(|fp| (fp, "")));
             v.texts(&["add.s64 %gsa4, %gsa0, %gsa5;", "sub.s64 %gsa4, %gsa4, 1;"]);
-            probe(&mut v, form, "%gsa4", 1, &size.as_ref(), kind, site, guard, fast.map(|fp| (fp, "_last")));
+            probe(&mut v, form, "%gsa4", 1, &size.as_ref(), kind, site, label, guard, fast.map(|fp| (fp, "_last")));
         }
     }
     v.text("setp.ne.u32 %gsp2, %gsr3, 0;");

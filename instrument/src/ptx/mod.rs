@@ -30,6 +30,7 @@ mod loops;
 #[cfg(test)]
 mod loops_sim;
 mod opcode;
+mod outside;
 mod prefetch;
 mod sites;
 mod spaces;
@@ -67,17 +68,21 @@ pub struct InstrumentOptions {
     /// each pointer parameter its checked addresses derive from, and checks of addresses inside
     /// that block's whole granules skip their shadow load.
     pub param_bounds: bool,
+    /// Checks of addresses outside the pool fail over, while the control block says so, to the
+    /// verdict against the runtime's table of outside ranges (outside.rs): each check's stub
+    /// gains the verdict and a resume label. Off: outside addresses pass, as before.
+    pub outside_checks: bool,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
-        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true, param_bounds: true }
+        Self { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true, param_bounds: true, outside_checks: false }
     }
 }
 
 impl InstrumentOptions {
     fn form(&self) -> emit::Form {
-        emit::Form { scale: self.scale, aligned: self.aligned_pool }
+        emit::Form { scale: self.scale, aligned: self.aligned_pool, outside: self.outside_checks }
     }
 }
 
@@ -191,7 +196,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 61;
+pub const REVISION: u32 = 62;
 
 /// Instruments a PTX module.
 ///
@@ -760,6 +765,10 @@ struct FuncState {
     fail_blocks: Vec<String>,
     /// Some check branches to the function's shared report block.
     uses_shared_fail: bool,
+    /// The line being rewritten is inside a block of the body (or opens or closes one): a check's
+    /// stub goes inline there, because its resume label is not visible from the body's level
+    /// (PTX labels are scoped by block).
+    nested: bool,
     /// Register provenance for shared/local checks (spaces.rs).
     spaces: spaces::FnSpaces,
     /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
@@ -1233,6 +1242,7 @@ impl<'a> Rewriter<'a> {
                     spaces: plans.module_spaces.functions.get(&name).cloned().unwrap_or_default(),
                     uses_space_fail: false,
                     bounds,
+                    nested: false,
                 });
                 opened_now = true;
                 self.stats.functions.entry(name).or_default();
@@ -1253,6 +1263,9 @@ impl<'a> Rewriter<'a> {
         }
 
         if line_has_memory {
+            if let Some(f) = w.func.as_mut() {
+                f.nested = w.depth != 1 || opens + closes > 0;
+            }
             self.access_line(plans, w, i, any_check)?;
         } else {
             if closes_body {
@@ -1363,7 +1376,16 @@ impl<'a> Rewriter<'a> {
         if let Some(recheck) = w.batch_recheck.remove(&i) {
             // The block's one branch for all its batched checks, before its first access.
             let _ = writeln!(self.out, "\t@{} bra $gasan_batch_{i}; {MARKER}", batch_pred(i));
-            f.fail_blocks.push(format!("$gasan_batch_{i}: {MARKER}\n{recheck}\ttrap; {MARKER}\n"));
+            let block = format!("$gasan_batch_{i}: {MARKER}\n{recheck}");
+            if !self.opts.outside_checks {
+                f.fail_blocks.push(format!("{block}\ttrap; {MARKER}\n"));
+            } else if w.depth == 1 {
+                let _ = writeln!(self.out, "{}{i}: {MARKER}", emit::BATCH_RESUME);
+                f.fail_blocks.push(format!("{block}\tbra.uni {}{i}; {MARKER}\n", emit::BATCH_RESUME));
+            } else {
+                // Inside a block of the body: the recheck goes here (see FuncState::nested).
+                let _ = writeln!(self.out, "\tbra.uni {}{i}; {MARKER}\n{block}{}{i}: {MARKER}", emit::BATCH_RESUME, emit::BATCH_RESUME);
+            }
             f.uses_shared_fail = true;
         }
         for &j in plans.coalescing.prefetch.moves.get(&i).into_iter().flatten() {
@@ -1451,11 +1473,11 @@ impl<'a> Rewriter<'a> {
         // Same text in every function (emit::fixed_text).
         let publish = emit::publish_for(&self.header);
         if f.uses_shared_fail {
-            self.out.push_str(&emit::ReportBlock::Global.block(self.opts.scale, publish));
+            self.out.push_str(&emit::ReportBlock::Global.block(self.opts.form(), publish));
             f.uses_shared_fail = false;
         }
         if f.uses_space_fail {
-            self.out.push_str(&emit::ReportBlock::Space.block(self.opts.scale, publish));
+            self.out.push_str(&emit::ReportBlock::Space.block(self.opts.form(), publish));
             f.uses_space_fail = false;
         }
     }
@@ -1714,7 +1736,7 @@ impl<'a> Rewriter<'a> {
             }
             // No statement of its own: the access it stands for comes later.
             let fast = fast_path_at(f, h_acc, label);
-            let (inline, fail) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, None, fast.as_ref());
+            let (inline, fail) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, None, fast.as_ref(), f.nested);
             f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -1752,7 +1774,7 @@ impl<'a> Rewriter<'a> {
         } else if opts.recover {
             emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label, fast.as_ref())
         } else {
-            let (inline, fail) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, prefetched, fast.as_ref());
+            let (inline, fail) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, prefetched, fast.as_ref(), f.nested);
             f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             inline

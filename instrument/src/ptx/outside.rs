@@ -1,0 +1,57 @@
+//! The verdict on a failed check of an address outside the pool ([`crate::abi::outside`]).
+//!
+//! With `outside_checks` ([`super::InstrumentOptions::outside_checks`]) the out-of-pool shadow
+//! byte of a check is the control block's ([`crate::abi::ControlBlock::outside_shadow`]); where
+//! the runtime makes it fail, every out-of-pool check reaches its stub, which makes this verdict
+//! before reporting: a pass goes back to the check's resume label. Inline in each stub: as one
+//! `.func` called from the stubs, ptxas kept values across the call in more registers (24 -> 32
+//! for stream_triad, 32 -> 40 for gemm_tiled; instrument/results.md).
+//!
+//! Off by default: a stub that can return makes a reconvergence point after every check, which
+//! ptxas brackets with a convergence barrier and around which it allocates registers differently
+//! (measured in instrument/results.md), on the path every check takes.
+
+use super::emit::{ln, Lines};
+use crate::abi::{ctl_offset, outside, CONTROL_BLOCK_SYMBOL};
+
+/// The verdict on a failed check of `width` bytes at `addr` (a `.b64` register): a branch to
+/// label `pass` when the address is outside the pool and [`outside::must_report`] passes it over
+/// the active list of the control block's table; it falls through (to the report) otherwise. Its
+/// own labels are `pass`'s with a prefix, so they are unique where `pass` is.
+pub(super) fn verdict(b: &mut Lines<'_>, addr: &str, width: &dyn super::emit::Piece, pass: &str) {
+    let ctl = CONTROL_BLOCK_SYMBOL;
+    let tag = &pass[1..];
+    b.texts(&["{", ".reg .b64 %oa<8>;", ".reg .b32 %ow<2>;", ".reg .pred %op<2>;"]);
+    ln!(b; "mov.u32 %ow0, ", width, ";");
+    b.text("cvt.u64.u32 %oa7, %ow0;");
+    ln!(b; "ld.const.u64 %oa1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+    ln!(b; "sub.s64 %oa1, ", addr, ", %oa1;");
+    ln!(b; "ld.const.u64 %oa2, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
+    ln!(b; "setp.lt.u64 %op0, %oa1, %oa2;");
+    ln!(b; "@%op0 bra $o_rep", tag, ";");
+    ln!(b; "ld.const.u64 %oa1, [", ctl, "+", ctl_offset::OUTSIDE_RANGES, "];");
+    b.texts(&["setp.eq.u64 %op0, %oa1, 0;"]);
+    ln!(b; "@%op0 bra ", pass, ";");
+    b.texts(&["ld.volatile.global.u64 %oa2, [%oa1];", "add.s64 %oa1, %oa1, %oa2;", "ld.volatile.global.u64 %oa2, [%oa1];"]);
+    ln!(b; "min.u64 %oa2, %oa2, ", outside::CAPACITY, ";");
+    ln!(b; "mul.lo.u64 %oa2, %oa2, ", outside::ENTRY_SIZE, ";");
+    ln!(b; "add.s64 %oa1, %oa1, ", outside::LIST_HEADER, ";");
+    b.text("add.s64 %oa2, %oa2, %oa1;");
+    b.text("mov.u32 %ow1, 0;");
+    ln!(b; "$o_loop", tag, ":");
+    b.text("setp.ge.u64 %op0, %oa1, %oa2;");
+    ln!(b; "@%op0 bra $o_end", tag, ";");
+    b.texts(&["ld.volatile.global.v2.u64 {%oa3, %oa4}, [%oa1];", "ld.volatile.global.v2.u64 {%oa5, %oa6}, [%oa1+16];"]);
+    ln!(b; "add.s64 %oa1, %oa1, ", outside::ENTRY_SIZE, ";");
+    ln!(b; "sub.s64 %oa3, ", addr, ", %oa3;");
+    b.texts(&["setp.lt.u64 %op0, %oa3, %oa4;", "sub.s64 %oa4, %oa4, %oa3;", "setp.ge.and.u64 %op0, %oa4, %oa7, %op0;"]);
+    ln!(b; "@%op0 bra ", pass, ";");
+    ln!(b; "sub.s64 %oa5, ", addr, ", %oa5;");
+    b.texts(&["setp.lt.u64 %op1, %oa5, %oa6;", "@%op1 mov.u32 %ow1, 1;"]);
+    ln!(b; "bra.uni $o_loop", tag, ";");
+    ln!(b; "$o_end", tag, ":");
+    b.text("setp.eq.u32 %op0, %ow1, 0;");
+    ln!(b; "@%op0 bra ", pass, ";");
+    ln!(b; "$o_rep", tag, ":");
+    b.text("}");
+}
