@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rewriter's "still assembles" property over the fuzz corpus: for the seeds and a sample of N
 # inputs from fuzz/corpus/ptx_rewrite that ptxas accepts as they are, the checked
-# PTX (gasan-ptx instrument, default options and --no-hoist-loops --scale 7) must assemble too.
+# PTX (gasan-ptx instrument: default options, --no-hoist-loops --scale 7, and --outside-checks
+# --aligned-pool) must assemble too.
 # Usage: fuzz/ptxas-check.sh [N]   (needs GASAN_CUDA_ROOT or scripts/cuda-toolchain.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ for f in "${files[@]}"; do
   grep -aq '\.extern\|\.weak' "$f" && flags+=(-c)
   "$root/bin/ptxas" "${flags[@]}" "$f" -o "$tmp/in.cubin" >/dev/null 2>&1 || continue
   valid=$((valid + 1))
-  for opts in "" "--no-hoist-loops --scale 7"; do
+  for opts in "" "--no-hoist-loops --scale 7" "--outside-checks --aligned-pool"; do
     # shellcheck disable=SC2086
     if ! "$ptx_tool" instrument $opts "$f" -o "$tmp/out.ptx" >/dev/null 2>&1; then
       echo "rewriter refused an input ptxas accepts ($opts): $f"; bad=$((bad + 1)); continue

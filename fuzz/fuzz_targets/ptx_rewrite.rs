@@ -26,12 +26,14 @@ use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, PtxError, MARKER}
 use gasan_instrument::shadow::Scale;
 use libfuzzer_sys::fuzz_target;
 
-const OPTION_SETS: [InstrumentOptions; 3] = [
+const OPTION_SETS: [InstrumentOptions; 4] = [
     // gasan-run's default.
-    InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true, param_bounds: true },
-    InstrumentOptions { scale: Scale::S7, optimize: true, recover: false, aligned_pool: true, hoist_loops: false, param_bounds: true },
+    InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: false, hoist_loops: true, param_bounds: true, outside_checks: false },
+    InstrumentOptions { scale: Scale::S7, optimize: true, recover: false, aligned_pool: true, hoist_loops: false, param_bounds: true, outside_checks: false },
     // halt_on_error=0, and check elimination off.
-    InstrumentOptions { scale: Scale::S8, optimize: false, recover: true, aligned_pool: false, hoist_loops: false, param_bounds: false },
+    InstrumentOptions { scale: Scale::S8, optimize: false, recover: true, aligned_pool: false, hoist_loops: false, param_bounds: false, outside_checks: false },
+    // outside_checks=1 (stubs that resume, inline stubs in nested blocks), halt and aligned.
+    InstrumentOptions { scale: Scale::S8, optimize: true, recover: false, aligned_pool: true, hoist_loops: true, param_bounds: true, outside_checks: true },
 ];
 
 /// The text's pieces between `;`, line ends and braces (each brace a piece of its own), with

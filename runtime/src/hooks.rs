@@ -537,7 +537,11 @@ hooks! {
         state().foreign_remove(p as u64);
         real(p)
     }
-    cuMemHostUnregister(p: *mut c_void) { state().foreign_remove(p as u64); real(p) }
+    cuMemHostUnregister(p: *mut c_void) {
+        let r = real(p);
+        if r == CUDA_SUCCESS { state().foreign_remove(p as u64); }
+        r
+    }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync(ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
     cuMemFreeAsync_ptsz(ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }

@@ -204,6 +204,27 @@ mod managed_range_tests {
     use super::*;
 
     #[test]
+    fn outside_records_name_the_registered_region_and_the_bug() {
+        use crate::allocator::AddrKind;
+        use gasan_instrument::abi::ErrorRecord;
+        let r = ForeignRegion { start: 0x5555_0000_1000, len: 4000, kind: ForeignKind::HostRegistered };
+        let s = gasan_instrument::shadow::Scale::S8;
+        let cases = [
+            (foreign_description(r.start + 4000, AddrKind::OverflowRight { distance: 0 }, &r, true, s), "heap-buffer-overflow", "0 bytes after 4000-byte host-registered region"),
+            (foreign_description(r.start - 8, AddrKind::OverflowLeft { distance: 8 }, &r, true, s), "heap-buffer-overflow", "8 bytes before 4000-byte host-registered region"),
+            (foreign_description(r.start + 16, AddrKind::UseAfterFree { offset: 16 }, &r, false, s), "heap-use-after-free", "16 bytes inside of 4000-byte host-registered region"),
+        ];
+        for (desc, kind, place) in cases {
+            let record = ErrorRecord { addr: desc.addr, module_id: 0, width: 4, ..Default::default() };
+            let rep = crate::report::device_report(record, &[] as &[gasan_instrument::ptx::SiteTable], desc, 0);
+            let text = crate::report::format_text(&rep);
+            assert!(text.contains(kind) && text.contains(place), "{text}");
+            let json: serde_json::Value = serde_json::from_str(&crate::report::format_json(&rep)).unwrap();
+            assert_eq!((json["kind"].as_str(), json["location"]["space"].as_str()), (Some(kind), Some("host-registered")), "{json}");
+        }
+    }
+
+    #[test]
     fn managed_ranges_past_the_requested_size_are_overflows() {
         let r = ForeignRegion { start: 0x1000, len: 4000, kind: ForeignKind::Managed };
         let s = gasan_instrument::shadow::Scale::S8;

@@ -28,6 +28,7 @@ fn rows() -> Vec<Row> {
         ("instrument", "0", |o| !o.instrument, &["off!"]),
         ("hoist_loops", "0", |o| !o.hoist_loops, &["sometimes"]),
         ("param_bounds", "0", |o| !o.param_bounds, &["often"]),
+        ("outside_checks", "1", |o| o.outside_checks, &["2"]),
         ("arg_bounds", "0", |o| !o.arg_bounds, &["tagged"]),
         ("verbosity", "2", |o| o.verbosity == 2, &["loud"]),
         ("tags", "16", |o| o.tags == 16, &["3", "128", "many"]),

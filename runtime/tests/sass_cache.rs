@@ -89,7 +89,7 @@ fn checked_ptx_compiles_to_a_cubin_that_loaders_can_take() {
     assert!(lined.iter().any(|s| s == ".debug_line") && lined.iter().any(|s| s == ".nv_debug_ptx_txt"), "GENERATE_LINE_INFO keeps line tables: {lined:?}");
     assert!(with_lines.len() > cubin.len());
     // The control block's initial data is in the file, where a preset writes it before loading
-    // (State::preset_control_block): 64 zero bytes of `.nv.constant3`, nowhere else touched.
+    // (State::preset_control_block): CONTROL_BLOCK_SIZE zero bytes of `.nv.constant3`, nowhere else touched.
     let ctl = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
     let heap = gasan_instrument::device_heap::heap_symbol(ctl);
     let [ctl_range, heap_range] = gasan_instrument::container::symbol_data_ranges(&cubin, [ctl, &heap]);
@@ -106,7 +106,7 @@ fn checked_ptx_compiles_to_a_cubin_that_loaders_can_take() {
     assert!(sass::is_cubin(&preset));
     let data = object::read::File::parse(&preset[..]).unwrap().section_by_name(".nv.constant3").unwrap().data().unwrap().to_vec();
     let at = range.start - bank_off as usize;
-    assert_eq!(data[at..at + 64], block.to_bytes());
+    assert_eq!(data[at..at + gasan_instrument::abi::CONTROL_BLOCK_SIZE], block.to_bytes());
     assert_eq!(preset.iter().zip(&cubin).filter(|(a, b)| a != b).count(), block.to_bytes().iter().filter(|&&b| b != 0).count(), "only the block's bytes change");
     // No in-kernel malloc here: no heap symbol. Absent symbols and non-ELF input give nothing.
     assert_eq!(heap_range, None);

@@ -45,6 +45,17 @@ struct Machine {
     accesses: Vec<(usize, u64, u64)>,
     /// `.param` space: call arguments and results, by name.
     params: HashMap<String, u64>,
+    /// The control block's outside fields and the table they name ([`crate::abi::outside`]);
+    /// `None`: none (an outside shadow byte that passes).
+    outside: Option<OutsideTable>,
+}
+
+/// An outside-range table in the machine's memory.
+#[derive(Clone, Debug)]
+struct OutsideTable {
+    shadow: u64,
+    at: u64,
+    bytes: Vec<u8>,
 }
 
 fn bits_of(ty: &str) -> u32 {
@@ -191,6 +202,8 @@ impl Machine {
                     x if x == ctl_offset::EXTENT_TABLE => TABLE,
                     x if x == ctl_offset::EXTENT_SHIFT => u64::from(SHIFT),
                     x if x == ctl_offset::SHADOW_BASE => SHADOW,
+                    x if x == ctl_offset::OUTSIDE_SHADOW => self.outside.as_ref().map_or(crate::abi::outside::NO_RANGES, |t| t.shadow),
+                    x if x == ctl_offset::OUTSIDE_RANGES => self.outside.as_ref().map_or(0, |t| t.at),
                     _ => panic!("control block offset {off}"),
                 };
                 self.set(o[0], if high { v >> 32 } else { v });
@@ -198,6 +211,14 @@ impl Machine {
             "ld" | "atom" | "st" | "red" => {
                 let (addr_op, dests) = if matches!(parts[0], "st" | "red") { (o[0], "") } else { (o[1], o[0]) };
                 let addr = self.address(addr_op);
+                if let Some(t) = self.outside.as_ref().filter(|t| parts.contains(&"global") && (t.at..t.at + t.bytes.len() as u64).contains(&addr)) {
+                    // The outside table: little-endian words.
+                    let words: Vec<u64> = (0..2).map(|k| (addr - t.at) as usize + 8 * k).map(|at| t.bytes.get(at..at + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()))).collect();
+                    for (k, d) in dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).enumerate() {
+                        self.set(d, words[k]);
+                    }
+                    return Flow::Next;
+                }
                 if parts.contains(&"global") && addr == NO_EXTENT {
                     for d in dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim) {
                         self.set(d, 0);
@@ -879,6 +900,11 @@ const POINTER_KERNEL: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n.
 /// Whether kernel `k` of `src`, checked with `opts` and run with `params` against `blocks`,
 /// reports.
 fn run_checked(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>) -> bool {
+    run_checked_outside(src, opts, params, blocks, None)
+}
+
+/// [`run_checked`] with an outside-range table.
+fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>, outside: Option<OutsideTable>) -> bool {
     let ptx = super::instrument_ptx(src, &opts).expect("instruments").ptx;
     let lines = super::Line::read_all(ptx.split_inclusive('\n'));
     let body = super::bodies::Bodies::scan(&lines).iter().find(|b| b.name == "k").expect("the kernel").clone();
@@ -894,7 +920,7 @@ fn run_checked(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)]
             }
         }
     }
-    let mut m = Machine { blocks, ..Machine::default() };
+    let mut m = Machine { blocks, outside, ..Machine::default() };
     for (name, v) in params {
         m.params.insert(name.to_string(), *v);
     }
@@ -915,8 +941,10 @@ fn run_checked(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)]
         match m.exec(pc, &stmts[pc]) {
             Flow::Next => pc += 1,
             // A failed check goes to a report block (a batch's recheck is reached only when one
-            // of its exact tests failed).
-            Flow::Branch(l) if l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch") => return true,
+            // of its exact tests failed). With outside checks, to its stub, whose verdict may
+            // send it back: only the shared report blocks report.
+            Flow::Branch(l) if l == super::emit::SHARED_FAIL || l == super::spaces::SPACE_FAIL => return true,
+            Flow::Branch(l) if !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return true,
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
             Flow::Ret => return false,
             Flow::Call(..) => panic!("no calls in this kernel"),
@@ -1058,6 +1086,72 @@ proptest! {
         let (recover, aligned) = (super::InstrumentOptions { recover: true, ..Default::default() }, super::InstrumentOptions { aligned_pool: true, ..Default::default() });
         for (opts, p) in [(super::InstrumentOptions::default(), &tagged), (super::InstrumentOptions::default(), &params), (super::InstrumentOptions { param_bounds: false, ..Default::default() }, &params), (recover, &tagged), (aligned, &tagged)] {
             prop_assert_eq!(run_checked(&src, opts, p, vec![a, b]), expect, "params {:x?} reads {:x?} store {:x} a {:x?} b {:x?}\n{}", p, reads, store, a, b, src);
+        }
+    }
+}
+
+/// An outside table holding `entries`, as the runtime publishes it (its second list active).
+fn outside_table(at: u64, entries: &[crate::abi::outside::Entry]) -> OutsideTable {
+    use crate::abi::outside;
+    let mut bytes = vec![0u8; outside::TABLE_SIZE];
+    let list = outside::LISTS[1];
+    bytes[..8].copy_from_slice(&(list as u64).to_le_bytes());
+    bytes[list..list + 8].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        let p = list + outside::LIST_HEADER + i * outside::ENTRY_SIZE;
+        bytes[p..p + outside::ENTRY_SIZE].copy_from_slice(&e.to_bytes());
+    }
+    OutsideTable { shadow: outside::RANGES, at, bytes }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Outside checks (outside.rs), by execution: the pointer kernel reads and writes host memory
+    /// outside the pool, around registered ranges and unregistered ones; checked with outside
+    /// checks it must report exactly when abi::outside::must_report says some access must be,
+    /// in halt and recover mode, with the aligned pool's probe, with batches and without
+    /// optimisations. Without the table (or without outside checks) it never reports.
+    #[test]
+    fn outside_checks_report_exactly_what_the_verdict_rule_says(
+        lens in proptest::collection::vec(1u64..600, 1..4), gone in proptest::collection::vec(any::<bool>(), 4), near_in in 0usize..4,
+        ks in proptest::collection::vec(-8i64..8, 3), tail in proptest::collection::vec(any::<bool>(), 3), out_k in -3i64..3,
+    ) {
+        use crate::abi::outside::{must_report, Entry};
+        // Ranges 64 KiB apart in host memory, some unregistered since; the kernel's input
+        // pointer at the start of one, its output near the end of the first.
+        let host = 0x5555_0000_0000u64;
+        let ranges: Vec<(u64, u64, bool)> = lens.iter().enumerate().map(|(i, &l)| (host + (i as u64) * 0x10000, host + (i as u64) * 0x10000 + 4 * l, !gone[i])).collect();
+        let entries: Vec<Entry> = ranges.iter().map(|&(s, e, live)| if live { Entry::live(s, e) } else { Entry::gone(s, e) }).collect();
+        let (p_in, in_end, _) = ranges[near_in.min(ranges.len() - 1)];
+        let words: Vec<i64> = ks.iter().zip(&tail).map(|(&k, &t)| if t { ((in_end - p_in) / 4) as i64 + k } else { k }).collect();
+        let reads: Vec<u64> = words.iter().map(|&w| p_in.wrapping_add_signed(4 * w)).collect();
+        let out = ranges[0].0;
+        let store_words = ((ranges[0].1 - out) / 4) as i64 + out_k - 1;
+        let store = out.wrapping_add_signed(4 * store_words);
+        let expect = reads.iter().chain([&store]).any(|&a| must_report(&entries, a, 4));
+        let params = [("k_in", p_in), ("k_out", out), ("k_d0", words[0] as u64), ("k_d1", words[1] as u64), ("k_d2", words[2] as u64), ("k_d3", store_words as u64)];
+        let table = outside_table(0x7eee_0000_0000, &entries);
+        let on = super::InstrumentOptions { outside_checks: true, ..Default::default() };
+        for opts in [on, super::InstrumentOptions { recover: true, ..on }, super::InstrumentOptions { aligned_pool: true, ..on }, super::InstrumentOptions { optimize: false, param_bounds: false, ..on }] {
+            prop_assert_eq!(run_checked_outside(POINTER_KERNEL, opts, &params, vec![], Some(table.clone())), expect, "reads {:x?} store {:x} ranges {:x?} recover={}", reads, store, ranges, opts.recover);
+            prop_assert!(!run_checked_outside(POINTER_KERNEL, opts, &params, vec![], None), "no table: outside passes");
+        }
+        prop_assert!(!run_checked_outside(POINTER_KERNEL, super::InstrumentOptions::default(), &params, vec![], Some(table)), "outside checks off");
+    }
+}
+
+/// Outside checks leave pool checks as they were: the pointer kernel's accesses in the pool
+/// report exactly as without them, with a table that holds unrelated ranges.
+#[test]
+fn outside_checks_keep_pool_checks() {
+    let a = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + 4000, slab: false };
+    let b = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + 4000, slab: false };
+    let table = outside_table(0x7eee_0000_0000, &[crate::abi::outside::Entry::live(0x5555_0000_0000, 0x5555_0000_1000)]);
+    let on = super::InstrumentOptions { outside_checks: true, ..Default::default() };
+    for (d0, expect) in [(0i64, false), (999, false), (1000, true), (-1, true)] {
+        let params = [("k_in", a.start), ("k_out", b.start), ("k_d0", d0 as u64), ("k_d1", 1), ("k_d2", 2), ("k_d3", 3)];
+        for opts in [on, super::InstrumentOptions { recover: true, ..on }, super::InstrumentOptions { aligned_pool: true, ..on }] {
+            assert_eq!(run_checked_outside(POINTER_KERNEL, opts, &params, vec![a, b], Some(table.clone())), expect, "d0={d0} recover={}", opts.recover);
         }
     }
 }
