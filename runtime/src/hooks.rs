@@ -523,7 +523,14 @@ hooks! {
     }
     cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) {
         let r = real(p, size, flags);
-        if r == CUDA_SUCCESS { state().foreign_insert(p as u64, size as u64, ForeignKind::HostRegistered); }
+        if r == CUDA_SUCCESS {
+            let s = state();
+            s.foreign_insert(p as u64, size as u64, ForeignKind::HostRegistered);
+            if !s.opts.outside_checks {
+                static NOTED: std::sync::Once = std::sync::Once::new();
+                NOTED.call_once(|| eprintln!("==gasan== the program registers host memory (cudaHostRegister): host API calls check it; kernels' accesses to it are checked with outside_checks=1 (--outside-checks 1)"));
+            }
+        }
         r
     }
     cuMemFreeHost(p: *mut c_void) {

@@ -286,7 +286,9 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             let name_start = t.find("__local_depot")?;
             let rest = &t[name_start..];
             let open = rest.find('[')?;
-            let size = rest[open + 1..rest.find(']')?].trim().parse().ok()?;
+            // (The `]` after the `[`: a malformed declaration may have one before it.)
+            let close = open + 1 + rest[open + 1..].find(']')?;
+            let size = rest[open + 1..close].trim().parse().ok()?;
             functions.get_mut(f)?.depot = Some((&rest[..open], size));
             continue;
         }
