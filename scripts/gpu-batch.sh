@@ -6,7 +6,7 @@
 # target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
-# outside: the host-registered cases (outside_checks=1) and the managed and mapped ones; benchesout, suite8out: benchesg and suite8 with outside_checks=1.
+# outside: the host-registered cases (outside_checks=1) and the managed and mapped ones; benchesout, suite8out, startupout: benchesg, suite8 and startup with outside_checks=1.
 # suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
 # frames: the suite's local cases in called functions (frames.rs) and their neighbours, with compute-sanitizer.
 # sass: SASS (cuobjdump) of .carry/sassin/*.ptx into $OUT/sass.
@@ -46,6 +46,7 @@ for spec in "$@"; do
     suite8)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suite8 ;;
     suiteg)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-suiteg ;;
     startup) timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
+    startupout) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startupout/startup.md ;;
     cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup ;;
     costd)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --diag ;;
     costf)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first ;;
