@@ -969,13 +969,12 @@ pub(super) fn checked_statement_halt(
                 }
                 ln!(f; "mov.b64 ", LAST_ADDR, ", %gsa0;");
                 // The verdict is on the whole access, from its first byte.
-                if !form.outside {
-                } else if suffix == "_last" {
+                if form.outside && suffix == "_last" {
                     f.texts(&["{", ".reg .b64 %gsaf;"]);
                     address_setup(&mut f, a, "%gsaf");
                     outside_verdict(&mut f, "%gsaf", "%gsbw", (RESUME, label, ""));
                     f.text("}");
-                } else {
+                } else if form.outside {
                     outside_verdict(&mut f, "%gsa0", "%gsbw", (RESUME, label, ""));
                 }
                 f.texts(&["min.u64 %gsa5, %gsa5, 16777215;", "shl.b64 %gsa5, %gsa5, 32;"]);
@@ -1032,12 +1031,13 @@ fn size_setup<'w>(v: &mut Lines<'_>, width: &'w Width) -> std::borrow::Cow<'w, s
 /// One recover-mode probe: the test, then a call of the slow path that returns "skip" (OR-ed into
 /// `%gsr3`) when the access is bad.
 #[allow(clippy::too_many_arguments)]
-fn probe(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, report_width: &dyn Piece, kind: u8, site: u32, label: u32, guard: Option<&str>, fast: Fast<'_>) {
+/// `at`: the check's label and the probe's suffix (unique in the function).
+fn probe(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, report_width: &dyn Piece, kind: u8, site: u32, at: (u32, &str), guard: Option<&str>, fast: Fast<'_>) {
     probe_test(out, form, addr_reg, check_width, guard, fast);
     out.text("mov.u32 %gsr2, 0;");
     if form.outside {
         // An outside access goes on unless its verdict reports it.
-        let suffix = if addr_reg == "%gsa0" { "" } else { "_last" };
+        let (label, suffix) = at;
         ln!(out; "@!%gsp1 bra ", RECOVER_DONE, label, suffix, ";");
         outside_verdict(out, addr_reg, check_width, (RECOVER_DONE, label, suffix));
         ln!(out; "call (%gsr2), ", SLOW_PATH_SYMBOL, ", (", addr_reg, ", ", report_width, ", ", kind, ", ", site, ", %gsr0);");
@@ -1061,13 +1061,13 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
     v.text("mov.u32 %gsr3, 0;");
     let kind = a.kind as u8;
     match (&a.width, a.bulk) {
-        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, w, kind, site, label, guard, fast.map(|fp| (fp, ""))),
+        (Width::Fixed(w), false) => probe(&mut v, form, "%gsa0", *w, w, kind, site, (label, ""), guard, fast.map(|fp| (fp, ""))),
         (width, _) => {
             // Bulk range: first and last byte.
             let size = size_setup(&mut v, width);
-            probe(&mut v, form, "%gsa0", 1, &size.as_ref(), kind, site, label, guard, fast.map(|fp| (fp, "")));
+            probe(&mut v, form, "%gsa0", 1, &size.as_ref(), kind, site, (label, ""), guard, fast.map(|fp| (fp, "")));
             v.texts(&["add.s64 %gsa4, %gsa0, %gsa5;", "sub.s64 %gsa4, %gsa4, 1;"]);
-            probe(&mut v, form, "%gsa4", 1, &size.as_ref(), kind, site, label, guard, fast.map(|fp| (fp, "_last")));
+            probe(&mut v, form, "%gsa4", 1, &size.as_ref(), kind, site, (label, "_last"), guard, fast.map(|fp| (fp, "_last")));
         }
     }
     v.text("setp.ne.u32 %gsp2, %gsr3, 0;");
