@@ -7,6 +7,7 @@
 //! whole, then the offset that makes it active, so a kernel reading it meanwhile sees one list or
 //! the other, never a mix.
 
+use crate::allocator::HostStack;
 use gasan_instrument::abi::outside::{self, Entry};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -15,33 +16,53 @@ use std::sync::Mutex;
 /// using one is reported.
 const GONE_KEPT: usize = 16;
 
-/// The ranges, as the runtime knows them.
+/// The ranges, as the runtime knows them, with the host stacks reports print.
 #[derive(Default, Debug, Clone)]
 pub struct Ranges {
-    /// start -> end (exclusive).
-    live: BTreeMap<u64, u64>,
-    gone: VecDeque<(u64, u64)>,
+    /// start -> (end (exclusive), where it was registered or allocated).
+    live: BTreeMap<u64, (u64, HostStack)>,
+    gone: VecDeque<Gone>,
+}
+
+#[derive(Debug, Clone)]
+struct Gone {
+    start: u64,
+    end: u64,
+    added: HostStack,
+    removed: HostStack,
+}
+
+/// What a report says of an outside address ([`Ranges::near`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Near {
+    pub start: u64,
+    pub end: u64,
+    /// Still registered (allocated); else gone, and `removed` says where.
+    pub live: bool,
+    pub added: HostStack,
+    pub removed: Option<HostStack>,
 }
 
 impl Ranges {
-    pub fn add(&mut self, start: u64, len: u64) {
+    pub fn add(&mut self, start: u64, len: u64, stack: HostStack) {
         if len == 0 {
             return;
         }
         let end = start.saturating_add(len);
         // A range registered again over old ones replaces them (the memory was reused).
-        let stale: Vec<u64> = self.live.range(..end).filter(|(_, &e)| e > start).map(|(&s, _)| s).collect();
+        let stale: Vec<u64> = self.live.range(..end).filter(|(_, (e, _))| *e > start).map(|(&s, _)| s).collect();
         for s in stale {
             self.live.remove(&s);
         }
-        self.gone.retain(|&(s, e)| e <= start || s >= end);
-        self.live.insert(start, end);
+        self.gone.retain(|g| g.end <= start || g.start >= end);
+        self.live.insert(start, (end, stack));
     }
 
-    /// The range starting at `start` is gone (unregistered, freed). Returns whether there was one.
-    pub fn remove(&mut self, start: u64) -> bool {
-        let Some(end) = self.live.remove(&start) else { return false };
-        self.gone.push_back((start, end));
+    /// The range starting at `start` is gone (unregistered, freed at `stack`). Returns whether
+    /// there was one.
+    pub fn remove(&mut self, start: u64, stack: HostStack) -> bool {
+        let Some((end, added)) = self.live.remove(&start) else { return false };
+        self.gone.push_back(Gone { start, end, added, removed: stack });
         while self.gone.len() > GONE_KEPT {
             self.gone.pop_front();
         }
@@ -53,24 +74,29 @@ impl Ranges {
     /// (closest first): the bytes between them then pass, so merging can only miss an error,
     /// never invent one; gone ranges are dropped first (oldest first).
     pub fn entries(&self) -> Vec<Entry> {
-        let mut live: Vec<(u64, u64)> = self.live.iter().map(|(&s, &e)| (s, e)).collect();
+        let mut live: Vec<(u64, u64)> = self.live.iter().map(|(&s, (e, _))| (s, *e)).collect();
         while live.len() > outside::CAPACITY {
             let i = (0..live.len() - 1).min_by_key(|&i| live[i + 1].0 - live[i].1).expect("two or more ranges");
             live[i].1 = live[i + 1].1;
             live.remove(i + 1);
         }
         let room = outside::CAPACITY - live.len();
-        let gone = self.gone.iter().rev().take(room).filter(|&&(s, e)| !live.iter().any(|&(ls, le)| s < le && ls < e));
-        live.iter().map(|&(s, e)| Entry::live(s, e)).chain(gone.map(|&(s, e)| Entry::gone(s, e))).collect()
+        let gone = self.gone.iter().rev().take(room).filter(|g| !live.iter().any(|&(ls, le)| g.start < le && ls < g.end));
+        live.iter().map(|&(s, e)| Entry::live(s, e)).chain(gone.map(|g| Entry::gone(g.start, g.end))).collect()
     }
 
     /// What a report says of an access at `addr` the device reported: the live range it is
-    /// within [`outside::REDZONE`] of, as (start, end, live), or else the gone range holding it.
-    pub fn near(&self, addr: u64) -> Option<(u64, u64, bool)> {
+    /// within [`outside::REDZONE`] of, or else the gone range holding it.
+    pub fn near(&self, addr: u64) -> Option<Near> {
         let within = |s: u64, e: u64| addr >= s.saturating_sub(outside::REDZONE) && addr < e.saturating_add(outside::REDZONE);
         let dist = |s: u64, e: u64| if addr < s { s - addr } else { addr.saturating_sub(e) };
-        let live = self.live.iter().filter(|(&s, &e)| within(s, e)).min_by_key(|(&s, &e)| dist(s, e)).map(|(&s, &e)| (s, e, true));
-        live.or_else(|| self.gone.iter().rev().find(|&&(s, e)| addr >= s && addr < e).map(|&(s, e)| (s, e, false)))
+        let live = self.live.iter().filter(|(&s, (e, _))| within(s, *e)).min_by_key(|(&s, (e, _))| dist(s, *e));
+        match live {
+            Some((&start, (end, added))) => Some(Near { start, end: *end, live: true, added: added.clone(), removed: None }),
+            None => {
+                self.gone.iter().rev().find(|g| addr >= g.start && addr < g.end).map(|g| Near { start: g.start, end: g.end, live: false, added: g.added.clone(), removed: Some(g.removed.clone()) })
+            }
+        }
     }
 }
 
@@ -130,20 +156,20 @@ impl OutsideTable {
         self.device
     }
 
-    pub fn add(&self, start: u64, len: u64) {
+    pub fn add(&self, start: u64, len: u64, stack: HostStack) {
         let mut r = self.ranges.lock().unwrap_or_else(|e| e.into_inner());
-        r.add(start, len);
+        r.add(start, len, stack);
         self.write(&r);
     }
 
-    pub fn remove(&self, start: u64) {
+    pub fn remove(&self, start: u64, stack: HostStack) {
         let mut r = self.ranges.lock().unwrap_or_else(|e| e.into_inner());
-        if r.remove(start) {
+        if r.remove(start, stack) {
             self.write(&r);
         }
     }
 
-    pub fn near(&self, addr: u64) -> Option<(u64, u64, bool)> {
+    pub fn near(&self, addr: u64) -> Option<Near> {
         self.ranges.lock().unwrap_or_else(|e| e.into_inner()).near(addr)
     }
 
@@ -183,16 +209,16 @@ mod tests {
             let mut table = vec![0u8; outside::TABLE_SIZE];
             for (slot, len, unregister) in ops {
                 let start = 0x10_0000 + slot * 0x1000;
-                if unregister { r.remove(start); } else { r.add(start, len * 100); }
+                if unregister { r.remove(start, HostStack::default()); } else { r.add(start, len * 100, HostStack::default()); }
                 publish(&mut table, &r.entries());
             }
             let entries = active(&table);
             prop_assert_eq!(&entries, &r.entries());
             let addr = 0x10_0000 + probe * 0x400;
-            let inside_live = r.live.iter().any(|(&s, &e)| addr >= s && addr + width <= e);
+            let inside_live = r.live.iter().any(|(&s, &(e, _))| addr >= s && addr + width <= e);
             prop_assert!(!(inside_live && must_report(&entries, addr, width)));
-            for (&s, &e) in &r.live {
-                let holds = r.live.iter().any(|(&s2, &e2)| e >= s2 && e < e2);
+            for (&s, &(e, _)) in &r.live {
+                let holds = r.live.iter().any(|(&s2, &(e2, _))| e >= s2 && e < e2);
                 prop_assert_eq!(must_report(&entries, e, 1), !holds, "one past [{:#x},{:#x})", s, e);
             }
         }
@@ -202,29 +228,30 @@ mod tests {
     fn more_ranges_than_the_table_holds_merge_and_never_report_inside() {
         let mut r = Ranges::default();
         for i in 0..(outside::CAPACITY as u64 + 40) {
-            r.add(0x1000_0000 + i * 0x10000 + (i % 7) * 64, 512);
+            r.add(0x1000_0000 + i * 0x10000 + (i % 7) * 64, 512, HostStack::default());
         }
         let e = r.entries();
         assert_eq!(e.len(), outside::CAPACITY);
-        for (&s, &end) in &r.live {
+        for (&s, &(end, _)) in &r.live {
             assert!(!must_report(&e, s, 4) && !must_report(&e, end - 4, 4), "[{s:#x},{end:#x})");
         }
         // The last range's right edge is still reported.
-        let (&_, &last) = r.live.iter().next_back().unwrap();
+        let (_, &(last, _)) = r.live.iter().next_back().unwrap();
         assert!(must_report(&e, last, 1));
     }
 
     #[test]
     fn unregistered_ranges_are_reported_until_registered_again() {
+        let (at_add, at_remove) = (HostStack(vec![1, 2]), HostStack(vec![3]));
         let mut r = Ranges::default();
-        r.add(0x5000, 0x800);
-        assert!(r.remove(0x5000));
+        r.add(0x5000, 0x800, at_add.clone());
+        assert!(r.remove(0x5000, at_remove.clone()));
         assert!(must_report(&r.entries(), 0x5100, 4));
-        assert_eq!(r.near(0x5100), Some((0x5000, 0x5800, false)));
-        r.add(0x5000, 0x800);
+        assert_eq!(r.near(0x5100), Some(Near { start: 0x5000, end: 0x5800, live: false, added: at_add.clone(), removed: Some(at_remove) }));
+        r.add(0x5000, 0x800, at_add.clone());
         assert!(!must_report(&r.entries(), 0x5100, 4));
-        assert_eq!(r.near(0x5800 + 12), Some((0x5000, 0x5800, true)));
+        assert_eq!(r.near(0x5800 + 12), Some(Near { start: 0x5000, end: 0x5800, live: true, added: at_add, removed: None }));
         assert_eq!(r.near(0x5800 + outside::REDZONE), None);
-        assert!(!r.remove(0x9000));
+        assert!(!r.remove(0x9000, HostStack::default()));
     }
 }

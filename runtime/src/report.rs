@@ -507,14 +507,16 @@ fn describe_text(d: &AddrDescription, o: &mut String) {
             shadow_text(d, o);
             return;
         }
+        // Registered host memory is registered and unregistered, not allocated and freed.
+        let (freed, allocated) = if a.registered { ("unregistered", "registered") } else { ("freed", "allocated") };
         if let Some(f) = &a.free_stack {
-            let _ = writeln!(o, "freed by thread T0 here:");
+            let _ = writeln!(o, "{freed} by thread T0 here:");
             for l in format_stack(f) {
                 let _ = writeln!(o, "    {l}");
             }
-            let _ = writeln!(o, "previously allocated by thread T0 here:");
+            let _ = writeln!(o, "previously {allocated} by thread T0 here:");
         } else {
-            let _ = writeln!(o, "allocated by thread T0 here:");
+            let _ = writeln!(o, "{allocated} by thread T0 here:");
         }
         for l in format_stack(&a.alloc_stack) {
             let _ = writeln!(o, "    {l}");

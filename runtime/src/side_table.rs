@@ -73,7 +73,7 @@ impl crate::state::State {
         self.foreign.insert(start, len, kind);
         if kind.kernels_reach() {
             if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
-                t.add(start, len);
+                t.add(start, len, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
             }
         }
     }
@@ -83,7 +83,7 @@ impl crate::state::State {
         let r = self.foreign.remove(start);
         if r.is_some_and(|r| r.kind.kernels_reach()) {
             if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
-                t.remove(start);
+                t.remove(start, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
             }
         }
         r
@@ -146,12 +146,19 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
         return None;
     }
     let bad = addr.max(end);
-    Some(foreign_description(bad, crate::allocator::AddrKind::OverflowRight { distance: bad - end }, r, true, scale))
+    Some(foreign_description(bad, crate::allocator::AddrKind::OverflowRight { distance: bad - end }, r, true, Default::default(), scale))
 }
 
 /// What a report says of a bad access at `addr` in or near foreign region `r` (`live`: still
 /// registered or allocated).
-fn foreign_description(addr: u64, kind: crate::allocator::AddrKind, r: &ForeignRegion, live: bool, scale: gasan_instrument::shadow::Scale) -> crate::allocator::AddrDescription {
+fn foreign_description(
+    addr: u64,
+    kind: crate::allocator::AddrKind,
+    r: &ForeignRegion,
+    live: bool,
+    stacks: (crate::allocator::HostStack, Option<crate::allocator::HostStack>),
+    scale: gasan_instrument::shadow::Scale,
+) -> crate::allocator::AddrDescription {
     crate::allocator::AddrDescription {
         addr,
         kind,
@@ -166,8 +173,8 @@ fn foreign_description(addr: u64, kind: crate::allocator::AddrKind, r: &ForeignR
             managed: r.kind == ForeignKind::Managed,
             memory: gasan_uvm::Memory::Host,
             live,
-            alloc_stack: crate::allocator::HostStack::default(),
-            free_stack: None,
+            alloc_stack: stacks.0,
+            free_stack: stacks.1,
             heap_block: None,
             registered: r.kind == ForeignKind::HostRegistered,
             rows: None,
@@ -183,7 +190,8 @@ impl crate::state::State {
     /// since (unregistered or freed). `None`: not near one.
     pub fn describe_outside(&self, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
         use crate::allocator::AddrKind;
-        let (start, end, live) = self.device()?.outside.as_ref()?.near(addr)?;
+        let near = self.device()?.outside.as_ref()?.near(addr)?;
+        let (start, end, live) = (near.start, near.end, near.live);
         // A gone range is no longer in the side table: it was host memory of some kind.
         let r = self.foreign.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
         let (at, kind) = match () {
@@ -195,7 +203,7 @@ impl crate::state::State {
                 (bad, AddrKind::OverflowRight { distance: bad - end })
             }
         };
-        Some(foreign_description(at, kind, &r, live, scale))
+        Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
     }
 }
 
@@ -210,15 +218,22 @@ mod managed_range_tests {
         let r = ForeignRegion { start: 0x5555_0000_1000, len: 4000, kind: ForeignKind::HostRegistered };
         let s = gasan_instrument::shadow::Scale::S8;
         let cases = [
-            (foreign_description(r.start + 4000, AddrKind::OverflowRight { distance: 0 }, &r, true, s), "heap-buffer-overflow", "0 bytes after 4000-byte host-registered region"),
-            (foreign_description(r.start - 8, AddrKind::OverflowLeft { distance: 8 }, &r, true, s), "heap-buffer-overflow", "8 bytes before 4000-byte host-registered region"),
-            (foreign_description(r.start + 16, AddrKind::UseAfterFree { offset: 16 }, &r, false, s), "heap-use-after-free", "16 bytes inside of 4000-byte host-registered region"),
+            (foreign_description(r.start + 4000, AddrKind::OverflowRight { distance: 0 }, &r, true, Default::default(), s), "heap-buffer-overflow", "0 bytes after 4000-byte host-registered region"),
+            (foreign_description(r.start - 8, AddrKind::OverflowLeft { distance: 8 }, &r, true, Default::default(), s), "heap-buffer-overflow", "8 bytes before 4000-byte host-registered region"),
+            (
+                foreign_description(r.start + 16, AddrKind::UseAfterFree { offset: 16 }, &r, false, (Default::default(), Some(Default::default())), s),
+                "heap-use-after-free",
+                "16 bytes inside of 4000-byte host-registered region",
+            ),
         ];
         for (desc, kind, place) in cases {
             let record = ErrorRecord { addr: desc.addr, module_id: 0, width: 4, ..Default::default() };
             let rep = crate::report::device_report(record, &[] as &[gasan_instrument::ptx::SiteTable], desc, 0);
             let text = crate::report::format_text(&rep);
             assert!(text.contains(kind) && text.contains(place), "{text}");
+            // Registered memory was registered (and unregistered), not allocated.
+            assert!(text.contains("registered by thread T0 here:") && !text.contains("allocated by"), "{text}");
+            assert_eq!(text.contains("unregistered by thread T0 here:"), kind == "heap-use-after-free", "{text}");
             let json: serde_json::Value = serde_json::from_str(&crate::report::format_json(&rep)).unwrap();
             assert_eq!((json["kind"].as_str(), json["location"]["space"].as_str()), (Some(kind), Some("host-registered")), "{json}");
         }
