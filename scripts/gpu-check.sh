@@ -24,6 +24,8 @@ check() {
     "$PROG/$bin" "$case" >"$log" 2>&1
   elif [ "$scale" = leaks ]; then
     "$BIN/gasan-run" --detect-leaks 1 -- "$PROG/$bin" "$case" >"$log" 2>&1
+  elif [ "$scale" = outside ]; then
+    "$BIN/gasan-run" --outside-checks 1 -- "$PROG/$bin" "$case" >"$log" 2>&1
   elif [ "$scale" = recover ]; then
     "$BIN/gasan-run" --halt-on-error 0 -- "$PROG/$bin" "$case" >"$log" 2>&1
   else
@@ -113,6 +115,11 @@ fi
 check mt_load_clean mt_load clean 8 0 "result ok" "BENCH mt_load" "!GPUAddressSanitizer"
 check mt_load_clean mt_load clean native 0 "result ok"
 check mt_load_overflow mt_load overflow 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel addk" "0 bytes after 4000-byte region" "!result ok"
+# Host threads registering host memory while others' kernels read theirs (outside checks): the
+# outside table switched under running kernels, freed memory registered again.
+check mt_register_clean mt_register clean outside 0 "result ok" "!GPUAddressSanitizer"
+check mt_register_clean mt_register clean native 0 "result ok"
+check mt_register_overflow mt_register overflow outside 1 "heap-buffer-overflow" "READ of size 4 in kernel sum_registered" "0 bytes after" "host-registered region" "registered by thread T0" "!result ok"
 # Two GPUs (rows meaningful on a machine with two; with one the program says so and passes).
 check mgpu_clean cases mgpu_clean 8 0 "result ok" "!GPUAddressSanitizer"
 check mgpu_overflow cases mgpu_overflow 8 "$([ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo 1 || echo 0)" "$([ "$(nvidia-smi -L | wc -l)" -ge 2 ] && echo heap-buffer-overflow || echo 'result ok')"

@@ -132,7 +132,7 @@ pub const CONTROL_BLOCK_SIZE: usize = 80;
 /// verdict (instrument/src/ptx/outside.rs) that reads this table, and the access goes on unless
 /// [`must_report`](outside::must_report) says otherwise.
 ///
-/// Layout (pinned host memory mapped for the device, written only by the host): word 0 is the
+/// Layout (device memory, written only by the host): word 0 is the
 /// byte offset of the active [`List`](outside::LIST_SIZE) from the table's start. The host writes
 /// the inactive list whole, then switches the offset, so a kernel reading while a range is
 /// (un)registered sees the old list or the new one. A list: its entry count (u64), 8 bytes of

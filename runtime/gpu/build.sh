@@ -8,6 +8,7 @@
 #   drvapp       a direct driver-API (-lcuda) application
 #   mt_alloc     64 host threads x 10k cudaMalloc/cudaFree with read-back patterns (BENCH line)
 #   mt_load      16 host threads x 50 rounds of cuModuleLoadData + cuLaunchKernel (-lcuda) and <<<>>> launches (BENCH line)
+#   mt_register  16 host threads x 100 rounds of cudaHostRegister, a kernel over the registered memory, cudaHostUnregister
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -21,6 +22,7 @@ cuda=$("$root/scripts/cuda-toolchain.sh")
 "$cuda/bin/nvcc" -ptx -lineinfo -arch=compute_90 -DLINK_B -o "$out/link_b.ptx" "$here/link_kernels.cu"
 "$cuda/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$out/link" "$here/link.cu"
 "$cuda/bin/nvcc" -O2 -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/mt_alloc" "$here/mt_alloc.cu"
+"$cuda/bin/nvcc" -O2 -lineinfo -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/mt_register" "$here/mt_register.cu"
 # The wheels ship libcudart.so.13 only; link against it through a temporary unversioned name.
 stub=$(mktemp -d)
 ln -s "$cuda/lib64/libcudart.so.13" "$stub/libcudart.so"

@@ -126,7 +126,7 @@ macro_rules! driver_api {
 /// The driver calls gasan makes on its own behalf (see [`driver_api!`]).
 pub mod api {
     use super::{CuResult, RealFn, CUDA_ERROR_UNKNOWN};
-    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUjit_option, CUlibrary, CUlibraryOption, CUlimit, CUmodule, CUmoduleLoadingMode};
+    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUjit_option, CUlibrary, CUlibraryOption, CUlimit, CUmodule, CUmoduleLoadingMode, CUstream};
     use std::ffi::{c_char, c_int, c_uint, c_void};
     driver_api! {
         cuCtxGetCurrent(ctx: *mut CUcontext);
@@ -142,12 +142,16 @@ pub mod api {
         cuLibraryGetModule(module: *mut CUmodule, library: CUlibrary);
         cuLibraryLoadData(library: *mut CUlibrary, code: *const c_void, jit_options: *mut CUjit_option, jit_values: *mut *mut c_void, jit_count: c_uint, options: *mut CUlibraryOption, values: *mut *mut c_void, count: c_uint);
         cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+        cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize);
         cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
+        cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
         cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint);
         cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint);
         cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: c_uint);
         cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
         cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode);
+        cuStreamCreate(stream: *mut CUstream, flags: c_uint);
+        cuStreamSynchronize(stream: CUstream);
     }
 }
 

@@ -3,9 +3,8 @@
 //! pinned host memory the driver allocated (the pool could not take it). Kernels reach such
 //! memory at its own address, outside the pool, so it has no shadow; the table gives its bounds.
 //!
-//! The table is pinned host memory mapped for the device, written only here: the inactive list
-//! whole, then the offset that makes it active, so a kernel reading it meanwhile sees one list or
-//! the other, never a mix.
+//! The table is device memory, written only here: the inactive list whole, then the offset that
+//! makes it active ([`OutsideTable`]).
 
 use crate::allocator::HostStack;
 use gasan_instrument::abi::outside::{self, Entry};
@@ -101,8 +100,8 @@ impl Ranges {
 }
 
 /// Writes `entries` as the list that is not active in `table` (the whole table, laid out as
-/// [`outside`] says), then makes it the active one.
-pub fn publish(table: &mut [u8], entries: &[Entry]) {
+/// [`outside`] says), then makes it the active one. Returns the list's offset.
+pub fn publish(table: &mut [u8], entries: &[Entry]) -> usize {
     assert!(table.len() >= outside::TABLE_SIZE && entries.len() <= outside::CAPACITY);
     let active = u64::from_le_bytes(table[..8].try_into().expect("8 bytes"));
     let next = if active == outside::LISTS[1] as u64 { outside::LISTS[0] } else { outside::LISTS[1] };
@@ -111,44 +110,41 @@ pub fn publish(table: &mut [u8], entries: &[Entry]) {
         let at = next + outside::LIST_HEADER + i * outside::ENTRY_SIZE;
         table[at..at + outside::ENTRY_SIZE].copy_from_slice(&e.to_bytes());
     }
-    // The list is complete before a reader can find it.
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     table[..8].copy_from_slice(&(next as u64).to_le_bytes());
+    next
 }
 
-/// The table in pinned, device-mapped host memory, and the ranges it holds.
+/// The table in device memory (kernels read it through their caches: a table in host memory
+/// cost a read across the bus per entry per check, 28× native on runtime/gpu/mt_register.cu),
+/// a host copy of it, and the ranges it holds. It is written on a stream of its own, the list
+/// first and the active offset after, and waited for, so a kernel launched after a registration
+/// returns sees it, and one running meanwhile sees the old list or the new one.
 pub struct OutsideTable {
-    host: *mut u8,
     device: u64,
-    ranges: Mutex<Ranges>,
+    stream: usize,
+    state: Mutex<(Ranges, Vec<u8>)>,
 }
-
-// SAFETY: `host` is a process-lifetime allocation only written under `ranges`' lock.
-unsafe impl Send for OutsideTable {}
-// SAFETY: as for Send.
-unsafe impl Sync for OutsideTable {}
 
 impl OutsideTable {
     /// Allocates the table (never freed: kernels may read it until the process ends), with an
     /// empty active list. Needs a current context.
     pub fn new() -> Result<Self, crate::driver::CuResult> {
-        use cudarc::driver::sys::{CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE};
-        let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
-        let r = crate::driver::api::cuMemHostAlloc(&mut host, outside::TABLE_SIZE, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-        if r != crate::driver::CUDA_SUCCESS || host.is_null() {
+        use crate::driver::{api, CUDA_SUCCESS};
+        let (mut device, mut stream) = (0u64, std::ptr::null_mut());
+        let r = api::cuMemAlloc_v2(&mut device, outside::TABLE_SIZE);
+        if r != CUDA_SUCCESS {
             return Err(r);
         }
-        // SAFETY: TABLE_SIZE bytes just allocated, not yet shared with the device. Zeroed, with
-        // the first list (count 0) active.
-        let table = unsafe { std::slice::from_raw_parts_mut(host.cast::<u8>(), outside::TABLE_SIZE) };
-        table.fill(0);
-        table[..8].copy_from_slice(&(outside::LISTS[0] as u64).to_le_bytes());
-        let mut device = 0u64;
-        let r = crate::driver::api::cuMemHostGetDevicePointer_v2(&mut device, host, 0);
-        if r != crate::driver::CUDA_SUCCESS {
+        let r = api::cuStreamCreate(&mut stream, cudarc::driver::sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32);
+        if r != CUDA_SUCCESS {
             return Err(r);
         }
-        Ok(OutsideTable { host: host.cast(), device, ranges: Mutex::new(Ranges::default()) })
+        let mut host = vec![0u8; outside::TABLE_SIZE];
+        host[..8].copy_from_slice(&(outside::LISTS[0] as u64).to_le_bytes());
+        let t = OutsideTable { device, stream: stream as usize, state: Mutex::new((Ranges::default(), Vec::new())) };
+        t.copy(&host, 0..outside::TABLE_SIZE)?;
+        t.state.lock().unwrap_or_else(|e| e.into_inner()).1 = host;
+        Ok(t)
     }
 
     /// The table's device address (the control block's `outside_ranges`).
@@ -157,27 +153,47 @@ impl OutsideTable {
     }
 
     pub fn add(&self, start: u64, len: u64, stack: HostStack) {
-        let mut r = self.ranges.lock().unwrap_or_else(|e| e.into_inner());
-        r.add(start, len, stack);
-        self.write(&r);
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0.add(start, len, stack);
+        self.write(&mut st);
     }
 
     pub fn remove(&self, start: u64, stack: HostStack) {
-        let mut r = self.ranges.lock().unwrap_or_else(|e| e.into_inner());
-        if r.remove(start, stack) {
-            self.write(&r);
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.0.remove(start, stack) {
+            self.write(&mut st);
         }
     }
 
     pub fn near(&self, addr: u64) -> Option<Near> {
-        self.ranges.lock().unwrap_or_else(|e| e.into_inner()).near(addr)
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0.near(addr)
     }
 
-    fn write(&self, r: &Ranges) {
-        // SAFETY: the table's TABLE_SIZE bytes, written only here, under the ranges' lock (the
-        // device only reads them).
-        let table = unsafe { std::slice::from_raw_parts_mut(self.host, outside::TABLE_SIZE) };
-        publish(table, &r.entries());
+    /// Publishes the ranges: the new list, then the offset that makes it active.
+    fn write(&self, st: &mut (Ranges, Vec<u8>)) {
+        let entries = st.0.entries();
+        let list = publish(&mut st.1, &entries);
+        let r = self.copy(&st.1, list..list + outside::LIST_SIZE).and_then(|()| self.copy(&st.1, 0..8));
+        // (Once; and not after a kernel's fault, 700-719, which made the context fail: that
+        // error is reported on its own.)
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        match r {
+            Err(r) if !(700..=719).contains(&r) => WARNED.call_once(|| crate::state::log(0, || format!("WARNING: writing the table of outside ranges failed (CUDA error {r}); kernels may check against an older one"))),
+            _ => {}
+        }
+    }
+
+    /// Copies `range` of the host copy `host` to the device table and waits for it.
+    fn copy(&self, host: &[u8], range: std::ops::Range<usize>) -> Result<(), crate::driver::CuResult> {
+        use crate::driver::{api, CUDA_SUCCESS};
+        let stream = self.stream as cudarc::driver::sys::CUstream;
+        let r = api::cuMemcpyHtoDAsync_v2(self.device + range.start as u64, host[range.clone()].as_ptr().cast(), range.len(), stream);
+        let r = if r == CUDA_SUCCESS { api::cuStreamSynchronize(stream) } else { r };
+        if r == CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(r)
+        }
     }
 }
 
@@ -214,6 +230,7 @@ mod tests {
             }
             let entries = active(&table);
             prop_assert_eq!(&entries, &r.entries());
+            prop_assert!(entries.len() <= outside::CAPACITY);
             let addr = 0x10_0000 + probe * 0x400;
             let inside_live = r.live.iter().any(|(&s, &(e, _))| addr >= s && addr + width <= e);
             prop_assert!(!(inside_live && must_report(&entries, addr, width)));

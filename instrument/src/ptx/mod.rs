@@ -196,7 +196,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 62;
+pub const REVISION: u32 = 63;
 
 /// Instruments a PTX module.
 ///

@@ -32,7 +32,9 @@ pub(super) fn verdict(b: &mut Lines<'_>, addr: &str, width: &dyn super::emit::Pi
     ln!(b; "ld.const.u64 %oa1, [", ctl, "+", ctl_offset::OUTSIDE_RANGES, "];");
     b.texts(&["setp.eq.u64 %op0, %oa1, 0;"]);
     ln!(b; "@%op0 bra ", pass, ";");
-    b.texts(&["ld.volatile.global.u64 %oa2, [%oa1];", "add.s64 %oa1, %oa1, %oa2;", "ld.volatile.global.u64 %oa2, [%oa1];"]);
+    // The active list and its count (plain loads: the host writes the table between kernels, or a
+    // new list beside the active one during one; cached lines are the old list's).
+    b.texts(&["ld.global.u64 %oa2, [%oa1];", "add.s64 %oa1, %oa1, %oa2;", "ld.global.u64 %oa2, [%oa1];"]);
     ln!(b; "min.u64 %oa2, %oa2, ", outside::CAPACITY, ";");
     ln!(b; "mul.lo.u64 %oa2, %oa2, ", outside::ENTRY_SIZE, ";");
     ln!(b; "add.s64 %oa1, %oa1, ", outside::LIST_HEADER, ";");
@@ -41,7 +43,7 @@ pub(super) fn verdict(b: &mut Lines<'_>, addr: &str, width: &dyn super::emit::Pi
     ln!(b; "$o_loop", tag, ":");
     b.text("setp.ge.u64 %op0, %oa1, %oa2;");
     ln!(b; "@%op0 bra $o_end", tag, ";");
-    b.texts(&["ld.volatile.global.v2.u64 {%oa3, %oa4}, [%oa1];", "ld.volatile.global.v2.u64 {%oa5, %oa6}, [%oa1+16];"]);
+    b.texts(&["ld.global.v2.u64 {%oa3, %oa4}, [%oa1];", "ld.global.v2.u64 {%oa5, %oa6}, [%oa1+16];"]);
     ln!(b; "add.s64 %oa1, %oa1, ", outside::ENTRY_SIZE, ";");
     ln!(b; "sub.s64 %oa3, ", addr, ", %oa3;");
     b.texts(&["setp.lt.u64 %op0, %oa3, %oa4;", "sub.s64 %oa4, %oa4, %oa3;", "setp.ge.and.u64 %op0, %oa4, %oa7, %op0;"]);
