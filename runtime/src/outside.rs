@@ -178,7 +178,9 @@ impl OutsideTable {
         // error is reported on its own.)
         static WARNED: std::sync::Once = std::sync::Once::new();
         match r {
-            Err(r) if !(700..=719).contains(&r) => WARNED.call_once(|| crate::state::log(0, || format!("WARNING: writing the table of outside ranges failed (CUDA error {r}); kernels may check against an older one"))),
+            Err(r) if !(700..=719).contains(&r) => {
+                WARNED.call_once(|| crate::state::log(0, || format!("WARNING: writing the table of outside ranges failed (CUDA error {r}); kernels may check against an older one")))
+            }
             _ => {}
         }
     }
