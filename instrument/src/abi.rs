@@ -187,6 +187,39 @@ pub mod outside {
             }
             b
         }
+
+        /// The inverse of [`Self::to_bytes`].
+        pub fn from_bytes(b: &[u8; ENTRY_SIZE]) -> Self {
+            let w = |i: usize| word(b, i * 8);
+            Entry { start: w(0), len: w(1), near_lo: w(2), near_len: w(3) }
+        }
+    }
+
+    fn word(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    /// Writes `entries` as the list that is not active in `table` (an image of the whole table),
+    /// then makes it the active one. Returns the list's offset: the host copies the list's
+    /// [`LIST_SIZE`] bytes to the device first and word 0 after.
+    pub fn publish(table: &mut [u8], entries: &[Entry]) -> usize {
+        assert!(table.len() >= TABLE_SIZE && entries.len() <= CAPACITY);
+        let next = if word(table, 0) == LISTS[1] as u64 { LISTS[0] } else { LISTS[1] };
+        table[next..next + 8].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+        for (i, e) in entries.iter().enumerate() {
+            let at = next + LIST_HEADER + i * ENTRY_SIZE;
+            table[at..at + ENTRY_SIZE].copy_from_slice(&e.to_bytes());
+        }
+        table[..8].copy_from_slice(&(next as u64).to_le_bytes());
+        next
+    }
+
+    /// The active list of a table image, read as the device reads it (its count clamped to
+    /// [`CAPACITY`]).
+    pub fn active_entries(table: &[u8]) -> Vec<Entry> {
+        let list = word(table, 0) as usize;
+        let n = (word(table, list) as usize).min(CAPACITY);
+        (0..n).map(|i| list + LIST_HEADER + i * ENTRY_SIZE).map(|at| Entry::from_bytes(table[at..at + ENTRY_SIZE].try_into().expect("an entry"))).collect()
     }
 
     /// The verdict on an access of `width` (at least 1) bytes at out-of-pool address `addr`: it
@@ -644,6 +677,21 @@ mod tests {
         // SAFETY: ControlBlock is repr(C), ten u64 words, no padding (80 bytes, checked above).
         let raw: [u8; CONTROL_BLOCK_SIZE] = unsafe { std::mem::transmute(ctl) };
         assert_eq!(ctl.to_bytes(), raw);
+    }
+
+    #[test]
+    fn outside_tables_read_back_as_published_and_switch_lists() {
+        let e = [outside::Entry::live(0x5555_0000_1000, 0x5555_0000_1fa0), outside::Entry::gone(0x7f00_0000_0000, 0x7f00_0000_4000)];
+        assert_eq!(outside::Entry::from_bytes(&e[0].to_bytes()), e[0]);
+        let mut table = vec![0u8; outside::TABLE_SIZE];
+        let first = outside::publish(&mut table, &e);
+        assert_eq!(outside::active_entries(&table), e);
+        // The next list goes beside the active one, which stays intact until the switch.
+        let before = table.clone();
+        let second = outside::publish(&mut table, &e[..1]);
+        assert_ne!(first, second);
+        assert_eq!(table[first..first + outside::LIST_SIZE], before[first..first + outside::LIST_SIZE]);
+        assert_eq!(outside::active_entries(&table), e[..1]);
     }
 
     #[test]

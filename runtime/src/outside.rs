@@ -7,7 +7,7 @@
 //! makes it active ([`OutsideTable`]).
 
 use crate::allocator::HostStack;
-use gasan_instrument::abi::outside::{self, Entry};
+use gasan_instrument::abi::outside::{self, publish, Entry};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
@@ -99,21 +99,6 @@ impl Ranges {
     }
 }
 
-/// Writes `entries` as the list that is not active in `table` (the whole table, laid out as
-/// [`outside`] says), then makes it the active one. Returns the list's offset.
-pub fn publish(table: &mut [u8], entries: &[Entry]) -> usize {
-    assert!(table.len() >= outside::TABLE_SIZE && entries.len() <= outside::CAPACITY);
-    let active = u64::from_le_bytes(table[..8].try_into().expect("8 bytes"));
-    let next = if active == outside::LISTS[1] as u64 { outside::LISTS[0] } else { outside::LISTS[1] };
-    table[next..next + 8].copy_from_slice(&(entries.len() as u64).to_le_bytes());
-    for (i, e) in entries.iter().enumerate() {
-        let at = next + outside::LIST_HEADER + i * outside::ENTRY_SIZE;
-        table[at..at + outside::ENTRY_SIZE].copy_from_slice(&e.to_bytes());
-    }
-    table[..8].copy_from_slice(&(next as u64).to_le_bytes());
-    next
-}
-
 /// The table in device memory (kernels read it through their caches: a table in host memory
 /// cost a read across the bus per entry per check, 28× native on runtime/gpu/mt_register.cu),
 /// a host copy of it, and the ranges it holds. It is written on a stream of its own, the list
@@ -140,7 +125,7 @@ impl OutsideTable {
             return Err(r);
         }
         let mut host = vec![0u8; outside::TABLE_SIZE];
-        host[..8].copy_from_slice(&(outside::LISTS[0] as u64).to_le_bytes());
+        publish(&mut host, &[]);
         let t = OutsideTable { device, stream: stream as usize, state: Mutex::new((Ranges::default(), Vec::new())) };
         t.copy(&host, 0..outside::TABLE_SIZE)?;
         t.state.lock().unwrap_or_else(|e| e.into_inner()).1 = host;
@@ -205,18 +190,6 @@ mod tests {
     use gasan_instrument::abi::outside::must_report;
     use proptest::prelude::*;
 
-    /// The active list of a published table, read as the device reads it.
-    fn active(table: &[u8]) -> Vec<Entry> {
-        let word = |at: usize| u64::from_le_bytes(table[at..at + 8].try_into().unwrap());
-        let list = word(0) as usize;
-        (0..word(list) as usize)
-            .map(|i| {
-                let at = list + outside::LIST_HEADER + i * outside::ENTRY_SIZE;
-                Entry { start: word(at), len: word(at + 8), near_lo: word(at + 16), near_len: word(at + 24) }
-            })
-            .collect()
-    }
-
     proptest! {
         /// Whatever was registered and unregistered, in whatever order: an access inside a live
         /// range is never reported, one just past a live range's end that no live range holds
@@ -230,7 +203,7 @@ mod tests {
                 if unregister { r.remove(start, HostStack::default()); } else { r.add(start, len * 100, HostStack::default()); }
                 publish(&mut table, &r.entries());
             }
-            let entries = active(&table);
+            let entries = outside::active_entries(&table);
             prop_assert_eq!(&entries, &r.entries());
             prop_assert!(entries.len() <= outside::CAPACITY);
             let addr = 0x10_0000 + probe * 0x400;

@@ -286,11 +286,11 @@ impl ReportBlock {
         match self {
             ReportBlock::Global => {
                 let ctl = CONTROL_BLOCK_SYMBOL;
-                ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
-                l.text("sub.s64 %ra1, %ra0, %ra1;");
                 if outside {
-                    ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
-                    l.text("setp.lt.u64 %rp1, %ra1, %ra2;");
+                    pool_test(l, "%ra0", ("%ra1", "%ra2"), "%rp1");
+                } else {
+                    ln!(l; "ld.const.u64 %ra1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
+                    l.text("sub.s64 %ra1, %ra0, %ra1;");
                 }
                 ln!(l; "shr.u64 %ra1, %ra1, ", scale.shift(), ";");
                 ln!(l; "ld.const.u64 %ra2, [", ctl, "+", ctl_offset::SHADOW_BASE, "];");
@@ -309,6 +309,16 @@ impl ReportBlock {
     pub fn block(self, form: Form, publish: Publish) -> std::sync::Arc<str> {
         fixed_text(FixedBlock::Report(self, form.outside), form.scale, publish)
     }
+}
+
+/// The cold paths' in-pool test (the checks' own is [`probe_load`]'s): `pred` = `addr` is in the
+/// pool, leaving its pool offset in `regs.0` (`regs.1` is clobbered).
+pub(super) fn pool_test(l: &mut Lines<'_>, addr: &str, regs: (&str, &str), pred: &str) {
+    let (off, size) = regs;
+    ln!(l; "ld.const.u64 ", off, ", [", CONTROL_BLOCK_SYMBOL, "+", ctl_offset::POOL_BASE, "];");
+    ln!(l; "sub.s64 ", off, ", ", addr, ", ", off, ";");
+    ln!(l; "ld.const.u64 ", size, ", [", CONTROL_BLOCK_SYMBOL, "+", ctl_offset::POOL_SIZE, "];");
+    ln!(l; "setp.lt.u64 ", pred, ", ", off, ", ", size, ";");
 }
 
 /// The report block at `report`'s label: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the

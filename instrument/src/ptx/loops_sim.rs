@@ -1090,17 +1090,11 @@ proptest! {
     }
 }
 
-/// An outside table holding `entries`, as the runtime publishes it (its second list active).
+/// An outside table holding `entries`, published as the runtime publishes it.
 fn outside_table(at: u64, entries: &[crate::abi::outside::Entry]) -> OutsideTable {
     use crate::abi::outside;
     let mut bytes = vec![0u8; outside::TABLE_SIZE];
-    let list = outside::LISTS[1];
-    bytes[..8].copy_from_slice(&(list as u64).to_le_bytes());
-    bytes[list..list + 8].copy_from_slice(&(entries.len() as u64).to_le_bytes());
-    for (i, e) in entries.iter().enumerate() {
-        let p = list + outside::LIST_HEADER + i * outside::ENTRY_SIZE;
-        bytes[p..p + outside::ENTRY_SIZE].copy_from_slice(&e.to_bytes());
-    }
+    outside::publish(&mut bytes, entries);
     OutsideTable { shadow: outside::RANGES, at, bytes }
 }
 

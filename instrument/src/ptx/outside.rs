@@ -24,10 +24,7 @@ pub(super) fn verdict(b: &mut Lines<'_>, addr: &str, width: &dyn super::emit::Pi
     b.texts(&["{", ".reg .b64 %oa<8>;", ".reg .b32 %ow<2>;", ".reg .pred %op<2>;"]);
     ln!(b; "mov.u32 %ow0, ", width, ";");
     b.text("cvt.u64.u32 %oa7, %ow0;");
-    ln!(b; "ld.const.u64 %oa1, [", ctl, "+", ctl_offset::POOL_BASE, "];");
-    ln!(b; "sub.s64 %oa1, ", addr, ", %oa1;");
-    ln!(b; "ld.const.u64 %oa2, [", ctl, "+", ctl_offset::POOL_SIZE, "];");
-    ln!(b; "setp.lt.u64 %op0, %oa1, %oa2;");
+    super::emit::pool_test(b, addr, ("%oa1", "%oa2"), "%op0");
     ln!(b; "@%op0 bra $o_rep", tag, ";");
     ln!(b; "ld.const.u64 %oa1, [", ctl, "+", ctl_offset::OUTSIDE_RANGES, "];");
     b.texts(&["setp.eq.u64 %op0, %oa1, 0;"]);
