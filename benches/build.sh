@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds every benchmark with the pinned nvcc into OUTDIR (default .carry/bench):
+# Builds every benchmark with the pinned nvcc into OUTDIR (default build/bench):
 #   NAME       sm_90 SASS + compute_90 PTX, -O3 -lineinfo (what gasan instruments)
 #   NAME.csan  the same with `-sanitize memcheck` (compute-sanitizer's compile-time mode)
 # and the whole-program benchmarks of benches/startup (benches/run_startup.py) into STARTUP_OUT
-# (default .carry/startup), stripped: startup1 / kernels100 (kernels.cu with 1 / 100 kernels) and
+# (default build/startup), stripped: startup1 / kernels100 (kernels.cu with 1 / 100 kernels) and
 # one binary per short program, and benches/diag/kernel_times.
 # Set BENCH_ONLY_PLAIN=1 to skip the .csan builds (CI); BENCH_ONLY_STARTUP=1 to build only
 # benches/startup.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-out=${1:-$root/.carry/bench}
+out=${1:-$root/build/bench}
 mkdir -p "$out"
 cuda=$("$root/scripts/cuda-toolchain.sh")
 arch="-gencode arch=compute_90,code=[compute_90,sm_90]"
@@ -21,7 +21,7 @@ build() {
     "$cuda/bin/nvcc" -O3 -lineinfo $arch -sanitize memcheck -o "$out/$name.csan" "$src"
   fi
 }
-sout=${STARTUP_OUT:-$root/.carry/startup}
+sout=${STARTUP_OUT:-$root/build/startup}
 mkdir -p "$sout"
 build_startup() {
   local src=$1 name=$2; shift 2

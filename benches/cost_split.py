@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where gasan's costs come from, on the whole-program benchmarks (benches/startup, built by
-benches/build.sh into .carry/startup). Prints two tables:
+benches/build.sh into build/startup). Prints two tables:
 
   steady   median CUDA-event ms of the GPU region (3 processes x SHORT_REPS=20, warm cache) under
            native, gasan, and gasan with one part switched off: --arg-bounds 0 (no bounds in launch
@@ -11,7 +11,7 @@ benches/build.sh into .carry/startup). Prints two tables:
            --tags 0 and --instrument 0
 
 Usage (on the GPU machine):
-  python3 benches/cost_split.py --gasan .carry/bin/gasan-run --bin-dir .carry/startup [--only steady|first] [--diag]
+  python3 benches/cost_split.py --gasan build/bin/gasan-run --bin-dir build/startup [--only steady|first] [--diag]
 """
 import argparse, os, re, statistics, subprocess, tempfile
 

@@ -3,8 +3,8 @@
 and compute-sanitizer on a `-sanitize memcheck` build; prints ratios to native and the geometric
 mean, peak device memory (native vs gasan) and gasan start-up time (cold and warm cache).
 
-Usage (on the GPU machine): python3 benches/run_benches.py --bin-dir .carry/bench \
-        --gasan .carry/bin/gasan-run [--out results.md] [--only NAME,NAME] [--no-sanitizer]
+Usage (on the GPU machine): python3 benches/run_benches.py --bin-dir build/bench \
+        --gasan build/bin/gasan-run [--out results.md] [--only NAME,NAME] [--no-sanitizer]
 """
 import argparse, math, os, re, shutil, subprocess, sys, tempfile, threading, time
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Whole-program benchmarks: what a user pays for a short program under gasan, first launches
-included (benches/startup, built by benches/build.sh into .carry/startup).
+included (benches/startup, built by benches/build.sh into build/startup).
 
 Configurations, in the same run:
   native       the program alone
@@ -19,7 +19,7 @@ Measurements:
       CUDA events); geometric means of each over native, separately
 
 Usage (on the GPU machine):
-  python3 benches/run_startup.py --bin-dir .carry/startup --gasan .carry/bin/gasan-run \
+  python3 benches/run_startup.py --bin-dir build/startup --gasan build/bin/gasan-run \
       [--ptxas PATH] [--repeat 3] [--out results.md] [--only gemm,atax] [--no-sanitizer]
 """
 import argparse, math, os, re, shutil, statistics, subprocess, sys, tempfile, time

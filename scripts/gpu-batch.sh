@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# One batched GPU session (the lent GPU machine runs one command at a time): unpacks the suite and
-# benchmark builds carried as .carry/pack/sb.tar.xz (tar -C .carry -cf - suite bench | xz), then runs
+# Several GPU steps in one command (a lent GPU machine runs one command at a time): unpacks the suite and
+# benchmark builds carried as build/pack/suite-bench.tar.xz (tar -C build -cf - suite bench | xz), then runs
 # each STEP with its own time limit and keeps its output in $OUT/STEP.txt (the device tool returns
 # $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
-# target/release in .carry/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
+# target/release in build/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
 # Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
-# preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use .carry/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
+# preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use build/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
 # outside: the host-registered cases (outside_checks=1) and the managed and mapped ones; benchesout, suite8out, startupout: benchesg, suite8 and startup with outside_checks=1.
-# suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of .carry/bin over .carry/corp (a copy of the identical corpus); bigthreads: gasan-ptx bench of .carry/bin-old and .carry/bin over .carry/big (a multi-MB module) at 1-16 threads.
+# suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of build/bin over build/corpus (a copy of the identical corpus); bigthreads: gasan-ptx bench of build/bin-old and build/bin over build/big (a multi-MB module) at 1-16 threads.
 # frames: the suite's local cases in called functions (frames.rs) and their neighbours, with compute-sanitizer.
-# sass: SASS (cuobjdump) of .carry/sassin/*.ptx into $OUT/sass.
-# cvar: benches/diag/cache_variants.py over kernel_times and .carry/kv's stencils (each part of the checks taken out of the cached checked PTX).
-# diag: the driver-only load experiment (benches/diag, built into .carry/exp); firstab, costab: first launches and steady state of .carry/bin against .carry/bin-old, interleaved in one run.
+# sass: SASS (cuobjdump) of build/sass-in/*.ptx into $OUT/sass.
+# cvar: benches/diag/cache_variants.py over kernel_times and build/kernel-variants's stencils (each part of the checks taken out of the cached checked PTX).
+# diag: the driver-only load experiment (benches/diag, built into build/diag); firstab, costab: first launches and steady state of build/bin against build/bin-old, interleaved in one run.
 set -u
 export PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/r}; mkdir -p "$R"
-B=$(realpath .carry/bin)
+B=$(realpath build/bin)
 # An older build for A/B runs on the same machine (costold, benchesold), when carried.
-BO=$(realpath .carry/bin-old 2>/dev/null || echo /nonexistent)
+BO=$(realpath build/bin-old 2>/dev/null || echo /nonexistent)
 W=/tmp/w
-if [ ! -d $W/suite ]; then mkdir -p $W && tar -C $W -xJf .carry/pack/sb.tar.xz; fi
-# Suite programs built after the pack (carried as .carry/suitenew) join it.
-if [ -d .carry/suitenew ]; then cp -f .carry/suitenew/* $W/suite/; fi
+if [ ! -d $W/suite ]; then mkdir -p $W && tar -C $W -xJf build/pack/suite-bench.tar.xz; fi
+# Suite programs built after the pack (carried as build/suite-new) join it.
+if [ -d build/suite-new ]; then cp -f build/suite-new/* $W/suite/; fi
 export PATH=$PATH:/usr/local/cuda/bin
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 summary=()
@@ -40,37 +40,37 @@ for spec in "$@"; do
     spaces)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-spaces --only local_negative_index,local_overflow,local_write_negative,shared_cp_async_overflow,shared_dynamic_overflow,shared_dynamic_read_past,shared_histogram_bad_bin,shared_ldmatrix_overflow,shared_next_array,shared_read_past,shared_static_overflow,shared_wmma_overflow,use_after_return_scope,use_after_scope,tag_neighbour_read ;;
     frames)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 14 --out /tmp/o-frames --only local_callee_read_past,local_callee_write_past,local_nested_callee_read,use_after_return_callee,use_after_return_scope,local_negative_index,local_overflow,local_write_negative,use_after_scope,device_fn_overflow ;;
     stressgrid) OUT=/tmp/o-stress ONLY=grid GASAN_BIN=$B timeout $lim bash scripts/gpu-stress.sh ;;
-    threads) timeout $lim bash instrument/bench_threads.sh $B/gasan-ptx .carry/corp 10 ;;
-    bigthreads) for b in $BO $B; do for t in 1 4 8 16 default; do f=; [ $t = default ] || f="--threads $t"; for r in 1 2 3; do echo "$b t=$t $(timeout $lim $b/gasan-ptx bench $f --iters 5 .carry/big/*.ptx)"; done; done; done ;;
+    threads) timeout $lim bash instrument/bench_threads.sh $B/gasan-ptx build/corpus 10 ;;
+    bigthreads) for b in $BO $B; do for t in 1 4 8 16 default; do f=; [ $t = default ] || f="--threads $t"; for r in 1 2 3; do echo "$b t=$t $(timeout $lim $b/gasan-ptx bench $f --iters 5 build/big/*.ptx)"; done; done; done ;;
     suiteonly) timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suiteonly --only "$SUITE_ONLY" ;;
     suite8)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suite8 ;;
     suiteg)  timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7 --jobs 14 --out /tmp/o-suiteg ;;
-    startup) timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
-    startupout) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 benches/run_startup.py --bin-dir .carry/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startupout/startup.md ;;
-    cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup ;;
-    costd)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --diag ;;
-    costf)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first ;;
-    first)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only first --reps 15 --cfgs native,gasan,preload0,instr0,native-eager,gasan-eager ;;
-    costs)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir .carry/startup --only steady ;;
-    costold) timeout $lim python3 benches/cost_split.py --gasan $BO/gasan-run --bin-dir .carry/startup --only steady ;;
+    startup) timeout $lim python3 benches/run_startup.py --bin-dir build/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startup/startup.md ;;
+    startupout) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 benches/run_startup.py --bin-dir build/startup --gasan $B/gasan-run --repeat 3 --out /tmp/o-startupout/startup.md ;;
+    cost)    timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir build/startup ;;
+    costd)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir build/startup --only first --diag ;;
+    costf)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir build/startup --only first ;;
+    first)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir build/startup --only first --reps 15 --cfgs native,gasan,preload0,instr0,native-eager,gasan-eager ;;
+    costs)   timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --bin-dir build/startup --only steady ;;
+    costold) timeout $lim python3 benches/cost_split.py --gasan $BO/gasan-run --bin-dir build/startup --only steady ;;
     benchesold) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $BO/gasan-run --no-sanitizer --out /tmp/o-benchesold ;;
     outside) timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 12 --out /tmp/o-outside --only host_register_overflow_read,host_register_overflow_write,host_register_after_unregister,hostalloc_overflow_read,managed_overflow,managed_overflow_read,managed_uaf ;;
     suite8out) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suite8out ;;
     benchesout) GASAN_OPTIONS=outside_checks=1 timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --out /tmp/o-benchesout ;;
     benchesg) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --out /tmp/o-benchesg ;;
     benchesna) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --no-sanitizer --gasan-options arg_bounds=0 --out /tmp/o-benchesna ;;
-    flv)     mkdir -p /tmp/o-flv; for m in lazy EAGER; do for i in 1 2 3; do CUDA_MODULE_LOADING=${m/lazy/LAZY} $B/gasan-run --verbosity 2 --cache-dir /tmp/o-flv-cache -- .carry/startup/kernels100 b 1 > /tmp/o-flv/$m$i.txt 2>&1; grep -E "FIRST|control block|preset|module loading|cubins" /tmp/o-flv/$m$i.txt | head -12; done; done ;;
-    preload) for i in 0 1 2 3; do for p in 1 0; do $B/gasan-run --verbosity 1 --preload $p --cache-dir /tmp/o-preload-cache -- .carry/startup/kernels100 b 1 2>&1 | grep -E "FIRST|loaded ahead" | sed "s/^/preload=$p: /"; done; done ;;
-    early)   c=/tmp/o-early-cache; rm -rf $c; k() { $B/gasan-run --verbosity 1 --cache-dir $c "$@" -- .carry/startup/kernels100 b 1 2>&1 | grep -E "FIRST|loaded ahead|prepared" | sed "s/^/$run: /"; }
+    flv)     mkdir -p /tmp/o-flv; for m in lazy EAGER; do for i in 1 2 3; do CUDA_MODULE_LOADING=${m/lazy/LAZY} $B/gasan-run --verbosity 2 --cache-dir /tmp/o-flv-cache -- build/startup/kernels100 b 1 > /tmp/o-flv/$m$i.txt 2>&1; grep -E "FIRST|control block|preset|module loading|cubins" /tmp/o-flv/$m$i.txt | head -12; done; done ;;
+    preload) for i in 0 1 2 3; do for p in 1 0; do $B/gasan-run --verbosity 1 --preload $p --cache-dir /tmp/o-preload-cache -- build/startup/kernels100 b 1 2>&1 | grep -E "FIRST|loaded ahead" | sed "s/^/preload=$p: /"; done; done ;;
+    early)   c=/tmp/o-early-cache; rm -rf $c; k() { $B/gasan-run --verbosity 1 --cache-dir $c "$@" -- build/startup/kernels100 b 1 2>&1 | grep -E "FIRST|loaded ahead|prepared" | sed "s/^/$run: /"; }
              for run in cold early1 early2 early3; do k; done; run=preload0; k --preload 0
              sed -i 's/^cc .*/cc 86/' $c/*.device; for run in wrong-cc early-again; do k; done ;;
-    startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- .carry/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
-    diag)    ROUNDS=8 timeout $lim bash benches/diag/run.sh .carry/exp ;;
-    firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only first --reps 11 --cfgs native,gasan,old ;;
-    cvar)    for prog in .carry/startup/kernel_times .carry/kv/stencil2d_shared .carry/kv/stencil2d; do [ -x $prog ] || continue; echo "== $prog"
+    startupv) mkdir -p /tmp/o-sv; for p in startup1 kernels100 gemm; do for i in 1 2; do $B/gasan-run --verbosity 1 --cache-dir /tmp/o-sv/cache -- build/startup/$p 2>&1 | grep -i "gasan" | head -20; done; done ;;
+    diag)    ROUNDS=8 timeout $lim bash benches/diag/run.sh build/diag ;;
+    firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir build/startup --only first --reps 11 --cfgs native,gasan,old ;;
+    cvar)    for prog in build/startup/kernel_times build/kernel-variants/stencil2d_shared build/kernel-variants/stencil2d; do [ -x $prog ] || continue; echo "== $prog"
                timeout $lim python3 benches/diag/cache_variants.py --gasan $B/gasan-run ${CVAR_ARGS:---variants full,nochecks,nochecks+notags,orig+notags --native-env nativejit=CUDA_FORCE_PTX_JIT=1 --opt instr0=instrument=0} --rounds ${CVAR_ROUNDS:-5} -- $prog; done ;;
-    sass)    mkdir -p $R/sass; for f in .carry/sassin/*.ptx; do n=$(basename $f .ptx); ptxas -arch=sm_90 -O3 -o /tmp/$n.cubin $f && cuobjdump -sass /tmp/$n.cubin > $R/sass/$n.sass; done; ls -l $R/sass ;;
-    costab)  timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir .carry/startup --only steady --cfgs native,gasan,old ;;
+    sass)    mkdir -p $R/sass; for f in build/sass-in/*.ptx; do n=$(basename $f .ptx); ptxas -arch=sm_90 -O3 -o /tmp/$n.cubin $f && cuobjdump -sass /tmp/$n.cubin > $R/sass/$n.sass; done; ls -l $R/sass ;;
+    costab)  timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir build/startup --only steady --cfgs native,gasan,old ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
     *) echo "unknown step $step" ;;
   esac > "$R/$step.txt" 2>&1

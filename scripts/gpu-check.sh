@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs gasan's GPU verification on a machine with an NVIDIA GPU. Builds nothing: expects the release
-# binaries in target/release and the test programs from runtime/gpu/build.sh in .carry/gpu
+# binaries in target/release and the test programs from runtime/gpu/build.sh in build/gpu
 # (carry both to the GPU machine). Prints a table; exits non-zero if any row fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${GASAN_BIN:-target/release}
-PROG=${GASAN_GPU_PROGS:-.carry/gpu}
+PROG=${GASAN_GPU_PROGS:-build/gpu}
 OUT=${OUT:-/tmp/gasan-gpu-out}
 mkdir -p "$OUT/logs"
 if ! ls /dev/nvidia0 >/dev/null 2>&1; then echo "SKIPPED: gpu-check: no GPU here (no /dev/nvidia0)"; exit 0; fi

@@ -2,13 +2,13 @@
 # gasan reliability checks on a GPU machine (issue 12): many gasan processes at once on one GPU,
 # whole-grid errors, stream-ordered pools. Builds nothing: expects the release binaries in
 # $GASAN_BIN (default target/release) and runtime/gpu/build.sh's programs in $GASAN_GPU_PROGS
-# (default .carry/gpu); the suite's clean twins too when $GASAN_SUITE (a tests/build.sh output
+# (default build/gpu); the suite's clean twins too when $GASAN_SUITE (a tests/build.sh output
 # directory) and the benchmarks when $GASAN_BENCH (a benches/build.sh output directory) are set. Prints a table; exits non-zero if any row fails.
 #   JOBS (16) processes at once, ROUNDS (5) rounds of the concurrency check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${GASAN_BIN:-target/release}")
-PROG=$(realpath "${GASAN_GPU_PROGS:-.carry/gpu}")
+PROG=$(realpath "${GASAN_GPU_PROGS:-build/gpu}")
 OUT=${OUT:-/tmp/gasan-stress-out}
 JOBS=${JOBS:-16}
 ROUNDS=${ROUNDS:-5}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the detection suite with the pinned nvcc (static cudart) into OUTDIR (default .carry/suite):
+# Builds the detection suite with the pinned nvcc (static cudart) into OUTDIR (default build/suite):
 # every tests/suite/<case>.cu is one program, built as
 #   <case>          -O2 -lineinfo, sm_90 SASS + compute_90 PTX   (gasan instruments the PTX)
 #   <case>_noline   the same without -lineinfo                   (reports fall back to PTX lines)
@@ -10,7 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-out=${1:-$root/.carry/suite}
+out=${1:-$root/build/suite}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 nvcc="$("$root/scripts/cuda-toolchain.sh")/bin/nvcc"

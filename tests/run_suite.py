@@ -9,7 +9,7 @@ Every case is its own program (tests/suite/<case>.cu, built by tests/build.sh in
 `<program> clean` the clean twin. The expected source line of a device access is the line of the
 `// BUG:<case>` marker in the case's own source.
 
-Usage (GPU machine): python3 tests/run_suite.py --bin-dir .carry/suite --gasan .carry/bin/gasan-run [--out FILE]
+Usage (GPU machine): python3 tests/run_suite.py --bin-dir build/suite --gasan build/bin/gasan-run [--out FILE]
 """
 import argparse, json, os, re, shutil, subprocess, sys
 

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Builds the driver-only load-time experiment into OUTDIR (default .carry/exp): loadexp (a -lcuda
+# Builds the driver-only load-time experiment into OUTDIR (default build/diag): loadexp (a -lcuda
 # program timing cuModuleLoadData, cuModuleGetFunction and cuFuncLoad of one cubin) and the cubins
 # it compares, all of benches/startup's 100-kernel module: native.cubin (nvcc's, with line tables),
 # orig.cubin / orig_li.cubin (its PTX through ptxas -O3 without / with line tables), checked*.cubin
 # (gasan's checked PTX through ptxas as gasan-run compiles it: default options, --aligned-pool,
 # --no-param-bounds, --no-opt; and variants.py's, each with one part of the checks taken away).
-# Needs target/release/gasan-ptx and .carry/startup/kernels100
+# Needs target/release/gasan-ptx and build/startup/kernels100
 # (benches/build.sh). Run on the GPU machine with benches/diag/run.sh OUTDIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:-$root/.carry/exp}
+out=${1:-$root/build/diag}
 cuda=$("$root/scripts/cuda-toolchain.sh")
 gptx=$root/target/release/gasan-ptx
 tmp=$(mktemp -d)
 mkdir -p "$out"
-"$gptx" extract -o "$tmp/ent" "$root/.carry/startup/kernels100" >/dev/null
+"$gptx" extract -o "$tmp/ent" "$root/build/startup/kernels100" >/dev/null
 cp "$(ls "$tmp"/ent/*.cubin | xargs ls -S | head -1)" "$out/native.cubin"
 ptx=$(ls "$tmp"/ent/*.ptx | head -1)
 "$gptx" instrument "$ptx" -o "$tmp/checked.ptx"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds benches/variants/ptxtime with the pinned nvcc into OUTDIR (default .carry/var) and writes
+# Builds benches/variants/ptxtime with the pinned nvcc into OUTDIR (default build/variants) and writes
 # the PTX variants it times: for each benchmark in VARIANT_BENCHES (default stencil2d
 # stencil2d_shared transpose histogram) its native PTX, and make_variants.py's mechanical variants
 # of the aligned-pool checked PTX (gasan-ptx from target/release). Hand-made variants are added to
@@ -7,7 +7,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out=${1:-$root/.carry/var}
+out=${1:-$root/build/variants}
 mkdir -p "$out"
 cuda=$("$root/scripts/cuda-toolchain.sh")
 stub=$(mktemp -d); trap 'rm -rf "$stub"' EXIT

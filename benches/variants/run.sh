@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Times every variant in VARDIR (default .carry/var, from benches/variants/build.sh) per benchmark,
+# Times every variant in VARDIR (default build/variants, from benches/variants/build.sh) per benchmark,
 # the native PTX first (ratios are against it). Usage: benches/variants/run.sh [VARDIR] [ROUNDS]
 set -uo pipefail
-d=${1:-.carry/var}; rounds=${2:-7}
+d=${1:-build/variants}; rounds=${2:-7}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for b in stencil2d stencil2d_shared transpose histogram; do
   scen=$b; [ $b = stencil2d_shared ] && scen=stencil2d

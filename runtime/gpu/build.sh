@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the GPU verification program with the pinned nvcc into OUTDIR (default .carry/gpu):
+# Builds the GPU verification program with the pinned nvcc into OUTDIR (default build/gpu):
 #   cases        sm_90 SASS + compute_90 PTX, -lineinfo (instrumentable)
 #   cases_sass   sm_90 SASS only (no PTX: allocation-level protection only)
 #   stress       reliability cases: whole-grid errors, stream-ordered pools, many processes
@@ -12,7 +12,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out=${1:-$root/.carry/gpu}
+out=${1:-$root/build/gpu}
 mkdir -p "$out"
 cuda=$("$root/scripts/cuda-toolchain.sh")
 "$cuda/bin/nvcc" -O2 -lineinfo -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/cases" "$here/cases.cu"
