@@ -4,7 +4,7 @@
 # each STEP with its own time limit and keeps its output in $OUT/STEP.txt (the device tool returns
 # $OUT), ending with a table of steps, exit codes and seconds. Binaries: stripped copies of
 # target/release in build/bin. Usage: scripts/gpu-batch.sh STEP[:SECONDS] ...
-# Steps: quick (README's quick start) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
+# Steps: quick (README's quick start) examples (every examples/ program's report into $OUT/examples, to replace examples/expected) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use build/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
 # outside: the host-registered cases (outside_checks=1) and the managed and mapped ones; benchesout, suite8out, startupout: benchesg, suite8 and startup with outside_checks=1.
 # suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of build/bin over build/corpus (a copy of the identical corpus); bigthreads: gasan-ptx bench of build/bin-old and build/bin over build/big (a multi-MB module) at 1-16 threads.
@@ -30,6 +30,7 @@ for spec in "$@"; do
   t0=$(date +%s)
   case $step in
     quick)   NVCC=/usr/local/cuda/bin/nvcc timeout $lim bash examples/build.sh && timeout $lim $B/gasan-run -- examples/out/overflow; echo "gasan-run exit status $?" ;;
+    examples) NVCC=/usr/local/cuda/bin/nvcc timeout $lim bash examples/build.sh && mkdir -p $R/examples && for p in overflow use_after_free shared_overflow; do timeout $lim $B/gasan-run -- examples/out/$p >$R/examples/$p.txt 2>&1; echo "$p: gasan-run exit status $?"; done; timeout $lim $B/gasan-run -- python3 examples/torch_extension.py >$R/examples/torch_extension.txt 2>&1; echo "torch_extension: gasan-run exit status $?" ;;
     check)   OUT=/tmp/o-check GASAN_BIN=$B timeout $lim bash scripts/gpu-check.sh ;;
     checkq)  OUT=/tmp/o-check GASAN_BIN=$B GASAN_CHECK_QUICK=1 timeout $lim bash scripts/gpu-check.sh ;;
     stress)  OUT=/tmp/o-stress GASAN_BIN=$B GASAN_SUITE=$W/suite GASAN_BENCH=$W/bench timeout $lim bash scripts/gpu-stress.sh ;;
