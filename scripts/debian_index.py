@@ -108,7 +108,10 @@ def gpgv(signed: bytes, signature: bytes | None) -> bytes:
         else:
             (t / "signature").write_bytes(signature)
             cmd += [str(t / "signature"), str(t / "signed")]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        except FileNotFoundError as e:
+            raise IndexError_("no gpgv here (Debian: apt install gpgv)") from e
         status = [l.split()[1] for l in r.stdout.splitlines() if l.startswith("[GNUPG:] ") and len(l.split()) > 1]
         # GOODSIG: a good signature by a key that is neither expired nor revoked. A signature by a
         # key this keyring lacks (ERRSIG) is tolerated as long as another one is good, as apt does.
@@ -192,7 +195,10 @@ def stanzas(text: str):
 def compare_versions(a: str, b: str) -> int:
     if a == b:
         return 0
-    r = subprocess.run(["dpkg", "--compare-versions", a, "lt", b])
+    try:
+        r = subprocess.run(["dpkg", "--compare-versions", a, "lt", b])
+    except FileNotFoundError as e:
+        raise IndexError_("no dpkg here to compare Debian versions") from e
     return -1 if r.returncode == 0 else 1
 
 
