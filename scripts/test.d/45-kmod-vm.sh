@@ -20,7 +20,17 @@ fi
 echo "qemu: $QEMU ($("$QEMU" --version | head -1))"
 eval "$(kmod-patch/fetch.sh | sed 's/^/export /')"
 echo "kernel: linux-image-$KVER-amd64 $KPKG"
-bash kmod-patch/vm-test.sh 2>&1 | grep -E '^(VM|vm-test|vm-selftest|modules:|qemu exit|deb-fetch.sh:)' | grep -v 'Unknown symbol'
+# The guest's lines and the verdict; on a failure (a module that does not build against the kernel,
+# say) the end of the whole output too.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+rc=0
+bash kmod-patch/vm-test.sh >"$log" 2>&1 || rc=$?
+grep -E '^(VM|vm-test|vm-selftest|modules:|qemu exit|deb-fetch.sh:)' "$log" | grep -v 'Unknown symbol' || true
+if [ "$rc" -ne 0 ]; then
+  echo "kmod-patch/vm-test.sh failed (exit $rc); the end of its output:" >&2
+  tail -40 "$log" >&2
+fi
 # The Debian packages used in place of pins that Debian has dropped (scripts/deb-fetch.sh).
 resolved=${GASAN_DEB_CACHE:-${GASAN_CACHE:-.cache}/debs}/resolved-versions
 if [ -s "$resolved" ]; then
@@ -29,3 +39,4 @@ if [ -s "$resolved" ]; then
 else
   echo "debian packages: all as pinned in scripts/debs.lock"
 fi
+exit "$rc"
