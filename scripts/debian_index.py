@@ -46,7 +46,7 @@ from pathlib import Path
 ARCH = "amd64"
 
 
-class IndexError_(Exception):
+class DebianIndexError(Exception):
     """A link of the chain that does not hold, or a package the indexes do not have."""
 
 
@@ -83,17 +83,17 @@ def fetch(url: str) -> bytes | None:
     except urllib.error.HTTPError as e:
         if e.code in (404, 410):
             return None
-        raise IndexError_(f"{url}: HTTP {e.code}") from e
+        raise DebianIndexError(f"{url}: HTTP {e.code}") from e
     except urllib.error.URLError as e:
         if isinstance(e.reason, FileNotFoundError):
             return None
-        raise IndexError_(f"{url}: {e.reason}") from e
+        raise DebianIndexError(f"{url}: {e.reason}") from e
 
 
 def keyring() -> str:
     path = os.environ.get("DEBIAN_KEYRING", "/usr/share/keyrings/debian-archive-keyring.gpg")
     if not os.access(path, os.R_OK):
-        raise IndexError_(f"no Debian archive keyring at {path} (set DEBIAN_KEYRING)")
+        raise DebianIndexError(f"no Debian archive keyring at {path} (set DEBIAN_KEYRING)")
     return path
 
 
@@ -111,12 +111,12 @@ def gpgv(signed: bytes, signature: bytes | None) -> bytes:
         try:
             r = subprocess.run(cmd, capture_output=True, text=True)
         except FileNotFoundError as e:
-            raise IndexError_("no gpgv here (Debian: apt install gpgv)") from e
+            raise DebianIndexError("no gpgv here (Debian: apt install gpgv)") from e
         status = [l.split()[1] for l in r.stdout.splitlines() if l.startswith("[GNUPG:] ") and len(l.split()) > 1]
         # GOODSIG: a good signature by a key that is neither expired nor revoked. A signature by a
         # key this keyring lacks (ERRSIG) is tolerated as long as another one is good, as apt does.
         if "BADSIG" in status or "GOODSIG" not in status:
-            raise IndexError_(f"no good signature by a key of {keyring()}: {r.stderr.strip()[-300:]}")
+            raise DebianIndexError(f"no good signature by a key of {keyring()}: {r.stderr.strip()[-300:]}")
         return (t / "text").read_bytes() if signature is None else signed
 
 
@@ -145,12 +145,12 @@ def release(archive: str, suite: str) -> dict[str, str] | None:
             return None
         sig = fetch(f"{base}/Release.gpg")
         if sig is None:
-            raise IndexError_(f"{base}: Release without Release.gpg")
+            raise DebianIndexError(f"{base}: Release without Release.gpg")
         text = gpgv(plain, sig)
     fields = parse_fields(text.decode("utf-8", "replace"))
     until = fields.get("Valid-Until")
     if until and email.utils.parsedate_to_datetime(until).timestamp() < time.time():
-        raise IndexError_(f"{base}: the signed Release expired on {until} (a stale or replayed index)")
+        raise DebianIndexError(f"{base}: the signed Release expired on {until} (a stale or replayed index)")
     return fields
 
 
@@ -173,10 +173,10 @@ def packages(archive: str, suite: str, component: str) -> str | None:
         return kept.read_text()
     data = fetch(f"{archive}/dists/{suite}/{path}")
     if data is None:
-        raise IndexError_(f"{archive}/dists/{suite}/{path}: listed in the signed Release but absent")
+        raise DebianIndexError(f"{archive}/dists/{suite}/{path}: listed in the signed Release but absent")
     got = hashlib.sha256(data).hexdigest()
     if got != want:
-        raise IndexError_(f"{archive}/dists/{suite}/{path}: SHA-256 {got}, the signed Release says {want}")
+        raise DebianIndexError(f"{archive}/dists/{suite}/{path}: SHA-256 {got}, the signed Release says {want}")
     text = lzma.decompress(data).decode("utf-8", "replace")
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +198,7 @@ def compare_versions(a: str, b: str) -> int:
     try:
         r = subprocess.run(["dpkg", "--compare-versions", a, "lt", b])
     except FileNotFoundError as e:
-        raise IndexError_("no dpkg here to compare Debian versions") from e
+        raise DebianIndexError("no dpkg here to compare Debian versions") from e
     return -1 if r.returncode == 0 else 1
 
 
@@ -213,7 +213,7 @@ def entries(dist: str, component: str, wanted) -> list[Entry]:
             name = s.get("Package", "")
             if wanted(name) and s.get("Architecture") in (ARCH, "all"):
                 if not (s.get("Version") and s.get("SHA256") and s.get("Filename")):
-                    raise IndexError_(f"{archive} {suite}: stanza of {name} lacks Version, SHA256 or Filename")
+                    raise DebianIndexError(f"{archive} {suite}: stanza of {name} lacks Version, SHA256 or Filename")
                 found.append(Entry(name, s["Version"], s["SHA256"], archive, s["Filename"], suite))
     return found
 
@@ -225,14 +225,14 @@ def newest(found: list[Entry]) -> Entry:
 def resolve(dist: str, component: str, package: str) -> Entry:
     found = entries(dist, component, lambda n: n == package)
     if not found:
-        raise IndexError_(f"{package} is in none of {dist}'s suites ({component})")
+        raise DebianIndexError(f"{package} is in none of {dist}'s suites ({component})")
     return newest(found)
 
 
 def exact(dist: str, component: str, package: str, version: str) -> Entry:
     found = [e for e in entries(dist, component, lambda n: n == package) if e.version == version]
     if not found:
-        raise IndexError_(f"{package} {version} is in none of {dist}'s suites today ({component})")
+        raise DebianIndexError(f"{package} {version} is in none of {dist}'s suites today ({component})")
     return found[0]
 
 
@@ -242,7 +242,7 @@ def kernel(dist: str, series: str, flavour: str) -> list[Entry]:
     SERIES is the ABI prefix without its number (6.1.0 for linux-image-6.1.0-57-amd64): the
     kernel never leaves it, so headers, modules and image keep one upstream series."""
     if not re.fullmatch(r"\d+\.\d+\.\d+", series) or not re.fullmatch(r"[a-z0-9-]+", flavour):
-        raise IndexError_(f"bad kernel series {series!r} or flavour {flavour!r}")
+        raise DebianIndexError(f"bad kernel series {series!r} or flavour {flavour!r}")
     major_minor = series.rsplit(".", 1)[0]
     pat = re.compile(rf"linux-(image|headers)-{re.escape(series)}-(\d+)-({re.escape(flavour)}|common)")
     kbuild = f"linux-kbuild-{major_minor}"
@@ -263,7 +263,7 @@ def kernel(dist: str, series: str, flavour: str) -> list[Entry]:
         if all(members):
             complete.append(members)
     if not complete:
-        raise IndexError_(f"no {series}-*-{flavour} kernel of {dist} has its image, headers and {kbuild} at one version")
+        raise DebianIndexError(f"no {series}-*-{flavour} kernel of {dist} has its image, headers and {kbuild} at one version")
     best = newest([m[0] for m in complete])
     return next(m for m in complete if m[0] is best)
 
@@ -280,7 +280,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         result = commands[argv[0]][1](*argv[1:])
-    except IndexError_ as e:
+    except DebianIndexError as e:
         print(f"debian_index.py: {e}", file=sys.stderr)
         return 1
     for e in result if isinstance(result, list) else [result]:
