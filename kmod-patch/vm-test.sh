@@ -24,7 +24,7 @@ command -v "$qemu" >/dev/null || { echo "SKIPPED: no $qemu (apt-get install qemu
 eval "$("$here/fetch.sh" | sed 's/^/export /')"
 ksrc=$(sed -n 's#^include \(/.*\)/Makefile$#\1#p' "$KDIR/Makefile" | head -1)
 
-# 1. Modules, kept under $cache/build/<hash of the series, build.sh and this step's version>
+# 1. Modules, kept under $cache/build/<hash of the series, build.sh, the kernel and this step's version>
 # (bump "modules v1" when the stand-in generator below changes).
 key=$( (cat "$here"/patches/* "$here/build.sh"; echo "modules v3 $KVER $KPKG") | sha256sum | cut -c1-16)
 out="$cache/build/$key"

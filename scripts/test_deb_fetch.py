@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -56,8 +57,9 @@ class Archive:
 
     def deb(self, suite: str, package: str, version: str, pool: str, arch="amd64", component="main") -> dict:
         """Builds a real .deb holding /usr/share/PACKAGE/version (its version) and lists it in SUITE."""
-        build = self.root.parent / "build" / f"{package}_{version}"
-        (build / "DEBIAN").mkdir(parents=True)
+        (self.root.parent / "build").mkdir(exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f"{package}_{version}.", dir=self.root.parent / "build"))
+        (build / "DEBIAN").mkdir()
         (build / "usr/share" / package).mkdir(parents=True)
         (build / "usr/share" / package / "version").write_text(version + "\n")
         (build / "DEBIAN/control").write_text(
@@ -220,6 +222,35 @@ class IndexTest(Base):
             debian_index.kernel("bookworm", "6.2.0", "amd64")
         with self.assertRaisesRegex(debian_index.DebianIndexError, "bad kernel series"):
             debian_index.kernel("bookworm", "6.1.*", "amd64")
+
+
+    def test_kernel_choice_over_random_archives_is_the_newest_complete_abi(self):
+        # Property: whatever subset of each ABI's four packages the two archives hold, the choice
+        # is the highest ABI (versions grow with it) whose four packages are all there, or none.
+        members = ("linux-image-6.1.0-{}-amd64", "linux-headers-6.1.0-{}-amd64", "linux-headers-6.1.0-{}-common", "linux-kbuild-6.1")
+        for seed in range(6):
+            rng = random.Random(seed)
+            self.main.suites.clear()
+            self.sec.suites.clear()
+            complete = []
+            for abi in rng.sample(range(40, 60), 4):
+                version = f"6.1.{100 + abi}-1"
+                present = [rng.random() < 0.75 for _ in members]
+                for name, here in zip(members, present):
+                    if here:
+                        archive, suite, pool = rng.choice([(self.main, "bookworm", "pool/main/l/linux"), (self.sec, "bookworm-security", "pool/updates/main/l/linux")])
+                        archive.deb(suite, name.format(abi), version, f"{pool}/{seed}")
+                if all(present):
+                    complete.append(abi)
+            self.main.publish("bookworm")
+            self.sec.publish("bookworm-security")
+            if complete:
+                got = debian_index.kernel("bookworm", "6.1.0", "amd64")
+                want = max(complete)
+                self.assertEqual([(e.package, e.version) for e in got], [(m.format(want), f"6.1.{100 + want}-1") for m in members], f"seed {seed}")
+            else:
+                with self.assertRaisesRegex(debian_index.DebianIndexError, "no 6.1.0-\\*-amd64 kernel"):
+                    debian_index.kernel("bookworm", "6.1.0", "amd64")
 
 
 class DebFetchTest(Base):
