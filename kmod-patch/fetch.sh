@@ -2,18 +2,23 @@
 # Downloads (once, verified) and unpacks what the kernel-patch build needs: NVIDIA's open kernel
 # module source as Debian trixie ships it, and bookworm's amd64 kernel headers with their kbuild
 # tools. Nothing is installed system-wide; everything lands under .cache/kmod/ (ignored).
-# The exact packages (and their SHA-256) are pinned in scripts/debs.lock; deb-fetch.sh falls back to
-# snapshot.debian.org once Debian drops the pinned 6.1 point release, so the pin does not rot. To move
-# to another 6.1 release: scripts/deb-pin.sh bookworm main <package> <version> for the three header
-# packages, replace their lines in debs.lock and KVER/KPKG below.
+# The packages (and their SHA-256) are pinned in scripts/debs.lock. The kernel is the pinned one
+# while Debian has it; once a bookworm point release drops it, `scripts/deb-fetch.sh --kernel`
+# resolves the newest 6.1.0-* kernel from Debian's signed index, image, headers and kbuild at one
+# version (printed, and kept in the cache's resolved-versions), and the build and the VM follow it.
+# The series itself (6.1, bookworm's) changes only by hand: pin the new kernel's packages with
+# scripts/deb-pin.sh DIST main PACKAGE VERSION kernel, replace the kernel lines of debs.lock, and
+# check that the series still builds and loads (scripts/test.d/40-kmod.sh, 45-kmod-vm.sh).
+# The NVIDIA source is pinned exactly: the patch series targets that source.
 # Env: GASAN_KMOD_CACHE (default $GASAN_CACHE/kmod, GASAN_CACHE defaulting to .cache).
-# Prints two lines: SRC=<unpacked nvidia-open tree> KDIR=<kernel build dir>.
+# Prints four lines: SRC=<unpacked nvidia-open tree> KDIR=<kernel build dir> KVER=<ABI, e.g.
+# 6.1.0-50> KPKG=<package version, e.g. 6.1.176-1>.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 cache=${GASAN_KMOD_CACHE:-${GASAN_CACHE:-$top/.cache}/kmod}
 root="$cache/root"
-KVER=6.1.0-50 KPKG=6.1.176-1
+read -r KVER KPKG < <("$top/scripts/deb-fetch.sh" --kernel) || { echo "fetch.sh: no kernel (scripts/deb-fetch.sh --kernel)" >&2; exit 1; }
 "$top/scripts/deb-fetch.sh" nvidia-open-kernel-source 550.163.01-2 "$root" >&2
 for p in "linux-headers-$KVER-amd64" "linux-headers-$KVER-common" linux-kbuild-6.1; do
   "$top/scripts/deb-fetch.sh" "$p" "$KPKG" "$root" >&2
@@ -36,3 +41,5 @@ if [ ! -d "$src" ]; then
 fi
 echo "SRC=$src"
 echo "KDIR=$kdir"
+echo "KVER=$KVER"
+echo "KPKG=$KPKG"

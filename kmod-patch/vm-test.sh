@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Loads the patched modules for real, in a QEMU guest on a CPU machine (kmod-patch/README.md,
 # "Loading in a VM"). Builds nvidia.ko and the gasan nvidia-uvm.ko against bookworm's 6.1 headers
-# (kmod-patch/fetch.sh), boots the matching Debian kernel image (linux-image-6.1.0-50-amd64
-# 6.1.176-1, pinned in scripts/debs.lock) with a busybox initramfs, and inside the guest:
+# (kmod-patch/fetch.sh), boots the matching Debian kernel image (pinned in scripts/debs.lock, or the
+# newest 6.1 one once Debian drops the pin: scripts/deb-fetch.sh --kernel) with a busybox
+# initramfs, and inside the guest:
 #   1. insmod nvidia.ko            (cannot stay loaded without a GPU; recorded, not required)
 #   2. insmod nvidia-uvm.ko        (without nvidia.ko: unknown nvUvmInterface* symbols)
 #   3. insmod nvidia-stub.ko, nvidia-uvm.ko: a stand-in for nvidia.ko that exports every symbol
@@ -19,13 +20,13 @@ top=$(cd "$here/.." && pwd)
 cache=${GASAN_KMOD_CACHE:-${GASAN_CACHE:-$top/.cache}/kmod}
 qemu=${QEMU:-qemu-system-x86_64}
 command -v "$qemu" >/dev/null || { echo "SKIPPED: no $qemu (apt-get install qemu-system-x86, or set QEMU)"; exit 77; }
-KVER=6.1.0-50 KPKG=6.1.176-1
+# SRC, KDIR and the kernel (KVER, KPKG: pinned in scripts/debs.lock, or resolved when Debian dropped it).
 eval "$("$here/fetch.sh" | sed 's/^/export /')"
 ksrc=$(sed -n 's#^include \(/.*\)/Makefile$#\1#p' "$KDIR/Makefile" | head -1)
 
-# 1. Modules, kept under $cache/build/<hash of the series, build.sh and this step's version>
+# 1. Modules, kept under $cache/build/<hash of the series, build.sh, the kernel and this step's version>
 # (bump "modules v1" when the stand-in generator below changes).
-key=$( (cat "$here"/patches/* "$here/build.sh"; echo "modules v3") | sha256sum | cut -c1-16)
+key=$( (cat "$here"/patches/* "$here/build.sh"; echo "modules v3 $KVER $KPKG") | sha256sum | cut -c1-16)
 out="$cache/build/$key"
 if [ ! -f "$out/done" ]; then
   # (An interrupted build resumes in $out.tmp/tree: build.sh and make are incremental.)

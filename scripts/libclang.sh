@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes libclang available to bindgen without root: unpacks Debian bookworm's libclang1-14 (and
 # libllvm14 when the machine lacks it) under .cache/libclang and prints the directory to use as
-# LIBCLANG_PATH (also add it to LD_LIBRARY_PATH). Packages are pinned in scripts/debs.lock.
+# LIBCLANG_PATH (also add it to LD_LIBRARY_PATH). Packages are pinned in scripts/debs.lock
+# (scripts/deb-fetch.sh: a pin Debian has dropped resolves from Debian's signed index).
 # Env: GASAN_CACHE (default .cache).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)

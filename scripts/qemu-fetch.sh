@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # qemu-fetch.sh: prints the path of a qemu-system-x86_64 for kmod-patch/vm-test.sh. The machine's
 # own when it has one; else Debian bookworm's qemu, its firmware and libraries, fetched pinned by
-# hash (scripts/debs.lock, via deb-fetch.sh) and unpacked under $GASAN_CACHE/qemu (default
-# .cache/qemu) without installing anything, behind a wrapper that points it at them (libc stays
-# the machine's: a Debian 12 or newer glibc). GASAN_QEMU_FETCH=1 fetches even when one is installed.
+# hash (scripts/debs.lock, via deb-fetch.sh; a pin Debian has dropped resolves to the package's
+# current version in Debian's signed index, printed and kept in the cache) and unpacked under
+# $GASAN_CACHE/qemu (default .cache/qemu) without installing anything, behind a wrapper that points
+# it at them (libc stays the machine's: a Debian 12 or newer glibc). GASAN_QEMU_FETCH=1 fetches even when one is installed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "${GASAN_QEMU_FETCH:-}" ] && command -v qemu-system-x86_64 >/dev/null; then

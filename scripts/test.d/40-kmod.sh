@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Kernel patch (issue 3), CPU only: fetch Debian's nvidia-open 550.163.01 source and bookworm's
-# amd64 kernel headers (cached), check that the series replays with git am and is up to date with
+# amd64 kernel headers (cached; the pinned 6.1 kernel, or the newest 6.1 one once Debian drops it:
+# kmod-patch/fetch.sh), check that the series replays with git am and is up to date with
 # kmod-patch/{src,include}, then build nvidia-uvm.ko the way DKMS would (dkms.conf's MAKE line,
 # which runs build.sh: series applied, gasan files with -Werror, symbols checked), and once more
 # to show build.sh accepts an already patched tree. Nothing is loaded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 eval "$(kmod-patch/fetch.sh | sed 's/^/export /')"
+echo "kernel headers: linux-headers-$KVER-amd64 $KPKG"
 before=$(git status --porcelain kmod-patch/patches)
 kmod-patch/mkseries.sh
 after=$(git status --porcelain kmod-patch/patches)
