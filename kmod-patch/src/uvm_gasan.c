@@ -41,6 +41,7 @@
 
 #include "uvm_api.h"
 #include "uvm_gasan.h"
+#include "uvm_gasan_glue.h"
 #include "uvm_gpu.h"
 #include "uvm_map_external.h"
 #include "uvm_mmu.h"
@@ -309,17 +310,9 @@ static void gasan_deferred_free(uvm_gasan_va_space_t *g, struct list_head *defer
 
 /* ---- GPU reach ------------------------------------------------------------------------------ */
 
-/* Exclusive upper bound of the lower half of the GPU's VA space. Addresses between the CPU's limit
- * (2^47) and this bound are reachable by the GPU only; uvm_gpu_can_address() refuses them, gasan's
- * aliases live there on purpose. */
-static NvU64 gasan_gpu_max_va(uvm_gpu_t *gpu)
-{
-    NvU32 bits = gpu->address_space_tree.hal->num_va_bits();
-
-    if (uvm_platform_uses_canonical_form_address())
-        bits -= 1;
-    return 1ull << bits;
-}
+/* gasan_gpu_max_va() (uvm_gasan_glue.h) is the exclusive upper bound of the lower half of a GPU's
+ * VA space. Addresses between the CPU's limit (2^47) and it are reachable by the GPU only;
+ * uvm_gpu_can_address() refuses them, gasan's aliases live there on purpose. */
 
 /* Takes the gasan lock of the VA space (creating its state when create is set; g is NULL when it
  * has none) and describes the VA space for the validators: the pool, and the VA bound every
@@ -439,20 +432,20 @@ static gasan_piece_t *gasan_piece_slice(const gasan_piece_t *p, NvU64 start, NvU
 /* Maps the piece's backing at [va, va + p->length) of va_range on p->gpu with mapping_type. The
  * page size is the largest the alignment of va, length, offset and the allocation allow, as for a
  * fresh UvmMapExternalAllocation. The caller holds the GPU's range tree lock of va_range. */
-static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
+static NV_STATUS gasan_map_piece(gasan_ext_range_t *va_range,
                                  const gasan_piece_t *p,
                                  NvU64 va,
                                  UvmGpuMappingType mapping_type,
                                  uvm_tracker_t *out_tracker)
 {
     uvm_gpu_t *gpu = p->gpu;
-    uvm_gpu_va_space_t *gpu_va_space = uvm_gpu_va_space_get(va_range->va_space, gpu);
+    uvm_gpu_va_space_t *gpu_va_space = uvm_gpu_va_space_get(GASAN_EXT_VA_SPACE(va_range), gpu);
     uvm_ext_gpu_range_tree_t *range_tree = uvm_ext_gpu_range_tree(va_range, gpu);
     uvm_ext_gpu_map_t *m;
     UvmGpuMemoryInfo mem_info;
     uvm_map_rm_params_t params;
     NvU64 alignments;
-    NvU32 page_size;
+    gasan_page_size_t page_size;
     NV_STATUS status;
 
     if (!gpu_va_space)
@@ -464,7 +457,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     /* Peer memory only while the peers are enabled (upstream drops such mappings when they are
      * disabled). */
     if (p->owning_gpu && p->owning_gpu != gpu && (!p->is_sysmem || p->is_egm) &&
-        !uvm_va_space_peer_enabled(va_range->va_space, gpu, p->owning_gpu))
+        !uvm_va_space_peer_enabled(GASAN_EXT_VA_SPACE(va_range), gpu, p->owning_gpu))
         return NV_ERR_INVALID_DEVICE;
 
     status = uvm_unmap_external_in_range(va_range, gpu, va, va + p->length - 1, NULL);
@@ -495,7 +488,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     /* The range was just unmapped, so adding cannot collide. */
     status = uvm_range_tree_add(&range_tree->tree, &m->node);
     UVM_ASSERT(status == NV_OK);
-    uvm_processor_mask_set_atomic(&va_range->external.mapped_gpus, gpu->id);
+    uvm_processor_mask_set_atomic(GASAN_EXT_MAPPED_GPUS(va_range), gpu->id);
 
     mem_info = m->mem_handle->mem_info;
     alignments = mem_info.pageSize | va | p->length | p->map_offset;
@@ -515,7 +508,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     params.element_bits = p->element_bits;
     params.compression_type = p->compression_type;
 
-    status = uvm_va_range_map_rm_allocation(va_range, gpu, &mem_info, &params, m, out_tracker);
+    status = uvm_va_range_map_rm_allocation(GASAN_EXT_VA_RANGE(va_range), gpu, &mem_info, &params, m, out_tracker);
     if (status != NV_OK)
         goto error;
     return NV_OK;
@@ -527,7 +520,7 @@ error:
 
 /* Maps a piece split into runs of equal largest page size (2 MiB / 64 KiB / 4 KiB, by
  * gasan_split_pages), so a remainder next to a 4 KiB guard keeps big pages where it can. */
-static NV_STATUS gasan_map_piece_split(uvm_va_range_t *va_range,
+static NV_STATUS gasan_map_piece_split(gasan_ext_range_t *va_range,
                                        const gasan_piece_t *p,
                                        UvmGpuMappingType mapping_type,
                                        uvm_tracker_t *tracker)
@@ -570,11 +563,11 @@ static NV_STATUS gasan_map_piece_split(uvm_va_range_t *va_range,
 }
 
 /* The external range that holds all of [va, va + len), or NULL. */
-static uvm_va_range_t *gasan_external_range(uvm_va_space_t *va_space, NvU64 va, NvU64 len)
+static gasan_ext_range_t *gasan_external_range(uvm_va_space_t *va_space, NvU64 va, NvU64 len)
 {
-    uvm_va_range_t *r = uvm_va_range_find(va_space, va);
+    gasan_ext_range_t *r = gasan_ext_range_find(va_space, va);
 
-    if (!r || r->type != UVM_VA_RANGE_TYPE_EXTERNAL || r->node.end < va + len - 1)
+    if (!r || GASAN_EXT_END(r) < va + len - 1)
         return NULL;
     return r;
 }
@@ -582,13 +575,13 @@ static uvm_va_range_t *gasan_external_range(uvm_va_space_t *va_space, NvU64 va, 
 /* A number naming the external range r for as long as it exists (never reused: a range made later
  * at the same address gets another). Ranges are allocated zeroed, so the first call stamps the
  * range; only gasan reads or writes the field, under its mutex. */
-static NvU64 gasan_range_serial(uvm_va_range_t *r)
+static NvU64 gasan_range_serial(gasan_ext_range_t *r)
 {
     static atomic64_t next_serial = ATOMIC64_INIT(0);
 
-    if (!READ_ONCE(r->external.gasan_serial))
-        WRITE_ONCE(r->external.gasan_serial, (NvU64)atomic64_inc_return(&next_serial));
-    return r->external.gasan_serial;
+    if (!READ_ONCE(GASAN_EXT_SERIAL(r)))
+        WRITE_ONCE(GASAN_EXT_SERIAL(r), (NvU64)atomic64_inc_return(&next_serial));
+    return GASAN_EXT_SERIAL(r);
 }
 
 /* Creates an external range at [base, base + length): fresh VA only (NV_ERR_UVM_ADDRESS_IN_USE when
@@ -601,7 +594,7 @@ static NV_STATUS gasan_create_range(uvm_va_space_t *va_space, NvU64 base, NvU64 
 
     mm = uvm_va_space_mm_or_current_retain_lock(va_space);
     uvm_va_space_down_write(va_space);
-    status = uvm_va_range_create_external(va_space, mm, base, length, NULL);
+    status = gasan_ext_range_create(va_space, mm, base, length);
     uvm_va_space_up_write(va_space);
     uvm_va_space_mm_or_current_release_unlock(va_space, mm);
     return status;
@@ -612,7 +605,7 @@ static NV_STATUS gasan_create_range(uvm_va_space_t *va_space, NvU64 base, NvU64 
  * space lock held. */
 static NV_STATUS gasan_destroy_range(uvm_va_space_t *va_space, NvU64 base, NvU64 length)
 {
-    return uvm_free(va_space, base, length);
+    return gasan_ext_range_free(va_space, base, length);
 }
 
 /* ---- ioctls ----------------------------------------------------------------------------------- */
@@ -672,9 +665,8 @@ NV_STATUS uvm_api_gasan_reserve_pool(UVM_GASAN_RESERVE_POOL_PARAMS *params, stru
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *r;
+    NvU32 ranges, not_external;
     NV_STATUS status;
-    bool foreign = false;
 
     g = gasan_enter(va_space, true, &lim);
     if (!g)
@@ -691,18 +683,16 @@ NV_STATUS uvm_api_gasan_reserve_pool(UVM_GASAN_RESERVE_POOL_PARAMS *params, stru
     /* Ranges already inside the pool (the CUDA driver's own external ranges) are accepted; any
      * other kind of range there (managed memory, channels) is not ours to remap. */
     uvm_va_space_down_read(va_space);
-    uvm_for_each_va_range_in(r, va_space, params->base, params->base + params->length - 1) {
-        foreign = true;
-        if (r->type != UVM_VA_RANGE_TYPE_EXTERNAL)
-            status = NV_ERR_UVM_ADDRESS_IN_USE;
-    }
+    gasan_ranges_in(va_space, params->base, params->base + params->length - 1, &ranges, &not_external);
     uvm_va_space_up_read(va_space);
-    if (status != NV_OK)
+    if (not_external != 0) {
+        status = NV_ERR_UVM_ADDRESS_IN_USE;
         goto out;
+    }
 
     /* An empty pool becomes one external range: allocations are then mapped into it with
      * UvmMapExternalAllocation and re-protected with the ioctls below. */
-    if (!foreign) {
+    if (ranges == 0) {
         status = gasan_create_range(va_space, params->base, params->length);
         if (status != NV_OK)
             goto out;
@@ -718,7 +708,7 @@ out:
 
 /* Collects, for one GPU, the pieces of [va, va + len) of va_range. Fails unless all of it is
  * mapped with real backing (no holes, no sparse parts). */
-static NV_STATUS gasan_collect_mapped(uvm_va_range_t *va_range, uvm_gpu_t *gpu, NvU64 va, NvU64 len, struct list_head *out)
+static NV_STATUS gasan_collect_mapped(gasan_ext_range_t *va_range, uvm_gpu_t *gpu, NvU64 va, NvU64 len, struct list_head *out)
 {
     uvm_ext_gpu_range_tree_t *range_tree = uvm_ext_gpu_range_tree(va_range, gpu);
     uvm_ext_gpu_map_t *m;
@@ -750,7 +740,7 @@ static NV_STATUS gasan_collect_mapped(uvm_va_range_t *va_range, uvm_gpu_t *gpu, 
 
 /* Unmaps [va, va + len) of r on every GPU that has mappings in r. The caller holds the VA space lock
  * (read); handles go on deferred. */
-static NV_STATUS gasan_unmap_all_gpus(uvm_va_space_t *va_space, uvm_va_range_t *r, NvU64 va, NvU64 len,
+static NV_STATUS gasan_unmap_all_gpus(uvm_va_space_t *va_space, gasan_ext_range_t *r, NvU64 va, NvU64 len,
                                       struct list_head *deferred)
 {
     NV_STATUS status = NV_OK;
@@ -761,7 +751,7 @@ static NV_STATUS gasan_unmap_all_gpus(uvm_va_space_t *va_space, uvm_va_range_t *
         NV_STATUS st;
 
         uvm_mutex_lock(&tree->lock);
-        if (uvm_processor_mask_test(&r->external.mapped_gpus, gpu->id))
+        if (uvm_processor_mask_test(GASAN_EXT_MAPPED_GPUS(r), gpu->id))
             st = uvm_unmap_external_in_range(r, gpu, va, va + len - 1, deferred);
         else
             st = NV_OK;
@@ -779,7 +769,7 @@ NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct fil
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *src, *dst = NULL;
+    gasan_ext_range_t *src, *dst = NULL;
     uvm_gpu_t *gpu;
     uvm_tracker_t tracker = UVM_TRACKER_INIT();
     LIST_HEAD(pieces);
@@ -824,7 +814,7 @@ NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct fil
         gasan_piece_t *p;
         uvm_ext_gpu_range_tree_t *dst_tree;
 
-        if (!uvm_processor_mask_test(&src->external.mapped_gpus, gpu->id) || !uvm_gpu_va_space_get(va_space, gpu))
+        if (!uvm_processor_mask_test(GASAN_EXT_MAPPED_GPUS(src), gpu->id) || !uvm_gpu_va_space_get(va_space, gpu))
             continue;
         status = gasan_collect_mapped(src, gpu, params->srcBase, params->length, &pieces);
         if (status != NV_OK)
@@ -879,7 +869,7 @@ NV_STATUS uvm_api_gasan_unmap_alias(UVM_GASAN_UNMAP_ALIAS_PARAMS *params, struct
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *r;
+    gasan_ext_range_t *r;
     LIST_HEAD(deferred);
     NV_STATUS status;
 
@@ -955,7 +945,7 @@ static void gasan_txn_free(gasan_prot_txn_t *t)
 
 /* (A) for one GPU; the caller holds the tree lock. */
 static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
-                                    uvm_va_range_t *r,
+                                    gasan_ext_range_t *r,
                                     gasan_prot_txn_t *t,
                                     NvU64 base,
                                     NvU64 end,
@@ -966,7 +956,7 @@ static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
     uvm_ext_gpu_map_t *m;
     gasan_piece_t *p, *next;
 
-    if (uvm_processor_mask_test(&r->external.mapped_gpus, gpu->id)) {
+    if (uvm_processor_mask_test(GASAN_EXT_MAPPED_GPUS(r), gpu->id)) {
         uvm_ext_gpu_map_for_each_in(m, r, gpu, base, end) {
             NvU64 page = m->pt_range_vec.page_size;
             NvU64 o_start = max(m->node.start, base & ~(page - 1));
@@ -1057,7 +1047,7 @@ static long gasan_txn_parked_delta(gasan_prot_txn_t *t, NvU32 prot)
 }
 
 /* (B) for one GPU; the caller holds the tree lock. */
-static NV_STATUS gasan_txn_apply(uvm_va_range_t *r, gasan_prot_txn_t *t, NvU32 prot, uvm_tracker_t *tracker)
+static NV_STATUS gasan_txn_apply(gasan_ext_range_t *r, gasan_prot_txn_t *t, NvU32 prot, uvm_tracker_t *tracker)
 {
     gasan_piece_t *p;
     NV_STATUS status;
@@ -1087,7 +1077,7 @@ static NV_STATUS gasan_txn_apply(uvm_va_range_t *r, gasan_prot_txn_t *t, NvU32 p
 
 /* Puts one GPU back as it was: the range unmapped (it held parked pieces, or is mapped again from
  * `outer`), the pages around it as they were, the taken parked pieces parked again. */
-static void gasan_txn_undo(uvm_gasan_va_space_t *g, uvm_va_range_t *r, gasan_prot_txn_t *t, NvU64 base, NvU64 end,
+static void gasan_txn_undo(uvm_gasan_va_space_t *g, gasan_ext_range_t *r, gasan_prot_txn_t *t, NvU64 base, NvU64 end,
                            uvm_tracker_t *tracker)
 {
     uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, t->gpu);
@@ -1128,7 +1118,7 @@ NV_STATUS uvm_api_gasan_set_protection(UVM_GASAN_SET_PROTECTION_PARAMS *params, 
     gasan_prot_txn_t *txns = NULL;
     NvU64 base = params->base, end = params->base + params->length - 1;
     long parked = 0;
-    uvm_va_range_t *r;
+    gasan_ext_range_t *r;
     uvm_gpu_t *gpu;
     NvU32 n = 0, i;
     NV_STATUS status;
@@ -1203,7 +1193,7 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *r;
+    gasan_ext_range_t *r;
     uvm_gpu_t *gpu;
     LIST_HEAD(deferred);
     NV_STATUS status;
@@ -1244,7 +1234,12 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     for_each_va_space_gpu(gpu, va_space) {
         if (status != NV_OK || !uvm_gpu_va_space_get(va_space, gpu))
             continue;
-        status = uvm_map_external_sparse_on_gpu(r, gpu, params->base, params->length, &deferred);
+        /* Checked again: a GPU may have been registered since the check above (the lock was
+         * dropped to create the range), and uvm_map_external_sparse_on_gpu() does not check. */
+        if (!gpu->parent->sparse_mappings_supported)
+            status = NV_ERR_NOT_SUPPORTED;
+        else
+            status = uvm_map_external_sparse_on_gpu(r, gpu, params->base, params->length, &deferred);
     }
     /* Cross-GPU rollback (an existing window; a new one is destroyed below). */
     if (status != NV_OK && r && !new_window)
