@@ -25,10 +25,23 @@
  * then the VA space lock, then one external range tree lock at a time. The fault hook runs under the
  * VA space lock and only takes the fault queue spinlock and the window spinlock. GPU unregister
  * calls uvm_gasan_unregister_gpu() holding no lock.
+ *
+ * RM handle frees: uvm_lock.h allows RM calls under the VA space read lock only together with its
+ * serialize_writers_lock (uvm_va_space_down_read_rm). Paths that hold the plain read lock
+ * (MAP_SPARSE_ZERO, UNMAP_ALIAS, as upstream's UvmMapExternalSparse / UvmUnmapExternal do) pass a
+ * deferred-free list to every unmap, retain the mapping GPUs before unlocking and free after
+ * (gasan_deferred_*). Parked pieces hold handle references too; they are freed with no VA space
+ * lock held (their GPUs stay registered while gasan's mutex is held: uvm_gasan_unregister_gpu()
+ * takes it).
+ *
+ * Memory: gasan's per-VA-space objects (its state, parked pieces, the fault queue) are charged to
+ * the caller's memory cgroup (GFP_KERNEL_ACCOUNT). The uvm_ext_gpu_map_t it creates are upstream's
+ * objects, allocated and freed as upstream allocates its own (uvm_kvmalloc, not charged).
  */
 
 #include "uvm_api.h"
 #include "uvm_gasan.h"
+#include "uvm_gasan_glue.h"
 #include "uvm_gpu.h"
 #include "uvm_map_external.h"
 #include "uvm_mmu.h"
@@ -64,6 +77,7 @@ typedef unsigned int __poll_t;
 /* Parked pieces per VA space (each about 120 bytes): a pool's guard pages, per GPU. */
 #define GASAN_MAX_PARKED 65536u
 #define GASAN_2M (2ull << 20)
+#define GASAN_GFP (GFP_KERNEL_ACCOUNT)
 #define GASAN_CPU_VA_LIMIT (1ull << 47)
 
 /* The ABI version, readable without any ioctl: /sys/module/nvidia_uvm/parameters/gasan_abi. */
@@ -118,6 +132,9 @@ typedef struct
 {
     struct list_head node;
     uvm_gpu_t *gpu;
+    /* The external range the piece was cut from (gasan_range_serial()): a parked piece comes back
+     * only into that range, never into a new range made later at the same address. */
+    NvU64 range_serial;
     NvU64 start;
     NvU64 length;
     uvm_ext_gpu_mem_handle *mem_handle;
@@ -149,6 +166,9 @@ struct uvm_gasan_va_space_struct
     NvU32 parked_count;
 
     gasan_fault_queue_t *faults;
+
+    /* The GPUs retained for the deferred frees of the ioctl running now (under lock). */
+    uvm_processor_mask_t deferred_gpus;
 };
 
 typedef struct uvm_gasan_va_space_struct uvm_gasan_va_space_t;
@@ -165,7 +185,7 @@ static uvm_gasan_va_space_t *gasan_get(uvm_va_space_t *va_space, bool create)
     if (g || !create)
         return g;
 
-    fresh = uvm_kvmalloc_zero(sizeof(*fresh));
+    fresh = kzalloc(sizeof(*fresh), GASAN_GFP);
     if (!fresh)
         return NULL;
     mutex_init(&fresh->lock);
@@ -179,7 +199,7 @@ static uvm_gasan_va_space_t *gasan_get(uvm_va_space_t *va_space, bool create)
     }
     g = va_space->gasan;
     uvm_va_space_up_write(va_space);
-    uvm_kvfree(fresh);
+    kfree(fresh);
     return g;
 }
 
@@ -231,19 +251,68 @@ static NV_STATUS gasan_window_add(uvm_gasan_va_space_t *g, NvU64 base, NvU64 len
     return status;
 }
 
+/* Forgets the window that is exactly [base, base + length) (the pool, windows[0], is never removed). */
+static void gasan_window_remove(uvm_gasan_va_space_t *g, NvU64 base, NvU64 length)
+{
+    unsigned long flags;
+    NvU32 i;
+
+    spin_lock_irqsave(&g->window_lock, flags);
+    for (i = g->pool_reserved ? 1 : 0; i < g->window_count; i++) {
+        if (g->windows[i].base == base && g->windows[i].length == length) {
+            g->windows[i] = g->windows[g->window_count - 1];
+            g->window_count--;
+            break;
+        }
+    }
+    spin_unlock_irqrestore(&g->window_lock, flags);
+}
+
+/* Is [va, va + len) exactly one window of the kind? */
+static bool gasan_window_is(uvm_gasan_va_space_t *g, NvU64 va, NvU64 len, int kind)
+{
+    unsigned long flags;
+    bool found = false;
+    NvU32 i;
+
+    spin_lock_irqsave(&g->window_lock, flags);
+    for (i = 0; i < g->window_count && !found; i++)
+        found = g->windows[i].kind == kind && g->windows[i].base == va && g->windows[i].length == len;
+    spin_unlock_irqrestore(&g->window_lock, flags);
+    return found;
+}
+
+/* ---- deferred RM frees ------------------------------------------------------------------------- */
+
+/* Retains the GPUs through which the handles on deferred get freed; called before the VA space lock
+ * is dropped (they are registered then). */
+static void gasan_deferred_retain(uvm_gasan_va_space_t *g, struct list_head *deferred)
+{
+    uvm_deferred_free_object_t *o;
+
+    uvm_processor_mask_zero(&g->deferred_gpus);
+    list_for_each_entry(o, deferred, list_node) {
+        if (o->type == UVM_DEFERRED_FREE_OBJECT_TYPE_EXTERNAL_ALLOCATION)
+            uvm_processor_mask_set(&g->deferred_gpus, container_of(o, uvm_ext_gpu_map_t, deferred_free)->gpu->id);
+    }
+    uvm_global_gpu_retain(&g->deferred_gpus);
+}
+
+/* Frees what gasan_deferred_retain() retained for; called with no VA space lock held. */
+static void gasan_deferred_free(uvm_gasan_va_space_t *g, struct list_head *deferred)
+{
+    if (list_empty(deferred))
+        return;
+    uvm_deferred_free_object_list(deferred);
+    uvm_global_gpu_release(&g->deferred_gpus);
+    uvm_processor_mask_zero(&g->deferred_gpus);
+}
+
 /* ---- GPU reach ------------------------------------------------------------------------------ */
 
-/* Exclusive upper bound of the lower half of the GPU's VA space. Addresses between the CPU's limit
- * (2^47) and this bound are reachable by the GPU only; uvm_gpu_can_address() refuses them, gasan's
- * aliases live there on purpose. */
-static NvU64 gasan_gpu_max_va(uvm_gpu_t *gpu)
-{
-    NvU32 bits = gpu->address_space_tree.hal->num_va_bits();
-
-    if (uvm_platform_uses_canonical_form_address())
-        bits -= 1;
-    return 1ull << bits;
-}
+/* gasan_gpu_max_va() (uvm_gasan_glue.h) is the exclusive upper bound of the lower half of a GPU's
+ * VA space. Addresses between the CPU's limit (2^47) and it are reachable by the GPU only;
+ * uvm_gpu_can_address() refuses them, gasan's aliases live there on purpose. */
 
 /* Takes the gasan lock of the VA space (creating its state when create is set; g is NULL when it
  * has none) and describes the VA space for the validators: the pool, and the VA bound every
@@ -284,7 +353,7 @@ static void gasan_piece_free(gasan_piece_t *p)
 {
     if (p->mem_handle)
         nv_kref_put(&p->mem_handle->ref_count, uvm_release_rm_handle);
-    uvm_kvfree(p);
+    kfree(p);
 }
 
 static void gasan_piece_list_free(struct list_head *list)
@@ -314,15 +383,17 @@ static bool gasan_piece_uses_gpu(const gasan_piece_t *p, const uvm_gpu_t *gpu)
     return p->gpu == gpu || p->owning_gpu == gpu || (p->mem_handle && p->mem_handle->gpu == gpu);
 }
 
-/* Describes [start, start + length) of ext_gpu_map as a piece (takes a handle reference). */
-static gasan_piece_t *gasan_piece_from_map(uvm_ext_gpu_map_t *m, NvU64 start, NvU64 length)
+/* Describes [start, start + length) of ext_gpu_map, a mapping of the range with range_serial, as a
+ * piece (takes a handle reference). */
+static gasan_piece_t *gasan_piece_from_map(uvm_ext_gpu_map_t *m, NvU64 range_serial, NvU64 start, NvU64 length)
 {
-    gasan_piece_t *p = uvm_kvmalloc_zero(sizeof(*p));
+    gasan_piece_t *p = kzalloc(sizeof(*p), GASAN_GFP);
 
     if (!p)
         return NULL;
     INIT_LIST_HEAD(&p->node);
     p->gpu = m->gpu;
+    p->range_serial = range_serial;
     p->start = start;
     p->length = length;
     p->mem_handle = m->mem_handle;
@@ -344,7 +415,7 @@ static gasan_piece_t *gasan_piece_from_map(uvm_ext_gpu_map_t *m, NvU64 start, Nv
 /* A copy of the sub-piece [start, start + length) of p (takes a handle reference). */
 static gasan_piece_t *gasan_piece_slice(const gasan_piece_t *p, NvU64 start, NvU64 length)
 {
-    gasan_piece_t *q = uvm_kvmalloc(sizeof(*q));
+    gasan_piece_t *q = kmalloc(sizeof(*q), GASAN_GFP);
 
     if (!q)
         return NULL;
@@ -361,20 +432,20 @@ static gasan_piece_t *gasan_piece_slice(const gasan_piece_t *p, NvU64 start, NvU
 /* Maps the piece's backing at [va, va + p->length) of va_range on p->gpu with mapping_type. The
  * page size is the largest the alignment of va, length, offset and the allocation allow, as for a
  * fresh UvmMapExternalAllocation. The caller holds the GPU's range tree lock of va_range. */
-static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
+static NV_STATUS gasan_map_piece(gasan_ext_range_t *va_range,
                                  const gasan_piece_t *p,
                                  NvU64 va,
                                  UvmGpuMappingType mapping_type,
                                  uvm_tracker_t *out_tracker)
 {
     uvm_gpu_t *gpu = p->gpu;
-    uvm_gpu_va_space_t *gpu_va_space = uvm_gpu_va_space_get(va_range->va_space, gpu);
+    uvm_gpu_va_space_t *gpu_va_space = uvm_gpu_va_space_get(GASAN_EXT_VA_SPACE(va_range), gpu);
     uvm_ext_gpu_range_tree_t *range_tree = uvm_ext_gpu_range_tree(va_range, gpu);
     uvm_ext_gpu_map_t *m;
     UvmGpuMemoryInfo mem_info;
     uvm_map_rm_params_t params;
     NvU64 alignments;
-    NvU32 page_size;
+    gasan_page_size_t page_size;
     NV_STATUS status;
 
     if (!gpu_va_space)
@@ -386,7 +457,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     /* Peer memory only while the peers are enabled (upstream drops such mappings when they are
      * disabled). */
     if (p->owning_gpu && p->owning_gpu != gpu && (!p->is_sysmem || p->is_egm) &&
-        !uvm_va_space_peer_enabled(va_range->va_space, gpu, p->owning_gpu))
+        !uvm_va_space_peer_enabled(GASAN_EXT_VA_SPACE(va_range), gpu, p->owning_gpu))
         return NV_ERR_INVALID_DEVICE;
 
     status = uvm_unmap_external_in_range(va_range, gpu, va, va + p->length - 1, NULL);
@@ -417,7 +488,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     /* The range was just unmapped, so adding cannot collide. */
     status = uvm_range_tree_add(&range_tree->tree, &m->node);
     UVM_ASSERT(status == NV_OK);
-    uvm_processor_mask_set_atomic(&va_range->external.mapped_gpus, gpu->id);
+    uvm_processor_mask_set_atomic(GASAN_EXT_MAPPED_GPUS(va_range), gpu->id);
 
     mem_info = m->mem_handle->mem_info;
     alignments = mem_info.pageSize | va | p->length | p->map_offset;
@@ -437,7 +508,7 @@ static NV_STATUS gasan_map_piece(uvm_va_range_t *va_range,
     params.element_bits = p->element_bits;
     params.compression_type = p->compression_type;
 
-    status = uvm_va_range_map_rm_allocation(va_range, gpu, &mem_info, &params, m, out_tracker);
+    status = uvm_va_range_map_rm_allocation(GASAN_EXT_VA_RANGE(va_range), gpu, &mem_info, &params, m, out_tracker);
     if (status != NV_OK)
         goto error;
     return NV_OK;
@@ -449,7 +520,7 @@ error:
 
 /* Maps a piece split into runs of equal largest page size (2 MiB / 64 KiB / 4 KiB, by
  * gasan_split_pages), so a remainder next to a 4 KiB guard keeps big pages where it can. */
-static NV_STATUS gasan_map_piece_split(uvm_va_range_t *va_range,
+static NV_STATUS gasan_map_piece_split(gasan_ext_range_t *va_range,
                                        const gasan_piece_t *p,
                                        UvmGpuMappingType mapping_type,
                                        uvm_tracker_t *tracker)
@@ -492,32 +563,49 @@ static NV_STATUS gasan_map_piece_split(uvm_va_range_t *va_range,
 }
 
 /* The external range that holds all of [va, va + len), or NULL. */
-static uvm_va_range_t *gasan_external_range(uvm_va_space_t *va_space, NvU64 va, NvU64 len)
+static gasan_ext_range_t *gasan_external_range(uvm_va_space_t *va_space, NvU64 va, NvU64 len)
 {
-    uvm_va_range_t *r = uvm_va_range_find(va_space, va);
+    gasan_ext_range_t *r = gasan_ext_range_find(va_space, va);
 
-    if (!r || r->type != UVM_VA_RANGE_TYPE_EXTERNAL || r->node.end < va + len - 1)
+    if (!r || GASAN_EXT_END(r) < va + len - 1)
         return NULL;
     return r;
 }
 
-/* Creates an external range at [base, base + length) unless one already holds it exactly. */
+/* A number naming the external range r for as long as it exists (never reused: a range made later
+ * at the same address gets another). Ranges are allocated zeroed, so the first call stamps the
+ * range; only gasan reads or writes the field, under its mutex. */
+static NvU64 gasan_range_serial(gasan_ext_range_t *r)
+{
+    static atomic64_t next_serial = ATOMIC64_INIT(0);
+
+    if (!READ_ONCE(GASAN_EXT_SERIAL(r)))
+        WRITE_ONCE(GASAN_EXT_SERIAL(r), (NvU64)atomic64_inc_return(&next_serial));
+    return GASAN_EXT_SERIAL(r);
+}
+
+/* Creates an external range at [base, base + length): fresh VA only (NV_ERR_UVM_ADDRESS_IN_USE when
+ * any range is there, including one the CUDA driver made with the same bounds: gasan never takes
+ * over a range it did not make). */
 static NV_STATUS gasan_create_range(uvm_va_space_t *va_space, NvU64 base, NvU64 length)
 {
     struct mm_struct *mm;
-    uvm_va_range_t *r;
     NV_STATUS status;
 
     mm = uvm_va_space_mm_or_current_retain_lock(va_space);
     uvm_va_space_down_write(va_space);
-    r = uvm_va_range_find(va_space, base);
-    if (r && r->type == UVM_VA_RANGE_TYPE_EXTERNAL && r->node.start == base && r->node.end == base + length - 1)
-        status = NV_OK;
-    else
-        status = uvm_va_range_create_external(va_space, mm, base, length, NULL);
+    status = gasan_ext_range_create(va_space, mm, base, length);
     uvm_va_space_up_write(va_space);
     uvm_va_space_mm_or_current_release_unlock(va_space, mm);
     return status;
+}
+
+/* Destroys a range gasan made (an alias or sparse window) with upstream's UvmFree path, which
+ * unmaps it on every GPU and frees the handles after dropping the VA space lock. Called with no VA
+ * space lock held. */
+static NV_STATUS gasan_destroy_range(uvm_va_space_t *va_space, NvU64 base, NvU64 length)
+{
+    return gasan_ext_range_free(va_space, base, length);
 }
 
 /* ---- ioctls ----------------------------------------------------------------------------------- */
@@ -577,9 +665,8 @@ NV_STATUS uvm_api_gasan_reserve_pool(UVM_GASAN_RESERVE_POOL_PARAMS *params, stru
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *r;
+    NvU32 ranges, not_external;
     NV_STATUS status;
-    bool foreign = false;
 
     g = gasan_enter(va_space, true, &lim);
     if (!g)
@@ -596,18 +683,16 @@ NV_STATUS uvm_api_gasan_reserve_pool(UVM_GASAN_RESERVE_POOL_PARAMS *params, stru
     /* Ranges already inside the pool (the CUDA driver's own external ranges) are accepted; any
      * other kind of range there (managed memory, channels) is not ours to remap. */
     uvm_va_space_down_read(va_space);
-    uvm_for_each_va_range_in(r, va_space, params->base, params->base + params->length - 1) {
-        foreign = true;
-        if (r->type != UVM_VA_RANGE_TYPE_EXTERNAL)
-            status = NV_ERR_UVM_ADDRESS_IN_USE;
-    }
+    gasan_ranges_in(va_space, params->base, params->base + params->length - 1, &ranges, &not_external);
     uvm_va_space_up_read(va_space);
-    if (status != NV_OK)
+    if (not_external != 0) {
+        status = NV_ERR_UVM_ADDRESS_IN_USE;
         goto out;
+    }
 
     /* An empty pool becomes one external range: allocations are then mapped into it with
      * UvmMapExternalAllocation and re-protected with the ioctls below. */
-    if (!foreign) {
+    if (ranges == 0) {
         status = gasan_create_range(va_space, params->base, params->length);
         if (status != NV_OK)
             goto out;
@@ -623,7 +708,7 @@ out:
 
 /* Collects, for one GPU, the pieces of [va, va + len) of va_range. Fails unless all of it is
  * mapped with real backing (no holes, no sparse parts). */
-static NV_STATUS gasan_collect_mapped(uvm_va_range_t *va_range, uvm_gpu_t *gpu, NvU64 va, NvU64 len, struct list_head *out)
+static NV_STATUS gasan_collect_mapped(gasan_ext_range_t *va_range, uvm_gpu_t *gpu, NvU64 va, NvU64 len, struct list_head *out)
 {
     uvm_ext_gpu_range_tree_t *range_tree = uvm_ext_gpu_range_tree(va_range, gpu);
     uvm_ext_gpu_map_t *m;
@@ -639,7 +724,7 @@ static NV_STATUS gasan_collect_mapped(uvm_va_range_t *va_range, uvm_gpu_t *gpu, 
             status = NV_ERR_INVALID_ADDRESS;
             break;
         }
-        p = gasan_piece_from_map(m, s, e - s + 1);
+        p = gasan_piece_from_map(m, gasan_range_serial(va_range), s, e - s + 1);
         if (!p) {
             status = NV_ERR_NO_MEMORY;
             break;
@@ -653,17 +738,44 @@ static NV_STATUS gasan_collect_mapped(uvm_va_range_t *va_range, uvm_gpu_t *gpu, 
     return status;
 }
 
+/* Unmaps [va, va + len) of r on every GPU that has mappings in r. The caller holds the VA space lock
+ * (read); handles go on deferred. */
+static NV_STATUS gasan_unmap_all_gpus(uvm_va_space_t *va_space, gasan_ext_range_t *r, NvU64 va, NvU64 len,
+                                      struct list_head *deferred)
+{
+    NV_STATUS status = NV_OK;
+    uvm_gpu_t *gpu;
+
+    for_each_va_space_gpu(gpu, va_space) {
+        uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, gpu);
+        NV_STATUS st;
+
+        uvm_mutex_lock(&tree->lock);
+        if (uvm_processor_mask_test(GASAN_EXT_MAPPED_GPUS(r), gpu->id))
+            st = uvm_unmap_external_in_range(r, gpu, va, va + len - 1, deferred);
+        else
+            st = NV_OK;
+        uvm_mutex_unlock(&tree->lock);
+        if (status == NV_OK)
+            status = st;
+    }
+    return status;
+}
+
+/* Maps the alias on every GPU the source is mapped on. All or nothing: on failure the alias range is
+ * left unmapped on every GPU (a window made by this call is destroyed again, freeing its slot). */
 NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *src, *dst;
+    gasan_ext_range_t *src, *dst = NULL;
     uvm_gpu_t *gpu;
     uvm_tracker_t tracker = UVM_TRACKER_INIT();
     LIST_HEAD(pieces);
-    NV_STATUS status;
-    bool new_window;
+    LIST_HEAD(deferred);
+    NV_STATUS status, tracker_status;
+    bool new_window = false;
     int mapped_gpus = 0;
 
     g = gasan_enter(va_space, false, &lim);
@@ -674,15 +786,21 @@ NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct fil
     new_window = !gasan_window_lookup(g, params->aliasBase, params->length, GASAN_WINDOW_ALIAS);
     if (new_window && gasan_window_overlaps(g, params->aliasBase, params->length)) {
         status = NV_ERR_UVM_ADDRESS_IN_USE;
+        new_window = false;
         goto out;
     }
     if (new_window) {
-        status = gasan_create_range(va_space, params->aliasBase, params->length);
-        if (status != NV_OK)
-            goto out;
         status = gasan_window_add(g, params->aliasBase, params->length, GASAN_WINDOW_ALIAS);
-        if (status != NV_OK)
+        if (status != NV_OK) {
+            new_window = false;
             goto out;
+        }
+        status = gasan_create_range(va_space, params->aliasBase, params->length);
+        if (status != NV_OK) {
+            gasan_window_remove(g, params->aliasBase, params->length);
+            new_window = false;
+            goto out;
+        }
     }
 
     uvm_va_space_down_read_rm(va_space);
@@ -696,7 +814,7 @@ NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct fil
         gasan_piece_t *p;
         uvm_ext_gpu_range_tree_t *dst_tree;
 
-        if (!uvm_processor_mask_test(&src->external.mapped_gpus, gpu->id) || !uvm_gpu_va_space_get(va_space, gpu))
+        if (!uvm_processor_mask_test(GASAN_EXT_MAPPED_GPUS(src), gpu->id) || !uvm_gpu_va_space_get(va_space, gpu))
             continue;
         status = gasan_collect_mapped(src, gpu, params->srcBase, params->length, &pieces);
         if (status != NV_OK)
@@ -721,53 +839,65 @@ NV_STATUS uvm_api_gasan_map_alias(UVM_GASAN_MAP_ALIAS_PARAMS *params, struct fil
         status = NV_ERR_INVALID_ADDRESS; /* the source is not mapped on any GPU */
 
 out_unlock:
+    /* Under the _rm lock RM calls are allowed; the pieces' handle references are never the last
+     * (the source mappings and the new alias mappings hold theirs). */
     gasan_piece_list_free(&pieces);
+    tracker_status = uvm_tracker_wait_deinit(&tracker);
+    if (tracker_status != NV_OK && status == NV_OK)
+        status = tracker_status;
+    /* Cross-GPU rollback: the GPUs already mapped are unmapped again. */
+    if (status != NV_OK && dst && !new_window)
+        (void)gasan_unmap_all_gpus(va_space, dst, params->aliasBase, params->length, &deferred);
+    if (!list_empty(&deferred))
+        gasan_deferred_retain(g, &deferred);
     uvm_va_space_up_read_rm(va_space);
-    if (uvm_tracker_wait_deinit(&tracker) != NV_OK && status == NV_OK)
-        status = NV_ERR_INVALID_STATE;
+    gasan_deferred_free(g, &deferred);
+    if (status != NV_OK && new_window) {
+        (void)gasan_destroy_range(va_space, params->aliasBase, params->length);
+        gasan_window_remove(g, params->aliasBase, params->length);
+    }
 out:
     gasan_leave(g);
     return status;
 }
 
+/* Unmaps [aliasBase, aliasBase + length) of an alias window. When that is the whole window, its range
+ * is destroyed and the window's slot freed (another MAP_ALIAS may use the VA again); otherwise only
+ * the PTEs go and the window stays reserved. */
 NV_STATUS uvm_api_gasan_unmap_alias(UVM_GASAN_UNMAP_ALIAS_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *r;
-    uvm_gpu_t *gpu;
+    gasan_ext_range_t *r;
+    LIST_HEAD(deferred);
     NV_STATUS status;
 
     g = gasan_enter(va_space, false, &lim);
     status = gasan_validate_unmap_alias(params, &lim);
     if (status != NV_OK)
         goto out;
-    /* Only gasan's alias ranges: never the pool or the CUDA driver's own mappings. The range stays
-     * reserved (retired alias VA), only its PTEs go. */
+    /* Only gasan's alias ranges: never the pool or the CUDA driver's own mappings. */
     if (!gasan_window_lookup(g, params->aliasBase, params->length, GASAN_WINDOW_ALIAS)) {
         status = NV_ERR_INVALID_ADDRESS;
         goto out;
     }
-    uvm_va_space_down_read_rm(va_space);
+    if (gasan_window_is(g, params->aliasBase, params->length, GASAN_WINDOW_ALIAS)) {
+        status = gasan_destroy_range(va_space, params->aliasBase, params->length);
+        if (status == NV_OK)
+            gasan_window_remove(g, params->aliasBase, params->length);
+        goto out;
+    }
+    uvm_va_space_down_read(va_space);
     r = gasan_external_range(va_space, params->aliasBase, params->length);
-    if (!r) {
+    if (!r)
         status = NV_ERR_INVALID_ADDRESS;
-    }
-    else {
-        for_each_va_space_gpu(gpu, va_space) {
-            uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, gpu);
-
-            if (!uvm_processor_mask_test(&r->external.mapped_gpus, gpu->id))
-                continue;
-            uvm_mutex_lock(&tree->lock);
-            status = uvm_unmap_external_in_range(r, gpu, params->aliasBase, params->aliasBase + params->length - 1, NULL);
-            uvm_mutex_unlock(&tree->lock);
-            if (status != NV_OK)
-                break;
-        }
-    }
-    uvm_va_space_up_read_rm(va_space);
+    else
+        status = gasan_unmap_all_gpus(va_space, r, params->aliasBase, params->length, &deferred);
+    if (!list_empty(&deferred))
+        gasan_deferred_retain(g, &deferred);
+    uvm_va_space_up_read(va_space);
+    gasan_deferred_free(g, &deferred);
 out:
     gasan_leave(g);
     return status;
@@ -815,17 +945,18 @@ static void gasan_txn_free(gasan_prot_txn_t *t)
 
 /* (A) for one GPU; the caller holds the tree lock. */
 static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
-                                    uvm_va_range_t *r,
+                                    gasan_ext_range_t *r,
                                     gasan_prot_txn_t *t,
                                     NvU64 base,
                                     NvU64 end,
                                     NvU32 prot)
 {
     uvm_gpu_t *gpu = t->gpu;
+    NvU64 serial = gasan_range_serial(r);
     uvm_ext_gpu_map_t *m;
     gasan_piece_t *p, *next;
 
-    if (uvm_processor_mask_test(&r->external.mapped_gpus, gpu->id)) {
+    if (uvm_processor_mask_test(GASAN_EXT_MAPPED_GPUS(r), gpu->id)) {
         uvm_ext_gpu_map_for_each_in(m, r, gpu, base, end) {
             NvU64 page = m->pt_range_vec.page_size;
             NvU64 o_start = max(m->node.start, base & ~(page - 1));
@@ -834,22 +965,22 @@ static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
 
             if (!m->mem_handle)
                 return NV_ERR_INVALID_ADDRESS; /* sparse: not part of the pool's allocations */
-            p = gasan_piece_from_map(m, o_start, o_end - o_start + 1);
+            p = gasan_piece_from_map(m, serial, o_start, o_end - o_start + 1);
             if (!p)
                 return NV_ERR_NO_MEMORY;
             list_add_tail(&p->node, &t->outer);
-            p = gasan_piece_from_map(m, i_start, i_end - i_start + 1);
+            p = gasan_piece_from_map(m, serial, i_start, i_end - i_start + 1);
             if (!p)
                 return NV_ERR_NO_MEMORY;
             list_add_tail(&p->node, &t->inside);
             if (o_start < i_start) {
-                p = gasan_piece_from_map(m, o_start, i_start - o_start);
+                p = gasan_piece_from_map(m, serial, o_start, i_start - o_start);
                 if (!p)
                     return NV_ERR_NO_MEMORY;
                 list_add_tail(&p->node, &t->outside);
             }
             if (i_end < o_end) {
-                p = gasan_piece_from_map(m, i_end + 1, o_end - i_end);
+                p = gasan_piece_from_map(m, serial, i_end + 1, o_end - i_end);
                 if (!p)
                     return NV_ERR_NO_MEMORY;
                 list_add_tail(&p->node, &t->outside);
@@ -858,7 +989,9 @@ static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
     }
 
     /* Parked pieces overlapping the range: the overlap joins `inside`, the rest is kept parked. The
-     * piece itself moves to `taken` (back to g->parked on undo, freed on commit). */
+     * piece itself moves to `taken` (back to g->parked on undo, freed on commit). A piece parked
+     * from a range that no longer exists (the CUDA driver freed it; this range is another one at the
+     * same address) is stale: taken and not brought back, so it is freed at commit. */
     list_for_each_entry_safe(p, next, &g->parked, node) {
         NvU64 s, e;
         gasan_piece_t *q;
@@ -866,6 +999,8 @@ static NV_STATUS gasan_txn_describe(uvm_gasan_va_space_t *g,
         if (p->gpu != gpu || p->start > end || p->start + p->length - 1 < base)
             continue;
         list_move_tail(&p->node, &t->taken);
+        if (p->range_serial != serial)
+            continue;
         s = max(p->start, base);
         e = min(p->start + p->length - 1, end);
         if (p->start < s) {
@@ -912,7 +1047,7 @@ static long gasan_txn_parked_delta(gasan_prot_txn_t *t, NvU32 prot)
 }
 
 /* (B) for one GPU; the caller holds the tree lock. */
-static NV_STATUS gasan_txn_apply(uvm_va_range_t *r, gasan_prot_txn_t *t, NvU32 prot, uvm_tracker_t *tracker)
+static NV_STATUS gasan_txn_apply(gasan_ext_range_t *r, gasan_prot_txn_t *t, NvU32 prot, uvm_tracker_t *tracker)
 {
     gasan_piece_t *p;
     NV_STATUS status;
@@ -942,7 +1077,7 @@ static NV_STATUS gasan_txn_apply(uvm_va_range_t *r, gasan_prot_txn_t *t, NvU32 p
 
 /* Puts one GPU back as it was: the range unmapped (it held parked pieces, or is mapped again from
  * `outer`), the pages around it as they were, the taken parked pieces parked again. */
-static void gasan_txn_undo(uvm_gasan_va_space_t *g, uvm_va_range_t *r, gasan_prot_txn_t *t, NvU64 base, NvU64 end,
+static void gasan_txn_undo(uvm_gasan_va_space_t *g, gasan_ext_range_t *r, gasan_prot_txn_t *t, NvU64 base, NvU64 end,
                            uvm_tracker_t *tracker)
 {
     uvm_ext_gpu_range_tree_t *tree = uvm_ext_gpu_range_tree(r, t->gpu);
@@ -983,7 +1118,7 @@ NV_STATUS uvm_api_gasan_set_protection(UVM_GASAN_SET_PROTECTION_PARAMS *params, 
     gasan_prot_txn_t *txns = NULL;
     NvU64 base = params->base, end = params->base + params->length - 1;
     long parked = 0;
-    uvm_va_range_t *r;
+    gasan_ext_range_t *r;
     uvm_gpu_t *gpu;
     NvU32 n = 0, i;
     NV_STATUS status;
@@ -1049,13 +1184,18 @@ out:
     return status;
 }
 
+/* Maps sparse zero-reading PTEs over [base, base + length) on every GPU. All or nothing across GPUs:
+ * on failure the range is unmapped on every GPU (a window made by this call is destroyed again).
+ * Runs under the plain VA space read lock, as upstream's UvmMapExternalSparse: what the sparse
+ * mapping replaces is freed through a deferred list after unlocking. */
 NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params, struct file *filp)
 {
     uvm_va_space_t *va_space = uvm_va_space_get(filp);
     uvm_gasan_va_space_t *g;
     gasan_limits_t lim;
-    uvm_va_range_t *r;
+    gasan_ext_range_t *r;
     uvm_gpu_t *gpu;
+    LIST_HEAD(deferred);
     NV_STATUS status;
     bool new_window;
 
@@ -1077,11 +1217,14 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     if (status != NV_OK)
         goto out;
     if (new_window) {
-        status = gasan_create_range(va_space, params->base, params->length);
-        if (status == NV_OK)
-            status = gasan_window_add(g, params->base, params->length, GASAN_WINDOW_SPARSE);
+        status = gasan_window_add(g, params->base, params->length, GASAN_WINDOW_SPARSE);
         if (status != NV_OK)
             goto out;
+        status = gasan_create_range(va_space, params->base, params->length);
+        if (status != NV_OK) {
+            gasan_window_remove(g, params->base, params->length);
+            goto out;
+        }
     }
 
     uvm_va_space_down_read(va_space);
@@ -1091,9 +1234,24 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     for_each_va_space_gpu(gpu, va_space) {
         if (status != NV_OK || !uvm_gpu_va_space_get(va_space, gpu))
             continue;
-        status = uvm_map_external_sparse_on_gpu(r, gpu, params->base, params->length, NULL);
+        /* Checked again: a GPU may have been registered since the check above (the lock was
+         * dropped to create the range), and uvm_map_external_sparse_on_gpu() does not check. */
+        if (!gpu->parent->sparse_mappings_supported)
+            status = NV_ERR_NOT_SUPPORTED;
+        else
+            status = uvm_map_external_sparse_on_gpu(r, gpu, params->base, params->length, &deferred);
     }
+    /* Cross-GPU rollback (an existing window; a new one is destroyed below). */
+    if (status != NV_OK && r && !new_window)
+        (void)gasan_unmap_all_gpus(va_space, r, params->base, params->length, &deferred);
+    if (!list_empty(&deferred))
+        gasan_deferred_retain(g, &deferred);
     uvm_va_space_up_read(va_space);
+    gasan_deferred_free(g, &deferred);
+    if (status != NV_OK && new_window) {
+        (void)gasan_destroy_range(va_space, params->base, params->length);
+        gasan_window_remove(g, params->base, params->length);
+    }
 out:
     gasan_leave(g);
     return status;
@@ -1115,6 +1273,7 @@ static ssize_t gasan_fault_read(struct file *filp, char __user *buf, size_t len,
 
     if (len < rec)
         return -EINVAL;
+again:
     if (!(filp->f_flags & O_NONBLOCK)) {
         ret = wait_event_interruptible(q->wait, READ_ONCE(q->count) != 0 || READ_ONCE(q->closed));
         if (ret)
@@ -1139,8 +1298,13 @@ static ssize_t gasan_fault_read(struct file *filp, char __user *buf, size_t len,
             return done ? (ssize_t)done : -EFAULT;
         done += rec;
     }
-    if (done == 0 && !READ_ONCE(q->closed))
+    if (done == 0 && !READ_ONCE(q->closed)) {
+        /* Another reader of the same file (a forked child, a thread) took the events this one
+         * woke up for: a blocking read waits again, only a non-blocking one says EAGAIN. */
+        if (!(filp->f_flags & O_NONBLOCK))
+            goto again;
         return -EAGAIN;
+    }
     return done;
 }
 
@@ -1203,7 +1367,7 @@ static NV_STATUS gasan_subscribe_faults(UVM_GASAN_SUBSCRIBE_FAULTS_PARAMS *param
         status = NV_ERR_STATE_IN_USE;
         goto out;
     }
-    q = kzalloc(sizeof(*q), GFP_KERNEL);
+    q = kzalloc(sizeof(*q), GASAN_GFP);
     if (!q) {
         status = NV_ERR_NO_MEMORY;
         goto out;
@@ -1422,5 +1586,5 @@ void uvm_gasan_va_space_destroy(uvm_va_space_t *va_space)
         wake_up_interruptible(&g->faults->wait);
         kref_put(&g->faults->ref, gasan_fault_queue_release);
     }
-    uvm_kvfree(g);
+    kfree(g);
 }
