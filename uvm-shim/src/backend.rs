@@ -1,6 +1,7 @@
 //! The mapping interface every backend implements.
 
 use crate::UvmError;
+use std::os::fd::OwnedFd;
 
 /// Access rights of a mapped range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,8 +99,31 @@ pub trait Backend: Send + Sync {
     fn wait_writes(&self, _va: u64, _len: u64) -> Result<(), UvmError> {
         Ok(())
     }
-    /// Lets device `peer` access the mapped range `[va, va+len)` (multi-GPU).
-    fn grant_peer(&self, _va: u64, _len: u64, _peer: i32) -> Result<(), UvmError> {
+    /// The device this backend's chunks live on and its mappings are made for (backends that
+    /// simulate one device: 0).
+    fn device(&self) -> i32 {
+        0
+    }
+    /// Sets device `peer`'s rights over the mapped range `[va, va+len)`: `ReadWrite` or
+    /// `ReadOnly` grants, `None` revokes. All of the range must be mapped, and a mapping made
+    /// later starts with no peer's access (the CUDA VMM's rule for `cuMemSetAccess`: peer access
+    /// enabled on a context does not cover VMM mappings), so the pool sets it again for every
+    /// mapping it makes.
+    fn set_peer_access(&self, _va: u64, _len: u64, _peer: i32, _prot: Prot) -> Result<(), UvmError> {
         Err(UvmError::Unavailable(format!("{} backend has no peer devices", self.name())))
+    }
+    /// The rights device `device` (this backend's own or a peer) has at mapped address `va`.
+    fn access(&self, _va: u64, _device: i32) -> Result<Prot, UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend cannot report access rights", self.name())))
+    }
+    /// A file descriptor from which another process can import chunk `h` ([`Backend::import_chunk`]).
+    fn export_chunk(&self, _h: ChunkHandle) -> Result<OwnedFd, UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend cannot export chunks", self.name())))
+    }
+    /// A chunk handle for memory another process exported with [`Backend::export_chunk`], mapped
+    /// like this backend's own chunks. [`Backend::release_chunk`] drops this process's reference;
+    /// the memory lives while any process holds one.
+    fn import_chunk(&self, _fd: OwnedFd) -> Result<ChunkHandle, UvmError> {
+        Err(UvmError::Unavailable(format!("{} backend cannot import chunks", self.name())))
     }
 }

@@ -1,14 +1,59 @@
 //! Host simulation with real MMU semantics: PROT_NONE reservations, memfd chunks mapped
-//! MAP_SHARED|MAP_FIXED (aliases share bytes), mprotect for protections.
+//! MAP_SHARED|MAP_FIXED (aliases share bytes), mprotect for protections. Each backend stands for
+//! one device; what its peers may access is modelled with the CUDA VMM's rules (a new mapping
+//! grants no peer anything) in a table, since all simulated devices share one host MMU. Chunks
+//! export as their memfd, which another process maps after receiving it over a Unix socket.
 
 use crate::backend::{Backend, ChunkHandle, Prot, Stream};
 use crate::UvmError;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
 
 pub struct HostBackend {
     gran: u64,
+    device: i32,
     chunks: Mutex<Vec<Option<OwnedFd>>>,
+    /// Device → the rights it has over this backend's mappings (the own device's are what
+    /// `mprotect` was given; peers' only what [`Backend::set_peer_access`] granted).
+    access: Mutex<HashMap<i32, Ranges>>,
+}
+
+/// Disjoint ranges of VA with the rights over each: start → (end, rights).
+#[derive(Default)]
+struct Ranges(BTreeMap<u64, (u64, Prot)>);
+
+impl Ranges {
+    /// Gives `[lo, hi)` the rights `p` (`None` here: forgets the range, as an unmap does).
+    fn set(&mut self, lo: u64, hi: u64, p: Option<Prot>) {
+        let hit: Vec<(u64, (u64, Prot))> = self.0.range(..hi).rev().take_while(|(_, &(e, _))| e > lo).map(|(&s, &v)| (s, v)).collect();
+        for (s, (e, q)) in hit {
+            self.0.remove(&s);
+            if s < lo {
+                self.0.insert(s, (lo, q));
+            }
+            if e > hi {
+                self.0.insert(hi, (e, q));
+            }
+        }
+        if let Some(p) = p {
+            self.0.insert(lo, (hi, p));
+        }
+    }
+    fn get(&self, va: u64) -> Option<Prot> {
+        self.0.range(..=va).next_back().filter(|(_, &(e, _))| va < e).map(|(_, &(_, p))| p)
+    }
+    /// Is every byte of `[lo, hi)` in some range?
+    fn covers(&self, lo: u64, hi: u64) -> bool {
+        let mut at = lo;
+        while at < hi {
+            match self.0.range(..=at).next_back() {
+                Some((_, &(e, _))) if e > at => at = e,
+                _ => return false,
+            }
+        }
+        true
+    }
 }
 
 fn os(call: &'static str) -> impl FnOnce(nix::errno::Errno) -> UvmError {
@@ -44,8 +89,28 @@ pub fn faults_in_child(f: impl FnOnce()) -> bool {
 impl HostBackend {
     /// `gran` must be a power of two and a multiple of the page size.
     pub fn new(gran: u64) -> Self {
+        Self::for_device(gran, 0)
+    }
+
+    /// A backend standing for device `device` (several of them simulate a multi-GPU process).
+    pub fn for_device(gran: u64, device: i32) -> Self {
         assert!(gran.is_power_of_two() && gran >= 4096);
-        Self { gran, chunks: Mutex::new(Vec::new()) }
+        Self { gran, device, chunks: Mutex::new(Vec::new()), access: Mutex::new(HashMap::new()) }
+    }
+
+    /// Records a new mapping of `[va, va+len)`: the own device has `prot`, no peer anything.
+    fn mapped(&self, va: u64, len: u64, prot: Prot) {
+        let mut a = self.access.lock().unwrap_or_else(|p| p.into_inner());
+        for (&d, r) in a.iter_mut() {
+            r.set(va, va + len, (d == self.device).then_some(prot));
+        }
+        a.entry(self.device).or_default().set(va, va + len, Some(prot));
+    }
+
+    fn fd_of(&self, h: ChunkHandle) -> Result<OwnedFd, UvmError> {
+        let c = self.chunks.lock().unwrap();
+        let fd = c.get(h as usize).and_then(Option::as_ref).ok_or(UvmError::BadHandle(h))?;
+        fd.try_clone().map_err(|e| UvmError::Os { call: "dup", errno: e.raw_os_error().unwrap_or(0) })
     }
 
     fn raw_mmap(addr: u64, len: u64, prot: libc::c_int, flags: libc::c_int, fd: libc::c_int) -> Result<u64, UvmError> {
@@ -126,6 +191,8 @@ impl Backend for HostBackend {
         let fd = c.get(h as usize).and_then(Option::as_ref).ok_or(UvmError::BadHandle(h))?;
         let p = Self::raw_mmap(va, self.gran * slots, prot_flags(prot), libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd())?;
         debug_assert_eq!(p, va);
+        drop(c);
+        self.mapped(va, self.gran * slots, prot);
         Ok(())
     }
     fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
@@ -140,11 +207,16 @@ impl Backend for HostBackend {
         let fd = c.get(h as usize).and_then(Option::as_ref).ok_or(UvmError::BadHandle(h))?;
         let p = Self::raw_mmap(va, self.gran, prot_flags(prot), libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd())?;
         debug_assert_eq!(p, va);
+        drop(c);
+        self.mapped(va, self.gran, prot);
         Ok(())
     }
     fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
         // Replace with a PROT_NONE anonymous mapping: the VA stays reserved.
         Self::raw_mmap(va, len, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED, -1)?;
+        for r in self.access.lock().unwrap_or_else(|p| p.into_inner()).values_mut() {
+            r.set(va, va + len, None);
+        }
         Ok(())
     }
     fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
@@ -152,6 +224,7 @@ impl Backend for HostBackend {
         if unsafe { libc::mprotect(va as *mut _, len as usize, prot_flags(prot)) } != 0 {
             return Err(UvmError::Os { call: "mprotect", errno: nix::errno::Errno::last() as i32 });
         }
+        self.access.lock().unwrap_or_else(|p| p.into_inner()).entry(self.device).or_default().set(va, va + len, Some(prot));
         Ok(())
     }
     fn write(&self, va: u64, data: &[u8], _: Stream) -> Result<(), UvmError> {
@@ -174,5 +247,39 @@ impl Backend for HostBackend {
         // SAFETY: the pool only reads mapped ranges.
         unsafe { std::ptr::copy_nonoverlapping(va as *const u8, out.as_mut_ptr(), out.len()) };
         Ok(())
+    }
+    fn device(&self) -> i32 {
+        self.device
+    }
+    fn set_peer_access(&self, va: u64, len: u64, peer: i32, prot: Prot) -> Result<(), UvmError> {
+        let mut a = self.access.lock().unwrap_or_else(|p| p.into_inner());
+        // As cuMemSetAccess: every byte must be mapped.
+        if !a.get(&self.device).is_some_and(|r| r.covers(va, va + len)) {
+            return Err(UvmError::NotCommitted(va));
+        }
+        if peer != self.device {
+            a.entry(peer).or_default().set(va, va + len, Some(prot));
+        }
+        Ok(())
+    }
+    fn access(&self, va: u64, device: i32) -> Result<Prot, UvmError> {
+        let a = self.access.lock().unwrap_or_else(|p| p.into_inner());
+        if a.get(&self.device).and_then(|r| r.get(va)).is_none() {
+            return Err(UvmError::NotCommitted(va));
+        }
+        Ok(a.get(&device).and_then(|r| r.get(va)).unwrap_or(Prot::None))
+    }
+    /// The chunk's memfd (a duplicate): mapping it shares the bytes.
+    fn export_chunk(&self, h: ChunkHandle) -> Result<OwnedFd, UvmError> {
+        self.fd_of(h)
+    }
+    fn import_chunk(&self, fd: OwnedFd) -> Result<ChunkHandle, UvmError> {
+        let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(os("fstat"))?;
+        if st.st_size as u64 != self.gran {
+            return Err(UvmError::BadConfig(format!("imported chunk of {:#x} bytes, the pool's are {:#x}", st.st_size, self.gran)));
+        }
+        let mut c = self.chunks.lock().unwrap();
+        c.push(Some(fd));
+        Ok((c.len() - 1) as u64)
     }
 }

@@ -407,8 +407,20 @@ impl Backend for KmodBackend {
     fn wait_writes(&self, va: u64, len: u64) -> Result<(), UvmError> {
         self.vmm.wait_writes(va, len)
     }
-    fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
-        self.vmm.grant_peer(va, len, peer)
+    fn device(&self) -> i32 {
+        self.vmm.device()
+    }
+    fn set_peer_access(&self, va: u64, len: u64, peer: i32, prot: Prot) -> Result<(), UvmError> {
+        self.vmm.set_peer_access(va, len, peer, prot)
+    }
+    fn access(&self, va: u64, device: i32) -> Result<Prot, UvmError> {
+        self.vmm.access(va, device)
+    }
+    fn export_chunk(&self, h: ChunkHandle) -> Result<std::os::fd::OwnedFd, UvmError> {
+        self.vmm.export_chunk(h)
+    }
+    fn import_chunk(&self, fd: std::os::fd::OwnedFd) -> Result<ChunkHandle, UvmError> {
+        self.vmm.import_chunk(fd)
     }
 }
 

@@ -12,12 +12,19 @@
 //!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`KmodBackend::probe`]`(vmm)` (patched
 //!   nvidia-uvm on top of the VMM, falling back to it), [`kmod::probe`];
 //! * [`Pool::canonical`] maps alias addresses back to the pool addresses they mirror;
-//! * [`tools::FaultQueue`]: the process's fatal GPU faults from nvidia-uvm's tools event queue.
+//! * [`tools::FaultQueue`]: the process's fatal GPU faults from nvidia-uvm's tools event queue;
+//! * several GPUs: [`DeviceSpan::reserve`] (VA for every device's pool, [`plan::DeviceLayout`]),
+//!   [`Pool::in_span`] (a device's pool, when the device is first used),
+//!   [`Pool::grant_peer_access`] / [`Pool::revoke_peer_access`], [`Pool::read_as`];
+//! * sharing allocations between processes: [`Pool::export`] → [`ipc::Exporter::export`] (a
+//!   64-byte [`ipc::IpcHandle`]) → [`ipc::import`] → [`Pool::commit_imported`].
 //!
 //! [`plan`] holds all mapping arithmetic as pure functions.
 
 pub mod backend;
+pub mod devices;
 pub mod host;
+pub mod ipc;
 pub mod kmod;
 pub mod kmod_check;
 pub mod plan;
@@ -26,6 +33,7 @@ pub mod tools;
 pub mod vmm;
 
 pub use backend::{Backend, ChunkHandle, Memory, Prot, Stream};
+pub use devices::DeviceSpan;
 pub use host::HostBackend;
 pub use kmod::KmodBackend;
 pub use pool::{Pool, PoolConfig, PoolCounters};
@@ -62,4 +70,8 @@ pub enum UvmError {
     BadConfig(String),
     #[error("extent [{start:#x}, {end:#x}) is empty")]
     BadExtent { start: u64, end: u64 },
+    #[error("device {device} may not access {va:#x}")]
+    NoAccess { device: i32, va: u64 },
+    #[error("bad gasan IPC handle: {0}")]
+    BadIpcHandle(String),
 }

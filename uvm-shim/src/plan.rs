@@ -87,6 +87,15 @@ impl Windows {
     pub fn all(&self) -> u64 {
         all_windows(self.count)
     }
+    /// Can a pool of `size` bytes be split into `count` windows whose shadows each start on a
+    /// shadow chunk?
+    pub fn check(size: u64, count: u64, gran: u64, shift: u32) -> Result<(), UvmError> {
+        let w = size.checked_div(count).unwrap_or(0);
+        if w == 0 || !w.is_multiple_of(gran << shift) {
+            return Err(UvmError::BadConfig(format!("pool of {size:#x} bytes cannot be split into {count} windows of whole shadow chunks")));
+        }
+        Ok(())
+    }
 }
 
 /// The bit mask naming every one of `count` windows.
@@ -137,6 +146,91 @@ pub fn extent_entries(pool_base: u64, gran: u64, start: u64, end: u64) -> std::o
 pub fn extent_chunks(entries: &std::ops::Range<u64>, gran: u64) -> std::ops::Range<u64> {
     entries.start * EXTENT_ENTRY_SIZE / gran..(entries.end * EXTENT_ENTRY_SIZE).div_ceil(gran)
 }
+
+/// Where each device's pool, shadow and extent table lie in a process that uses several GPUs:
+/// device d's are the d-th equal slots of three spans (one reservation each). So
+/// * each device's pool is aligned like a lone pool (the span's base is, and the slot size is a
+///   multiple of the alignment), and its own control block keeps the aligned-pool check;
+/// * the shadow and the extent table of the whole pool span are each one array indexed from the
+///   span's base, so one control block naming the span (`pool_base` = [`Self::span`]'s start,
+///   `pool_size` = its length, `shadow_base` = `shadow_base`, `extent_table` = `extent_base`)
+///   checks an access to any device's pool against its owner's shadow: what a kernel reading a
+///   peer's memory needs.
+///
+/// 8 GPUs at 1 TiB each (scale 8): 8 TiB of pool VA from `0x1000_0000_0000` (16 to 24 TiB), 32 GiB
+/// of shadow VA and 64 MiB of extent-table VA; VA costs nothing until chunks are mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLayout {
+    /// Device slots.
+    pub devices: u32,
+    /// Start of device 0's pool.
+    pub pool_base: u64,
+    /// Bytes of one device's pool.
+    pub pool_size: u64,
+    /// Start of device 0's shadow.
+    pub shadow_base: u64,
+    /// Start of device 0's extent table.
+    pub extent_base: u64,
+    pub shift: u32,
+    pub gran: u64,
+}
+
+/// One device's slot of a [`DeviceLayout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSlot {
+    pub pool: u64,
+    pub shadow: u64,
+    pub extent: u64,
+}
+
+impl DeviceLayout {
+    /// Checks that per-device sizes make the three spans seamless arrays: a pool of whole shadow
+    /// chunks, whose extent table is whole chunks too.
+    pub fn check(devices: u32, pool_size: u64, shift: u32, gran: u64) -> Result<(), UvmError> {
+        let bad = |why: &str| Err(UvmError::BadConfig(format!("{devices} device slots of {pool_size:#x} bytes: {why}")));
+        if devices == 0 || devices > MAX_DEVICES {
+            return bad(&format!("1 to {MAX_DEVICES} devices"));
+        }
+        if !gran.is_power_of_two() || pool_size == 0 || !pool_size.is_multiple_of(gran << shift) {
+            return bad("a device's pool must be whole shadow chunks");
+        }
+        if !(pool_size / gran * EXTENT_ENTRY_SIZE).is_multiple_of(gran) {
+            return bad("a device's extent table must be whole chunks");
+        }
+        if pool_size.checked_mul(u64::from(devices)).is_none() {
+            return bad("the span overflows");
+        }
+        Ok(())
+    }
+    /// Bytes of one device's shadow (exactly `pool_size >> shift`).
+    pub fn shadow_size(&self) -> u64 {
+        self.pool_size >> self.shift
+    }
+    /// Bytes of one device's extent table.
+    pub fn extent_size(&self) -> u64 {
+        self.pool_size / self.gran * EXTENT_ENTRY_SIZE
+    }
+    /// Device `d`'s slot.
+    pub fn slot(&self, d: u32) -> DeviceSlot {
+        debug_assert!(d < self.devices);
+        let d = u64::from(d);
+        DeviceSlot { pool: self.pool_base + d * self.pool_size, shadow: self.shadow_base + d * self.shadow_size(), extent: self.extent_base + d * self.extent_size() }
+    }
+    /// The whole pool span: (start, bytes).
+    pub fn span(&self) -> (u64, u64) {
+        (self.pool_base, self.pool_size * u64::from(self.devices))
+    }
+    /// The device slot whose pool holds `va`.
+    pub fn device_of(&self, va: u64) -> Option<u32> {
+        let off = va.checked_sub(self.pool_base)?;
+        let d = off / self.pool_size;
+        (d < u64::from(self.devices)).then_some(d as u32)
+    }
+}
+
+/// Most device slots one [`DeviceLayout`] holds (CUDA's peer limit without NVSwitch is 8; NVSwitch
+/// machines have up to 16 GPUs a node, the x86-64 user VA 128 TiB).
+pub const MAX_DEVICES: u32 = 16;
 
 /// One mapping operation. The pool turns a request into a list of these with [`plan_commit`] /
 /// [`plan_release`] and applies them in order (rolling back on failure).

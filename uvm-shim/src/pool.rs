@@ -5,10 +5,13 @@
 //! same way, by real chunks only where an entry was ever set.
 
 use crate::backend::{Backend, ChunkHandle, Memory, Prot, Stream};
+use crate::devices::DeviceSpan;
 use crate::plan;
 use crate::UvmError;
 use gasan_instrument::abi::{ExtentEntry, EXTENT_ENTRY_SIZE};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// Where to put the pool and how big.
 #[derive(Clone, Debug)]
@@ -78,8 +81,19 @@ pub struct Pool {
     scratch: Option<u64>,
     /// Alias base → (source va, len).
     aliases: BTreeMap<u64, (u64, u64)>,
-    /// Devices granted access to the pool (multi-GPU; one pool per device).
+    /// Devices granted access to the pool (multi-GPU; one pool per device): read-write to its
+    /// chunks, read-only to its shadow and extent table.
     peers: Vec<i32>,
+    /// The span this pool is a slot of, and the slot: the span owns the pool's, shadow's and
+    /// extent table's VA. `None`: the pool reserved its own.
+    span: Option<(Arc<DeviceSpan>, u32)>,
+    /// Chunks exported to other processes: released, never cached, once unmapped here (an
+    /// importer may still map them).
+    exported: HashSet<ChunkHandle>,
+    /// Chunks imported from other processes: released, never cached, once unmapped.
+    imported: HashSet<ChunkHandle>,
+    /// Imported chunks the commit being applied maps, in address order, instead of its own.
+    supply: VecDeque<ChunkHandle>,
     counters: PoolCounters,
     extent_base: u64,
     extent_size: u64,
@@ -120,11 +134,9 @@ impl Pool {
             }
         }
         let (base, size) = reserved.ok_or(UvmError::NoVa)?;
-        // Each window's shadow must start on a shadow chunk.
-        let window_size = size / windows;
-        if !window_size.is_multiple_of(gran << cfg.shift) || window_size == 0 {
+        if let Err(e) = plan::Windows::check(size, windows, gran, cfg.shift) {
             let _ = backend.free_va(base, size);
-            return Err(UvmError::BadConfig(format!("pool of {size:#x} bytes cannot be split into {windows} windows of whole shadow chunks")));
+            return Err(e);
         }
         let shadow_size = plan::shadow_size(size, cfg.shift, gran);
         let shadow_base = match backend.reserve(shadow_size, 0) {
@@ -143,15 +155,39 @@ impl Pool {
                 return Err(e);
             }
         };
+        Self::assemble(backend, cfg, base, size, shadow_base, extent_base, None)
+    }
+
+    /// The pool of device slot `device` of `span` (whose VA it uses; the span is freed when its
+    /// last pool is dropped): one pool per GPU, each created when its device is first used.
+    /// `cfg.size` and `cfg.hints` are the span's; `cfg.shift` must be its scale. Each slot has one
+    /// pool at a time.
+    pub fn in_span(backend: Box<dyn Backend>, cfg: &PoolConfig, span: &Arc<DeviceSpan>, device: u32) -> Result<Self, UvmError> {
+        let l = span.layout();
+        if cfg.shift != l.shift || backend.granularity() != l.gran {
+            return Err(UvmError::BadConfig(format!("a pool of scale {} and chunks of {:#x} in a span of scale {} and chunks of {:#x}", cfg.shift, backend.granularity(), l.shift, l.gran)));
+        }
+        if !cfg.tags.is_power_of_two() || cfg.tags > 64 {
+            return Err(UvmError::BadConfig(format!("{} tag windows (must be a power of two, at most 64)", cfg.tags)));
+        }
+        plan::Windows::check(l.pool_size, cfg.tags, l.gran, l.shift)?;
+        span.claim(device)?;
+        let slot = l.slot(device);
+        Self::assemble(backend, cfg, slot.pool, l.pool_size, slot.shadow, slot.extent, Some((span.clone(), device)))
+    }
+
+    /// The pool over VA already reserved (by itself, or by `span`), zero chunk fanned out.
+    fn assemble(backend: Box<dyn Backend>, cfg: &PoolConfig, base: u64, size: u64, shadow_base: u64, extent_base: u64, span: Option<(Arc<DeviceSpan>, u32)>) -> Result<Self, UvmError> {
+        let gran = backend.granularity();
         let mut pool = Pool {
             backend,
             base,
             size,
             shadow_base,
-            shadow_size,
+            shadow_size: plan::shadow_size(size, cfg.shift, gran),
             shift: cfg.shift,
             gran,
-            win: plan::Windows { base, size: window_size, count: windows },
+            win: plan::Windows { base, size: size / cfg.tags, count: cfg.tags },
             zero_chunk: 0,
             committed: BTreeMap::new(),
             retired: BTreeMap::new(),
@@ -162,9 +198,13 @@ impl Pool {
             scratch: None,
             aliases: BTreeMap::new(),
             peers: Vec::new(),
+            span,
+            exported: HashSet::new(),
+            imported: HashSet::new(),
+            supply: VecDeque::new(),
             counters: PoolCounters::default(),
             extent_base,
-            extent_size,
+            extent_size: plan::extent_table_size(size, gran),
             extent_chunks: BTreeMap::new(),
             wide_zero: None,
             wide_runs: BTreeSet::new(),
@@ -224,6 +264,14 @@ impl Pool {
             return Err(e);
         }
         self.wide_runs.remove(&start);
+        self.grant_peers(start, run, Prot::ReadOnly)
+    }
+
+    /// Gives every peer `prot` over `[va, va+len)`, just mapped (a new mapping grants none).
+    fn grant_peers(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
+        for &p in &self.peers {
+            self.backend.set_peer_access(va, len, p, prot)?;
+        }
         Ok(())
     }
 
@@ -249,6 +297,14 @@ impl Pool {
     }
     pub fn backend(&self) -> &dyn Backend {
         &*self.backend
+    }
+    /// The device whose memory this pool maps.
+    pub fn device(&self) -> i32 {
+        self.backend.device()
+    }
+    /// The span this pool is a slot of, and its slot (`None`: a pool with VA of its own).
+    pub fn span(&self) -> Option<(&Arc<DeviceSpan>, u32)> {
+        self.span.as_ref().map(|(s, d)| (s, *d))
     }
     pub fn counters(&self) -> PoolCounters {
         self.counters
@@ -328,8 +384,14 @@ impl Pool {
         }
     }
 
-    /// Puts a pool chunk no longer mapped back in the cache of its kind.
+    /// Puts a pool chunk no longer mapped back in the cache of its kind; one another process
+    /// shares (exported or imported) is released instead.
     fn cache_chunk(&mut self, h: ChunkHandle) {
+        if self.exported.remove(&h) | self.imported.remove(&h) {
+            self.host_chunks.remove(&h);
+            let _ = self.backend.release_chunk(h);
+            return;
+        }
         match self.memory_of_chunk(h) {
             Memory::Host => self.host_cache.push(h),
             Memory::Device => self.cache.push(h),
@@ -495,7 +557,10 @@ impl Pool {
                 self.shadow.insert(idx, (h, 0));
             }
             Op::MapChunk { va, tags } => {
-                let h = self.take_chunk_of(mem)?;
+                let h = match self.supply.pop_front() {
+                    Some(h) => h,
+                    None => self.take_chunk_of(mem)?,
+                };
                 // Only in the windows committed for: each mapping is a driver call per chunk.
                 for t in plan::tag_windows(tags) {
                     if let Err(e) = self.map_in_window(va + t * self.win.size, h) {
@@ -546,6 +611,7 @@ impl Pool {
                     self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
                     self.shadow.remove(&idx);
                     self.cache.push(h);
+                    self.grant_peers(sva, self.gran, Prot::ReadOnly)?;
                 }
             }
             Op::Retire { va, tags } => {
@@ -561,11 +627,9 @@ impl Pool {
             Memory::Device => self.backend.map(va, h, Prot::ReadWrite)?,
             Memory::Host => self.backend.map_host(va, h, Prot::ReadWrite)?,
         }
-        for &p in &self.peers {
-            if let Err(e) = self.backend.grant_peer(va, self.gran, p) {
-                let _ = self.backend.unmap(va, self.gran);
-                return Err(e);
-            }
+        if let Err(e) = self.grant_peers(va, self.gran, Prot::ReadWrite) {
+            let _ = self.backend.unmap(va, self.gran);
+            return Err(e);
         }
         Ok(())
     }
@@ -574,10 +638,16 @@ impl Pool {
     /// `stream` (so that writes ordered after it on that stream land after the fill).
     fn back_real(&mut self, va: u64, stream: Stream) -> Result<ChunkHandle, UvmError> {
         let h = self.take_chunk()?;
-        let r = self.backend.unmap(va, self.gran).and_then(|_| self.backend.map(va, h, Prot::ReadWrite)).and_then(|_| self.backend.fill(va, self.gran, 0, stream));
+        let r = self
+            .backend
+            .unmap(va, self.gran)
+            .and_then(|_| self.backend.map(va, h, Prot::ReadWrite))
+            .and_then(|_| self.grant_peers(va, self.gran, Prot::ReadOnly))
+            .and_then(|_| self.backend.fill(va, self.gran, 0, stream));
         if let Err(e) = r {
             let _ = self.backend.unmap(va, self.gran);
             let _ = self.backend.map(va, self.zero_chunk, Prot::ReadOnly);
+            let _ = self.grant_peers(va, self.gran, Prot::ReadOnly);
             self.cache.push(h);
             return Err(e);
         }
@@ -627,7 +697,13 @@ impl Pool {
         }
         let (first, last) = (va - va % self.gran, (va + len - 1) - (va + len - 1) % self.gran);
         self.require_committed(first, last + self.gran - first)?;
-        self.backend.protect(va, len, prot)
+        self.backend.protect(va, len, prot)?;
+        // Peers get the same rights. Finer ranges are the patched module's, which protects in
+        // the page tables every device uses.
+        if va.is_multiple_of(self.gran) && len.is_multiple_of(self.gran) {
+            self.grant_peers(va, len, prot)?;
+        }
+        Ok(())
     }
 
     /// The pool address behind `va`: for an address inside an alias range (GPU-only addresses of
@@ -646,19 +722,123 @@ impl Pool {
         }
     }
 
-    /// Lets device `peer` access every committed and future chunk of this pool (and its shadow
-    /// chunks, so that kernels running there can check accesses).
+    /// Lets device `peer` read and write every chunk of this pool, committed now or later, and
+    /// read its shadow and extent table, so that checked kernels running there check their
+    /// accesses to this pool against its shadow. Chunks keep the rights [`Self::protect`] gave
+    /// them (a chunk's own rights at its start). Granting twice, or to the pool's own device,
+    /// changes nothing; a failed grant is undone.
     pub fn grant_peer_access(&mut self, peer: i32) -> Result<(), UvmError> {
-        if self.peers.contains(&peer) {
+        if peer == self.device() || self.peers.contains(&peer) {
             return Ok(());
         }
-        for (&c, &(_, tags)) in &self.committed {
-            for t in plan::tag_windows(tags) {
-                self.backend.grant_peer(c + t * self.win.size, self.gran, peer)?;
-            }
+        if let Err(e) = self.set_peer_everywhere(peer, true) {
+            let _ = self.set_peer_everywhere(peer, false);
+            return Err(e);
         }
         self.peers.push(peer);
         Ok(())
+    }
+
+    /// Takes back what [`Self::grant_peer_access`] gave `peer`: its kernels fault on this pool's
+    /// memory and shadow again. Revoking a device never granted changes nothing.
+    pub fn revoke_peer_access(&mut self, peer: i32) -> Result<(), UvmError> {
+        let Some(i) = self.peers.iter().position(|&p| p == peer) else { return Ok(()) };
+        self.peers.remove(i);
+        self.set_peer_everywhere(peer, false)
+    }
+
+    /// The devices granted access to this pool.
+    pub fn peers(&self) -> &[i32] {
+        &self.peers
+    }
+
+    /// Sets `peer`'s rights over every mapping of the pool: granted (`on`), the chunks' own
+    /// rights and read-only shadow and extent table; else none. Stops at the first refusal.
+    fn set_peer_everywhere(&self, peer: i32, on: bool) -> Result<(), UvmError> {
+        let b = &self.backend;
+        for (&c, &(_, tags)) in &self.committed {
+            for t in plan::tag_windows(tags) {
+                let va = c + t * self.win.size;
+                let p = if on { b.access(va, b.device()).unwrap_or(Prot::ReadWrite) } else { Prot::None };
+                b.set_peer_access(va, self.gran, peer, p)?;
+            }
+        }
+        for (&a, &(_, len)) in &self.aliases {
+            b.set_peer_access(a, len, peer, if on { Prot::ReadWrite } else { Prot::None })?;
+        }
+        let ro = if on { Prot::ReadOnly } else { Prot::None };
+        b.set_peer_access(self.shadow_base, self.shadow_size, peer, ro)?;
+        b.set_peer_access(self.extent_base, self.extent_size, peer, ro)
+    }
+
+    /// What a checked kernel on device `device` needs to read `out.len()` bytes at `va`: read
+    /// rights over the bytes and over their shadow. Reads the bytes, or names the first address
+    /// the device may not read ([`UvmError::NoAccess`]). The rights are the backend's: on the
+    /// CUDA VMM the driver's (`cuMemGetAccess`), on the host backend its model of them.
+    pub fn read_as(&self, device: i32, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
+        let len = out.len() as u64;
+        if len == 0 || !self.contains(va, len) {
+            return Err(UvmError::OutsidePool { va, len });
+        }
+        let (s, l) = plan::align_out(va, len, self.gran).ok_or(UvmError::OutsidePool { va, len })?;
+        let (ss, sl) = plan::shadow_range(self.base, self.shadow_base, self.shift, va, len);
+        let (ss, sl) = plan::align_out(ss, sl, self.gran).ok_or(UvmError::OutsidePool { va, len })?;
+        for at in plan::chunk_spans(s, l, self.gran).chain(plan::chunk_spans(ss, sl, self.gran)) {
+            match self.backend.access(at, device)? {
+                Prot::ReadWrite | Prot::ReadOnly => {}
+                Prot::None => return Err(UvmError::NoAccess { device, va: at }),
+            }
+        }
+        self.backend.read(va, out)
+    }
+
+    /// File descriptors of the chunks under committed `[va, va+len)` (chunk-aligned, any window),
+    /// in address order, from which another process maps them ([`Self::commit_imported`]). An
+    /// exported chunk is never reused here once unmapped: importers may still map it.
+    pub fn export(&mut self, va: u64, len: u64) -> Result<Vec<OwnedFd>, UvmError> {
+        self.require_committed(va, len)?;
+        let mut fds = Vec::with_capacity((len / self.gran) as usize);
+        for c in plan::chunk_spans(va, len, self.gran) {
+            let (h, _) = self.committed[&self.canonical(c)];
+            fds.push(self.backend.export_chunk(h)?);
+            self.exported.insert(h);
+        }
+        Ok(fds)
+    }
+
+    /// Maps the chunks another process exported (`fds`, in address order) at canonical
+    /// `[va, va + fds.len() chunks)` through the windows in `tags`, with zeroed (inaccessible)
+    /// shadow under them, as [`Self::commit_tagged`] does with chunks of its own: the caller then
+    /// writes the shadow of the imported allocation's bytes, so that its accesses are checked. The
+    /// chunks are released, never cached, when unmapped. A failed call maps nothing.
+    pub fn commit_imported(&mut self, va: u64, tags: u64, fds: Vec<OwnedFd>) -> Result<(), UvmError> {
+        let len = fds.len() as u64 * self.gran;
+        let ops = plan::plan_commit(self, va, len, tags)?;
+        for fd in fds {
+            match self.backend.import_chunk(fd) {
+                Ok(h) => {
+                    self.imported.insert(h);
+                    self.supply.push_back(h);
+                }
+                Err(e) => {
+                    self.drop_supply();
+                    return Err(e);
+                }
+            }
+        }
+        let r = self.apply(&ops, Memory::Device);
+        self.drop_supply();
+        r?;
+        self.counters.committed_bytes += len;
+        Ok(())
+    }
+
+    /// Releases imported chunks a commit did not map.
+    fn drop_supply(&mut self) {
+        while let Some(h) = self.supply.pop_front() {
+            self.imported.remove(&h);
+            let _ = self.backend.release_chunk(h);
+        }
     }
 
     /// Maps the chunks under committed `[src, src+len)` at a new VA range; returns its address.
@@ -672,6 +852,11 @@ impl Pool {
                 let _ = self.backend.free_va(a, len);
                 return Err(e);
             }
+        }
+        if let Err(e) = self.grant_peers(a, len, Prot::ReadWrite) {
+            let _ = self.backend.unmap(a, len);
+            let _ = self.backend.free_va(a, len);
+            return Err(e);
         }
         self.aliases.insert(a, (src, len));
         Ok(a)
@@ -851,9 +1036,15 @@ impl Drop for Pool {
             let _ = b.release_chunk(h);
         }
         let _ = b.release_chunk(self.zero_chunk);
-        let _ = b.free_va(self.shadow_base, self.shadow_size);
-        let _ = b.free_va(self.extent_base, self.extent_size);
-        let _ = b.free_va(self.base, self.size);
+        match &self.span {
+            // The span frees the VA once its last pool is gone.
+            Some((span, slot)) => span.release(*slot),
+            None => {
+                let _ = b.free_va(self.shadow_base, self.shadow_size);
+                let _ = b.free_va(self.extent_base, self.extent_size);
+                let _ = b.free_va(self.base, self.size);
+            }
+        }
         if let Some(v) = self.scratch {
             let _ = b.free_va(v, self.gran);
         }

@@ -6,6 +6,8 @@ use crate::backend::{Backend, ChunkHandle, Prot, Stream};
 use crate::UvmError;
 use cudarc::driver::sys as cu;
 use std::ffi::{c_void, CStr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 /// Resolves a driver entry point by its base name (`"cuMemCreate"`), as `cuGetProcAddress` does.
@@ -70,6 +72,28 @@ vmm_api! {
     cuEventSynchronize = cuEventSynchronize(cu::CUevent);
     cuStreamCreate = cuStreamCreate(*mut cu::CUstream, std::ffi::c_uint);
     cuStreamSynchronize = cuStreamSynchronize(cu::CUstream);
+    cuDeviceGet = cuDeviceGet(*mut cu::CUdevice, std::ffi::c_int);
+    cuDeviceGetAttribute = cuDeviceGetAttribute(*mut std::ffi::c_int, cu::CUdevice_attribute, cu::CUdevice);
+    cuMemExportToShareableHandle = cuMemExportToShareableHandle(*mut c_void, cu::CUmemGenericAllocationHandle, cu::CUmemAllocationHandleType, std::ffi::c_ulonglong);
+    cuMemImportFromShareableHandle = cuMemImportFromShareableHandle(*mut cu::CUmemGenericAllocationHandle, *mut c_void, cu::CUmemAllocationHandleType);
+    cuMemGetAccess = cuMemGetAccess(*mut std::ffi::c_ulonglong, *const cu::CUmemLocation, Dptr);
+}
+
+const POSIX_FD: u32 = cu::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.0;
+const FABRIC: u32 = cu::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_FABRIC.0;
+const CUDA_ERROR_OUT_OF_MEMORY: CuResult = cu::CUresult::CUDA_ERROR_OUT_OF_MEMORY as CuResult;
+
+/// The handle types pool chunks are created with, best first: POSIX file descriptor (what NCCL
+/// and PyTorch export device memory as on one node) and, where the device has it, fabric (across
+/// nodes over NVLink, which also needs an IMEX channel, so `cuMemCreate` may refuse it); then the
+/// file descriptor alone; then none (exports refused), for drivers or sandboxes that refuse both.
+fn handle_type_ladder(fabric_supported: bool) -> Vec<u32> {
+    let mut v = Vec::with_capacity(3);
+    if fabric_supported {
+        v.push(POSIX_FD | FABRIC);
+    }
+    v.extend([POSIX_FD, 0]);
+    v
 }
 
 /// A queued device write of `[lo, hi)` and the event recorded right after it on its stream.
@@ -136,6 +160,11 @@ pub struct VmmBackend {
     writes: Mutex<WriteLog>,
     /// gasan's own non-blocking stream for [`Stream::SYNC`] writes (created at first use).
     own_stream: Mutex<Option<usize>>,
+    /// The handle types device chunks are created with (`requestedHandleTypes`): the first of
+    /// [`handle_type_ladder`] `cuMemCreate` accepted, stepped down when it refuses one.
+    handle_types: AtomicU32,
+    /// The rest of the ladder below `handle_types`.
+    ladder: Vec<u32>,
 }
 
 // SAFETY: the raw CUevent handles in `writes` are only used under its mutex; CUDA events may be
@@ -150,7 +179,16 @@ impl VmmBackend {
     /// Needs a current CUDA context on `device`.
     pub fn new(device: i32, resolve: &Resolver) -> Result<Self, UvmError> {
         let api = Api::load(resolve)?;
-        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None) };
+        let mut dev: cu::CUdevice = 0;
+        // SAFETY: valid out-pointer.
+        ck("cuDeviceGet", unsafe { (api.cuDeviceGet)(&mut dev, device) })?;
+        let mut fabric = 0;
+        // SAFETY: valid out-pointer, a device handle just returned. A driver that does not know
+        // the attribute answers an error: no fabric.
+        let fabric_supported = unsafe { (api.cuDeviceGetAttribute)(&mut fabric, cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, dev) } == CUDA_SUCCESS && fabric != 0;
+        let mut ladder = handle_type_ladder(fabric_supported);
+        let first = ladder.remove(0);
+        let mut b = Self { api, device, gran: 0, writes: Mutex::new(WriteLog::default()), own_stream: Mutex::new(None), handle_types: AtomicU32::new(first), ladder };
         let prop = b.prop();
         let mut g = 0usize;
         // SAFETY: valid pointers.
@@ -161,6 +199,39 @@ impl VmmBackend {
 
     pub fn device(&self) -> i32 {
         self.device
+    }
+
+    /// The handle types device chunks are created with now (`CU_MEM_HANDLE_TYPE_*` bits).
+    pub fn handle_types(&self) -> u32 {
+        self.handle_types.load(Ordering::Relaxed)
+    }
+
+    /// `cuMemCreate` of a device chunk of `size` bytes, exportable as [`Self::handle_types`] says;
+    /// a refusal of those types (anything but running out of memory) steps down the ladder.
+    fn create_exportable(&self, size: u64) -> Result<ChunkHandle, UvmError> {
+        loop {
+            let types = self.handle_types();
+            let mut prop = self.prop();
+            prop.requestedHandleTypes = cu::CUmemAllocationHandleType(types);
+            let mut h = 0u64;
+            // SAFETY: valid pointers.
+            let r = unsafe { (self.api.cuMemCreate)(&mut h, size as usize, &prop, 0) };
+            if r == CUDA_SUCCESS {
+                return Ok(h);
+            }
+            let lower = self.ladder.iter().copied().find(|&t| t & !types == 0 && t != types);
+            match lower {
+                Some(t) if r != CUDA_ERROR_OUT_OF_MEMORY => {
+                    // Another thread may have stepped down already; either way, lower.
+                    let _ = self.handle_types.compare_exchange(types, t, Ordering::Relaxed, Ordering::Relaxed);
+                }
+                _ => return Err(UvmError::Cuda { call: "cuMemCreate", code: r }),
+            }
+        }
+    }
+
+    fn location(device: i32) -> cu::CUmemLocation {
+        cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device }
     }
 
     fn prop(&self) -> cu::CUmemAllocationProp {
@@ -241,9 +312,9 @@ impl VmmBackend {
         Ok(())
     }
 
-    fn access(&self, prot: Prot) -> cu::CUmemAccessDesc {
+    fn access_desc(&self, prot: Prot) -> cu::CUmemAccessDesc {
         cu::CUmemAccessDesc {
-            location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: self.device },
+            location: Self::location(self.device),
             flags: match prot {
                 Prot::ReadWrite => cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
                 Prot::ReadOnly => cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READ,
@@ -270,12 +341,10 @@ impl Backend for VmmBackend {
         // SAFETY: releasing our reservation.
         ck("cuMemAddressFree", unsafe { (self.api.cuMemAddressFree)(va, size as usize) })
     }
+    /// Pool chunks are exportable ([`Self::handle_types`]), as NCCL creates its own buffers: an
+    /// exported allocation is then mapped by importers with `cuMemImportFromShareableHandle`.
     fn create_chunk(&self) -> Result<ChunkHandle, UvmError> {
-        let prop = self.prop();
-        let mut h = 0u64;
-        // SAFETY: valid pointers.
-        ck("cuMemCreate", unsafe { (self.api.cuMemCreate)(&mut h, self.gran as usize, &prop, 0) })?;
-        Ok(h)
+        self.create_exportable(self.gran)
     }
     fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
         let prop = self.prop();
@@ -319,8 +388,8 @@ impl Backend for VmmBackend {
     fn map_host(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
         // The CPU gets the same rights at the same address (without its descriptor the driver
         // maps host memory for the GPU only).
-        let cpu = cu::CUmemAccessDesc { location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 }, flags: self.access(prot).flags };
-        let d = [self.access(prot), cpu];
+        let cpu = cu::CUmemAccessDesc { location: cu::CUmemLocation { type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 }, flags: self.access_desc(prot).flags };
+        let d = [self.access_desc(prot), cpu];
         // SAFETY: two valid descriptors for the range just mapped.
         self.map_with(va, h, || ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, self.gran as usize, d.as_ptr(), 2) }))
     }
@@ -352,7 +421,7 @@ impl Backend for VmmBackend {
         ck("cuMemUnmap", unsafe { (self.api.cuMemUnmap)(va, len as usize) })
     }
     fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
-        let d = self.access(prot);
+        let d = self.access_desc(prot);
         // SAFETY: valid descriptor.
         ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
     }
@@ -399,11 +468,42 @@ impl Backend for VmmBackend {
         });
         result
     }
-    fn grant_peer(&self, va: u64, len: u64, peer: i32) -> Result<(), UvmError> {
-        let mut d = self.access(Prot::ReadWrite);
+    fn device(&self) -> i32 {
+        self.device
+    }
+    fn set_peer_access(&self, va: u64, len: u64, peer: i32, prot: Prot) -> Result<(), UvmError> {
+        let mut d = self.access_desc(prot);
         d.location.id = peer;
-        // SAFETY: valid descriptor.
+        // SAFETY: valid descriptor for a range of our mappings.
         ck("cuMemSetAccess", unsafe { (self.api.cuMemSetAccess)(va, len as usize, &d, 1) })
+    }
+    fn access(&self, va: u64, device: i32) -> Result<Prot, UvmError> {
+        let mut flags: std::ffi::c_ulonglong = 0;
+        let loc = Self::location(device);
+        // SAFETY: valid out-pointer and location.
+        ck("cuMemGetAccess", unsafe { (self.api.cuMemGetAccess)(&mut flags, &loc, va) })?;
+        Ok(match flags as u32 {
+            f if f == cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE as u32 => Prot::ReadWrite,
+            f if f == cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READ as u32 => Prot::ReadOnly,
+            _ => Prot::None,
+        })
+    }
+    fn export_chunk(&self, h: ChunkHandle) -> Result<OwnedFd, UvmError> {
+        if self.handle_types() & POSIX_FD == 0 {
+            return Err(UvmError::Unavailable("the driver refused exportable chunks (requestedHandleTypes POSIX_FD)".into()));
+        }
+        let mut fd: std::ffi::c_int = -1;
+        // SAFETY: for the POSIX_FD type the shareable handle is an int, which `fd` is.
+        ck("cuMemExportToShareableHandle", unsafe { (self.api.cuMemExportToShareableHandle)((&mut fd as *mut std::ffi::c_int).cast(), h, cu::CUmemAllocationHandleType(POSIX_FD), 0) })?;
+        // SAFETY: the driver just opened this descriptor for us; nothing else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+    fn import_chunk(&self, fd: OwnedFd) -> Result<ChunkHandle, UvmError> {
+        let mut h = 0u64;
+        // SAFETY: for POSIX_FD the OS handle is the descriptor's value passed as a pointer; the
+        // driver takes its own reference, so `fd` is closed when dropped here (as NCCL does).
+        ck("cuMemImportFromShareableHandle", unsafe { (self.api.cuMemImportFromShareableHandle)(&mut h, fd.as_raw_fd() as usize as *mut c_void, cu::CUmemAllocationHandleType(POSIX_FD)) })?;
+        Ok(h)
     }
     fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
         // SAFETY: host destination valid for out.len().

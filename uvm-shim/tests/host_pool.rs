@@ -216,14 +216,77 @@ fn a_failed_plan_is_rolled_back() {
     }
 }
 
+/// The host backend, except that it refuses every peer grant (revokes pass) after the first `allowed`.
+struct RefusingPeers {
+    host: HostBackend,
+    allowed: std::sync::atomic::AtomicU32,
+}
+
+impl gasan_uvm::Backend for RefusingPeers {
+    fn name(&self) -> &'static str {
+        "refusing-peers"
+    }
+    fn granularity(&self) -> u64 {
+        self.host.granularity()
+    }
+    fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError> {
+        self.host.reserve(size, hint)
+    }
+    fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError> {
+        self.host.free_va(va, size)
+    }
+    fn create_chunk(&self) -> Result<gasan_uvm::ChunkHandle, UvmError> {
+        self.host.create_chunk()
+    }
+    fn release_chunk(&self, h: gasan_uvm::ChunkHandle) -> Result<(), UvmError> {
+        self.host.release_chunk(h)
+    }
+    fn map(&self, va: u64, h: gasan_uvm::ChunkHandle, prot: Prot) -> Result<(), UvmError> {
+        self.host.map(va, h, prot)
+    }
+    fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.host.unmap(va, len)
+    }
+    fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
+        self.host.protect(va, len, prot)
+    }
+    fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
+        self.host.write(va, data, stream)
+    }
+    fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
+        self.host.fill(va, len, byte, stream)
+    }
+    fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
+        self.host.read(va, out)
+    }
+    fn access(&self, va: u64, device: i32) -> Result<Prot, UvmError> {
+        self.host.access(va, device)
+    }
+    fn set_peer_access(&self, va: u64, len: u64, peer: i32, prot: Prot) -> Result<(), UvmError> {
+        use std::sync::atomic::Ordering;
+        if prot != Prot::None && self.allowed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_err() {
+            return Err(UvmError::Unavailable("refused".into()));
+        }
+        self.host.set_peer_access(va, len, peer, prot)
+    }
+}
+
 #[test]
-fn peer_access_needs_a_backend_with_peers() {
-    let mut p = pool(8);
-    p.commit(p.base(), G).unwrap();
-    let refused = matches!(p.grant_peer_access(1), Err(UvmError::Unavailable(_)));
-    assert!(refused, "host backend granted a peer");
-    // A refused grant changes nothing: later commits still work.
-    p.commit(p.base() + G, G).unwrap();
+fn a_refused_peer_grant_is_undone() {
+    // Refused at the first call (the committed chunk) and at the last (the extent table).
+    for allowed in [0, 2] {
+        let b = RefusingPeers { host: HostBackend::new(G), allowed: allowed.into() };
+        let mut p = Pool::new(Box::new(b), &PoolConfig { size: 1 << 30, shift: 8, hints: vec![], max_size: 0, tags: 1 }).unwrap();
+        p.commit(p.base(), G).unwrap();
+        assert!(matches!(p.grant_peer_access(1), Err(UvmError::Unavailable(_))), "allowed {allowed}");
+        assert!(p.peers().is_empty());
+        let mut out = [0u8; 4];
+        assert!(matches!(p.read_as(1, p.base(), &mut out), Err(UvmError::NoAccess { device: 1, .. })), "allowed {allowed}: the peer was left with access");
+        // Later commits map no peer's access and still work.
+        p.commit(p.base() + G, G).unwrap();
+        assert!(matches!(p.read_as(1, p.base() + G, &mut out), Err(UvmError::NoAccess { .. })));
+        p.read_as(0, p.base() + G, &mut out).unwrap();
+    }
 }
 
 #[test]
