@@ -1,0 +1,92 @@
+//! gasan-jit: checks for kernels that frameworks compile at run time (Triton, torch.compile's
+//! Inductor, JAX/XLA), which reach the driver as cubins the runtime cannot instrument.
+//!
+//! The frameworks run ptxas themselves; `gasan-ptxas` (package `gasan-ptxas`, jit/ptxas) stands
+//! in for it, checks the PTX it is handed, and marks the checked module so the runtime recognises
+//! its cubin at load. This library holds what the front end and the runtime share, with no
+//! dependency on the runtime:
+//! * [`marker`]: the marker variable a checked cubin carries, its key and options;
+//! * [`args`]: what a ptxas command line asks for;
+//! * [`real`]: which real ptxas to run;
+//! * [`check_module`] and [`version_answer`]: the front end's two jobs.
+
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod marker;
+pub mod real;
+
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, Instrumented, PtxError, REVISION};
+pub use marker::{find_in_cubin, Marker, MARKER_SYMBOL};
+
+/// A checked module: the text to assemble (the rewriter's output with the marker appended), the
+/// rewriter's result, and the marker.
+pub struct CheckedModule {
+    pub text: String,
+    pub instrumented: Instrumented,
+    pub marker: Marker,
+}
+
+/// Checks `ptx` with `opts` (under the runtime's code options `code_key`) and appends the marker.
+pub fn check_module(ptx: &str, opts: &InstrumentOptions, code_key: &str) -> Result<CheckedModule, PtxError> {
+    let marker = Marker::new(marker::module_key(ptx, opts, code_key), opts);
+    let instrumented = instrument_ptx(ptx, opts)?;
+    let mut text = String::with_capacity(instrumented.ptx.len() + 512);
+    text.push_str(&instrumented.ptx);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&marker.ptx_declaration());
+    Ok(CheckedModule { text, instrumented, marker })
+}
+
+/// The front end's answer to `--version`: the real ptxas's answer unchanged (Triton reads the
+/// CUDA release from its first `release N.N`, XLA the version from its first `VN.N.N`), then one
+/// line naming gasan, `REVISION` and the checks' options. Triton's cache key holds the whole
+/// answer (`backend.hash()`), so checked and native cubins never share an entry, and a change of
+/// revision or options compiles again.
+pub fn version_answer(real: &str, opts: &InstrumentOptions) -> String {
+    let mut s = real.to_string();
+    if !s.is_empty() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s.push_str(&format!("gasan ptxas front end: gasan {}, checks REVISION {REVISION}, options {:#06x}\n", env!("CARGO_PKG_VERSION"), marker::encode_options(opts)));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REAL: &str = "ptxas: NVIDIA (R) Ptx optimizing assembler\nCopyright (c) 2005-2025 NVIDIA Corporation\nBuilt on Wed_Aug_20_01:55:12_PM_PDT_2025\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n";
+
+    #[test]
+    fn the_version_answer_keeps_the_real_one_and_differs_by_options() {
+        let o = InstrumentOptions::default();
+        let a = version_answer(REAL, &o);
+        assert!(a.starts_with(REAL));
+        assert_ne!(a, REAL);
+        // What Triton's and XLA's parsers find first is the real release and version.
+        let first_release = a.lines().find_map(|l| l.split_once("release ")).map(|(_, r)| r.split(',').next().unwrap().to_string());
+        assert_eq!(first_release.as_deref(), Some("13.0"));
+        assert_eq!(a.matches("release").count(), 1);
+        assert_eq!(a.matches(", V").count(), 1);
+        assert_ne!(a, version_answer(REAL, &InstrumentOptions { recover: true, ..o }));
+    }
+
+    #[test]
+    fn a_checked_module_ends_with_its_marker() {
+        let ptx =
+            ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n.reg .b64 %rd<2>;\n.reg .b32 %r<2>;\nld.param.u64 %rd1, [p];\nld.global.u32 %r1, [%rd1];\nret;\n}\n";
+        let o = InstrumentOptions::default();
+        let c = check_module(ptx, &o, "k").unwrap();
+        assert!(c.text.starts_with(&c.instrumented.ptx));
+        assert!(c.text.trim_end().ends_with(&c.marker.ptx_declaration().trim_end()));
+        assert_eq!(c.marker.key, marker::module_key(ptx, &o, "k"));
+        assert_eq!(c.marker.instrument_options(), Some(o));
+        assert_eq!(c.instrumented.stats.total().checked, 1);
+        // Checking the checked text again is refused (the rewriter sees its control block).
+        assert_eq!(check_module(&c.text, &o, "k").err(), Some(PtxError::AlreadyInstrumented));
+        assert!(check_module("not ptx", &o, "k").is_err());
+    }
+}
