@@ -5,7 +5,8 @@
 //! in for it, checks the PTX it is handed, and marks the checked module so the runtime recognises
 //! its cubin at load. This library holds what the front end and the runtime share, with no
 //! dependency on the runtime:
-//! * [`marker`]: the marker variable a checked cubin carries, its key and options;
+//! * [`marker`]: the variables a checked cubin carries: its marker (revision, options, key) and
+//!   its site table and parameter tags;
 //! * [`args`]: what a ptxas command line asks for;
 //! * [`real`]: which real ptxas to run;
 //! * [`check_module`] and [`version_answer`]: the front end's two jobs.
@@ -17,17 +18,18 @@ pub mod marker;
 pub mod real;
 
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, Instrumented, PtxError, REVISION};
-pub use marker::{find_in_cubin, Marker, MARKER_SYMBOL};
+pub use marker::{find_in_cubin, tables_in_cubin, Marker, Tables, MARKER_SYMBOL, TABLES_SYMBOL};
 
-/// A checked module: the text to assemble (the rewriter's output with the marker appended), the
-/// rewriter's result, and the marker.
+/// A checked module: the text to assemble (the rewriter's output with the marker and the tables
+/// appended), the rewriter's result, and the marker.
 pub struct CheckedModule {
     pub text: String,
     pub instrumented: Instrumented,
     pub marker: Marker,
 }
 
-/// Checks `ptx` with `opts` (under the runtime's code options `code_key`) and appends the marker.
+/// Checks `ptx` with `opts` (under the runtime's code options `code_key`) and appends the marker
+/// and the module's site table and parameter tags ([`marker::Tables`]).
 pub fn check_module(ptx: &str, opts: &InstrumentOptions, code_key: &str) -> Result<CheckedModule, PtxError> {
     let marker = Marker::new(marker::module_key(ptx, opts, code_key), opts);
     let instrumented = instrument_ptx(ptx, opts)?;
@@ -37,20 +39,21 @@ pub fn check_module(ptx: &str, opts: &InstrumentOptions, code_key: &str) -> Resu
         text.push('\n');
     }
     text.push_str(&marker.ptx_declaration());
+    text.push_str(&Tables { sites: instrumented.sites.clone(), param_tags: instrumented.param_tags.clone() }.ptx_declaration());
     Ok(CheckedModule { text, instrumented, marker })
 }
 
 /// The front end's answer to `--version`: the real ptxas's answer unchanged (Triton reads the
 /// CUDA release from its first `release N.N`, XLA the version from its first `VN.N.N`), then one
-/// line naming gasan, `REVISION` and the checks' options. Triton's cache key holds the whole
-/// answer (`backend.hash()`), so checked and native cubins never share an entry, and a change of
-/// revision or options compiles again.
+/// line naming gasan, `REVISION`, the checks' options and the marker's format. Triton's cache key
+/// holds the whole answer (`backend.hash()`), so checked and native cubins never share an entry,
+/// and a change of any of these compiles again.
 pub fn version_answer(real: &str, opts: &InstrumentOptions) -> String {
     let mut s = real.to_string();
     if !s.is_empty() && !s.ends_with('\n') {
         s.push('\n');
     }
-    s.push_str(&format!("gasan ptxas front end: gasan {}, checks REVISION {REVISION}, options {:#06x}\n", env!("CARGO_PKG_VERSION"), marker::encode_options(opts)));
+    s.push_str(&format!("gasan ptxas front end: gasan {}, checks REVISION {REVISION}, options {:#06x}, marker format {}\n", env!("CARGO_PKG_VERSION"), marker::encode_options(opts), marker::FORMAT));
     s
 }
 
@@ -81,7 +84,8 @@ mod tests {
         let o = InstrumentOptions::default();
         let c = check_module(ptx, &o, "k").unwrap();
         assert!(c.text.starts_with(&c.instrumented.ptx));
-        assert!(c.text.trim_end().ends_with(&c.marker.ptx_declaration().trim_end()));
+        assert!(c.text.contains(&c.marker.ptx_declaration()));
+        assert!(c.text.trim_end().ends_with(Tables { sites: c.instrumented.sites.clone(), param_tags: c.instrumented.param_tags.clone() }.ptx_declaration().trim_end()));
         assert_eq!(c.marker.key, marker::module_key(ptx, &o, "k"));
         assert_eq!(c.marker.instrument_options(), Some(o));
         assert_eq!(c.instrumented.stats.total().checked, 1);

@@ -16,30 +16,41 @@
 //! | 16..24 | the instrumenter's options ([`encode_options`], u64 LE) |
 //! | 24..56 | the module's key ([`module_key`]): SHA-256 of gasan's version, `REVISION`, the code options and the original PTX |
 //!
-//! Why a variable and not the control block alone: every checked module has `__gasan_ctl`, but
-//! the runtime needs more than "checked" to use a cubin it did not make: the site table (kept in
-//! gasan's cache under the key: `<key>.sites.json`, `<key>.tags`, `<key>.ptx`) and the revision and
+//! A second variable, [`TABLES_SYMBOL`], carries what reports and launches need of the module:
+//! its site table (JSON, [`SiteTable::to_json`]) and its kernels' parameter tags
+//! ([`ParamTagTable::to_text`]), framed by [`Tables::to_bytes`] and LZ4-compressed (site tables
+//! compress about 12x: Triton's f16 matmul, 386 sites, 27,911 bytes of JSON).
+//!
+//! Why in the cubin and not only in gasan's cache: frameworks keep cubins longer and further than
+//! gasan keeps its cache (Triton's cache outlives `gasan-run --cache-clear` and eviction, is shared
+//! between users and shipped in images; AOTInductor saves cubins next to a model), and a cubin
+//! whose site table is gone could only report "site 12 of some module". The cost: a few KiB of
+//! device memory per module. Why not the control block alone: every checked module has
+//! `__gasan_ctl`, but the runtime needs more than "checked": the sites, and the revision and
 //! options the checks were made with (a cubin checked with another shadow scale must not run
 //! against this process's shadow). `.visible` keeps ptxas from dropping the unreferenced
-//! variable; its bytes land in the cubin's `.nv.global.init` section, where [`find_in_cubin`]
-//! reads them from the ELF symbol table without a driver. The variable costs 56 bytes of global
-//! memory per module.
+//! variables; their bytes land in the cubin's `.nv.global.init` section, where [`find_in_cubin`]
+//! and [`tables_in_cubin`] read them from the ELF symbol table without a driver.
 //!
 //! The key is the one runtime/src/modules.rs (`cached_instrumentation`) gives the same PTX
-//! checked with the same options, so the cache entries the front end writes are those the runtime
-//! would write, and either finds the other's.
+//! checked with the same options, so a runtime that also caches the module's checked PTX names it
+//! the same way.
 
-use gasan_instrument::ptx::{InstrumentOptions, REVISION};
+use gasan_instrument::abi::ParamTagTable;
+use gasan_instrument::ptx::{InstrumentOptions, SiteTable, REVISION};
 use gasan_instrument::shadow::Scale;
 use object::{Object, ObjectSection, ObjectSymbol};
 use sha2::{Digest, Sha256};
 
 /// Name of the marker variable.
 pub const MARKER_SYMBOL: &str = "__gasan_jit";
+/// Name of the variable holding the module's compressed site table and parameter tags.
+pub const TABLES_SYMBOL: &str = "__gasan_jit_tables";
 /// First bytes of the marker.
 pub const MAGIC: [u8; 8] = *b"GASANJIT";
-/// Layout version of the marker.
-pub const FORMAT: u32 = 1;
+/// Layout version of the marker and the tables (1: the marker alone; 2: with [`TABLES_SYMBOL`]).
+/// The front end's `--version` answer names it, so Triton compiles again when it changes.
+pub const FORMAT: u32 = 2;
 /// Bytes of the marker.
 pub const MARKER_SIZE: usize = 56;
 
@@ -67,6 +78,8 @@ pub enum MarkerError {
     Magic,
     #[error("marker format {0}, this gasan reads format {FORMAT}")]
     Format(u32),
+    #[error("{TABLES_SYMBOL}: {0}")]
+    Tables(String),
 }
 
 impl Marker {
@@ -116,22 +129,74 @@ impl Marker {
     }
 }
 
-/// The marker of a cubin (an ELF image): `Ok(None)` when it has no marker symbol (not made by the
-/// front end: native, or checked by the runtime itself).
-pub fn find_in_cubin(elf: &[u8]) -> Result<Option<Marker>, MarkerError> {
-    let file = object::File::parse(elf).map_err(|e| MarkerError::NotElf(e.to_string()))?;
-    let Some(sym) = file.symbols().find(|s| s.name() == Ok(MARKER_SYMBOL)) else {
+/// The initialised bytes of symbol `name` in an ELF image (`Ok(None)`: no such symbol).
+fn symbol_bytes<'a>(file: &object::File<'a>, name: &str) -> Result<Option<&'a [u8]>, MarkerError> {
+    let Some(sym) = file.symbols().find(|s| s.name() == Ok(name)) else {
         return Ok(None);
     };
-    if sym.size() != MARKER_SIZE as u64 {
-        return Err(MarkerError::Size(sym.size()));
-    }
     let section = sym.section_index().and_then(|i| file.section_by_index(i).ok()).ok_or(MarkerError::NoData)?;
     let data = section.data().map_err(|_| MarkerError::NoData)?;
     // A cubin's symbol values are offsets into their sections.
     let start = usize::try_from(sym.address().saturating_sub(section.address())).map_err(|_| MarkerError::NoData)?;
-    let bytes = data.get(start..start + MARKER_SIZE).ok_or(MarkerError::NoData)?;
-    Marker::from_bytes(bytes).map(Some)
+    let len = usize::try_from(sym.size()).map_err(|_| MarkerError::NoData)?;
+    data.get(start..start.checked_add(len).ok_or(MarkerError::NoData)?).ok_or(MarkerError::NoData).map(Some)
+}
+
+/// The marker of a cubin (an ELF image): `Ok(None)` when it has no marker symbol (not made by the
+/// front end: native, or checked by the runtime itself).
+pub fn find_in_cubin(elf: &[u8]) -> Result<Option<Marker>, MarkerError> {
+    let file = object::File::parse(elf).map_err(|e| MarkerError::NotElf(e.to_string()))?;
+    match symbol_bytes(&file, MARKER_SYMBOL)? {
+        None => Ok(None),
+        Some(b) => Marker::from_bytes(b).map(Some),
+    }
+}
+
+/// What a checked module's reports and launches need: its site table and parameter tags.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub sites: SiteTable,
+    pub param_tags: ParamTagTable,
+}
+
+impl Tables {
+    /// `u32 LE` length of the tags' text, the tags' text, the site table's JSON; LZ4-compressed
+    /// with the uncompressed size in front (`lz4_flex::compress_prepend_size`).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let tags = self.param_tags.to_text();
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&u32::try_from(tags.len()).expect("parameter tags under 4 GiB").to_le_bytes());
+        raw.extend_from_slice(tags.as_bytes());
+        raw.extend_from_slice(self.sites.to_json().as_bytes());
+        lz4_flex::compress_prepend_size(&raw)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Tables, MarkerError> {
+        let bad = |m: String| MarkerError::Tables(m);
+        let raw = lz4_flex::decompress_size_prepended(b).map_err(|e| bad(e.to_string()))?;
+        let n = u32::from_le_bytes(raw.get(..4).ok_or_else(|| bad("shorter than its header".into()))?.try_into().expect("4 bytes")) as usize;
+        let tags = raw.get(4..4 + n).and_then(|t| std::str::from_utf8(t).ok()).ok_or_else(|| bad("parameter tags cut short or not UTF-8".into()))?;
+        let param_tags = ParamTagTable::from_text(tags).ok_or_else(|| bad("malformed parameter tags".into()))?;
+        let json = std::str::from_utf8(&raw[4 + n..]).map_err(|e| bad(e.to_string()))?;
+        let sites = SiteTable::from_json(json).map_err(|e| bad(format!("site table: {e}")))?;
+        Ok(Tables { sites, param_tags })
+    }
+
+    /// The PTX declaration that carries the tables (one line, appended to the checked module).
+    pub fn ptx_declaration(&self) -> String {
+        let b = self.to_bytes();
+        let bytes: Vec<String> = b.iter().map(u8::to_string).collect();
+        format!(".visible .global .align 8 .b8 {TABLES_SYMBOL}[{}] = {{{}}}; {}\n", b.len(), bytes.join(","), gasan_instrument::ptx::MARKER)
+    }
+}
+
+/// The site table and parameter tags a cubin carries (`Ok(None)`: it has none).
+pub fn tables_in_cubin(elf: &[u8]) -> Result<Option<Tables>, MarkerError> {
+    let file = object::File::parse(elf).map_err(|e| MarkerError::NotElf(e.to_string()))?;
+    match symbol_bytes(&file, TABLES_SYMBOL)? {
+        None => Ok(None),
+        Some(b) => Tables::from_bytes(b).map(Some),
+    }
 }
 
 /// The instrumenter's options as one word: bit 0 optimize, 1 recover, 2 aligned pool, 3 hoist
@@ -208,11 +273,11 @@ mod tests {
         b[0] = b'X';
         assert_eq!(Marker::from_bytes(&b), Err(MarkerError::Magic));
         let mut b = m.to_bytes();
-        b[8] = 2;
-        assert_eq!(Marker::from_bytes(&b), Err(MarkerError::Format(2)));
+        b[8] = 1;
+        assert_eq!(Marker::from_bytes(&b), Err(MarkerError::Format(1)));
         assert_eq!(Marker::from_bytes(&b[..10]), Err(MarkerError::Size(10)));
         let decl = m.ptx_declaration();
-        assert!(decl.starts_with(".visible .global .align 8 .b8 __gasan_jit[56] = {71,65,83,65,78,74,73,84,1,0,0,0,"), "{decl}");
+        assert!(decl.starts_with(".visible .global .align 8 .b8 __gasan_jit[56] = {71,65,83,65,78,74,73,84,2,0,0,0,"), "{decl}");
         assert_eq!(m.key_hex(), "07".repeat(32));
     }
 
@@ -227,7 +292,22 @@ mod tests {
     }
 
     #[test]
+    fn tables_read_back_and_damage_is_named() {
+        let mut sites = SiteTable::default();
+        sites.files.insert(1, "kernels.py".into());
+        let tags = ParamTagTable::from_text("k 3 0 2\n").unwrap();
+        let t = Tables { sites, param_tags: tags };
+        let b = t.to_bytes();
+        assert_eq!(Tables::from_bytes(&b), Ok(t.clone()));
+        assert!(matches!(Tables::from_bytes(&b[..b.len() - 1]), Err(MarkerError::Tables(_))));
+        assert!(matches!(Tables::from_bytes(b"\x05\0\0\0abcde"), Err(MarkerError::Tables(_))));
+        let decl = t.ptx_declaration();
+        assert!(decl.starts_with(&format!(".visible .global .align 8 .b8 __gasan_jit_tables[{}] = {{", b.len())), "{decl}");
+    }
+
+    #[test]
     fn non_elf_is_refused() {
         assert!(matches!(find_in_cubin(b"not an elf"), Err(MarkerError::NotElf(_))));
+        assert!(matches!(tables_in_cubin(b"not an elf"), Err(MarkerError::NotElf(_))));
     }
 }

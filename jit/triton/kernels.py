@@ -126,14 +126,25 @@ def matmul_tma(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr, BK
 
 MM = {"a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32", "N": "i32", "K": "i32", "sam": "i32", "sak": "i32", "sbk": "i32", "sbn": "i32", "scm": "i32", "scn": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
 MM_BF16 = {**MM, "a": "*bf16", "b": "*bf16", "c": "*bf16"}
+# Unit strides as constants and the rest divisible by 16, as Triton's launcher specialises them for
+# contiguous tensors: the loads become vectors, and Hopper's pipeliner uses cp.async.
+MM_HINTED = {**MM, "sak": "constexpr", "sbn": "constexpr", "scn": "constexpr"}
 
-# name: (function, signature, constexprs)
+
+def divisible(fn, names):
+    """Triton's `tt.divisibility` 16 attribute on the named parameters."""
+    return {(fn.arg_names.index(n), ): [["tt.divisibility", 16]] for n in names}
+
+
+# name: (function, signature, constexprs[, attrs])
 KERNELS = {
     "vector_add": (vector_add, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "softmax": (softmax, {"out": "*fp32", "inp": "*fp32", "in_stride": "i32", "out_stride": "i32", "n_cols": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "layernorm": (layernorm, {"x": "*fp16", "y": "*fp16", "w": "*fp16", "b": "*fp16", "mean": "*fp32", "rstd": "*fp32", "stride": "i32", "n": "i32", "eps": "fp32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "matmul_f16": (matmul, MM, {"BM": 128, "BN": 128, "BK": 64}),
     "matmul_bf16": (matmul, MM_BF16, {"BM": 128, "BN": 128, "BK": 64}),
+    "matmul_f16_hinted": (matmul, MM_HINTED, {"sak": 1, "sbn": 1, "scn": 1, "BM": 128, "BN": 128, "BK": 64}, divisible(matmul, ["a", "b", "c", "M", "N", "K", "sam", "sbk", "scm"])),
+    "vector_add_hinted": (vector_add, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}, divisible(vector_add, ["x", "y", "out", "n"])),
     "attention_fwd": (attention_fwd, {"q": "*fp16", "k": "*fp16", "v": "*fp16", "o": "*fp16", "sqm": "i32", "skn": "i32", "svn": "i32", "som": "i32", "n_ctx": "i32", "scale": "fp32", "BM": "constexpr", "BN": "constexpr", "D": "constexpr"}, {"BM": 128, "BN": 64, "D": 64}),
     "histogram": (histogram, {"x": "*i32", "bins": "*i32", "n": "i32", "n_bins": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "matmul_tma": (matmul_tma, {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 128]>", "c_desc": "tensordesc<fp16[128, 128]>", "K": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}, {"BM": 128, "BN": 128, "BK": 64}),
@@ -146,8 +157,8 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     target = GPUTarget("cuda", 90, 32)
     for name in names:
-        fn, sig, consts = KERNELS[name]
-        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target)
+        fn, sig, consts, *attrs = KERNELS[name]
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs[0] if attrs else None), target=target)
         with open(os.path.join(out_dir, name + ".ptx"), "w") as f:
             f.write(k.asm["ptx"])
         with open(os.path.join(out_dir, name + ".cubin"), "wb") as f:

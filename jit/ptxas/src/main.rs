@@ -5,10 +5,11 @@
 //! * `--version`: the real ptxas's answer plus a line naming gasan's `REVISION` and the checks'
 //!   options ([`gasan_jit::version_answer`]), so Triton's cache key differs from a native run's;
 //! * a whole-program compile of one PTX file: the PTX is checked with the program's options (from
-//!   `GASAN_OPTIONS`, as gasan-run hands them to the runtime), marked for the runtime
-//!   ([`gasan_jit::marker`]), its site table and checked PTX are written to gasan's cache under
-//!   the marker's key, and the real ptxas compiles the checked copy with the same arguments;
-//! * anything else ([`gasan_jit::args::Plan::PassThrough`]) goes to the real ptxas as it is.
+//!   `GASAN_OPTIONS`, as gasan-run hands them to the runtime), marked for the runtime with its site
+//!   table and parameter tags ([`gasan_jit::marker`]), and the real ptxas compiles the checked copy
+//!   with the same arguments;
+//! * anything else ([`gasan_jit::args::Plan::PassThrough`]) goes to the real ptxas as it is, and
+//!   so does everything with `instrument=0`.
 //!
 //! The compile never fails because of gasan: PTX the rewriter refuses, bad `GASAN_OPTIONS`, or
 //! checked PTX the real ptxas refuses, give a warning on standard error (Triton keeps it in the
@@ -22,7 +23,6 @@
 use gasan_instrument::ptx::{InstrumentOptions, PtxError};
 use gasan_jit::args::{plan, Plan};
 use gasan_jit::real::{self, Role};
-use gasan_runtime::cache::{dir_for, Cache};
 use gasan_runtime::options::Options;
 use std::ffi::OsString;
 use std::io::Write;
@@ -89,18 +89,6 @@ fn version(real: &Path, args: &[OsString], opts: Option<&Options>) -> ExitCode {
     exit_code(out.status)
 }
 
-/// Writes the checked module's entries to gasan's cache under its key, in the runtime's order
-/// (runtime/src/modules.rs: parameter tags, site table, checked PTX last: a pair found is whole).
-fn cache_entries(opts: &Options, key: &str, i: &gasan_instrument::ptx::Instrumented) -> Result<PathBuf, String> {
-    let dir = dir_for(opts.cache_dir.as_deref()).ok_or("no cache directory (set cache_dir or HOME)")?;
-    let cache = Cache::new(dir.clone(), opts.cache_size_mb << 20);
-    let put = |name: String, data: &[u8]| cache.put(&name, data).map_err(|e| format!("{}/{name}: {e}", dir.display()));
-    put(format!("{key}.tags"), i.param_tags.to_text().as_bytes())?;
-    put(format!("{key}.sites.json"), i.sites.to_json().as_bytes())?;
-    put(format!("{key}.ptx"), i.ptx.as_bytes())?;
-    Ok(dir)
-}
-
 /// Checks the PTX at `args[input]` and compiles the checked copy; the original when anything fails.
 fn check(real: &Path, args: &[OsString], input: usize, opts: &Options) -> ExitCode {
     let path = PathBuf::from(&args[input]);
@@ -118,14 +106,9 @@ fn check(real: &Path, args: &[OsString], input: usize, opts: &Options) -> ExitCo
             return pass_through(real, args);
         }
     };
-    let key = checked.marker.key_hex();
-    match cache_entries(opts, &key, &checked.instrumented) {
-        Ok(dir) if opts.verbosity >= 1 => {
-            let t = checked.instrumented.stats.total();
-            eprintln!("gasan-ptxas: {}: {} accesses, {} checked, {} eliminated, {} unknown; sites in {}/{key}.sites.json", path.display(), t.found, t.checked, t.eliminated, t.unknown, dir.display());
-        }
-        Ok(_) => {}
-        Err(e) => warn(format!("cannot write the site table ({e}): reports from this module will lack its sites")),
+    if opts.verbosity >= 1 {
+        let t = checked.instrumented.stats.total();
+        eprintln!("gasan-ptxas: {}: {} accesses, {} checked, {} eliminated, {} unknown; module key {}", path.display(), t.found, t.checked, t.eliminated, t.unknown, checked.marker.key_hex());
     }
     let tmp = tempfile::Builder::new().prefix("gasan-checked-").suffix(".ptx").tempfile().and_then(|mut f| {
         f.write_all(checked.text.as_bytes())?;

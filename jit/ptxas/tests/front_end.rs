@@ -1,11 +1,11 @@
 //! gasan-ptxas as Triton runs it, with the pinned CUDA 13.0 ptxas as the real one (no GPU): its
-//! `--version` answer, a checked and marked cubin with its site table in gasan's cache, and the
+//! `--version` answer, a checked and marked cubin that carries its site table, and the
 //! cases where it must assemble the original or step aside.
 //!
 //! The fixture `triton_vector_add.ptx` is Triton 3.6's PTX of `vector_add` in jit/triton/kernels.py
 //! (masked loads and stores in predicated inline-asm blocks, `@%p1 ld.global.b32 { %r1 }, [ %rd1 + 0 ];`).
 
-use gasan_jit::marker::{decode_options, find_in_cubin, module_key};
+use gasan_jit::marker::{decode_options, find_in_cubin, module_key, tables_in_cubin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -75,7 +75,7 @@ fn version_is_the_real_answer_plus_gasans_line_and_changes_with_the_options() {
 }
 
 #[test]
-fn a_triton_module_is_checked_marked_and_its_sites_cached() {
+fn a_triton_module_is_checked_marked_and_carries_its_sites() {
     let d = scratch("check");
     let input = d.join("vector_add.ptx");
     std::fs::write(&input, FIXTURE).unwrap();
@@ -95,22 +95,23 @@ fn a_triton_module_is_checked_marked_and_its_sites_cached() {
     let code_key = gasan_runtime::options::Options::parse(&format!("cache_dir={}:verbosity=1", d.join("cache").display())).unwrap().code_key();
     assert_eq!(marker.key, module_key(FIXTURE, &opts, &code_key));
 
-    // The site table, parameter tags and checked PTX are in the cache under the marker's key.
-    let key = marker.key_hex();
-    let sites = gasan_instrument::ptx::SiteTable::from_json(&std::fs::read_to_string(d.join(format!("cache/{key}.sites.json"))).unwrap()).unwrap();
+    // The cubin carries its site table and parameter tags: the kernel, its Python lines.
+    let tables = tables_in_cubin(&cubin).unwrap().expect("the cubin carries its tables");
+    let sites = &tables.sites;
     assert_eq!(sites.len(), 24);
     let site = sites.get(0).unwrap();
     assert_eq!(site.kernel, "vector_add");
     let loc = site.loc.as_ref().unwrap();
     assert!(loc.file.ends_with("kernels.py") && loc.line > 0, "{loc:?}");
-    let checked = std::fs::read_to_string(d.join(format!("cache/{key}.ptx"))).unwrap();
-    assert!(checked.contains("__gasan_ctl"));
-    assert!(d.join(format!("cache/{key}.tags")).is_file());
+    // Nothing is left in gasan's cache: the cubin is self-contained.
+    assert!(!d.join("cache").exists());
 
     // The native compile has neither marker nor checks.
     let native = Command::new(real_ptxas()).args(["-lineinfo", "-v", "--gpu-name=sm_90a"]).arg(&input).arg("-o").arg(d.join("native.cubin")).output().unwrap();
     assert!(native.status.success());
-    assert_eq!(find_in_cubin(&std::fs::read(d.join("native.cubin")).unwrap()).unwrap(), None);
+    let native = std::fs::read(d.join("native.cubin")).unwrap();
+    assert_eq!(find_in_cubin(&native).unwrap(), None);
+    assert_eq!(tables_in_cubin(&native).unwrap(), None);
 
     // recover mode: another key, the recover bit set.
     let out = triton_compile(&mut front_end(&d, "halt_on_error=0"), &input, &d.join("recover.cubin"));
