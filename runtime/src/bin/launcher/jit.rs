@@ -9,7 +9,7 @@
 //! | `TRITON_PTXAS_BLACKWELL_PATH` | `<tools>/ptxas-blackwell` | Triton runs it for sm_100 and newer; the name tells the front end which real tool to run |
 //! | `GASAN_REAL_PTXAS`, `GASAN_REAL_PTXAS_BLACKWELL` | the user's `TRITON_PTXAS_PATH` / `..._BLACKWELL_PATH` | the real tools, when the user had named them (else the front end finds Triton's bundled ones) |
 //! | `PATH` | `<tools>` first | XLA runs `ptxas` from `--xla_gpu_cuda_data_dir/bin`, then `PATH` (`FindCudaExecutable`; the data directory defaults to `./cuda_sdk_lib`, which does not exist) |
-//! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (cubins, with the static launcher) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse |
+//! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (its `TritonBundler` saves the cubins, the static launcher loads them itself) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse. Triton's cache goes under it too (`cache_dir_utils.triton_cache_dir`) unless `TRITON_CACHE_DIR` is set |
 //! | `JAX_ENABLE_COMPILATION_CACHE` | `false` | JAX's persistent cache holds XLA executables (their cubins) keyed without the ptxas |
 //!
 //! `<tools>` is `<cache dir>/jit-tools-<hash of gasan-ptxas's path>/` (a private temporary
