@@ -109,6 +109,23 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
 }
 
 #[test]
+fn verbosity_1_says_what_was_set_and_what_xla_will_run() {
+    if !built() {
+        return;
+    }
+    let cache = tmp("say");
+    let out = gasan_run(&cache).env("XLA_FLAGS", "--xla_gpu_cuda_data_dir=/opt/cuda").args(["--verbosity", "1", "--", "/bin/true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("JIT kernels: Triton and XLA run"), "{err}");
+    assert!(err.contains("TORCHINDUCTOR_CACHE_DIR="), "{err}");
+    assert!(err.contains("JAX_ENABLE_COMPILATION_CACHE=false"), "{err}");
+    assert!(err.contains("XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/cuda names a CUDA directory"), "{err}");
+    let quiet = gasan_run(&cache).args(["--", "/bin/true"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("JIT kernels"));
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
 fn nothing_is_set_without_instrumentation() {
     if !built() {
         return;

@@ -20,7 +20,7 @@
 
 #![forbid(unsafe_code)]
 
-use gasan_instrument::ptx::{InstrumentOptions, PtxError};
+use gasan_instrument::ptx::InstrumentOptions;
 use gasan_jit::args::{plan, Plan};
 use gasan_jit::real::{self, Role};
 use gasan_runtime::options::Options;
@@ -89,18 +89,13 @@ fn version(real: &Path, args: &[OsString], opts: Option<&Options>) -> ExitCode {
     exit_code(out.status)
 }
 
-/// Checks the PTX at `args[input]` and compiles the checked copy; the original when anything fails.
-fn check(real: &Path, args: &[OsString], input: usize, opts: &Options) -> ExitCode {
+/// Checks `ptx`, the text of the PTX file at `args[input]`, and compiles the checked copy; the
+/// original when anything fails.
+fn check(real: &Path, args: &[OsString], input: usize, ptx: &str, opts: &Options) -> ExitCode {
     let path = PathBuf::from(&args[input]);
-    let Ok(ptx) = std::fs::read_to_string(&path) else {
-        // Unreadable or not text: the real ptxas says what is wrong with it.
-        return pass_through(real, args);
-    };
     let iopts = instrument_options(opts);
-    let checked = match gasan_jit::check_module(&ptx, &iopts, &opts.code_key()) {
+    let checked = match gasan_jit::check_module(ptx, &iopts, &opts.code_key()) {
         Ok(c) => c,
-        // Checked already (the runtime's own compiles find this ptxas on PATH too).
-        Err(PtxError::AlreadyInstrumented) => return pass_through(real, args),
         Err(e) => {
             warn(format!("{}: {e}; assembling it unchecked", path.display()));
             return pass_through(real, args);
@@ -160,7 +155,20 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = argv.collect();
     let role = Role::from_program(&program);
     let me = std::env::current_exe().unwrap_or_else(|_| program.clone());
-    let maps = real::parent_maps();
+    let words: Option<Vec<String>> = args.iter().map(|a| a.to_str().map(String::from)).collect();
+    let what = match &words {
+        Some(w) => plan(w),
+        None => Plan::PassThrough("an argument is not UTF-8".into()),
+    };
+    // PTX checked already comes from gasan's runtime compiling its own modules (it finds this
+    // front end first on gasan-run's PATH): it goes to the ptxas PATH and CUDA_HOME name, not
+    // to a Triton's bundled one (an older ptxas may refuse the PTX version of a newer CUDA).
+    let input_text = match &what {
+        Plan::Check { input } => std::fs::read_to_string(&args[*input]).ok(),
+        _ => None,
+    };
+    let checked_already = input_text.as_deref().is_some_and(|t| t.contains(gasan_instrument::abi::CONTROL_BLOCK_SYMBOL));
+    let maps = if checked_already { None } else { real::parent_maps() };
     let Some((real, _how)) = real::find(role, |k| std::env::var_os(k), maps.as_deref(), &me) else {
         eprintln!("gasan-ptxas: error: no real {} found: set {} (gasan-run sets it from {}), or put one on PATH or in $CUDA_HOME/bin", role.tool_name(), role.real_env(), role.triton_env());
         return ExitCode::FAILURE;
@@ -168,27 +176,24 @@ fn main() -> ExitCode {
     // instrument=0 checks nothing: the front end is the real ptxas (its cubins are native, and so
     // is its version answer).
     let opts = Options::env_string().and_then(|s| Options::parse(&s));
-    if opts.as_ref().is_ok_and(|o| !o.instrument) {
+    if checked_already || opts.as_ref().is_ok_and(|o| !o.instrument) {
         return pass_through(&real, &args);
     }
-    let words: Option<Vec<String>> = args.iter().map(|a| a.to_str().map(String::from)).collect();
-    let what = match &words {
-        Some(w) => plan(w),
-        None => Plan::PassThrough("an argument is not UTF-8".into()),
-    };
-    match (what, opts) {
-        (Plan::Version, opts) => version(&real, &args, opts.as_ref().ok()),
-        (Plan::Check { input }, Ok(opts)) => check(&real, &args, input, &opts),
-        (Plan::Check { input }, Err(e)) => {
+    match (what, opts, input_text) {
+        (Plan::Version, opts, _) => version(&real, &args, opts.as_ref().ok()),
+        (Plan::Check { input }, Ok(opts), Some(ptx)) => check(&real, &args, input, &ptx, &opts),
+        // Unreadable or not text: the real ptxas says what is wrong with it.
+        (Plan::Check { .. }, Ok(_), None) => pass_through(&real, &args),
+        (Plan::Check { input }, Err(e), _) => {
             warn(format!("GASAN_OPTIONS: {e}; assembling {} unchecked", args[input].to_string_lossy()));
             pass_through(&real, &args)
         }
-        (Plan::PassThrough(why), Ok(o)) => {
+        (Plan::PassThrough(why), Ok(o), _) => {
             if o.verbosity >= 1 {
                 eprintln!("gasan-ptxas: not checked: {why}");
             }
             pass_through(&real, &args)
         }
-        (Plan::PassThrough(_), Err(_)) => pass_through(&real, &args),
+        (Plan::PassThrough(_), Err(_), _) => pass_through(&real, &args),
     }
 }
