@@ -188,3 +188,30 @@ fn no_real_ptxas_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no real ptxas found: set GASAN_REAL_PTXAS"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn xlas_command_line_and_the_blackwell_name_are_checked_too() {
+    let d = scratch("xla");
+    let input = d.join("module.ptx");
+    std::fs::write(&input, FIXTURE).unwrap();
+    // XLA: input first, `-arch=`, `-O3`.
+    let out = front_end(&d, "").arg(&input).arg("-o").arg(d.join("xla.cubin")).args(["-arch=sm_90a", "-O3", "--warn-on-spills", "-v"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(find_in_cubin(&std::fs::read(d.join("xla.cubin")).unwrap()).unwrap().is_some());
+
+    // Run as `ptxas-blackwell` (Triton's TRITON_PTXAS_BLACKWELL_PATH): the Blackwell real tool.
+    let link = d.join("ptxas-blackwell");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gasan-ptxas"), &link).unwrap();
+    let blackwell_ptx = FIXTURE.replace(".target sm_90a", ".target sm_100a");
+    std::fs::write(&input, blackwell_ptx).unwrap();
+    // The sm_90 tool named: one that always fails, so taking it for the Blackwell one shows.
+    let wrong = d.join("wrong-ptxas");
+    std::fs::write(&wrong, "#!/bin/sh\nexit 99\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = Command::new(&link);
+    c.env("GASAN_REAL_PTXAS_BLACKWELL", real_ptxas()).env("GASAN_REAL_PTXAS", &wrong).env("GASAN_OPTIONS", format!("cache_dir={}", d.join("cache").display()));
+    let out = c.args(["-lineinfo", "-v", "--gpu-name=sm_100a"]).arg(&input).arg("-o").arg(d.join("blackwell.cubin")).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(find_in_cubin(&std::fs::read(d.join("blackwell.cubin")).unwrap()).unwrap().is_some());
+}
