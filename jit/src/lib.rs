@@ -9,7 +9,8 @@
 //!   its site table and parameter tags;
 //! * [`args`]: what a ptxas command line asks for;
 //! * [`real`]: which real ptxas to run;
-//! * [`check_module`] and [`version_answer`]: the front end's two jobs.
+//! * [`check_module`] and [`version_answer`]: the front end's two jobs;
+//! * [`recognise`]: what the runtime makes of a cubin a framework loads.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod marker;
 pub mod real;
 
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, Instrumented, PtxError, REVISION};
+use gasan_instrument::shadow::Scale;
 pub use marker::{find_in_cubin, tables_in_cubin, Marker, Tables, MARKER_SYMBOL, TABLES_SYMBOL};
 
 /// A checked module: the text to assemble (the rewriter's output with the marker and the tables
@@ -55,6 +57,59 @@ pub fn version_answer(real: &str, opts: &InstrumentOptions) -> String {
     }
     s.push_str(&format!("gasan ptxas front end: gasan {}, checks REVISION {REVISION}, options {:#06x}, marker format {}\n", env!("CARGO_PKG_VERSION"), marker::encode_options(opts), marker::FORMAT));
     s
+}
+
+/// What a cubin a framework loads is, for the runtime (jit/README.md, "What the runtime must do").
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recognition {
+    /// No marker: native SASS (or a cubin the runtime compiled from its own checked PTX).
+    Native,
+    /// Checked by the front end with checks this process runs: register `tables.sites`, keep
+    /// `tables.param_tags` for launches, write the control block.
+    Checked { marker: Marker, tables: Tables },
+    /// Checked by another gasan build or with other options: load it without writing its control
+    /// block (all zeros: every check passes), and say why.
+    Foreign { marker: Marker, why: String },
+    /// A marker or tables that do not read: load it unchanged, and say so.
+    Damaged(marker::MarkerError),
+}
+
+/// What this process's checks are: a cubin's must match them to run against its shadow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expected {
+    pub scale: Scale,
+    /// `!halt_on_error`: the compiled stubs report and go on instead of trapping.
+    pub recover: bool,
+}
+
+/// Reads a cubin's marker and tables and decides what the runtime does with it.
+pub fn recognise(elf: &[u8], expected: Expected) -> Recognition {
+    let marker = match find_in_cubin(elf) {
+        Ok(None) => return Recognition::Native,
+        Ok(Some(m)) => m,
+        Err(e) => return Recognition::Damaged(e),
+    };
+    let foreign = |why: String| Recognition::Foreign { marker, why };
+    if marker.revision != REVISION {
+        return foreign(format!("checked by gasan REVISION {}, this is REVISION {REVISION}", marker.revision));
+    }
+    let Some(o) = marker.instrument_options() else {
+        return foreign(format!("options word {:#x} has bits this gasan does not know", marker.options));
+    };
+    if o.scale != expected.scale {
+        return foreign(format!("checked for shadow_scale={}, this process runs {}", o.scale.shift(), expected.scale.shift()));
+    }
+    if o.recover != expected.recover {
+        return foreign(format!("checked with halt_on_error={}, this process runs {}", u8::from(!o.recover), u8::from(!expected.recover)));
+    }
+    if o.aligned_pool {
+        return foreign("checked in the aligned-pool form, which only the runtime may choose".into());
+    }
+    match tables_in_cubin(elf) {
+        Ok(Some(tables)) => Recognition::Checked { marker, tables },
+        Ok(None) => Recognition::Damaged(marker::MarkerError::Tables(format!("{MARKER_SYMBOL} without {TABLES_SYMBOL}"))),
+        Err(e) => Recognition::Damaged(e),
+    }
 }
 
 #[cfg(test)]

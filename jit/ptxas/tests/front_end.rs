@@ -113,6 +113,27 @@ fn a_triton_module_is_checked_marked_and_carries_its_sites() {
     assert_eq!(find_in_cubin(&native).unwrap(), None);
     assert_eq!(tables_in_cubin(&native).unwrap(), None);
 
+    // What the runtime will make of these cubins.
+    let halt = gasan_jit::Expected { scale: opts.scale, recover: false };
+    match gasan_jit::recognise(&cubin, halt) {
+        gasan_jit::Recognition::Checked { marker: m, tables: t } => assert!(m == marker && t == tables),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(gasan_jit::recognise(&native, halt), gasan_jit::Recognition::Native);
+    let other_scale = gasan_jit::Expected { scale: gasan_instrument::shadow::Scale::S7, recover: false };
+    assert!(matches!(gasan_jit::recognise(&cubin, other_scale), gasan_jit::Recognition::Foreign { why, .. } if why.contains("shadow_scale=8")));
+    let recover = gasan_jit::Expected { scale: opts.scale, recover: true };
+    assert!(matches!(gasan_jit::recognise(&cubin, recover), gasan_jit::Recognition::Foreign { why, .. } if why.contains("halt_on_error=1")));
+
+    // A marker from another revision, or with option bits this build does not know: foreign.
+    let at = cubin.windows(8).position(|w| w == b"GASANJIT").unwrap();
+    let mut other = cubin.clone();
+    other[at + 12..at + 16].copy_from_slice(&(gasan_instrument::ptx::REVISION + 1).to_le_bytes());
+    assert!(matches!(gasan_jit::recognise(&other, halt), gasan_jit::Recognition::Foreign { why, .. } if why.contains("REVISION")));
+    let mut other = cubin.clone();
+    other[at + 23] = 0x80;
+    assert!(matches!(gasan_jit::recognise(&other, halt), gasan_jit::Recognition::Foreign { why, .. } if why.contains("does not know")));
+
     // recover mode: another key, the recover bit set.
     let out = triton_compile(&mut front_end(&d, "halt_on_error=0"), &input, &d.join("recover.cubin"));
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -134,6 +155,8 @@ fn what_cannot_be_checked_is_assembled_as_it_is() {
     assert!(err.contains("gasan-ptxas: warning:") && err.contains("refused the checked copy") && err.contains("assembled the original unchecked"), "{err}");
     let cubin = std::fs::read(d.join("clash.cubin")).unwrap();
     assert!(find_in_cubin(&cubin).is_err(), "the user's 8-byte __gasan_jit is not a marker");
+    let halt = gasan_jit::Expected { scale: gasan_instrument::shadow::Scale::S8, recover: false };
+    assert!(matches!(gasan_jit::recognise(&cubin, halt), gasan_jit::Recognition::Damaged(_)));
 
     // PTX the rewriter refuses (32-bit addresses): a warning, then the real ptxas's verdict on the
     // original, whatever it is.
