@@ -4,7 +4,8 @@ Each kernel is compiled for sm_90a with `triton.compile(ASTSource(...), target=G
 through whatever ptxas Triton is pointed at (TRITON_PTXAS_PATH: gasan-ptxas in CI). For each one the
 PTX Triton made (`<name>.ptx`), the cubin (`<name>.cubin`) and the kernel's metadata go to OUT_DIR.
 
-Usage: python3 kernels.py OUT_DIR [NAME...]
+Usage: python3 kernels.py [--arch CC] OUT_DIR [NAME...]   (CC: compute capability, 90 by default;
+100 and newer go through Triton's ptxas-blackwell)
 """
 
 import json
@@ -152,10 +153,14 @@ KERNELS = {
 
 
 def main():
-    out_dir = sys.argv[1]
-    names = sys.argv[2:] or list(KERNELS)
+    args = sys.argv[1:]
+    arch = 90
+    if args[:1] == ["--arch"]:
+        arch, args = int(args[1]), args[2:]
+    out_dir = args[0]
+    names = args[1:] or list(KERNELS)
     os.makedirs(out_dir, exist_ok=True)
-    target = GPUTarget("cuda", 90, 32)
+    target = GPUTarget("cuda", arch, 32)
     for name in names:
         fn, sig, consts, *attrs = KERNELS[name]
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs[0] if attrs else None), target=target)

@@ -13,7 +13,8 @@
 #   lane is never reported);
 # - a native run after the checked one gets the same native cubins as before (the shared Triton
 #   cache never hands a checked cubin to a native run, nor the reverse);
-# - under gasan-run, with no real ptxas named, Triton's bundled ptxas runs behind the front end.
+# - under gasan-run, with no real ptxas named, Triton's bundled ptxas runs behind the front end,
+#   and its bundled ptxas-blackwell behind the front end's other name (sm_100a).
 # Prints the census of Triton's access forms and what the rewriter does with them (jit/FORMS.md).
 set -euo pipefail
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -59,17 +60,19 @@ python3 jit/triton/check.py "$tmp/native" "$tmp/checked" target/release/gasan-pt
 target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 -c '
 import sys
 from triton import knobs
-t = knobs.nvidia.ptxas
-assert t.path.endswith("/ptxas") and "jit-tools-" in t.path, t.path
-print(t.version)' >"$tmp/bundled-release"
-[ "$(cat "$tmp/bundled-release")" = 12.8 ] || { echo "under gasan-run Triton saw CUDA release $(cat "$tmp/bundled-release"), not its bundled 12.8"; exit 1; }
+for t in (knobs.nvidia.ptxas, knobs.nvidia.ptxas_blackwell):
+    assert "jit-tools-" in t.path, t.path
+    print(t.version, end=" ")' >"$tmp/bundled-release"
+[ "$(cat "$tmp/bundled-release")" = "12.8 12.9 " ] || { echo "under gasan-run Triton saw CUDA releases $(cat "$tmp/bundled-release"), not its bundled 12.8 and 12.9"; exit 1; }
 target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 jit/triton/kernels.py "$tmp/bundled" vector_add softmax >/dev/null
-python3 - "$tmp/bundled" <<'PY'
+target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 jit/triton/kernels.py --arch 100 "$tmp/blackwell" vector_add softmax >/dev/null
+python3 - "$tmp" <<'PY'
 import sys
 sys.path.insert(0, "jit/triton")
 import check
-for name in ("vector_add", "softmax"):
-    m = check.marker(f"{sys.argv[1]}/{name}.cubin")
-    assert m is not None and check.tables(f"{sys.argv[1]}/{name}.cubin") is not None, f"{name}: not checked under gasan-run"
-print("gasan-run: Triton's bundled ptxas (12.8) behind the front end; vector_add and softmax checked")
+for d in ("bundled", "blackwell"):
+    for name in ("vector_add", "softmax"):
+        cubin = f"{sys.argv[1]}/{d}/{name}.cubin"
+        assert check.marker(cubin) is not None and check.tables(cubin) is not None, f"{d}/{name}: not checked under gasan-run"
+print("gasan-run: Triton's bundled ptxas 12.8 (sm_90a) and ptxas-blackwell 12.9 (sm_100a) behind the front end; vector_add and softmax checked for both")
 PY
