@@ -14,6 +14,8 @@
 
 #[path = "launcher/frameworks.rs"]
 mod frameworks;
+#[path = "launcher/jit.rs"]
+mod jit;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use gasan_runtime::cache::{dir_for, Cache};
@@ -148,6 +150,7 @@ fn run(m: ArgMatches) -> Result<Outcome, String> {
     // runtime's "made no CUDA call" note is for the program itself, not every helper it spawns).
     cmd.args(args).env("LD_PRELOAD", preload).env("GASAN_OPTIONS", opts.to_env_string()).env(gasan_runtime::options::RUN_PID_ENV, std::process::id().to_string());
     frameworks::apply(&mut cmd, &opts);
+    jit::apply(&mut cmd, &opts);
     let err = cmd.exec();
     Ok(Outcome::ExecFailed(prog.to_string(), err))
 }

@@ -1,0 +1,242 @@
+"""Checks Triton's ahead-of-time compiles through gasan-ptxas (scripts/test.d/25-triton.sh).
+
+For every kernel compiled both natively (NATIVE_DIR) and through the front end (CHECKED_DIR), by
+jit/triton/kernels.py:
+* the checked cubin carries gasan's marker (`__gasan_jit`: magic, format 2, this REVISION) and its
+  tables (`__gasan_jit_tables`: parameter tags and site table, LZ4), the native one neither;
+* the site table has one global site per check that `gasan-ptx stats` counts on Triton's PTX, and
+  its sites name the kernel's Python file;
+* every predicated global access in the checked PTX (`gasan-ptx instrument` of Triton's PTX, the
+  same options: `@%p ld.global ...`, atomics, stores, `cp.async` with a source size) is checked
+  under its own predicate: the check block right before it reads that predicate (or source-size
+  register), so a masked-off lane is never reported.
+
+It writes the census of Triton's access forms, with what the rewriter does with each (checked,
+skipped with `stats`'s reason), as Markdown to FORMS_OUT.
+
+Usage: python3 check.py NATIVE_DIR CHECKED_DIR GASAN_PTX REVISION FORMS_OUT
+"""
+
+import collections
+import glob
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+MARKER = b"__gasan_jit"
+TABLES = b"__gasan_jit_tables"
+
+
+def lz4_block(src):
+    """An LZ4 block with its uncompressed size in front (lz4_flex::compress_prepend_size)."""
+    size, = struct.unpack_from("<I", src, 0)
+    dst, i = bytearray(), 4
+
+    def length(n):
+        nonlocal i
+        if n == 15:
+            while True:
+                b = src[i]
+                i += 1
+                n += b
+                if b != 255:
+                    break
+        return n
+
+    while i < len(src):
+        token = src[i]
+        i += 1
+        lit = length(token >> 4)
+        dst += src[i:i + lit]
+        i += lit
+        if i >= len(src):
+            break
+        offset = src[i] | src[i + 1] << 8
+        i += 2
+        start = len(dst) - offset
+        for k in range(length(token & 15) + 4):
+            dst.append(dst[start + k])
+    assert len(dst) == size, f"LZ4 block: {len(dst)} bytes, its header says {size}"
+    return bytes(dst)
+
+
+def tables(path):
+    """(parameter tags text, site table) a cubin carries, or None."""
+    b = elf_symbol_bytes(path, TABLES)
+    if b is None:
+        return None
+    raw = lz4_block(b)
+    n, = struct.unpack_from("<I", raw, 0)
+    return raw[4:4 + n].decode(), json.loads(raw[4 + n:])
+
+
+def elf_symbol_bytes(path, name):
+    """The bytes of ELF symbol `name` (64-bit little-endian ELF), or None when it has no such symbol."""
+    data = open(path, "rb").read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, f"{path}: not a 64-bit little-endian ELF"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[sh[6]]
+        for off in range(sh[4], sh[4] + sh[5], sh[9]):
+            st_name, _info, _other, shndx, value, size = struct.unpack_from("<IBBHQQ", data, off)
+            end = data.index(b"\0", strtab[4] + st_name)
+            if data[strtab[4] + st_name:end] == name:
+                sec = sections[shndx]
+                return data[sec[4] + value:sec[4] + value + size]
+    return None
+
+
+def marker(path):
+    b = elf_symbol_bytes(path, MARKER)
+    if b is None:
+        return None
+    assert len(b) == 56, f"{path}: marker of {len(b)} bytes"
+    assert b[:8] == b"GASANJIT", f"{path}: marker magic {b[:8]!r}"
+    fmt, rev = struct.unpack_from("<II", b, 8)
+    options, = struct.unpack_from("<Q", b, 16)
+    return {"format": fmt, "revision": rev, "options": options, "key": b[24:56].hex()}
+
+
+def stats(gasan_ptx, ptx):
+    """`gasan-ptx stats` TOTAL: found, checked, eliminated, unknown, skipped {reason: n}, unknown opcodes."""
+    out = subprocess.run([gasan_ptx, "stats", ptx], check=True, capture_output=True, text=True).stdout
+    total = next(l for l in out.splitlines() if l.startswith("TOTAL"))
+    parts = total.split()
+    skipped = dict(kv.split("=") for kv in parts[5:])
+    unknown_ops = dict(re.findall(r"^unknown opcode (\S+): (\d+)$", out, re.M))
+    return {"found": int(parts[1]), "checked": int(parts[2]), "eliminated": int(parts[3]), "unknown": int(parts[4]),
+            "skipped": {k: int(v) for k, v in skipped.items()}, "unknown_opcodes": unknown_ops}
+
+
+GUARDED = re.compile(r"^\s*@(!?)(%p\d+)\s+((?:ld|st|atom|red)\.global\S*|cp\.async(?!\.bulk)\S*)")
+CP_ASYNC_SIZE = re.compile(r"^\s*(?:@!?%p\d+\s+)?cp\.async\.c[ag]\.shared\S*\.global\s+\[[^\]]*\],\s*\[[^\]]*\],\s*[^,;]+,\s*(%r\d+)\s*;")
+
+
+def predicate_scan(checked_ptx):
+    """Guarded accesses whose check block does not read their guard: [(line, text)]; and how many were seen."""
+    lines = open(checked_ptx).read().split("\n")
+    bad, seen = [], 0
+    for i, line in enumerate(lines):
+        m = GUARDED.match(line)
+        c = CP_ASYNC_SIZE.match(line)
+        guard = m.group(2) if m else (c.group(1) if c else None)
+        if guard is None:
+            continue
+        seen += 1
+        j, block = i - 1, []
+        while j >= 0 and lines[j].rstrip().endswith("//gasan"):
+            block.append(lines[j])
+            j -= 1
+        if not any(re.search(re.escape(guard) + r"\b", b) for b in block):
+            bad.append((i + 1, line.strip()))
+    return bad, seen
+
+
+# Access forms of Triton's PTX, by the first word of the statement (guard dropped).
+FORMS = [
+    ("ld.global (scalar)", r"ld\.global(?!\S*\.v\d)"),
+    ("ld.global.v2/v4 (vector)", r"ld\.global\S*\.v\d"),
+    ("st.global (scalar)", r"st\.global(?!\S*\.v\d)"),
+    ("st.global.v2/v4 (vector)", r"st\.global\S*\.v\d"),
+    ("atom.global", r"atom\.global"),
+    ("red.global", r"red\.global"),
+    ("cp.async (global to shared, with source size)", r"cp\.async\.c[ag]"),
+    ("cp.async.bulk.tensor (TMA)", r"cp\.async\.bulk\.tensor"),
+    ("cp.async.bulk (non-tensor)", r"cp\.async\.bulk(?!\.tensor|\.commit|\.wait|\.prefetch)"),
+    ("ldmatrix / stmatrix (shared)", r"(ldmatrix|stmatrix)"),
+    ("wgmma (shared operands by descriptor)", r"wgmma\.mma_async"),
+    ("ld/st.shared", r"(ld|st)\.shared"),
+    ("mbarrier (shared)", r"mbarrier\.(init|inval|arrive|try_wait|expect)"),
+    ("tensormap / prefetch.tensormap", r"(tensormap|prefetch\.\S*tensormap)"),
+]
+
+
+def census(ptx):
+    counts = collections.Counter()
+    for line in open(ptx):
+        s = line.strip()
+        if not s or s.startswith("//"):
+            continue
+        s = re.sub(r"^@!?%p\d+\s+", "", s)
+        for name, pat in FORMS:
+            if re.match(pat, s):
+                counts[name] += 1
+                break
+    return counts
+
+
+def main():
+    native_dir, checked_dir, gasan_ptx, revision, forms_out = sys.argv[1:6]
+    revision = int(revision)
+    names = sorted(os.path.basename(p)[:-6] for p in glob.glob(os.path.join(checked_dir, "*.cubin")))
+    assert names, f"no cubins in {checked_dir}"
+    failures = []
+    rows = []
+    skipped_total = collections.Counter()
+    unknown_total = collections.Counter()
+    forms_total = collections.Counter()
+    forms_by_kernel = {}
+    for name in names:
+        native = os.path.join(native_dir, name + ".cubin")
+        checked = os.path.join(checked_dir, name + ".cubin")
+        ptx = os.path.join(checked_dir, name + ".ptx")
+        if marker(native) is not None or tables(native) is not None:
+            failures.append(f"{name}: the native cubin carries a marker or tables")
+        m = marker(checked)
+        if m is None:
+            failures.append(f"{name}: the checked cubin has no marker")
+            continue
+        if m["format"] != 2 or m["revision"] != revision:
+            failures.append(f"{name}: marker format {m['format']}, revision {m['revision']} (want 2, {revision})")
+        t = tables(checked)
+        if t is None:
+            failures.append(f"{name}: the checked cubin has no tables")
+            continue
+        sites = t[1]["sites"]
+        checked_ptx = os.path.join(checked_dir, name + ".checked.ptx")
+        subprocess.run([gasan_ptx, "instrument", "-o", checked_ptx, ptx], check=True, capture_output=True)
+        global_sites = sum(1 for s in sites if "space" not in s)
+        st = stats(gasan_ptx, ptx)
+        if global_sites != st["checked"]:
+            failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks")
+        bad, guarded = predicate_scan(checked_ptx)
+        for line, text in bad[:5]:
+            failures.append(f"{name}: checked PTX line {line}: no check under the access's own guard: {text}")
+        skipped_total.update(st["skipped"])
+        unknown_total.update(st["unknown_opcodes"])
+        c = census(ptx)
+        forms_total.update(c)
+        forms_by_kernel[name] = c
+        lines_with_loc = sum(1 for s in sites if s.get("loc") and s["loc"]["file"].endswith(".py"))
+        if sites and lines_with_loc == 0:
+            failures.append(f"{name}: no site names a Python line")
+        rows.append((name, st["found"], st["checked"], len(sites) - global_sites, guarded, len(bad), lines_with_loc, len(sites),
+                     " ".join(f"{k}={v}" for k, v in sorted(st["skipped"].items()))))
+
+    print(f"{'kernel':<20} {'found':>6} {'checked':>8} {'shared':>7} {'guarded':>8} {'unguarded':>9} {'py-line':>8}  skipped")
+    for r in rows:
+        print(f"{r[0]:<20} {r[1]:>6} {r[2]:>8} {r[3]:>7} {r[4]:>8} {r[5]:>9} {r[6]:>5}/{r[7]:<3} {r[8]}")
+
+    with open(forms_out, "w") as f:
+        f.write("| form | " + " | ".join(names) + " | total |\n|---|" + "---|" * (len(names) + 1) + "\n")
+        for form, _ in FORMS:
+            if forms_total[form]:
+                f.write(f"| {form} | " + " | ".join(str(forms_by_kernel[n][form]) for n in names) + f" | {forms_total[form]} |\n")
+        f.write("\n`gasan-ptx stats` skip reasons over these kernels: " + (", ".join(f"{k}={v}" for k, v in sorted(skipped_total.items())) or "none") + "\n")
+        f.write("Unknown opcodes: " + (", ".join(f"{k}={v}" for k, v in sorted(unknown_total.items())) or "none") + "\n")
+    print(open(forms_out).read())
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print(f"ok: {len(names)} Triton kernels checked and marked; each cubin carries its site table")
+
+
+if __name__ == "__main__":
+    main()

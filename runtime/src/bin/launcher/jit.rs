@@ -1,0 +1,169 @@
+//! Kernels compiled at run time (issue 39): Triton (and torch.compile's Inductor, which emits
+//! Triton) and JAX/XLA run ptxas themselves and hand the driver cubins, which the runtime cannot
+//! check. gasan-run points them at gasan's ptxas front end (`gasan-ptxas`, built next to
+//! gasan-run), which checks the PTX and runs the real ptxas. In the child's environment:
+//!
+//! | variable | value | why |
+//! |---|---|---|
+//! | `TRITON_PTXAS_PATH` | `<tools>/ptxas` | Triton runs it for sm_90 and older (`knobs.nvidia.ptxas`) |
+//! | `TRITON_PTXAS_BLACKWELL_PATH` | `<tools>/ptxas-blackwell` | Triton runs it for sm_100 and newer; the name tells the front end which real tool to run |
+//! | `GASAN_REAL_PTXAS`, `GASAN_REAL_PTXAS_BLACKWELL` | the user's `TRITON_PTXAS_PATH` / `..._BLACKWELL_PATH` | the real tools, when the user had named them (else the front end finds Triton's bundled ones) |
+//! | `PATH` | `<tools>` first | XLA runs `ptxas` from `--xla_gpu_cuda_data_dir/bin`, then `PATH` (`FindCudaExecutable`; the data directory defaults to `./cuda_sdk_lib`, which does not exist) |
+//! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (its `TritonBundler` saves the cubins, the static launcher loads them itself) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse. Triton's cache goes under it too (`cache_dir_utils.triton_cache_dir`) unless `TRITON_CACHE_DIR` is set |
+//! | `JAX_ENABLE_COMPILATION_CACHE` | `false` | JAX's persistent cache holds XLA executables (their cubins) keyed without the ptxas |
+//!
+//! `<tools>` is `<cache dir>/jit-tools-<hash of gasan-ptxas's path>/` (a private temporary
+//! directory when the cache directory cannot be written), holding links to gasan-ptxas; the
+//! cache's eviction and `--cache-clear` leave it alone. `<tag>` hashes gasan's version, the
+//! rewriter's `REVISION` and the options that change checked code.
+//!
+//! Triton's own cache (`TRITON_CACHE_DIR`) is left alone: its key holds the whole `ptxas
+//! --version` answer (`get_cache_key` → `backend.hash()`), and the front end's answer names
+//! `REVISION` and the checks' options, so checked and native cubins never share an entry.
+//!
+//! A variable the user has set is kept (the caches: redirected below it); `verbosity>=1` says
+//! what was set. Nothing is set with `instrument=0`, or when gasan-ptxas is not built.
+
+use gasan_runtime::cache::dir_for;
+use gasan_runtime::options::{os_error_text, Options};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The front end's names in the tool directory, with Triton's variable and the real tool's.
+const ROLES: &[(&str, &str, &str)] = &[("ptxas", "TRITON_PTXAS_PATH", "GASAN_REAL_PTXAS"), ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH", "GASAN_REAL_PTXAS_BLACKWELL")];
+
+/// Points Triton, Inductor and XLA at gasan-ptxas in the child's environment.
+pub fn apply(cmd: &mut Command, opts: &Options) {
+    let say = |m: String| {
+        if opts.verbosity >= 1 {
+            eprintln!("gasan-run: JIT kernels: {m}");
+        }
+    };
+    if !opts.instrument {
+        return;
+    }
+    let Some(front) = std::env::current_exe().ok().map(|e| e.with_file_name("gasan-ptxas")).filter(|p| p.is_file()) else {
+        say("gasan-ptxas is not built next to gasan-run: Triton and XLA kernels stay unchecked".into());
+        return;
+    };
+    let cache = dir_for(opts.cache_dir.as_deref());
+    let tools = match tool_dir(cache.as_deref(), &front) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("gasan-run: warning: cannot make the ptxas front end's directory ({e}); Triton and XLA kernels stay unchecked");
+            return;
+        }
+    };
+    for (name, triton_var, real_var) in ROLES {
+        if let Some(user) = std::env::var_os(triton_var).filter(|v| !v.is_empty()) {
+            let ours = same_file(Path::new(&user), &front);
+            if !ours && std::env::var_os(real_var).is_none() {
+                cmd.env(real_var, &user);
+                say(format!("{triton_var}={} runs behind the front end ({real_var})", user.to_string_lossy()));
+            }
+        }
+        cmd.env(triton_var, tools.join(name));
+    }
+    cmd.env("PATH", path_first(&tools, &std::env::var_os("PATH").unwrap_or_default()));
+    say(format!("Triton and XLA run {} (TRITON_PTXAS_PATH, PATH)", tools.join("ptxas").display()));
+    if let Some(flags) = std::env::var_os("XLA_FLAGS").filter(|f| f.as_bytes().windows(21).any(|w| w == b"xla_gpu_cuda_data_dir")) {
+        say(format!("XLA_FLAGS={} names a CUDA directory: XLA runs its bin/ptxas first, unchecked, if it has one", flags.to_string_lossy()));
+    }
+
+    let tag = tag(opts);
+    let inductor = match std::env::var_os("TORCHINDUCTOR_CACHE_DIR").filter(|v| !v.is_empty()) {
+        Some(user) => PathBuf::from(user).join(format!("gasan-{tag}")),
+        None => tools.parent().unwrap_or(&tools).join(format!("torchinductor-{tag}")),
+    };
+    cmd.env("TORCHINDUCTOR_CACHE_DIR", &inductor);
+    say(format!("TORCHINDUCTOR_CACHE_DIR={} (Inductor's caches apart from native runs')", inductor.display()));
+    match std::env::var_os("JAX_ENABLE_COMPILATION_CACHE") {
+        Some(v) => say(format!("kept JAX_ENABLE_COMPILATION_CACHE={} (JAX's persistent cache may hand out native kernels)", v.to_string_lossy())),
+        None => {
+            cmd.env("JAX_ENABLE_COMPILATION_CACHE", "false");
+            say("JAX_ENABLE_COMPILATION_CACHE=false (its entries are keyed without the ptxas)".into());
+        }
+    }
+}
+
+/// Whether `a` and `b` are the same file (after links).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
+}
+
+/// FNV-1a, 64 bits.
+fn fnv(parts: &[&[u8]]) -> u64 {
+    parts.iter().flat_map(|p| p.iter().chain(&[0u8])).fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// What decides the checked code of a kernel: gasan's version, the rewriter's revision, the
+/// options that change checked code.
+fn tag(opts: &Options) -> String {
+    let rev = gasan_instrument::ptx::REVISION.to_le_bytes();
+    format!("{:016x}", fnv(&[env!("CARGO_PKG_VERSION").as_bytes(), &rev, opts.code_key().as_bytes()]))
+}
+
+/// `dir` first on the search path `old` (not twice when a gasan-run runs under another).
+fn path_first(dir: &Path, old: &std::ffi::OsStr) -> OsString {
+    let mut v = dir.as_os_str().as_bytes().to_vec();
+    if old.as_bytes().split(|&b| b == b':').next() == Some(v.as_slice()) {
+        return old.to_os_string();
+    }
+    if !old.is_empty() {
+        v.push(b':');
+        v.extend_from_slice(old.as_bytes());
+    }
+    OsString::from_vec(v)
+}
+
+/// The directory of links to the front end: in the cache directory, else a private temporary one.
+fn tool_dir(cache: Option<&Path>, front: &Path) -> Result<PathBuf, String> {
+    let name = format!("jit-tools-{:016x}", fnv(&[front.as_os_str().as_bytes()]));
+    let mut why = Vec::new();
+    if let Some(c) = cache {
+        let dir = c.join(&name);
+        match links(&dir, front) {
+            Ok(()) => return Ok(dir),
+            Err(e) => why.push(format!("{}: {}", dir.display(), os_error_text(&e))),
+        }
+    }
+    let mut t = std::env::temp_dir().join("gasan-jit-XXXXXX").into_os_string().into_vec();
+    t.push(0);
+    // SAFETY: `t` is a writable NUL-terminated template that outlives the call.
+    if unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) }.is_null() {
+        why.push(format!("temporary directory: {}", os_error_text(&std::io::Error::last_os_error())));
+        return Err(why.join("; "));
+    }
+    t.pop();
+    let dir = PathBuf::from(OsString::from_vec(t));
+    links(&dir, front).map_err(|e| {
+        why.push(format!("{}: {}", dir.display(), os_error_text(&e)));
+        why.join("; ")
+    })?;
+    Ok(dir)
+}
+
+/// Makes `dir/ptxas` and `dir/ptxas-blackwell` links to `front` (each replaced atomically, so a
+/// concurrent gasan-run sees the old link or the new one).
+fn links(dir: &Path, front: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, _, _) in ROLES {
+        let link = dir.join(name);
+        if std::fs::read_link(&link).is_ok_and(|t| t == front) {
+            continue;
+        }
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(front, &tmp)?;
+        std::fs::rename(&tmp, &link).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! gasan-run's switches for kernels compiled at run time (runtime/src/bin/launcher/jit.rs), without
+//! a GPU: the child's Triton and XLA find gasan-ptxas (TRITON_PTXAS_PATH, the Blackwell one, PATH),
+//! a ptxas the user named runs behind it, Inductor's cache is apart from native runs' and keyed
+//! by the checks' options, JAX's persistent cache is off; a gasan-run under another adds nothing
+//! twice; `instrument=0` sets nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const VARS: &[&str] = &["TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "GASAN_REAL_PTXAS", "GASAN_REAL_PTXAS_BLACKWELL", "TORCHINDUCTOR_CACHE_DIR", "JAX_ENABLE_COMPILATION_CACHE", "PATH"];
+
+fn front_end() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_gasan-run")).with_file_name("gasan-ptxas")
+}
+
+/// The runtime library and gasan-ptxas are built next to gasan-run (scripts/test.d/10-cargo.sh
+/// builds the workspace first).
+fn built() -> bool {
+    let ok = front_end().is_file() && front_end().with_file_name("libgasan_runtime.so").is_file();
+    if !ok {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "gasan-ptxas or libgasan_runtime.so not built next to gasan-run");
+        eprintln!("skipped: build the workspace first (gasan-ptxas, libgasan_runtime.so)");
+    }
+    ok
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gasan-jit-launcher-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// gasan-run with none of the variables inherited (PATH: /usr/bin:/bin) and its cache in `cache`.
+fn gasan_run(cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gasan-run"));
+    for k in VARS {
+        c.env_remove(k);
+    }
+    c.env("PATH", "/usr/bin:/bin").env_remove("GASAN_OPTIONS").env_remove("XLA_FLAGS").arg("--cache-dir").arg(cache);
+    c
+}
+
+/// The child's values of VARS (`-` for unset).
+fn child_env(cmd: &mut Command) -> Vec<String> {
+    let script = VARS.iter().map(|k| format!("${{{k}-<unset>}}")).collect::<Vec<_>>().join("|");
+    let out = cmd.args(["--", "/bin/sh", "-c", &format!("echo \"{script}\"")]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().split('|').map(|s| if s == "<unset>" { "-".into() } else { s.into() }).collect()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (x, y) = (std::fs::metadata(a).unwrap(), std::fs::metadata(b).unwrap());
+    (x.dev(), x.ino()) == (y.dev(), y.ino())
+}
+
+#[test]
+fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
+    if !built() {
+        return;
+    }
+    let cache = tmp("env");
+    let got = child_env(&mut gasan_run(&cache));
+    let (ptxas, blackwell) = (Path::new(&got[0]), Path::new(&got[1]));
+    assert_eq!(ptxas.file_name().unwrap(), "ptxas");
+    assert_eq!(blackwell.file_name().unwrap(), "ptxas-blackwell");
+    assert_eq!(ptxas.parent(), blackwell.parent());
+    let tools = ptxas.parent().unwrap();
+    assert!(tools.starts_with(&cache), "{}", tools.display());
+    assert!(same_file(ptxas, &front_end()) && same_file(blackwell, &front_end()));
+    assert_eq!(got[2..4], ["-", "-"], "no real ptxas named: the front end finds Triton's own");
+    let inductor = &got[4];
+    assert!(Path::new(inductor).starts_with(&cache) && inductor.contains("torchinductor-"), "{inductor}");
+    assert_eq!(got[5], "false");
+    assert_eq!(got[6], format!("{}:/usr/bin:/bin", tools.display()));
+
+    // Options that change the checks change Inductor's directory; others do not.
+    let recover = child_env(gasan_run(&cache).args(["--halt-on-error", "0"]));
+    assert_ne!(recover[4], *inductor);
+    let verbose = child_env(gasan_run(&cache).args(["--verbosity", "1"]));
+    assert_eq!(verbose[4], *inductor);
+
+    // The user's choices: their ptxas runs behind the front end, their caches hold ours apart.
+    let got_user = child_env(
+        gasan_run(&cache)
+            .env("TRITON_PTXAS_PATH", "/opt/cuda/bin/ptxas")
+            .env("TRITON_PTXAS_BLACKWELL_PATH", "/opt/cuda13/bin/ptxas")
+            .env("TORCHINDUCTOR_CACHE_DIR", "/data/inductor")
+            .env("JAX_ENABLE_COMPILATION_CACHE", "true"),
+    );
+    assert_eq!(got_user[..2], got[..2]);
+    assert_eq!(got_user[2..4], ["/opt/cuda/bin/ptxas", "/opt/cuda13/bin/ptxas"]);
+    assert!(got_user[4].starts_with("/data/inductor/gasan-"), "{}", got_user[4]);
+    assert_eq!(got_user[5], "true");
+
+    // A gasan-run under another: the front end is not taken for the real ptxas, PATH not doubled,
+    // Inductor's directory the same.
+    let mut nested = gasan_run(&cache);
+    for (k, v) in VARS.iter().zip(&got) {
+        if v != "-" {
+            nested.env(k, v);
+        }
+    }
+    let got_nested = child_env(&mut nested);
+    assert_eq!(got_nested[2..4], ["-", "-"]);
+    assert_eq!(got_nested[6], got[6]);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn verbosity_1_says_what_was_set_and_what_xla_will_run() {
+    if !built() {
+        return;
+    }
+    let cache = tmp("say");
+    let out = gasan_run(&cache).env("XLA_FLAGS", "--xla_gpu_cuda_data_dir=/opt/cuda").args(["--verbosity", "1", "--", "/bin/true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("JIT kernels: Triton and XLA run"), "{err}");
+    assert!(err.contains("TORCHINDUCTOR_CACHE_DIR="), "{err}");
+    assert!(err.contains("JAX_ENABLE_COMPILATION_CACHE=false"), "{err}");
+    assert!(err.contains("XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/cuda names a CUDA directory"), "{err}");
+    let quiet = gasan_run(&cache).args(["--", "/bin/true"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("JIT kernels"));
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn nothing_is_set_without_instrumentation() {
+    if !built() {
+        return;
+    }
+    let cache = tmp("off");
+    for how in ["flag", "env"] {
+        let mut c = gasan_run(&cache);
+        if how == "flag" {
+            c.args(["--instrument", "0"]);
+        } else {
+            c.env("GASAN_OPTIONS", "instrument=0");
+        }
+        let got = child_env(&mut c);
+        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin"], "{how}");
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn an_unwritable_cache_puts_the_links_in_a_private_temporary_directory() {
+    if !built() {
+        return;
+    }
+    let t = tmp("tmpdir");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gasan-run"));
+    for k in VARS {
+        c.env_remove(k);
+    }
+    c.env("PATH", "/usr/bin:/bin").env_remove("GASAN_OPTIONS").env("TMPDIR", &t).args(["--cache-dir", "/proc/gasan-no-such-dir"]);
+    let got = child_env(&mut c);
+    let tools = Path::new(&got[0]).parent().unwrap();
+    assert!(tools.starts_with(&t), "{}", tools.display());
+    assert!(same_file(Path::new(&got[0]), &front_end()));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(tools).unwrap().permissions().mode() & 0o777, 0o700);
+    let _ = std::fs::remove_dir_all(&t);
+}
+
+#[test]
+fn the_childs_ptxas_on_path_is_the_front_end() {
+    if !built() {
+        return;
+    }
+    // The pinned toolchain's ptxas as the real one, reached the way XLA reaches it: `ptxas` on PATH.
+    let root = match std::env::var_os("GASAN_CUDA_ROOT") {
+        Some(r) => PathBuf::from(r),
+        None => {
+            let s = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cuda-toolchain.sh");
+            let out = Command::new("bash").arg(&s).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        }
+    };
+    let cache = tmp("path");
+    let real = Command::new(root.join("bin/ptxas")).arg("--version").output().unwrap();
+    let out = gasan_run(&cache).env("GASAN_REAL_PTXAS", root.join("bin/ptxas")).args(["--", "ptxas", "--version"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (real, ours) = (String::from_utf8(real.stdout).unwrap(), String::from_utf8(out.stdout).unwrap());
+    assert!(ours.starts_with(&real) && ours.contains("gasan ptxas front end"), "{ours}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
