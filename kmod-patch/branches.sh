@@ -3,13 +3,14 @@
 # NVIDIA's version (550.163.01 -> 550). Adding a branch: a glue header src/glue/<branch>.h, a series
 # in patches-<branch>/ (mkseries.sh --branch <branch> --src <pristine tree>), a dkms-<branch>.conf,
 # and a line in each function below.
-gasan_branches="550 580"
+gasan_branches="550 580 595"
 
 # The version the branch's series was made against and tested with.
 gasan_branch_tested() {
   case "$1" in
     550) echo 550.163.01 ;;
     580) echo 580.142 ;;
+    595) echo 595.45.04 ;;
     *) return 1 ;;
   esac
 }

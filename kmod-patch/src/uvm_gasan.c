@@ -639,7 +639,7 @@ NV_STATUS uvm_api_gasan_query(UVM_GASAN_QUERY_PARAMS *params, struct file *filp)
 
         any = true;
         max_va = min(max_va, gasan_gpu_max_va(gpu));
-        if (!gpu->parent->sparse_mappings_supported)
+        if (!gasan_gpu_sparse_supported(gpu))
             caps &= ~UVM_GASAN_CAP_SPARSE_ZERO;
         if (gpu_va_space) {
             if (!uvm_mmu_page_size_supported(&gpu_va_space->page_tables, UVM_PAGE_SIZE_4K))
@@ -1210,7 +1210,7 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
     }
     uvm_va_space_down_read(va_space);
     for_each_va_space_gpu(gpu, va_space) {
-        if (!gpu->parent->sparse_mappings_supported)
+        if (!gasan_gpu_sparse_supported(gpu))
             status = NV_ERR_NOT_SUPPORTED;
     }
     uvm_va_space_up_read(va_space);
@@ -1236,7 +1236,7 @@ NV_STATUS uvm_api_gasan_map_sparse_zero(UVM_GASAN_MAP_SPARSE_ZERO_PARAMS *params
             continue;
         /* Checked again: a GPU may have been registered since the check above (the lock was
          * dropped to create the range), and uvm_map_external_sparse_on_gpu() does not check. */
-        if (!gpu->parent->sparse_mappings_supported)
+        if (!gasan_gpu_sparse_supported(gpu))
             status = NV_ERR_NOT_SUPPORTED;
         else
             status = uvm_map_external_sparse_on_gpu(r, gpu, params->base, params->length, &deferred);

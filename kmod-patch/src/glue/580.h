@@ -70,4 +70,10 @@ static inline NvU64 gasan_gpu_max_va(uvm_gpu_t *gpu)
     return first;
 }
 
+/* Can the GPU map sparse (zero-reading) PTEs? (Pascal and later.) */
+static inline bool gasan_gpu_sparse_supported(uvm_gpu_t *gpu)
+{
+    return gpu->parent->sparse_mappings_supported;
+}
+
 #endif /* UVM_GASAN_GLUE_H */
