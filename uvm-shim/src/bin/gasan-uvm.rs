@@ -336,6 +336,7 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
             }
         })(),
     );
+    ipc_rows(&mut t, &mut pool, host);
     t.row("misaligned commit refused", expect_err(pool.commit(b0 + 4096 * 3, g), "misaligned commit"));
     t.row("commit outside pool refused", expect_err(pool.commit(pool.base() + pool.size(), g), "outside commit"));
     t.row("double retire refused", expect_err(pool.retire(b0, g), "double retire"));
@@ -350,6 +351,53 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
     }
     println!("{}", if all { "selftest: all passed" } else { "selftest: FAILED" });
     Ok(all)
+}
+
+/// A chunk exported and mapped again through its file descriptor (another process would do the
+/// same after receiving it), and a peer device's access granted and revoked (the host backend's
+/// model of it; on the VMM, device 1 when there is one).
+fn ipc_rows(t: &mut Table, pool: &mut Pool, host: bool) {
+    let g = pool.granularity();
+    let (src, dst) = (pool.base() + pool.window_size() - 8 * g, pool.base() + pool.window_size() - 4 * g);
+    t.row(
+        "chunk exported and imported (fd)",
+        (|| {
+            pool.commit(src, g).map_err(|e| e.to_string())?;
+            pool.backend().write(src + 64, b"shared", Stream::SYNC).map_err(|e| e.to_string())?;
+            let fds = pool.export(src, g).map_err(|e| format!("export: {e}"))?;
+            pool.commit_imported(dst, 1, fds).map_err(|e| format!("import: {e}"))?;
+            pool.backend().write(dst + 70, b"!", Stream::SYNC).map_err(|e| e.to_string())?;
+            let mut b = [0u8; 7];
+            pool.backend().read(src + 64, &mut b).map_err(|e| e.to_string())?;
+            if &b != b"shared!" {
+                return Err(format!("bytes through the import: {b:?}"));
+            }
+            Ok("one memory at both addresses".into())
+        })(),
+    );
+    let peer = if host { pool.device() + 1 } else { 1 };
+    t.row(
+        "peer granted, then revoked",
+        (|| {
+            let mut b = [0u8; 6];
+            match pool.read_as(peer, src + 64, &mut b) {
+                Err(UvmError::NoAccess { .. }) => {}
+                Err(e @ UvmError::Cuda { .. }) if !host => return Ok(format!("not provoked: {e} (one GPU)")),
+                other => return Err(format!("before the grant: {other:?}")),
+            }
+            if let Err(e) = pool.grant_peer_access(peer) {
+                return if host { Err(e.to_string()) } else { Ok(format!("not provoked: {e} (one GPU, or no peer access to device {peer})")) };
+            }
+            pool.read_as(peer, src + 64, &mut b).map_err(|e| format!("granted: {e}"))?;
+            pool.revoke_peer_access(peer).map_err(|e| e.to_string())?;
+            match pool.read_as(peer, src + 64, &mut b) {
+                Err(UvmError::NoAccess { .. }) => Ok(format!("device {peer}: chunk and shadow readable only while granted")),
+                other => Err(format!("after the revoke: {other:?}")),
+            }
+        })(),
+    );
+    let _ = pool.retire(dst, g);
+    let _ = pool.retire(src, g);
 }
 
 /// One chunk seen through every tag window, and a pointer of the wrong tag found by the shadow.
