@@ -119,6 +119,25 @@ fn a_peer_reads_only_while_granted_including_chunks_mapped_after_the_grant() {
     assert!(p0.peers().is_empty());
 }
 
+#[test]
+fn a_grant_keeps_the_rights_protect_gave() {
+    let s = span(2, 8);
+    let mut p = pool_of(&s, 0, 8, 1);
+    let b = p.base();
+    p.commit(b, 4 * G).unwrap();
+    p.protect(b + G, G, gasan_uvm::Prot::ReadOnly).unwrap();
+    p.protect(b + 2 * G, G, gasan_uvm::Prot::None).unwrap();
+    p.grant_peer_access(1).unwrap();
+    let rights: Vec<_> = (0..4).map(|i| p.backend().access(b + i * G, 1).unwrap()).collect();
+    use gasan_uvm::Prot::*;
+    assert_eq!(rights, [ReadWrite, ReadOnly, None, ReadWrite]);
+    // Protecting after the grant changes the peer's rights too.
+    p.protect(b + 3 * G, G, ReadOnly).unwrap();
+    assert_eq!(p.backend().access(b + 3 * G, 1).unwrap(), ReadOnly);
+    p.revoke_peer_access(1).unwrap();
+    assert!((0..4).all(|i| p.backend().access(b + i * G, 1).unwrap() == None));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Commit { dev: u32, chunk: u64, n: u64 },
