@@ -291,6 +291,30 @@ fn a_forged_secret_gets_nothing() {
     assert!(exporter().withdraw(&h));
 }
 
+#[test]
+fn exports_of_more_chunks_than_one_message_holds_arrive_in_order() {
+    let _s = serial();
+    let mut p = pool();
+    // Two messages (250 descriptors at most each); three descriptors a chunk stay under the
+    // common 1024 open files.
+    let n = 260;
+    let (src, dst) = (p.base() + 2048 * G, p.base() + 4096 * G);
+    p.commit(src, n * G).unwrap();
+    for i in 0..n {
+        p.backend().write(src + i * G, &(i as u16).to_le_bytes(), Stream::SYNC).unwrap();
+    }
+    let h = exporter().export(p.export(src, n * G).unwrap(), 0, G, 0, n * G).unwrap();
+    let fds = ipc::import(&h).unwrap();
+    assert_eq!(fds.len(), n as usize);
+    p.commit_imported(dst, 1, fds).unwrap();
+    for i in 0..n {
+        let mut b = [0u8; 2];
+        p.backend().read(dst + i * G, &mut b).unwrap();
+        assert_eq!(u16::from_le_bytes(b), i as u16, "chunk {i}");
+    }
+    assert!(exporter().withdraw(&h));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     /// Commit and export `chunks` chunks, allocation at `offset` granules, `tail` bytes short of
