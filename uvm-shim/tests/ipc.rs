@@ -315,6 +315,16 @@ fn exports_of_more_chunks_than_one_message_holds_arrive_in_order() {
     assert!(exporter().withdraw(&h));
 }
 
+#[test]
+fn the_ipc_selftest_passes_on_the_host_backend() {
+    // The program the GPU check runs with --backend vmm (uvm-shim/gpu-check.sh), three processes.
+    let out = Command::new(env!("CARGO_BIN_EXE_gasan-uvm")).args(["ipc-selftest", "--backend", "host"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches(" PASS ").count(), 5, "{text}");
+    assert!(text.ends_with("ipc-selftest: all passed\n"), "{text}");
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     /// Commit and export `chunks` chunks, allocation at `offset` granules, `tail` bytes short of
