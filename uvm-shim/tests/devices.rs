@@ -119,27 +119,74 @@ fn a_peer_reads_only_while_granted_including_chunks_mapped_after_the_grant() {
     assert!(p0.peers().is_empty());
 }
 
+#[test]
+fn a_grant_keeps_the_rights_protect_gave() {
+    let s = span(2, 8);
+    let mut p = pool_of(&s, 0, 8, 1);
+    let b = p.base();
+    p.commit(b, 4 * G).unwrap();
+    p.protect(b + G, G, gasan_uvm::Prot::ReadOnly).unwrap();
+    p.protect(b + 2 * G, G, gasan_uvm::Prot::None).unwrap();
+    p.grant_peer_access(1).unwrap();
+    let rights: Vec<_> = (0..4).map(|i| p.backend().access(b + i * G, 1).unwrap()).collect();
+    use gasan_uvm::Prot::*;
+    assert_eq!(rights, [ReadWrite, ReadOnly, None, ReadWrite]);
+    // Protecting after the grant changes the peer's rights too.
+    p.protect(b + 3 * G, G, ReadOnly).unwrap();
+    assert_eq!(p.backend().access(b + 3 * G, 1).unwrap(), ReadOnly);
+    p.revoke_peer_access(1).unwrap();
+    assert!((0..4).all(|i| p.backend().access(b + i * G, 1).unwrap() == None));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
-    Commit { dev: u32, chunk: u64, n: u64 },
-    Decommit { dev: u32, chunk: u64, n: u64 },
-    Write { dev: u32, chunk: u64, byte: u8 },
-    Grant { dev: u32, peer: u32 },
-    Revoke { dev: u32, peer: u32 },
-    Read { dev: u32, by: u32, chunk: u64 },
-    Drop { dev: u32 },
+    /// Commit for the window `tag` (modulo the pool's windows).
+    Commit {
+        dev: u32,
+        chunk: u64,
+        n: u64,
+        tag: u64,
+    },
+    Decommit {
+        dev: u32,
+        chunk: u64,
+        n: u64,
+    },
+    Write {
+        dev: u32,
+        chunk: u64,
+        byte: u8,
+    },
+    Grant {
+        dev: u32,
+        peer: u32,
+    },
+    Revoke {
+        dev: u32,
+        peer: u32,
+    },
+    /// Device `by` reads `dev`'s chunk through window `tag`.
+    Read {
+        dev: u32,
+        by: u32,
+        chunk: u64,
+        tag: u64,
+    },
+    Drop {
+        dev: u32,
+    },
 }
 
 fn op(devices: u32) -> impl Strategy<Value = Op> {
     let d = 0..devices;
     let c = 0u64..12;
     prop_oneof![
-        3 => (d.clone(), c.clone(), 1u64..3).prop_map(|(dev, chunk, n)| Op::Commit { dev, chunk, n }),
+        3 => (d.clone(), c.clone(), 1u64..3, 0u64..4).prop_map(|(dev, chunk, n, tag)| Op::Commit { dev, chunk, n, tag }),
         1 => (d.clone(), c.clone(), 1u64..3).prop_map(|(dev, chunk, n)| Op::Decommit { dev, chunk, n }),
         2 => (d.clone(), c.clone(), any::<u8>()).prop_map(|(dev, chunk, byte)| Op::Write { dev, chunk, byte }),
         2 => (d.clone(), d.clone()).prop_map(|(dev, peer)| Op::Grant { dev, peer }),
         1 => (d.clone(), d.clone()).prop_map(|(dev, peer)| Op::Revoke { dev, peer }),
-        4 => (d.clone(), d.clone(), c.clone()).prop_map(|(dev, by, chunk)| Op::Read { dev, by, chunk }),
+        4 => (d.clone(), d.clone(), c.clone(), 0u64..4).prop_map(|(dev, by, chunk, tag)| Op::Read { dev, by, chunk, tag }),
         1 => d.prop_map(|dev| Op::Drop { dev }),
     ]
 }
@@ -147,7 +194,8 @@ fn op(devices: u32) -> impl Strategy<Value = Op> {
 /// One device's pool in the model.
 #[derive(Default)]
 struct Model {
-    committed: BTreeSet<u64>,
+    /// Chunk → the window it is committed for.
+    committed: BTreeMap<u64, u64>,
     /// Bytes known to be at each chunk's offset 8 (written since its commit).
     bytes: BTreeMap<u64, u8>,
     peers: BTreeSet<u32>,
@@ -165,12 +213,12 @@ proptest! {
         for o in ops {
             // Ops name up to 4 devices; fold them onto this span's.
             let o = match o {
-                Op::Commit { dev, chunk, n } => Op::Commit { dev: dev % devices, chunk, n },
+                Op::Commit { dev, chunk, n, tag } => Op::Commit { dev: dev % devices, chunk, n, tag: tag % tags },
                 Op::Decommit { dev, chunk, n } => Op::Decommit { dev: dev % devices, chunk, n },
                 Op::Write { dev, chunk, byte } => Op::Write { dev: dev % devices, chunk, byte },
                 Op::Grant { dev, peer } => Op::Grant { dev: dev % devices, peer: peer % devices },
                 Op::Revoke { dev, peer } => Op::Revoke { dev: dev % devices, peer: peer % devices },
-                Op::Read { dev, by, chunk } => Op::Read { dev: dev % devices, by: by % devices, chunk },
+                Op::Read { dev, by, chunk, tag } => Op::Read { dev: dev % devices, by: by % devices, chunk, tag: tag % tags },
                 Op::Drop { dev } => Op::Drop { dev: dev % devices },
             };
             // Pools appear on a device's first use.
@@ -186,19 +234,19 @@ proptest! {
             let m = model.entry(dev).or_default();
             let base = p.base();
             match o {
-                Op::Commit { chunk, n, .. } => {
-                    let ok = (chunk..chunk + n).all(|c| !m.committed.contains(&c));
-                    prop_assert_eq!(p.commit(base + chunk * G, n * G).is_ok(), ok);
+                Op::Commit { chunk, n, tag, .. } => {
+                    let ok = (chunk..chunk + n).all(|c| !m.committed.contains_key(&c));
+                    prop_assert_eq!(p.commit_tagged(base + chunk * G, n * G, 1 << tag).is_ok(), ok);
                     if ok {
                         // A chunk from the cache keeps the bytes it had: unknown until written.
                         for c in chunk..chunk + n {
-                            m.committed.insert(c);
+                            m.committed.insert(c, tag);
                             m.bytes.remove(&c);
                         }
                     }
                 }
                 Op::Decommit { chunk, n, .. } => {
-                    let ok = (chunk..chunk + n).all(|c| m.committed.contains(&c));
+                    let ok = (chunk..chunk + n).all(|c| m.committed.contains_key(&c));
                     prop_assert_eq!(p.decommit(base + chunk * G, n * G).is_ok(), ok);
                     if ok {
                         for c in chunk..chunk + n {
@@ -208,8 +256,8 @@ proptest! {
                     }
                 }
                 Op::Write { chunk, byte, .. } => {
-                    if m.committed.contains(&chunk) {
-                        p.backend().write(base + chunk * G + 8, &[byte; 8], Stream::SYNC).unwrap();
+                    if let Some(&tag) = m.committed.get(&chunk) {
+                        p.backend().write(p.tagged(base + chunk * G, tag) + 8, &[byte; 8], Stream::SYNC).unwrap();
                         m.bytes.insert(chunk, byte);
                     }
                 }
@@ -223,10 +271,10 @@ proptest! {
                     p.revoke_peer_access(peer as i32).unwrap();
                     m.peers.remove(&peer);
                 }
-                Op::Read { by, chunk, .. } => {
+                Op::Read { by, chunk, tag, .. } => {
                     let mut out = [0u8; 8];
-                    let r = p.read_as(by as i32, base + chunk * G + 8, &mut out);
-                    if !m.committed.contains(&chunk) {
+                    let r = p.read_as(by as i32, p.tagged(base + chunk * G, tag) + 8, &mut out);
+                    if m.committed.get(&chunk) != Some(&tag) {
                         prop_assert!(matches!(r, Err(UvmError::NotCommitted(_))), "uncommitted: {:?}", r);
                     } else if by == dev || m.peers.contains(&by) {
                         prop_assert!(r.is_ok(), "device {} reading device {}'s chunk {}: {:?}", by, dev, chunk, r);

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gasan_uvm::host::faults_in_child;
+use gasan_uvm::ipc::{Exporter, IpcHandle};
 use gasan_uvm::{Backend, HostBackend, Pool, PoolConfig, Prot, Stream, UvmError, VmmBackend};
 use std::ffi::c_void;
 use std::process::ExitCode;
@@ -46,6 +47,17 @@ enum Cmd {
         /// Internal: the child that exits with live mappings.
         #[arg(long, hide = true)]
         exit_with_live_mappings: bool,
+    },
+    /// Share a pool allocation with other processes (this program again): import over the
+    /// exporter's socket, the same bytes on both sides, the allocation's bounds checked through
+    /// the importer's shadow, an importer killed while it holds the import, a withdrawn export
+    /// refused.
+    IpcSelftest {
+        #[arg(long, value_enum, default_value = "host")]
+        backend: BackendKind,
+        /// Internal: the importing process, driven by lines on stdin.
+        #[arg(long, hide = true)]
+        importer: bool,
     },
     /// Time commit / decommit / retire / alias per chunk and pool setup.
     Bench {
@@ -336,6 +348,7 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
             }
         })(),
     );
+    ipc_rows(&mut t, &mut pool, host);
     t.row("misaligned commit refused", expect_err(pool.commit(b0 + 4096 * 3, g), "misaligned commit"));
     t.row("commit outside pool refused", expect_err(pool.commit(pool.base() + pool.size(), g), "outside commit"));
     t.row("double retire refused", expect_err(pool.retire(b0, g), "double retire"));
@@ -350,6 +363,53 @@ fn selftest(kind: BackendKind, scale: u32, pool_gib: Option<u64>, tags: u64) -> 
     }
     println!("{}", if all { "selftest: all passed" } else { "selftest: FAILED" });
     Ok(all)
+}
+
+/// A chunk exported and mapped again through its file descriptor (another process would do the
+/// same after receiving it), and a peer device's access granted and revoked (the host backend's
+/// model of it; on the VMM, device 1 when there is one).
+fn ipc_rows(t: &mut Table, pool: &mut Pool, host: bool) {
+    let g = pool.granularity();
+    let (src, dst) = (pool.base() + pool.window_size() - 8 * g, pool.base() + pool.window_size() - 4 * g);
+    t.row(
+        "chunk exported and imported (fd)",
+        (|| {
+            pool.commit(src, g).map_err(|e| e.to_string())?;
+            pool.backend().write(src + 64, b"shared", Stream::SYNC).map_err(|e| e.to_string())?;
+            let fds = pool.export(src, g).map_err(|e| format!("export: {e}"))?;
+            pool.commit_imported(dst, 1, fds).map_err(|e| format!("import: {e}"))?;
+            pool.backend().write(dst + 70, b"!", Stream::SYNC).map_err(|e| e.to_string())?;
+            let mut b = [0u8; 7];
+            pool.backend().read(src + 64, &mut b).map_err(|e| e.to_string())?;
+            if &b != b"shared!" {
+                return Err(format!("bytes through the import: {b:?}"));
+            }
+            Ok("one memory at both addresses".into())
+        })(),
+    );
+    let peer = if host { pool.device() + 1 } else { 1 };
+    t.row(
+        "peer granted, then revoked",
+        (|| {
+            let mut b = [0u8; 6];
+            match pool.read_as(peer, src + 64, &mut b) {
+                Err(UvmError::NoAccess { .. }) => {}
+                Err(e @ UvmError::Cuda { .. }) if !host => return Ok(format!("not provoked: {e} (one GPU)")),
+                other => return Err(format!("before the grant: {other:?}")),
+            }
+            if let Err(e) = pool.grant_peer_access(peer) {
+                return if host { Err(e.to_string()) } else { Ok(format!("not provoked: {e} (one GPU, or no peer access to device {peer})")) };
+            }
+            pool.read_as(peer, src + 64, &mut b).map_err(|e| format!("granted: {e}"))?;
+            pool.revoke_peer_access(peer).map_err(|e| e.to_string())?;
+            match pool.read_as(peer, src + 64, &mut b) {
+                Err(UvmError::NoAccess { .. }) => Ok(format!("device {peer}: chunk and shadow readable only while granted")),
+                other => Err(format!("after the revoke: {other:?}")),
+            }
+        })(),
+    );
+    let _ = pool.retire(dst, g);
+    let _ = pool.retire(src, g);
 }
 
 /// One chunk seen through every tag window, and a pointer of the wrong tag found by the shadow.
@@ -545,9 +605,193 @@ fn bench(kind: BackendKind, scale: u32, iters: u32, tags: u64) -> Result<(), Str
     Ok(())
 }
 
+const IPC_SCALE: gasan_instrument::shadow::Scale = gasan_instrument::shadow::Scale::S8;
+
+fn ipc_pool(kind: BackendKind) -> Result<Pool, String> {
+    Pool::new(make_backend(kind)?, &PoolConfig { shift: IPC_SCALE.shift(), tags: 1, ..Default::default() }).map_err(|e| format!("pool setup: {e}"))
+}
+
+/// The importing side of `ipc-selftest`: `import HEX BYTE` maps the export, answers
+/// `ok FIRST LAST LAST_BYTE_PASSES BYTE_AFTER_FAILS`, then writes BYTE at its start and answers
+/// `written`; `hold HEX` maps it, answers `holding` and waits to be killed. Errors answer `err`.
+fn ipc_importer(kind: BackendKind) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let mut pool = ipc_pool(kind)?;
+    let g = pool.granularity();
+    let mut next = pool.base() + 16 * g;
+    let say = |l: String| {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{l}");
+        let _ = o.flush();
+    };
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let Some(bytes) = w.get(1).and_then(|h| (0..h.len() / 2).map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).ok()).collect::<Option<Vec<u8>>>()) else {
+            return Err(format!("bad command {line:?}"));
+        };
+        let h = IpcHandle::from_bytes(&bytes.try_into().map_err(|_| "a handle is 64 bytes".to_string())?).map_err(|e| e.to_string())?;
+        let va = next;
+        next += (u64::from(h.chunks) + 1) * g;
+        let mapped = gasan_uvm::ipc::import(&h).and_then(|fds| pool.commit_imported(va, 1, fds)).and_then(|()| {
+            let start = va + h.offset;
+            let size = IPC_SCALE.encodable_size(h.size);
+            pool.write_shadow(start, &IPC_SCALE.region_shadow(size, h.len() - h.offset), Stream::SYNC)?;
+            let shadow_of = |a: u64| -> Result<bool, UvmError> {
+                let mut s = [0u8];
+                pool.read_shadow(a & !(IPC_SCALE.granule() - 1), &mut s)?;
+                Ok(IPC_SCALE.is_bad(s[0], a, 1))
+            };
+            let last_ok = !shadow_of(start + h.size - 1)?;
+            let past_bad = start + size >= va + h.len() || shadow_of(start + size)?;
+            Ok((start, last_ok, past_bad))
+        });
+        match (w[0], mapped) {
+            (_, Err(e)) => say(format!("err {e}")),
+            ("hold", Ok(_)) => {
+                say("holding".into());
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(60));
+                }
+            }
+            ("import", Ok((start, last_ok, past_bad))) => {
+                let (mut first, mut last) = ([0u8], [0u8]);
+                pool.backend().read(start, &mut first).map_err(|e| e.to_string())?;
+                pool.backend().read(start + h.size - 1, &mut last).map_err(|e| e.to_string())?;
+                say(format!("ok {} {} {last_ok} {past_bad}", first[0], last[0]));
+                let byte: u8 = w.get(2).and_then(|b| b.parse().ok()).ok_or("import needs a byte")?;
+                pool.backend().write(start, &[byte], Stream::SYNC).map_err(|e| e.to_string())?;
+                say("written".into());
+            }
+            (other, _) => return Err(format!("unknown command {other}")),
+        }
+    }
+    Ok(())
+}
+
+/// A second process running [`ipc_importer`].
+struct Importer {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Importer {
+    fn spawn(kind: BackendKind) -> Result<Self, String> {
+        use std::process::{Command, Stdio};
+        let backend = match kind {
+            BackendKind::Host => "host",
+            BackendKind::Vmm => "vmm",
+            BackendKind::Kmod => "kmod",
+        };
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe).args(["ipc-selftest", "--backend", backend, "--importer"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+        let out = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        Ok(Importer { child, out })
+    }
+    fn send(&mut self, line: &str) -> Result<(), String> {
+        use std::io::Write;
+        let i = self.child.stdin.as_mut().ok_or("no stdin")?;
+        writeln!(i, "{line}").and_then(|_| i.flush()).map_err(|e| e.to_string())
+    }
+    fn answer(&mut self) -> Result<String, String> {
+        use std::io::BufRead;
+        let mut l = String::new();
+        match self.out.read_line(&mut l) {
+            Ok(0) => Err(format!("importer ended ({:?})", self.child.wait().ok())),
+            Ok(_) => Ok(l.trim().to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Drop for Importer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ipc_selftest(kind: BackendKind) -> Result<bool, String> {
+    let mut pool = ipc_pool(kind)?;
+    let g = pool.granularity();
+    let va = pool.base() + 16 * g;
+    pool.commit(va, 2 * g).map_err(|e| e.to_string())?;
+    let (offset, size) = (IPC_SCALE.granule(), 2 * g - IPC_SCALE.granule() - 1000);
+    pool.backend().write(va + offset, &[0xa5], Stream::SYNC).map_err(|e| e.to_string())?;
+    pool.backend().write(va + offset + size - 1, &[0x5a], Stream::SYNC).map_err(|e| e.to_string())?;
+    let exporter = Exporter::start().map_err(|e| format!("exporter: {e}"))?;
+    let fds = pool.export(va, 2 * g).map_err(|e| format!("export: {e}"))?;
+    let h = exporter.export(fds, pool.device() as u32, g, offset, size).map_err(|e| e.to_string())?;
+    let hex: String = h.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let mut t = Table { rows: vec![] };
+    let mut first = Importer::spawn(kind)?;
+    first.send(&format!("import {hex} 7"))?;
+    let a = first.answer()?;
+    t.row("import in a second process", if a.starts_with("ok 165 90 ") { Ok("the exporter's first and last bytes".into()) } else { Err(a.clone()) });
+    t.row("importer's shadow from the handle's bounds", if a.ends_with(" true true") { Ok(format!("{size} bytes: the last passes, the one after is reported")) } else { Err(a) });
+    t.row(
+        "importer's write seen by the exporter",
+        (|| {
+            let w = first.answer()?;
+            let mut b = [0u8];
+            pool.backend().read(va + offset, &mut b).map_err(|e| e.to_string())?;
+            if w == "written" && b[0] == 7 {
+                Ok("one memory".into())
+            } else {
+                Err(format!("{w}, byte {}", b[0]))
+            }
+        })(),
+    );
+    t.row(
+        "importer killed holding the import",
+        (|| {
+            let mut holder = Importer::spawn(kind)?;
+            holder.send(&format!("hold {hex}"))?;
+            let a = holder.answer()?;
+            if a != "holding" {
+                return Err(a);
+            }
+            holder.child.kill().map_err(|e| e.to_string())?;
+            let _ = holder.child.wait();
+            let mut next = Importer::spawn(kind)?;
+            next.send(&format!("import {hex} 8"))?;
+            let a = next.answer()?;
+            if a.starts_with("ok 7 90 ") {
+                Ok("the exporter still serves, the bytes are intact".into())
+            } else {
+                Err(a)
+            }
+        })(),
+    );
+    exporter.withdraw(&h);
+    t.row(
+        "withdrawn export refused",
+        (|| {
+            first.send(&format!("import {hex} 9"))?;
+            let a = first.answer()?;
+            if a.starts_with("err bad gasan IPC handle") {
+                Ok(a)
+            } else {
+                Err(a)
+            }
+        })(),
+    );
+    println!("gasan-uvm ipc-selftest --backend {}", pool.backend().name());
+    println!("{:<46} {:<5} detail", "check", "ok");
+    let mut all = true;
+    for (n, ok, d) in &t.rows {
+        all &= ok;
+        println!("{:<46} {:<5} {}", n, if *ok { "PASS" } else { "FAIL" }, d);
+    }
+    println!("{}", if all { "ipc-selftest: all passed" } else { "ipc-selftest: FAILED" });
+    Ok(all)
+}
+
 fn main() -> ExitCode {
     let r = match Cli::parse().cmd {
         Cmd::Selftest { backend, scale, pool_gib, tags } => selftest(backend, scale, pool_gib, tags),
+        Cmd::IpcSelftest { backend, importer: false } => ipc_selftest(backend),
+        Cmd::IpcSelftest { backend, importer: true } => ipc_importer(backend).map(|_| true),
         Cmd::Bench { backend, scale, iters, tags } => bench(backend, scale, iters, tags).map(|_| true),
         Cmd::KmodSelftest { exit_with_live_mappings: true } => kmod_selftest::exit_with_live_mappings(),
         Cmd::KmodSelftest { exit_with_live_mappings: false } => match kmod_selftest::run() {
