@@ -196,7 +196,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 63;
+pub const REVISION: u32 = 64;
 
 /// Instruments a PTX module.
 ///
@@ -1284,7 +1284,7 @@ impl<'a> Rewriter<'a> {
                 // statement are held until its end.
                 Some(h) => {
                     let (sites, func, loc) = (&mut self.sites, &w.func, plans.module.locs[i]);
-                    let text = h.feed(line, t, in_body, || match func.as_ref() {
+                    let text = h.feed(line, in_body, || match func.as_ref() {
                         Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
                         None => u32::MAX,
                     });
