@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The rewriter's "still assembles" property over the fuzz corpus: for the seeds and a sample of N
-# inputs from fuzz/corpus/ptx_rewrite that ptxas accepts as they are, the checked
-# PTX (gasan-ptx instrument: default options, --no-hoist-loops --scale 7, and --outside-checks
-# --aligned-pool) must assemble too.
-# Usage: fuzz/ptxas-check.sh [N]   (needs GASAN_CUDA_ROOT or scripts/cuda-toolchain.sh)
+# The rewriter's "still assembles" property over the fuzz corpus: for every committed input of
+# fuzz/seeds/ptx_rewrite (nvcc's output and the fuzzers' finds kept as regression inputs: checked
+# on every run, all of them) and a sample of N inputs from fuzz/corpus/ptx_rewrite (what this
+# machine's explorations found) that ptxas accepts as they are, the checked PTX (gasan-ptx
+# instrument under each option set below) must assemble too.
+# Usage: fuzz/ptxas-check.sh [N]   (N = 0: the committed inputs only; needs GASAN_CUDA_ROOT or
+# scripts/cuda-toolchain.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
@@ -12,17 +14,22 @@ cargo build -q -p gasan-instrument --bin gasan-ptx --locked
 ptx_tool=target/debug/gasan-ptx
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Every seed (nvcc output), and a sample of what the fuzzer derived from them.
-mapfile -t files < <(ls fuzz/seeds/ptx_rewrite/*; ls fuzz/corpus/ptx_rewrite/* 2>/dev/null | shuf -n "$n" --random-source=<(yes))
-valid=0 bad=0
-for f in "${files[@]}"; do
+# Every committed input, and a sample of what the fuzzer derived from them.
+mapfile -t seeds < <(ls fuzz/seeds/ptx_rewrite/*)
+sample=()
+[ "$n" -gt 0 ] && mapfile -t sample < <(ls fuzz/corpus/ptx_rewrite/* 2>/dev/null | shuf -n "$n" --random-source=<(yes))
+files=("${seeds[@]}" "${sample[@]}")
+valid=0 bad=0 seeds_valid=0
+for k in "${!files[@]}"; do
+  f=${files[$k]}
   arch=$(grep -aoE '^\s*\.target\s+sm_[0-9]+' "$f" | grep -oE 'sm_[0-9]+' | head -1 || true)
   [ -n "$arch" ] || continue
   flags=(-arch="$arch")
   grep -aq '\.extern\|\.weak' "$f" && flags+=(-c)
   "$root/bin/ptxas" "${flags[@]}" "$f" -o "$tmp/in.cubin" >/dev/null 2>&1 || continue
   valid=$((valid + 1))
-  for opts in "" "--no-hoist-loops --scale 7" "--outside-checks --aligned-pool"; do
+  [ "$k" -lt ${#seeds[@]} ] && seeds_valid=$((seeds_valid + 1))
+  for opts in "" "--no-hoist-loops --scale 7" "--outside-checks --aligned-pool" "--recover --no-opt --no-param-bounds"; do
     # shellcheck disable=SC2086
     if ! "$ptx_tool" instrument $opts "$f" -o "$tmp/out.ptx" >/dev/null 2>&1; then
       echo "rewriter refused an input ptxas accepts ($opts): $f"; bad=$((bad + 1)); continue
@@ -32,5 +39,5 @@ for f in "${files[@]}"; do
     fi
   done
 done
-echo "ptxas check: ${#files[@]} sampled, $valid assemble as input, $bad failures after instrumentation"
+echo "ptxas check: ${#seeds[@]} committed inputs ($seeds_valid assemble as input) and ${#sample[@]} sampled from the corpus; $valid assemble as input, $bad failures after instrumentation"
 [ "$bad" -eq 0 ]

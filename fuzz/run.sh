@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every fuzz target (or those named) for SECONDS seconds each, starting from the committed
-# seeds (fuzz/seeds/<target>) plus what earlier runs found (fuzz/corpus/<target>, ignored by git).
-# A crash, panic, timeout or OOM leaves its input in fuzz/artifacts/<target>/ and fails the run.
-# Prints one line per target: executions, exec/s, coverage (cov/ft), corpus size.
+# For every fuzz target (or those named): first replays each committed input of
+# fuzz/seeds/<target> once, by name (nvcc's output and every input a fuzzer found, kept as
+# regression inputs): the same inputs on every run, whatever the timed exploration finds. Then,
+# when SECONDS > 0, explores for SECONDS seconds from those seeds plus what earlier runs found
+# (fuzz/corpus/<target>, ignored by git). A crash, panic, timeout or OOM leaves its input in
+# fuzz/artifacts/<target>/ and fails the run. Prints one line per target for the replay and one for
+# the exploration: executions, exec/s, coverage (cov/ft), corpus size.
 # Usage: fuzz/run.sh SECONDS [target...]    (env: FUZZ_JOBS=N runs N workers per target)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,6 +17,18 @@ bin=$(./build.sh)
 failed=()
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t" "artifacts/$t"
+  # The replay: libFuzzer runs each file named on its command line once.
+  seeds=("seeds/$t"/*)
+  log="artifacts/$t/replay.log"
+  if "$bin/$t" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="artifacts/$t/" "${seeds[@]}" >"$log" 2>&1; then
+    echo "fuzz $t: replayed ${#seeds[@]} committed inputs, ok"
+  else
+    echo "fuzz $t: replay of the committed inputs FAILED"
+    grep -hE 'Running:|panicked|ERROR: libFuzzer|SUMMARY|deadly signal' "$log" | tail -20
+    failed+=("$t")
+    continue
+  fi
+  [ "$secs" -gt 0 ] || continue
   args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="artifacts/$t/")
   [ -f "dict/$t.dict" ] && args+=(-dict="dict/$t.dict")
   [ "$t" = ptx_rewrite ] && args+=(-max_len=65536)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checked-PTX identity across a refactor of the rewriter: instruments every module of the
-# repository's own PTX corpus with two gasan-ptx binaries under six option sets and compares the
-# checked PTX and the site tables byte for byte. The corpus is nvcc's output (pinned toolchain,
+# repository's own PTX corpus with two gasan-ptx binaries under nine option sets (the six of the
+# rewriter's modes, outside checks, no parameter bounds, and a rewrite split over 4 threads) and
+# compares the checked PTX and the site tables byte for byte, and the exit status (a module both
+# refuse with the same status, writing nothing, is the same). The corpus is nvcc's output (pinned toolchain,
 # sm_90, -lineinfo; -rdc for the RDC samples) for the CUDA sources of tests/suite, benches/src,
 # benches/startup, instrument/tests/{corpus,data}, runtime/gpu and examples, plus the PTX files of
 # instrument/tests and the fuzz seeds; it is compiled once into .cache/identical-corpus.
@@ -33,15 +35,17 @@ done
 inputs=("$corpus"/*.ptx "$root"/instrument/tests/corpus/*.ptx "$root"/instrument/tests/data/*.ptx "$root"/fuzz/seeds/ptx_rewrite/*.ptx)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pairs=0; differ=0
+# Two outputs are the same when neither was written or their bytes are.
+same() { { [ ! -e "$1" ] && [ ! -e "$2" ]; } || cmp -s "$1" "$2"; }
 for p in "${inputs[@]}"; do
   [ -e "$p" ] || continue
-  for o in "" "--scale 7" "--no-opt" "--recover" "--no-hoist-loops" "--aligned-pool"; do
+  for o in "" "--scale 7" "--no-opt" "--recover" "--no-hoist-loops" "--aligned-pool" "--outside-checks" "--no-param-bounds" "--threads 4"; do
     # shellcheck disable=SC2086 # $o is zero or more flags
     "$old" instrument $o "$p" -o "$tmp/o.ptx" --sites "$tmp/o.json" >/dev/null 2>&1 && ro=0 || ro=$?
     # shellcheck disable=SC2086
     "$new" instrument $o ${NEW_FLAGS:-} "$p" -o "$tmp/n.ptx" --sites "$tmp/n.json" >/dev/null 2>&1 && rn=0 || rn=$?
     pairs=$((pairs + 1))
-    if [ "$ro" != "$rn" ] || ! cmp -s "$tmp/o.ptx" "$tmp/n.ptx" || ! cmp -s "$tmp/o.json" "$tmp/n.json"; then
+    if [ "$ro" != "$rn" ] || ! same "$tmp/o.ptx" "$tmp/n.ptx" || ! same "$tmp/o.json" "$tmp/n.json"; then
       echo "differs: $(basename "$p") [${o:-default}] (exit $ro/$rn)"
       differ=$((differ + 1))
     fi

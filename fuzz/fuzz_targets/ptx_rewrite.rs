@@ -37,9 +37,10 @@ const OPTION_SETS: [InstrumentOptions; 4] = [
 ];
 
 /// The text's pieces between `;`, line ends and braces (each brace a piece of its own), with
-/// whitespace removed and empty ones dropped: a line holding several statements is split (a check
-/// goes between them, and scope braces sharing the line become lines of their own), which changes
-/// only whitespace and drops empty statements.
+/// whitespace removed and empty ones dropped, a leading label split off its piece: a line holding
+/// several statements is split (a check goes between them, scope braces sharing the line become
+/// lines of their own, and so does a label sharing its line: labels.rs), which changes only
+/// whitespace and drops empty statements.
 fn statements(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut piece = String::new();
@@ -55,7 +56,20 @@ fn statements(text: &str) -> Vec<String> {
     }
     out.push(piece);
     out.retain(|p| !p.is_empty());
-    out
+    out.into_iter().flat_map(split_label).collect()
+}
+
+/// `piece` as its leading label (`name:`) and the rest, when it has both; else itself.
+fn split_label(piece: String) -> Vec<String> {
+    let b = piece.as_bytes();
+    let ident = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$');
+    let starts = b.first().is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, b'_' | b'$' | b'%'));
+    let name = if starts { 1 + b[1..].iter().take_while(|c| ident(c)).count() } else { 0 };
+    if name > 0 && b.get(name) == Some(&b':') && name + 1 < b.len() && b[name + 1] != b':' && !piece[name + 1..].starts_with("//") {
+        vec![piece[..=name].to_string(), piece[name + 1..].to_string()]
+    } else {
+        vec![piece]
+    }
 }
 
 /// Every statement with an address operand is ended by its `;` on its line: the line ends with

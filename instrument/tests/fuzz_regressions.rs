@@ -236,3 +236,39 @@ fn an_access_inside_an_unfinished_call_leads_no_range_group() {
     assert!(t.checked > 0, "{:?}", t);
     assert_eq!(r.sites.len(), (t.checked + t.space_checked) as usize, "{:?}", t);
 }
+
+/// Found by the ptx_rewrite fuzz target (CI on a fresh clone, 2026-12-04): a heap declaration that
+/// spans two lines, with the next heap declaration after its `);` on the same line. The heap
+/// rewrite read the two as one statement: it renamed both but gave only the first (`malloc`) its
+/// treatment, so `free` was declared without its site parameter while its call passed one, and
+/// ptxas refused the checked PTX ("Call has wrong number of parameters"). Each statement is now
+/// read on its own. The checked PTX must assemble with the pinned ptxas under every option set the
+/// fuzz step's ptxas check uses, and more.
+#[test]
+fn heap_declarations_sharing_a_line_are_each_rewritten() {
+    let ptx = include_str!("../../fuzz/seeds/ptx_rewrite/heap_decls_share_a_line.ptx");
+    assert!(ptx.contains("malloc (.param .b64 p\n);.extern .func free (.param .b64 p);"), "the seed keeps its shape");
+    let dir = scratch("fuzz-heap-decls-share-a-line");
+    let sets = [
+        InstrumentOptions::default(),
+        InstrumentOptions { hoist_loops: false, scale: gasan_instrument::shadow::Scale::S7, ..Default::default() },
+        InstrumentOptions { outside_checks: true, aligned_pool: true, ..Default::default() },
+        InstrumentOptions { recover: true, optimize: false, param_bounds: false, ..Default::default() },
+    ];
+    for (n, opts) in sets.into_iter().enumerate() {
+        let r = instrument_ptx(ptx, &opts).unwrap();
+        assert!(r.ptx.contains(".func __gasan_free (.param .b64 p, .param .b32 __gasan_free_site);"), "{opts:?}:\n{}", r.ptx);
+        assert!(r.ptx.contains(".func (.param .b64 r) __gasan_malloc (.param .b64 p\n);"), "{opts:?}:\n{}", r.ptx);
+        // The call passes the id of its own free site.
+        let free_site = r.sites.sites.iter().position(|s| s.kind == gasan_instrument::abi::AccessKind::Free).expect("a free site");
+        assert!(r.ptx.contains(&format!("call __gasan_free, (param0, {free_site}); // guarded")), "{opts:?}:\n{}", r.ptx);
+        // Both replacements are defined.
+        assert!(r.ptx.contains(".func __gasan_free(.param .b64 gasan_ptr, .param .b32 gasan_site)"), "{opts:?}");
+        assert!(r.ptx.contains(".func (.param .b64 gasan_ret) __gasan_malloc(.param .b64 gasan_size)"), "{opts:?}");
+        let f = dir.join(format!("checked{n}.ptx"));
+        std::fs::write(&f, &r.ptx).unwrap();
+        // `-c`: the module declares the driver's extern heap functions.
+        let cubin = dir.join(format!("checked{n}.cubin"));
+        run_tool("ptxas", &[OsStr::new("-arch=sm_90"), OsStr::new("-c"), f.as_os_str(), OsStr::new("-o"), cubin.as_os_str()]);
+    }
+}

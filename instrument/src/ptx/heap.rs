@@ -114,8 +114,10 @@ fn rename_callees(s: &str) -> (String, Vec<Callee>) {
 pub(super) struct HeapCalls {
     /// Lines of the statement being read (a declaration or call spans several).
     pending: Vec<String>,
-    /// The pending statement is a declaration (else a call).
-    pending_is_decl: bool,
+    /// The text of the statements before it on its first line, rewritten: emitted with it, so
+    /// that the line stays whole (text the walk adds after a line, such as a body's declarations,
+    /// never lands inside it).
+    before_pending: String,
     /// Callees whose declarations were rewritten: their replacements are appended.
     declared: Vec<Callee>,
 }
@@ -133,13 +135,13 @@ impl HeapCalls {
             let t = code[start..].join(" ");
             t.contains(".func") && !rename_callees(&t).1.is_empty()
         });
-        declares.then(|| HeapCalls { pending: Vec::new(), pending_is_decl: false, declared: Vec::new() })
+        declares.then(|| HeapCalls { pending: Vec::new(), before_pending: String::new(), declared: Vec::new() })
     }
 
     /// The lines of a statement the input never finished (no `;` before its end), unchanged: held
     /// lines must not be lost.
     pub(super) fn flush(&mut self) -> String {
-        std::mem::take(&mut self.pending).concat()
+        std::mem::take(&mut self.before_pending) + &std::mem::take(&mut self.pending).concat()
     }
 
     /// Holds a line that passes through unread (a block comment's) when it falls inside the
@@ -156,36 +158,53 @@ impl HeapCalls {
         !self.pending.is_empty()
     }
 
-    /// Feeds one input line (`code`: without its comment, trimmed). Returns the text to emit in
-    /// its place: the line itself, nothing (it is held as part of an unfinished statement) or a
-    /// whole rewritten statement. `site` gives a new site id for a `free` call.
-    pub(super) fn feed(&mut self, line: &str, code: &str, in_function: bool, site: impl FnOnce() -> u32) -> String {
-        if !self.collecting() {
-            let starts_call = in_function && {
-                let t = code.strip_prefix('@').map_or(code, |g| g.split_once(char::is_whitespace).map_or("", |(_, r)| r.trim_start()));
-                t.starts_with("call") && t[4..].starts_with(|c: char| c == '.' || c.is_whitespace())
-            };
-            let starts_decl = !in_function && code.starts_with(".extern") && code.contains(".func");
-            if !starts_call && !starts_decl {
-                return line.to_string();
-            }
-            self.pending_is_decl = starts_decl;
+    /// Feeds one input line. Returns the text to emit in its place: the line itself, nothing (it
+    /// is held as part of an unfinished heap statement) or its statements with the heap ones
+    /// rewritten. A line may end one statement and begin others (`);.extern .func free (...);`):
+    /// it is read statement by statement, each cut at its `;` outside comments, so each heap
+    /// statement is rewritten on its own. `site` gives a new site id for a `free` call.
+    pub(super) fn feed(&mut self, line: &str, in_function: bool, mut site: impl FnMut() -> u32) -> String {
+        if !self.collecting() && !line.contains(';') && !starts_heap_statement(line, in_function) {
+            return line.to_string();
         }
-        self.pending.push(line.to_string());
-        if !code.contains(';') {
+        let text = std::mem::take(&mut self.pending).concat() + line;
+        let mut out = std::mem::take(&mut self.before_pending);
+        let mut rest = text.as_str();
+        while let Some(end) = statement_end(rest) {
+            let (stmt, after) = rest.split_at(end);
+            if starts_heap_statement(stmt, in_function) {
+                out.push_str(&self.rewrite(stmt, !in_function, &mut site));
+            } else {
+                out.push_str(stmt);
+            }
+            rest = after;
+        }
+        // What follows the last `;`: the start of a heap statement is held until its end.
+        if starts_heap_statement(rest, in_function) {
+            self.pending.push(rest.to_string());
+            self.before_pending = out;
             return String::new();
         }
-        let stmt: String = std::mem::take(&mut self.pending).concat();
-        let (renamed, found) = rename_callees(&stmt);
-        let Some(&callee) = found.first() else { return stmt };
-        if self.pending_is_decl {
+        out.push_str(rest);
+        out
+    }
+
+    /// One complete heap statement (a call, or with `is_decl` an `.extern` declaration, ending at
+    /// its `;`), rewritten when it names a driver heap function.
+    fn rewrite(&mut self, stmt: &str, is_decl: bool, site: &mut impl FnMut() -> u32) -> String {
+        if is_decl && !strip_comments(stmt).contains(".func") {
+            return stmt.to_string();
+        }
+        let (renamed, found) = rename_callees(stmt);
+        let Some(&callee) = found.first() else { return stmt.to_string() };
+        if is_decl {
             let mut proto = renamed.replacen(".extern", "", 1);
             if callee == Callee::Free {
                 // The replacement takes the call's site id as well.
                 let param = format!(", .param .b32 {}_site)", callee.checked_name());
                 match insert_before_last_paren(&proto, || param) {
                     Some(p) => proto = p,
-                    None => return stmt,
+                    None => return stmt.to_string(),
                 }
             }
             if !self.declared.contains(&callee) {
@@ -194,7 +213,7 @@ impl HeapCalls {
             return proto;
         }
         if callee == Callee::Free {
-            return insert_before_last_paren(&renamed, || format!(", {})", site())).unwrap_or(stmt);
+            return insert_before_last_paren(&renamed, || format!(", {})", site())).unwrap_or_else(|| stmt.to_string());
         }
         renamed
     }
@@ -231,6 +250,71 @@ impl HeapCalls {
         }
         s
     }
+}
+
+/// Does `text` (the start of a statement, comments and scope braces allowed before it) begin a
+/// statement the heap rewrite reads: a `call` in a function, an `.extern` declaration at module
+/// scope (of a function when `.func` follows: [`HeapCalls::rewrite`])?
+fn starts_heap_statement(text: &str, in_function: bool) -> bool {
+    let code = first_code(text);
+    if in_function {
+        let t = code.strip_prefix('@').map_or(code, |g| g.split_once(char::is_whitespace).map_or("", |(_, r)| r.trim_start()));
+        t.starts_with("call") && t[4..].starts_with(|c: char| c == '.' || c.is_whitespace())
+    } else {
+        code.starts_with(".extern")
+    }
+}
+
+/// `text` from its first code character: whitespace, comments and scope braces skipped.
+fn first_code(mut text: &str) -> &str {
+    loop {
+        text = text.trim_start_matches(|c: char| c.is_whitespace() || c == '{' || c == '}');
+        if text.starts_with("//") {
+            text = text.find('\n').map_or("", |e| &text[e..]);
+        } else if let Some(body) = text.strip_prefix("/*") {
+            text = body.find("*/").map_or("", |e| &body[e + 2..]);
+        } else {
+            return text;
+        }
+    }
+}
+
+/// `text` without its comments (each replaced by a space).
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(p) = rest.find('/') {
+        out.push_str(&rest[..p]);
+        let from = &rest[p..];
+        rest = if from.starts_with("//") {
+            out.push(' ');
+            from.find('\n').map_or("", |e| &from[e..])
+        } else if let Some(body) = from.strip_prefix("/*") {
+            out.push(' ');
+            body.find("*/").map_or("", |e| &body[e + 2..])
+        } else {
+            out.push('/');
+            &from[1..]
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The byte offset just past the first `;` of `text` outside comments (`//` to the end of its
+/// line, `/* */`), or `None` when the statement does not end in `text`.
+fn statement_end(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b';' => return Some(i + 1),
+            b'/' if b.get(i + 1) == Some(&b'/') => i = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |e| i + e),
+            b'/' if b.get(i + 1) == Some(&b'*') => i = memchr::memmem::find(&b[i + 2..], b"*/").map_or(b.len(), |e| i + 2 + e + 2),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// `s` with its last `)` before its last `;` replaced by `with()`; `with` runs only when there is
@@ -514,4 +598,32 @@ fn heap_free(scale: Scale, heap: &str, publish: Publish) -> Vec<String> {
         "}".into(),
     ]);
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_end_at_a_semicolon_outside_comments() {
+        assert_eq!(statement_end("call free, (p); // x"), Some(15));
+        assert_eq!(statement_end("call free, // a; b\n(p);"), Some(23));
+        assert_eq!(statement_end("call /* ; */ free, (p);"), Some(23));
+        assert_eq!(statement_end(".extern .func free /* ;"), None);
+        assert_eq!(statement_end(");.extern"), Some(2));
+    }
+
+    #[test]
+    fn a_line_ending_one_heap_statement_and_holding_another_rewrites_each() {
+        let mut h = HeapCalls { pending: Vec::new(), before_pending: String::new(), declared: Vec::new() };
+        assert_eq!(h.feed(".extern .func (.param .b64 r) malloc (.param .b64 p\n", false, || 7), "");
+        let out = h.feed(");.extern .func free (.param .b64 p);\n", false, || 7);
+        assert_eq!(out, " .func (.param .b64 r) __gasan_malloc (.param .b64 p\n); .func __gasan_free (.param .b64 p, .param .b32 __gasan_free_site);\n");
+        assert_eq!(h.declared, [Callee::Malloc, Callee::Free]);
+        // A line that ends a statement and begins one is held whole, its first part rewritten.
+        assert_eq!(h.feed("\tcall free, (p); call free,\n", true, || 7), "");
+        assert_eq!(h.feed("(q);\n", true, || 8), "\tcall __gasan_free, (p, 7); call __gasan_free,\n(q, 8);\n");
+        assert_eq!(h.feed(".extern .func g\n", false, || 9), "");
+        assert_eq!(h.flush(), ".extern .func g\n", "the unfinished declaration is held");
+    }
 }

@@ -26,6 +26,7 @@ mod coalesce;
 mod emit;
 mod frames;
 mod heap;
+mod labels;
 mod loops;
 #[cfg(test)]
 mod loops_sim;
@@ -196,7 +197,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 63;
+pub const REVISION: u32 = 65;
 
 /// Instruments a PTX module.
 ///
@@ -212,14 +213,18 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 /// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
 /// piece.
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
-    // Called functions get the top of their callers' frames (frames.rs) before anything else
-    // reads the module: every pass then sees an ordinary module.
+    // Labels get lines of their own (labels.rs), then called functions get the top of their
+    // callers' frames (frames.rs), before anything else reads the module: every pass then sees
+    // an ordinary module.
+    let labels = labels::LabelLines::split(ptx);
+    let ptx = labels.as_ref().map_or(ptx, |l| l.text.as_str());
     let (text, functions) = match frames::pass_tops(ptx) {
         Some(t) => (Some(t.text), t.functions),
         None => (None, Default::default()),
     };
     let mut r = Rewriter::new(text.as_deref().unwrap_or(ptx), *opts)?;
     r.top_params = functions;
+    r.label_lines = labels.as_ref();
     r.run(threads)
 }
 
@@ -943,6 +948,8 @@ struct Rewriter<'a> {
     counting: bool,
     /// The functions given [`frames::TOP_PARAM`].
     top_params: rustc_hash::FxHashSet<String>,
+    /// Where the text's lines were in the input, when labels were moved to lines of their own.
+    label_lines: Option<&'a labels::LabelLines>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -967,6 +974,7 @@ impl<'a> Rewriter<'a> {
             param_tags: crate::abi::ParamTagTable::default(),
             counting: false,
             top_params: Default::default(),
+            label_lines: None,
         })
     }
 
@@ -1032,6 +1040,7 @@ impl<'a> Rewriter<'a> {
             inserted,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
+            label_lines: self.label_lines,
             locs: &locs,
             versioned_loop: &versioned_loop,
         };
@@ -1054,7 +1063,8 @@ impl<'a> Rewriter<'a> {
             self.walk_line(&plans, &mut walk, i)?;
         }
         if walk.depth != 0 {
-            return Err(PtxError::Unbalanced(self.src.lines().count()));
+            let last = self.src.lines().count();
+            return Err(PtxError::Unbalanced(self.label_lines.map_or(last, |l| l.input_line(last - 1) + 1)));
         }
         if let Some(h) = &mut walk.heap_calls {
             self.out.push_str(&h.flush());
@@ -1160,6 +1170,7 @@ impl<'a> Rewriter<'a> {
             param_tags: crate::abi::ParamTagTable::default(),
             counting,
             top_params: Default::default(),
+            label_lines: self.label_lines,
         };
         let mut walk = Walk::default();
         for i in range {
@@ -1284,7 +1295,7 @@ impl<'a> Rewriter<'a> {
                 // statement are held until its end.
                 Some(h) => {
                     let (sites, func, loc) = (&mut self.sites, &w.func, plans.module.locs[i]);
-                    let text = h.feed(line, t, in_body, || match func.as_ref() {
+                    let text = h.feed(line, in_body, || match func.as_ref() {
                         Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
                         None => u32::MAX,
                     });
@@ -1834,6 +1845,8 @@ struct Module<'p, 'l> {
     inserted: &'p LineSet,
     origin: Option<&'p [usize]>,
     base_line: usize,
+    /// Where the text's lines were in the input ([`labels::LabelLines`]).
+    label_lines: Option<&'p labels::LabelLines>,
     locs: &'p [Option<Loc>],
     versioned_loop: &'p LineSet,
 }
@@ -1983,7 +1996,8 @@ fn parts(bodies: &bodies::Bodies, lines: usize, bytes: usize, threads: usize) ->
 impl Plans<'_, '_> {
     /// The PTX line (of the input: sites and errors name it) of line `i`.
     fn ptx_line(&self, i: usize) -> usize {
-        self.module.base_line + self.module.origin.map_or(i, |o| o[i]) + 1
+        let line = self.module.base_line + self.module.origin.map_or(i, |o| o[i]);
+        self.module.label_lines.map_or(line, |l| l.input_line(line)) + 1
     }
 }
 

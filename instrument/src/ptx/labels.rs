@@ -1,0 +1,91 @@
+//! Every label on a line of its own, decided once before any pass reads the module.
+//!
+//! PTX lets a label share its line with the statement it names (`L: ld.global.f32 %f1, [%rd2];`,
+//! as inline asm can write it). Every pass of the rewriter takes a label for a line of code
+//! ending in `:`: read as one statement, such a line was an instruction of opcode `L:` (counted
+//! unknown, its access left unchecked), and no pass saw a block begin there. The module is
+//! therefore read with each such label moved to a line of its own (same indent), and the
+//! statement after it on the next; the lines after it keep their input line numbers through
+//! [`LabelLines::input_line`] (sites and errors name the input's lines).
+
+/// The module's text with its labels on lines of their own, and where each line came from.
+pub(super) struct LabelLines {
+    pub text: String,
+    /// Line index of the text -> line index of the input.
+    input_of: Vec<usize>,
+}
+
+impl LabelLines {
+    /// `None` when no label shares its line with code (nvcc's output: the text is read as it is).
+    pub(super) fn split(ptx: &str) -> Option<Self> {
+        // A cheap test first: a `:` followed on its line by more code, at all.
+        if !ptx.split_inclusive('\n').any(|l| label_len(l).is_some()) {
+            return None;
+        }
+        let mut text = String::with_capacity(ptx.len() + 64);
+        let mut input_of = Vec::new();
+        for (n, line) in ptx.split_inclusive('\n').enumerate() {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            let mut rest = line;
+            while let Some(len) = label_len(rest) {
+                let code = rest.trim_start();
+                text.push_str(indent);
+                text.push_str(&code[..len]);
+                text.push('\n');
+                input_of.push(n);
+                rest = &code[len..];
+                rest = rest.trim_start_matches([' ', '\t']);
+            }
+            if !std::ptr::eq(rest, line) {
+                text.push_str(indent);
+            }
+            text.push_str(rest);
+            input_of.push(n);
+        }
+        Some(LabelLines { text, input_of })
+    }
+
+    /// The input's line index of line `i` of [`Self::text`].
+    pub(super) fn input_line(&self, i: usize) -> usize {
+        self.input_of.get(i).copied().unwrap_or_else(|| i + self.input_of.last().map_or(0, |&l| l + 1).saturating_sub(self.input_of.len()))
+    }
+}
+
+/// The length of the label (`name:`) that `line` starts with (after whitespace) when code
+/// follows it on the line (not only whitespace or a comment).
+fn label_len(line: &str) -> Option<usize> {
+    let code = line.trim_start();
+    let b = code.as_bytes();
+    // PTX identifiers: [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+.
+    let first = *b.first()?;
+    if !(first.is_ascii_alphabetic() || matches!(first, b'_' | b'$' | b'%')) {
+        return None;
+    }
+    let name = 1 + b[1..].iter().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$')).count();
+    if b.get(name) != Some(&b':') {
+        return None;
+    }
+    let after = code[name + 1..].trim_start();
+    (!after.is_empty() && !after.starts_with("//") && !after.starts_with(':')).then_some(name + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_sharing_its_line_gets_a_line_of_its_own() {
+        let l = LabelLines::split("a\n\tL: ld.global.f32 %f1, [%rd2]; // c\n\tret;\n").expect("split");
+        assert_eq!(l.text, "a\n\tL:\n\tld.global.f32 %f1, [%rd2]; // c\n\tret;\n");
+        assert_eq!((0..4).map(|i| l.input_line(i)).collect::<Vec<_>>(), [0, 1, 1, 2]);
+        let two = LabelLines::split("  A: B:bra A;").expect("split");
+        assert_eq!(two.text, "  A:\n  B:\n  bra A;");
+    }
+
+    #[test]
+    fn labels_alone_and_other_colons_are_left() {
+        for t in ["$L__BB0_1:\n", "\tL: // comment\n", "\tld.global.f32 %f1, [%rd2];\n", ".loc 1 2 3\n", "\t@%p1 bra L;\n", "x::y\n", "::\n"] {
+            assert!(LabelLines::split(t).is_none(), "{t:?}");
+        }
+    }
+}
