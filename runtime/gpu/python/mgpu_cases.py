@@ -8,6 +8,9 @@ CASE is one of:
              DistributedDataParallel, a few steps of all-reduced gradients; prints loop_seconds
   mp_share   torch.multiprocessing: a CUDA tensor sent to a child process (CUDA IPC underneath),
              which adds to it in place; the parent sees the sum
+  dp_train   one process, 2 GPUs: torch.nn.DataParallel (NCCL broadcast and reduce in one
+             process), a few steps; prints loop_seconds
+  jax_psum   one process, every GPU: jax.pmap with a psum (XLA's NCCL all-reduce)
 
 NVLink multicast stays off (the multi-GPU machines require it): the variables below are forced in
 this process and so in every process it starts.
@@ -121,7 +124,56 @@ def mp_share():
         sys.exit(3)
 
 
-CASES = {"ddp_train": ddp_train, "mp_share": mp_share}
+def dp_train():
+    torch = need_torch(2)
+    torch.manual_seed(0)
+    model = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda(), device_ids=[0, 1])
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(4096, 512, device="cuda")
+    y = torch.randint(0, 10, (4096,), device="cuda")
+    lossf = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    first = step().item()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        last = step()
+    torch.cuda.synchronize()
+    print("loop_seconds %.4f" % (time.perf_counter() - t0))
+    print("loss %.4f -> %.4f" % (first, last.item()))
+    if not last.item() < first:
+        print("loss did not go down")
+        sys.exit(3)
+
+
+def jax_psum():
+    try:
+        import jax
+    except Exception as e:
+        skip("jax not importable (%s)" % e)
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError as e:
+        skip("JAX sees no GPU (%s)" % e)
+    if len(gpus) < 2:
+        skip("needs 2 GPUs, JAX sees %d" % len(gpus))
+    n = len(gpus)
+    xs = jax.numpy.arange(n * 1024, dtype=jax.numpy.float32).reshape(n, 1024)
+    r = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i")(xs).block_until_ready()
+    want = float(xs.sum(axis=0)[7])
+    print("psum over %d GPUs: %.1f (want %.1f)" % (n, float(r[n - 1][7]), want))
+    if float(r[n - 1][7]) != want:
+        sys.exit(3)
+
+
+CASES = {"ddp_train": ddp_train, "mp_share": mp_share, "dp_train": dp_train, "jax_psum": jax_psum}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

@@ -152,8 +152,9 @@ def run(cmd, env, timeout, log):
     return rc, out, secs
 
 
-def loop_seconds(out):
-    m = re.search(r"^loop_seconds ([0-9.]+)", out, re.M)
+def seconds(out, what):
+    """A `<what>_seconds N` line a case prints (its own timing of a loop, or of compiling)."""
+    m = re.search(r"^%s_seconds ([0-9.]+)" % what, out, re.M)
     return float(m.group(1)) if m else None
 
 
@@ -178,9 +179,10 @@ def one(case, a, env, cs):
         notes.append("passes before " + case["until"].split(":")[0] + " landed: update its expectation")
     if ok and case.get("vacuous_until"):
         notes.append("vacuous until " + case["vacuous_until"].split(":")[0])
-    ln, lg = loop_seconds(nout), loop_seconds(gout)
-    if ln and lg:
-        notes.append("loop %.3fs -> %.3fs (%.2fx)" % (ln, lg, lg / ln))
+    for what in ("compile", "loop"):
+        tn, tg = seconds(nout, what), seconds(gout, what)
+        if tn and tg:
+            notes.append("%s %.3fs -> %.3fs (%.2fx)" % (what, tn, tg, tg / tn))
     if cs and case.get("cs"):
         crc, cout, row["t_cs"] = run(["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all"] + case["cmd"], env, a.timeout, log("cs"))
         m = CS_SUMMARY.search(cout)

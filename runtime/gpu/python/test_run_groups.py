@@ -73,6 +73,11 @@ class Judge(unittest.TestCase):
     def test_text_reports_when_no_json(self):
         self.assertEqual(rg.parse_reports("==ERROR: GPUAddressSanitizer: heap-use-after-free on address"), [{"kind": "heap-use-after-free"}])
 
+    def test_timings_a_case_prints(self):
+        self.assertEqual(rg.seconds("x\ncompile_seconds 2.5\nloop_seconds 0.125\n", "loop"), 0.125)
+        self.assertEqual(rg.seconds("x\ncompile_seconds 2.5\n", "compile"), 2.5)
+        self.assertIsNone(rg.seconds("no loop_seconds here", "loop"))
+
     def test_pending(self):
         self.assertEqual(rg.verdict({"until": "issue 39 item 1: x"}, False), "XFAIL")
         self.assertEqual(rg.verdict({"until": "issue 39 item 1: x"}, True), "XPASS")
