@@ -48,7 +48,8 @@ class Expectations(unittest.TestCase):
                     self.assertIn(r["twin"], names, r["name"])
         py = [r for r in rows if r["cmd"][0] == "python3"]
         for r in py:  # every Python case names a case its program knows
-            src = open(r["cmd"][1]).read()
+            with open(r["cmd"][1]) as f:
+                src = f.read()
             self.assertIn('"%s"' % r["cmd"][2], src, r["name"])
 
 
@@ -91,8 +92,9 @@ class WholeRun(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             bins = os.path.join(d, "suite")
             os.mkdir(bins)
-            prog = "#!/bin/sh\n[ \"$1\" = clean ] || [ \"$(basename $0)\" != ipc_overflow ] || { echo 'SKIPPED: stand-in'; exit 77; }\necho result ok\n"
-            for c in json.load(open(os.path.join(rg.ROOT, "tests", "expectations.json")))["cases"]:
+            prog = ("#!/bin/sh\n[ \"$1\" = clean ] || [ \"$(basename $0)\" != ipc_overflow ] || { echo 'SKIPPED: stand-in'; exit 77; }\n"
+                    "[ \"$1\" != clean ] || [ \"$(basename $0)\" != mgpu_peer_read ] || { echo 'CUDA error 100'; exit 3; }\necho result ok\n")
+            for c in rg.load_json(os.path.join(rg.ROOT, "tests", "expectations.json"))["cases"]:
                 if c.get("group") == "mgpu":
                     executable(os.path.join(bins, c["program"]), prog)
             line = rg.marker_line(os.path.join(rg.ROOT, "tests", "suite", "visible_devices_overflow.cu"), "visible_devices_overflow")
@@ -100,7 +102,7 @@ class WholeRun(unittest.TestCase):
             executable(fake, "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\n"
                                   "case \"$*\" in *clean*) exec \"$@\";; esac\n"
                                   "echo '{\"tool\":\"gasan\",\"kind\":\"heap-buffer-overflow\",\"access\":\"write\",\"kernel\":\"k_visible_write\",\"file\":\"visible_devices_overflow.cu\",\"line\":%d,\"device\":0}'\nexit 1\n" % line)
-            only = "visible_devices_overflow,visible_devices_overflow_clean,ipc_overflow,ctx_two_overflow,mgpu_device1_overflow_clean"
+            only = "visible_devices_overflow,visible_devices_overflow_clean,ipc_overflow,ctx_two_overflow,mgpu_device1_overflow_clean,mgpu_peer_read,mgpu_peer_read_clean"
             p = subprocess.run([sys.executable, os.path.join(HERE, "run_groups.py"), "--group", "mgpu", "--gasan", fake, "--bin-dir", bins,
                                 "--no-sanitizer", "--out", os.path.join(d, "out"), "--only", only], capture_output=True, text=True)
             out = p.stdout
@@ -109,9 +111,12 @@ class WholeRun(unittest.TestCase):
             self.assertRegex(out, r"\| visible_devices_overflow_clean \| clean \| ok \| PASS \| silent")
             self.assertRegex(out, r"\| ipc_overflow \| report \| skip \| SKIP \|.*stand-in")
             # Reported, but by the wrong kernel: pending, so XFAIL with the reason, not FAIL.
-            self.assertRegex(out, r"\| ctx_two_overflow \| report \| ok \| XFAIL \| wrong kernel.*expected to fail until issue 40 item 1 lands")
+            self.assertRegex(out, r"\| ctx_two_overflow \| report \| ok \| XFAIL \| wrong kernel.*expected to fail until issue 40 item 1 is done")
             self.assertRegex(out, r"\| mgpu_device1_overflow_clean \| clean \| ok \| PASS \| silent .*vacuous until issue 40 item 1")
-            self.assertIn("PASS 3, FAIL 0, XFAIL 1, XPASS 0, SKIP 1", out)
+            # A clean twin that fails natively: it and its bug case are SKIPs.
+            self.assertRegex(out, r"\| mgpu_peer_read_clean \| clean \| rc=3 \| SKIP \|.*fails natively \(rc=3\): CUDA error 100")
+            self.assertRegex(out, r"\| mgpu_peer_read \| report \| ok \| SKIP \|.*its clean twin: fails natively")
+            self.assertIn("PASS 3, FAIL 0, XFAIL 1, XPASS 0, SKIP 3", out)
             # A gasan that reports nothing: the case that is not pending FAILs (exit 1); Python
             # cases whose framework is missing here are SKIPs.
             silent = os.path.join(d, "gasan-silent")
