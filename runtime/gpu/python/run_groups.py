@@ -14,8 +14,8 @@ Exits 1 when a row FAILs.
 
 Usage (GPU machine, repository root):
     python3 runtime/gpu/python/run_groups.py --group jit --gasan build/bin/gasan-run --bin-dir build/suite
-Options: --group jit|mgpu|all, --only a,b, --jobs N (cases at once), --no-sanitizer, --out DIR (logs),
---timeout SECONDS (per run).
+Options: --group jit|mgpu|all, --only a,b, --match REGEX, --jobs N (cases at once), --no-sanitizer,
+--out DIR (logs), --timeout SECONDS (per run), --list.
 """
 import argparse
 import json
@@ -224,6 +224,7 @@ def main():
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "suite"), help="the suite's programs (tests/build.sh)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", help="comma-separated case names")
+    ap.add_argument("--match", help="only the cases whose name matches this regular expression (and their clean twins' names)")
     ap.add_argument("--jobs", type=int, default=1, help="cases at once (1: times comparable)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
     ap.add_argument("--no-sanitizer", action="store_true")
@@ -237,6 +238,10 @@ def main():
         if unknown:
             ap.error("no such case in group %s: %s" % (a.group, ", ".join(sorted(unknown))))
         rows = [c for c in rows if c["name"] in want]
+    if a.match:
+        rows = [c for c in rows if re.search(a.match, c["name"])]
+        if not rows:
+            ap.error("no case of group %s matches %r" % (a.group, a.match))
     if a.list:
         for c in rows:
             exp = c["expect"] if c["expect"] == "clean" else "%s %s in %s at %s:%s" % (c["kind"], c.get("access", ""), c["kernel"], c["source"], c.get("line") or "any")
