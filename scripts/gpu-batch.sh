@@ -11,6 +11,9 @@
 # frames: the suite's local cases in called functions (frames.rs) and their neighbours, with compute-sanitizer.
 # sass: SASS (cuobjdump) of build/sass-in/*.ptx into $OUT/sass.
 # cvar: benches/diag/cache_variants.py over kernel_times and build/kernel-variants's stencils (each part of the checks taken out of the cached checked PTX).
+# jit, mgpu: issue 39's and 40's GPU tests (runtime/gpu/python/run_groups.py: Python cases and the suite's programs of that group,
+# native, gasan and compute-sanitizer, one table; programs from build/suite-new, built by runtime/gpu/python/build_programs.sh, else the pack):
+# jit is Triton, NVRTC and Numba (2 at once), jitfw torch.compile and JAX (no compute-sanitizer); jit8, mgpu8: every case 8 at once, without compute-sanitizer.
 # diag: the driver-only load experiment (benches/diag, built into build/diag); firstab, costab: first launches and steady state of build/bin against build/bin-old, interleaved in one run.
 set -u
 export PYTHONUNBUFFERED=1
@@ -73,6 +76,11 @@ for spec in "$@"; do
     sass)    mkdir -p $R/sass; for f in build/sass-in/*.ptx; do n=$(basename $f .ptx); ptxas -arch=sm_90 -O3 -o /tmp/$n.cubin $f && cuobjdump -sass /tmp/$n.cubin > $R/sass/$n.sass; done; ls -l $R/sass ;;
     costab)  timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir build/startup --only steady --cfgs native,gasan,old ;;
     benches) timeout $lim python3 benches/run_benches.py --bin-dir $W/bench --gasan $B/gasan-run --out /tmp/o-benches ;;
+    jit)     timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --match '^(triton|nvrtc|numba)' --jobs 2 --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --out /tmp/o-jit ;;
+    jitfw)   timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --match '^(torch_compile|jax)' --no-sanitizer --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --out /tmp/o-jitfw ;;
+    jit8)    timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --jobs 8 --no-sanitizer --out /tmp/o-jit8 ;;
+    mgpu)    timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --out /tmp/o-mgpu ;;
+    mgpu8)   timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --jobs 8 --no-sanitizer --out /tmp/o-mgpu8 ;;
     *) echo "unknown step $step" ;;
   esac > "$R/$step.txt" 2>&1
   rc=$?
