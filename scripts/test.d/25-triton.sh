@@ -76,3 +76,6 @@ for d in ("bundled", "blackwell"):
         assert check.marker(cubin) is not None and check.tables(cubin) is not None, f"{d}/{name}: not checked under gasan-run"
 print("gasan-run: Triton's bundled ptxas 12.8 (sm_90a) and ptxas-blackwell 12.9 (sm_100a) behind the front end; vector_add and softmax checked for both")
 PY
+# The GPU tests' Triton bug cases (runtime/gpu/python/triton_bugs.py): each case's marked Python line
+# has a checked site of the expected access in the expected kernel.
+runtime/gpu/python/triton_aot_check.sh

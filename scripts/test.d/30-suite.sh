@@ -34,4 +34,6 @@ ptx=$(ls "$out/example"/*.ptx 2>/dev/null | head -1)
 target/release/gasan-ptx instrument -o "$out/example.checked.ptx" "$ptx" 2>/dev/null
 "$(scripts/cuda-toolchain.sh)/bin/ptxas" -arch=sm_75 -o /dev/null "$out/example.checked.ptx"
 echo "built: suite ($n_suite programs), $n_bench benchmarks, GPU verification cases, examples (checked PTX assembles)"
-cd tests && python3 -m unittest -v test_run_suite 2>&1
+(cd tests && python3 -m unittest -v test_run_suite 2>&1)
+# The runner of the JIT and multi-GPU groups (runtime/gpu/python/run_groups.py), with stand-in programs.
+(cd runtime/gpu/python && python3 -m unittest -v test_run_groups 2>&1)
