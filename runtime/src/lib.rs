@@ -5,7 +5,7 @@
 //! allocator, redzones, pointer tags, quarantine), [`report`] (ASan-style text/JSON), [`driver`]
 //! (the real libcuda), [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`]
 //! (intercepted calls), [`arg_bounds`] (block bounds carried in launch arguments), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
-//! loading), [`prefetch`] (the program's modules looked up before their first launch), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
+//! loading), [`ptx_header`] (which PTX versions and targets are checked), [`prefetch`] (the program's modules looked up before their first launch), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
 //! modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`device_heap`] (the checked
 //! in-kernel heap's region and descriptions), [`side_table`] (the driver's managed and host memory), [`managed`] (where managed pool blocks
 //! live: moved by prefetches and CPU faults), [`signals`] (gasan's SIGSEGV handler beside the
@@ -40,6 +40,7 @@ pub mod modules;
 pub mod options;
 pub mod outside;
 pub mod prefetch;
+pub mod ptx_header;
 pub mod report;
 pub mod ring;
 pub mod sass;

@@ -507,6 +507,8 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
             (crate::cache::key_hex(&h.finalize()), header_lines(text))
         }
     };
+    // A PTX ISA or target the instrumenter does not know is left native (the caller warns).
+    crate::ptx_header::supported(&header)?;
     let write_index = |c: &Cache| {
         if let (Some(n), false) = (&index_name, index_read) {
             let _ = c.put(n, format!("{key}\n{header}").as_bytes());

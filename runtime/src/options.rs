@@ -85,6 +85,10 @@ pub trait Value: Sized {
     fn parse(s: &str) -> Result<Self, String>;
     /// The value as `parse` reads it back.
     fn show(&self) -> String;
+    /// The values the type itself allows, for a parse error when the row's check names none.
+    fn natural_range() -> Option<String> {
+        None
+    }
 }
 
 impl Value for bool {
@@ -106,10 +110,13 @@ macro_rules! number_value {
         impl Value for $t {
             const SHAPE: &'static str = "N";
             fn parse(s: &str) -> Result<Self, String> {
-                s.parse().map_err(|_| format!("expected a whole number from {} to {}", <$t>::MIN, <$t>::MAX))
+                s.parse().map_err(|_| "expected a whole number".to_string())
             }
             fn show(&self) -> String {
                 self.to_string()
+            }
+            fn natural_range() -> Option<String> {
+                Some(format!("{}..={}", <$t>::MIN, <$t>::MAX))
             }
         }
     )*};
@@ -139,6 +146,9 @@ impl<T: Value> Value for Option<T> {
     }
     fn show(&self) -> String {
         self.as_ref().map(T::show).unwrap_or_default()
+    }
+    fn natural_range() -> Option<String> {
+        T::natural_range()
     }
 }
 
@@ -184,6 +194,11 @@ pub trait Check<T> {
     /// Allowed values, for the help line.
     fn allowed(&self) -> Option<String> {
         None
+    }
+    /// Allowed values, for the error about a value that does not parse (the help line's, unless
+    /// the row says more there than its help text does).
+    fn values(&self) -> Option<String> {
+        self.allowed()
     }
 }
 
@@ -242,6 +257,9 @@ impl Check<Option<u64>> for NonZero {
         }
         Ok(())
     }
+    fn values(&self) -> Option<String> {
+        Some(format!("1..={}, or empty for the default", u64::MAX))
+    }
 }
 
 /// The report log: `<path>.<pid>` must be creatable, so the directory of `<path>.<pid>` must exist
@@ -273,14 +291,51 @@ fn writable_dir(dir: &Path) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-/// A suppressions file: readable, in the format [`crate::report::parse_suppressions`] accepts.
+/// A suppressions file: a readable regular file of at most [`SUPPRESSIONS_MAX_BYTES`], in the
+/// format [`crate::report::parse_suppressions`] accepts.
 pub struct SuppressionsFile;
 impl Check<Option<PathBuf>> for SuppressionsFile {
     fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
         let Some(p) = v else { return Ok(()) };
-        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {}", p.display(), os_error_text(&e)))?;
+        let text = read_small_file(p, SUPPRESSIONS_MAX_BYTES)?;
         crate::report::parse_suppressions(&text).map(|_| ()).map_err(|e| format!("{}: {e}", p.display()))
     }
+}
+
+/// The largest suppressions file read (ASan's are a few lines; a larger one is a wrong path).
+pub const SUPPRESSIONS_MAX_BYTES: u64 = 1 << 20;
+
+/// The text of `p`, a regular file of at most `max` bytes. Anything else is refused without
+/// waiting or reading on: a FIFO would block the open (and with it the program, before `main`)
+/// until a writer came, and `/dev/zero` never ends. The file is opened non-blocking and judged by
+/// its own descriptor, so what is read is what was checked.
+pub fn read_small_file(p: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {}", p.display(), os_error_text(&e));
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(p).map_err(cannot)?;
+    let meta = f.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        let what = match meta.file_type() {
+            t if t.is_dir() => "a directory",
+            t if std::os::unix::fs::FileTypeExt::is_fifo(&t) => "a FIFO",
+            t if std::os::unix::fs::FileTypeExt::is_char_device(&t) => "a character device",
+            t if std::os::unix::fs::FileTypeExt::is_block_device(&t) => "a block device",
+            t if std::os::unix::fs::FileTypeExt::is_socket(&t) => "a socket",
+            _ => "not a regular file",
+        };
+        return Err(format!("{} is {what}, not a regular file", p.display()));
+    }
+    if meta.len() > max {
+        return Err(format!("{} is {} bytes, more than the {} allowed", p.display(), meta.len(), max));
+    }
+    // A file that grows after the check is read up to the cap and refused past it.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(max + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{} grew past the {max} bytes allowed while being read", p.display()));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{} is not UTF-8 text (byte {})", p.display(), e.utf8_error().valid_up_to()))
 }
 
 /// An optional program: when set, an executable file.
@@ -341,7 +396,13 @@ macro_rules! options_table {
                 let bad = |why: String| OptionsError::BadValue { name: k.into(), value: v.into(), why };
                 match k {
                     $(stringify!($name) => {
-                        let x = <$ty as Value>::parse(v).map_err(bad)?;
+                        // A value that does not parse is told the row's allowed values, not
+                        // the Rust type's.
+                        let allowed = || Check::<$ty>::values(&$check).or_else(<$ty as Value>::natural_range);
+                        let x = <$ty as Value>::parse(v).map_err(|why| bad(match allowed() {
+                            Some(a) => format!("{why}; allowed: {a}"),
+                            None => why,
+                        }))?;
                         Check::<$ty>::check(&$check, &x).map_err(bad)?;
                         self.$name = x;
                     })*

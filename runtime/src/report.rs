@@ -325,7 +325,8 @@ impl Reporter {
     pub fn new(opts: &Options) -> Self {
         // The file was checked before the program started (options::SuppressionsFile); an
         // unreadable or malformed one here suppresses nothing.
-        let suppress = opts.suppressions.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
+        let suppress =
+            opts.suppressions.as_ref().and_then(|p| crate::options::read_small_file(p, crate::options::SUPPRESSIONS_MAX_BYTES).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
         Reporter { format: opts.report_format, log_path: opts.log_path.clone(), print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
     }
 
@@ -355,21 +356,44 @@ impl Reporter {
             ReportFormat::Text => format_text(r),
             ReportFormat::Json => format_json(r) + "\n",
         };
-        let _g = self.out.lock().unwrap();
-        match &self.log_path {
-            Some(p) => {
-                let mut path = p.clone().into_os_string();
-                path.push(format!(".{}", std::process::id()));
-                if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
-                    let _ = f.write_all(text.as_bytes());
-                }
-            }
-            None => {
-                let _ = std::io::stderr().write_all(text.as_bytes());
-            }
-        }
+        let _g = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        deliver(self.log_path.as_deref(), std::process::id(), &text, &mut std::io::stderr().lock());
         true
     }
+}
+
+/// Writes a report to `<log_path>.<pid>`, or to `stderr` when there is no log path. When the log
+/// cannot be opened or written (the start-up check passed but the file system says no now: root
+/// passes `access(W_OK)` for `/proc`, a disk fills up, a directory goes away), the report goes to
+/// `stderr` after a line saying why: a report is never lost. Returns where it went.
+pub fn deliver(log_path: Option<&std::path::Path>, pid: u32, text: &str, stderr: &mut dyn std::io::Write) -> Delivered {
+    let Some(p) = log_path else {
+        let _ = stderr.write_all(text.as_bytes());
+        return Delivered::Stderr;
+    };
+    let mut path = p.as_os_str().to_owned();
+    path.push(format!(".{pid}"));
+    let path = std::path::PathBuf::from(path);
+    let written = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.flush()));
+    match written {
+        Ok(()) => Delivered::Log,
+        Err(e) => {
+            let _ = writeln!(stderr, "==gasan== cannot write the report to {} (log_path): {}; it follows here", path.display(), crate::options::os_error_text(&e));
+            let _ = stderr.write_all(text.as_bytes());
+            Delivered::StderrInstead
+        }
+    }
+}
+
+/// Where [`deliver`] put a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivered {
+    /// The log file `<log_path>.<pid>`.
+    Log,
+    /// Standard error: no log path is set.
+    Stderr,
+    /// Standard error, after a line saying why the log file could not take it.
+    StderrInstead,
 }
 
 fn kernel_short(s: &Site) -> String {
