@@ -32,6 +32,7 @@ pub mod device_heap;
 pub mod driver;
 pub mod errors;
 pub mod faults;
+pub mod hook_abi;
 pub mod hooks;
 pub mod interpose;
 pub mod link;
