@@ -18,7 +18,7 @@
 //! modules, link, allocator and state; modules and link call the instrumenter; state owns the
 //! pool and reporter.
 //!
-//! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
+//! When loaded as a shared library (preloaded), [`init::at_load`] runs before the program's
 //! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs, and the
 //! program's modules start being looked up in the cache for the GPU the last run set up
 //! ([`prefetch::start_early`]).
@@ -34,6 +34,7 @@ pub mod errors;
 pub mod faults;
 pub mod hook_abi;
 pub mod hooks;
+pub mod init;
 pub mod interpose;
 pub mod link;
 pub mod managed;
@@ -48,8 +49,9 @@ pub mod sass;
 pub mod side_table;
 pub mod signals;
 pub mod state;
+pub mod suppressions;
 
-// Runs options::at_load when the library is loaded, before the program's main.
+// Runs init::at_load when the library is loaded, before the program's main.
 #[used]
 #[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = options::at_load;
+static AT_LOAD: extern "C" fn() = init::at_load;

@@ -277,7 +277,7 @@ impl Early {
 static EARLY: OnceLock<Early> = OnceLock::new();
 
 /// Starts preparing the program's own fatbins from the cache for the device the last set-up
-/// remembered ([`DeviceRecord`]), on a thread, when the runtime is loaded (crate::options::at_load,
+/// remembered ([`DeviceRecord`]), on a thread, when the runtime is loaded (crate::init::at_load,
 /// before the program's `main`). Nothing when the options rule prefetching or cached cubins out,
 /// when there is no cache directory, or when no device is remembered (then everything waits for
 /// the set-up, as [`start`] does it). Calls no CUDA function and loads no library: a program that

@@ -133,7 +133,7 @@ static STATE: OnceLock<State> = OnceLock::new();
 
 pub fn state() -> &'static State {
     STATE.get_or_init(|| {
-        let opts = Options::from_env().unwrap_or_else(|e| crate::options::exit_refused(&e));
+        let opts = crate::options::process().clone();
         extern "C" fn at_exit() {
             if let Some(s) = STATE.get() {
                 s.at_exit();
