@@ -568,8 +568,7 @@ fn compiler() -> Option<&'static (PathBuf, String)> {
 fn driver_identity() -> &'static str {
     static D: OnceLock<String> = OnceLock::new();
     D.get_or_init(|| {
-        let mut v = 0i32;
-        crate::driver::api::cuDriverGetVersion(&mut v);
+        let v = crate::driver::result::driver_get_version().unwrap_or(0);
         let mut lib = String::new();
         // Any libcuda export names the library file; dladdr needs only its address.
         static DRIVER_GET_VERSION: crate::driver::RealFn = crate::driver::RealFn::new("cuDriverGetVersion");
@@ -816,16 +815,17 @@ pub fn preload(p: &mut Prepared) -> bool {
     let id = p.checked.register_sites();
     let preset = s.preset_control_block(cubin.cubin_mut(), id);
     let t = std::time::Instant::now();
-    let mut library: cudarc::driver::sys::CUlibrary = std::ptr::null_mut();
-    let (no_jit, no_values, no_options) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
-    let r = crate::driver::api::cuLibraryLoadData(&mut library, cubin.fatbin().as_ptr().cast(), no_jit, no_values, 0, no_options, no_values, 0);
-    if r != 0 {
-        log(1, || format!("module {id}: not loaded ahead (CUDA error {r})"));
-        p.preloaded = Some(Preloaded { id, preset, library: None });
-        return false;
-    }
-    let mut module: cudarc::driver::sys::CUmodule = std::ptr::null_mut();
-    let _ = crate::driver::api::cuLibraryGetModule(&mut module, library);
+    // SAFETY: the fatbin lives in `p` (kept for the process once loaded) for the call.
+    let library = match unsafe { crate::driver::result::library_load_data(cubin.fatbin().as_ptr().cast()) } {
+        Ok(library) => library,
+        Err(r) => {
+            log(1, || format!("module {id}: not loaded ahead (CUDA error {r})"));
+            p.preloaded = Some(Preloaded { id, preset, library: None });
+            return false;
+        }
+    };
+    // Resolves the library's module now (the loader's handle stays the library).
+    let _ = crate::driver::result::library_get_module(library);
     s.counters.modules_preloaded.fetch_add(1, Ordering::Relaxed);
     s.counters.preload_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
     p.preloaded = Some(Preloaded { id, preset, library: Some(library as usize) });

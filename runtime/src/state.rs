@@ -2,7 +2,6 @@
 //! allocator, ring) is created at the first call that has a current context.
 
 use crate::allocator::Allocator;
-use crate::driver::CUDA_SUCCESS;
 use crate::options::Options;
 use crate::report::ModuleSites;
 use crate::report::Reporter;
@@ -164,18 +163,16 @@ pub fn log(level: u32, msg: impl FnOnce() -> String) {
 
 /// Device of the current context, if there is one.
 pub fn current_device() -> Option<i32> {
-    let mut d = -1i32;
-    let r = crate::driver::api::cuCtxGetDevice(&mut d);
-    (r == CUDA_SUCCESS && d >= 0).then_some(d)
+    crate::driver::result::ctx_get_device().ok().filter(|&d| d >= 0)
 }
 
 /// Compute capability (e.g. 90) of `device`.
 pub fn compute_capability(device: i32) -> Option<u32> {
-    let (mut maj, mut min) = (0i32, 0i32);
+    use crate::driver::result::device_get_attribute;
     use cudarc::driver::sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
-    let a = crate::driver::api::cuDeviceGetAttribute(&mut maj, MAJOR, device);
-    let b = crate::driver::api::cuDeviceGetAttribute(&mut min, MINOR, device);
-    (a == CUDA_SUCCESS && b == CUDA_SUCCESS).then_some((maj * 10 + min) as u32)
+    let maj = device_get_attribute(MAJOR, device).ok()?;
+    let min = device_get_attribute(MINOR, device).ok()?;
+    Some((maj * 10 + min) as u32)
 }
 
 impl State {
@@ -244,8 +241,7 @@ impl State {
                 None
             }
         };
-        let mut n = 0i32;
-        let multi_gpu = crate::driver::api::cuDeviceGetCount(&mut n) != CUDA_SUCCESS || n > 1;
+        let multi_gpu = !crate::driver::result::device_get_count().is_ok_and(|n| n <= 1);
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
         Ok(DeviceRuntime {
             alloc: Allocator::new(pool, &self.opts),

@@ -89,8 +89,7 @@ hooks! {
         crate::arg_bounds::on_unload(None);
         let r = real(dev);
         // The context goes only with its last reference.
-        let (mut flags, mut active) = (0u32, 0i32);
-        if crate::driver::api::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active) != 0 || active == 0 {
+        if !crate::driver::result::device_primary_ctx_get_state(dev).is_ok_and(|(_, active)| active) {
             crate::prefetch::on_context_gone(None);
         }
         r
