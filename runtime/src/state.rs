@@ -266,3 +266,53 @@ impl State {
         v.len() as u64
     }
 }
+
+// The side table and the outside table together: foreign memory recorded, and described in
+// reports, for both.
+impl State {
+    /// Records foreign memory the driver just handed out or registered (and, with
+    /// `outside_checks=1`, gives kernels its bounds).
+    pub fn foreign_insert(&self, start: u64, len: u64, kind: crate::side_table::ForeignKind) {
+        self.foreign.insert(start, len, kind);
+        if kind.kernels_reach() {
+            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
+                t.add(start, len, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
+            }
+        }
+    }
+
+    /// Forgets the foreign memory starting at `start` (freed, unregistered), returning it.
+    pub fn foreign_remove(&self, start: u64) -> Option<crate::side_table::ForeignRegion> {
+        let r = self.foreign.remove(start);
+        if r.is_some_and(|r| r.kind.kernels_reach()) {
+            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
+                t.remove(start, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
+            }
+        }
+        r
+    }
+}
+
+impl State {
+    /// A device report's address outside the pool, described from the outside table
+    /// (`outside_checks=1`): past a live range's end, before its start, or in a range gone
+    /// since (unregistered or freed). `None`: not near one.
+    pub fn describe_outside(&self, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
+        use crate::allocator::AddrKind;
+        use crate::side_table::{foreign_description, ForeignKind, ForeignRegion};
+        let near = self.device()?.outside.as_ref()?.near(addr)?;
+        let (start, end, live) = (near.start, near.end, near.live);
+        // A gone range is no longer in the side table: it was host memory of some kind.
+        let r = self.foreign.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
+        let (at, kind) = match () {
+            _ if !live => (addr, AddrKind::UseAfterFree { offset: addr - start }),
+            _ if addr < start => (addr, AddrKind::OverflowLeft { distance: start - addr }),
+            // An access that starts inside and runs past the end: its first bad byte.
+            _ => {
+                let bad = addr.max(end);
+                (bad, AddrKind::OverflowRight { distance: bad - end })
+            }
+        };
+        Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
+    }
+}
