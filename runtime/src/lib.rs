@@ -1,7 +1,8 @@
 //! gasan-runtime: the preloaded library (driver-API interposition, allocator, shadow poisoning,
 //! module loading, error ring, reports) and the gasan-run launcher.
 //!
-//! Concerns, one module each: [`options`] (the options table), [`allocator`] (pool-backed device
+//! Concerns, one module each: [`options`] (the options table), [`described`] (what reports say of
+//! an address and its block), [`allocator`] (pool-backed device
 //! allocator, redzones, pointer tags, quarantine), [`report`] (ASan-style text/JSON), [`driver`]
 //! (the real libcuda), [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`]
 //! (intercepted calls), [`arg_bounds`] (block bounds carried in launch arguments), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
@@ -28,6 +29,7 @@ pub mod arg_bounds;
 pub mod cache;
 pub mod control;
 pub mod copies;
+pub mod described;
 pub mod device_heap;
 pub mod driver;
 pub mod errors;

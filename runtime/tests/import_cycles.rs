@@ -12,8 +12,6 @@ use std::path::Path;
 
 /// Components of more than one module that remain, sorted.
 const KNOWN: &[&[&str]] = &[
-    // allocator <-> device_heap (the heap's block descriptions and the allocator's blocks).
-    &["allocator", "device_heap"],
     // modules <-> prefetch (prefetch prepares modules; loads take what it prepared), prefetch <->
     // state (the device runtime's set-up starts the prefetch, which reads the state).
     &["modules", "prefetch", "state"],
