@@ -32,6 +32,9 @@ fn in_shared_object() -> bool {
 /// `verbosity>=1` it also arranges to say so at exit when the program never loaded libcuda (it
 /// made no CUDA call, so nothing was checked).
 pub extern "C" fn at_load() {
+    // The prefetch, above the state and the loaders, handed to them (they do not name it).
+    crate::state::on_device_ready(crate::prefetch::start);
+    crate::modules::take_prepared_from(crate::prefetch::take);
     if !in_shared_object() {
         return;
     }

@@ -935,6 +935,17 @@ pub fn note_skip(skip: &Skip) {
     }
 }
 
+/// Where loads find modules prepared ahead: `prefetch::take`, a layer above this one (it prepares
+/// modules with this file's functions), handed in by `init::at_load` rather than named here.
+type TakePrepared = unsafe fn(*const c_void) -> Option<Prepared>;
+static PREFETCHED: OnceLock<TakePrepared> = OnceLock::new();
+
+/// Sets where [`load_checked`] finds modules prepared ahead (once; later calls are ignored).
+/// `take`'s contract: given a module image as the driver's loaders take it, it may read it.
+pub fn take_prepared_from(take: TakePrepared) {
+    let _ = PREFETCHED.set(take);
+}
+
 /// Loads via `load(image)`: the checked module as a cubin first ([`cubin_for`]), then as checked
 /// PTX, then the original (with a warning) on any failure. `wrap` builds the image a loader takes
 /// from the code ([`plain`]: the code itself); `jit` is what the loader's JIT options ask of ptxas
@@ -972,7 +983,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     }
     // Prepared ahead (a loader without JIT options, the same GPU), else prepared now.
     // SAFETY: `image` is a module image (this function's contract), as take requires.
-    let prefetched = unsafe { crate::prefetch::take(image) }.filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
+    let prefetched = PREFETCHED.get().and_then(|take| unsafe { take(image) }).filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
     let prepared = match prefetched {
         Some(p) => {
             s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);

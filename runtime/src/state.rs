@@ -130,6 +130,16 @@ pub(crate) struct RingStats {
 
 static STATE: OnceLock<State> = OnceLock::new();
 
+/// What starts once the device runtime is set up, given the GPU's compute capability: the
+/// prefetch (`prefetch::start`), a layer above the state, handed in by `init::at_load` rather than
+/// named here (the prefetch reads the state).
+static ON_DEVICE_READY: OnceLock<fn(u32)> = OnceLock::new();
+
+/// Sets [`ON_DEVICE_READY`] (once; later calls are ignored).
+pub fn on_device_ready(start: fn(u32)) {
+    let _ = ON_DEVICE_READY.set(start);
+}
+
 pub fn state() -> &'static State {
     STATE.get_or_init(|| {
         let opts = crate::options::process().clone();
@@ -198,8 +208,8 @@ impl State {
         drop(_g);
         self.flush_pending();
         if ready {
-            if let Some(cc) = compute_capability(dev) {
-                crate::prefetch::start(cc);
+            if let (Some(cc), Some(start)) = (compute_capability(dev), ON_DEVICE_READY.get()) {
+                start(cc);
             }
         }
         self.device.get().and_then(Option::as_ref)
