@@ -176,8 +176,30 @@ fn round_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
+/// What the allocator takes from the options (compiler-rt's `AllocatorOptions::SetFrom`), built in
+/// one place from the process's [`Options`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocatorOptions {
+    pub scale: Scale,
+    /// Redzone scale L: a block's redzone is max(L·size/16, `min_redzone`).
+    pub redzone_scale: u64,
+    /// Minimum redzone B in bytes.
+    pub min_redzone: u64,
+    /// Bytes of stream-ordered frees kept mapped until released.
+    pub quarantine_bytes: u64,
+    /// Host stack frames recorded per allocation.
+    pub stack_depth: u32,
+}
+
+impl From<&Options> for AllocatorOptions {
+    fn from(o: &Options) -> Self {
+        AllocatorOptions { scale: o.shadow_scale, redzone_scale: o.redzone, min_redzone: o.min_redzone, quarantine_bytes: o.quarantine_size_mb << 20, stack_depth: o.malloc_context_size }
+    }
+}
+
 impl Allocator {
-    pub fn new(pool: Pool, opts: &Options) -> Self {
+    pub fn new(pool: Pool, opts: impl Into<AllocatorOptions>) -> Self {
+        let opts: AllocatorOptions = opts.into();
         let gran = pool.granularity();
         let (base, size, shadow_base) = (pool.base(), pool.size(), pool.shadow_base());
         let extent_table = pool.extent_table();
@@ -200,11 +222,11 @@ impl Allocator {
                 large_tags: 0,
                 device_heaps: Vec::new(),
             }),
-            scale: opts.shadow_scale,
-            redzone_l: opts.redzone,
+            scale: opts.scale,
+            redzone_l: opts.redzone_scale,
             redzone_b: opts.min_redzone.max(ALIGN),
-            quarantine_max: opts.quarantine_size_mb << 20,
-            context_depth: opts.malloc_context_size,
+            quarantine_max: opts.quarantine_bytes,
+            context_depth: opts.stack_depth,
             gran,
             pool_base: base,
             pool_size: size,

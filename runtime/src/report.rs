@@ -294,13 +294,32 @@ fn shadow_text(d: &AddrDescription, out: &mut String) {
 
 pub use crate::suppressions::{parse_suppressions, SUPPRESSION_KINDS};
 
+/// What the reporter takes from the options, built in one place from the process's [`Options`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    pub format: ReportFormat,
+    /// Reports go to `<log_path>.<pid>` (stderr when unset or when it cannot take them).
+    pub log_path: Option<std::path::PathBuf>,
+    /// Stop printing after this many reports (0: no limit).
+    pub print_limit: u32,
+    /// The suppressions file (checked before the program started).
+    pub suppressions: Option<std::path::PathBuf>,
+}
+
+impl From<&Options> for ReportOptions {
+    fn from(o: &Options) -> Self {
+        ReportOptions { format: o.report_format, log_path: o.log_path.clone(), print_limit: o.print_limit, suppressions: o.suppressions.clone() }
+    }
+}
+
 impl Reporter {
-    pub fn new(opts: &Options) -> Self {
+    pub fn new(opts: impl Into<ReportOptions>) -> Self {
+        let opts: ReportOptions = opts.into();
         // The file was checked before the program started (options::SuppressionsFile); an
         // unreadable or malformed one here suppresses nothing.
         let suppress =
             opts.suppressions.as_ref().and_then(|p| crate::options::read_small_file(p, crate::options::SUPPRESSIONS_MAX_BYTES).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
-        Reporter { format: opts.report_format, log_path: opts.log_path.clone(), print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
+        Reporter { format: opts.format, log_path: opts.log_path, print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
     }
 
     pub fn errors_reported(&self) -> usize {
