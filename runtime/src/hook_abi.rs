@@ -35,6 +35,10 @@ impl AbiAs<*mut cu::CUpointer_attribute> for *mut u32 {}
 impl AbiAs<*mut cu::CUjit_option> for *mut i32 {}
 impl AbiAs<*mut cu::CUlibraryOption> for *mut i32 {}
 impl AbiAs<*mut c_void> for *const c_void {}
+impl AbiAs<*mut cu::CUdriverProcAddressQueryResult> for *mut i32 {}
+// CUuuid: 16 bytes, alignment 1.
+impl AbiAs<*const cu::CUuuid> for *const [u8; 16] {}
+const _: () = assert!(std::mem::size_of::<cu::CUuuid>() == 16 && std::mem::align_of::<cu::CUuuid>() == 1);
 
 /// gasan's views of the copy descriptors (crate::copies), laid out as cuda.h's.
 macro_rules! same_layout {
@@ -88,9 +92,14 @@ macro_rules! __hook_abi_hole {
 /// with older headers), which cudarc leaves out: copied from that section, in cudarc's types.
 #[allow(non_snake_case, dead_code, unused_variables, clippy::missing_safety_doc)]
 pub mod legacy {
-    use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUmem_advise, CUresult, CUstream};
+    use cudarc::driver::sys::{cuuint64_t, CUdevice, CUdeviceptr, CUmem_advise, CUresult, CUstream};
+    use std::ffi::{c_char, c_int, c_void};
     /// `CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);`
     pub unsafe fn cuMemPrefetchAsync(devPtr: CUdeviceptr, count: usize, dstDevice: CUdevice, hStream: CUstream) -> CUresult {
+        unreachable!("a prototype for the compile-time check only")
+    }
+    /// `CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);`
+    pub unsafe fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, cudaVersion: c_int, flags: cuuint64_t) -> CUresult {
         unreachable!("a prototype for the compile-time check only")
     }
     /// `CUresult CUDAAPI cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device);`
@@ -122,3 +131,18 @@ macro_rules! same_parameters {
     };
 }
 pub(crate) use same_parameters;
+
+/// The real driver function `name` as an `unsafe extern "C" fn` of the parameter types given,
+/// those checked against cudarc's prototype like a hook's ([`same_parameters!`]): resolved at the
+/// first call and kept, `None` when libcuda lacks it. For the driver functions a hook calls besides
+/// its own `real` (`cuLinkAddFile` adding the checked file's bytes with `cuLinkAddData_v2`), and
+/// for the hand-written interposers of `cuGetProcAddress` and `cuGetExportTable`.
+macro_rules! real_fn {
+    ($(#[$legacy:ident])? $name:ident ( $($arg:ident : $t:ty),* )) => {{
+        crate::hook_abi::same_parameters!($($legacy)? $name ($($arg: $t),*));
+        static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
+        // SAFETY: the type is the driver function's prototype, checked against cudarc's above.
+        unsafe { REAL.typed::<unsafe extern "C" fn($($t),*) -> crate::driver::CuResult>() }
+    }};
+}
+pub(crate) use real_fn;

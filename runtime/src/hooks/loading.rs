@@ -25,10 +25,7 @@ hooks! {
     cuLinkAddFile_v2(st: CUlinkState, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // The data entry point a checked input goes through (a libcuda without it: unchecked, and
         // nothing recorded for the link).
-        static LINK_ADD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuLinkAddData_v2");
-        type AddData = unsafe extern "C" fn(CUlinkState, i32, *mut c_void, usize, *const c_char, u32, *mut i32, *mut *mut c_void) -> CuResult;
-        // SAFETY: `AddData` is cuLinkAddData_v2's signature.
-        let add_data = unsafe { LINK_ADD_DATA.typed::<AddData>() };
+        let add_data = crate::hook_abi::real_fn!(cuLinkAddData_v2(st: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void));
         let checkable = add_data.is_some() && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
         // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
         let bytes = if checkable { unsafe { read_file(path) } } else { None };
@@ -74,9 +71,7 @@ hooks! {
     }
     cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        static MODULE_LOAD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuModuleLoadData");
-        // SAFETY: the type is cuModuleLoadData's signature.
-        let load_data = unsafe { MODULE_LOAD_DATA.typed::<unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult>() };
+        let load_data = crate::hook_abi::real_fn!(cuModuleLoadData(module: *mut CUmodule, image: *const c_void));
         // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
         match (unsafe { read_file(fname) }, load_data) {
             (Some(bytes), Some(f)) => {
@@ -112,10 +107,7 @@ hooks! {
     }
     cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        static LIBRARY_LOAD_DATA: crate::driver::RealFn = crate::driver::RealFn::new("cuLibraryLoadData");
-        type LoadData = unsafe extern "C" fn(*mut CUlibrary, *const c_void, *mut i32, *mut *mut c_void, u32, *mut i32, *mut *mut c_void, u32) -> CuResult;
-        // SAFETY: `LoadData` is cuLibraryLoadData's signature.
-        let load_data = unsafe { LIBRARY_LOAD_DATA.typed::<LoadData>() };
+        let load_data = crate::hook_abi::real_fn!(cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32));
         // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
         // asks for.
         match (unsafe { read_file(fname) }, load_data) {
