@@ -1093,7 +1093,11 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
     let h = handle();
-    crate::arg_bounds::on_loaded(h.raw(), matches!(h, LoadedHandle::Module(_)), &checked.param_tags);
+    let owner = match h {
+        LoadedHandle::Module(m) => m.into(),
+        LoadedHandle::Library(l) => l.into(),
+    };
+    crate::arg_bounds::on_loaded(owner, matches!(h, LoadedHandle::Module(_)), &checked.param_tags);
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
     if !loaded {

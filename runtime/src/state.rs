@@ -16,16 +16,6 @@ pub enum LoadedHandle {
     Library(cudarc::driver::sys::CUlibrary),
 }
 
-impl LoadedHandle {
-    /// The handle's value (what the driver hands back for it elsewhere, e.g. crate::arg_bounds).
-    pub fn raw(self) -> usize {
-        match self {
-            LoadedHandle::Module(m) => m as usize,
-            LoadedHandle::Library(l) => l as usize,
-        }
-    }
-}
-
 // SAFETY: driver handles are opaque references to process-wide driver objects, which the driver
 // accepts from any thread; gasan never dereferences them, only passes them back to the driver.
 unsafe impl Send for LoadedHandle {}
