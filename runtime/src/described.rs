@@ -43,7 +43,7 @@ pub struct AllocInfo {
     /// while its memory is [`Memory::Host`].
     pub managed: bool,
     /// Where its memory lives now: a managed block moves to [`Memory::Device`] while the GPU works
-    /// on it ([`Allocator::migrate_managed`]) and back when the CPU needs it.
+    /// on it ([`Allocator::migrate_managed`](crate::allocator::Allocator::migrate_managed)) and back when the CPU needs it.
     pub memory: Memory,
     pub live: bool,
     pub alloc_stack: HostStack,

@@ -125,7 +125,7 @@ static STATE: OnceLock<State> = OnceLock::new();
 /// named here (the prefetch reads the state).
 static ON_DEVICE_READY: OnceLock<fn(u32)> = OnceLock::new();
 
-/// Sets [`ON_DEVICE_READY`] (once; later calls are ignored).
+/// Sets what starts once the device runtime is set up (once; later calls are ignored).
 pub fn on_device_ready(start: fn(u32)) {
     let _ = ON_DEVICE_READY.set(start);
 }

@@ -3,9 +3,9 @@
 //!
 //! Inside a hook, `real(args…)` calls the driver's own function of the same exact name.
 //!
-//! The hooks, by the object they act on: [`memory`] (allocation, frees, pointer queries),
-//! [`copies`] (host API copies and sets), [`streams`] (synchronization, stream capture),
-//! [`launches`] (launches and the kernel handles they name), [`loading`] (modules, libraries,
+//! The hooks, by the object they act on: `memory` (allocation, frees, pointer queries),
+//! `copies` (host API copies and sets), `streams` (synchronization, stream capture),
+//! `launches` (launches and the kernel handles they name), `loading` (modules, libraries,
 //! links, cudart's private loaders). Each is declared once, with its `_ptsz`/`_ptds` aliases, in
 //! its file's `hooks!` table.
 
