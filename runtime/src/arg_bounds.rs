@@ -16,11 +16,42 @@
 //! Launches captured into a graph are not tagged: a graph may be replayed after a buffer it
 //! names was freed, and the bounds must not outlive the launch they were read for.
 
+use cudarc::driver::sys::{CUfunction, CUkernel, CUlibrary, CUmodule};
 use gasan_instrument::abi::{param_tag, KernelParamTags, ParamTagTable};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
+
+/// A loaded module or library (`CUmodule` / `CUlibrary`): what kernels' tags are recorded under.
+/// Converted from the driver's handle at the hook boundary; only compared and hashed here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner(usize);
+
+/// A handle a launch names: a `CUfunction`, or a library's `CUkernel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Callable(usize);
+
+impl From<CUmodule> for Owner {
+    fn from(h: CUmodule) -> Self {
+        Owner(h as usize)
+    }
+}
+impl From<CUlibrary> for Owner {
+    fn from(h: CUlibrary) -> Self {
+        Owner(h as usize)
+    }
+}
+impl From<CUfunction> for Callable {
+    fn from(h: CUfunction) -> Self {
+        Callable(h as usize)
+    }
+}
+impl From<CUkernel> for Callable {
+    fn from(h: CUkernel) -> Self {
+        Callable(h as usize)
+    }
+}
 
 /// Kernels with more parameters than this are launched untagged (the copied argument array
 /// lives on the stack).
@@ -33,9 +64,9 @@ type Entry<T> = (Arc<T>, bool);
 #[derive(Default)]
 struct Registry {
     /// Checked modules and libraries (`CUmodule` / `CUlibrary` handles) → their kernels' tags.
-    owners: HashMap<usize, Entry<ParamTagTable>>,
+    owners: HashMap<Owner, Entry<ParamTagTable>>,
     /// `CUfunction` / `CUkernel` handles of checked kernels with taggable parameters.
-    functions: HashMap<usize, Entry<KernelParamTags>>,
+    functions: HashMap<Callable, Entry<KernelParamTags>>,
 }
 
 static REGISTRY: LazyLock<RwLock<Registry>> = LazyLock::new(Default::default);
@@ -47,7 +78,7 @@ fn registry_mut() -> std::sync::RwLockWriteGuard<'static, Registry> {
 }
 
 /// A checked module (`in_context`) or library was loaded as `owner` with these tags.
-pub fn on_loaded(owner: usize, in_context: bool, tags: &Arc<ParamTagTable>) {
+pub fn on_loaded(owner: Owner, in_context: bool, tags: &Arc<ParamTagTable>) {
     let mut r = registry_mut();
     if tags.kernels.is_empty() {
         r.owners.remove(&owner);
@@ -58,7 +89,7 @@ pub fn on_loaded(owner: usize, in_context: bool, tags: &Arc<ParamTagTable>) {
 
 /// `handle` was handed out for kernel `name` of `owner` (a function of a module, a kernel of a
 /// library).
-pub fn on_function(owner: usize, name: &CStr, handle: usize) {
+pub fn on_function(owner: Owner, name: &CStr, handle: Callable) {
     let mut r = registry_mut();
     let tags = r.owners.get(&owner).and_then(|(t, in_context)| Some((t.kernels.get(name.to_str().ok()?)?.clone(), *in_context)));
     match tags {
@@ -69,7 +100,7 @@ pub fn on_function(owner: usize, name: &CStr, handle: usize) {
 }
 
 /// `function` is library kernel `kernel`'s function in the current context (`cuKernelGetFunction`).
-pub fn on_kernel_function(kernel: usize, function: usize) {
+pub fn on_kernel_function(kernel: Callable, function: Callable) {
     let mut r = registry_mut();
     match r.functions.get(&kernel).cloned() {
         Some((k, _)) => r.functions.insert(function, (k, true)),
@@ -79,7 +110,7 @@ pub fn on_kernel_function(kernel: usize, function: usize) {
 
 /// `module` is library `library`'s module in the current context (`cuLibraryGetModule`), whose
 /// `cuModuleGetFunction` handles are then recorded like the library's own.
-pub fn on_library_module(library: usize, module: usize) {
+pub fn on_library_module(library: Owner, module: Owner) {
     let mut r = registry_mut();
     match r.owners.get(&library).cloned() {
         Some((t, _)) => r.owners.insert(module, (t, true)),
@@ -89,7 +120,7 @@ pub fn on_library_module(library: usize, module: usize) {
 
 /// A module or library was unloaded (`Some`): every function handle is forgotten. A context was
 /// torn down (`None`): every handle bound to a context is.
-pub fn on_unload(owner: Option<usize>) {
+pub fn on_unload(owner: Option<Owner>) {
     let mut r = registry_mut();
     match owner {
         Some(o) => {
@@ -116,7 +147,7 @@ pub fn on_capture(began: bool) {
 /// # Safety
 /// `params` is null or the launch's argument array: one readable pointer per parameter of the
 /// kernel `f` names, each to that argument's value.
-pub unsafe fn with_bounds<R>(f: usize, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>, go: impl FnOnce(*mut *mut c_void, bool) -> R) -> R {
+pub unsafe fn with_bounds<R>(f: Callable, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>, go: impl FnOnce(*mut *mut c_void, bool) -> R) -> R {
     if params.is_null() || CAPTURES.load(Ordering::Acquire) > 0 {
         return go(params, false);
     }
@@ -168,7 +199,7 @@ mod tests {
     ///
     /// # Safety
     /// As for [`with_bounds`].
-    unsafe fn tag(f: usize, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>) -> Option<Vec<u64>> {
+    unsafe fn tag(f: Callable, params: *mut *mut c_void, lookup: impl Fn(u64) -> Option<(u64, u64)>) -> Option<Vec<u64>> {
         // SAFETY: this function's contract; the tagged array `go` gets holds one valid pointer to
         // a u64 per argument, then nulls (the test kernels have at most three).
         unsafe { with_bounds(f, params, lookup, |arr, tagged| tagged.then(|| (0..3).map_while(|i| Some(*arr.add(i)).filter(|p| !p.is_null()).map(|p| p.cast::<u64>().read())).collect())) }
@@ -182,11 +213,13 @@ mod tests {
     /// arguments tagged, others and captured launches do not, and unloads forget handles.
     #[test]
     fn launches_of_recorded_checked_kernels_get_their_pointer_arguments_tagged() {
-        let (module, library, f, k, kf) = (0x1000usize, 0x2000usize, 0x1100usize, 0x2100usize, 0x2200usize);
+        let owner = |h: usize| Owner::from(h as CUmodule);
+        let callable = |h: usize| Callable::from(h as CUfunction);
+        let (module, library, f, k, kf) = (owner(0x1000), owner(0x2000), callable(0x1100), callable(0x2100), callable(0x2200));
         on_loaded(module, true, &table("kern", 3, vec![0, 2]));
         on_loaded(library, false, &table("lib_kern", 1, vec![0]));
         on_function(module, c"kern", f);
-        on_function(module, c"other", 0x1200);
+        on_function(module, c"other", callable(0x1200));
         on_function(library, c"lib_kern", k);
         on_kernel_function(k, kf);
 
@@ -223,7 +256,7 @@ mod tests {
             assert!(unsafe { tag(h, params.as_mut_ptr(), lookup) }.is_some());
         }
         // Unrecorded handles, a kernel without tags, a capture in progress: untagged.
-        for h in [0x1200, 0x9999] {
+        for h in [callable(0x1200), callable(0x9999)] {
             // SAFETY: as above.
             assert!(unsafe { tag(h, params.as_mut_ptr(), lookup) }.is_none());
         }
@@ -244,7 +277,7 @@ mod tests {
         on_function(module, c"kern", f);
         on_kernel_function(k, kf);
         // A handle reused for an unchecked kernel loses its tags; an unload forgets them all.
-        on_function(0x5000, c"kern", kf);
+        on_function(owner(0x5000), c"kern", kf);
         // SAFETY: as above.
         assert!(unsafe { tag(kf, params.as_mut_ptr(), lookup) }.is_none());
         on_unload(Some(module));

@@ -2,7 +2,7 @@
 //! shadow, extent table, ring, its module id, the device heap), written when the module and the
 //! pool both exist; the heap reserved, sized by the program's limit and replaced when it grows.
 
-use crate::driver::{CuResult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
+use crate::driver::{DriverError, CUDA_ERROR_INVALID_VALUE};
 use crate::options::Options;
 use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
 use gasan_instrument::abi::ControlBlock;
@@ -156,22 +156,16 @@ static PRESET_WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 fn read_global(h: LoadedHandle, symbol: &str) -> Option<[u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE]> {
     let (dptr, bytes) = global_address(h, symbol).ok()?;
     let mut out = [0u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE];
-    (bytes == out.len() && crate::driver::api::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), dptr, out.len()) == CUDA_SUCCESS).then_some(out)
+    (bytes == out.len() && crate::driver::result::memcpy_dtoh(&mut out, dptr).is_ok()).then_some(out)
 }
 
 /// The device address and size of global `symbol` of a loaded module or library (the driver's
 /// error when it has none).
-fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), CuResult> {
-    let name = std::ffi::CString::new(symbol).map_err(|_| CUDA_ERROR_INVALID_VALUE)?;
-    let (mut dptr, mut bytes) = (0u64, 0usize);
-    let r = match h {
-        LoadedHandle::Module(m) => crate::driver::api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, m, name.as_ptr()),
-        LoadedHandle::Library(l) => crate::driver::api::cuLibraryGetGlobal(&mut dptr, &mut bytes, l, name.as_ptr()),
-    };
-    if r == CUDA_SUCCESS {
-        Ok((dptr, bytes))
-    } else {
-        Err(r)
+fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), DriverError> {
+    let name = std::ffi::CString::new(symbol).map_err(|_| DriverError(CUDA_ERROR_INVALID_VALUE))?;
+    match h {
+        LoadedHandle::Module(m) => crate::driver::result::module_get_global(m, &name),
+        LoadedHandle::Library(l) => crate::driver::result::library_get_global(l, &name),
     }
 }
 
@@ -184,8 +178,8 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
             return;
         }
     };
-    let r = crate::driver::api::cuMemcpyHtoD_v2(dptr, (&ctl as *const ControlBlock).cast(), std::mem::size_of::<ControlBlock>());
-    if r != CUDA_SUCCESS {
+    let size = std::mem::size_of::<ControlBlock>();
+    if let Err(r) = crate::driver::check(crate::driver::api::cuMemcpyHtoD_v2(dptr, (&ctl as *const ControlBlock).cast(), size)) {
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
     }
     log(2, || format!("module {module_id}: control block at {dptr:#x} written"));
@@ -200,9 +194,10 @@ fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_sym
     let region = {
         let mut slot = d.device_heap.lock().unwrap();
         *slot.get_or_insert_with(|| {
-            let mut limit = 0usize;
-            let r = crate::driver::api::cuCtxGetLimit(&mut limit, cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE);
-            let limit = if r == CUDA_SUCCESS && limit > 0 { limit as u64 } else { gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT };
+            let limit = match crate::driver::result::ctx_get_limit(cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE) {
+                Ok(limit) if limit > 0 => limit as u64,
+                _ => gasan_instrument::device_heap::DEFAULT_HEAP_LIMIT,
+            };
             match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
                 Ok(region) => {
                     log(1, || format!("device heap: {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
@@ -225,16 +220,13 @@ fn write_heap_symbol(d: &DeviceRuntime, h: LoadedHandle, module_id: u64, ctl_sym
 fn host_mapped_table(limit: u64, granule: u64) -> Option<crate::device_heap::HostTable> {
     let layout = gasan_instrument::device_heap::HeapLayout::for_limit(limit, granule);
     let bytes = layout.table_capacity as usize * gasan_instrument::device_heap::BLOCK_ENTRY_SIZE;
-    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
     // Never freed (the device may write it until the process ends).
     let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
-    if crate::driver::api::cuMemHostAlloc(&mut host, bytes, flags) != CUDA_SUCCESS || host.is_null() {
-        return None;
-    }
+    let host = crate::driver::result::mem_host_alloc(bytes, flags).ok().filter(|h| !h.is_null())?;
     // SAFETY: `bytes` bytes of host memory just allocated.
     unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
-    let mut device = 0u64;
-    (crate::driver::api::cuMemHostGetDevicePointer_v2(&mut device, host, 0) == CUDA_SUCCESS).then_some(crate::device_heap::HostTable { host: host as usize, device })
+    let device = crate::driver::result::mem_host_get_device_pointer(host).ok()?;
+    Some(crate::device_heap::HostTable { host: host as usize, device })
 }
 
 /// Device address of the heap symbol belonging to control block `ctl_symbol`, if the module has one.
@@ -243,8 +235,7 @@ fn heap_symbol_address(h: LoadedHandle, ctl_symbol: &str) -> Option<u64> {
 }
 
 fn write_heap_address(symbol: u64, heap: u64, module_id: u64) {
-    let r = crate::driver::api::cuMemcpyHtoD_v2(symbol, (&heap as *const u64).cast(), 8);
-    if r != CUDA_SUCCESS {
+    if let Err(r) = crate::driver::result::memcpy_htod(symbol, &heap.to_le_bytes()) {
         log(0, || format!("WARNING: module {module_id}: writing the device heap address failed (CUDA error {r}); its in-kernel malloc/free stay unchecked"));
     }
 }
@@ -263,8 +254,7 @@ impl State {
             return;
         }
         let mut next = [0u8; 8];
-        let r = crate::driver::api::cuMemcpyDtoH_v2(next.as_mut_ptr().cast(), old.base, 8);
-        if r != CUDA_SUCCESS || u64::from_le_bytes(next) != 0 {
+        if crate::driver::result::memcpy_dtoh(&mut next, old.base).is_err() || u64::from_le_bytes(next) != 0 {
             log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
             return;
         }

@@ -4,7 +4,7 @@
 //! the context's `CU_LIMIT_MALLOC_HEAP_SIZE` then; reports describe heap addresses from the block
 //! table the device keeps.
 
-use crate::allocator::{AddrDescription, AddrKind, AllocInfo, HostStack};
+use crate::described::{AddrDescription, AddrKind, AllocInfo, HostStack};
 use gasan_instrument::device_heap::{nearest_block, BlockEntry, BlockHeader, HeapLayout, BLOCK_ENTRY_SIZE, BLOCK_FREED, BLOCK_HEADER_SIZE, BLOCK_LIVE};
 use gasan_uvm::Backend;
 
@@ -44,14 +44,7 @@ impl HeapRegion {
     }
 }
 
-/// Who allocated (and freed) a device-heap block: the kernel's block and thread coordinates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeapBlockOrigin {
-    pub alloc_ctaid: [u32; 3],
-    pub alloc_tid: [u32; 3],
-    /// Set when the block was freed.
-    pub free: Option<([u32; 3], [u32; 3])>,
-}
+pub use crate::described::HeapBlockOrigin;
 
 /// Describes `addr`, inside `region`, from the device's block table and block headers (read
 /// through `backend`). Header and table bytes are described as "device-heap metadata" when no block

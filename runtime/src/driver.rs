@@ -151,7 +151,186 @@ pub mod api {
         cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
         cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode);
         cuStreamCreate(stream: *mut CUstream, flags: c_uint);
+        cuStreamDestroy_v2(stream: CUstream);
         cuStreamSynchronize(stream: CUstream);
+    }
+}
+
+/// A driver error code other than `CUDA_SUCCESS`, as the driver answered it (kept as an integer: a
+/// driver may answer codes cudarc's enum lacks). Displays as the number, as gasan's messages have
+/// always printed it ("CUDA error 700").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DriverError(pub CuResult);
+
+/// `Ok` for `CUDA_SUCCESS`, the code as a [`DriverError`] otherwise.
+pub fn check(r: CuResult) -> Result<(), DriverError> {
+    if r == CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(DriverError(r))
+    }
+}
+
+/// gasan's own driver calls as results (cudarc's `result` layer): out-parameters become return
+/// values, a failure a [`DriverError`]. Over the [`api`] table; hooks call the program's real
+/// functions through their own `real` instead.
+pub mod result {
+    use super::{api, check, DriverError};
+    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUlibrary, CUlimit, CUmodule, CUmoduleLoadingMode, CUstream};
+    use std::ffi::{c_void, CStr};
+
+    pub type Result<T> = std::result::Result<T, DriverError>;
+
+    /// The calling thread's current context (null when none).
+    pub fn ctx_get_current() -> Result<CUcontext> {
+        let mut ctx = std::ptr::null_mut();
+        check(api::cuCtxGetCurrent(&mut ctx)).map(|()| ctx)
+    }
+
+    /// The device of the current context.
+    pub fn ctx_get_device() -> Result<CUdevice> {
+        let mut d = -1;
+        check(api::cuCtxGetDevice(&mut d)).map(|()| d)
+    }
+
+    /// A limit of the current context.
+    pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
+        let mut v = 0;
+        check(api::cuCtxGetLimit(&mut v, limit)).map(|()| v)
+    }
+
+    pub fn ctx_set_current(ctx: CUcontext) -> Result<()> {
+        check(api::cuCtxSetCurrent(ctx))
+    }
+
+    pub fn ctx_synchronize() -> Result<()> {
+        check(api::cuCtxSynchronize())
+    }
+
+    pub fn device_get_attribute(attribute: CUdevice_attribute, device: CUdevice) -> Result<i32> {
+        let mut v = 0;
+        check(api::cuDeviceGetAttribute(&mut v, attribute, device)).map(|()| v)
+    }
+
+    pub fn device_get_count() -> Result<i32> {
+        let mut n = 0;
+        check(api::cuDeviceGetCount(&mut n)).map(|()| n)
+    }
+
+    /// Whether `device`'s primary context is active (its flags too).
+    pub fn device_primary_ctx_get_state(device: CUdevice) -> Result<(u32, bool)> {
+        let (mut flags, mut active) = (0, 0);
+        check(api::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active)).map(|()| (flags, active != 0))
+    }
+
+    pub fn driver_get_version() -> Result<i32> {
+        let mut v = 0;
+        check(api::cuDriverGetVersion(&mut v)).map(|()| v)
+    }
+
+    /// The device address and size of global `name` of a loaded module.
+    pub fn module_get_global(module: CUmodule, name: &CStr) -> Result<(CUdeviceptr, usize)> {
+        let (mut dptr, mut bytes) = (0, 0);
+        check(api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, module, name.as_ptr())).map(|()| (dptr, bytes))
+    }
+
+    /// The device address and size of global `name` of a loaded library.
+    pub fn library_get_global(library: CUlibrary, name: &CStr) -> Result<(CUdeviceptr, usize)> {
+        let (mut dptr, mut bytes) = (0, 0);
+        check(api::cuLibraryGetGlobal(&mut dptr, &mut bytes, library, name.as_ptr())).map(|()| (dptr, bytes))
+    }
+
+    pub fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
+        let mut m = std::ptr::null_mut();
+        check(api::cuLibraryGetModule(&mut m, library)).map(|()| m)
+    }
+
+    /// Loads `image` (a fatbin, cubin or PTX the loaders take) as a library, without JIT or library
+    /// options, into the current context. The library is the caller's to hand on or unload.
+    ///
+    /// # Safety
+    /// `image` is a valid module image that stays alive for the call.
+    pub unsafe fn library_load_data(image: *const c_void) -> Result<CUlibrary> {
+        let mut library = std::ptr::null_mut();
+        let (no_jit, no_values, no_options) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        check(api::cuLibraryLoadData(&mut library, image, no_jit, no_values, 0, no_options, no_values, 0)).map(|()| library)
+    }
+
+    /// Device memory from the driver (gasan's own: the outside table).
+    pub fn mem_alloc(bytes: usize) -> Result<CUdeviceptr> {
+        let mut d = 0;
+        check(api::cuMemAlloc_v2(&mut d, bytes)).map(|()| d)
+    }
+
+    /// Copies device memory at `src` into `dst`, synchronously.
+    pub fn memcpy_dtoh(dst: &mut [u8], src: CUdeviceptr) -> Result<()> {
+        check(api::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()))
+    }
+
+    /// Copies `src` to device memory at `dst`, synchronously.
+    pub fn memcpy_htod(dst: CUdeviceptr, src: &[u8]) -> Result<()> {
+        check(api::cuMemcpyHtoD_v2(dst, src.as_ptr().cast(), src.len()))
+    }
+
+    /// Copies `src` to device memory at `dst` on `stream`, then waits for the stream (so `src`
+    /// need only live for the call).
+    pub fn memcpy_htod_and_wait(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> Result<()> {
+        check(api::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.raw()))?;
+        check(api::cuStreamSynchronize(stream.raw()))
+    }
+
+    /// Pinned host memory of `bytes` bytes with `flags`, never freed by gasan.
+    pub fn mem_host_alloc(bytes: usize, flags: u32) -> Result<*mut c_void> {
+        let mut host = std::ptr::null_mut();
+        check(api::cuMemHostAlloc(&mut host, bytes, flags)).map(|()| host)
+    }
+
+    /// The device address of mapped pinned host memory `host`.
+    pub fn mem_host_get_device_pointer(host: *mut c_void) -> Result<CUdeviceptr> {
+        let mut d = 0;
+        check(api::cuMemHostGetDevicePointer_v2(&mut d, host, 0)).map(|()| d)
+    }
+
+    /// Pins and maps `bytes` bytes of host memory at `host`.
+    ///
+    /// # Safety
+    /// `host` is `bytes` bytes of this process's memory that stay mapped while registered.
+    pub unsafe fn mem_host_register(host: *mut c_void, bytes: usize, flags: u32) -> Result<()> {
+        check(api::cuMemHostRegister_v2(host, bytes, flags))
+    }
+
+    pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
+        let mut mode = CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
+        check(api::cuModuleGetLoadingMode(&mut mode)).map(|()| mode)
+    }
+
+    /// A stream gasan created for its own work, destroyed when dropped.
+    #[derive(Debug)]
+    pub struct Stream(CUstream);
+
+    // SAFETY: a CUstream is a driver handle usable from any thread of the process.
+    unsafe impl Send for Stream {}
+    // SAFETY: as above; the driver serializes use of a stream.
+    unsafe impl Sync for Stream {}
+
+    impl Stream {
+        /// A new stream with `flags` (`CU_STREAM_NON_BLOCKING`: not ordered with the legacy one).
+        pub fn new(flags: u32) -> Result<Stream> {
+            let mut s = std::ptr::null_mut();
+            check(api::cuStreamCreate(&mut s, flags)).map(|()| Stream(s))
+        }
+
+        pub fn raw(&self) -> CUstream {
+            self.0
+        }
+    }
+
+    impl Drop for Stream {
+        fn drop(&mut self) {
+            // An error here (the context already gone at exit) leaves nothing to undo.
+            let _ = api::cuStreamDestroy_v2(self.0);
+        }
     }
 }
 
@@ -167,4 +346,18 @@ pub fn resolver() -> gasan_uvm::Resolver {
         }
         std::ptr::null_mut()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_the_driver_code_and_print_it_as_before() {
+        assert_eq!(check(CUDA_SUCCESS), Ok(()));
+        assert_eq!(check(CUDA_ERROR_ILLEGAL_ADDRESS), Err(DriverError(700)));
+        // A code cudarc's enum lacks stays as the driver answered it.
+        assert_eq!(check(123_456), Err(DriverError(123_456)));
+        assert_eq!(format!("CUDA error {}", DriverError(700)), "CUDA error 700");
+    }
 }

@@ -82,9 +82,6 @@ pub unsafe extern "C" fn dlsym(_handle: *mut c_void, _name: *const c_char) -> *m
     )
 }
 
-type GpaV2 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
-type GpaV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
-
 /// Swaps the real pointer the driver returned for our wrapper of the same variant.
 ///
 /// # Safety
@@ -114,9 +111,9 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32) -> CuResult {
-    static GET_PROC_ADDRESS_V2: driver::RealFn = driver::RealFn::new("cuGetProcAddress_v2");
-    // SAFETY: `GpaV2` is cuGetProcAddress_v2's signature.
-    let Some(real) = (unsafe { GET_PROC_ADDRESS_V2.typed::<GpaV2>() }) else { return driver::CUDA_ERROR_UNKNOWN };
+    let Some(real) = crate::hook_abi::real_fn!(cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32)) else {
+        return driver::CUDA_ERROR_UNKNOWN;
+    };
     // SAFETY: the program's arguments, under cuGetProcAddress_v2's contract (this function's).
     let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == CUDA_SUCCESS {
@@ -131,9 +128,9 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *m
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64) -> CuResult {
-    static GET_PROC_ADDRESS: driver::RealFn = driver::RealFn::new("cuGetProcAddress");
-    // SAFETY: `GpaV1` is cuGetProcAddress's signature.
-    let Some(real) = (unsafe { GET_PROC_ADDRESS.typed::<GpaV1>() }) else { return driver::CUDA_ERROR_UNKNOWN };
+    let Some(real) = crate::hook_abi::real_fn!(#[legacy] cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64)) else {
+        return driver::CUDA_ERROR_UNKNOWN;
+    };
     // SAFETY: the program's arguments, under cuGetProcAddress's contract (this function's).
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == CUDA_SUCCESS {
@@ -150,10 +147,9 @@ const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) -> CuResult {
-    static GET_EXPORT_TABLE: driver::RealFn = driver::RealFn::new("cuGetExportTable");
-    type F = unsafe extern "C" fn(*mut *const c_void, *const [u8; 16]) -> CuResult;
-    // SAFETY: `F` is cuGetExportTable's signature.
-    let Some(real) = (unsafe { GET_EXPORT_TABLE.typed::<F>() }) else { return driver::CUDA_ERROR_UNKNOWN };
+    let Some(real) = crate::hook_abi::real_fn!(cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16])) else {
+        return driver::CUDA_ERROR_UNKNOWN;
+    };
     // SAFETY: the program's arguments, under cuGetExportTable's contract (this function's).
     let r = unsafe { real(table, id) };
     if r != CUDA_SUCCESS || table.is_null() || id.is_null() {

@@ -1,24 +1,36 @@
 //! gasan-runtime: the preloaded library (driver-API interposition, allocator, shadow poisoning,
 //! module loading, error ring, reports) and the gasan-run launcher.
 //!
-//! Concerns, one module each: [`options`] (the options table), [`allocator`] (pool-backed device
-//! allocator, redzones, pointer tags, quarantine), [`report`] (ASan-style text/JSON), [`driver`]
-//! (the real libcuda), [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`]
-//! (intercepted calls), [`arg_bounds`] (block bounds carried in launch arguments), [`copies`] (device ranges of 2D/3D copies), [`modules`] (checked module
-//! loading), [`prefetch`] (the program's modules looked up before their first launch), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of checked
-//! modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`device_heap`] (the checked
-//! in-kernel heap's region and descriptions), [`side_table`] (the driver's managed and host memory), [`managed`] (where managed pool blocks
-//! live: moved by prefetches and CPU faults), [`signals`] (gasan's SIGSEGV handler beside the
-//! program's), [`ring`]
-//! (device error ring), [`faults`] (GPU fault addresses), [`state`] (the lazy process state and
-//! its device part), [`control`] (control blocks and the device heap's lifetime), [`errors`] (the
-//! ring drained into reports, host errors, exit).
+//! Concerns, one module each:
+//! - start-up and options: [`init`] (what runs at load, before `main`), [`options`] (the options
+//!   table, parsed once per process), [`suppressions`] (the suppressions file's format);
+//! - the driver: [`driver`] (the real libcuda, its api table and the `result` layer for gasan's
+//!   own calls), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
+//!   [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`] (the intercepted calls,
+//!   by object: memory, copies, streams, launches, loading);
+//! - memory: [`allocator`] (pool-backed device allocator, redzones, pointer tags, quarantine),
+//!   [`described`] (what reports say of an address and its block), [`device_heap`] (the checked
+//!   in-kernel heap), [`side_table`] (the driver's managed and host memory), [`outside`] (the
+//!   device table of memory outside the pool), [`managed`] (where managed pool blocks live),
+//!   [`copies`] (device ranges of 2D/3D copies), [`arg_bounds`] (block bounds carried in launch
+//!   arguments), [`signals`] (gasan's SIGSEGV handler beside the program's);
+//! - modules: [`modules`] (checked module loading), [`ptx_header`] (which PTX versions and
+//!   targets are checked), [`prefetch`] (the program's modules looked up before their first
+//!   launch), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of
+//!   checked modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`control`] (control
+//!   blocks and the device heap's lifetime);
+//! - errors: [`ring`] (device error ring), [`faults`] (GPU fault addresses), [`errors`] (the ring
+//!   drained into reports, host errors, exit), [`report`] (each report kind described once,
+//!   rendered as ASan-style text or JSON);
+//! - [`state`] (the lazy process state and its device part).
 //!
-//! Data flows one way: interpose resolves the driver's entry points into hooks; hooks call into
-//! modules, link, allocator and state; modules and link call the instrumenter; state owns the
-//! pool and reporter.
+//! Data flows one way, and no module imports another that imports it back (tests/import_cycles.rs):
+//! interpose resolves the driver's entry points into hooks; hooks call into modules, link,
+//! allocator and state; modules and link call the instrumenter; state owns the pool and reporter.
+//! Where a lower layer must call a higher one (the state starting the prefetch, loads taking
+//! what it prepared), [`init::at_load`] hands it the function.
 //!
-//! When loaded as a shared library (preloaded), [`options::at_load`] runs before the program's
+//! When loaded as a shared library (preloaded), [`init::at_load`] runs before the program's
 //! `main`: bad `GASAN_OPTIONS` end the process with status 2 before the program runs, and the
 //! program's modules start being looked up in the cache for the GPU the last run set up
 //! ([`prefetch::start_early`]).
@@ -28,11 +40,14 @@ pub mod arg_bounds;
 pub mod cache;
 pub mod control;
 pub mod copies;
+pub mod described;
 pub mod device_heap;
 pub mod driver;
 pub mod errors;
 pub mod faults;
+pub mod hook_abi;
 pub mod hooks;
+pub mod init;
 pub mod interpose;
 pub mod link;
 pub mod managed;
@@ -40,14 +55,16 @@ pub mod modules;
 pub mod options;
 pub mod outside;
 pub mod prefetch;
+pub mod ptx_header;
 pub mod report;
 pub mod ring;
 pub mod sass;
 pub mod side_table;
 pub mod signals;
 pub mod state;
+pub mod suppressions;
 
-// Runs options::at_load when the library is loaded, before the program's main.
+// Runs init::at_load when the library is loaded, before the program's main.
 #[used]
 #[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = options::at_load;
+static AT_LOAD: extern "C" fn() = init::at_load;

@@ -22,8 +22,7 @@ pub fn prefetch(ptr: u64, len: u64, to_device: bool) -> Option<CuResult> {
     }
     // The block's bytes move under the program's feet: work queued on any stream that uses it
     // must be done first (prefetches are stream-ordered; this one waits for all streams).
-    let r = crate::driver::api::cuCtxSynchronize();
-    if r != CUDA_SUCCESS {
+    if let Err(crate::driver::DriverError(r)) = crate::driver::result::ctx_synchronize() {
         return Some(r);
     }
     if to_device {
@@ -46,7 +45,7 @@ fn move_back(addr: u64) -> bool {
         Some(Memory::Host) => true,
         Some(Memory::Device) => {
             // Kernels may still be writing the block.
-            let _ = crate::driver::api::cuCtxSynchronize();
+            let _ = crate::driver::result::ctx_synchronize();
             let _ = d.alloc.migrate_managed(addr, Memory::Host);
             d.alloc.managed_memory_at(addr) == Some(Memory::Host)
         }

@@ -507,6 +507,8 @@ fn cached_instrumentation(src: &PtxSource, want_ptx: bool, opts: InstrumentOptio
             (crate::cache::key_hex(&h.finalize()), header_lines(text))
         }
     };
+    // A PTX ISA or target the instrumenter does not know is left native (the caller warns).
+    crate::ptx_header::supported(&header)?;
     let write_index = |c: &Cache| {
         if let (Some(n), false) = (&index_name, index_read) {
             let _ = c.put(n, format!("{key}\n{header}").as_bytes());
@@ -566,8 +568,7 @@ fn compiler() -> Option<&'static (PathBuf, String)> {
 fn driver_identity() -> &'static str {
     static D: OnceLock<String> = OnceLock::new();
     D.get_or_init(|| {
-        let mut v = 0i32;
-        crate::driver::api::cuDriverGetVersion(&mut v);
+        let v = crate::driver::result::driver_get_version().unwrap_or(0);
         let mut lib = String::new();
         // Any libcuda export names the library file; dladdr needs only its address.
         static DRIVER_GET_VERSION: crate::driver::RealFn = crate::driver::RealFn::new("cuDriverGetVersion");
@@ -814,16 +815,17 @@ pub fn preload(p: &mut Prepared) -> bool {
     let id = p.checked.register_sites();
     let preset = s.preset_control_block(cubin.cubin_mut(), id);
     let t = std::time::Instant::now();
-    let mut library: cudarc::driver::sys::CUlibrary = std::ptr::null_mut();
-    let (no_jit, no_values, no_options) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
-    let r = crate::driver::api::cuLibraryLoadData(&mut library, cubin.fatbin().as_ptr().cast(), no_jit, no_values, 0, no_options, no_values, 0);
-    if r != 0 {
-        log(1, || format!("module {id}: not loaded ahead (CUDA error {r})"));
-        p.preloaded = Some(Preloaded { id, preset, library: None });
-        return false;
-    }
-    let mut module: cudarc::driver::sys::CUmodule = std::ptr::null_mut();
-    let _ = crate::driver::api::cuLibraryGetModule(&mut module, library);
+    // SAFETY: the fatbin lives in `p` (kept for the process once loaded) for the call.
+    let library = match unsafe { crate::driver::result::library_load_data(cubin.fatbin().as_ptr().cast()) } {
+        Ok(library) => library,
+        Err(r) => {
+            log(1, || format!("module {id}: not loaded ahead (CUDA error {r})"));
+            p.preloaded = Some(Preloaded { id, preset, library: None });
+            return false;
+        }
+    };
+    // Resolves the library's module now (the loader's handle stays the library).
+    let _ = crate::driver::result::library_get_module(library);
     s.counters.modules_preloaded.fetch_add(1, Ordering::Relaxed);
     s.counters.preload_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
     p.preloaded = Some(Preloaded { id, preset, library: Some(library as usize) });
@@ -933,6 +935,17 @@ pub fn note_skip(skip: &Skip) {
     }
 }
 
+/// Where loads find modules prepared ahead: `prefetch::take`, a layer above this one (it prepares
+/// modules with this file's functions), handed in by `init::at_load` rather than named here.
+type TakePrepared = unsafe fn(*const c_void) -> Option<Prepared>;
+static PREFETCHED: OnceLock<TakePrepared> = OnceLock::new();
+
+/// Sets where [`load_checked`] finds modules prepared ahead (once; later calls are ignored).
+/// `take`'s contract: given a module image as the driver's loaders take it, it may read it.
+pub fn take_prepared_from(take: TakePrepared) {
+    let _ = PREFETCHED.set(take);
+}
+
 /// Loads via `load(image)`: the checked module as a cubin first ([`cubin_for`]), then as checked
 /// PTX, then the original (with a warning) on any failure. `wrap` builds the image a loader takes
 /// from the code ([`plain`]: the code itself); `jit` is what the loader's JIT options ask of ptxas
@@ -970,7 +983,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     }
     // Prepared ahead (a loader without JIT options, the same GPU), else prepared now.
     // SAFETY: `image` is a module image (this function's contract), as take requires.
-    let prefetched = unsafe { crate::prefetch::take(image) }.filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
+    let prefetched = PREFETCHED.get().and_then(|take| unsafe { take(image) }).filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
     let prepared = match prefetched {
         Some(p) => {
             s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -1080,7 +1093,11 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
     let h = handle();
-    crate::arg_bounds::on_loaded(h.raw(), matches!(h, LoadedHandle::Module(_)), &checked.param_tags);
+    let owner = match h {
+        LoadedHandle::Module(m) => m.into(),
+        LoadedHandle::Library(l) => l.into(),
+    };
+    crate::arg_bounds::on_loaded(owner, matches!(h, LoadedHandle::Module(_)), &checked.param_tags);
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
     if !loaded {

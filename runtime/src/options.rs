@@ -85,6 +85,10 @@ pub trait Value: Sized {
     fn parse(s: &str) -> Result<Self, String>;
     /// The value as `parse` reads it back.
     fn show(&self) -> String;
+    /// The values the type itself allows, for a parse error when the row's check names none.
+    fn natural_range() -> Option<String> {
+        None
+    }
 }
 
 impl Value for bool {
@@ -106,10 +110,13 @@ macro_rules! number_value {
         impl Value for $t {
             const SHAPE: &'static str = "N";
             fn parse(s: &str) -> Result<Self, String> {
-                s.parse().map_err(|_| format!("expected a whole number from {} to {}", <$t>::MIN, <$t>::MAX))
+                s.parse().map_err(|_| "expected a whole number".to_string())
             }
             fn show(&self) -> String {
                 self.to_string()
+            }
+            fn natural_range() -> Option<String> {
+                Some(format!("{}..={}", <$t>::MIN, <$t>::MAX))
             }
         }
     )*};
@@ -139,6 +146,9 @@ impl<T: Value> Value for Option<T> {
     }
     fn show(&self) -> String {
         self.as_ref().map(T::show).unwrap_or_default()
+    }
+    fn natural_range() -> Option<String> {
+        T::natural_range()
     }
 }
 
@@ -184,6 +194,11 @@ pub trait Check<T> {
     /// Allowed values, for the help line.
     fn allowed(&self) -> Option<String> {
         None
+    }
+    /// Allowed values, for the error about a value that does not parse (the help line's, unless
+    /// the row says more there than its help text does).
+    fn values(&self) -> Option<String> {
+        self.allowed()
     }
 }
 
@@ -242,6 +257,9 @@ impl Check<Option<u64>> for NonZero {
         }
         Ok(())
     }
+    fn values(&self) -> Option<String> {
+        Some(format!("1..={}, or empty for the default", u64::MAX))
+    }
 }
 
 /// The report log: `<path>.<pid>` must be creatable, so the directory of `<path>.<pid>` must exist
@@ -273,14 +291,51 @@ fn writable_dir(dir: &Path) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-/// A suppressions file: readable, in the format [`crate::report::parse_suppressions`] accepts.
+/// A suppressions file: a readable regular file of at most [`SUPPRESSIONS_MAX_BYTES`], in the
+/// format [`crate::suppressions::parse_suppressions`] accepts.
 pub struct SuppressionsFile;
 impl Check<Option<PathBuf>> for SuppressionsFile {
     fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
         let Some(p) = v else { return Ok(()) };
-        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {}", p.display(), os_error_text(&e)))?;
-        crate::report::parse_suppressions(&text).map(|_| ()).map_err(|e| format!("{}: {e}", p.display()))
+        let text = read_small_file(p, SUPPRESSIONS_MAX_BYTES)?;
+        crate::suppressions::parse_suppressions(&text).map(|_| ()).map_err(|e| format!("{}: {e}", p.display()))
     }
+}
+
+/// The largest suppressions file read (ASan's are a few lines; a larger one is a wrong path).
+pub const SUPPRESSIONS_MAX_BYTES: u64 = 1 << 20;
+
+/// The text of `p`, a regular file of at most `max` bytes. Anything else is refused without
+/// waiting or reading on: a FIFO would block the open (and with it the program, before `main`)
+/// until a writer came, and `/dev/zero` never ends. The file is opened non-blocking and judged by
+/// its own descriptor, so what is read is what was checked.
+pub fn read_small_file(p: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {}", p.display(), os_error_text(&e));
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(p).map_err(cannot)?;
+    let meta = f.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        let what = match meta.file_type() {
+            t if t.is_dir() => "a directory",
+            t if std::os::unix::fs::FileTypeExt::is_fifo(&t) => "a FIFO",
+            t if std::os::unix::fs::FileTypeExt::is_char_device(&t) => "a character device",
+            t if std::os::unix::fs::FileTypeExt::is_block_device(&t) => "a block device",
+            t if std::os::unix::fs::FileTypeExt::is_socket(&t) => "a socket",
+            _ => "not a regular file",
+        };
+        return Err(format!("{} is {what}, not a regular file", p.display()));
+    }
+    if meta.len() > max {
+        return Err(format!("{} is {} bytes, more than the {} allowed", p.display(), meta.len(), max));
+    }
+    // A file that grows after the check is read up to the cap and refused past it.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(max + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{} grew past the {max} bytes allowed while being read", p.display()));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{} is not UTF-8 text (byte {})", p.display(), e.utf8_error().valid_up_to()))
 }
 
 /// An optional program: when set, an executable file.
@@ -341,7 +396,13 @@ macro_rules! options_table {
                 let bad = |why: String| OptionsError::BadValue { name: k.into(), value: v.into(), why };
                 match k {
                     $(stringify!($name) => {
-                        let x = <$ty as Value>::parse(v).map_err(bad)?;
+                        // A value that does not parse is told the row's allowed values, not
+                        // the Rust type's.
+                        let allowed = || Check::<$ty>::values(&$check).or_else(<$ty as Value>::natural_range);
+                        let x = <$ty as Value>::parse(v).map_err(|why| bad(match allowed() {
+                            Some(a) => format!("{why}; allowed: {a}"),
+                            None => why,
+                        }))?;
                         Check::<$ty>::check(&$check, &x).map_err(bad)?;
                         self.$name = x;
                     })*
@@ -592,6 +653,14 @@ pub fn markdown_table() -> String {
     s
 }
 
+/// This process's options: `GASAN_OPTIONS` parsed and checked once, at the first call (the
+/// runtime's load, [`crate::init::at_load`]); every subsystem reads these. A refusal ends the
+/// process ([`exit_refused`]).
+pub fn process() -> &'static Options {
+    static PARSED: std::sync::OnceLock<Options> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| Options::from_env().unwrap_or_else(|e| exit_refused(&e)))
+}
+
 /// Prints why `GASAN_OPTIONS` was refused and ends the process with [`EXIT_BAD_OPTIONS`] (the
 /// preloaded runtime's answer; gasan-run words the same error itself).
 pub fn exit_refused(e: &OptionsError) -> ! {
@@ -604,85 +673,8 @@ pub fn exit_refused(e: &OptionsError) -> ! {
     }
 }
 
-/// Whether this code runs from a shared object (the preloaded `libgasan_runtime.so`), not from a
-/// program that links the crate (gasan-run, tests).
-fn in_shared_object() -> bool {
-    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    // SAFETY: dladdr only writes `info`; the address is a function of this object.
-    let found = unsafe { libc::dladdr(at_load as *const libc::c_void, info.as_mut_ptr()) } != 0;
-    if !found {
-        return false;
-    }
-    // SAFETY: dladdr succeeded, so `info` is initialized; dli_fname is NULL or a C string owned by
-    // the dynamic linker.
-    let fname = unsafe { info.assume_init().dli_fname };
-    if fname.is_null() {
-        return false;
-    }
-    // SAFETY: non-NULL dli_fname is a NUL-terminated string owned by the dynamic linker.
-    let path = unsafe { std::ffi::CStr::from_ptr(fname) }.to_bytes();
-    // The file name only: a program may live under a directory that looks like a `.so`.
-    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-    name.windows(3).any(|w| w == b".so")
-}
-
 /// Set by gasan-run to its own pid, which the program keeps across gasan-run's exec.
 pub const RUN_PID_ENV: &str = "GASAN_RUN_PID";
-
-/// Runs when the runtime is loaded (lib.rs puts it in `.init_array`), before the program's `main`:
-/// refuses bad `GASAN_OPTIONS` with status 2, so a bad option never lets the program start, with or
-/// without gasan-run. It starts the early preparation of the program's modules
-/// ([`crate::prefetch::start_early`]: no CUDA call, nothing when no GPU is remembered). With
-/// `verbosity>=1` it also arranges to say so at exit when the program never loaded libcuda (it
-/// made no CUDA call, so nothing was checked).
-pub extern "C" fn at_load() {
-    if !in_shared_object() {
-        return;
-    }
-    let o = Options::from_env().unwrap_or_else(|e| exit_refused(&e));
-    if o.verbosity >= 2 {
-        eprintln!("==gasan== options: {}", o.to_env_string());
-    }
-    // The program's modules looked up in the cache from now on, for the GPU the last run set up
-    // (no CUDA call: that waits for the program's own).
-    crate::prefetch::start_early(&o);
-    // Under gasan-run, only the program it started says it made no CUDA call, not each helper
-    // process the program spawns (a pyenv shim runs dozens).
-    let launched = std::env::var(RUN_PID_ENV).ok().and_then(|p| p.parse::<u32>().ok());
-    if o.verbosity >= 1 && launched.is_none_or(|p| p == std::process::id()) {
-        // Programs may close stderr before their exit handlers run (coreutils' close_stdout, run
-        // from atexit before ours): the message goes to a copy of fd 2 taken now (close-on-exec:
-        // an exec'd image takes its own copy when it loads the runtime again).
-        static STDERR_COPY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(2);
-        // SAFETY: F_DUPFD_CLOEXEC on fd 2 only creates a new descriptor (or fails with -1).
-        let copy = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 100) };
-        if copy >= 0 {
-            STDERR_COPY.store(copy, std::sync::atomic::Ordering::Relaxed);
-        }
-        // A forked child (a shell's subshell) inherits the handler but is not the program.
-        static REGISTERED_BY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        REGISTERED_BY.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
-        extern "C" fn say_if_no_cuda() {
-            if std::process::id() != REGISTERED_BY.load(std::sync::atomic::Ordering::Relaxed) {
-                return;
-            }
-            // SAFETY: RTLD_NOLOAD only looks the library up; it loads nothing and runs no code.
-            let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-            if h.is_null() {
-                let msg = format!("==gasan== the program (pid {}) made no CUDA call (libcuda was never loaded): nothing was checked\n", std::process::id());
-                let fd = STDERR_COPY.load(std::sync::atomic::Ordering::Relaxed);
-                // SAFETY: writes the message's bytes from a live buffer to a descriptor this
-                // process owns (a failed write on a closed one is ignored).
-                let _ = unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
-            } else {
-                // SAFETY: balances the reference the successful NOLOAD dlopen took.
-                unsafe { libc::dlclose(h) };
-            }
-        }
-        // SAFETY: registering a plain extern "C" function.
-        unsafe { libc::atexit(say_if_no_cuda) };
-    }
-}
 
 #[cfg(test)]
 mod tests {

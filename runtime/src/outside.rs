@@ -106,27 +106,20 @@ impl Ranges {
 /// returns sees it, and one running meanwhile sees the old list or the new one.
 pub struct OutsideTable {
     device: u64,
-    stream: usize,
+    stream: crate::driver::result::Stream,
     state: Mutex<(Ranges, Vec<u8>)>,
 }
 
 impl OutsideTable {
     /// Allocates the table (never freed: kernels may read it until the process ends), with an
     /// empty active list. Needs a current context.
-    pub fn new() -> Result<Self, crate::driver::CuResult> {
-        use crate::driver::{api, CUDA_SUCCESS};
-        let (mut device, mut stream) = (0u64, std::ptr::null_mut());
-        let r = api::cuMemAlloc_v2(&mut device, outside::TABLE_SIZE);
-        if r != CUDA_SUCCESS {
-            return Err(r);
-        }
-        let r = api::cuStreamCreate(&mut stream, cudarc::driver::sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32);
-        if r != CUDA_SUCCESS {
-            return Err(r);
-        }
+    pub fn new() -> Result<Self, crate::driver::DriverError> {
+        use crate::driver::result;
+        let device = result::mem_alloc(outside::TABLE_SIZE)?;
+        let stream = result::Stream::new(cudarc::driver::sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)?;
         let mut host = vec![0u8; outside::TABLE_SIZE];
         publish(&mut host, &[]);
-        let t = OutsideTable { device, stream: stream as usize, state: Mutex::new((Ranges::default(), Vec::new())) };
+        let t = OutsideTable { device, stream, state: Mutex::new((Ranges::default(), Vec::new())) };
         t.copy(&host, 0..outside::TABLE_SIZE)?;
         t.state.lock().unwrap_or_else(|e| e.into_inner()).1 = host;
         Ok(t)
@@ -163,24 +156,16 @@ impl OutsideTable {
         // error is reported on its own.)
         static WARNED: std::sync::Once = std::sync::Once::new();
         match r {
-            Err(r) if !(700..=719).contains(&r) => {
-                WARNED.call_once(|| crate::state::log(0, || format!("WARNING: writing the table of outside ranges failed (CUDA error {r}); kernels may check against an older one")))
+            Err(crate::driver::DriverError(r)) if !(700..=719).contains(&r) => {
+                WARNED.call_once(|| eprintln!("==gasan== WARNING: writing the table of outside ranges failed (CUDA error {r}); kernels may check against an older one"))
             }
             _ => {}
         }
     }
 
     /// Copies `range` of the host copy `host` to the device table and waits for it.
-    fn copy(&self, host: &[u8], range: std::ops::Range<usize>) -> Result<(), crate::driver::CuResult> {
-        use crate::driver::{api, CUDA_SUCCESS};
-        let stream = self.stream as cudarc::driver::sys::CUstream;
-        let r = api::cuMemcpyHtoDAsync_v2(self.device + range.start as u64, host[range.clone()].as_ptr().cast(), range.len(), stream);
-        let r = if r == CUDA_SUCCESS { api::cuStreamSynchronize(stream) } else { r };
-        if r == CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(r)
-        }
+    fn copy(&self, host: &[u8], range: std::ops::Range<usize>) -> Result<(), crate::driver::DriverError> {
+        crate::driver::result::memcpy_htod_and_wait(self.device + range.start as u64, &host[range], &self.stream)
     }
 }
 

@@ -277,7 +277,7 @@ impl Early {
 static EARLY: OnceLock<Early> = OnceLock::new();
 
 /// Starts preparing the program's own fatbins from the cache for the device the last set-up
-/// remembered ([`DeviceRecord`]), on a thread, when the runtime is loaded (crate::options::at_load,
+/// remembered ([`DeviceRecord`]), on a thread, when the runtime is loaded (crate::init::at_load,
 /// before the program's `main`). Nothing when the options rule prefetching or cached cubins out,
 /// when there is no cache directory, or when no device is remembered (then everything waits for
 /// the set-up, as [`start`] does it). Calls no CUDA function and loads no library: a program that
@@ -454,25 +454,20 @@ fn early_verdict(early: Option<&CacheLookup>, this: &CacheLookup) -> Result<(), 
 
 /// The calling thread's current context (`CUcontext`; 0 when none).
 fn current_context() -> usize {
-    let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
-    match crate::driver::api::cuCtxGetCurrent(&mut ctx) {
-        0 => ctx as usize,
-        _ => 0,
-    }
+    crate::driver::result::ctx_get_current().map_or(0, |ctx| ctx as usize)
 }
 
 /// Does the driver load modules lazily (`CUDA_MODULE_LOADING`, lazy by default)? Under eager
 /// loading cudart loads every module when the context is set up, so there is nothing to load ahead.
 fn lazy_loading() -> bool {
-    let mut mode = cudarc::driver::sys::CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
-    crate::driver::api::cuModuleGetLoadingMode(&mut mode) == 0 && mode == cudarc::driver::sys::CUmoduleLoadingMode::CU_MODULE_LAZY_LOADING
+    crate::driver::result::module_get_loading_mode() == Ok(cudarc::driver::sys::CUmoduleLoadingMode::CU_MODULE_LAZY_LOADING)
 }
 
 fn run() {
     let Some(p) = PREFETCH.get() else { return };
     let t = std::time::Instant::now();
     // The modules load into the context the GPU was set up in, as cudart's loads will.
-    let preload = p.preload_ctx != 0 && crate::driver::api::cuCtxSetCurrent(p.preload_ctx as cudarc::driver::sys::CUcontext) == 0;
+    let preload = p.preload_ctx != 0 && crate::driver::result::ctx_set_current(p.preload_ctx as cudarc::driver::sys::CUcontext).is_ok();
     let (mut preloaded, mut preloaded_bytes) = (0usize, 0usize);
     let early_bytes = || p.early.map_or(0, |e| e.bytes.load(Ordering::SeqCst));
     let (mut ready, mut bytes, mut taken_over) = (0usize, 0usize, 0usize);

@@ -292,41 +292,34 @@ fn shadow_text(d: &AddrDescription, out: &mut String) {
     }
 }
 
-/// What a suppressions file may say: `kernel:` (a substring of the kernel's mangled or demangled
-/// name), `src:` (of the source file) and `call:` (of the host call's name).
-pub const SUPPRESSION_KINDS: &[&str] = &["kernel", "src", "call"];
+pub use crate::suppressions::{parse_suppressions, SUPPRESSION_KINDS};
 
-/// Parses a suppressions file: one `kind:pattern` per line ([`SUPPRESSION_KINDS`]); blank lines
-/// and lines starting with `#` are skipped. An error names the first bad line.
-pub fn parse_suppressions(text: &str) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
-    for (i, l) in text.lines().enumerate() {
-        let l = l.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let bad = |why: &str| {
-            let shown: String = l.chars().take(80).collect();
-            format!("line {}: '{shown}': {why}", i + 1)
-        };
-        let (k, v) = l.split_once(':').ok_or_else(|| bad("expected kind:pattern"))?;
-        if !SUPPRESSION_KINDS.contains(&k) {
-            return Err(bad(&format!("unknown kind '{k}' (known: {})", SUPPRESSION_KINDS.join(", "))));
-        }
-        if v.is_empty() {
-            return Err(bad("empty pattern"));
-        }
-        out.push((k.to_string(), v.to_string()));
+/// What the reporter takes from the options, built in one place from the process's [`Options`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    pub format: ReportFormat,
+    /// Reports go to `<log_path>.<pid>` (stderr when unset or when it cannot take them).
+    pub log_path: Option<std::path::PathBuf>,
+    /// Stop printing after this many reports (0: no limit).
+    pub print_limit: u32,
+    /// The suppressions file (checked before the program started).
+    pub suppressions: Option<std::path::PathBuf>,
+}
+
+impl From<&Options> for ReportOptions {
+    fn from(o: &Options) -> Self {
+        ReportOptions { format: o.report_format, log_path: o.log_path.clone(), print_limit: o.print_limit, suppressions: o.suppressions.clone() }
     }
-    Ok(out)
 }
 
 impl Reporter {
-    pub fn new(opts: &Options) -> Self {
+    pub fn new(opts: impl Into<ReportOptions>) -> Self {
+        let opts: ReportOptions = opts.into();
         // The file was checked before the program started (options::SuppressionsFile); an
         // unreadable or malformed one here suppresses nothing.
-        let suppress = opts.suppressions.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
-        Reporter { format: opts.report_format, log_path: opts.log_path.clone(), print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
+        let suppress =
+            opts.suppressions.as_ref().and_then(|p| crate::options::read_small_file(p, crate::options::SUPPRESSIONS_MAX_BYTES).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
+        Reporter { format: opts.format, log_path: opts.log_path, print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
     }
 
     pub fn errors_reported(&self) -> usize {
@@ -355,21 +348,44 @@ impl Reporter {
             ReportFormat::Text => format_text(r),
             ReportFormat::Json => format_json(r) + "\n",
         };
-        let _g = self.out.lock().unwrap();
-        match &self.log_path {
-            Some(p) => {
-                let mut path = p.clone().into_os_string();
-                path.push(format!(".{}", std::process::id()));
-                if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
-                    let _ = f.write_all(text.as_bytes());
-                }
-            }
-            None => {
-                let _ = std::io::stderr().write_all(text.as_bytes());
-            }
-        }
+        let _g = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        deliver(self.log_path.as_deref(), std::process::id(), &text, &mut std::io::stderr().lock());
         true
     }
+}
+
+/// Writes a report to `<log_path>.<pid>`, or to `stderr` when there is no log path. When the log
+/// cannot be opened or written (the start-up check passed but the file system says no now: root
+/// passes `access(W_OK)` for `/proc`, a disk fills up, a directory goes away), the report goes to
+/// `stderr` after a line saying why: a report is never lost. Returns where it went.
+pub fn deliver(log_path: Option<&std::path::Path>, pid: u32, text: &str, stderr: &mut dyn std::io::Write) -> Delivered {
+    let Some(p) = log_path else {
+        let _ = stderr.write_all(text.as_bytes());
+        return Delivered::Stderr;
+    };
+    let mut path = p.as_os_str().to_owned();
+    path.push(format!(".{pid}"));
+    let path = std::path::PathBuf::from(path);
+    let written = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.flush()));
+    match written {
+        Ok(()) => Delivered::Log,
+        Err(e) => {
+            let _ = writeln!(stderr, "==gasan== cannot write the report to {} (log_path): {}; it follows here", path.display(), crate::options::os_error_text(&e));
+            let _ = stderr.write_all(text.as_bytes());
+            Delivered::StderrInstead
+        }
+    }
+}
+
+/// Where [`deliver`] put a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivered {
+    /// The log file `<log_path>.<pid>`.
+    Log,
+    /// Standard error: no log path is set.
+    Stderr,
+    /// Standard error, after a line saying why the log file could not take it.
+    StderrInstead,
 }
 
 fn kernel_short(s: &Site) -> String {
@@ -384,46 +400,130 @@ fn site_where(s: &Site) -> String {
     }
 }
 
-/// The text report.
-pub fn format_text(r: &Report) -> String {
-    let pid = std::process::id();
-    let mut o = String::new();
+/// One report as both renderers print it ([`format_text`], [`format_json`]): built once per kind
+/// by [`describe`] (ASan's one `ErrorXxx::Print` per kind, with a JSON twin).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Description {
+    /// ASan bug type ([`Report::kind`]).
+    pub kind: &'static str,
+    /// The text after `==PID==ERROR: GPUAddressSanitizer: `.
+    pub headline: String,
+    /// The text lines between the headline and the summary, each ending in a newline.
+    pub body: String,
+    /// The text after `SUMMARY: GPUAddressSanitizer: `.
+    pub summary: String,
+    /// The JSON object's fields besides `tool` and `kind`.
+    pub fields: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The JSON fields of `v`, an object literal.
+fn fields(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("report fields are written as object literals"),
+    }
+}
+
+fn stack_text(stack: &HostStack, o: &mut String) {
+    for l in format_stack(stack) {
+        let _ = writeln!(o, "    {l}");
+    }
+}
+
+fn access_name(kind: u8) -> &'static str {
+    match AccessKind::from_u8(kind) {
+        Some(AccessKind::Write) => "write",
+        Some(AccessKind::Atomic) => "atomic",
+        Some(AccessKind::Free) => "free",
+        _ => "read",
+    }
+}
+
+/// Each report kind's words and fields, once.
+pub fn describe(r: &Report) -> Description {
+    use serde_json::json;
     let kind = r.kind();
-    match r {
+    let mut body = String::new();
+    let o = &mut body;
+    let (headline, summary, fields) = match r {
         Report::Device { record, site: Some(site @ Site { space: Some(sp), .. }), device, .. } => {
             let access = AccessKind::from_u8(record.kind).unwrap_or(AccessKind::Read);
             let kernel = &site.kernel_demangled;
-            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} in {} memory at offset {} of {}", space_name(sp.space), record.addr as i64, sp.variable_demangled);
+            let location = space_location(sp, record, &kernel_short(site));
             let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
             let _ = writeln!(o, "    block ({},{},{}) thread ({},{},{}), at {}", record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2], site_where(site));
-            let _ = writeln!(o, "{}", space_location(sp, record, &kernel_short(site)));
-            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} {} in {}", site_where(site), kernel_short(site));
+            let _ = writeln!(o, "{location}");
+            (
+                format!("{kind} in {} memory at offset {} of {}", space_name(sp.space), record.addr as i64, sp.variable_demangled),
+                format!("{kind} {} in {}", site_where(site), kernel_short(site)),
+                fields(json!({
+                    "access": access_name(record.kind),
+                    "size": record.width,
+                    "space": space_name(sp.space),
+                    "variable": sp.variable_demangled,
+                    "variable_mangled": sp.variable,
+                    "variable_size": sp.size,
+                    "offset": record.addr as i64,
+                    "device": device,
+                    "kernel": site.kernel_demangled,
+                    "kernel_mangled": site.kernel,
+                    "file": site.loc.as_ref().map(|l| l.file.clone()),
+                    "line": site.loc.as_ref().map(|l| l.line),
+                    "column": site.loc.as_ref().map(|l| l.col),
+                    "ptx_line": site.ptx_line,
+                    "block": record.ctaid, "thread": record.tid,
+                    "location": location,
+                })),
+            )
         }
         Report::Device { record, site, desc, device } => {
             let access = AccessKind::from_u8(record.kind).unwrap_or(AccessKind::Read);
             let kernel = site.as_ref().map(|s| s.kernel_demangled.clone()).unwrap_or_else(|| "<unknown kernel>".into());
-            if access == AccessKind::Free {
+            let headline = if access == AccessKind::Free {
                 let what = if record.shadow == free_error::DOUBLE_FREE { "attempting double-free" } else { "attempting free on address which is not the start of a device-heap block" };
-                let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on {:#x}: {what}", record.addr);
                 let _ = writeln!(o, "in-kernel free in kernel {kernel} on device {device}");
+                format!("{kind} on {:#x}: {what}", record.addr)
             } else {
-                let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", record.addr);
                 let _ = writeln!(o, "{} of size {} in kernel {kernel} on device {device}", access_word(access), record.width);
-            }
+                format!("{kind} on address {:#x}", record.addr)
+            };
             let at = site.as_ref().map(site_where).unwrap_or_else(|| format!("site {}", record.site_id));
             let _ = writeln!(o, "    block ({},{},{}) thread ({},{},{}), at {at}", record.ctaid[0], record.ctaid[1], record.ctaid[2], record.tid[0], record.tid[1], record.tid[2]);
-            describe_text(desc, &mut o);
+            describe_text(desc, o);
             let summary_at = site.as_ref().map(|s| format!("{} in {}", site_where(s), kernel_short(s))).unwrap_or_default();
-            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} {summary_at}");
+            (
+                headline,
+                format!("{kind} {summary_at}"),
+                fields(json!({
+                    "access": access_name(record.kind),
+                    "size": record.width,
+                    "address": format!("{:#x}", record.addr),
+                    "device": device,
+                    "kernel": site.as_ref().map(|s| s.kernel_demangled.clone()),
+                    "kernel_mangled": site.as_ref().map(|s| s.kernel.clone()),
+                    "file": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.file.clone())),
+                    "line": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.line)),
+                    "column": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.col)),
+                    "ptx_line": site.as_ref().map(|s| s.ptx_line),
+                    "block": record.ctaid, "thread": record.tid,
+                    "shadow_byte": record.shadow,
+                    "location": desc_json(desc),
+                })),
+            )
         }
         Report::Api { call, addr, len, write, desc, stack } => {
-            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x}", desc.addr);
             let _ = writeln!(o, "{} of size {len} at {addr:#x} by host call {call}", if *write { "WRITE" } else { "READ" });
-            for l in format_stack(stack) {
-                let _ = writeln!(o, "    {l}");
-            }
-            describe_text(desc, &mut o);
-            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} in {call}");
+            stack_text(stack, o);
+            describe_text(desc, o);
+            (
+                format!("{kind} on address {:#x}", desc.addr),
+                format!("{kind} in {call}"),
+                fields(json!({
+                    "call": call, "access": if *write { "write" } else { "read" },
+                    "size": len, "address": format!("{:#x}", addr), "bad_address": format!("{:#x}", desc.addr),
+                    "stack": format_stack(stack), "location": desc_json(desc),
+                })),
+            )
         }
         Report::Free { call, err, stack } => {
             let (ptr, info) = match err {
@@ -436,58 +536,63 @@ pub fn format_text(r: &Report) -> String {
                 FreeError::Unknown { .. } => "attempting free on address which was not allocated by cuMemAlloc",
                 FreeError::WrongCall { .. } => "attempting free with the wrong call (pinned host memory goes with cuMemFreeHost, other memory with cuMemFree)",
             };
-            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on {ptr:#x}: {what}");
-            for l in format_stack(stack) {
-                let _ = writeln!(o, "    {l}");
-            }
+            stack_text(stack, o);
             if let Some(a) = info {
                 let _ = writeln!(o, "{ptr:#x} is located {} bytes inside of {}-byte region [{:#x},{:#x})", ptr - a.start, a.size, a.start, a.start + a.size);
                 if let Some(f) = &a.free_stack {
                     let _ = writeln!(o, "freed by thread T0 here:");
-                    for l in format_stack(f) {
-                        let _ = writeln!(o, "    {l}");
-                    }
+                    stack_text(f, o);
                 }
                 let _ = writeln!(o, "previously allocated by thread T0 here:");
-                for l in format_stack(&a.alloc_stack) {
-                    let _ = writeln!(o, "    {l}");
-                }
+                stack_text(&a.alloc_stack, o);
             }
-            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} in {call}");
+            (format!("{kind} on {ptr:#x}: {what}"), format!("{kind} in {call}"), fields(json!({"call": call, "address": format!("{ptr:#x}"), "stack": format_stack(stack)})))
         }
         Report::Fault { cuda_error, call, stack, fault } => {
-            match fault {
+            let headline = match fault {
                 Some((f, _)) => {
-                    let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind} on address {:#x} (GPU fault, CUDA error {cuda_error} reported by {call})", f.address);
                     let _ = writeln!(o, "{} in an uninstrumented kernel (fault type {}, reason {}; page-granular, the access may be later in the page)", f.access_word(), f.fault_type, f.reason);
+                    format!("{kind} on address {:#x} (GPU fault, CUDA error {cuda_error} reported by {call})", f.address)
                 }
-                None => {
-                    let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: {kind}: CUDA error {cuda_error} reported by {call}");
-                }
-            }
+                None => format!("{kind}: CUDA error {cuda_error} reported by {call}"),
+            };
             let _ = writeln!(o, "A kernel faulted on memory no gasan check saw (an uninstrumented, SASS-only module, or an access to unmapped pool VA: a guard gap or freed large block).");
             if let Some((_, desc)) = fault {
-                describe_text(desc, &mut o);
+                describe_text(desc, o);
             }
             let _ = writeln!(o, "host call:");
-            for l in format_stack(stack) {
-                let _ = writeln!(o, "    {l}");
-            }
-            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {kind} (CUDA error {cuda_error})");
+            stack_text(stack, o);
+            (
+                headline,
+                format!("{kind} (CUDA error {cuda_error})"),
+                fields(json!({
+                    "cuda_error": cuda_error, "call": call,
+                    "address": fault.as_ref().map(|(f, _)| format!("{:#x}", f.address)),
+                    "access": fault.as_ref().map(|(f, _)| f.access_word().to_lowercase()),
+                    "location": fault.as_ref().map(|(_, d)| desc_json(d)),
+                })),
+            )
         }
         Report::Leaks(v) => {
-            let _ = writeln!(o, "=={pid}==ERROR: GPUAddressSanitizer: detected memory leaks");
             let total: u64 = v.iter().map(|a| a.size).sum();
             for a in v {
                 let _ = writeln!(o, "Direct leak of {} byte(s) in 1 object(s) at {:#x} allocated from:", a.size, a.start);
-                for l in format_stack(&a.alloc_stack) {
-                    let _ = writeln!(o, "    {l}");
-                }
+                stack_text(&a.alloc_stack, o);
             }
-            let _ = writeln!(o, "SUMMARY: GPUAddressSanitizer: {total} byte(s) leaked in {} allocation(s).", v.len());
+            (
+                "detected memory leaks".to_string(),
+                format!("{total} byte(s) leaked in {} allocation(s).", v.len()),
+                fields(json!({"leaks": v.iter().map(|a| json!({"address": format!("{:#x}", a.start), "size": a.size})).collect::<Vec<_>>()})),
+            )
         }
-    }
-    o
+    };
+    Description { kind, headline, body, summary, fields }
+}
+
+/// The text report: headline, body and summary of [`describe`], ASan's shape.
+pub fn format_text(r: &Report) -> String {
+    let d = describe(r);
+    format!("=={pid}==ERROR: GPUAddressSanitizer: {}\n{}SUMMARY: GPUAddressSanitizer: {}\n", d.headline, d.body, d.summary, pid = std::process::id())
 }
 
 fn describe_text(d: &AddrDescription, o: &mut String) {
@@ -540,85 +645,36 @@ fn describe_text(d: &AddrDescription, o: &mut String) {
     shadow_text(d, o);
 }
 
-/// One JSON object per report.
+/// One JSON object per report: `tool`, `kind` and the fields of [`describe`].
 pub fn format_json(r: &Report) -> String {
+    let d = describe(r);
+    let mut object = d.fields;
+    object.insert("tool".into(), "gasan".into());
+    object.insert("kind".into(), d.kind.into());
+    serde_json::Value::Object(object).to_string()
+}
+
+/// An address description's JSON fields.
+fn desc_json(d: &AddrDescription) -> serde_json::Value {
     use serde_json::json;
-    let desc_json = |d: &AddrDescription| {
-        let (side, distance) = match d.kind {
-            AddrKind::OverflowLeft { distance } => (Some("left"), Some(distance)),
-            AddrKind::OverflowRight { distance } => (Some("right"), Some(distance)),
-            AddrKind::RowPadding { past, .. } => (Some("row-padding"), Some(past)),
-            _ => (None, None),
-        };
-        json!({
-            "address": format!("{:#x}", d.addr),
-            "side": side,
-            "distance": distance,
-            "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag})),
-            "pointer_tag": match d.kind { AddrKind::TagMismatch { ptr_tag, .. } => Some(ptr_tag), _ => None },
-            "pointer_region": d.ptr_alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag, "alloc_stack": format_stack(&a.alloc_stack)})),
-            "space": d.alloc.as_ref().map(|a| a.space()),
-            "heap_block": d.alloc.as_ref().and_then(|a| a.heap_block.map(|h| json!({"alloc_block": h.alloc_ctaid, "alloc_thread": h.alloc_tid, "free_block": h.free.map(|f| f.0), "free_thread": h.free.map(|f| f.1)}))),
-            "alloc_stack": d.alloc.as_ref().map(|a| format_stack(&a.alloc_stack)),
-            "free_stack": d.alloc.as_ref().and_then(|a| a.free_stack.as_ref().map(format_stack)),
-        })
+    let (side, distance) = match d.kind {
+        AddrKind::OverflowLeft { distance } => (Some("left"), Some(distance)),
+        AddrKind::OverflowRight { distance } => (Some("right"), Some(distance)),
+        AddrKind::RowPadding { past, .. } => (Some("row-padding"), Some(past)),
+        _ => (None, None),
     };
-    let v = match r {
-        Report::Device { record, site: Some(site @ Site { space: Some(sp), .. }), device, .. } => json!({
-            "tool": "gasan", "kind": r.kind(),
-            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", Some(AccessKind::Free) => "free", _ => "read" },
-            "size": record.width,
-            "space": space_name(sp.space),
-            "variable": sp.variable_demangled,
-            "variable_mangled": sp.variable,
-            "variable_size": sp.size,
-            "offset": record.addr as i64,
-            "device": device,
-            "kernel": site.kernel_demangled,
-            "kernel_mangled": site.kernel,
-            "file": site.loc.as_ref().map(|l| l.file.clone()),
-            "line": site.loc.as_ref().map(|l| l.line),
-            "column": site.loc.as_ref().map(|l| l.col),
-            "ptx_line": site.ptx_line,
-            "block": record.ctaid, "thread": record.tid,
-            "location": space_location(sp, record, &kernel_short(site)),
-        }),
-        Report::Device { record, site, desc, device } => json!({
-            "tool": "gasan", "kind": r.kind(),
-            "access": match AccessKind::from_u8(record.kind) { Some(AccessKind::Write) => "write", Some(AccessKind::Atomic) => "atomic", Some(AccessKind::Free) => "free", _ => "read" },
-            "size": record.width,
-            "address": format!("{:#x}", record.addr),
-            "device": device,
-            "kernel": site.as_ref().map(|s| s.kernel_demangled.clone()),
-            "kernel_mangled": site.as_ref().map(|s| s.kernel.clone()),
-            "file": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.file.clone())),
-            "line": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.line)),
-            "column": site.as_ref().and_then(|s| s.loc.as_ref().map(|l| l.col)),
-            "ptx_line": site.as_ref().map(|s| s.ptx_line),
-            "block": record.ctaid, "thread": record.tid,
-            "shadow_byte": record.shadow,
-            "location": desc_json(desc),
-        }),
-        Report::Api { call, addr, len, write, desc, stack } => json!({
-            "tool": "gasan", "kind": r.kind(), "call": call, "access": if *write { "write" } else { "read" },
-            "size": len, "address": format!("{:#x}", addr), "bad_address": format!("{:#x}", desc.addr),
-            "stack": format_stack(stack), "location": desc_json(desc),
-        }),
-        Report::Free { call, err, stack } => {
-            let ptr = match err {
-                FreeError::DoubleFree { ptr, .. } | FreeError::NotBase { ptr, .. } | FreeError::Unknown { ptr, .. } | FreeError::WrongCall { ptr, .. } => *ptr,
-            };
-            json!({"tool": "gasan", "kind": r.kind(), "call": call, "address": format!("{ptr:#x}"), "stack": format_stack(stack)})
-        }
-        Report::Fault { cuda_error, call, fault, .. } => json!({
-            "tool": "gasan", "kind": r.kind(), "cuda_error": cuda_error, "call": call,
-            "address": fault.as_ref().map(|(f, _)| format!("{:#x}", f.address)),
-            "access": fault.as_ref().map(|(f, _)| f.access_word().to_lowercase()),
-            "location": fault.as_ref().map(|(_, d)| desc_json(d)),
-        }),
-        Report::Leaks(v) => json!({"tool": "gasan", "kind": r.kind(), "leaks": v.iter().map(|a| json!({"address": format!("{:#x}", a.start), "size": a.size})).collect::<Vec<_>>()}),
-    };
-    v.to_string()
+    json!({
+        "address": format!("{:#x}", d.addr),
+        "side": side,
+        "distance": distance,
+        "region": d.alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag})),
+        "pointer_tag": match d.kind { AddrKind::TagMismatch { ptr_tag, .. } => Some(ptr_tag), _ => None },
+        "pointer_region": d.ptr_alloc.as_ref().map(|a| json!({"start": format!("{:#x}", a.start), "size": a.size, "live": a.live, "tag": a.tag, "alloc_stack": format_stack(&a.alloc_stack)})),
+        "space": d.alloc.as_ref().map(|a| a.space()),
+        "heap_block": d.alloc.as_ref().and_then(|a| a.heap_block.map(|h| json!({"alloc_block": h.alloc_ctaid, "alloc_thread": h.alloc_tid, "free_block": h.free.map(|f| f.0), "free_thread": h.free.map(|f| f.1)}))),
+        "alloc_stack": d.alloc.as_ref().map(|a| format_stack(&a.alloc_stack)),
+        "free_stack": d.alloc.as_ref().and_then(|a| a.free_stack.as_ref().map(format_stack)),
+    })
 }
 
 #[cfg(test)]

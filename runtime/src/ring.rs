@@ -7,7 +7,6 @@
 //! record: a slot whose `seq` is not the one expected was lapped by a later error or never
 //! completed, and counts as lost.
 
-use crate::driver::{CuResult, CUDA_SUCCESS};
 use gasan_instrument::abi::{self, ErrorRecord, RingHeader};
 use std::ffi::c_void;
 use std::sync::atomic::{fence, Ordering};
@@ -74,24 +73,18 @@ pub fn take_records(head: u32, capacity: u32, consumed: &mut u32, mut read: impl
 
 impl Ring {
     /// Allocates and registers the ring. Needs a current context.
-    pub fn new() -> Result<Ring, CuResult> {
+    pub fn new() -> Result<Ring, crate::driver::DriverError> {
         let bytes = abi::ring_bytes(CAPACITY).next_multiple_of(4096);
         // Anonymous, page-aligned, and never unmapped (leaked): the device may write until exit.
-        let map = memmap2::MmapMut::map_anon(bytes).map_err(|_| crate::driver::CUDA_ERROR_OUT_OF_MEMORY)?;
+        let map = memmap2::MmapMut::map_anon(bytes).map_err(|_| crate::driver::DriverError(crate::driver::CUDA_ERROR_OUT_OF_MEMORY))?;
         let host: *mut c_void = Box::leak(Box::new(map)).as_mut_ptr().cast();
         let hdr = RingHeader { head: 0, capacity: CAPACITY, reserved: [0; 14] };
         // SAFETY: the mapping is at least a header long.
         unsafe { std::ptr::write(host as *mut RingHeader, hdr) };
         let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE | cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
-        let r = crate::driver::api::cuMemHostRegister_v2(host, bytes, flags);
-        if r != CUDA_SUCCESS {
-            return Err(r);
-        }
-        let mut dptr = 0u64;
-        let r = crate::driver::api::cuMemHostGetDevicePointer_v2(&mut dptr, host, 0);
-        if r != CUDA_SUCCESS {
-            return Err(r);
-        }
+        // SAFETY: `host` is the `bytes`-byte mapping just made, leaked: mapped for the process.
+        unsafe { crate::driver::result::mem_host_register(host, bytes, flags) }?;
+        let dptr = crate::driver::result::mem_host_get_device_pointer(host)?;
         Ok(Ring { host: host as *mut u8, bytes, device_ptr: dptr, consumed: 0 })
     }
 

@@ -66,30 +66,6 @@ impl ForeignKind {
     }
 }
 
-impl crate::state::State {
-    /// Records foreign memory the driver just handed out or registered (and, with
-    /// `outside_checks=1`, gives kernels its bounds).
-    pub fn foreign_insert(&self, start: u64, len: u64, kind: ForeignKind) {
-        self.foreign.insert(start, len, kind);
-        if kind.kernels_reach() {
-            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
-                t.add(start, len, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
-            }
-        }
-    }
-
-    /// Forgets the foreign memory starting at `start` (freed, unregistered), returning it.
-    pub fn foreign_remove(&self, start: u64) -> Option<ForeignRegion> {
-        let r = self.foreign.remove(start);
-        if r.is_some_and(|r| r.kind.kernels_reach()) {
-            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
-                t.remove(start, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
-            }
-        }
-        r
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,7 +127,7 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
 
 /// What a report says of a bad access at `addr` in or near foreign region `r` (`live`: still
 /// registered or allocated).
-fn foreign_description(
+pub(crate) fn foreign_description(
     addr: u64,
     kind: crate::allocator::AddrKind,
     r: &ForeignRegion,
@@ -181,29 +157,6 @@ fn foreign_description(
         }),
         shadow: None,
         scale,
-    }
-}
-
-impl crate::state::State {
-    /// A device report's address outside the pool, described from the outside table
-    /// (`outside_checks=1`): past a live range's end, before its start, or in a range gone
-    /// since (unregistered or freed). `None`: not near one.
-    pub fn describe_outside(&self, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
-        use crate::allocator::AddrKind;
-        let near = self.device()?.outside.as_ref()?.near(addr)?;
-        let (start, end, live) = (near.start, near.end, near.live);
-        // A gone range is no longer in the side table: it was host memory of some kind.
-        let r = self.foreign.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
-        let (at, kind) = match () {
-            _ if !live => (addr, AddrKind::UseAfterFree { offset: addr - start }),
-            _ if addr < start => (addr, AddrKind::OverflowLeft { distance: start - addr }),
-            // An access that starts inside and runs past the end: its first bad byte.
-            _ => {
-                let bad = addr.max(end);
-                (bad, AddrKind::OverflowRight { distance: bad - end })
-            }
-        };
-        Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
     }
 }
 

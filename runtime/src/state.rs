@@ -2,7 +2,6 @@
 //! allocator, ring) is created at the first call that has a current context.
 
 use crate::allocator::Allocator;
-use crate::driver::CUDA_SUCCESS;
 use crate::options::Options;
 use crate::report::ModuleSites;
 use crate::report::Reporter;
@@ -15,16 +14,6 @@ use std::sync::{Mutex, OnceLock};
 pub enum LoadedHandle {
     Module(cudarc::driver::sys::CUmodule),
     Library(cudarc::driver::sys::CUlibrary),
-}
-
-impl LoadedHandle {
-    /// The handle's value (what the driver hands back for it elsewhere, e.g. crate::arg_bounds).
-    pub fn raw(self) -> usize {
-        match self {
-            LoadedHandle::Module(m) => m as usize,
-            LoadedHandle::Library(l) => l as usize,
-        }
-    }
 }
 
 // SAFETY: driver handles are opaque references to process-wide driver objects, which the driver
@@ -131,9 +120,19 @@ pub(crate) struct RingStats {
 
 static STATE: OnceLock<State> = OnceLock::new();
 
+/// What starts once the device runtime is set up, given the GPU's compute capability: the
+/// prefetch (`prefetch::start`), a layer above the state, handed in by `init::at_load` rather than
+/// named here (the prefetch reads the state).
+static ON_DEVICE_READY: OnceLock<fn(u32)> = OnceLock::new();
+
+/// Sets what starts once the device runtime is set up (once; later calls are ignored).
+pub fn on_device_ready(start: fn(u32)) {
+    let _ = ON_DEVICE_READY.set(start);
+}
+
 pub fn state() -> &'static State {
     STATE.get_or_init(|| {
-        let opts = Options::from_env().unwrap_or_else(|e| crate::options::exit_refused(&e));
+        let opts = crate::options::process().clone();
         extern "C" fn at_exit() {
             if let Some(s) = STATE.get() {
                 s.at_exit();
@@ -164,18 +163,16 @@ pub fn log(level: u32, msg: impl FnOnce() -> String) {
 
 /// Device of the current context, if there is one.
 pub fn current_device() -> Option<i32> {
-    let mut d = -1i32;
-    let r = crate::driver::api::cuCtxGetDevice(&mut d);
-    (r == CUDA_SUCCESS && d >= 0).then_some(d)
+    crate::driver::result::ctx_get_device().ok().filter(|&d| d >= 0)
 }
 
 /// Compute capability (e.g. 90) of `device`.
 pub fn compute_capability(device: i32) -> Option<u32> {
-    let (mut maj, mut min) = (0i32, 0i32);
+    use crate::driver::result::device_get_attribute;
     use cudarc::driver::sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
-    let a = crate::driver::api::cuDeviceGetAttribute(&mut maj, MAJOR, device);
-    let b = crate::driver::api::cuDeviceGetAttribute(&mut min, MINOR, device);
-    (a == CUDA_SUCCESS && b == CUDA_SUCCESS).then_some((maj * 10 + min) as u32)
+    let maj = device_get_attribute(MAJOR, device).ok()?;
+    let min = device_get_attribute(MINOR, device).ok()?;
+    Some((maj * 10 + min) as u32)
 }
 
 impl State {
@@ -201,8 +198,8 @@ impl State {
         drop(_g);
         self.flush_pending();
         if ready {
-            if let Some(cc) = compute_capability(dev) {
-                crate::prefetch::start(cc);
+            if let (Some(cc), Some(start)) = (compute_capability(dev), ON_DEVICE_READY.get()) {
+                start(cc);
             }
         }
         self.device.get().and_then(Option::as_ref)
@@ -244,8 +241,7 @@ impl State {
                 None
             }
         };
-        let mut n = 0i32;
-        let multi_gpu = crate::driver::api::cuDeviceGetCount(&mut n) != CUDA_SUCCESS || n > 1;
+        let multi_gpu = !crate::driver::result::device_get_count().is_ok_and(|n| n <= 1);
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
         Ok(DeviceRuntime {
             alloc: Allocator::new(pool, &self.opts),
@@ -268,5 +264,55 @@ impl State {
         let mut v = self.sites.lock().unwrap();
         v.push(sites);
         v.len() as u64
+    }
+}
+
+// The side table and the outside table together: foreign memory recorded, and described in
+// reports, for both.
+impl State {
+    /// Records foreign memory the driver just handed out or registered (and, with
+    /// `outside_checks=1`, gives kernels its bounds).
+    pub fn foreign_insert(&self, start: u64, len: u64, kind: crate::side_table::ForeignKind) {
+        self.foreign.insert(start, len, kind);
+        if kind.kernels_reach() {
+            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
+                t.add(start, len, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
+            }
+        }
+    }
+
+    /// Forgets the foreign memory starting at `start` (freed, unregistered), returning it.
+    pub fn foreign_remove(&self, start: u64) -> Option<crate::side_table::ForeignRegion> {
+        let r = self.foreign.remove(start);
+        if r.is_some_and(|r| r.kind.kernels_reach()) {
+            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
+                t.remove(start, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
+            }
+        }
+        r
+    }
+}
+
+impl State {
+    /// A device report's address outside the pool, described from the outside table
+    /// (`outside_checks=1`): past a live range's end, before its start, or in a range gone
+    /// since (unregistered or freed). `None`: not near one.
+    pub fn describe_outside(&self, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
+        use crate::allocator::AddrKind;
+        use crate::side_table::{foreign_description, ForeignKind, ForeignRegion};
+        let near = self.device()?.outside.as_ref()?.near(addr)?;
+        let (start, end, live) = (near.start, near.end, near.live);
+        // A gone range is no longer in the side table: it was host memory of some kind.
+        let r = self.foreign.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
+        let (at, kind) = match () {
+            _ if !live => (addr, AddrKind::UseAfterFree { offset: addr - start }),
+            _ if addr < start => (addr, AddrKind::OverflowLeft { distance: start - addr }),
+            // An access that starts inside and runs past the end: its first bad byte.
+            _ => {
+                let bad = addr.max(end);
+                (bad, AddrKind::OverflowRight { distance: bad - end })
+            }
+        };
+        Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
     }
 }

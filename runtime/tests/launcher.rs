@@ -209,11 +209,13 @@ fn values_with_colons_and_spaces_reach_the_runtime_intact() {
 }
 
 #[test]
-fn help_lists_every_option_with_its_description() {
+fn help_options_lists_every_option_with_its_description() {
     let out = gasan_run().arg("--help").output().unwrap();
     assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: gasan-run [OPTIONS] [--] PROGRAM [ARGS]..."));
+    let out = gasan_run().arg("--help-options").output().unwrap();
+    assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(help.contains("Usage: gasan-run [OPTIONS] [--] PROGRAM [ARGS]..."), "{help}");
     for o in TABLE {
         let line = help.lines().find(|l| l.trim_start().starts_with(&format!("--{} ", o.flag()))).unwrap_or_else(|| panic!("--{} missing:\n{help}", o.flag()));
         assert!(line.contains(&o.help_line()), "{line}");
@@ -314,4 +316,122 @@ int main() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "child\nchild\nchild\nchild\nparent\n");
     assert_eq!(stderr(&out).matches("made no CUDA call").count(), 1, "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Runs `cmd` to its end, or kills it after `secs` seconds and fails the test (a hang is a bug
+/// these tests look for, not a reason to hang the suite).
+fn output_within(mut cmd: Command, secs: u64, what: &str) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_suppressions_file_that_is_not_a_small_regular_file_is_refused_at_once() {
+    let d = dir("special-files");
+    let marker = d.join("started");
+    let fifo = d.join("supp.fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let big = d.join("big.supp");
+    std::fs::write(&big, "kernel:x\n".repeat((2 << 20) / 9)).unwrap();
+    let cases = [
+        (fifo.clone(), "is a FIFO, not a regular file"),
+        (PathBuf::from("/dev/zero"), "is a character device, not a regular file"),
+        (PathBuf::from("/dev/urandom"), "is a character device"),
+        (d.clone(), "is a directory"),
+        (big.clone(), "more than the 1048576 allowed"),
+    ];
+    for (path, says) in &cases {
+        let mut by_flag = gasan_run();
+        by_flag.arg("--suppressions").arg(path).arg("--").args(marker_program(&marker));
+        let out = output_within(by_flag, 20, &format!("gasan-run --suppressions {}", path.display()));
+        assert_eq!(out.status.code(), Some(2), "{}: {}", path.display(), stderr(&out));
+        assert!(stderr(&out).contains("option 'suppressions'") && stderr(&out).contains(says), "{}", stderr(&out));
+        if lib().exists() {
+            // The preloaded runtime, on its own, before main.
+            let prog = marker_program(&marker);
+            let mut alone = Command::new(&prog[0]);
+            alone.args(&prog[1..]).env("LD_PRELOAD", lib()).env("GASAN_OPTIONS", format!("suppressions={}", quote(&path.display().to_string())));
+            let out = output_within(alone, 20, &format!("the runtime with suppressions={}", path.display()));
+            assert_eq!(out.status.code(), Some(2), "{}: {}", path.display(), stderr(&out));
+            assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        }
+        assert!(!marker.exists(), "{}: the program ran", path.display());
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_program_that_cannot_be_executed_is_126_and_a_missing_one_127() {
+    if !lib_exists() {
+        eprintln!("skipped: build the workspace first (libgasan_runtime.so)");
+        return;
+    }
+    let d = dir("exec");
+    let not_executable = d.join("script.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
+    for (prog, code, says) in [
+        (not_executable.display().to_string(), 126, "Permission denied"),
+        (d.display().to_string(), 126, "Permission denied"),
+        ("/nonexistent/program".to_string(), 127, "No such file or directory"),
+        ("gasan-no-such-program-on-path".to_string(), 127, "No such file or directory"),
+    ] {
+        let out = gasan_run().args(["--", &prog]).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{prog}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("cannot run program '{prog}': {says}")), "{}", stderr(&out));
+        // The shell's own statuses for the same programs.
+        let sh = Command::new("/bin/sh").args(["-c", "exec \"$0\"", &prog]).output().unwrap();
+        assert_eq!(sh.status.code(), Some(code), "sh exec {prog}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn help_fits_a_screen_with_the_common_options_first_and_the_exit_statuses() {
+    let out = gasan_run().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = help.lines().collect();
+    assert!(lines.len() <= 40, "{} lines:\n{help}", lines.len());
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "lines wider than 100 columns:\n{help}");
+    // The first options listed are the most used, in this order.
+    let listed: Vec<&str> = lines.iter().filter_map(|l| l.trim_start().strip_prefix("--")).map(|l| l.split([' ', '<']).next().unwrap()).collect();
+    assert_eq!(&listed[..4], ["log-path", "halt-on-error", "report-format", "suppressions"], "{help}");
+    for want in ["--help-options", "2: options refused", "126: the program cannot be executed", "127: no such program"] {
+        assert!(help.contains(want), "{want} missing:\n{help}");
+    }
+    // -h is the same screen.
+    assert_eq!(String::from_utf8_lossy(&gasan_run().arg("-h").output().unwrap().stdout), help);
+}
+
+#[test]
+fn number_errors_name_the_allowed_values_not_the_type() {
+    for (name, bad, allowed) in [
+        ("exitcode", "abc", "allowed: 1..=255"),
+        ("exitcode", "99999999999", "allowed: 1..=255"),
+        ("min_redzone", "1e3", "allowed: power of two, 256..=65536"),
+        ("malloc_context_size", "-1", "allowed: 0..=256"),
+        ("tags", "four", "allowed: 0, 1, 2, 4, 8, 16, 32 or 64"),
+        ("pool_size", "1G", "allowed: 1..=18446744073709551615, or empty for the default"),
+        ("verbosity", "loud", "allowed: 0..=4294967295"),
+    ] {
+        let flag = format!("--{}", name.replace('_', "-"));
+        for out in [gasan_run().args([&flag, bad, "--", "/bin/true"]).output().unwrap(), gasan_run().args(["--", "/bin/true"]).env("GASAN_OPTIONS", format!("{name}={bad}")).output().unwrap()] {
+            assert_eq!(out.status.code(), Some(2), "{name}={bad}");
+            let err = stderr(&out);
+            assert!(err.contains(&format!("bad value '{bad}' for option '{name}': expected a whole number; {allowed}")), "{err}");
+            assert!(!err.contains("2147483647") && !err.contains("-2147483648"), "the type's range: {err}");
+        }
+    }
 }

@@ -117,3 +117,28 @@ fn uninstrumented_fault_with_an_address_is_attributed_through_the_allocator() {
     assert!(format_text(&r).contains("CUDA error 700 reported by cuCtxSynchronize"));
     assert!(serde_json::from_str::<serde_json::Value>(&format_json(&r)).unwrap()["address"].is_null());
 }
+
+#[test]
+fn a_report_the_log_cannot_take_goes_to_stderr_with_the_reason() {
+    use gasan_runtime::report::{deliver, Delivered};
+    let text = format_text(&device_report(AddrKind::OverflowRight { distance: 64 }, true, 0x1000_0020_1040));
+    // /proc passes root's access(W_OK) at start-up but takes no new file; a directory that went away.
+    for log in ["/proc/gasan-report", "/nonexistent-gasan-dir/report"] {
+        let mut stderr = Vec::new();
+        assert_eq!(deliver(Some(std::path::Path::new(log)), 4242, &text, &mut stderr), Delivered::StderrInstead, "{log}");
+        let said = String::from_utf8(stderr).unwrap();
+        let (why, report) = said.split_once('\n').unwrap();
+        assert!(why.starts_with(&format!("==gasan== cannot write the report to {log}.4242 (log_path): ")) && why.ends_with("; it follows here"), "{why}");
+        assert_eq!(report, text, "the whole report follows");
+    }
+    // A writable log takes it, and stderr stays quiet; no log path: stderr.
+    let dir = std::env::temp_dir().join(format!("gasan-report-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut stderr = Vec::new();
+    assert_eq!(deliver(Some(&dir.join("r")), 7, &text, &mut stderr), Delivered::Log);
+    assert!(stderr.is_empty());
+    assert_eq!(std::fs::read_to_string(dir.join("r.7")).unwrap(), text);
+    assert_eq!(deliver(None, 7, &text, &mut stderr), Delivered::Stderr);
+    assert_eq!(String::from_utf8(stderr).unwrap(), text);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,9 @@
 //!
 //! `--cache-list` / `--cache-clear` (instead of a program) show or empty the checked-module cache
 //! that the same options name (`--cache-dir`, `--cache-size-mb`).
+//!
+//! `--help` fits a screen: the most used options ([`COMMON`]), the exit statuses, and a pointer to
+//! `--help-options`, which prints every option with its full help.
 
 #[path = "launcher/frameworks.rs"]
 mod frameworks;
@@ -24,30 +27,78 @@ use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
+/// The options `--help` shows, most used first, each with a help line that fits a screen's width;
+/// `--help-options` prints every option with its full help.
+const COMMON: &[(&str, &str)] = &[
+    ("log_path", "Write reports to PATH.<pid> instead of stderr"),
+    ("halt_on_error", "1: stop at the first error; 0: report and continue"),
+    ("report_format", "text (ASan-style) or json (one object per line)"),
+    ("suppressions", "File of reports not to print (kernel:, src:, call: lines)"),
+    ("detect_leaks", "1: report device allocations still live at exit"),
+    ("exitcode", "Exit status of the program after an error report"),
+    ("print_limit", "Recover mode: stop after N reports (0: no limit)"),
+    ("outside_checks", "1: also check registered and driver-made host memory"),
+    ("instrument", "0: allocation checks only (kernels left unchecked)"),
+    ("verbosity", "1: summary at exit; 2: every intercepted call"),
+    ("cache_dir", "Directory of the checked-module cache"),
+];
+
+/// The launcher's exit statuses, for `--help` (shells' 126/127 for a program that cannot run).
+const EXIT_STATUSES: &str = "Exit status: the program's own; its exitcode (1) after an error report;
+  2: options refused (the program did not start); 126: the program cannot be executed;
+  127: no such program.";
+
 fn cli() -> Command {
     let mut cmd = Command::new("gasan-run")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Run a CUDA program under gasan, the GPU AddressSanitizer")
         .override_usage("gasan-run [OPTIONS] [--] PROGRAM [ARGS]...\n       gasan-run [OPTIONS] --cache-list | --cache-clear")
-        .after_help(
-            "Every option may also be given in GASAN_OPTIONS=name=value:name=value, by the names above \
-             with '_' for '-' (flags win). Quote values that hold ':' or spaces: log_path=\"/x/a b:c\".\n\
-             Bad options are refused, by name, with exit status 2 before the program starts.",
-        );
-    for o in TABLE {
+        .after_help(format!(
+            "Options may also be given in GASAN_OPTIONS=name=value:name=value, by their names with '_'
+for '-' (flags win); quote values that hold ':' or spaces: log_path=\"/x/a b:c\". Bad options
+are refused, by name, with exit status 2 before the program starts.
+{} more options (pools, redzones, caching, PTX checks): gasan-run --help-options
+
+{EXIT_STATUSES}",
+            TABLE.len() - COMMON.len()
+        ));
+    // The common options first, in COMMON's order; the rest are hidden from --help.
+    let rank = |name: &str| COMMON.iter().position(|(n, _)| *n == name);
+    let mut rows: Vec<_> = TABLE.iter().collect();
+    rows.sort_by_key(|o| rank(o.name).unwrap_or(usize::MAX));
+    for o in rows {
         // clap keeps flag names for the life of the program.
         let long: &'static str = Box::leak(o.flag().into_boxed_str());
-        cmd = cmd.arg(Arg::new(o.name).long(long).value_name(o.shape).help(o.help_line()).action(ArgAction::Set));
+        let arg = Arg::new(o.name).long(long).value_name(o.shape).action(ArgAction::Set).allow_negative_numbers(true);
+        cmd = cmd.arg(match rank(o.name) {
+            Some(i) => {
+                let d = (o.default)();
+                arg.help(if d.is_empty() { COMMON[i].1.to_string() } else { format!("{} [default: {d}]", COMMON[i].1) })
+            }
+            None => arg.help(o.help_line()).hide(true),
+        });
     }
-    cmd.arg(
-        Arg::new("cache_list")
-            .long("cache-list")
-            .action(ArgAction::SetTrue)
-            .help("List the cache's entries (kind, size, last use) and totals, then exit")
-            .conflicts_with_all(["program", "cache_clear"]),
-    )
-    .arg(Arg::new("cache_clear").long("cache-clear").action(ArgAction::SetTrue).help("Remove gasan's entries from the cache (other files stay), then exit").conflicts_with("program"))
-    .arg(Arg::new("program").value_name("PROGRAM").help("The program and its arguments").required_unless_present_any(["cache_list", "cache_clear"]).num_args(1..).trailing_var_arg(true))
+    cmd.arg(Arg::new("cache_list").long("cache-list").action(ArgAction::SetTrue).help("List the cache's entries and totals, then exit").conflicts_with_all(["program", "cache_clear"]))
+        .arg(Arg::new("cache_clear").long("cache-clear").action(ArgAction::SetTrue).help("Remove gasan's entries from the cache, then exit").conflicts_with("program"))
+        .arg(Arg::new("help_options").long("help-options").action(ArgAction::SetTrue).help("Print every option with its full description, then exit"))
+        .arg(
+            Arg::new("program")
+                .value_name("PROGRAM")
+                .help("The program and its arguments")
+                .required_unless_present_any(["cache_list", "cache_clear", "help_options"])
+                .num_args(1..)
+                .trailing_var_arg(true),
+        )
+}
+
+/// `--help-options`: every option, in table order, with its full help line (help text, allowed
+/// values, default), one line each.
+fn options_help() -> String {
+    let mut s = String::from("Every option, as a flag and as a GASAN_OPTIONS name (the flag's name with '_' for '-'):\n\n");
+    for o in TABLE {
+        s += &format!("  --{} <{}>  {}\n", o.flag(), o.shape, o.help_line());
+    }
+    s + "\n" + EXIT_STATUSES + "\n"
 }
 
 /// `--cache-list` / `--cache-clear`: the cache the options name.
@@ -129,6 +180,10 @@ enum Outcome {
 }
 
 fn run(m: ArgMatches) -> Result<Outcome, String> {
+    if m.get_flag("help_options") {
+        print!("{}", options_help());
+        return Ok(Outcome::Done);
+    }
     let opts = options(&m)?;
     if m.get_flag("cache_list") || m.get_flag("cache_clear") {
         cache_action(&opts, m.get_flag("cache_clear"))?;
@@ -160,7 +215,8 @@ fn main() -> ExitCode {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::ExecFailed(prog, exec_err)) => {
             eprintln!("gasan-run: cannot run program '{prog}': {}", os_error_text(&exec_err));
-            ExitCode::from(127)
+            // As shells do: 127 when there is no such program, 126 when it cannot be executed.
+            ExitCode::from(if exec_err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
         }
         Err(e) => {
             eprintln!("gasan-run: error: {e}");

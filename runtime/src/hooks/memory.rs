@@ -1,0 +1,331 @@
+//! Allocation and frees: device memory from the pool; managed and pinned host memory from the pool or
+//! tracked; pointer queries answered for pool blocks.
+
+use super::*;
+
+fn stream_of(s: CUstream) -> Option<Stream> {
+    Some(Stream(s as usize))
+}
+
+fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+    let s = state();
+    let Some(d) = s.device() else { return real() };
+    if dptr.is_null() || size == 0 {
+        return real();
+    }
+    if d.multi_gpu && crate::state::current_device() != Some(d.device) {
+        // The pool lives on the first GPU the program used; another GPU's memory must stay on that
+        // GPU, so it passes through (unchecked, tracked) rather than coming from the pool.
+        let r = real();
+        if r == CUDA_SUCCESS {
+            // SAFETY: the driver just wrote the allocation's address.
+            s.foreign_insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
+            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (pool on device {})", crate::state::current_device(), d.device));
+        }
+        return r;
+    }
+    match d.alloc.alloc(size as u64, stream) {
+        Ok(p) => {
+            // SAFETY: the caller's out-pointer.
+            unsafe { *dptr = p };
+            CUDA_SUCCESS
+        }
+        Err(e) => {
+            crate::state::log(1, || format!("allocation of {size} bytes failed: {e}"));
+            CUDA_ERROR_OUT_OF_MEMORY
+        }
+    }
+}
+
+/// A managed or pinned host allocation from the pool (host memory that the CPU and kernels share
+/// at one address, checked like device memory), or the driver's (tracked, checked by host calls
+/// only) when `enabled` is off, the request is not one the pool serves (`valid`: pointer, size and
+/// flags; the driver then answers, errors included), on a GPU other than the pool's, or when the
+/// pool cannot hold it.
+fn alloc_host_memory(
+    out: *mut u64,
+    size: usize,
+    kind: ForeignKind,
+    enabled: bool,
+    valid: bool,
+    alloc: impl FnOnce(&crate::allocator::Allocator) -> Result<u64, crate::allocator::AllocError>,
+    real: impl FnOnce() -> CuResult,
+) -> CuResult {
+    let s = state();
+    let Some(d) = s.device().filter(|d| enabled && valid && !out.is_null() && size > 0 && !(d.multi_gpu && crate::state::current_device() != Some(d.device))) else {
+        return track(real(), out, size, kind);
+    };
+    match alloc(&d.alloc) {
+        Ok(p) => {
+            // SAFETY: the caller's out-pointer (checked non-null above).
+            unsafe { *out = p };
+            CUDA_SUCCESS
+        }
+        Err(e) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| eprintln!("==gasan== a {kind:?} allocation of {size} bytes could not come from the pool ({e}); memory from the driver is not checked in kernels"));
+            track(real(), out, size, kind)
+        }
+    }
+}
+
+/// `cuMemAllocManaged` (`cudaMallocManaged`): see [`alloc_host_memory`]; `managed_memory=0` leaves it
+/// to the driver.
+fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+    use cudarc::driver::sys::CUmemAttach_flags::{CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST};
+    let valid = flags == CU_MEM_ATTACH_GLOBAL as u32 || flags == CU_MEM_ATTACH_HOST as u32;
+    alloc_host_memory(dptr, size, ForeignKind::Managed, state().opts.managed_memory, valid, |a| a.alloc_managed(size as u64), real)
+}
+
+/// Flags each pinned host block of the pool was allocated with (`cuMemHostGetFlags`).
+fn host_flags() -> &'static std::sync::Mutex<std::collections::HashMap<u64, u32>> {
+    static FLAGS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, u32>>> = std::sync::OnceLock::new();
+    FLAGS.get_or_init(Default::default)
+}
+
+/// `cuMemHostAlloc` / `cuMemAllocHost` (`cudaHostAlloc`, `cudaMallocHost`): see
+/// [`alloc_host_memory`]; `host_memory=0` leaves them to the driver.
+fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+    use cudarc::driver::sys::{CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
+    let valid = flags & !(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED) == 0;
+    let alloc = |a: &crate::allocator::Allocator| {
+        let p = a.alloc_in(size as u64, None, Memory::Host)?;
+        host_flags().lock().unwrap_or_else(|e| e.into_inner()).insert(p, flags);
+        Ok(p)
+    };
+    alloc_host_memory(pp.cast(), size, ForeignKind::HostAlloc, state().opts.host_memory, valid, alloc, real)
+}
+
+/// The pool's pinned host block starting at `p`, if it is one.
+fn pool_host_block(p: u64) -> Option<(u64, u64)> {
+    state().device()?.alloc.host_block_containing(p)
+}
+
+/// A prefetch, advice or stream attachment of `[ptr, ptr+len)`: answered with success when the
+/// range lies in one managed block of the pool (its memory is where both processors reach it,
+/// so there is nothing to move), else by the driver.
+fn managed_hint(ptr: Dptr, len: usize, real: impl FnOnce() -> CuResult) -> CuResult {
+    match state().device() {
+        Some(d) if d.alloc.managed_block(ptr, len.max(1) as u64).is_some() => CUDA_SUCCESS,
+        _ => real(),
+    }
+}
+
+/// A prefetch: a managed pool block moves to where it is sent ([`crate::managed`]); any other
+/// range is the driver's.
+fn prefetch(ptr: Dptr, len: usize, to_device: bool, real: impl FnOnce() -> CuResult) -> CuResult {
+    crate::managed::prefetch(ptr, len as u64, to_device).unwrap_or_else(real)
+}
+
+/// Whether a `CUmemLocation` passed by value (`type` in the low 32 bits) names a device.
+fn to_device(location: u64) -> bool {
+    const CU_MEM_LOCATION_TYPE_DEVICE: u64 = cudarc::driver::sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as u64;
+    location & 0xffff_ffff == CU_MEM_LOCATION_TYPE_DEVICE
+}
+
+/// The driver's answer for pointer attributes, corrected for pool blocks: a managed block reads
+/// as managed device memory at its own address, and any block's range is the allocation, not
+/// the chunk mapping behind it. `block` is the live pool block holding `ptr` (looked up once per
+/// call, however many attributes it asks for).
+///
+/// # Safety
+/// `data` is valid for writes of attribute `attr`'s type (the caller's contract).
+unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: Option<crate::allocator::LiveBlock>) {
+    use cudarc::driver::sys::{CUmemorytype, CUpointer_attribute as A};
+    const MEMORY_TYPE: u32 = A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as u32;
+    const DEVICE_POINTER: u32 = A::CU_POINTER_ATTRIBUTE_DEVICE_POINTER as u32;
+    const HOST_POINTER: u32 = A::CU_POINTER_ATTRIBUTE_HOST_POINTER as u32;
+    const IS_MANAGED: u32 = A::CU_POINTER_ATTRIBUTE_IS_MANAGED as u32;
+    const RANGE_START_ADDR: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as u32;
+    const RANGE_SIZE: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_SIZE as u32;
+    const CU_MEMORYTYPE_DEVICE: u32 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
+    let Some(b) = block.filter(|_| !data.is_null()) else { return };
+    // SAFETY: `data` holds the attribute's type: an unsigned int (memory type, is-managed), a
+    // pointer-sized address (pointers, range start) or a size_t (range size).
+    unsafe {
+        match attr {
+            RANGE_START_ADDR => *data.cast::<u64>() = b.start,
+            RANGE_SIZE => *data.cast::<usize>() = b.size as usize,
+            MEMORY_TYPE if b.managed => *data.cast::<u32>() = CU_MEMORYTYPE_DEVICE,
+            IS_MANAGED if b.managed => *data.cast::<u32>() = 1,
+            DEVICE_POINTER | HOST_POINTER if b.managed => *data.cast::<u64>() = ptr,
+            _ => {}
+        }
+    }
+}
+
+/// The live pool block holding `ptr`, for [`fix_pointer_attribute`] (none outside the pool).
+fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
+    state().device().filter(|d| d.alloc.owns(ptr))?.alloc.live_block(ptr)
+}
+
+/// Records a successful managed / host allocation whose address the driver wrote to `out`.
+fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResult {
+    if r == CUDA_SUCCESS && !out.is_null() {
+        // SAFETY: the driver just wrote the allocation's address there.
+        state().foreign_insert(unsafe { *out }, size as u64, kind);
+    }
+    r
+}
+
+fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+    let by = if call == "cuMemFreeHost" { FreeCall::PinnedHost } else { FreeCall::Device };
+    let s = state();
+    let Some(d) = s.device() else { return real() };
+    if ptr == 0 {
+        return CUDA_SUCCESS;
+    }
+    if stream.is_none() && d.alloc.owns(ptr) {
+        // cuMemFree waits for the device's outstanding work (work on non-blocking streams
+        // included) before the memory goes: poisoning or unmapping it earlier would fault or
+        // report kernels that still use it legally. A sticky error from that work is returned
+        // the way the driver returns it; others (a stream being captured cannot be waited for)
+        // leave the free to go ahead, ordered by the legacy stream as before.
+        let r = crate::driver::api::cuCtxSynchronize();
+        if is_sticky(r) {
+            return r;
+        }
+    }
+    match d.alloc.free_by(ptr, stream, by) {
+        Ok(()) => CUDA_SUCCESS,
+        // The driver refuses the other kind's call too (cudaFree of pinned host memory,
+        // cudaFreeHost of device or managed memory), silently: so does gasan.
+        Err(FreeError::WrongCall { .. }) => INVALID,
+        // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.
+        Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => {
+            s.foreign_remove(ptr);
+            CUDA_SUCCESS
+        }
+        Err(err) => {
+            s.host_error(Report::Free { call: call.to_string(), err, stack: HostStack::capture(s.opts.malloc_context_size) });
+            crate::driver::CUDA_ERROR_INVALID_VALUE
+        }
+    }
+}
+
+hooks! {
+    real;
+    // ---- allocation ----
+    cuMemAlloc_v2(dptr: *mut Dptr, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
+    cuMemAllocAsync | cuMemAllocAsync_ptsz (dptr: *mut Dptr, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocFromPoolAsync | cuMemAllocFromPoolAsync_ptsz (dptr: *mut Dptr, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocPitch_v2(dptr: *mut Dptr, pitch: *mut usize, width: usize, height: usize, elem: u32) {
+        if pitch.is_null() || width == 0 || height == 0 {
+            return real(dptr, pitch, width, height, elem);
+        }
+        // cudaMallocPitch rows are 512-byte aligned on current GPUs.
+        let p = width.div_ceil(512) * 512;
+        let r = do_alloc(dptr, p * height, None, || real(dptr, pitch, width, height, elem));
+        if r == CUDA_SUCCESS {
+            if let Some(d) = state().device() {
+                // SAFETY: `pitch` is the caller's out-pointer (non-null, checked above), valid for
+                // writes under cuMemAllocPitch's contract.
+                unsafe { *pitch = p };
+                // The padding of every row is poisoned (a pool block: not one passed through).
+                // SAFETY: the allocation succeeded, so `dptr` (the caller's out-pointer) is
+                // non-null and do_alloc or the driver just wrote the block's address there.
+                let ptr = unsafe { *dptr };
+                if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
+                    crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
+                }
+            }
+        }
+        r
+    }
+    // Managed and host memory: the driver's, tracked in the side table.
+    cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
+    // Hints about managed memory: the pool's managed blocks need none (`location`: a
+    // CUmemLocation, two ints, passed by value in one register).
+    // CUDA 12's prototypes, which cuda.h 13.0 replaced by the _v2 ones (still exported).
+    #[legacy] cuMemPrefetchAsync | cuMemPrefetchAsync_ptsz (ptr: Dptr, len: usize, device: i32, stream: CUstream) { prefetch(ptr, len, device >= 0, || real(ptr, len, device, stream)) }
+    cuMemPrefetchAsync_v2 | cuMemPrefetchAsync_v2_ptsz (ptr: Dptr, len: usize, location: u64, flags: u32, stream: CUstream) { prefetch(ptr, len, to_device(location), || real(ptr, len, location, flags, stream)) }
+    #[legacy] cuMemAdvise(ptr: Dptr, len: usize, advice: u32, device: i32) { managed_hint(ptr, len, || real(ptr, len, advice, device)) }
+    cuMemAdvise_v2(ptr: Dptr, len: usize, advice: u32, location: u64) { managed_hint(ptr, len, || real(ptr, len, advice, location)) }
+    cuStreamAttachMemAsync | cuStreamAttachMemAsync_ptsz (stream: CUstream, ptr: Dptr, len: usize, flags: u32) { managed_hint(ptr, len, || real(stream, ptr, len, flags)) }
+    cuPointerGetAttribute(data: *mut c_void, attr: u32, ptr: Dptr) {
+        let r = real(data, attr, ptr);
+        // SAFETY: the caller's out-pointer for `attr`.
+        if r == CUDA_SUCCESS { unsafe { fix_pointer_attribute(attr, data, ptr, pool_block(ptr)) } }
+        r
+    }
+    cuPointerGetAttributes(count: u32, attrs: *mut u32, data: *mut *mut c_void, ptr: Dptr) {
+        let r = real(count, attrs, data, ptr);
+        if r == CUDA_SUCCESS && !attrs.is_null() && !data.is_null() {
+            let block = pool_block(ptr);
+            for i in 0..count as usize {
+                // SAFETY: `attrs` and `data` hold `count` entries, each `data[i]` the caller's
+                // out-pointer for `attrs[i]` (the driver just filled them).
+                unsafe { fix_pointer_attribute(*attrs.add(i), *data.add(i), ptr, block) }
+            }
+        }
+        r
+    }
+    cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { alloc_host(pp, size, flags, || real(pp, size, flags)) }
+    cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { alloc_host(pp, size, 0, || real(pp, size)) }
+    cuMemHostGetDevicePointer_v2(pdptr: *mut Dptr, p: *mut c_void, flags: u32) {
+        match pool_host_block(p as u64) {
+            // Mapped for the device at its own address.
+            Some(_) if !pdptr.is_null() && flags == 0 => {
+                // SAFETY: the caller's out-pointer.
+                unsafe { *pdptr = p as Dptr };
+                CUDA_SUCCESS
+            }
+            Some(_) => INVALID,
+            None => real(pdptr, p, flags),
+        }
+    }
+    cuMemHostGetFlags(pflags: *mut u32, p: *mut c_void) {
+        match pool_host_block(p as u64) {
+            Some((start, _)) if !pflags.is_null() => {
+                // Every pool host block is mapped for the device.
+                let f = host_flags().lock().unwrap_or_else(|e| e.into_inner()).get(&start).copied().unwrap_or(0) | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
+                // SAFETY: the caller's out-pointer.
+                unsafe { *pflags = f };
+                CUDA_SUCCESS
+            }
+            Some(_) => INVALID,
+            None => real(pflags, p),
+        }
+    }
+    cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: u32) {
+        let r = real(p, size, flags);
+        if r == CUDA_SUCCESS {
+            let s = state();
+            s.foreign_insert(p as u64, size as u64, ForeignKind::HostRegistered);
+            if !s.opts.outside_checks {
+                static NOTED: std::sync::Once = std::sync::Once::new();
+                NOTED.call_once(|| eprintln!("==gasan== the program registers host memory (cudaHostRegister): host API calls check it; kernels' accesses to it are checked with outside_checks=1 (--outside-checks 1)"));
+            }
+        }
+        r
+    }
+    cuMemFreeHost(p: *mut c_void) {
+        if state().device().is_some_and(|d| d.alloc.owns(p as u64)) {
+            let r = do_free("cuMemFreeHost", p as u64, None, || real(p));
+            if r == CUDA_SUCCESS {
+                host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
+            }
+            return r;
+        }
+        state().foreign_remove(p as u64);
+        real(p)
+    }
+    cuMemHostUnregister(p: *mut c_void) {
+        let r = real(p);
+        if r == CUDA_SUCCESS { state().foreign_remove(p as u64); }
+        r
+    }
+    cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
+    cuMemFreeAsync | cuMemFreeAsync_ptsz (ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
+    cuMemGetAddressRange_v2(base: *mut Dptr, size: *mut usize, ptr: Dptr) {
+        if let Some((b, n)) = state().device().and_then(|d| d.alloc.allocation_containing(ptr)) {
+            // SAFETY: caller's out-pointers (either may be null).
+            unsafe {
+                if !base.is_null() { *base = b; }
+                if !size.is_null() { *size = n as usize; }
+            }
+            return CUDA_SUCCESS;
+        }
+        real(base, size, ptr)
+    }
+}
