@@ -131,6 +131,10 @@ pub struct FunctionStats {
     pub skipped: BTreeMap<String, u32>,
     /// Memory-like statements not understood (left alone).
     pub unknown: u32,
+    /// Shared- and local-space accesses found (spaces.rs): checked, eliminated or neither (an
+    /// address whose variable is not known).
+    #[serde(default)]
+    pub space_found: u32,
     /// Shared/local checks emitted (spaces.rs).
     #[serde(default)]
     pub space_checked: u32,
@@ -155,6 +159,7 @@ impl Stats {
             t.checked += f.checked;
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
+            t.space_found += f.space_found;
             t.space_checked += f.space_checked;
             t.space_eliminated += f.space_eliminated;
             for (k, v) in f.skipped {
@@ -173,6 +178,7 @@ impl Stats {
             t.checked += f.checked;
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
+            t.space_found += f.space_found;
             t.space_checked += f.space_checked;
             t.space_eliminated += f.space_eliminated;
             for (k, v) in &f.skipped {
@@ -197,7 +203,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 65;
+pub const REVISION: u32 = 66;
 
 /// Instruments a PTX module.
 ///
@@ -1425,6 +1431,11 @@ impl<'a> Rewriter<'a> {
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
             stmts.iter().enumerate().map(|(j, st)| self.space_check(plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
+        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, &f.spaces).is_some()).count() as u32;
+        if found > 0 {
+            let stats = if plans.module.copies.contains(&i) { &mut self.copy_stats } else { &mut self.stats };
+            stats.functions.entry(f.name.clone()).or_default().space_found += found;
+        }
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = plans.coalescing;
         // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
