@@ -203,7 +203,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 66;
+pub const REVISION: u32 = 67;
 
 /// Instruments a PTX module.
 ///
@@ -990,7 +990,7 @@ impl<'a> Rewriter<'a> {
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
-        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
+        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds, outside: self.opts.outside_checks }, self.opts.scale, emit::publish_for(&self.header)));
         // Read on this thread whatever the thread count: reading a line costs little more than
         // writing it, so lines read on other threads cost as much again to move into the one
         // vector every pass indexes (a piece a thread was slower than one thread reading all).
