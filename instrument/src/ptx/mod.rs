@@ -40,6 +40,7 @@ mod thread_ranges;
 pub use access::SkipReason;
 pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
+pub use spaces::NO_FRAME as FRAMELESS_KERNEL_VARIABLE;
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified, Instr};
@@ -203,7 +204,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 67;
+pub const REVISION: u32 = 68;
 
 /// Instruments a PTX module.
 ///
@@ -1620,6 +1621,8 @@ impl<'a> Rewriter<'a> {
             _ if self.counting => String::new(),
             // A called function's check against its callers' top (frames.rs).
             _ if c.var == frames::TOP_PARAM => "the end of the callers' frames".to_string(),
+            // A frameless kernel's check (spaces.rs).
+            _ if c.var == spaces::NO_FRAME => "the frames of returned callees".to_string(),
             Some(d) => d.clone(),
             None => {
                 // Only Itanium names: a plain `d` would demangle as the type `double`.

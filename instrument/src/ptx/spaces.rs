@@ -93,6 +93,8 @@ pub(super) struct FnSpaces {
     /// A called function given the top of its callers' live frames (frames.rs,
     /// [`super::frames::TOP_PARAM`]).
     top_param: bool,
+    /// It calls a function (whose frame, once returned, is dead local memory it may point into).
+    calls: bool,
 }
 
 /// The module's shared/local variables and, per function name, its register provenance.
@@ -258,6 +260,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         if matches!(ins.opcode.op, Op::Alloca | Op::StackRestore) {
             f.dynamic_stack = true;
         }
+        f.calls |= ins.opcode.op == Op::Call;
         // (Its destinations go straight in: no vector of them per instruction.)
         let (k, before) = (instrs.len(), defs.len());
         defs.extend(ins.dests().map(|d| (d, k)));
@@ -581,6 +584,9 @@ pub(super) enum Base {
     /// An untraced local-window (`false`) or generic (`true`) address in a kernel, tested against
     /// the kernel's own frame (use after return).
     OutsideFrame(String, bool),
+    /// An untraced local-window (`false`) or generic (`true`) address in a kernel without a frame
+    /// of its own: every local address is a returned callee's (dead) frame.
+    NoFrame(String, bool),
     /// An untraced local-window (`false`) or generic (`true`) address in a called function,
     /// tested against the top of its callers' live frames (frames.rs); with the function's own
     /// frame as the check's variable, the frame is allowed too.
@@ -725,10 +731,38 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                         _ => None,
                     }
                 }
-                _ if f.entry => {
-                    let (depot, size) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
+                _ if f.entry && !f.dynamic_stack => {
                     let generic = untraced_local()?;
-                    Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes, width_reg: None })
+                    match &f.depot {
+                        Some((depot, size)) => Some(SpaceCheck {
+                            space: MemorySpace::LocalOutOfScope,
+                            var: depot.clone(),
+                            size: Some(*size),
+                            base: Base::OutsideFrame(r, generic),
+                            offset,
+                            width,
+                            kind,
+                            lanes,
+                            width_reg: None,
+                        }),
+                        // A kernel without a frame (nvcc removed its arrays) has no live local
+                        // memory: every local address it uses lies in a returned callee's frame,
+                        // unless the module declares named local variables (not frames) it may
+                        // have reached untraced. (Size 0: every access is past it. A kernel that
+                        // calls nothing has no local address to use.)
+                        None if f.calls && !m.vars.iter().any(|(name, v)| v.space == MemorySpace::Local && !name.starts_with("__local_depot")) => Some(SpaceCheck {
+                            space: MemorySpace::LocalDeadFrame,
+                            var: NO_FRAME.to_string(),
+                            size: Some(0),
+                            base: Base::NoFrame(r, generic),
+                            offset,
+                            width,
+                            kind,
+                            lanes,
+                            width_reg: None,
+                        }),
+                        None => None,
+                    }
                 }
                 // A called function: nothing it did not compute from its own frame may lie at or past
                 // its callers' top, outside its own frame; nothing computed from its parameters may
@@ -751,6 +785,10 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
     }
 }
 
+/// The variable a frameless kernel's local check names (sites name a variable): no symbol of
+/// the module, the frames of the callees it called.
+pub const NO_FRAME: &str = "__gasan_returned_frames";
+
 /// The per-function block that reports a failed shared/local check (halt mode,
 /// [`super::emit::ReportBlock::Space`]): `LAST_ADDR` holds the offset from the variable, `LAST_SITE`
 /// the packed site. Shadow byte 0.
@@ -760,7 +798,7 @@ pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 fn offset_bits(c: &SpaceCheck) -> u32 {
     match &c.base {
         Base::Window(_, bits) => *bits,
-        Base::Generic(_) | Base::OutsideFrame(..) => 64,
+        Base::Generic(_) | Base::OutsideFrame(..) | Base::NoFrame(..) => 64,
         // Local-window addresses are 32 bits (ld.local uses no more), so the offset from the top
         // is taken in 32 bits when the immediates fit (64-bit arithmetic cost ptxas 2 more
         // instructions and registers a check).
@@ -804,6 +842,14 @@ fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
             ln!(v; "mov.u64 %gso1, ", c.var, ";");
             v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
+        Base::NoFrame(r, generic) => {
+            // The offset reported is the window address itself.
+            if *generic {
+                ln!(v; "cvta.to.local.u64 %gso0, ", r, ";");
+            } else {
+                ln!(v; "mov.b64 %gso0, ", r, ";");
+            }
+        }
         Base::PastTop(r, generic) if bits == 32 => {
             // The low halves of the window address and of the top (`%gsot`: 64-bit scratch).
             v.text(".reg .b64 %gsot;");
@@ -837,7 +883,7 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     let bits = offset_bits(c);
     ln!(v; ".reg .b", bits, " %gso<3>;");
     v.texts(&[".reg .b32 %gsw<2>;", ".reg .pred %gsq<3>;"]);
-    if let Base::OutsideFrame(r, true) | Base::PastTop(r, true) = &c.base {
+    if let Base::OutsideFrame(r, true) | Base::NoFrame(r, true) | Base::PastTop(r, true) = &c.base {
         // Only generic addresses in the local window are frame addresses.
         ln!(v; "isspacep.local %gsq1, ", r, ";");
     }
@@ -847,7 +893,7 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     } else {
         bounds_test(v, c, bits);
     }
-    if let Base::OutsideFrame(_, true) | Base::PastTop(_, true) = &c.base {
+    if let Base::OutsideFrame(_, true) | Base::NoFrame(_, true) | Base::PastTop(_, true) = &c.base {
         // Generic addresses outside the local window are not the frame's business.
         v.text("and.pred %gsq0, %gsq0, %gsq1;");
     }
