@@ -869,8 +869,8 @@ fn mixed_loops_sweep_their_slab_ranges() {
 /// bounds), run by the interpreter from a chosen address and lane, is bad exactly when a lane that
 /// supplies an address reaches outside the variable.
 mod space_checks {
+    use super::super::access::split_instr;
     use super::{Flow, Machine};
-    use crate::ptx::access::split_instr;
     use crate::ptx::bodies::Bodies;
     use crate::ptx::spaces::{analyze, check_body_lines, plan};
     use crate::ptx::Line;

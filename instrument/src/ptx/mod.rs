@@ -18,7 +18,6 @@
 //! before the block's first access, or pipelined one iteration ahead in single-block loops
 //! (prefetch.rs). A failed batch rechecks its members to report the right one.
 
-mod access;
 mod bodies;
 mod bounds;
 mod branches;
@@ -26,11 +25,11 @@ mod coalesce;
 mod emit;
 mod frames;
 mod heap;
-mod labels;
+mod ir;
+use ir::{access, labels, opcode};
 mod loops;
 #[cfg(test)]
 mod loops_sim;
-mod opcode;
 mod outside;
 mod prefetch;
 mod sites;
