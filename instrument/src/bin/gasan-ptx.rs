@@ -132,10 +132,23 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Stats { input, scale, no_opt } => {
             let opts = InstrumentOptions { scale: Scale::from_shift(scale).expect("clap range"), optimize: !no_opt, ..Default::default() };
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
-            println!("{:<48} {:>6} {:>8} {:>10} {:>8}  skipped", "function", "found", "checked", "eliminated", "unknown");
+            // Global (and generic) accesses, then shared/local ones (spaces.rs): found, checked,
+            // eliminated, so that accesses left with neither show.
+            println!("{:<48} {:>6} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9}  skipped", "function", "found", "checked", "eliminated", "unknown", "sl-found", "sl-check", "sl-elim");
             for (name, f) in r.stats.functions.iter().chain(std::iter::once((&"TOTAL".to_string(), &r.stats.total()))) {
                 let skipped: Vec<String> = f.skipped.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                println!("{:<48} {:>6} {:>8} {:>10} {:>8}  {}", name, f.found, f.checked, f.eliminated, f.unknown, skipped.join(" "));
+                println!(
+                    "{:<48} {:>6} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9}  {}",
+                    name,
+                    f.found,
+                    f.checked,
+                    f.eliminated,
+                    f.unknown,
+                    f.space_found,
+                    f.space_checked,
+                    f.space_eliminated,
+                    skipped.join(" ")
+                );
             }
             for (op, n) in &r.stats.unknown_opcodes {
                 println!("unknown opcode {op}: {n}");

@@ -135,8 +135,9 @@ const M: &str = super::MARKER;
 /// Which fixed block [`fixed_text`] holds.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum FixedBlock {
-    /// With `no_extent`: the zero extent entry kernel-parameter lookups read (bounds.rs).
-    Prelude { no_extent: bool },
+    /// With `no_extent`: the zero extent entry kernel-parameter lookups read (bounds.rs); with
+    /// `outside`: the outside verdict's list scan (outside.rs).
+    Prelude { no_extent: bool, outside: bool },
     /// A function's report block of this kind (with outside checks: see [`ReportBlock::shadow`]).
     Report(ReportBlock, bool),
 }
@@ -154,7 +155,13 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
         .entry((block, scale, publish))
         .or_insert_with(|| {
             match block {
-                FixedBlock::Prelude { no_extent } => prelude(scale, publish, no_extent),
+                FixedBlock::Prelude { no_extent, outside } => {
+                    let mut p = prelude(scale, publish, no_extent);
+                    if outside {
+                        super::outside::pass_function(&mut p);
+                    }
+                    p
+                }
                 FixedBlock::Report(report, outside) => fail_block(report, scale, outside, "\t", publish),
             }
             .into()

@@ -177,7 +177,7 @@ impl Machine {
             "call" => {
                 // `(ret), func, (a, b, c)`: the names inside the two parenthesized lists.
                 let groups: Vec<Vec<String>> = stmt.split('(').skip(1).map(|g| g.split(')').next().unwrap().split(',').map(|x| x.trim().to_string()).collect()).collect();
-                assert!(stmt.contains(crate::abi::RANGE_SWEEP_SYMBOL), "call of {stmt}");
+                assert!(stmt.contains(crate::abi::RANGE_SWEEP_SYMBOL) || stmt.contains(super::outside::PASS_SYMBOL), "call of {stmt}");
                 return Flow::Call(groups[0][0].clone(), groups[1].clone());
             }
             "st" if parts.contains(&"param") => {
@@ -618,6 +618,44 @@ fn sweep_call(caller: &Machine, args: &[String]) -> u64 {
     }
 }
 
+/// Runs the outside verdict's list scan (outside.rs, its PTX as the rewriter emits it) with the
+/// caller's arguments, against the caller's outside table: its result.
+fn outside_pass_call(caller: &Machine, args: &[String]) -> u64 {
+    static BODY: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let body = BODY.get_or_init(|| {
+        let mut f = String::new();
+        super::outside::pass_function(&mut f);
+        let open = f.find('{').unwrap();
+        f[open + 1..f.rfind('}').unwrap()]
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or("").trim().trim_end_matches(';').to_string())
+            .filter(|l| !(l.is_empty() || l.starts_with(".reg") || l == "{" || l == "}"))
+            .collect()
+    });
+    let mut m = Machine { outside: caller.outside.clone(), ..Default::default() };
+    for (formal, actual) in ["o_addr", "o_width", "o_table"].iter().zip(args) {
+        m.params.insert(formal.to_string(), caller.params[actual.as_str()]);
+    }
+    let labels: HashMap<&str, usize> = body.iter().enumerate().filter_map(|(i, s)| s.strip_suffix(':').map(|l| (l, i))).collect();
+    let (mut pc, mut steps) = (0, 0u64);
+    loop {
+        steps += 1;
+        assert!(steps < 10_000_000, "outside scan does not end");
+        let s = &body[pc];
+        if s.ends_with(':') {
+            pc += 1;
+            continue;
+        }
+        match m.exec(usize::MAX, s) {
+            Flow::Next => pc += 1,
+            Flow::Branch(l) => pc = labels[l.as_str()],
+            Flow::Ret => return m.params["o_r"],
+            Flow::Call(..) => panic!("call in the outside scan"),
+        }
+        assert!(pc < body.len(), "outside scan runs off its end");
+    }
+}
+
 /// `v` rounded down / up to a shadow granule.
 fn granule_down(v: u64) -> u64 {
     v & !(SCALE.granule() - 1)
@@ -831,8 +869,8 @@ fn mixed_loops_sweep_their_slab_ranges() {
 /// bounds), run by the interpreter from a chosen address and lane, is bad exactly when a lane that
 /// supplies an address reaches outside the variable.
 mod space_checks {
+    use super::super::access::split_instr;
     use super::{Flow, Machine};
-    use crate::ptx::access::split_instr;
     use crate::ptx::bodies::Bodies;
     use crate::ptx::spaces::{analyze, check_body_lines, plan};
     use crate::ptx::Line;
@@ -947,7 +985,11 @@ fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&st
             Flow::Branch(l) if !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return true,
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
             Flow::Ret => return false,
-            Flow::Call(..) => panic!("no calls in this kernel"),
+            Flow::Call(ret, args) => {
+                let pass = outside_pass_call(&m, &args);
+                m.params.insert(ret, pass);
+                pc += 1;
+            }
         }
     }
     false

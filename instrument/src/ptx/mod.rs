@@ -18,7 +18,6 @@
 //! before the block's first access, or pipelined one iteration ahead in single-block loops
 //! (prefetch.rs). A failed batch rechecks its members to report the right one.
 
-mod access;
 mod bodies;
 mod bounds;
 mod branches;
@@ -26,11 +25,11 @@ mod coalesce;
 mod emit;
 mod frames;
 mod heap;
-mod labels;
+mod ir;
+use ir::{access, labels, opcode};
 mod loops;
 #[cfg(test)]
 mod loops_sim;
-mod opcode;
 mod outside;
 mod prefetch;
 mod sites;
@@ -40,6 +39,7 @@ mod thread_ranges;
 pub use access::SkipReason;
 pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
+pub use spaces::NO_FRAME as FRAMELESS_KERNEL_VARIABLE;
 
 use crate::shadow::Scale;
 use access::{classify, split_instr, Classified, Instr};
@@ -131,6 +131,10 @@ pub struct FunctionStats {
     pub skipped: BTreeMap<String, u32>,
     /// Memory-like statements not understood (left alone).
     pub unknown: u32,
+    /// Shared- and local-space accesses found (spaces.rs): checked, eliminated or neither (an
+    /// address whose variable is not known).
+    #[serde(default)]
+    pub space_found: u32,
     /// Shared/local checks emitted (spaces.rs).
     #[serde(default)]
     pub space_checked: u32,
@@ -155,6 +159,7 @@ impl Stats {
             t.checked += f.checked;
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
+            t.space_found += f.space_found;
             t.space_checked += f.space_checked;
             t.space_eliminated += f.space_eliminated;
             for (k, v) in f.skipped {
@@ -173,6 +178,7 @@ impl Stats {
             t.checked += f.checked;
             t.eliminated += f.eliminated;
             t.unknown += f.unknown;
+            t.space_found += f.space_found;
             t.space_checked += f.space_checked;
             t.space_eliminated += f.space_eliminated;
             for (k, v) in &f.skipped {
@@ -197,7 +203,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 65;
+pub const REVISION: u32 = 68;
 
 /// Instruments a PTX module.
 ///
@@ -984,7 +990,7 @@ impl<'a> Rewriter<'a> {
         if !head.ends_with('\n') && !head.is_empty() {
             self.out.push('\n');
         }
-        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds }, self.opts.scale, emit::publish_for(&self.header)));
+        self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds, outside: self.opts.outside_checks }, self.opts.scale, emit::publish_for(&self.header)));
         // Read on this thread whatever the thread count: reading a line costs little more than
         // writing it, so lines read on other threads cost as much again to move into the one
         // vector every pass indexes (a piece a thread was slower than one thread reading all).
@@ -1425,6 +1431,11 @@ impl<'a> Rewriter<'a> {
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
             stmts.iter().enumerate().map(|(j, st)| self.space_check(plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
+        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, &f.spaces).is_some()).count() as u32;
+        if found > 0 {
+            let stats = if plans.module.copies.contains(&i) { &mut self.copy_stats } else { &mut self.stats };
+            stats.functions.entry(f.name.clone()).or_default().space_found += found;
+        }
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = plans.coalescing;
         // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
@@ -1609,6 +1620,8 @@ impl<'a> Rewriter<'a> {
             _ if self.counting => String::new(),
             // A called function's check against its callers' top (frames.rs).
             _ if c.var == frames::TOP_PARAM => "the end of the callers' frames".to_string(),
+            // A frameless kernel's check (spaces.rs).
+            _ if c.var == spaces::NO_FRAME => "the frames of returned callees".to_string(),
             Some(d) => d.clone(),
             None => {
                 // Only Itanium names: a plain `d` would demangle as the type `double`.

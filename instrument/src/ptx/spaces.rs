@@ -93,6 +93,8 @@ pub(super) struct FnSpaces {
     /// A called function given the top of its callers' live frames (frames.rs,
     /// [`super::frames::TOP_PARAM`]).
     top_param: bool,
+    /// It calls a function (whose frame, once returned, is dead local memory it may point into).
+    calls: bool,
 }
 
 /// The module's shared/local variables and, per function name, its register provenance.
@@ -230,15 +232,6 @@ fn body_lines<'l, 'a>(lines: &'l [Line<'a>], b: &Body, from: usize) -> impl Iter
     (from..=end).filter_map(move |i| lines.get(i).map(|l| (i, l)))
 }
 
-/// The meet of two provenances (`None`: no definition seen yet).
-fn meet(a: Option<Prov>, b: Prov) -> Prov {
-    match a {
-        None => b,
-        Some(a) if a == b => a,
-        _ => Prov::Unknown,
-    }
-}
-
 /// `params`: follow the function's own parameters too ([`Prov::Param`]).
 fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, SpaceVar>, params: bool) -> FnSpaces {
     let mut f = FnSpaces::default();
@@ -267,6 +260,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         if matches!(ins.opcode.op, Op::Alloca | Op::StackRestore) {
             f.dynamic_stack = true;
         }
+        f.calls |= ins.opcode.op == Op::Call;
         // (Its destinations go straight in: no vector of them per instruction.)
         let (k, before) = (instrs.len(), defs.len());
         defs.extend(ins.dests().map(|d| (d, k)));
@@ -315,41 +309,142 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
         }
     }
     let defs: Vec<(&str, &Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d)).map(|&(d, i)| (d, instrs[i])).collect();
-    // Optimistic fixed point: a register not evaluated yet is "no information" (`None`), one
-    // never defined from a variable (a special register, a parameter, plain arithmetic) is unknown.
-    let mut regs: HashMap<String, Prov> = HashMap::default();
-    for _round in 0..16 {
-        let mut next: HashMap<String, Prov> = HashMap::default();
-        for (d, ins) in &defs {
-            let lookup = |op: &str| -> Option<Prov> {
-                let op = op.trim();
-                if vars.contains_key(op) {
-                    return Some(Prov::Var { var: op.to_string(), generic: false });
+    // The provenances each register may hold, grown to a fixed point by a worklist over the one
+    // index of their definitions: a definition is evaluated again only when a register it reads
+    // gains a value. Values only grow ([`MayProv::join`]) in a lattice of height four, so each
+    // register changes at most four times and the worklist empties by construction, however long
+    // the chains of definitions are (rounds of the whole function, bounded, gave up on large CUB
+    // and Thrust kernels and kept no provenance at all).
+    let mut readers_of: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
+    for (k, (_, ins)) in defs.iter().enumerate() {
+        for op in ins.operands.iter().skip(1) {
+            let op = op.trim();
+            if tainted.contains(op) {
+                let r = readers_of.entry(op).or_default();
+                if r.last() != Some(&k) {
+                    r.push(k);
                 }
-                if op.starts_with('%') {
-                    if !tainted.contains(op) {
-                        return Some(Prov::Unknown);
-                    }
-                    return regs.get(op).cloned();
-                }
-                Some(Prov::Unknown) // an immediate
-            };
-            // No information from this definition yet: it constrains nothing this round.
-            let p = if own_param(ins) { Some(Prov::Param { generic: true }) } else { evaluate(ins, &lookup, vars) };
-            if let Some(p) = p {
-                let prev = next.remove(*d);
-                next.insert(d.to_string(), meet(prev, p));
             }
         }
-        // Values only move down (no information → a variable → unknown) unless the
-        // non-monotone `add` of two variables flips; bounded rounds then give up on the function.
-        if next == regs {
-            f.regs = regs.into_iter().filter(|(_, p)| !matches!(p, Prov::Unknown)).collect();
-            return f;
-        }
-        regs = next;
     }
+    let mut vals: FxHashMap<&str, MayProv> = FxHashMap::default();
+    let mut work: Vec<usize> = (0..defs.len()).rev().collect();
+    let mut queued = vec![true; defs.len()];
+    while let Some(k) = work.pop() {
+        queued[k] = false;
+        let (d, ins) = defs[k];
+        let got = if own_param(ins) { MayProv::of(Prov::Param { generic: true }) } else { evaluate_may(ins, &vals, &tainted, vars) };
+        let now = vals.entry(d).or_default();
+        let joined = now.join(&got);
+        if joined != *now {
+            *now = joined;
+            for &r in readers_of.get(d).into_iter().flatten() {
+                if !queued[r] {
+                    queued[r] = true;
+                    work.push(r);
+                }
+            }
+        }
+    }
+    f.regs = vals.into_iter().filter_map(|(r, v)| Some((r.to_string(), v.exact()?))).collect();
     f
+}
+
+/// The provenances a register may hold: one pointer ([`Prov::Var`] or [`Prov::Param`]) and/or
+/// other values ([`Prov::Unknown`]: anything not known to point into a variable), or `many`
+/// (two pointers or more: nothing can be said, and what is computed from it is unknown too).
+/// Empty: no definition has given it a value yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct MayProv {
+    pointer: Option<Prov>,
+    other: bool,
+    many: bool,
+}
+
+impl MayProv {
+    fn of(p: Prov) -> Self {
+        match p {
+            Prov::Unknown => MayProv { other: true, ..Default::default() },
+            p => MayProv { pointer: Some(p), ..Default::default() },
+        }
+    }
+
+    fn join(&self, o: &MayProv) -> MayProv {
+        let many = self.many || o.many || matches!((&self.pointer, &o.pointer), (Some(a), Some(b)) if a != b);
+        if many {
+            return MayProv { pointer: None, other: false, many: true };
+        }
+        MayProv { pointer: self.pointer.clone().or_else(|| o.pointer.clone()), other: self.other || o.other, many: false }
+    }
+
+    /// The one provenance it holds on every path, if it is a pointer.
+    fn exact(self) -> Option<Prov> {
+        if self.other || self.many {
+            return None;
+        }
+        self.pointer
+    }
+
+    /// The values [`evaluate`] is asked with: each pointer or other value it may hold (`many` is
+    /// asked as an unknown value, the result then marked `many` as well); none when empty.
+    fn choices(&self) -> Vec<Prov> {
+        if self.many {
+            return vec![Prov::Unknown];
+        }
+        self.pointer.iter().cloned().chain(self.other.then_some(Prov::Unknown)).collect()
+    }
+}
+
+/// What one definition may give its destination: [`evaluate`] of every combination of the values
+/// its tainted register operands may hold (an operand with no value yet is asked as `None`, as
+/// [`evaluate`] allows), joined. `selp` may give either operand.
+fn evaluate_may(ins: &Instr<'_>, vals: &FxHashMap<&str, MayProv>, tainted: &FxHashSet<&str>, vars: &HashMap<String, SpaceVar>) -> MayProv {
+    let value_of = |op: &str| -> Option<MayProv> {
+        let op = op.trim();
+        if vars.contains_key(op) {
+            return Some(MayProv::of(Prov::Var { var: op.to_string(), generic: false }));
+        }
+        if tainted.contains(op) {
+            return vals.get(op).filter(|v| **v != MayProv::default()).cloned();
+        }
+        Some(MayProv::of(Prov::Unknown))
+    };
+    if ins.opcode.op == Op::Selp && ins.operands.len() == 4 {
+        return [value_of(ins.operands[1]), value_of(ins.operands[2])].into_iter().flatten().fold(MayProv::default(), |a, b| a.join(&b));
+    }
+    // The distinct tainted registers read, each with its choices.
+    let mut regs: Vec<(&str, Vec<Prov>)> = Vec::new();
+    let mut many = false;
+    for op in ins.operands.iter().skip(1) {
+        let op = op.trim();
+        if tainted.contains(op) && !regs.iter().any(|(r, _)| *r == op) {
+            let v = vals.get(op).cloned().unwrap_or_default();
+            many |= v.many;
+            regs.push((op, v.choices()));
+        }
+    }
+    let mut out = MayProv { many, ..Default::default() };
+    let mut pick = vec![0usize; regs.len()];
+    loop {
+        let lookup = |op: &str| -> Option<Prov> {
+            let op = op.trim();
+            if vars.contains_key(op) {
+                return Some(Prov::Var { var: op.to_string(), generic: false });
+            }
+            match regs.iter().position(|(r, _)| *r == op) {
+                Some(j) => regs[j].1.get(pick[j]).cloned(),
+                None => Some(Prov::Unknown),
+            }
+        };
+        if let Some(p) = evaluate(ins, &lookup, vars) {
+            out = out.join(&MayProv::of(p));
+        }
+        // The next combination (an operand with no value has one: `None`).
+        let Some(j) = (0..regs.len()).find(|&j| pick[j] + 1 < regs[j].1.len()) else { break };
+        pick[j] += 1;
+        pick[..j].iter_mut().for_each(|p| *p = 0);
+    }
+    out
 }
 
 /// The parameter an `ld.param` reads (`[name]`, `[name+8]`).
@@ -489,6 +584,9 @@ pub(super) enum Base {
     /// An untraced local-window (`false`) or generic (`true`) address in a kernel, tested against
     /// the kernel's own frame (use after return).
     OutsideFrame(String, bool),
+    /// An untraced local-window (`false`) or generic (`true`) address in a kernel without a frame
+    /// of its own: every local address is a returned callee's (dead) frame.
+    NoFrame(String, bool),
     /// An untraced local-window (`false`) or generic (`true`) address in a called function,
     /// tested against the top of its callers' live frames (frames.rs); with the function's own
     /// frame as the check's variable, the frame is allowed too.
@@ -507,6 +605,12 @@ struct SpaceAccess {
     lanes: u32,
     /// A 32-bit register holding the width in bytes, instead of `width` (a bulk copy's size).
     width_reg: Option<String>,
+}
+
+/// The state space (shared or local) an instruction names for its memory access, when it makes
+/// one this module checks: what `gasan-ptx stats` counts as shared/local accesses, checked or not.
+pub(super) fn named_space(ins: &Instr<'_>, f: &FnSpaces) -> Option<MemorySpace> {
+    space_access(ins, &|r: &str| f.consts.get(r).copied())?.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
 }
 
 /// The shared/local (or generic) access of an `ld`/`ldu`/`st`/`atom`/`red`; the shared operand
@@ -627,10 +731,38 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
                         _ => None,
                     }
                 }
-                _ if f.entry => {
-                    let (depot, size) = f.depot.as_ref().filter(|_| !f.dynamic_stack)?;
+                _ if f.entry && !f.dynamic_stack => {
                     let generic = untraced_local()?;
-                    Some(SpaceCheck { space: MemorySpace::LocalOutOfScope, var: depot.clone(), size: Some(*size), base: Base::OutsideFrame(r, generic), offset, width, kind, lanes, width_reg: None })
+                    match &f.depot {
+                        Some((depot, size)) => Some(SpaceCheck {
+                            space: MemorySpace::LocalOutOfScope,
+                            var: depot.clone(),
+                            size: Some(*size),
+                            base: Base::OutsideFrame(r, generic),
+                            offset,
+                            width,
+                            kind,
+                            lanes,
+                            width_reg: None,
+                        }),
+                        // A kernel without a frame (nvcc removed its arrays) has no live local
+                        // memory: every local address it uses lies in a returned callee's frame,
+                        // unless the module declares named local variables (not frames) it may
+                        // have reached untraced. (Size 0: every access is past it. A kernel that
+                        // calls nothing has no local address to use.)
+                        None if f.calls && !m.vars.iter().any(|(name, v)| v.space == MemorySpace::Local && !name.starts_with("__local_depot")) => Some(SpaceCheck {
+                            space: MemorySpace::LocalDeadFrame,
+                            var: NO_FRAME.to_string(),
+                            size: Some(0),
+                            base: Base::NoFrame(r, generic),
+                            offset,
+                            width,
+                            kind,
+                            lanes,
+                            width_reg: None,
+                        }),
+                        None => None,
+                    }
                 }
                 // A called function: nothing it did not compute from its own frame may lie at or past
                 // its callers' top, outside its own frame; nothing computed from its parameters may
@@ -653,6 +785,10 @@ pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &d
     }
 }
 
+/// The variable a frameless kernel's local check names (sites name a variable): no symbol of
+/// the module, the frames of the callees it called.
+pub const NO_FRAME: &str = "__gasan_returned_frames";
+
 /// The per-function block that reports a failed shared/local check (halt mode,
 /// [`super::emit::ReportBlock::Space`]): `LAST_ADDR` holds the offset from the variable, `LAST_SITE`
 /// the packed site. Shadow byte 0.
@@ -662,7 +798,7 @@ pub(super) const SPACE_FAIL: &str = "$gasan_fail_space";
 fn offset_bits(c: &SpaceCheck) -> u32 {
     match &c.base {
         Base::Window(_, bits) => *bits,
-        Base::Generic(_) | Base::OutsideFrame(..) => 64,
+        Base::Generic(_) | Base::OutsideFrame(..) | Base::NoFrame(..) => 64,
         // Local-window addresses are 32 bits (ld.local uses no more), so the offset from the top
         // is taken in 32 bits when the immediates fit (64-bit arithmetic cost ptxas 2 more
         // instructions and registers a check).
@@ -706,6 +842,14 @@ fn offset_lines(v: &mut Lines<'_>, c: &SpaceCheck) {
             ln!(v; "mov.u64 %gso1, ", c.var, ";");
             v.text("sub.s64 %gso0, %gso0, %gso1;");
         }
+        Base::NoFrame(r, generic) => {
+            // The offset reported is the window address itself.
+            if *generic {
+                ln!(v; "cvta.to.local.u64 %gso0, ", r, ";");
+            } else {
+                ln!(v; "mov.b64 %gso0, ", r, ";");
+            }
+        }
         Base::PastTop(r, generic) if bits == 32 => {
             // The low halves of the window address and of the top (`%gsot`: 64-bit scratch).
             v.text(".reg .b64 %gsot;");
@@ -739,7 +883,7 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     let bits = offset_bits(c);
     ln!(v; ".reg .b", bits, " %gso<3>;");
     v.texts(&[".reg .b32 %gsw<2>;", ".reg .pred %gsq<3>;"]);
-    if let Base::OutsideFrame(r, true) | Base::PastTop(r, true) = &c.base {
+    if let Base::OutsideFrame(r, true) | Base::NoFrame(r, true) | Base::PastTop(r, true) = &c.base {
         // Only generic addresses in the local window are frame addresses.
         ln!(v; "isspacep.local %gsq1, ", r, ";");
     }
@@ -749,7 +893,7 @@ pub(super) fn check_body(v: &mut Lines<'_>, c: &SpaceCheck, guard: Option<&str>)
     } else {
         bounds_test(v, c, bits);
     }
-    if let Base::OutsideFrame(_, true) | Base::PastTop(_, true) = &c.base {
+    if let Base::OutsideFrame(_, true) | Base::NoFrame(_, true) | Base::PastTop(_, true) = &c.base {
         // Generic addresses outside the local window are not the frame's business.
         v.text("and.pred %gsq0, %gsq0, %gsq1;");
     }

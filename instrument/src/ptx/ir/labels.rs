@@ -9,7 +9,7 @@
 //! [`LabelLines::input_line`] (sites and errors name the input's lines).
 
 /// The module's text with its labels on lines of their own, and where each line came from.
-pub(super) struct LabelLines {
+pub(in crate::ptx) struct LabelLines {
     pub text: String,
     /// Line index of the text -> line index of the input.
     input_of: Vec<usize>,
@@ -17,7 +17,7 @@ pub(super) struct LabelLines {
 
 impl LabelLines {
     /// `None` when no label shares its line with code (nvcc's output: the text is read as it is).
-    pub(super) fn split(ptx: &str) -> Option<Self> {
+    pub(in crate::ptx) fn split(ptx: &str) -> Option<Self> {
         // A cheap test first: a `:` followed on its line by more code, at all.
         if !ptx.split_inclusive('\n').any(|l| label_len(l).is_some()) {
             return None;
@@ -46,7 +46,7 @@ impl LabelLines {
     }
 
     /// The input's line index of line `i` of [`Self::text`].
-    pub(super) fn input_line(&self, i: usize) -> usize {
+    pub(in crate::ptx) fn input_line(&self, i: usize) -> usize {
         self.input_of.get(i).copied().unwrap_or_else(|| i + self.input_of.last().map_or(0, |&l| l + 1).saturating_sub(self.input_of.len()))
     }
 }

@@ -213,12 +213,12 @@ pub enum Operands<'a> {
 impl<'a> Operands<'a> {
     pub const INLINE: usize = 4;
 
-    pub(super) fn new() -> Self {
+    pub(in crate::ptx) fn new() -> Self {
         Operands::Inline { ops: [""; Self::INLINE], len: 0 }
     }
 
     #[inline]
-    pub(super) fn push(&mut self, o: &'a str) {
+    pub(in crate::ptx) fn push(&mut self, o: &'a str) {
         match self {
             Operands::Inline { ops, len } if usize::from(*len) < Self::INLINE => {
                 ops[usize::from(*len)] = o;
@@ -297,7 +297,7 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
 /// behind `str::trim_start` costs several times more per call, and every operand is trimmed);
 /// from a first non-ASCII byte on, `str::trim_start` decides (it may start a Unicode space).
 #[inline]
-pub(super) fn trim_start(s: &str) -> &str {
+pub(in crate::ptx) fn trim_start(s: &str) -> &str {
     for (i, &b) in s.as_bytes().iter().enumerate() {
         if !b.is_ascii() {
             return s[i..].trim_start();
@@ -313,7 +313,7 @@ pub(super) fn trim_start(s: &str) -> &str {
 
 /// `s.trim_end()`, as [`trim_start`].
 #[inline]
-pub(super) fn trim_end(s: &str) -> &str {
+pub(in crate::ptx) fn trim_end(s: &str) -> &str {
     for (i, &b) in s.as_bytes().iter().enumerate().rev() {
         if !b.is_ascii() {
             return s[..=i].trim_end();
@@ -327,7 +327,7 @@ pub(super) fn trim_end(s: &str) -> &str {
 
 /// `s.trim()`, as [`trim_start`].
 #[inline]
-pub(super) fn trim(s: &str) -> &str {
+pub(in crate::ptx) fn trim(s: &str) -> &str {
     trim_end(trim_start(s))
 }
 
@@ -335,7 +335,7 @@ pub(super) fn trim(s: &str) -> &str {
 /// byte by byte while the text is ASCII, as PTX is, decoding characters only from the first
 /// other byte on.
 #[inline]
-pub(super) fn find_whitespace(s: &str) -> Option<usize> {
+pub(in crate::ptx) fn find_whitespace(s: &str) -> Option<usize> {
     for (i, &b) in s.as_bytes().iter().enumerate() {
         if !b.is_ascii() {
             return s[i..].find(char::is_whitespace).map(|j| i + j);
@@ -398,7 +398,7 @@ fn addresses_no_global(o: Opcode<'_>) -> bool {
 
 /// Elements per access from an opcode's qualifiers: 1 without `.vN`, N for `.v2`/`.v4`/`.v8`,
 /// `None` for any other vector count (malformed: `.v0` would make a zero-width access).
-pub(super) fn vector_count(quals: &[&str]) -> Option<u32> {
+pub(in crate::ptx) fn vector_count(quals: &[&str]) -> Option<u32> {
     match quals.iter().find_map(|q| q.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())) {
         None => Some(1),
         Some(n @ (2 | 4 | 8)) => Some(n),
@@ -406,7 +406,7 @@ pub(super) fn vector_count(quals: &[&str]) -> Option<u32> {
     }
 }
 
-pub(super) fn type_size(q: &str) -> Option<u32> {
+pub(in crate::ptx) fn type_size(q: &str) -> Option<u32> {
     Some(match q {
         "b8" | "u8" | "s8" => 1,
         "b16" | "u16" | "s16" | "f16" | "bf16" | "e4m3x2" | "e5m2x2" => 2,
@@ -419,7 +419,7 @@ pub(super) fn type_size(q: &str) -> Option<u32> {
 
 /// Parses `[reg]`, `[reg+imm]`, `[reg+-imm]`, `[var]`, `[var+imm]`, `[imm]`.
 /// Returns `Err(())` for a module variable.
-pub(super) fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
+pub(in crate::ptx) fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
     let inner = op.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
     let (base, off) = match inner.find('+') {
         Some(p) => (inner[..p].trim(), inner[p + 1..].trim()),
