@@ -1096,7 +1096,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
 pub enum CubinPlan {
     /// Checked by gasan-ptxas with this process's checks: its sites are module `id`; after the
     /// load its control block is written and `param_tags` kept, as for a module checked here
-    /// ([`finish_checked_load`]).
+    /// (`finish_checked_load`).
     Checked { id: u64, param_tags: Arc<ParamTagTable> },
     /// Checked by another gasan build or with other checks: loaded without its control block
     /// (all zeros: its checks pass), for this reason.

@@ -28,7 +28,7 @@ use std::process::{Command, Stdio};
 pub const FORMAT: &str = "gasan-cubin-3";
 
 /// The `ptxas` to use: the `ptxas` option, else `$CUDA_HOME/bin`, `$CUDA_PATH/bin`,
-/// `/usr/local/cuda/bin`, then `PATH`, skipping gasan's front end ([`is_front_end`]). `env` reads
+/// `/usr/local/cuda/bin`, then `PATH`, skipping gasan's front end (`is_front_end`). `env` reads
 /// environment variables (tests pass their own).
 pub fn find_ptxas(option: Option<&Path>, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     if let Some(p) = option {
