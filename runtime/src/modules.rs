@@ -9,10 +9,11 @@ use crate::state::{compute_capability, current_device, log, state, LoadedHandle}
 use gasan_instrument::abi::ParamTagTable;
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
+use gasan_jit::{Expected, Recognition};
 use sha2::{Digest, Sha256};
 use std::ffi::{c_void, CStr};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The PTX of a module image as it is stored: a fatbin entry's bytes (compressed or not) or PTX
@@ -448,8 +449,8 @@ fn instrument_options() -> InstrumentOptions {
 }
 
 /// The instrumenter's options that `opts` and a pool that does (or does not) allow the
-/// aligned-pool checks give.
-fn instrument_options_for(opts: &Options, aligned_pool: bool) -> InstrumentOptions {
+/// aligned-pool checks give (gasan-ptxas uses it too, without the aligned-pool form).
+pub fn instrument_options_for(opts: &Options, aligned_pool: bool) -> InstrumentOptions {
     InstrumentOptions {
         scale: opts.shadow_scale,
         optimize: true,
@@ -999,6 +1000,9 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
     };
     let Prepared { mut checked, mut cubin, preloaded } = match prepared {
         Ok(p) => p,
+        // SAFETY: `image` is a module image and `load` a real loader writing to `out` (this
+        // function's contract, which is load_cubin's).
+        Err(Skip::SassOnly) => return unsafe { load_cubin(image, load, out) },
         Err(skip) => {
             note_skip(&skip);
             return load(image);
@@ -1076,6 +1080,139 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             return load(image);
         }
     }
+    finish_checked_load(handle(), id, preset, &checked.param_tags);
+    s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
+    if !loaded {
+        checked.leak_ptx();
+    }
+    0
+}
+
+/// What a load does with a cubin that has no PTX for this GPU (an ELF image, or a fatbin's ELF
+/// entry): [`gasan_jit::recognise`]'s answer (jit/README.md, "What the runtime must do at load"),
+/// with a checked cubin's sites registered.
+#[derive(Debug)]
+pub enum CubinPlan {
+    /// Checked by gasan-ptxas with this process's checks: its sites are module `id`; after the
+    /// load its control block is written and `param_tags` kept, as for a module checked here
+    /// (`finish_checked_load`).
+    Checked { id: u64, param_tags: Arc<ParamTagTable> },
+    /// Checked by another gasan build or with other checks: loaded without its control block
+    /// (all zeros: its checks pass), for this reason.
+    Foreign(String),
+    /// Native SASS: loaded unchanged, MMU-level protection only.
+    Native,
+    /// A marker or tables that do not read: loaded unchanged, for this reason.
+    Damaged(String),
+}
+
+/// Decides what a load does with cubin `elf` in a process with options `opts`; a checked cubin's
+/// site table goes to `register` (the process's registry: `State::register_sites`), which gives
+/// its module id. Calls no driver function.
+pub fn plan_cubin(elf: &[u8], opts: &Options, register: impl FnOnce(ModuleSites) -> u64) -> CubinPlan {
+    match gasan_jit::recognise(elf, Expected { scale: opts.shadow_scale, recover: !opts.halt_on_error }) {
+        Recognition::Native => CubinPlan::Native,
+        Recognition::Checked { tables, .. } => CubinPlan::Checked { id: register(ModuleSites::parsed(tables.sites)), param_tags: Arc::new(tables.param_tags) },
+        Recognition::Foreign { why, .. } => CubinPlan::Foreign(why),
+        Recognition::Damaged(e) => CubinPlan::Damaged(e.to_string()),
+    }
+}
+
+/// The cubin a loader runs from a module image without PTX for a GPU of compute capability `cc`:
+/// the image itself when it is ELF, else its fatbin's ELF entry for `cc` (the highest arch of
+/// the same major, no newer than `cc`; an arch-specific one only for its own arch), decompressed.
+/// `Ok(None)`: it has none.
+///
+/// # Safety
+/// `image` is a module image as the driver's loaders take it.
+pub unsafe fn image_cubin(image: *const c_void, cc: Option<u32>) -> Result<Option<Vec<u8>>, String> {
+    if image.is_null() {
+        return Ok(None);
+    }
+    let p = image as *const u8;
+    // SAFETY: a non-null module image (this function's contract).
+    let is_elf = container::sniff(&unsafe { image_magic(p, None) }) == ImageKind::Elf;
+    let (start, header) = if is_elf {
+        (p, container::Elf64Header::SIZE)
+    } else {
+        // SAFETY: as above.
+        match unsafe { image_fatbin_address(image) } {
+            Some(a) => (a as *const u8, container::FatbinHeader::SIZE),
+            None => return Ok(None),
+        }
+    };
+    // SAFETY: an ELF image (its 64-byte header first) or a fatbin (its 16-byte header first), as
+    // the magic says and the loaders require of a valid image.
+    let prefix = unsafe { std::slice::from_raw_parts(start, header) };
+    let len = match container::image_len(prefix).map_err(|e| e.to_string())? {
+        ImageLen::Bytes(n) => n,
+        other => return Err(format!("unexpected image size {other:?}")),
+    };
+    // SAFETY: `len` is the image's size from its own header (an ELF's header tables end it, a
+    // fatbin's header counts its payload), and a valid image spans that many readable bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(start, len) };
+    if is_elf {
+        return Ok(Some(bytes.to_vec()));
+    }
+    let Some(cc) = cc else { return Ok(None) };
+    let fb = container::Fatbin::parse(bytes).map_err(|e| e.to_string())?;
+    let runs = |e: &&container::Entry<'_>| e.kind == container::EntryKind::Elf && e.arch / 10 == cc / 10 && e.arch <= cc && (!e.arch_specific() || e.arch == cc);
+    match fb.entries.iter().filter(runs).max_by_key(|e| (e.arch, e.arch_specific())) {
+        Some(e) => e.payload().map(|c| Some(c.into_owned())).map_err(|e| e.to_string()),
+        None => Ok(None),
+    }
+}
+
+/// Set once a foreign cubin, and once a damaged one, has been warned about at verbosity 0 (later
+/// ones are told at verbosity 1).
+static FOREIGN_WARNED: AtomicBool = AtomicBool::new(false);
+static DAMAGED_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Loads an image without PTX for this GPU unchanged, recognising a cubin gasan-ptxas checked
+/// ([`plan_cubin`]): its sites registered before the load, its control block written after.
+///
+/// # Safety
+/// As [`load_checked`].
+unsafe fn load_cubin(image: *const c_void, load: impl Fn(*const c_void) -> i32, out: LoadOut) -> i32 {
+    let s = state();
+    // SAFETY: `image` is a module image (this function's contract).
+    let plan = match unsafe { image_cubin(image, current_cc()) } {
+        Ok(Some(elf)) => plan_cubin(&elf, &s.opts, |m| s.register_sites(m)),
+        Ok(None) => CubinPlan::Native,
+        // Not ours to judge (the loader had no PTX in it either): SASS only, as before.
+        Err(e) => {
+            log(1, || format!("module image not searched for a gasan marker ({e})"));
+            CubinPlan::Native
+        }
+    };
+    let unchecked = |warned: &AtomicBool, what: String| {
+        s.counters.modules_fallback.fetch_add(1, Ordering::Relaxed);
+        let level = u32::from(warned.swap(true, Ordering::Relaxed));
+        log(level, || format!("WARNING: {what}; loading it unchecked"));
+    };
+    match plan {
+        CubinPlan::Native => note_skip(&Skip::SassOnly),
+        CubinPlan::Foreign(why) => unchecked(&FOREIGN_WARNED, format!("cubin checked by another gasan build ({why}): compile it again (clear the framework's kernel cache)")),
+        CubinPlan::Damaged(e) => unchecked(&DAMAGED_WARNED, format!("cubin whose gasan marker or tables do not read ({e})")),
+        CubinPlan::Checked { id, param_tags } => {
+            let r = load(image);
+            if r == 0 {
+                log(1, || format!("module {id}: checked at compile time by gasan-ptxas"));
+                // SAFETY: the load into `out` succeeded, so the driver wrote its handle.
+                finish_checked_load(unsafe { out.handle() }, id, None, &param_tags);
+            }
+            return r;
+        }
+    }
+    load(image)
+}
+
+/// What the load of every checked module ends with: counted, its control block written (with
+/// `preset` = `Some(has a device heap)` when its cubin carried it in), and its parameter tags kept
+/// for launches (crate::arg_bounds).
+fn finish_checked_load(h: LoadedHandle, id: u64, preset: Option<bool>, param_tags: &Arc<ParamTagTable>) {
+    let s = state();
     s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
     let control = std::time::Instant::now();
     match preset {
@@ -1083,27 +1220,20 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             // The marker matters until this process has settled whether presets work.
             let marker = if s.preset_settled() { None } else { preset_marker() };
             let known = marker.as_ref().is_some_and(|(c, n)| c.has(n));
-            if s.preset_module_loaded(handle(), id, has_heap, known) {
+            if s.preset_module_loaded(h, id, has_heap, known) {
                 if let Some((c, n)) = &marker {
                     let _ = c.put(n, driver_identity().as_bytes());
                 }
             }
         }
-        None => s.set_control_block(handle(), id),
+        None => s.set_control_block(h, id),
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
-    let h = handle();
     let owner = match h {
         LoadedHandle::Module(m) => m.into(),
         LoadedHandle::Library(l) => l.into(),
     };
-    crate::arg_bounds::on_loaded(owner, matches!(h, LoadedHandle::Module(_)), &checked.param_tags);
-    s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-    // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
-    if !loaded {
-        checked.leak_ptx();
-    }
-    0
+    crate::arg_bounds::on_loaded(owner, matches!(h, LoadedHandle::Module(_)), param_tags);
 }
 
 #[cfg(test)]

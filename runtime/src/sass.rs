@@ -28,7 +28,8 @@ use std::process::{Command, Stdio};
 pub const FORMAT: &str = "gasan-cubin-3";
 
 /// The `ptxas` to use: the `ptxas` option, else `$CUDA_HOME/bin`, `$CUDA_PATH/bin`,
-/// `/usr/local/cuda/bin`, then `PATH`. `env` reads environment variables (tests pass their own).
+/// `/usr/local/cuda/bin`, then `PATH`, skipping gasan's front end (`is_front_end`). `env` reads
+/// environment variables (tests pass their own).
 pub fn find_ptxas(option: Option<&Path>, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     if let Some(p) = option {
         return Some(p.to_path_buf());
@@ -43,7 +44,17 @@ pub fn find_ptxas(option: Option<&Path>, env: impl Fn(&str) -> Option<OsString>)
     if let Some(path) = env("PATH") {
         dirs.extend(std::env::split_paths(&path));
     }
-    dirs.into_iter().map(|d| d.join("ptxas")).find(|p| is_executable(p))
+    dirs.into_iter().map(|d| d.join("ptxas")).find(|p| is_executable(p) && !is_front_end(p))
+}
+
+/// Whether `p` is gasan's ptxas front end (gasan-run puts links to it first on `PATH`): the file
+/// it resolves to is named `gasan-ptxas`, or is the same file (device and inode) as a
+/// `gasan-ptxas` beside it. The front end would only hand checked PTX on to a real ptxas.
+fn is_front_end(p: &Path) -> bool {
+    const FRONT_END: &str = "gasan-ptxas";
+    let Ok(target) = std::fs::canonicalize(p) else { return false };
+    let id = |f: &Path| std::fs::metadata(f).ok().map(|m| (m.dev(), m.ino()));
+    target.file_name().is_some_and(|n| n == FRONT_END) || id(&target) == id(&target.with_file_name(FRONT_END))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -303,7 +314,7 @@ mod tests {
     #[test]
     fn ptxas_is_found_by_option_then_cuda_home_then_path() {
         let d = std::env::temp_dir().join(format!("gasan-find-ptxas-{}", std::process::id()));
-        for sub in ["home/bin", "path1", "path2"] {
+        for sub in ["home/bin", "path1", "path2", "front"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
         let mk = |p: PathBuf, mode: u32| {
@@ -314,7 +325,13 @@ mod tests {
         let home = mk(d.join("home/bin/ptxas"), 0o755);
         mk(d.join("path1/ptxas"), 0o644); // not executable: skipped
         let p2 = mk(d.join("path2/ptxas"), 0o755);
-        let path = std::env::join_paths([d.join("path1"), d.join("path2")]).unwrap();
+        // gasan-run's tools directory (a link to the front end) and a hard link beside it: skipped.
+        let front = mk(d.join("front/gasan-ptxas"), 0o755);
+        std::fs::create_dir_all(d.join("tools")).unwrap();
+        std::os::unix::fs::symlink(&front, d.join("tools/ptxas")).unwrap();
+        std::fs::hard_link(&front, d.join("front/ptxas")).unwrap();
+        assert!(is_front_end(&d.join("tools/ptxas")) && is_front_end(&d.join("front/ptxas")) && !is_front_end(&p2));
+        let path = std::env::join_paths([d.join("tools"), d.join("front"), d.join("path1"), d.join("path2")]).unwrap();
         let env = |with_home: bool| {
             let path = path.clone();
             let h = d.join("home");

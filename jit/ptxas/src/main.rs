@@ -35,19 +35,10 @@ fn warn(msg: impl std::fmt::Display) {
 }
 
 /// The instrumenter's options for the program's options, as the runtime gives them to modules it
-/// checks itself (runtime/src/modules.rs, `instrument_options_for`), without the aligned-pool form:
-/// that form is valid only with the pool this process cannot see, and the general form is valid
-/// with every pool.
+/// checks itself, without the aligned-pool form: that form is valid only with the pool this
+/// process cannot see, and the general form is valid with every pool.
 fn instrument_options(opts: &Options) -> InstrumentOptions {
-    InstrumentOptions {
-        scale: opts.shadow_scale,
-        optimize: true,
-        recover: !opts.halt_on_error,
-        aligned_pool: false,
-        hoist_loops: opts.hoist_loops,
-        param_bounds: opts.param_bounds,
-        outside_checks: opts.outside_checks,
-    }
+    gasan_runtime::modules::instrument_options_for(opts, false)
 }
 
 /// The real ptxas's exit status as ours.
