@@ -107,11 +107,15 @@ def marker(path):
 def stats(gasan_ptx, ptx):
     """`gasan-ptx stats` TOTAL: found, checked, eliminated, unknown, skipped {reason: n}, unknown opcodes."""
     out = subprocess.run([gasan_ptx, "stats", ptx], check=True, capture_output=True, text=True).stdout
-    total = next(l for l in out.splitlines() if l.startswith("TOTAL"))
-    parts = total.split()
-    skipped = dict(kv.split("=") for kv in parts[5:])
+    lines = out.splitlines()
+    # Columns by the header's names (function, counts..., skipped), so added count columns don't shift the rest.
+    header = next(l for l in lines if l.startswith("function")).split()
+    counts = header[1:header.index("skipped")]
+    parts = next(l for l in lines if l.startswith("TOTAL")).split()
+    total = dict(zip(counts, map(int, parts[1:1 + len(counts)])))
+    skipped = dict(kv.split("=") for kv in parts[1 + len(counts):])
     unknown_ops = dict(re.findall(r"^unknown opcode (\S+): (\d+)$", out, re.M))
-    return {"found": int(parts[1]), "checked": int(parts[2]), "eliminated": int(parts[3]), "unknown": int(parts[4]),
+    return {"found": total["found"], "checked": total["checked"], "eliminated": total["eliminated"], "unknown": total["unknown"],
             "skipped": {k: int(v) for k, v in skipped.items()}, "unknown_opcodes": unknown_ops}
 
 
