@@ -3,6 +3,7 @@
 //! marker and tables) and from the pinned ptxas (native), and damaged copies of them. Triton's
 //! PTX through gasan-ptxas is tested in jit/ptxas/tests/front_end.rs.
 
+mod common;
 use gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
 use gasan_instrument::container::{build_elf_fatbin, symbol_data_ranges};
 use gasan_jit::{MARKER_SYMBOL, TABLES_SYMBOL};
@@ -24,15 +25,7 @@ fn front_end() -> PathBuf {
 
 /// The pinned toolchain's ptxas (`$GASAN_CUDA_ROOT`, else installed by scripts/cuda-toolchain.sh).
 fn real_ptxas() -> PathBuf {
-    let root = match std::env::var_os("GASAN_CUDA_ROOT") {
-        Some(r) => PathBuf::from(r),
-        None => {
-            let s = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cuda-toolchain.sh");
-            let out = Command::new("bash").arg(&s).output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-        }
-    };
+    let root = common::cuda_root();
     root.join("bin/ptxas")
 }
 

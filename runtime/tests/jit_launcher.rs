@@ -4,6 +4,7 @@
 //! by the checks' options, JAX's persistent cache is off; a gasan-run under another adds nothing
 //! twice; `instrument=0` sets nothing.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -170,15 +171,7 @@ fn the_childs_ptxas_on_path_is_the_front_end() {
         return;
     }
     // The pinned toolchain's ptxas as the real one, reached the way XLA reaches it: `ptxas` on PATH.
-    let root = match std::env::var_os("GASAN_CUDA_ROOT") {
-        Some(r) => PathBuf::from(r),
-        None => {
-            let s = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cuda-toolchain.sh");
-            let out = Command::new("bash").arg(&s).output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-        }
-    };
+    let root = common::cuda_root();
     let cache = tmp("path");
     let real = Command::new(root.join("bin/ptxas")).arg("--version").output().unwrap();
     let out = gasan_run(&cache).env("GASAN_REAL_PTXAS", root.join("bin/ptxas")).args(["--", "ptxas", "--version"]).output().unwrap();

@@ -1,6 +1,8 @@
-//! Set-up shared by the integration tests that load a library built by the pinned nvcc.
+//! Set-up shared by the integration tests that use the pinned CUDA toolchain.
+// (Each test crate uses a part of it.)
+#![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A CUDA library built for a test: the pinned toolchain's root, the test's fresh directory and
@@ -27,4 +29,16 @@ pub fn cuda_lib(test: &str, dir_name: &str, src: &str) -> Option<CudaLib> {
     let out = Command::new(root.join("bin/nvcc")).args(["-shared", "-Xcompiler", "-fPIC", "-O3", "-arch=sm_90", "-o"]).arg(&lib).arg(&cu).output().unwrap();
     assert!(out.status.success(), "nvcc: {}", String::from_utf8_lossy(&out.stderr));
     Some(CudaLib { root, dir, lib })
+}
+
+/// The pinned toolchain's root: `$GASAN_CUDA_ROOT`, else installed (or found) by
+/// scripts/cuda-toolchain.sh.
+pub fn cuda_root() -> PathBuf {
+    if let Some(r) = std::env::var_os("GASAN_CUDA_ROOT") {
+        return PathBuf::from(r);
+    }
+    let s = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cuda-toolchain.sh");
+    let out = Command::new("bash").arg(&s).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
