@@ -7,6 +7,7 @@
 # Steps: quick (README's quick start) examples (every examples/ program's report into $OUT/examples, to replace examples/expected) first (first launches, 15 interleaved rounds) check stress python new4 loops suite suiteg startup startupv benches cost costd costs;
 # preload: kernels100's first launch with preload 1 and 0 (verbosity 1); costold benchesold use build/bin-old; benchesna: arg_bounds=0; flv: verbose logs of kernels100's first launch; early: kernels100's first launch cold, warm, prepared before set-up, with a wrongly remembered GPU.
 # outside: the host-registered cases (outside_checks=1) and the managed and mapped ones; benchesout, suite8out, startupout: benchesg, suite8 and startup with outside_checks=1.
+# checkqold, suite8old: checkq and suite8 with build/bin-old (a refactor's before and after on one machine).
 # suiteonly: the suite's cases named in SUITE_ONLY (comma-separated) at scale 8; checkq: check without mt_alloc; suite8: the suite at shadow scale 8 only; spaces: the suite's shared, local and scope cases; stressgrid: gpu-stress's whole-grid errors only; threads: instrument/bench_threads.sh of build/bin over build/corpus (a copy of the identical corpus); bigthreads: gasan-ptx bench of build/bin-old and build/bin over build/big (a multi-MB module) at 1-16 threads.
 # frames: the suite's local cases in called functions (frames.rs) and their neighbours, with compute-sanitizer.
 # sass: SASS (cuobjdump) of build/sass-in/*.ptx into $OUT/sass.
@@ -36,6 +37,8 @@ for spec in "$@"; do
     examples) NVCC=/usr/local/cuda/bin/nvcc timeout $lim bash examples/build.sh && mkdir -p $R/examples && for p in overflow use_after_free shared_overflow; do timeout $lim $B/gasan-run -- examples/out/$p >$R/examples/$p.txt 2>&1; echo "$p: gasan-run exit status $?"; done; timeout $lim $B/gasan-run -- python3 examples/torch_extension.py >$R/examples/torch_extension.txt 2>&1; echo "torch_extension: gasan-run exit status $?" ;;
     check)   OUT=/tmp/o-check GASAN_BIN=$B timeout $lim bash scripts/gpu-check.sh ;;
     checkq)  OUT=/tmp/o-check GASAN_BIN=$B GASAN_CHECK_QUICK=1 timeout $lim bash scripts/gpu-check.sh ;;
+    checkqold) OUT=/tmp/o-checkold GASAN_BIN=$BO GASAN_CHECK_QUICK=1 timeout $lim bash scripts/gpu-check.sh ;;
+    suite8old) timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $BO/gasan-run --tools native,gasan-s8 --jobs 16 --out /tmp/o-suite8old ;;
     stress)  OUT=/tmp/o-stress GASAN_BIN=$B GASAN_SUITE=$W/suite GASAN_BENCH=$W/bench timeout $lim bash scripts/gpu-stress.sh ;;
     python)  OUT=/tmp/o-python GASAN_BIN=$B timeout $lim bash scripts/gpu-python.sh ;;
     new4)    timeout $lim python3 tests/run_suite.py --bin-dir $W/suite --gasan $B/gasan-run --tools native,gasan-s8,gasan-s7,cs --jobs 8 --out /tmp/o-new4 --only shared_cp_async_overflow,shared_ldmatrix_overflow,shared_wmma_overflow,wmma_global_overflow ;;

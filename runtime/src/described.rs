@@ -142,6 +142,12 @@ pub enum AddrKind {
     InBounds {
         offset: u64,
     },
+    /// An access of several bytes that starts `offset` bytes inside a live block and runs `past`
+    /// bytes beyond its end: an overflow, named (as ASan does) by its first inaccessible byte.
+    StraddlesEnd {
+        offset: u64,
+        past: u64,
+    },
     /// In the padding of row `row` of a pitched block, `past` bytes after the row's width.
     RowPadding {
         row: u64,
@@ -173,6 +179,21 @@ pub struct AddrDescription {
     pub scale: Scale,
 }
 
+impl AddrDescription {
+    /// The description of a `width`-byte access at `addr`: one that starts inside a live block
+    /// and ends past it is [`AddrKind::StraddlesEnd`], not in bounds (a vector store of a tile's
+    /// last elements, where only the first element fits).
+    pub fn for_access(mut self, width: u64) -> Self {
+        if let (AddrKind::InBounds { offset }, Some(a)) = (self.kind, &self.alloc) {
+            let end = offset.saturating_add(width);
+            if end > a.size {
+                self.kind = AddrKind::StraddlesEnd { offset, past: end - a.size };
+            }
+        }
+        self
+    }
+}
+
 /// Who allocated (and freed) a device-heap block: the kernel's block and thread coordinates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeapBlockOrigin {
@@ -180,4 +201,55 @@ pub struct HeapBlockOrigin {
     pub alloc_tid: [u32; 3],
     /// Set when the block was freed.
     pub free: Option<([u32; 3], [u32; 3])>,
+}
+
+#[cfg(test)]
+mod access_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn block(size: u64, live: bool) -> AllocInfo {
+        AllocInfo {
+            id: 1,
+            start: 0x1000,
+            size,
+            region_end: 0x1000 + size + 256,
+            tag: 0,
+            large: false,
+            managed: false,
+            memory: Memory::Device,
+            live,
+            alloc_stack: HostStack::default(),
+            free_stack: None,
+            heap_block: None,
+            registered: false,
+            rows: None,
+        }
+    }
+
+    fn described(kind: AddrKind, alloc: AllocInfo) -> AddrDescription {
+        AddrDescription { addr: 0, kind, alloc: Some(alloc), ptr_alloc: None, shadow: None, scale: Scale::S8 }
+    }
+
+    proptest! {
+        /// An in-bounds start stays in bounds exactly when the last byte fits; otherwise the
+        /// description says how far past the end the access runs.
+        #[test]
+        fn straddles_end_iff_the_last_byte_is_past(size in 1u64..1 << 20, offset_frac in 0.0f64..1.0, width in 1u64..64) {
+            let offset = ((size as f64) * offset_frac) as u64 % size;
+            let d = described(AddrKind::InBounds { offset }, block(size, true)).for_access(width);
+            if offset + width <= size {
+                prop_assert_eq!(d.kind, AddrKind::InBounds { offset });
+            } else {
+                prop_assert_eq!(d.kind, AddrKind::StraddlesEnd { offset, past: offset + width - size });
+            }
+        }
+    }
+
+    #[test]
+    fn other_kinds_are_left_alone() {
+        for kind in [AddrKind::UseAfterFree { offset: 4090 }, AddrKind::OverflowRight { distance: 0 }, AddrKind::Wild] {
+            assert_eq!(described(kind, block(4096, false)).for_access(16).kind, kind);
+        }
+    }
 }

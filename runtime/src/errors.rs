@@ -22,7 +22,7 @@ impl State {
                 self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let mut desc = d.alloc.describe(rec.addr);
+            let mut desc = d.alloc.describe(rec.addr).for_access(u64::from(rec.width));
             if desc.kind == crate::allocator::AddrKind::Unknown {
                 desc = self.describe_outside(rec.addr, d.alloc.scale()).unwrap_or(desc);
             }

@@ -125,7 +125,7 @@ fn space_location(sp: &SpaceSite, record: &ErrorRecord, kernel: &str) -> String 
 
 fn desc_kind(desc: &AddrDescription) -> &'static str {
     match desc.kind {
-        AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::RowPadding { .. } => "heap-buffer-overflow",
+        AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::StraddlesEnd { .. } | AddrKind::RowPadding { .. } => "heap-buffer-overflow",
         AddrKind::UseAfterFree { .. } => "heap-use-after-free",
         AddrKind::InBounds { .. } => "unknown-crash",
         AddrKind::TagMismatch { .. } => "tag-mismatch",
@@ -255,6 +255,9 @@ fn location_text(d: &AddrDescription) -> Option<String> {
         AddrKind::OverflowLeft { distance } => format!("{:#x} is located {distance} bytes before {region}", d.addr),
         AddrKind::UseAfterFree { offset } | AddrKind::InBounds { offset } => {
             format!("{:#x} is located {offset} bytes inside of {region}", d.addr)
+        }
+        AddrKind::StraddlesEnd { offset, past } => {
+            format!("{:#x} is located {offset} bytes inside of {region}; the access runs {past} bytes past its end", d.addr)
         }
         AddrKind::RowPadding { row, past } => {
             let (width, pitch) = a.rows.unwrap_or_default();
@@ -661,6 +664,7 @@ fn desc_json(d: &AddrDescription) -> serde_json::Value {
         AddrKind::OverflowLeft { distance } => (Some("left"), Some(distance)),
         AddrKind::OverflowRight { distance } => (Some("right"), Some(distance)),
         AddrKind::RowPadding { past, .. } => (Some("row-padding"), Some(past)),
+        AddrKind::StraddlesEnd { past, .. } => (Some("straddles-end"), Some(past)),
         _ => (None, None),
     };
     json!({

@@ -72,6 +72,7 @@ fn reports() -> Vec<(&'static str, Report)> {
         ("use after free", dev(AddrKind::UseAfterFree { offset: 16 }, 0x1000_0020_0010, Some(region(false, false, None)), Some(site(None)))),
         ("unregistered host memory", dev(AddrKind::UseAfterFree { offset: 16 }, 0x1000_0020_0010, Some(region(false, true, None)), Some(site(None)))),
         ("in bounds", dev(AddrKind::InBounds { offset: 8 }, 0x1000_0020_0008, Some(region(true, false, None)), Some(site(None)))),
+        ("access straddles the end", dev(AddrKind::StraddlesEnd { offset: 4094, past: 2 }, 0x1000_0020_0ffe, Some(region(true, false, None)), Some(site(None)))),
         ("row padding", dev(AddrKind::RowPadding { row: 2, past: 8 }, 0x1000_0020_0408, Some(region(true, false, None)), Some(site(None)))),
         ("tag mismatch", dev(AddrKind::TagMismatch { ptr_tag: 2, mem_tag: 1, offset: 32 }, 0x1000_0020_0020, Some(region(true, false, None)), Some(site(None)))),
         ("wild", dev(AddrKind::Wild, 0x1000_0900_0000, None, Some(site(None)))),

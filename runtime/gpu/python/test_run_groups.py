@@ -65,6 +65,14 @@ class Judge(unittest.TestCase):
         self.assertFalse(rg.judge(dict(CASE, device=1), 1, report())[0])
         self.assertTrue(rg.judge(dict(CASE, line=None), 1, report(file="/t/gen.py", line=9))[0])
 
+    def test_kind_list(self):
+        either = dict(CASE, kind=["heap-buffer-overflow", "tag-mismatch"])
+        self.assertTrue(rg.judge(either, 1, report(kind="tag-mismatch"))[0])
+        self.assertTrue(rg.judge(either, 1, report())[0])
+        ok, got = rg.judge(either, 1, report(kind="heap-use-after-free"))
+        self.assertFalse(ok)
+        self.assertIn("kind", got)
+
     def test_clean(self):
         clean = {"name": "c", "expect": "clean"}
         self.assertEqual(rg.judge(clean, 0, "result ok\n"), (True, "silent"))
