@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""One process of the Triton and torch.compile benchmark (issue 39): the CI's Triton kernels
+(jit/triton/kernels.py) launched on PyTorch tensors at working sizes, and a small compiled model.
+
+Prints, one per line:
+    FIRST <name> <seconds>        the kernel's first launch (compile, or cache load, plus module load)
+    STEADY <name> <microseconds>  median of the warmed-up kernel's time (CUDA events, --reps launches)
+    COMPILE model <seconds>       torch.compile's first forward + backward
+    STEP model <milliseconds>     median training step of the compiled model after warm-up
+    TOTAL <seconds>               the whole process from import to the end
+
+run.py runs it natively, under gasan-run and under compute-sanitizer, cold (empty Triton and
+Inductor caches) and warm, and prints the table.
+
+Usage: python3 triton_bench.py [--reps N] [--only a,b] [--no-model]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+T0 = time.perf_counter()
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "jit", "triton"))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+import kernels as K  # noqa: E402  (the CI's kernels: one set for the ahead-of-time check and this bench)
+
+
+def timed(fn, reps):
+    """(first launch in s, median of reps launches in µs) of fn, each launch timed by CUDA events."""
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1000.0)
+    return first, statistics.median(times)
+
+
+def cases():
+    """name -> a closure launching one kernel on tensors sized as real uses size them."""
+    dev = "cuda"
+    out = {}
+    n = 1 << 24
+    x, y, z = (torch.randn(n, device=dev) for _ in range(3))
+    out["vector_add"] = lambda: K.vector_add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024)
+
+    rows, cols = 4096, 1000
+    a = torch.randn(rows, cols, device=dev)
+    sm = torch.empty_like(a)
+    out["softmax"] = lambda: K.softmax[(rows,)](sm, a, a.stride(0), sm.stride(0), cols, BLOCK=1024)
+
+    ln_n = 4096
+    lx = torch.randn(rows, ln_n, device=dev)
+    ly = torch.empty_like(lx)
+    w, b = torch.randn(ln_n, device=dev), torch.randn(ln_n, device=dev)
+    mean, rstd = torch.empty(rows, device=dev), torch.empty(rows, device=dev)
+    out["layernorm"] = lambda: K.layernorm[(rows,)](lx, ly, w, b, mean, rstd, lx.stride(0), ln_n, 1e-5, BLOCK=1024)
+
+    M = N = Kd = 2048
+    ma = torch.randn(M, Kd, device=dev, dtype=torch.float16)
+    mb = torch.randn(Kd, N, device=dev, dtype=torch.float16)
+    mc = torch.empty(M, N, device=dev, dtype=torch.float16)
+    grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))
+    out["matmul"] = lambda: K.matmul[grid](ma, mb, mc, M, N, Kd, ma.stride(0), ma.stride(1), mb.stride(0), mb.stride(1), mc.stride(0), mc.stride(1), BM=128, BN=128, BK=32)
+
+    bh, ctx, d = 16, 1024, 64
+    q, k, v = (torch.randn(bh, ctx, d, device=dev, dtype=torch.float16) for _ in range(3))
+    o = torch.empty_like(q)
+    out["attention_fwd"] = lambda: K.attention_fwd[(triton.cdiv(ctx, 64), bh)](q, k, v, o, d, d, d, d, ctx, 0.125, BM=64, BN=64, D=d)
+
+    hx = torch.randint(0, 256, (n,), device=dev, dtype=torch.int32)
+    bins = torch.zeros(256, device=dev, dtype=torch.int32)
+    out["histogram"] = lambda: K.histogram[(triton.cdiv(n, 1024),)](hx, bins, n, 256, BLOCK=1024)
+    return out
+
+
+def model(steps):
+    """A compiled MLP: (compile s, median step ms)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.LayerNorm(4096), torch.nn.Linear(4096, 1024)).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    f = torch.compile(net)
+    data = torch.randn(256, 1024, device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        f(data).square().mean().backward()
+        opt.step()
+
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t) * 1000.0)
+    return compile_s, statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-model", action="store_true")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("SKIPPED: torch.cuda not available")
+        return 77
+    only = set(filter(None, a.only.split(",")))
+    for name, fn in cases().items():
+        if only and name not in only:
+            continue
+        first, steady = timed(fn, a.reps)
+        print("FIRST %s %.3f" % (name, first), flush=True)
+        print("STEADY %s %.1f" % (name, steady), flush=True)
+    if not a.no_model and (not only or "model" in only):
+        c, s = model(max(5, a.reps // 5))
+        print("COMPILE model %.3f" % c, flush=True)
+        print("STEP model %.3f" % s, flush=True)
+    print("TOTAL %.3f" % (time.perf_counter() - T0), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
