@@ -129,10 +129,11 @@ mod launches;
 mod loading;
 mod memory;
 mod streams;
+mod tensor_map;
 
 pub(crate) use loading::take_cudart_loaders;
 
 /// Every hook: (exact driver symbol, our wrapper).
 pub fn table() -> Vec<(&'static str, usize)> {
-    [memory::table(), copies::table(), streams::table(), launches::table(), loading::table()].concat()
+    [memory::table(), copies::table(), streams::table(), launches::table(), loading::table(), tensor_map::table()].concat()
 }
