@@ -128,6 +128,7 @@ mod copies;
 mod launches;
 mod loading;
 mod memory;
+pub(crate) mod nvrtc;
 mod streams;
 mod tensor_map;
 

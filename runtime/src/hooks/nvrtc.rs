@@ -1,0 +1,451 @@
+//! NVRTC (issue 39 item 6): a program that compiles CUDA C++ at run time straight to a cubin
+//! (`-arch=sm_XX`, then `nvrtcGetCUBIN`) hands the driver SASS, which the runtime cannot check.
+//! These wrappers make that cubin a checked one: after the program's own compile succeeds,
+//! the same source (headers, name expressions) is compiled again for the virtual architecture
+//! (`compute_XX`, [`gasan_jit::nvrtc::plan`]) to PTX, checked and marked as gasan-ptxas marks
+//! Triton's ([`gasan_jit::check_module`]), assembled with the real ptxas ([`sass::compile`],
+//! cached in gasan's cache), and `nvrtcGetCUBINSize` / `nvrtcGetCUBIN` serve it; the runtime
+//! recognises it when it is loaded ([`crate::modules`]). The program's compile, log, PTX and
+//! lowered names are NVRTC's own, untouched.
+//!
+//! It never breaks the program: whatever fails on gasan's side (no ptxas, PTX the rewriter
+//! refuses, a checked copy ptxas refuses) gives a warning and the program gets NVRTC's cubin.
+//!
+//! How calls get here: these functions are exported under NVRTC's names, so a program linked with
+//! libnvrtc and a `dlsym(RTLD_DEFAULT, ...)` reach them; the runtime's `dlsym`
+//! ([`crate::interpose`]) answers [`dlsym_answer`] for every `nvrtc*` name it wraps, so a program
+//! that opens libnvrtc itself and looks names up on its handle does too. A lookup of a wrapped
+//! name that NVRTC would not answer (no libnvrtc loaded, or loaded `RTLD_LOCAL` and asked through
+//! `RTLD_DEFAULT`, as cuda-bindings asks first) is answered null, as without gasan: the exports
+//! alone would answer it with a wrapper that has no NVRTC behind it.
+
+use crate::options::{process, Options};
+use crate::sass;
+use crate::state::log;
+use gasan_jit::nvrtc::{plan, Plan};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// `nvrtcResult`.
+type NvrtcResult = c_int;
+/// `nvrtcProgram` (an opaque pointer).
+type Program = *mut c_void;
+
+const NVRTC_SUCCESS: NvrtcResult = 0;
+const NVRTC_ERROR_INTERNAL_ERROR: NvrtcResult = 11;
+
+/// What [`dlsym_answer`] returns for "answer null": address 1 (`c_void`'s alignment), which the
+/// trampoline in [`crate::interpose`] turns into a null result; no symbol lives there.
+pub(crate) const DLSYM_NULL: *mut c_void = std::ptr::dangling_mut::<c_void>();
+const _: () = assert!(std::mem::align_of::<c_void>() == 1);
+
+/// The wrapped entry points, in the order of [`REAL`].
+const WRAPPED: [&str; 6] = ["nvrtcCreateProgram", "nvrtcAddNameExpression", "nvrtcCompileProgram", "nvrtcGetCUBINSize", "nvrtcGetCUBIN", "nvrtcDestroyProgram"];
+const CREATE: usize = 0;
+const ADD_NAME: usize = 1;
+const COMPILE: usize = 2;
+const CUBIN_SIZE: usize = 3;
+const CUBIN: usize = 4;
+const DESTROY: usize = 5;
+
+/// NVRTC's own entry point of each wrapped name, once known (from a `dlsym` answered, else
+/// `RTLD_NEXT` at the first call).
+static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+
+/// Our wrapper of each name in [`WRAPPED`].
+fn wrapper(i: usize) -> usize {
+    [
+        nvrtcCreateProgram as *const () as usize,
+        nvrtcAddNameExpression as *const () as usize,
+        nvrtcCompileProgram as *const () as usize,
+        nvrtcGetCUBINSize as *const () as usize,
+        nvrtcGetCUBIN as *const () as usize,
+        nvrtcDestroyProgram as *const () as usize,
+    ][i]
+}
+
+/// glibc's `dlsym(handle, name)` (not ours).
+fn glibc_dlsym(handle: *mut c_void, name: &CStr) -> usize {
+    // SAFETY: glibc's dlsym with a handle the program (or RTLD_NEXT) gave and a C string.
+    unsafe { crate::driver::real_dlsym()(handle, name.as_ptr()) as usize }
+}
+
+/// NVRTC's function `name` as `RTLD_NEXT` from gasan sees it (libnvrtc linked or opened
+/// `RTLD_GLOBAL`), never gasan's own export.
+fn next_symbol(name: &CStr) -> usize {
+    let p = glibc_dlsym(libc::RTLD_NEXT, name);
+    if (0..WRAPPED.len()).any(|i| wrapper(i) == p) {
+        0
+    } else {
+        p
+    }
+}
+
+/// Decides `dlsym(handle, name)` for an `nvrtc*` name: our wrapper where NVRTC answers the
+/// lookup with a wrapped function, [`DLSYM_NULL`] where NVRTC would answer nothing but gasan's
+/// exports would, null (glibc answers as usual) for every other name and for `RTLD_NEXT`.
+pub(crate) fn dlsym_answer(handle: *mut c_void, name: &[u8]) -> *mut c_void {
+    let Some(i) = WRAPPED.iter().position(|w| w.as_bytes() == name) else { return std::ptr::null_mut() };
+    if handle == libc::RTLD_NEXT {
+        return std::ptr::null_mut();
+    }
+    let Ok(c) = CString::new(name) else { return std::ptr::null_mut() };
+    // A program's own handle names NVRTC (or, for the global scope, finds gasan's exports first:
+    // then NVRTC is whatever comes after gasan).
+    let found = if handle.is_null() { 0 } else { glibc_dlsym(handle, &c) };
+    let real = if found == 0 || found == wrapper(i) { next_symbol(&c) } else { found };
+    if real == 0 {
+        // As without gasan: null, with dlerror's message from a lookup that fails the same way.
+        glibc_dlsym(libc::RTLD_NEXT, &c);
+        return DLSYM_NULL;
+    }
+    let _ = REAL[i].compare_exchange(0, real, Ordering::AcqRel, Ordering::Acquire);
+    log(2, || format!("dlsym({}) -> gasan's NVRTC wrapper", WRAPPED[i]));
+    wrapper(i) as *mut c_void
+}
+
+/// NVRTC's function `i` of [`WRAPPED`]: as a `dlsym` answered found it, else from the library
+/// that holds the NVRTC functions found so far, else as `RTLD_NEXT` finds it.
+fn real(i: usize) -> Option<usize> {
+    let mut p = REAL[i].load(Ordering::Acquire);
+    if p == 0 {
+        let name = CString::new(WRAPPED[i]).expect("no NUL in a name");
+        p = library().map_or(0, |lib| glibc_dlsym(lib, &name));
+        if p == 0 || p == wrapper(i) {
+            p = next_symbol(&name);
+        }
+        if p == 0 {
+            return None;
+        }
+        let _ = REAL[i].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire);
+    }
+    Some(p)
+}
+
+/// The NVRTC library behind the functions found so far (a program that opens it `RTLD_LOCAL`
+/// looks up its names one by one, so the others come from it too).
+fn library() -> Option<*mut c_void> {
+    static LIB: AtomicUsize = AtomicUsize::new(0);
+    let l = LIB.load(Ordering::Acquire);
+    if l != 0 {
+        return Some(l as *mut c_void);
+    }
+    let known = REAL.iter().map(|r| r.load(Ordering::Acquire)).find(|&p| p != 0)?;
+    // SAFETY: dladdr reads the loader's tables for an address of a loaded library; `info` is
+    // written by it before it is read, and only when it succeeds.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::dladdr(known as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: the library is loaded (it holds `known`), so RTLD_NOLOAD only takes a reference to
+    // it; the reference is kept (the library stays as long as the program uses NVRTC anyway).
+    let lib = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    if lib.is_null() {
+        return None;
+    }
+    LIB.store(lib as usize, Ordering::Release);
+    Some(lib)
+}
+
+/// An NVRTC function that is not wrapped, from the library that holds the wrapped ones.
+fn sibling(name: &CStr) -> Option<usize> {
+    real(COMPILE)?;
+    let p = glibc_dlsym(library()?, name);
+    (p != 0).then_some(p)
+}
+
+/// What gasan keeps of one program: what compiling it again needs, and its checked cubin.
+#[derive(Default)]
+struct Source {
+    src: CString,
+    name: Option<CString>,
+    headers: Vec<(Option<CString>, Option<CString>)>,
+    name_expressions: Vec<CString>,
+    checked: Option<Vec<u8>>,
+}
+
+fn programs() -> &'static Mutex<HashMap<usize, Source>> {
+    static M: OnceLock<Mutex<HashMap<usize, Source>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+fn with_programs<R>(f: impl FnOnce(&mut HashMap<usize, Source>) -> R) -> R {
+    f(&mut programs().lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A C string the program passed, copied (null stays `None`).
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+unsafe fn copied(p: *const c_char) -> Option<CString> {
+    // SAFETY: by this function's contract.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_owned())
+}
+
+/// Whether programs are checked at all: `instrument=1`.
+fn checking() -> bool {
+    process().instrument
+}
+
+/// Runs gasan's part of a wrapper; a panic in it is reported and otherwise ignored (the program's
+/// call has its NVRTC answer already).
+fn ours(what: &str, f: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        eprintln!("==gasan== internal error in {what}; the program's NVRTC call is unaffected");
+    }
+}
+
+type CreateFn = unsafe extern "C" fn(*mut Program, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> NvrtcResult;
+type AddNameFn = unsafe extern "C" fn(Program, *const c_char) -> NvrtcResult;
+type CompileFn = unsafe extern "C" fn(Program, c_int, *const *const c_char) -> NvrtcResult;
+type SizeFn = unsafe extern "C" fn(Program, *mut usize) -> NvrtcResult;
+type GetFn = unsafe extern "C" fn(Program, *mut c_char) -> NvrtcResult;
+type DestroyFn = unsafe extern "C" fn(*mut Program) -> NvrtcResult;
+
+/// NVRTC's function `i` as type `F`.
+///
+/// # Safety
+/// `F` is the C prototype of `WRAPPED[i]` in nvrtc.h.
+unsafe fn real_as<F: Copy>(i: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    // SAFETY: a non-null address of NVRTC's function `WRAPPED[i]`, whose prototype `F` is by this
+    // function's contract.
+    real(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+}
+
+/// # Safety
+/// nvrtc.h's contract for `nvrtcCreateProgram`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvrtcCreateProgram(
+    prog: *mut Program,
+    src: *const c_char,
+    name: *const c_char,
+    num_headers: c_int,
+    headers: *const *const c_char,
+    include_names: *const *const c_char,
+) -> NvrtcResult {
+    // SAFETY: CreateFn is nvrtcCreateProgram's prototype.
+    let Some(f) = (unsafe { real_as::<CreateFn>(CREATE) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    // SAFETY: the program's arguments, under nvrtcCreateProgram's contract (this function's).
+    let r = unsafe { f(prog, src, name, num_headers, headers, include_names) };
+    if r == NVRTC_SUCCESS && !prog.is_null() && !src.is_null() && checking() {
+        ours("nvrtcCreateProgram", || {
+            let n = usize::try_from(num_headers).unwrap_or(0);
+            // SAFETY: the call succeeded, so `src` and `name` are C strings (or `name` null) and
+            // `headers` and `include_names` hold `num_headers` C strings each where non-null
+            // (nvrtcCreateProgram's contract).
+            let source = unsafe {
+                Source {
+                    src: CStr::from_ptr(src).to_owned(),
+                    name: copied(name),
+                    headers: (0..n).map(|k| (if headers.is_null() { None } else { copied(*headers.add(k)) }, if include_names.is_null() { None } else { copied(*include_names.add(k)) })).collect(),
+                    ..Source::default()
+                }
+            };
+            // SAFETY: NVRTC wrote the new program's handle to `prog` (non-null, checked above).
+            let handle = unsafe { *prog } as usize;
+            with_programs(|m| m.insert(handle, source));
+        });
+    }
+    r
+}
+
+/// # Safety
+/// nvrtc.h's contract for `nvrtcAddNameExpression`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvrtcAddNameExpression(prog: Program, expr: *const c_char) -> NvrtcResult {
+    // SAFETY: AddNameFn is nvrtcAddNameExpression's prototype.
+    let Some(f) = (unsafe { real_as::<AddNameFn>(ADD_NAME) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    // SAFETY: the program's arguments, under the function's contract.
+    let r = unsafe { f(prog, expr) };
+    if r == NVRTC_SUCCESS && !expr.is_null() {
+        ours("nvrtcAddNameExpression", || {
+            // SAFETY: the call succeeded: `expr` is a C string.
+            let e = unsafe { CStr::from_ptr(expr) }.to_owned();
+            with_programs(|m| m.get_mut(&(prog as usize)).map(|s| s.name_expressions.push(e)));
+        });
+    }
+    r
+}
+
+/// # Safety
+/// nvrtc.h's contract for `nvrtcCompileProgram`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvrtcCompileProgram(prog: Program, num_options: c_int, options: *const *const c_char) -> NvrtcResult {
+    // SAFETY: CompileFn is nvrtcCompileProgram's prototype.
+    let Some(f) = (unsafe { real_as::<CompileFn>(COMPILE) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    // SAFETY: the program's arguments, under the function's contract.
+    let r = unsafe { f(prog, num_options, options) };
+    ours("nvrtcCompileProgram", || {
+        // A compile replaces the program's results: never serve the previous checked cubin.
+        let known = with_programs(|m| m.get_mut(&(prog as usize)).map(|s| s.checked = None).is_some());
+        if r != NVRTC_SUCCESS || !known {
+            return;
+        }
+        let n = usize::try_from(num_options).unwrap_or(0);
+        // SAFETY: the call succeeded, so `options` holds `num_options` C strings (or is unused
+        // when there are none).
+        let opts: Option<Vec<String>> = (0..n).map(|k| unsafe { copied(*options.add(k)) }.and_then(|c| c.into_string().ok())).collect();
+        let Some(opts) = opts else { return };
+        let checked = check_program(prog, &opts, process());
+        with_programs(|m| m.get_mut(&(prog as usize)).map(|s| s.checked = checked));
+    });
+    r
+}
+
+/// # Safety
+/// nvrtc.h's contract for `nvrtcGetCUBINSize`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvrtcGetCUBINSize(prog: Program, size: *mut usize) -> NvrtcResult {
+    if !size.is_null() {
+        if let Some(n) = with_programs(|m| m.get(&(prog as usize)).and_then(|s| s.checked.as_ref().map(Vec::len))) {
+            // SAFETY: the program's out-pointer (non-null, checked above).
+            unsafe { *size = n };
+            return NVRTC_SUCCESS;
+        }
+    }
+    // SAFETY: SizeFn is nvrtcGetCUBINSize's prototype.
+    let Some(f) = (unsafe { real_as::<SizeFn>(CUBIN_SIZE) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    // SAFETY: the program's arguments, under the function's contract.
+    unsafe { f(prog, size) }
+}
+
+/// # Safety
+/// nvrtc.h's contract for `nvrtcGetCUBIN`: `cubin` has room for `nvrtcGetCUBINSize`'s answer,
+/// which for a checked program is the checked cubin's size.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvrtcGetCUBIN(prog: Program, cubin: *mut c_char) -> NvrtcResult {
+    if !cubin.is_null() {
+        let served = with_programs(|m| {
+            let c = m.get(&(prog as usize))?.checked.as_ref()?;
+            // SAFETY: the program sized `cubin` with nvrtcGetCUBINSize, which answered `c.len()`
+            // (this function's contract); `c` is gasan's own buffer, not overlapping it.
+            unsafe { std::ptr::copy_nonoverlapping(c.as_ptr(), cubin.cast::<u8>(), c.len()) };
+            Some(())
+        });
+        if served.is_some() {
+            return NVRTC_SUCCESS;
+        }
+    }
+    // SAFETY: GetFn is nvrtcGetCUBIN's prototype.
+    let Some(f) = (unsafe { real_as::<GetFn>(CUBIN) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    // SAFETY: the program's arguments, under the function's contract.
+    unsafe { f(prog, cubin) }
+}
+
+/// # Safety
+/// nvrtc.h's contract for `nvrtcDestroyProgram`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvrtcDestroyProgram(prog: *mut Program) -> NvrtcResult {
+    if !prog.is_null() {
+        // SAFETY: the program's pointer to its handle (non-null, checked above).
+        let handle = unsafe { *prog } as usize;
+        with_programs(|m| m.remove(&handle));
+    }
+    // SAFETY: DestroyFn is nvrtcDestroyProgram's prototype.
+    let Some(f) = (unsafe { real_as::<DestroyFn>(DESTROY) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    // SAFETY: the program's argument, under the function's contract.
+    unsafe { f(prog) }
+}
+
+/// The checked cubin of a program NVRTC just compiled with `opts`, or `None` (with a warning
+/// where something failed, at `verbosity=1` where there is nothing to check).
+fn check_program(prog: Program, opts: &[String], o: &Options) -> Option<Vec<u8>> {
+    let name = with_programs(|m| m.get(&(prog as usize)).and_then(|s| s.name.as_ref().map(|n| n.to_string_lossy().into_owned()))).unwrap_or_else(|| "<unnamed>".into());
+    let (target, shadow, flags) = match plan(opts) {
+        Plan::Check { target, shadow_options, ptxas_flags } => (target, shadow_options, ptxas_flags),
+        Plan::NotChecked(why) => {
+            log(1, || format!("NVRTC program {name}: not checked: {why}"));
+            return None;
+        }
+    };
+    match checked_cubin(prog, &target, &shadow, &flags, o) {
+        Ok(cubin) => {
+            log(1, || format!("NVRTC program {name}: checked cubin for {target} ({} bytes)", cubin.len()));
+            Some(cubin)
+        }
+        Err(why) => {
+            eprintln!("==gasan== warning: NVRTC program {name}: not checked ({why}); the program gets NVRTC's own cubin");
+            None
+        }
+    }
+}
+
+/// Compiles the program's source again for the virtual architecture and returns its PTX.
+fn shadow_ptx(prog: Program, shadow: &[String]) -> Result<String, String> {
+    let (src, name, headers, exprs) = with_programs(|m| m.get(&(prog as usize)).map(|s| (s.src.clone(), s.name.clone(), s.headers.clone(), s.name_expressions.clone()))).ok_or("program forgotten")?;
+    // SAFETY: each type is the nvrtc.h prototype of the function named (all four).
+    let (create, add, compile, destroy) = unsafe { (real_as::<CreateFn>(CREATE), real_as::<AddNameFn>(ADD_NAME), real_as::<CompileFn>(COMPILE), real_as::<DestroyFn>(DESTROY)) };
+    let (Some(create), Some(add), Some(compile), Some(destroy)) = (create, add, compile, destroy) else { return Err("NVRTC's functions not found".into()) };
+    // SAFETY: both are nvrtc.h's prototypes of the functions named.
+    let (ptx_size, get_ptx) = unsafe { (sibling(c"nvrtcGetPTXSize").map(|p| std::mem::transmute::<usize, SizeFn>(p)), sibling(c"nvrtcGetPTX").map(|p| std::mem::transmute::<usize, GetFn>(p))) };
+    let (Some(ptx_size), Some(get_ptx)) = (ptx_size, get_ptx) else { return Err("nvrtcGetPTX not found".into()) };
+    let hdr: Vec<*const c_char> = headers.iter().map(|(h, _)| h.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())).collect();
+    let inc: Vec<*const c_char> = headers.iter().map(|(_, n)| n.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())).collect();
+    let copts: Vec<CString> = shadow.iter().map(|s| CString::new(s.as_str())).collect::<Result<_, _>>().map_err(|_| "an option holds NUL")?;
+    let optp: Vec<*const c_char> = copts.iter().map(|c| c.as_ptr()).collect();
+    let mut sp: Program = std::ptr::null_mut();
+    // SAFETY: NVRTC's nvrtcCreateProgram with the program's own source, name and headers (copies
+    // alive for the call), `hdr` and `inc` of `headers.len()` entries each.
+    let r = unsafe { create(&mut sp, src.as_ptr(), name.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()), headers.len() as c_int, hdr.as_ptr(), inc.as_ptr()) };
+    if r != NVRTC_SUCCESS {
+        return Err(format!("nvrtcCreateProgram of the copy: error {r}"));
+    }
+    let result = (|| {
+        for e in &exprs {
+            // SAFETY: `sp` is the live program created above; `e` a C string.
+            let r = unsafe { add(sp, e.as_ptr()) };
+            if r != NVRTC_SUCCESS {
+                return Err(format!("nvrtcAddNameExpression({}): error {r}", e.to_string_lossy()));
+            }
+        }
+        // SAFETY: `sp` is live; `optp` holds `optp.len()` C strings alive for the call.
+        let r = unsafe { compile(sp, optp.len() as c_int, optp.as_ptr()) };
+        if r != NVRTC_SUCCESS {
+            return Err(format!("compiling it for {}: error {r}", shadow.first().map_or("", String::as_str)));
+        }
+        let mut n = 0usize;
+        // SAFETY: `sp` is live and compiled; `n` a valid out-pointer.
+        let r = unsafe { ptx_size(sp, &mut n) };
+        if r != NVRTC_SUCCESS || n == 0 {
+            return Err(format!("nvrtcGetPTXSize: error {r}"));
+        }
+        let mut buf = vec![0u8; n];
+        // SAFETY: `buf` has the `n` bytes nvrtcGetPTXSize asked for.
+        let r = unsafe { get_ptx(sp, buf.as_mut_ptr().cast()) };
+        if r != NVRTC_SUCCESS {
+            return Err(format!("nvrtcGetPTX: error {r}"));
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        buf.truncate(end);
+        String::from_utf8(buf).map_err(|_| "PTX is not UTF-8".to_string())
+    })();
+    // SAFETY: `sp` is the program created above, destroyed once.
+    unsafe { destroy(&mut sp) };
+    result
+}
+
+/// The program's PTX for `target`, checked, marked and assembled with the real ptxas (cached).
+fn checked_cubin(prog: Program, target: &str, shadow: &[String], flags: &[String], o: &Options) -> Result<Vec<u8>, String> {
+    let ptx = shadow_ptx(prog, shadow)?;
+    let iopts = crate::modules::instrument_options_for(o, false);
+    let checked = gasan_jit::check_module(&ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+    let ptxas = sass::find_ptxas(o.ptxas.as_deref(), |k| std::env::var_os(k)).ok_or("no ptxas found (set ptxas= or CUDA_HOME)")?;
+    let cache = crate::cache::dir_for(o.cache_dir.as_deref()).map(|d| crate::cache::Cache::new(d, o.cache_size_mb << 20)).ok_or("no cache directory")?;
+    let compiler = sass::file_identity(&ptxas).ok_or_else(|| format!("cannot read {}", ptxas.display()))?;
+    let key_hex = checked.marker.key_hex();
+    let key = sass::cubin_key(&sass::KeyInputs { checked: &key_hex, target, flags, compiler: &compiler, driver: "nvrtc", gasan: env!("CARGO_PKG_VERSION") });
+    let (entry, _) = sass::entry_names(&key, target);
+    let cubin = match cache.get(&entry) {
+        Some(b) if sass::is_cubin(&b) => b,
+        _ => sass::compile(&sass::Compile { ptxas: &ptxas, target, flags, split: 0 }, &cache, checked.text.as_bytes(), &entry).map_err(|e| e.message)?,
+    };
+    // What the runtime will make of it at load: it must be recognised as checked.
+    match gasan_jit::recognise(&cubin, gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error }) {
+        gasan_jit::Recognition::Checked { .. } => Ok(cubin),
+        other => Err(format!("the checked cubin is not recognised ({other:?})")),
+    }
+}
