@@ -1,9 +1,11 @@
-//! NVRTC interposed (runtime/src/hooks/nvrtc.rs, issue 39 item 6), without a GPU: a C program
-//! compiles CUDA C++ with the pinned NVRTC 13.0 (jit/nvrtc/nvrtc.sh) straight to an sm_90 cubin,
-//! under the preloaded runtime, reaching NVRTC the three ways programs do (dlopen + dlsym on the
-//! handle, `dlsym(RTLD_DEFAULT)` first as cuda-bindings does, linked). The cubin it gets must be
-//! one the runtime's load recognises as checked (`plan_cubin`), with its sites and both kernels'
-//! parameter tags; where gasan's part fails, the program still gets NVRTC's own cubin.
+//! NVRTC and nvJitLink interposed (runtime/src/hooks/nvrtc.rs, nvjitlink.rs; issue 39 items 6
+//! and 5), without a GPU: C programs compile CUDA C++ with the pinned NVRTC 13.0 straight to an
+//! sm_90 cubin, or link PTX (Numba-CUDA's, made on a CPU: jit/numba/compile_ptx.py) with the
+//! pinned nvJitLink 13.0 (jit/nvrtc/nvrtc.sh), under the preloaded runtime, reaching the library
+//! the ways programs do (dlopen + dlsym on the handle, `dlsym(RTLD_DEFAULT)` first as cuda-bindings
+//! does, linked). The cubin they get must be one the runtime's load recognises as checked
+//! (`plan_cubin`), with its sites and kernels' parameter tags; where gasan's part fails, the
+//! program still gets the library's own cubin.
 
 mod common;
 use gasan_runtime::modules::{plan_cubin, CubinPlan};
@@ -34,6 +36,8 @@ struct Setup {
     dir: PathBuf,
     app: PathBuf,
     linked: PathBuf,
+    link_app: PathBuf,
+    link_linked: PathBuf,
 }
 
 /// Builds the test programs once; `None` (skipped, never under CI) when the runtime is not built.
@@ -60,20 +64,38 @@ fn setup() -> Option<&'static Setup> {
         let l = format!("-L{}", nvrtc.display());
         let rpath = format!("-Wl,-rpath,{}", nvrtc.display());
         gcc(&["-DLINKED".as_ref(), "-o".as_ref(), linked.as_os_str(), src.as_os_str(), l.as_ref(), "-l:libnvrtc.so.13".as_ref(), rpath.as_ref()]);
-        Some(Setup { runtime, nvrtc, cuda, dir, app, linked })
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload/nvjitlink_app.c");
+        let (link_app, link_linked) = (dir.join("nvjitlink_app"), dir.join("nvjitlink_app_linked"));
+        gcc(&["-o".as_ref(), link_app.as_os_str(), src.as_os_str(), "-ldl".as_ref()]);
+        gcc(&["-DLINKED".as_ref(), "-o".as_ref(), link_linked.as_os_str(), src.as_os_str(), l.as_ref(), "-l:libnvJitLink.so.13".as_ref(), rpath.as_ref()]);
+        Some(Setup { runtime, nvrtc, cuda, dir, app, linked, link_app, link_linked })
     })
     .as_ref()
 }
 
-/// Runs the program in `mode` (with the runtime preloaded and `options` when `gasan`); returns
-/// its output and the cubin it wrote.
+/// Runs the NVRTC program in `mode` (with the runtime preloaded and `options` when `gasan`);
+/// returns its output and the cubin it wrote.
 fn run(s: &Setup, mode: &str, gasan: Option<&str>) -> (Output, Vec<u8>) {
+    run_program(s, if mode == "linked" { &s.linked } else { &s.app }, &[mode.as_ref(), s.nvrtc.join("libnvrtc.so.13").as_os_str()], gasan)
+}
+
+/// Numba-CUDA's PTX (jit/numba/compile_ptx.py).
+fn numba_ptx() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/numba_k_numba_write.ptx")
+}
+
+/// Runs the nvJitLink program in `mode` on `ptx`, as [`run`].
+fn run_link(s: &Setup, mode: &str, ptx: &Path, gasan: Option<&str>) -> (Output, Vec<u8>) {
+    run_program(s, if mode == "linked" { &s.link_linked } else { &s.link_app }, &[mode.as_ref(), s.nvrtc.join("libnvJitLink.so.13").as_os_str(), ptx.as_os_str()], gasan)
+}
+
+fn run_program(s: &Setup, program: &Path, args: &[&std::ffi::OsStr], gasan: Option<&str>) -> (Output, Vec<u8>) {
     static N: AtomicU32 = AtomicU32::new(0);
+    let mode = args[0].to_string_lossy();
     let out_file = s.dir.join(format!("{mode}-{}.cubin", N.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_file(&out_file);
-    let lib = s.nvrtc.join("libnvrtc.so.13");
-    let mut c = Command::new(if mode == "linked" { &s.linked } else { &s.app });
-    c.arg(mode).arg(&lib).arg(&out_file);
+    let mut c = Command::new(program);
+    c.args(args).arg(&out_file);
     // libnvrtc opens libnvrtc-builtins by name; CUDA_HOME names the pinned ptxas.
     c.env("LD_LIBRARY_PATH", &s.nvrtc).env("CUDA_HOME", &s.cuda).env_remove("GASAN_OPTIONS").env_remove("LD_PRELOAD");
     if let Some(o) = gasan {
@@ -146,4 +168,48 @@ fn a_failure_on_gasans_side_hands_out_nvrtcs_own_cubin() {
     let (out, cubin) = run(s, "linked", Some("instrument=0"));
     assert_eq!(cubin, native_cubin);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("NVRTC"));
+}
+
+#[test]
+fn numbas_ptx_linked_by_nvjitlink_gives_a_checked_cubin() {
+    let Some(s) = setup() else { return };
+    let ptx = numba_ptx();
+    let (_, native_cubin) = run_link(s, "handle", &ptx, None);
+    assert!(matches!(at_load(&native_cubin), CubinPlan::Native));
+    for mode in ["handle", "linked"] {
+        let (out, cubin) = run_link(s, mode, &ptx, Some("verbosity=1"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nvJitLink link: checked cubin"), "{mode}: {err}");
+        if mode == "handle" {
+            assert!(stdout(&out).contains("default_before=0"), "nvJitLink not loaded: RTLD_DEFAULT finds nothing, as without gasan");
+        }
+        let tables = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
+        // The one store, at the line of its source that Numba's PTX names.
+        let [site] = &tables.sites.sites[..] else { panic!("{mode}: {:?}", tables.sites.sites) };
+        assert!(site.kernel.contains("k_numba_write"), "{}", site.kernel);
+        let loc = site.loc.as_ref().expect("Numba's PTX has .loc lines");
+        let want = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../jit/numba/compile_ptx.py")).unwrap().lines().position(|l| l.contains("BUG:numba_overflow")).unwrap() + 1;
+        assert!(loc.file.ends_with("compile_ptx.py"), "{mode}: {loc:?}");
+        assert_eq!(loc.line, want as u32, "{mode}");
+        assert!(matches!(at_load(&cubin), CubinPlan::Checked { .. }), "{mode}: not recognised as checked at load");
+    }
+    // instrument=0: nvJitLink's own cubin.
+    let (_, cubin) = run_link(s, "linked", &ptx, Some("instrument=0"));
+    assert_eq!(cubin, native_cubin);
+}
+
+#[test]
+fn a_link_gasan_cannot_check_gets_nvjitlinks_own_cubin() {
+    let Some(s) = setup() else { return };
+    // PTX that carries gasan's control block already is refused by the rewriter: warned, and the
+    // program gets the link nvJitLink made.
+    let checked = s.dir.join("checked-already.ptx");
+    let text = std::fs::read_to_string(numba_ptx()).unwrap();
+    let c = gasan_jit::check_module(&text, &gasan_runtime::modules::instrument_options_for(&Options::default(), false), "test").unwrap();
+    std::fs::write(&checked, c.text).unwrap();
+    let (_, native_cubin) = run_link(s, "handle", &checked, None);
+    let (out, cubin) = run_link(s, "handle", &checked, Some("verbosity=0"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: nvJitLink link: not checked (the rewriter refused its PTX") && err.contains("the program gets nvJitLink's own cubin"), "{err}");
+    assert_eq!(cubin, native_cubin);
 }

@@ -126,9 +126,11 @@ const INVALID: CuResult = crate::driver::CUDA_ERROR_INVALID_VALUE;
 
 mod copies;
 mod launches;
+pub(crate) mod library;
 mod loading;
 mod memory;
-pub(crate) mod nvrtc;
+mod nvjitlink;
+mod nvrtc;
 mod streams;
 mod tensor_map;
 

@@ -11,21 +11,15 @@
 //! It never breaks the program: whatever fails on gasan's side (no ptxas, PTX the rewriter
 //! refuses, a checked copy ptxas refuses) gives a warning and the program gets NVRTC's cubin.
 //!
-//! How calls get here: these functions are exported under NVRTC's names, so a program linked with
-//! libnvrtc and a `dlsym(RTLD_DEFAULT, ...)` reach them; the runtime's `dlsym`
-//! ([`crate::interpose`]) answers [`dlsym_answer`] for every `nvrtc*` name it wraps, so a program
-//! that opens libnvrtc itself and looks names up on its handle does too. A lookup of a wrapped
-//! name that NVRTC would not answer (no libnvrtc loaded, or loaded `RTLD_LOCAL` and asked through
-//! `RTLD_DEFAULT`, as cuda-bindings asks first) is answered null, as without gasan: the exports
-//! alone would answer it with a wrapper that has no NVRTC behind it.
+//! How calls get here: [`super::library`] (linked, `dlsym(RTLD_DEFAULT)`, `dlsym` on a handle).
 
+use super::library::Library;
 use crate::options::{process, Options};
 use crate::sass;
 use crate::state::log;
 use gasan_jit::nvrtc::{plan, Plan};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// `nvrtcResult`.
@@ -36,13 +30,7 @@ type Program = *mut c_void;
 const NVRTC_SUCCESS: NvrtcResult = 0;
 const NVRTC_ERROR_INTERNAL_ERROR: NvrtcResult = 11;
 
-/// What [`dlsym_answer`] returns for "answer null": address 1 (`c_void`'s alignment), which the
-/// trampoline in [`crate::interpose`] turns into a null result; no symbol lives there.
-pub(crate) const DLSYM_NULL: *mut c_void = std::ptr::dangling_mut::<c_void>();
-const _: () = assert!(std::mem::align_of::<c_void>() == 1);
-
-/// The wrapped entry points, in the order of [`REAL`].
-const WRAPPED: [&str; 6] = ["nvrtcCreateProgram", "nvrtcAddNameExpression", "nvrtcCompileProgram", "nvrtcGetCUBINSize", "nvrtcGetCUBIN", "nvrtcDestroyProgram"];
+/// NVRTC's wrapped entry points, in the order of [`table`].
 const CREATE: usize = 0;
 const ADD_NAME: usize = 1;
 const COMPILE: usize = 2;
@@ -50,112 +38,22 @@ const CUBIN_SIZE: usize = 3;
 const CUBIN: usize = 4;
 const DESTROY: usize = 5;
 
-/// NVRTC's own entry point of each wrapped name, once known (from a `dlsym` answered, else
-/// `RTLD_NEXT` at the first call).
-static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
-
-/// Our wrapper of each name in [`WRAPPED`].
-fn wrapper(i: usize) -> usize {
-    [
-        nvrtcCreateProgram as *const () as usize,
-        nvrtcAddNameExpression as *const () as usize,
-        nvrtcCompileProgram as *const () as usize,
-        nvrtcGetCUBINSize as *const () as usize,
-        nvrtcGetCUBIN as *const () as usize,
-        nvrtcDestroyProgram as *const () as usize,
-    ][i]
+fn table() -> &'static [(&'static str, usize)] {
+    static T: OnceLock<[(&str, usize); 6]> = OnceLock::new();
+    T.get_or_init(|| {
+        [
+            ("nvrtcCreateProgram", nvrtcCreateProgram as *const () as usize),
+            ("nvrtcAddNameExpression", nvrtcAddNameExpression as *const () as usize),
+            ("nvrtcCompileProgram", nvrtcCompileProgram as *const () as usize),
+            ("nvrtcGetCUBINSize", nvrtcGetCUBINSize as *const () as usize),
+            ("nvrtcGetCUBIN", nvrtcGetCUBIN as *const () as usize),
+            ("nvrtcDestroyProgram", nvrtcDestroyProgram as *const () as usize),
+        ]
+    })
 }
 
-/// glibc's `dlsym(handle, name)` (not ours).
-fn glibc_dlsym(handle: *mut c_void, name: &CStr) -> usize {
-    // SAFETY: glibc's dlsym with a handle the program (or RTLD_NEXT) gave and a C string.
-    unsafe { crate::driver::real_dlsym()(handle, name.as_ptr()) as usize }
-}
-
-/// NVRTC's function `name` as `RTLD_NEXT` from gasan sees it (libnvrtc linked or opened
-/// `RTLD_GLOBAL`), never gasan's own export.
-fn next_symbol(name: &CStr) -> usize {
-    let p = glibc_dlsym(libc::RTLD_NEXT, name);
-    if (0..WRAPPED.len()).any(|i| wrapper(i) == p) {
-        0
-    } else {
-        p
-    }
-}
-
-/// Decides `dlsym(handle, name)` for an `nvrtc*` name: our wrapper where NVRTC answers the
-/// lookup with a wrapped function, [`DLSYM_NULL`] where NVRTC would answer nothing but gasan's
-/// exports would, null (glibc answers as usual) for every other name and for `RTLD_NEXT`.
-pub(crate) fn dlsym_answer(handle: *mut c_void, name: &[u8]) -> *mut c_void {
-    let Some(i) = WRAPPED.iter().position(|w| w.as_bytes() == name) else { return std::ptr::null_mut() };
-    if handle == libc::RTLD_NEXT {
-        return std::ptr::null_mut();
-    }
-    let Ok(c) = CString::new(name) else { return std::ptr::null_mut() };
-    // A program's own handle names NVRTC (or, for the global scope, finds gasan's exports first:
-    // then NVRTC is whatever comes after gasan).
-    let found = if handle.is_null() { 0 } else { glibc_dlsym(handle, &c) };
-    let real = if found == 0 || found == wrapper(i) { next_symbol(&c) } else { found };
-    if real == 0 {
-        // As without gasan: null, with dlerror's message from a lookup that fails the same way.
-        glibc_dlsym(libc::RTLD_NEXT, &c);
-        return DLSYM_NULL;
-    }
-    let _ = REAL[i].compare_exchange(0, real, Ordering::AcqRel, Ordering::Acquire);
-    log(2, || format!("dlsym({}) -> gasan's NVRTC wrapper", WRAPPED[i]));
-    wrapper(i) as *mut c_void
-}
-
-/// NVRTC's function `i` of [`WRAPPED`]: as a `dlsym` answered found it, else from the library
-/// that holds the NVRTC functions found so far, else as `RTLD_NEXT` finds it.
-fn real(i: usize) -> Option<usize> {
-    let mut p = REAL[i].load(Ordering::Acquire);
-    if p == 0 {
-        let name = CString::new(WRAPPED[i]).expect("no NUL in a name");
-        p = library().map_or(0, |lib| glibc_dlsym(lib, &name));
-        if p == 0 || p == wrapper(i) {
-            p = next_symbol(&name);
-        }
-        if p == 0 {
-            return None;
-        }
-        let _ = REAL[i].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire);
-    }
-    Some(p)
-}
-
-/// The NVRTC library behind the functions found so far (a program that opens it `RTLD_LOCAL`
-/// looks up its names one by one, so the others come from it too).
-fn library() -> Option<*mut c_void> {
-    static LIB: AtomicUsize = AtomicUsize::new(0);
-    let l = LIB.load(Ordering::Acquire);
-    if l != 0 {
-        return Some(l as *mut c_void);
-    }
-    let known = REAL.iter().map(|r| r.load(Ordering::Acquire)).find(|&p| p != 0)?;
-    // SAFETY: dladdr reads the loader's tables for an address of a loaded library; `info` is
-    // written by it before it is read, and only when it succeeds.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::dladdr(known as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: the library is loaded (it holds `known`), so RTLD_NOLOAD only takes a reference to
-    // it; the reference is kept (the library stays as long as the program uses NVRTC anyway).
-    let lib = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-    if lib.is_null() {
-        return None;
-    }
-    LIB.store(lib as usize, Ordering::Release);
-    Some(lib)
-}
-
-/// An NVRTC function that is not wrapped, from the library that holds the wrapped ones.
-fn sibling(name: &CStr) -> Option<usize> {
-    real(COMPILE)?;
-    let p = glibc_dlsym(library()?, name);
-    (p != 0).then_some(p)
-}
+/// NVRTC, as the wrappers reach it.
+pub(crate) static NVRTC: Library = Library::new(table);
 
 /// What gasan keeps of one program: what compiling it again needs, and its checked cubin.
 #[derive(Default)]
@@ -208,12 +106,12 @@ type DestroyFn = unsafe extern "C" fn(*mut Program) -> NvrtcResult;
 /// NVRTC's function `i` as type `F`.
 ///
 /// # Safety
-/// `F` is the C prototype of `WRAPPED[i]` in nvrtc.h.
+/// `F` is the C prototype in nvrtc.h of the function `i` of [`table`].
 unsafe fn real_as<F: Copy>(i: usize) -> Option<F> {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
-    // SAFETY: a non-null address of NVRTC's function `WRAPPED[i]`, whose prototype `F` is by this
-    // function's contract.
-    real(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+    // SAFETY: a non-null address of NVRTC's function `i` of the table, whose prototype `F` is by
+    // this function's contract.
+    NVRTC.real(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
 }
 
 /// # Safety
@@ -381,7 +279,9 @@ fn shadow_ptx(prog: Program, shadow: &[String]) -> Result<String, String> {
     let (create, add, compile, destroy) = unsafe { (real_as::<CreateFn>(CREATE), real_as::<AddNameFn>(ADD_NAME), real_as::<CompileFn>(COMPILE), real_as::<DestroyFn>(DESTROY)) };
     let (Some(create), Some(add), Some(compile), Some(destroy)) = (create, add, compile, destroy) else { return Err("NVRTC's functions not found".into()) };
     // SAFETY: both are nvrtc.h's prototypes of the functions named.
-    let (ptx_size, get_ptx) = unsafe { (sibling(c"nvrtcGetPTXSize").map(|p| std::mem::transmute::<usize, SizeFn>(p)), sibling(c"nvrtcGetPTX").map(|p| std::mem::transmute::<usize, GetFn>(p))) };
+    let (ptx_size, get_ptx) = unsafe {
+        (NVRTC.sibling(COMPILE, c"nvrtcGetPTXSize").map(|p| std::mem::transmute::<usize, SizeFn>(p)), NVRTC.sibling(COMPILE, c"nvrtcGetPTX").map(|p| std::mem::transmute::<usize, GetFn>(p)))
+    };
     let (Some(ptx_size), Some(get_ptx)) = (ptx_size, get_ptx) else { return Err("nvrtcGetPTX not found".into()) };
     let hdr: Vec<*const c_char> = headers.iter().map(|(h, _)| h.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())).collect();
     let inc: Vec<*const c_char> = headers.iter().map(|(_, n)| n.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())).collect();
