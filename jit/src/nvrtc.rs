@@ -16,7 +16,9 @@ pub enum Plan {
     /// architecture made virtual) to PTX, check it, assemble it with `ptxas -arch=target
     /// ptxas_flags`.
     Check { target: String, shadow_options: Vec<String>, ptxas_flags: Vec<String> },
-    /// No cubin to check, or one this scheme cannot make: why.
+    /// NVRTC makes PTX only, which the runtime checks when the driver loads it: why.
+    PtxOnly(String),
+    /// A cubin this scheme cannot check: why.
     NotChecked(String),
 }
 
@@ -53,7 +55,7 @@ pub fn plan(options: &[String]) -> Plan {
                 return Plan::NotChecked("more than one architecture".into());
             }
             let Some(rest) = a.strip_prefix("sm_") else {
-                return Plan::NotChecked(format!("compiled for {a}: NVRTC makes no cubin, and PTX is checked when the driver loads it"));
+                return Plan::PtxOnly(format!("compiled for {a}: NVRTC makes no cubin, and PTX is checked when the driver loads it"));
             };
             target = Some(a.clone());
             shadow.push(format!("--gpu-architecture=compute_{rest}"));
@@ -90,7 +92,7 @@ pub fn plan(options: &[String]) -> Plan {
     }
     match target {
         Some(t) => Plan::Check { target: t, shadow_options: shadow, ptxas_flags: ptxas },
-        None => Plan::NotChecked("no -arch=sm_XX: NVRTC makes PTX only, checked when the driver loads it".into()),
+        None => Plan::PtxOnly("no -arch=sm_XX: NVRTC makes PTX only, checked when the driver loads it".into()),
     }
 }
 
@@ -125,15 +127,10 @@ mod tests {
 
     #[test]
     fn what_gives_no_whole_program_cubin_is_left_alone() {
-        for o in [
-            &["--gpu-architecture=compute_90"][..],
-            &[][..],
-            &["-std=c++17"][..],
-            &["-arch=sm_90", "-rdc=true"][..],
-            &["-arch=sm_90", "-dlto"][..],
-            &["-arch=sm_90", "-arch=sm_80"][..],
-            &["-arch"][..],
-        ] {
+        for o in [&["--gpu-architecture=compute_90"][..], &[][..], &["-std=c++17"][..]] {
+            assert!(matches!(p(o), Plan::PtxOnly(_)), "{o:?}: {:?}", p(o));
+        }
+        for o in [&["-arch=sm_90", "-rdc=true"][..], &["-arch=sm_90", "-dlto"][..], &["-arch=sm_90", "-arch=sm_80"][..], &["-arch"][..]] {
             assert!(matches!(p(o), Plan::NotChecked(_)), "{o:?}: {:?}", p(o));
         }
     }

@@ -160,9 +160,11 @@ fn a_failure_on_gasans_side_hands_out_nvrtcs_own_cubin() {
     let Some(s) = setup() else { return };
     let (_, native_cubin) = run(s, "handle", None);
     // A ptxas that fails: warned, and the program runs on with NVRTC's cubin.
-    let (out, cubin) = run(s, "handle", Some("ptxas=/bin/false"));
+    let (out, cubin) = run(s, "handle", Some("ptxas=/bin/false:verbosity=1"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("warning: NVRTC program nvrtc_app.cu: not checked (") && err.contains("the program gets NVRTC's own cubin"), "{err}");
+    // The exit summary says so by framework (verbosity=1).
+    assert!(err.contains("==gasan== JIT-compiled modules from NVRTC: 0 checked; not checked: 1 failed on gasan's side (warned)"), "{err}");
     assert_eq!(cubin, native_cubin);
     // instrument=0: nothing checked, nothing said.
     let (out, cubin) = run(s, "linked", Some("instrument=0"));

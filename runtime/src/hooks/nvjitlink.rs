@@ -17,6 +17,7 @@
 //! call). How calls get here: [`super::library`].
 
 use super::library::Library;
+use crate::jit_origin::{self, Origin};
 use crate::options::{process, Options};
 use crate::state::log;
 use std::collections::HashMap;
@@ -275,7 +276,10 @@ fn ptx_of(input: &Input) -> Option<&str> {
 /// failed, at `verbosity=1` where there is nothing to check).
 fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
     let opts: Vec<String> = link.options.iter().map(|c| c.to_string_lossy().into_owned()).collect();
-    let skip = |why: &str| log(1, || format!("nvJitLink link: not checked: {why}"));
+    let skip = |why: &str| {
+        log(1, || format!("nvJitLink link: not checked: {why}"));
+        jit_origin::left_unchecked(Origin::NvJitLink, why);
+    };
     if let Some(x) = opts.iter().find(|x| *x == "-ptx" || *x == "-lto") {
         skip(&format!("{x}: no cubin from PTX to check"));
         return None;
@@ -289,19 +293,21 @@ fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
         return None;
     };
     match checked_link(link, first, o) {
-        Ok(cubin) => {
+        Ok((cubin, key)) => {
             log(1, || format!("nvJitLink link: checked cubin ({} bytes, PTX input {} of {})", cubin.len(), first + 1, link.inputs.len()));
+            jit_origin::made(Origin::NvJitLink, key);
             Some(cubin)
         }
         Err(why) => {
             eprintln!("==gasan== warning: nvJitLink link: not checked ({why}); the program gets nvJitLink's own cubin");
+            jit_origin::left_unchecked(Origin::NvJitLink, "failed on gasan's side (warned)");
             None
         }
     }
 }
 
-/// Links the inputs again with input `first` checked, and returns the cubin.
-fn checked_link(link: &Link, first: usize, o: &Options) -> Result<Vec<u8>, String> {
+/// Links the inputs again with input `first` checked, and returns the cubin and its marker's key.
+fn checked_link(link: &Link, first: usize, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
     let ptx = ptx_of(&link.inputs[first]).ok_or("not PTX")?;
     let iopts = crate::modules::instrument_options_for(o, false);
     let checked = gasan_jit::check_module(ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
@@ -363,7 +369,7 @@ fn checked_link(link: &Link, first: usize, o: &Options) -> Result<Vec<u8>, Strin
     unsafe { destroy(&mut h) };
     let cubin = result?;
     match gasan_jit::recognise(&cubin, gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error }) {
-        gasan_jit::Recognition::Checked { .. } => Ok(cubin),
+        gasan_jit::Recognition::Checked { marker, .. } => Ok((cubin, marker.key)),
         other => Err(format!("the checked cubin is not recognised ({other:?})")),
     }
 }

@@ -14,6 +14,7 @@
 //! How calls get here: [`super::library`] (linked, `dlsym(RTLD_DEFAULT)`, `dlsym` on a handle).
 
 use super::library::Library;
+use crate::jit_origin::{self, Origin};
 use crate::options::{process, Options};
 use crate::sass;
 use crate::state::log;
@@ -255,18 +256,25 @@ fn check_program(prog: Program, opts: &[String], o: &Options) -> Option<Vec<u8>>
     let name = with_programs(|m| m.get(&(prog as usize)).and_then(|s| s.name.as_ref().map(|n| n.to_string_lossy().into_owned()))).unwrap_or_else(|| "<unnamed>".into());
     let (target, shadow, flags) = match plan(opts) {
         Plan::Check { target, shadow_options, ptxas_flags } => (target, shadow_options, ptxas_flags),
+        Plan::PtxOnly(why) => {
+            log(1, || format!("NVRTC program {name}: {why}"));
+            return None;
+        }
         Plan::NotChecked(why) => {
             log(1, || format!("NVRTC program {name}: not checked: {why}"));
+            jit_origin::left_unchecked(Origin::Nvrtc, &why);
             return None;
         }
     };
     match checked_cubin(prog, &target, &shadow, &flags, o) {
-        Ok(cubin) => {
+        Ok((cubin, key)) => {
             log(1, || format!("NVRTC program {name}: checked cubin for {target} ({} bytes)", cubin.len()));
+            jit_origin::made(Origin::Nvrtc, key);
             Some(cubin)
         }
         Err(why) => {
             eprintln!("==gasan== warning: NVRTC program {name}: not checked ({why}); the program gets NVRTC's own cubin");
+            jit_origin::left_unchecked(Origin::Nvrtc, "failed on gasan's side (warned)");
             None
         }
     }
@@ -328,8 +336,9 @@ fn shadow_ptx(prog: Program, shadow: &[String]) -> Result<String, String> {
     result
 }
 
-/// The program's PTX for `target`, checked, marked and assembled with the real ptxas (cached).
-fn checked_cubin(prog: Program, target: &str, shadow: &[String], flags: &[String], o: &Options) -> Result<Vec<u8>, String> {
+/// The program's PTX for `target`, checked, marked and assembled with the real ptxas (cached),
+/// with its marker's key.
+fn checked_cubin(prog: Program, target: &str, shadow: &[String], flags: &[String], o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
     let ptx = shadow_ptx(prog, shadow)?;
     let iopts = crate::modules::instrument_options_for(o, false);
     let checked = gasan_jit::check_module(&ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
@@ -345,7 +354,7 @@ fn checked_cubin(prog: Program, target: &str, shadow: &[String], flags: &[String
     };
     // What the runtime will make of it at load: it must be recognised as checked.
     match gasan_jit::recognise(&cubin, gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error }) {
-        gasan_jit::Recognition::Checked { .. } => Ok(cubin),
+        gasan_jit::Recognition::Checked { marker, .. } => Ok((cubin, marker.key)),
         other => Err(format!("the checked cubin is not recognised ({other:?})")),
     }
 }
