@@ -162,7 +162,7 @@ fn a_failure_on_gasans_side_hands_out_nvrtcs_own_cubin() {
     // A ptxas that fails: warned, and the program runs on with NVRTC's cubin.
     let (out, cubin) = run(s, "handle", Some("ptxas=/bin/false:verbosity=1"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("warning: NVRTC program nvrtc_app.cu: not checked (") && err.contains("the program gets NVRTC's own cubin"), "{err}");
+    assert!(err.contains("WARNING: NVRTC program nvrtc_app.cu: not checked (") && err.contains("the program gets NVRTC's own cubin"), "{err}");
     // The exit summary says so by framework (verbosity=1).
     assert!(err.contains("==gasan== JIT-compiled modules from NVRTC: 0 checked; not checked: 1 failed on gasan's side (warned)"), "{err}");
     assert_eq!(cubin, native_cubin);
@@ -212,6 +212,6 @@ fn a_link_gasan_cannot_check_gets_nvjitlinks_own_cubin() {
     let (_, native_cubin) = run_link(s, "handle", &checked, None);
     let (out, cubin) = run_link(s, "handle", &checked, Some("verbosity=0"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("warning: nvJitLink link: not checked (the rewriter refused its PTX") && err.contains("the program gets nvJitLink's own cubin"), "{err}");
+    assert!(err.contains("WARNING: nvJitLink link: not checked (the rewriter refused its PTX") && err.contains("the program gets nvJitLink's own cubin"), "{err}");
     assert_eq!(cubin, native_cubin);
 }

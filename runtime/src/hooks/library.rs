@@ -126,6 +126,13 @@ impl Library {
     }
 }
 
+/// Warns that gasan's part failed: the first time on standard error, later ones at `verbosity=1`
+/// (a program may compile many kernels, each failing the same way, e.g. without a ptxas).
+pub(crate) fn warn(warned: &std::sync::atomic::AtomicBool, what: String) {
+    let level = u32::from(warned.swap(true, Ordering::Relaxed));
+    log(level, || format!("WARNING: {what}{}", if level == 0 { " (more such warnings at verbosity=1)" } else { "" }));
+}
+
 /// glibc's `dlsym(handle, name)` (not ours).
 fn glibc_dlsym(handle: *mut c_void, name: &CStr) -> usize {
     // SAFETY: glibc's dlsym with a handle the program (or RTLD_NEXT) gave and a C string.

@@ -22,6 +22,7 @@ use crate::options::{process, Options};
 use crate::state::log;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
 
 /// `nvJitLinkResult`.
@@ -299,7 +300,8 @@ fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
             Some(cubin)
         }
         Err(why) => {
-            eprintln!("==gasan== warning: nvJitLink link: not checked ({why}); the program gets nvJitLink's own cubin");
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            super::library::warn(&WARNED, format!("nvJitLink link: not checked ({why}); the program gets nvJitLink's own cubin"));
             jit_origin::left_unchecked(Origin::NvJitLink, "failed on gasan's side (warned)");
             None
         }

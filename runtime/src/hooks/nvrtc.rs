@@ -21,6 +21,7 @@ use crate::state::log;
 use gasan_jit::nvrtc::{plan, Plan};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
 
 /// `nvrtcResult`.
@@ -273,7 +274,8 @@ fn check_program(prog: Program, opts: &[String], o: &Options) -> Option<Vec<u8>>
             Some(cubin)
         }
         Err(why) => {
-            eprintln!("==gasan== warning: NVRTC program {name}: not checked ({why}); the program gets NVRTC's own cubin");
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            super::library::warn(&WARNED, format!("NVRTC program {name}: not checked ({why}); the program gets NVRTC's own cubin"));
             jit_origin::left_unchecked(Origin::Nvrtc, "failed on gasan's side (warned)");
             None
         }
