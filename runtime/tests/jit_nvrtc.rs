@@ -215,3 +215,21 @@ fn a_link_gasan_cannot_check_gets_nvjitlinks_own_cubin() {
     assert!(err.contains("WARNING: nvJitLink link: not checked (the rewriter refused its PTX") && err.contains("the program gets nvJitLink's own cubin"), "{err}");
     assert_eq!(cubin, native_cubin);
 }
+
+#[test]
+fn numbas_ptx_is_checked_and_assembled_by_the_pinned_ptxas() {
+    // What Numba-CUDA <= 0.15 hands the driver's cuLink*, and gasan-ptxas-style checking: the
+    // rewriter checks its one store and the pinned ptxas accepts the checked PTX.
+    let text = std::fs::read_to_string(numba_ptx()).unwrap();
+    let c = gasan_jit::check_module(&text, &gasan_runtime::modules::instrument_options_for(&Options::default(), false), "test").unwrap();
+    let t = c.instrumented.stats.total();
+    assert_eq!((t.found, t.checked, t.unknown), (1, 1, 0));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("numba-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("k.ptx"), &c.text).unwrap();
+    let out = Command::new(common::cuda_root().join("bin/ptxas")).args(["-arch=sm_90", "-o"]).arg(dir.join("k.cubin")).arg(dir.join("k.ptx")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cubin = std::fs::read(dir.join("k.cubin")).unwrap();
+    assert!(matches!(at_load(&cubin), CubinPlan::Checked { .. }));
+    let _ = std::fs::remove_dir_all(&dir);
+}
