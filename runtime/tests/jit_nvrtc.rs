@@ -233,3 +233,18 @@ fn numbas_ptx_is_checked_and_assembled_by_the_pinned_ptxas() {
     assert!(matches!(at_load(&cubin), CubinPlan::Checked { .. }));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_warm_run_takes_the_checked_nvrtc_cubin_from_the_cache() {
+    let Some(s) = setup() else { return };
+    let (_, first) = run(s, "linked", Some("verbosity=2"));
+    let (out, again) = run(s, "linked", Some("verbosity=2"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("from the cache"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(first, again);
+    // Other checks (the stubs go on after a report) are another entry, and another cubin.
+    let (out, other) = run(s, "linked", Some("verbosity=2:halt_on_error=0"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("from the cache"), "{err}");
+    assert_ne!(other, first);
+    assert!(matches!(at_load(&other), CubinPlan::Foreign(_)), "checked with halt_on_error=0, loaded where it is 1");
+}

@@ -11,6 +11,7 @@
 
 use crate::state::log;
 use std::ffi::{c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -115,6 +116,21 @@ impl Library {
         }
         self.lib.store(lib as usize, Ordering::Release);
         Some(lib)
+    }
+
+    /// The file of the library that holds function `anchor` (for cache keys).
+    pub(crate) fn file(&self, anchor: usize) -> Option<std::path::PathBuf> {
+        let p = self.real(anchor)?;
+        // SAFETY: dladdr reads the loader's tables for an address of a loaded library; `info` is
+        // written by it before it is read, and only when it succeeds.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::dladdr(p as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        // SAFETY: dladdr's file name is a C string of the loader's, alive while the library is.
+        let name = unsafe { CStr::from_ptr(info.dli_fname) };
+        Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
     }
 
     /// A function of the library that is not wrapped, from the library that holds the wrapped ones

@@ -267,7 +267,7 @@ fn check_program(prog: Program, opts: &[String], o: &Options) -> Option<Vec<u8>>
             return None;
         }
     };
-    match checked_cubin(prog, &target, &shadow, &flags, o) {
+    match checked_cubin(prog, opts, &target, &shadow, &flags, o) {
         Ok((cubin, key)) => {
             log(1, || format!("NVRTC program {name}: checked cubin for {target} ({} bytes)", cubin.len()));
             jit_origin::made(Origin::Nvrtc, key);
@@ -338,24 +338,66 @@ fn shadow_ptx(prog: Program, shadow: &[String]) -> Result<String, String> {
     result
 }
 
-/// The program's PTX for `target`, checked, marked and assembled with the real ptxas (cached),
-/// with its marker's key.
-fn checked_cubin(prog: Program, target: &str, shadow: &[String], flags: &[String], o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let ptx = shadow_ptx(prog, shadow)?;
-    let iopts = crate::modules::instrument_options_for(o, false);
-    let checked = gasan_jit::check_module(&ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+/// Bumped when what a source key covers, or the entry it names, changes.
+const SOURCE_KEY_FORMAT: &str = "gasan-nvrtc-1";
+
+/// The cache key of a program's checked cubin: everything that decides it before NVRTC runs (the
+/// program's source, name, headers, name expressions and options; the NVRTC and ptxas binaries;
+/// gasan's version, `REVISION` and the options that change checked code), so a warm run skips
+/// the second compile, the rewriter and ptxas. Each field length-prefixed.
+fn source_key(src: &Source, opts: &[String], nvrtc: &str, compiler: &str, o: &Options) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut field = |b: &[u8]| {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    field(SOURCE_KEY_FORMAT.as_bytes());
+    field(env!("CARGO_PKG_VERSION").as_bytes());
+    field(&gasan_instrument::ptx::REVISION.to_le_bytes());
+    field(o.code_key().as_bytes());
+    field(nvrtc.as_bytes());
+    field(compiler.as_bytes());
+    field(src.src.as_bytes());
+    field(src.name.as_ref().map_or(&b""[..], |n| n.as_bytes()));
+    field(&(src.headers.len() as u64).to_le_bytes());
+    for (text, name) in &src.headers {
+        field(text.as_ref().map_or(&b""[..], |t| t.as_bytes()));
+        field(name.as_ref().map_or(&b""[..], |n| n.as_bytes()));
+    }
+    field(&(src.name_expressions.len() as u64).to_le_bytes());
+    for e in &src.name_expressions {
+        field(e.as_bytes());
+    }
+    field(&(opts.len() as u64).to_le_bytes());
+    for x in opts {
+        field(x.as_bytes());
+    }
+    crate::cache::key_hex(&h.finalize())
+}
+
+/// The program's PTX for `target`, checked, marked and assembled with the real ptxas, with its
+/// marker's key; cached by [`source_key`].
+fn checked_cubin(prog: Program, opts: &[String], target: &str, shadow: &[String], flags: &[String], o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
     let ptxas = sass::find_ptxas(o.ptxas.as_deref(), |k| std::env::var_os(k)).ok_or("no ptxas found (set ptxas= or CUDA_HOME)")?;
     let cache = crate::cache::dir_for(o.cache_dir.as_deref()).map(|d| crate::cache::Cache::new(d, o.cache_size_mb << 20)).ok_or("no cache directory")?;
     let compiler = sass::file_identity(&ptxas).ok_or_else(|| format!("cannot read {}", ptxas.display()))?;
-    let key_hex = checked.marker.key_hex();
-    let key = sass::cubin_key(&sass::KeyInputs { checked: &key_hex, target, flags, compiler: &compiler, driver: "nvrtc", gasan: env!("CARGO_PKG_VERSION") });
+    let nvrtc = NVRTC.file(COMPILE).and_then(|f| sass::file_identity(&f)).ok_or("cannot identify the NVRTC library")?;
+    let key = with_programs(|m| m.get(&(prog as usize)).map(|s| source_key(s, opts, &nvrtc, &compiler, o))).ok_or("program forgotten")?;
     let (entry, _) = sass::entry_names(&key, target);
-    let cubin = match cache.get(&entry) {
-        Some(b) if sass::is_cubin(&b) => b,
-        _ => sass::compile(&sass::Compile { ptxas: &ptxas, target, flags, split: 0 }, &cache, checked.text.as_bytes(), &entry).map_err(|e| e.message)?,
-    };
+    let expected = gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error };
+    if let Some(b) = cache.get(&entry) {
+        if let gasan_jit::Recognition::Checked { marker, .. } = gasan_jit::recognise(&b, expected) {
+            log(2, || format!("NVRTC: checked cubin {entry} from the cache"));
+            return Ok((b, marker.key));
+        }
+    }
+    let ptx = shadow_ptx(prog, shadow)?;
+    let iopts = crate::modules::instrument_options_for(o, false);
+    let checked = gasan_jit::check_module(&ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+    let cubin = sass::compile(&sass::Compile { ptxas: &ptxas, target, flags, split: 0 }, &cache, checked.text.as_bytes(), &entry).map_err(|e| e.message)?;
     // What the runtime will make of it at load: it must be recognised as checked.
-    match gasan_jit::recognise(&cubin, gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error }) {
+    match gasan_jit::recognise(&cubin, expected) {
         gasan_jit::Recognition::Checked { marker, .. } => Ok((cubin, marker.key)),
         other => Err(format!("the checked cubin is not recognised ({other:?})")),
     }
