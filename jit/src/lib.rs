@@ -9,6 +9,7 @@
 //!   its site table and parameter tags;
 //! * [`args`]: what a ptxas command line asks for;
 //! * [`real`]: which real ptxas to run;
+//! * [`nvrtc`]: what an NVRTC compile's options ask for (the runtime's NVRTC interposer);
 //! * [`check_module`] and [`version_answer`]: the front end's two jobs;
 //! * [`recognise`]: what the runtime makes of a cubin a framework loads.
 
@@ -16,6 +17,7 @@
 
 pub mod args;
 pub mod marker;
+pub mod nvrtc;
 pub mod real;
 
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, Instrumented, PtxError, REVISION};

@@ -116,6 +116,7 @@ impl State {
                 c.modules_sass_only.load(Ordering::Relaxed),
                 c.modules_fallback.load(Ordering::Relaxed)
             );
+            crate::jit_origin::summary().iter().for_each(|l| eprintln!("==gasan== {l}"));
             let ms = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e3;
             eprintln!(
                 "==gasan== module loading: {:.2} ms preparing (PTX, key, site table or instrumentation), {:.2} ms finding cubins, {:.2} ms in the driver's loaders, {:.2} ms writing control blocks",

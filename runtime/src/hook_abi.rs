@@ -28,6 +28,12 @@ abi_as! {
     u32 => cu::CUmem_advise;
     i32 => cu::CUlimit;
     i32 => cu::CUstreamCaptureMode;
+    u32 => cu::CUtensorMapDataType;
+    u32 => cu::CUtensorMapInterleave;
+    u32 => cu::CUtensorMapSwizzle;
+    u32 => cu::CUtensorMapL2promotion;
+    u32 => cu::CUtensorMapFloatOOBfill;
+    u32 => cu::CUtensorMapIm2ColWideMode;
     // CUmemLocation (two ints, passed by value in one integer register).
     u64 => cu::CUmemLocation;
 }
@@ -74,6 +80,8 @@ same_parameters_impls! {
     (H1 C1, H2 C2, H3 C3, H4 C4, H5 C5, H6 C6, H7 C7, H8 C8, H9 C9, H10 C10)
     (H1 C1, H2 C2, H3 C3, H4 C4, H5 C5, H6 C6, H7 C7, H8 C8, H9 C9, H10 C10, H11 C11)
     (H1 C1, H2 C2, H3 C3, H4 C4, H5 C5, H6 C6, H7 C7, H8 C8, H9 C9, H10 C10, H11 C11, H12 C12)
+    (H1 C1, H2 C2, H3 C3, H4 C4, H5 C5, H6 C6, H7 C7, H8 C8, H9 C9, H10 C10, H11 C11, H12 C12, H13 C13, H14 C14, H15 C15)
+    (H1 C1, H2 C2, H3 C3, H4 C4, H5 C5, H6 C6, H7 C7, H8 C8, H9 C9, H10 C10, H11 C11, H12 C12, H13 C13, H14 C14, H15 C15, H16 C16)
 }
 
 /// Compiles only when `H` (a hook's type) passes its parameters as `C` (cudarc's) does.

@@ -32,16 +32,23 @@ fn wrapper_by_name(name: &str) -> Option<usize> {
     M.get_or_init(|| all_wrappers().into_iter().collect()).get(name).copied()
 }
 
-/// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, else null
-/// (the caller then jumps to glibc's dlsym with the original return address, so `RTLD_NEXT` keeps
-/// working for everybody).
+/// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, NVRTC's and
+/// nvJitLink's as [`hooks::library::dlsym_answer`] decides (its `DLSYM_NULL`: answer null), else null (the caller
+/// then jumps to glibc's dlsym with the original return address, so `RTLD_NEXT` keeps working for
+/// everybody).
 extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     driver::real_dlsym();
-    if name.is_null() || handle.is_null() || handle == libc::RTLD_NEXT {
+    if name.is_null() {
         return std::ptr::null_mut();
     }
     // SAFETY: dlsym's name is a C string.
     let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+    if n.starts_with(b"nvrtc") || n.starts_with(b"nvJitLink") || n.starts_with(b"__nvJitLink") {
+        return std::panic::catch_unwind(|| hooks::library::dlsym_answer(handle, n)).unwrap_or(std::ptr::null_mut());
+    }
+    if handle.is_null() || handle == libc::RTLD_NEXT {
+        return std::ptr::null_mut();
+    }
     if !n.starts_with(b"cu") {
         return std::ptr::null_mut();
     }
@@ -57,7 +64,8 @@ extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_v
 }
 
 /// Our `dlsym`. A naked trampoline: ask [`dlsym_filter`]; if it declines, tail-jump to glibc's dlsym
-/// so that the caller's return address (which `RTLD_NEXT` lookups depend on) is unchanged.
+/// so that the caller's return address (which `RTLD_NEXT` lookups depend on) is unchanged; its
+/// answer 1 is null.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
@@ -76,6 +84,10 @@ pub unsafe extern "C" fn dlsym(_handle: *mut c_void, _name: *const c_char) -> *m
         "jnz 2f",
         "jmp qword ptr [rip + {real}]",
         "2:",
+        "cmp rax, 1",
+        "jne 3f",
+        "xor eax, eax",
+        "3:",
         "ret",
         filter = sym dlsym_filter,
         real = sym driver::REAL_DLSYM,

@@ -18,7 +18,8 @@
 //!   targets are checked), [`prefetch`] (the program's modules looked up before their first
 //!   launch), [`link`] (the application's own cuLink* links), [`cache`] (the on-disk cache of
 //!   checked modules), [`sass`] (checked PTX compiled to cubins with ptxas), [`control`] (control
-//!   blocks and the device heap's lifetime);
+//!   blocks and the device heap's lifetime), [`jit_origin`] (which framework made the cubins loaded,
+//!   for the summary);
 //! - errors: [`ring`] (device error ring), [`faults`] (GPU fault addresses), [`errors`] (the ring
 //!   drained into reports, host errors, exit), [`report`] (each report kind described once,
 //!   rendered as ASan-style text or JSON);
@@ -49,6 +50,7 @@ pub mod hook_abi;
 pub mod hooks;
 pub mod init;
 pub mod interpose;
+pub mod jit_origin;
 pub mod link;
 pub mod managed;
 pub mod modules;

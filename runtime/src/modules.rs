@@ -1177,8 +1177,10 @@ static DAMAGED_WARNED: AtomicBool = AtomicBool::new(false);
 unsafe fn load_cubin(image: *const c_void, load: impl Fn(*const c_void) -> i32, out: LoadOut) -> i32 {
     let s = state();
     // SAFETY: `image` is a module image (this function's contract).
-    let plan = match unsafe { image_cubin(image, current_cc()) } {
-        Ok(Some(elf)) => plan_cubin(&elf, &s.opts, |m| s.register_sites(m)),
+    let elf = unsafe { image_cubin(image, current_cc()) };
+    let cubin = elf.as_ref().ok().and_then(|e| e.as_deref());
+    let plan = match &elf {
+        Ok(Some(elf)) => plan_cubin(elf, &s.opts, |m| s.register_sites(m)),
         Ok(None) => CubinPlan::Native,
         // Not ours to judge (the loader had no PTX in it either): SASS only, as before.
         Err(e) => {
@@ -1191,12 +1193,23 @@ unsafe fn load_cubin(image: *const c_void, load: impl Fn(*const c_void) -> i32, 
         let level = u32::from(warned.swap(true, Ordering::Relaxed));
         log(level, || format!("WARNING: {what}; loading it unchecked"));
     };
+    let origin = |checked: bool, why: &str| crate::jit_origin::loaded(cubin, checked, why);
     match plan {
-        CubinPlan::Native => note_skip(&Skip::SassOnly),
-        CubinPlan::Foreign(why) => unchecked(&FOREIGN_WARNED, format!("cubin checked by another gasan build ({why}): compile it again (clear the framework's kernel cache)")),
-        CubinPlan::Damaged(e) => unchecked(&DAMAGED_WARNED, format!("cubin whose gasan marker or tables do not read ({e})")),
+        CubinPlan::Native => {
+            note_skip(&Skip::SassOnly);
+            origin(false, "SASS only");
+        }
+        CubinPlan::Foreign(why) => {
+            unchecked(&FOREIGN_WARNED, format!("cubin checked by another gasan build ({why}): compile it again (clear the framework's kernel cache)"));
+            origin(false, "checked by another gasan build or options");
+        }
+        CubinPlan::Damaged(e) => {
+            unchecked(&DAMAGED_WARNED, format!("cubin whose gasan marker or tables do not read ({e})"));
+            origin(false, "marker or tables unreadable");
+        }
         CubinPlan::Checked { id, param_tags } => {
             let r = load(image);
+            origin(r == 0, "refused by the driver");
             if r == 0 {
                 log(1, || format!("module {id}: checked at compile time by gasan-ptxas"));
                 // SAFETY: the load into `out` succeeded, so the driver wrote its handle.

@@ -84,7 +84,7 @@ fn checked_families_are_hooked_or_listed() {
     let syms = header_symbols();
     let hooked: BTreeSet<&str> = gasan_runtime::hooks::table().into_iter().map(|(n, _)| n).collect();
     let listed: BTreeSet<&str> = PASS_THROUGH.iter().map(|(n, _)| *n).collect();
-    let families = ["cuMemAlloc", "cuMemFree", "cuMemcpy", "cuMemset", "cuModuleLoad", "cuLibraryLoad", "cuLaunch", "cuLink"];
+    let families = ["cuMemAlloc", "cuMemFree", "cuMemcpy", "cuMemset", "cuModuleLoad", "cuLibraryLoad", "cuLaunch", "cuLink", "cuTensorMapEncode"];
     let mut missing = Vec::new();
     for s in &syms {
         if families.iter().any(|f| s.starts_with(f)) && !hooked.contains(s.as_str()) && !listed.contains(s.as_str()) {

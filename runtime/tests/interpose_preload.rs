@@ -43,6 +43,7 @@ fn cudart_style_lookup_gets_the_wrapper() {
     assert!(stdout.contains("rc=0 fake_calls=1"), "wrapper did not reach the real function: {stdout}");
     assert!(stdout.contains("next_dlsym_is_ours=1"), "RTLD_NEXT resolved relative to the wrong object: {stdout}");
     assert!(stdout.contains("unknown=1"), "{stdout}");
+    assert!(stdout.contains("tma_wrapped=1 tma_rc=0 tma_calls=1"), "dlsym(libcuda, cuTensorMapEncodeTiled), as Triton resolves it, must give gasan's hook, which reaches the driver's: {stdout}");
 
     // Without gasan the same program sees the stand-in's own function.
     let plain = Command::new(&app).env("LD_LIBRARY_PATH", &dir).output().unwrap();

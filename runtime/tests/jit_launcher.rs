@@ -1,14 +1,24 @@
 //! gasan-run's switches for kernels compiled at run time (runtime/src/bin/launcher/jit.rs), without
 //! a GPU: the child's Triton and XLA find gasan-ptxas (TRITON_PTXAS_PATH, the Blackwell one, PATH),
 //! a ptxas the user named runs behind it, Inductor's cache is apart from native runs' and keyed
-//! by the checks' options, JAX's persistent cache is off; a gasan-run under another adds nothing
+//! by the checks' options, JAX's persistent cache is off, Numba-CUDA <= 0.15 links through the
+//! driver (NUMBA_CUDA_ENABLE_PYNVJITLINK=0); a gasan-run under another adds nothing
 //! twice; `instrument=0` sets nothing.
 
 mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const VARS: &[&str] = &["TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "GASAN_REAL_PTXAS", "GASAN_REAL_PTXAS_BLACKWELL", "TORCHINDUCTOR_CACHE_DIR", "JAX_ENABLE_COMPILATION_CACHE", "PATH"];
+const VARS: &[&str] = &[
+    "TRITON_PTXAS_PATH",
+    "TRITON_PTXAS_BLACKWELL_PATH",
+    "GASAN_REAL_PTXAS",
+    "GASAN_REAL_PTXAS_BLACKWELL",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "JAX_ENABLE_COMPILATION_CACHE",
+    "PATH",
+    "NUMBA_CUDA_ENABLE_PYNVJITLINK",
+];
 
 fn front_end() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_gasan-run")).with_file_name("gasan-ptxas")
@@ -75,6 +85,7 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
     assert!(Path::new(inductor).starts_with(&cache) && inductor.contains("torchinductor-"), "{inductor}");
     assert_eq!(got[5], "false");
     assert_eq!(got[6], format!("{}:/usr/bin:/bin", tools.display()));
+    assert_eq!(got[7], "0", "Numba links through the driver");
 
     // Options that change the checks change Inductor's directory; others do not.
     let recover = child_env(gasan_run(&cache).args(["--halt-on-error", "0"]));
@@ -88,12 +99,14 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
             .env("TRITON_PTXAS_PATH", "/opt/cuda/bin/ptxas")
             .env("TRITON_PTXAS_BLACKWELL_PATH", "/opt/cuda13/bin/ptxas")
             .env("TORCHINDUCTOR_CACHE_DIR", "/data/inductor")
-            .env("JAX_ENABLE_COMPILATION_CACHE", "true"),
+            .env("JAX_ENABLE_COMPILATION_CACHE", "true")
+            .env("NUMBA_CUDA_ENABLE_PYNVJITLINK", "1"),
     );
     assert_eq!(got_user[..2], got[..2]);
     assert_eq!(got_user[2..4], ["/opt/cuda/bin/ptxas", "/opt/cuda13/bin/ptxas"]);
     assert!(got_user[4].starts_with("/data/inductor/gasan-"), "{}", got_user[4]);
     assert_eq!(got_user[5], "true");
+    assert_eq!(got_user[7], "1", "the user's Numba linker is kept");
 
     // A gasan-run under another: the front end is not taken for the real ptxas, PATH not doubled,
     // Inductor's directory the same.
@@ -120,6 +133,7 @@ fn verbosity_1_says_what_was_set_and_what_xla_will_run() {
     assert!(err.contains("JIT kernels: Triton and XLA run"), "{err}");
     assert!(err.contains("TORCHINDUCTOR_CACHE_DIR="), "{err}");
     assert!(err.contains("JAX_ENABLE_COMPILATION_CACHE=false"), "{err}");
+    assert!(err.contains("NUMBA_CUDA_ENABLE_PYNVJITLINK=0"), "{err}");
     assert!(err.contains("XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/cuda names a CUDA directory"), "{err}");
     let quiet = gasan_run(&cache).args(["--", "/bin/true"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&quiet.stderr).contains("JIT kernels"));
@@ -140,7 +154,7 @@ fn nothing_is_set_without_instrumentation() {
             c.env("GASAN_OPTIONS", "instrument=0");
         }
         let got = child_env(&mut c);
-        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin"], "{how}");
+        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-"], "{how}");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }

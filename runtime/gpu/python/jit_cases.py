@@ -289,6 +289,35 @@ def jax_pallas_read(over):
     print("sum %.1f" % float(r.sum()))
 
 
+def triton_tma(over):
+    """A host-built TMA descriptor (Triton encodes it with cuTensorMapEncodeTiled at launch) whose
+    shape claims 16 more rows than the tensor holds: gasan reports it at the encode, by host call."""
+    torch = torch_cuda()
+    import triton
+    import triton.language as tl
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        skip("this Triton has no host tensor descriptors")
+    if torch.cuda.get_device_capability()[0] < 9:
+        skip("TMA needs sm_90 or newer")
+
+    @triton.jit
+    def tma_rows_copy(in_desc, out, cols, BM: tl.constexpr, BN: tl.constexpr):
+        pid = tl.program_id(0)
+        tile = in_desc.load([pid * BM, 0])
+        offs = (pid * BM + tl.arange(0, BM))[:, None] * cols + tl.arange(0, BN)[None, :]
+        tl.store(out + offs, tile)
+
+    rows, cols, bm = 64, 32, 16
+    claimed = rows + 16 if over else rows
+    x = torch.ones(rows * cols, dtype=torch.float32, device="cuda")
+    out = torch.zeros(claimed * cols, dtype=torch.float32, device="cuda")
+    desc = TensorDescriptor(x, shape=[claimed, cols], strides=[cols, 1], block_shape=[bm, cols])  # BUG:triton_tma_overflow
+    tma_rows_copy[(cdiv(claimed, bm),)](desc, out, cols, BM=bm, BN=cols)
+    sync_and_show(torch, out)
+
+
 # --- Numba -----------------------------------------------------------------------------------------
 
 def numba_write(over):
@@ -334,6 +363,8 @@ CASES = {
     "jax_jit_clean": jax_jit_clean,
     "jax_pallas_read": lambda: jax_pallas_read(True),
     "jax_pallas_read_clean": lambda: jax_pallas_read(False),
+    "triton_tma_overflow": lambda: triton_tma(True),
+    "triton_tma_overflow_clean": lambda: triton_tma(False),
     "numba_overflow": lambda: numba_write(True),
     "numba_overflow_clean": lambda: numba_write(False),
 }

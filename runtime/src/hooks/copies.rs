@@ -5,7 +5,7 @@ use super::*;
 /// Checks `[addr, addr+len)` of a host API call before it runs: pool memory against its
 /// allocations, managed and pinned host memory (`cuMemHostAlloc`) against their tracked sizes
 /// (registered host memory is not: ranges past it are ordinary pageable memory).
-fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
+pub(super) fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
     let Some(d) = s.device() else { return true };
     let mut checked = d.alloc.check_range(addr, len as u64);

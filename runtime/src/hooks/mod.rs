@@ -126,13 +126,17 @@ const INVALID: CuResult = crate::driver::CUDA_ERROR_INVALID_VALUE;
 
 mod copies;
 mod launches;
+pub(crate) mod library;
 mod loading;
 mod memory;
+mod nvjitlink;
+mod nvrtc;
 mod streams;
+mod tensor_map;
 
 pub(crate) use loading::take_cudart_loaders;
 
 /// Every hook: (exact driver symbol, our wrapper).
 pub fn table() -> Vec<(&'static str, usize)> {
-    [memory::table(), copies::table(), streams::table(), launches::table(), loading::table()].concat()
+    [memory::table(), copies::table(), streams::table(), launches::table(), loading::table(), tensor_map::table()].concat()
 }

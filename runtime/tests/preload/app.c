@@ -21,5 +21,13 @@ int main(void) {
     void* next_dlsym = dlsym(RTLD_NEXT, "dlsym");
     printf("gpa_rc=%d wrapped=%d rc=%d fake_calls=%d next_dlsym_is_ours=%d unknown=%d\n",
            r, f != direct, rc, *calls, next_dlsym == (void*)dlsym, dlsym(h, "cuNoSuchThing") == 0);
+    /* Triton's way to the tensor-map encoder: dlsym on the libcuda handle. */
+    typedef int (*tma_t)(void*, unsigned, unsigned, void*, const unsigned long long*, const unsigned long long*, const unsigned*, const unsigned*, unsigned, unsigned, unsigned, unsigned);
+    tma_t tma = (tma_t)dlsym(h, "cuTensorMapEncodeTiled");
+    void* (*tma_own)(void) = (void* (*)(void))dlsym(h, "fake_tma_addr");
+    unsigned long long map[16], dims[1] = {16};
+    unsigned box[1] = {16}, es[1] = {1};
+    int tma_rc = tma(map, 7, 1, (void*)0x1234, dims, 0, box, es, 0, 0, 0, 0);
+    printf("tma_wrapped=%d tma_rc=%d tma_calls=%d\n", (void*)tma != tma_own(), tma_rc, *(int*)dlsym(h, "fake_calls_tma"));
     return 0;
 }

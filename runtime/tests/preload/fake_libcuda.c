@@ -19,3 +19,12 @@ __attribute__((visibility("protected"))) int cuGetProcAddress_v2(const char* sym
     if (status) *status = 1;
     return 500; /* CUDA_ERROR_NOT_FOUND */
 }
+/* Triton resolves this with dlsym on its libcuda handle (backends/nvidia/driver.c). */
+int fake_calls_tma = 0;
+__attribute__((visibility("protected"))) int cuTensorMapEncodeTiled(void* map, unsigned dt, unsigned rank, void* addr, const unsigned long long* dims, const unsigned long long* strides,
+                                                                    const unsigned* box, const unsigned* estrides, unsigned il, unsigned sw, unsigned l2, unsigned oob) {
+    (void)map; (void)dt; (void)rank; (void)addr; (void)dims; (void)strides; (void)box; (void)estrides; (void)il; (void)sw; (void)l2; (void)oob;
+    fake_calls_tma++;
+    return 0;
+}
+void* fake_tma_addr(void) { return (void*)cuTensorMapEncodeTiled; }

@@ -11,6 +11,7 @@
 //! | `PATH` | `<tools>` first | XLA runs `ptxas` from `--xla_gpu_cuda_data_dir/bin`, then `PATH` (`FindCudaExecutable`; the data directory defaults to `./cuda_sdk_lib`, which does not exist) |
 //! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (its `TritonBundler` saves the cubins, the static launcher loads them itself) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse. Triton's cache goes under it too (`cache_dir_utils.triton_cache_dir`) unless `TRITON_CACHE_DIR` is set |
 //! | `JAX_ENABLE_COMPILATION_CACHE` | `false` | JAX's persistent cache holds XLA executables (their cubins) keyed without the ptxas |
+//! | `NUMBA_CUDA_ENABLE_PYNVJITLINK` | `0` | Numba-CUDA <= 0.15 links in-process with pynvjitlink when installed; `0` makes it use the driver's `cuLink*`, whose PTX the runtime checks (set even when gasan-ptxas is not built) |
 //!
 //! `<tools>` is `<cache dir>/jit-tools-<hash of gasan-ptxas's path>/` (a private temporary
 //! directory when the cache directory cannot be written), holding links to gasan-ptxas; the
@@ -44,6 +45,7 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
     if !opts.instrument {
         return;
     }
+    numba(cmd, &say);
     let Some(front) = std::env::current_exe().ok().map(|e| e.with_file_name("gasan-ptxas")).filter(|p| p.is_file()) else {
         say("gasan-ptxas is not built next to gasan-run: Triton and XLA kernels stay unchecked".into());
         return;
@@ -84,6 +86,22 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
         None => {
             cmd.env("JAX_ENABLE_COMPILATION_CACHE", "false");
             say("JAX_ENABLE_COMPILATION_CACHE=false (its entries are keyed without the ptxas)".into());
+        }
+    }
+}
+
+/// Numba-CUDA up to 0.15 links a kernel's PTX in-process with pynvjitlink when it is installed,
+/// so the driver gets a cubin; `NUMBA_CUDA_ENABLE_PYNVJITLINK=0` makes it link with the driver's
+/// `cuLink*` (its `CudaPythonLinker` / `CtypesLinker`), whose PTX inputs the runtime checks
+/// (runtime/src/link.rs). Later versions ignore it: they link with cuda.core's `Linker`, nvJitLink
+/// when it loads, else `cuLink*` (jit/README.md, "Numba").
+fn numba(cmd: &mut Command, say: &impl Fn(String)) {
+    const VAR: &str = "NUMBA_CUDA_ENABLE_PYNVJITLINK";
+    match std::env::var_os(VAR) {
+        Some(v) => say(format!("kept {VAR}={} (Numba-CUDA <= 0.15 links with pynvjitlink when it is 1: its kernels unchecked)", v.to_string_lossy())),
+        None => {
+            cmd.env(VAR, "0");
+            say(format!("{VAR}=0 (Numba-CUDA <= 0.15 links through the driver, where its PTX is checked)"));
         }
     }
 }
