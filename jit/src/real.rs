@@ -1,12 +1,14 @@
 //! Which real ptxas the front end runs.
 //!
-//! The front end is installed under two names ([`Role`]): `ptxas` (Triton's `TRITON_PTXAS_PATH`,
-//! XLA's `PATH`) and `ptxas-blackwell` (Triton's `TRITON_PTXAS_BLACKWELL_PATH`, for sm_100 and
-//! newer). For each it looks, in order, at:
+//! The front end is installed under three names ([`Role`]): `ptxas` (Triton's `TRITON_PTXAS_PATH`,
+//! XLA's `PATH`), `ptxas-blackwell` (Triton's `TRITON_PTXAS_BLACKWELL_PATH`, for sm_100 and
+//! newer) and `<tools>/xla-cuda-<hash>/bin/ptxas` (JAX's CUDA data directory as gasan's Python
+//! start-up hook rewrites it: runtime/python/sitecustomize.py). For each it looks, in order, at:
 //!
 //! 1. `GASAN_REAL_PTXAS` / `GASAN_REAL_PTXAS_BLACKWELL`: what gasan-run found in the user's
 //!    `TRITON_PTXAS_PATH` / `TRITON_PTXAS_BLACKWELL_PATH`, or what the user names;
-//! 2. the ptxas bundled with the Triton that runs it: the parent process (Triton's Python) has
+//!    `GASAN_REAL_PTXAS_XLA`: the `bin/ptxas` of JAX's own CUDA data directory, set by the hook;
+//! 2. (not for XLA) the ptxas bundled with the Triton that runs it: the parent process (Triton's Python) has
 //!    `.../triton/_C/libtriton.so` mapped, and Triton's default is
 //!    `.../triton/backends/nvidia/bin/<name>` (`knobs.py`, `env_nvidia_tool`);
 //! 3. `ptxas` on `PATH` (XLA's order after its data directory);
@@ -26,14 +28,23 @@ use std::path::{Path, PathBuf};
 pub enum Role {
     Ptxas,
     Blackwell,
+    /// XLA, run from the data directory gasan's Python hook gives JAX.
+    Xla,
 }
 
+/// The name of the directories gasan's Python hook makes for XLA starts with this
+/// (`<dir>/bin/ptxas` is the front end).
+pub const XLA_DIR_PREFIX: &str = "xla-cuda-";
+
 impl Role {
-    /// The role of a front end run under `program` (its `argv[0]`): `ptxas-blackwell` by file name,
-    /// else `ptxas`.
+    /// The role of a front end run under `program` (its `argv[0]`; XLA runs `<data dir>/bin/ptxas`
+    /// by its full path): `ptxas-blackwell` by file name, XLA's by `xla-cuda-*/bin/ptxas`, else
+    /// `ptxas`.
     pub fn from_program(program: &Path) -> Role {
-        match program.file_name().and_then(|n| n.to_str()) {
+        let name = |p: Option<&Path>| p.and_then(|p| p.file_name()).and_then(|n| n.to_str()).map(String::from);
+        match name(Some(program)).as_deref() {
             Some("ptxas-blackwell") => Role::Blackwell,
+            Some("ptxas") if name(program.parent()).as_deref() == Some("bin") && name(program.parent().and_then(Path::parent)).is_some_and(|d| d.starts_with(XLA_DIR_PREFIX)) => Role::Xla,
             _ => Role::Ptxas,
         }
     }
@@ -41,7 +52,7 @@ impl Role {
     /// The tool's file name (also the name of the front end's link in gasan-run's tool directory).
     pub fn tool_name(self) -> &'static str {
         match self {
-            Role::Ptxas => "ptxas",
+            Role::Ptxas | Role::Xla => "ptxas",
             Role::Blackwell => "ptxas-blackwell",
         }
     }
@@ -51,14 +62,16 @@ impl Role {
         match self {
             Role::Ptxas => "GASAN_REAL_PTXAS",
             Role::Blackwell => "GASAN_REAL_PTXAS_BLACKWELL",
+            Role::Xla => "GASAN_REAL_PTXAS_XLA",
         }
     }
 
-    /// Triton's variable for the tool.
-    pub fn triton_env(self) -> &'static str {
+    /// Where the real tool's variable comes from.
+    pub fn real_env_source(self) -> &'static str {
         match self {
-            Role::Ptxas => "TRITON_PTXAS_PATH",
-            Role::Blackwell => "TRITON_PTXAS_BLACKWELL_PATH",
+            Role::Ptxas => "gasan-run sets it from TRITON_PTXAS_PATH",
+            Role::Blackwell => "gasan-run sets it from TRITON_PTXAS_BLACKWELL_PATH",
+            Role::Xla => "gasan's Python hook sets it from JAX's CUDA directory",
         }
     }
 }
@@ -70,7 +83,8 @@ pub fn candidates(role: Role, env: impl Fn(&str) -> Option<OsString>, parent_map
         out.push((PathBuf::from(v), role.real_env()));
     }
     let mapped: Vec<&str> = parent_maps.map(|m| m.lines().filter_map(|l| l.split_once('/').map(|(_, p)| p)).collect()).unwrap_or_default();
-    for p in &mapped {
+    // XLA's ptxas is its CUDA directory's, never Triton's (an older one may refuse its PTX).
+    for p in mapped.iter().filter(|_| role != Role::Xla) {
         if let Some(triton) = p.strip_suffix("/_C/libtriton.so") {
             out.push((PathBuf::from(format!("/{triton}/backends/nvidia/bin/{}", role.tool_name())), "the running Triton's bundled ptxas"));
         }
@@ -150,6 +164,11 @@ mod tests {
         );
         let b = candidates(Role::Blackwell, env(&[("GASAN_REAL_PTXAS", "/user/ptxas")]), Some(MAPS));
         assert_eq!(b[0].0, Path::new("/venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/ptxas-blackwell"), "{b:?}");
+        // XLA's: its own variable, then no Triton.
+        let x = candidates(Role::Xla, env(&[("GASAN_REAL_PTXAS", "/user/ptxas"), ("GASAN_REAL_PTXAS_XLA", "/jax/nvidia/cuda_nvcc/bin/ptxas"), ("PATH", "/a")]), Some(MAPS));
+        let paths: Vec<String> = x.iter().map(|(p, _)| p.display().to_string()).collect();
+        assert_eq!(paths[..2], ["/jax/nvidia/cuda_nvcc/bin/ptxas", "/a/ptxas"]);
+        assert!(!paths.iter().any(|p| p.contains("triton")), "{paths:?}");
     }
 
     #[test]
@@ -157,6 +176,10 @@ mod tests {
         assert_eq!(Role::from_program(Path::new("/x/bin/ptxas-blackwell")), Role::Blackwell);
         assert_eq!(Role::from_program(Path::new("/x/bin/ptxas")), Role::Ptxas);
         assert_eq!(Role::from_program(Path::new("gasan-ptxas")), Role::Ptxas);
+        assert_eq!(Role::from_program(Path::new("/c/jit-tools-1/xla-cuda-2a/bin/ptxas")), Role::Xla);
+        assert_eq!(Role::from_program(Path::new("/c/jit-tools-1/xla-cuda-2a/ptxas")), Role::Ptxas);
+        assert_eq!(Role::from_program(Path::new("/c/jit-tools-1/other/bin/ptxas")), Role::Ptxas);
+        assert_eq!(Role::from_program(Path::new("/c/xla-cuda-2a/bin/ptxas-blackwell")), Role::Blackwell);
     }
 
     #[test]

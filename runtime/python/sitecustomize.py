@@ -1,4 +1,5 @@
-"""gasan's Python start-up hook: framework memory pools hand out individually checked allocations.
+"""gasan's Python start-up hook: framework memory pools hand out individually checked allocations,
+and JAX's XLA runs gasan's ptxas front end.
 
 gasan-run (option framework_pools=1, the default) writes this file into a directory of its own and
 puts that directory first on PYTHONPATH, so Python's `site` imports it as `sitecustomize` at
@@ -9,10 +10,20 @@ start-up. It
   with redzones, instead of a slice of a pooled block. CuPy is not imported here: a finder on
   `sys.meta_path` waits for the program's own `import cupy` and acts when that import has finished
   (at once if CuPy is already imported). An allocator the program sets itself later stays;
+- points XLA at gasan's ptxas front end when the program imports JAX and gasan-run made the
+  front end's directory (`GASAN_JIT_TOOLS`): JAX writes its CUDA data directory (`jax._src.lib.
+  cuda_path`, the pip `nvidia/cuda_nvcc` package when installed) into every compile's options,
+  over any `XLA_FLAGS`, and XLA runs that directory's `bin/ptxas` before `PATH`. Once
+  `jax._src.lib` is imported, its `cuda_path` becomes `<GASAN_JIT_TOOLS>/xla-cuda-<hash>/`, whose
+  `bin/ptxas` is the front end and whose other entries (`nvvm` with libdevice, the other tools)
+  are links to the original's; `GASAN_REAL_PTXAS_XLA` names the original `bin/ptxas`, which the
+  front end runs as the real one (jit/src/real.rs). Without a `cuda_path` XLA finds the front end
+  on `PATH`, as gasan-run set it;
 - then runs the `sitecustomize` this one shadows, if there is one (the next on `sys.path`), as if
   gasan were not there.
 
-Nothing here may break the program: a failure to turn a pool off is one line on stderr.
+Nothing here may break the program: a failure to turn a pool off, or to redirect XLA (JAX keeps its
+directory then), is one line on stderr.
 `GASAN_OPTIONS=verbosity=1` (or more) prints what was done.
 """
 
@@ -43,8 +54,91 @@ def _gasan_cupy_pools_off(cupy):
         _gasan_say("CuPy memory pools off (device and pinned): every array is its own allocation")
 
 
+def _gasan_xla_dir(tools, orig, front):
+    """`<tools>/xla-cuda-<hash of orig>/`: `bin/ptxas` links to the front end, every other entry
+    (and every other tool in `bin/`) to the original's. Made under a temporary name and renamed,
+    so a concurrent process sees none or all of it."""
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    name = "xla-cuda-" + hashlib.sha256(os.fsencode(orig)).hexdigest()[:16]
+    final = os.path.join(tools, name)
+
+    def good(d):
+        return os.path.realpath(os.path.join(d, "bin", "ptxas")) == front and all(
+            os.path.realpath(os.path.join(d, e)) == os.path.realpath(os.path.join(orig, e)) for e in os.listdir(orig) if e != "bin"
+        )
+
+    if os.path.isdir(final) and good(final):
+        return final
+    # Named `xla-cuda-*` too: the front end knows its role by that name (jit/src/real.rs).
+    tmp = tempfile.mkdtemp(prefix=name + ".", dir=tools)
+    try:
+        for e in os.listdir(orig):
+            if e != "bin":
+                os.symlink(os.path.join(orig, e), os.path.join(tmp, e))
+        os.mkdir(os.path.join(tmp, "bin"))
+        for e in os.listdir(os.path.join(orig, "bin")):
+            if e != "ptxas":
+                os.symlink(os.path.join(orig, "bin", e), os.path.join(tmp, "bin", e))
+        os.symlink(front, os.path.join(tmp, "bin", "ptxas"))
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            # Another process made it first: use it if it is right.
+            if os.path.isdir(final) and good(final):
+                shutil.rmtree(tmp, ignore_errors=True)
+                return final
+            # A stale one (JAX's directory changed): moved aside and replaced; if that fails too,
+            # this process uses its own.
+            try:
+                stale = tempfile.mkdtemp(prefix="." + name + ".stale.", dir=tools)
+                os.rename(final, os.path.join(stale, "old"))
+                os.rename(tmp, final)
+            except OSError:
+                return tmp
+            shutil.rmtree(stale, ignore_errors=True)
+        return final
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _gasan_xla_front_end(lib):
+    import os
+
+    tools = os.environ.get("GASAN_JIT_TOOLS", "")
+    if not tools:
+        return
+    verbose = _gasan_verbosity() >= 1
+    orig = getattr(lib, "cuda_path", None)
+    try:
+        front = os.path.realpath(os.path.join(tools, "ptxas"))
+        if not orig:
+            if verbose:
+                _gasan_say("JAX names no CUDA directory: XLA runs ptxas from PATH (gasan's front end first)")
+            return
+        real = os.path.join(orig, "bin", "ptxas")
+        if os.path.realpath(real) == front:
+            return  # gasan's directory already (a gasan-run under another)
+        if not (os.path.isfile(real) and os.access(real, os.X_OK)):
+            if verbose:
+                _gasan_say("JAX's CUDA directory %s has no bin/ptxas: XLA runs ptxas from PATH (gasan's front end first)" % orig)
+            return
+        d = _gasan_xla_dir(tools, orig, front)
+        os.environ["GASAN_REAL_PTXAS_XLA"] = real
+        lib.cuda_path = d
+    except Exception as e:  # never break the program
+        _gasan_say("could not point XLA at gasan's ptxas (%s: %s); JAX/XLA kernels from %s stay unchecked" % (type(e).__name__, e, orig))
+        return
+    if verbose:
+        _gasan_say("XLA's CUDA directory is %s (bin/ptxas: gasan's front end, running %s; the rest: %s)" % (d, real, orig))
+
+
 class _GasanLoader(object):
-    """Wraps CuPy's loader: runs it, then turns the pools off; everything else goes to the original."""
+    """Wraps a module's loader: runs it, then the action; everything else goes to the original."""
 
     def __init__(self, inner, finder):
         self._inner = inner
@@ -67,17 +161,22 @@ class _GasanLoader(object):
         except Exception:
             pass
         self._finder.remove()
-        _gasan_cupy_pools_off(module)
+        self._finder.action(module)
 
 
-class _GasanCupyFinder(object):
-    """On `sys.meta_path`: finds nothing itself; wraps the loader of the top-level `cupy` package."""
+class _GasanFinder(object):
+    """On `sys.meta_path`: finds nothing itself; wraps the loader of module `name` so that
+    `action(module)` runs once its import has finished."""
+
+    def __init__(self, name, action):
+        self.name = name
+        self.action = action
 
     def find_spec(self, name, path=None, target=None):
-        if name != "cupy" or path is not None:
+        if name != self.name or (path is not None and "." not in name):
             return None
         for finder in sys.meta_path:
-            if finder is self:
+            if finder is self or isinstance(finder, _GasanFinder):
                 continue
             find = getattr(finder, "find_spec", None)
             if find is None:
@@ -111,10 +210,11 @@ def _gasan_install():
         return p != "" and os.path.realpath(p) == here
 
     sys.path[:] = [p for p in sys.path if not ours(p)]
-    if "cupy" in sys.modules:
-        _gasan_cupy_pools_off(sys.modules["cupy"])
-    else:
-        sys.meta_path.insert(0, _GasanCupyFinder())
+    for name, action in (("cupy", _gasan_cupy_pools_off), ("jax._src.lib", _gasan_xla_front_end)):
+        if name in sys.modules:
+            action(sys.modules[name])
+        else:
+            sys.meta_path.insert(0, _GasanFinder(name, action))
 
 
 _gasan_install()

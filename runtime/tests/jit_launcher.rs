@@ -3,7 +3,9 @@
 //! a ptxas the user named runs behind it, Inductor's cache is apart from native runs' and keyed
 //! by the checks' options, JAX's persistent cache is off, Numba-CUDA <= 0.15 links through the
 //! driver (NUMBA_CUDA_ENABLE_PYNVJITLINK=0); a gasan-run under another adds nothing
-//! twice; `instrument=0` sets nothing.
+//! twice; `instrument=0` sets nothing. A Python child that imports a stand-in `jax._src.lib`
+//! whose CUDA directory is the pinned toolchain runs, at `<jax cuda_path>/bin/ptxas`, the front
+//! end in front of that toolchain's ptxas (as XLA does): its cubin is checked and marked.
 
 mod common;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ const VARS: &[&str] = &[
     "JAX_ENABLE_COMPILATION_CACHE",
     "PATH",
     "NUMBA_CUDA_ENABLE_PYNVJITLINK",
+    "GASAN_JIT_TOOLS",
 ];
 
 fn front_end() -> PathBuf {
@@ -86,6 +89,7 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
     assert_eq!(got[5], "false");
     assert_eq!(got[6], format!("{}:/usr/bin:/bin", tools.display()));
     assert_eq!(got[7], "0", "Numba links through the driver");
+    assert_eq!(Path::new(&got[8]), tools, "the Python hook makes XLA's directory there");
 
     // Options that change the checks change Inductor's directory; others do not.
     let recover = child_env(gasan_run(&cache).args(["--halt-on-error", "0"]));
@@ -154,7 +158,7 @@ fn nothing_is_set_without_instrumentation() {
             c.env("GASAN_OPTIONS", "instrument=0");
         }
         let got = child_env(&mut c);
-        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-"], "{how}");
+        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-", "-"], "{how}");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
@@ -193,4 +197,63 @@ fn the_childs_ptxas_on_path_is_the_front_end() {
     let (real, ours) = (String::from_utf8(real.stdout).unwrap(), String::from_utf8(out.stdout).unwrap());
     assert!(ours.starts_with(&real) && ours.contains("gasan ptxas front end"), "{ours}");
     let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// A stand-in `jax._src.lib` whose `cuda_path` is `cuda` (JAX's own CUDA directory), under `dir/fake`.
+fn fake_jax(dir: &Path, cuda: &Path) {
+    let lib = dir.join("fake/jax/_src/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(dir.join("fake/jax/__init__.py"), "").unwrap();
+    std::fs::write(dir.join("fake/jax/_src/__init__.py"), "").unwrap();
+    std::fs::write(lib.join("__init__.py"), format!("cuda_path = {:?}\n", cuda.display().to_string())).unwrap();
+}
+
+/// What XLA does with JAX's CUDA directory: runs its `bin/ptxas` on a module (sm_90a).
+const XLA_LIKE: &str = r#"
+import os, subprocess, sys
+import jax._src.lib as lib
+ptx, out = sys.argv[1], sys.argv[2]
+print(lib.cuda_path)
+subprocess.run([os.path.join(lib.cuda_path, "bin", "ptxas"), ptx, "-o", out, "-arch=sm_90a", "-O3"], check=True)
+"#;
+
+#[test]
+fn jaxs_own_cuda_directory_runs_the_front_end_before_its_ptxas() {
+    if !built() || Command::new("python3").arg("-c").arg("pass").output().map_or(true, |o| !o.status.success()) {
+        eprintln!("skipped: no python3 or not built");
+        return;
+    }
+    let root = common::cuda_root();
+    let d = tmp("jax");
+    fake_jax(&d, &root);
+    let ptx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jit/ptxas/tests/fixtures/triton_vector_add.ptx");
+    // Triton's real ptxas named as one that fails: XLA's must be JAX's own, not Triton's.
+    let wrong = d.join("wrong-ptxas");
+    std::fs::write(&wrong, "#!/bin/sh\nexit 99\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |pools: &str, out: &str| {
+        let mut c = gasan_run(&d.join("cache"));
+        c.env("PYTHONPATH", d.join("fake")).env("GASAN_REAL_PTXAS", &wrong).env("TMPDIR", &d);
+        c.args(["--verbosity", "1", "--framework-pools", pools, "--", "python3", "-c", XLA_LIKE]).arg(&ptx).arg(d.join(out)).output().unwrap()
+    };
+    let out = run("1", "xla.cubin");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let cuda_path = PathBuf::from(stdout.trim());
+    assert!(cuda_path.starts_with(d.join("cache")) && cuda_path.file_name().unwrap().to_str().unwrap().starts_with("xla-cuda-"), "{}", cuda_path.display());
+    assert!(same_file(&cuda_path.join("bin/ptxas"), &front_end()));
+    assert_eq!(std::fs::canonicalize(cuda_path.join("nvvm")).unwrap(), std::fs::canonicalize(root.join("nvvm")).unwrap(), "libdevice is JAX's");
+    assert!(stderr.contains("==gasan== python: XLA's CUDA directory is"), "{stderr}");
+    let cubin = std::fs::read(d.join("xla.cubin")).unwrap();
+    assert!(gasan_jit::find_in_cubin(&cubin).unwrap().is_some(), "XLA's cubin is checked and marked");
+
+    // framework_pools=0: no hook, JAX's directory and its ptxas as they are (said at verbosity 1).
+    let out = run("0", "native.cubin");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(Path::new(stdout.trim()), root);
+    assert!(stderr.contains("framework_pools=0: no Python start-up hook"), "{stderr}");
+    assert_eq!(gasan_jit::find_in_cubin(&std::fs::read(d.join("native.cubin")).unwrap()).unwrap(), None);
+    let _ = std::fs::remove_dir_all(&d);
 }

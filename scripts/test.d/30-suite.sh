@@ -37,3 +37,5 @@ echo "built: suite ($n_suite programs), $n_bench benchmarks, GPU verification ca
 (cd tests && python3 -m unittest -v test_run_suite 2>&1)
 # The runner of the JIT and multi-GPU groups (runtime/gpu/python/run_groups.py), with stand-in programs.
 (cd runtime/gpu/python && python3 -m unittest -v test_run_groups 2>&1)
+# gasan's Python start-up hook points JAX's XLA at gasan-ptxas (a stand-in jax._src.lib).
+(cd runtime/python && python3 -m unittest -v test_sitecustomize 2>&1)

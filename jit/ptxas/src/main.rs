@@ -1,6 +1,7 @@
 //! gasan-ptxas: a ptxas front end for frameworks that compile kernels at run time (Triton,
 //! torch.compile's Inductor, JAX/XLA). gasan-run points them at it (`TRITON_PTXAS_PATH`,
-//! `TRITON_PTXAS_BLACKWELL_PATH`, `PATH`); it takes ptxas's command line unchanged:
+//! `TRITON_PTXAS_BLACKWELL_PATH`, `PATH`, and JAX's CUDA data directory through gasan's Python
+//! hook); it takes ptxas's command line unchanged:
 //!
 //! * `--version`: the real ptxas's answer plus a line naming gasan's `REVISION` and the checks'
 //!   options ([`gasan_jit::version_answer`]), so Triton's cache key differs from a native run's;
@@ -161,7 +162,7 @@ fn main() -> ExitCode {
     let checked_already = input_text.as_deref().is_some_and(|t| t.contains(gasan_instrument::abi::CONTROL_BLOCK_SYMBOL));
     let maps = if checked_already { None } else { real::parent_maps() };
     let Some((real, _how)) = real::find(role, |k| std::env::var_os(k), maps.as_deref(), &me) else {
-        eprintln!("gasan-ptxas: error: no real {} found: set {} (gasan-run sets it from {}), or put one on PATH or in $CUDA_HOME/bin", role.tool_name(), role.real_env(), role.triton_env());
+        eprintln!("gasan-ptxas: error: no real {} found: set {} ({}), or put one on PATH or in $CUDA_HOME/bin", role.tool_name(), role.real_env(), role.real_env_source());
         return ExitCode::FAILURE;
     };
     // instrument=0 checks nothing: the front end is the real ptxas (its cubins are native, and so

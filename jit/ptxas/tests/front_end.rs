@@ -237,4 +237,39 @@ fn xlas_command_line_and_the_blackwell_name_are_checked_too() {
     let out = c.args(["-lineinfo", "-v", "--gpu-name=sm_100a"]).arg(&input).arg("-o").arg(d.join("blackwell.cubin")).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(find_in_cubin(&std::fs::read(d.join("blackwell.cubin")).unwrap()).unwrap().is_some());
+
+    // Run as JAX's data directory's `bin/ptxas` (gasan's Python hook makes `xla-cuda-*/bin/ptxas`
+    // a link to the front end): the real tool is GASAN_REAL_PTXAS_XLA, JAX's own ptxas, not
+    // Triton's GASAN_REAL_PTXAS (here one that always fails).
+    std::fs::write(&input, FIXTURE).unwrap();
+    let bin = d.join("jit-tools/xla-cuda-0123456789abcdef/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gasan-ptxas"), bin.join("ptxas")).unwrap();
+    let xla = |real_xla: Option<&Path>, out: &str| {
+        let mut c = Command::new(bin.join("ptxas"));
+        c.env("GASAN_REAL_PTXAS", &wrong).env_remove("GASAN_REAL_PTXAS_XLA").env("GASAN_OPTIONS", format!("cache_dir={}", d.join("cache").display()));
+        if let Some(r) = real_xla {
+            c.env("GASAN_REAL_PTXAS_XLA", r);
+        }
+        c.arg(&input).arg("-o").arg(d.join(out)).args(["-arch=sm_90a", "-O3"]).output().unwrap()
+    };
+    let out = xla(Some(real_ptxas()), "xla-role.cubin");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cubin = std::fs::read(d.join("xla-role.cubin")).unwrap();
+    assert_eq!(find_in_cubin(&cubin).unwrap().map(|m| m.revision), Some(gasan_instrument::ptx::REVISION));
+    assert_eq!(tables_in_cubin(&cubin).unwrap().map(|t| t.sites.len()), Some(24));
+    // The same link as Triton's `ptxas` (not under `xla-cuda-*/bin`): Triton's real tool, which fails.
+    let triton = d.join("jit-tools/ptxas");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gasan-ptxas"), &triton).unwrap();
+    let out = Command::new(&triton)
+        .env("GASAN_REAL_PTXAS", &wrong)
+        .env("GASAN_REAL_PTXAS_XLA", real_ptxas())
+        .env("GASAN_OPTIONS", format!("cache_dir={}", d.join("cache").display()))
+        .arg(&input)
+        .arg("-o")
+        .arg(d.join("t.cubin"))
+        .args(["-arch=sm_90a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(99), "{}", text(&out.stderr));
 }

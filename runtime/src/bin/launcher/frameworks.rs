@@ -9,7 +9,7 @@
 //! | `CUPY_COMPILE_WITH_PTX` | `1` | CuPy's `RawKernel`s and generated kernels are loaded as PTX, which gasan checks (its default cubins are SASS only: unchecked) |
 //! | `NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT` | `0` | Numba frees device arrays at once instead of batching frees (use after free is caught from the first free) |
 //! | `XLA_PYTHON_CLIENT_ALLOCATOR` | `platform` | JAX allocates each buffer on demand instead of from its preallocated pool |
-//! | `PYTHONPATH` | hook dir first | the start-up hook (`runtime/python/sitecustomize.py`) turns CuPy's device and pinned pools off when the program imports CuPy, then runs the `sitecustomize` it shadows |
+//! | `PYTHONPATH` | hook dir first | the start-up hook (`runtime/python/sitecustomize.py`) turns CuPy's device and pinned pools off when the program imports CuPy, points JAX's CUDA directory at gasan's ptxas front end when it imports JAX (with `GASAN_JIT_TOOLS` from launcher/jit.rs), then runs the `sitecustomize` it shadows |
 //!
 //! A variable the user has set (to anything, empty included) is kept as it is; `verbosity>=1`
 //! says so. `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_ALLOC_CONF` are never touched: PyTorch's uncached

@@ -1,0 +1,158 @@
+"""gasan's Python start-up hook (sitecustomize.py here) and JAX: a real `python3` child with the
+hook first on PYTHONPATH, as gasan-run puts it, imports a stand-in `jax._src.lib` whose
+`cuda_path` is a CUDA directory with `bin/ptxas` and `nvvm/libdevice`. After the import, JAX's
+`cuda_path` is gasan's directory under GASAN_JIT_TOOLS: its `bin/ptxas` is the front end, its
+`nvvm` and other tools are the original's, and GASAN_REAL_PTXAS_XLA names the original ptxas.
+Whatever fails, JAX keeps its directory and the program runs on.
+
+Run: cd runtime/python && python3 -m unittest -v test_sitecustomize
+"""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitecustomize.py")
+
+# What the child reports: JAX's directory before the hook acted is not observable, so the stand-in
+# keeps a copy of the original in `ORIGINAL`.
+PROGRAM = r"""
+import json, os, sys
+import jax._src.lib as lib
+print(json.dumps({
+    "cuda_path": lib.cuda_path,
+    "original": lib.ORIGINAL,
+    "real": os.environ.get("GASAN_REAL_PTXAS_XLA"),
+    "hook_on_path": any(p.endswith("hook") for p in sys.path),
+}))
+"""
+
+
+def executable(path, text="#!/bin/sh\nexit 0\n"):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+
+
+class XlaDataDirectory(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp(prefix="gasan-hook-test-")
+        self.addCleanup(shutil.rmtree, self.d, True)
+        hook = os.path.join(self.d, "hook")
+        os.mkdir(hook)
+        shutil.copy(HOOK, os.path.join(hook, "sitecustomize.py"))
+        # The CUDA directory JAX finds (its pip nvidia/cuda_nvcc).
+        self.cuda = os.path.join(self.d, "site-packages", "nvidia", "cuda_nvcc")
+        os.makedirs(os.path.join(self.cuda, "bin"))
+        os.makedirs(os.path.join(self.cuda, "nvvm", "libdevice"))
+        executable(os.path.join(self.cuda, "bin", "ptxas"))
+        executable(os.path.join(self.cuda, "bin", "nvlink"))
+        with open(os.path.join(self.cuda, "nvvm", "libdevice", "libdevice.10.bc"), "wb") as f:
+            f.write(b"BC\xc0\xde")
+        # gasan-run's tool directory: `ptxas` links to the front end.
+        self.tools = os.path.join(self.d, "jit-tools")
+        os.mkdir(self.tools)
+        self.front = os.path.join(self.d, "gasan-ptxas")
+        executable(self.front)
+        os.symlink(self.front, os.path.join(self.tools, "ptxas"))
+        self.jax("%r" % self.cuda)
+
+    def jax(self, cuda_path_expr):
+        """The stand-in `jax._src.lib` with `cuda_path = <cuda_path_expr>`."""
+        lib = os.path.join(self.d, "fake", "jax", "_src", "lib")
+        shutil.rmtree(os.path.join(self.d, "fake"), True)
+        os.makedirs(lib)
+        for pkg in ("jax", os.path.join("jax", "_src")):
+            open(os.path.join(self.d, "fake", pkg, "__init__.py"), "w").close()
+        with open(os.path.join(lib, "__init__.py"), "w") as f:
+            f.write("cuda_path = %s\nORIGINAL = cuda_path\n" % cuda_path_expr)
+
+    def run_child(self, options="", tools=True):
+        env = {k: v for k, v in os.environ.items() if k not in ("GASAN_JIT_TOOLS", "GASAN_REAL_PTXAS_XLA", "PYTHONPATH")}
+        env["PYTHONPATH"] = os.path.join(self.d, "hook") + ":" + os.path.join(self.d, "fake")
+        env["GASAN_OPTIONS"] = options
+        if tools:
+            env["GASAN_JIT_TOOLS"] = self.tools
+        p = subprocess.run([sys.executable, "-c", PROGRAM], env=env, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout), p.stderr
+
+    def test_cuda_path_becomes_gasans_directory(self):
+        got, err = self.run_child()
+        self.assertEqual(err, "")
+        d = got["cuda_path"]
+        self.assertEqual(os.path.dirname(d), self.tools)
+        self.assertTrue(os.path.basename(d).startswith("xla-cuda-"), d)
+        self.assertEqual(os.path.realpath(os.path.join(d, "bin", "ptxas")), os.path.realpath(self.front))
+        self.assertEqual(os.path.realpath(os.path.join(d, "bin", "nvlink")), os.path.realpath(os.path.join(self.cuda, "bin", "nvlink")))
+        self.assertEqual(os.path.realpath(os.path.join(d, "nvvm")), os.path.realpath(os.path.join(self.cuda, "nvvm")))
+        self.assertTrue(os.path.isfile(os.path.join(d, "nvvm", "libdevice", "libdevice.10.bc")))
+        self.assertEqual(got["real"], os.path.join(self.cuda, "bin", "ptxas"))
+        self.assertEqual(got["original"], self.cuda)
+        self.assertFalse(got["hook_on_path"])
+        # A second program reuses the directory; nothing half-made is left beside it.
+        again, _ = self.run_child()
+        self.assertEqual(again["cuda_path"], d)
+        self.assertEqual(sorted(os.listdir(self.tools)), sorted(["ptxas", os.path.basename(d)]))
+
+    def test_a_stale_directory_is_replaced(self):
+        import hashlib
+
+        stale = os.path.join(self.tools, "xla-cuda-" + hashlib.sha256(os.fsencode(self.cuda)).hexdigest()[:16])
+        os.makedirs(os.path.join(stale, "bin"))
+        executable(os.path.join(stale, "bin", "ptxas"))  # not the front end
+        got, err = self.run_child()
+        self.assertEqual((got["cuda_path"], err), (stale, ""))
+        self.assertEqual(os.path.realpath(os.path.join(stale, "bin", "ptxas")), os.path.realpath(self.front))
+        self.assertTrue(os.path.isdir(os.path.join(stale, "nvvm", "libdevice")))
+        self.assertEqual(sorted(os.listdir(self.tools)), sorted(["ptxas", os.path.basename(stale)]))
+
+    def test_verbosity_1_says_where_xla_runs_ptxas(self):
+        _, err = self.run_child("verbosity=1")
+        self.assertIn("==gasan== python: XLA's CUDA directory is %s/xla-cuda-" % self.tools, err)
+        self.assertIn("running %s" % os.path.join(self.cuda, "bin", "ptxas"), err)
+
+    def test_without_gasan_run_s_tool_directory_jax_is_left_alone(self):
+        got, err = self.run_child(tools=False)
+        self.assertEqual((got["cuda_path"], got["real"], err), (self.cuda, None, ""))
+
+    def test_jax_without_a_cuda_directory_keeps_none(self):
+        self.jax("None")
+        got, err = self.run_child("verbosity=1")
+        self.assertIsNone(got["cuda_path"])
+        self.assertIsNone(got["real"])
+        self.assertIn("JAX names no CUDA directory: XLA runs ptxas from PATH", err)
+
+    def test_a_cuda_directory_without_ptxas_is_kept(self):
+        os.remove(os.path.join(self.cuda, "bin", "ptxas"))
+        got, err = self.run_child("verbosity=1")
+        self.assertEqual(got["cuda_path"], self.cuda)
+        self.assertIn("has no bin/ptxas", err)
+
+    def test_a_failure_is_one_warning_line_and_jax_keeps_its_directory(self):
+        # GASAN_JIT_TOOLS names a file, not a directory: nothing can be made in it.
+        shutil.rmtree(self.tools)
+        executable(self.tools)
+        got, err = self.run_child()
+        self.assertEqual(got["cuda_path"], self.cuda)
+        self.assertIsNone(got["real"])
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("could not point XLA at gasan's ptxas", lines[0])
+        self.assertIn("stay unchecked", lines[0])
+
+    def test_gasans_directory_already_is_left(self):
+        # A gasan-run under another: JAX's directory is gasan's already.
+        first, _ = self.run_child()
+        self.jax("%r" % first["cuda_path"])
+        got, err = self.run_child()
+        self.assertEqual((got["cuda_path"], got["real"], err), (first["cuda_path"], None, ""))
+
+
+if __name__ == "__main__":
+    unittest.main()
