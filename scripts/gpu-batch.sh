@@ -15,6 +15,7 @@
 # jit, mgpu: issue 39's and 40's GPU tests (runtime/gpu/python/run_groups.py: Python cases and the suite's programs of that group,
 # native, gasan and compute-sanitizer, one table; programs from build/suite-new, built by runtime/gpu/python/build_programs.sh, else the pack):
 # jit is Triton, NVRTC and Numba (2 at once), jitfw torch.compile and JAX (no compute-sanitizer); jit8, mgpu8: every case 8 at once, without compute-sanitizer.
+# jitsel, mgpusel: the jit and mgpu groups' cases matching JIT_MATCH / MGPU_MATCH, 4 at once, no compute-sanitizer.
 # jitbench: benches/jit/run.py (Triton kernels and a torch.compile model: native, gasan, compute-sanitizer; cold and warm caches); extdiag: examples/torch_extension.py under gasan-run at verbosity 1 and 2.
 # diag: the driver-only load experiment (benches/diag, built into build/diag); firstab, costab: first launches and steady state of build/bin against build/bin-old, interleaved in one run.
 set -u
@@ -85,6 +86,8 @@ for spec in "$@"; do
     jit8)    timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --jobs 8 --no-sanitizer --out /tmp/o-jit8 ;;
     jitbench) timeout $lim python3 benches/jit/run.py --gasan $B/gasan-run --rounds ${JITBENCH_ROUNDS:-1} --out /tmp/o-jitbench ;;
     extdiag) NVCC=/usr/local/cuda/bin/nvcc; for v in 1 2; do timeout $lim $B/gasan-run --verbosity $v -- python3 examples/torch_extension.py 2>&1 | grep -v "^    #" | tail -60; echo "exit status $?"; done ;;
+    jitsel)  timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --match "${JIT_MATCH:-.}" --jobs 4 --no-sanitizer --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 200 --out /tmp/o-jitsel ;;
+    mgpusel) timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --match "${MGPU_MATCH:-.}" --jobs 4 --no-sanitizer --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 60 --out /tmp/o-mgpusel ;;
     mgpu)    timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --out /tmp/o-mgpu ;;
     mgpu8)   timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --jobs 8 --no-sanitizer --out /tmp/o-mgpu8 ;;
     *) echo "unknown step $step" ;;

@@ -86,7 +86,7 @@ def main():
             ("gasan-pools0", [gasan, "--cache-dir", gcache, "--framework-pools", "0", "--"] + py, env_for("gasan"), a.rounds)]
     cs = shutil.which("compute-sanitizer")
     if cs and not a.no_sanitizer:
-        plan.append(("cs", [cs, "--tool", "memcheck", "--print-limit", "1"] + py[:2] + ["--reps", "5"], env_for("native"), 1))
+        plan.append(("cs", [cs, "--tool", "memcheck", "--print-limit", "1"] + py[:2] + ["--reps", "5", "--no-model"], env_for("native"), 1))
     results, status = {}, {}
     for name, cmd, env, rounds in plan:
         runs = []
