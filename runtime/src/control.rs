@@ -178,8 +178,7 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
             return;
         }
     };
-    let size = std::mem::size_of::<ControlBlock>();
-    if let Err(r) = crate::driver::check(crate::driver::api::cuMemcpyHtoD_v2(dptr, (&ctl as *const ControlBlock).cast(), size)) {
+    if let Err(r) = crate::driver::result::memcpy_htod(dptr, &ctl.to_bytes()) {
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
     }
     log(2, || format!("module {module_id}: control block at {dptr:#x} written"));

@@ -131,18 +131,3 @@ macro_rules! same_parameters {
     };
 }
 pub(crate) use same_parameters;
-
-/// The real driver function `name` as an `unsafe extern "C" fn` of the parameter types given,
-/// those checked against cudarc's prototype like a hook's ([`same_parameters!`]): resolved at the
-/// first call and kept, `None` when libcuda lacks it. For the driver functions a hook calls besides
-/// its own `real` (`cuLinkAddFile` adding the checked file's bytes with `cuLinkAddData_v2`), and
-/// for the hand-written interposers of `cuGetProcAddress` and `cuGetExportTable`.
-macro_rules! real_fn {
-    ($(#[$legacy:ident])? $name:ident ( $($arg:ident : $t:ty),* )) => {{
-        crate::hook_abi::same_parameters!($($legacy)? $name ($($arg: $t),*));
-        static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
-        // SAFETY: the type is the driver function's prototype, checked against cudarc's above.
-        unsafe { REAL.typed::<unsafe extern "C" fn($($t),*) -> crate::driver::CuResult>() }
-    }};
-}
-pub(crate) use real_fn;

@@ -111,7 +111,7 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32) -> CuResult {
-    let Some(real) = crate::hook_abi::real_fn!(cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32)) else {
+    let Some(real) = driver::sys::cuGetProcAddress_v2.get() else {
         return driver::CUDA_ERROR_UNKNOWN;
     };
     // SAFETY: the program's arguments, under cuGetProcAddress_v2's contract (this function's).
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *m
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64) -> CuResult {
-    let Some(real) = crate::hook_abi::real_fn!(#[legacy] cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64)) else {
+    let Some(real) = driver::sys::cuGetProcAddress.get() else {
         return driver::CUDA_ERROR_UNKNOWN;
     };
     // SAFETY: the program's arguments, under cuGetProcAddress's contract (this function's).
@@ -147,7 +147,7 @@ const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) -> CuResult {
-    let Some(real) = crate::hook_abi::real_fn!(cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16])) else {
+    let Some(real) = driver::sys::cuGetExportTable.get() else {
         return driver::CUDA_ERROR_UNKNOWN;
     };
     // SAFETY: the program's arguments, under cuGetExportTable's contract (this function's).

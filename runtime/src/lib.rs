@@ -4,8 +4,8 @@
 //! Concerns, one module each:
 //! - start-up and options: [`init`] (what runs at load, before `main`), [`options`] (the options
 //!   table, parsed once per process), [`suppressions`] (the suppressions file's format);
-//! - the driver: [`driver`] (the real libcuda, its api table and the `result` layer for gasan's
-//!   own calls), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
+//! - the driver: [`driver`] (the real libcuda, its one table of entry points (`sys`), the
+//!   `result` layer for gasan's own calls over it, and the pool backend's functions built from it), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
 //!   [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`] (the intercepted calls,
 //!   by object: memory, copies, streams, launches, loading);
 //! - memory: [`allocator`] (pool-backed device allocator, redzones, pointer tags, quarantine),

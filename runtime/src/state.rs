@@ -207,7 +207,7 @@ impl State {
 
     fn create_device_runtime(&self, dev: i32) -> Result<DeviceRuntime, String> {
         let t = std::time::Instant::now();
-        let vmm = gasan_uvm::VmmBackend::new(dev, &crate::driver::resolver()).map_err(|e| e.to_string())?;
+        let vmm = gasan_uvm::VmmBackend::new(dev, crate::driver::vmm_fns().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         // The patched nvidia-uvm (kmod-patch/) when it answers, else the CUDA VMM alone.
         let backend: Box<dyn gasan_uvm::Backend> = match gasan_uvm::KmodBackend::probe(vmm) {
             Ok(k) => {

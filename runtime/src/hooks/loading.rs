@@ -25,7 +25,7 @@ hooks! {
     cuLinkAddFile_v2(st: CUlinkState, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // The data entry point a checked input goes through (a libcuda without it: unchecked, and
         // nothing recorded for the link).
-        let add_data = crate::hook_abi::real_fn!(cuLinkAddData_v2(st: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void));
+        let add_data = crate::driver::sys::cuLinkAddData_v2.get();
         let checkable = add_data.is_some() && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
         // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
         let bytes = if checkable { unsafe { read_file(path) } } else { None };
@@ -71,7 +71,7 @@ hooks! {
     }
     cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let load_data = crate::hook_abi::real_fn!(cuModuleLoadData(module: *mut CUmodule, image: *const c_void));
+        let load_data = crate::driver::sys::cuModuleLoadData.get();
         // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
         match (unsafe { read_file(fname) }, load_data) {
             (Some(bytes), Some(f)) => {
@@ -107,7 +107,7 @@ hooks! {
     }
     cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let load_data = crate::hook_abi::real_fn!(cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32));
+        let load_data = crate::driver::sys::cuLibraryLoadData.get();
         // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
         // asks for.
         match (unsafe { read_file(fname) }, load_data) {

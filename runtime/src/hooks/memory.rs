@@ -181,9 +181,10 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
         // report kernels that still use it legally. A sticky error from that work is returned
         // the way the driver returns it; others (a stream being captured cannot be waited for)
         // leave the free to go ahead, ordered by the legacy stream as before.
-        let r = crate::driver::api::cuCtxSynchronize();
-        if is_sticky(r) {
-            return r;
+        if let Err(crate::driver::DriverError(r)) = crate::driver::result::ctx_synchronize() {
+            if is_sticky(r) {
+                return r;
+            }
         }
     }
     match d.alloc.free_by(ptr, stream, by) {

@@ -92,13 +92,12 @@ macro_rules! hook {
         #[unsafe(no_mangle)]
         #[allow(non_snake_case, unused_variables)]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
-            static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
+            // SAFETY: the hook's signature is the driver function's of the same name (checked
+            // against cudarc's prototype by hook_abi::same_parameters!).
+            static REAL: crate::driver::Entry<unsafe extern "C" fn($($t),*) -> CuResult> = unsafe { crate::driver::Entry::new(stringify!($name)) };
             #[allow(unused)]
             let $real = |$($arg: $t),*| -> CuResult {
-                type F = unsafe extern "C" fn($($t),*) -> CuResult;
-                // SAFETY: the hook's signature is the driver function's of the same name (checked
-                // against cudarc's prototype by hook_abi::same_parameters!).
-                let Some(f) = (unsafe { REAL.typed::<F>() }) else {
+                let Some(f) = REAL.get() else {
                     return crate::driver::CUDA_ERROR_UNKNOWN;
                 };
                 // SAFETY: `f` is the driver's function of this hook's exact name. Each hook
