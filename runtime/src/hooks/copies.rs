@@ -26,12 +26,11 @@ fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
 }
 
 /// Checks the device sides of a 2D / 3D copy descriptor before the call.
-fn check_copy<T: CopyDescriptor>(call: &str, p: *const T) -> bool {
-    if p.is_null() {
+fn check_copy<T: CopyDescriptor>(call: &str, p: In<T>) -> bool {
+    let Some(p) = p.get() else {
         return true; // the driver answers CUDA_ERROR_INVALID_VALUE itself
-    }
-    // SAFETY: the caller passed a descriptor of this type (cuda.h layout, size asserted).
-    let (src, dst) = unsafe { &*p }.spans();
+    };
+    let (src, dst) = p.spans();
     src.is_none_or(|s| check_range(call, s.addr, s.len as usize, false)) && dst.is_none_or(|d| check_range(call, d.addr, d.len as usize, true))
 }
 
@@ -72,11 +71,11 @@ hooks! {
     cuMemsetD8Async | cuMemsetD8Async_ptsz (dst: Dptr, v: u8, n: usize, stream: CUstream) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD16Async | cuMemsetD16Async_ptsz (dst: Dptr, v: u16, n: usize, stream: CUstream) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD32Async | cuMemsetD32Async_ptsz (dst: Dptr, v: u32, n: usize, stream: CUstream) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemcpy2D_v2 | cuMemcpy2D_v2_ptds (p: *const Memcpy2D) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy2DUnaligned_v2 | cuMemcpy2DUnaligned_v2_ptds (p: *const Memcpy2D) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy2DAsync_v2 | cuMemcpy2DAsync_v2_ptsz (p: *const Memcpy2D, stream: CUstream) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
-    cuMemcpy3D_v2 | cuMemcpy3D_v2_ptds (p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy3DAsync_v2 | cuMemcpy3DAsync_v2_ptsz (p: *const Memcpy3D, stream: CUstream) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy2D_v2 | cuMemcpy2D_v2_ptds (p: In<Memcpy2D>) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DUnaligned_v2 | cuMemcpy2DUnaligned_v2_ptds (p: In<Memcpy2D>) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DAsync_v2 | cuMemcpy2DAsync_v2_ptsz (p: In<Memcpy2D>, stream: CUstream) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy3D_v2 | cuMemcpy3D_v2_ptds (p: In<Memcpy3D>) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy3DAsync_v2 | cuMemcpy3DAsync_v2_ptsz (p: In<Memcpy3D>, stream: CUstream) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
     cuMemsetD2D8_v2 | cuMemsetD2D8_v2_ptds (dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D8Async | cuMemsetD2D8Async_ptsz (dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
     cuMemsetD2D16_v2 | cuMemsetD2D16_v2_ptds (dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }

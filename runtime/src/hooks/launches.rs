@@ -44,14 +44,11 @@ fn launch(f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void, go: 
 }
 
 /// Records the handle a getter just wrote to `out` (when it succeeded) for `owner`'s `name`.
-fn record_function<T>(r: CuResult, out: *mut *mut T, owner: crate::arg_bounds::Owner, name: *const c_char) -> CuResult
+fn record_function<T>(r: CuResult, out: Out<*mut T>, owner: crate::arg_bounds::Owner, name: CStrIn) -> CuResult
 where
     crate::arg_bounds::Callable: From<*mut T>,
 {
-    if r == CUDA_SUCCESS && !out.is_null() && !name.is_null() {
-        // SAFETY: the getter succeeded, so it wrote the handle to `out` (non-null, checked), and
-        // `name` (non-null, checked) is the NUL-terminated name the program passed it.
-        let (h, n) = unsafe { (*out, CStr::from_ptr(name)) };
+    if let (Some(h), Some(n)) = (out.written(r), name.get()) {
         crate::arg_bounds::on_function(owner, n, h.into());
     }
     r
@@ -59,10 +56,9 @@ where
 
 /// Records, when the getter succeeded, that the handle it wrote to `out` names what `from` names
 /// (`record`: crate::arg_bounds::on_kernel_function or on_library_module).
-fn record_alias<T, F, H: From<*mut T>>(r: CuResult, out: *mut *mut T, from: F, record: fn(F, H)) -> CuResult {
-    if r == CUDA_SUCCESS && !out.is_null() {
-        // SAFETY: the getter succeeded, so it wrote the handle to `out` (non-null, checked).
-        record(from, H::from(unsafe { *out }));
+fn record_alias<T, F, H: From<*mut T>>(r: CuResult, out: Out<*mut T>, from: F, record: fn(F, H)) -> CuResult {
+    if let Some(h) = out.written(r) {
+        record(from, H::from(h));
     }
     r
 }
@@ -80,13 +76,13 @@ hooks! {
     cuLaunchKernelEx | cuLaunchKernelEx_ptsz (config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { launch(f, params, extra, |p| real(config, f, p, extra)) }
     // ---- which kernels launches name (crate::arg_bounds) ----
 
-    cuModuleGetFunction(out: *mut CUfunction, module: CUmodule, name: *const c_char) { record_function(real(out, module, name), out, module.into(), name) }
-    cuLibraryGetKernel(out: *mut CUkernel, library: CUlibrary, name: *const c_char) { record_function(real(out, library, name), out, library.into(), name) }
-    cuKernelGetFunction(out: *mut CUfunction, kernel: CUkernel) { record_alias(real(out, kernel), out, kernel.into(), crate::arg_bounds::on_kernel_function) }
-    cuLibraryGetModule(out: *mut CUmodule, library: CUlibrary) { record_alias(real(out, library), out, library.into(), crate::arg_bounds::on_library_module) }
+    cuModuleGetFunction(out: Out<CUfunction>, module: CUmodule, name: CStrIn) { record_function(real(out, module, name), out, module.into(), name) }
+    cuLibraryGetKernel(out: Out<CUkernel>, library: CUlibrary, name: CStrIn) { record_function(real(out, library, name), out, library.into(), name) }
+    cuKernelGetFunction(out: Out<CUfunction>, kernel: CUkernel) { record_alias(real(out, kernel), out, kernel.into(), crate::arg_bounds::on_kernel_function) }
+    cuLibraryGetModule(out: Out<CUmodule>, library: CUlibrary) { record_alias(real(out, library), out, library.into(), crate::arg_bounds::on_library_module) }
     cuModuleUnload(module: CUmodule) { crate::arg_bounds::on_unload(Some(module.into())); real(module) }
     cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library.into())); real(library) }
-    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(Some(ctx as usize)); real(ctx) }
+    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(Some(ctx)); real(ctx) }
     cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(None); real(dev) }
     cuDevicePrimaryCtxRelease_v2(dev: i32) {
         crate::arg_bounds::on_unload(None);

@@ -7,7 +7,7 @@ fn stream_of(s: CUstream) -> Option<Stream> {
     Some(Stream(s as usize))
 }
 
-fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let s = state();
     let Some(d) = s.device() else { return real() };
     if dptr.is_null() || size == 0 {
@@ -17,17 +17,15 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
         // The pool lives on the first GPU the program used; another GPU's memory must stay on that
         // GPU, so it passes through (unchecked, tracked) rather than coming from the pool.
         let r = real();
-        if r == CUDA_SUCCESS {
-            // SAFETY: the driver just wrote the allocation's address.
-            s.foreign_insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
+        if let Some(p) = dptr.written(r) {
+            s.foreign_insert(p, size as u64, ForeignKind::OtherDevice);
             crate::state::log(2, || format!("{size} bytes on device {:?} passed through (pool on device {})", crate::state::current_device(), d.device));
         }
         return r;
     }
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
-            // SAFETY: the caller's out-pointer.
-            unsafe { *dptr = p };
+            dptr.set(p);
             CUDA_SUCCESS
         }
         Err(e) => {
@@ -43,7 +41,7 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
 /// flags; the driver then answers, errors included), on a GPU other than the pool's, or when the
 /// pool cannot hold it.
 fn alloc_host_memory(
-    out: *mut u64,
+    out: Out<u64>,
     size: usize,
     kind: ForeignKind,
     enabled: bool,
@@ -57,8 +55,7 @@ fn alloc_host_memory(
     };
     match alloc(&d.alloc) {
         Ok(p) => {
-            // SAFETY: the caller's out-pointer (checked non-null above).
-            unsafe { *out = p };
+            out.set(p);
             CUDA_SUCCESS
         }
         Err(e) => {
@@ -71,7 +68,7 @@ fn alloc_host_memory(
 
 /// `cuMemAllocManaged` (`cudaMallocManaged`): see [`alloc_host_memory`]; `managed_memory=0` leaves it
 /// to the driver.
-fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+fn alloc_managed(dptr: Out<Dptr>, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
     use cudarc::driver::sys::CUmemAttach_flags::{CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST};
     let valid = flags == CU_MEM_ATTACH_GLOBAL as u32 || flags == CU_MEM_ATTACH_HOST as u32;
     alloc_host_memory(dptr, size, ForeignKind::Managed, state().opts.managed_memory, valid, |a| a.alloc_managed(size as u64), real)
@@ -85,7 +82,7 @@ fn host_flags() -> &'static std::sync::Mutex<std::collections::HashMap<u64, u32>
 
 /// `cuMemHostAlloc` / `cuMemAllocHost` (`cudaHostAlloc`, `cudaMallocHost`): see
 /// [`alloc_host_memory`]; `host_memory=0` leaves them to the driver.
-fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+fn alloc_host(pp: Out<*mut c_void>, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
     use cudarc::driver::sys::{CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
     let valid = flags & !(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED) == 0;
     let alloc = |a: &crate::allocator::Allocator| {
@@ -160,10 +157,9 @@ fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
 }
 
 /// Records a successful managed / host allocation whose address the driver wrote to `out`.
-fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResult {
-    if r == CUDA_SUCCESS && !out.is_null() {
-        // SAFETY: the driver just wrote the allocation's address there.
-        state().foreign_insert(unsafe { *out }, size as u64, kind);
+fn track(r: CuResult, out: Out<u64>, size: usize, kind: ForeignKind) -> CuResult {
+    if let Some(p) = out.written(r) {
+        state().foreign_insert(p, size as u64, kind);
     }
     r
 }
@@ -207,34 +203,27 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
 hooks! {
     real;
     // ---- allocation ----
-    cuMemAlloc_v2(dptr: *mut Dptr, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
-    cuMemAllocAsync | cuMemAllocAsync_ptsz (dptr: *mut Dptr, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
-    cuMemAllocFromPoolAsync | cuMemAllocFromPoolAsync_ptsz (dptr: *mut Dptr, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
-    cuMemAllocPitch_v2(dptr: *mut Dptr, pitch: *mut usize, width: usize, height: usize, elem: u32) {
+    cuMemAlloc_v2(dptr: Out<Dptr>, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
+    cuMemAllocAsync | cuMemAllocAsync_ptsz (dptr: Out<Dptr>, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocFromPoolAsync | cuMemAllocFromPoolAsync_ptsz (dptr: Out<Dptr>, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocPitch_v2(dptr: Out<Dptr>, pitch: Out<usize>, width: usize, height: usize, elem: u32) {
         if pitch.is_null() || width == 0 || height == 0 {
             return real(dptr, pitch, width, height, elem);
         }
         // cudaMallocPitch rows are 512-byte aligned on current GPUs.
         let p = width.div_ceil(512) * 512;
         let r = do_alloc(dptr, p * height, None, || real(dptr, pitch, width, height, elem));
-        if r == CUDA_SUCCESS {
-            if let Some(d) = state().device() {
-                // SAFETY: `pitch` is the caller's out-pointer (non-null, checked above), valid for
-                // writes under cuMemAllocPitch's contract.
-                unsafe { *pitch = p };
-                // The padding of every row is poisoned (a pool block: not one passed through).
-                // SAFETY: the allocation succeeded, so `dptr` (the caller's out-pointer) is
-                // non-null and do_alloc or the driver just wrote the block's address there.
-                let ptr = unsafe { *dptr };
-                if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
-                    crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
-                }
+        if let (Some(d), Some(ptr)) = (state().device(), dptr.written(r)) {
+            pitch.set(p);
+            // The padding of every row is poisoned (a pool block: not one passed through).
+            if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
+                crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
             }
         }
         r
     }
     // Managed and host memory: the driver's, tracked in the side table.
-    cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
+    cuMemAllocManaged(dptr: Out<Dptr>, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
     // Hints about managed memory: the pool's managed blocks need none (`location`: a
     // CUmemLocation, two ints, passed by value in one register).
     // CUDA 12's prototypes, which cuda.h 13.0 replaced by the _v2 ones (still exported).
@@ -261,27 +250,25 @@ hooks! {
         }
         r
     }
-    cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { alloc_host(pp, size, flags, || real(pp, size, flags)) }
-    cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { alloc_host(pp, size, 0, || real(pp, size)) }
-    cuMemHostGetDevicePointer_v2(pdptr: *mut Dptr, p: *mut c_void, flags: u32) {
+    cuMemHostAlloc(pp: Out<*mut c_void>, size: usize, flags: u32) { alloc_host(pp, size, flags, || real(pp, size, flags)) }
+    cuMemAllocHost_v2(pp: Out<*mut c_void>, size: usize) { alloc_host(pp, size, 0, || real(pp, size)) }
+    cuMemHostGetDevicePointer_v2(pdptr: Out<Dptr>, p: *mut c_void, flags: u32) {
         match pool_host_block(p as u64) {
             // Mapped for the device at its own address.
             Some(_) if !pdptr.is_null() && flags == 0 => {
-                // SAFETY: the caller's out-pointer.
-                unsafe { *pdptr = p as Dptr };
+                pdptr.set(p as Dptr);
                 CUDA_SUCCESS
             }
             Some(_) => INVALID,
             None => real(pdptr, p, flags),
         }
     }
-    cuMemHostGetFlags(pflags: *mut u32, p: *mut c_void) {
+    cuMemHostGetFlags(pflags: Out<u32>, p: *mut c_void) {
         match pool_host_block(p as u64) {
             Some((start, _)) if !pflags.is_null() => {
                 // Every pool host block is mapped for the device.
                 let f = host_flags().lock().unwrap_or_else(|e| e.into_inner()).get(&start).copied().unwrap_or(0) | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
-                // SAFETY: the caller's out-pointer.
-                unsafe { *pflags = f };
+                pflags.set(f);
                 CUDA_SUCCESS
             }
             Some(_) => INVALID,
@@ -318,13 +305,11 @@ hooks! {
     }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync | cuMemFreeAsync_ptsz (ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
-    cuMemGetAddressRange_v2(base: *mut Dptr, size: *mut usize, ptr: Dptr) {
+    cuMemGetAddressRange_v2(base: Out<Dptr>, size: Out<usize>, ptr: Dptr) {
         if let Some((b, n)) = state().device().and_then(|d| d.alloc.allocation_containing(ptr)) {
-            // SAFETY: caller's out-pointers (either may be null).
-            unsafe {
-                if !base.is_null() { *base = b; }
-                if !size.is_null() { *size = n as usize; }
-            }
+            // Either out-pointer may be null.
+            base.set(b);
+            size.set(n as usize);
             return CUDA_SUCCESS;
         }
         real(base, size, ptr)
