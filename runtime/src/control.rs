@@ -6,7 +6,6 @@ use crate::driver::{DriverError, CUDA_ERROR_INVALID_VALUE};
 use crate::options::Options;
 use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
 use gasan_instrument::abi::ControlBlock;
-use std::sync::atomic::Ordering;
 
 impl State {
     /// Writes the module's control block now if the pool exists, else remembers it.
@@ -31,7 +30,7 @@ impl State {
                 LoadedHandle::Library(_) => None,
             },
         };
-        if self.device.get().is_some() || loaded_on.is_some() {
+        if self.devices.first_device().is_some() || loaded_on.is_some() {
             if let Some(d) = self.device() {
                 if loaded_on == Some(d.device) {
                     write_control_block(d, &self.opts, h, module_id, symbol);
@@ -42,20 +41,17 @@ impl State {
                 }
             }
         }
-        self.pending.lock().unwrap().push(entry);
-        self.has_pending.store(true, Ordering::Release);
+        self.pending.push(entry);
     }
 
     /// Writes the control blocks still pending that belong on the pool's GPU, when that GPU is
     /// current (called before launches and when the pool is created).
     pub fn flush_pending(&self) {
-        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        let Some(d) = self.devices.first() else { return };
         if current_device() != Some(d.device) {
             return;
         }
-        let list: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap());
-        self.has_pending.store(false, Ordering::Release);
-        for p in list {
+        for p in self.pending.take() {
             match p.device {
                 Some(dev) if dev != d.device => {} // another GPU's module
                 _ => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
@@ -246,7 +242,7 @@ impl State {
     /// already used keeps its size (the driver too refuses to resize its heap after a kernel used
     /// it), with a warning.
     pub fn malloc_heap_limit_set(&self, limit: u64) {
-        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        let Some(d) = self.devices.first() else { return };
         let mut slot = d.device_heap.lock().unwrap();
         let Some(Ok(old)) = *slot else { return };
         if limit <= old.limit {

@@ -12,14 +12,12 @@ impl State {
     /// first record is reported; in recover mode each site is reported once (ASan's
     /// `suppress_equal_pcs`). Everything else is counted for [`State::print_error_summary`].
     pub fn drain_ring(&self) -> usize {
-        let Some(d) = self.device.get().and_then(Option::as_ref) else { return 0 };
+        let Some(d) = self.devices.first() else { return 0 };
         let drained = d.ring.lock().unwrap().drain();
-        self.ring_stats.lost.fetch_add(drained.lost, Ordering::Relaxed);
+        self.ring_tally.add_lost(drained.lost);
         let mut n = 0;
         for rec in drained.records {
-            let first_at_site = self.ring_stats.sites_reported.lock().unwrap().insert((rec.module_id, rec.site_id));
-            if (self.opts.halt_on_error && n > 0) || !first_at_site {
-                self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
+            if !self.ring_tally.admit(&rec, self.opts.halt_on_error && n > 0) {
                 continue;
             }
             let mut desc = d.alloc.describe(rec.addr);
@@ -37,7 +35,7 @@ impl State {
     /// One line counting the device errors that got no report of their own (once per process).
     pub fn print_error_summary(&self) {
         static PRINTED: AtomicBool = AtomicBool::new(false);
-        let (more, lost) = (self.ring_stats.unreported.load(Ordering::Relaxed), self.ring_stats.lost.load(Ordering::Relaxed));
+        let (more, lost) = self.ring_tally.not_reported();
         if more + lost == 0 || PRINTED.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -59,7 +57,7 @@ impl State {
             return;
         }
         if self.drain_ring() == 0 {
-            let fault = self.device.get().and_then(Option::as_ref).and_then(|d| {
+            let fault = self.devices.first().and_then(|d| {
                 let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
                 Some((f, d.alloc.describe(f.address)))
             });
@@ -90,7 +88,7 @@ impl State {
         self.drain_ring();
         self.print_error_summary();
         if self.opts.detect_leaks {
-            if let Some(d) = self.device.get().and_then(Option::as_ref) {
+            if let Some(d) = self.devices.first() {
                 let leaks = d.alloc.live_allocations();
                 if !leaks.is_empty() {
                     self.reporter.report(&Report::Leaks(leaks));

@@ -22,7 +22,8 @@
 //! - errors: [`ring`] (device error ring), [`faults`] (GPU fault addresses), [`errors`] (the ring
 //!   drained into reports, host errors, exit), [`report`] (each report kind described once,
 //!   rendered as ASan-style text or JSON);
-//! - [`state`] (the lazy process state and its device part).
+//! - [`devices`] (what the runtime holds per device, each set up at its first use), [`state`]
+//!   (the lazy process state: per-process owners and the per-device ones).
 //!
 //! Data flows one way, and no module imports another that imports it back (tests/import_cycles.rs):
 //! interpose resolves the driver's entry points into hooks; hooks call into modules, link,
@@ -42,6 +43,7 @@ pub mod control;
 pub mod copies;
 pub mod described;
 pub mod device_heap;
+pub mod devices;
 pub mod driver;
 pub mod errors;
 pub mod faults;

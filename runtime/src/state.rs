@@ -93,29 +93,44 @@ pub struct Counters {
 pub struct State {
     pub opts: Options,
     pub reporter: Reporter,
-    pub(crate) device: OnceLock<Option<DeviceRuntime>>,
-    device_init: Mutex<()>,
+    /// Each device's pool, ring and the rest, set up at its first use.
+    pub(crate) devices: crate::devices::Devices<DeviceRuntime>,
     /// Site tables by module id - 1.
     pub sites: Mutex<Vec<ModuleSites>>,
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
     /// pool's GPU).
-    pub(crate) pending: Mutex<Vec<Pending>>,
-    pub has_pending: AtomicBool,
+    pub(crate) pending: PendingBlocks,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
-    pub(crate) ring_stats: RingStats,
+    /// What became of the device errors drained from the rings.
+    pub(crate) ring_tally: crate::ring::RingTally,
 }
 
-/// Device errors seen in the ring beyond those reported.
+/// Control blocks waiting to be written, and whether there are any (read at every launch, so a
+/// flag rather than the lock).
 #[derive(Default)]
-pub(crate) struct RingStats {
-    /// (module id, site id) of every site reported so far.
-    pub(crate) sites_reported: Mutex<std::collections::HashSet<(u32, u32)>>,
-    /// Records read but not reported (halt mode after the first; recover mode at a known site).
-    pub(crate) unreported: AtomicU64,
-    /// Errors whose records were overwritten or never completed.
-    pub(crate) lost: AtomicU64,
+pub(crate) struct PendingBlocks {
+    list: Mutex<Vec<Pending>>,
+    any: AtomicBool,
+}
+
+impl PendingBlocks {
+    pub(crate) fn push(&self, p: Pending) {
+        self.list.lock().unwrap().push(p);
+        self.any.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Every entry, leaving none.
+    pub(crate) fn take(&self) -> Vec<Pending> {
+        let list = std::mem::take(&mut *self.list.lock().unwrap());
+        self.any.store(false, std::sync::atomic::Ordering::Release);
+        list
+    }
+
+    pub fn any(&self) -> bool {
+        self.any.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -143,14 +158,12 @@ pub fn state() -> &'static State {
         State {
             reporter: Reporter::new(&opts),
             opts,
-            device: OnceLock::new(),
-            device_init: Mutex::new(()),
+            devices: Default::default(),
             sites: Mutex::new(Vec::new()),
-            pending: Mutex::new(Vec::new()),
-            has_pending: AtomicBool::new(false),
+            pending: PendingBlocks::default(),
             counters: Counters::default(),
             foreign: Default::default(),
-            ring_stats: RingStats::default(),
+            ring_tally: Default::default(),
         }
     })
 }
@@ -178,31 +191,23 @@ pub fn compute_capability(device: i32) -> Option<u32> {
 impl State {
     /// The device runtime, created on first use (needs a current context).
     pub fn device(&self) -> Option<&DeviceRuntime> {
-        if let Some(d) = self.device.get() {
-            return d.as_ref();
-        }
-        let _g = self.device_init.lock().unwrap();
-        if let Some(d) = self.device.get() {
-            return d.as_ref();
-        }
-        let dev = current_device()?;
-        let rt = match self.create_device_runtime(dev) {
+        let set_up = |dev| match self.create_device_runtime(dev) {
             Ok(rt) => Some(rt),
             Err(e) => {
                 eprintln!("==gasan== WARNING: cannot set up the device pool ({e}); running without checks");
                 None
             }
         };
-        let ready = rt.is_some();
-        let _ = self.device.set(rt);
-        drop(_g);
-        self.flush_pending();
-        if ready {
-            if let (Some(cc), Some(start)) = (compute_capability(dev), ON_DEVICE_READY.get()) {
-                start(cc);
+        let (d, just_set_up) = self.devices.first_or_set_up(current_device, set_up);
+        if just_set_up {
+            self.flush_pending();
+            if let Some(d) = d {
+                if let (Some(cc), Some(start)) = (compute_capability(d.device), ON_DEVICE_READY.get()) {
+                    start(cc);
+                }
             }
         }
-        self.device.get().and_then(Option::as_ref)
+        d
     }
 
     fn create_device_runtime(&self, dev: i32) -> Result<DeviceRuntime, String> {

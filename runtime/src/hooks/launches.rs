@@ -4,7 +4,7 @@ use super::*;
 
 fn before_launch() {
     let s = state();
-    if s.has_pending.load(std::sync::atomic::Ordering::Acquire) {
+    if s.pending.any() {
         s.device();
         s.flush_pending();
     }
