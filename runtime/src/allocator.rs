@@ -168,8 +168,12 @@ pub struct Allocator {
     pool_size: u64,
     /// The pool's tag windows; window 0's canonical addresses are where blocks are placed.
     win: gasan_uvm::plan::Windows,
-    shadow_base: u64,
-    extent_table: (u64, u32),
+    /// What checked kernels are told (control blocks): this pool's own (base, size, shadow base)
+    /// and extent table, or, for a pool in a multi-GPU span, the whole span's, so that a kernel on
+    /// any GPU checks an access to any GPU's pool against that pool's shadow (the span's slots are
+    /// contiguous, so one base indexes every device's shadow and extent table).
+    control: (u64, u64, u64),
+    control_extent: (u64, u32),
 }
 
 fn round_up(x: u64, a: u64) -> u64 {
@@ -203,6 +207,13 @@ impl Allocator {
         let gran = pool.granularity();
         let (base, size, shadow_base) = (pool.base(), pool.size(), pool.shadow_base());
         let extent_table = pool.extent_table();
+        let (control, control_extent) = match pool.span() {
+            Some((span, _)) => {
+                let l = span.layout();
+                ((l.pool_base, l.pool_size * u64::from(l.devices), l.shadow_base), (l.extent_base, extent_table.1))
+            }
+            None => ((base, size, shadow_base), extent_table),
+        };
         let win = pool.tag_windows();
         let half = base + win.size / 2;
         Allocator {
@@ -231,8 +242,8 @@ impl Allocator {
             pool_base: base,
             pool_size: size,
             win,
-            shadow_base,
-            extent_table,
+            control,
+            control_extent,
         }
     }
 
@@ -240,14 +251,38 @@ impl Allocator {
         self.scale
     }
 
-    /// (pool base, pool size, shadow base) for module control blocks.
+    /// (pool base, pool size, shadow base) for module control blocks: this pool's, or its
+    /// multi-GPU span's (see `control`).
     pub fn control_fields(&self) -> (u64, u64, u64) {
-        (self.pool_base, self.pool_size, self.shadow_base)
+        self.control
     }
 
-    /// (extent table address, log2 of the block one entry describes) for module control blocks.
+    /// (extent table address, log2 of the block one entry describes) for module control blocks,
+    /// as [`Self::control_fields`].
     pub fn extent_fields(&self) -> (u64, u32) {
-        self.extent_table
+        self.control_extent
+    }
+
+    /// The device this allocator's pool is on.
+    pub fn device(&self) -> i32 {
+        self.inner.lock().unwrap().pool.device()
+    }
+
+    /// Lets device `peer` read and write this pool's blocks (and read their shadow and extent
+    /// table), now and in every mapping made later: what a context's peer access to this
+    /// device's memory needs, since peer access does not cover VMM mappings.
+    pub fn grant_peer_access(&self, peer: i32) -> Result<(), AllocError> {
+        Ok(self.inner.lock().unwrap().pool.grant_peer_access(peer)?)
+    }
+
+    /// Takes back what [`Self::grant_peer_access`] gave `peer`.
+    pub fn revoke_peer_access(&self, peer: i32) -> Result<(), AllocError> {
+        Ok(self.inner.lock().unwrap().pool.revoke_peer_access(peer)?)
+    }
+
+    /// The devices granted access to this pool.
+    pub fn peers(&self) -> Vec<i32> {
+        self.inner.lock().unwrap().pool.peers().to_vec()
     }
 
     pub fn owns(&self, addr: u64) -> bool {
