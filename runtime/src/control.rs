@@ -16,9 +16,10 @@ impl State {
     /// As [`State::set_control_block`] for a control block under another name (inputs of a
     /// `cuLink*` link each keep their own, see link.rs).
     ///
-    /// Only the pool's GPU gets control blocks: a module loaded in another GPU's context is never
-    /// written (its checks stay off: a zero pool), and a library (context-independent, one copy
-    /// per GPU) is written when it is used on the pool's GPU, possibly after launches elsewhere.
+    /// A module gets the control block of the GPU of the context it was loaded in (in a
+    /// single-GPU process, a module loaded in another GPU's context is never written: its checks
+    /// stay off, a zero pool); a library (context-independent, one copy per GPU) is written on
+    /// each GPU it is used on (pending until then, possibly after launches elsewhere).
     pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
         let loaded_on = current_device();
         let entry = Pending {
@@ -29,33 +30,66 @@ impl State {
                 LoadedHandle::Module(_) => loaded_on,
                 LoadedHandle::Library(_) => None,
             },
+            written_on: 0,
         };
         if self.devices.first_device().is_some() || loaded_on.is_some() {
             if let Some(d) = self.device() {
-                if loaded_on == Some(d.device) {
+                if loaded_on == Some(d.device) && !(d.multi_gpu && matches!(h, LoadedHandle::Library(_))) {
                     write_control_block(d, &self.opts, h, module_id, symbol);
                     return;
                 }
-                if matches!(h, LoadedHandle::Module(_)) && loaded_on.is_some() {
-                    return; // another GPU's module: never checked
+                if let (LoadedHandle::Module(_), Some(dev)) = (h, loaded_on) {
+                    // Another GPU's module: its GPU's runtime (set up now), or never checked.
+                    if let Some(o) = self.device_for(dev) {
+                        write_control_block(o, &self.opts, h, module_id, symbol);
+                    }
+                    return;
                 }
             }
         }
         self.pending.push(entry);
+        if self.devices.first().is_some_and(|d| d.multi_gpu) {
+            // A library in a multi-GPU process: written now on the current GPU, and on each other
+            // GPU when it is current at a launch.
+            self.flush_pending();
+        }
     }
 
-    /// Writes the control blocks still pending that belong on the pool's GPU, when that GPU is
-    /// current (called before launches and when the pool is created).
+    /// Writes the control blocks still pending that belong on the current GPU, when it has a
+    /// runtime (called before launches and when a device is set up). A library stays pending
+    /// until every visible GPU has its block (one GPU: once written).
     pub fn flush_pending(&self) {
-        let Some(d) = self.devices.first() else { return };
-        if current_device() != Some(d.device) {
+        let Some(first) = self.devices.first() else { return };
+        let Some(cur) = current_device() else { return };
+        let Some(d) = self.devices.get(cur) else { return };
+        if !first.multi_gpu && cur != first.device {
             return;
         }
-        for p in self.pending.take() {
+        let mut keep = Vec::new();
+        for mut p in self.pending.take() {
             match p.device {
-                Some(dev) if dev != d.device => {} // another GPU's module
-                _ => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+                // Another GPU's module: written when that GPU is set up (several GPUs), never
+                // (one pool).
+                Some(dev) if dev != d.device => {
+                    if d.multi_gpu {
+                        keep.push(p);
+                    }
+                }
+                Some(_) => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+                None => {
+                    let bit = 1u32.checked_shl(d.device as u32).unwrap_or(0);
+                    if p.written_on & bit == 0 {
+                        write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol);
+                        p.written_on |= bit;
+                    }
+                    if p.written_on.count_ones() < d.visible {
+                        keep.push(p);
+                    }
+                }
             }
+        }
+        for p in keep {
+            self.pending.push(p);
         }
     }
 }

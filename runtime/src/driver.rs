@@ -149,6 +149,9 @@ pub mod sys {
         // Contexts and devices.
         cuCtxGetCurrent(ctx: *mut CUcontext);
         cuCtxGetDevice(device: *mut CUdevice);
+        cuCtxGetDevice_v2(device: *mut CUdevice, ctx: CUcontext);
+        cuCtxPushCurrent_v2(ctx: CUcontext);
+        cuCtxPopCurrent_v2(ctx: *mut CUcontext);
         cuCtxGetLimit(value: *mut usize, limit: CUlimit);
         cuCtxSetCurrent(ctx: CUcontext);
         cuCtxSynchronize();
@@ -296,6 +299,20 @@ pub mod result {
     pub fn ctx_get_device() -> Result<CUdevice> {
         let mut d = -1;
         call!(cuCtxGetDevice(&mut d)).map(|()| d)
+    }
+
+    /// The device of context `ctx` (CUDA 13's `cuCtxGetDevice_v2`; a driver without it: made
+    /// current for the question and popped again).
+    pub fn ctx_device(ctx: CUcontext) -> Result<CUdevice> {
+        let mut d = -1;
+        if call!(cuCtxGetDevice_v2(&mut d, ctx)).is_ok() {
+            return Ok(d);
+        }
+        call!(cuCtxPushCurrent_v2(ctx))?;
+        let asked = ctx_get_device();
+        let mut popped = std::ptr::null_mut();
+        call!(cuCtxPopCurrent_v2(&mut popped))?;
+        asked
     }
 
     /// A limit of the current context.

@@ -29,6 +29,9 @@ pub(crate) struct Pending {
     pub(crate) symbol: String,
     /// The GPU of the context a module was loaded in; `None` for libraries (any GPU).
     pub(crate) device: Option<i32>,
+    /// The GPUs a library's control block was written on (bit per ordinal): a library has a copy
+    /// of its globals in each context that uses it.
+    pub(crate) written_on: u32,
 }
 
 pub struct DeviceRuntime {
@@ -36,8 +39,11 @@ pub struct DeviceRuntime {
     pub ring: Mutex<Ring>,
     pub device: i32,
     /// More than one GPU is visible: allocations must check which GPU is current (read once, at
-    /// pool creation, so single-GPU programs pay nothing per allocation).
+    /// pool creation, so single-GPU programs pay nothing per allocation), and each GPU gets its
+    /// own runtime at its first use, its pool in the process's span ([`State::device_for`]).
     pub multi_gpu: bool,
+    /// GPUs visible to the process (1 when the count is unknown).
+    pub visible: u32,
     /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
     pub faults: Mutex<Option<crate::faults::FaultQueue>>,
     /// The checked device heap, reserved when the first module calling in-kernel `malloc`/`free`
@@ -95,6 +101,12 @@ pub struct State {
     pub reporter: Reporter,
     /// Each device's pool, ring and the rest, set up at its first use.
     pub(crate) devices: crate::devices::Devices<DeviceRuntime>,
+    /// The VA of every device's pool in a multi-GPU process, reserved when the first device is
+    /// set up (`None`: one GPU, or the reservation failed and each device has a lone pool).
+    span: OnceLock<Option<std::sync::Arc<gasan_uvm::DeviceSpan>>>,
+    /// Peer access the program enabled: (owner, peer) = `peer`'s contexts may access `owner`'s
+    /// memory, applied to `owner`'s pool now or when it is set up.
+    peer_access: Mutex<Vec<(i32, i32)>>,
     /// Site tables by module id - 1.
     pub sites: Mutex<Vec<ModuleSites>>,
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
@@ -159,6 +171,8 @@ pub fn state() -> &'static State {
             reporter: Reporter::new(&opts),
             opts,
             devices: Default::default(),
+            span: OnceLock::new(),
+            peer_access: Mutex::new(Vec::new()),
             sites: Mutex::new(Vec::new()),
             pending: PendingBlocks::default(),
             counters: Counters::default(),
@@ -234,34 +248,151 @@ impl State {
             tags: self.opts.tags.max(1),
             ..Default::default()
         };
-        let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;
+        let visible = crate::driver::result::device_get_count().ok().and_then(|n| u32::try_from(n).ok()).filter(|&n| n >= 1).unwrap_or(1);
+        let multi_gpu = !crate::driver::result::device_get_count().is_ok_and(|n| n <= 1);
+        let pool = match self.device_span(dev, visible, &cfg) {
+            Some(span) => gasan_uvm::Pool::in_span(backend, &cfg, span, dev as u32),
+            None => gasan_uvm::Pool::new(backend, &cfg),
+        }
+        .map_err(|e| e.to_string())?;
         log(1, || {
             format!("pool on device {dev}: {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3)
         });
         let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
-        let faults = match crate::faults::FaultQueue::attach() {
-            Ok(q) => Some(q),
-            Err(e) => {
+        // The process's fault queue and outside table: the first device's (the side table that
+        // feeds the outside table is the process's).
+        let first = self.devices.first_device().is_none();
+        let faults = match first.then(crate::faults::FaultQueue::attach) {
+            Some(Ok(q)) => Some(q),
+            Some(Err(e)) => {
                 log(1, || format!("GPU fault addresses unavailable: {e}"));
                 None
             }
+            None => None,
         };
-        let multi_gpu = !crate::driver::result::device_get_count().is_ok_and(|n| n <= 1);
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
         Ok(DeviceRuntime {
             alloc: Allocator::new(pool, &self.opts),
             ring: Mutex::new(ring),
             device: dev,
             multi_gpu,
+            visible,
             faults: Mutex::new(faults),
             device_heap: Mutex::new(None),
             heap_modules: Mutex::new(Vec::new()),
-            outside: self
-                .opts
-                .outside_checks
+            outside: (first && self.opts.outside_checks)
                 .then(crate::outside::OutsideTable::new)
                 .and_then(|t| t.map_err(|r| log(0, || format!("WARNING: cannot allocate the table of outside ranges (CUDA error {r}); outside_checks stay off"))).ok()),
         })
+    }
+
+    /// The span every device's pool takes its slot in, reserved at the first device's set-up
+    /// when the process sees several GPUs (`None`: one GPU, or the reservation failed, logged,
+    /// and each device gets a lone pool).
+    fn device_span(&self, dev: i32, visible: u32, cfg: &gasan_uvm::PoolConfig) -> Option<&std::sync::Arc<gasan_uvm::DeviceSpan>> {
+        self.span
+            .get_or_init(|| {
+                if visible < 2 {
+                    return None;
+                }
+                let devices = visible.min(gasan_uvm::plan::MAX_DEVICES);
+                let reserve = || -> Result<_, String> {
+                    let vmm = gasan_uvm::VmmBackend::new(dev, crate::driver::vmm_fns().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+                    gasan_uvm::DeviceSpan::reserve(Box::new(vmm), devices, cfg).map_err(|e| e.to_string())
+                };
+                match reserve() {
+                    Ok(span) => {
+                        let l = span.layout();
+                        log(1, || format!("pools of {devices} GPUs: {:#x}+{} x {} GiB, shadows {:#x}", l.pool_base, l.devices, l.pool_size >> 30, l.shadow_base));
+                        Some(span)
+                    }
+                    Err(e) => {
+                        log(0, || format!("WARNING: cannot reserve the pools of {devices} GPUs in one span ({e}); each GPU gets a pool of its own, and kernels check only their own GPU's memory"));
+                        None
+                    }
+                }
+            })
+            .as_ref()
+            .filter(|s| (dev as u32) < s.layout().devices)
+    }
+
+    /// Device `dev`'s runtime, set up at its first use (the first device used through
+    /// [`State::device`], any other only in a multi-GPU process); `None` when it cannot be.
+    pub fn device_for(&self, dev: i32) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if first.device == dev {
+            return Some(first);
+        }
+        if !first.multi_gpu {
+            return None;
+        }
+        let mut just_set_up = false;
+        let d = self.devices.get_or_set_up(dev, || {
+            just_set_up = true;
+            match self.create_device_runtime(dev) {
+                Ok(rt) => Some(rt),
+                Err(e) => {
+                    eprintln!("==gasan== WARNING: cannot set up the pool of device {dev} ({e}); its memory is not checked");
+                    None
+                }
+            }
+        })?;
+        if just_set_up {
+            for &(owner, peer) in self.peer_access.lock().unwrap().iter() {
+                if owner == dev {
+                    grant_peer(d, peer);
+                }
+            }
+            self.flush_pending();
+        }
+        Some(d)
+    }
+
+    /// The runtime of the current context's device (the first device's in a single-GPU process,
+    /// without asking the driver).
+    pub fn current_runtime(&self) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if !first.multi_gpu {
+            return Some(first);
+        }
+        match current_device() {
+            Some(c) if c != first.device => self.device_for(c),
+            _ => Some(first),
+        }
+    }
+
+    /// The runtime whose pool holds `addr`, if one does (the first device is set up first, as
+    /// every pool query did before there were several).
+    pub fn runtime_owning(&self, addr: u64) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if first.alloc.owns(addr) {
+            return Some(first);
+        }
+        self.devices.each().map(|(_, d)| d).find(|d| d.alloc.owns(addr))
+    }
+
+    /// `peer`'s contexts may now access `owner`'s memory (cuCtxEnablePeerAccess succeeded):
+    /// `owner`'s pool grants `peer` its chunks and their shadow, now if it is set up, else when
+    /// it is.
+    pub fn peer_access_enabled(&self, owner: i32, peer: i32) {
+        let mut granted = self.peer_access.lock().unwrap();
+        if !granted.contains(&(owner, peer)) {
+            granted.push((owner, peer));
+        }
+        drop(granted);
+        if let Some(d) = self.devices.get(owner) {
+            grant_peer(d, peer);
+        }
+    }
+
+    /// `peer`'s contexts may no longer access `owner`'s memory.
+    pub fn peer_access_disabled(&self, owner: i32, peer: i32) {
+        self.peer_access.lock().unwrap().retain(|&g| g != (owner, peer));
+        if let Some(d) = self.devices.get(owner) {
+            if let Err(e) = d.alloc.revoke_peer_access(peer) {
+                log(1, || format!("device {peer}'s access to device {owner}'s pool not revoked: {e}"));
+            }
+        }
     }
 
     /// Registers a checked module's sites; returns its module id.
@@ -319,5 +450,14 @@ impl State {
             }
         };
         Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
+    }
+}
+
+/// Grants `peer` access to `d`'s pool, logging a failure (the peer's reads of that pool then fault
+/// as they would without peer access).
+fn grant_peer(d: &DeviceRuntime, peer: i32) {
+    match d.alloc.grant_peer_access(peer) {
+        Ok(()) => log(1, || format!("device {peer} may access device {}'s pool and its shadow", d.device)),
+        Err(e) => log(0, || format!("WARNING: device {peer}'s access to device {}'s pool not granted: {e}", d.device)),
     }
 }

@@ -7,7 +7,10 @@ use super::*;
 /// (registered host memory is not: ranges past it are ordinary pageable memory).
 fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
-    let Some(d) = s.device() else { return true };
+    let Some(first) = s.device() else { return true };
+    // The pool holding `addr`, whichever GPU's (several GPUs: a peer copy's source may be another
+    // GPU's); the first's answers for addresses in none.
+    let d = s.runtime_owning(addr).unwrap_or(first);
     let mut checked = d.alloc.check_range(addr, len as u64);
     if checked.is_ok() {
         let overflow =
@@ -59,6 +62,9 @@ hooks! {
 
     cuMemcpyHtoD_v2 | cuMemcpyHtoD_v2_ptds (dst: Dptr, src: *const c_void, n: usize) { if !check_range("cuMemcpyHtoD", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
     cuMemcpyDtoH_v2 | cuMemcpyDtoH_v2_ptds (dst: *mut c_void, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoH", src, n, false) { return INVALID; } after_sync(real(dst, src, n)) }
+    // Copies between GPUs: each side checked against the pool that holds it.
+    cuMemcpyPeer | cuMemcpyPeer_ptds (dst: Dptr, dst_ctx: CUcontext, src: Dptr, src_ctx: CUcontext, n: usize) { if !check_range("cuMemcpyPeer", src, n, false) || !check_range("cuMemcpyPeer", dst, n, true) { return INVALID; } after_sync(real(dst, dst_ctx, src, src_ctx, n)) }
+    cuMemcpyPeerAsync | cuMemcpyPeerAsync_ptsz (dst: Dptr, dst_ctx: CUcontext, src: Dptr, src_ctx: CUcontext, n: usize, stream: CUstream) { if !check_range("cuMemcpyPeerAsync", src, n, false) || !check_range("cuMemcpyPeerAsync", dst, n, true) { return INVALID; } real(dst, dst_ctx, src, src_ctx, n, stream) }
     cuMemcpyDtoD_v2 | cuMemcpyDtoD_v2_ptds (dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoD", src, n, false) || !check_range("cuMemcpyDtoD", dst, n, true) { return INVALID; } real(dst, src, n) }
     cuMemcpy | cuMemcpy_ptds (dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
     cuMemcpyAsync | cuMemcpyAsync_ptsz (dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }

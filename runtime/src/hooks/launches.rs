@@ -32,7 +32,7 @@ fn launch(f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void, go: 
         crate::arg_bounds::with_bounds(
             f.into(),
             params,
-            |v| s.device()?.alloc.accessible_granules(v),
+            |v| s.runtime_owning(v)?.alloc.accessible_granules(v),
             |array, tagged| {
                 if tagged && count {
                     s.counters.launches_tagged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -9,20 +9,22 @@ fn stream_of(s: CUstream) -> Option<Stream> {
 
 fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let s = state();
-    let Some(d) = s.device() else { return real() };
+    if s.device().is_none() {
+        return real();
+    }
     if dptr.is_null() || size == 0 {
         return real();
     }
-    if d.multi_gpu && crate::state::current_device() != Some(d.device) {
-        // The pool lives on the first GPU the program used; another GPU's memory must stay on that
-        // GPU, so it passes through (unchecked, tracked) rather than coming from the pool.
+    // The current GPU's pool (set up at its first use); a GPU whose pool could not be set up
+    // keeps its memory from the driver (unchecked, tracked).
+    let Some(d) = s.current_runtime() else {
         let r = real();
         if let Some(p) = dptr.written(r) {
             s.foreign_insert(p, size as u64, ForeignKind::OtherDevice);
-            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (pool on device {})", crate::state::current_device(), d.device));
+            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (no pool there)", crate::state::current_device()));
         }
         return r;
-    }
+    };
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
             dptr.set(p);
@@ -95,14 +97,14 @@ fn alloc_host(pp: Out<*mut c_void>, size: usize, flags: u32, real: impl FnOnce()
 
 /// The pool's pinned host block starting at `p`, if it is one.
 fn pool_host_block(p: u64) -> Option<(u64, u64)> {
-    state().device()?.alloc.host_block_containing(p)
+    state().runtime_owning(p)?.alloc.host_block_containing(p)
 }
 
 /// A prefetch, advice or stream attachment of `[ptr, ptr+len)`: answered with success when the
 /// range lies in one managed block of the pool (its memory is where both processors reach it,
 /// so there is nothing to move), else by the driver.
 fn managed_hint(ptr: Dptr, len: usize, real: impl FnOnce() -> CuResult) -> CuResult {
-    match state().device() {
+    match state().runtime_owning(ptr) {
         Some(d) if d.alloc.managed_block(ptr, len.max(1) as u64).is_some() => CUDA_SUCCESS,
         _ => real(),
     }
@@ -151,9 +153,22 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: 
     }
 }
 
+/// The current context's GPU may now (`enabled`) or no longer access the memory of `peer`'s GPU:
+/// that GPU's pool grants or revokes it (its chunks, and their shadow and extent table read-only,
+/// which the current GPU's checks read), now or when that pool is set up.
+fn peer_access(peer: CUcontext, enabled: bool) {
+    let s = state();
+    let (Ok(owner), Some(me)) = (crate::driver::result::ctx_device(peer), crate::state::current_device()) else { return };
+    if enabled {
+        s.peer_access_enabled(owner, me);
+    } else {
+        s.peer_access_disabled(owner, me);
+    }
+}
+
 /// The live pool block holding `ptr`, for [`fix_pointer_attribute`] (none outside the pool).
 fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
-    state().device().filter(|d| d.alloc.owns(ptr))?.alloc.live_block(ptr)
+    state().runtime_owning(ptr)?.alloc.live_block(ptr)
 }
 
 /// Records a successful managed / host allocation whose address the driver wrote to `out`.
@@ -167,10 +182,12 @@ fn track(r: CuResult, out: Out<u64>, size: usize, kind: ForeignKind) -> CuResult
 fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let by = if call == "cuMemFreeHost" { FreeCall::PinnedHost } else { FreeCall::Device };
     let s = state();
-    let Some(d) = s.device() else { return real() };
+    let Some(first) = s.device() else { return real() };
     if ptr == 0 {
         return CUDA_SUCCESS;
     }
+    // The pool holding the block, whichever GPU's (the first's answers for addresses in none).
+    let d = s.runtime_owning(ptr).unwrap_or(first);
     if stream.is_none() && d.alloc.owns(ptr) {
         // cuMemFree waits for the device's outstanding work (work on non-blocking streams
         // included) before the memory goes: poisoning or unmapping it earlier would fault or
@@ -288,7 +305,7 @@ hooks! {
         r
     }
     cuMemFreeHost(p: *mut c_void) {
-        if state().device().is_some_and(|d| d.alloc.owns(p as u64)) {
+        if state().runtime_owning(p as u64).is_some() {
             let r = do_free("cuMemFreeHost", p as u64, None, || real(p));
             if r == CUDA_SUCCESS {
                 host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
@@ -305,8 +322,23 @@ hooks! {
     }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync | cuMemFreeAsync_ptsz (ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
+    // ---- peer access: peer access does not cover the pool's (VMM) mappings; its pool grants it ----
+    cuCtxEnablePeerAccess(peer: CUcontext, flags: u32) {
+        let r = real(peer, flags);
+        if r == CUDA_SUCCESS {
+            peer_access(peer, true);
+        }
+        r
+    }
+    cuCtxDisablePeerAccess(peer: CUcontext) {
+        let r = real(peer);
+        if r == CUDA_SUCCESS {
+            peer_access(peer, false);
+        }
+        r
+    }
     cuMemGetAddressRange_v2(base: Out<Dptr>, size: Out<usize>, ptr: Dptr) {
-        if let Some((b, n)) = state().device().and_then(|d| d.alloc.allocation_containing(ptr)) {
+        if let Some((b, n)) = state().runtime_owning(ptr).and_then(|d| d.alloc.allocation_containing(ptr)) {
             // Either out-pointer may be null.
             base.set(b);
             size.set(n as usize);
