@@ -107,6 +107,11 @@ pub struct State {
     /// Peer access the program enabled: (owner, peer) = `peer`'s contexts may access `owner`'s
     /// memory, applied to `owner`'s pool now or when it is set up.
     peer_access: Mutex<Vec<(i32, i32)>>,
+    /// What answers other processes' imports of pool blocks (started at the first export; `None`:
+    /// it could not listen), and the handles given out for each block, by block start, withdrawn
+    /// when the block is freed.
+    ipc_exporter: OnceLock<Option<gasan_uvm::ipc::Exporter>>,
+    ipc_exports: Mutex<std::collections::HashMap<u64, Vec<gasan_uvm::ipc::IpcHandle>>>,
     /// Site tables by module id - 1.
     pub sites: Mutex<Vec<ModuleSites>>,
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
@@ -173,6 +178,8 @@ pub fn state() -> &'static State {
             devices: Default::default(),
             span: OnceLock::new(),
             peer_access: Mutex::new(Vec::new()),
+            ipc_exporter: OnceLock::new(),
+            ipc_exports: Mutex::new(Default::default()),
             sites: Mutex::new(Vec::new()),
             pending: PendingBlocks::default(),
             counters: Counters::default(),
@@ -391,6 +398,50 @@ impl State {
         if let Some(d) = self.devices.get(owner) {
             if let Err(e) = d.alloc.revoke_peer_access(peer) {
                 log(1, || format!("device {peer}'s access to device {owner}'s pool not revoked: {e}"));
+            }
+        }
+    }
+
+    /// `cuIpcGetMemHandle` of pool memory: the block holding `ptr` offered to other processes
+    /// through gasan's IPC (pool memory is VMM memory, which the driver's IPC does not export),
+    /// as the 64 bytes of a `cudaIpcMemHandle_t`. `None`: not a live pool block (the driver's
+    /// business); `Err`: it could not be offered.
+    pub fn ipc_export(&self, ptr: u64) -> Option<Result<[u8; gasan_uvm::ipc::IPC_HANDLE_SIZE], String>> {
+        let d = self.runtime_owning(ptr)?;
+        let e = match d.alloc.export_ipc(ptr)? {
+            Ok(e) => e,
+            Err(err) => return Some(Err(err.to_string())),
+        };
+        let exporter = self.ipc_exporter.get_or_init(|| match gasan_uvm::ipc::Exporter::start() {
+            Ok(x) => Some(x),
+            Err(err) => {
+                log(0, || format!("WARNING: cannot offer pool memory to other processes ({err}); cudaIpcGetMemHandle fails"));
+                None
+            }
+        });
+        let Some(exporter) = exporter else { return Some(Err("gasan IPC is not listening".into())) };
+        let start = e.start;
+        Some(exporter.export(e.fds, d.device as u32, e.gran, e.offset, e.size).map_err(|err| err.to_string()).map(|h| {
+            self.ipc_exports.lock().unwrap().entry(start).or_default().push(h);
+            h.to_bytes()
+        }))
+    }
+
+    /// `cuIpcOpenMemHandle` of a handle gasan gave out (in this process or another): the
+    /// exporter's chunks mapped in the current GPU's pool as a block with the exporter's bounds.
+    pub fn ipc_open(&self, h: &gasan_uvm::ipc::IpcHandle) -> Result<u64, String> {
+        let d = self.current_runtime().ok_or("no pool on this GPU")?;
+        let fds = gasan_uvm::ipc::import(h).map_err(|e| e.to_string())?;
+        d.alloc.import_ipc(fds, h.offset, h.size).map_err(|e| e.to_string())
+    }
+
+    /// The block at `start` was freed: its handles are no longer offered (processes that opened
+    /// them keep their mapping, as with the driver's IPC).
+    pub fn ipc_withdraw(&self, start: u64) {
+        let Some(handles) = self.ipc_exports.lock().unwrap().remove(&start) else { return };
+        if let Some(Some(exporter)) = self.ipc_exporter.get() {
+            for h in &handles {
+                exporter.withdraw(h);
             }
         }
     }

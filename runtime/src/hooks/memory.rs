@@ -137,6 +137,7 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: 
     const IS_MANAGED: u32 = A::CU_POINTER_ATTRIBUTE_IS_MANAGED as u32;
     const RANGE_START_ADDR: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as u32;
     const RANGE_SIZE: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_SIZE as u32;
+    const IS_LEGACY_CUDA_IPC_CAPABLE: u32 = A::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE as u32;
     const CU_MEMORYTYPE_DEVICE: u32 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
     let Some(b) = block.filter(|_| !data.is_null()) else { return };
     // SAFETY: `data` holds the attribute's type: an unsigned int (memory type, is-managed), a
@@ -148,6 +149,8 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: 
             MEMORY_TYPE if b.managed => *data.cast::<u32>() = CU_MEMORYTYPE_DEVICE,
             IS_MANAGED if b.managed => *data.cast::<u32>() = 1,
             DEVICE_POINTER | HOST_POINTER if b.managed => *data.cast::<u64>() = ptr,
+            // cudaIpcGetMemHandle serves device blocks (gasan's IPC), as it does cudaMalloc memory.
+            IS_LEGACY_CUDA_IPC_CAPABLE if !b.managed && b.memory == Memory::Device => *data.cast::<u32>() = 1,
             _ => {}
         }
     }
@@ -201,7 +204,10 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
         }
     }
     match d.alloc.free_by(ptr, stream, by) {
-        Ok(()) => CUDA_SUCCESS,
+        Ok(()) => {
+            s.ipc_withdraw(ptr);
+            CUDA_SUCCESS
+        }
         // The driver refuses the other kind's call too (cudaFree of pinned host memory,
         // cudaFreeHost of device or managed memory), silently: so does gasan.
         Err(FreeError::WrongCall { .. }) => INVALID,
@@ -336,6 +342,48 @@ hooks! {
             peer_access(peer, false);
         }
         r
+    }
+    // ---- IPC: pool blocks shared through gasan's IPC (the driver's does not export VMM memory) ----
+    cuIpcGetMemHandle(handle: Out<cudarc::driver::sys::CUipcMemHandle>, ptr: Dptr) {
+        if handle.is_null() {
+            return real(handle, ptr);
+        }
+        match state().ipc_export(ptr) {
+            None => real(handle, ptr),
+            Some(Ok(bytes)) => {
+                handle.set(cudarc::driver::sys::CUipcMemHandle { reserved: bytes.map(|b| b as c_char) });
+                CUDA_SUCCESS
+            }
+            Some(Err(e)) => {
+                crate::state::log(0, || format!("WARNING: cudaIpcGetMemHandle of pool memory at {ptr:#x} failed: {e}"));
+                INVALID
+            }
+        }
+    }
+    cuIpcOpenMemHandle_v2(out: Out<Dptr>, handle: cudarc::driver::sys::CUipcMemHandle, flags: u32) {
+        // A handle gasan gave out (its magic); any other is the driver's.
+        let Ok(h) = gasan_uvm::ipc::IpcHandle::from_bytes(&handle.reserved.map(|c| c as u8)) else { return real(out, handle, flags) };
+        if out.is_null() {
+            return INVALID;
+        }
+        match state().ipc_open(&h) {
+            Ok(p) => {
+                out.set(p);
+                CUDA_SUCCESS
+            }
+            Err(e) => {
+                crate::state::log(0, || format!("WARNING: cudaIpcOpenMemHandle of process {}'s pool memory failed: {e}", h.pid));
+                INVALID
+            }
+        }
+    }
+    cuIpcCloseMemHandle(ptr: Dptr) {
+        if state().runtime_owning(ptr).is_some_and(|d| d.alloc.close_ipc(ptr)) { CUDA_SUCCESS } else { real(ptr) }
+    }
+    // Pool memory is not a VMM allocation of the program's: refused as for cudaMalloc memory
+    // (docs/design.md, "What cuMemGetAddressRange answers for pool memory").
+    cuMemRetainAllocationHandle(handle: Out<u64>, addr: *mut c_void) {
+        if state().runtime_owning(addr as u64).is_some() { INVALID } else { real(handle, addr) }
     }
     cuMemGetAddressRange_v2(base: Out<Dptr>, size: Out<usize>, ptr: Dptr) {
         if let Some((b, n)) = state().runtime_owning(ptr).and_then(|d| d.alloc.allocation_containing(ptr)) {
