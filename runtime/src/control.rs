@@ -57,7 +57,8 @@ impl State {
 
     /// Writes the control blocks still pending that belong on the current GPU, when it has a
     /// runtime (called before launches and when a device is set up). A library stays pending
-    /// until every visible GPU has its block (one GPU: once written).
+    /// until every GPU set up so far has its block; then it waits in `libraries_written` until
+    /// another GPU is set up ([`State::device_for`] puts it back).
     pub fn flush_pending(&self) {
         let Some(first) = self.devices.first() else { return };
         let Some(cur) = current_device() else { return };
@@ -82,8 +83,11 @@ impl State {
                         write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol);
                         p.written_on |= bit;
                     }
-                    if p.written_on.count_ones() < d.visible {
+                    let set_up = self.devices.each().fold(0u32, |m, (o, _)| m | 1u32.checked_shl(o as u32).unwrap_or(0));
+                    if p.written_on & set_up != set_up {
                         keep.push(p);
+                    } else {
+                        self.libraries_written.lock().unwrap().push(p);
                     }
                 }
             }

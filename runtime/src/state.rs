@@ -42,8 +42,6 @@ pub struct DeviceRuntime {
     /// pool creation, so single-GPU programs pay nothing per allocation), and each GPU gets its
     /// own runtime at its first use, its pool in the process's span ([`State::device_for`]).
     pub multi_gpu: bool,
-    /// GPUs visible to the process (1 when the count is unknown).
-    pub visible: u32,
     /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
     pub faults: Mutex<Option<crate::faults::FaultQueue>>,
     /// The checked device heap, reserved when the first module calling in-kernel `malloc`/`free`
@@ -117,6 +115,8 @@ pub struct State {
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
     /// pool's GPU).
     pub(crate) pending: PendingBlocks,
+    /// Libraries whose control block every GPU set up so far has (pending again when another is).
+    pub(crate) libraries_written: Mutex<Vec<Pending>>,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
@@ -182,6 +182,7 @@ pub fn state() -> &'static State {
             ipc_exports: Mutex::new(Default::default()),
             sites: Mutex::new(Vec::new()),
             pending: PendingBlocks::default(),
+            libraries_written: Mutex::new(Vec::new()),
             counters: Counters::default(),
             foreign: Default::default(),
             ring_tally: Default::default(),
@@ -283,7 +284,6 @@ impl State {
             ring: Mutex::new(ring),
             device: dev,
             multi_gpu,
-            visible,
             faults: Mutex::new(faults),
             device_heap: Mutex::new(None),
             heap_modules: Mutex::new(Vec::new()),
@@ -349,6 +349,10 @@ impl State {
                 if owner == dev {
                     grant_peer(d, peer);
                 }
+            }
+            // Libraries get this GPU's control block too.
+            for p in std::mem::take(&mut *self.libraries_written.lock().unwrap()) {
+                self.pending.push(p);
             }
             self.flush_pending();
         }
