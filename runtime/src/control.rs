@@ -18,8 +18,9 @@ impl State {
     ///
     /// A module gets the control block of the GPU of the context it was loaded in (in a
     /// single-GPU process, a module loaded in another GPU's context is never written: its checks
-    /// stay off, a zero pool); a library (context-independent, one copy per GPU) is written on
-    /// each GPU it is used on (pending until then, possibly after launches elsewhere).
+    /// stay off, a zero pool). A library (context-independent: a copy of its globals in each
+    /// context that uses it) is written in the current context now, and in each other context
+    /// when it is current at a launch.
     pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
         let loaded_on = current_device();
         let entry = Pending {
@@ -30,35 +31,33 @@ impl State {
                 LoadedHandle::Module(_) => loaded_on,
                 LoadedHandle::Library(_) => None,
             },
-            written_on: 0,
+            written_in: Vec::new(),
         };
-        if self.devices.first_device().is_some() || loaded_on.is_some() {
+        if let (LoadedHandle::Module(_), Some(dev)) = (h, loaded_on) {
             if let Some(d) = self.device() {
-                if loaded_on == Some(d.device) && !(d.multi_gpu && matches!(h, LoadedHandle::Library(_))) {
+                if dev == d.device {
                     write_control_block(d, &self.opts, h, module_id, symbol);
-                    return;
-                }
-                if let (LoadedHandle::Module(_), Some(dev)) = (h, loaded_on) {
+                } else if let Some(o) = self.device_for(dev) {
                     // Another GPU's module: its GPU's runtime (set up now), or never checked.
-                    if let Some(o) = self.device_for(dev) {
-                        write_control_block(o, &self.opts, h, module_id, symbol);
-                    }
-                    return;
+                    write_control_block(o, &self.opts, h, module_id, symbol);
                 }
+                return;
+            }
+        }
+        if let LoadedHandle::Library(_) = h {
+            if loaded_on.is_some() {
+                self.device();
             }
         }
         self.pending.push(entry);
-        if self.devices.first().is_some_and(|d| d.multi_gpu) {
-            // A library in a multi-GPU process: written now on the current GPU, and on each other
-            // GPU when it is current at a launch.
-            self.flush_pending();
-        }
+        self.flush_pending();
     }
 
-    /// Writes the control blocks still pending that belong on the current GPU, when it has a
-    /// runtime (called before launches and when a device is set up). A library stays pending
-    /// until every GPU set up so far has its block; then it waits in `libraries_written` until
-    /// another GPU is set up ([`State::device_for`] puts it back).
+    /// Writes the control blocks still pending that belong in the current context, when its GPU
+    /// has a runtime (called before launches, when a library is loaded and when a device is set
+    /// up). A library stays pending until every context gasan has seen on a GPU with a runtime
+    /// has its block; then it waits in `libraries_written` until another context or GPU appears
+    /// ([`State::context_seen`], [`State::device_for`] put it back).
     pub fn flush_pending(&self) {
         let Some(first) = self.devices.first() else { return };
         let Some(cur) = current_device() else { return };
@@ -66,6 +65,8 @@ impl State {
         if !first.multi_gpu && cur != first.device {
             return;
         }
+        let ctx = crate::driver::result::ctx_get_current().map_or(0, |c| c as usize);
+        let contexts = self.contexts_with_runtime(ctx);
         let mut keep = Vec::new();
         for mut p in self.pending.take() {
             match p.device {
@@ -78,16 +79,14 @@ impl State {
                 }
                 Some(_) => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
                 None => {
-                    let bit = 1u32.checked_shl(d.device as u32).unwrap_or(0);
-                    if p.written_on & bit == 0 {
+                    if !p.written_in.contains(&ctx) {
                         write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol);
-                        p.written_on |= bit;
+                        p.written_in.push(ctx);
                     }
-                    let set_up = self.devices.each().fold(0u32, |m, (o, _)| m | 1u32.checked_shl(o as u32).unwrap_or(0));
-                    if p.written_on & set_up != set_up {
-                        keep.push(p);
-                    } else {
+                    if contexts.iter().all(|c| p.written_in.contains(c)) {
                         self.libraries_written.lock().unwrap().push(p);
+                    } else {
+                        keep.push(p);
                     }
                 }
             }

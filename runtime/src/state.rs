@@ -29,9 +29,9 @@ pub(crate) struct Pending {
     pub(crate) symbol: String,
     /// The GPU of the context a module was loaded in; `None` for libraries (any GPU).
     pub(crate) device: Option<i32>,
-    /// The GPUs a library's control block was written on (bit per ordinal): a library has a copy
-    /// of its globals in each context that uses it.
-    pub(crate) written_on: u32,
+    /// The contexts a library's control block was written in: a library has a copy of its
+    /// globals in each context that uses it.
+    pub(crate) written_in: Vec<usize>,
 }
 
 pub struct DeviceRuntime {
@@ -115,8 +115,12 @@ pub struct State {
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
     /// pool's GPU).
     pub(crate) pending: PendingBlocks,
-    /// Libraries whose control block every GPU set up so far has (pending again when another is).
+    /// Libraries whose control block every context seen so far has (pending again when another
+    /// context or GPU appears).
     pub(crate) libraries_written: Mutex<Vec<Pending>>,
+    /// The contexts gasan has seen (created, made current, retained, or current at a flush), with
+    /// their GPUs.
+    contexts_seen: Mutex<std::collections::HashMap<usize, i32>>,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
@@ -183,6 +187,7 @@ pub fn state() -> &'static State {
             sites: Mutex::new(Vec::new()),
             pending: PendingBlocks::default(),
             libraries_written: Mutex::new(Vec::new()),
+            contexts_seen: Mutex::new(Default::default()),
             counters: Counters::default(),
             foreign: Default::default(),
             ring_tally: Default::default(),
@@ -380,6 +385,54 @@ impl State {
             return Some(first);
         }
         self.devices.each().map(|(_, d)| d).find(|d| d.alloc.owns(addr))
+    }
+
+    /// Context `ctx` was created, made current or retained: when it is new, every library's
+    /// control block is pending again, to be written in it when it is current at a launch.
+    pub fn context_seen(&self, ctx: cudarc::driver::sys::CUcontext) {
+        if ctx.is_null() || self.contexts_seen.lock().unwrap().contains_key(&(ctx as usize)) {
+            return;
+        }
+        let Ok(dev) = crate::driver::result::ctx_device(ctx) else { return };
+        self.contexts_seen.lock().unwrap().insert(ctx as usize, dev);
+        let written = std::mem::take(&mut *self.libraries_written.lock().unwrap());
+        for p in written {
+            self.pending.push(p);
+        }
+    }
+
+    /// Context `ctx` was destroyed: a later context may get its handle value, and must then get
+    /// the libraries' control blocks again.
+    pub fn context_gone(&self, ctx: cudarc::driver::sys::CUcontext) {
+        let ctx = ctx as usize;
+        self.contexts_seen.lock().unwrap().remove(&ctx);
+        self.libraries_written.lock().unwrap().iter_mut().for_each(|p| p.written_in.retain(|&c| c != ctx));
+        // Pending ones: taken and put back (the list is the pending owner's).
+        for mut p in self.pending.take() {
+            p.written_in.retain(|&c| c != ctx);
+            self.pending.push(p);
+        }
+    }
+
+    /// Device `dev`'s primary context was reset or released for good: every context seen on it
+    /// is forgotten (a live one only gets the libraries' control blocks written again).
+    pub fn device_contexts_gone(&self, dev: i32) {
+        let on_dev: Vec<usize> = self.contexts_seen.lock().unwrap().iter().filter(|(_, &d)| d == dev).map(|(&c, _)| c).collect();
+        for c in on_dev {
+            self.context_gone(c as cudarc::driver::sys::CUcontext);
+        }
+    }
+
+    /// The contexts seen on GPUs that have a runtime, `current` (on the current GPU) recorded
+    /// first: those a library's control block must be written in.
+    pub(crate) fn contexts_with_runtime(&self, current: usize) -> Vec<usize> {
+        let mut seen = self.contexts_seen.lock().unwrap();
+        if current != 0 {
+            if let Some(dev) = current_device() {
+                seen.entry(current).or_insert(dev);
+            }
+        }
+        seen.iter().filter(|(_, &dev)| self.devices.get(dev).is_some()).map(|(&c, _)| c).collect()
     }
 
     /// `peer`'s contexts may now access `owner`'s memory (cuCtxEnablePeerAccess succeeded):

@@ -54,6 +54,14 @@ where
     r
 }
 
+/// A context the driver just created or retained (its call answered `r`) is one gasan has seen.
+fn context_made(r: CuResult, out: Out<CUcontext>) -> CuResult {
+    if let Some(ctx) = out.written(r) {
+        state().context_seen(ctx);
+    }
+    r
+}
+
 /// Records, when the getter succeeded, that the handle it wrote to `out` names what `from` names
 /// (`record`: crate::arg_bounds::on_kernel_function or on_library_module).
 fn record_alias<T, F, H: From<*mut T>>(r: CuResult, out: Out<*mut T>, from: F, record: fn(F, H)) -> CuResult {
@@ -82,14 +90,40 @@ hooks! {
     cuLibraryGetModule(out: Out<CUmodule>, library: CUlibrary) { record_alias(real(out, library), out, library.into(), crate::arg_bounds::on_library_module) }
     cuModuleUnload(module: CUmodule) { crate::arg_bounds::on_unload(Some(module.into())); real(module) }
     cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library.into())); real(library) }
-    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(Some(ctx)); real(ctx) }
-    cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(None); real(dev) }
+    cuCtxDestroy_v2(ctx: CUcontext) {
+        crate::arg_bounds::on_unload(None);
+        crate::prefetch::on_context_gone(Some(ctx));
+        let r = real(ctx);
+        if r == CUDA_SUCCESS { state().context_gone(ctx); }
+        r
+    }
+    // ---- contexts appearing: libraries' control blocks are written in each (control.rs) ----
+    cuCtxCreate_v4(out: Out<CUcontext>, params: *mut cudarc::driver::sys::CUctxCreateParams, flags: u32, dev: i32) { context_made(real(out, params, flags, dev), out) }
+    cuDevicePrimaryCtxRetain(out: Out<CUcontext>, dev: i32) { context_made(real(out, dev), out) }
+    cuCtxSetCurrent(ctx: CUcontext) {
+        let r = real(ctx);
+        if r == CUDA_SUCCESS { state().context_seen(ctx); }
+        r
+    }
+    cuCtxPushCurrent_v2(ctx: CUcontext) {
+        let r = real(ctx);
+        if r == CUDA_SUCCESS { state().context_seen(ctx); }
+        r
+    }
+    cuDevicePrimaryCtxReset_v2(dev: i32) {
+        crate::arg_bounds::on_unload(None);
+        crate::prefetch::on_context_gone(None);
+        let r = real(dev);
+        if r == CUDA_SUCCESS { state().device_contexts_gone(dev); }
+        r
+    }
     cuDevicePrimaryCtxRelease_v2(dev: i32) {
         crate::arg_bounds::on_unload(None);
         let r = real(dev);
         // The context goes only with its last reference.
         if !crate::driver::result::device_primary_ctx_get_state(dev).is_ok_and(|(_, active)| active) {
             crate::prefetch::on_context_gone(None);
+            state().device_contexts_gone(dev);
         }
         r
     }
