@@ -29,7 +29,7 @@ impl State {
                 if desc.kind == crate::allocator::AddrKind::Unknown {
                     desc = self.describe_outside(rec.addr, d.alloc.scale()).unwrap_or(desc);
                 }
-                let report = crate::report::device_report(rec, self.sites.lock().unwrap().as_slice(), desc, d.device);
+                let report = self.sites.device_report(rec, desc, d.device);
                 if self.reporter.report(&report) {
                     n += 1;
                 }

@@ -110,8 +110,8 @@ pub struct State {
     /// when the block is freed.
     ipc_exporter: OnceLock<Option<gasan_uvm::ipc::Exporter>>,
     ipc_exports: Mutex<std::collections::HashMap<u64, Vec<gasan_uvm::ipc::IpcHandle>>>,
-    /// Site tables by module id - 1.
-    pub sites: Mutex<Vec<ModuleSites>>,
+    /// The checked modules' site tables, by module id.
+    pub sites: crate::report::ModuleRegistry,
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
     /// pool's GPU).
     pub(crate) pending: PendingBlocks,
@@ -184,7 +184,7 @@ pub fn state() -> &'static State {
             peer_access: Mutex::new(Vec::new()),
             ipc_exporter: OnceLock::new(),
             ipc_exports: Mutex::new(Default::default()),
-            sites: Mutex::new(Vec::new()),
+            sites: Default::default(),
             pending: PendingBlocks::default(),
             libraries_written: Mutex::new(Vec::new()),
             contexts_seen: Mutex::new(Default::default()),
@@ -505,9 +505,7 @@ impl State {
 
     /// Registers a checked module's sites; returns its module id.
     pub fn register_sites(&self, sites: ModuleSites) -> u64 {
-        let mut v = self.sites.lock().unwrap();
-        v.push(sites);
-        v.len() as u64
+        self.sites.register(sites)
     }
 }
 
