@@ -54,6 +54,7 @@ macro_rules! same_layout {
 same_layout! {
     crate::copies::Memcpy2D => cu::CUDA_MEMCPY2D;
     crate::copies::Memcpy3D => cu::CUDA_MEMCPY3D;
+    crate::copies::Memcpy3D => cu::CUDA_MEMCPY3D_PEER;
 }
 
 /// A hook's `unsafe extern "C" fn` type passes its parameters as cudarc's `unsafe fn` type does.

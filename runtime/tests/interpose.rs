@@ -57,8 +57,6 @@ fn header_symbols() -> BTreeSet<String> {
 const PASS_THROUGH: &[(&str, &str)] = &[
     ("cuLaunchHostFunc", "no device memory"),
     ("cuMemcpy3DBatchAsync_v2", "batched copies: range check not implemented yet"),
-    ("cuMemcpy3DPeer", "3D peer copies: descriptor not range-checked yet"),
-    ("cuMemcpy3DPeerAsync", "3D peer copies: descriptor not range-checked yet"),
     ("cuMemcpyAtoA_v2", "CUDA arrays are not pool memory"),
     ("cuMemcpyAtoD_v2", "CUDA arrays: device side not range-checked yet"),
     ("cuMemcpyAtoH_v2", "CUDA arrays are not pool memory"),

@@ -65,6 +65,8 @@ hooks! {
     // Copies between GPUs: each side checked against the pool that holds it.
     cuMemcpyPeer | cuMemcpyPeer_ptds (dst: Dptr, dst_ctx: CUcontext, src: Dptr, src_ctx: CUcontext, n: usize) { if !check_range("cuMemcpyPeer", src, n, false) || !check_range("cuMemcpyPeer", dst, n, true) { return INVALID; } after_sync(real(dst, dst_ctx, src, src_ctx, n)) }
     cuMemcpyPeerAsync | cuMemcpyPeerAsync_ptsz (dst: Dptr, dst_ctx: CUcontext, src: Dptr, src_ctx: CUcontext, n: usize, stream: CUstream) { if !check_range("cuMemcpyPeerAsync", src, n, false) || !check_range("cuMemcpyPeerAsync", dst, n, true) { return INVALID; } real(dst, dst_ctx, src, src_ctx, n, stream) }
+    cuMemcpy3DPeer | cuMemcpy3DPeer_ptds (p: In<Memcpy3D>) { if !check_copy("cuMemcpy3DPeer", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy3DPeerAsync | cuMemcpy3DPeerAsync_ptsz (p: In<Memcpy3D>, stream: CUstream) { if !check_copy("cuMemcpy3DPeerAsync", p) { return INVALID; } real(p, stream) }
     cuMemcpyDtoD_v2 | cuMemcpyDtoD_v2_ptds (dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoD", src, n, false) || !check_range("cuMemcpyDtoD", dst, n, true) { return INVALID; } real(dst, src, n) }
     cuMemcpy | cuMemcpy_ptds (dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
     cuMemcpyAsync | cuMemcpyAsync_ptsz (dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
