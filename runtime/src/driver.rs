@@ -134,7 +134,7 @@ macro_rules! entry_points {
 }
 
 /// The one table of the driver's entry points gasan calls on its own behalf (see
-/// [`entry_points!`]): the [`result`] layer's, the pool backend's ([`vmm_fns`]), and the real
+/// `entry_points!`): the [`result`] layer's, the pool backend's ([`vmm_fns`]), and the real
 /// functions a hook calls besides its own (`cuLinkAddFile` adding the checked file's bytes with
 /// `cuLinkAddData_v2`; the interposers of `cuGetProcAddress` and `cuGetExportTable`). A hook's own
 /// real function is its `real` (hooks/mod.rs), an [`Entry`] of the hook's exact name.
