@@ -154,6 +154,30 @@ struct Inner {
     large_tags: u64,
     /// Regions reserved for the checked device heap (not allocations of the program).
     device_heaps: Vec<crate::device_heap::HeapRegion>,
+    /// Blocks mapped from another process's export ([`Allocator::import_ipc`]), by block start:
+    /// where their chunks are mapped (canonical address, bytes) and through which window.
+    imports: HashMap<u64, Imported>,
+}
+
+/// Where an imported block's chunks are mapped.
+#[derive(Clone, Copy)]
+struct Imported {
+    home: u64,
+    len: u64,
+    tag: u64,
+}
+
+/// A live block's chunks offered to another process ([`Allocator::export_ipc`]): one file
+/// descriptor per chunk, in address order, the block at `offset` in them.
+#[derive(Debug)]
+pub struct IpcExport {
+    pub fds: Vec<std::os::fd::OwnedFd>,
+    /// The block's start (what the importer's pointer stands for).
+    pub start: u64,
+    pub offset: u64,
+    pub size: u64,
+    /// Bytes of one chunk.
+    pub gran: u64,
 }
 
 pub struct Allocator {
@@ -168,8 +192,12 @@ pub struct Allocator {
     pool_size: u64,
     /// The pool's tag windows; window 0's canonical addresses are where blocks are placed.
     win: gasan_uvm::plan::Windows,
-    shadow_base: u64,
-    extent_table: (u64, u32),
+    /// What checked kernels are told (control blocks): this pool's own (base, size, shadow base)
+    /// and extent table, or, for a pool in a multi-GPU span, the whole span's, so that a kernel on
+    /// any GPU checks an access to any GPU's pool against that pool's shadow (the span's slots are
+    /// contiguous, so one base indexes every device's shadow and extent table).
+    control: (u64, u64, u64),
+    control_extent: (u64, u32),
 }
 
 fn round_up(x: u64, a: u64) -> u64 {
@@ -203,6 +231,13 @@ impl Allocator {
         let gran = pool.granularity();
         let (base, size, shadow_base) = (pool.base(), pool.size(), pool.shadow_base());
         let extent_table = pool.extent_table();
+        let (control, control_extent) = match pool.span() {
+            Some((span, _)) => {
+                let l = span.layout();
+                ((l.pool_base, l.pool_size * u64::from(l.devices), l.shadow_base), (l.extent_base, extent_table.1))
+            }
+            None => ((base, size, shadow_base), extent_table),
+        };
         let win = pool.tag_windows();
         let half = base + win.size / 2;
         Allocator {
@@ -221,6 +256,7 @@ impl Allocator {
                 small_tags: 0,
                 large_tags: 0,
                 device_heaps: Vec::new(),
+                imports: HashMap::new(),
             }),
             scale: opts.scale,
             redzone_l: opts.redzone_scale,
@@ -231,8 +267,8 @@ impl Allocator {
             pool_base: base,
             pool_size: size,
             win,
-            shadow_base,
-            extent_table,
+            control,
+            control_extent,
         }
     }
 
@@ -240,14 +276,38 @@ impl Allocator {
         self.scale
     }
 
-    /// (pool base, pool size, shadow base) for module control blocks.
+    /// (pool base, pool size, shadow base) for module control blocks: this pool's, or its
+    /// multi-GPU span's (see `control`).
     pub fn control_fields(&self) -> (u64, u64, u64) {
-        (self.pool_base, self.pool_size, self.shadow_base)
+        self.control
     }
 
-    /// (extent table address, log2 of the block one entry describes) for module control blocks.
+    /// (extent table address, log2 of the block one entry describes) for module control blocks,
+    /// as [`Self::control_fields`].
     pub fn extent_fields(&self) -> (u64, u32) {
-        self.extent_table
+        self.control_extent
+    }
+
+    /// The device this allocator's pool is on.
+    pub fn device(&self) -> i32 {
+        self.inner.lock().unwrap().pool.device()
+    }
+
+    /// Lets device `peer` read and write this pool's blocks (and read their shadow and extent
+    /// table), now and in every mapping made later: what a context's peer access to this
+    /// device's memory needs, since peer access does not cover VMM mappings.
+    pub fn grant_peer_access(&self, peer: i32) -> Result<(), AllocError> {
+        Ok(self.inner.lock().unwrap().pool.grant_peer_access(peer)?)
+    }
+
+    /// Takes back what [`Self::grant_peer_access`] gave `peer`.
+    pub fn revoke_peer_access(&self, peer: i32) -> Result<(), AllocError> {
+        Ok(self.inner.lock().unwrap().pool.revoke_peer_access(peer)?)
+    }
+
+    /// The devices granted access to this pool.
+    pub fn peers(&self) -> Vec<i32> {
+        self.inner.lock().unwrap().pool.peers().to_vec()
     }
 
     pub fn owns(&self, addr: u64) -> bool {
@@ -569,6 +629,10 @@ impl Allocator {
         if let Some(info) = self.block_containing(&g, ptr).filter(|a| wrong_call(a)) {
             return Err(FreeError::WrongCall { ptr, info: info.clone() });
         }
+        if let Some(info) = g.imports.contains_key(&ptr).then(|| g.allocs.get(&ptr).cloned()).flatten() {
+            // Another process's memory, unmapped with cuIpcCloseMemHandle, not freed.
+            return Err(FreeError::WrongCall { ptr, info });
+        }
         let Some(info) = self.block_named(&g, ptr).cloned() else {
             // Inside a block of the pointer's own tag, or no block it names.
             let containing = self.block_containing(&g, ptr).cloned();
@@ -722,8 +786,81 @@ impl Allocator {
         g.allocs.range(..=addr).next_back().map(|(_, a)| a).filter(|a| addr < a.start + a.size.max(1))
     }
 
+    /// The program's live blocks (blocks imported from another process are that process's).
     pub fn live_allocations(&self) -> Vec<AllocInfo> {
-        self.inner.lock().unwrap().allocs.values().filter(|a| a.live).cloned().collect()
+        let g = self.inner.lock().unwrap();
+        g.allocs.values().filter(|a| a.live && !g.imports.contains_key(&a.start)).cloned().collect()
+    }
+
+    /// The chunks of the live block holding `ptr`, for another process to map
+    /// (`cuIpcGetMemHandle`): the pool exports every chunk under the block (a small block's slab
+    /// chunk holds other blocks too: the importer's shadow makes only this block accessible).
+    /// `None` when `ptr` is in no live block of the program's.
+    pub fn export_ipc(&self, ptr: u64) -> Option<Result<IpcExport, AllocError>> {
+        let mut g = self.inner.lock().unwrap();
+        let a = self.block_containing(&g, ptr).filter(|a| a.live && !g.imports.contains_key(&a.start))?.clone();
+        let home = self.home(a.start);
+        let first = home & !(self.gran - 1);
+        let end = round_up(home + self.scale.encodable_size(a.size.max(1)), self.gran);
+        Some(g.pool.export(first, end - first).map_err(AllocError::from).map(|fds| IpcExport { fds, start: a.start, offset: home - first, size: a.size, gran: self.gran }))
+    }
+
+    /// Maps chunks another process exported (`fds`, in address order) as a block of `size`
+    /// bytes at `offset` in them (`cuIpcOpenMemHandle`): placed like a large block, its shadow
+    /// accessible over exactly those bytes (the rest of the chunks poisoned), so this process's
+    /// accesses to it are checked against the exporter's bounds. Returns the block's address.
+    pub fn import_ipc(&self, fds: Vec<std::os::fd::OwnedFd>, offset: u64, size: u64) -> Result<u64, AllocError> {
+        let len = fds.len() as u64 * self.gran;
+        let size_enc = self.scale.encodable_size(size.max(1));
+        if fds.is_empty() || offset.checked_add(size_enc).is_none_or(|e| e > len) || !offset.is_multiple_of(ALIGN) {
+            return Err(AllocError::Pool(UvmError::BadIpcHandle(format!("a block of {size} bytes at {offset:#x} in {} chunks", fds.len()))));
+        }
+        let stack = HostStack::capture(self.context_depth);
+        let mut g = self.inner.lock().unwrap();
+        let (home, tag) = match self.place_large(&g, len) {
+            Some(p) => p,
+            None if self.recycle_large(&mut g) => self.place_large(&g, len).ok_or(AllocError::OutOfMemory)?,
+            None => return Err(AllocError::OutOfMemory),
+        };
+        if let Err(e) = g.pool.commit_imported(home, 1 << tag, fds) {
+            self.discard_failed_commit(&mut g, home, len);
+            return Err(map_oom(e));
+        }
+        g.large_tags = tag + 1;
+        g.large_end = home + len;
+        g.large_tail_gap = len;
+        let start = g.pool.tagged(home, tag) + offset;
+        if let Err(e) = self.poison_alloc(&g.pool, start, size_enc, None) {
+            let _ = g.pool.retire_tagged(home, len, 1 << tag);
+            return Err(e);
+        }
+        let _ = g.pool.set_extent(start, start + size, Stream::SYNC);
+        let region_end = g.pool.tagged(home, tag) + len;
+        self.record(&mut g, start, size, region_end, tag, true, Kind::DEVICE, &stack);
+        g.imports.insert(start, Imported { home, len, tag });
+        Ok(start)
+    }
+
+    /// Unmaps a block [`Self::import_ipc`] mapped (`cuIpcCloseMemHandle`): its chunks go back to
+    /// the exporter (released, never reused here), and the block reads as freed. `false` when
+    /// `ptr` is not such a block.
+    pub fn close_ipc(&self, ptr: u64) -> bool {
+        let stack = HostStack::capture(self.context_depth);
+        let mut g = self.inner.lock().unwrap();
+        let Some(im) = g.imports.remove(&ptr) else { return false };
+        let size = g.allocs.get(&ptr).map_or(0, |a| a.size);
+        let _ = g.pool.clear_extent(ptr, ptr + size, Stream::SYNC);
+        let _ = g.pool.retire_tagged(im.home, im.len, 1 << im.tag);
+        if let Some(a) = g.allocs.get_mut(&ptr) {
+            a.live = false;
+            a.free_stack = Some(stack);
+        }
+        true
+    }
+
+    /// Whether `ptr` is a block [`Self::import_ipc`] mapped and [`Self::close_ipc`] has not unmapped.
+    pub fn is_imported(&self, ptr: u64) -> bool {
+        self.inner.lock().unwrap().imports.contains_key(&ptr)
     }
 
     /// Reserves a region for the checked device heap of a program whose heap limit is `limit`

@@ -6,7 +6,6 @@ use crate::driver::{DriverError, CUDA_ERROR_INVALID_VALUE};
 use crate::options::Options;
 use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
 use gasan_instrument::abi::ControlBlock;
-use std::sync::atomic::Ordering;
 
 impl State {
     /// Writes the module's control block now if the pool exists, else remembers it.
@@ -17,9 +16,11 @@ impl State {
     /// As [`State::set_control_block`] for a control block under another name (inputs of a
     /// `cuLink*` link each keep their own, see link.rs).
     ///
-    /// Only the pool's GPU gets control blocks: a module loaded in another GPU's context is never
-    /// written (its checks stay off: a zero pool), and a library (context-independent, one copy
-    /// per GPU) is written when it is used on the pool's GPU, possibly after launches elsewhere.
+    /// A module gets the control block of the GPU of the context it was loaded in (in a
+    /// single-GPU process, a module loaded in another GPU's context is never written: its checks
+    /// stay off, a zero pool). A library (context-independent: a copy of its globals in each
+    /// context that uses it) is written in the current context now, and in each other context
+    /// when it is current at a launch.
     pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
         let loaded_on = current_device();
         let entry = Pending {
@@ -30,36 +31,68 @@ impl State {
                 LoadedHandle::Module(_) => loaded_on,
                 LoadedHandle::Library(_) => None,
             },
+            written_in: Vec::new(),
         };
-        if self.device.get().is_some() || loaded_on.is_some() {
+        if let (LoadedHandle::Module(_), Some(dev)) = (h, loaded_on) {
             if let Some(d) = self.device() {
-                if loaded_on == Some(d.device) {
+                if dev == d.device {
                     write_control_block(d, &self.opts, h, module_id, symbol);
-                    return;
+                } else if let Some(o) = self.device_for(dev) {
+                    // Another GPU's module: its GPU's runtime (set up now), or never checked.
+                    write_control_block(o, &self.opts, h, module_id, symbol);
                 }
-                if matches!(h, LoadedHandle::Module(_)) && loaded_on.is_some() {
-                    return; // another GPU's module: never checked
-                }
+                return;
             }
         }
-        self.pending.lock().unwrap().push(entry);
-        self.has_pending.store(true, Ordering::Release);
+        if let LoadedHandle::Library(_) = h {
+            if loaded_on.is_some() {
+                self.device();
+            }
+        }
+        self.pending.push(entry);
+        self.flush_pending();
     }
 
-    /// Writes the control blocks still pending that belong on the pool's GPU, when that GPU is
-    /// current (called before launches and when the pool is created).
+    /// Writes the control blocks still pending that belong in the current context, when its GPU
+    /// has a runtime (called before launches, when a library is loaded and when a device is set
+    /// up). A library stays pending until every context gasan has seen on a GPU with a runtime
+    /// has its block; then it waits in `libraries_written` until another context or GPU appears
+    /// ([`State::context_seen`], [`State::device_for`] put it back).
     pub fn flush_pending(&self) {
-        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
-        if current_device() != Some(d.device) {
+        let Some(first) = self.devices.first() else { return };
+        let Some(cur) = current_device() else { return };
+        let Some(d) = self.devices.get(cur) else { return };
+        if !first.multi_gpu && cur != first.device {
             return;
         }
-        let list: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap());
-        self.has_pending.store(false, Ordering::Release);
-        for p in list {
+        let ctx = crate::driver::result::ctx_get_current().map_or(0, |c| c as usize);
+        let contexts = self.contexts_with_runtime(ctx);
+        let mut keep = Vec::new();
+        for mut p in self.pending.take() {
             match p.device {
-                Some(dev) if dev != d.device => {} // another GPU's module
-                _ => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+                // Another GPU's module: written when that GPU is set up (several GPUs), never
+                // (one pool).
+                Some(dev) if dev != d.device => {
+                    if d.multi_gpu {
+                        keep.push(p);
+                    }
+                }
+                Some(_) => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+                None => {
+                    if !p.written_in.contains(&ctx) {
+                        write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol);
+                        p.written_in.push(ctx);
+                    }
+                    if contexts.iter().all(|c| p.written_in.contains(c)) {
+                        self.libraries_written.lock().unwrap().push(p);
+                    } else {
+                        keep.push(p);
+                    }
+                }
             }
+        }
+        for p in keep {
+            self.pending.push(p);
         }
     }
 }
@@ -178,8 +211,7 @@ fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, modul
             return;
         }
     };
-    let size = std::mem::size_of::<ControlBlock>();
-    if let Err(r) = crate::driver::check(crate::driver::api::cuMemcpyHtoD_v2(dptr, (&ctl as *const ControlBlock).cast(), size)) {
+    if let Err(r) = crate::driver::result::memcpy_htod(dptr, &ctl.to_bytes()) {
         log(0, || format!("WARNING: module {module_id}: writing the control block failed (CUDA error {r})"));
     }
     log(2, || format!("module {module_id}: control block at {dptr:#x} written"));
@@ -247,7 +279,7 @@ impl State {
     /// already used keeps its size (the driver too refuses to resize its heap after a kernel used
     /// it), with a warning.
     pub fn malloc_heap_limit_set(&self, limit: u64) {
-        let Some(d) = self.device.get().and_then(Option::as_ref) else { return };
+        let Some(d) = self.devices.first() else { return };
         let mut slot = d.device_heap.lock().unwrap();
         let Some(Ok(old)) = *slot else { return };
         if limit <= old.limit {

@@ -62,6 +62,25 @@ pub struct Memcpy3D {
 }
 const _: () = assert!(std::mem::size_of::<Memcpy3D>() == 200);
 
+/// `CUDA_MEMCPY3D_PEER` is `CUDA_MEMCPY3D` with each side's context where the reserved words are,
+/// so [`Memcpy3D`] reads it too (the fields it reads are at the same offsets, checked here).
+mod peer_layout {
+    use super::Memcpy3D;
+    use cudarc::driver::sys::CUDA_MEMCPY3D_PEER as P;
+    use std::mem::offset_of;
+    const _: () = assert!(std::mem::size_of::<P>() == std::mem::size_of::<Memcpy3D>() && std::mem::align_of::<P>() == std::mem::align_of::<Memcpy3D>());
+    const _: () =
+        assert!(offset_of!(P, srcXInBytes) == offset_of!(Memcpy3D, src_x_in_bytes) && offset_of!(P, srcY) == offset_of!(Memcpy3D, src_y) && offset_of!(P, srcZ) == offset_of!(Memcpy3D, src_z));
+    const _: () = assert!(offset_of!(P, srcMemoryType) == offset_of!(Memcpy3D, src_memory_type) && offset_of!(P, srcDevice) == offset_of!(Memcpy3D, src_device));
+    const _: () = assert!(offset_of!(P, srcPitch) == offset_of!(Memcpy3D, src_pitch) && offset_of!(P, srcHeight) == offset_of!(Memcpy3D, src_height));
+    const _: () =
+        assert!(offset_of!(P, dstXInBytes) == offset_of!(Memcpy3D, dst_x_in_bytes) && offset_of!(P, dstY) == offset_of!(Memcpy3D, dst_y) && offset_of!(P, dstZ) == offset_of!(Memcpy3D, dst_z));
+    const _: () = assert!(offset_of!(P, dstMemoryType) == offset_of!(Memcpy3D, dst_memory_type) && offset_of!(P, dstDevice) == offset_of!(Memcpy3D, dst_device));
+    const _: () = assert!(offset_of!(P, dstPitch) == offset_of!(Memcpy3D, dst_pitch) && offset_of!(P, dstHeight) == offset_of!(Memcpy3D, dst_height));
+    const _: () =
+        assert!(offset_of!(P, WidthInBytes) == offset_of!(Memcpy3D, width_in_bytes) && offset_of!(P, Height) == offset_of!(Memcpy3D, height) && offset_of!(P, Depth) == offset_of!(Memcpy3D, depth));
+}
+
 /// One side of a copy that touches device memory: base pointer and the span it touches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceSpan {
@@ -155,5 +174,46 @@ mod tests {
         c.height = 0;
         assert_eq!(c.spans(), (None, None));
         assert_eq!(box_span(0, 0, 0, 0, u64::MAX, 0, 1, 3, 1).map(|s| s.addr), Some(0));
+    }
+
+    #[test]
+    fn a_peer_descriptor_is_read_with_its_contexts_left_out() {
+        use cudarc::driver::sys::{CUmemorytype, CUDA_MEMCPY3D_PEER};
+        let device = CUmemorytype::CU_MEMORYTYPE_DEVICE;
+        let null = std::ptr::null_mut();
+        let p = CUDA_MEMCPY3D_PEER {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcZ: 0,
+            srcLOD: 0,
+            srcMemoryType: device,
+            srcHost: std::ptr::null(),
+            srcDevice: 0x10_0000,
+            srcArray: null as _,
+            // The contexts sit where CUDA_MEMCPY3D's reserved words are; nothing reads them.
+            srcContext: 0x1111 as _,
+            srcPitch: 256,
+            srcHeight: 4,
+            dstXInBytes: 16,
+            dstY: 0,
+            dstZ: 0,
+            dstLOD: 0,
+            dstMemoryType: device,
+            dstHost: null,
+            dstDevice: 0x20_0000,
+            dstArray: null as _,
+            dstContext: 0x2222 as _,
+            dstPitch: 512,
+            dstHeight: 8,
+            WidthInBytes: 100,
+            Height: 3,
+            Depth: 2,
+        };
+        // SAFETY: same size, alignment and field offsets (peer_layout's assertions).
+        let m: &Memcpy3D = unsafe { &*(&p as *const CUDA_MEMCPY3D_PEER).cast() };
+        let src = box_span(0x10_0000, 0, 0, 0, 256, 4, 100, 3, 2);
+        let dst = box_span(0x20_0000, 16, 0, 0, 512, 8, 100, 3, 2);
+        assert_eq!(m.spans(), (src, dst));
+        assert_eq!(src, Some(DeviceSpan { addr: 0x10_0000, len: 4 * 256 + 2 * 256 + 100 }));
     }
 }

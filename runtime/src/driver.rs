@@ -1,9 +1,11 @@
 //! The real CUDA driver: `dlopen("libcuda.so.1")` and the real `dlsym`, never our own exports.
 
 use cudarc::driver::sys::CUresult;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CString};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// A `CUresult` as the C ABI passes it (hooks return it; the program may return any value).
 pub type CuResult = i32;
@@ -53,8 +55,23 @@ pub fn is_libcuda_handle(handle: *mut c_void) -> bool {
     libcuda() == Some(handle)
 }
 
-/// Address of an exact libcuda export (`"cuMemAlloc_v2"`), via the real dlsym.
-pub fn real_symbol(name: &str) -> Option<usize> {
+/// Address of an exact libcuda export (`"cuMemAlloc_v2"`), via the real dlsym, looked up once per
+/// process: every [`Entry`] of that name and interpose's map of real entry points to hooks share
+/// the one lookup.
+pub fn real_symbol(name: &'static str) -> Option<usize> {
+    static FOUND: OnceLock<Mutex<HashMap<&'static str, usize>>> = OnceLock::new();
+    let found = FOUND.get_or_init(Default::default);
+    if let Some(&p) = found.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+        return (p != 0).then_some(p);
+    }
+    // Looked up outside the lock: dlopen runs libcuda's initializers, which may call back into
+    // gasan's exports.
+    let p = lookup(name).unwrap_or(0);
+    found.lock().unwrap_or_else(|e| e.into_inner()).insert(name, p);
+    (p != 0).then_some(p)
+}
+
+fn lookup(name: &str) -> Option<usize> {
     let h = libcuda()?;
     let c = CString::new(name).ok()?;
     // SAFETY: valid handle and name.
@@ -62,98 +79,169 @@ pub fn real_symbol(name: &str) -> Option<usize> {
     (!p.is_null()).then_some(p as usize)
 }
 
-/// One real entry point, resolved at its first call and kept: each hook, each [`api`] function
-/// site and each other place gasan calls the driver holds one in a `static`, so calling the driver
-/// costs no lookup. This is the one way gasan reaches the real driver's exports.
-pub struct RealFn {
+/// One entry point of the real driver, of type `F` (its C prototype), resolved at its first use
+/// and kept. Every way gasan reaches a driver export goes through one: each hook's `real`, the
+/// [`sys`] table of the functions gasan calls on its own behalf (from which the [`result`] layer
+/// and the pool's [`gasan_uvm::DriverFns`] are built).
+pub struct Entry<F> {
     name: &'static str,
     addr: OnceLock<usize>,
+    prototype: PhantomData<F>,
 }
 
-impl RealFn {
-    pub const fn new(name: &'static str) -> Self {
-        RealFn { name, addr: OnceLock::new() }
+impl<F: Copy> Entry<F> {
+    /// # Safety
+    /// `F` is an `unsafe extern "C" fn` type with the C prototype (CUDA 13.0) of the driver export
+    /// named `name`, exactly (`"cuMemcpyDtoH_v2"`, not `"cuMemcpyDtoH"`).
+    pub const unsafe fn new(name: &'static str) -> Self {
+        Entry { name, addr: OnceLock::new(), prototype: PhantomData }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// The entry point's address, 0 when libcuda lacks it.
-    pub fn get(&self) -> usize {
+    pub fn address(&self) -> usize {
         *self.addr.get_or_init(|| real_symbol(self.name).unwrap_or(0))
     }
 
-    /// The entry point as a function pointer of type `F`, `None` when libcuda lacks it.
-    ///
-    /// # Safety
-    /// `F` is an `unsafe extern "C" fn` type with the C signature of the driver function this
-    /// names (its CUDA 13.0 prototype).
-    pub unsafe fn typed<F: Copy>(&self) -> Option<F> {
-        const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>(), "RealFn::typed: F must be a function pointer") };
-        let p = self.get();
+    /// The entry point, `None` when libcuda lacks it.
+    pub fn get(&self) -> Option<F> {
+        const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>(), "Entry: F must be a function pointer") };
+        let p = self.address();
         // SAFETY: `p` is the non-null address of the driver export `self.name`, and `F` is a
-        // function pointer type (same size, checked above) with that export's signature (this
-        // function's contract).
+        // function pointer type (same size, checked above) with that export's prototype
+        // (`Entry::new`'s contract).
         (p != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
     }
 }
 
-/// Declares driver functions gasan calls on its own behalf, once each with its CUDA 13.0
-/// signature in cudarc's `driver::sys` types: `name(arg: Type, ...)` becomes
-/// `api::name(args) -> CuResult`, which calls the real export (resolved at the first call and
-/// kept) or answers `CUDA_ERROR_UNKNOWN` when the driver lacks it. Each declaration is checked at
-/// compile time against cudarc's prototype of the same function (bindgen over cuda.h 13.0); the
-/// result stays an integer (a driver may answer codes the enum lacks). The hooks' own real calls
-/// come from `hooks!`; these are the others.
-macro_rules! driver_api {
-    ($($name:ident($($arg:ident: $t:ty),*);)*) => {
+/// Declares the driver functions gasan calls on its own behalf, once each, by exact export name
+/// and CUDA 13.0 prototype in cudarc's `driver::sys` types: `name(arg: Type, ...)` becomes the
+/// [`Entry`] `sys::name`. Each prototype is checked at compile time against cudarc's (bindgen over
+/// cuda.h 13.0; `#[legacy]`: cuda.h's legacy section, see hook_abi::legacy) as the hooks' are; the
+/// result stays an integer (a driver may answer codes the enum lacks).
+macro_rules! entry_points {
+    ($($(#[$legacy:ident])? $name:ident($($arg:ident: $t:ty),*);)*) => {
         $(
-            // The parameters are cuda.h's, as cudarc declares them.
-            const _: unsafe fn($($t),*) -> cudarc::driver::sys::CUresult = cudarc::driver::sys::$name;
-            #[allow(non_snake_case, clippy::not_unsafe_ptr_arg_deref, clippy::too_many_arguments)]
-            pub fn $name($($arg: $t),*) -> CuResult {
-                static REAL: RealFn = RealFn::new(stringify!($name));
-                type F = unsafe extern "C" fn($($t),*) -> CuResult;
-                // SAFETY: `F` is the driver function's CUDA 13.0 signature, declared once above.
-                match unsafe { REAL.typed::<F>() } {
-                    None => CUDA_ERROR_UNKNOWN,
-                    // SAFETY: every caller is gasan's own code passing what the driver function's
-                    // contract asks for (out-pointers to live locals, handles the driver gave).
-                    Some(f) => unsafe { f($($arg),*) },
-                }
-            }
+            crate::hook_abi::same_parameters!($($legacy)? $name ($($arg: $t),*));
+            #[allow(non_upper_case_globals)]
+            // SAFETY: the type is the export's prototype, checked against cudarc's just above.
+            pub static $name: Entry<unsafe extern "C" fn($($t),*) -> CuResult> = unsafe { Entry::new(stringify!($name)) };
         )*
     };
 }
 
-/// The driver calls gasan makes on its own behalf (see [`driver_api!`]).
-pub mod api {
-    use super::{CuResult, RealFn, CUDA_ERROR_UNKNOWN};
-    use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUjit_option, CUlibrary, CUlibraryOption, CUlimit, CUmodule, CUmoduleLoadingMode, CUstream};
-    use std::ffi::{c_char, c_int, c_uint, c_void};
-    driver_api! {
+/// The one table of the driver's entry points gasan calls on its own behalf (see
+/// `entry_points!`): the [`result`] layer's, the pool backend's ([`vmm_fns`]), and the real
+/// functions a hook calls besides its own (`cuLinkAddFile` adding the checked file's bytes with
+/// `cuLinkAddData_v2`; the interposers of `cuGetProcAddress` and `cuGetExportTable`). A hook's own
+/// real function is its `real` (hooks/mod.rs), an [`Entry`] of the hook's exact name.
+pub mod sys {
+    use super::{CuResult, Entry};
+    use cudarc::driver::sys::{
+        CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUevent, CUlibrary, CUlimit, CUlinkState, CUmemAccessDesc, CUmemAllocationGranularity_flags, CUmemAllocationHandleType,
+        CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation, CUmodule, CUmoduleLoadingMode, CUstream,
+    };
+    use std::ffi::{c_char, c_int, c_uchar, c_uint, c_ulonglong, c_void};
+    entry_points! {
+        // Contexts and devices.
         cuCtxGetCurrent(ctx: *mut CUcontext);
         cuCtxGetDevice(device: *mut CUdevice);
+        cuCtxGetDevice_v2(device: *mut CUdevice, ctx: CUcontext);
+        cuCtxPushCurrent_v2(ctx: CUcontext);
+        cuCtxPopCurrent_v2(ctx: *mut CUcontext);
         cuCtxGetLimit(value: *mut usize, limit: CUlimit);
         cuCtxSetCurrent(ctx: CUcontext);
         cuCtxSynchronize();
+        cuDeviceGet(device: *mut CUdevice, ordinal: c_int);
         cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice);
         cuDeviceGetCount(count: *mut c_int);
         cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut c_uint, active: *mut c_int);
         cuDriverGetVersion(version: *mut c_int);
+        // Entry points and cudart's private tables.
+        cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32);
+        #[legacy] cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64);
+        cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]);
+        // Modules, libraries, links.
         cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: CUlibrary, name: *const c_char);
         cuLibraryGetModule(module: *mut CUmodule, library: CUlibrary);
-        cuLibraryLoadData(library: *mut CUlibrary, code: *const c_void, jit_options: *mut CUjit_option, jit_values: *mut *mut c_void, jit_count: c_uint, options: *mut CUlibraryOption, values: *mut *mut c_void, count: c_uint);
-        cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+        cuLibraryLoadData(library: *mut CUlibrary, code: *const c_void, jit_options: *mut i32, jit_values: *mut *mut c_void, jit_count: c_uint, options: *mut i32, values: *mut *mut c_void, count: c_uint);
+        cuLinkAddData_v2(link: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, options: *mut i32, values: *mut *mut c_void);
+        cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
+        cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode);
+        cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
+        // Memory.
         cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize);
-        cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
-        cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
         cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint);
         cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, host: *mut c_void, flags: c_uint);
         cuMemHostRegister_v2(host: *mut c_void, bytes: usize, flags: c_uint);
-        cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: CUmodule, name: *const c_char);
-        cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode);
+        // Copies and sets.
+        cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+        cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
+        cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
+        cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, stream: CUstream);
+        cuMemsetD8Async(dst: CUdeviceptr, value: c_uchar, bytes: usize, stream: CUstream);
+        // Streams and events.
         cuStreamCreate(stream: *mut CUstream, flags: c_uint);
         cuStreamDestroy_v2(stream: CUstream);
         cuStreamSynchronize(stream: CUstream);
+        cuEventCreate(event: *mut CUevent, flags: c_uint);
+        cuEventRecord(event: CUevent, stream: CUstream);
+        cuEventQuery(event: CUevent);
+        cuEventSynchronize(event: CUevent);
+        // The virtual memory management the pool is built on.
+        cuMemAddressReserve(ptr: *mut CUdeviceptr, size: usize, alignment: usize, addr: CUdeviceptr, flags: c_ulonglong);
+        cuMemAddressFree(ptr: CUdeviceptr, size: usize);
+        cuMemCreate(handle: *mut CUmemGenericAllocationHandle, size: usize, prop: *const CUmemAllocationProp, flags: c_ulonglong);
+        cuMemRelease(handle: CUmemGenericAllocationHandle);
+        cuMemMap(ptr: CUdeviceptr, size: usize, offset: usize, handle: CUmemGenericAllocationHandle, flags: c_ulonglong);
+        cuMemUnmap(ptr: CUdeviceptr, size: usize);
+        cuMemSetAccess(ptr: CUdeviceptr, size: usize, desc: *const CUmemAccessDesc, count: usize);
+        cuMemGetAccess(flags: *mut c_ulonglong, location: *const CUmemLocation, ptr: CUdeviceptr);
+        cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const CUmemAllocationProp, option: CUmemAllocationGranularity_flags);
+        cuMemExportToShareableHandle(shareable: *mut c_void, handle: CUmemGenericAllocationHandle, ty: CUmemAllocationHandleType, flags: c_ulonglong);
+        cuMemImportFromShareableHandle(handle: *mut CUmemGenericAllocationHandle, os_handle: *mut c_void, ty: CUmemAllocationHandleType);
     }
+}
+
+/// The pool backend's driver functions ([`gasan_uvm::DriverFns`]), from the [`sys`] table: each
+/// field is the table's entry of the same exact export (a type mismatch does not compile), or
+/// the first one libcuda lacks.
+pub fn vmm_fns() -> Result<gasan_uvm::DriverFns, gasan_uvm::UvmError> {
+    macro_rules! from_table {
+        ($($field:ident = $entry:ident,)*) => {
+            gasan_uvm::DriverFns {
+                $($field: sys::$entry.get().ok_or_else(|| gasan_uvm::UvmError::Unavailable(format!("driver entry point {} missing", stringify!($field))))?,)*
+            }
+        };
+    }
+    Ok(from_table! {
+        cuMemAddressReserve = cuMemAddressReserve,
+        cuMemAddressFree = cuMemAddressFree,
+        cuMemCreate = cuMemCreate,
+        cuMemRelease = cuMemRelease,
+        cuMemMap = cuMemMap,
+        cuMemUnmap = cuMemUnmap,
+        cuMemSetAccess = cuMemSetAccess,
+        cuMemGetAllocationGranularity = cuMemGetAllocationGranularity,
+        cuMemcpyHtoDAsync = cuMemcpyHtoDAsync_v2,
+        cuMemcpyDtoH = cuMemcpyDtoH_v2,
+        cuMemcpyDtoDAsync = cuMemcpyDtoDAsync_v2,
+        cuMemsetD8Async = cuMemsetD8Async,
+        cuEventCreate = cuEventCreate,
+        cuEventRecord = cuEventRecord,
+        cuEventQuery = cuEventQuery,
+        cuEventSynchronize = cuEventSynchronize,
+        cuStreamCreate = cuStreamCreate,
+        cuStreamSynchronize = cuStreamSynchronize,
+        cuDeviceGet = cuDeviceGet,
+        cuDeviceGetAttribute = cuDeviceGetAttribute,
+        cuMemExportToShareableHandle = cuMemExportToShareableHandle,
+        cuMemImportFromShareableHandle = cuMemImportFromShareableHandle,
+        cuMemGetAccess = cuMemGetAccess,
+    })
 }
 
 /// A driver error code other than `CUDA_SUCCESS`, as the driver answered it (kept as an integer: a
@@ -173,77 +261,110 @@ pub fn check(r: CuResult) -> Result<(), DriverError> {
 }
 
 /// gasan's own driver calls as results (cudarc's `result` layer): out-parameters become return
-/// values, a failure a [`DriverError`]. Over the [`api`] table; hooks call the program's real
+/// values, a failure a [`DriverError`]. Over the [`sys`] table; hooks call the program's real
 /// functions through their own `real` instead.
+// Handles (contexts, modules, libraries) and the host address `mem_host_get_device_pointer` asks
+// about are raw pointers the driver looks up and validates, never dereferences as the caller's
+// memory: passing any value is safe (an unknown one is an error code).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod result {
-    use super::{api, check, DriverError};
+    use super::{check, DriverError, CUDA_ERROR_UNKNOWN};
     use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUlibrary, CUlimit, CUmodule, CUmoduleLoadingMode, CUstream};
     use std::ffi::{c_void, CStr};
 
     pub type Result<T> = std::result::Result<T, DriverError>;
 
+    /// Calls the real export `name` of the [`super::sys`] table with `args` as a result;
+    /// `CUDA_ERROR_UNKNOWN` when libcuda lacks it.
+    macro_rules! call {
+        ($name:ident($($arg:expr),*)) => {
+            match super::sys::$name.get() {
+                None => Err(DriverError(CUDA_ERROR_UNKNOWN)),
+                // SAFETY: the entry's type is the export's prototype (checked against cudarc's),
+                // and every call in this module passes what that function's contract asks for:
+                // out-pointers to live locals, handles the driver gave, buffers of the length
+                // passed (the `unsafe fn`s below state what their callers guarantee).
+                Some(f) => check(unsafe { f($($arg),*) }),
+            }
+        };
+    }
+
     /// The calling thread's current context (null when none).
     pub fn ctx_get_current() -> Result<CUcontext> {
         let mut ctx = std::ptr::null_mut();
-        check(api::cuCtxGetCurrent(&mut ctx)).map(|()| ctx)
+        call!(cuCtxGetCurrent(&mut ctx)).map(|()| ctx)
     }
 
     /// The device of the current context.
     pub fn ctx_get_device() -> Result<CUdevice> {
         let mut d = -1;
-        check(api::cuCtxGetDevice(&mut d)).map(|()| d)
+        call!(cuCtxGetDevice(&mut d)).map(|()| d)
+    }
+
+    /// The device of context `ctx` (CUDA 13's `cuCtxGetDevice_v2`; a driver without it: made
+    /// current for the question and popped again).
+    pub fn ctx_device(ctx: CUcontext) -> Result<CUdevice> {
+        let mut d = -1;
+        if call!(cuCtxGetDevice_v2(&mut d, ctx)).is_ok() {
+            return Ok(d);
+        }
+        call!(cuCtxPushCurrent_v2(ctx))?;
+        let asked = ctx_get_device();
+        let mut popped = std::ptr::null_mut();
+        call!(cuCtxPopCurrent_v2(&mut popped))?;
+        asked
     }
 
     /// A limit of the current context.
     pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
         let mut v = 0;
-        check(api::cuCtxGetLimit(&mut v, limit)).map(|()| v)
+        call!(cuCtxGetLimit(&mut v, limit)).map(|()| v)
     }
 
     pub fn ctx_set_current(ctx: CUcontext) -> Result<()> {
-        check(api::cuCtxSetCurrent(ctx))
+        call!(cuCtxSetCurrent(ctx))
     }
 
     pub fn ctx_synchronize() -> Result<()> {
-        check(api::cuCtxSynchronize())
+        call!(cuCtxSynchronize())
     }
 
     pub fn device_get_attribute(attribute: CUdevice_attribute, device: CUdevice) -> Result<i32> {
         let mut v = 0;
-        check(api::cuDeviceGetAttribute(&mut v, attribute, device)).map(|()| v)
+        call!(cuDeviceGetAttribute(&mut v, attribute, device)).map(|()| v)
     }
 
     pub fn device_get_count() -> Result<i32> {
         let mut n = 0;
-        check(api::cuDeviceGetCount(&mut n)).map(|()| n)
+        call!(cuDeviceGetCount(&mut n)).map(|()| n)
     }
 
     /// Whether `device`'s primary context is active (its flags too).
     pub fn device_primary_ctx_get_state(device: CUdevice) -> Result<(u32, bool)> {
         let (mut flags, mut active) = (0, 0);
-        check(api::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active)).map(|()| (flags, active != 0))
+        call!(cuDevicePrimaryCtxGetState(device, &mut flags, &mut active)).map(|()| (flags, active != 0))
     }
 
     pub fn driver_get_version() -> Result<i32> {
         let mut v = 0;
-        check(api::cuDriverGetVersion(&mut v)).map(|()| v)
+        call!(cuDriverGetVersion(&mut v)).map(|()| v)
     }
 
     /// The device address and size of global `name` of a loaded module.
     pub fn module_get_global(module: CUmodule, name: &CStr) -> Result<(CUdeviceptr, usize)> {
         let (mut dptr, mut bytes) = (0, 0);
-        check(api::cuModuleGetGlobal_v2(&mut dptr, &mut bytes, module, name.as_ptr())).map(|()| (dptr, bytes))
+        call!(cuModuleGetGlobal_v2(&mut dptr, &mut bytes, module, name.as_ptr())).map(|()| (dptr, bytes))
     }
 
     /// The device address and size of global `name` of a loaded library.
     pub fn library_get_global(library: CUlibrary, name: &CStr) -> Result<(CUdeviceptr, usize)> {
         let (mut dptr, mut bytes) = (0, 0);
-        check(api::cuLibraryGetGlobal(&mut dptr, &mut bytes, library, name.as_ptr())).map(|()| (dptr, bytes))
+        call!(cuLibraryGetGlobal(&mut dptr, &mut bytes, library, name.as_ptr())).map(|()| (dptr, bytes))
     }
 
     pub fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
         let mut m = std::ptr::null_mut();
-        check(api::cuLibraryGetModule(&mut m, library)).map(|()| m)
+        call!(cuLibraryGetModule(&mut m, library)).map(|()| m)
     }
 
     /// Loads `image` (a fatbin, cubin or PTX the loaders take) as a library, without JIT or library
@@ -254,42 +375,42 @@ pub mod result {
     pub unsafe fn library_load_data(image: *const c_void) -> Result<CUlibrary> {
         let mut library = std::ptr::null_mut();
         let (no_jit, no_values, no_options) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
-        check(api::cuLibraryLoadData(&mut library, image, no_jit, no_values, 0, no_options, no_values, 0)).map(|()| library)
+        call!(cuLibraryLoadData(&mut library, image, no_jit, no_values, 0, no_options, no_values, 0)).map(|()| library)
     }
 
     /// Device memory from the driver (gasan's own: the outside table).
     pub fn mem_alloc(bytes: usize) -> Result<CUdeviceptr> {
         let mut d = 0;
-        check(api::cuMemAlloc_v2(&mut d, bytes)).map(|()| d)
+        call!(cuMemAlloc_v2(&mut d, bytes)).map(|()| d)
     }
 
     /// Copies device memory at `src` into `dst`, synchronously.
     pub fn memcpy_dtoh(dst: &mut [u8], src: CUdeviceptr) -> Result<()> {
-        check(api::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()))
+        call!(cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()))
     }
 
     /// Copies `src` to device memory at `dst`, synchronously.
     pub fn memcpy_htod(dst: CUdeviceptr, src: &[u8]) -> Result<()> {
-        check(api::cuMemcpyHtoD_v2(dst, src.as_ptr().cast(), src.len()))
+        call!(cuMemcpyHtoD_v2(dst, src.as_ptr().cast(), src.len()))
     }
 
     /// Copies `src` to device memory at `dst` on `stream`, then waits for the stream (so `src`
     /// need only live for the call).
     pub fn memcpy_htod_and_wait(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> Result<()> {
-        check(api::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.raw()))?;
-        check(api::cuStreamSynchronize(stream.raw()))
+        call!(cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.raw()))?;
+        call!(cuStreamSynchronize(stream.raw()))
     }
 
     /// Pinned host memory of `bytes` bytes with `flags`, never freed by gasan.
     pub fn mem_host_alloc(bytes: usize, flags: u32) -> Result<*mut c_void> {
         let mut host = std::ptr::null_mut();
-        check(api::cuMemHostAlloc(&mut host, bytes, flags)).map(|()| host)
+        call!(cuMemHostAlloc(&mut host, bytes, flags)).map(|()| host)
     }
 
     /// The device address of mapped pinned host memory `host`.
     pub fn mem_host_get_device_pointer(host: *mut c_void) -> Result<CUdeviceptr> {
         let mut d = 0;
-        check(api::cuMemHostGetDevicePointer_v2(&mut d, host, 0)).map(|()| d)
+        call!(cuMemHostGetDevicePointer_v2(&mut d, host, 0)).map(|()| d)
     }
 
     /// Pins and maps `bytes` bytes of host memory at `host`.
@@ -297,12 +418,12 @@ pub mod result {
     /// # Safety
     /// `host` is `bytes` bytes of this process's memory that stay mapped while registered.
     pub unsafe fn mem_host_register(host: *mut c_void, bytes: usize, flags: u32) -> Result<()> {
-        check(api::cuMemHostRegister_v2(host, bytes, flags))
+        call!(cuMemHostRegister_v2(host, bytes, flags))
     }
 
     pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
         let mut mode = CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
-        check(api::cuModuleGetLoadingMode(&mut mode)).map(|()| mode)
+        call!(cuModuleGetLoadingMode(&mut mode)).map(|()| mode)
     }
 
     /// A stream gasan created for its own work, destroyed when dropped.
@@ -318,7 +439,7 @@ pub mod result {
         /// A new stream with `flags` (`CU_STREAM_NON_BLOCKING`: not ordered with the legacy one).
         pub fn new(flags: u32) -> Result<Stream> {
             let mut s = std::ptr::null_mut();
-            check(api::cuStreamCreate(&mut s, flags)).map(|()| Stream(s))
+            call!(cuStreamCreate(&mut s, flags)).map(|()| Stream(s))
         }
 
         pub fn raw(&self) -> CUstream {
@@ -329,23 +450,9 @@ pub mod result {
     impl Drop for Stream {
         fn drop(&mut self) {
             // An error here (the context already gone at exit) leaves nothing to undo.
-            let _ = api::cuStreamDestroy_v2(self.0);
+            let _ = call!(cuStreamDestroy_v2(self.0));
         }
     }
-}
-
-/// Resolver handed to the uvm-shim Vmm backend: base names → the real driver's newest variant.
-pub fn resolver() -> gasan_uvm::Resolver {
-    Box::new(|name: &CStr| {
-        let base = name.to_str().unwrap_or("");
-        // Prefer the versioned export the CUDA 13 headers map the base name to.
-        for suffix in ["_v2", ""] {
-            if let Some(p) = real_symbol(&format!("{base}{suffix}")) {
-                return p as *mut c_void;
-            }
-        }
-        std::ptr::null_mut()
-    })
 }
 
 #[cfg(test)]

@@ -11,24 +11,28 @@ impl State {
     /// Reports what the error ring holds. Returns the number of reports. In halt mode only the
     /// first record is reported; in recover mode each site is reported once (ASan's
     /// `suppress_equal_pcs`). Everything else is counted for [`State::print_error_summary`].
+    ///
+    /// Every device's ring is drained (each GPU's kernels write their own); a report names the
+    /// GPU whose kernel made the access and describes the address from the pool that holds it,
+    /// whichever GPU's.
     pub fn drain_ring(&self) -> usize {
-        let Some(d) = self.device.get().and_then(Option::as_ref) else { return 0 };
-        let drained = d.ring.lock().unwrap().drain();
-        self.ring_stats.lost.fetch_add(drained.lost, Ordering::Relaxed);
         let mut n = 0;
-        for rec in drained.records {
-            let first_at_site = self.ring_stats.sites_reported.lock().unwrap().insert((rec.module_id, rec.site_id));
-            if (self.opts.halt_on_error && n > 0) || !first_at_site {
-                self.ring_stats.unreported.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            let mut desc = d.alloc.describe(rec.addr).for_access(u64::from(rec.width));
-            if desc.kind == crate::allocator::AddrKind::Unknown {
-                desc = self.describe_outside(rec.addr, d.alloc.scale()).unwrap_or(desc);
-            }
-            let report = crate::report::device_report(rec, self.sites.lock().unwrap().as_slice(), desc, d.device);
-            if self.reporter.report(&report) {
-                n += 1;
+        for (_, d) in self.devices.each() {
+            let drained = d.ring.lock().unwrap().drain();
+            self.ring_tally.add_lost(drained.lost);
+            for rec in drained.records {
+                if !self.ring_tally.admit(&rec, self.opts.halt_on_error && n > 0) {
+                    continue;
+                }
+                let owner = if d.alloc.owns(rec.addr) { d } else { self.devices.each().map(|(_, o)| o).find(|o| o.alloc.owns(rec.addr)).unwrap_or(d) };
+                let mut desc = owner.alloc.describe(rec.addr).for_access(u64::from(rec.width));
+                if desc.kind == crate::allocator::AddrKind::Unknown {
+                    desc = self.describe_outside(rec.addr, d.alloc.scale()).unwrap_or(desc);
+                }
+                let report = self.sites.device_report(rec, desc, d.device);
+                if self.reporter.report(&report) {
+                    n += 1;
+                }
             }
         }
         n
@@ -37,7 +41,7 @@ impl State {
     /// One line counting the device errors that got no report of their own (once per process).
     pub fn print_error_summary(&self) {
         static PRINTED: AtomicBool = AtomicBool::new(false);
-        let (more, lost) = (self.ring_stats.unreported.load(Ordering::Relaxed), self.ring_stats.lost.load(Ordering::Relaxed));
+        let (more, lost) = self.ring_tally.not_reported();
         if more + lost == 0 || PRINTED.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -59,7 +63,7 @@ impl State {
             return;
         }
         if self.drain_ring() == 0 {
-            let fault = self.device.get().and_then(Option::as_ref).and_then(|d| {
+            let fault = self.devices.first().and_then(|d| {
                 let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
                 Some((f, d.alloc.describe(f.address)))
             });
@@ -90,11 +94,9 @@ impl State {
         self.drain_ring();
         self.print_error_summary();
         if self.opts.detect_leaks {
-            if let Some(d) = self.device.get().and_then(Option::as_ref) {
-                let leaks = d.alloc.live_allocations();
-                if !leaks.is_empty() {
-                    self.reporter.report(&Report::Leaks(leaks));
-                }
+            let leaks: Vec<_> = self.devices.each().flat_map(|(_, d)| d.alloc.live_allocations()).collect();
+            if !leaks.is_empty() {
+                self.reporter.report(&Report::Leaks(leaks));
             }
         }
         if self.opts.verbosity >= 1 {

@@ -5,9 +5,12 @@
 //! ([`AbiAs`]): the same type, or one of the listed integer stand-ins for an enum (a hook keeps
 //! enum-valued parameters as integers: a value the Rust enum lacks would be undefined behaviour).
 //! The `_ptsz`/`_ptds` aliases of a hook share its declaration, so they are checked with it.
+//!
+//! Also the types hooks take their pointer arguments as ([`Out`], [`In`], [`CStrIn`]): each
+//! passes in the C ABI as the pointer it wraps and gives the hook's body safe access to it.
 
 use cudarc::driver::sys as cu;
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void, CStr};
 
 /// `Self` passes in the C ABI exactly as `T` does (same size, alignment and register class).
 pub trait AbiAs<T> {}
@@ -50,12 +53,14 @@ const _: () = assert!(std::mem::size_of::<cu::CUuuid>() == 16 && std::mem::align
 macro_rules! same_layout {
     ($($ours:ty => $c:ty;)*) => {$(
         impl AbiAs<*const $c> for *const $ours {}
+        impl AbiAs<*const $c> for In<$ours> {}
         const _: () = assert!(std::mem::size_of::<$ours>() == std::mem::size_of::<$c>() && std::mem::align_of::<$ours>() == std::mem::align_of::<$c>());
     )*};
 }
 same_layout! {
     crate::copies::Memcpy2D => cu::CUDA_MEMCPY2D;
     crate::copies::Memcpy3D => cu::CUDA_MEMCPY3D;
+    crate::copies::Memcpy3D => cu::CUDA_MEMCPY3D_PEER;
 }
 
 /// A hook's `unsafe extern "C" fn` type passes its parameters as cudarc's `unsafe fn` type does.
@@ -140,17 +145,142 @@ macro_rules! same_parameters {
 }
 pub(crate) use same_parameters;
 
-/// The real driver function `name` as an `unsafe extern "C" fn` of the parameter types given,
-/// those checked against cudarc's prototype like a hook's ([`same_parameters!`]): resolved at the
-/// first call and kept, `None` when libcuda lacks it. For the driver functions a hook calls besides
-/// its own `real` (`cuLinkAddFile` adding the checked file's bytes with `cuLinkAddData_v2`), and
-/// for the hand-written interposers of `cuGetProcAddress` and `cuGetExportTable`.
-macro_rules! real_fn {
-    ($(#[$legacy:ident])? $name:ident ( $($arg:ident : $t:ty),* )) => {{
-        crate::hook_abi::same_parameters!($($legacy)? $name ($($arg: $t),*));
-        static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
-        // SAFETY: the type is the driver function's prototype, checked against cudarc's above.
-        unsafe { REAL.typed::<unsafe extern "C" fn($($t),*) -> crate::driver::CuResult>() }
-    }};
+/// An out-parameter of a hook (`T *` in the driver's prototype): null, or valid for reads and
+/// writes of a `T` for the duration of the call. It only appears as a hook's parameter, where the
+/// program's call under the driver function's contract (the hook's `# Safety`) makes it so, and
+/// it passes in the C ABI exactly as the pointer does (`repr(transparent)`), so a hook hands it
+/// to its `real` unchanged.
+#[repr(transparent)]
+pub struct Out<T>(*mut T);
+
+impl<T> Clone for Out<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
 }
-pub(crate) use real_fn;
+impl<T> Copy for Out<T> {}
+impl<T> AbiAs<*mut T> for Out<T> {}
+
+impl<T: Copy> Out<T> {
+    pub fn is_null(self) -> bool {
+        self.0.is_null()
+    }
+
+    /// Writes `v` for the caller; `false` (nothing written) when the pointer is null.
+    pub fn set(self, v: T) -> bool {
+        if self.0.is_null() {
+            return false;
+        }
+        // SAFETY: non-null, so valid for writes of a `T` (the type's invariant).
+        unsafe { self.0.write(v) };
+        true
+    }
+
+    /// What the driver wrote when its call answered `r`: the value after a success, `None` after
+    /// a failure (the driver then leaves the out-parameter as it was, maybe uninitialized) or for
+    /// a null pointer.
+    pub fn written(self, r: i32) -> Option<T> {
+        if r != cu::CUresult::CUDA_SUCCESS as i32 || self.0.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, so valid for reads of a `T` (the type's invariant), and the driver's
+        // successful call initialized it (its contract for an out-parameter).
+        Some(unsafe { self.0.read() })
+    }
+
+    /// The same out-parameter as a `U` of the same size (`void **` as the address it holds).
+    pub fn cast<U: Copy>(self) -> Out<U> {
+        const { assert!(std::mem::size_of::<U>() == std::mem::size_of::<T>() && std::mem::align_of::<U>() <= std::mem::align_of::<T>()) };
+        Out(self.0.cast())
+    }
+
+    /// The pointer, for a callee that takes it raw.
+    pub fn raw(self) -> *mut T {
+        self.0
+    }
+}
+
+/// A hook's pointer to a `T` it reads (`const T *`): null, or valid for reads of a `T` for the
+/// duration of the call (by the hook's contract, as for [`Out`]).
+#[repr(transparent)]
+pub struct In<T>(*const T);
+
+impl<T> Clone for In<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for In<T> {}
+impl<T> AbiAs<*const T> for In<T> {}
+
+impl<T> In<T> {
+    /// The value the caller passed, borrowed for no longer than this parameter (the call);
+    /// `None` for a null pointer.
+    pub fn get(&self) -> Option<&T> {
+        // SAFETY: null or valid for reads of a `T` for the call (the type's invariant); the
+        // borrow cannot outlive `self`, a parameter of the hook.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// A hook's C string parameter (`const char *`): null, or a NUL-terminated string valid for the
+/// call (by the hook's contract, as for [`Out`]).
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+pub struct CStrIn(*const c_char);
+
+impl AbiAs<*const c_char> for CStrIn {}
+
+impl CStrIn {
+    /// The string, borrowed for no longer than this parameter (the call); `None` for null.
+    pub fn get(&self) -> Option<&CStr> {
+        // SAFETY: non-null (checked), so a NUL-terminated string valid for the call (the type's
+        // invariant); the borrow cannot outlive `self`, a parameter of the hook.
+        (!self.0.is_null()).then(|| unsafe { CStr::from_ptr(self.0) })
+    }
+
+    /// The pointer, for a callee that takes it raw.
+    pub fn raw(self) -> *const c_char {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUCCESS: i32 = cu::CUresult::CUDA_SUCCESS as i32;
+    const INVALID: i32 = cu::CUresult::CUDA_ERROR_INVALID_VALUE as i32;
+
+    #[test]
+    fn out_parameters_are_read_only_after_a_success_and_never_through_null() {
+        let mut v = 7u64;
+        let out = Out(&mut v as *mut u64);
+        assert_eq!(out.written(INVALID), None, "a failed call's out-parameter is not read");
+        assert_eq!(out.written(SUCCESS), Some(7));
+        assert!(out.set(9));
+        assert_eq!(v, 9);
+        let null = Out::<u64>(std::ptr::null_mut());
+        assert!(null.is_null() && !null.set(1));
+        assert_eq!(null.written(SUCCESS), None);
+        // `void **` read as the address it holds.
+        let mut p: *mut c_void = 0x1000 as *mut c_void;
+        assert_eq!(Out(&mut p as *mut *mut c_void).cast::<u64>().written(SUCCESS), Some(0x1000));
+    }
+
+    #[test]
+    fn inputs_and_strings_borrow_what_the_caller_passed() {
+        let x = 5i32;
+        assert_eq!(In(&x as *const i32).get(), Some(&5));
+        assert_eq!(In::<i32>(std::ptr::null()).get(), None);
+        assert_eq!(CStrIn(c"kernel".as_ptr()).get(), Some(c"kernel"));
+        assert_eq!(CStrIn(std::ptr::null()).get(), None);
+    }
+
+    #[test]
+    fn boundary_types_pass_as_the_pointers_they_wrap() {
+        assert_eq!(std::mem::size_of::<Out<u64>>(), std::mem::size_of::<*mut u64>());
+        assert_eq!(std::mem::size_of::<In<crate::copies::Memcpy3D>>(), std::mem::size_of::<*const u8>());
+        assert_eq!(std::mem::size_of::<CStrIn>(), std::mem::size_of::<*const c_char>());
+    }
+}

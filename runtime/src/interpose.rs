@@ -6,6 +6,7 @@
 //! `cuLibraryLoadData` instead.
 
 use crate::driver::{self, CuResult, CUDA_SUCCESS};
+use crate::hook_abi::{CStrIn, Out};
 use crate::hooks;
 use crate::state::log;
 use std::collections::HashMap;
@@ -94,27 +95,16 @@ pub unsafe extern "C" fn dlsym(_handle: *mut c_void, _name: *const c_char) -> *m
     )
 }
 
-/// Swaps the real pointer the driver returned for our wrapper of the same variant.
-///
-/// # Safety
-/// The arguments of a `cuGetProcAddress` call that just succeeded: `pfn` is null or valid for
-/// reads and writes (the driver wrote the entry point there); `symbol` is a NUL-terminated string.
-unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u64) {
-    // SAFETY: `pfn` is non-null (checked first) and readable by this function's contract.
-    if pfn.is_null() || unsafe { (*pfn).is_null() } {
-        return;
-    }
-    // SAFETY: `pfn` is non-null (checked just above) and readable by this function's contract.
-    let real = unsafe { *pfn } as usize;
-    let wrapped = wrapper_by_real().get(&real).copied();
+/// Swaps the real pointer the driver returned (its call answered `r`) for our wrapper of the same
+/// variant.
+fn swap_in_wrapper(r: CuResult, symbol: CStrIn, pfn: Out<*mut c_void>, flags: u64) {
+    let Some(real) = pfn.written(r).filter(|p| !p.is_null()) else { return };
+    let wrapped = wrapper_by_real().get(&(real as usize)).copied();
     if let Some(w) = wrapped {
-        // SAFETY: `pfn` is non-null and writable by this function's contract (the program's
-        // out-pointer).
-        unsafe { *pfn = w as *mut c_void };
+        pfn.set(w as *mut c_void);
     }
     log(2, || {
-        // SAFETY: the caller's symbol name.
-        let n = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
+        let n = symbol.get().map(CStr::to_string_lossy).unwrap_or_default();
         format!("cuGetProcAddress({n}, flags={flags}) -> {}", if wrapped.is_some() { "gasan wrapper" } else { "driver" })
     });
 }
@@ -122,33 +112,26 @@ unsafe fn swap_in_wrapper(symbol: *const c_char, pfn: *mut *mut c_void, flags: u
 /// # Safety
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32) -> CuResult {
-    let Some(real) = crate::hook_abi::real_fn!(cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32)) else {
+pub unsafe extern "C" fn cuGetProcAddress_v2(symbol: CStrIn, pfn: Out<*mut c_void>, version: i32, flags: u64, status: *mut i32) -> CuResult {
+    let Some(real) = driver::sys::cuGetProcAddress_v2.get() else {
         return driver::CUDA_ERROR_UNKNOWN;
     };
     // SAFETY: the program's arguments, under cuGetProcAddress_v2's contract (this function's).
-    let r = unsafe { real(symbol, pfn, version, flags, status) };
-    if r == CUDA_SUCCESS {
-        // SAFETY: the call succeeded, so `symbol` is the program's symbol name (a C string) and
-        // `pfn` its out-pointer, which the driver just wrote: swap_in_wrapper's contract.
-        unsafe { swap_in_wrapper(symbol, pfn, flags) };
-    }
+    let r = unsafe { real(symbol.raw(), pfn.raw(), version, flags, status) };
+    swap_in_wrapper(r, symbol, pfn, flags);
     r
 }
 
 /// # Safety
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64) -> CuResult {
-    let Some(real) = crate::hook_abi::real_fn!(#[legacy] cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64)) else {
+pub unsafe extern "C" fn cuGetProcAddress(symbol: CStrIn, pfn: Out<*mut c_void>, version: i32, flags: u64) -> CuResult {
+    let Some(real) = driver::sys::cuGetProcAddress.get() else {
         return driver::CUDA_ERROR_UNKNOWN;
     };
     // SAFETY: the program's arguments, under cuGetProcAddress's contract (this function's).
-    let r = unsafe { real(symbol, pfn, version, flags) };
-    if r == CUDA_SUCCESS {
-        // SAFETY: as in cuGetProcAddress_v2.
-        unsafe { swap_in_wrapper(symbol, pfn, flags) };
-    }
+    let r = unsafe { real(symbol.raw(), pfn.raw(), version, flags) };
+    swap_in_wrapper(r, symbol, pfn, flags);
     r
 }
 
@@ -159,7 +142,7 @@ const CUDART_INTERFACE: [u8; 16] = [0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x
 /// Called by the program (or the dynamic loader) with the C contract of the function it replaces.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) -> CuResult {
-    let Some(real) = crate::hook_abi::real_fn!(cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16])) else {
+    let Some(real) = driver::sys::cuGetExportTable.get() else {
         return driver::CUDA_ERROR_UNKNOWN;
     };
     // SAFETY: the program's arguments, under cuGetExportTable's contract (this function's).

@@ -4,8 +4,8 @@
 //! Concerns, one module each:
 //! - start-up and options: [`init`] (what runs at load, before `main`), [`options`] (the options
 //!   table, parsed once per process), [`suppressions`] (the suppressions file's format);
-//! - the driver: [`driver`] (the real libcuda, its api table and the `result` layer for gasan's
-//!   own calls), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
+//! - the driver: [`driver`] (the real libcuda, its one table of entry points (`sys`), the
+//!   `result` layer for gasan's own calls over it, and the pool backend's functions built from it), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
 //!   [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`] (the intercepted calls,
 //!   by object: memory, copies, streams, launches, loading);
 //! - memory: [`allocator`] (pool-backed device allocator, redzones, pointer tags, quarantine),
@@ -23,7 +23,8 @@
 //! - errors: [`ring`] (device error ring), [`faults`] (GPU fault addresses), [`errors`] (the ring
 //!   drained into reports, host errors, exit), [`report`] (each report kind described once,
 //!   rendered as ASan-style text or JSON);
-//! - [`state`] (the lazy process state and its device part).
+//! - [`devices`] (what the runtime holds per device, each set up at its first use), [`state`]
+//!   (the lazy process state: per-process owners and the per-device ones).
 //!
 //! Data flows one way, and no module imports another that imports it back (tests/import_cycles.rs):
 //! interpose resolves the driver's entry points into hooks; hooks call into modules, link,
@@ -43,6 +44,7 @@ pub mod control;
 pub mod copies;
 pub mod described;
 pub mod device_heap;
+pub mod devices;
 pub mod driver;
 pub mod errors;
 pub mod faults;

@@ -31,7 +31,18 @@ struct LinkState {
     keep: Vec<CString>,
 }
 
-static LINKS: Mutex<Option<HashMap<usize, LinkState>>> = Mutex::new(None);
+/// A link of the application's (`CUlinkState`), converted from the driver's handle at the hook
+/// boundary; only compared and hashed here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Link(usize);
+
+impl From<cudarc::driver::sys::CUlinkState> for Link {
+    fn from(h: cudarc::driver::sys::CUlinkState) -> Self {
+        Link(h as usize)
+    }
+}
+
+static LINKS: Mutex<Option<HashMap<Link, LinkState>>> = Mutex::new(None);
 
 /// Renames the module-level gasan symbols of checked PTX for input `n` of a link.
 pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
@@ -40,7 +51,7 @@ pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
     (renamed, ctl)
 }
 
-pub fn on_create(link: usize) {
+pub fn on_create(link: Link) {
     LINKS.lock().unwrap().get_or_insert_with(HashMap::new).insert(link, LinkState::default());
 }
 
@@ -50,7 +61,7 @@ pub fn on_create(link: usize) {
 ///
 /// # Safety
 /// `data` points to `size` readable bytes, as cuLinkAddData requires.
-pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, size: usize) -> Option<(*const c_void, usize)> {
+pub unsafe fn checked_input(link: Link, jit_type: i32, data: *const c_void, size: usize) -> Option<(*const c_void, usize)> {
     let s = state();
     if !s.opts.instrument || data.is_null() || !(jit_type == CU_JIT_INPUT_PTX || jit_type == CU_JIT_INPUT_FATBINARY) {
         return None;
@@ -92,18 +103,18 @@ pub unsafe fn checked_input(link: usize, jit_type: i32, data: *const c_void, siz
     Some(r)
 }
 
-pub fn on_complete(link: usize, cubin: *const c_void) {
+pub fn on_complete(link: Link, cubin: *const c_void) {
     let inputs = LINKS.lock().unwrap().as_ref().and_then(|m| m.get(&link)).map(|st| st.inputs.clone()).unwrap_or_default();
     if !inputs.is_empty() && !cubin.is_null() {
-        crate::modules::register_linked(cubin, link, inputs);
+        crate::modules::register_linked(cubin, link.0, inputs);
     }
 }
 
-pub fn on_destroy(link: usize) {
+pub fn on_destroy(link: Link) {
     if let Some(m) = LINKS.lock().unwrap().as_mut() {
         m.remove(&link);
     }
-    crate::modules::forget_linked(link);
+    crate::modules::forget_linked(link.0);
 }
 
 #[cfg(test)]

@@ -572,8 +572,7 @@ fn driver_identity() -> &'static str {
         let v = crate::driver::result::driver_get_version().unwrap_or(0);
         let mut lib = String::new();
         // Any libcuda export names the library file; dladdr needs only its address.
-        static DRIVER_GET_VERSION: crate::driver::RealFn = crate::driver::RealFn::new("cuDriverGetVersion");
-        let f = DRIVER_GET_VERSION.get();
+        let f = crate::driver::sys::cuDriverGetVersion.address();
         let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
         // SAFETY: dladdr only writes `info`; `f` is an address inside libcuda (or 0: not found).
         if f != 0 && unsafe { libc::dladdr(f as *const c_void, info.as_mut_ptr()) } != 0 {

@@ -576,9 +576,9 @@ fn remember_device(p: &Prefetch) {
 /// A context went away (`Some`: that one was destroyed; `None`: a primary context was reset or
 /// released for good): the modules loaded ahead into it went with it, so their loaders load them
 /// again (the cubins and module ids stay).
-pub fn on_context_gone(ctx: Option<usize>) {
+pub fn on_context_gone(ctx: Option<cudarc::driver::sys::CUcontext>) {
     let Some(p) = PREFETCH.get() else { return };
-    if p.preload_ctx == 0 || ctx.is_some_and(|c| c != p.preload_ctx) {
+    if p.preload_ctx == 0 || ctx.is_some_and(|c| c as usize != p.preload_ctx) {
         return;
     }
     let mut dropped = 0;

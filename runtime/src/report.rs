@@ -190,7 +190,7 @@ impl ModuleTable for ModuleSites {
 }
 
 /// The site of an error-ring record: entry `site_id` of module `module_id`'s table. Module ids
-/// start at 1 (`sites[module_id - 1]`, as `State::register_sites` hands them out). The ring holds
+/// start at 1 (`sites[module_id - 1]`, as [`ModuleRegistry::register`] hands them out). The ring holds
 /// whatever the device wrote (id 0 from a module whose control block was never written, garbage
 /// from a torn record): such records have no site, and the report says `<unknown kernel>`.
 pub fn record_site<'a, T: ModuleTable>(rec: &ErrorRecord, sites: &'a [T]) -> Option<&'a Site> {
@@ -204,6 +204,28 @@ pub fn record_site<'a, T: ModuleTable>(rec: &ErrorRecord, sites: &'a [T]) -> Opt
 pub fn device_report<T: ModuleTable>(record: ErrorRecord, sites: &[T], desc: AddrDescription, device: i32) -> Report {
     let site = record_site(&record, sites).cloned();
     Report::Device { record, site, desc, device }
+}
+
+/// The site tables of every checked module of the process, by module id (the process's module
+/// registry: ids from 1, in the order modules were registered, never reused).
+#[derive(Default)]
+pub struct ModuleRegistry {
+    tables: std::sync::Mutex<Vec<ModuleSites>>,
+}
+
+impl ModuleRegistry {
+    /// Registers a checked module's sites; returns its module id (what its control block and its
+    /// ring records carry).
+    pub fn register(&self, sites: ModuleSites) -> u64 {
+        let mut v = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        v.push(sites);
+        v.len() as u64
+    }
+
+    /// [`device_report`] of `record` against the registered tables.
+    pub fn device_report(&self, record: ErrorRecord, desc: AddrDescription, device: i32) -> Report {
+        device_report(record, self.tables.lock().unwrap_or_else(|e| e.into_inner()).as_slice(), desc, device)
+    }
 }
 
 pub struct Reporter {
@@ -706,6 +728,25 @@ mod tests {
         for (m, s) in [(0, 0), (3, 0), (u32::MAX, 0), (2, 1), (1, u32::MAX)] {
             assert!(record_site(&rec(m, s), &sites).is_none(), "module {m} site {s}");
         }
+    }
+
+    #[test]
+    fn the_registry_hands_out_ids_from_one_and_reports_against_them() {
+        let r = ModuleRegistry::default();
+        assert_eq!(r.register(ModuleSites::parsed(table(&["k0", "k1"]))), 1);
+        assert_eq!(r.register(ModuleSites::json(table(&["m0"]).to_json())), 2);
+        let desc = AddrDescription { ptr_alloc: None, addr: 0, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let site_of = |module_id, site_id| match r.device_report(ErrorRecord { module_id, site_id, ..Default::default() }, desc.clone(), 3) {
+            Report::Device { site, device, .. } => {
+                assert_eq!(device, 3);
+                site.map(|s| s.kernel)
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(site_of(1, 1).as_deref(), Some("k1"));
+        assert_eq!(site_of(2, 0).as_deref(), Some("m0"));
+        assert_eq!(site_of(0, 0), None);
+        assert_eq!(site_of(3, 0), None);
     }
 
     #[test]

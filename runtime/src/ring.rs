@@ -125,6 +125,40 @@ impl Ring {
     }
 }
 
+/// What became of the records drained from every device's ring, process-wide: the sites
+/// reported so far (each reported once), the records read but not reported, and the ones lost.
+#[derive(Default)]
+pub struct RingTally {
+    /// (module id, site id) of every site a record was read for.
+    sites_seen: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
+    /// Records read but not reported (halt mode after the first; recover mode at a known site).
+    unreported: std::sync::atomic::AtomicU64,
+    /// Errors whose records were overwritten or never completed.
+    lost: std::sync::atomic::AtomicU64,
+}
+
+impl RingTally {
+    /// Whether `rec` gets a report: the first record of its site, unless reporting has `halted`
+    /// (halt mode, after the first report). Every other is counted as not reported.
+    pub fn admit(&self, rec: &ErrorRecord, halted: bool) -> bool {
+        let first_at_site = self.sites_seen.lock().unwrap_or_else(|e| e.into_inner()).insert((rec.module_id, rec.site_id));
+        if halted || !first_at_site {
+            self.unreported.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    pub fn add_lost(&self, n: u64) {
+        self.lost.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// (records not reported, of those the ones lost before they were read) so far.
+    pub fn not_reported(&self) -> (u64, u64) {
+        (self.unreported.load(Ordering::Relaxed), self.lost.load(Ordering::Relaxed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

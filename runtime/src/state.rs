@@ -29,6 +29,9 @@ pub(crate) struct Pending {
     pub(crate) symbol: String,
     /// The GPU of the context a module was loaded in; `None` for libraries (any GPU).
     pub(crate) device: Option<i32>,
+    /// The contexts a library's control block was written in: a library has a copy of its
+    /// globals in each context that uses it.
+    pub(crate) written_in: Vec<usize>,
 }
 
 pub struct DeviceRuntime {
@@ -36,7 +39,8 @@ pub struct DeviceRuntime {
     pub ring: Mutex<Ring>,
     pub device: i32,
     /// More than one GPU is visible: allocations must check which GPU is current (read once, at
-    /// pool creation, so single-GPU programs pay nothing per allocation).
+    /// pool creation, so single-GPU programs pay nothing per allocation), and each GPU gets its
+    /// own runtime at its first use, its pool in the process's span ([`State::device_for`]).
     pub multi_gpu: bool,
     /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
     pub faults: Mutex<Option<crate::faults::FaultQueue>>,
@@ -93,29 +97,61 @@ pub struct Counters {
 pub struct State {
     pub opts: Options,
     pub reporter: Reporter,
-    pub(crate) device: OnceLock<Option<DeviceRuntime>>,
-    device_init: Mutex<()>,
-    /// Site tables by module id - 1.
-    pub sites: Mutex<Vec<ModuleSites>>,
+    /// Each device's pool, ring and the rest, set up at its first use.
+    pub(crate) devices: crate::devices::Devices<DeviceRuntime>,
+    /// The VA of every device's pool in a multi-GPU process, reserved when the first device is
+    /// set up (`None`: one GPU, or the reservation failed and each device has a lone pool).
+    span: OnceLock<Option<std::sync::Arc<gasan_uvm::DeviceSpan>>>,
+    /// Peer access the program enabled: (owner, peer) = `peer`'s contexts may access `owner`'s
+    /// memory, applied to `owner`'s pool now or when it is set up.
+    peer_access: Mutex<Vec<(i32, i32)>>,
+    /// What answers other processes' imports of pool blocks (started at the first export; `None`:
+    /// it could not listen), and the handles given out for each block, by block start, withdrawn
+    /// when the block is freed.
+    ipc_exporter: OnceLock<Option<gasan_uvm::ipc::Exporter>>,
+    ipc_exports: Mutex<std::collections::HashMap<u64, Vec<gasan_uvm::ipc::IpcHandle>>>,
+    /// The checked modules' site tables, by module id.
+    pub sites: crate::report::ModuleRegistry,
     /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
     /// pool's GPU).
-    pub(crate) pending: Mutex<Vec<Pending>>,
-    pub has_pending: AtomicBool,
+    pub(crate) pending: PendingBlocks,
+    /// Libraries whose control block every context seen so far has (pending again when another
+    /// context or GPU appears).
+    pub(crate) libraries_written: Mutex<Vec<Pending>>,
+    /// The contexts gasan has seen (created, made current, retained, or current at a flush), with
+    /// their GPUs.
+    contexts_seen: Mutex<std::collections::HashMap<usize, i32>>,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
-    pub(crate) ring_stats: RingStats,
+    /// What became of the device errors drained from the rings.
+    pub(crate) ring_tally: crate::ring::RingTally,
 }
 
-/// Device errors seen in the ring beyond those reported.
+/// Control blocks waiting to be written, and whether there are any (read at every launch, so a
+/// flag rather than the lock).
 #[derive(Default)]
-pub(crate) struct RingStats {
-    /// (module id, site id) of every site reported so far.
-    pub(crate) sites_reported: Mutex<std::collections::HashSet<(u32, u32)>>,
-    /// Records read but not reported (halt mode after the first; recover mode at a known site).
-    pub(crate) unreported: AtomicU64,
-    /// Errors whose records were overwritten or never completed.
-    pub(crate) lost: AtomicU64,
+pub(crate) struct PendingBlocks {
+    list: Mutex<Vec<Pending>>,
+    any: AtomicBool,
+}
+
+impl PendingBlocks {
+    pub(crate) fn push(&self, p: Pending) {
+        self.list.lock().unwrap().push(p);
+        self.any.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Every entry, leaving none.
+    pub(crate) fn take(&self) -> Vec<Pending> {
+        let list = std::mem::take(&mut *self.list.lock().unwrap());
+        self.any.store(false, std::sync::atomic::Ordering::Release);
+        list
+    }
+
+    pub fn any(&self) -> bool {
+        self.any.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -143,14 +179,18 @@ pub fn state() -> &'static State {
         State {
             reporter: Reporter::new(&opts),
             opts,
-            device: OnceLock::new(),
-            device_init: Mutex::new(()),
-            sites: Mutex::new(Vec::new()),
-            pending: Mutex::new(Vec::new()),
-            has_pending: AtomicBool::new(false),
+            devices: Default::default(),
+            span: OnceLock::new(),
+            peer_access: Mutex::new(Vec::new()),
+            ipc_exporter: OnceLock::new(),
+            ipc_exports: Mutex::new(Default::default()),
+            sites: Default::default(),
+            pending: PendingBlocks::default(),
+            libraries_written: Mutex::new(Vec::new()),
+            contexts_seen: Mutex::new(Default::default()),
             counters: Counters::default(),
             foreign: Default::default(),
-            ring_stats: RingStats::default(),
+            ring_tally: Default::default(),
         }
     })
 }
@@ -178,36 +218,28 @@ pub fn compute_capability(device: i32) -> Option<u32> {
 impl State {
     /// The device runtime, created on first use (needs a current context).
     pub fn device(&self) -> Option<&DeviceRuntime> {
-        if let Some(d) = self.device.get() {
-            return d.as_ref();
-        }
-        let _g = self.device_init.lock().unwrap();
-        if let Some(d) = self.device.get() {
-            return d.as_ref();
-        }
-        let dev = current_device()?;
-        let rt = match self.create_device_runtime(dev) {
+        let set_up = |dev| match self.create_device_runtime(dev) {
             Ok(rt) => Some(rt),
             Err(e) => {
                 eprintln!("==gasan== WARNING: cannot set up the device pool ({e}); running without checks");
                 None
             }
         };
-        let ready = rt.is_some();
-        let _ = self.device.set(rt);
-        drop(_g);
-        self.flush_pending();
-        if ready {
-            if let (Some(cc), Some(start)) = (compute_capability(dev), ON_DEVICE_READY.get()) {
-                start(cc);
+        let (d, just_set_up) = self.devices.first_or_set_up(current_device, set_up);
+        if just_set_up {
+            self.flush_pending();
+            if let Some(d) = d {
+                if let (Some(cc), Some(start)) = (compute_capability(d.device), ON_DEVICE_READY.get()) {
+                    start(cc);
+                }
             }
         }
-        self.device.get().and_then(Option::as_ref)
+        d
     }
 
     fn create_device_runtime(&self, dev: i32) -> Result<DeviceRuntime, String> {
         let t = std::time::Instant::now();
-        let vmm = gasan_uvm::VmmBackend::new(dev, &crate::driver::resolver()).map_err(|e| e.to_string())?;
+        let vmm = gasan_uvm::VmmBackend::new(dev, crate::driver::vmm_fns().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         // The patched nvidia-uvm (kmod-patch/) when it answers, else the CUDA VMM alone.
         let backend: Box<dyn gasan_uvm::Backend> = match gasan_uvm::KmodBackend::probe(vmm) {
             Ok(k) => {
@@ -229,19 +261,28 @@ impl State {
             tags: self.opts.tags.max(1),
             ..Default::default()
         };
-        let pool = gasan_uvm::Pool::new(backend, &cfg).map_err(|e| e.to_string())?;
+        let visible = crate::driver::result::device_get_count().ok().and_then(|n| u32::try_from(n).ok()).filter(|&n| n >= 1).unwrap_or(1);
+        let multi_gpu = !crate::driver::result::device_get_count().is_ok_and(|n| n <= 1);
+        let pool = match self.device_span(dev, visible, &cfg) {
+            Some(span) => gasan_uvm::Pool::in_span(backend, &cfg, span, dev as u32),
+            None => gasan_uvm::Pool::new(backend, &cfg),
+        }
+        .map_err(|e| e.to_string())?;
         log(1, || {
             format!("pool on device {dev}: {:#x}+{} GiB, shadow {:#x}, scale {}, set up in {:.1} ms", pool.base(), pool.size() >> 30, pool.shadow_base(), pool.shift(), t.elapsed().as_secs_f64() * 1e3)
         });
         let ring = Ring::new().map_err(|e| format!("error ring: CUDA error {e}"))?;
-        let faults = match crate::faults::FaultQueue::attach() {
-            Ok(q) => Some(q),
-            Err(e) => {
+        // The process's fault queue and outside table: the first device's (the side table that
+        // feeds the outside table is the process's).
+        let first = self.devices.first_device().is_none();
+        let faults = match first.then(crate::faults::FaultQueue::attach) {
+            Some(Ok(q)) => Some(q),
+            Some(Err(e)) => {
                 log(1, || format!("GPU fault addresses unavailable: {e}"));
                 None
             }
+            None => None,
         };
-        let multi_gpu = !crate::driver::result::device_get_count().is_ok_and(|n| n <= 1);
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
         Ok(DeviceRuntime {
             alloc: Allocator::new(pool, &self.opts),
@@ -251,19 +292,220 @@ impl State {
             faults: Mutex::new(faults),
             device_heap: Mutex::new(None),
             heap_modules: Mutex::new(Vec::new()),
-            outside: self
-                .opts
-                .outside_checks
+            outside: (first && self.opts.outside_checks)
                 .then(crate::outside::OutsideTable::new)
                 .and_then(|t| t.map_err(|r| log(0, || format!("WARNING: cannot allocate the table of outside ranges (CUDA error {r}); outside_checks stay off"))).ok()),
         })
     }
 
+    /// The span every device's pool takes its slot in, reserved at the first device's set-up
+    /// when the process sees several GPUs (`None`: one GPU, or the reservation failed, logged,
+    /// and each device gets a lone pool).
+    fn device_span(&self, dev: i32, visible: u32, cfg: &gasan_uvm::PoolConfig) -> Option<&std::sync::Arc<gasan_uvm::DeviceSpan>> {
+        self.span
+            .get_or_init(|| {
+                if visible < 2 {
+                    return None;
+                }
+                let devices = visible.min(gasan_uvm::plan::MAX_DEVICES);
+                let reserve = || -> Result<_, String> {
+                    let vmm = gasan_uvm::VmmBackend::new(dev, crate::driver::vmm_fns().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+                    gasan_uvm::DeviceSpan::reserve(Box::new(vmm), devices, cfg).map_err(|e| e.to_string())
+                };
+                match reserve() {
+                    Ok(span) => {
+                        let l = span.layout();
+                        log(1, || format!("pools of {devices} GPUs: {:#x}+{} x {} GiB, shadows {:#x}", l.pool_base, l.devices, l.pool_size >> 30, l.shadow_base));
+                        Some(span)
+                    }
+                    Err(e) => {
+                        log(0, || format!("WARNING: cannot reserve the pools of {devices} GPUs in one span ({e}); each GPU gets a pool of its own, and kernels check only their own GPU's memory"));
+                        None
+                    }
+                }
+            })
+            .as_ref()
+            .filter(|s| (dev as u32) < s.layout().devices)
+    }
+
+    /// Device `dev`'s runtime, set up at its first use (the first device used through
+    /// [`State::device`], any other only in a multi-GPU process); `None` when it cannot be.
+    pub fn device_for(&self, dev: i32) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if first.device == dev {
+            return Some(first);
+        }
+        if !first.multi_gpu {
+            return None;
+        }
+        let mut just_set_up = false;
+        let d = self.devices.get_or_set_up(dev, || {
+            just_set_up = true;
+            match self.create_device_runtime(dev) {
+                Ok(rt) => Some(rt),
+                Err(e) => {
+                    eprintln!("==gasan== WARNING: cannot set up the pool of device {dev} ({e}); its memory is not checked");
+                    None
+                }
+            }
+        })?;
+        if just_set_up {
+            for &(owner, peer) in self.peer_access.lock().unwrap().iter() {
+                if owner == dev {
+                    grant_peer(d, peer);
+                }
+            }
+            // Libraries get this GPU's control block too.
+            for p in std::mem::take(&mut *self.libraries_written.lock().unwrap()) {
+                self.pending.push(p);
+            }
+            self.flush_pending();
+        }
+        Some(d)
+    }
+
+    /// The runtime of the current context's device (the first device's in a single-GPU process,
+    /// without asking the driver).
+    pub fn current_runtime(&self) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if !first.multi_gpu {
+            return Some(first);
+        }
+        match current_device() {
+            Some(c) if c != first.device => self.device_for(c),
+            _ => Some(first),
+        }
+    }
+
+    /// The runtime whose pool holds `addr`, if one does (the first device is set up first, as
+    /// every pool query did before there were several).
+    pub fn runtime_owning(&self, addr: u64) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if first.alloc.owns(addr) {
+            return Some(first);
+        }
+        self.devices.each().map(|(_, d)| d).find(|d| d.alloc.owns(addr))
+    }
+
+    /// Context `ctx` was created, made current or retained: when it is new, every library's
+    /// control block is pending again, to be written in it when it is current at a launch.
+    pub fn context_seen(&self, ctx: cudarc::driver::sys::CUcontext) {
+        if ctx.is_null() || self.contexts_seen.lock().unwrap().contains_key(&(ctx as usize)) {
+            return;
+        }
+        let Ok(dev) = crate::driver::result::ctx_device(ctx) else { return };
+        self.contexts_seen.lock().unwrap().insert(ctx as usize, dev);
+        let written = std::mem::take(&mut *self.libraries_written.lock().unwrap());
+        for p in written {
+            self.pending.push(p);
+        }
+    }
+
+    /// Context `ctx` was destroyed: a later context may get its handle value, and must then get
+    /// the libraries' control blocks again.
+    pub fn context_gone(&self, ctx: cudarc::driver::sys::CUcontext) {
+        let ctx = ctx as usize;
+        self.contexts_seen.lock().unwrap().remove(&ctx);
+        self.libraries_written.lock().unwrap().iter_mut().for_each(|p| p.written_in.retain(|&c| c != ctx));
+        // Pending ones: taken and put back (the list is the pending owner's).
+        for mut p in self.pending.take() {
+            p.written_in.retain(|&c| c != ctx);
+            self.pending.push(p);
+        }
+    }
+
+    /// Device `dev`'s primary context was reset or released for good: every context seen on it
+    /// is forgotten (a live one only gets the libraries' control blocks written again).
+    pub fn device_contexts_gone(&self, dev: i32) {
+        let on_dev: Vec<usize> = self.contexts_seen.lock().unwrap().iter().filter(|(_, &d)| d == dev).map(|(&c, _)| c).collect();
+        for c in on_dev {
+            self.context_gone(c as cudarc::driver::sys::CUcontext);
+        }
+    }
+
+    /// The contexts seen on GPUs that have a runtime, `current` (on the current GPU) recorded
+    /// first: those a library's control block must be written in.
+    pub(crate) fn contexts_with_runtime(&self, current: usize) -> Vec<usize> {
+        let mut seen = self.contexts_seen.lock().unwrap();
+        if current != 0 {
+            if let Some(dev) = current_device() {
+                seen.entry(current).or_insert(dev);
+            }
+        }
+        seen.iter().filter(|(_, &dev)| self.devices.get(dev).is_some()).map(|(&c, _)| c).collect()
+    }
+
+    /// `peer`'s contexts may now access `owner`'s memory (cuCtxEnablePeerAccess succeeded):
+    /// `owner`'s pool grants `peer` its chunks and their shadow, now if it is set up, else when
+    /// it is.
+    pub fn peer_access_enabled(&self, owner: i32, peer: i32) {
+        let mut granted = self.peer_access.lock().unwrap();
+        if !granted.contains(&(owner, peer)) {
+            granted.push((owner, peer));
+        }
+        drop(granted);
+        if let Some(d) = self.devices.get(owner) {
+            grant_peer(d, peer);
+        }
+    }
+
+    /// `peer`'s contexts may no longer access `owner`'s memory.
+    pub fn peer_access_disabled(&self, owner: i32, peer: i32) {
+        self.peer_access.lock().unwrap().retain(|&g| g != (owner, peer));
+        if let Some(d) = self.devices.get(owner) {
+            if let Err(e) = d.alloc.revoke_peer_access(peer) {
+                log(1, || format!("device {peer}'s access to device {owner}'s pool not revoked: {e}"));
+            }
+        }
+    }
+
+    /// `cuIpcGetMemHandle` of pool memory: the block holding `ptr` offered to other processes
+    /// through gasan's IPC (pool memory is VMM memory, which the driver's IPC does not export),
+    /// as the 64 bytes of a `cudaIpcMemHandle_t`. `None`: not a live pool block (the driver's
+    /// business); `Err`: it could not be offered.
+    pub fn ipc_export(&self, ptr: u64) -> Option<Result<[u8; gasan_uvm::ipc::IPC_HANDLE_SIZE], String>> {
+        let d = self.runtime_owning(ptr)?;
+        let e = match d.alloc.export_ipc(ptr)? {
+            Ok(e) => e,
+            Err(err) => return Some(Err(err.to_string())),
+        };
+        let exporter = self.ipc_exporter.get_or_init(|| match gasan_uvm::ipc::Exporter::start() {
+            Ok(x) => Some(x),
+            Err(err) => {
+                log(0, || format!("WARNING: cannot offer pool memory to other processes ({err}); cudaIpcGetMemHandle fails"));
+                None
+            }
+        });
+        let Some(exporter) = exporter else { return Some(Err("gasan IPC is not listening".into())) };
+        let start = e.start;
+        Some(exporter.export(e.fds, d.device as u32, e.gran, e.offset, e.size).map_err(|err| err.to_string()).map(|h| {
+            self.ipc_exports.lock().unwrap().entry(start).or_default().push(h);
+            h.to_bytes()
+        }))
+    }
+
+    /// `cuIpcOpenMemHandle` of a handle gasan gave out (in this process or another): the
+    /// exporter's chunks mapped in the current GPU's pool as a block with the exporter's bounds.
+    pub fn ipc_open(&self, h: &gasan_uvm::ipc::IpcHandle) -> Result<u64, String> {
+        let d = self.current_runtime().ok_or("no pool on this GPU")?;
+        let fds = gasan_uvm::ipc::import(h).map_err(|e| e.to_string())?;
+        d.alloc.import_ipc(fds, h.offset, h.size).map_err(|e| e.to_string())
+    }
+
+    /// The block at `start` was freed: its handles are no longer offered (processes that opened
+    /// them keep their mapping, as with the driver's IPC).
+    pub fn ipc_withdraw(&self, start: u64) {
+        let Some(handles) = self.ipc_exports.lock().unwrap().remove(&start) else { return };
+        if let Some(Some(exporter)) = self.ipc_exporter.get() {
+            for h in &handles {
+                exporter.withdraw(h);
+            }
+        }
+    }
+
     /// Registers a checked module's sites; returns its module id.
     pub fn register_sites(&self, sites: ModuleSites) -> u64 {
-        let mut v = self.sites.lock().unwrap();
-        v.push(sites);
-        v.len() as u64
+        self.sites.register(sites)
     }
 }
 
@@ -314,5 +556,14 @@ impl State {
             }
         };
         Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
+    }
+}
+
+/// Grants `peer` access to `d`'s pool, logging a failure (the peer's reads of that pool then fault
+/// as they would without peer access).
+fn grant_peer(d: &DeviceRuntime, peer: i32) {
+    match d.alloc.grant_peer_access(peer) {
+        Ok(()) => log(1, || format!("device {peer} may access device {}'s pool and its shadow", d.device)),
+        Err(e) => log(0, || format!("WARNING: device {peer}'s access to device {}'s pool not granted: {e}", d.device)),
     }
 }

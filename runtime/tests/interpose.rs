@@ -55,12 +55,8 @@ fn header_symbols() -> BTreeSet<String> {
 
 /// Entry points of the checked families that gasan leaves to the driver, and why.
 const PASS_THROUGH: &[(&str, &str)] = &[
-    ("cuMemcpyPeer", "peer copies: multi-GPU pools are a later step"),
-    ("cuMemcpyPeerAsync", "peer copies: multi-GPU pools are a later step"),
     ("cuLaunchHostFunc", "no device memory"),
     ("cuMemcpy3DBatchAsync_v2", "batched copies: range check not implemented yet"),
-    ("cuMemcpy3DPeer", "peer copies: multi-GPU pools are a later step"),
-    ("cuMemcpy3DPeerAsync", "peer copies: multi-GPU pools are a later step"),
     ("cuMemcpyAtoA_v2", "CUDA arrays are not pool memory"),
     ("cuMemcpyAtoD_v2", "CUDA arrays: device side not range-checked yet"),
     ("cuMemcpyAtoH_v2", "CUDA arrays are not pool memory"),

@@ -8,7 +8,8 @@
 //! * [`Pool::write_shadow`], [`Pool::fill_shadow`] (optionally ordered on a CUDA stream), [`Pool::read_shadow`];
 //! * [`Pool::extent_table`], [`Pool::set_extent`], [`Pool::clear_extent`]: the per-block table of
 //!   live large allocations that checked PTX range-tests hoisted loop accesses against;
-//! * backends: [`VmmBackend::new`]`(device, &resolver)` (CUDA VMM through the real driver),
+//! * backends: [`VmmBackend::new`]`(device, fns)` (CUDA VMM through the real driver's entry
+//!   points [`DriverFns`], which the caller hands in),
 //!   [`HostBackend::new`]`(granularity)` (CPU simulation), [`KmodBackend::probe`]`(vmm)` (patched
 //!   nvidia-uvm on top of the VMM, falling back to it), [`kmod::probe`];
 //! * [`Pool::canonical`] maps alias addresses back to the pool addresses they mirror;
@@ -37,7 +38,7 @@ pub use devices::DeviceSpan;
 pub use host::HostBackend;
 pub use kmod::KmodBackend;
 pub use pool::{Pool, PoolConfig, PoolCounters};
-pub use vmm::{default_resolver, Resolver, VmmBackend};
+pub use vmm::{default_resolver, DriverFns, Resolver, VmmBackend};
 
 /// Errors of pool operations. A failed request changes nothing.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

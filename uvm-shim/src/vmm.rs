@@ -10,7 +10,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-/// Resolves a driver entry point by its base name (`"cuMemCreate"`), as `cuGetProcAddress` does.
+/// Resolves a driver entry point by its base name (`"cuMemCreate"`), as `cuGetProcAddress` does:
+/// how a standalone tool (`gasan-uvm`) builds its [`DriverFns`]; the runtime builds them from its
+/// own table of the driver's entry points instead.
 pub type Resolver = Box<dyn Fn(&CStr) -> *mut c_void + Send + Sync>;
 
 /// Driver results stay integers: a driver may answer codes cudarc's enum lacks.
@@ -20,29 +22,39 @@ const CUDA_ERROR_NOT_READY: CuResult = cu::CUresult::CUDA_ERROR_NOT_READY as CuR
 type Dptr = cu::CUdeviceptr;
 
 /// Declares the driver functions the backend calls, once each: `field = export(types)` gives
-/// `Api::field`, the entry point the resolver returns for the base name `field` (CUDA 13.0's
-/// version of it, `export`), and checks at compile time that `types` are cuda.h's parameters of
-/// `export` (cudarc's bindgen prototype of it).
+/// [`DriverFns`]`::field`, the entry point of CUDA 13.0's version of the base name `field`
+/// (`export`, its exact symbol), and checks at compile time that `types` are cuda.h's parameters
+/// of `export` (cudarc's bindgen prototype of it).
 macro_rules! vmm_api {
     ($($field:ident = $export:ident($($t:ty),*);)*) => {
+        /// The driver functions the VMM backend calls, as function pointers: whoever creates a
+        /// [`VmmBackend`] hands them in (the runtime from its one table of the real driver's entry
+        /// points, a standalone tool from `cuGetProcAddress`). Each field is CUDA 13.0's version
+        /// of its base name (`cuMemcpyDtoH` is `cuMemcpyDtoH_v2`); the parameter types are
+        /// cuda.h's, checked against cudarc's prototypes at compile time.
         #[allow(non_snake_case)]
-        struct Api {
-            $($field: unsafe extern "C" fn($($t),*) -> CuResult,)*
+        #[derive(Clone, Copy)]
+        pub struct DriverFns {
+            $(#[doc = concat!("`", stringify!($export), "`")] pub $field: unsafe extern "C" fn($($t),*) -> CuResult,)*
         }
 
         $(const _: unsafe fn($($t),*) -> cu::CUresult = cu::$export;)*
 
-        impl Api {
-            /// Every entry point, or the first one the driver lacks.
-            fn load(resolve: &Resolver) -> Result<Api, UvmError> {
-                Ok(Api {
+        impl DriverFns {
+            /// The exact driver export each field is (`"cuMemcpyDtoH_v2"` for `cuMemcpyDtoH`).
+            pub const EXPORTS: &[(&str, &str)] = &[$((stringify!($field), stringify!($export)),)*];
+
+            /// Every entry point through `resolve` (base names, as `cuGetProcAddress` takes
+            /// them), or the first one the driver lacks.
+            pub fn resolve(resolve: &Resolver) -> Result<DriverFns, UvmError> {
+                Ok(DriverFns {
                     $($field: {
                         let p = resolve(&std::ffi::CString::new(stringify!($field)).expect("a name without NUL"));
                         if p.is_null() {
                             return Err(UvmError::Unavailable(format!("driver entry point {} missing", stringify!($field))));
                         }
                         type F = unsafe extern "C" fn($($t),*) -> CuResult;
-                        // SAFETY: `p` is the driver's entry point for this name at CUDA 13.0
+                        // SAFETY: `p` is the driver's entry point for this base name at CUDA 13.0
                         // (`export`), whose parameters are `F`'s (checked against cudarc above)
                         // and whose CUresult is a 32-bit integer.
                         unsafe { std::mem::transmute::<*mut c_void, F>(p) }
@@ -154,7 +166,7 @@ fn ck(call: &'static str, r: CuResult) -> Result<(), UvmError> {
 }
 
 pub struct VmmBackend {
-    api: Api,
+    api: DriverFns,
     device: i32,
     gran: u64,
     writes: Mutex<WriteLog>,
@@ -176,9 +188,8 @@ unsafe impl Send for VmmBackend {}
 unsafe impl Sync for VmmBackend {}
 
 impl VmmBackend {
-    /// Needs a current CUDA context on `device`.
-    pub fn new(device: i32, resolve: &Resolver) -> Result<Self, UvmError> {
-        let api = Api::load(resolve)?;
+    /// Needs a current CUDA context on `device`; `api` are the real driver's entry points.
+    pub fn new(device: i32, api: DriverFns) -> Result<Self, UvmError> {
         let mut dev: cu::CUdevice = 0;
         // SAFETY: valid out-pointer.
         ck("cuDeviceGet", unsafe { (api.cuDeviceGet)(&mut dev, device) })?;

@@ -7,7 +7,10 @@ use super::*;
 /// (registered host memory is not: ranges past it are ordinary pageable memory).
 pub(super) fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
-    let Some(d) = s.device() else { return true };
+    let Some(first) = s.device() else { return true };
+    // The pool holding `addr`, whichever GPU's (several GPUs: a peer copy's source may be another
+    // GPU's); the first's answers for addresses in none.
+    let d = s.runtime_owning(addr).unwrap_or(first);
     let mut checked = d.alloc.check_range(addr, len as u64);
     if checked.is_ok() {
         let overflow =
@@ -26,12 +29,11 @@ pub(super) fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bo
 }
 
 /// Checks the device sides of a 2D / 3D copy descriptor before the call.
-fn check_copy<T: CopyDescriptor>(call: &str, p: *const T) -> bool {
-    if p.is_null() {
+fn check_copy<T: CopyDescriptor>(call: &str, p: In<T>) -> bool {
+    let Some(p) = p.get() else {
         return true; // the driver answers CUDA_ERROR_INVALID_VALUE itself
-    }
-    // SAFETY: the caller passed a descriptor of this type (cuda.h layout, size asserted).
-    let (src, dst) = unsafe { &*p }.spans();
+    };
+    let (src, dst) = p.spans();
     src.is_none_or(|s| check_range(call, s.addr, s.len as usize, false)) && dst.is_none_or(|d| check_range(call, d.addr, d.len as usize, true))
 }
 
@@ -60,6 +62,11 @@ hooks! {
 
     cuMemcpyHtoD_v2 | cuMemcpyHtoD_v2_ptds (dst: Dptr, src: *const c_void, n: usize) { if !check_range("cuMemcpyHtoD", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
     cuMemcpyDtoH_v2 | cuMemcpyDtoH_v2_ptds (dst: *mut c_void, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoH", src, n, false) { return INVALID; } after_sync(real(dst, src, n)) }
+    // Copies between GPUs: each side checked against the pool that holds it.
+    cuMemcpyPeer | cuMemcpyPeer_ptds (dst: Dptr, dst_ctx: CUcontext, src: Dptr, src_ctx: CUcontext, n: usize) { if !check_range("cuMemcpyPeer", src, n, false) || !check_range("cuMemcpyPeer", dst, n, true) { return INVALID; } after_sync(real(dst, dst_ctx, src, src_ctx, n)) }
+    cuMemcpyPeerAsync | cuMemcpyPeerAsync_ptsz (dst: Dptr, dst_ctx: CUcontext, src: Dptr, src_ctx: CUcontext, n: usize, stream: CUstream) { if !check_range("cuMemcpyPeerAsync", src, n, false) || !check_range("cuMemcpyPeerAsync", dst, n, true) { return INVALID; } real(dst, dst_ctx, src, src_ctx, n, stream) }
+    cuMemcpy3DPeer | cuMemcpy3DPeer_ptds (p: In<Memcpy3D>) { if !check_copy("cuMemcpy3DPeer", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy3DPeerAsync | cuMemcpy3DPeerAsync_ptsz (p: In<Memcpy3D>, stream: CUstream) { if !check_copy("cuMemcpy3DPeerAsync", p) { return INVALID; } real(p, stream) }
     cuMemcpyDtoD_v2 | cuMemcpyDtoD_v2_ptds (dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpyDtoD", src, n, false) || !check_range("cuMemcpyDtoD", dst, n, true) { return INVALID; } real(dst, src, n) }
     cuMemcpy | cuMemcpy_ptds (dst: Dptr, src: Dptr, n: usize) { if !check_range("cuMemcpy", src, n, false) || !check_range("cuMemcpy", dst, n, true) { return INVALID; } after_sync(real(dst, src, n)) }
     cuMemcpyAsync | cuMemcpyAsync_ptsz (dst: Dptr, src: Dptr, n: usize, stream: CUstream) { if !check_range("cuMemcpyAsync", src, n, false) || !check_range("cuMemcpyAsync", dst, n, true) { return INVALID; } real(dst, src, n, stream) }
@@ -72,11 +79,11 @@ hooks! {
     cuMemsetD8Async | cuMemsetD8Async_ptsz (dst: Dptr, v: u8, n: usize, stream: CUstream) { if !check_range("cuMemsetD8Async", dst, n, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD16Async | cuMemsetD16Async_ptsz (dst: Dptr, v: u16, n: usize, stream: CUstream) { if !check_range("cuMemsetD16Async", dst, n * 2, true) { return INVALID; } real(dst, v, n, stream) }
     cuMemsetD32Async | cuMemsetD32Async_ptsz (dst: Dptr, v: u32, n: usize, stream: CUstream) { if !check_range("cuMemsetD32Async", dst, n * 4, true) { return INVALID; } real(dst, v, n, stream) }
-    cuMemcpy2D_v2 | cuMemcpy2D_v2_ptds (p: *const Memcpy2D) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy2DUnaligned_v2 | cuMemcpy2DUnaligned_v2_ptds (p: *const Memcpy2D) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy2DAsync_v2 | cuMemcpy2DAsync_v2_ptsz (p: *const Memcpy2D, stream: CUstream) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
-    cuMemcpy3D_v2 | cuMemcpy3D_v2_ptds (p: *const Memcpy3D) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
-    cuMemcpy3DAsync_v2 | cuMemcpy3DAsync_v2_ptsz (p: *const Memcpy3D, stream: CUstream) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy2D_v2 | cuMemcpy2D_v2_ptds (p: In<Memcpy2D>) { if !check_copy("cuMemcpy2D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DUnaligned_v2 | cuMemcpy2DUnaligned_v2_ptds (p: In<Memcpy2D>) { if !check_copy("cuMemcpy2DUnaligned", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy2DAsync_v2 | cuMemcpy2DAsync_v2_ptsz (p: In<Memcpy2D>, stream: CUstream) { if !check_copy("cuMemcpy2DAsync", p) { return INVALID; } real(p, stream) }
+    cuMemcpy3D_v2 | cuMemcpy3D_v2_ptds (p: In<Memcpy3D>) { if !check_copy("cuMemcpy3D", p) { return INVALID; } after_sync(real(p)) }
+    cuMemcpy3DAsync_v2 | cuMemcpy3DAsync_v2_ptsz (p: In<Memcpy3D>, stream: CUstream) { if !check_copy("cuMemcpy3DAsync", p) { return INVALID; } real(p, stream) }
     cuMemsetD2D8_v2 | cuMemsetD2D8_v2_ptds (dst: Dptr, pitch: usize, v: u8, w: usize, h: usize) { if !check_set2d("cuMemsetD2D8", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h) }
     cuMemsetD2D8Async | cuMemsetD2D8Async_ptsz (dst: Dptr, pitch: usize, v: u8, w: usize, h: usize, stream: CUstream) { if !check_set2d("cuMemsetD2D8Async", dst, pitch, w, h) { return INVALID; } real(dst, pitch, v, w, h, stream) }
     cuMemsetD2D16_v2 | cuMemsetD2D16_v2_ptds (dst: Dptr, pitch: usize, v: u16, w: usize, h: usize) { if !check_set2d("cuMemsetD2D16", dst, pitch, w * 2, h) { return INVALID; } real(dst, pitch, v, w, h) }

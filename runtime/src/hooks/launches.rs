@@ -4,7 +4,7 @@ use super::*;
 
 fn before_launch() {
     let s = state();
-    if s.has_pending.load(std::sync::atomic::Ordering::Acquire) {
+    if s.pending.any() {
         s.device();
         s.flush_pending();
     }
@@ -32,7 +32,7 @@ fn launch(f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void, go: 
         crate::arg_bounds::with_bounds(
             f.into(),
             params,
-            |v| s.device()?.alloc.accessible_granules(v),
+            |v| s.runtime_owning(v)?.alloc.accessible_granules(v),
             |array, tagged| {
                 if tagged && count {
                     s.counters.launches_tagged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -44,25 +44,29 @@ fn launch(f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void, go: 
 }
 
 /// Records the handle a getter just wrote to `out` (when it succeeded) for `owner`'s `name`.
-fn record_function<T>(r: CuResult, out: *mut *mut T, owner: crate::arg_bounds::Owner, name: *const c_char) -> CuResult
+fn record_function<T>(r: CuResult, out: Out<*mut T>, owner: crate::arg_bounds::Owner, name: CStrIn) -> CuResult
 where
     crate::arg_bounds::Callable: From<*mut T>,
 {
-    if r == CUDA_SUCCESS && !out.is_null() && !name.is_null() {
-        // SAFETY: the getter succeeded, so it wrote the handle to `out` (non-null, checked), and
-        // `name` (non-null, checked) is the NUL-terminated name the program passed it.
-        let (h, n) = unsafe { (*out, CStr::from_ptr(name)) };
+    if let (Some(h), Some(n)) = (out.written(r), name.get()) {
         crate::arg_bounds::on_function(owner, n, h.into());
+    }
+    r
+}
+
+/// A context the driver just created or retained (its call answered `r`) is one gasan has seen.
+fn context_made(r: CuResult, out: Out<CUcontext>) -> CuResult {
+    if let Some(ctx) = out.written(r) {
+        state().context_seen(ctx);
     }
     r
 }
 
 /// Records, when the getter succeeded, that the handle it wrote to `out` names what `from` names
 /// (`record`: crate::arg_bounds::on_kernel_function or on_library_module).
-fn record_alias<T, F, H: From<*mut T>>(r: CuResult, out: *mut *mut T, from: F, record: fn(F, H)) -> CuResult {
-    if r == CUDA_SUCCESS && !out.is_null() {
-        // SAFETY: the getter succeeded, so it wrote the handle to `out` (non-null, checked).
-        record(from, H::from(unsafe { *out }));
+fn record_alias<T, F, H: From<*mut T>>(r: CuResult, out: Out<*mut T>, from: F, record: fn(F, H)) -> CuResult {
+    if let Some(h) = out.written(r) {
+        record(from, H::from(h));
     }
     r
 }
@@ -80,20 +84,46 @@ hooks! {
     cuLaunchKernelEx | cuLaunchKernelEx_ptsz (config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void) { launch(f, params, extra, |p| real(config, f, p, extra)) }
     // ---- which kernels launches name (crate::arg_bounds) ----
 
-    cuModuleGetFunction(out: *mut CUfunction, module: CUmodule, name: *const c_char) { record_function(real(out, module, name), out, module.into(), name) }
-    cuLibraryGetKernel(out: *mut CUkernel, library: CUlibrary, name: *const c_char) { record_function(real(out, library, name), out, library.into(), name) }
-    cuKernelGetFunction(out: *mut CUfunction, kernel: CUkernel) { record_alias(real(out, kernel), out, kernel.into(), crate::arg_bounds::on_kernel_function) }
-    cuLibraryGetModule(out: *mut CUmodule, library: CUlibrary) { record_alias(real(out, library), out, library.into(), crate::arg_bounds::on_library_module) }
+    cuModuleGetFunction(out: Out<CUfunction>, module: CUmodule, name: CStrIn) { record_function(real(out, module, name), out, module.into(), name) }
+    cuLibraryGetKernel(out: Out<CUkernel>, library: CUlibrary, name: CStrIn) { record_function(real(out, library, name), out, library.into(), name) }
+    cuKernelGetFunction(out: Out<CUfunction>, kernel: CUkernel) { record_alias(real(out, kernel), out, kernel.into(), crate::arg_bounds::on_kernel_function) }
+    cuLibraryGetModule(out: Out<CUmodule>, library: CUlibrary) { record_alias(real(out, library), out, library.into(), crate::arg_bounds::on_library_module) }
     cuModuleUnload(module: CUmodule) { crate::arg_bounds::on_unload(Some(module.into())); real(module) }
     cuLibraryUnload(library: CUlibrary) { crate::arg_bounds::on_unload(Some(library.into())); real(library) }
-    cuCtxDestroy_v2(ctx: CUcontext) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(Some(ctx as usize)); real(ctx) }
-    cuDevicePrimaryCtxReset_v2(dev: i32) { crate::arg_bounds::on_unload(None); crate::prefetch::on_context_gone(None); real(dev) }
+    cuCtxDestroy_v2(ctx: CUcontext) {
+        crate::arg_bounds::on_unload(None);
+        crate::prefetch::on_context_gone(Some(ctx));
+        let r = real(ctx);
+        if r == CUDA_SUCCESS { state().context_gone(ctx); }
+        r
+    }
+    // ---- contexts appearing: libraries' control blocks are written in each (control.rs) ----
+    cuCtxCreate_v4(out: Out<CUcontext>, params: *mut cudarc::driver::sys::CUctxCreateParams, flags: u32, dev: i32) { context_made(real(out, params, flags, dev), out) }
+    cuDevicePrimaryCtxRetain(out: Out<CUcontext>, dev: i32) { context_made(real(out, dev), out) }
+    cuCtxSetCurrent(ctx: CUcontext) {
+        let r = real(ctx);
+        if r == CUDA_SUCCESS { state().context_seen(ctx); }
+        r
+    }
+    cuCtxPushCurrent_v2(ctx: CUcontext) {
+        let r = real(ctx);
+        if r == CUDA_SUCCESS { state().context_seen(ctx); }
+        r
+    }
+    cuDevicePrimaryCtxReset_v2(dev: i32) {
+        crate::arg_bounds::on_unload(None);
+        crate::prefetch::on_context_gone(None);
+        let r = real(dev);
+        if r == CUDA_SUCCESS { state().device_contexts_gone(dev); }
+        r
+    }
     cuDevicePrimaryCtxRelease_v2(dev: i32) {
         crate::arg_bounds::on_unload(None);
         let r = real(dev);
         // The context goes only with its last reference.
         if !crate::driver::result::device_primary_ctx_get_state(dev).is_ok_and(|(_, active)| active) {
             crate::prefetch::on_context_gone(None);
+            state().device_contexts_gone(dev);
         }
         r
     }

@@ -7,30 +7,27 @@ hooks! {
     real;
     // ---- module loading ----
 
-    cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: *mut CUlinkState) {
+    cuLinkCreate_v2(n: u32, o: *mut i32, v: *mut *mut c_void, st: Out<CUlinkState>) {
         let r = real(n, o, v, st);
-        // SAFETY: cuLinkCreate succeeded, so the driver wrote the new link to `*st`, the
-        // caller's (non-null) out-pointer.
-        if r == CUDA_SUCCESS && !st.is_null() { crate::link::on_create(unsafe { *st } as usize); }
+        if let Some(link) = st.written(r) { crate::link::on_create(link.into()); }
         r
     }
     cuLinkAddData_v2(st: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // SAFETY: checked_input needs `data` to point to `size` readable bytes (or be null, which
         // it checks); cuLinkAddData's contract asks the same of the program.
-        match unsafe { crate::link::checked_input(st as usize, ty, data, size) } {
+        match unsafe { crate::link::checked_input(st.into(), ty, data, size) } {
             Some((p, len)) => real(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, name, n, o, v),
             None => real(st, ty, data, size, name, n, o, v),
         }
     }
-    cuLinkAddFile_v2(st: CUlinkState, ty: i32, path: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
+    cuLinkAddFile_v2(st: CUlinkState, ty: i32, path: CStrIn, n: u32, o: *mut i32, v: *mut *mut c_void) {
         // The data entry point a checked input goes through (a libcuda without it: unchecked, and
         // nothing recorded for the link).
-        let add_data = crate::hook_abi::real_fn!(cuLinkAddData_v2(st: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void));
+        let add_data = crate::driver::sys::cuLinkAddData_v2.get();
         let checkable = add_data.is_some() && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
-        // SAFETY: `path` is null or the NUL-terminated file name cuLinkAddFile's contract asks for.
-        let bytes = if checkable { unsafe { read_file(path) } } else { None };
+        let bytes = if checkable { read_file(path) } else { None };
         // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
-        let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st as usize, ty, b.as_ptr().cast(), b.len()) });
+        let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st.into(), ty, b.as_ptr().cast(), b.len()) });
         match (checked, add_data) {
             // The real cuLinkAddData_v2 (present: `checkable`), with the checked PTX in place of
             // the file.
@@ -39,20 +36,18 @@ hooks! {
                 // cuLinkAddFile's contract, which cuLinkAddData shares; `p` is `len` bytes of
                 // NUL-terminated checked PTX kept in the link's state until cuLinkDestroy; `path`
                 // (a C string) serves as the input's name.
-                unsafe { f(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, path, n, o, v) }
+                unsafe { f(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, path.raw(), n, o, v) }
             }
             _ => real(st, ty, path, n, o, v),
         }
     }
-    cuLinkComplete(st: CUlinkState, out: *mut *mut c_void, size: *mut usize) {
+    cuLinkComplete(st: CUlinkState, out: Out<*mut c_void>, size: *mut usize) {
         let r = real(st, out, size);
-        // SAFETY: cuLinkComplete succeeded, so the driver wrote the linked image's address to
-        // `*out`, the caller's (non-null) out-pointer.
-        if r == CUDA_SUCCESS && !out.is_null() { crate::link::on_complete(st as usize, unsafe { *out }); }
+        if let Some(cubin) = out.written(r) { crate::link::on_complete(st.into(), cubin); }
         else if r != CUDA_SUCCESS { crate::state::log(0, || format!("WARNING: cuLinkComplete failed ({r}) on a link with gasan-checked inputs")); }
         r
     }
-    cuLinkDestroy(st: CUlinkState) { crate::link::on_destroy(st as usize); real(st) }
+    cuLinkDestroy(st: CUlinkState) { crate::link::on_destroy(st.into()); real(st) }
     cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
         // SAFETY: `image` is the module image the program passed (PTX, cubin or fatbin, as
         // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
@@ -69,11 +64,10 @@ hooks! {
         // SAFETY: as for cuModuleLoadData (`image` is the program's fatbin).
         unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), modules::LoadOut::Module(module)) }
     }
-    cuModuleLoad(module: *mut CUmodule, fname: *const c_char) {
+    cuModuleLoad(module: *mut CUmodule, fname: CStrIn) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let load_data = crate::hook_abi::real_fn!(cuModuleLoadData(module: *mut CUmodule, image: *const c_void));
-        // SAFETY: `fname` is null or the NUL-terminated path cuModuleLoad's contract asks for.
-        match (unsafe { read_file(fname) }, load_data) {
+        let load_data = crate::driver::sys::cuModuleLoadData.get();
+        match (read_file(fname), load_data) {
             (Some(bytes), Some(f)) => {
                 let load = |img: *const c_void| -> CuResult {
                     // SAFETY: `module` is the program's out-pointer (cuModuleLoad's contract);
@@ -105,12 +99,10 @@ hooks! {
         // written with a library loaded ahead when `adoptable`.
         unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), modules::LoadOut::Library { out: lib, adoptable }) }
     }
-    cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: *const c_char, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+    cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: CStrIn, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
-        let load_data = crate::hook_abi::real_fn!(cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32));
-        // SAFETY: `fname` is null or the NUL-terminated path cuLibraryLoadFromFile's contract
-        // asks for.
-        match (unsafe { read_file(fname) }, load_data) {
+        let load_data = crate::driver::sys::cuLibraryLoadData.get();
+        match (read_file(fname), load_data) {
             (Some(bytes), Some(f)) => {
                 let load = |img: *const c_void| -> CuResult {
                     // SAFETY: `lib` and the option arrays are the program's, valid under
@@ -131,15 +123,8 @@ hooks! {
 }
 
 /// Reads a module file (NUL-terminated so PTX text can be passed as an image).
-///
-/// # Safety
-/// `fname` is null or points to a NUL-terminated string.
-unsafe fn read_file(fname: *const c_char) -> Option<Vec<u8>> {
-    if fname.is_null() {
-        return None;
-    }
-    // SAFETY: non-null (checked above), so a NUL-terminated string by this function's contract.
-    let p = unsafe { std::ffi::CStr::from_ptr(fname) }.to_str().ok()?;
+fn read_file(fname: CStrIn) -> Option<Vec<u8>> {
+    let p = fname.get()?.to_str().ok()?;
     let mut b = std::fs::read(p).ok()?;
     b.push(0);
     Some(b)

@@ -7,27 +7,27 @@ fn stream_of(s: CUstream) -> Option<Stream> {
     Some(Stream(s as usize))
 }
 
-fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
+fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let s = state();
-    let Some(d) = s.device() else { return real() };
+    if s.device().is_none() {
+        return real();
+    }
     if dptr.is_null() || size == 0 {
         return real();
     }
-    if d.multi_gpu && crate::state::current_device() != Some(d.device) {
-        // The pool lives on the first GPU the program used; another GPU's memory must stay on that
-        // GPU, so it passes through (unchecked, tracked) rather than coming from the pool.
+    // The current GPU's pool (set up at its first use); a GPU whose pool could not be set up
+    // keeps its memory from the driver (unchecked, tracked).
+    let Some(d) = s.current_runtime() else {
         let r = real();
-        if r == CUDA_SUCCESS {
-            // SAFETY: the driver just wrote the allocation's address.
-            s.foreign_insert(unsafe { *dptr }, size as u64, ForeignKind::OtherDevice);
-            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (pool on device {})", crate::state::current_device(), d.device));
+        if let Some(p) = dptr.written(r) {
+            s.foreign_insert(p, size as u64, ForeignKind::OtherDevice);
+            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (no pool there)", crate::state::current_device()));
         }
         return r;
-    }
+    };
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
-            // SAFETY: the caller's out-pointer.
-            unsafe { *dptr = p };
+            dptr.set(p);
             CUDA_SUCCESS
         }
         Err(e) => {
@@ -43,7 +43,7 @@ fn do_alloc(dptr: *mut Dptr, size: usize, stream: Option<Stream>, real: impl FnO
 /// flags; the driver then answers, errors included), on a GPU other than the pool's, or when the
 /// pool cannot hold it.
 fn alloc_host_memory(
-    out: *mut u64,
+    out: Out<u64>,
     size: usize,
     kind: ForeignKind,
     enabled: bool,
@@ -57,8 +57,7 @@ fn alloc_host_memory(
     };
     match alloc(&d.alloc) {
         Ok(p) => {
-            // SAFETY: the caller's out-pointer (checked non-null above).
-            unsafe { *out = p };
+            out.set(p);
             CUDA_SUCCESS
         }
         Err(e) => {
@@ -71,7 +70,7 @@ fn alloc_host_memory(
 
 /// `cuMemAllocManaged` (`cudaMallocManaged`): see [`alloc_host_memory`]; `managed_memory=0` leaves it
 /// to the driver.
-fn alloc_managed(dptr: *mut Dptr, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+fn alloc_managed(dptr: Out<Dptr>, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
     use cudarc::driver::sys::CUmemAttach_flags::{CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST};
     let valid = flags == CU_MEM_ATTACH_GLOBAL as u32 || flags == CU_MEM_ATTACH_HOST as u32;
     alloc_host_memory(dptr, size, ForeignKind::Managed, state().opts.managed_memory, valid, |a| a.alloc_managed(size as u64), real)
@@ -85,7 +84,7 @@ fn host_flags() -> &'static std::sync::Mutex<std::collections::HashMap<u64, u32>
 
 /// `cuMemHostAlloc` / `cuMemAllocHost` (`cudaHostAlloc`, `cudaMallocHost`): see
 /// [`alloc_host_memory`]; `host_memory=0` leaves them to the driver.
-fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
+fn alloc_host(pp: Out<*mut c_void>, size: usize, flags: u32, real: impl FnOnce() -> CuResult) -> CuResult {
     use cudarc::driver::sys::{CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
     let valid = flags & !(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED) == 0;
     let alloc = |a: &crate::allocator::Allocator| {
@@ -98,14 +97,14 @@ fn alloc_host(pp: *mut *mut c_void, size: usize, flags: u32, real: impl FnOnce()
 
 /// The pool's pinned host block starting at `p`, if it is one.
 fn pool_host_block(p: u64) -> Option<(u64, u64)> {
-    state().device()?.alloc.host_block_containing(p)
+    state().runtime_owning(p)?.alloc.host_block_containing(p)
 }
 
 /// A prefetch, advice or stream attachment of `[ptr, ptr+len)`: answered with success when the
 /// range lies in one managed block of the pool (its memory is where both processors reach it,
 /// so there is nothing to move), else by the driver.
 fn managed_hint(ptr: Dptr, len: usize, real: impl FnOnce() -> CuResult) -> CuResult {
-    match state().device() {
+    match state().runtime_owning(ptr) {
         Some(d) if d.alloc.managed_block(ptr, len.max(1) as u64).is_some() => CUDA_SUCCESS,
         _ => real(),
     }
@@ -138,6 +137,7 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: 
     const IS_MANAGED: u32 = A::CU_POINTER_ATTRIBUTE_IS_MANAGED as u32;
     const RANGE_START_ADDR: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as u32;
     const RANGE_SIZE: u32 = A::CU_POINTER_ATTRIBUTE_RANGE_SIZE as u32;
+    const IS_LEGACY_CUDA_IPC_CAPABLE: u32 = A::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE as u32;
     const CU_MEMORYTYPE_DEVICE: u32 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
     let Some(b) = block.filter(|_| !data.is_null()) else { return };
     // SAFETY: `data` holds the attribute's type: an unsigned int (memory type, is-managed), a
@@ -149,21 +149,35 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: 
             MEMORY_TYPE if b.managed => *data.cast::<u32>() = CU_MEMORYTYPE_DEVICE,
             IS_MANAGED if b.managed => *data.cast::<u32>() = 1,
             DEVICE_POINTER | HOST_POINTER if b.managed => *data.cast::<u64>() = ptr,
+            // cudaIpcGetMemHandle serves device blocks (gasan's IPC), as it does cudaMalloc memory.
+            IS_LEGACY_CUDA_IPC_CAPABLE if !b.managed && b.memory == Memory::Device => *data.cast::<u32>() = 1,
             _ => {}
         }
     }
 }
 
+/// The current context's GPU may now (`enabled`) or no longer access the memory of `peer`'s GPU:
+/// that GPU's pool grants or revokes it (its chunks, and their shadow and extent table read-only,
+/// which the current GPU's checks read), now or when that pool is set up.
+fn peer_access(peer: CUcontext, enabled: bool) {
+    let s = state();
+    let (Ok(owner), Some(me)) = (crate::driver::result::ctx_device(peer), crate::state::current_device()) else { return };
+    if enabled {
+        s.peer_access_enabled(owner, me);
+    } else {
+        s.peer_access_disabled(owner, me);
+    }
+}
+
 /// The live pool block holding `ptr`, for [`fix_pointer_attribute`] (none outside the pool).
 fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
-    state().device().filter(|d| d.alloc.owns(ptr))?.alloc.live_block(ptr)
+    state().runtime_owning(ptr)?.alloc.live_block(ptr)
 }
 
 /// Records a successful managed / host allocation whose address the driver wrote to `out`.
-fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResult {
-    if r == CUDA_SUCCESS && !out.is_null() {
-        // SAFETY: the driver just wrote the allocation's address there.
-        state().foreign_insert(unsafe { *out }, size as u64, kind);
+fn track(r: CuResult, out: Out<u64>, size: usize, kind: ForeignKind) -> CuResult {
+    if let Some(p) = out.written(r) {
+        state().foreign_insert(p, size as u64, kind);
     }
     r
 }
@@ -171,23 +185,29 @@ fn track(r: CuResult, out: *const u64, size: usize, kind: ForeignKind) -> CuResu
 fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let by = if call == "cuMemFreeHost" { FreeCall::PinnedHost } else { FreeCall::Device };
     let s = state();
-    let Some(d) = s.device() else { return real() };
+    let Some(first) = s.device() else { return real() };
     if ptr == 0 {
         return CUDA_SUCCESS;
     }
+    // The pool holding the block, whichever GPU's (the first's answers for addresses in none).
+    let d = s.runtime_owning(ptr).unwrap_or(first);
     if stream.is_none() && d.alloc.owns(ptr) {
         // cuMemFree waits for the device's outstanding work (work on non-blocking streams
         // included) before the memory goes: poisoning or unmapping it earlier would fault or
         // report kernels that still use it legally. A sticky error from that work is returned
         // the way the driver returns it; others (a stream being captured cannot be waited for)
         // leave the free to go ahead, ordered by the legacy stream as before.
-        let r = crate::driver::api::cuCtxSynchronize();
-        if is_sticky(r) {
-            return r;
+        if let Err(crate::driver::DriverError(r)) = crate::driver::result::ctx_synchronize() {
+            if is_sticky(r) {
+                return r;
+            }
         }
     }
     match d.alloc.free_by(ptr, stream, by) {
-        Ok(()) => CUDA_SUCCESS,
+        Ok(()) => {
+            s.ipc_withdraw(ptr);
+            CUDA_SUCCESS
+        }
         // The driver refuses the other kind's call too (cudaFree of pinned host memory,
         // cudaFreeHost of device or managed memory), silently: so does gasan.
         Err(FreeError::WrongCall { .. }) => INVALID,
@@ -206,34 +226,27 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
 hooks! {
     real;
     // ---- allocation ----
-    cuMemAlloc_v2(dptr: *mut Dptr, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
-    cuMemAllocAsync | cuMemAllocAsync_ptsz (dptr: *mut Dptr, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
-    cuMemAllocFromPoolAsync | cuMemAllocFromPoolAsync_ptsz (dptr: *mut Dptr, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
-    cuMemAllocPitch_v2(dptr: *mut Dptr, pitch: *mut usize, width: usize, height: usize, elem: u32) {
+    cuMemAlloc_v2(dptr: Out<Dptr>, size: usize) { do_alloc(dptr, size, None, || real(dptr, size)) }
+    cuMemAllocAsync | cuMemAllocAsync_ptsz (dptr: Out<Dptr>, size: usize, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, stream)) }
+    cuMemAllocFromPoolAsync | cuMemAllocFromPoolAsync_ptsz (dptr: Out<Dptr>, size: usize, pool: CUmemoryPool, stream: CUstream) { do_alloc(dptr, size, stream_of(stream), || real(dptr, size, pool, stream)) }
+    cuMemAllocPitch_v2(dptr: Out<Dptr>, pitch: Out<usize>, width: usize, height: usize, elem: u32) {
         if pitch.is_null() || width == 0 || height == 0 {
             return real(dptr, pitch, width, height, elem);
         }
         // cudaMallocPitch rows are 512-byte aligned on current GPUs.
         let p = width.div_ceil(512) * 512;
         let r = do_alloc(dptr, p * height, None, || real(dptr, pitch, width, height, elem));
-        if r == CUDA_SUCCESS {
-            if let Some(d) = state().device() {
-                // SAFETY: `pitch` is the caller's out-pointer (non-null, checked above), valid for
-                // writes under cuMemAllocPitch's contract.
-                unsafe { *pitch = p };
-                // The padding of every row is poisoned (a pool block: not one passed through).
-                // SAFETY: the allocation succeeded, so `dptr` (the caller's out-pointer) is
-                // non-null and do_alloc or the driver just wrote the block's address there.
-                let ptr = unsafe { *dptr };
-                if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
-                    crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
-                }
+        if let (Some(d), Some(ptr)) = (state().device(), dptr.written(r)) {
+            pitch.set(p);
+            // The padding of every row is poisoned (a pool block: not one passed through).
+            if p > width && d.alloc.owns(ptr) && !d.alloc.set_rows(ptr, width as u64, p as u64) {
+                crate::state::log(1, || format!("row padding of pitched block {ptr:#x} left accessible"));
             }
         }
         r
     }
     // Managed and host memory: the driver's, tracked in the side table.
-    cuMemAllocManaged(dptr: *mut Dptr, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
+    cuMemAllocManaged(dptr: Out<Dptr>, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
     // Hints about managed memory: the pool's managed blocks need none (`location`: a
     // CUmemLocation, two ints, passed by value in one register).
     // CUDA 12's prototypes, which cuda.h 13.0 replaced by the _v2 ones (still exported).
@@ -260,27 +273,25 @@ hooks! {
         }
         r
     }
-    cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: u32) { alloc_host(pp, size, flags, || real(pp, size, flags)) }
-    cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) { alloc_host(pp, size, 0, || real(pp, size)) }
-    cuMemHostGetDevicePointer_v2(pdptr: *mut Dptr, p: *mut c_void, flags: u32) {
+    cuMemHostAlloc(pp: Out<*mut c_void>, size: usize, flags: u32) { alloc_host(pp, size, flags, || real(pp, size, flags)) }
+    cuMemAllocHost_v2(pp: Out<*mut c_void>, size: usize) { alloc_host(pp, size, 0, || real(pp, size)) }
+    cuMemHostGetDevicePointer_v2(pdptr: Out<Dptr>, p: *mut c_void, flags: u32) {
         match pool_host_block(p as u64) {
             // Mapped for the device at its own address.
             Some(_) if !pdptr.is_null() && flags == 0 => {
-                // SAFETY: the caller's out-pointer.
-                unsafe { *pdptr = p as Dptr };
+                pdptr.set(p as Dptr);
                 CUDA_SUCCESS
             }
             Some(_) => INVALID,
             None => real(pdptr, p, flags),
         }
     }
-    cuMemHostGetFlags(pflags: *mut u32, p: *mut c_void) {
+    cuMemHostGetFlags(pflags: Out<u32>, p: *mut c_void) {
         match pool_host_block(p as u64) {
             Some((start, _)) if !pflags.is_null() => {
                 // Every pool host block is mapped for the device.
                 let f = host_flags().lock().unwrap_or_else(|e| e.into_inner()).get(&start).copied().unwrap_or(0) | cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
-                // SAFETY: the caller's out-pointer.
-                unsafe { *pflags = f };
+                pflags.set(f);
                 CUDA_SUCCESS
             }
             Some(_) => INVALID,
@@ -300,7 +311,7 @@ hooks! {
         r
     }
     cuMemFreeHost(p: *mut c_void) {
-        if state().device().is_some_and(|d| d.alloc.owns(p as u64)) {
+        if state().runtime_owning(p as u64).is_some() {
             let r = do_free("cuMemFreeHost", p as u64, None, || real(p));
             if r == CUDA_SUCCESS {
                 host_flags().lock().unwrap_or_else(|e| e.into_inner()).remove(&(p as u64));
@@ -317,13 +328,68 @@ hooks! {
     }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }
     cuMemFreeAsync | cuMemFreeAsync_ptsz (ptr: Dptr, stream: CUstream) { do_free("cuMemFreeAsync", ptr, stream_of(stream), || real(ptr, stream)) }
-    cuMemGetAddressRange_v2(base: *mut Dptr, size: *mut usize, ptr: Dptr) {
-        if let Some((b, n)) = state().device().and_then(|d| d.alloc.allocation_containing(ptr)) {
-            // SAFETY: caller's out-pointers (either may be null).
-            unsafe {
-                if !base.is_null() { *base = b; }
-                if !size.is_null() { *size = n as usize; }
+    // ---- peer access: peer access does not cover the pool's (VMM) mappings; its pool grants it ----
+    cuCtxEnablePeerAccess(peer: CUcontext, flags: u32) {
+        let r = real(peer, flags);
+        if r == CUDA_SUCCESS {
+            peer_access(peer, true);
+        }
+        r
+    }
+    cuCtxDisablePeerAccess(peer: CUcontext) {
+        let r = real(peer);
+        if r == CUDA_SUCCESS {
+            peer_access(peer, false);
+        }
+        r
+    }
+    // ---- IPC: pool blocks shared through gasan's IPC (the driver's does not export VMM memory) ----
+    cuIpcGetMemHandle(handle: Out<cudarc::driver::sys::CUipcMemHandle>, ptr: Dptr) {
+        if handle.is_null() {
+            return real(handle, ptr);
+        }
+        match state().ipc_export(ptr) {
+            None => real(handle, ptr),
+            Some(Ok(bytes)) => {
+                handle.set(cudarc::driver::sys::CUipcMemHandle { reserved: bytes.map(|b| b as c_char) });
+                CUDA_SUCCESS
             }
+            Some(Err(e)) => {
+                crate::state::log(0, || format!("WARNING: cudaIpcGetMemHandle of pool memory at {ptr:#x} failed: {e}"));
+                INVALID
+            }
+        }
+    }
+    cuIpcOpenMemHandle_v2(out: Out<Dptr>, handle: cudarc::driver::sys::CUipcMemHandle, flags: u32) {
+        // A handle gasan gave out (its magic); any other is the driver's.
+        let Ok(h) = gasan_uvm::ipc::IpcHandle::from_bytes(&handle.reserved.map(|c| c as u8)) else { return real(out, handle, flags) };
+        if out.is_null() {
+            return INVALID;
+        }
+        match state().ipc_open(&h) {
+            Ok(p) => {
+                out.set(p);
+                CUDA_SUCCESS
+            }
+            Err(e) => {
+                crate::state::log(0, || format!("WARNING: cudaIpcOpenMemHandle of process {}'s pool memory failed: {e}", h.pid));
+                INVALID
+            }
+        }
+    }
+    cuIpcCloseMemHandle(ptr: Dptr) {
+        if state().runtime_owning(ptr).is_some_and(|d| d.alloc.close_ipc(ptr)) { CUDA_SUCCESS } else { real(ptr) }
+    }
+    // Pool memory is not a VMM allocation of the program's: refused as for cudaMalloc memory
+    // (docs/design.md, "What cuMemGetAddressRange answers for pool memory").
+    cuMemRetainAllocationHandle(handle: Out<u64>, addr: *mut c_void) {
+        if state().runtime_owning(addr as u64).is_some() { INVALID } else { real(handle, addr) }
+    }
+    cuMemGetAddressRange_v2(base: Out<Dptr>, size: Out<usize>, ptr: Dptr) {
+        if let Some((b, n)) = state().runtime_owning(ptr).and_then(|d| d.alloc.allocation_containing(ptr)) {
+            // Either out-pointer may be null.
+            base.set(b);
+            size.set(n as usize);
             return CUDA_SUCCESS;
         }
         real(base, size, ptr)

@@ -12,6 +12,7 @@
 use crate::allocator::{FreeCall, FreeError, HostStack};
 use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
+use crate::hook_abi::{CStrIn, In, Out};
 use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
@@ -20,7 +21,7 @@ use cudarc::driver::sys::{
     CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphEdgeData, CUgraphNode, CUkernel, CUlaunchConfig, CUlibrary, CUlinkState, CUmemcpyAttributes, CUmemoryPool, CUmodule, CUstream,
 };
 use gasan_uvm::{Memory, Stream};
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 
 type Dptr = CUdeviceptr;
 
@@ -54,8 +55,12 @@ fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
 // Hook parameters carry the driver's own types (cudarc's `driver::sys`: handles, launch
 // configurations, copy attributes); enum-valued ones (JIT options, pointer attributes, memory
 // types) stay integers, because a value the Rust enum does not list, from a newer driver or a
-// program, would be undefined behaviour as that enum. Each hook's parameters are checked at compile
-// time against cudarc's prototype of the driver function of its name ([`crate::hook_abi`]).
+// program, would be undefined behaviour as that enum. Arguments are converted at the boundary by
+// their types: out-pointers are `Out<T>`, C strings `CStrIn`, descriptors the hook reads `In<T>`
+// (crate::hook_abi: each passes as the pointer it wraps, and gives the body safe access), handles
+// become newtypes (`arg_bounds::Owner`, `link::Link`) where they are recorded. Each hook's
+// parameters are checked at compile time against cudarc's prototype of the driver function of its
+// name ([`crate::hook_abi`]).
 //
 // `name | name_ptsz | name_ptds (args) { body }` declares one hook exported under each of the
 // names: the per-thread-default-stream variants share the base's prototype and body, and `real`
@@ -92,13 +97,12 @@ macro_rules! hook {
         #[unsafe(no_mangle)]
         #[allow(non_snake_case, unused_variables)]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
-            static REAL: crate::driver::RealFn = crate::driver::RealFn::new(stringify!($name));
+            // SAFETY: the hook's signature is the driver function's of the same name (checked
+            // against cudarc's prototype by hook_abi::same_parameters!).
+            static REAL: crate::driver::Entry<unsafe extern "C" fn($($t),*) -> CuResult> = unsafe { crate::driver::Entry::new(stringify!($name)) };
             #[allow(unused)]
             let $real = |$($arg: $t),*| -> CuResult {
-                type F = unsafe extern "C" fn($($t),*) -> CuResult;
-                // SAFETY: the hook's signature is the driver function's of the same name (checked
-                // against cudarc's prototype by hook_abi::same_parameters!).
-                let Some(f) = (unsafe { REAL.typed::<F>() }) else {
+                let Some(f) = REAL.get() else {
                     return crate::driver::CUDA_ERROR_UNKNOWN;
                 };
                 // SAFETY: `f` is the driver's function of this hook's exact name. Each hook

@@ -118,7 +118,7 @@ fn make_backend(kind: BackendKind) -> Result<Box<dyn Backend>, String> {
         BackendKind::Kmod => {
             let r = gasan_uvm::default_resolver().map_err(|e| e.to_string())?;
             cuda_context(&r)?;
-            let vmm = VmmBackend::new(0, &r).map_err(|e| e.to_string())?;
+            let vmm = VmmBackend::new(0, gasan_uvm::DriverFns::resolve(&r).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
             match gasan_uvm::KmodBackend::probe(vmm) {
                 Ok(k) => {
                     let c = k.capabilities();
@@ -131,7 +131,7 @@ fn make_backend(kind: BackendKind) -> Result<Box<dyn Backend>, String> {
         BackendKind::Vmm => {
             let r = gasan_uvm::default_resolver().map_err(|e| e.to_string())?;
             cuda_context(&r)?;
-            Ok(Box::new(VmmBackend::new(0, &r).map_err(|e| e.to_string())?))
+            Ok(Box::new(VmmBackend::new(0, gasan_uvm::DriverFns::resolve(&r).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?))
         }
     }
 }

@@ -162,7 +162,7 @@ pub fn exit_with_live_mappings() -> ! {
     let r = (|| -> Result<(), String> {
         let resolve = gasan_uvm::default_resolver().map_err(|e| e.to_string())?;
         cuda_context(&resolve)?;
-        let vmm = VmmBackend::new(0, &resolve).map_err(|e| e.to_string())?;
+        let vmm = VmmBackend::new(0, gasan_uvm::DriverFns::resolve(&resolve).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let k = KmodBackend::probe(vmm).map_err(|(_, e)| e.to_string())?;
         let mut pool = Pool::new(Box::new(k), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| e.to_string())?;
         let g = pool.granularity();
@@ -216,7 +216,7 @@ pub fn run() -> Result<Outcome, String> {
         expect_status(&mut t, &format!("{} {} refused", k.call.name(), k.what), dev.send(&k.call), k.expect);
     }
 
-    let vmm = VmmBackend::new(0, &resolve).map_err(|e| e.to_string())?;
+    let vmm = VmmBackend::new(0, gasan_uvm::DriverFns::resolve(&resolve).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let kmod = KmodBackend::probe(vmm).map_err(|(_, e)| e.to_string())?;
     let mut pool = Pool::new(Box::new(kmod), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| format!("pool: {e}"))?;
     t.row("UVM_GASAN_RESERVE_POOL (by the kmod backend)", Ok(format!("pool {:#x} + {} GiB", pool.base(), pool.size() >> 30)));
@@ -390,7 +390,7 @@ pub fn run() -> Result<Outcome, String> {
             cuda_context(&resolve)?;
             let dev2 = KmodDevice::open().map_err(|e| e.to_string())?;
             let c = dev2.query().map_err(|e| e.to_string())?;
-            let vmm = VmmBackend::new(0, &resolve).map_err(|e| e.to_string())?;
+            let vmm = VmmBackend::new(0, gasan_uvm::DriverFns::resolve(&resolve).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
             let k = KmodBackend::probe(vmm).map_err(|(_, e)| e.to_string())?;
             let mut p2 = Pool::new(Box::new(k), &PoolConfig { size: 1 << 34, shift: 8, ..Default::default() }).map_err(|e| e.to_string())?;
             let gpu2 = Gpu::load(&resolve)?;
