@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="warm runs of each configuration (medians)")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--no-sanitizer", action="store_true")
+    ap.add_argument("--configs", default="", help="comma-separated subset of the configurations (default: all)")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--out", default=tempfile.mkdtemp(prefix="gasan-jitbench-"))
     a = ap.parse_args()
@@ -87,6 +88,12 @@ def main():
     cs = shutil.which("compute-sanitizer")
     if cs and not a.no_sanitizer:
         plan.append(("cs", [cs, "--tool", "memcheck", "--print-limit", "1"] + py[:2] + ["--reps", "5", "--no-model"], env_for("native"), 1))
+    if a.configs:
+        want = a.configs.split(",")
+        unknown = sorted(set(want) - {n for n, *_ in plan} - {"cs"})
+        if unknown:
+            ap.error("unknown configuration(s): " + ", ".join(unknown))
+        plan = [p for p in plan if p[0] in want]
     results, status = {}, {}
     for name, cmd, env, rounds in plan:
         runs = []
@@ -105,7 +112,7 @@ def main():
     for k in keys:
         u = unit[k.split(" ")[0]]
         row = [("%.3g" % results[c][k]) if k in results[c] else "—" for c in cols]
-        nat, gas = results["native-warm"].get(k), results["gasan-warm"].get(k)
+        nat, gas = results.get("native-warm", {}).get(k), results.get("gasan-warm", {}).get(k)
         ratio = gas / nat if nat and gas else None
         if ratio and k.startswith("STEADY"):
             ratios.append(ratio)
@@ -114,12 +121,12 @@ def main():
     print("\n".join(lines))
     print("\nsteady-state geomean gasan/native (warm): %.3f× over %d kernels" % (geomean(ratios), len(ratios)))
     if "cs" in results:
-        cr = [results["cs"][k] / results["native-warm"][k] for k in results["cs"] if k.startswith("STEADY") and results["native-warm"].get(k)]
+        cr = [results["cs"][k] / results["native-warm"][k] for k in results["cs"] if k.startswith("STEADY") and results.get("native-warm", {}).get(k)]
         print("steady-state geomean compute-sanitizer/native: %.3f× over %d kernels" % (geomean(cr), len(cr)))
     for w in ("TOTAL", "wall"):
-        n, gw = results["native-warm"].get(w), results["gasan-warm"].get(w)
+        n, gw = results.get("native-warm", {}).get(w), results.get("gasan-warm", {}).get(w)
         if n and gw:
-            print("whole program (%s) warm: native %.2fs, gasan %.2fs (%.2f×); cold: native %.2fs, gasan %.2fs" % (w, n, gw, gw / n, results["native-cold"].get(w, float("nan")), results["gasan-cold"].get(w, float("nan"))))
+            print("whole program (%s) warm: native %.2fs, gasan %.2fs (%.2f×); cold: native %.2fs, gasan %.2fs" % (w, n, gw, gw / n, results.get("native-cold", {}).get(w, float("nan")), results.get("gasan-cold", {}).get(w, float("nan")))))
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return 1 if any(v not in (0,) for k, v in status.items() if k != "cs") else 0
