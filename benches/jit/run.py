@@ -126,7 +126,7 @@ def main():
     for w in ("TOTAL", "wall"):
         n, gw = results.get("native-warm", {}).get(w), results.get("gasan-warm", {}).get(w)
         if n and gw:
-            print("whole program (%s) warm: native %.2fs, gasan %.2fs (%.2f×); cold: native %.2fs, gasan %.2fs" % (w, n, gw, gw / n, results.get("native-cold", {}).get(w, float("nan")), results.get("gasan-cold", {}).get(w, float("nan")))))
+            print("whole program (%s) warm: native %.2fs, gasan %.2fs (%.2f×); cold: native %.2fs, gasan %.2fs" % (w, n, gw, gw / n, results.get("native-cold", {}).get(w, float("nan")), results.get("gasan-cold", {}).get(w, float("nan"))))
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return 1 if any(v not in (0,) for k, v in status.items() if k != "cs") else 0
