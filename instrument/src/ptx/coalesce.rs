@@ -99,7 +99,7 @@ pub(super) fn plan_range<'l>(
             continue;
         }
         let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
-        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
+        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.kills_checks() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;
         }

@@ -247,7 +247,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
         Some((open, close)) if open < k => k < close,
         _ => sc.bodies.interior(k),
     };
-    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
+    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].kills_checks()))?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
@@ -356,7 +356,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
+            if !interior(k) || (!code.is_empty() && (self.lines[k].kills_checks() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
                 break;
             }

@@ -1127,7 +1127,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
             }
             let memory = !skip.contains(&i) && super::Rewriter::classify_line(line).0;
             if !memory {
-                if line.ends_block() {
+                if line.kills_checks() {
                     close(&mut open, &mut roles, None);
                 } else {
                     for d in line.dests() {
@@ -1176,7 +1176,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                             }
                         }
                     }
-                    if super::ends_basic_block(stmt) {
+                    if super::kills_checks(stmt) {
                         close(&mut open, &mut roles, None);
                     } else {
                         for d in st.dests() {

@@ -5,19 +5,19 @@
 //! label of another function that happens to share its name).
 
 use super::bodies::Bodies;
+use super::line::Line;
 use super::opcode::Op;
-use super::Line;
 use rustc_hash::FxHashMap as HashMap;
 
 /// A branch back to a label earlier in its body: the end of a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct BackEdge {
+pub(in crate::ptx) struct BackEdge {
     pub label_line: usize,
     pub branch_line: usize,
 }
 
 #[derive(Default)]
-pub(super) struct Branches<'a> {
+pub(in crate::ptx) struct Branches<'a> {
     /// How often a label is named by branches (`bra`, `brx.idx` targets via `.branchtargets`),
     /// keyed by its body's opening line and its name.
     refs: HashMap<(usize, &'a str), usize>,
