@@ -25,8 +25,8 @@ mod frames;
 mod heap;
 mod ir;
 use ir::line::{count_braces, find_pair, strip_comment, Line, ParsedStmt};
-use ir::stmt::{falls_through_to, kills_checks};
-use ir::{access, bodies, cfg as branches, labels, opcode};
+use ir::stmt::kills_checks;
+use ir::{access, bodies, cfg as branches, labels, opcode, stmt};
 mod loops;
 #[cfg(test)]
 mod loops_sim;
@@ -1241,7 +1241,7 @@ impl<'a> Rewriter<'a> {
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
     fn classify_line(line: &Line<'_>) -> (bool, bool) {
         let t = line.code;
-        if t.is_empty() || t.starts_with('.') || t.ends_with(':') {
+        if t.is_empty() || t.starts_with('.') || line.label().is_some() {
             return (false, false);
         }
         // Every PTX memory access names its address in brackets: most lines are decided here,

@@ -46,6 +46,7 @@ use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase,
 use super::bodies::{Bodies, Body};
 use super::emit::{ln, Lines, Piece};
 use super::opcode::Op;
+use super::stmt::{ends_block, falls_through};
 use super::{Line, ParsedStmt};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::FxHashMap as HashMap;
@@ -1293,10 +1294,9 @@ fn available_checks<'a, 'p>(lines: &[Line<'a>], b: &Body, planned: &'p HashMap<(
         }
     };
     for (i, line) in body_lines(lines, b, b.open + 1) {
-        let t = line.code;
-        if let Some(name) = t.strip_suffix(':') {
+        if let Some(name) = line.label() {
             new_block(&mut blocks);
-            labels.insert(name.trim(), blocks.len() - 1);
+            labels.insert(name, blocks.len() - 1);
             continue;
         }
         for (j, st) in line.stmts().iter().enumerate() {
@@ -1322,19 +1322,18 @@ fn available_checks<'a, 'p>(lines: &[Line<'a>], b: &Body, planned: &'p HashMap<(
             if !writes.is_empty() {
                 block.steps.push(Step::Writes(writes));
             }
-            match ins.opcode.op {
-                Op::Brx => return,
-                Op::Bra => {
-                    let Some(target) = ins.operands.first() else { return };
-                    block.targets.push(target.trim());
-                    block.falls_through = ins.guard.is_some();
-                    new_block(&mut blocks);
+            if ends_block(ins) {
+                match ins.opcode.op {
+                    // (Its targets are a table's: not followed.)
+                    Op::Brx => return,
+                    Op::Bra => {
+                        let Some(target) = ins.operands.first() else { return };
+                        block.targets.push(target.trim());
+                    }
+                    _ => {}
                 }
-                op if op.jumps_away() => {
-                    block.falls_through = ins.guard.is_some();
-                    new_block(&mut blocks);
-                }
-                _ => {}
+                block.falls_through = falls_through(ins);
+                new_block(&mut blocks);
             }
         }
     }

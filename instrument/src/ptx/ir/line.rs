@@ -3,7 +3,7 @@
 
 use super::access::{self, classify, split_instr, Classified, Instr};
 use super::bodies;
-use super::stmt::kills_checks;
+use super::stmt::{kills_checks, label};
 
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 pub(in crate::ptx) fn strip_comment(line: &str) -> &str {
@@ -212,6 +212,12 @@ impl<'a> Line<'a> {
     #[inline]
     pub(in crate::ptx) fn kills_checks(&self) -> bool {
         self.kills_checks.get_or_init(|| kills_checks(self.code))
+    }
+
+    /// The label the line is ([`label`]).
+    #[inline]
+    pub(in crate::ptx) fn label(&self) -> Option<&'a str> {
+        label(self.code)
     }
 
     /// The first statement (with its classification): the line's one statement where a pass

@@ -1,9 +1,43 @@
 //! What a statement does to the flow of control and to the checks before it, decided once: the
-//! label a line is, what ends a basic block ([`ends_block`]), what no earlier check survives
-//! ([`kills_checks`]), and whether a label is entered by falling through ([`falls_through_to`]).
+//! label a line is ([`label`]), where a statement ends ([`ends_statement`]), what ends a basic
+//! block ([`ends_block`], [`falls_through`]), what no earlier check survives ([`kills_checks`]),
+//! and whether a label is entered by falling through ([`falls_through_to`]).
+//!
+//! Two notions of "block", on purpose: [`ends_block`] is the control-flow graph's (control may
+//! leave at the statement: a branch, a return, an exit, a trap), which the analyses that follow
+//! values along paths read (spaces.rs' available checks, thread_ranges.rs' narrowing); and
+//! [`kills_checks`] is the rewriter's elimination window, wider (also calls, barriers, fences,
+//! atomics, reductions, labels and scope braces: after any of them no earlier check is taken to
+//! still hold), which the passes that reuse or move checks read (the walk, coalesce.rs,
+//! prefetch.rs).
 
-use super::access;
+use super::access::{self, Instr};
 use super::line::Line;
+
+/// The label that a line of code is (`$L__BB0_3:` -> `$L__BB0_3`): code ending in `:` whose name
+/// is one word. (labels.rs put every label on a line of its own before any pass reads the lines.)
+pub(in crate::ptx) fn label(code: &str) -> Option<&str> {
+    let name = access::trim(code.strip_suffix(':')?);
+    (!name.is_empty() && !name.contains(char::is_whitespace)).then_some(name)
+}
+
+/// Whether a line of code ends where a statement does: at a `;`, a label's `:` or a scope brace.
+/// A line that does not is continued by the next (a `call` or a declaration spread over lines).
+pub(in crate::ptx) fn ends_statement(code: &str) -> bool {
+    code.ends_with([';', ':', '{', '}'])
+}
+
+/// Whether control may leave the straight line at the instruction: it ends a basic block of the
+/// control-flow graph (`bra`, `brx`, `ret`, `exit`, `trap`, guarded or not; a `call` comes back).
+pub(in crate::ptx) fn ends_block(ins: &Instr<'_>) -> bool {
+    ins.opcode.op.jumps_away()
+}
+
+/// Whether the statement after the instruction may be reached from it by falling through: it is
+/// no block end, or a guarded one.
+pub(in crate::ptx) fn falls_through(ins: &Instr<'_>) -> bool {
+    ins.guard.is_some() || !ends_block(ins)
+}
 
 /// Whether control reaches the label on line `label_line` by falling through from the statement
 /// before it: that statement is complete (`;`, a label, a scope brace) and not an unconditional
@@ -13,13 +47,12 @@ pub(in crate::ptx) fn falls_through_to(lines: &[Line<'_>], label_line: usize) ->
     let Some(before) = lines[..label_line].iter().rev().find(|l| !l.code.is_empty()) else {
         return false;
     };
-    let code = before.code;
-    if !(code.ends_with(';') || code.ends_with(':') || code.ends_with('}') || code.ends_with('{')) {
+    if !ends_statement(before.code) {
         return false;
     }
     // The line's last statement is the one control leaves it by.
     let last = before.stmts().last().and_then(|s| s.instr.as_ref());
-    !last.is_some_and(|i| i.guard.is_none() && i.opcode.op.jumps_away())
+    last.is_none_or(falls_through)
 }
 
 /// Statements after which no earlier check can be assumed to still hold for the same register, or
@@ -67,7 +100,32 @@ pub(in crate::ptx) fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
 
 #[cfg(test)]
 mod fall_through_tests {
-    use super::falls_through_to;
+    use super::{ends_block, falls_through, falls_through_to, label};
+
+    #[test]
+    fn a_label_is_one_word_and_a_colon() {
+        for (code, name) in [("$L__BB0_3:", Some("$L__BB0_3")), ("$L1 :", Some("$L1")), (":", None), ("a b:", None), ("ret;", None), ("$L1: ret;", None)] {
+            assert_eq!(label(code), name, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn blocks_end_where_control_may_leave_and_fall_through_unless_it_must() {
+        for (code, ends, falls) in [
+            ("bra $L1", true, false),
+            ("@%p1 bra.uni $L1", true, true),
+            ("brx.idx %r1, ts", true, false),
+            ("ret", true, false),
+            ("@!%p1 exit", true, true),
+            ("trap", true, false),
+            ("call.uni f, (%rd1)", false, true),
+            ("bar.sync 0", false, true),
+            ("add.s32 %r1, %r1, 1", false, true),
+        ] {
+            let ins = super::super::access::split_instr(code).expect(code);
+            assert_eq!((ends_block(&ins), falls_through(&ins)), (ends, falls), "{code}");
+        }
+    }
 
     /// A loop label is entered by falling through unless an unguarded jump (or an unfinished
     /// statement) comes before it; comments and blank lines in between do not count.
