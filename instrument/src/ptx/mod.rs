@@ -102,6 +102,10 @@ pub enum PtxError {
     Unbalanced(usize),
     #[error("address register {reg} at line {line} is not a 64-bit register")]
     AddressRegister { reg: String, line: usize },
+    /// The input names a symbol or register of gasan's own ([`reserved_name`]): the checked module
+    /// would declare it twice, or gasan's edits would reach the input's own text.
+    #[error("line {line} names {name}: names starting __gasan_ or %gs are gasan's own")]
+    ReservedName { name: String, line: usize },
 }
 
 /// `(file, line, column)` of a `.loc` directive.
@@ -203,7 +207,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 68;
+pub const REVISION: u32 = 69;
 
 /// Instruments a PTX module.
 ///
@@ -219,6 +223,14 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 /// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
 /// piece.
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
+    // (`memmem`: whole-module searches are serial time of every rewrite, and its vector search
+    // reads the text several times faster than `str::contains`.)
+    if memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
+        return Err(PtxError::AlreadyInstrumented);
+    }
+    if let Some((name, line)) = reserved_name(ptx) {
+        return Err(PtxError::ReservedName { name: excerpt(name), line });
+    }
     // Labels get lines of their own (labels.rs), then called functions get the top of their
     // callers' frames (frames.rs), before anything else reads the module: every pass then sees
     // an ordinary module.
@@ -232,6 +244,43 @@ pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usiz
     r.top_params = functions;
     r.label_lines = labels.as_ref();
     r.run(threads)
+}
+
+/// Where gasan's own names begin: its symbols (`__gasan_ctl`, `__gasan_top`, `__gasan_free`, ...)
+/// and its registers (`%gsa0`, `%gsct`, ...), which the checked module declares or passes.
+const RESERVED_PREFIXES: [&str; 2] = ["__gasan_", "%gs"];
+
+/// The first name of the input's code (comments aside) that starts with one of
+/// [`RESERVED_PREFIXES`], and its line number (1-based). A module naming one is refused, not
+/// rewritten: its own `__gasan_top` parameter or `%gsct` register would be taken for gasan's
+/// (frames.rs), and gasan's declarations would clash with its own.
+fn reserved_name(ptx: &str) -> Option<(&str, usize)> {
+    let bytes = ptx.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut first: Option<(usize, usize)> = None;
+    for prefix in RESERVED_PREFIXES {
+        // (A name starting `%gs` needs one more letter: `%gs` alone is no register of gasan's.)
+        let letter = prefix.starts_with('%');
+        for at in memchr::memmem::find_iter(bytes, prefix.as_bytes()) {
+            if first.is_some_and(|(f, _)| f < at) {
+                break;
+            }
+            let end = at + prefix.len() + bytes[at + prefix.len()..].iter().take_while(|&&b| ident(b)).count();
+            let starts_name = at == 0 || !ident(bytes[at - 1]);
+            if !starts_name || (letter && !bytes.get(at + prefix.len()).is_some_and(u8::is_ascii_lowercase)) {
+                continue;
+            }
+            let line_start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |p| p + 1);
+            let line_end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |p| at + p);
+            // In code: not after a `//` on its line.
+            if at < line_start + strip_comment(&ptx[line_start..line_end]).len() {
+                first = Some((at, end));
+                break;
+            }
+        }
+    }
+    let (at, end) = first?;
+    Some((&ptx[at..end], memchr::memchr_iter(b'\n', &bytes[..at]).count() + 1))
 }
 
 #[derive(Clone)]
@@ -564,11 +613,6 @@ struct Rewriter<'a> {
 
 impl<'a> Rewriter<'a> {
     fn new(src: &'a str, opts: InstrumentOptions) -> Result<Self, PtxError> {
-        // (`memmem`: whole-module searches are serial time of every rewrite, and its vector
-        // search reads the text several times faster than `str::contains`.)
-        if memchr::memmem::find(src.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
-            return Err(PtxError::AlreadyInstrumented);
-        }
         let header = parse_header(src)?;
         Ok(Self {
             src,
