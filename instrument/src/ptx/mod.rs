@@ -24,6 +24,7 @@ mod emit;
 mod frames;
 mod heap;
 mod ir;
+use ir::header::{self, Directive};
 use ir::line::{count_braces, find_pair, strip_comment, Line, ParsedStmt};
 use ir::stmt::kills_checks;
 use ir::{access, bodies, cfg as branches, labels, opcode, stmt};
@@ -38,6 +39,7 @@ mod thread_ranges;
 
 pub use access::SkipReason;
 pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
+pub use ir::header::PtxHeader;
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 pub use spaces::NO_FRAME as FRAMELESS_KERNEL_VARIABLE;
 
@@ -296,36 +298,30 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
     let mut version = None;
     let mut target_sm = 0;
     let mut insert_at = None;
-    let mut offset = 0;
-    for line in ptx.split_inclusive('\n') {
-        let t = strip_comment(line).trim();
-        let end = offset + line.len();
-        offset = end;
-        if let Some(v) = t.strip_prefix(".version") {
-            let v = v.trim();
-            let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(excerpt(v)))?;
-            let parsed = (maj.trim().parse().ok(), min.trim().parse().ok());
-            match parsed {
-                (Some(a), Some(b)) => version = Some((a, b)),
-                _ => return Err(PtxError::UnsupportedVersion(excerpt(v))),
-            }
-            insert_at = Some(end);
-        } else if let Some(t) = t.strip_prefix(".target") {
-            for part in t.split(',') {
-                if let Some(sm) = part.trim().strip_prefix("sm_") {
-                    target_sm = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0);
+    for (directive, end) in header::directives(ptx) {
+        match directive {
+            Directive::Version(v) => {
+                let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(excerpt(v)))?;
+                let parsed = (maj.trim().parse().ok(), min.trim().parse().ok());
+                match parsed {
+                    (Some(a), Some(b)) => version = Some((a, b)),
+                    _ => return Err(PtxError::UnsupportedVersion(excerpt(v))),
                 }
             }
-            insert_at = Some(end);
-        } else if let Some(a) = t.strip_prefix(".address_size") {
-            if a.trim() != "64" {
-                return Err(PtxError::AddressSize(excerpt(a.trim())));
+            Directive::Target(t) => {
+                for part in t.split(',') {
+                    if let Some(sm) = part.trim().strip_prefix("sm_") {
+                        target_sm = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0);
+                    }
+                }
             }
-            insert_at = Some(end);
-            break;
-        } else if t.starts_with(".entry") || t.starts_with(".visible") || t.starts_with(".func") || t.starts_with(".global") || t.starts_with(".extern") || t.starts_with(".weak") {
-            break;
+            Directive::AddressSize(a) => {
+                if a != "64" {
+                    return Err(PtxError::AddressSize(excerpt(a)));
+                }
+            }
         }
+        insert_at = Some(end);
     }
     let version = version.ok_or(PtxError::NoVersion)?;
     if version < (6, 0) {

@@ -3,7 +3,8 @@
 //! imports nothing else of `ptx/`: `ir` <- plans <- emission <- the rewrite (the test below
 //! enforces the first arrow; the rest of `ptx/` still moves in).
 //!
-//! Here so far: a line and its statements (line.rs), what a statement does to control flow and
+//! Here so far: the module's header (header.rs: `.version`, `.target`, `.address_size`; exported
+//! as [`crate::ptx::PtxHeader`]), a line and its statements (line.rs), what a statement does to control flow and
 //! to earlier checks (stmt.rs), the opcode table (opcode.rs), the statement decoder and the
 //! access classifier (access.rs), where labels are (labels.rs: every label on a line of its own),
 //! where function bodies are (bodies.rs) and their labels, branches and loops (cfg.rs).
@@ -11,6 +12,7 @@
 pub(in crate::ptx) mod access;
 pub(in crate::ptx) mod bodies;
 pub(in crate::ptx) mod cfg;
+pub(in crate::ptx) mod header;
 pub(in crate::ptx) mod labels;
 pub(in crate::ptx) mod line;
 pub(in crate::ptx) mod opcode;
