@@ -523,9 +523,7 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, reg_lines: &[usi
     let regs: &RegTypes = reg_types.get_or_insert_with(|| {
         let mut r = RegTypes::default();
         for &l in reg_lines {
-            for decl in lines[l].reg_declarations() {
-                r.declare(decl);
-            }
+            r.declare_line(&lines[l]);
         }
         r
     });

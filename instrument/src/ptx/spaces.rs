@@ -1119,13 +1119,8 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
         // Every access's check, guarded or not, for the cross-block pass below.
         let mut planned: HashMap<(usize, usize), SpaceCheck> = HashMap::default();
         for (i, line) in body_lines(lines, b, b.open + 1) {
-            let t = line.code;
             let loc = locs[i];
-            if t.starts_with(".reg") {
-                for decl in line.reg_declarations() {
-                    regs.declare(decl);
-                }
-            }
+            regs.declare_line(line);
             let memory = !skip.contains(&i) && super::Rewriter::classify_line(line).0;
             if !memory {
                 if line.kills_checks() {

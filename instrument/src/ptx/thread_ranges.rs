@@ -308,9 +308,7 @@ mod tests {
         let mut regs = RegTypes::default();
         let mut out = Vec::new();
         for i in b.open + 1..=b.close {
-            for decl in lines[i].reg_declarations() {
-                regs.declare(decl);
-            }
+            regs.declare_line(&lines[i]);
             for (j, st) in lines[i].stmts().iter().enumerate() {
                 let reg_bits = |r: &str| regs.type_of(r).and_then(super::super::type_bits);
                 if let Some(c) = st.instr.as_ref().and_then(|ins| plan(ins, &m, f, &reg_bits)) {
