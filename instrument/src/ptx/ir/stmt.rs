@@ -55,9 +55,35 @@ pub(in crate::ptx) fn falls_through_to(lines: &[Line<'_>], label_line: usize) ->
     last.is_none_or(falls_through)
 }
 
-/// Statements after which no earlier check can be assumed to still hold for the same register, or
-/// that end a basic block: labels, branches, calls, returns, barriers and fences.
-pub(in crate::ptx) fn kills_checks(t: &str) -> bool {
+/// Whether no earlier check can be assumed to still hold after `code`, a statement or a line of
+/// them: one of its statements is a label, a scope brace, a branch, call, return, barrier, fence,
+/// atomic or reduction. Every statement of a line counts, not only its first: `mov.u32 %r1, 0;
+/// bar.sync 0;` (inline asm writes its statements on one line) ends the window as `bar.sync 0;`
+/// on a line of its own does.
+pub(in crate::ptx) fn kills_checks(code: &str) -> bool {
+    let code = access::trim(code);
+    if code.ends_with(':') {
+        return true;
+    }
+    // (Most lines hold one statement: one `;`, found with `memchr`, at their end.)
+    let mut rest = code;
+    loop {
+        let (stmt, after) = match memchr::memchr(b';', rest.as_bytes()) {
+            Some(p) => (&rest[..p], &rest[p + 1..]),
+            None => (rest, ""),
+        };
+        if statement_kills_checks(stmt) {
+            return true;
+        }
+        if access::trim(after).is_empty() {
+            return false;
+        }
+        rest = after;
+    }
+}
+
+/// [`kills_checks`] of one statement (no `;` inside).
+fn statement_kills_checks(t: &str) -> bool {
     let t = access::trim(t);
     if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
         return true;
