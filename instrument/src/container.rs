@@ -681,11 +681,9 @@ fn one_entry_in_place(buf: &mut Vec<u8>, kind: EntryKind, arch: u32, version: (u
     buf[FatbinHeader::SIZE..ONE_ENTRY_HEADERS].copy_from_slice(&entry.to_bytes());
 }
 
-/// The `.version` of a PTX text, e.g. (9, 0).
+/// The `.version` of a PTX text, e.g. (9, 0) ([`crate::ptx::PtxHeader`]).
 pub fn ptx_version(ptx: &str) -> Option<(u16, u16)> {
-    let line = ptx.lines().map(str::trim).find(|l| l.starts_with(".version"))?;
-    let (a, b) = line.trim_start_matches(".version").trim().split_once('.')?;
-    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+    crate::ptx::PtxHeader::parse(ptx).version_number()
 }
 
 /// The byte ranges, in an ELF image (a cubin), of the named symbols' initial data, from one parse

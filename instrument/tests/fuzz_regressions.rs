@@ -272,3 +272,34 @@ fn heap_declarations_sharing_a_line_are_each_rewritten() {
         run_tool("ptxas", &[OsStr::new("-arch=sm_90"), OsStr::new("-c"), f.as_os_str(), OsStr::new("-o"), cubin.as_os_str()]);
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-12-05, two inputs; fuzz/seeds/ptx_rewrite/
+/// reserved_*.ptx): a module naming gasan's own symbols (a function `__gasan_topfree`, whose
+/// parameter starts like frames.rs' `__gasan_top`) or registers (`%gsct`, the register a call
+/// passes its frame top in) had its own text taken for gasan's edits. Such a module is refused by
+/// name, so the application's original runs; a mention in a comment, or a name merely containing
+/// the prefix, is no use of it.
+#[test]
+fn a_module_naming_gasans_own_names_is_refused() {
+    use gasan_instrument::ptx::PtxError;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/ptx_rewrite");
+    for (file, name, line) in [("reserved_name_gasan_topfree.ptx", "__gasan_topfree", 4), ("reserved_register_gsct.ptx", "%gsct", 12)] {
+        let ptx = std::fs::read_to_string(dir.join(file)).unwrap();
+        for opts in [InstrumentOptions::default(), InstrumentOptions { outside_checks: true, ..Default::default() }] {
+            let err = instrument_ptx(&ptx, &opts).err();
+            assert_eq!(err, Some(PtxError::ReservedName { name: name.to_string(), line }), "{file}");
+            assert!(err.unwrap().to_string().contains(name));
+        }
+    }
+    let module = |body: &str| format!(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{{\n\t.reg .b64 %rd<3>;\n{body}\n\tret;\n}}\n");
+    for (body, refused) in [
+        ("\tld.param.u64 %rd1, [p]; // __gasan_top, %gsct", None),
+        ("\tld.param.u64 %rd1, [p];\n\tmov.u64 %rd2, my__gasan_x;", None),
+        ("\tld.param.u64 %rd1, [p];\n\tmov.u64 %gs, %rd1;", None),
+        ("\tld.param.u64 %rd1, [p];\n\tmov.u64 %rd2, __gasan_heap_x;", Some(("__gasan_heap_x", 8))),
+        ("\t.reg .b64 %gsa<2>;\n\tld.param.u64 %gsa1, [p];", Some(("%gsa", 7))),
+    ] {
+        let got = instrument_ptx(&module(body), &InstrumentOptions::default()).err();
+        assert_eq!(got, refused.map(|(name, line)| PtxError::ReservedName { name: name.to_string(), line }), "{body}");
+    }
+}

@@ -80,7 +80,7 @@ pub(super) fn plan_range<'l>(
         // call's lines whole), so a group led from it would have its checks never emitted.
         let continues = statement_open;
         if !code.is_empty() && !code.starts_with('.') {
-            statement_open = !code.ends_with([';', '{', '}', ':']);
+            statement_open = !super::stmt::ends_statement(code);
         }
         if continues && line.brackets {
             finish_all(&mut groups, &mut plan);
@@ -99,7 +99,7 @@ pub(super) fn plan_range<'l>(
             continue;
         }
         let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
-        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.ends_block() || code.starts_with(".entry") || code.starts_with(".func") {
+        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.kills_checks() || code.starts_with(".entry") || code.starts_with(".func") {
             finish_all(&mut groups, &mut plan);
             continue;
         }

@@ -82,9 +82,8 @@ fn statements(lines: &[&str]) -> Option<Vec<Stmt>> {
         if text.trim().is_empty() && code.split_whitespace().next().is_some_and(|w| UNTERMINATED.contains(&w)) {
             continue;
         }
-        // A label on its own line (nvcc's) ends with its `:`.
-        let trimmed = code.trim();
-        if text.trim().is_empty() && trimmed.ends_with(':') && !trimmed.contains(char::is_whitespace) {
+        // A label on its own line (labels.rs put every label on one).
+        if text.trim().is_empty() && super::stmt::label(code.trim()).is_some() {
             continue;
         }
         if raw.contains("/*") || code.contains('"') {

@@ -127,12 +127,10 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         }
         reg_lines.extend((reg_scanned..k).filter(|&l| lines[l].code.starts_with(".reg")));
         reg_scanned = reg_scanned.max(k);
-        let Some(ins) = lines[k].sole_instr() else { continue };
-        if ins.guard.is_none() || ins.opcode.op != Op::Bra || ins.operands.len() != 1 {
-            continue;
-        }
+        // A loop the range test can skip: one that can end at its back edge.
+        let Some(lp) = branches.single_block_loop(lines, bodies, s, k).filter(|lp| lp.guarded) else { continue };
         if k - s <= MAX_BODY {
-            if let Some(p) = analyze(lines, s, k, &reg_lines, &mut reg_types, plans.len(), scale) {
+            if let Some(p) = analyze(lines, lp.label, s, k, &reg_lines, &mut reg_types, plans.len(), scale) {
                 plans.push(p);
             }
         }
@@ -489,11 +487,9 @@ impl Cmp {
     }
 }
 
-fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize, scale: Scale) -> Option<LoopPlan> {
-    let label = lines[s].code.strip_suffix(':')?.trim().to_string();
-    if !super::falls_through_to(lines, s) {
-        return None;
-    }
+#[allow(clippy::too_many_arguments)]
+fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize, scale: Scale) -> Option<LoopPlan> {
+    let label = label.to_string();
     // The body: plain statements only, one per line.
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
     let mut any_check = false;
@@ -505,7 +501,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
         if code.is_empty() || code.starts_with(".loc") || code.starts_with(".pragma") {
             continue;
         }
-        if code.ends_with(':') || code.starts_with('.') || line.braces || !code.ends_with(';') {
+        if line.label().is_some() || code.starts_with('.') || line.braces || !code.ends_with(';') {
             return None;
         }
         let stmt = code.strip_suffix(';')?;
@@ -527,9 +523,7 @@ fn analyze(lines: &[Line<'_>], s: usize, e: usize, reg_lines: &[usize], reg_type
     let regs: &RegTypes = reg_types.get_or_insert_with(|| {
         let mut r = RegTypes::default();
         for &l in reg_lines {
-            for decl in lines[l].reg_declarations() {
-                r.declare(decl);
-            }
+            r.declare_line(&lines[l]);
         }
         r
     });

@@ -9,7 +9,7 @@
 use super::loops::{version, Versioned};
 
 use super::access::split_instr;
-use super::{strip_comment, RegTypes};
+use super::{strip_comment, Line, RegTypes};
 use crate::abi::ctl_offset;
 use crate::shadow::Scale;
 use proptest::prelude::*;
@@ -399,9 +399,7 @@ fn cases(v: &Versioned<'_>) -> Vec<Case> {
     let mut k = 0;
     while k < lines.len() {
         let t = strip_comment(lines[k]).trim();
-        if t.starts_with(".reg") {
-            regs.declare(t.trim_end_matches(';'));
-        }
+        regs.declare_line(&Line::read(lines[k]));
         if t == "{" && v.inserted.contains(&k) {
             // The test, to its own closing brace (a call's `.param` block nests inside it).
             let mut test = Vec::new();

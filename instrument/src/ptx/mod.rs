@@ -18,15 +18,17 @@
 //! before the block's first access, or pipelined one iteration ahead in single-block loops
 //! (prefetch.rs). A failed batch rechecks its members to report the right one.
 
-mod bodies;
 mod bounds;
-mod branches;
 mod coalesce;
 mod emit;
 mod frames;
 mod heap;
 mod ir;
-use ir::{access, labels, opcode};
+use ir::header::{self, Directive};
+use ir::line::{count_braces, find_pair, strip_comment, Line, ParsedStmt};
+use ir::regs::{type_bits, RegTypes};
+use ir::stmt::kills_checks;
+use ir::{access, bodies, cfg as branches, labels, opcode, stmt};
 mod loops;
 #[cfg(test)]
 mod loops_sim;
@@ -38,11 +40,12 @@ mod thread_ranges;
 
 pub use access::SkipReason;
 pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
+pub use ir::header::PtxHeader;
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 pub use spaces::NO_FRAME as FRAMELESS_KERNEL_VARIABLE;
 
 use crate::shadow::Scale;
-use access::{classify, split_instr, Classified, Instr};
+use access::{Classified, Instr};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -102,6 +105,10 @@ pub enum PtxError {
     Unbalanced(usize),
     #[error("address register {reg} at line {line} is not a 64-bit register")]
     AddressRegister { reg: String, line: usize },
+    /// The input names a symbol or register of gasan's own ([`reserved_name`]): the checked module
+    /// would declare it twice, or gasan's edits would reach the input's own text.
+    #[error("line {line} names {name}: names starting __gasan_ or %gs are gasan's own")]
+    ReservedName { name: String, line: usize },
 }
 
 /// `(file, line, column)` of a `.loc` directive.
@@ -203,7 +210,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 68;
+pub const REVISION: u32 = 70;
 
 /// Instruments a PTX module.
 ///
@@ -219,6 +226,14 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 /// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
 /// piece.
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
+    // (`memmem`: whole-module searches are serial time of every rewrite, and its vector search
+    // reads the text several times faster than `str::contains`.)
+    if memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
+        return Err(PtxError::AlreadyInstrumented);
+    }
+    if let Some((name, line)) = reserved_name(ptx) {
+        return Err(PtxError::ReservedName { name: excerpt(name), line });
+    }
     // Labels get lines of their own (labels.rs), then called functions get the top of their
     // callers' frames (frames.rs), before anything else reads the module: every pass then sees
     // an ordinary module.
@@ -234,6 +249,43 @@ pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usiz
     r.run(threads)
 }
 
+/// Where gasan's own names begin: its symbols (`__gasan_ctl`, `__gasan_top`, `__gasan_free`, ...)
+/// and its registers (`%gsa0`, `%gsct`, ...), which the checked module declares or passes.
+const RESERVED_PREFIXES: [&str; 2] = ["__gasan_", "%gs"];
+
+/// The first name of the input's code (comments aside) that starts with one of
+/// [`RESERVED_PREFIXES`], and its line number (1-based). A module naming one is refused, not
+/// rewritten: its own `__gasan_top` parameter or `%gsct` register would be taken for gasan's
+/// (frames.rs), and gasan's declarations would clash with its own.
+fn reserved_name(ptx: &str) -> Option<(&str, usize)> {
+    let bytes = ptx.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut first: Option<(usize, usize)> = None;
+    for prefix in RESERVED_PREFIXES {
+        // (A name starting `%gs` needs one more letter: `%gs` alone is no register of gasan's.)
+        let letter = prefix.starts_with('%');
+        for at in memchr::memmem::find_iter(bytes, prefix.as_bytes()) {
+            if first.is_some_and(|(f, _)| f < at) {
+                break;
+            }
+            let end = at + prefix.len() + bytes[at + prefix.len()..].iter().take_while(|&&b| ident(b)).count();
+            let starts_name = at == 0 || !ident(bytes[at - 1]);
+            if !starts_name || (letter && !bytes.get(at + prefix.len()).is_some_and(u8::is_ascii_lowercase)) {
+                continue;
+            }
+            let line_start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |p| p + 1);
+            let line_end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |p| at + p);
+            // In code: not after a `//` on its line.
+            if at < line_start + strip_comment(&ptx[line_start..line_end]).len() {
+                first = Some((at, end));
+                break;
+            }
+        }
+    }
+    let (at, end) = first?;
+    Some((&ptx[at..end], memchr::memchr_iter(b'\n', &bytes[..at]).count() + 1))
+}
+
 #[derive(Clone)]
 struct Header {
     /// Byte offset just after the `.address_size` line (or `.target` line): where the control
@@ -247,36 +299,30 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
     let mut version = None;
     let mut target_sm = 0;
     let mut insert_at = None;
-    let mut offset = 0;
-    for line in ptx.split_inclusive('\n') {
-        let t = strip_comment(line).trim();
-        let end = offset + line.len();
-        offset = end;
-        if let Some(v) = t.strip_prefix(".version") {
-            let v = v.trim();
-            let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(excerpt(v)))?;
-            let parsed = (maj.trim().parse().ok(), min.trim().parse().ok());
-            match parsed {
-                (Some(a), Some(b)) => version = Some((a, b)),
-                _ => return Err(PtxError::UnsupportedVersion(excerpt(v))),
-            }
-            insert_at = Some(end);
-        } else if let Some(t) = t.strip_prefix(".target") {
-            for part in t.split(',') {
-                if let Some(sm) = part.trim().strip_prefix("sm_") {
-                    target_sm = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0);
+    for (directive, end) in header::directives(ptx) {
+        match directive {
+            Directive::Version(v) => {
+                let (maj, min) = v.split_once('.').ok_or_else(|| PtxError::UnsupportedVersion(excerpt(v)))?;
+                let parsed = (maj.trim().parse().ok(), min.trim().parse().ok());
+                match parsed {
+                    (Some(a), Some(b)) => version = Some((a, b)),
+                    _ => return Err(PtxError::UnsupportedVersion(excerpt(v))),
                 }
             }
-            insert_at = Some(end);
-        } else if let Some(a) = t.strip_prefix(".address_size") {
-            if a.trim() != "64" {
-                return Err(PtxError::AddressSize(excerpt(a.trim())));
+            Directive::Target(t) => {
+                for part in t.split(',') {
+                    if let Some(sm) = part.trim().strip_prefix("sm_") {
+                        target_sm = sm.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0);
+                    }
+                }
             }
-            insert_at = Some(end);
-            break;
-        } else if t.starts_with(".entry") || t.starts_with(".visible") || t.starts_with(".func") || t.starts_with(".global") || t.starts_with(".extern") || t.starts_with(".weak") {
-            break;
+            Directive::AddressSize(a) => {
+                if a != "64" {
+                    return Err(PtxError::AddressSize(excerpt(a)));
+                }
+            }
         }
+        insert_at = Some(end);
     }
     let version = version.ok_or(PtxError::NoVersion)?;
     if version < (6, 0) {
@@ -353,406 +399,10 @@ fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<L
     locs
 }
 
-/// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
-fn strip_comment(line: &str) -> &str {
-    match find_pair(line, b'/', b'/') {
-        Some(p) if memchr::memchr(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
-        _ => line,
-    }
-}
-
-/// Whether `s` holds a brace, a `[`, a `/`: one pass over a line for all three, a table lookup
-/// a byte (three compares a byte were a fifth of reading a module).
-fn byte_flags(s: &[u8]) -> (bool, bool, bool) {
-    const BRACE: u8 = 1;
-    const BRACKET: u8 = 2;
-    const SLASH: u8 = 4;
-    const CLASS: [u8; 256] = {
-        let mut t = [0; 256];
-        t[b'{' as usize] = BRACE;
-        t[b'}' as usize] = BRACE;
-        t[b'[' as usize] = BRACKET;
-        t[b'/' as usize] = SLASH;
-        t
-    };
-    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
-    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH != 0)
-}
-
-/// A line of the module body as every pass reads it: split from its `//` comment and trimmed
-/// once, not by each pass again; its statements split into their parts once, on first use
-/// ([`Line::stmts`]).
-#[derive(Clone, Debug)]
-struct Line<'a> {
-    /// As written, newline included.
-    raw: &'a str,
-    /// The length of the part before any `//` comment ([`Line::stripped`]; a length, not a
-    /// second `&str`: every pass reads the lines, and each byte of a line costs them all).
-    stripped_len: usize,
-    /// `stripped` without surrounding whitespace: the statement text the passes parse.
-    code: &'a str,
-    parsed: std::sync::OnceLock<Stmts<'a>>,
-    /// [`ends_basic_block`] of `code`, asked by several passes of most lines.
-    ends_block: LazyFlag,
-    /// `code` holds a brace (its statements may have scope braces to split off).
-    braces: bool,
-    /// `code` holds a `[`: every memory access names its address in brackets, so a line without
-    /// one holds none (asked of every line by several passes).
-    brackets: bool,
-    /// `code` holds a `/`: a line without one neither opens nor closes a block comment (the
-    /// module-wide body scan asks this of every line).
-    slash: bool,
-}
-
-/// A `bool` computed on first use and kept, shared between threads: a pure function of what it
-/// describes, so two threads that both compute it store the same value (no `Once` needed, which
-/// costs a `OnceLock` ten times a relaxed load and store).
-#[derive(Debug, Default)]
-struct LazyFlag(std::sync::atomic::AtomicU8);
-
-impl LazyFlag {
-    const UNKNOWN: u8 = 0;
-
-    #[inline]
-    fn get_or_init(&self, f: impl FnOnce() -> bool) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        match self.0.load(Relaxed) {
-            Self::UNKNOWN => {
-                let v = f();
-                self.0.store(1 + u8::from(v), Relaxed);
-                v
-            }
-            known => known == 2,
-        }
-    }
-}
-
-impl Clone for LazyFlag {
-    fn clone(&self) -> Self {
-        LazyFlag(std::sync::atomic::AtomicU8::new(self.0.load(std::sync::atomic::Ordering::Relaxed)))
-    }
-}
-
-/// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
-/// directives, labels and other text that is no instruction), with its access classification
-/// made on first use ([`ParsedStmt::class`]): several passes ask it of the same statement.
-#[derive(Clone, Debug)]
-struct ParsedStmt<'a> {
-    text: &'a str,
-    /// A `;` ended it (scope braces split off a line have none).
-    terminated: bool,
-    instr: Option<Instr<'a>>,
-    class: std::sync::OnceLock<Classified>,
-}
-
-/// A line's parsed statements, boxed: held in place, a statement made every `Line` some 170
-/// bytes larger, parsed or not (blank lines, `.loc`s), and the lines are read into one vector on
-/// one thread before a split rewrite starts: its size was most of that serial read's time. Boxed,
-/// a statement is allocated where it is parsed, on the parts' threads.
-#[derive(Clone, Debug)]
-enum Stmts<'a> {
-    One(Box<ParsedStmt<'a>>),
-    /// None or several.
-    Many(Box<[ParsedStmt<'a>]>),
-}
-
-impl<'a> Stmts<'a> {
-    fn as_slice(&self) -> &[ParsedStmt<'a>] {
-        match self {
-            Stmts::One(s) => std::slice::from_ref(&**s),
-            Stmts::Many(s) => s,
-        }
-    }
-}
-
-impl<'a> ParsedStmt<'a> {
-    /// The registers it writes ([`Instr::dests`]; none when it is no instruction).
-    fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.instr.iter().flat_map(Instr::dests)
-    }
-
-    /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
-    #[inline]
-    fn class(&self) -> Option<&Classified> {
-        let ins = self.instr.as_ref()?;
-        Some(self.class.get_or_init(|| classify(ins, true)))
-    }
-
-    /// The access it makes, when it is one gasan checks.
-    #[inline]
-    fn checked_access(&self) -> Option<&access::Access> {
-        match self.class()? {
-            Classified::Check(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// The instruction and the access it makes, when it is one gasan checks.
-    fn checked(&self) -> Option<(&Instr<'_>, &access::Access)> {
-        Some((self.instr.as_ref()?, self.checked_access()?))
-    }
-}
-
-impl<'a> Line<'a> {
-    fn read(raw: &'a str) -> Self {
-        // The flags of the whole line first: without a `/` it holds no comment, and the flags
-        // of its code are the line's (trimming takes only whitespace). Most lines are read this
-        // way, in one pass.
-        let (mut braces, mut brackets, mut slash) = byte_flags(raw.as_bytes());
-        let stripped = if slash { strip_comment(raw) } else { raw };
-        let code = access::trim(stripped);
-        if slash {
-            (braces, brackets, slash) = byte_flags(code.as_bytes());
-        }
-        Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), ends_block: LazyFlag::default(), braces, brackets, slash }
-    }
-
-    /// [`has_block_comment_marker`] of the whole line, skipping the search where the line holds
-    /// no `/` (its code holds none and it has no `//` comment): most lines.
-    fn block_comment_marker(&self) -> bool {
-        (self.slash || self.stripped_len < self.raw.len()) && has_block_comment_marker(self.raw)
-    }
-
-    /// The part before any `//` comment.
-    #[inline]
-    fn stripped(&self) -> &'a str {
-        &self.raw[..self.stripped_len]
-    }
-
-    /// The line's statements with their parts, split on first use and kept for every pass.
-    #[inline]
-    fn stmts(&self) -> &[ParsedStmt<'a>] {
-        self.parsed
-            .get_or_init(|| {
-                let mut pieces = StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
-                let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
-                let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
-                let mut stmts = vec![first, second];
-                stmts.extend(pieces);
-                Stmts::Many(stmts.into_boxed_slice())
-            })
-            .as_slice()
-    }
-
-    /// The first statement's instruction: the line's one instruction where a pass knows the line
-    /// holds one statement.
-    #[inline]
-    fn first_instr(&self) -> Option<&Instr<'a>> {
-        self.stmts().first()?.instr.as_ref()
-    }
-
-    /// The line's instruction when it holds exactly one statement. Back edges are read this way:
-    /// the passes that move code around a loop's branch need it alone on its line.
-    fn sole_instr(&self) -> Option<&Instr<'a>> {
-        match self.stmts() {
-            [only] => only.instr.as_ref(),
-            _ => None,
-        }
-    }
-
-    /// Does the line end a basic block ([`ends_basic_block`] of its code)?
-    #[inline]
-    fn ends_block(&self) -> bool {
-        self.ends_block.get_or_init(|| ends_basic_block(self.code))
-    }
-
-    /// The first statement (with its classification): the line's one statement where a pass
-    /// knows the line holds one.
-    #[inline]
-    fn first_stmt(&self) -> Option<&ParsedStmt<'a>> {
-        self.stmts().first()
-    }
-
-    /// The registers its statements write.
-    fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.stmts().iter().flat_map(ParsedStmt::dests)
-    }
-
-    /// The same line, its parse kept, borrowing for the shorter `'s`: the rewritten lines of a
-    /// versioned module mix input lines with the versioning's own (`Versioned::take_lines`). (The
-    /// parse's `OnceCell` ties its lifetime exactly, so the cell is taken apart and rebuilt.)
-    fn shortened<'s>(self) -> Line<'s>
-    where
-        'a: 's,
-    {
-        let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped_len: self.stripped_len, code: self.code, parsed, ends_block: self.ends_block, braces: self.braces, brackets: self.brackets, slash: self.slash }
-    }
-
-    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
-    #[cfg(test)]
-    fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
-        raws.into_iter().map(Line::read).collect()
-    }
-
-    /// `read_all` of `text.split_inclusive('\n')`, the vector sized first (its lines counted
-    /// with `memchr`: collected, it grew by doubling and copied every line it held each time),
-    /// each line also given to `bodies` as it is read.
-    fn read_text_scanning(text: &'a str, bodies: &mut bodies::Scanner) -> Vec<Self> {
-        let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
-        // (`split_inclusive('\n')` cut with `memchr` directly: the `char` searcher's setup per
-        // line cost more than the search.)
-        let mut start = 0;
-        let mut push = |raw: &'a str| {
-            lines.push(Line::read(raw));
-            let i = lines.len() - 1;
-            bodies.line(i, &lines[i]);
-        };
-        for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
-            push(&text[start..=nl]);
-            start = nl + 1;
-        }
-        if start < text.len() {
-            push(&text[start..]);
-        }
-        lines
-    }
-
-    /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
-    /// apart ([`StatementPieces`]): every pass splits a line this way, so a statement's index on
-    /// its line means the same to all of them.
-    fn statements(&self) -> impl Iterator<Item = &'a str> {
-        StatementPieces::of(self.code, self.braces).map(|(text, _)| text)
-    }
-
-    /// The line's `.reg` declarations (`.reg .b32 %r<5>`), as [`RegTypes::declare`] takes them.
-    fn reg_declarations(&self) -> impl Iterator<Item = &'a str> {
-        self.statements().filter(|s| s.starts_with(".reg"))
-    }
-}
-
-/// A line's statements: its text cut at each `;`, each piece trimmed (empty ones skipped), with
-/// the scope braces that open or close inside a line split off as statements of their own, so
-/// that `{ .reg .pred p; setp.ne.b32 p, %r1, 0; @p ld.global.u32 %r2, [%rd1]; }` (one-line
-/// inline asm) is `{`, `.reg .pred p`, `setp...`, `@p ld...`, `}`. A brace is split off a
-/// piece's start or end only while the piece's braces do not balance, so vector operands
-/// (`{%r1, %r2}`) stay whole. Each statement comes with whether a `;` ended it.
-struct StatementPieces<'a> {
-    /// Text after the piece being split (`None`: the line is done).
-    rest: Option<&'a str>,
-    /// The current piece's braces split off its start and end, and what is between them.
-    lead: &'a str,
-    middle: &'a str,
-    trail: &'a str,
-    /// A `;` ended the current piece (its last statement gets it).
-    terminated: bool,
-    /// The line holds a brace at all (most do not: their pieces are only cut and trimmed).
-    braces: bool,
-}
-
-impl<'a> StatementPieces<'a> {
-    /// The statements of `code`; `braces`: it holds a brace.
-    fn of(code: &'a str, braces: bool) -> Self {
-        StatementPieces { rest: Some(code), lead: "", middle: "", trail: "", terminated: false, braces }
-    }
-
-    /// The next piece of the line up to its `;` (or the line's end), trimmed, and whether a `;`
-    /// ended it; `None` at the end of the line.
-    fn cut(&mut self) -> Option<(&'a str, bool)> {
-        let rest = self.rest?;
-        Some(match memchr::memchr(b';', rest.as_bytes()) {
-            Some(p) => {
-                self.rest = Some(&rest[p + 1..]);
-                (access::trim(&rest[..p]), true)
-            }
-            None => {
-                self.rest = None;
-                (access::trim(rest), false)
-            }
-        })
-    }
-
-    /// The first brace of `s` (skipping whitespace) and what follows it, if `s` holds one.
-    fn next_brace(s: &'a str) -> Option<(&'a str, &'a str)> {
-        let s = access::trim_start(s);
-        (!s.is_empty()).then(|| (&s[..1], &s[1..]))
-    }
-}
-
-impl<'a> Iterator for StatementPieces<'a> {
-    type Item = (&'a str, bool);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if !self.braces {
-            // Most lines: pieces cut at `;` and trimmed, nothing to split off.
-            loop {
-                let (piece, terminated) = self.cut()?;
-                if !piece.is_empty() {
-                    return Some((piece, terminated));
-                }
-            }
-        }
-        loop {
-            if let Some((brace, rest)) = Self::next_brace(self.lead) {
-                self.lead = rest;
-                let last = self.lead.trim().is_empty() && self.middle.is_empty() && self.trail.trim().is_empty();
-                return Some((brace, last && self.terminated));
-            }
-            if !self.middle.is_empty() {
-                let m = std::mem::take(&mut self.middle);
-                return Some((m, self.trail.trim().is_empty() && self.terminated));
-            }
-            if let Some((brace, rest)) = Self::next_brace(self.trail) {
-                self.trail = rest;
-                return Some((brace, self.trail.trim().is_empty() && self.terminated));
-            }
-            let (piece, terminated) = self.cut()?;
-            self.terminated = terminated;
-            (self.lead, self.middle, self.trail) = split_scope_braces(piece);
-        }
-    }
-}
-
-/// `piece` as (its leading scope braces, the statement between them, its trailing scope braces):
-/// a brace at either end is split off while the piece's braces do not balance in its direction.
-fn split_scope_braces(piece: &str) -> (&str, &str, &str) {
-    let (mut opens, mut closes) = count_braces(piece);
-    let (mut start, mut end) = (0, piece.len());
-    loop {
-        let inner = &piece[start..end];
-        let body_start = start + (inner.len() - inner.trim_start().len());
-        let body = inner.trim();
-        let unbalanced = |b: u8| (b == b'{' && opens > closes) || (b == b'}' && closes > opens);
-        let brace = match (body.bytes().next(), body.bytes().last()) {
-            (Some(b), _) if unbalanced(b) => {
-                start = body_start + 1;
-                b
-            }
-            (_, Some(b)) if unbalanced(b) => {
-                end = body_start + body.len() - 1;
-                b
-            }
-            _ => break,
-        };
-        if brace == b'{' {
-            opens -= 1;
-        } else {
-            closes -= 1;
-        }
-    }
-    (&piece[..start], piece[start..end].trim(), &piece[end..])
-}
-
 /// The whitespace a line starts with: the indent of the lines written for it (borrowed, not
 /// copied: every access line has one).
 fn leading_whitespace(line: &str) -> &str {
     &line[..line.len() - line.trim_start().len()]
-}
-
-/// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
-/// first byte is searched with `memchr`, which reads a word or a vector at a time).
-#[inline]
-fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
-    let bytes = s.as_bytes();
-    let mut from = 0;
-    while let Some(i) = memchr::memchr(a, &bytes[from..]) {
-        let i = from + i;
-        if bytes.get(i + 1) == Some(&b) {
-            return Some(i);
-        }
-        from = i + 1;
-    }
-    None
 }
 
 /// Whether `s` contains one of `words`, each of which starts with `.` (a directive or qualifier
@@ -788,151 +438,6 @@ struct FuncState {
     bounds: Option<bounds::ParamBounds>,
 }
 
-/// Declared register types of the current function: `%r<5>` ranges and explicit names. (A
-/// declaration's type is shared by the names it declares, not copied for each.) A function
-/// declares a handful of ranges (`%p`, `%r`, `%rd`, `%f`, ...): they are kept in a short list
-/// searched in order, indexed by a map only past [`RegTypes::LIST_PREFIXES`], with their names held
-/// inline when short; the common types are static strings. No allocation for most declarations.
-#[derive(Default, Clone)]
-struct RegTypes {
-    prefixes: Vec<(ShortName, RegType)>,
-    /// Position of each prefix in `prefixes`, once there are more than [`RegTypes::LIST_PREFIXES`].
-    prefix_index: HashMap<String, usize>,
-    names: HashMap<String, RegType>,
-}
-
-/// A register name or prefix, inline when it fits.
-#[derive(Clone)]
-enum ShortName {
-    Inline { len: u8, bytes: [u8; 15] },
-    Heap(Box<str>),
-}
-
-impl ShortName {
-    fn new(s: &str) -> Self {
-        match u8::try_from(s.len()) {
-            Ok(len) if s.len() <= 15 => {
-                let mut bytes = [0; 15];
-                bytes[..s.len()].copy_from_slice(s.as_bytes());
-                ShortName::Inline { len, bytes }
-            }
-            _ => ShortName::Heap(s.into()),
-        }
-    }
-
-    fn is(&self, s: &str) -> bool {
-        match self {
-            ShortName::Inline { len, bytes } => &bytes[..usize::from(*len)] == s.as_bytes(),
-            ShortName::Heap(h) => **h == *s,
-        }
-    }
-}
-
-/// A declared register type (without its `.`): one of PTX's usual types, or any other text.
-#[derive(Clone)]
-enum RegType {
-    Common(&'static str),
-    Other(std::sync::Arc<str>),
-}
-
-impl RegType {
-    const COMMON: [&'static str; 22] =
-        ["pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128"];
-
-    fn new(ty: &str) -> Self {
-        match Self::COMMON.iter().find(|c| **c == ty) {
-            Some(c) => RegType::Common(c),
-            None => RegType::Other(ty.into()),
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            RegType::Common(c) => c,
-            RegType::Other(o) => o,
-        }
-    }
-}
-
-impl RegTypes {
-    /// Most prefixes searched in a list; past them, a map indexes the list.
-    const LIST_PREFIXES: usize = 16;
-
-    fn declare(&mut self, decl: &str) {
-        // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
-        let Some((_, rest)) = decl.trim_start().split_once(char::is_whitespace) else { return }; // .reg
-        let rest = rest.trim_start();
-        let (ty, names) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-        if ty.is_empty() {
-            return;
-        }
-        let ty = RegType::new(ty.trim_start_matches('.'));
-        for name in names.split(',') {
-            // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
-            let name: std::borrow::Cow<'_, str> = match name.trim() {
-                n if n.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')) || !n.is_ascii() && n.contains(char::is_whitespace) => {
-                    n.split_whitespace().collect::<Vec<_>>().join(" ").into()
-                }
-                n => n.into(),
-            };
-            let name = name.as_ref();
-            if let Some(p) = memchr::memchr(b'<', name.as_bytes()) {
-                self.set_prefix(&name[..p], ty.clone());
-            } else if !name.is_empty() {
-                self.names.insert(name.to_string(), ty.clone());
-            }
-        }
-    }
-
-    fn set_prefix(&mut self, prefix: &str, ty: RegType) {
-        match self.prefix_at(prefix) {
-            Some(k) => self.prefixes[k].1 = ty,
-            None => {
-                self.prefixes.push((ShortName::new(prefix), ty));
-                if self.prefixes.len() > Self::LIST_PREFIXES {
-                    if self.prefix_index.is_empty() {
-                        for (k, (p, _)) in self.prefixes.iter().enumerate() {
-                            let p = match p {
-                                ShortName::Inline { len, bytes } => String::from_utf8_lossy(&bytes[..usize::from(*len)]).into_owned(),
-                                ShortName::Heap(h) => h.to_string(),
-                            };
-                            self.prefix_index.insert(p, k);
-                        }
-                    } else {
-                        self.prefix_index.insert(prefix.to_string(), self.prefixes.len() - 1);
-                    }
-                }
-            }
-        }
-    }
-
-    fn prefix_at(&self, prefix: &str) -> Option<usize> {
-        if self.prefixes.len() > Self::LIST_PREFIXES {
-            self.prefix_index.get(prefix).copied()
-        } else {
-            self.prefixes.iter().position(|(p, _)| p.is(prefix))
-        }
-    }
-
-    fn type_of(&self, reg: &str) -> Option<&str> {
-        if let Some(t) = self.names.get(reg) {
-            return Some(t.as_str());
-        }
-        let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
-        self.prefix_at(prefix).map(|k| self.prefixes[k].1.as_str())
-    }
-}
-
-pub(crate) fn type_bits(ty: &str) -> Option<u32> {
-    // The digits after the first character (ASCII: found by bytes, sliced, not collected).
-    let rest = ty.chars().next().map_or("", |c| &ty[c.len_utf8()..]);
-    let digits = &rest[..rest.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(rest.len())];
-    match ty {
-        "pred" => None,
-        _ => digits.parse().ok().filter(|b| [8, 16, 32, 64, 128].contains(b)),
-    }
-}
-
 struct Rewriter<'a> {
     src: &'a str,
     opts: InstrumentOptions,
@@ -960,11 +465,6 @@ struct Rewriter<'a> {
 
 impl<'a> Rewriter<'a> {
     fn new(src: &'a str, opts: InstrumentOptions) -> Result<Self, PtxError> {
-        // (`memmem`: whole-module searches are serial time of every rewrite, and its vector
-        // search reads the text several times faster than `str::contains`.)
-        if memchr::memmem::find(src.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
-            return Err(PtxError::AlreadyInstrumented);
-        }
         let header = parse_header(src)?;
         Ok(Self {
             src,
@@ -1272,11 +772,7 @@ impl<'a> Rewriter<'a> {
         let in_body = w.func.is_some() && !opened_now;
         let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { Self::classify_line(&plans.module.lines[i]) } else { (false, false) };
         if let (Some(f), true) = (w.func.as_mut(), in_body) {
-            if t.starts_with(".reg") {
-                for decl in plans.module.lines[i].reg_declarations() {
-                    f.reg_types.declare(decl);
-                }
-            }
+            f.reg_types.declare_line(&plans.module.lines[i]);
         }
 
         if line_has_memory {
@@ -1290,7 +786,7 @@ impl<'a> Rewriter<'a> {
                     self.close_body(f, &plans.module.lines[i]);
                 }
             } else if let Some(f) = w.func.as_mut() {
-                if plans.module.lines[i].ends_block() {
+                if plans.module.lines[i].kills_checks() {
                     f.block_checks.clear();
                 } else {
                     invalidate_defs(f, plans.module.lines[i].dests());
@@ -1484,7 +980,7 @@ impl<'a> Rewriter<'a> {
 
     /// Before a body's closing line: its out-of-line report blocks.
     fn close_body(&mut self, f: &mut FuncState, line: &Line<'_>) {
-        if line.ends_block() {
+        if line.kills_checks() {
             f.block_checks.clear();
         } else {
             invalidate_defs(f, line.dests());
@@ -1637,7 +1133,7 @@ impl<'a> Rewriter<'a> {
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
     fn classify_line(line: &Line<'_>) -> (bool, bool) {
         let t = line.code;
-        if t.is_empty() || t.starts_with('.') || t.ends_with(':') {
+        if t.is_empty() || t.starts_with('.') || line.label().is_some() {
             return (false, false);
         }
         // Every PTX memory access names its address in brackets: most lines are decided here,
@@ -1688,7 +1184,7 @@ impl<'a> Rewriter<'a> {
         };
         let access = match class {
             Classified::NotMemory => {
-                if ends_basic_block(stmt) {
+                if kills_checks(stmt) {
                     f.block_checks.clear();
                 } else {
                     invalidate_defs(f, parsed.dests());
@@ -1963,9 +1459,9 @@ fn drop_in_parts(mut lines: Vec<Line<'_>>, n: usize) {
         let mut chunks = lines.chunks_mut(piece);
         let first = chunks.next();
         for chunk in chunks {
-            s.spawn(move || chunk.iter_mut().for_each(|l| drop(l.parsed.take())));
+            s.spawn(move || chunk.iter_mut().for_each(|l| l.drop_parse()));
         }
-        first.into_iter().flatten().for_each(|l| drop(l.parsed.take()));
+        first.into_iter().flatten().for_each(|l| l.drop_parse());
     });
     drop(lines);
 }
@@ -2100,16 +1596,6 @@ impl std::hash::Hasher for LineHasher {
     }
 }
 
-/// Opening and closing braces on a line, in one pass.
-fn count_braces(t: &str) -> (i32, i32) {
-    t.bytes().fold((0, 0), |(o, c), b| (o + i32::from(b == b'{'), c + i32::from(b == b'}')))
-}
-
-/// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
-fn has_block_comment_marker(line: &str) -> bool {
-    line.contains('*') && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
-}
-
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
@@ -2172,87 +1658,6 @@ impl Sites {
     fn get_mut(&mut self, id: u32) -> &mut Site {
         &mut self.table.sites[(id - self.base) as usize]
     }
-}
-
-/// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
-fn function_name(t: &str) -> Option<String> {
-    let pos = t.find(".entry").map(|p| p + 6).or_else(|| {
-        let p = t.find(".func")?;
-        Some(p + 5)
-    })?;
-    if t.trim_end().ends_with(';') {
-        // A prototype declaration, no body.
-        return None;
-    }
-    let mut rest = t[pos..].trim_start();
-    if rest.starts_with('(') {
-        // Return parameter list: skip to its close.
-        let close = rest.find(')')?;
-        rest = rest[close + 1..].trim_start();
-    }
-    // (ASCII bytes only, so a byte search ends where the char one did, without a String built a char at a time.)
-    let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(rest.len());
-    (end > 0).then(|| rest[..end].to_string())
-}
-
-/// Whether control reaches the label on line `label_line` by falling through from the statement
-/// before it: that statement is complete (`;`, a label, a scope brace) and not an unconditional
-/// jump (`bra`, `brx`, `ret`, `exit`, `trap` without a guard). Loop versioning (loops.rs) and
-/// loop pipelining (prefetch.rs) both need a loop entered this way, besides its own back edge.
-fn falls_through_to(lines: &[Line<'_>], label_line: usize) -> bool {
-    let Some(before) = lines[..label_line].iter().rev().find(|l| !l.code.is_empty()) else {
-        return false;
-    };
-    let code = before.code;
-    if !(code.ends_with(';') || code.ends_with(':') || code.ends_with('}') || code.ends_with('{')) {
-        return false;
-    }
-    // The line's last statement is the one control leaves it by.
-    let last = before.stmts().last().and_then(|s| s.instr.as_ref());
-    !last.is_some_and(|i| i.guard.is_none() && i.opcode.op.jumps_away())
-}
-
-/// Statements after which no earlier check can be assumed to still hold for the same register, or
-/// that end a basic block: labels, branches, calls, returns, barriers and fences.
-fn ends_basic_block(t: &str) -> bool {
-    let t = access::trim(t);
-    if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
-        return true;
-    }
-    let (text, _) = opcode_and_rest(t);
-    // The names of `Op::transfers_control` and of the barriers, fences, atomics and reductions
-    // (matched as text: asked of every line, and these fourteen are fewer to compare than all the
-    // names `Op::from_name` knows).
-    let name = text.bytes().position(|b| b == b'.').map_or(text, |p| &text[..p]);
-    matches!(name, "bra" | "brx" | "call" | "ret" | "exit" | "trap" | "brkpt" | "bar" | "barrier" | "fence" | "membar" | "atom" | "red" | "mbarrier") || text.starts_with("cp.async.wait")
-}
-
-/// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
-fn opcode_and_rest(t: &str) -> (&str, &str) {
-    let mut t = access::trim_start(t);
-    if t.starts_with('@') {
-        t = access::trim_start(split_at_whitespace(t).map_or("", |(_, r)| r));
-    }
-    match split_at_whitespace(t) {
-        Some((op, rest)) => (op, rest),
-        None => (t.trim_end_matches(';'), ""),
-    }
-}
-
-/// `t.split_once(char::is_whitespace)`, byte by byte while the text is ASCII (statements almost
-/// always are): a `char` searcher decodes every character first.
-fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
-    for (i, &b) in t.as_bytes().iter().enumerate() {
-        if b >= 0x80 {
-            // The first non-ASCII byte starts a character: the general search from there.
-            let (j, c) = t[i..].char_indices().find(|(_, c)| c.is_whitespace())?;
-            return Some((&t[..i + j], &t[i + j + c.len_utf8()..]));
-        }
-        if matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r') {
-            return Some((&t[..i], &t[i + 1..]));
-        }
-    }
-    None
 }
 
 /// Forgets checks whose address register these writes redefine.
@@ -2331,38 +1736,6 @@ impl BlockChecks {
 }
 
 #[cfg(test)]
-mod fall_through_tests {
-    use super::falls_through_to;
-
-    /// A loop label is entered by falling through unless an unguarded jump (or an unfinished
-    /// statement) comes before it; comments and blank lines in between do not count.
-    #[test]
-    fn labels_are_entered_by_falling_through_unless_a_jump_precedes_them() {
-        for (before, falls) in [
-            ("\tadd.s32 %r1, %r1, 1;", true),
-            ("\t@%p1 bra $L__BB0_9;", true),
-            ("\tbra.uni $L__BB0_9;", false),
-            // A line of several statements is left by its last one.
-            ("\tadd.s32 %r1, %r1, 1; bra.uni $L__BB0_9;", false),
-            ("\tadd.s32 %r1, %r1, 1; @%p1 bra $L__BB0_9;", true),
-            ("\tbra $L__BB0_9;", false),
-            ("\tbrx.idx %r2, $L_targets;", false),
-            ("\tret;", false),
-            ("\texit;", false),
-            ("\ttrap;", false),
-            ("$L__BB0_1:", true),
-            ("{", true),
-            ("}", true),
-            ("\tcall.uni (retval0),", false),
-        ] {
-            let lines = [before, "\t// a comment", "", "$L__BB0_2:"];
-            assert_eq!(falls_through_to(&super::Line::read_all(lines), 3), falls, "{before:?}");
-        }
-        assert!(!falls_through_to(&super::Line::read_all(["$L__BB0_2:"]), 0), "nothing before the label");
-    }
-}
-
-#[cfg(test)]
 mod loc_tests {
     use super::LocChain;
 
@@ -2385,53 +1758,4 @@ mod loc_tests {
         assert_eq!(c.resolve(" 4 7", &f), None);
         assert_eq!(c.resolve(" 4 7 1, inlined_at 5", &f), None);
     }
-}
-
-#[cfg(test)]
-mod statement_pieces_tests {
-    use super::StatementPieces;
-    use proptest::prelude::*;
-
-    fn pieces(code: &str) -> Vec<(&str, bool)> {
-        StatementPieces::of(code, code.contains(['{', '}'])).collect()
-    }
-
-    #[test]
-    fn scope_braces_on_a_line_are_statements_of_their_own() {
-        assert_eq!(
-            pieces("{ .reg .pred p; setp.ne.b32 p, %r1, 0; @p ld.global.u32 %r2, [%rd1]; }"),
-            [("{", false), (".reg .pred p", true), ("setp.ne.b32 p, %r1, 0", true), ("@p ld.global.u32 %r2, [%rd1]", true), ("}", false)]
-        );
-        // Vector operands stay whole; a brace that balances inside a piece is not split off.
-        assert_eq!(pieces("st.global.v2.u32 [%rd1], {%r1, %r2};"), [("st.global.v2.u32 [%rd1], {%r1, %r2}", true)]);
-        assert_eq!(pieces("ld.global.v2.u32 {%r1, %r2}, [%rd1]; }"), [("ld.global.v2.u32 {%r1, %r2}, [%rd1]", true), ("}", false)]);
-        assert_eq!(pieces("} ld.global.f32 %f1, [%rd1];"), [("}", false), ("ld.global.f32 %f1, [%rd1]", true)]);
-        assert_eq!(pieces("{{"), [("{", false), ("{", false)]);
-        // Unchanged where there is no brace: cut at `;`, trimmed, empty pieces dropped.
-        assert_eq!(pieces(";; add.s32 %r1, %r1, 1 ;x"), [("add.s32 %r1, %r1, 1", true), ("x", false)]);
-        assert_eq!(pieces(".visible .entry m() { ret; }"), [(".visible .entry m() { ret", true), ("}", false)]);
-    }
-
-    proptest! {
-        #[test]
-        fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
-                prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));
-            }
-
-        #[test]
-        fn ascii_trims_are_trims(t in "[ a-z\t\n\r\u{b}\u{c}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
-                prop_assert_eq!(super::access::trim(&t), t.trim());
-                prop_assert_eq!(super::access::trim_start(&t), t.trim_start());
-                prop_assert_eq!(super::access::trim_end(&t), t.trim_end());
-            }
-
-            #[test]
-    fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
-                let ps = pieces(&code);
-                let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
-                prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
-                prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
-                prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
-            }
-        }
 }

@@ -28,6 +28,7 @@ use super::access::Operands;
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::opcode::Op;
+use super::stmt::ends_statement;
 use super::{Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
@@ -233,10 +234,7 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
     let start = sc.block_start(j)?;
     let lines = sc.lines;
     let label_line = start.checked_sub(1)?;
-    let label = lines[label_line].code.strip_suffix(':')?.trim();
-    if label.is_empty() || label.contains(char::is_whitespace) {
-        return None;
-    }
+    lines[label_line].label()?;
     // The block ends at a branch back to its own label.
     if !sc.bodies.interior(label_line) {
         return None;
@@ -247,22 +245,15 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
         Some((open, close)) if open < k => k < close,
         _ => sc.bodies.interior(k),
     };
-    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].ends_block()))?;
+    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].kills_checks()))?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
     if lines[j..=back_edge].iter().any(Line::block_comment_marker) {
         return None;
     }
-    let edge = lines[back_edge].sole_instr()?;
-    if !matches!(edge.opcode.text, "bra" | "bra.uni") || edge.operands.as_slice() != [label] {
-        return None;
-    }
     // Entered only by falling through from the preheader, and left only at the back edge.
-    if branches.refs(sc.bodies, label_line, label) != 1 {
-        return None;
-    }
-    if !super::falls_through_to(lines, label_line) {
+    if branches.single_block_loop(lines, sc.bodies, label_line, back_edge)?.other_entries != 0 {
         return None;
     }
     // This iteration's address from values at the top of the body.
@@ -356,7 +347,7 @@ impl<'l, 'a> Scan<'l, 'a> {
             }
             let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !interior(k) || (!code.is_empty() && (self.lines[k].ends_block() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
+            if !interior(k) || (!code.is_empty() && (self.lines[k].kills_checks() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
                 state = Some(k + 1);
                 break;
             }
@@ -365,7 +356,7 @@ impl<'l, 'a> Scan<'l, 'a> {
         let start = state.map(|s| s.max(j.saturating_sub(WINDOW))).filter(|&s| {
             // The start must begin a statement: the code line before it ends one.
             let before = self.lines[..s].iter().rev().map(|l| l.code).find(|c| !c.is_empty());
-            !matches!(before, Some(c) if !(c.ends_with(';') || c.ends_with(':') || c.ends_with('{') || c.ends_with('}') || c.starts_with('.')))
+            !matches!(before, Some(c) if !(ends_statement(c) || c.starts_with('.')))
         });
         self.starts.insert(j, start);
         start

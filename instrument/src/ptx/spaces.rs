@@ -46,6 +46,7 @@ use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase,
 use super::bodies::{Bodies, Body};
 use super::emit::{ln, Lines, Piece};
 use super::opcode::Op;
+use super::stmt::{ends_block, falls_through};
 use super::{Line, ParsedStmt};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::FxHashMap as HashMap;
@@ -1118,16 +1119,11 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
         // Every access's check, guarded or not, for the cross-block pass below.
         let mut planned: HashMap<(usize, usize), SpaceCheck> = HashMap::default();
         for (i, line) in body_lines(lines, b, b.open + 1) {
-            let t = line.code;
             let loc = locs[i];
-            if t.starts_with(".reg") {
-                for decl in line.reg_declarations() {
-                    regs.declare(decl);
-                }
-            }
+            regs.declare_line(line);
             let memory = !skip.contains(&i) && super::Rewriter::classify_line(line).0;
             if !memory {
-                if line.ends_block() {
+                if line.kills_checks() {
                     close(&mut open, &mut roles, None);
                 } else {
                     for d in line.dests() {
@@ -1176,7 +1172,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                             }
                         }
                     }
-                    if super::ends_basic_block(stmt) {
+                    if super::kills_checks(stmt) {
                         close(&mut open, &mut roles, None);
                     } else {
                         for d in st.dests() {
@@ -1293,10 +1289,9 @@ fn available_checks<'a, 'p>(lines: &[Line<'a>], b: &Body, planned: &'p HashMap<(
         }
     };
     for (i, line) in body_lines(lines, b, b.open + 1) {
-        let t = line.code;
-        if let Some(name) = t.strip_suffix(':') {
+        if let Some(name) = line.label() {
             new_block(&mut blocks);
-            labels.insert(name.trim(), blocks.len() - 1);
+            labels.insert(name, blocks.len() - 1);
             continue;
         }
         for (j, st) in line.stmts().iter().enumerate() {
@@ -1322,19 +1317,18 @@ fn available_checks<'a, 'p>(lines: &[Line<'a>], b: &Body, planned: &'p HashMap<(
             if !writes.is_empty() {
                 block.steps.push(Step::Writes(writes));
             }
-            match ins.opcode.op {
-                Op::Brx => return,
-                Op::Bra => {
-                    let Some(target) = ins.operands.first() else { return };
-                    block.targets.push(target.trim());
-                    block.falls_through = ins.guard.is_some();
-                    new_block(&mut blocks);
+            if ends_block(ins) {
+                match ins.opcode.op {
+                    // (Its targets are a table's: not followed.)
+                    Op::Brx => return,
+                    Op::Bra => {
+                        let Some(target) = ins.operands.first() else { return };
+                        block.targets.push(target.trim());
+                    }
+                    _ => {}
                 }
-                op if op.jumps_away() => {
-                    block.falls_through = ins.guard.is_some();
-                    new_block(&mut blocks);
-                }
-                _ => {}
+                block.falls_through = falls_through(ins);
+                new_block(&mut blocks);
             }
         }
     }

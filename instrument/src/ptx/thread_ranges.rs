@@ -20,6 +20,7 @@ use super::access::{parse_int, Instr};
 use super::bodies::Body;
 use super::opcode::Op;
 use super::spaces::{Base, SpaceCheck};
+use super::stmt::falls_through;
 use super::Line;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -220,14 +221,14 @@ impl<'a> ThreadValues<'a> {
         let (line, stmt) = key;
         for i in (b.open + 1..=line).rev() {
             let l = &lines[i];
-            if l.code.ends_with(':') {
+            if l.label().is_some() {
                 break;
             }
             let stmts = l.stmts();
             let upto = if i == line { stmt } else { stmts.len() };
             for s in stmts[..upto].iter().rev() {
                 let Some(ins) = s.instr.as_ref() else { continue };
-                if ins.opcode.op.jumps_away() && ins.guard.is_none() {
+                if !falls_through(ins) {
                     return ranges; // reached only through a label: stop here
                 }
                 if ins.opcode.op != Op::Bra {
@@ -307,9 +308,7 @@ mod tests {
         let mut regs = RegTypes::default();
         let mut out = Vec::new();
         for i in b.open + 1..=b.close {
-            for decl in lines[i].reg_declarations() {
-                regs.declare(decl);
-            }
+            regs.declare_line(&lines[i]);
             for (j, st) in lines[i].stmts().iter().enumerate() {
                 let reg_bits = |r: &str| regs.type_of(r).and_then(super::super::type_bits);
                 if let Some(c) = st.instr.as_ref().and_then(|ins| plan(ins, &m, f, &reg_bits)) {

@@ -3,12 +3,21 @@
 //! imports nothing else of `ptx/`: `ir` <- plans <- emission <- the rewrite (the test below
 //! enforces the first arrow; the rest of `ptx/` still moves in).
 //!
-//! Here so far: the opcode table (opcode.rs), the statement decoder and the access classifier
-//! (access.rs), and where labels are (labels.rs: every label on a line of its own).
+//! Here so far: the module's header (header.rs: `.version`, `.target`, `.address_size`; exported
+//! as [`crate::ptx::PtxHeader`]), a line and its statements (line.rs), what a statement does to control flow and
+//! to earlier checks (stmt.rs), the opcode table (opcode.rs), the statement decoder and the
+//! access classifier (access.rs), where labels are (labels.rs: every label on a line of its own),
+//! register types (regs.rs), where function bodies are (bodies.rs) and their labels, branches and loops (cfg.rs).
 
 pub(in crate::ptx) mod access;
+pub(in crate::ptx) mod bodies;
+pub(in crate::ptx) mod cfg;
+pub(in crate::ptx) mod header;
 pub(in crate::ptx) mod labels;
+pub(in crate::ptx) mod line;
 pub(in crate::ptx) mod opcode;
+pub(in crate::ptx) mod regs;
+pub(in crate::ptx) mod stmt;
 
 #[cfg(test)]
 mod tests {

@@ -12,11 +12,11 @@
 //! block comments count no braces. A body still open at the end runs to the end (the rewriter
 //! reports the module unbalanced).
 
-use super::{count_braces, find_pair, function_name, Line};
+use super::line::{count_braces, find_pair, Line};
 
 /// One function body.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Body {
+pub(in crate::ptx) struct Body {
     pub name: String,
     /// A kernel (`.entry`), not a device function.
     pub entry: bool,
@@ -28,7 +28,7 @@ pub(super) struct Body {
 
 /// The module's bodies in line order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Bodies {
+pub(in crate::ptx) struct Bodies {
     list: Vec<Body>,
 }
 
@@ -90,7 +90,7 @@ impl Bodies {
 /// [`Bodies::scan`] a line at a time: the rewriter scans each line as it reads it, while the
 /// line is in cache (a second pass over the lines read them from memory again).
 #[derive(Default)]
-pub(super) struct Scanner {
+pub(in crate::ptx) struct Scanner {
     list: Vec<Body>,
     depth: i64,
     in_block_comment: bool,
@@ -147,6 +147,27 @@ impl Scanner {
         }
         Bodies { list: self.list }
     }
+}
+
+/// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
+pub(in crate::ptx) fn function_name(t: &str) -> Option<String> {
+    let pos = t.find(".entry").map(|p| p + 6).or_else(|| {
+        let p = t.find(".func")?;
+        Some(p + 5)
+    })?;
+    if t.trim_end().ends_with(';') {
+        // A prototype declaration, no body.
+        return None;
+    }
+    let mut rest = t[pos..].trim_start();
+    if rest.starts_with('(') {
+        // Return parameter list: skip to its close.
+        let close = rest.find(')')?;
+        rest = rest[close + 1..].trim_start();
+    }
+    // (ASCII bytes only, so a byte search ends where the char one did, without a String built a char at a time.)
+    let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_string())
 }
 
 #[cfg(test)]

@@ -5,19 +5,20 @@
 //! label of another function that happens to share its name).
 
 use super::bodies::Bodies;
+use super::line::Line;
 use super::opcode::Op;
-use super::Line;
+use super::stmt::falls_through_to;
 use rustc_hash::FxHashMap as HashMap;
 
 /// A branch back to a label earlier in its body: the end of a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct BackEdge {
+pub(in crate::ptx) struct BackEdge {
     pub label_line: usize,
     pub branch_line: usize,
 }
 
 #[derive(Default)]
-pub(super) struct Branches<'a> {
+pub(in crate::ptx) struct Branches<'a> {
     /// How often a label is named by branches (`bra`, `brx.idx` targets via `.branchtargets`),
     /// keyed by its body's opening line and its name.
     refs: HashMap<(usize, &'a str), usize>,
@@ -38,8 +39,8 @@ impl<'a> Branches<'a> {
             let end = body.close.min(lines.len());
             for (k, line) in lines.iter().enumerate().take(end).skip(body.open + 1) {
                 let code = line.code;
-                if let Some(name) = code.strip_suffix(':') {
-                    labels.insert(name.trim(), k);
+                if let Some(name) = line.label() {
+                    labels.insert(name, k);
                     continue;
                 }
                 // Only labels and branches matter: this runs over every line.
@@ -105,6 +106,35 @@ impl<'a> Branches<'a> {
     }
 }
 
+/// A loop of one basic block as both loop versioning (loops.rs) and loop pipelining (prefetch.rs)
+/// read it: a label entered by falling through from the statement before it, and a back edge
+/// `bra LABEL` (naming nothing else) alone on its line. What lies between is each pass's own
+/// question (versioning walks one statement a line symbolically; pipelining moves code inside
+/// its check window), as is what it needs of the two facts here.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::ptx) struct SingleBlockLoop<'a> {
+    pub label: &'a str,
+    /// The back edge has a guard (`@%p bra`): the loop can end there.
+    pub guarded: bool,
+    /// Branches other than the back edge that name the label (each enters the loop without
+    /// passing the code before its label).
+    pub other_entries: usize,
+}
+
+impl Branches<'_> {
+    /// The loop from the label on line `label_line` to the back edge on line `back_edge`, when
+    /// it is a [`SingleBlockLoop`].
+    pub fn single_block_loop<'l>(&self, lines: &[Line<'l>], bodies: &Bodies, label_line: usize, back_edge: usize) -> Option<SingleBlockLoop<'l>> {
+        let label = lines[label_line].label()?;
+        let edge = lines[back_edge].sole_instr()?;
+        if edge.opcode.op != Op::Bra || edge.operands.as_slice() != [label] || !falls_through_to(lines, label_line) {
+            return None;
+        }
+        let other_entries = self.refs(bodies, label_line, label).saturating_sub(1);
+        Some(SingleBlockLoop { label, guarded: edge.guard.is_some(), other_entries })
+    }
+}
+
 /// Does `code` hold "bra" or "brx" (`bra`, `brx.idx`, `.branchtargets`)? One pass over its `b`s:
 /// most lines hold several (`.b32`), few a branch.
 fn names_branch(code: &str) -> bool {
@@ -121,7 +151,7 @@ mod tests {
         let bodies = Bodies::scan(&lines);
         let b = Branches::scan(&lines, &bodies);
         let in_loop = (0..lines.len()).map(|i| b.in_loop(i)).collect();
-        let refs = (0..lines.len()).map(|i| lines[i].code.strip_suffix(':').map_or(0, |l| b.refs(&bodies, i, l.trim()))).collect();
+        let refs = (0..lines.len()).map(|i| lines[i].label().map_or(0, |l| b.refs(&bodies, i, l))).collect();
         (b.back_edges().to_vec(), in_loop, refs)
     }
 
@@ -137,6 +167,36 @@ mod tests {
         assert_eq!(looping, [2, 3, 4, 12, 13]);
         // f's $L1 is named once, f's $L2 once, g's $L1 twice.
         assert_eq!((refs[2], refs[6], refs[12]), (1, 1, 2));
+    }
+
+    /// The single-block loops of a body: the label's entry, the back edge's form and the other
+    /// branches to the label decide it, each asked the same way by versioning and pipelining.
+    #[test]
+    fn single_block_loops_are_a_label_entered_by_falling_through_and_its_back_edge() {
+        let text = ".entry f()\n{\nmov.u32 %r1, 0;\n$L1:\nadd.s32 %r1, %r1, 1;\n@%p1 bra $L1;\n\
+                    mov.u32 %r3, 0;\n$L2:\nadd.s32 %r1, %r1, 1;\nbra.uni $L2;\n\
+                    bra.uni $L3;\n$L3:\nadd.s32 %r1, %r1, 1;\n@%p1 bra $L3;\n\
+                    mov.u32 %r2, 0;\n$L4:\nadd.s32 %r1, %r1, 1; @%p1 bra $L4;\n\
+                    @%p2 bra $L5;\n$L5:\nadd.s32 %r1, %r1, 1;\n@%p1 bra $L5;\nret;\n}\n";
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let bodies = Bodies::scan(&lines);
+        let b = Branches::scan(&lines, &bodies);
+        let loops: Vec<_> = b.back_edges().iter().map(|e| b.single_block_loop(&lines, &bodies, e.label_line, e.branch_line).map(|l| (l.label, l.guarded, l.other_entries))).collect();
+        assert_eq!(
+            loops,
+            [
+                // Entered by falling through, a guarded back edge alone on its line.
+                Some(("$L1", true, 0)),
+                // An unguarded back edge (a loop only a trap or an exit could leave).
+                Some(("$L2", false, 0)),
+                // Entered only by the jump before it: no loop of one block entered from above.
+                None,
+                // The back edge shares its line: not alone on it.
+                None,
+                // Also entered by a branch from above.
+                Some(("$L5", true, 1)),
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,468 @@
+//! A line of the module as every pass reads it (split from its comment and trimmed once), its
+//! statements (split once, on first use), and the byte scans the line reader is built from.
+
+use super::access::{self, classify, split_instr, Classified, Instr};
+use super::bodies;
+use super::stmt::{kills_checks, label};
+
+/// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
+pub(in crate::ptx) fn strip_comment(line: &str) -> &str {
+    match find_pair(line, b'/', b'/') {
+        Some(p) if memchr::memchr(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
+        _ => line,
+    }
+}
+
+/// Whether `s` holds a brace, a `[`, a `/`: one pass over a line for all three, a table lookup
+/// a byte (three compares a byte were a fifth of reading a module).
+pub(in crate::ptx) fn byte_flags(s: &[u8]) -> (bool, bool, bool) {
+    const BRACE: u8 = 1;
+    const BRACKET: u8 = 2;
+    const SLASH: u8 = 4;
+    const CLASS: [u8; 256] = {
+        let mut t = [0; 256];
+        t[b'{' as usize] = BRACE;
+        t[b'}' as usize] = BRACE;
+        t[b'[' as usize] = BRACKET;
+        t[b'/' as usize] = SLASH;
+        t
+    };
+    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
+    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH != 0)
+}
+
+/// A line of the module body as every pass reads it: split from its `//` comment and trimmed
+/// once, not by each pass again; its statements split into their parts once, on first use
+/// ([`Line::stmts`]).
+#[derive(Clone, Debug)]
+pub(in crate::ptx) struct Line<'a> {
+    /// As written, newline included.
+    pub(in crate::ptx) raw: &'a str,
+    /// The length of the part before any `//` comment ([`Line::stripped`]; a length, not a
+    /// second `&str`: every pass reads the lines, and each byte of a line costs them all).
+    stripped_len: usize,
+    /// `stripped` without surrounding whitespace: the statement text the passes parse.
+    pub(in crate::ptx) code: &'a str,
+    parsed: std::sync::OnceLock<Stmts<'a>>,
+    /// [`kills_checks`] of `code`, asked by several passes of most lines.
+    kills_checks: LazyFlag,
+    /// `code` holds a brace (its statements may have scope braces to split off).
+    pub(in crate::ptx) braces: bool,
+    /// `code` holds a `[`: every memory access names its address in brackets, so a line without
+    /// one holds none (asked of every line by several passes).
+    pub(in crate::ptx) brackets: bool,
+    /// `code` holds a `/`: a line without one neither opens nor closes a block comment (the
+    /// module-wide body scan asks this of every line).
+    pub(in crate::ptx) slash: bool,
+}
+
+/// A `bool` computed on first use and kept, shared between threads: a pure function of what it
+/// describes, so two threads that both compute it store the same value (no `Once` needed, which
+/// costs a `OnceLock` ten times a relaxed load and store).
+#[derive(Debug, Default)]
+pub(in crate::ptx) struct LazyFlag(std::sync::atomic::AtomicU8);
+
+impl LazyFlag {
+    const UNKNOWN: u8 = 0;
+
+    #[inline]
+    pub(in crate::ptx) fn get_or_init(&self, f: impl FnOnce() -> bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.0.load(Relaxed) {
+            Self::UNKNOWN => {
+                let v = f();
+                self.0.store(1 + u8::from(v), Relaxed);
+                v
+            }
+            known => known == 2,
+        }
+    }
+}
+
+impl Clone for LazyFlag {
+    fn clone(&self) -> Self {
+        LazyFlag(std::sync::atomic::AtomicU8::new(self.0.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+}
+
+/// One statement of a line ([`Line::statements`]) and its parts ([`split_instr`]; `None` for
+/// directives, labels and other text that is no instruction), with its access classification
+/// made on first use ([`ParsedStmt::class`]): several passes ask it of the same statement.
+#[derive(Clone, Debug)]
+pub(in crate::ptx) struct ParsedStmt<'a> {
+    pub(in crate::ptx) text: &'a str,
+    /// A `;` ended it (scope braces split off a line have none).
+    pub(in crate::ptx) terminated: bool,
+    pub(in crate::ptx) instr: Option<Instr<'a>>,
+    pub(in crate::ptx) class: std::sync::OnceLock<Classified>,
+}
+
+/// A line's parsed statements, boxed: held in place, a statement made every `Line` some 170
+/// bytes larger, parsed or not (blank lines, `.loc`s), and the lines are read into one vector on
+/// one thread before a split rewrite starts: its size was most of that serial read's time. Boxed,
+/// a statement is allocated where it is parsed, on the parts' threads.
+#[derive(Clone, Debug)]
+pub(in crate::ptx) enum Stmts<'a> {
+    One(Box<ParsedStmt<'a>>),
+    /// None or several.
+    Many(Box<[ParsedStmt<'a>]>),
+}
+
+impl<'a> Stmts<'a> {
+    pub(in crate::ptx) fn as_slice(&self) -> &[ParsedStmt<'a>] {
+        match self {
+            Stmts::One(s) => std::slice::from_ref(&**s),
+            Stmts::Many(s) => s,
+        }
+    }
+}
+
+impl<'a> ParsedStmt<'a> {
+    /// The registers it writes ([`Instr::dests`]; none when it is no instruction).
+    pub(in crate::ptx) fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.instr.iter().flat_map(Instr::dests)
+    }
+
+    /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
+    #[inline]
+    pub(in crate::ptx) fn class(&self) -> Option<&Classified> {
+        let ins = self.instr.as_ref()?;
+        Some(self.class.get_or_init(|| classify(ins, true)))
+    }
+
+    /// The access it makes, when it is one gasan checks.
+    #[inline]
+    pub(in crate::ptx) fn checked_access(&self) -> Option<&access::Access> {
+        match self.class()? {
+            Classified::Check(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The instruction and the access it makes, when it is one gasan checks.
+    pub(in crate::ptx) fn checked(&self) -> Option<(&Instr<'_>, &access::Access)> {
+        Some((self.instr.as_ref()?, self.checked_access()?))
+    }
+}
+
+impl<'a> Line<'a> {
+    pub(in crate::ptx) fn read(raw: &'a str) -> Self {
+        // The flags of the whole line first: without a `/` it holds no comment, and the flags
+        // of its code are the line's (trimming takes only whitespace). Most lines are read this
+        // way, in one pass.
+        let (mut braces, mut brackets, mut slash) = byte_flags(raw.as_bytes());
+        let stripped = if slash { strip_comment(raw) } else { raw };
+        let code = access::trim(stripped);
+        if slash {
+            (braces, brackets, slash) = byte_flags(code.as_bytes());
+        }
+        Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), kills_checks: LazyFlag::default(), braces, brackets, slash }
+    }
+
+    /// [`has_block_comment_marker`] of the whole line, skipping the search where the line holds
+    /// no `/` (its code holds none and it has no `//` comment): most lines.
+    pub(in crate::ptx) fn block_comment_marker(&self) -> bool {
+        (self.slash || self.stripped_len < self.raw.len()) && has_block_comment_marker(self.raw)
+    }
+
+    /// The part before any `//` comment.
+    #[inline]
+    pub(in crate::ptx) fn stripped(&self) -> &'a str {
+        &self.raw[..self.stripped_len]
+    }
+
+    /// The line's statements with their parts, split on first use and kept for every pass.
+    #[inline]
+    pub(in crate::ptx) fn stmts(&self) -> &[ParsedStmt<'a>] {
+        self.parsed
+            .get_or_init(|| {
+                let mut pieces = StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
+                let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
+                let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
+                let mut stmts = vec![first, second];
+                stmts.extend(pieces);
+                Stmts::Many(stmts.into_boxed_slice())
+            })
+            .as_slice()
+    }
+
+    /// Drops the parsed statements (a line list dropped on several threads drops each line's
+    /// parse where it is, not all on one thread).
+    pub(in crate::ptx) fn drop_parse(&mut self) {
+        drop(self.parsed.take());
+    }
+
+    /// The first statement's instruction: the line's one instruction where a pass knows the line
+    /// holds one statement.
+    #[inline]
+    pub(in crate::ptx) fn first_instr(&self) -> Option<&Instr<'a>> {
+        self.stmts().first()?.instr.as_ref()
+    }
+
+    /// The line's instruction when it holds exactly one statement. Back edges are read this way:
+    /// the passes that move code around a loop's branch need it alone on its line.
+    pub(in crate::ptx) fn sole_instr(&self) -> Option<&Instr<'a>> {
+        match self.stmts() {
+            [only] => only.instr.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Does no check before the line hold after it ([`kills_checks`] of its code)?
+    #[inline]
+    pub(in crate::ptx) fn kills_checks(&self) -> bool {
+        self.kills_checks.get_or_init(|| kills_checks(self.code))
+    }
+
+    /// The label the line is ([`label`]).
+    #[inline]
+    pub(in crate::ptx) fn label(&self) -> Option<&'a str> {
+        label(self.code)
+    }
+
+    /// The first statement (with its classification): the line's one statement where a pass
+    /// knows the line holds one.
+    #[inline]
+    pub(in crate::ptx) fn first_stmt(&self) -> Option<&ParsedStmt<'a>> {
+        self.stmts().first()
+    }
+
+    /// The registers its statements write.
+    pub(in crate::ptx) fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.stmts().iter().flat_map(ParsedStmt::dests)
+    }
+
+    /// The same line, its parse kept, borrowing for the shorter `'s`: the rewritten lines of a
+    /// versioned module mix input lines with the versioning's own (`Versioned::take_lines`). (The
+    /// parse's `OnceCell` ties its lifetime exactly, so the cell is taken apart and rebuilt.)
+    pub(in crate::ptx) fn shortened<'s>(self) -> Line<'s>
+    where
+        'a: 's,
+    {
+        let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
+        Line { raw: self.raw, stripped_len: self.stripped_len, code: self.code, parsed, kills_checks: self.kills_checks, braces: self.braces, brackets: self.brackets, slash: self.slash }
+    }
+
+    /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
+    #[cfg(test)]
+    pub(in crate::ptx) fn read_all(raws: impl IntoIterator<Item = &'a str>) -> Vec<Self> {
+        raws.into_iter().map(Line::read).collect()
+    }
+
+    /// `read_all` of `text.split_inclusive('\n')`, the vector sized first (its lines counted
+    /// with `memchr`: collected, it grew by doubling and copied every line it held each time),
+    /// each line also given to `bodies` as it is read.
+    pub(in crate::ptx) fn read_text_scanning(text: &'a str, bodies: &mut bodies::Scanner) -> Vec<Self> {
+        let mut lines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
+        // (`split_inclusive('\n')` cut with `memchr` directly: the `char` searcher's setup per
+        // line cost more than the search.)
+        let mut start = 0;
+        let mut push = |raw: &'a str| {
+            lines.push(Line::read(raw));
+            let i = lines.len() - 1;
+            bodies.line(i, &lines[i]);
+        };
+        for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            push(&text[start..=nl]);
+            start = nl + 1;
+        }
+        if start < text.len() {
+            push(&text[start..]);
+        }
+        lines
+    }
+
+    /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
+    /// apart ([`StatementPieces`]): every pass splits a line this way, so a statement's index on
+    /// its line means the same to all of them.
+    pub(in crate::ptx) fn statements(&self) -> impl Iterator<Item = &'a str> {
+        StatementPieces::of(self.code, self.braces).map(|(text, _)| text)
+    }
+
+    /// The line's `.reg` declarations (`.reg .b32 %r<5>`), as [`RegTypes::declare`] takes them.
+    pub(in crate::ptx) fn reg_declarations(&self) -> impl Iterator<Item = &'a str> {
+        self.statements().filter(|s| s.starts_with(".reg"))
+    }
+}
+
+/// A line's statements: its text cut at each `;`, each piece trimmed (empty ones skipped), with
+/// the scope braces that open or close inside a line split off as statements of their own, so
+/// that `{ .reg .pred p; setp.ne.b32 p, %r1, 0; @p ld.global.u32 %r2, [%rd1]; }` (one-line
+/// inline asm) is `{`, `.reg .pred p`, `setp...`, `@p ld...`, `}`. A brace is split off a
+/// piece's start or end only while the piece's braces do not balance, so vector operands
+/// (`{%r1, %r2}`) stay whole. Each statement comes with whether a `;` ended it.
+pub(in crate::ptx) struct StatementPieces<'a> {
+    /// Text after the piece being split (`None`: the line is done).
+    pub(in crate::ptx) rest: Option<&'a str>,
+    /// The current piece's braces split off its start and end, and what is between them.
+    pub(in crate::ptx) lead: &'a str,
+    pub(in crate::ptx) middle: &'a str,
+    pub(in crate::ptx) trail: &'a str,
+    /// A `;` ended the current piece (its last statement gets it).
+    pub(in crate::ptx) terminated: bool,
+    /// The line holds a brace at all (most do not: their pieces are only cut and trimmed).
+    pub(in crate::ptx) braces: bool,
+}
+
+impl<'a> StatementPieces<'a> {
+    /// The statements of `code`; `braces`: it holds a brace.
+    pub(in crate::ptx) fn of(code: &'a str, braces: bool) -> Self {
+        StatementPieces { rest: Some(code), lead: "", middle: "", trail: "", terminated: false, braces }
+    }
+
+    /// The next piece of the line up to its `;` (or the line's end), trimmed, and whether a `;`
+    /// ended it; `None` at the end of the line.
+    pub(in crate::ptx) fn cut(&mut self) -> Option<(&'a str, bool)> {
+        let rest = self.rest?;
+        Some(match memchr::memchr(b';', rest.as_bytes()) {
+            Some(p) => {
+                self.rest = Some(&rest[p + 1..]);
+                (access::trim(&rest[..p]), true)
+            }
+            None => {
+                self.rest = None;
+                (access::trim(rest), false)
+            }
+        })
+    }
+
+    /// The first brace of `s` (skipping whitespace) and what follows it, if `s` holds one.
+    pub(in crate::ptx) fn next_brace(s: &'a str) -> Option<(&'a str, &'a str)> {
+        let s = access::trim_start(s);
+        (!s.is_empty()).then(|| (&s[..1], &s[1..]))
+    }
+}
+
+impl<'a> Iterator for StatementPieces<'a> {
+    type Item = (&'a str, bool);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.braces {
+            // Most lines: pieces cut at `;` and trimmed, nothing to split off.
+            loop {
+                let (piece, terminated) = self.cut()?;
+                if !piece.is_empty() {
+                    return Some((piece, terminated));
+                }
+            }
+        }
+        loop {
+            if let Some((brace, rest)) = Self::next_brace(self.lead) {
+                self.lead = rest;
+                let last = self.lead.trim().is_empty() && self.middle.is_empty() && self.trail.trim().is_empty();
+                return Some((brace, last && self.terminated));
+            }
+            if !self.middle.is_empty() {
+                let m = std::mem::take(&mut self.middle);
+                return Some((m, self.trail.trim().is_empty() && self.terminated));
+            }
+            if let Some((brace, rest)) = Self::next_brace(self.trail) {
+                self.trail = rest;
+                return Some((brace, self.trail.trim().is_empty() && self.terminated));
+            }
+            let (piece, terminated) = self.cut()?;
+            self.terminated = terminated;
+            (self.lead, self.middle, self.trail) = split_scope_braces(piece);
+        }
+    }
+}
+
+/// `piece` as (its leading scope braces, the statement between them, its trailing scope braces):
+/// a brace at either end is split off while the piece's braces do not balance in its direction.
+pub(in crate::ptx) fn split_scope_braces(piece: &str) -> (&str, &str, &str) {
+    let (mut opens, mut closes) = count_braces(piece);
+    let (mut start, mut end) = (0, piece.len());
+    loop {
+        let inner = &piece[start..end];
+        let body_start = start + (inner.len() - inner.trim_start().len());
+        let body = inner.trim();
+        let unbalanced = |b: u8| (b == b'{' && opens > closes) || (b == b'}' && closes > opens);
+        let brace = match (body.bytes().next(), body.bytes().last()) {
+            (Some(b), _) if unbalanced(b) => {
+                start = body_start + 1;
+                b
+            }
+            (_, Some(b)) if unbalanced(b) => {
+                end = body_start + body.len() - 1;
+                b
+            }
+            _ => break,
+        };
+        if brace == b'{' {
+            opens -= 1;
+        } else {
+            closes -= 1;
+        }
+    }
+    (&piece[..start], piece[start..end].trim(), &piece[end..])
+}
+
+/// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
+/// first byte is searched with `memchr`, which reads a word or a vector at a time).
+#[inline]
+pub(in crate::ptx) fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(a, &bytes[from..]) {
+        let i = from + i;
+        if bytes.get(i + 1) == Some(&b) {
+            return Some(i);
+        }
+        from = i + 1;
+    }
+    None
+}
+
+/// Opening and closing braces on a line, in one pass.
+pub(in crate::ptx) fn count_braces(t: &str) -> (i32, i32) {
+    t.bytes().fold((0, 0), |(o, c), b| (o + i32::from(b == b'{'), c + i32::from(b == b'}')))
+}
+
+/// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
+pub(in crate::ptx) fn has_block_comment_marker(line: &str) -> bool {
+    line.contains('*') && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
+}
+
+#[cfg(test)]
+mod statement_pieces_tests {
+    use super::{access, StatementPieces};
+    use proptest::prelude::*;
+
+    fn pieces(code: &str) -> Vec<(&str, bool)> {
+        StatementPieces::of(code, code.contains(['{', '}'])).collect()
+    }
+
+    #[test]
+    fn scope_braces_on_a_line_are_statements_of_their_own() {
+        assert_eq!(
+            pieces("{ .reg .pred p; setp.ne.b32 p, %r1, 0; @p ld.global.u32 %r2, [%rd1]; }"),
+            [("{", false), (".reg .pred p", true), ("setp.ne.b32 p, %r1, 0", true), ("@p ld.global.u32 %r2, [%rd1]", true), ("}", false)]
+        );
+        // Vector operands stay whole; a brace that balances inside a piece is not split off.
+        assert_eq!(pieces("st.global.v2.u32 [%rd1], {%r1, %r2};"), [("st.global.v2.u32 [%rd1], {%r1, %r2}", true)]);
+        assert_eq!(pieces("ld.global.v2.u32 {%r1, %r2}, [%rd1]; }"), [("ld.global.v2.u32 {%r1, %r2}, [%rd1]", true), ("}", false)]);
+        assert_eq!(pieces("} ld.global.f32 %f1, [%rd1];"), [("}", false), ("ld.global.f32 %f1, [%rd1]", true)]);
+        assert_eq!(pieces("{{"), [("{", false), ("{", false)]);
+        // Unchanged where there is no brace: cut at `;`, trimmed, empty pieces dropped.
+        assert_eq!(pieces(";; add.s32 %r1, %r1, 1 ;x"), [("add.s32 %r1, %r1, 1", true), ("x", false)]);
+        assert_eq!(pieces(".visible .entry m() { ret; }"), [(".visible .entry m() { ret", true), ("}", false)]);
+    }
+
+    proptest! {
+        #[test]
+        fn ascii_trims_are_trims(t in "[ a-z\t\n\r\u{b}\u{c}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+                prop_assert_eq!(access::trim(&t), t.trim());
+                prop_assert_eq!(access::trim_start(&t), t.trim_start());
+                prop_assert_eq!(access::trim_end(&t), t.trim_end());
+            }
+
+            #[test]
+    fn pieces_are_the_line_cut_up(code in "[ {};a-z%\\[\\],.@0-9]{0,40}") {
+                let ps = pieces(&code);
+                let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace() && *c != ';').collect::<String>();
+                prop_assert_eq!(squeeze(&ps.iter().map(|p| p.0).collect::<String>()), squeeze(&code));
+                prop_assert!(ps.iter().all(|p| !p.0.is_empty() && p.0.trim() == p.0));
+                prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
+            }
+        }
+}

@@ -1,0 +1,194 @@
+//! What a statement does to the flow of control and to the checks before it, decided once: the
+//! label a line is ([`label`]), where a statement ends ([`ends_statement`]), what ends a basic
+//! block ([`ends_block`], [`falls_through`]), what no earlier check survives ([`kills_checks`]),
+//! and whether a label is entered by falling through ([`falls_through_to`]).
+//!
+//! Two notions of "block", on purpose: [`ends_block`] is the control-flow graph's (control may
+//! leave at the statement: a branch, a return, an exit, a trap), which the analyses that follow
+//! values along paths read (spaces.rs' available checks, thread_ranges.rs' narrowing); and
+//! [`kills_checks`] is the rewriter's elimination window, wider (also calls, barriers, fences,
+//! atomics, reductions, labels and scope braces: after any of them no earlier check is taken to
+//! still hold), which the passes that reuse or move checks read (the walk, coalesce.rs,
+//! prefetch.rs).
+
+use super::access::{self, Instr};
+use super::line::Line;
+
+/// The label that a line of code is (`$L__BB0_3:` -> `$L__BB0_3`): code ending in `:` whose name
+/// is one word. (labels.rs put every label on a line of its own before any pass reads the lines.)
+pub(in crate::ptx) fn label(code: &str) -> Option<&str> {
+    let name = access::trim(code.strip_suffix(':')?);
+    (!name.is_empty() && !name.contains(char::is_whitespace)).then_some(name)
+}
+
+/// Whether a line of code ends where a statement does: at a `;`, a label's `:` or a scope brace.
+/// A line that does not is continued by the next (a `call` or a declaration spread over lines).
+pub(in crate::ptx) fn ends_statement(code: &str) -> bool {
+    code.ends_with([';', ':', '{', '}'])
+}
+
+/// Whether control may leave the straight line at the instruction: it ends a basic block of the
+/// control-flow graph (`bra`, `brx`, `ret`, `exit`, `trap`, guarded or not; a `call` comes back).
+pub(in crate::ptx) fn ends_block(ins: &Instr<'_>) -> bool {
+    ins.opcode.op.jumps_away()
+}
+
+/// Whether the statement after the instruction may be reached from it by falling through: it is
+/// no block end, or a guarded one.
+pub(in crate::ptx) fn falls_through(ins: &Instr<'_>) -> bool {
+    ins.guard.is_some() || !ends_block(ins)
+}
+
+/// Whether control reaches the label on line `label_line` by falling through from the statement
+/// before it: that statement is complete (`;`, a label, a scope brace) and not an unconditional
+/// jump (`bra`, `brx`, `ret`, `exit`, `trap` without a guard). Loop versioning (loops.rs) and
+/// loop pipelining (prefetch.rs) both need a loop entered this way, besides its own back edge.
+pub(in crate::ptx) fn falls_through_to(lines: &[Line<'_>], label_line: usize) -> bool {
+    let Some(before) = lines[..label_line].iter().rev().find(|l| !l.code.is_empty()) else {
+        return false;
+    };
+    if !ends_statement(before.code) {
+        return false;
+    }
+    // The line's last statement is the one control leaves it by.
+    let last = before.stmts().last().and_then(|s| s.instr.as_ref());
+    last.is_none_or(falls_through)
+}
+
+/// Whether no earlier check can be assumed to still hold after `code`, a statement or a line of
+/// them: one of its statements is a label, a scope brace, a branch, call, return, barrier, fence,
+/// atomic or reduction. Every statement of a line counts, not only its first: `mov.u32 %r1, 0;
+/// bar.sync 0;` (inline asm writes its statements on one line) ends the window as `bar.sync 0;`
+/// on a line of its own does.
+pub(in crate::ptx) fn kills_checks(code: &str) -> bool {
+    let code = access::trim(code);
+    if code.ends_with(':') {
+        return true;
+    }
+    // (Most lines hold one statement: one `;`, found with `memchr`, at their end.)
+    let mut rest = code;
+    loop {
+        let (stmt, after) = match memchr::memchr(b';', rest.as_bytes()) {
+            Some(p) => (&rest[..p], &rest[p + 1..]),
+            None => (rest, ""),
+        };
+        if statement_kills_checks(stmt) {
+            return true;
+        }
+        if access::trim(after).is_empty() {
+            return false;
+        }
+        rest = after;
+    }
+}
+
+/// [`kills_checks`] of one statement (no `;` inside).
+fn statement_kills_checks(t: &str) -> bool {
+    let t = access::trim(t);
+    if t.ends_with(':') || t.starts_with('{') || t.starts_with('}') {
+        return true;
+    }
+    let (text, _) = opcode_and_rest(t);
+    // The names of `Op::transfers_control` and of the barriers, fences, atomics and reductions
+    // (matched as text: asked of every line, and these fourteen are fewer to compare than all the
+    // names `Op::from_name` knows).
+    let name = text.bytes().position(|b| b == b'.').map_or(text, |p| &text[..p]);
+    matches!(name, "bra" | "brx" | "call" | "ret" | "exit" | "trap" | "brkpt" | "bar" | "barrier" | "fence" | "membar" | "atom" | "red" | "mbarrier") || text.starts_with("cp.async.wait")
+}
+
+/// The opcode of a statement (after any `@p` guard) and the text after it, without allocating.
+pub(in crate::ptx) fn opcode_and_rest(t: &str) -> (&str, &str) {
+    let mut t = access::trim_start(t);
+    if t.starts_with('@') {
+        t = access::trim_start(split_at_whitespace(t).map_or("", |(_, r)| r));
+    }
+    match split_at_whitespace(t) {
+        Some((op, rest)) => (op, rest),
+        None => (t.trim_end_matches(';'), ""),
+    }
+}
+
+/// `t.split_once(char::is_whitespace)`, byte by byte while the text is ASCII (statements almost
+/// always are): a `char` searcher decodes every character first.
+pub(in crate::ptx) fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
+    for (i, &b) in t.as_bytes().iter().enumerate() {
+        if b >= 0x80 {
+            // The first non-ASCII byte starts a character: the general search from there.
+            let (j, c) = t[i..].char_indices().find(|(_, c)| c.is_whitespace())?;
+            return Some((&t[..i + j], &t[i + j + c.len_utf8()..]));
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r') {
+            return Some((&t[..i], &t[i + 1..]));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod fall_through_tests {
+    use super::{ends_block, falls_through, falls_through_to, label};
+
+    #[test]
+    fn a_label_is_one_word_and_a_colon() {
+        for (code, name) in [("$L__BB0_3:", Some("$L__BB0_3")), ("$L1 :", Some("$L1")), (":", None), ("a b:", None), ("ret;", None), ("$L1: ret;", None)] {
+            assert_eq!(label(code), name, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn blocks_end_where_control_may_leave_and_fall_through_unless_it_must() {
+        for (code, ends, falls) in [
+            ("bra $L1", true, false),
+            ("@%p1 bra.uni $L1", true, true),
+            ("brx.idx %r1, ts", true, false),
+            ("ret", true, false),
+            ("@!%p1 exit", true, true),
+            ("trap", true, false),
+            ("call.uni f, (%rd1)", false, true),
+            ("bar.sync 0", false, true),
+            ("add.s32 %r1, %r1, 1", false, true),
+        ] {
+            let ins = super::super::access::split_instr(code).expect(code);
+            assert_eq!((ends_block(&ins), falls_through(&ins)), (ends, falls), "{code}");
+        }
+    }
+
+    /// A loop label is entered by falling through unless an unguarded jump (or an unfinished
+    /// statement) comes before it; comments and blank lines in between do not count.
+    #[test]
+    fn labels_are_entered_by_falling_through_unless_a_jump_precedes_them() {
+        for (before, falls) in [
+            ("\tadd.s32 %r1, %r1, 1;", true),
+            ("\t@%p1 bra $L__BB0_9;", true),
+            ("\tbra.uni $L__BB0_9;", false),
+            // A line of several statements is left by its last one.
+            ("\tadd.s32 %r1, %r1, 1; bra.uni $L__BB0_9;", false),
+            ("\tadd.s32 %r1, %r1, 1; @%p1 bra $L__BB0_9;", true),
+            ("\tbra $L__BB0_9;", false),
+            ("\tbrx.idx %r2, $L_targets;", false),
+            ("\tret;", false),
+            ("\texit;", false),
+            ("\ttrap;", false),
+            ("$L__BB0_1:", true),
+            ("{", true),
+            ("}", true),
+            ("\tcall.uni (retval0),", false),
+        ] {
+            let lines = [before, "\t// a comment", "", "$L__BB0_2:"];
+            assert_eq!(falls_through_to(&super::Line::read_all(lines), 3), falls, "{before:?}");
+        }
+        assert!(!falls_through_to(&super::Line::read_all(["$L__BB0_2:"]), 0), "nothing before the label");
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn whitespace_split_is_split_once(t in "[ a-z\t\u{b}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+            prop_assert_eq!(super::split_at_whitespace(&t), t.split_once(char::is_whitespace));
+        }
+    }
+}
