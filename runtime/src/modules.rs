@@ -411,14 +411,7 @@ struct Instrumentation {
 
 /// The `.version` and `.target` lines of a PTX module.
 fn header_lines(ptx: &str) -> String {
-    let mut out = String::new();
-    for want in [".version", ".target"] {
-        if let Some(l) = ptx.lines().map(str::trim).find(|l| l.starts_with(want)) {
-            out.push_str(l);
-            out.push('\n');
-        }
-    }
-    out
+    gasan_instrument::ptx::PtxHeader::parse(ptx).lines()
 }
 
 /// Instruments `src`, or takes it from the on-disk cache: with `want_ptx` false a cache hit reads

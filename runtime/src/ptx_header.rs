@@ -18,7 +18,8 @@ pub const KNOWN_TARGETS: &[u32] = &[20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 
 /// Why a module with these header lines (its `.version` and `.target` lines, as the instrumenter
 /// keeps them) is not checked, or `Ok` when it is.
 pub fn supported(header: &str) -> Result<(), String> {
-    let line = |want: &str| header.lines().map(str::trim).find_map(|l| l.strip_prefix(want).filter(|rest| rest.starts_with(char::is_whitespace)).map(str::trim));
+    let h = gasan_instrument::ptx::PtxHeader::parse(header);
+    let line = |want: &str| if want == ".version" { h.version } else { h.target };
     if let Some(v) = line(".version") {
         let parsed = v.split_once('.').and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
         match parsed {

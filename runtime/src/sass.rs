@@ -72,7 +72,7 @@ pub fn file_identity(p: &Path) -> Option<String> {
 /// The `-arch` for checked PTX on a GPU of compute capability `cc` (e.g. 90): `sm_<cc>`, with the
 /// PTX's arch-specific (`a`) or family (`f`) suffix when its `.target` is this very GPU's.
 pub fn target_for(ptx: &str, cc: u32) -> String {
-    let target = ptx.lines().map(str::trim).find_map(|l| l.strip_prefix(".target")).unwrap_or("");
+    let target = gasan_instrument::ptx::PtxHeader::parse(ptx).target.unwrap_or("");
     let first = target.split(',').next().unwrap_or("").trim();
     if let Some(rest) = first.strip_prefix("sm_") {
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
