@@ -7,6 +7,7 @@
 # Usage: scripts/cuda-toolchain.sh [--print-root]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/lib/pinned-wheels.sh"
 cache="${GASAN_CACHE:-$here/.cache}"
 root="$cache/cuda-13.0"
 stamp="$root/.installed-v1"
@@ -20,11 +21,7 @@ if [ ! -f "$stamp" ]; then
   echo "gasan: installing pinned CUDA 13.0 toolchain into $root" >&2
   site="$cache/cuda-wheels-site"
   rm -rf "$site" "$root"
-  mkdir -p "$cache/wheels"
-  python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes -d "$cache/wheels" -r "$req" >&2
-  # Install exactly the verified files (pip checks the hashes again).
-  python3 -m pip install -q --no-deps --no-index --find-links "$cache/wheels" --only-binary=:all: \
-    --no-compile --require-hashes --target "$site" -r "$req" >&2
+  pinned_wheels_install "$req" "$site"
   # The wheels spread one CUDA tree over nvidia/cu13/{bin,include,lib,nvvm}; merge into one root.
   src="$site/nvidia/cu13"
   [ -d "$src" ] || src=$(dirname "$(find "$site" -name nvcc -type f | head -1)")/..

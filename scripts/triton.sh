@@ -6,6 +6,7 @@
 # $GASAN_CACHE/triton-3.6.0-<python tag>.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/lib/pinned-wheels.sh"
 cache="${GASAN_CACHE:-$here/.cache}"
 req="$here/scripts/triton-wheels.txt"
 py=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
@@ -17,10 +18,7 @@ flock 9
 if [ ! -f "$stamp" ]; then
   echo "gasan: installing pinned Triton 3.6.0 ($py) into $site" >&2
   rm -rf "$site"
-  mkdir -p "$cache/wheels"
-  python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes -d "$cache/wheels" -r "$req" >&2
-  python3 -m pip install -q --no-deps --no-index --find-links "$cache/wheels" --only-binary=:all: \
-    --no-compile --require-hashes --target "$site" -r "$req" >&2
+  pinned_wheels_install "$req" "$site"
   PYTHONPATH="$site" python3 -c 'import triton' >&2
   touch "$stamp"
 fi

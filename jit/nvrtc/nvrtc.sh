@@ -5,6 +5,7 @@
 # Env: GASAN_CACHE (default .cache): wheels go to $GASAN_CACHE/wheels, NVRTC to $GASAN_CACHE/nvrtc-13.0.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$here/scripts/lib/pinned-wheels.sh"
 cache="${GASAN_CACHE:-$here/.cache}"
 req="$here/jit/nvrtc/wheels.txt"
 root="$cache/nvrtc-13.0"
@@ -16,10 +17,7 @@ if [ ! -f "$stamp" ]; then
   echo "gasan: installing pinned NVRTC and nvJitLink 13.0 into $root" >&2
   site="$cache/nvrtc-wheels-site"
   rm -rf "$site" "$root"
-  mkdir -p "$cache/wheels"
-  python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes -d "$cache/wheels" -r "$req" >&2
-  python3 -m pip install -q --no-deps --no-index --find-links "$cache/wheels" --only-binary=:all: \
-    --no-compile --require-hashes --target "$site" -r "$req" >&2
+  pinned_wheels_install "$req" "$site"
   mkdir -p "$root"
   cp -a "$site/nvidia/cu13/." "$root/"
   rm -rf "$site"
