@@ -42,7 +42,7 @@
 //! function's own frame (a returned frame). An overrun of a caller's array into the caller's next
 //! array stays below the end and is not seen.
 
-use super::access::{parse_address, parse_int, type_size, vector_count, AddrBase, Instr, Operands, Width};
+use super::access::{self, parse_address, parse_int, type_size, AddrBase, Extent, Instr, Operands, Space, Width};
 use super::bodies::{Bodies, Body};
 use super::emit::{ln, Lines, Piece};
 use super::opcode::Op;
@@ -614,77 +614,46 @@ pub(super) fn named_space(ins: &Instr<'_>, f: &FnSpaces) -> Option<MemorySpace> 
     space_access(ins, &|r: &str| f.consts.get(r).copied())?.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
 }
 
-/// The shared/local (or generic) access of an `ld`/`ldu`/`st`/`atom`/`red`; the shared operand
-/// of a `cp.async` copy; the row address of `ldmatrix`/`stmatrix`; the tile of a `wmma` load or
-/// store. `constant` gives a register's value when every definition of it moves one immediate.
+/// The shared/local (or generic) access of an instruction, as the one decoder
+/// ([`access::decode`]) gives it: the shared operand of a `cp.async` copy (reductions are not
+/// looked at), the access of the others. `constant` gives a register's value when every
+/// definition of it moves one immediate (a `wmma` tile's stride).
 fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Option<SpaceAccess> {
-    let op = ins.opcode.op;
-    let quals: Operands<'_> = ins.opcode.parts().collect();
-    let is_shared = |q: &&str| matches!(*q, "shared" | "shared::cta");
-    match op {
-        _ if op.is_load_store() && !(matches!(op, Op::St | Op::Red) && ins.opcode.first_qual() == Some("async")) => {
-            let space = if quals.iter().any(is_shared) {
-                Some(MemorySpace::Shared)
-            } else if quals.contains(&"local") {
-                Some(MemorySpace::Local)
-            } else if quals.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
-                return None;
-            } else {
-                None // generic
-            };
-            let vec = vector_count(&quals)?;
-            let elem = quals.iter().rev().find_map(|q| type_size(q))?;
-            let (addr_idx, kind) = match op {
-                Op::Ld | Op::Ldu => (1, AccessKind::Read),
-                Op::St | Op::Red => (0, AccessKind::Write),
-                _ => (1, AccessKind::Atomic),
-            };
-            Some(SpaceAccess { addr_idx, kind, width: vec * elem, space, lanes: 32, width_reg: None })
+    let parts: Operands<'_> = ins.opcode.parts().collect();
+    let decoded = access::decode(ins, &parts);
+    let copy = ins.opcode.op == Op::Cp;
+    let a = if copy {
+        if parts.get(1) != Some(&"async") {
+            return None;
         }
-        // cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size}: the destination
-        // gets cp-size bytes (zeros past src-size). cp.async.bulk.<dst>.<src>... [dst], [src], size:
-        // the shared operand, when the size is an immediate (a shared::cluster destination is this
-        // CTA's memory when its address is traced to one of its variables). Reductions, tensor
-        // copies and prefetches are not looked at.
-        Op::Cp if quals.get(1) == Some(&"async") && !quals.iter().any(|q| matches!(*q, "tensor" | "prefetch")) => {
-            let spaces = super::access::copy_spaces(&quals);
-            // The CTA's own shared operand first (a bulk copy between two CTAs' memory reads its
-            // own and writes a peer's).
-            let addr_idx = spaces.iter().position(is_shared).or_else(|| spaces.iter().position(|q| *q == "shared::cluster"))?;
-            let (width, width_reg) = match super::access::copy_size(ins, &quals)? {
-                Width::Fixed(w) => (w, None),
-                Width::Reg(r) => (0, Some(r)),
-                Width::Tile { .. } => return None,
-            };
-            let kind = if addr_idx == 0 { AccessKind::Write } else { AccessKind::Read };
-            Some(SpaceAccess { addr_idx, kind, width, space: Some(MemorySpace::Shared), lanes: 32, width_reg })
-        }
-        // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared{::cta}.b16 d, [p] (stmatrix: [p], s): each
-        // supplying lane names one 16-byte row of 8 b16 elements.
-        Op::LdMatrix | Op::StMatrix if quals.contains(&"m8n8") && quals.contains(&"b16") && quals.iter().any(is_shared) => {
-            let lanes = match *quals.iter().find(|q| q.starts_with('x'))? {
-                "x1" => 8,
-                "x2" => 16,
-                "x4" => 32,
-                _ => return None,
-            };
-            let (addr_idx, kind) = if op == Op::LdMatrix { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
-            Some(SpaceAccess { addr_idx, kind, width: 16, space: Some(MemorySpace::Shared), lanes, width_reg: None })
-        }
-        // wmma.load.{a,b,c}.sync.aligned.{row,col}.shape.shared{::cta}.type r, [p]{, stride} and
-        // wmma.store.d...[p], r{, stride}: the warp's whole tile, a bytes-wide range from p.
-        Op::Wmma if !quals.iter().any(|q| q.starts_with("global")) => {
-            // A generic tile address is checked when it is traced to a shared variable.
-            let space = quals.iter().any(is_shared).then_some(MemorySpace::Shared);
-            let super::access::WmmaAccess { addr_idx, kind, tile, stride } = super::access::WmmaAccess::of(ins, &quals)?;
+        // The CTA's own shared operand first (a bulk copy between two CTAs' memory reads its own
+        // and writes a peer's; a shared::cluster destination is this CTA's memory when its
+        // address is traced to one of its variables).
+        let operand = |space: Space| decoded.iter().flatten().find(|a| a.space == space);
+        operand(Space::Shared).or_else(|| operand(Space::SharedCluster))?
+    } else {
+        decoded[0].as_ref()?
+    };
+    let space = match a.space {
+        _ if copy => Some(MemorySpace::Shared),
+        Space::Shared => Some(MemorySpace::Shared),
+        Space::Local => Some(MemorySpace::Local),
+        Space::Generic | Space::Malformed { other_named: false } => None,
+        _ => return None,
+    };
+    let (width, width_reg) = match a.extent.as_ref()? {
+        Extent::Bytes(w) | Extent::Copy(Width::Fixed(w)) => (*w, None),
+        Extent::Copy(Width::Reg(r)) => (0, Some(r.clone())),
+        Extent::Copy(Width::Tile { .. }) => return None,
+        Extent::Tile { tile, stride } => {
             let stride = match stride {
                 Some(s) => Some(parse_int(s).or_else(|| constant(s))?),
                 None => None,
             };
-            Some(SpaceAccess { addr_idx, kind, width: tile.bytes(stride)?, space, lanes: 32, width_reg: None })
+            (tile.bytes(stride)?, None)
         }
-        _ => None,
-    }
+    };
+    Some(SpaceAccess { addr_idx: a.addr_idx, kind: a.kind, width, space, lanes: a.lanes, width_reg })
 }
 
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.

@@ -116,38 +116,16 @@ impl WmmaTile {
     }
 }
 
-/// Where a `wmma.load`/`wmma.store` finds its tile: the address operand, read or write, the
-/// tile's shape, and the stride operand (absent: dense). `None` for other `wmma` statements and
-/// tiles [`WmmaTile`] does not model. Read by the global checks here and the shared ones
-/// (spaces.rs).
-pub(crate) struct WmmaAccess<'a> {
-    pub addr_idx: usize,
-    pub kind: AccessKind,
-    pub tile: WmmaTile,
-    pub stride: Option<&'a str>,
-}
-
-impl<'a> WmmaAccess<'a> {
-    pub(crate) fn of(ins: &Instr<'a>, quals: &[&str]) -> Option<Self> {
-        let (addr_idx, kind) = match quals.get(1) {
-            Some(&"load") => (1, AccessKind::Read),
-            Some(&"store") => (0, AccessKind::Write),
-            _ => return None,
-        };
-        Some(WmmaAccess { addr_idx, kind, tile: WmmaTile::of(quals)?, stride: ins.operands.get(2).map(|s| s.trim()) })
-    }
-}
-
 /// The state spaces of an asynchronous copy's (`cp.async`, `cp.async.bulk`,
 /// `cp.reduce.async.bulk`) destination and source: the first two named after the opcode, in that
-/// order. Read by the global checks here and the shared ones (spaces.rs).
-pub(crate) fn copy_spaces<'q>(quals: &[&'q str]) -> Vec<&'q str> {
+/// order.
+fn copy_spaces<'q>(quals: &[&'q str]) -> Vec<&'q str> {
     quals.iter().copied().filter(|q| q.starts_with("global") || q.starts_with("shared")).take(2).collect()
 }
 
 /// An asynchronous copy's size operand: `cp.async`'s cp-size (an immediate of 1 to 16 bytes), a
 /// bulk copy's immediate or register; `None` for anything else.
-pub(crate) fn copy_size(ins: &Instr<'_>, quals: &[&str]) -> Option<Width> {
+fn copy_size(ins: &Instr<'_>, quals: &[&str]) -> Option<Width> {
     let size = ins.operands.get(2).map(|s| s.trim()).unwrap_or("");
     let bulk = quals.contains(&"bulk");
     match parse_int(size) {
@@ -155,6 +133,186 @@ pub(crate) fn copy_size(ins: &Instr<'_>, quals: &[&str]) -> Option<Width> {
         Some(n) if !bulk && (1..=16).contains(&n) => Some(Width::Fixed(n as u32)),
         None if bulk && size.starts_with('%') => Some(Width::Reg(size.to_string())),
         _ => None,
+    }
+}
+
+/// The state space of an access's address, as its opcode names it: decided here once, for the
+/// global checks ([`classify`]: [`Space::Global`] and [`Space::Generic`]) and the shared/local
+/// ones (spaces.rs: [`Space::Shared`], [`Space::Local`], and generic addresses traced to a
+/// variable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::ptx) enum Space {
+    /// No space named: a generic address.
+    Generic,
+    /// `.global`; for loads and stores also any qualifier starting `global` or `tex`, and one
+    /// starting `param`/`const` with more than a `::` sub-qualifier after it.
+    Global,
+    /// `.shared`, `.shared::cta`: the CTA's own shared memory.
+    Shared,
+    /// `.shared::cluster`: any CTA's of the cluster.
+    SharedCluster,
+    Local,
+    /// `.param`, `.param::entry`, `.param::func`.
+    Param,
+    /// `.const`, `.const::…`.
+    Const,
+    /// A `shared::`/`local::` sub-qualifier PTX does not have (`ld.local::x`), or two spaces: the
+    /// global checks take it as not global, the shared/local checks as generic when
+    /// `other_named` is false and as none of theirs when it is. (The two decoders this one
+    /// replaced disagreed on such opcodes; each keeps its reading, which a `REVISION` bump may
+    /// unify.)
+    Malformed {
+        other_named: bool,
+    },
+}
+
+impl Space {
+    /// Whether the global checks take an access in this space.
+    pub(in crate::ptx) fn global_or_generic(self) -> bool {
+        matches!(self, Space::Global | Space::Generic)
+    }
+
+    /// The space of an `ld`/`ldu`/`st`/`atom`/`red` (`parts`: the opcode's parts).
+    fn of_load_store(parts: &[&str]) -> Space {
+        let is = |s: &str| parts.iter().any(|q| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::")));
+        let not_global = is("shared") || is("local") || is("param") || is("const");
+        if parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) {
+            Space::Shared
+        } else if parts.contains(&"local") {
+            Space::Local
+        } else if parts.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+            if !not_global {
+                Space::Global
+            } else if parts.contains(&"shared::cluster") {
+                Space::SharedCluster
+            } else if is("param") {
+                Space::Param
+            } else if is("const") {
+                Space::Const
+            } else {
+                Space::Malformed { other_named: true }
+            }
+        } else if not_global {
+            Space::Malformed { other_named: false }
+        } else {
+            Space::Generic
+        }
+    }
+
+    /// The space of a `wmma` load or store, which names `.global` or `.shared{::cta}` or none.
+    fn of_wmma(parts: &[&str]) -> Space {
+        let shared_family = parts.iter().any(|q| q.strip_prefix("shared").is_some_and(|r| r.is_empty() || r.starts_with("::")));
+        if parts.iter().any(|q| q.starts_with("global")) {
+            if shared_family {
+                Space::Malformed { other_named: true }
+            } else {
+                Space::Global
+            }
+        } else if parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) {
+            Space::Shared
+        } else if shared_family {
+            Space::Malformed { other_named: false }
+        } else {
+            Space::Generic
+        }
+    }
+
+    /// The space of one of an asynchronous copy's operands, from its qualifier ([`copy_spaces`]).
+    fn of_copy_operand(q: &str) -> Space {
+        match q {
+            "shared" | "shared::cta" => Space::Shared,
+            "shared::cluster" => Space::SharedCluster,
+            _ if q.starts_with("global") => Space::Global,
+            _ => Space::Malformed { other_named: false },
+        }
+    }
+}
+
+/// How many bytes from an access's address it touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::ptx) enum Extent<'a> {
+    Bytes(u32),
+    /// A `wmma` tile and its stride operand (absent: dense).
+    Tile {
+        tile: WmmaTile,
+        stride: Option<&'a str>,
+    },
+    /// An asynchronous copy's size operand ([`copy_size`]).
+    Copy(Width),
+}
+
+/// One memory access of an instruction, in whichever space: the one decoder of the state space,
+/// address operand and extent of `ld`/`ldu`/`st`/`atom`/`red`, `cp.async` copies and reductions,
+/// `ldmatrix`/`stmatrix` and `wmma` loads and stores, which the global checks ([`classify`])
+/// and the shared/local ones (spaces.rs) read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::ptx) struct MemAccess<'a> {
+    pub space: Space,
+    /// The operand holding the address (for a `wmma` neither load nor store, whose `extent` is
+    /// `None`: 0).
+    pub addr_idx: usize,
+    pub kind: AccessKind,
+    /// `None`: not understood (an unknown type, vector count, tile or copy size).
+    pub extent: Option<Extent<'a>>,
+    /// The lanes of the warp that supply an address (`ldmatrix`/`stmatrix` `.x1`/`.x2` read the
+    /// addresses of lanes 0-7 / 0-15 only; the others' may be anything).
+    pub lanes: u32,
+}
+
+/// The memory accesses of an instruction ([`MemAccess`]; `parts`: its opcode's parts): one, or
+/// for an asynchronous copy its destination and its source, in that order. `None` where there
+/// is none to decode: other opcodes, `st.async`/`red.async` (another CTA's memory), asynchronous
+/// tensor copies and prefetches, `ldmatrix`/`stmatrix` other than `.m8n8` `.b16` rows in the
+/// CTA's shared memory.
+pub(in crate::ptx) fn decode<'a>(ins: &Instr<'a>, parts: &[&'a str]) -> [Option<MemAccess<'a>>; 2] {
+    let op = ins.opcode.op;
+    let one = |a: MemAccess<'a>| [Some(a), None];
+    match op {
+        _ if op.is_load_store() && !(matches!(op, Op::St | Op::Red) && ins.opcode.first_qual() == Some("async")) => {
+            let (addr_idx, kind) = match op {
+                Op::Ld | Op::Ldu => (1, AccessKind::Read),
+                Op::St | Op::Red => (0, AccessKind::Write),
+                _ => (1, AccessKind::Atomic),
+            };
+            let bytes = || Some(vector_count(parts)? * parts.iter().rev().find_map(|q| type_size(q))?);
+            one(MemAccess { space: Space::of_load_store(parts), addr_idx, kind, extent: bytes().map(Extent::Bytes), lanes: 32 })
+        }
+        // cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size}: cp-size bytes
+        // (zeros past src-size). cp.async.bulk.<dst>.<src>... [dst], [src], size and
+        // cp.reduce.async.bulk.<dst>.<src>... [dst], [src], size.
+        Op::Cp if matches!(parts.get(1), Some(&"async") | Some(&"reduce")) && !parts.iter().any(|q| matches!(*q, "tensor" | "prefetch")) => {
+            let extent = copy_size(ins, parts).map(Extent::Copy);
+            let mut out = [None, None];
+            for (i, q) in copy_spaces(parts).into_iter().enumerate() {
+                let kind = if i == 0 { AccessKind::Write } else { AccessKind::Read };
+                out[i] = Some(MemAccess { space: Space::of_copy_operand(q), addr_idx: i, kind, extent: extent.clone(), lanes: 32 });
+            }
+            out
+        }
+        // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared{::cta}.b16 d, [p] (stmatrix: [p], s): each
+        // supplying lane names one 16-byte row of 8 b16 elements.
+        Op::LdMatrix | Op::StMatrix if parts.contains(&"m8n8") && parts.contains(&"b16") && parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) => {
+            let lanes = match parts.iter().find(|q| q.starts_with('x')) {
+                Some(&"x1") => 8,
+                Some(&"x2") => 16,
+                Some(&"x4") => 32,
+                _ => return [None, None],
+            };
+            let (addr_idx, kind) = if op == Op::LdMatrix { (1, AccessKind::Read) } else { (0, AccessKind::Write) };
+            one(MemAccess { space: Space::Shared, addr_idx, kind, extent: Some(Extent::Bytes(16)), lanes })
+        }
+        // wmma.load.{a,b,c}.sync.aligned.{row,col}.shape{.space}.type r, [p]{, stride} and
+        // wmma.store.d...[p], r{, stride}: the warp's whole tile.
+        Op::Wmma => {
+            let (addr_idx, kind, tile) = match parts.get(1) {
+                Some(&"load") => (1, AccessKind::Read, WmmaTile::of(parts)),
+                Some(&"store") => (0, AccessKind::Write, WmmaTile::of(parts)),
+                _ => (0, AccessKind::Read, None),
+            };
+            let extent = tile.map(|tile| Extent::Tile { tile, stride: ins.operands.get(2).map(|s| s.trim()) });
+            one(MemAccess { space: Space::of_wmma(parts), addr_idx, kind, extent, lanes: 32 })
+        }
+        _ => [None, None],
     }
 }
 
@@ -381,8 +539,6 @@ fn split_operands(s: &str) -> Option<Operands<'_>> {
     Some(out)
 }
 
-const SPACES_NOT_GLOBAL: &[&str] = &["shared", "local", "param", "const"];
-
 /// Instructions that take a bracketed operand but never address global memory (through that
 /// operand): matrix, barrier, texture and surface instructions, address conversions and queries,
 /// asynchronous stores and reductions to other CTAs, and calls.
@@ -513,19 +669,15 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
 
     match op {
         _ if op.is_load_store() => {
-            if SPACES_NOT_GLOBAL.iter().any(|s| ins.opcode.has(s)) {
+            // (`st.async`/`red.async`, which decode to nothing, are `addresses_no_global`.)
+            let [Some(MemAccess { space, addr_idx, kind, extent, .. }), _] = decode(ins, &quals) else {
+                return Classified::Unknown(ins.opcode.to_string());
+            };
+            if !space.global_or_generic() {
                 return Classified::Skip(SkipReason::NotGlobalSpace);
             }
-            let Some(vec) = vector_count(&quals) else {
+            let Some(Extent::Bytes(bytes)) = extent else {
                 return Classified::Unknown(ins.opcode.to_string());
-            };
-            let Some(ty) = quals.iter().rev().find_map(|q| type_size(q)) else {
-                return Classified::Unknown(ins.opcode.to_string());
-            };
-            let (addr_idx, kind) = match op {
-                Op::Ld | Op::Ldu => (1, AccessKind::Read),
-                Op::St | Op::Red => (0, AccessKind::Write),
-                _ => (1, AccessKind::Atomic),
             };
             let Some(addr) = ins.operands.get(addr_idx) else {
                 return Classified::Unknown(ins.opcode.to_string());
@@ -536,12 +688,19 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
                 None => return Classified::Unknown(ins.opcode.to_string()),
             };
             let dests = if addr_idx == 1 { registers_written(ins.operands[0]).map(String::from).collect() } else { Vec::new() };
-            Classified::Check(Box::new(Access { base, offset, width: Width::Fixed(vec * ty), kind, dests, bulk: false, guard_nonzero: None }))
+            Classified::Check(Box::new(Access { base, offset, width: Width::Fixed(bytes), kind, dests, bulk: false, guard_nonzero: None }))
         }
         Op::Cp => classify_copy(ins, &quals),
-        // Tensor-core tiles in shared memory are the shared checks' (spaces.rs).
-        Op::Wmma if ins.opcode.has("shared") => Classified::Skip(SkipReason::NotGlobalSpace),
-        Op::Wmma => classify_wmma(ins, &quals),
+        Op::Wmma => {
+            let [Some(a), _] = decode(ins, &quals) else {
+                return Classified::Unknown(ins.opcode.to_string());
+            };
+            // Tensor-core tiles in shared memory are the shared checks' (spaces.rs).
+            if !a.space.global_or_generic() {
+                return Classified::Skip(SkipReason::NotGlobalSpace);
+            }
+            classify_wmma(ins, a)
+        }
         _ => {
             if ins.operands.iter().any(|o| trim_start(o).starts_with('[')) {
                 Classified::Unknown(ins.opcode.to_string())
@@ -555,9 +714,9 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
 /// A global or generic `wmma.load`/`wmma.store`: its whole tile, first and last byte (the
 /// address is the same for every lane of the warp, so a failed check skips the warp-wide
 /// instruction for all of them or none).
-fn classify_wmma(ins: &Instr<'_>, quals: &[&str]) -> Classified {
+fn classify_wmma(ins: &Instr<'_>, a: MemAccess<'_>) -> Classified {
     let unknown = || Classified::Unknown(ins.opcode.to_string());
-    let Some(WmmaAccess { addr_idx, kind, tile, stride }) = WmmaAccess::of(ins, quals) else {
+    let MemAccess { addr_idx, kind, extent: Some(Extent::Tile { tile, stride }), .. } = a else {
         return unknown();
     };
     let Some(op) = ins.operands.get(addr_idx) else {
@@ -602,10 +761,10 @@ fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
     if is_bulk && matches!(quals.last(), Some(q) if q.starts_with("commit") || q.starts_with("wait")) {
         return Classified::NotMemory;
     }
-    let Some(global_pos) = copy_spaces(quals).iter().position(|q| q.starts_with("global")) else {
+    let Some(global) = decode(ins, quals).into_iter().flatten().find(|a| a.space == Space::Global) else {
         return Classified::Skip(SkipReason::NotGlobalSpace);
     };
-    let Some(op) = ins.operands.get(global_pos) else {
+    let Some(op) = ins.operands.get(global.addr_idx) else {
         return Classified::Unknown(ins.opcode.to_string());
     };
     let (base, offset) = match parse_address(op) {
@@ -613,8 +772,8 @@ fn classify_copy(ins: &Instr<'_>, quals: &[&str]) -> Classified {
         Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
         None => return Classified::Unknown(ins.opcode.to_string()),
     };
-    let kind = if global_pos == 0 { AccessKind::Write } else { AccessKind::Read };
-    let Some(size) = copy_size(ins, quals) else {
+    let kind = global.kind;
+    let Some(Extent::Copy(size)) = global.extent else {
         return Classified::Unknown(ins.opcode.to_string());
     };
     if is_bulk {
@@ -723,6 +882,43 @@ mod tests {
             o => panic!("{o:?}"),
         }
         assert_eq!(c("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]"), Classified::Skip(SkipReason::Tensor));
+    }
+
+    /// The state space of each access form, decided once for the global and the shared/local
+    /// checks.
+    #[test]
+    fn the_decoder_names_the_space_of_every_access_form() {
+        let spaces = |s: &str| {
+            let ins = split_instr(s).unwrap();
+            let parts: Vec<&str> = ins.opcode.parts().collect();
+            decode(&ins, &parts).map(|a| a.map(|a| a.space))
+        };
+        let one = |s: Space| [Some(s), None];
+        assert_eq!(spaces("ld.global.nc.v4.f32 {%f1,%f2,%f3,%f4}, [%rd3]"), one(Space::Global));
+        assert_eq!(spaces("ld.u8 %rs1, [%rd1]"), one(Space::Generic));
+        assert_eq!(spaces("ld.shared::cta.u32 %r1, [%r2]"), one(Space::Shared));
+        assert_eq!(spaces("st.shared::cluster.u32 [%r1], %r2"), one(Space::SharedCluster));
+        assert_eq!(spaces("atom.local.add.u32 %r1, [%rd1], 1"), one(Space::Local));
+        assert_eq!(spaces("ld.param::entry.u64 %rd1, [p]"), one(Space::Param));
+        assert_eq!(spaces("ld.const.u32 %r1, [c]"), one(Space::Const));
+        // A sub-qualifier PTX does not have: not global for the global checks; generic for the
+        // shared/local ones unless another space is named.
+        assert_eq!(spaces("ld.local::x.u32 %r1, [%rd1]"), one(Space::Malformed { other_named: false }));
+        assert_eq!(spaces("ld.global.local::x.u32 %r1, [%rd1]"), one(Space::Malformed { other_named: true }));
+        assert_eq!(c("ld.local::x.u32 %r1, [%rd1]"), Classified::Skip(SkipReason::NotGlobalSpace));
+        // A copy: destination, then source.
+        assert_eq!(spaces("cp.async.ca.shared.global [%r1], [%rd1], 4"), [Some(Space::Shared), Some(Space::Global)]);
+        assert_eq!(spaces("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd2], 256, [%r4]"), [Some(Space::SharedCluster), Some(Space::Global)]);
+        assert_eq!(spaces("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]"), [None, None]);
+        assert_eq!(spaces("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%r1], %r2, [%r3]"), [None, None]);
+        // Rows of a matrix: half of the warp supplies them for .x2.
+        let ins = split_instr("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r1, %r2}, [%r3]").unwrap();
+        let parts: Vec<&str> = ins.opcode.parts().collect();
+        assert!(matches!(&decode(&ins, &parts), [Some(MemAccess { space: Space::Shared, addr_idx: 1, lanes: 16, extent: Some(Extent::Bytes(16)), .. }), None]));
+        let frag = "{%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}";
+        assert_eq!(spaces(&format!("wmma.load.a.sync.aligned.row.m16n16k16.f16 {frag}, [%rd3]")), one(Space::Generic));
+        assert_eq!(spaces(&format!("wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {frag}, [%rd3]")), one(Space::Global));
+        assert_eq!(spaces(&format!("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%r3], {frag}")), one(Space::Shared));
     }
 
     proptest::proptest! {
