@@ -145,18 +145,31 @@ fn a_triton_module_is_checked_marked_and_carries_its_sites() {
 #[test]
 fn what_cannot_be_checked_is_assembled_as_it_is() {
     let d = scratch("fallback");
-    // A module that defines the marker's name itself: the checked copy is refused by ptxas
-    // (duplicate definition), so the original is assembled, with a warning.
+    // A module that defines the marker's name itself: the rewriter refuses a module naming
+    // gasan's reserved names, so the original is assembled, with a warning.
     let clash = d.join("clash.ptx");
     std::fs::write(&clash, format!("{FIXTURE}\n.visible .global .align 8 .b8 __gasan_jit[8];\n")).unwrap();
     let out = triton_compile(&mut front_end(&d, ""), &clash, &d.join("clash.cubin"));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("gasan-ptxas: warning:") && err.contains("refused the checked copy") && err.contains("assembled the original unchecked"), "{err}");
+    assert!(err.contains("gasan-ptxas: warning:") && err.contains("names __gasan_jit") && err.contains("assembling it unchecked"), "{err}");
     let cubin = std::fs::read(d.join("clash.cubin")).unwrap();
     assert!(find_in_cubin(&cubin).is_err(), "the user's 8-byte __gasan_jit is not a marker");
     let halt = gasan_jit::Expected { scale: gasan_instrument::shadow::Scale::S8, recover: false };
     assert!(matches!(gasan_jit::recognise(&cubin, halt), gasan_jit::Recognition::Damaged(_)));
+
+    // A real ptxas that refuses the checked copy (it has the marker) and assembles the original:
+    // the original's cubin, with a warning that names the refusal.
+    let picky = d.join("picky-ptxas");
+    std::fs::write(&picky, format!("#!/bin/sh\nfor a in \"$@\"; do case $a in *.ptx) grep -q __gasan_jit \"$a\" && {{ echo 'picky: no' >&2; exit 3; }};; esac; done\nexec '{}' \"$@\"\n", real_ptxas().display())).unwrap();
+    std::fs::set_permissions(&picky, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let plain = d.join("plain.ptx");
+    std::fs::write(&plain, FIXTURE).unwrap();
+    let out = triton_compile(front_end(&d, "").env("GASAN_REAL_PTXAS", &picky), &plain, &d.join("plain.cubin"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("refused the checked copy") && err.contains("picky: no") && err.contains("assembled the original unchecked"), "{err}");
+    assert!(find_in_cubin(&std::fs::read(d.join("plain.cubin")).unwrap()).unwrap().is_none(), "the original has no marker");
 
     // PTX the rewriter refuses (32-bit addresses): a warning, then the real ptxas's verdict on the
     // original, whatever it is.
