@@ -161,7 +161,11 @@ fn what_cannot_be_checked_is_assembled_as_it_is() {
     // A real ptxas that refuses the checked copy (it has the marker) and assembles the original:
     // the original's cubin, with a warning that names the refusal.
     let picky = d.join("picky-ptxas");
-    std::fs::write(&picky, format!("#!/bin/sh\nfor a in \"$@\"; do case $a in *.ptx) grep -q __gasan_jit \"$a\" && {{ echo 'picky: no' >&2; exit 3; }};; esac; done\nexec '{}' \"$@\"\n", real_ptxas().display())).unwrap();
+    std::fs::write(
+        &picky,
+        format!("#!/bin/sh\nfor a in \"$@\"; do case $a in *.ptx) grep -q __gasan_jit \"$a\" && {{ echo 'picky: no' >&2; exit 3; }};; esac; done\nexec '{}' \"$@\"\n", real_ptxas().display()),
+    )
+    .unwrap();
     std::fs::set_permissions(&picky, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let plain = d.join("plain.ptx");
     std::fs::write(&plain, FIXTURE).unwrap();
