@@ -191,6 +191,8 @@ unsafe fn patched_cudart_table(orig: *const usize) -> usize {
     // function's contract.
     let mut v: Vec<usize> = (0..n).map(|i| unsafe { *orig.add(i) }).collect();
     // Slots 1, 6 and 8 load modules from fatbins.
-    [v[1], v[6], v[8]] = hooks::take_cudart_loaders([v[1], v[6], v[8]]);
+    // SAFETY: `v` is a copy of the CUDART_INTERFACE table (this function's contract), whose slots
+    // 1, 6 and 8 are cudart's module loaders.
+    [v[1], v[6], v[8]] = unsafe { hooks::take_cudart_loaders([v[1], v[6], v[8]]) };
     Box::leak(v.into_boxed_slice()).as_ptr() as usize
 }

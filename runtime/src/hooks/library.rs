@@ -11,6 +11,7 @@
 
 use crate::state::log;
 use std::ffi::{c_void, CStr, CString};
+use std::marker::PhantomData;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -141,6 +142,59 @@ impl Library {
         (p != 0).then_some(p)
     }
 }
+
+/// One function of a wrapped [`Library`], of type `F` (its C prototype): the one way gasan reaches
+/// it. A wrapped function through its slot of the library's table ([`Library::real`]), any other
+/// from the library that holds the wrapped ones ([`Library::sibling`]). Declared with
+/// [`exports!`], once per function.
+pub(crate) struct Export<F> {
+    library: &'static Library,
+    name: &'static str,
+    prototype: PhantomData<F>,
+}
+
+impl<F: Copy> Export<F> {
+    /// # Safety
+    /// `F` is an `unsafe extern "C" fn` type with the C prototype of `library`'s function `name`.
+    pub(crate) const unsafe fn new(library: &'static Library, name: &'static str) -> Self {
+        Export { library, name, prototype: PhantomData }
+    }
+
+    /// The function, `None` when the library (or this function of it) is not found. Not cached:
+    /// a later `dlsym` of the program may find the library.
+    pub(crate) fn get(&self) -> Option<F> {
+        const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>(), "Export: F must be a function pointer") };
+        let wrapped = (self.library.table)().iter().position(|&(n, _)| n == self.name);
+        let p = match wrapped {
+            Some(i) => self.library.real(i)?,
+            None => self.library.sibling(0, &CString::new(self.name).ok()?)?,
+        };
+        // SAFETY: `p` is the non-null address of the library's function `self.name`, and `F` a
+        // function pointer type (same size, checked above) with its prototype (`new`'s contract).
+        Some(unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+    }
+
+    /// The file of the library that holds this (wrapped) function, for cache keys.
+    pub(crate) fn file(&self) -> Option<std::path::PathBuf> {
+        self.library.file((self.library.table)().iter().position(|&(n, _)| n == self.name)?)
+    }
+}
+
+/// Declares the functions of a wrapped library that gasan calls, once each, by exact name and C
+/// prototype (the library's header, CUDA 13.0): `LIB -> Result; name(arg: Type, ...);` becomes the
+/// [`Export`] `name` of `LIB` (a [`Library`] static in scope). The driver's are
+/// [`crate::driver::sys`].
+macro_rules! exports {
+    ($library:ident -> $ret:ty; $($name:ident($($arg:ident: $t:ty),*);)*) => {
+        $(
+            #[allow(non_upper_case_globals)]
+            // SAFETY: the type is the prototype of the library's function of this name, as its
+            // header declares it.
+            pub(crate) static $name: $crate::hooks::library::Export<unsafe extern "C" fn($($t),*) -> $ret> = unsafe { $crate::hooks::library::Export::new(&$library, stringify!($name)) };
+        )*
+    };
+}
+pub(crate) use exports;
 
 /// Warns that gasan's part failed: the first time on standard error, later ones at `verbosity=1`
 /// (a program may compile many kernels, each failing the same way, e.g. without a ptxas).

@@ -132,26 +132,34 @@ fn read_file(fname: CStrIn) -> Option<Vec<u8>> {
 
 // ---- cudart's private module loaders (CUDART_INTERFACE export table slots 1, 6, 8) ----
 
-/// cudart's own loaders from its CUDART_INTERFACE export table (slots 1, 6, 8), which
-/// interpose.rs replaces with ours.
-static CUDART_LOADERS: std::sync::OnceLock<[usize; 3]> = std::sync::OnceLock::new();
-
-/// Keeps cudart's loaders `orig` (slots 1, 6, 8 of CUDART_INTERFACE) and returns ours for them.
-pub(crate) fn take_cudart_loaders(orig: [usize; 3]) -> [usize; 3] {
-    let _ = CUDART_LOADERS.set(orig);
-    [cudart_get_module_from_cubin as *const () as usize, cudart_get_module_from_cubin_ext1 as *const () as usize, cudart_get_module_from_cubin_ext2 as *const () as usize]
+/// cudart's own module loaders, from slots 1, 6 and 8 of its CUDART_INTERFACE export table (which
+/// interpose.rs replaces with ours): the one way gasan reaches them, each declared once with the
+/// prototype of its slot; `None` for a null slot.
+struct CudartLoaders {
+    get_module_from_cubin: Option<unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult>,
+    get_module_from_cubin_ext1: Option<unsafe extern "C" fn(*mut CUmodule, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult>,
+    get_module_from_cubin_ext2: Option<unsafe extern "C" fn(*const c_void, *mut CUmodule, *mut c_void, *mut c_void, u32) -> CuResult>,
 }
 
-/// cudart's original loader kept for slot `i`, as `F`; `None` when none was kept or the slot was null.
+static CUDART_LOADERS: std::sync::OnceLock<CudartLoaders> = std::sync::OnceLock::new();
+
+/// Keeps cudart's loaders `orig` (slots 1, 6, 8 of CUDART_INTERFACE) and returns ours for them.
 ///
 /// # Safety
-/// `F` is the function-pointer type of that slot's loader.
-unsafe fn orig_slot<F: Copy>(i: usize) -> Option<F> {
-    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
-    let addr = CUDART_LOADERS.get().map(|s| s[i]).filter(|&a| a != 0)?;
-    // SAFETY: `addr` is a non-null entry of cudart's export table, the loader of slot `i`, and
-    // by this function's contract `F` is that loader's function-pointer type (same size: above).
-    Some(unsafe { std::mem::transmute_copy::<usize, F>(&addr) })
+/// `orig` holds the entries of slots 1, 6 and 8 of the driver's CUDART_INTERFACE table, in that
+/// order: each null or cudart's loader of that slot.
+pub(crate) unsafe fn take_cudart_loaders(orig: [usize; 3]) -> [usize; 3] {
+    // SAFETY: each entry is null (`None`: the niche of `Option<fn>`) or the loader of its slot,
+    // whose prototype is the field's (this function's contract); usize and a function pointer
+    // have the same size.
+    let _ = CUDART_LOADERS.set(unsafe {
+        CudartLoaders {
+            get_module_from_cubin: std::mem::transmute::<usize, Option<_>>(orig[0]),
+            get_module_from_cubin_ext1: std::mem::transmute::<usize, Option<_>>(orig[1]),
+            get_module_from_cubin_ext2: std::mem::transmute::<usize, Option<_>>(orig[2]),
+        }
+    });
+    [cudart_get_module_from_cubin as *const () as usize, cudart_get_module_from_cubin_ext1 as *const () as usize, cudart_get_module_from_cubin_ext2 as *const () as usize]
 }
 
 /// A fatbin wrapper (version 1) around a fatbin of the checked code: the fatbin a cubin sits in,
@@ -170,9 +178,7 @@ fn checked_wrapper<'a>(c: &modules::Checked, code: &modules::Code<'a>) -> module
 /// cudart calls it through its export table with the contract of the slot it replaces.
 pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wrapper: *const c_void) -> CuResult {
     guard("get_module_from_cubin", || {
-        type F = unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult;
-        // SAFETY: `F` is the signature of cudart's loader in this slot (the one this hook replaces).
-        let Some(f) = (unsafe { orig_slot::<F>(0) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
+        let Some(f) = CUDART_LOADERS.get().and_then(|l| l.get_module_from_cubin) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
         // a module image load_checked can read; `load` calls the slot's original with cudart's
         // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
@@ -185,9 +191,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wra
 /// cudart calls it through its export table with the contract of the slot it replaces.
 pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext1", || {
-        type F = unsafe extern "C" fn(*mut CUmodule, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult;
-        // SAFETY: `F` is the signature of cudart's loader in this slot (the one this hook replaces).
-        let Some(f) = (unsafe { orig_slot::<F>(1) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
+        let Some(f) = CUDART_LOADERS.get().and_then(|l| l.get_module_from_cubin_ext1) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
         // cudart passed them.
         unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), modules::LoadOut::Module(module)) }
@@ -198,9 +202,7 @@ pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule
 /// cudart calls it through its export table with the contract of the slot it replaces.
 pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut CUmodule, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext2", || {
-        type F = unsafe extern "C" fn(*const c_void, *mut CUmodule, *mut c_void, *mut c_void, u32) -> CuResult;
-        // SAFETY: `F` is the signature of cudart's loader in this slot (the one this hook replaces).
-        let Some(f) = (unsafe { orig_slot::<F>(2) }) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
+        let Some(f) = CUDART_LOADERS.get().and_then(|l| l.get_module_from_cubin_ext2) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
         // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
         // read; `load` calls the slot's original with it or with a fatbin of the checked code
         // (kept alive after a successful load), and cudart's other arguments unchanged.

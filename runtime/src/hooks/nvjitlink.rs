@@ -36,26 +36,10 @@ const NVJITLINK_ERROR_INTERNAL: LinkResult = 6;
 const INPUT_PTX: c_int = 2;
 const INPUT_ANY: c_int = 10;
 
-const CREATE: usize = 0;
-const DESTROY: usize = 1;
-const ADD_DATA: usize = 2;
-const ADD_FILE: usize = 3;
-const COMPLETE: usize = 4;
-const CUBIN_SIZE: usize = 5;
-const CUBIN: usize = 6;
-
-type CreateFn = unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> LinkResult;
-type DestroyFn = unsafe extern "C" fn(*mut Handle) -> LinkResult;
-type AddDataFn = unsafe extern "C" fn(Handle, c_int, *const c_void, usize, *const c_char) -> LinkResult;
-type AddFileFn = unsafe extern "C" fn(Handle, c_int, *const c_char) -> LinkResult;
-type CompleteFn = unsafe extern "C" fn(Handle) -> LinkResult;
-type SizeFn = unsafe extern "C" fn(Handle, *mut usize) -> LinkResult;
-type GetFn = unsafe extern "C" fn(Handle, *mut c_void) -> LinkResult;
-
 /// Declares each wrapper under its plain and its versioned name (same body, which reaches
-/// nvJitLink through the plain name's slot of [`table`]).
+/// nvJitLink through the plain name's [`sys`] entry).
 macro_rules! wrappers {
-    ($( $i:ident: $plain:ident | $versioned:ident ( $($a:ident : $t:ty),* ) => $body:ident; )*) => {
+    ($( $plain:ident | $versioned:ident ( $($a:ident : $t:ty),* ) => $body:ident; )*) => {
         $(
             /// # Safety
             /// nvJitLink.h's contract for the function of this name.
@@ -72,12 +56,6 @@ macro_rules! wrappers {
                 unsafe { $body($($a),*) }
             }
         )*
-        // Each wrapper's index constant is its place in the table.
-        const _: () = {
-            let mut k = 0;
-            $( assert!($i == k); k += 1; )*
-            let _ = k;
-        };
         fn table() -> &'static [(&'static str, usize)] {
             static T: OnceLock<Vec<(&str, usize)>> = OnceLock::new();
             T.get_or_init(|| {
@@ -90,27 +68,32 @@ macro_rules! wrappers {
 }
 
 wrappers! {
-    CREATE: nvJitLinkCreate | __nvJitLinkCreate_13_0 (handle: *mut Handle, n: u32, options: *const *const c_char) => create;
-    DESTROY: nvJitLinkDestroy | __nvJitLinkDestroy_13_0 (handle: *mut Handle) => destroy;
-    ADD_DATA: nvJitLinkAddData | __nvJitLinkAddData_13_0 (handle: Handle, kind: c_int, data: *const c_void, size: usize, name: *const c_char) => add_data;
-    ADD_FILE: nvJitLinkAddFile | __nvJitLinkAddFile_13_0 (handle: Handle, kind: c_int, file: *const c_char) => add_file;
-    COMPLETE: nvJitLinkComplete | __nvJitLinkComplete_13_0 (handle: Handle) => complete;
-    CUBIN_SIZE: nvJitLinkGetLinkedCubinSize | __nvJitLinkGetLinkedCubinSize_13_0 (handle: Handle, size: *mut usize) => cubin_size;
-    CUBIN: nvJitLinkGetLinkedCubin | __nvJitLinkGetLinkedCubin_13_0 (handle: Handle, out: *mut c_void) => cubin;
+    nvJitLinkCreate | __nvJitLinkCreate_13_0 (handle: *mut Handle, n: u32, options: *const *const c_char) => create;
+    nvJitLinkDestroy | __nvJitLinkDestroy_13_0 (handle: *mut Handle) => destroy;
+    nvJitLinkAddData | __nvJitLinkAddData_13_0 (handle: Handle, kind: c_int, data: *const c_void, size: usize, name: *const c_char) => add_data;
+    nvJitLinkAddFile | __nvJitLinkAddFile_13_0 (handle: Handle, kind: c_int, file: *const c_char) => add_file;
+    nvJitLinkComplete | __nvJitLinkComplete_13_0 (handle: Handle) => complete;
+    nvJitLinkGetLinkedCubinSize | __nvJitLinkGetLinkedCubinSize_13_0 (handle: Handle, size: *mut usize) => cubin_size;
+    nvJitLinkGetLinkedCubin | __nvJitLinkGetLinkedCubin_13_0 (handle: Handle, out: *mut c_void) => cubin;
 }
 
 /// nvJitLink, as the wrappers reach it.
 pub(crate) static NVJITLINK: Library = Library::new(table);
 
-/// nvJitLink's function `i` of [`table`] as type `F`.
-///
-/// # Safety
-/// `F` is the C prototype in nvJitLink.h of the function `i` of [`table`].
-unsafe fn real_as<F: Copy>(i: usize) -> Option<F> {
-    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
-    // SAFETY: a non-null address of nvJitLink's function `i`, whose prototype `F` is by this
-    // function's contract.
-    NVJITLINK.real(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+/// nvJitLink's functions gasan calls, each declared once with nvJitLink.h's (CUDA 13.0) prototype
+/// under its plain name (the versioned names are the same functions).
+mod sys {
+    use super::{Handle, LinkResult, NVJITLINK};
+    use std::ffi::{c_char, c_int, c_void};
+    super::super::library::exports! { NVJITLINK -> LinkResult;
+        nvJitLinkCreate(handle: *mut Handle, n: u32, options: *const *const c_char);
+        nvJitLinkDestroy(handle: *mut Handle);
+        nvJitLinkAddData(handle: Handle, kind: c_int, data: *const c_void, size: usize, name: *const c_char);
+        nvJitLinkAddFile(handle: Handle, kind: c_int, file: *const c_char);
+        nvJitLinkComplete(handle: Handle);
+        nvJitLinkGetLinkedCubinSize(handle: Handle, size: *mut usize);
+        nvJitLinkGetLinkedCubin(handle: Handle, cubin: *mut c_void);
+    }
 }
 
 /// One input of a link, as the program added it.
@@ -146,8 +129,7 @@ fn ours(what: &str, f: impl FnOnce()) {
 /// # Safety
 /// nvJitLinkCreate's contract.
 unsafe fn create(handle: *mut Handle, n: u32, options: *const *const c_char) -> LinkResult {
-    // SAFETY: CreateFn is nvJitLinkCreate's prototype.
-    let Some(f) = (unsafe { real_as::<CreateFn>(CREATE) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkCreate.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's arguments, under the function's contract.
     let r = unsafe { f(handle, n, options) };
     if r == NVJITLINK_SUCCESS && !handle.is_null() && process().instrument {
@@ -165,8 +147,7 @@ unsafe fn create(handle: *mut Handle, n: u32, options: *const *const c_char) -> 
 /// # Safety
 /// nvJitLinkAddData's contract.
 unsafe fn add_data(handle: Handle, kind: c_int, data: *const c_void, size: usize, name: *const c_char) -> LinkResult {
-    // SAFETY: AddDataFn is nvJitLinkAddData's prototype.
-    let Some(f) = (unsafe { real_as::<AddDataFn>(ADD_DATA) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkAddData.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's arguments, under the function's contract.
     let r = unsafe { f(handle, kind, data, size, name) };
     if r == NVJITLINK_SUCCESS && !data.is_null() {
@@ -182,8 +163,7 @@ unsafe fn add_data(handle: Handle, kind: c_int, data: *const c_void, size: usize
 /// # Safety
 /// nvJitLinkAddFile's contract.
 unsafe fn add_file(handle: Handle, kind: c_int, file: *const c_char) -> LinkResult {
-    // SAFETY: AddFileFn is nvJitLinkAddFile's prototype.
-    let Some(f) = (unsafe { real_as::<AddFileFn>(ADD_FILE) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkAddFile.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's arguments, under the function's contract.
     let r = unsafe { f(handle, kind, file) };
     if r == NVJITLINK_SUCCESS && !file.is_null() {
@@ -199,8 +179,7 @@ unsafe fn add_file(handle: Handle, kind: c_int, file: *const c_char) -> LinkResu
 /// # Safety
 /// nvJitLinkComplete's contract.
 unsafe fn complete(handle: Handle) -> LinkResult {
-    // SAFETY: CompleteFn is nvJitLinkComplete's prototype.
-    let Some(f) = (unsafe { real_as::<CompleteFn>(COMPLETE) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkComplete.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's argument, under the function's contract.
     let r = unsafe { f(handle) };
     if r == NVJITLINK_SUCCESS {
@@ -224,8 +203,7 @@ unsafe fn cubin_size(handle: Handle, size: *mut usize) -> LinkResult {
             return NVJITLINK_SUCCESS;
         }
     }
-    // SAFETY: SizeFn is nvJitLinkGetLinkedCubinSize's prototype.
-    let Some(f) = (unsafe { real_as::<SizeFn>(CUBIN_SIZE) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkGetLinkedCubinSize.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's arguments, under the function's contract.
     unsafe { f(handle, size) }
 }
@@ -246,8 +224,7 @@ unsafe fn cubin(handle: Handle, cubin: *mut c_void) -> LinkResult {
             return NVJITLINK_SUCCESS;
         }
     }
-    // SAFETY: GetFn is nvJitLinkGetLinkedCubin's prototype.
-    let Some(f) = (unsafe { real_as::<GetFn>(CUBIN) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkGetLinkedCubin.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's arguments, under the function's contract.
     unsafe { f(handle, cubin) }
 }
@@ -260,8 +237,7 @@ unsafe fn destroy(handle: *mut Handle) -> LinkResult {
         let h = unsafe { *handle } as usize;
         with_links(|m| m.remove(&h));
     }
-    // SAFETY: DestroyFn is nvJitLinkDestroy's prototype.
-    let Some(f) = (unsafe { real_as::<DestroyFn>(DESTROY) }) else { return NVJITLINK_ERROR_INTERNAL };
+    let Some(f) = sys::nvJitLinkDestroy.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's argument, under the function's contract.
     unsafe { f(handle) }
 }
@@ -314,18 +290,15 @@ fn checked_link(link: &Link, first: usize, o: &Options) -> Result<(Vec<u8>, [u8;
     let iopts = crate::modules::instrument_options_for(o, false);
     let checked = gasan_jit::check_module(ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
     let checked_text = CString::new(checked.text).map_err(|_| "checked PTX holds NUL")?;
-    // SAFETY: each type is the nvJitLink.h prototype of the function named.
-    let fns = unsafe {
-        (
-            real_as::<CreateFn>(CREATE),
-            real_as::<AddDataFn>(ADD_DATA),
-            real_as::<AddFileFn>(ADD_FILE),
-            real_as::<CompleteFn>(COMPLETE),
-            real_as::<SizeFn>(CUBIN_SIZE),
-            real_as::<GetFn>(CUBIN),
-            real_as::<DestroyFn>(DESTROY),
-        )
-    };
+    let fns = (
+        sys::nvJitLinkCreate.get(),
+        sys::nvJitLinkAddData.get(),
+        sys::nvJitLinkAddFile.get(),
+        sys::nvJitLinkComplete.get(),
+        sys::nvJitLinkGetLinkedCubinSize.get(),
+        sys::nvJitLinkGetLinkedCubin.get(),
+        sys::nvJitLinkDestroy.get(),
+    );
     let (Some(create), Some(add_data), Some(add_file), Some(complete), Some(size), Some(get), Some(destroy)) = fns else { return Err("nvJitLink's functions not found".into()) };
     let optp: Vec<*const c_char> = link.options.iter().map(|c| c.as_ptr()).collect();
     let mut h: Handle = std::ptr::null_mut();

@@ -32,14 +32,6 @@ type Program = *mut c_void;
 const NVRTC_SUCCESS: NvrtcResult = 0;
 const NVRTC_ERROR_INTERNAL_ERROR: NvrtcResult = 11;
 
-/// NVRTC's wrapped entry points, in the order of [`table`].
-const CREATE: usize = 0;
-const ADD_NAME: usize = 1;
-const COMPILE: usize = 2;
-const CUBIN_SIZE: usize = 3;
-const CUBIN: usize = 4;
-const DESTROY: usize = 5;
-
 fn table() -> &'static [(&'static str, usize)] {
     static T: OnceLock<[(&str, usize); 6]> = OnceLock::new();
     T.get_or_init(|| {
@@ -98,22 +90,21 @@ fn ours(what: &str, f: impl FnOnce()) {
     }
 }
 
-type CreateFn = unsafe extern "C" fn(*mut Program, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> NvrtcResult;
-type AddNameFn = unsafe extern "C" fn(Program, *const c_char) -> NvrtcResult;
-type CompileFn = unsafe extern "C" fn(Program, c_int, *const *const c_char) -> NvrtcResult;
-type SizeFn = unsafe extern "C" fn(Program, *mut usize) -> NvrtcResult;
-type GetFn = unsafe extern "C" fn(Program, *mut c_char) -> NvrtcResult;
-type DestroyFn = unsafe extern "C" fn(*mut Program) -> NvrtcResult;
-
-/// NVRTC's function `i` as type `F`.
-///
-/// # Safety
-/// `F` is the C prototype in nvrtc.h of the function `i` of [`table`].
-unsafe fn real_as<F: Copy>(i: usize) -> Option<F> {
-    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
-    // SAFETY: a non-null address of NVRTC's function `i` of the table, whose prototype `F` is by
-    // this function's contract.
-    NVRTC.real(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+/// NVRTC's functions gasan calls (the wrapped ones for the program, and for its second compile
+/// two it does not wrap), each declared once with nvrtc.h's (CUDA 13.0) prototype.
+mod sys {
+    use super::{NvrtcResult, Program, NVRTC};
+    use std::ffi::{c_char, c_int};
+    super::super::library::exports! { NVRTC -> NvrtcResult;
+        nvrtcCreateProgram(prog: *mut Program, src: *const c_char, name: *const c_char, num_headers: c_int, headers: *const *const c_char, include_names: *const *const c_char);
+        nvrtcAddNameExpression(prog: Program, expr: *const c_char);
+        nvrtcCompileProgram(prog: Program, num_options: c_int, options: *const *const c_char);
+        nvrtcGetCUBINSize(prog: Program, size: *mut usize);
+        nvrtcGetCUBIN(prog: Program, cubin: *mut c_char);
+        nvrtcDestroyProgram(prog: *mut Program);
+        nvrtcGetPTXSize(prog: Program, size: *mut usize);
+        nvrtcGetPTX(prog: Program, ptx: *mut c_char);
+    }
 }
 
 /// # Safety
@@ -127,8 +118,7 @@ pub unsafe extern "C" fn nvrtcCreateProgram(
     headers: *const *const c_char,
     include_names: *const *const c_char,
 ) -> NvrtcResult {
-    // SAFETY: CreateFn is nvrtcCreateProgram's prototype.
-    let Some(f) = (unsafe { real_as::<CreateFn>(CREATE) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    let Some(f) = sys::nvrtcCreateProgram.get() else { return NVRTC_ERROR_INTERNAL_ERROR };
     // SAFETY: the program's arguments, under nvrtcCreateProgram's contract (this function's).
     let r = unsafe { f(prog, src, name, num_headers, headers, include_names) };
     if r == NVRTC_SUCCESS && !prog.is_null() && !src.is_null() && checking() {
@@ -157,8 +147,7 @@ pub unsafe extern "C" fn nvrtcCreateProgram(
 /// nvrtc.h's contract for `nvrtcAddNameExpression`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvrtcAddNameExpression(prog: Program, expr: *const c_char) -> NvrtcResult {
-    // SAFETY: AddNameFn is nvrtcAddNameExpression's prototype.
-    let Some(f) = (unsafe { real_as::<AddNameFn>(ADD_NAME) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    let Some(f) = sys::nvrtcAddNameExpression.get() else { return NVRTC_ERROR_INTERNAL_ERROR };
     // SAFETY: the program's arguments, under the function's contract.
     let r = unsafe { f(prog, expr) };
     if r == NVRTC_SUCCESS && !expr.is_null() {
@@ -175,8 +164,7 @@ pub unsafe extern "C" fn nvrtcAddNameExpression(prog: Program, expr: *const c_ch
 /// nvrtc.h's contract for `nvrtcCompileProgram`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvrtcCompileProgram(prog: Program, num_options: c_int, options: *const *const c_char) -> NvrtcResult {
-    // SAFETY: CompileFn is nvrtcCompileProgram's prototype.
-    let Some(f) = (unsafe { real_as::<CompileFn>(COMPILE) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    let Some(f) = sys::nvrtcCompileProgram.get() else { return NVRTC_ERROR_INTERNAL_ERROR };
     // SAFETY: the program's arguments, under the function's contract.
     let r = unsafe { f(prog, num_options, options) };
     ours("nvrtcCompileProgram", || {
@@ -207,8 +195,7 @@ pub unsafe extern "C" fn nvrtcGetCUBINSize(prog: Program, size: *mut usize) -> N
             return NVRTC_SUCCESS;
         }
     }
-    // SAFETY: SizeFn is nvrtcGetCUBINSize's prototype.
-    let Some(f) = (unsafe { real_as::<SizeFn>(CUBIN_SIZE) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    let Some(f) = sys::nvrtcGetCUBINSize.get() else { return NVRTC_ERROR_INTERNAL_ERROR };
     // SAFETY: the program's arguments, under the function's contract.
     unsafe { f(prog, size) }
 }
@@ -230,8 +217,7 @@ pub unsafe extern "C" fn nvrtcGetCUBIN(prog: Program, cubin: *mut c_char) -> Nvr
             return NVRTC_SUCCESS;
         }
     }
-    // SAFETY: GetFn is nvrtcGetCUBIN's prototype.
-    let Some(f) = (unsafe { real_as::<GetFn>(CUBIN) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    let Some(f) = sys::nvrtcGetCUBIN.get() else { return NVRTC_ERROR_INTERNAL_ERROR };
     // SAFETY: the program's arguments, under the function's contract.
     unsafe { f(prog, cubin) }
 }
@@ -245,8 +231,7 @@ pub unsafe extern "C" fn nvrtcDestroyProgram(prog: *mut Program) -> NvrtcResult 
         let handle = unsafe { *prog } as usize;
         with_programs(|m| m.remove(&handle));
     }
-    // SAFETY: DestroyFn is nvrtcDestroyProgram's prototype.
-    let Some(f) = (unsafe { real_as::<DestroyFn>(DESTROY) }) else { return NVRTC_ERROR_INTERNAL_ERROR };
+    let Some(f) = sys::nvrtcDestroyProgram.get() else { return NVRTC_ERROR_INTERNAL_ERROR };
     // SAFETY: the program's argument, under the function's contract.
     unsafe { f(prog) }
 }
@@ -285,14 +270,11 @@ fn check_program(prog: Program, opts: &[String], o: &Options) -> Option<Vec<u8>>
 /// Compiles the program's source again for the virtual architecture and returns its PTX.
 fn shadow_ptx(prog: Program, shadow: &[String]) -> Result<String, String> {
     let (src, name, headers, exprs) = with_programs(|m| m.get(&(prog as usize)).map(|s| (s.src.clone(), s.name.clone(), s.headers.clone(), s.name_expressions.clone()))).ok_or("program forgotten")?;
-    // SAFETY: each type is the nvrtc.h prototype of the function named (all four).
-    let (create, add, compile, destroy) = unsafe { (real_as::<CreateFn>(CREATE), real_as::<AddNameFn>(ADD_NAME), real_as::<CompileFn>(COMPILE), real_as::<DestroyFn>(DESTROY)) };
-    let (Some(create), Some(add), Some(compile), Some(destroy)) = (create, add, compile, destroy) else { return Err("NVRTC's functions not found".into()) };
-    // SAFETY: both are nvrtc.h's prototypes of the functions named.
-    let (ptx_size, get_ptx) = unsafe {
-        (NVRTC.sibling(COMPILE, c"nvrtcGetPTXSize").map(|p| std::mem::transmute::<usize, SizeFn>(p)), NVRTC.sibling(COMPILE, c"nvrtcGetPTX").map(|p| std::mem::transmute::<usize, GetFn>(p)))
+    let (Some(create), Some(add), Some(compile), Some(destroy)) = (sys::nvrtcCreateProgram.get(), sys::nvrtcAddNameExpression.get(), sys::nvrtcCompileProgram.get(), sys::nvrtcDestroyProgram.get())
+    else {
+        return Err("NVRTC's functions not found".into());
     };
-    let (Some(ptx_size), Some(get_ptx)) = (ptx_size, get_ptx) else { return Err("nvrtcGetPTX not found".into()) };
+    let (Some(ptx_size), Some(get_ptx)) = (sys::nvrtcGetPTXSize.get(), sys::nvrtcGetPTX.get()) else { return Err("nvrtcGetPTX not found".into()) };
     let hdr: Vec<*const c_char> = headers.iter().map(|(h, _)| h.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())).collect();
     let inc: Vec<*const c_char> = headers.iter().map(|(_, n)| n.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())).collect();
     let copts: Vec<CString> = shadow.iter().map(|s| CString::new(s.as_str())).collect::<Result<_, _>>().map_err(|_| "an option holds NUL")?;
@@ -382,7 +364,7 @@ fn checked_cubin(prog: Program, opts: &[String], target: &str, shadow: &[String]
     let ptxas = sass::find_ptxas(o.ptxas.as_deref(), |k| std::env::var_os(k)).ok_or("no ptxas found (set ptxas= or CUDA_HOME)")?;
     let cache = crate::cache::dir_for(o.cache_dir.as_deref()).map(|d| crate::cache::Cache::new(d, o.cache_size_mb << 20)).ok_or("no cache directory")?;
     let compiler = sass::file_identity(&ptxas).ok_or_else(|| format!("cannot read {}", ptxas.display()))?;
-    let nvrtc = NVRTC.file(COMPILE).and_then(|f| sass::file_identity(&f)).ok_or("cannot identify the NVRTC library")?;
+    let nvrtc = sys::nvrtcCompileProgram.file().and_then(|f| sass::file_identity(&f)).ok_or("cannot identify the NVRTC library")?;
     let key = with_programs(|m| m.get(&(prog as usize)).map(|s| source_key(s, opts, &nvrtc, &compiler, o))).ok_or("program forgotten")?;
     let (entry, _) = sass::entry_names(&key, target);
     let expected = gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error };
