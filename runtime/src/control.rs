@@ -1,19 +1,99 @@
 //! Control blocks and the checked device heap: what each loaded checked module is told (pool,
 //! shadow, extent table, ring, its module id, the device heap), written when the module and the
 //! pool both exist; the heap reserved, sized by the program's limit and replaced when it grows.
+//!
+//! Per device, a module's block is written from that GPU's [`DeviceRuntime`] (its pool, ring,
+//! outside table and device heap). Per process, [`ControlBlocks`] keeps which blocks wait to be
+//! written and in which contexts a library's block is: a library spans contexts and GPUs.
 
+use crate::device::{current_device, DeviceRuntime, DeviceSource, LoadedHandle};
 use crate::driver::{DriverError, CUDA_ERROR_INVALID_VALUE};
-use crate::options::Options;
-use crate::state::{current_device, log, DeviceRuntime, LoadedHandle, Pending, State};
+use crate::log::log;
 use gasan_instrument::abi::ControlBlock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
-impl State {
-    /// Writes the module's control block now if the pool exists, else remembers it.
-    pub fn set_control_block(&self, h: LoadedHandle, module_id: u64) {
-        self.set_control_block_named(h, module_id, gasan_instrument::abi::CONTROL_BLOCK_SYMBOL);
+/// A control block waiting to be written.
+pub(crate) struct Pending {
+    pub(crate) handle: LoadedHandle,
+    pub(crate) module_id: u64,
+    pub(crate) symbol: String,
+    /// The GPU of the context a module was loaded in; `None` for libraries (any GPU).
+    pub(crate) device: Option<i32>,
+    /// The contexts a library's control block was written in: a library has a copy of its
+    /// globals in each context that uses it.
+    pub(crate) written_in: Vec<usize>,
+}
+
+/// Control blocks waiting to be written, and whether there are any (read at every launch, so a
+/// flag rather than the lock).
+#[derive(Default)]
+pub(crate) struct PendingBlocks {
+    list: Mutex<Vec<Pending>>,
+    any: AtomicBool,
+}
+
+impl PendingBlocks {
+    pub(crate) fn push(&self, p: Pending) {
+        self.list.lock().unwrap().push(p);
+        self.any.store(true, Ordering::Release);
     }
 
-    /// As [`State::set_control_block`] for a control block under another name (inputs of a
+    /// Every entry, leaving none.
+    pub(crate) fn take(&self) -> Vec<Pending> {
+        let list = std::mem::take(&mut *self.list.lock().unwrap());
+        self.any.store(false, Ordering::Release);
+        list
+    }
+
+    pub fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+}
+
+/// The process's control-block bookkeeping: blocks not written yet, libraries written in every
+/// context seen, the contexts seen, and whether the driver takes blocks preset in cubins.
+pub struct ControlBlocks {
+    /// Kernels recover after a report (`halt_on_error=0`): the flag every block carries.
+    recover: bool,
+    /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
+    /// pool's GPU).
+    pub(crate) pending: PendingBlocks,
+    /// Libraries whose control block every context seen so far has (pending again when another
+    /// context or GPU appears).
+    libraries_written: Mutex<Vec<Pending>>,
+    /// The contexts gasan has seen (created, made current, retained, or current at a flush), with
+    /// their GPUs.
+    contexts_seen: Mutex<HashMap<usize, i32>>,
+    /// Whether the driver takes control blocks from cubins' data (checked on the process's first
+    /// preset module).
+    preset_works: OnceLock<bool>,
+}
+
+impl ControlBlocks {
+    /// `halt_on_error`: the option the blocks' flags come from.
+    pub fn new(halt_on_error: bool) -> Self {
+        ControlBlocks {
+            recover: !halt_on_error,
+            pending: PendingBlocks::default(),
+            libraries_written: Mutex::new(Vec::new()),
+            contexts_seen: Mutex::new(HashMap::new()),
+            preset_works: OnceLock::new(),
+        }
+    }
+
+    /// Whether any block waits to be written (read before every launch).
+    pub fn any_pending(&self) -> bool {
+        self.pending.any()
+    }
+
+    /// Writes the module's control block now if the pool exists, else remembers it.
+    pub fn set(&self, devices: &impl DeviceSource, h: LoadedHandle, module_id: u64) {
+        self.set_named(devices, h, module_id, gasan_instrument::abi::CONTROL_BLOCK_SYMBOL);
+    }
+
+    /// As [`ControlBlocks::set`] for a control block under another name (inputs of a
     /// `cuLink*` link each keep their own, see link.rs).
     ///
     /// A module gets the control block of the GPU of the context it was loaded in (in a
@@ -21,7 +101,7 @@ impl State {
     /// stay off, a zero pool). A library (context-independent: a copy of its globals in each
     /// context that uses it) is written in the current context now, and in each other context
     /// when it is current at a launch.
-    pub fn set_control_block_named(&self, h: LoadedHandle, module_id: u64, symbol: &str) {
+    pub fn set_named(&self, devices: &impl DeviceSource, h: LoadedHandle, module_id: u64, symbol: &str) {
         let loaded_on = current_device();
         let entry = Pending {
             handle: h,
@@ -34,39 +114,39 @@ impl State {
             written_in: Vec::new(),
         };
         if let (LoadedHandle::Module(_), Some(dev)) = (h, loaded_on) {
-            if let Some(d) = self.device() {
+            if let Some(d) = devices.device() {
                 if dev == d.device {
-                    write_control_block(d, &self.opts, h, module_id, symbol);
-                } else if let Some(o) = self.device_for(dev) {
+                    write_control_block(d, self.recover, h, module_id, symbol);
+                } else if let Some(o) = devices.device_for(dev) {
                     // Another GPU's module: its GPU's runtime (set up now), or never checked.
-                    write_control_block(o, &self.opts, h, module_id, symbol);
+                    write_control_block(o, self.recover, h, module_id, symbol);
                 }
                 return;
             }
         }
         if let LoadedHandle::Library(_) = h {
             if loaded_on.is_some() {
-                self.device();
+                devices.device();
             }
         }
         self.pending.push(entry);
-        self.flush_pending();
+        self.flush(devices.devices());
     }
 
     /// Writes the control blocks still pending that belong in the current context, when its GPU
     /// has a runtime (called before launches, when a library is loaded and when a device is set
     /// up). A library stays pending until every context gasan has seen on a GPU with a runtime
     /// has its block; then it waits in `libraries_written` until another context or GPU appears
-    /// ([`State::context_seen`], [`State::device_for`] put it back).
-    pub fn flush_pending(&self) {
-        let Some(first) = self.devices.first() else { return };
+    /// ([`ControlBlocks::context_seen`], [`ControlBlocks::device_set_up`] put it back).
+    pub fn flush(&self, devices: &crate::devices::Devices<DeviceRuntime>) {
+        let Some(first) = devices.first() else { return };
         let Some(cur) = current_device() else { return };
-        let Some(d) = self.devices.get(cur) else { return };
+        let Some(d) = devices.get(cur) else { return };
         if !first.multi_gpu && cur != first.device {
             return;
         }
         let ctx = crate::driver::result::ctx_get_current().map_or(0, |c| c as usize);
-        let contexts = self.contexts_with_runtime(ctx);
+        let contexts = self.contexts_with_runtime(devices, ctx);
         let mut keep = Vec::new();
         for mut p in self.pending.take() {
             match p.device {
@@ -77,10 +157,10 @@ impl State {
                         keep.push(p);
                     }
                 }
-                Some(_) => write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol),
+                Some(_) => write_control_block(d, self.recover, p.handle, p.module_id, &p.symbol),
                 None => {
                     if !p.written_in.contains(&ctx) {
-                        write_control_block(d, &self.opts, p.handle, p.module_id, &p.symbol);
+                        write_control_block(d, self.recover, p.handle, p.module_id, &p.symbol);
                         p.written_in.push(ctx);
                     }
                     if contexts.iter().all(|c| p.written_in.contains(c)) {
@@ -95,30 +175,62 @@ impl State {
             self.pending.push(p);
         }
     }
-}
 
-/// What module `module_id` is told on the pool's GPU.
-fn control_block(d: &DeviceRuntime, opts: &Options, module_id: u64) -> ControlBlock {
-    let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
-    let (extent_table, extent_shift) = d.alloc.extent_fields();
-    let ring = d.ring.lock().unwrap().device_ptr;
-    ControlBlock {
-        pool_base,
-        pool_size,
-        shadow_base,
-        ring,
-        flags: if opts.halt_on_error { 0 } else { gasan_instrument::abi::FLAG_RECOVER },
-        module_id,
-        extent_table,
-        extent_shift: extent_shift.into(),
-        // With the table, every out-of-pool check asks it (kernels of a module instrumented
-        // without outside checks ignore both fields).
-        outside_shadow: if d.outside.is_some() { gasan_instrument::abi::outside::RANGES } else { gasan_instrument::abi::outside::NO_RANGES },
-        outside_ranges: d.outside.as_ref().map_or(0, crate::outside::OutsideTable::device_address),
+    /// Another GPU was just set up: every library written so far gets its control block too.
+    pub fn device_set_up(&self) {
+        for p in std::mem::take(&mut *self.libraries_written.lock().unwrap()) {
+            self.pending.push(p);
+        }
     }
-}
 
-impl State {
+    /// Context `ctx` was created, made current or retained: when it is new, every library's
+    /// control block is pending again, to be written in it when it is current at a launch.
+    pub fn context_seen(&self, ctx: cudarc::driver::sys::CUcontext) {
+        if ctx.is_null() || self.contexts_seen.lock().unwrap().contains_key(&(ctx as usize)) {
+            return;
+        }
+        let Ok(dev) = crate::driver::result::ctx_device(ctx) else { return };
+        self.contexts_seen.lock().unwrap().insert(ctx as usize, dev);
+        let written = std::mem::take(&mut *self.libraries_written.lock().unwrap());
+        for p in written {
+            self.pending.push(p);
+        }
+    }
+
+    /// Context `ctx` was destroyed: a later context may get its handle value, and must then get
+    /// the libraries' control blocks again.
+    pub fn context_gone(&self, ctx: cudarc::driver::sys::CUcontext) {
+        let ctx = ctx as usize;
+        self.contexts_seen.lock().unwrap().remove(&ctx);
+        self.libraries_written.lock().unwrap().iter_mut().for_each(|p| p.written_in.retain(|&c| c != ctx));
+        // Pending ones: taken and put back (the list is the pending owner's).
+        for mut p in self.pending.take() {
+            p.written_in.retain(|&c| c != ctx);
+            self.pending.push(p);
+        }
+    }
+
+    /// Device `dev`'s primary context was reset or released for good: every context seen on it
+    /// is forgotten (a live one only gets the libraries' control blocks written again).
+    pub fn device_contexts_gone(&self, dev: i32) {
+        let on_dev: Vec<usize> = self.contexts_seen.lock().unwrap().iter().filter(|(_, &d)| d == dev).map(|(&c, _)| c).collect();
+        for c in on_dev {
+            self.context_gone(c as cudarc::driver::sys::CUcontext);
+        }
+    }
+
+    /// The contexts seen on GPUs that have a runtime, `current` (on the current GPU) recorded
+    /// first: those a library's control block must be written in.
+    fn contexts_with_runtime(&self, devices: &crate::devices::Devices<DeviceRuntime>, current: usize) -> Vec<usize> {
+        let mut seen = self.contexts_seen.lock().unwrap();
+        if current != 0 {
+            if let Some(dev) = current_device() {
+                seen.entry(current).or_insert(dev);
+            }
+        }
+        seen.iter().filter(|(_, &dev)| devices.get(dev).is_some()).map(|(&c, _)| c).collect()
+    }
+
     /// Writes module `module_id`'s control block into the data of a cubin about to be loaded (its
     /// `__gasan_ctl` in `.nv.constant3`), so that the load needs no driver call after it: no
     /// symbol lookup, which loads the module into the context at once (a lazy module would load
@@ -128,16 +240,16 @@ impl State {
     /// process sees one GPU (a library image is loaded into every context that uses it).
     ///
     /// `Some(whether the module has a device-heap symbol)` when it did, for
-    /// [`State::preset_module_loaded`].
-    pub fn preset_control_block(&self, cubin: &mut [u8], module_id: u64) -> Option<bool> {
-        let d = self.device()?;
-        if d.multi_gpu || current_device() != Some(d.device) || PRESET_WORKS.get() == Some(&false) {
+    /// [`ControlBlocks::preset_module_loaded`].
+    pub fn preset(&self, devices: &impl DeviceSource, cubin: &mut [u8], module_id: u64) -> Option<bool> {
+        let d = devices.device()?;
+        if d.multi_gpu || current_device() != Some(d.device) || self.preset_works.get() == Some(&false) {
             return None;
         }
         let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
         let [ctl, heap] = gasan_instrument::container::symbol_data_ranges(cubin, [symbol, &gasan_instrument::device_heap::heap_symbol(symbol)]);
         let range = ctl.filter(|r| r.len() == gasan_instrument::abi::CONTROL_BLOCK_SIZE)?;
-        cubin[range].copy_from_slice(&control_block(d, &self.opts, module_id).to_bytes());
+        cubin[range].copy_from_slice(&control_block(d, self.recover, module_id).to_bytes());
         log(2, || format!("module {module_id}: control block preset in its cubin"));
         Some(heap.is_some())
     }
@@ -145,7 +257,7 @@ impl State {
     /// Whether this process has settled if the driver takes preset control blocks (a read-back
     /// or the cache's driver check).
     pub fn preset_settled(&self) -> bool {
-        PRESET_WORKS.get().is_some()
+        self.preset_works.get().is_some()
     }
 
     /// After a cubin with a preset control block loaded: the device heap's address, when the
@@ -156,20 +268,20 @@ impl State {
     /// process with this driver read one back): if the driver did not take the block from the
     /// image, it is written as for any module, and no later module is preset. Returns whether
     /// this call read one back and found it taken.
-    pub fn preset_module_loaded(&self, h: LoadedHandle, module_id: u64, has_heap: bool, known_to_work: bool) -> bool {
+    pub fn preset_module_loaded(&self, devices: &impl DeviceSource, h: LoadedHandle, module_id: u64, has_heap: bool, known_to_work: bool) -> bool {
         let symbol = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
-        let Some(d) = self.device() else { return false };
+        let Some(d) = devices.device() else { return false };
         let mut verified = false;
         if known_to_work {
-            let _ = PRESET_WORKS.set(true);
+            let _ = self.preset_works.set(true);
         }
-        if PRESET_WORKS.get().is_none() {
-            let expected = control_block(d, &self.opts, module_id).to_bytes();
+        if self.preset_works.get().is_none() {
+            let expected = control_block(d, self.recover, module_id).to_bytes();
             let works = read_global(h, symbol).is_some_and(|b| b == expected);
-            let _ = PRESET_WORKS.set(works);
+            let _ = self.preset_works.set(works);
             if !works {
                 log(0, || "WARNING: the driver did not take a control block from a checked cubin; writing control blocks after each load".into());
-                write_control_block(d, &self.opts, h, module_id, symbol);
+                write_control_block(d, self.recover, h, module_id, symbol);
                 return false;
             }
             verified = true;
@@ -181,9 +293,26 @@ impl State {
     }
 }
 
-/// Whether the driver takes control blocks from cubins' data (checked on the process's first
-/// preset module).
-static PRESET_WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// What module `module_id` is told on the pool's GPU.
+fn control_block(d: &DeviceRuntime, recover: bool, module_id: u64) -> ControlBlock {
+    let (pool_base, pool_size, shadow_base) = d.alloc.control_fields();
+    let (extent_table, extent_shift) = d.alloc.extent_fields();
+    let ring = d.ring.lock().unwrap().device_ptr;
+    ControlBlock {
+        pool_base,
+        pool_size,
+        shadow_base,
+        ring,
+        flags: if recover { gasan_instrument::abi::FLAG_RECOVER } else { 0 },
+        module_id,
+        extent_table,
+        extent_shift: extent_shift.into(),
+        // With the table, every out-of-pool check asks it (kernels of a module instrumented
+        // without outside checks ignore both fields).
+        outside_shadow: if d.outside.is_some() { gasan_instrument::abi::outside::RANGES } else { gasan_instrument::abi::outside::NO_RANGES },
+        outside_ranges: d.outside.as_ref().map_or(0, crate::outside::OutsideTable::device_address),
+    }
+}
 
 /// The 64 bytes of a module's control block as the device sees them.
 fn read_global(h: LoadedHandle, symbol: &str) -> Option<[u8; gasan_instrument::abi::CONTROL_BLOCK_SIZE]> {
@@ -202,8 +331,8 @@ fn global_address(h: LoadedHandle, symbol: &str) -> Result<(u64, usize), DriverE
     }
 }
 
-fn write_control_block(d: &DeviceRuntime, opts: &Options, h: LoadedHandle, module_id: u64, symbol: &str) {
-    let ctl = control_block(d, opts, module_id);
+fn write_control_block(d: &DeviceRuntime, recover: bool, h: LoadedHandle, module_id: u64, symbol: &str) {
+    let ctl = control_block(d, recover, module_id);
     let dptr = match global_address(h, symbol) {
         Ok((dptr, _)) => dptr,
         Err(r) => {
@@ -272,35 +401,32 @@ fn write_heap_address(symbol: u64, heap: u64, module_id: u64) {
     }
 }
 
-impl State {
-    /// The program set `CU_LIMIT_MALLOC_HEAP_SIZE`. A heap not reserved yet will be sized by it. One
-    /// already reserved (a module with heap calls was loaded first) but smaller and never
-    /// allocated from is replaced by one of the new size, and every module is pointed at it; one
-    /// already used keeps its size (the driver too refuses to resize its heap after a kernel used
-    /// it), with a warning.
-    pub fn malloc_heap_limit_set(&self, limit: u64) {
-        let Some(d) = self.devices.first() else { return };
-        let mut slot = d.device_heap.lock().unwrap();
-        let Some(Ok(old)) = *slot else { return };
-        if limit <= old.limit {
-            return;
-        }
-        let mut next = [0u8; 8];
-        if crate::driver::result::memcpy_dtoh(&mut next, old.base).is_err() || u64::from_le_bytes(next) != 0 {
-            log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
-            return;
-        }
-        match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
-            Ok(region) => {
-                log(1, || format!("device heap: replaced by {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
-                *slot = Some(Ok(region));
-                for (h, module_id, ctl_symbol) in d.heap_modules.lock().unwrap().iter() {
-                    if let Some(sym) = heap_symbol_address(*h, ctl_symbol) {
-                        write_heap_address(sym, region.base, *module_id);
-                    }
+/// The program set `CU_LIMIT_MALLOC_HEAP_SIZE` (`d`: the first device's runtime). A heap not
+/// reserved yet will be sized by it. One already reserved (a module with heap calls was loaded
+/// first) but smaller and never allocated from is replaced by one of the new size, and every
+/// module is pointed at it; one already used keeps its size (the driver too refuses to resize its
+/// heap after a kernel used it), with a warning.
+pub fn malloc_heap_limit_set(d: &DeviceRuntime, limit: u64) {
+    let mut slot = d.device_heap.lock().unwrap();
+    let Some(Ok(old)) = *slot else { return };
+    if limit <= old.limit {
+        return;
+    }
+    let mut next = [0u8; 8];
+    if crate::driver::result::memcpy_dtoh(&mut next, old.base).is_err() || u64::from_le_bytes(next) != 0 {
+        log(0, || format!("WARNING: the checked device heap was already used; it keeps its limit of {} KiB (asked: {} KiB)", old.limit >> 10, limit >> 10));
+        return;
+    }
+    match d.alloc.reserve_device_heap(limit, host_mapped_table(limit, d.alloc.scale().granule())) {
+        Ok(region) => {
+            log(1, || format!("device heap: replaced by {} MiB arena at {:#x} for a malloc heap limit of {} KiB", region.layout.arena_size >> 20, region.base, limit >> 10));
+            *slot = Some(Ok(region));
+            for (h, module_id, ctl_symbol) in d.heap_modules.lock().unwrap().iter() {
+                if let Some(sym) = heap_symbol_address(*h, ctl_symbol) {
+                    write_heap_address(sym, region.base, *module_id);
                 }
             }
-            Err(e) => log(0, || format!("WARNING: cannot grow the checked device heap to {} KiB ({e}); it keeps {} KiB", limit >> 10, old.limit >> 10)),
         }
+        Err(e) => log(0, || format!("WARNING: cannot grow the checked device heap to {} KiB ({e}); it keeps {} KiB", limit >> 10, old.limit >> 10)),
     }
 }

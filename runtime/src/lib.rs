@@ -23,8 +23,11 @@
 //! - errors: [`ring`] (device error ring), [`faults`] (GPU fault addresses), [`errors`] (the ring
 //!   drained into reports, host errors, exit), [`report`] (each report kind described once,
 //!   rendered as ASan-style text or JSON);
-//! - [`devices`] (what the runtime holds per device, each set up at its first use), [`state`]
-//!   (the lazy process state: per-process owners and the per-device ones).
+//! - [`devices`] (one slot per device, each set up at its first use), [`device`] (what one GPU
+//!   holds, and how owners reach the devices without naming the state), [`log`] (messages by
+//!   verbosity), [`state`] (the lazy process state: it holds the per-process owners, the report
+//!   sink [`errors::Errors`], [`control::ControlBlocks`], the module registry and the side table,
+//!   and the per-device ones).
 //!
 //! Data flows one way, and no module imports another that imports it back (tests/import_cycles.rs):
 //! interpose resolves the driver's entry points into hooks; hooks call into modules, link,
@@ -43,6 +46,7 @@ pub mod cache;
 pub mod control;
 pub mod copies;
 pub mod described;
+pub mod device;
 pub mod device_heap;
 pub mod devices;
 pub mod driver;
@@ -54,6 +58,7 @@ pub mod init;
 pub mod interpose;
 pub mod jit_origin;
 pub mod link;
+pub mod log;
 pub mod managed;
 pub mod modules;
 pub mod options;

@@ -3,8 +3,9 @@
 //! `__gasan_report_l<n>`, so several checked inputs link together and their reports point at the
 //! right site table). When the linked cubin is loaded, every input's control block is written.
 
+use crate::device::{compute_capability, current_device};
 use crate::modules::{check_ptx, image_ptx_within, note_skip, LinkInput, Skip};
-use crate::state::{compute_capability, current_device, log, state};
+use crate::state::{log, state};
 use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -93,7 +94,7 @@ pub unsafe fn checked_input(link: Link, jit_type: i32, data: *const c_void, size
         }
     };
     let (renamed, ctl_symbol) = rename_for_link(&checked, st.inputs.len());
-    let module_id = s.register_sites(crate::report::ModuleSites::parsed(sites));
+    let module_id = s.sites.register(crate::report::ModuleSites::parsed(sites));
     st.inputs.push(LinkInput { module_id, ctl_symbol });
     let c = CString::new(renamed).ok()?;
     let r = (c.as_ptr() as *const c_void, c.as_bytes_with_nul().len());

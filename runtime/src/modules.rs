@@ -2,10 +2,11 @@
 //! real loader; the control block is written after load. Anything unexpected loads the original.
 
 use crate::cache::Cache;
+use crate::device::{compute_capability, current_device, LoadedHandle};
 use crate::options::Options;
 use crate::report::ModuleSites;
 use crate::sass;
-use crate::state::{compute_capability, current_device, log, state, LoadedHandle};
+use crate::state::{log, state};
 use gasan_instrument::abi::ParamTagTable;
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
@@ -83,7 +84,7 @@ impl Checked {
     /// the module id the registry gave it; done once, before the module's cubin is loaded (a
     /// cubin can carry its id in its control block).
     fn register_sites(&mut self) -> u64 {
-        state().register_sites(std::mem::replace(&mut self.sites, ModuleSites::parsed(SiteTable::default())))
+        state().sites.register(std::mem::replace(&mut self.sites, ModuleSites::parsed(SiteTable::default())))
     }
 
     /// Whether its cubin is for the arch-specific target (`sm_90a`).
@@ -582,7 +583,7 @@ fn driver_identity() -> &'static str {
 }
 
 /// The cache entry that says this driver takes control blocks preset in gasan's cubins (an
-/// earlier process read one back: [`crate::state::State::preset_module_loaded`]), named by the
+/// earlier process read one back: [`crate::control::ControlBlocks::preset_module_loaded`]), named by the
 /// driver's identity and gasan's version and revision.
 fn preset_marker() -> Option<(Cache, String)> {
     let mut h = Sha256::new();
@@ -728,9 +729,9 @@ pub struct Prepared {
 /// A checked cubin loaded ahead of its loader ([`preload`]): its sites are registered and its
 /// control block preset, as a load in its loader would have done.
 pub struct Preloaded {
-    /// Its module id ([`State::register_sites`](crate::state::State)).
+    /// Its module id ([`ModuleRegistry::register`](crate::report::ModuleRegistry)).
     pub id: u64,
-    /// As [`State::preset_control_block`](crate::state::State) answered for its cubin.
+    /// As [`ControlBlocks::preset`](crate::control::ControlBlocks) answered for its cubin.
     pub preset: Option<bool>,
     /// The library (`CUlibrary`) the driver made of it, already loaded into the context the GPU
     /// was set up in; `None` when the driver refused it or that context went away (its loader
@@ -806,7 +807,7 @@ pub fn preload(p: &mut Prepared) -> bool {
     let Some((cubin, _, _)) = p.cubin.as_mut() else { return false };
     let s = state();
     let id = p.checked.register_sites();
-    let preset = s.preset_control_block(cubin.cubin_mut(), id);
+    let preset = s.control.preset(s, cubin.cubin_mut(), id);
     let t = std::time::Instant::now();
     // SAFETY: the fatbin lives in `p` (kept for the process once loaded) for the call.
     let library = match unsafe { crate::driver::result::library_load_data(cubin.fatbin().as_ptr().cast()) } {
@@ -962,7 +963,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             let s = state();
             s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
             for i in inputs {
-                s.set_control_block_named(handle(), i.module_id, &i.ctl_symbol);
+                s.control.set_named(s, handle(), i.module_id, &i.ctl_symbol);
             }
         }
         return r;
@@ -1000,7 +1001,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             return load(image);
         }
     };
-    // The module id first: a cubin can carry its control block in (State::preset_control_block).
+    // The module id first: a cubin can carry its control block in (ControlBlocks::preset).
     // A module loaded ahead has one already.
     let id = match &preloaded {
         Some(p) => p.id,
@@ -1044,7 +1045,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
         }
     }
     if let Some((mut cubin, cache, fail)) = cubin {
-        let carries_block = s.preset_control_block(cubin.cubin_mut(), id);
+        let carries_block = s.control.preset(s, cubin.cubin_mut(), id);
         let r = try_load(Code::Cubin(&cubin));
         if r == 0 {
             loaded = true;
@@ -1100,7 +1101,7 @@ pub enum CubinPlan {
 }
 
 /// Decides what a load does with cubin `elf` in a process with options `opts`; a checked cubin's
-/// site table goes to `register` (the process's registry: `State::register_sites`), which gives
+/// site table goes to `register` (the process's registry: `ModuleRegistry::register`), which gives
 /// its module id. Calls no driver function.
 pub fn plan_cubin(elf: &[u8], opts: &Options, register: impl FnOnce(ModuleSites) -> u64) -> CubinPlan {
     match gasan_jit::recognise(elf, Expected { scale: opts.shadow_scale, recover: !opts.halt_on_error }) {
@@ -1172,7 +1173,7 @@ unsafe fn load_cubin(image: *const c_void, load: impl Fn(*const c_void) -> i32, 
     let elf = unsafe { image_cubin(image, current_cc()) };
     let cubin = elf.as_ref().ok().and_then(|e| e.as_deref());
     let plan = match &elf {
-        Ok(Some(elf)) => plan_cubin(elf, &s.opts, |m| s.register_sites(m)),
+        Ok(Some(elf)) => plan_cubin(elf, &s.opts, |m| s.sites.register(m)),
         Ok(None) => CubinPlan::Native,
         // Not ours to judge (the loader had no PTX in it either): SASS only, as before.
         Err(e) => {
@@ -1223,15 +1224,15 @@ fn finish_checked_load(h: LoadedHandle, id: u64, preset: Option<bool>, param_tag
     match preset {
         Some(has_heap) => {
             // The marker matters until this process has settled whether presets work.
-            let marker = if s.preset_settled() { None } else { preset_marker() };
+            let marker = if s.control.preset_settled() { None } else { preset_marker() };
             let known = marker.as_ref().is_some_and(|(c, n)| c.has(n));
-            if s.preset_module_loaded(h, id, has_heap, known) {
+            if s.control.preset_module_loaded(s, h, id, has_heap, known) {
                 if let Some((c, n)) = &marker {
                     let _ = c.put(n, driver_identity().as_bytes());
                 }
             }
         }
-        None => s.set_control_block(h, id),
+        None => s.control.set(s, h, id),
     }
     s.counters.control_block_us.fetch_add(control.elapsed().as_micros() as u64, Ordering::Relaxed);
     let owner = match h {

@@ -2,6 +2,8 @@
 //! page-locked / registered host memory. They pass through to the driver unchanged and are tracked
 //! here so that frees are recognised, ranges can be described, and later checking has its table.
 
+use crate::allocator::HostStack;
+use crate::outside::OutsideTable;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -56,6 +58,52 @@ impl SideTable {
 
     pub fn count(&self, kind: ForeignKind) -> usize {
         self.regions.lock().unwrap().values().filter(|r| r.kind == kind).count()
+    }
+
+    /// Records foreign memory the driver just handed out or registered and, when kernels reach
+    /// it, gives them its bounds in `outside()` (the first device's table of outside ranges,
+    /// asked for only then; `None` when `outside_checks=0`), with the caller's stack of
+    /// `stack_depth` frames.
+    pub fn record<'a>(&self, start: u64, len: u64, kind: ForeignKind, outside: impl FnOnce() -> Option<&'a OutsideTable>, stack_depth: u32) {
+        self.insert(start, len, kind);
+        if kind.kernels_reach() {
+            if let Some(t) = outside() {
+                t.add(start, len, HostStack::capture(stack_depth));
+            }
+        }
+    }
+
+    /// Forgets the foreign memory starting at `start` (freed, unregistered), returning it, and
+    /// marks its range gone in `outside()` when kernels reached it (as [`SideTable::record`]).
+    pub fn forget<'a>(&self, start: u64, outside: impl FnOnce() -> Option<&'a OutsideTable>, stack_depth: u32) -> Option<ForeignRegion> {
+        let r = self.remove(start);
+        if r.is_some_and(|r| r.kind.kernels_reach()) {
+            if let Some(t) = outside() {
+                t.remove(start, HostStack::capture(stack_depth));
+            }
+        }
+        r
+    }
+
+    /// A device report's address outside the pool, described from the table of outside ranges
+    /// `outside` (`outside_checks=1`): past a live range's end, before its start, or in a range
+    /// gone since (unregistered or freed). `None`: not near one.
+    pub fn describe_outside(&self, outside: &OutsideTable, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
+        use crate::allocator::AddrKind;
+        let near = outside.near(addr)?;
+        let (start, end, live) = (near.start, near.end, near.live);
+        // A gone range is no longer in the side table: it was host memory of some kind.
+        let r = self.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
+        let (at, kind) = match () {
+            _ if !live => (addr, AddrKind::UseAfterFree { offset: addr - start }),
+            _ if addr < start => (addr, AddrKind::OverflowLeft { distance: start - addr }),
+            // An access that starts inside and runs past the end: its first bad byte.
+            _ => {
+                let bad = addr.max(end);
+                (bad, AddrKind::OverflowRight { distance: bad - end })
+            }
+        };
+        Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
     }
 }
 

@@ -2,57 +2,14 @@
 //! allocator, ring) is created at the first call that has a current context.
 
 use crate::allocator::Allocator;
+use crate::control::ControlBlocks;
+use crate::device::{compute_capability, current_device, DeviceRuntime, DeviceSource};
+use crate::errors::{ErrorOptions, Errors, RingSources};
 use crate::options::Options;
-use crate::report::ModuleSites;
 use crate::report::Reporter;
 use crate::ring::Ring;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
-
-/// A loaded checked module: the driver's handle for it.
-#[derive(Clone, Copy, Debug)]
-pub enum LoadedHandle {
-    Module(cudarc::driver::sys::CUmodule),
-    Library(cudarc::driver::sys::CUlibrary),
-}
-
-// SAFETY: driver handles are opaque references to process-wide driver objects, which the driver
-// accepts from any thread; gasan never dereferences them, only passes them back to the driver.
-unsafe impl Send for LoadedHandle {}
-// SAFETY: as for Send: a shared handle is only ever copied and passed to the driver.
-unsafe impl Sync for LoadedHandle {}
-
-/// A control block waiting to be written.
-pub(crate) struct Pending {
-    pub(crate) handle: LoadedHandle,
-    pub(crate) module_id: u64,
-    pub(crate) symbol: String,
-    /// The GPU of the context a module was loaded in; `None` for libraries (any GPU).
-    pub(crate) device: Option<i32>,
-    /// The contexts a library's control block was written in: a library has a copy of its
-    /// globals in each context that uses it.
-    pub(crate) written_in: Vec<usize>,
-}
-
-pub struct DeviceRuntime {
-    pub alloc: Allocator,
-    pub ring: Mutex<Ring>,
-    pub device: i32,
-    /// More than one GPU is visible: allocations must check which GPU is current (read once, at
-    /// pool creation, so single-GPU programs pay nothing per allocation), and each GPU gets its
-    /// own runtime at its first use, its pool in the process's span ([`State::device_for`]).
-    pub multi_gpu: bool,
-    /// This process's fatal GPU faults (nvidia-uvm tools queue), when it could be attached.
-    pub faults: Mutex<Option<crate::faults::FaultQueue>>,
-    /// The checked device heap, reserved when the first module calling in-kernel `malloc`/`free`
-    /// gets its control block (`Err`: reserving failed once; such modules use the driver's heap).
-    pub device_heap: Mutex<Option<Result<crate::device_heap::HeapRegion, ()>>>,
-    /// The table of outside ranges kernels check against (`outside_checks=1`; `None`: off, or
-    /// it could not be allocated).
-    pub outside: Option<crate::outside::OutsideTable>,
-    /// Modules whose heap symbol holds the heap's address (rewritten if the heap is replaced).
-    pub(crate) heap_modules: Mutex<Vec<(LoadedHandle, u64, String)>>,
-}
 
 #[derive(Default)]
 pub struct Counters {
@@ -94,9 +51,68 @@ pub struct Counters {
     pub sass_ptx_path: AtomicU64,
 }
 
+impl Counters {
+    /// The run's summary at `verbosity>=1` (at exit): foreign memory still tracked, modules,
+    /// cubins, loading times and launches.
+    fn print(&self, foreign: &crate::side_table::SideTable, opts: &Options) {
+        use crate::side_table::ForeignKind as K;
+        let f = foreign;
+        eprintln!(
+            "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host, {} other-GPU allocations live",
+            f.count(K::Managed),
+            f.count(K::HostAlloc),
+            f.count(K::HostRegistered),
+            f.count(K::OtherDevice)
+        );
+        let c = self;
+        eprintln!(
+            "==gasan== modules: {} instrumented ({} from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",
+            c.modules_instrumented.load(Ordering::Relaxed),
+            c.cache_hits.load(Ordering::Relaxed),
+            c.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
+            c.modules_sass_only.load(Ordering::Relaxed),
+            c.modules_fallback.load(Ordering::Relaxed)
+        );
+        crate::jit_origin::summary().iter().for_each(|l| eprintln!("==gasan== {l}"));
+        let ms = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e3;
+        eprintln!(
+            "==gasan== module loading: {:.2} ms preparing (PTX, key, site table or instrumentation), {:.2} ms finding cubins, {:.2} ms in the driver's loaders, {:.2} ms writing control blocks",
+            ms(&c.prepare_us),
+            ms(&c.cubin_lookup_us),
+            ms(&c.driver_load_us),
+            ms(&c.control_block_us)
+        );
+        eprintln!(
+            "==gasan== cubins: {} from cache ({} found before their load), {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",
+            c.cubins_cached.load(Ordering::Relaxed),
+            c.cubins_prefetched.load(Ordering::Relaxed),
+            c.cubins_compiled.load(Ordering::Relaxed),
+            c.cubin_compile_us.load(Ordering::Relaxed) as f64 / 1e3,
+            c.cubins_refused.load(Ordering::Relaxed),
+            c.sass_ptx_path.load(Ordering::Relaxed),
+            if opts.sass { "" } else { " (sass=0)" }
+        );
+        eprintln!(
+            "==gasan== modules loaded ahead of their first launch: {} ({:.2} ms on the prefetch thread), {} of them handed to their loaders; loaders waited {:.2} ms for the prefetch thread",
+            c.modules_preloaded.load(Ordering::Relaxed),
+            ms(&c.preload_us),
+            c.modules_adopted.load(Ordering::Relaxed),
+            ms(&c.prefetch_wait_us)
+        );
+        eprintln!(
+            "==gasan== launches: {}, {} with block bounds in their pointer arguments{}",
+            c.launches.load(Ordering::Relaxed),
+            c.launches_tagged.load(Ordering::Relaxed),
+            if opts.arg_bounds { "" } else { " (arg_bounds=0)" }
+        );
+    }
+}
+
+/// The process's runtime state: it only holds the owners, per process (options, the report sink,
+/// control-block bookkeeping, module registry, side table, counters) and per device
+/// ([`DeviceRuntime`]s), and sets each device up at its first use.
 pub struct State {
     pub opts: Options,
-    pub reporter: Reporter,
     /// Each device's pool, ring and the rest, set up at its first use.
     pub(crate) devices: crate::devices::Devices<DeviceRuntime>,
     /// The VA of every device's pool in a multi-GPU process, reserved when the first device is
@@ -112,46 +128,13 @@ pub struct State {
     ipc_exports: Mutex<std::collections::HashMap<u64, Vec<gasan_uvm::ipc::IpcHandle>>>,
     /// The checked modules' site tables, by module id.
     pub sites: crate::report::ModuleRegistry,
-    /// Control blocks not written yet (loaded before the pool, or a library not yet used on the
-    /// pool's GPU).
-    pub(crate) pending: PendingBlocks,
-    /// Libraries whose control block every context seen so far has (pending again when another
-    /// context or GPU appears).
-    pub(crate) libraries_written: Mutex<Vec<Pending>>,
-    /// The contexts gasan has seen (created, made current, retained, or current at a flush), with
-    /// their GPUs.
-    contexts_seen: Mutex<std::collections::HashMap<usize, i32>>,
+    /// The control blocks waiting to be written, and where libraries' are.
+    pub control: ControlBlocks,
+    /// Reports, the ring's tally and the exit status after errors.
+    pub errors: Errors,
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
-    /// What became of the device errors drained from the rings.
-    pub(crate) ring_tally: crate::ring::RingTally,
-}
-
-/// Control blocks waiting to be written, and whether there are any (read at every launch, so a
-/// flag rather than the lock).
-#[derive(Default)]
-pub(crate) struct PendingBlocks {
-    list: Mutex<Vec<Pending>>,
-    any: AtomicBool,
-}
-
-impl PendingBlocks {
-    pub(crate) fn push(&self, p: Pending) {
-        self.list.lock().unwrap().push(p);
-        self.any.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Every entry, leaving none.
-    pub(crate) fn take(&self) -> Vec<Pending> {
-        let list = std::mem::take(&mut *self.list.lock().unwrap());
-        self.any.store(false, std::sync::atomic::Ordering::Release);
-        list
-    }
-
-    pub fn any(&self) -> bool {
-        self.any.load(std::sync::atomic::Ordering::Acquire)
-    }
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -177,7 +160,8 @@ pub fn state() -> &'static State {
         // SAFETY: registering a plain extern "C" function.
         unsafe { libc::atexit(at_exit) };
         State {
-            reporter: Reporter::new(&opts),
+            errors: Errors::new(Reporter::new(&opts), ErrorOptions::from(&opts)),
+            control: ControlBlocks::new(opts.halt_on_error),
             opts,
             devices: Default::default(),
             span: OnceLock::new(),
@@ -185,34 +169,17 @@ pub fn state() -> &'static State {
             ipc_exporter: OnceLock::new(),
             ipc_exports: Mutex::new(Default::default()),
             sites: Default::default(),
-            pending: PendingBlocks::default(),
-            libraries_written: Mutex::new(Vec::new()),
-            contexts_seen: Mutex::new(Default::default()),
             counters: Counters::default(),
             foreign: Default::default(),
-            ring_tally: Default::default(),
         }
     })
 }
 
+/// [`crate::log::log`], the state created first (its exit handler prints the run's summary at
+/// `verbosity>=1`), as gasan's messages always have.
 pub fn log(level: u32, msg: impl FnOnce() -> String) {
-    if state().opts.verbosity >= level {
-        eprintln!("==gasan== {}", msg());
-    }
-}
-
-/// Device of the current context, if there is one.
-pub fn current_device() -> Option<i32> {
-    crate::driver::result::ctx_get_device().ok().filter(|&d| d >= 0)
-}
-
-/// Compute capability (e.g. 90) of `device`.
-pub fn compute_capability(device: i32) -> Option<u32> {
-    use crate::driver::result::device_get_attribute;
-    use cudarc::driver::sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
-    let maj = device_get_attribute(MAJOR, device).ok()?;
-    let min = device_get_attribute(MINOR, device).ok()?;
-    Some((maj * 10 + min) as u32)
+    state();
+    crate::log::log(level, msg);
 }
 
 impl State {
@@ -227,7 +194,7 @@ impl State {
         };
         let (d, just_set_up) = self.devices.first_or_set_up(current_device, set_up);
         if just_set_up {
-            self.flush_pending();
+            self.control.flush(&self.devices);
             if let Some(d) = d {
                 if let (Some(cc), Some(start)) = (compute_capability(d.device), ON_DEVICE_READY.get()) {
                     start(cc);
@@ -356,10 +323,8 @@ impl State {
                 }
             }
             // Libraries get this GPU's control block too.
-            for p in std::mem::take(&mut *self.libraries_written.lock().unwrap()) {
-                self.pending.push(p);
-            }
-            self.flush_pending();
+            self.control.device_set_up();
+            self.control.flush(&self.devices);
         }
         Some(d)
     }
@@ -385,54 +350,6 @@ impl State {
             return Some(first);
         }
         self.devices.each().map(|(_, d)| d).find(|d| d.alloc.owns(addr))
-    }
-
-    /// Context `ctx` was created, made current or retained: when it is new, every library's
-    /// control block is pending again, to be written in it when it is current at a launch.
-    pub fn context_seen(&self, ctx: cudarc::driver::sys::CUcontext) {
-        if ctx.is_null() || self.contexts_seen.lock().unwrap().contains_key(&(ctx as usize)) {
-            return;
-        }
-        let Ok(dev) = crate::driver::result::ctx_device(ctx) else { return };
-        self.contexts_seen.lock().unwrap().insert(ctx as usize, dev);
-        let written = std::mem::take(&mut *self.libraries_written.lock().unwrap());
-        for p in written {
-            self.pending.push(p);
-        }
-    }
-
-    /// Context `ctx` was destroyed: a later context may get its handle value, and must then get
-    /// the libraries' control blocks again.
-    pub fn context_gone(&self, ctx: cudarc::driver::sys::CUcontext) {
-        let ctx = ctx as usize;
-        self.contexts_seen.lock().unwrap().remove(&ctx);
-        self.libraries_written.lock().unwrap().iter_mut().for_each(|p| p.written_in.retain(|&c| c != ctx));
-        // Pending ones: taken and put back (the list is the pending owner's).
-        for mut p in self.pending.take() {
-            p.written_in.retain(|&c| c != ctx);
-            self.pending.push(p);
-        }
-    }
-
-    /// Device `dev`'s primary context was reset or released for good: every context seen on it
-    /// is forgotten (a live one only gets the libraries' control blocks written again).
-    pub fn device_contexts_gone(&self, dev: i32) {
-        let on_dev: Vec<usize> = self.contexts_seen.lock().unwrap().iter().filter(|(_, &d)| d == dev).map(|(&c, _)| c).collect();
-        for c in on_dev {
-            self.context_gone(c as cudarc::driver::sys::CUcontext);
-        }
-    }
-
-    /// The contexts seen on GPUs that have a runtime, `current` (on the current GPU) recorded
-    /// first: those a library's control block must be written in.
-    pub(crate) fn contexts_with_runtime(&self, current: usize) -> Vec<usize> {
-        let mut seen = self.contexts_seen.lock().unwrap();
-        if current != 0 {
-            if let Some(dev) = current_device() {
-                seen.entry(current).or_insert(dev);
-            }
-        }
-        seen.iter().filter(|(_, &dev)| self.devices.get(dev).is_some()).map(|(&c, _)| c).collect()
     }
 
     /// `peer`'s contexts may now access `owner`'s memory (cuCtxEnablePeerAccess succeeded):
@@ -502,60 +419,47 @@ impl State {
             }
         }
     }
-
-    /// Registers a checked module's sites; returns its module id.
-    pub fn register_sites(&self, sites: ModuleSites) -> u64 {
-        self.sites.register(sites)
-    }
-}
-
-// The side table and the outside table together: foreign memory recorded, and described in
-// reports, for both.
-impl State {
-    /// Records foreign memory the driver just handed out or registered (and, with
-    /// `outside_checks=1`, gives kernels its bounds).
-    pub fn foreign_insert(&self, start: u64, len: u64, kind: crate::side_table::ForeignKind) {
-        self.foreign.insert(start, len, kind);
-        if kind.kernels_reach() {
-            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
-                t.add(start, len, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
-            }
-        }
-    }
-
-    /// Forgets the foreign memory starting at `start` (freed, unregistered), returning it.
-    pub fn foreign_remove(&self, start: u64) -> Option<crate::side_table::ForeignRegion> {
-        let r = self.foreign.remove(start);
-        if r.is_some_and(|r| r.kind.kernels_reach()) {
-            if let Some(t) = self.device().and_then(|d| d.outside.as_ref()) {
-                t.remove(start, crate::allocator::HostStack::capture(self.opts.malloc_context_size));
-            }
-        }
-        r
-    }
 }
 
 impl State {
-    /// A device report's address outside the pool, described from the outside table
-    /// (`outside_checks=1`): past a live range's end, before its start, or in a range gone
-    /// since (unregistered or freed). `None`: not near one.
-    pub fn describe_outside(&self, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
-        use crate::allocator::AddrKind;
-        use crate::side_table::{foreign_description, ForeignKind, ForeignRegion};
-        let near = self.device()?.outside.as_ref()?.near(addr)?;
-        let (start, end, live) = (near.start, near.end, near.live);
-        // A gone range is no longer in the side table: it was host memory of some kind.
-        let r = self.foreign.find(start).filter(|r| live && r.start == start).unwrap_or(ForeignRegion { start, len: end - start, kind: ForeignKind::HostRegistered });
-        let (at, kind) = match () {
-            _ if !live => (addr, AddrKind::UseAfterFree { offset: addr - start }),
-            _ if addr < start => (addr, AddrKind::OverflowLeft { distance: start - addr }),
-            // An access that starts inside and runs past the end: its first bad byte.
-            _ => {
-                let bad = addr.max(end);
-                (bad, AddrKind::OverflowRight { distance: bad - end })
-            }
-        };
-        Some(foreign_description(at, kind, &r, live, (near.added, near.removed), scale))
+    /// What drained ring records are described from.
+    pub fn ring_sources(&self) -> RingSources<'_> {
+        RingSources { devices: &self.devices, sites: &self.sites, foreign: &self.foreign }
+    }
+
+    /// The first device's table of outside ranges (`outside_checks=1`), setting the device up
+    /// if none was.
+    pub fn outside_table(&self) -> Option<&crate::outside::OutsideTable> {
+        self.device().and_then(|d| d.outside.as_ref())
+    }
+
+    /// The process's end (the `atexit` handler `state()` registers): what the rings still hold
+    /// reported, the summary, leaks, the counters at `verbosity>=1`, and the exit status after
+    /// reported errors.
+    fn at_exit(&self) {
+        self.errors.drain_ring(&self.ring_sources());
+        self.errors.print_error_summary();
+        if self.opts.detect_leaks {
+            self.errors.report_leaks(&self.devices);
+        }
+        if self.opts.verbosity >= 1 {
+            self.counters.print(&self.foreign, &self.opts);
+        }
+        self.errors.exit_if_reported();
+    }
+}
+
+impl DeviceSource for State {
+    fn device(&self) -> Option<&DeviceRuntime> {
+        State::device(self)
+    }
+
+    fn device_for(&self, dev: i32) -> Option<&DeviceRuntime> {
+        State::device_for(self, dev)
+    }
+
+    fn devices(&self) -> &crate::devices::Devices<DeviceRuntime> {
+        &self.devices
     }
 }
 

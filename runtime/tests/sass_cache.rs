@@ -89,7 +89,7 @@ fn checked_ptx_compiles_to_a_cubin_that_loaders_can_take() {
     assert!(lined.iter().any(|s| s == ".debug_line") && lined.iter().any(|s| s == ".nv_debug_ptx_txt"), "GENERATE_LINE_INFO keeps line tables: {lined:?}");
     assert!(with_lines.len() > cubin.len());
     // The control block's initial data is in the file, where a preset writes it before loading
-    // (State::preset_control_block): CONTROL_BLOCK_SIZE zero bytes of `.nv.constant3`, nowhere else touched.
+    // (ControlBlocks::preset): CONTROL_BLOCK_SIZE zero bytes of `.nv.constant3`, nowhere else touched.
     let ctl = gasan_instrument::abi::CONTROL_BLOCK_SYMBOL;
     let heap = gasan_instrument::device_heap::heap_symbol(ctl);
     let [ctl_range, heap_range] = gasan_instrument::container::symbol_data_ranges(&cubin, [ctl, &heap]);

@@ -22,7 +22,7 @@ pub(super) fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bo
     match checked {
         Ok(()) => true,
         Err(e) => {
-            s.host_error(Report::Api { call: call.to_string(), addr, len: len as u64, write, desc: e.desc, stack: HostStack::capture(s.opts.malloc_context_size) });
+            s.errors.host_error(Report::Api { call: call.to_string(), addr, len: len as u64, write, desc: e.desc, stack: HostStack::capture(s.opts.malloc_context_size) });
             false
         }
     }

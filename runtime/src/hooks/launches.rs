@@ -4,9 +4,9 @@ use super::*;
 
 fn before_launch() {
     let s = state();
-    if s.pending.any() {
+    if s.control.any_pending() {
         s.device();
-        s.flush_pending();
+        s.control.flush(&s.devices);
     }
 }
 
@@ -57,7 +57,7 @@ where
 /// A context the driver just created or retained (its call answered `r`) is one gasan has seen.
 fn context_made(r: CuResult, out: Out<CUcontext>) -> CuResult {
     if let Some(ctx) = out.written(r) {
-        state().context_seen(ctx);
+        state().control.context_seen(ctx);
     }
     r
 }
@@ -94,7 +94,7 @@ hooks! {
         crate::arg_bounds::on_unload(None);
         crate::prefetch::on_context_gone(Some(ctx));
         let r = real(ctx);
-        if r == CUDA_SUCCESS { state().context_gone(ctx); }
+        if r == CUDA_SUCCESS { state().control.context_gone(ctx); }
         r
     }
     // ---- contexts appearing: libraries' control blocks are written in each (control.rs) ----
@@ -102,19 +102,19 @@ hooks! {
     cuDevicePrimaryCtxRetain(out: Out<CUcontext>, dev: i32) { context_made(real(out, dev), out) }
     cuCtxSetCurrent(ctx: CUcontext) {
         let r = real(ctx);
-        if r == CUDA_SUCCESS { state().context_seen(ctx); }
+        if r == CUDA_SUCCESS { state().control.context_seen(ctx); }
         r
     }
     cuCtxPushCurrent_v2(ctx: CUcontext) {
         let r = real(ctx);
-        if r == CUDA_SUCCESS { state().context_seen(ctx); }
+        if r == CUDA_SUCCESS { state().control.context_seen(ctx); }
         r
     }
     cuDevicePrimaryCtxReset_v2(dev: i32) {
         crate::arg_bounds::on_unload(None);
         crate::prefetch::on_context_gone(None);
         let r = real(dev);
-        if r == CUDA_SUCCESS { state().device_contexts_gone(dev); }
+        if r == CUDA_SUCCESS { state().control.device_contexts_gone(dev); }
         r
     }
     cuDevicePrimaryCtxRelease_v2(dev: i32) {
@@ -123,7 +123,7 @@ hooks! {
         // The context goes only with its last reference.
         if !crate::driver::result::device_primary_ctx_get_state(dev).is_ok_and(|(_, active)| active) {
             crate::prefetch::on_context_gone(None);
-            state().device_contexts_gone(dev);
+            state().control.device_contexts_gone(dev);
         }
         r
     }

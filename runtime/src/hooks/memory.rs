@@ -20,8 +20,8 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
     let Some(d) = s.current_runtime() else {
         let r = real();
         if let Some(p) = dptr.written(r) {
-            s.foreign_insert(p, size as u64, ForeignKind::OtherDevice);
-            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (no pool there)", crate::state::current_device()));
+            s.foreign.record(p, size as u64, ForeignKind::OtherDevice, || s.outside_table(), s.opts.malloc_context_size);
+            crate::state::log(2, || format!("{size} bytes on device {:?} passed through (no pool there)", crate::device::current_device()));
         }
         return r;
     };
@@ -52,7 +52,7 @@ fn alloc_host_memory(
     real: impl FnOnce() -> CuResult,
 ) -> CuResult {
     let s = state();
-    let Some(d) = s.device().filter(|d| enabled && valid && !out.is_null() && size > 0 && !(d.multi_gpu && crate::state::current_device() != Some(d.device))) else {
+    let Some(d) = s.device().filter(|d| enabled && valid && !out.is_null() && size > 0 && !(d.multi_gpu && crate::device::current_device() != Some(d.device))) else {
         return track(real(), out, size, kind);
     };
     match alloc(&d.alloc) {
@@ -161,7 +161,7 @@ unsafe fn fix_pointer_attribute(attr: u32, data: *mut c_void, ptr: Dptr, block: 
 /// which the current GPU's checks read), now or when that pool is set up.
 fn peer_access(peer: CUcontext, enabled: bool) {
     let s = state();
-    let (Ok(owner), Some(me)) = (crate::driver::result::ctx_device(peer), crate::state::current_device()) else { return };
+    let (Ok(owner), Some(me)) = (crate::driver::result::ctx_device(peer), crate::device::current_device()) else { return };
     if enabled {
         s.peer_access_enabled(owner, me);
     } else {
@@ -177,7 +177,8 @@ fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
 /// Records a successful managed / host allocation whose address the driver wrote to `out`.
 fn track(r: CuResult, out: Out<u64>, size: usize, kind: ForeignKind) -> CuResult {
     if let Some(p) = out.written(r) {
-        state().foreign_insert(p, size as u64, kind);
+        let s = state();
+        s.foreign.record(p, size as u64, kind, || s.outside_table(), s.opts.malloc_context_size);
     }
     r
 }
@@ -213,11 +214,11 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
         Err(FreeError::WrongCall { .. }) => INVALID,
         // Not ours and outside the pool: memory from before gasan (or another allocator) — let the driver decide.
         Err(FreeError::Unknown { in_pool: false, .. }) if real() == CUDA_SUCCESS => {
-            s.foreign_remove(ptr);
+            s.foreign.forget(ptr, || s.outside_table(), s.opts.malloc_context_size);
             CUDA_SUCCESS
         }
         Err(err) => {
-            s.host_error(Report::Free { call: call.to_string(), err, stack: HostStack::capture(s.opts.malloc_context_size) });
+            s.errors.host_error(Report::Free { call: call.to_string(), err, stack: HostStack::capture(s.opts.malloc_context_size) });
             crate::driver::CUDA_ERROR_INVALID_VALUE
         }
     }
@@ -302,7 +303,7 @@ hooks! {
         let r = real(p, size, flags);
         if r == CUDA_SUCCESS {
             let s = state();
-            s.foreign_insert(p as u64, size as u64, ForeignKind::HostRegistered);
+            s.foreign.record(p as u64, size as u64, ForeignKind::HostRegistered, || s.outside_table(), s.opts.malloc_context_size);
             if !s.opts.outside_checks {
                 static NOTED: std::sync::Once = std::sync::Once::new();
                 NOTED.call_once(|| eprintln!("==gasan== the program registers host memory (cudaHostRegister): host API calls check it; kernels' accesses to it are checked with outside_checks=1 (--outside-checks 1)"));
@@ -318,12 +319,13 @@ hooks! {
             }
             return r;
         }
-        state().foreign_remove(p as u64);
+        let s = state();
+        s.foreign.forget(p as u64, || s.outside_table(), s.opts.malloc_context_size);
         real(p)
     }
     cuMemHostUnregister(p: *mut c_void) {
         let r = real(p);
-        if r == CUDA_SUCCESS { state().foreign_remove(p as u64); }
+        if r == CUDA_SUCCESS { let s = state(); s.foreign.forget(p as u64, || s.outside_table(), s.opts.malloc_context_size); }
         r
     }
     cuMemFree_v2(ptr: Dptr) { do_free("cuMemFree", ptr, None, || real(ptr)) }

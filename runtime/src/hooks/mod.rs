@@ -47,7 +47,8 @@ fn guard(name: &'static str, f: impl FnOnce() -> CuResult) -> CuResult {
         crate::driver::CUDA_ERROR_UNKNOWN
     });
     if is_sticky(r) {
-        state().on_device_error(r, name);
+        let s = state();
+        s.errors.on_device_error(&s.ring_sources(), r, name);
     }
     r
 }
@@ -121,7 +122,8 @@ macro_rules! hook {
 
 fn after_sync(r: CuResult) -> CuResult {
     if r == CUDA_SUCCESS {
-        state().check_after_sync();
+        let s = state();
+        s.errors.check_after_sync(&s.ring_sources());
     }
     r
 }

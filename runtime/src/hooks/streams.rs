@@ -25,7 +25,7 @@ hooks! {
     cuCtxSetLimit(limit: i32, value: usize) {
         let r = real(limit, value);
         if r == CUDA_SUCCESS && limit == crate::device_heap::CU_LIMIT_MALLOC_HEAP_SIZE {
-            state().malloc_heap_limit_set(value as u64);
+            if let Some(d) = state().devices.first() { crate::control::malloc_heap_limit_set(d, value as u64); }
         }
         r
     }
