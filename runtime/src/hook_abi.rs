@@ -162,6 +162,14 @@ impl<T> Copy for Out<T> {}
 impl<T> AbiAs<*mut T> for Out<T> {}
 
 impl<T: Copy> Out<T> {
+    /// An out-parameter gasan makes itself (cudart's loaders, tests).
+    ///
+    /// # Safety
+    /// `p` is null or valid for reads and writes of a `T` for as long as the value is used.
+    pub unsafe fn new(p: *mut T) -> Self {
+        Out(p)
+    }
+
     pub fn is_null(self) -> bool {
         self.0.is_null()
     }
@@ -245,6 +253,64 @@ impl CStrIn {
     }
 }
 
+/// A module image a loader hook takes (`const void *image`: a cubin, PTX text, fatbin or fatbin
+/// wrapper): null, or an image as the driver's loaders accept it, readable as its headers say for
+/// as long as the value is used (the hook's call, by its contract, as for [`Out`]; or gasan's own
+/// image, kept alive). It passes in the C ABI as the pointer does, so a hook hands it to its
+/// `real` unchanged; the code that reads it ([`crate::modules`]) relies on this invariant.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct ModuleImage(*const c_void);
+
+impl AbiAs<*const c_void> for ModuleImage {}
+
+impl ModuleImage {
+    /// # Safety
+    /// `p` is null or a module image as the driver's loaders accept it, readable as its headers
+    /// say for as long as the value is used.
+    pub unsafe fn new(p: *const c_void) -> Self {
+        ModuleImage(p)
+    }
+
+    /// The pointer, for a callee that takes it raw.
+    pub fn raw(self) -> *const c_void {
+        self.0
+    }
+}
+
+/// A loader's option arrays (JIT options, or a library loader's library options): `n` option
+/// codes and `n` values, read once at the hook's boundary. Codes stay integers (a code the Rust
+/// enum lacks would be undefined behaviour as that enum); values are the raw words the driver
+/// reads each option's value from.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OptionArrays<'a> {
+    pub options: &'a [i32],
+    pub values: &'a [*mut c_void],
+}
+
+impl<'a> OptionArrays<'a> {
+    /// The arrays a loader was passed; each empty when `n` is 0 or it is null.
+    ///
+    /// # Safety
+    /// Each of `options` and `values` that is not null holds `n` entries, readable for `'a`.
+    pub unsafe fn new(n: u32, options: *const i32, values: *const *mut c_void) -> Self {
+        let n = n as usize;
+        // SAFETY: a non-null array holds `n` entries readable for `'a` (this function's
+        // contract); a null one, or `n` 0, is read as empty.
+        unsafe {
+            OptionArrays {
+                options: if n == 0 || options.is_null() { &[] } else { std::slice::from_raw_parts(options, n) },
+                values: if n == 0 || values.is_null() { &[] } else { std::slice::from_raw_parts(values, n) },
+            }
+        }
+    }
+
+    /// Each option with its value's word (none when either array is empty).
+    pub fn pairs(&self) -> impl Iterator<Item = (i32, usize)> + 'a {
+        self.options.iter().zip(self.values).map(|(&o, &v)| (o, v as usize))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,9 +344,23 @@ mod tests {
     }
 
     #[test]
+    fn option_arrays_read_n_entries_and_nothing_without_arrays() {
+        let (opts, vals) = ([1i32, 7], [0x10 as *mut c_void, 0x20 as *mut c_void]);
+        // SAFETY: two entries each, alive for the test.
+        let a = unsafe { OptionArrays::new(2, opts.as_ptr(), vals.as_ptr()) };
+        assert_eq!(a.pairs().collect::<Vec<_>>(), [(1, 0x10), (7, 0x20)]);
+        // SAFETY: `n` 0, or a null array: nothing is read.
+        let (none, null) = unsafe { (OptionArrays::new(0, opts.as_ptr(), vals.as_ptr()), OptionArrays::new(2, opts.as_ptr(), std::ptr::null())) };
+        assert!(none.options.is_empty() && none.values.is_empty());
+        assert_eq!((null.options, null.values.len()), (&opts[..], 0));
+        assert!(null.pairs().next().is_none());
+    }
+
+    #[test]
     fn boundary_types_pass_as_the_pointers_they_wrap() {
         assert_eq!(std::mem::size_of::<Out<u64>>(), std::mem::size_of::<*mut u64>());
         assert_eq!(std::mem::size_of::<In<crate::copies::Memcpy3D>>(), std::mem::size_of::<*const u8>());
         assert_eq!(std::mem::size_of::<CStrIn>(), std::mem::size_of::<*const c_char>());
+        assert_eq!(std::mem::size_of::<ModuleImage>(), std::mem::size_of::<*const c_void>());
     }
 }

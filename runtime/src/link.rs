@@ -58,21 +58,17 @@ pub fn on_create(link: Link) {
 
 /// The checked replacement (PTX text with its NUL, and its length) for one input, or `None` to
 /// pass the input through unchanged (not PTX / fatbin, instrumentation off, no PTX for this GPU,
-/// or an error, which is logged).
-///
-/// # Safety
-/// `data` points to `size` readable bytes, as cuLinkAddData requires.
-pub unsafe fn checked_input(link: Link, jit_type: i32, data: *const c_void, size: usize) -> Option<(*const c_void, usize)> {
+/// or an error, which is logged). `data`: the input's bytes (`None`: a null pointer).
+pub fn checked_input(link: Link, jit_type: i32, data: Option<&[u8]>) -> Option<(*const c_void, usize)> {
     let s = state();
-    if !s.opts.instrument || data.is_null() || !(jit_type == CU_JIT_INPUT_PTX || jit_type == CU_JIT_INPUT_FATBINARY) {
+    let data = data?;
+    if !s.opts.instrument || !(jit_type == CU_JIT_INPUT_PTX || jit_type == CU_JIT_INPUT_FATBINARY) {
         return None;
     }
     let mut guard = LINKS.lock().unwrap();
     let st = guard.get_or_insert_with(HashMap::new).entry(link).or_default();
     // PTX may come without its NUL: give image_ptx a terminated copy.
-    // SAFETY: `data` is non-null (checked above) and points to `size` readable bytes by this
-    // function's contract.
-    let mut bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size) }.to_vec();
+    let mut bytes = data.to_vec();
     if jit_type == CU_JIT_INPUT_PTX {
         bytes.push(0);
     }

@@ -3,6 +3,7 @@
 
 use crate::cache::Cache;
 use crate::device::{compute_capability, current_device, LoadedHandle};
+use crate::hook_abi::{ModuleImage, OptionArrays, Out};
 use crate::options::Options;
 use crate::report::ModuleSites;
 use crate::sass;
@@ -205,16 +206,11 @@ pub fn fatbin<'a>(c: &Checked, code: &Code<'a>) -> Image<'a> {
 }
 
 /// The ptxas flags a loader's JIT options ask for, or why the module goes to the driver's JIT.
-///
-/// # Safety
-/// `opts` and `vals` hold `n` entries each (or are null), as the driver's loaders require.
-pub unsafe fn jit_options(n: u32, opts: *const i32, vals: *const *mut c_void) -> Result<Vec<String>, String> {
-    if n == 0 || opts.is_null() || vals.is_null() {
+pub fn jit_options(jit: &OptionArrays) -> Result<Vec<String>, String> {
+    if jit.options.is_empty() || jit.values.is_empty() {
         return Ok(Vec::new());
     }
-    // SAFETY: the caller's arrays of `n` options and values.
-    let (o, v) = unsafe { (std::slice::from_raw_parts(opts, n as usize), std::slice::from_raw_parts(vals, n as usize)) };
-    sass::jit_flags(&o.iter().zip(v).map(|(&o, &v)| (o, v as usize)).collect::<Vec<_>>())
+    sass::jit_flags(&jit.pairs().collect::<Vec<_>>())
 }
 
 /// Why a module is loaded unchanged.
@@ -744,40 +740,27 @@ pub struct Preloaded {
 /// (without options) lacks.
 #[derive(Clone, Copy)]
 pub enum LoadOut {
-    Module(*mut cudarc::driver::sys::CUmodule),
-    Library { out: *mut cudarc::driver::sys::CUlibrary, adoptable: bool },
+    Module(Out<cudarc::driver::sys::CUmodule>),
+    Library { out: Out<cudarc::driver::sys::CUlibrary>, adoptable: bool },
 }
 
 impl LoadOut {
-    /// What the loader wrote.
-    ///
-    /// # Safety
-    /// A load into this out-pointer succeeded (the driver wrote it, or [`LoadOut::adopt`] did).
-    unsafe fn handle(self) -> LoadedHandle {
-        // SAFETY: after a successful load the out-pointer (the program's, valid for the loader's
-        // call) holds the handle (this function's contract).
-        unsafe {
-            match self {
-                LoadOut::Module(m) => LoadedHandle::Module(*m),
-                LoadOut::Library { out, .. } => LoadedHandle::Library(*out),
-            }
+    /// What the loader wrote, read after a successful load into this out-pointer (the driver's
+    /// write, or [`LoadOut::adopt`]'s); `None` for a null one.
+    fn loaded(self) -> Option<LoadedHandle> {
+        let ok = crate::driver::CUDA_SUCCESS;
+        match self {
+            LoadOut::Module(m) => m.written(ok).map(LoadedHandle::Module),
+            LoadOut::Library { out, .. } => out.written(ok).map(LoadedHandle::Library),
         }
     }
 
     /// Hands `library`, loaded ahead, to the program as its loader would: false for a module
-    /// loader (it must return a module the program may unload) or a library loader whose options
-    /// the library lacks.
-    ///
-    /// # Safety
-    /// The out-pointer is the one the program passed its loader, valid for the loader's call.
-    unsafe fn adopt(self, library: usize) -> bool {
+    /// loader (it must return a module the program may unload), a library loader whose options
+    /// the library lacks, or a null out-pointer.
+    fn adopt(self, library: usize) -> bool {
         match self {
-            LoadOut::Library { out, adoptable: true } if !out.is_null() => {
-                // SAFETY: `out` is the program's non-null library out-pointer (this function's
-                // contract), which a successful load writes.
-                unsafe { *out = library as cudarc::driver::sys::CUlibrary };
-                true
-            }
+            LoadOut::Library { out, adoptable: true } => out.set(library as cudarc::driver::sys::CUlibrary),
             _ => false,
         }
     }
@@ -786,16 +769,8 @@ impl LoadOut {
 /// Can a library loaded without options stand for one loaded with these ([`LoadOut::adopt`])?
 /// Only `CU_LIBRARY_BINARY_IS_PRESERVED`, a memory hint, may be asked; a host table of
 /// functions and data (`CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE`) may not.
-///
-/// # Safety
-/// `options` holds `count` library options (or is null).
-pub unsafe fn library_options_adoptable(count: u32, options: *const i32) -> bool {
-    if count == 0 || options.is_null() {
-        return true;
-    }
-    // SAFETY: `options` holds `count` entries (this function's contract).
-    let opts = unsafe { std::slice::from_raw_parts(options, count as usize) };
-    opts.iter().all(|&o| o == cudarc::driver::sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED as i32)
+pub fn library_options_adoptable(options: &OptionArrays) -> bool {
+    options.options.iter().all(|&o| o == cudarc::driver::sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED as i32)
 }
 
 /// Loads a prepared module's cubin ahead of its loader (crate::prefetch), as a library (what
@@ -950,20 +925,18 @@ pub fn take_prepared_from(take: TakePrepared) {
 /// loaded ahead ([`preload`]) is handed to a library loader through `out` ([`LoadOut::adopt`])
 /// instead of being loaded again.
 ///
-/// # Safety
-/// `image` as for [`image_ptx`]; `load` is a real driver loader; `out` is the out-pointer the
-/// program passed that loader, valid for this call.
-pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String>, wrap: impl for<'c> Fn(&Checked, &Code<'c>) -> Image<'c>, load: impl Fn(*const c_void) -> i32, out: LoadOut) -> i32 {
-    // SAFETY: called only after a successful load into `out` (the driver's or adopt's write).
-    let handle = || unsafe { out.handle() };
+/// `load` is the driver loader the program called (its `real`, or the data loader a file's bytes
+/// go through), with the program's out-pointer `out`; the image it gets is `image` or gasan's
+/// checked one.
+pub fn load_checked(image: ModuleImage, jit: Result<Vec<String>, String>, wrap: impl for<'c> Fn(&Checked, &Code<'c>) -> Image<'c>, load: impl Fn(ModuleImage) -> i32, out: LoadOut) -> i32 {
     // A cubin from the application's own checked cuLink: load it, then write each input's block.
-    if let Some(inputs) = linked_inputs(image) {
+    if let Some(inputs) = linked_inputs(image.raw()) {
         let r = load(image);
-        if r == 0 {
+        if let Some(h) = out.loaded().filter(|_| r == 0) {
             let s = state();
             s.counters.modules_instrumented.fetch_add(1, Ordering::Relaxed);
             for i in inputs {
-                s.control.set_named(s, handle(), i.module_id, &i.ctl_symbol);
+                s.control.set_named(s, h, i.module_id, &i.ctl_symbol);
             }
         }
         return r;
@@ -976,8 +949,8 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
         let _ = s.device();
     }
     // Prepared ahead (a loader without JIT options, the same GPU), else prepared now.
-    // SAFETY: `image` is a module image (this function's contract), as take requires.
-    let prefetched = PREFETCHED.get().and_then(|take| unsafe { take(image) }).filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
+    // SAFETY: `image` is a module image (ModuleImage's invariant), as take requires.
+    let prefetched = PREFETCHED.get().and_then(|take| unsafe { take(image.raw()) }).filter(|p| matches!(&jit, Ok(f) if f.is_empty()) && Some(p.checked.arch) == current_cc());
     let prepared = match prefetched {
         Some(p) => {
             s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -987,15 +960,13 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             Ok(p)
         }
         None if !s.opts.instrument => Err(Skip::Disabled),
-        // SAFETY: `image` is a module image as image_ptx requires (this function's contract),
+        // SAFETY: `image` is a module image as image_ptx requires (ModuleImage's invariant),
         // which is prepare_now's contract.
-        None => current_cc().ok_or_else(|| Skip::Error("no compute capability".into())).and_then(|cc| unsafe { prepare_now(image, cc, &jit) }),
+        None => current_cc().ok_or_else(|| Skip::Error("no compute capability".into())).and_then(|cc| unsafe { prepare_now(image.raw(), cc, &jit) }),
     };
     let Prepared { mut checked, mut cubin, preloaded } = match prepared {
         Ok(p) => p,
-        // SAFETY: `image` is a module image and `load` a real loader writing to `out` (this
-        // function's contract, which is load_cubin's).
-        Err(Skip::SassOnly) => return unsafe { load_cubin(image, load, out) },
+        Err(Skip::SassOnly) => return load_cubin(image, load, out),
         Err(skip) => {
             note_skip(&skip);
             return load(image);
@@ -1017,7 +988,9 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             Image::Built(b) => b.as_ptr().cast(),
         };
         let t = std::time::Instant::now();
-        let r = load(img);
+        // SAFETY: gasan's checked code as the loader takes it (`wrap`), alive for the call and,
+        // once loaded, for the process (forgotten below).
+        let r = load(unsafe { ModuleImage::new(img) });
         s.counters.driver_load_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         if r == 0 {
             std::mem::forget(image);
@@ -1031,9 +1004,7 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
         // Loaded ahead: the library is handed over as the loader would have made it. Otherwise
         // (a module loader, library options it lacks) it stays loaded unused: unloading it here
         // could break a stream capture under way (a lazy load inside a captured launch).
-        // SAFETY: `out` is the program's out-pointer for this loader call (this function's
-        // contract, through the hooks that pass it).
-        if unsafe { out.adopt(library) } {
+        if out.adopt(library) {
             loaded = true;
             preset = preloaded.as_ref().and_then(|p| p.preset);
             s.counters.modules_adopted.fetch_add(1, Ordering::Relaxed);
@@ -1073,7 +1044,9 @@ pub unsafe fn load_checked(image: *const c_void, jit: Result<Vec<String>, String
             return load(image);
         }
     }
-    finish_checked_load(handle(), id, preset, &checked.param_tags);
+    if let Some(h) = out.loaded() {
+        finish_checked_load(h, id, preset, &checked.param_tags);
+    }
     s.counters.module_load_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     // Loaded as PTX: the loader may keep pointing at it. (A cubin load frees the PTX a compile made.)
     if !loaded {
@@ -1164,13 +1137,10 @@ static DAMAGED_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Loads an image without PTX for this GPU unchanged, recognising a cubin gasan-ptxas checked
 /// ([`plan_cubin`]): its sites registered before the load, its control block written after.
-///
-/// # Safety
-/// As [`load_checked`].
-unsafe fn load_cubin(image: *const c_void, load: impl Fn(*const c_void) -> i32, out: LoadOut) -> i32 {
+fn load_cubin(image: ModuleImage, load: impl Fn(ModuleImage) -> i32, out: LoadOut) -> i32 {
     let s = state();
-    // SAFETY: `image` is a module image (this function's contract).
-    let elf = unsafe { image_cubin(image, current_cc()) };
+    // SAFETY: `image` is a module image (ModuleImage's invariant).
+    let elf = unsafe { image_cubin(image.raw(), current_cc()) };
     let cubin = elf.as_ref().ok().and_then(|e| e.as_deref());
     let plan = match &elf {
         Ok(Some(elf)) => plan_cubin(elf, &s.opts, |m| s.sites.register(m)),
@@ -1203,10 +1173,9 @@ unsafe fn load_cubin(image: *const c_void, load: impl Fn(*const c_void) -> i32, 
         CubinPlan::Checked { id, param_tags } => {
             let r = load(image);
             origin(r == 0, "refused by the driver");
-            if r == 0 {
+            if let Some(h) = out.loaded().filter(|_| r == 0) {
                 log(1, || format!("module {id}: checked at compile time by gasan-ptxas"));
-                // SAFETY: the load into `out` succeeded, so the driver wrote its handle.
-                finish_checked_load(unsafe { out.handle() }, id, None, &param_tags);
+                finish_checked_load(h, id, None, &param_tags);
             }
             return r;
         }
@@ -1343,11 +1312,11 @@ mod stored_index_tests {
 #[cfg(test)]
 mod preload_tests {
     use super::{library_options_adoptable, LoadOut};
+    use crate::hook_abi::Out;
     use cudarc::driver::sys::CUlibraryOption::{CU_LIBRARY_BINARY_IS_PRESERVED as PRESERVED, CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE as HOST_TABLE};
 
     fn adoptable(options: &[i32]) -> bool {
-        // SAFETY: `options` holds `options.len()` entries.
-        unsafe { library_options_adoptable(options.len() as u32, options.as_ptr()) }
+        library_options_adoptable(&crate::hook_abi::OptionArrays { options, values: &[] })
     }
 
     #[test]
@@ -1356,7 +1325,7 @@ mod preload_tests {
         assert!(adoptable(&[PRESERVED as i32]));
         assert!(adoptable(&[]));
         // SAFETY: a null array with a count of 0 is "no options".
-        assert!(unsafe { library_options_adoptable(0, std::ptr::null()) });
+        assert!(library_options_adoptable(&unsafe { crate::hook_abi::OptionArrays::new(0, std::ptr::null(), std::ptr::null()) }));
         assert!(!adoptable(&[HOST_TABLE as i32]));
         assert!(!adoptable(&[PRESERVED as i32, HOST_TABLE as i32]));
     }
@@ -1365,14 +1334,13 @@ mod preload_tests {
     fn only_an_adoptable_library_loader_takes_a_library_loaded_ahead() {
         let library = 0x1234usize;
         let (mut lib, mut module) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: each out-pointer is a live local.
-        unsafe {
-            assert!(!LoadOut::Module(&mut module).adopt(library));
-            assert!(!LoadOut::Library { out: &mut lib, adoptable: false }.adopt(library));
-            assert!(lib.is_null() && module.is_null());
-            assert!(LoadOut::Library { out: &mut lib, adoptable: true }.adopt(library));
-            assert_eq!(lib as usize, library);
-            assert!(!LoadOut::Library { out: std::ptr::null_mut(), adoptable: true }.adopt(library));
-        }
+        // SAFETY: each out-pointer is a live local (or null), used while they live.
+        let (lib_out, module_out, null_out) = unsafe { (Out::new(&mut lib), Out::new(&mut module), Out::new(std::ptr::null_mut())) };
+        assert!(!LoadOut::Module(module_out).adopt(library));
+        assert!(!LoadOut::Library { out: lib_out, adoptable: false }.adopt(library));
+        assert!(lib.is_null() && module.is_null());
+        assert!(LoadOut::Library { out: lib_out, adoptable: true }.adopt(library));
+        assert_eq!(lib as usize, library);
+        assert!(!LoadOut::Library { out: null_out, adoptable: true }.adopt(library));
     }
 }

@@ -13,9 +13,10 @@ hooks! {
         r
     }
     cuLinkAddData_v2(st: CUlinkState, ty: i32, data: *mut c_void, size: usize, name: *const c_char, n: u32, o: *mut i32, v: *mut *mut c_void) {
-        // SAFETY: checked_input needs `data` to point to `size` readable bytes (or be null, which
-        // it checks); cuLinkAddData's contract asks the same of the program.
-        match unsafe { crate::link::checked_input(st.into(), ty, data, size) } {
+        // SAFETY: `data` points to `size` readable bytes where not null (cuLinkAddData's
+        // contract), for the call.
+        let input = (!data.is_null()).then(|| unsafe { std::slice::from_raw_parts(data.cast::<u8>().cast_const(), size) });
+        match crate::link::checked_input(st.into(), ty, input) {
             Some((p, len)) => real(st, crate::link::CU_JIT_INPUT_PTX, p as *mut c_void, len, name, n, o, v),
             None => real(st, ty, data, size, name, n, o, v),
         }
@@ -26,8 +27,7 @@ hooks! {
         let add_data = crate::driver::sys::cuLinkAddData_v2.get();
         let checkable = add_data.is_some() && (ty == crate::link::CU_JIT_INPUT_PTX || ty == crate::link::CU_JIT_INPUT_FATBINARY);
         let bytes = if checkable { read_file(path) } else { None };
-        // SAFETY: `b` is our own buffer, `b.len()` readable bytes.
-        let checked = bytes.as_ref().and_then(|b| unsafe { crate::link::checked_input(st.into(), ty, b.as_ptr().cast(), b.len()) });
+        let checked = bytes.as_ref().and_then(|b| crate::link::checked_input(st.into(), ty, Some(b)));
         match (checked, add_data) {
             // The real cuLinkAddData_v2 (present: `checkable`), with the checked PTX in place of
             // the file.
@@ -48,74 +48,57 @@ hooks! {
         r
     }
     cuLinkDestroy(st: CUlinkState) { crate::link::on_destroy(st.into()); real(st) }
-    cuModuleLoadData(module: *mut CUmodule, image: *const c_void) {
-        // SAFETY: `image` is the module image the program passed (PTX, cubin or fatbin, as
-        // cuModuleLoadData requires), and `load` calls the real cuModuleLoadData: load_checked's
-        // preconditions. `module` is the caller's out-pointer, which load_checked reads only after a
-        // load succeeded.
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), modules::LoadOut::Module(module)) }
+    cuModuleLoadData(module: Out<CUmodule>, image: ModuleImage) {
+        modules::load_checked(image, Ok(Vec::new()), modules::plain, |img| real(module, img), modules::LoadOut::Module(module))
     }
-    cuModuleLoadDataEx(module: *mut CUmodule, image: *const c_void, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
-        // SAFETY: as for cuModuleLoadData; `opts` and `vals` hold `n` entries each (or are null),
-        // as cuModuleLoadDataEx requires and jit_options needs.
-        unsafe { modules::load_checked(image, modules::jit_options(n, opts, vals), modules::plain, |img| real(module, img, n, opts, vals), modules::LoadOut::Module(module)) }
+    cuModuleLoadDataEx(module: Out<CUmodule>, image: ModuleImage, n: u32, opts: *mut i32, vals: *mut *mut c_void) {
+        // SAFETY: `opts` and `vals` hold `n` entries each where not null, as cuModuleLoadDataEx
+        // requires, for the call.
+        let jit = unsafe { OptionArrays::new(n, opts, vals) };
+        modules::load_checked(image, modules::jit_options(&jit), modules::plain, |img| real(module, img, n, opts, vals), modules::LoadOut::Module(module))
     }
-    cuModuleLoadFatBinary(module: *mut CUmodule, image: *const c_void) {
-        // SAFETY: as for cuModuleLoadData (`image` is the program's fatbin).
-        unsafe { modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), modules::LoadOut::Module(module)) }
+    cuModuleLoadFatBinary(module: Out<CUmodule>, image: ModuleImage) {
+        modules::load_checked(image, Ok(Vec::new()), modules::fatbin, |img| real(module, img), modules::LoadOut::Module(module))
     }
-    cuModuleLoad(module: *mut CUmodule, fname: CStrIn) {
+    cuModuleLoad(module: Out<CUmodule>, fname: CStrIn) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
         let load_data = crate::driver::sys::cuModuleLoadData.get();
         match (read_file(fname), load_data) {
             (Some(bytes), Some(f)) => {
-                let load = |img: *const c_void| -> CuResult {
+                let load = |img: ModuleImage| -> CuResult {
                     // SAFETY: `module` is the program's out-pointer (cuModuleLoad's contract);
                     // `img` is the file's bytes or the checked code load_checked built, either
                     // alive for the call and kept after a successful load.
-                    unsafe { f(module, img) }
+                    unsafe { f(module.raw(), img.raw()) }
                 };
-                // SAFETY: `bytes` is the module file the program named (a cubin, PTX or fatbin,
-                // as cuModuleLoad requires) with a NUL appended, and it is leaked below, so it
-                // outlives the load; `load` is the real cuModuleLoadData. `*module` is read only
-                // after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), Ok(Vec::new()), modules::plain, load, modules::LoadOut::Module(module)) };
-                std::mem::forget(bytes);
-                r
+                modules::load_checked(file_image(bytes), Ok(Vec::new()), modules::plain, load, modules::LoadOut::Module(module))
             }
             _ => real(module, fname),
         }
     }
-    cuLibraryLoadData(lib: *mut CUlibrary, code: *const c_void, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
-        // SAFETY: `lo` holds `nlo` library options (or is null), as cuLibraryLoadData requires.
-        let adoptable = unsafe { modules::library_options_adoptable(nlo, lo) };
-        crate::state::log(2, || format!("cuLibraryLoadData: {njo} JIT options, library options {:?}", (0..nlo as usize).map(|i| {
-            // SAFETY: as above: `lo` / `lv` hold `nlo` entries when `nlo` is not zero.
-            unsafe { (*lo.add(i), *lv.add(i)) }
-        }).collect::<Vec<_>>()));
-        // SAFETY: `code` is the program's module image and `jo` / `jv` hold `njo` JIT options
-        // (or are null), as cuLibraryLoadData requires; `load` calls the real cuLibraryLoadData.
-        // `*lib` is read only after a successful load wrote the library to the out-pointer, or
-        // written with a library loaded ahead when `adoptable`.
-        unsafe { modules::load_checked(code, modules::jit_options(njo, jo, jv), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), modules::LoadOut::Library { out: lib, adoptable }) }
+    cuLibraryLoadData(lib: Out<CUlibrary>, code: ModuleImage, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+        // SAFETY: `jo` / `jv` hold `njo` JIT options and `lo` / `lv` `nlo` library options, each
+        // where not null, as cuLibraryLoadData requires, for the call.
+        let (jit, options) = unsafe { (OptionArrays::new(njo, jo, jv), OptionArrays::new(nlo, lo, lv)) };
+        let adoptable = modules::library_options_adoptable(&options);
+        crate::state::log(2, || format!("cuLibraryLoadData: {njo} JIT options, library options {:?}", options.pairs().map(|(o, v)| (o, v as *mut c_void)).collect::<Vec<_>>()));
+        modules::load_checked(code, modules::jit_options(&jit), modules::plain, |img| real(lib, img, jo, jv, njo, lo, lv, nlo), modules::LoadOut::Library { out: lib, adoptable })
     }
-    cuLibraryLoadFromFile(lib: *mut CUlibrary, fname: CStrIn, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
+    cuLibraryLoadFromFile(lib: Out<CUlibrary>, fname: CStrIn, jo: *mut i32, jv: *mut *mut c_void, njo: u32, lo: *mut i32, lv: *mut *mut c_void, nlo: u32) {
         // The data loader the file's (checked) bytes go through; a libcuda without it: unchecked.
         let load_data = crate::driver::sys::cuLibraryLoadData.get();
         match (read_file(fname), load_data) {
             (Some(bytes), Some(f)) => {
-                let load = |img: *const c_void| -> CuResult {
+                let load = |img: ModuleImage| -> CuResult {
                     // SAFETY: `lib` and the option arrays are the program's, valid under
                     // cuLibraryLoadFromFile's contract, which cuLibraryLoadData shares; `img` is the
                     // file's bytes or the checked code load_checked built, alive for the call.
-                    unsafe { f(lib, img, jo, jv, njo, lo, lv, nlo) }
+                    unsafe { f(lib.raw(), img.raw(), jo, jv, njo, lo, lv, nlo) }
                 };
-                // SAFETY: `bytes` is the module file the program named, NUL-terminated and leaked
-                // below; `jo` / `jv` hold `njo` options (or are null); `load` is the real
-                // cuLibraryLoadData. `*lib` is read only after a successful load wrote it.
-                let r = unsafe { modules::load_checked(bytes.as_ptr().cast(), modules::jit_options(njo, jo, jv), modules::plain, load, modules::LoadOut::Library { out: lib, adoptable: false }) };
-                std::mem::forget(bytes);
-                r
+                // SAFETY: `jo` / `jv` hold `njo` JIT options where not null, as
+                // cuLibraryLoadFromFile requires, for the call.
+                let jit = unsafe { OptionArrays::new(njo, jo, jv) };
+                modules::load_checked(file_image(bytes), modules::jit_options(&jit), modules::plain, load, modules::LoadOut::Library { out: lib, adoptable: false })
             }
             _ => real(lib, fname, jo, jv, njo, lo, lv, nlo),
         }
@@ -130,15 +113,25 @@ fn read_file(fname: CStrIn) -> Option<Vec<u8>> {
     Some(b)
 }
 
+/// A module file's bytes ([`read_file`]) as the image a data loader takes, kept for the process
+/// (a loader may keep pointing at it).
+fn file_image(bytes: Vec<u8>) -> ModuleImage {
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    // SAFETY: the module file the program named (a cubin, PTX or fatbin, as cuModuleLoad and
+    // cuLibraryLoadFromFile require of it), NUL-terminated, and never freed.
+    unsafe { ModuleImage::new(bytes.as_ptr().cast()) }
+}
+
 // ---- cudart's private module loaders (CUDART_INTERFACE export table slots 1, 6, 8) ----
 
 /// cudart's own module loaders, from slots 1, 6 and 8 of its CUDART_INTERFACE export table (which
 /// interpose.rs replaces with ours): the one way gasan reaches them, each declared once with the
-/// prototype of its slot; `None` for a null slot.
+/// prototype of its slot (the module out-pointer and image as the boundary types they pass as);
+/// `None` for a null slot.
 struct CudartLoaders {
-    get_module_from_cubin: Option<unsafe extern "C" fn(*mut CUmodule, *const c_void) -> CuResult>,
-    get_module_from_cubin_ext1: Option<unsafe extern "C" fn(*mut CUmodule, *const c_void, *mut c_void, *mut c_void, u32) -> CuResult>,
-    get_module_from_cubin_ext2: Option<unsafe extern "C" fn(*const c_void, *mut CUmodule, *mut c_void, *mut c_void, u32) -> CuResult>,
+    get_module_from_cubin: Option<unsafe extern "C" fn(Out<CUmodule>, ModuleImage) -> CuResult>,
+    get_module_from_cubin_ext1: Option<unsafe extern "C" fn(Out<CUmodule>, ModuleImage, *mut c_void, *mut c_void, u32) -> CuResult>,
+    get_module_from_cubin_ext2: Option<unsafe extern "C" fn(ModuleImage, Out<CUmodule>, *mut c_void, *mut c_void, u32) -> CuResult>,
 }
 
 static CUDART_LOADERS: std::sync::OnceLock<CudartLoaders> = std::sync::OnceLock::new();
@@ -176,37 +169,44 @@ fn checked_wrapper<'a>(c: &modules::Checked, code: &modules::Code<'a>) -> module
 
 /// # Safety
 /// cudart calls it through its export table with the contract of the slot it replaces.
-pub unsafe extern "C" fn cudart_get_module_from_cubin(module: *mut CUmodule, wrapper: *const c_void) -> CuResult {
+pub unsafe extern "C" fn cudart_get_module_from_cubin(module: Out<CUmodule>, wrapper: ModuleImage) -> CuResult {
     guard("get_module_from_cubin", || {
         let Some(f) = CUDART_LOADERS.get().and_then(|l| l.get_module_from_cubin) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
-        // SAFETY: `wrapper` is the fatbin wrapper (`__fatBinC_Wrapper_t`) cudart passes this slot,
-        // a module image load_checked can read; `load` calls the slot's original with cudart's
-        // `module` and that wrapper or one checked_wrapper built (alive for the call, leaked
-        // once loaded). `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img), modules::LoadOut::Module(module)) }
+        let load = |img| {
+            // SAFETY: the slot's original, called with cudart's `module` and its fatbin wrapper
+            // (`__fatBinC_Wrapper_t`) or one checked_wrapper built (alive for the call, leaked
+            // once loaded), under the contract cudart called this slot with.
+            unsafe { f(module, img) }
+        };
+        modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, load, modules::LoadOut::Module(module))
     })
 }
 
 /// # Safety
 /// cudart calls it through its export table with the contract of the slot it replaces.
-pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: *mut CUmodule, wrapper: *const c_void, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
+pub unsafe extern "C" fn cudart_get_module_from_cubin_ext1(module: Out<CUmodule>, wrapper: ModuleImage, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext1", || {
         let Some(f) = CUDART_LOADERS.get().and_then(|l| l.get_module_from_cubin_ext1) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
-        // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
-        // cudart passed them.
-        unsafe { modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, |img| f(module, img, a, b, c), modules::LoadOut::Module(module)) }
+        let load = |img| {
+            // SAFETY: as in cudart_get_module_from_cubin; `a`, `b` and `c` go to the original as
+            // cudart passed them.
+            unsafe { f(module, img, a, b, c) }
+        };
+        modules::load_checked(wrapper, Ok(Vec::new()), checked_wrapper, load, modules::LoadOut::Module(module))
     })
 }
 
 /// # Safety
 /// cudart calls it through its export table with the contract of the slot it replaces.
-pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: *const c_void, module: *mut CUmodule, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
+pub unsafe extern "C" fn cudart_get_module_from_cubin_ext2(header: ModuleImage, module: Out<CUmodule>, a: *mut c_void, b: *mut c_void, c: u32) -> CuResult {
     guard("get_module_from_cubin_ext2", || {
         let Some(f) = CUDART_LOADERS.get().and_then(|l| l.get_module_from_cubin_ext2) else { return crate::driver::CUDA_ERROR_NOT_INITIALIZED };
-        // SAFETY: `header` is the fatbin cudart passes this slot, a module image load_checked can
-        // read; `load` calls the slot's original with it or with a fatbin of the checked code
-        // (kept alive after a successful load), and cudart's other arguments unchanged.
-        // `*module` is read only after a successful load wrote it.
-        unsafe { modules::load_checked(header, Ok(Vec::new()), modules::fatbin, |img| f(img, module, a, b, c), modules::LoadOut::Module(module)) }
+        let load = |img| {
+            // SAFETY: the slot's original, called with cudart's fatbin or a fatbin of the checked
+            // code (kept alive after a successful load) and cudart's other arguments unchanged,
+            // under the contract cudart called this slot with.
+            unsafe { f(img, module, a, b, c) }
+        };
+        modules::load_checked(header, Ok(Vec::new()), modules::fatbin, load, modules::LoadOut::Module(module))
     })
 }

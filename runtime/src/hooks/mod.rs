@@ -12,7 +12,7 @@
 use crate::allocator::{FreeCall, FreeError, HostStack};
 use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
 use crate::driver::{CuResult, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
-use crate::hook_abi::{CStrIn, In, Out};
+use crate::hook_abi::{CStrIn, In, ModuleImage, OptionArrays, Out};
 use crate::modules;
 use crate::report::Report;
 use crate::side_table::ForeignKind;
