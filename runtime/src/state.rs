@@ -54,9 +54,8 @@ pub struct Counters {
 impl Counters {
     /// The run's summary at `verbosity>=1` (at exit): foreign memory still tracked, modules,
     /// cubins, loading times and launches.
-    fn print(&self, foreign: &crate::side_table::SideTable, opts: &Options) {
+    fn print(&self, f: &crate::side_table::SideTable, opts: &Options) {
         use crate::side_table::ForeignKind as K;
-        let f = foreign;
         eprintln!(
             "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host, {} other-GPU allocations live",
             f.count(K::Managed),
@@ -64,45 +63,44 @@ impl Counters {
             f.count(K::HostRegistered),
             f.count(K::OtherDevice)
         );
-        let c = self;
         eprintln!(
             "==gasan== modules: {} instrumented ({} from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",
-            c.modules_instrumented.load(Ordering::Relaxed),
-            c.cache_hits.load(Ordering::Relaxed),
-            c.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
-            c.modules_sass_only.load(Ordering::Relaxed),
-            c.modules_fallback.load(Ordering::Relaxed)
+            self.modules_instrumented.load(Ordering::Relaxed),
+            self.cache_hits.load(Ordering::Relaxed),
+            self.module_load_us.load(Ordering::Relaxed) as f64 / 1e3,
+            self.modules_sass_only.load(Ordering::Relaxed),
+            self.modules_fallback.load(Ordering::Relaxed)
         );
         crate::jit_origin::summary().iter().for_each(|l| eprintln!("==gasan== {l}"));
         let ms = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e3;
         eprintln!(
             "==gasan== module loading: {:.2} ms preparing (PTX, key, site table or instrumentation), {:.2} ms finding cubins, {:.2} ms in the driver's loaders, {:.2} ms writing control blocks",
-            ms(&c.prepare_us),
-            ms(&c.cubin_lookup_us),
-            ms(&c.driver_load_us),
-            ms(&c.control_block_us)
+            ms(&self.prepare_us),
+            ms(&self.cubin_lookup_us),
+            ms(&self.driver_load_us),
+            ms(&self.control_block_us)
         );
         eprintln!(
             "==gasan== cubins: {} from cache ({} found before their load), {} compiled ({:.1} ms in ptxas), {} refused by the driver; {} modules on the driver's PTX JIT{}",
-            c.cubins_cached.load(Ordering::Relaxed),
-            c.cubins_prefetched.load(Ordering::Relaxed),
-            c.cubins_compiled.load(Ordering::Relaxed),
-            c.cubin_compile_us.load(Ordering::Relaxed) as f64 / 1e3,
-            c.cubins_refused.load(Ordering::Relaxed),
-            c.sass_ptx_path.load(Ordering::Relaxed),
+            self.cubins_cached.load(Ordering::Relaxed),
+            self.cubins_prefetched.load(Ordering::Relaxed),
+            self.cubins_compiled.load(Ordering::Relaxed),
+            self.cubin_compile_us.load(Ordering::Relaxed) as f64 / 1e3,
+            self.cubins_refused.load(Ordering::Relaxed),
+            self.sass_ptx_path.load(Ordering::Relaxed),
             if opts.sass { "" } else { " (sass=0)" }
         );
         eprintln!(
             "==gasan== modules loaded ahead of their first launch: {} ({:.2} ms on the prefetch thread), {} of them handed to their loaders; loaders waited {:.2} ms for the prefetch thread",
-            c.modules_preloaded.load(Ordering::Relaxed),
-            ms(&c.preload_us),
-            c.modules_adopted.load(Ordering::Relaxed),
-            ms(&c.prefetch_wait_us)
+            self.modules_preloaded.load(Ordering::Relaxed),
+            ms(&self.preload_us),
+            self.modules_adopted.load(Ordering::Relaxed),
+            ms(&self.prefetch_wait_us)
         );
         eprintln!(
             "==gasan== launches: {}, {} with block bounds in their pointer arguments{}",
-            c.launches.load(Ordering::Relaxed),
-            c.launches_tagged.load(Ordering::Relaxed),
+            self.launches.load(Ordering::Relaxed),
+            self.launches_tagged.load(Ordering::Relaxed),
             if opts.arg_bounds { "" } else { " (arg_bounds=0)" }
         );
     }
