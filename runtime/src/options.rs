@@ -297,9 +297,28 @@ pub struct SuppressionsFile;
 impl Check<Option<PathBuf>> for SuppressionsFile {
     fn check_env(&self, v: &Option<PathBuf>) -> Result<(), String> {
         let Some(p) = v else { return Ok(()) };
-        let text = read_small_file(p, SUPPRESSIONS_MAX_BYTES)?;
-        crate::suppressions::parse_suppressions(&text).map(|_| ()).map_err(|e| format!("{}: {e}", p.display()))
+        check_suppressions(p).map(|_| ())
     }
+}
+
+/// Suppression rules (`(kind, pattern)` pairs) by file, as each file last passed its check.
+type CheckedSuppressions = std::collections::HashMap<PathBuf, Vec<(String, String)>>;
+static CHECKED_SUPPRESSIONS: std::sync::Mutex<Option<CheckedSuppressions>> = std::sync::Mutex::new(None);
+
+/// Reads and parses suppressions file `p` (the check before the program starts), keeping the
+/// rules it passed with for [`suppression_rules`].
+fn check_suppressions(p: &Path) -> Result<Vec<(String, String)>, String> {
+    let text = read_small_file(p, SUPPRESSIONS_MAX_BYTES)?;
+    let rules = crate::suppressions::parse_suppressions(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+    CHECKED_SUPPRESSIONS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(Default::default).insert(p.to_path_buf(), rules.clone());
+    Ok(rules)
+}
+
+/// The rules of suppressions file `p` as its check read them (the options were checked before
+/// the program started, so the file is read once per process), or checked now when it never was.
+pub fn suppression_rules(p: &Path) -> Result<Vec<(String, String)>, String> {
+    let checked = CHECKED_SUPPRESSIONS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(p).cloned());
+    checked.map_or_else(|| check_suppressions(p), Ok)
 }
 
 /// The largest suppressions file read (ASan's are a few lines; a larger one is a wrong path).

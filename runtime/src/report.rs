@@ -340,10 +340,10 @@ impl From<&Options> for ReportOptions {
 impl Reporter {
     pub fn new(opts: impl Into<ReportOptions>) -> Self {
         let opts: ReportOptions = opts.into();
-        // The file was checked before the program started (options::SuppressionsFile); an
-        // unreadable or malformed one here suppresses nothing.
-        let suppress =
-            opts.suppressions.as_ref().and_then(|p| crate::options::read_small_file(p, crate::options::SUPPRESSIONS_MAX_BYTES).ok()).and_then(|s| parse_suppressions(&s).ok()).unwrap_or_default();
+        // The rules the file was checked with before the program started
+        // (options::SuppressionsFile); options never checked: read now, and an unreadable or
+        // malformed file suppresses nothing.
+        let suppress = opts.suppressions.as_deref().and_then(|p| crate::options::suppression_rules(p).ok()).unwrap_or_default();
         Reporter { format: opts.format, log_path: opts.log_path, print_limit: opts.print_limit, suppress, reported: AtomicUsize::new(0), out: Mutex::new(()) }
     }
 
@@ -716,6 +716,29 @@ mod tests {
             .map(|(i, k)| Site { id: i as u32, kernel: k.to_string(), kernel_demangled: k.to_string(), ptx_line: 10 + i as u32, loc: None, kind: AccessKind::Read, width: 4, space: None })
             .collect();
         SiteTable { sites, files: Default::default() }
+    }
+
+    #[test]
+    fn the_reporter_suppresses_with_the_rules_the_file_was_checked_with() {
+        let p = std::env::temp_dir().join(format!("gasan-report-supp-{}.supp", std::process::id()));
+        std::fs::write(&p, "call:cuMemcpyHtoD\n").unwrap();
+        let o = Options { suppressions: Some(p.clone()), report_format: ReportFormat::Json, ..Options::default() };
+        o.validate().unwrap();
+        // Changed after the check: the reporter keeps what was checked (the file is read once).
+        std::fs::write(&p, "kernel:other\n").unwrap();
+        let r = Reporter::new(&o);
+        let desc = AddrDescription { ptr_alloc: None, addr: 0x1000, kind: AddrKind::Unknown, alloc: None, shadow: None, scale: Scale::S8 };
+        let api = |call: &str| Report::Api { call: call.into(), addr: 0x1000, len: 4, write: true, desc: desc.clone(), stack: HostStack::default() };
+        assert!(!r.report(&api("cuMemcpyHtoD_v2")), "suppressed by call:cuMemcpyHtoD");
+        assert_eq!(r.errors_reported(), 0);
+        assert!(r.report(&api("cuMemsetD8_v2")), "another call is reported");
+        assert_eq!(r.errors_reported(), 1);
+        // A file never checked is read when the reporter is made.
+        let q = std::env::temp_dir().join(format!("gasan-report-supp-unchecked-{}.supp", std::process::id()));
+        std::fs::write(&q, "call:cuMemsetD8\n").unwrap();
+        let unchecked = Reporter::new(&Options { suppressions: Some(q.clone()), ..Options::default() });
+        assert!(!unchecked.report(&api("cuMemsetD8_v2")));
+        let _ = (std::fs::remove_file(&p), std::fs::remove_file(&q));
     }
 
     #[test]
