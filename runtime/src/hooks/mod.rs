@@ -8,6 +8,13 @@
 //! `launches` (launches and the kernel handles they name), `loading` (modules, libraries,
 //! links, cudart's private loaders). Each is declared once, with its `_ptsz`/`_ptds` aliases, in
 //! its file's `hooks!` table.
+//!
+//! A new file of driver hooks: `mod name;` below, `use super::*;` and a `hooks! { real; ... }`
+//! table in it, and its `table()` in [`table`]. A new wrapped library other than libcuda (as
+//! `nvrtc`, `nvjitlink`): its wrappers exported under the library's names, a
+//! `library::Library` static over them, its real functions declared once with
+//! `library::exports!` (reached only through those), and the static in
+//! `library::dlsym_answer`'s list.
 
 use crate::allocator::{FreeCall, FreeError, HostStack};
 use crate::copies::{box_span, CopyDescriptor, Memcpy2D, Memcpy3D};
