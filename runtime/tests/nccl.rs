@@ -6,7 +6,12 @@
 //!   NCCL (linked; `dlopen` + `dlsym` on the handle; through a library opened `RTLD_LOCAL` that
 //!   links libnccl, as PyTorch's libtorch_cuda does) with the runtime preloaded: each call reaches
 //!   gasan's wrapper and then NCCL with the program's own arguments, and the exit summary counts
-//!   the buffers outside gasan's pool (no GPU here, so all of them) and the calls it could not check.
+//!   the buffers outside gasan's pool (no GPU here, so all of them) and the calls it could not check;
+//! - the runtime's own pool, set up by the preloaded runtime on a stand-in libcuda whose device
+//!   memory is host memory (tests/fixtures/nccl_fake_libcuda.c): the program's cuMemAlloc'd buffers
+//!   handed to the stand-in libnccl with an over-long count, freed, or one element short per rank
+//!   are reported naming the call and never reach NCCL (the process stops, or with
+//!   `halt_on_error=0` the call answers ncclInvalidArgument); the clean call reaches it.
 
 use gasan_instrument::shadow::Scale;
 use gasan_runtime::allocator::{AddrKind, Allocator, HostStack};
@@ -103,6 +108,7 @@ struct Built {
     dir: PathBuf,
     app: PathBuf,
     linked: PathBuf,
+    pool_app: PathBuf,
 }
 
 fn build() -> Built {
@@ -117,7 +123,19 @@ fn build() -> Built {
     gcc(&["-shared", "-fPIC", "-o", &d("libnccl_user.so"), &s("nccl_user.c"), &l, "-lnccl"]);
     gcc(&["-o", &d("nccl_app"), &s("nccl_app.c"), "-ldl"]);
     gcc(&["-DLINKED", "-o", &d("nccl_app_linked"), &s("nccl_app.c"), &l, "-lnccl"]);
-    Built { app: dir.join("nccl_app"), linked: dir.join("nccl_app_linked"), dir }
+    // The host-memory driver lives in a directory of its own: only the pool program loads it.
+    let cuda = dir.join("cuda");
+    std::fs::create_dir_all(&cuda).unwrap();
+    let c = |f: &str| cuda.join(f).to_str().unwrap().to_string();
+    gcc(&["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", &c("libcuda.so.1"), &s("nccl_fake_libcuda.c"), "-ldl"]);
+    std::os::unix::fs::symlink("libcuda.so.1", cuda.join("libcuda.so")).unwrap();
+    gcc(&["-o", &d("nccl_pool_app"), &s("nccl_pool_app.c"), &format!("-L{}", cuda.display()), &l, "-lcuda", "-lnccl"]);
+    Built { app: dir.join("nccl_app"), linked: dir.join("nccl_app_linked"), pool_app: dir.join("nccl_pool_app"), dir }
+}
+
+fn built() -> &'static Built {
+    static B: std::sync::OnceLock<Built> = std::sync::OnceLock::new();
+    B.get_or_init(build)
 }
 
 /// Runs the program in `mode`, with the runtime preloaded at `verbosity=1` when `gasan`;
@@ -146,7 +164,7 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
         eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
         return;
     };
-    let b = build();
+    let b = built();
     let (s, r) = ("0x10000", "0x20000");
     // What NCCL got, in order; `before` calls came first (the dependency's own).
     let want = |before: u32| {
@@ -163,9 +181,9 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
         ]
     };
     for mode in ["linked", "handle", "dependency"] {
-        let (native, _) = run(&b, &runtime, mode, false);
+        let (native, _) = run(b, &runtime, mode, false);
         assert!(native.contains("wrapped=0"), "{mode}: without gasan the program gets NCCL's own function: {native}");
-        let (out, err) = run(&b, &runtime, mode, true);
+        let (out, err) = run(b, &runtime, mode, true);
         assert!(out.contains("wrapped=1"), "{mode}: not gasan's wrapper: {out}");
         for w in want(u32::from(mode == "dependency")) {
             assert!(out.contains(&w), "{mode}: NCCL did not get the program's call: want `{w}` in\n{out}");
@@ -183,5 +201,55 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
             // As without gasan: libnccl opened RTLD_LOCAL is not found through RTLD_DEFAULT.
             assert!(out.contains("default_finds_allgather=0") && native.contains("default_finds_allgather=0"), "{out}");
         }
+    }
+}
+
+/// Runs the pool program in `mode` under the runtime with `options`: (exit code, stdout, stderr).
+fn run_pool(b: &Built, runtime: &Path, mode: &str, options: &str) -> (i32, String, String) {
+    let path = format!("{}:{}", b.dir.join("cuda").display(), b.dir.display());
+    let out = Command::new(&b.pool_app).arg(mode).env("LD_LIBRARY_PATH", path).env("LD_PRELOAD", runtime).env("GASAN_OPTIONS", options).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The JSON reports in an output.
+fn json_reports(err: &str) -> Vec<serde_json::Value> {
+    err.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+#[test]
+fn bad_buffers_from_gasans_pool_are_reported_and_never_reach_nccl() {
+    let Some(runtime) = cdylib() else {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+        return;
+    };
+    let b = built();
+    // The clean call: both buffers checked in the pool, forwarded, nothing reported.
+    let (rc, out, err) = run_pool(b, &runtime, "clean", "verbosity=1");
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(out.contains("clean rc=0 calls=1"), "{out}\n{err}");
+    assert!(!err.contains("ERROR: GPUAddressSanitizer"), "{err}");
+    assert!(err.contains("==gasan== NCCL: 1 calls; 2 buffers checked against gasan's pool, 0 outside it"), "the buffers are the pool's: {err}");
+    // One element past the receive buffer: the process stops with the report (halt_on_error=1).
+    let (rc, out, err) = run_pool(b, &runtime, "overflow", "");
+    assert_eq!(rc, 1, "{out}\n{err}");
+    assert!(!out.contains("overflow rc="), "the call returned: {out}");
+    assert!(err.contains("WRITE of size 4004 at ") && err.contains(" by host call ncclAllReduce (recvbuff)"), "{err}");
+    assert!(err.contains("is located 0 bytes after 4000-byte region"), "{err}");
+    assert!(err.contains("SUMMARY: GPUAddressSanitizer: heap-buffer-overflow in ncclAllReduce (recvbuff)"), "{err}");
+    // Recover mode: reported, not forwarded, answered ncclInvalidArgument.
+    for (mode, kind, call, size) in [
+        ("overflow", "heap-buffer-overflow", "ncclAllReduce (recvbuff)", 4004),
+        ("freed", "heap-use-after-free", "ncclAllReduce (recvbuff)", 4000),
+        ("allgather", "heap-buffer-overflow", "ncclAllGather (recvbuff)", 16000),
+    ] {
+        let (rc, out, err) = run_pool(b, &runtime, mode, "halt_on_error=0:report_format=json");
+        // The program runs on; its exit status says errors were reported (exitcode=1).
+        assert_eq!(rc, 1, "{mode}: {out}\n{err}");
+        assert!(out.contains(&format!("{mode} rc=4 calls=0")), "{mode}: NCCL got the call or the error is not ncclInvalidArgument: {out}");
+        let reps = json_reports(&err);
+        assert_eq!(reps.len(), 1, "{mode}: {err}");
+        let r = &reps[0];
+        assert_eq!((r["kind"].as_str(), r["call"].as_str(), r["access"].as_str(), r["size"].as_u64()), (Some(kind), Some(call), Some("write"), Some(size)), "{mode}: {r}");
     }
 }
