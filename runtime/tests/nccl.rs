@@ -11,7 +11,9 @@
 //!   memory is host memory (tests/fixtures/nccl_fake_libcuda.c): the program's cuMemAlloc'd buffers
 //!   handed to the stand-in libnccl with an over-long count, freed, or one element short per rank
 //!   are reported naming the call and never reach NCCL (the process stops, or with
-//!   `halt_on_error=0` the call answers ncclInvalidArgument); the clean call reaches it.
+//!   `halt_on_error=0` the call answers ncclInvalidArgument); the clean call reaches it; and what
+//!   NCCL's buffer registration asks of a pool buffer (address range, pointer attributes,
+//!   allocation handle) answers for the allocation, while the stand-in driver answers the chunk.
 
 use gasan_instrument::shadow::Scale;
 use gasan_runtime::allocator::{AddrKind, Allocator, HostStack};
@@ -252,4 +254,24 @@ fn bad_buffers_from_gasans_pool_are_reported_and_never_reach_nccl() {
         let r = &reps[0];
         assert_eq!((r["kind"].as_str(), r["call"].as_str(), r["access"].as_str(), r["size"].as_u64()), (Some(kind), Some(call), Some("write"), Some(size)), "{mode}: {r}");
     }
+}
+
+#[test]
+fn what_ncclcommregister_asks_of_a_pool_buffer_answers_for_its_allocation() {
+    let Some(runtime) = cdylib() else {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+        return;
+    };
+    let (rc, out, err) = run_pool(built(), &runtime, "ranges", "");
+    assert_eq!(rc, 0, "{out}\n{err}");
+    // An address 100 bytes into the 4000-byte receive buffer: its allocation's range from both
+    // queries, legacy IPC (gasan serves it), no VMM handle (NCCL then exports by legacy IPC, whose
+    // bounds agree with the range; docs/design.md). The stand-in driver itself answers the 2 MiB
+    // chunk, as the driver does for a VMM mapping.
+    let pool = "pool address_range rc=0 base=+0 size=4000 attributes rc=0 start=+0 size=4000 legacy_ipc=1 attributes_v rc=0 start=+0 size=4000 legacy_ipc=1 retain rc=1";
+    assert!(out.contains(pool), "want `{pool}` in\n{out}");
+    // Memory outside the pool: the driver's answers, untouched.
+    let outside = "outside address_range rc=0 base=+0 size=2097152 attributes rc=0 start=+0 size=2097152 legacy_ipc=0 attributes_v rc=0 start=+0 size=2097152 legacy_ipc=0 retain rc=0";
+    assert!(out.contains(outside), "want `{outside}` in\n{out}");
 }
