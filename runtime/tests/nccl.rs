@@ -9,9 +9,10 @@
 //!   the buffers outside gasan's pool (no GPU here, so all of them) and the calls it could not check;
 //! - the runtime's own pool, set up by the preloaded runtime on a stand-in libcuda whose device
 //!   memory is host memory (tests/fixtures/nccl_fake_libcuda.c): the program's cuMemAlloc'd buffers
-//!   handed to the stand-in libnccl with an over-long count, freed, or one element short per rank
-//!   are reported naming the call and never reach NCCL (the process stops, or with
-//!   `halt_on_error=0` the call answers ncclInvalidArgument); the clean call reaches it; and what
+//!   handed to the stand-in libnccl with an over-long count (also through NCCL 2.30's
+//!   `ncclAllReduceConfig`), freed, or one element short per rank are reported naming the call
+//!   and never reach NCCL (the process stops, or with `halt_on_error=0` the call answers
+//!   ncclInvalidArgument); the clean call reaches it; and what
 //!   NCCL's buffer registration asks of a pool buffer (address range, pointer attributes,
 //!   allocation handle) answers for the allocation, while the stand-in driver answers the chunk.
 
@@ -244,6 +245,7 @@ fn bad_buffers_from_gasans_pool_are_reported_and_never_reach_nccl() {
         ("overflow", "heap-buffer-overflow", "ncclAllReduce (recvbuff)", 4004),
         ("freed", "heap-use-after-free", "ncclAllReduce (recvbuff)", 4000),
         ("allgather", "heap-buffer-overflow", "ncclAllGather (recvbuff)", 16000),
+        ("config", "heap-buffer-overflow", "ncclAllReduceConfig (recvbuff)", 4004),
     ] {
         let (rc, out, err) = run_pool(b, &runtime, mode, "halt_on_error=0:report_format=json");
         // The program runs on; its exit status says errors were reported (exitcode=1).

@@ -1,5 +1,6 @@
-//! NCCL (issue 40 item 4): the user buffers of NCCL's collectives, point-to-point calls and buffer
-//! registrations are range-checked on the host before NCCL gets them, as the host API copies are
+//! NCCL (issue 40 item 4): the user buffers of NCCL's collectives (and their NCCL 2.30 `*Config`
+//! variants), point-to-point and one-sided calls and buffer registrations are range-checked on the
+//! host before NCCL gets them, as the host API copies are
 //! ([`super::copies::check_range`]): each buffer's span (its element count × the datatype's size,
 //! times the communicator's rank count where NCCL's contract says so) against the pool allocation
 //! it starts in. A span past the allocation's end is a `heap-buffer-overflow`, a freed allocation a
@@ -82,6 +83,8 @@ pub enum Op {
     },
     Send,
     Recv,
+    /// `ncclPutSignal`: its local buffer is read (the peer's window is the peer's memory).
+    Put,
     /// `ncclCommRegister` / `ncclCommWindowRegister`: `count` bytes that NCCL and the peers may
     /// read and write.
     Register,
@@ -90,7 +93,7 @@ pub enum Op {
 impl Op {
     /// Whether the spans depend on the communicator's rank count or this rank.
     fn needs_shape(self) -> bool {
-        !matches!(self, Op::AllReduce | Op::Send | Op::Recv | Op::Register)
+        !matches!(self, Op::AllReduce | Op::Send | Op::Recv | Op::Put | Op::Register)
     }
 }
 
@@ -135,6 +138,7 @@ pub fn buffers(op: Op, send: u64, recv: u64, count: u64, elem: u64, shape: Shape
         Op::Scatter { .. } => vec![r(one)],
         Op::Send => vec![s(one)],
         Op::Recv => vec![r(one)],
+        Op::Put => vec![Buffer { role: "localbuff", addr: send, len: one, write: false }],
         Op::Register => vec![Buffer { role: "buff", addr: send, len: one, write: true }],
     };
     v.into_iter().filter(|b| b.addr != 0 && b.len != 0).collect()
@@ -269,6 +273,16 @@ wrappers! {
     ncclScatter(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: Comm, stream: Stream) => Call::new(Op::Scatter { root }, send, recv, count, datatype, comm);
     ncclSend(send: *const c_void, count: usize, datatype: c_int, peer: c_int, comm: Comm, stream: Stream) => Call::new(Op::Send, send, std::ptr::null(), count, datatype, comm);
     ncclRecv(recv: *mut c_void, count: usize, datatype: c_int, peer: c_int, comm: Comm, stream: Stream) => Call::new(Op::Recv, std::ptr::null(), recv, count, datatype, comm);
+    // NCCL 2.30's per-call-configuration variants: the plain call's buffers, a config pointer after.
+    ncclAllReduceConfig(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, op: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::AllReduce, send, recv, count, datatype, comm);
+    ncclReduceConfig(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, op: c_int, root: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::Reduce { root }, send, recv, count, datatype, comm);
+    ncclBroadcastConfig(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::Broadcast { root }, send, recv, count, datatype, comm);
+    ncclReduceScatterConfig(send: *const c_void, recv: *mut c_void, recvcount: usize, datatype: c_int, op: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::ReduceScatter, send, recv, recvcount, datatype, comm);
+    ncclAllGatherConfig(send: *const c_void, recv: *mut c_void, sendcount: usize, datatype: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::AllGather, send, recv, sendcount, datatype, comm);
+    ncclAlltoAllConfig(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::AlltoAll, send, recv, count, datatype, comm);
+    ncclGatherConfig(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::Gather { root }, send, recv, count, datatype, comm);
+    ncclScatterConfig(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: Comm, stream: Stream, config: *const c_void) => Call::new(Op::Scatter { root }, send, recv, count, datatype, comm);
+    ncclPutSignal(local: *const c_void, count: usize, datatype: c_int, peer: c_int, peer_win: *mut c_void, peer_win_offset: usize, sig_idx: c_int, ctx: c_int, flags: u32, comm: Comm, stream: Stream) => Call::new(Op::Put, local, std::ptr::null(), count, datatype, comm);
     ncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) => Call::new(Op::Register, buff, std::ptr::null(), size, NCCL_UINT8, comm);
     ncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, flags: c_int) => Call::new(Op::Register, buff, std::ptr::null(), size, NCCL_UINT8, comm);
 }
@@ -377,6 +391,7 @@ mod tests {
         assert_eq!(lens(&buffers(Op::Scatter { root: 0 }, s, r, 10, 4, FOUR)), [("recvbuff", 40, true)]);
         assert_eq!(lens(&buffers(Op::Send, s, 0, 3, 8, FOUR)), [("sendbuff", 24, false)]);
         assert_eq!(lens(&buffers(Op::Recv, 0, r, 3, 8, FOUR)), [("recvbuff", 24, true)]);
+        assert_eq!(lens(&buffers(Op::Put, s, 0, 3, 8, FOUR)), [("localbuff", 24, false)]);
         assert_eq!(lens(&buffers(Op::Register, s, 0, 4096, 1, FOUR)), [("buff", 4096, true)]);
     }
 
