@@ -77,7 +77,10 @@ def torch_allreduce(shrink):
         skip("this PyTorch has no NCCL backend")
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=dev)
+    try:
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=dev)
+    except TypeError:  # PyTorch before 2.3: no device_id (the communicator is made at the first call)
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
     t = torch.arange(N, dtype=torch.float32, device=dev)
     want = t.clone()
     if shrink:
