@@ -33,7 +33,7 @@ type Stream = *mut c_void;
 const NCCL_INTERNAL_ERROR: NcclResult = 3;
 const NCCL_INVALID_ARGUMENT: NcclResult = 4;
 const NCCL_SUCCESS: NcclResult = 0;
-/// `ncclUint8`: registrations count bytes.
+/// `ncclUint8`: a registration's size is in bytes.
 const NCCL_UINT8: c_int = 1;
 
 /// The soname of the NCCL 2 library (the `nvidia-nccl-cu*` wheels' and NVIDIA's packages').
@@ -197,10 +197,9 @@ fn check(name: &'static str, call: Call) -> bool {
         log(2, || format!("{name}: not checked ({why})"));
         true
     };
-    let elem = if call.op == Op::Register { 1 } else { element_size(call.datatype).unwrap_or(0) };
-    if elem == 0 {
+    let Some(elem) = element_size(call.datatype) else {
         return unchecked(&format!("datatype {}", call.datatype));
-    }
+    };
     let shape = if call.op.needs_shape() {
         match comm_shape(call.comm) {
             Some(s) => s,
@@ -230,8 +229,8 @@ fn ours(name: &str, f: impl FnOnce() -> bool) -> bool {
 }
 
 /// Declares each wrapper, exported under NCCL's name: its buffers checked, then NCCL's function of
-/// the same name called with the program's arguments. `[NAME]` is the wrapper's index in
-/// [`table`].
+/// the same name called with the program's arguments. `Wrapped::NAME as usize` is the wrapper's
+/// index in [`table`].
 macro_rules! wrappers {
     ($( $name:ident ( $($a:ident : $t:ty),* ) => $call:expr; )*) => {
         /// The wrapped functions, in the order of [`table`].
