@@ -1,4 +1,4 @@
-"""NCCL on one GPU (issue 40 item 4), run by run_groups.py natively and under gasan-run: gasan checks
+"""NCCL on one GPU, and on every GPU of one process (issue 40 item 4), run by run_groups.py natively and under gasan-run: gasan checks
 the buffers of NCCL's calls on the host (runtime/src/hooks/nccl.rs), so an over-long count is
 reported as a host call named after the NCCL function and buffer.
 
@@ -9,6 +9,9 @@ CASE is one of:
                          ncclCommInitAll communicator, ncclAllReduce of N + 1 floats into a receive
                          buffer of N; gasan: heap-buffer-overflow, WRITE by "ncclAllReduce (recvbuff)"
   c_allreduce_clean      the same with N
+  c_allgpus_allreduce_overflow, c_allgpus_allreduce_clean
+                         the same over every GPU in one process (ncclCommInitAll, one ncclAllReduce
+                         per GPU in a group): only the last GPU's receive buffer is short
   torch_allreduce_overflow  torch.distributed, backend nccl, world_size 1: the tensor's storage is
                          shrunk by one element (untyped_storage().resize_: PyTorch keeps the tensor's
                          size and checks neither) before dist.all_reduce; in place, so gasan reports
@@ -46,7 +49,7 @@ def libnccl():
     return "libnccl.so.2"
 
 
-def c_program(clean):
+def c_program(clean, all_gpus=False):
     if len(sys.argv) < 3:
         sys.exit("usage: nccl_cases.py %s BIN_DIR" % sys.argv[1])
     prog = os.path.join(sys.argv[2], "nccl_allreduce")
@@ -54,7 +57,7 @@ def c_program(clean):
         skip("%s not built (runtime/gpu/python/build_programs.sh)" % prog)
     sys.stdout.flush()
     # The program's own output and exit status are the case's ("result ok", a report, 77).
-    os.execv(prog, [prog] + (["clean"] if clean else []) + [libnccl()])
+    os.execv(prog, [prog] + (["clean"] if clean else []) + (["all"] if all_gpus else []) + [libnccl()])
 
 
 def c_allreduce_overflow():
@@ -63,6 +66,14 @@ def c_allreduce_overflow():
 
 def c_allreduce_clean():
     c_program(clean=True)
+
+
+def c_allgpus_allreduce_overflow():
+    c_program(clean=False, all_gpus=True)
+
+
+def c_allgpus_allreduce_clean():
+    c_program(clean=True, all_gpus=True)
 
 
 def torch_allreduce(shrink):
@@ -107,6 +118,8 @@ def torch_allreduce_clean():
 CASES = {
     "c_allreduce_overflow": c_allreduce_overflow,
     "c_allreduce_clean": c_allreduce_clean,
+    "c_allgpus_allreduce_overflow": c_allgpus_allreduce_overflow,
+    "c_allgpus_allreduce_clean": c_allgpus_allreduce_clean,
     "torch_allreduce_overflow": torch_allreduce_overflow,
     "torch_allreduce_clean": torch_allreduce_clean,
 }

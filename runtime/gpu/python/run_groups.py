@@ -251,7 +251,8 @@ def main():
             ap.error("no case of group %s matches %r" % (a.group, a.match))
     if a.list:
         for c in rows:
-            exp = c["expect"] if c["expect"] == "clean" else "%s %s in %s at %s:%s" % ("|".join(c["kind"]) if isinstance(c["kind"], list) else c["kind"], c.get("access", ""), c["kernel"], c["source"], c.get("line") or "any")
+            where = ("in " + c["kernel"]) if c.get("kernel") else ("by host call " + c["call"]) if c.get("call") else ""
+            exp = c["expect"] if c["expect"] == "clean" else "%s %s %s at %s:%s" % ("|".join(c["kind"]) if isinstance(c["kind"], list) else c["kind"], c.get("access", ""), where, c["source"], c.get("line") or "any")
             print("%-30s %-5s %s%s" % (c["name"], c["group"], exp, ("  [until %s]" % c["until"].split(":")[0]) if c.get("until") else ""))
         return 0
     if not os.access(a.gasan, os.X_OK):
