@@ -184,8 +184,9 @@ extern "C" fn summary_at_exit() {
 }
 
 /// Checks a call's buffers; false when one is bad (reported; with `halt_on_error=1` the process
-/// has ended).
-fn check(name: &'static str, call: Call) -> bool {
+/// has ended). `real` is NCCL's function the call goes to (its library answers the communicator's
+/// queries).
+fn check(name: &'static str, call: Call, real: usize) -> bool {
     static SUMMARY: Once = Once::new();
     // SAFETY: registering a plain extern "C" function.
     SUMMARY.call_once(|| unsafe {
@@ -201,7 +202,7 @@ fn check(name: &'static str, call: Call) -> bool {
         return unchecked(&format!("datatype {}", call.datatype));
     };
     let shape = if call.op.needs_shape() {
-        match comm_shape(call.comm) {
+        match comm_shape(call.comm, real) {
             Some(s) => s,
             None => return unchecked("ncclCommCount or ncclCommUserRank failed"),
         }
@@ -244,7 +245,7 @@ macro_rules! wrappers {
             pub unsafe extern "C" fn $name($($a: $t),*) -> NcclResult {
                 // SAFETY: the prototype is this function's own, which is nccl.h's for its name.
                 let Some(real) = (unsafe { real_as::<unsafe extern "C" fn($($t),*) -> NcclResult>(Wrapped::$name as usize) }) else { return NCCL_INTERNAL_ERROR };
-                if !ours(stringify!($name), || check(stringify!($name), $call)) {
+                if !ours(stringify!($name), || check(stringify!($name), $call, real as usize)) {
                     return NCCL_INVALID_ARGUMENT;
                 }
                 // SAFETY: the program's arguments, under the function's contract (this function's).
@@ -340,24 +341,45 @@ unsafe fn real_as<F: Copy>(i: usize) -> Option<F> {
     real_addr(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
 }
 
-/// A function of NCCL's that gasan does not wrap, from the library that holds the wrapped ones.
-fn unwrapped(name: &CStr) -> Option<usize> {
-    (0..table().len()).find_map(|i| NCCL.sibling(i, name)).or_else(|| by_soname(name))
+/// `ncclCommCount` / `ncclCommUserRank` (nccl.h).
+type QueryFn = unsafe extern "C" fn(Comm, *mut c_int) -> NcclResult;
+
+/// NCCL's `ncclCommCount` and `ncclCommUserRank`, from the library that holds `any` (one of its
+/// functions the wrappers called), looked up once per process.
+fn comm_queries(any: usize) -> Option<(QueryFn, QueryFn)> {
+    static FOUND: OnceLock<Option<(usize, usize)>> = OnceLock::new();
+    let (count, rank) = (*FOUND.get_or_init(|| {
+        // SAFETY: dladdr reads the loader's tables for an address of a loaded library; `info` is
+        // written by it before it is read, and only when it succeeds.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::dladdr(any as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        // SAFETY: the library is loaded (it holds `any`), so RTLD_NOLOAD only takes a reference to
+        // it, kept: the library stays as long as the program uses it anyway.
+        let lib = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if lib.is_null() {
+            return None;
+        }
+        // SAFETY: glibc's dlsym with a handle dlopen gave and C strings.
+        let find = |name: &CStr| unsafe { crate::driver::real_dlsym()(lib, name.as_ptr()) } as usize;
+        let (count, rank) = (find(c"ncclCommCount"), find(c"ncclCommUserRank"));
+        (count != 0 && rank != 0).then_some((count, rank))
+    }))?;
+    // SAFETY: both are NCCL's functions of those names, whose nccl.h prototype is QueryFn.
+    Some(unsafe { (std::mem::transmute::<usize, QueryFn>(count), std::mem::transmute::<usize, QueryFn>(rank)) })
 }
 
-/// The communicator's rank count and this rank (`ncclCommCount`, `ncclCommUserRank`).
-fn comm_shape(comm: Comm) -> Option<Shape> {
-    type QueryFn = unsafe extern "C" fn(Comm, *mut c_int) -> NcclResult;
-    let query = |name: &CStr| -> Option<c_int> {
-        let f = unwrapped(name)?;
-        // SAFETY: `f` is NCCL's ncclCommCount or ncclCommUserRank, whose nccl.h prototype is QueryFn.
-        let f = unsafe { std::mem::transmute::<usize, QueryFn>(f) };
+/// The communicator's rank count and this rank, asked of the NCCL that holds `any`.
+fn comm_shape(comm: Comm, any: usize) -> Option<Shape> {
+    let (count, rank) = comm_queries(any)?;
+    let query = |f: QueryFn| -> Option<c_int> {
         let mut v: c_int = 0;
         // SAFETY: the program's communicator (NCCL checks it), `v` a valid out-pointer.
         (unsafe { f(comm, &mut v) } == NCCL_SUCCESS).then_some(v)
     };
-    let nranks = u64::try_from(query(c"ncclCommCount")?).ok()?;
-    Some(Shape { nranks, rank: query(c"ncclCommUserRank")? })
+    Some(Shape { nranks: u64::try_from(query(count)?).ok()?, rank: query(rank)? })
 }
 
 #[cfg(test)]
