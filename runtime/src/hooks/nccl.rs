@@ -315,14 +315,15 @@ fn by_soname(name: &CStr) -> Option<usize> {
     (p != 0).then_some(p)
 }
 
-/// NCCL's function `i` of [`table`]: as [`Library::real`] finds it, else by soname.
+/// NCCL's function `i` of [`table`]: as [`Library::real`] finds it, else by soname (once found
+/// so, kept: [`Library::real`] would search `RTLD_NEXT` in vain again at every call).
 fn real_addr(i: usize) -> Option<usize> {
+    let slot = &FOUND_BY_SONAME[i];
+    let p = slot.load(Ordering::Acquire);
+    if p != 0 {
+        return Some(p);
+    }
     NCCL.real(i).or_else(|| {
-        let slot = &FOUND_BY_SONAME[i];
-        let p = slot.load(Ordering::Acquire);
-        if p != 0 {
-            return Some(p);
-        }
         let name = std::ffi::CString::new(table()[i].0).ok()?;
         let p = by_soname(&name)?;
         slot.store(p, Ordering::Release);
