@@ -34,7 +34,8 @@ fn wrapper_by_name(name: &str) -> Option<usize> {
 }
 
 /// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, NVRTC's,
-/// nvJitLink's and NCCL's as [`hooks::library::dlsym_answer`] decides (its `DLSYM_NULL`: answer null), else null (the caller
+/// nvJitLink's and NCCL's as [`hooks::library::dlsym_answer`] decides (its `DLSYM_NULL`: answer
+/// null), else null (the caller
 /// then jumps to glibc's dlsym with the original return address, so `RTLD_NEXT` keeps working for
 /// everybody).
 extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {

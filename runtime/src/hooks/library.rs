@@ -1,6 +1,7 @@
 //! Libraries other than libcuda whose calls the runtime wraps: NVRTC ([`super::nvrtc`]) and
 //! nvJitLink ([`super::nvjitlink`]), which compile or link kernels in-process and hand the program
-//! cubins, and NCCL ([`super::nccl`]), whose buffers are range-checked. Their wrappers are exported under the libraries' names (programs linked with them, and
+//! cubins, and NCCL ([`super::nccl`]), whose calls' buffers are range-checked. Their wrappers are
+//! exported under the libraries' names (programs linked with them, and
 //! `dlsym(RTLD_DEFAULT, ...)`), and the runtime's `dlsym` ([`crate::interpose`]) asks
 //! [`dlsym_answer`] for every name, so a program that opens the library itself and looks names up
 //! on its handle gets them too.
