@@ -33,8 +33,9 @@ fn wrapper_by_name(name: &str) -> Option<usize> {
     M.get_or_init(|| all_wrappers().into_iter().collect()).get(name).copied()
 }
 
-/// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, NVRTC's and
-/// nvJitLink's as [`hooks::library::dlsym_answer`] decides (its `DLSYM_NULL`: answer null), else null (the caller
+/// Decides `dlsym(handle, name)`: our wrapper for hooked names on a libcuda handle, NVRTC's,
+/// nvJitLink's and NCCL's as [`hooks::library::dlsym_answer`] decides (its `DLSYM_NULL`: answer
+/// null), else null (the caller
 /// then jumps to glibc's dlsym with the original return address, so `RTLD_NEXT` keeps working for
 /// everybody).
 extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
@@ -44,7 +45,7 @@ extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_v
     }
     // SAFETY: dlsym's name is a C string.
     let n = unsafe { CStr::from_ptr(name) }.to_bytes();
-    if n.starts_with(b"nvrtc") || n.starts_with(b"nvJitLink") || n.starts_with(b"__nvJitLink") {
+    if n.starts_with(b"nvrtc") || n.starts_with(b"nvJitLink") || n.starts_with(b"__nvJitLink") || n.starts_with(b"nccl") {
         return std::panic::catch_unwind(|| hooks::library::dlsym_answer(handle, n)).unwrap_or(std::ptr::null_mut());
     }
     if handle.is_null() || handle == libc::RTLD_NEXT {

@@ -54,7 +54,8 @@ def load_cases(group, bin_dir, py):
     rows = []
     for c in load_json(os.path.join(HERE, "expectations.json"))["cases"]:
         if group in ("all", c["group"]):
-            r = dict(c, cmd=[py, os.path.join(HERE, c["cmd"][0])] + c["cmd"][1:])
+            # "{bin_dir}" in a Python case's arguments: where the suite's programs are (its own program among them).
+            r = dict(c, cmd=[py, os.path.join(HERE, c["cmd"][0])] + [x.replace("{bin_dir}", bin_dir) for x in c["cmd"][1:]])
             if c["expect"] == "report":
                 r["source_path"] = os.path.join(HERE, c["source"])
                 r["line"] = marker_line(r["source_path"], c["name"]) if c.get("check_line", True) else None
@@ -102,7 +103,7 @@ def describe(rep):
     where = ""
     if rep.get("file"):
         where = " %s:%s" % (os.path.basename(str(rep["file"])), rep.get("line"))
-    kern = (" in " + str(rep["kernel"])[:40]) if rep.get("kernel") else ""
+    kern = (" in " + str(rep["kernel"])[:40]) if rep.get("kernel") else (" by " + str(rep["call"])) if rep.get("call") else ""
     dev = (" dev%s" % rep["device"]) if rep.get("device") is not None else ""
     return "%s %s%s%s%s" % (rep.get("kind"), rep.get("access", ""), kern, where, dev)
 
@@ -128,6 +129,9 @@ def judge(case, rc, out):
         bad.append("access")
     if case.get("kernel") and case["kernel"] not in str(r.get("kernel") or ""):
         bad.append("kernel")
+    # A host call's report (a copy's or NCCL's range checked before it runs) names the call.
+    if case.get("call") and case["call"] != r.get("call"):
+        bad.append("call (want %s)" % case["call"])
     if case.get("line") is not None:
         if os.path.basename(str(r.get("file") or "")) != os.path.basename(case["source"]) or r.get("line") != case["line"]:
             bad.append("line (want %s:%d)" % (os.path.basename(case["source"]), case["line"]))
@@ -247,7 +251,8 @@ def main():
             ap.error("no case of group %s matches %r" % (a.group, a.match))
     if a.list:
         for c in rows:
-            exp = c["expect"] if c["expect"] == "clean" else "%s %s in %s at %s:%s" % ("|".join(c["kind"]) if isinstance(c["kind"], list) else c["kind"], c.get("access", ""), c["kernel"], c["source"], c.get("line") or "any")
+            where = ("in " + c["kernel"]) if c.get("kernel") else ("by host call " + c["call"]) if c.get("call") else ""
+            exp = c["expect"] if c["expect"] == "clean" else "%s %s %s at %s:%s" % ("|".join(c["kind"]) if isinstance(c["kind"], list) else c["kind"], c.get("access", ""), where, c["source"], c.get("line") or "any")
             print("%-30s %-5s %s%s" % (c["name"], c["group"], exp, ("  [until %s]" % c["until"].split(":")[0]) if c.get("until") else ""))
         return 0
     if not os.access(a.gasan, os.X_OK):

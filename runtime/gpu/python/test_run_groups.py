@@ -53,6 +53,12 @@ class Expectations(unittest.TestCase):
             self.assertIn('"%s"' % r["cmd"][2], src, r["name"])
 
 
+    def test_a_python_case_gets_the_bin_dir(self):
+        rows = {r["name"]: r for r in rg.load_cases("mgpu", "/suite/bin", "python3")}
+        self.assertEqual(rows["nccl_allreduce_overflow"]["cmd"][2:], ["c_allreduce_overflow", "/suite/bin"])
+        self.assertEqual(rows["nccl_torch_allreduce_clean"]["cmd"][2:], ["torch_allreduce_clean"])
+
+
 class Judge(unittest.TestCase):
     def test_report_matches(self):
         self.assertEqual(rg.judge(CASE, 1, report())[0], True)
@@ -64,6 +70,14 @@ class Judge(unittest.TestCase):
         self.assertEqual(rg.judge(CASE, 0, "result ok\n"), (False, "missed (rc=0)"))
         self.assertFalse(rg.judge(dict(CASE, device=1), 1, report())[0])
         self.assertTrue(rg.judge(dict(CASE, line=None), 1, report(file="/t/gen.py", line=9))[0])
+
+    def test_host_call_reports_are_judged_by_their_call(self):
+        case = dict(CASE, kernel="", line=None, access="write", call="ncclAllReduce (recvbuff)")
+        host = lambda call: report(kernel=None, file=None, line=None, access="write", call=call)
+        self.assertEqual(rg.judge(case, 1, host("ncclAllReduce (recvbuff)")), (True, "heap-buffer-overflow write by ncclAllReduce (recvbuff) dev0"))
+        ok, got = rg.judge(case, 1, host("cuMemcpyDtoD"))
+        self.assertFalse(ok)
+        self.assertIn("call (want ncclAllReduce (recvbuff))", got)
 
     def test_kind_list(self):
         either = dict(CASE, kind=["heap-buffer-overflow", "tag-mismatch"])
@@ -135,6 +149,19 @@ class WholeRun(unittest.TestCase):
             self.assertEqual(p.returncode, 1, p.stdout)
             self.assertRegex(p.stdout, r"\| visible_devices_overflow \| report \| ok \| FAIL \| missed")
             self.assertRegex(p.stdout, r"\| mgpu_device1_overflow \| report \| ok \| XFAIL \| missed")
+            # A Python case that runs its own program from --bin-dir (nccl_cases.py execs it): a
+            # stand-in program, and a stand-in gasan-run reporting the NCCL call of the bug run.
+            executable(os.path.join(bins, "nccl_allreduce"), "#!/bin/sh\necho result ok\n")
+            nccl_gasan = os.path.join(d, "gasan-nccl")
+            executable(nccl_gasan, "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\n"
+                                   "case \"$*\" in *_clean*) exec \"$@\";; esac\n"
+                                   "echo '{\"tool\":\"gasan\",\"kind\":\"heap-buffer-overflow\",\"access\":\"write\",\"call\":\"ncclAllReduce (recvbuff)\"}'\nexit 1\n")
+            p = subprocess.run([sys.executable, os.path.join(HERE, "run_groups.py"), "--group", "mgpu", "--gasan", nccl_gasan, "--bin-dir", bins,
+                                "--no-sanitizer", "--out", os.path.join(d, "out"), "--only", "nccl_allreduce_overflow,nccl_allreduce_clean"],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertRegex(p.stdout, r"\| nccl_allreduce_overflow \| report \| ok \| PASS \| heap-buffer-overflow write by ncclAllReduce \(recvbuff\)")
+            self.assertRegex(p.stdout, r"\| nccl_allreduce_clean \| clean \| ok \| PASS \| silent")
             bad = subprocess.run([sys.executable, os.path.join(HERE, "run_groups.py"), "--group", "jit", "--only", "nope", "--gasan", fake],
                                  capture_output=True, text=True)
             self.assertEqual(bad.returncode, 2)

@@ -1,6 +1,7 @@
 //! Libraries other than libcuda whose calls the runtime wraps: NVRTC ([`super::nvrtc`]) and
 //! nvJitLink ([`super::nvjitlink`]), which compile or link kernels in-process and hand the program
-//! cubins. Their wrappers are exported under the libraries' names (programs linked with them, and
+//! cubins, and NCCL ([`super::nccl`]), whose calls' buffers are range-checked. Their wrappers are
+//! exported under the libraries' names (programs linked with them, and
 //! `dlsym(RTLD_DEFAULT, ...)`), and the runtime's `dlsym` ([`crate::interpose`]) asks
 //! [`dlsym_answer`] for every name, so a program that opens the library itself and looks names up
 //! on its handle gets them too.
@@ -213,5 +214,5 @@ fn glibc_dlsym(handle: *mut c_void, name: &CStr) -> usize {
 /// the lookup, [`DLSYM_NULL`] where it would answer nothing but gasan's exports would, null (glibc
 /// answers as usual) for every name not wrapped here and for `RTLD_NEXT`.
 pub(crate) fn dlsym_answer(handle: *mut c_void, name: &[u8]) -> *mut c_void {
-    [&super::nvrtc::NVRTC, &super::nvjitlink::NVJITLINK].iter().find_map(|l| l.dlsym_answer(handle, name)).unwrap_or(std::ptr::null_mut())
+    [&super::nvrtc::NVRTC, &super::nvjitlink::NVJITLINK, &super::nccl::NCCL].iter().find_map(|l| l.dlsym_answer(handle, name)).unwrap_or(std::ptr::null_mut())
 }

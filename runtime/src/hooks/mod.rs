@@ -142,6 +142,7 @@ mod launches;
 pub(crate) mod library;
 mod loading;
 mod memory;
+pub mod nccl;
 mod nvjitlink;
 mod nvrtc;
 mod streams;
