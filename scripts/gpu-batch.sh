@@ -16,6 +16,7 @@
 # native, gasan and compute-sanitizer, one table; programs from build/suite-new, built by runtime/gpu/python/build_programs.sh, else the pack):
 # jit is Triton, NVRTC and Numba (2 at once), jitfw torch.compile and JAX (no compute-sanitizer); jit8, mgpu8: every case 8 at once, without compute-sanitizer.
 # jitsel, mgpusel: the jit and mgpu groups' cases matching JIT_MATCH / MGPU_MATCH, 4 at once, no compute-sanitizer.
+# numba: the jit group's Numba cases with numpy 2.3 from .whl on PYTHONPATH (the image's numba 0.68 fails natively with its numpy 2.5: no row_stack), with compute-sanitizer.
 # jitbench: benches/jit/run.py (Triton kernels and a torch.compile model: native, gasan, compute-sanitizer; cold and warm caches); extdiag: examples/torch_extension.py under gasan-run at verbosity 1 and 2.
 # diag: the driver-only load experiment (benches/diag, built into build/diag); firstab, costab: first launches and steady state of build/bin against build/bin-old, interleaved in one run.
 set -u
@@ -87,6 +88,7 @@ for spec in "$@"; do
     jitbench) timeout $lim python3 benches/jit/run.py --gasan $B/gasan-run --rounds ${JITBENCH_ROUNDS:-1} --timeout ${JITBENCH_TIMEOUT:-300} ${JITBENCH_CONFIGS:+--configs $JITBENCH_CONFIGS} --out /tmp/o-jitbench ;;
     extdiag) NVCC=/usr/local/cuda/bin/nvcc; for v in 1 2; do timeout $lim $B/gasan-run --verbosity $v -- python3 examples/torch_extension.py 2>&1 | grep -v "^    #" | tail -60; echo "exit status $?"; done ;;
     jitsel)  timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --match "${JIT_MATCH:-.}" --jobs 4 --no-sanitizer --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 200 --out /tmp/o-jitsel ;;
+    numba)   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/np-site .whl/numpy-2.3.*.whl && PYTHONPATH=/tmp/np-site timeout $lim python3 runtime/gpu/python/run_groups.py --group jit --match '^numba' --jobs 2 --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 200 --out /tmp/o-numba ;;
     mgpusel) timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --match "${MGPU_MATCH:-.}" --jobs 4 --no-sanitizer --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 60 --out /tmp/o-mgpusel ;;
     mgpu)    timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --out /tmp/o-mgpu ;;
     mgpu8)   timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --jobs 8 --no-sanitizer --out /tmp/o-mgpu8 ;;
