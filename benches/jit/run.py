@@ -10,6 +10,10 @@ Configurations (each a fresh process):
     native-nocache  warm, PYTORCH_NO_CUDA_MEMORY_CACHING=1 (what gasan's framework_pools=1 sets:
                     the allocator's share of gasan's cost)
     gasan-pools0  warm, framework_pools=0 (PyTorch's caching allocator kept: no per-tensor checks)
+    native-async  warm, PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (every tensor its own
+                  stream-ordered allocation, freed without waiting for the device)
+    gasan-async   warm, framework_pools=0 with that backend: per-tensor checks with stream-ordered
+                  frees, the candidate policy against framework_pools=1's waiting cudaFree
     cs            compute-sanitizer memcheck, warm native caches (fewer reps)
 
 Usage (GPU machine): python3 benches/jit/run.py --gasan build/bin/gasan-run [--rounds N] [--no-sanitizer] [--out DIR]
@@ -27,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "triton_bench.py")
+ASYNC = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
 LINE = re.compile(r"^(FIRST|STEADY|COMPILE|STEP|TOTAL) (\S+)(?: (\S+))?$")
 
 
@@ -69,7 +74,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     gasan = os.path.abspath(a.gasan)
     base = dict(os.environ)
-    for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTORCH_NO_CUDA_MEMORY_CACHING", "GASAN_OPTIONS"):
+    for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF", "GASAN_OPTIONS"):
         base.pop(k, None)
     scratch = tempfile.mkdtemp(prefix="jitbench-caches-", dir=a.out)
 
@@ -84,7 +89,9 @@ def main():
     plan = [("native-cold", py, env_for("native"), 1), ("native-warm", py, env_for("native"), a.rounds),
             ("gasan-cold", g + py, env_for("gasan"), 1), ("gasan-warm", g + py, env_for("gasan"), a.rounds),
             ("native-nocache", py, env_for("native", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}), a.rounds),
-            ("gasan-pools0", [gasan, "--cache-dir", gcache, "--framework-pools", "0", "--"] + py, env_for("gasan"), a.rounds)]
+            ("gasan-pools0", [gasan, "--cache-dir", gcache, "--framework-pools", "0", "--"] + py, env_for("gasan"), a.rounds),
+            ("native-async", py, env_for("native", ASYNC), a.rounds),
+            ("gasan-async", [gasan, "--cache-dir", gcache, "--framework-pools", "0", "--"] + py, env_for("gasan", ASYNC), a.rounds)]
     cs = shutil.which("compute-sanitizer")
     if cs and not a.no_sanitizer:
         plan.append(("cs", [cs, "--tool", "memcheck", "--print-limit", "1"] + py[:2] + ["--reps", "5", "--no-model"], env_for("native"), 1))
