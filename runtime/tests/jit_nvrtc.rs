@@ -297,6 +297,26 @@ fn an_lto_link_gives_a_checked_cubin_of_its_optimised_ptx() {
 }
 
 #[test]
+fn numbas_lto_ir_linked_with_lto_gives_a_checked_cubin() {
+    // Numba-CUDA 0.30.4's LTO-IR of the same kernel as its PTX fixture (jit/numba/compile_ptx.py),
+    // linked as cuda.core links it (`-arch=sm_90 -lto`, LTO-IR input).
+    let Some(s) = setup() else { return };
+    let (_, native_cubin) = run_lto(s, "ltoir", "jit_numba_k_numba_write.ltoir", None, None);
+    assert!(matches!(at_load(&native_cubin), CubinPlan::Native));
+    let (out, cubin) = run_lto(s, "ltoir", "jit_numba_k_numba_write.ltoir", None, Some("verbosity=1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nvJitLink link: checked cubin"), "{err}");
+    let tables = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
+    let [site] = &tables.sites.sites[..] else { panic!("{:?}", tables.sites.sites) };
+    assert!(site.kernel.contains("k_numba_write"), "{}", site.kernel);
+    let loc = site.loc.as_ref().expect("Numba's LTO-IR (lineinfo=True) keeps its lines through the link");
+    let want = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../jit/numba/compile_ptx.py")).unwrap().lines().position(|l| l.contains("BUG:numba_overflow")).unwrap() + 1;
+    assert!(loc.file.ends_with("compile_ptx.py"), "{loc:?}");
+    assert_eq!(loc.line, want as u32);
+    assert!(matches!(at_load(&cubin), CubinPlan::Checked { .. }), "not recognised as checked at load");
+}
+
+#[test]
 fn an_lto_links_other_inputs_are_linked_with_the_checked_code() {
     let Some(s) = setup() else { return };
     // LTO-IR and a PTX input (Numba's kernel): the LTO-IR's kernel is checked, the PTX linked as it
