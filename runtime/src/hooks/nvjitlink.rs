@@ -17,7 +17,9 @@
 //!   gives the whole optimised program as one PTX module (every LTO-IR input, the CUDA C++ of
 //!   Numba's `link=` included, so all of it is checked); that PTX is checked and linked, without
 //!   the LTO-only options, with the link's other inputs (PTX, cubins, fatbins, libraries such as
-//!   `libcudadevrt.a`) to the cubin served.
+//!   `libcudadevrt.a`) to the cubin served. LTO-IR inside a fatbin, object or library input is not
+//!   looked for: such a link's checked copy fails to link, and the program gets nvJitLink's cubin
+//!   with a warning.
 //!
 //! Links that make PTX (`-ptx`) are left alone. It never breaks the program: whatever fails on
 //! gasan's side gives a warning and the program gets nvJitLink's cubin. Each function is wrapped
