@@ -25,3 +25,11 @@ def k_numba_write(p, idx):
 
 ptx, _ = cuda.compile_ptx(k_numba_write, (float32[:], int64), cc=(9, 0), lineinfo=True)
 open(sys.argv[2], "w").write(ptx)
+
+# With a third argument, also the kernel's LTO-IR (Numba-CUDA 0.30 links NVVM LTO-IR with nvJitLink
+# `-lto`): runtime/tests/fixtures/jit_numba_k_numba_write.ltoir, made 2026-12-05 the same way
+# (`... compile_ptx.py SITE OUT.ptx OUT.ltoir`). Lines above the kernel stay as they are: both
+# fixtures name its line.
+if len(sys.argv) > 3:
+    ltoir, _ = cuda.compile(k_numba_write, (float32[:], int64), cc=(9, 0), lineinfo=True, device=False, abi="numba", output="ltoir")
+    open(sys.argv[3], "wb").write(bytes(ltoir))

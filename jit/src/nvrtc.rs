@@ -64,7 +64,7 @@ pub fn plan(options: &[String]) -> Plan {
         }
         match o {
             "-rdc=true" | "--relocatable-device-code=true" | "-dc" => return Plan::NotChecked(format!("{o}: relocatable device code is linked later, unchecked")),
-            "-dlto" | "--dlink-time-opt" => return Plan::NotChecked(format!("{o}: link-time-optimization IR, not a cubin")),
+            "-dlto" | "--dlink-time-opt" => return Plan::NotChecked(format!("{o}: link-time-optimization IR, not a cubin (checked when nvJitLink links it)")),
             "-lineinfo" | "--generate-line-info" => ptxas.push("-lineinfo".to_string()),
             "-G" | "--device-debug" => ptxas.push("-g".to_string()),
             "-Xptxas" | "--ptxas-options" => {

@@ -17,8 +17,11 @@ start-up. It
   `jax._src.lib` is imported, its `cuda_path` becomes `<GASAN_JIT_TOOLS>/xla-cuda-<hash>/`, whose
   `bin/ptxas` is the front end and whose other entries (`nvvm` with libdevice, the other tools)
   are links to the original's; `GASAN_REAL_PTXAS_XLA` names the original `bin/ptxas`, which the
-  front end runs as the real one (jit/src/real.rs). Without a `cuda_path` XLA finds the front end
-  on `PATH`, as gasan-run set it;
+  front end runs as the real one (jit/src/real.rs). Where JAX names no directory with a ptxas, the
+  directory is made the same way from the CUDA directory XLA's own search would take its ptxas
+  from (`PATH`, `/usr/local/cuda`, `/opt/cuda`, pip's `nvidia/cu13`), so XLA runs the front end
+  with the ptxas it would have run; where there is none either, XLA finds the front end on `PATH`,
+  as gasan-run set it;
 - then runs the `sitecustomize` this one shadows, if there is one (the next on `sys.path`), as if
   gasan were not there.
 
@@ -106,6 +109,34 @@ def _gasan_xla_dir(tools, orig, front):
         raise
 
 
+def _gasan_cuda_root_as_xla_finds_it(front):
+    """The CUDA directory whose `bin/ptxas` XLA runs when JAX names none it can use: XLA looks in
+    its data directory, then on `PATH`, then in `/usr/local/cuda`, `/opt/cuda` and the pip CUDA
+    next to its plugin (`FindCudaExecutable`, `CandidateCudaRoots`: `PreferPtxasFromPath` is true).
+    Only a directory with `nvvm/libdevice` too (what XLA needs of its data directory), and never
+    gasan's front end. `None` if there is none."""
+    import os
+
+    dirs = []
+    for p in os.environ.get("PATH", "").split(os.pathsep):
+        if p and os.path.basename(os.path.normpath(p)) == "bin":
+            dirs.append(os.path.dirname(os.path.normpath(p)))
+    dirs += ["/usr/local/cuda", "/opt/cuda"]
+    for p in sys.path:
+        if p and os.path.isdir(os.path.join(p, "nvidia")):
+            dirs += [os.path.join(p, "nvidia", "cu13"), os.path.join(p, "nvidia", "cuda_nvcc")]
+    for d in dirs:
+        ptxas = os.path.join(d, "bin", "ptxas")
+        if (
+            os.path.isfile(ptxas)
+            and os.access(ptxas, os.X_OK)
+            and os.path.realpath(ptxas) != front
+            and os.path.isdir(os.path.join(d, "nvvm", "libdevice"))
+        ):
+            return d
+    return None
+
+
 def _gasan_xla_front_end(lib):
     import os
 
@@ -116,17 +147,24 @@ def _gasan_xla_front_end(lib):
     orig = getattr(lib, "cuda_path", None)
     try:
         front = os.path.realpath(os.path.join(tools, "ptxas"))
-        if not orig:
-            if verbose:
-                _gasan_say("JAX names no CUDA directory: XLA runs ptxas from PATH (gasan's front end first)")
-            return
-        real = os.path.join(orig, "bin", "ptxas")
-        if os.path.realpath(real) == front:
+        real = os.path.join(orig, "bin", "ptxas") if orig else None
+        if real is not None and os.path.realpath(real) == front:
             return  # gasan's directory already (a gasan-run under another)
-        if not (os.path.isfile(real) and os.access(real, os.X_OK)):
+        if real is None or not (os.path.isfile(real) and os.access(real, os.X_OK)):
+            # JAX names no directory, or one without ptxas (jax 0.11 names the string "None" when
+            # `nvidia.cu13` has no bin/ptxas): XLA would run the first ptxas of its own search, whose
+            # `--version` probe it caches; gasan's front end on PATH answers it only if it finds a
+            # real ptxas itself. Naming that ptxas's directory, behind gasan's, makes XLA run the
+            # front end with the ptxas it would have run.
+            why = "JAX names no CUDA directory" if not orig else "JAX's CUDA directory %s has no bin/ptxas" % orig
+            root = _gasan_cuda_root_as_xla_finds_it(front)
+            if root is None:
+                if verbose:
+                    _gasan_say("%s and XLA's search finds no CUDA directory with bin/ptxas and nvvm/libdevice: XLA runs ptxas from PATH (gasan's front end first)" % why)
+                return
             if verbose:
-                _gasan_say("JAX's CUDA directory %s has no bin/ptxas: XLA runs ptxas from PATH (gasan's front end first)" % orig)
-            return
+                _gasan_say("%s: XLA's search finds %s" % (why, root))
+            orig, real = root, os.path.join(root, "bin", "ptxas")
         d = _gasan_xla_dir(tools, orig, front)
         os.environ["GASAN_REAL_PTXAS_XLA"] = real
         lib.cuda_path = d

@@ -3,7 +3,8 @@ hook first on PYTHONPATH, as gasan-run puts it, imports a stand-in `jax._src.lib
 `cuda_path` is a CUDA directory with `bin/ptxas` and `nvvm/libdevice`. After the import, JAX's
 `cuda_path` is gasan's directory under GASAN_JIT_TOOLS: its `bin/ptxas` is the front end, its
 `nvvm` and other tools are the original's, and GASAN_REAL_PTXAS_XLA names the original ptxas.
-Whatever fails, JAX keeps its directory and the program runs on.
+Where JAX names no directory with a ptxas, the one XLA's own search finds (on PATH here) is used
+the same way. Whatever fails, JAX keeps its directory and the program runs on.
 
 Run: cd runtime/python && python3 -m unittest -v test_sitecustomize
 """
@@ -72,8 +73,24 @@ class XlaDataDirectory(unittest.TestCase):
         with open(os.path.join(lib, "__init__.py"), "w") as f:
             f.write("cuda_path = %s\nORIGINAL = cuda_path\n" % cuda_path_expr)
 
-    def run_child(self, options="", tools=True):
+    def cuda_dir(self, root):
+        """A CUDA directory at `root` with `bin/ptxas` and `nvvm/libdevice`."""
+        os.makedirs(os.path.join(root, "bin"))
+        os.makedirs(os.path.join(root, "nvvm", "libdevice"))
+        executable(os.path.join(root, "bin", "ptxas"))
+        return root
+
+    def system_cuda(self):
+        """The fixed places XLA's search looks in after PATH, if this machine has one."""
+        for d in ("/usr/local/cuda", "/opt/cuda"):
+            if os.access(os.path.join(d, "bin", "ptxas"), os.X_OK) and os.path.isdir(os.path.join(d, "nvvm", "libdevice")):
+                return d
+        return None
+
+    def run_child(self, options="", tools=True, path=None):
         env = {k: v for k, v in os.environ.items() if k not in ("GASAN_JIT_TOOLS", "GASAN_REAL_PTXAS_XLA", "PYTHONPATH")}
+        # gasan-run's tool directory first, as gasan-run sets PATH; then what the test names.
+        env["PATH"] = os.pathsep.join([self.tools] + (path or []))
         env["PYTHONPATH"] = os.path.join(self.d, "hook") + ":" + os.path.join(self.d, "fake")
         env["GASAN_OPTIONS"] = options
         if tools:
@@ -123,16 +140,60 @@ class XlaDataDirectory(unittest.TestCase):
 
     def test_jax_without_a_cuda_directory_keeps_none(self):
         self.jax("None")
+        if self.system_cuda():
+            self.skipTest("this machine has a CUDA directory XLA's search finds")
         got, err = self.run_child("verbosity=1")
         self.assertIsNone(got["cuda_path"])
         self.assertIsNone(got["real"])
-        self.assertIn("JAX names no CUDA directory: XLA runs ptxas from PATH", err)
+        self.assertIn("JAX names no CUDA directory and XLA's search finds no CUDA directory", err)
+        self.assertIn("XLA runs ptxas from PATH (gasan's front end first)", err)
 
     def test_a_cuda_directory_without_ptxas_is_kept(self):
         os.remove(os.path.join(self.cuda, "bin", "ptxas"))
+        if self.system_cuda():
+            self.skipTest("this machine has a CUDA directory XLA's search finds")
         got, err = self.run_child("verbosity=1")
         self.assertEqual(got["cuda_path"], self.cuda)
         self.assertIn("has no bin/ptxas", err)
+
+    def test_without_a_usable_jax_directory_the_one_xla_finds_on_path_is_used(self):
+        # JAX names nothing, or (jax 0.11, `nvidia.cu13` without bin/ptxas) the string "None": the
+        # CUDA directory of the first ptxas on PATH after gasan's, as XLA would search, with a
+        # directory on PATH before it that has no libdevice (XLA could not use it as its data
+        # directory) passed over.
+        no_libdevice = os.path.join(self.d, "partial")
+        os.makedirs(os.path.join(no_libdevice, "bin"))
+        executable(os.path.join(no_libdevice, "bin", "ptxas"))
+        cuda = self.cuda_dir(os.path.join(self.d, "usr-cuda"))
+        for expr in ("None", "'None'"):
+            self.jax(expr)
+            got, err = self.run_child("verbosity=1", path=[os.path.join(no_libdevice, "bin"), os.path.join(cuda, "bin")])
+            d = got["cuda_path"]
+            self.assertEqual(os.path.dirname(d), self.tools, expr)
+            self.assertEqual(os.path.realpath(os.path.join(d, "bin", "ptxas")), os.path.realpath(self.front), expr)
+            self.assertEqual(os.path.realpath(os.path.join(d, "nvvm")), os.path.realpath(os.path.join(cuda, "nvvm")), expr)
+            self.assertEqual(got["real"], os.path.join(cuda, "bin", "ptxas"), expr)
+            self.assertIn("XLA's search finds %s" % cuda, err)
+            self.assertIn("running %s" % os.path.join(cuda, "bin", "ptxas"), err)
+        # A JAX directory without ptxas is passed over the same way.
+        os.remove(os.path.join(self.cuda, "bin", "ptxas"))
+        self.jax("%r" % self.cuda)
+        got, err = self.run_child("verbosity=1", path=[os.path.join(cuda, "bin")])
+        self.assertEqual(got["real"], os.path.join(cuda, "bin", "ptxas"))
+        self.assertIn("JAX's CUDA directory %s has no bin/ptxas: XLA's search finds %s" % (self.cuda, cuda), err)
+
+    def test_gasans_front_end_on_path_is_never_taken_for_the_real_ptxas(self):
+        # A `bin` directory whose ptxas is gasan's front end (and which has libdevice) is skipped.
+        fake = os.path.join(self.d, "gasan-as-cuda")
+        os.makedirs(os.path.join(fake, "nvvm", "libdevice"))
+        os.makedirs(os.path.join(fake, "bin"))
+        os.symlink(self.front, os.path.join(fake, "bin", "ptxas"))
+        self.jax("None")
+        if self.system_cuda():
+            self.skipTest("this machine has a CUDA directory XLA's search finds")
+        got, _ = self.run_child(path=[os.path.join(fake, "bin")])
+        self.assertIsNone(got["cuda_path"])
+        self.assertIsNone(got["real"])
 
     def test_a_failure_is_one_warning_line_and_jax_keeps_its_directory(self):
         # GASAN_JIT_TOOLS names a file, not a directory: nothing can be made in it.

@@ -5,7 +5,8 @@
 //! driver (NUMBA_CUDA_ENABLE_PYNVJITLINK=0); a gasan-run under another adds nothing
 //! twice; `instrument=0` sets nothing. A Python child that imports a stand-in `jax._src.lib`
 //! whose CUDA directory is the pinned toolchain runs, at `<jax cuda_path>/bin/ptxas`, the front
-//! end in front of that toolchain's ptxas (as XLA does): its cubin is checked and marked.
+//! end in front of that toolchain's ptxas (as XLA does): its cubin is checked and marked; so does
+//! one whose `cuda_path` names no ptxas (jax 0.11's `"None"`) with the toolchain on `PATH`.
 
 mod common;
 use std::path::{Path, PathBuf};
@@ -255,5 +256,31 @@ fn jaxs_own_cuda_directory_runs_the_front_end_before_its_ptxas() {
     assert_eq!(Path::new(stdout.trim()), root);
     assert!(stderr.contains("framework_pools=0: no Python start-up hook"), "{stderr}");
     assert_eq!(gasan_jit::find_in_cubin(&std::fs::read(d.join("native.cubin")).unwrap()).unwrap(), None);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn without_a_jax_cuda_directory_xla_runs_the_front_end_with_the_ptxas_its_search_finds() {
+    if !built() || Command::new("python3").arg("-c").arg("pass").output().map_or(true, |o| !o.status.success()) {
+        eprintln!("skipped: no python3 or not built");
+        return;
+    }
+    // jax 0.11 names the string "None" when pip's nvidia.cu13 has no bin/ptxas (as in an image
+    // with PyTorch's CUDA wheels but no nvcc wheel); the CUDA toolkit is on PATH after gasan's tools.
+    let root = common::cuda_root();
+    let d = tmp("jax-none");
+    fake_jax(&d, Path::new("None"));
+    let ptx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jit/ptxas/tests/fixtures/triton_vector_add.ptx");
+    let mut c = gasan_run(&d.join("cache"));
+    c.env("PATH", format!("/usr/bin:/bin:{}", root.join("bin").display())).env("PYTHONPATH", d.join("fake")).env("TMPDIR", &d);
+    let out = c.args(["--verbosity", "1", "--", "python3", "-c", XLA_LIKE]).arg(&ptx).arg(d.join("xla.cubin")).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let cuda_path = PathBuf::from(stdout.trim());
+    assert!(cuda_path.file_name().unwrap().to_str().unwrap().starts_with("xla-cuda-"), "{}", cuda_path.display());
+    assert!(same_file(&cuda_path.join("bin/ptxas"), &front_end()));
+    assert_eq!(std::fs::canonicalize(cuda_path.join("nvvm")).unwrap(), std::fs::canonicalize(root.join("nvvm")).unwrap());
+    assert!(stderr.contains(&format!("JAX's CUDA directory None has no bin/ptxas: XLA's search finds {}", root.display())), "{stderr}");
+    assert!(gasan_jit::find_in_cubin(&std::fs::read(d.join("xla.cubin")).unwrap()).unwrap().is_some(), "XLA's cubin is checked and marked");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -5,7 +5,8 @@
 //! the ways programs do (dlopen + dlsym on the handle, `dlsym(RTLD_DEFAULT)` first as cuda-bindings
 //! does, linked). The cubin they get must be one the runtime's load recognises as checked
 //! (`plan_cubin`), with its sites and kernels' parameter tags; where gasan's part fails, the
-//! program still gets the library's own cubin.
+//! program still gets the library's own cubin. Link-time-optimised links (`-lto`) get LTO-IR the
+//! way Numba-CUDA 0.30 makes it, from NVRTC `-dlto` (tests/fixtures/jit_lto_app.c).
 
 mod common;
 use gasan_runtime::modules::{plan_cubin, CubinPlan};
@@ -38,6 +39,7 @@ struct Setup {
     linked: PathBuf,
     link_app: PathBuf,
     link_linked: PathBuf,
+    lto_app: PathBuf,
 }
 
 /// Builds the test programs once; `None` (skipped, never under CI) when the runtime is not built.
@@ -68,7 +70,10 @@ fn setup() -> Option<&'static Setup> {
         let (link_app, link_linked) = (dir.join("nvjitlink_app"), dir.join("nvjitlink_app_linked"));
         gcc(&["-o".as_ref(), link_app.as_os_str(), src.as_os_str(), "-ldl".as_ref()]);
         gcc(&["-DLINKED".as_ref(), "-o".as_ref(), link_linked.as_os_str(), src.as_os_str(), l.as_ref(), "-l:libnvJitLink.so.13".as_ref(), rpath.as_ref()]);
-        Some(Setup { runtime, nvrtc, cuda, dir, app, linked, link_app, link_linked })
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jit_lto_app.c");
+        let lto_app = dir.join("jit_lto_app");
+        gcc(&["-o".as_ref(), lto_app.as_os_str(), src.as_os_str(), "-ldl".as_ref()]);
+        Some(Setup { runtime, nvrtc, cuda, dir, app, linked, link_app, link_linked, lto_app })
     })
     .as_ref()
 }
@@ -87,6 +92,20 @@ fn numba_ptx() -> PathBuf {
 /// Runs the nvJitLink program in `mode` on `ptx`, as [`run`].
 fn run_link(s: &Setup, mode: &str, ptx: &Path, gasan: Option<&str>) -> (Output, Vec<u8>) {
     run_program(s, if mode == "linked" { &s.link_linked } else { &s.link_app }, &[mode.as_ref(), s.nvrtc.join("libnvJitLink.so.13").as_os_str(), ptx.as_os_str()], gasan)
+}
+
+/// A fixture of tests/fixtures.
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// Compiles `kernel` to LTO-IR with NVRTC `-dlto` and links it (added as `kind`: `ltoir` or
+/// `any`, with `more` PTX when given) with nvJitLink `-arch=sm_90 -lto`, as [`run`].
+fn run_lto(s: &Setup, kind: &str, kernel: &str, more: Option<&Path>, gasan: Option<&str>) -> (Output, Vec<u8>) {
+    let (nvrtc, link, kernel) = (s.nvrtc.join("libnvrtc.so.13"), s.nvrtc.join("libnvJitLink.so.13"), fixture(kernel));
+    let mut args: Vec<&std::ffi::OsStr> = vec![kind.as_ref(), nvrtc.as_os_str(), link.as_os_str(), kernel.as_os_str()];
+    args.extend(more.map(Path::as_os_str));
+    run_program(s, &s.lto_app, &args, gasan)
 }
 
 fn run_program(s: &Setup, program: &Path, args: &[&std::ffi::OsStr], gasan: Option<&str>) -> (Output, Vec<u8>) {
@@ -247,4 +266,84 @@ fn a_warm_run_takes_the_checked_nvrtc_cubin_from_the_cache() {
     assert!(!err.contains("from the cache"), "{err}");
     assert_ne!(other, first);
     assert!(matches!(at_load(&other), CubinPlan::Foreign(_)), "checked with halt_on_error=0, loaded where it is 1");
+}
+
+#[test]
+fn an_lto_link_gives_a_checked_cubin_of_its_optimised_ptx() {
+    let Some(s) = setup() else { return };
+    let (native_out, native_cubin) = run_lto(s, "ltoir", "jit_lto_kernel.cu", None, None);
+    assert!(stdout(&native_out).contains("cubin="), "{}", stdout(&native_out));
+    assert!(matches!(at_load(&native_cubin), CubinPlan::Native), "without gasan nvJitLink's cubin is native");
+    let want_line = std::fs::read_to_string(fixture("jit_lto_kernel.cu")).unwrap().lines().position(|l| l.contains("the one checked store")).unwrap() as u32 + 1;
+    for kind in ["ltoir", "any"] {
+        let (out, cubin) = run_lto(s, kind, "jit_lto_kernel.cu", None, Some("verbosity=1"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nvJitLink link: checked cubin") && err.contains("LTO-IR inputs (1) optimised to one PTX module"), "{kind}: {err}");
+        assert_ne!(cubin, native_cubin, "{kind}: the program got nvJitLink's own cubin");
+        let tables = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
+        // The kernel's one store, at its line of the CUDA C++ (NVRTC -lineinfo reaches the PTX).
+        let [site] = &tables.sites.sites[..] else { panic!("{kind}: {:?}", tables.sites.sites) };
+        assert_eq!(site.kernel, "k_lto_write", "{kind}");
+        let loc = site.loc.as_ref().expect("the linked PTX has .loc lines");
+        assert!(loc.file.ends_with("jit_lto_kernel.cu"), "{kind}: {loc:?}");
+        assert_eq!(loc.line, want_line, "{kind}");
+        let CubinPlan::Checked { param_tags, .. } = at_load(&cubin) else { panic!("{kind}: not recognised as checked at load") };
+        assert!(param_tags.kernels.contains_key("k_lto_write"), "{kind}: {:?}", param_tags.kernels.keys());
+    }
+    // instrument=0: nvJitLink's own cubin, and nothing said.
+    let (out, cubin) = run_lto(s, "ltoir", "jit_lto_kernel.cu", None, Some("instrument=0:verbosity=1"));
+    assert_eq!(cubin, native_cubin);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("nvJitLink"));
+}
+
+#[test]
+fn numbas_lto_ir_linked_with_lto_gives_a_checked_cubin() {
+    // Numba-CUDA 0.30.4's LTO-IR of the same kernel as its PTX fixture (jit/numba/compile_ptx.py),
+    // linked as cuda.core links it (`-arch=sm_90 -lto`, LTO-IR input).
+    let Some(s) = setup() else { return };
+    let (_, native_cubin) = run_lto(s, "ltoir", "jit_numba_k_numba_write.ltoir", None, None);
+    assert!(matches!(at_load(&native_cubin), CubinPlan::Native));
+    let (out, cubin) = run_lto(s, "ltoir", "jit_numba_k_numba_write.ltoir", None, Some("verbosity=1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nvJitLink link: checked cubin"), "{err}");
+    let tables = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
+    let [site] = &tables.sites.sites[..] else { panic!("{:?}", tables.sites.sites) };
+    assert!(site.kernel.contains("k_numba_write"), "{}", site.kernel);
+    let loc = site.loc.as_ref().expect("Numba's LTO-IR (lineinfo=True) keeps its lines through the link");
+    let want = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../jit/numba/compile_ptx.py")).unwrap().lines().position(|l| l.contains("BUG:numba_overflow")).unwrap() + 1;
+    assert!(loc.file.ends_with("compile_ptx.py"), "{loc:?}");
+    assert_eq!(loc.line, want as u32);
+    assert!(matches!(at_load(&cubin), CubinPlan::Checked { .. }), "not recognised as checked at load");
+}
+
+#[test]
+fn an_lto_links_other_inputs_are_linked_with_the_checked_code() {
+    let Some(s) = setup() else { return };
+    // LTO-IR and a PTX input (Numba's kernel): the LTO-IR's kernel is checked, the PTX linked as it
+    // was (said and counted), and the cubin holds both kernels.
+    let (out, cubin) = run_lto(s, "ltoir", "jit_lto_kernel.cu", Some(&numba_ptx()), Some("verbosity=1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nvJitLink link: checked cubin") && err.contains("1 other inputs as they were"), "{err}");
+    assert!(err.contains("nvJitLink link: 1 more PTX input(s) linked unchecked"), "{err}");
+    let tables = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
+    let kernels: Vec<&str> = tables.sites.sites.iter().map(|x| x.kernel.as_str()).collect();
+    assert_eq!(kernels, ["k_lto_write"]);
+    let CubinPlan::Checked { param_tags, .. } = at_load(&cubin) else { panic!("not recognised as checked at load") };
+    assert!(param_tags.kernels.contains_key("k_lto_write"));
+    let elf = String::from_utf8_lossy(&cubin);
+    assert!(elf.contains("k_numba_write"), "the PTX input's kernel is linked in");
+}
+
+#[test]
+fn an_lto_link_gasan_cannot_check_gets_nvjitlinks_own_cubin() {
+    let Some(s) = setup() else { return };
+    // The optimised PTX defines a symbol of gasan's own name, which the rewriter refuses: warned,
+    // counted, and the program gets the cubin nvJitLink made.
+    let (_, native_cubin) = run_lto(s, "ltoir", "jit_lto_kernel_gasan_named.cu", None, None);
+    let (out, cubin) = run_lto(s, "ltoir", "jit_lto_kernel_gasan_named.cu", None, Some("verbosity=1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("WARNING: nvJitLink link: not checked (the rewriter refused its PTX") && err.contains("the program gets nvJitLink's own cubin"), "{err}");
+    assert!(err.contains("JIT-compiled modules from nvJitLink (Numba-CUDA): 0 checked; not checked: 1 failed on gasan's side (warned)"), "{err}");
+    assert_eq!(cubin, native_cubin);
+    assert!(matches!(at_load(&cubin), CubinPlan::Native));
 }

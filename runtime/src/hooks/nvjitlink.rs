@@ -1,20 +1,31 @@
-//! nvJitLink (issue 39 item 5): Numba-CUDA 0.16 and later links a kernel's PTX with cuda.core's
+//! nvJitLink (issue 39 item 5): Numba-CUDA 0.16 and later links a kernel with cuda.core's
 //! `Linker`, which runs nvJitLink in-process whenever it loads (the driver's `cuLink*`, which the
 //! runtime checks, only when it does not), so the driver gets a cubin the runtime cannot check. The
-//! same holds for any program that links PTX with nvJitLink. These wrappers make the linked cubin a
+//! same holds for any program that links with nvJitLink. These wrappers make the linked cubin a
 //! checked one, as [`super::nvrtc`] does for NVRTC: the program's link runs as it is; after it
-//! completes, the same inputs are linked again with the link's first PTX input checked and marked
-//! ([`gasan_jit::check_module`]: its marker, site table and parameter tags, so the runtime
-//! recognises the cubin at load), and `nvJitLinkGetLinkedCubinSize` / `nvJitLinkGetLinkedCubin`
-//! serve that cubin. Only one PTX input per link is checked: a marked cubin carries one module's
-//! tables and control block (other PTX inputs, such as CUDA C++ files Numba compiled with NVRTC
-//! for `link=`, stay unchecked). Links that make PTX (`-ptx`) or optimise LTO-IR (`-lto`) are left
-//! alone.
+//! completes, gasan links again with checked code ([`gasan_jit::check_module`]: its marker, site
+//! table and parameter tags, so the runtime recognises the cubin at load), and
+//! `nvJitLinkGetLinkedCubinSize` / `nvJitLinkGetLinkedCubin` serve that cubin:
 //!
-//! It never breaks the program: whatever fails on gasan's side gives a warning and the program gets
-//! nvJitLink's cubin. Each function is wrapped under its plain name (cuda-bindings looks these up)
-//! and its CUDA 13.0 versioned one (`__nvJitLinkCreate_13_0`, which nvJitLink.h's inline functions
-//! call). How calls get here: [`super::library`].
+//! - a link of PTX: the same inputs, with the link's first PTX input checked. Only one PTX input
+//!   per link is checked: a marked cubin carries one module's tables and control block, and
+//!   separately compiled PTX modules cannot be merged into one (other PTX inputs, such as CUDA C++
+//!   files Numba compiled with NVRTC for `link=`, stay unchecked: counted and said at
+//!   `verbosity=1`);
+//! - a link-time-optimised link (`-lto`, LTO-IR inputs: what Numba-CUDA 0.30 makes with NVVM, and
+//!   NVRTC `-dlto`): the LTO-IR inputs are linked with the program's options and `-ptx`, which
+//!   gives the whole optimised program as one PTX module (every LTO-IR input, the CUDA C++ of
+//!   Numba's `link=` included, so all of it is checked); that PTX is checked and linked, without
+//!   the LTO-only options, with the link's other inputs (PTX, cubins, fatbins, libraries such as
+//!   `libcudadevrt.a`) to the cubin served. LTO-IR inside a fatbin, object or library input is not
+//!   looked for: such a link's checked copy fails to link, and the program gets nvJitLink's cubin
+//!   with a warning.
+//!
+//! Links that make PTX (`-ptx`) are left alone. It never breaks the program: whatever fails on
+//! gasan's side gives a warning and the program gets nvJitLink's cubin. Each function is wrapped
+//! under its plain name (cuda-bindings looks these up) and its CUDA 13.0 versioned one
+//! (`__nvJitLinkCreate_13_0`, which nvJitLink.h's inline functions call). How calls get here:
+//! [`super::library`].
 
 use super::library::Library;
 use crate::jit_origin::{self, Origin};
@@ -22,6 +33,7 @@ use crate::options::{process, Options};
 use crate::state::log;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
 
@@ -32,9 +44,16 @@ type Handle = *mut c_void;
 
 const NVJITLINK_SUCCESS: LinkResult = 0;
 const NVJITLINK_ERROR_INTERNAL: LinkResult = 6;
-/// `nvJitLinkInputType`: PTX, and "any" (the library looks at the bytes).
+/// `nvJitLinkInputType`: PTX, LTO-IR, and "any" (the library looks at the bytes).
 const INPUT_PTX: c_int = 2;
+const INPUT_LTOIR: c_int = 3;
 const INPUT_ANY: c_int = 10;
+/// The first bytes of LTO-IR (NVVM's, from NVRTC `-dlto` and Numba-CUDA alike), which tell an
+/// input added as "any" apart.
+const LTOIR_MAGIC: [u8; 4] = [0xed, 0x43, 0x4e, 0x7f];
+/// Options that only steer link-time optimisation (nvJitLink.h, "Supported Link Options"): the
+/// checked PTX of an `-lto` link is optimised already, and a link of PTX refuses or ignores them.
+const LTO_ONLY_OPTIONS: &[&str] = &["-lto", "-ptx", "-Xnvvm", "-split-compile-extended", "-kernels-used", "-variables-used", "-optimize-unused-variables"];
 
 /// Declares each wrapper under its plain and its versioned name (same body, which reaches
 /// nvJitLink through the plain name's [`sys`] entry).
@@ -93,6 +112,10 @@ mod sys {
         nvJitLinkComplete(handle: Handle);
         nvJitLinkGetLinkedCubinSize(handle: Handle, size: *mut usize);
         nvJitLinkGetLinkedCubin(handle: Handle, cubin: *mut c_void);
+        nvJitLinkGetLinkedPtxSize(handle: Handle, size: *mut usize);
+        nvJitLinkGetLinkedPtx(handle: Handle, ptx: *mut c_char);
+        nvJitLinkGetErrorLogSize(handle: Handle, size: *mut usize);
+        nvJitLinkGetErrorLog(handle: Handle, log: *mut c_char);
     }
 }
 
@@ -249,6 +272,20 @@ fn ptx_of(input: &Input) -> Option<&str> {
     (*kind == INPUT_PTX || (*kind == INPUT_ANY && text.contains(".target"))).then_some(text)
 }
 
+/// Whether an input is LTO-IR: added as such, or as "any" with LTO-IR's first bytes.
+fn is_ltoir(input: &Input) -> bool {
+    match input {
+        Input::Data { kind, bytes, .. } => *kind == INPUT_LTOIR || (*kind == INPUT_ANY && bytes.starts_with(&LTOIR_MAGIC)),
+        Input::File { kind, path } => {
+            *kind == INPUT_LTOIR
+                || (*kind == INPUT_ANY && {
+                    let mut head = [0u8; 4];
+                    std::fs::File::open(std::ffi::OsStr::from_bytes(path.to_bytes())).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).is_ok() && head == LTOIR_MAGIC
+                })
+        }
+    }
+}
+
 /// The checked cubin of a link that just completed, or `None` (with a warning where something
 /// failed, at `verbosity=1` where there is nothing to check).
 fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
@@ -257,22 +294,44 @@ fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
         log(1, || format!("nvJitLink link: not checked: {why}"));
         jit_origin::left_unchecked(Origin::NvJitLink, why);
     };
-    if let Some(x) = opts.iter().find(|x| *x == "-ptx" || *x == "-lto") {
-        skip(&format!("{x}: no cubin from PTX to check"));
+    if opts.iter().any(|x| x == "-ptx") {
+        skip("-ptx: the link makes PTX, not a cubin");
         return None;
     }
     if !opts.iter().any(|x| x.starts_with("-arch=sm_")) {
         skip("no -arch=sm_XX");
         return None;
     }
-    let Some(first) = link.inputs.iter().position(|i| ptx_of(i).is_some()) else {
-        skip("no PTX input");
-        return None;
+    let lto = opts.iter().any(|x| x == "-lto");
+    let ptx_inputs: Vec<usize> = (0..link.inputs.len()).filter(|&k| ptx_of(&link.inputs[k]).is_some()).collect();
+    let made = if lto {
+        if !link.inputs.iter().any(is_ltoir) {
+            skip("-lto with no LTO-IR input");
+            return None;
+        }
+        checked_lto_link(link, o).map(|(cubin, key)| {
+            let n = link.inputs.iter().filter(|i| is_ltoir(i)).count();
+            (cubin, key, format!("LTO-IR inputs ({n}) optimised to one PTX module, checked; {} other inputs as they were", link.inputs.len() - n))
+        })
+    } else {
+        let Some(&first) = ptx_inputs.first() else {
+            skip("no PTX input");
+            return None;
+        };
+        checked_link(link, first, o).map(|(cubin, key)| (cubin, key, format!("PTX input {} of {}", first + 1, link.inputs.len())))
     };
-    match checked_link(link, first, o) {
-        Ok((cubin, key)) => {
-            log(1, || format!("nvJitLink link: checked cubin ({} bytes, PTX input {} of {})", cubin.len(), first + 1, link.inputs.len()));
+    match made {
+        Ok((cubin, key, what)) => {
+            log(1, || format!("nvJitLink link: checked cubin ({} bytes, {what})", cubin.len()));
             jit_origin::made(Origin::NvJitLink, key);
+            // PTX inputs linked as they were (an -lto link's too: nvJitLink compiles them apart).
+            let unchecked = if lto { ptx_inputs.len() } else { ptx_inputs.len() - 1 };
+            if unchecked > 0 {
+                log(1, || format!("nvJitLink link: {unchecked} more PTX input(s) linked unchecked (a cubin carries one checked module)"));
+                for _ in 0..unchecked {
+                    jit_origin::left_unchecked(Origin::NvJitLink, "a further PTX input of a checked link");
+                }
+            }
             Some(cubin)
         }
         Err(why) => {
@@ -284,67 +343,148 @@ fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
     }
 }
 
-/// Links the inputs again with input `first` checked, and returns the cubin and its marker's key.
-fn checked_link(link: &Link, first: usize, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let ptx = ptx_of(&link.inputs[first]).ok_or("not PTX")?;
-    let iopts = crate::modules::instrument_options_for(o, false);
-    let checked = gasan_jit::check_module(ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
-    let checked_text = CString::new(checked.text).map_err(|_| "checked PTX holds NUL")?;
-    let fns = (
-        sys::nvJitLinkCreate.get(),
-        sys::nvJitLinkAddData.get(),
-        sys::nvJitLinkAddFile.get(),
-        sys::nvJitLinkComplete.get(),
-        sys::nvJitLinkGetLinkedCubinSize.get(),
-        sys::nvJitLinkGetLinkedCubin.get(),
-        sys::nvJitLinkDestroy.get(),
-    );
-    let (Some(create), Some(add_data), Some(add_file), Some(complete), Some(size), Some(get), Some(destroy)) = fns else { return Err("nvJitLink's functions not found".into()) };
-    let optp: Vec<*const c_char> = link.options.iter().map(|c| c.as_ptr()).collect();
+/// What one of gasan's own links makes.
+#[derive(Clone, Copy, PartialEq)]
+enum Output {
+    Cubin,
+    Ptx,
+}
+
+/// One input of one of gasan's own links, borrowed from the program's or gasan's.
+enum Add<'a> {
+    Data { kind: c_int, bytes: &'a [u8], name: *const c_char },
+    File { kind: c_int, path: &'a CStr },
+}
+
+impl<'a> From<&'a Input> for Add<'a> {
+    fn from(i: &'a Input) -> Self {
+        match i {
+            Input::Data { kind, bytes, name } => Add::Data { kind: *kind, bytes, name: name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()) },
+            Input::File { kind, path } => Add::File { kind: *kind, path },
+        }
+    }
+}
+
+/// Links `inputs` with `options` on a handle of gasan's own and returns what it made.
+fn link_once(options: &[CString], inputs: &[Add], output: Output) -> Result<Vec<u8>, String> {
+    let fns = (sys::nvJitLinkCreate.get(), sys::nvJitLinkAddData.get(), sys::nvJitLinkAddFile.get(), sys::nvJitLinkComplete.get(), sys::nvJitLinkDestroy.get());
+    let (Some(create), Some(add_data), Some(add_file), Some(complete), Some(destroy)) = fns else { return Err("nvJitLink's functions not found".into()) };
+    let size = match output {
+        Output::Cubin => sys::nvJitLinkGetLinkedCubinSize.get(),
+        Output::Ptx => sys::nvJitLinkGetLinkedPtxSize.get(),
+    };
+    let Some(size) = size else { return Err("nvJitLink's functions not found".into()) };
+    // The output into `buf` (sized by `size`), or `None` where nvJitLink lacks the function.
+    let get = |h: Handle, buf: &mut [u8]| match output {
+        // SAFETY: `h` is complete; `buf` has the bytes the size function asked for.
+        Output::Cubin => sys::nvJitLinkGetLinkedCubin.get().map(|f| unsafe { f(h, buf.as_mut_ptr().cast()) }),
+        // SAFETY: as above.
+        Output::Ptx => sys::nvJitLinkGetLinkedPtx.get().map(|f| unsafe { f(h, buf.as_mut_ptr().cast()) }),
+    };
+    let what = if output == Output::Ptx { "PTX" } else { "cubin" };
+    let optp: Vec<*const c_char> = options.iter().map(|c| c.as_ptr()).collect();
     let mut h: Handle = std::ptr::null_mut();
-    // SAFETY: nvJitLink's create with the program's options (copies alive for the call).
+    // SAFETY: nvJitLink's create with `optp.len()` C strings (copies alive for the call).
     let r = unsafe { create(&mut h, optp.len() as u32, optp.as_ptr()) };
     if r != NVJITLINK_SUCCESS {
-        return Err(format!("nvJitLinkCreate of the copy: error {r}"));
+        return Err(format!("nvJitLinkCreate for the {what}: error {r}"));
     }
     let result = (|| {
-        for (k, input) in link.inputs.iter().enumerate() {
+        for (k, input) in inputs.iter().enumerate() {
             let r = match input {
-                // SAFETY: `h` is live; the checked PTX with its NUL, alive for the call.
-                _ if k == first => unsafe { add_data(h, INPUT_PTX, checked_text.as_ptr().cast(), checked_text.as_bytes_with_nul().len(), c"gasan-checked.ptx".as_ptr()) },
-                // SAFETY: `h` is live; the program's input bytes as it added them.
-                Input::Data { kind, bytes, name } => unsafe { add_data(h, *kind, bytes.as_ptr().cast(), bytes.len(), name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr())) },
-                // SAFETY: `h` is live; the program's file name.
-                Input::File { kind, path } => unsafe { add_file(h, *kind, path.as_ptr()) },
+                // SAFETY: `h` is live; the bytes and the name (null or a C string) are alive for the call.
+                Add::Data { kind, bytes, name } => unsafe { add_data(h, *kind, bytes.as_ptr().cast(), bytes.len(), *name) },
+                // SAFETY: `h` is live; a C string.
+                Add::File { kind, path } => unsafe { add_file(h, *kind, path.as_ptr()) },
             };
             if r != NVJITLINK_SUCCESS {
-                return Err(format!("adding input {} to the copy: error {r}", k + 1));
+                return Err(format!("adding input {} to the link for the {what}: error {r}{}", k + 1, error_log(h)));
             }
         }
         // SAFETY: `h` is live with every input added.
         let r = unsafe { complete(h) };
         if r != NVJITLINK_SUCCESS {
-            return Err(format!("linking the checked copy: error {r}"));
+            return Err(format!("linking the {what}: error {r}{}", error_log(h)));
         }
         let mut n = 0usize;
         // SAFETY: `h` is complete; `n` a valid out-pointer.
         let r = unsafe { size(h, &mut n) };
         if r != NVJITLINK_SUCCESS || n == 0 {
-            return Err(format!("nvJitLinkGetLinkedCubinSize: error {r}"));
+            return Err(format!("the linked {what}'s size: error {r}"));
         }
         let mut buf = vec![0u8; n];
-        // SAFETY: `buf` has the `n` bytes nvJitLinkGetLinkedCubinSize asked for.
-        let r = unsafe { get(h, buf.as_mut_ptr().cast()) };
+        let r = get(h, &mut buf).ok_or("nvJitLink's functions not found")?;
         if r != NVJITLINK_SUCCESS {
-            return Err(format!("nvJitLinkGetLinkedCubin: error {r}"));
+            return Err(format!("the linked {what}: error {r}"));
         }
         Ok(buf)
     })();
     // SAFETY: `h` is the link created above, destroyed once.
     unsafe { destroy(&mut h) };
-    let cubin = result?;
+    result
+}
+
+/// `": <first line of the link's error log>"`, or nothing.
+fn error_log(h: Handle) -> String {
+    let (Some(size), Some(get)) = (sys::nvJitLinkGetErrorLogSize.get(), sys::nvJitLinkGetErrorLog.get()) else { return String::new() };
+    let mut n = 0usize;
+    // SAFETY: `h` is live; `n` a valid out-pointer.
+    if unsafe { size(h, &mut n) } != NVJITLINK_SUCCESS || n == 0 {
+        return String::new();
+    }
+    let mut buf = vec![0u8; n];
+    // SAFETY: `buf` has the `n` bytes asked for.
+    if unsafe { get(h, buf.as_mut_ptr().cast()) } != NVJITLINK_SUCCESS {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(buf.split(|&b| b == 0).next().unwrap_or_default()).into_owned();
+    text.lines().map(str::trim).find(|l| !l.is_empty()).map(|l| format!(": {l}")).unwrap_or_default()
+}
+
+/// `ptx` checked, as a NUL-terminated PTX input.
+fn checked_ptx(ptx: &str, o: &Options) -> Result<CString, String> {
+    let iopts = crate::modules::instrument_options_for(o, false);
+    let checked = gasan_jit::check_module(ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+    CString::new(checked.text).map_err(|_| "checked PTX holds NUL".into())
+}
+
+/// `cubin` if the runtime's load will recognise it as checked with `key`.
+fn recognised(cubin: Vec<u8>, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
     match gasan_jit::recognise(&cubin, gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error }) {
         gasan_jit::Recognition::Checked { marker, .. } => Ok((cubin, marker.key)),
         other => Err(format!("the checked cubin is not recognised ({other:?})")),
     }
+}
+
+/// Links the inputs again with input `first` checked, and returns the cubin and its marker's key.
+fn checked_link(link: &Link, first: usize, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
+    let checked = checked_ptx(ptx_of(&link.inputs[first]).ok_or("not PTX")?, o)?;
+    let inputs: Vec<Add> = link
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, i)| if k == first { Add::Data { kind: INPUT_PTX, bytes: checked.as_bytes_with_nul(), name: c"gasan-checked.ptx".as_ptr() } } else { Add::from(i) })
+        .collect();
+    recognised(link_once(&link.options, &inputs, Output::Cubin)?, o)
+}
+
+/// Whether a link option only steers link-time optimisation (`-Xnvvm` with anything after it,
+/// the others alone or with `=value`).
+fn lto_only(option: &[u8]) -> bool {
+    LTO_ONLY_OPTIONS.iter().any(|x| option.starts_with(x.as_bytes()) && (*x == "-Xnvvm" || matches!(option.get(x.len()), None | Some(b'='))))
+}
+
+/// An `-lto` link: its LTO-IR optimised to PTX with the program's options, checked, and linked
+/// with the other inputs without the LTO-only options; returns the cubin and its marker's key.
+fn checked_lto_link(link: &Link, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
+    let mut ptx_options = link.options.clone();
+    ptx_options.push(c"-ptx".to_owned());
+    let ltoir: Vec<Add> = link.inputs.iter().filter(|i| is_ltoir(i)).map(Add::from).collect();
+    let ptx = link_once(&ptx_options, &ltoir, Output::Ptx)?;
+    let ptx = std::str::from_utf8(ptx.split(|&b| b == 0).next().unwrap_or_default()).map_err(|_| "the linked PTX is not UTF-8")?;
+    let checked = checked_ptx(ptx, o)?;
+    let cubin_options: Vec<CString> = link.options.iter().filter(|c| !lto_only(c.to_bytes())).cloned().collect();
+    let mut inputs = vec![Add::Data { kind: INPUT_PTX, bytes: checked.as_bytes_with_nul(), name: c"gasan-checked-lto.ptx".as_ptr() }];
+    inputs.extend(link.inputs.iter().filter(|i| !is_ltoir(i)).map(Add::from));
+    recognised(link_once(&cubin_options, &inputs, Output::Cubin)?, o)
 }

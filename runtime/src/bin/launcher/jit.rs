@@ -9,7 +9,7 @@
 //! | `TRITON_PTXAS_BLACKWELL_PATH` | `<tools>/ptxas-blackwell` | Triton runs it for sm_100 and newer; the name tells the front end which real tool to run |
 //! | `GASAN_REAL_PTXAS`, `GASAN_REAL_PTXAS_BLACKWELL` | the user's `TRITON_PTXAS_PATH` / `..._BLACKWELL_PATH` | the real tools, when the user had named them (else the front end finds Triton's bundled ones) |
 //! | `PATH` | `<tools>` first | XLA runs `ptxas` from `--xla_gpu_cuda_data_dir/bin`, then `PATH` (`FindCudaExecutable`; the data directory defaults to `./cuda_sdk_lib`, which does not exist) |
-//! | `GASAN_JIT_TOOLS` | `<tools>` | JAX sets the data directory itself, to its pip CUDA (`jax._src.lib.cuda_path`), over `XLA_FLAGS`: gasan's Python start-up hook (runtime/python/sitecustomize.py, installed with `framework_pools=1`) replaces it with `<tools>/xla-cuda-<hash>/`, whose `bin/ptxas` is the front end and whose `nvvm` is JAX's |
+//! | `GASAN_JIT_TOOLS` | `<tools>` | JAX sets the data directory itself, to its pip CUDA (`jax._src.lib.cuda_path`), over `XLA_FLAGS`: gasan's Python start-up hook (runtime/python/sitecustomize.py, installed with `framework_pools=1`) replaces it with `<tools>/xla-cuda-<hash>/`, whose `bin/ptxas` is the front end and whose `nvvm` is JAX's (where JAX's has no ptxas: the CUDA directory XLA's own search would take its ptxas from). jaxlib 0.11.2's XLA has no in-process PTX compiler (no nvJitLink, no nvPTXCompiler), so no `XLA_FLAGS` setting is needed or would help |
 //! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (its `TritonBundler` saves the cubins, the static launcher loads them itself) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse. Triton's cache goes under it too (`cache_dir_utils.triton_cache_dir`) unless `TRITON_CACHE_DIR` is set |
 //! | `JAX_ENABLE_COMPILATION_CACHE` | `false` | JAX's persistent cache holds XLA executables (their cubins) keyed without the ptxas |
 //! | `NUMBA_CUDA_ENABLE_PYNVJITLINK` | `0` | Numba-CUDA <= 0.15 links in-process with pynvjitlink when installed; `0` makes it use the driver's `cuLink*`, whose PTX the runtime checks (set even when gasan-ptxas is not built) |
@@ -73,7 +73,10 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
     cmd.env("GASAN_JIT_TOOLS", &tools);
     say(format!("Triton and XLA run {} (TRITON_PTXAS_PATH, PATH)", tools.join("ptxas").display()));
     if opts.framework_pools {
-        say(format!("JAX's own CUDA directory (pip nvidia/cuda_nvcc) becomes {}/xla-cuda-<hash> when the program imports JAX (Python start-up hook)", tools.display()));
+        say(format!(
+            "JAX's own CUDA directory (jax._src.lib.cuda_path; where it has no ptxas, the one XLA's search finds on PATH, /usr/local/cuda, /opt/cuda or pip's nvidia/cu13) becomes {}/xla-cuda-<hash> when the program imports JAX (Python start-up hook)",
+            tools.display()
+        ));
     } else {
         say("framework_pools=0: no Python start-up hook, so XLA runs the ptxas of JAX's own CUDA directory (pip nvidia/cuda_nvcc) when it has one, unchecked".into());
     }
