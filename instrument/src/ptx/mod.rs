@@ -536,7 +536,8 @@ impl<'a> Rewriter<'a> {
             None => (source_locations(&lines, &bodies), None),
         };
         let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
-        let heap_calls = heap::HeapCalls::for_module(self.src);
+        // (A line is in a function where the walk is in its body: after its opening line.)
+        let heap = heap::HeapPlan::of(self.src, &lines, |i| bodies.holding(i).is_some_and(|b| b.open < i));
         let module = Module {
             lines: &lines,
             bodies: &bodies,
@@ -549,8 +550,9 @@ impl<'a> Rewriter<'a> {
             label_lines: self.label_lines,
             locs: &locs,
             versioned_loop: &versioned_loop,
+            heap: heap.as_ref(),
         };
-        if heap_calls.is_none() {
+        if heap.is_none() {
             let parts = parts(&bodies, lines.len(), self.src.len(), threads);
             if parts.len() > 1 {
                 if let Some(done) = self.run_parts(&module, &parts, declared) {
@@ -564,7 +566,7 @@ impl<'a> Rewriter<'a> {
         let module_spaces = spaces::analyze(&lines, &bodies, &self.top_params);
         let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
         let plans = module.plans(&coalescing, &module_spaces, &space_groups);
-        let mut walk = Walk { heap_calls, ..Walk::default() };
+        let mut walk = Walk::default();
         for i in 0..lines.len() {
             self.walk_line(&plans, &mut walk, i)?;
         }
@@ -572,8 +574,8 @@ impl<'a> Rewriter<'a> {
             let last = self.src.lines().count();
             return Err(PtxError::Unbalanced(self.label_lines.map_or(last, |l| l.input_line(last - 1) + 1)));
         }
-        if let Some(h) = &mut walk.heap_calls {
-            self.out.push_str(&h.flush());
+        if let Some(h) = &heap {
+            self.out.push_str(&h.flush(&mut walk.heap, &lines));
             if !self.out.ends_with('\n') {
                 self.out.push('\n');
             }
@@ -712,7 +714,7 @@ impl<'a> Rewriter<'a> {
             } else if let Some(p) = find_pair(code, b'/', b'*') {
                 w.in_block_comment = find_pair(&code[p..], b'*', b'/').is_none();
             }
-            if !w.heap_calls.as_mut().is_some_and(|h| h.hold(line)) {
+            if !w.heap.held() {
                 self.out.push_str(line);
             }
             return Ok(());
@@ -765,9 +767,9 @@ impl<'a> Rewriter<'a> {
                 self.stats.functions.entry(name).or_default();
             }
         }
-        // A line inside a heap statement still being collected (heap.rs) is part of it, and is
-        // emitted with it, in order.
-        let held = w.heap_calls.as_ref().is_some_and(|h| h.collecting());
+        // A line of a heap statement that spans lines (heap.rs) is part of it, and is written
+        // with it, in order.
+        let held = w.heap.held() || plans.module.heap.is_some_and(|h| h.holds_from(i));
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
         let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { Self::classify_line(&plans.module.lines[i]) } else { (false, false) };
@@ -792,12 +794,12 @@ impl<'a> Rewriter<'a> {
                     invalidate_defs(f, plans.module.lines[i].dests());
                 }
             }
-            match w.heap_calls.as_mut() {
+            match plans.module.heap {
                 // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
                 // statement are held until its end.
                 Some(h) => {
                     let (sites, func, loc) = (&mut self.sites, &w.func, plans.module.locs[i]);
-                    let text = h.feed(line, in_body, || match func.as_ref() {
+                    let text = h.line(&mut w.heap, plans.module.lines, i, || match func.as_ref() {
                         Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
                         None => u32::MAX,
                     });
@@ -1358,6 +1360,8 @@ struct Module<'p, 'l> {
     label_lines: Option<&'p labels::LabelLines>,
     locs: &'p [Option<Loc>],
     versioned_loop: &'p LineSet,
+    /// The renaming of the driver's heap functions (heap.rs), when the module declares one.
+    heap: Option<&'p heap::HeapPlan>,
 }
 
 impl<'l> Module<'_, 'l> {
@@ -1518,8 +1522,8 @@ struct Walk {
     /// Brace depth.
     depth: i32,
     in_block_comment: bool,
-    /// The module's heap calls being renamed (heap.rs), if it calls the driver's heap.
-    heap_calls: Option<heap::HeapCalls>,
+    /// Where the walk is in the module's heap plan (heap.rs).
+    heap: heap::HeapWalk,
     /// Access lines whose shadow byte was prefetched into `%gsv<line>`.
     prefetched: LineSet,
     /// Batched access lines (checked at their block's batch point), and the rechecks of the

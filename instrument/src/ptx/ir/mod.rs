@@ -5,7 +5,8 @@
 //!
 //! Here so far: the module's header (header.rs: `.version`, `.target`, `.address_size`; exported
 //! as [`crate::ptx::PtxHeader`]), a line and its statements (line.rs), what a statement does to control flow and
-//! to earlier checks (stmt.rs), the opcode table (opcode.rs), the statement decoder and the
+//! to earlier checks, and the module's statements across lines (stmt.rs: a `call` or a
+//! declaration spread over lines, read by frames.rs and heap.rs), the opcode table (opcode.rs), the statement decoder and the
 //! access classifier (access.rs), where labels are (labels.rs: every label on a line of its own),
 //! register types (regs.rs), where function bodies are (bodies.rs) and their labels, branches and loops (cfg.rs).
 

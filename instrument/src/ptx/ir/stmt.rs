@@ -12,7 +12,7 @@
 //! prefetch.rs).
 
 use super::access::{self, Instr};
-use super::line::Line;
+use super::line::{find_pair, Line};
 
 /// The label that a line of code is (`$L__BB0_3:` -> `$L__BB0_3`): code ending in `:` whose name
 /// is one word. (labels.rs put every label on a line of its own before any pass reads the lines.)
@@ -122,6 +122,140 @@ pub(in crate::ptx) fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
         }
     }
     None
+}
+
+/// A place in the module's lines: (line index, byte in the line).
+pub(in crate::ptx) type Pos = (usize, usize);
+
+/// One statement of the module as written, which may span lines (a `call` or a declaration that
+/// nvcc spreads over several): its text (the code of its lines joined by a space), where it
+/// starts and where its terminator is, and where its last `)` is.
+#[derive(Debug)]
+pub(in crate::ptx) struct Spanning {
+    pub text: String,
+    /// Its first character (a statement of no text: its terminator).
+    pub start: Pos,
+    /// Its terminator; for the statement the module ends inside, the end of its last line.
+    pub end: Pos,
+    /// `;`, `{` or `}`: `None` for the statement the module ends inside.
+    pub terminator: Option<u8>,
+    pub last_close: Option<Pos>,
+    /// Brace depth before it.
+    pub depth: i32,
+    /// The code it is made of: (line, byte range of the line), in order (its terminator and the
+    /// comments between are not part of it).
+    pub segments: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+/// Directives that end with their line, without a `;`: a line starting one (while no statement
+/// is open) is no part of the statements.
+const ENDS_WITH_ITS_LINE: &[&str] = &[".version", ".target", ".address_size", ".file", ".loc", ".pragma"];
+
+/// The module's statements as written, across lines: the one reading of statements that span
+/// lines (frames.rs, heap.rs). A statement ends at a `;`, or at a brace outside an initializer
+/// (`= {1, 2}`): a header ends at its body's `{`; directives that end with their line and labels
+/// (every label is on a line of its own: labels.rs) are left out while no statement is open.
+/// Lines in or opening a block comment are no code (the rewriter passes them through, bodies.rs
+/// counts no braces in them).
+#[derive(Debug, Default)]
+pub(in crate::ptx) struct Statements {
+    /// In order, empty ones (`;;`) included; a last one the module ends inside has no
+    /// terminator.
+    pub list: Vec<Spanning>,
+    /// Some line holds a block comment marker (`/*`, `*/`).
+    pub block_comments: bool,
+    /// Some line read as code holds a `"` (a string: only `.file` and `.section` have them).
+    pub strings: bool,
+}
+
+impl Statements {
+    pub(in crate::ptx) fn of(lines: &[Line<'_>]) -> Statements {
+        let mut s = Statements::default();
+        let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
+        let (mut init_depth, mut in_comment) = (0i32, false);
+        let mut segments: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut last_code_line = 0;
+        for (i, line) in lines.iter().enumerate() {
+            if line.block_comment_marker() {
+                s.block_comments = true;
+            }
+            if in_comment {
+                in_comment = find_pair(line.raw, b'*', b'/').is_none();
+                continue;
+            }
+            let code = line.stripped();
+            if line.slash {
+                if let Some(p) = find_pair(code, b'/', b'*') {
+                    in_comment = find_pair(&code[p..], b'*', b'/').is_none();
+                    continue;
+                }
+            }
+            let open = !access::trim(&text).is_empty();
+            if !open && (line.code.split_whitespace().next().is_some_and(|w| ENDS_WITH_ITS_LINE.contains(&w)) || label(line.code).is_some()) {
+                continue;
+            }
+            if memchr::memchr(b'"', code.as_bytes()).is_some() {
+                s.strings = true;
+            }
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            last_code_line = i;
+            let mut from = 0;
+            for (b, c) in code.char_indices() {
+                // An initializer's braces (`= {1, 2}`) are part of its statement.
+                if (c == '{' && text.contains('=')) || (c == '}' && init_depth > 0) {
+                    init_depth += if c == '{' { 1 } else { -1 };
+                    text.push(c);
+                    continue;
+                }
+                match c {
+                    ';' | '{' | '}' if init_depth == 0 => {
+                        let t = access::trim(&text);
+                        if from < b {
+                            segments.push((i, from..b));
+                        }
+                        from = b + 1;
+                        let segments = std::mem::take(&mut segments);
+                        s.list.push(Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        text.clear();
+                        start = None;
+                        last_close = None;
+                    }
+                    _ => {
+                        if start.is_none() && !c.is_whitespace() {
+                            start = Some((i, b));
+                        }
+                        if c == ')' {
+                            last_close = Some((i, b));
+                        }
+                        text.push(c);
+                    }
+                }
+            }
+            if from < code.len() {
+                segments.push((i, from..code.len()));
+            }
+        }
+        if let (Some(start), false) = (start, access::trim(&text).is_empty()) {
+            let end = (last_code_line, lines[last_code_line].stripped().len());
+            s.list.push(Spanning { text: access::trim(&text).to_string(), start, end, terminator: None, last_close, depth, segments });
+        }
+        s
+    }
+
+    /// The statements that end (all but one the module ends inside).
+    pub(in crate::ptx) fn ended(&self) -> &[Spanning] {
+        match self.list.last() {
+            Some(last) if last.terminator.is_none() => &self.list[..self.list.len() - 1],
+            _ => &self.list,
+        }
+    }
 }
 
 #[cfg(test)]
