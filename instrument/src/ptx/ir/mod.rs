@@ -1,7 +1,8 @@
 //! The rewriter's model of its input, which every pass reads (issue 37; the worked proposal is
 //! `shared/research/shape.md` section 4). It decides each fact about the input in one place and
-//! imports nothing else of `ptx/`: `ir` <- plans <- emission <- the rewrite (the test below
-//! enforces the first arrow; the rest of `ptx/` still moves in).
+//! imports nothing else of `ptx/`: `ir` <- `lines` <- `plan` <- `emit` <- `rewrite` (ptx/mod.rs
+//! lists the layers; the test below holds `ir` to it, instrument/tests/ptx_layers.rs all of
+//! `ptx/`).
 //!
 //! Here so far: the module's header (header.rs: `.version`, `.target`, `.address_size`; exported
 //! as [`crate::ptx::PtxHeader`]), a line and its statements (line.rs), what a statement does to control flow and
