@@ -1,7 +1,7 @@
 //! How a line of checked PTX is written: the leaf of emission, which every writer of PTX text
 //! uses (emit.rs' checks and report blocks, outside.rs' verdict, and the plans that still write
 //! text of their own: bounds.rs' entry lookups, loops.rs' range tests, spaces.rs' checks). It
-//! imports nothing else of `ptx/` but the IR's register naming ([`Piece`]s are text and numbers).
+//! imports nothing of `ptx/`: a line is [`Piece`]s, text and numbers.
 
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
 use crate::shadow::Scale;

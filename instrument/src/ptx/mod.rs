@@ -20,8 +20,12 @@
 //!
 //! # The pipeline
 //!
-//! One rewrite runs these passes in this order, each once (the numbers mark them in the code);
-//! every analysis comes before the walk that writes the text (12), which only reads their plans:
+//! One rewrite runs these passes in this order, each once (the numbers mark them in the code).
+//! The analyses of the module and of its functions all come before the walk that writes the text
+//! (12), which reads their plans; the walk itself still decides, statement by statement, what an
+//! earlier check in the same block makes needless (`BlockChecks`), collects register types as it
+//! goes, and asks spaces.rs for each shared/local check (moving those into plans waits for the
+//! IR's per-function register types and definitions).
 //!
 //! 1. refusals: a module gasan checked already, or one naming gasan's own names
 //!    ([`instrument_ptx_threads`]);
