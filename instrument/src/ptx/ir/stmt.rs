@@ -203,14 +203,16 @@ impl Statements {
             last_code_line = i;
             let mut from = 0;
             for (b, c) in code.char_indices() {
-                // An initializer's braces (`= {1, 2}`) are part of its statement.
-                if (c == '{' && text.contains('=')) || (c == '}' && init_depth > 0) {
+                // An initializer's braces (`= {1, 2}`, `= {{1, 2}, {3, 4}}`) are part of its
+                // statement; a `;` ends it all the same (none is inside an initializer).
+                if (c == '{' && (init_depth > 0 || access::trim_end(&text).ends_with('='))) || (c == '}' && init_depth > 0) {
                     init_depth += if c == '{' { 1 } else { -1 };
                     text.push(c);
                     continue;
                 }
                 match c {
-                    ';' | '{' | '}' if init_depth == 0 => {
+                    ';' | '{' | '}' if init_depth == 0 || c == ';' => {
+                        init_depth = 0;
                         let t = access::trim(&text);
                         if from < b {
                             segments.push((i, from..b));
@@ -312,6 +314,40 @@ mod fall_through_tests {
             assert_eq!(falls_through_to(&super::Line::read_all(lines), 3), falls, "{before:?}");
         }
         assert!(!falls_through_to(&super::Line::read_all(["$L__BB0_2:"]), 0), "nothing before the label");
+    }
+}
+
+#[cfg(test)]
+mod statements_tests {
+    use super::{Line, Statements};
+
+    fn of(text: &str) -> Vec<(String, Option<u8>, usize, usize)> {
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        // (Its text keeps the lines' whitespace: compared here a space for each run of it.)
+        Statements::of(&lines).list.into_iter().map(|s| (s.text.split_whitespace().collect::<Vec<_>>().join(" "), s.terminator, s.start.0, s.end.0)).collect()
+    }
+
+    #[test]
+    fn statements_span_lines_and_end_at_semicolons_and_braces() {
+        let t = |s: &str| s.to_string();
+        // A header ends at its body's brace, a call spread over lines at its `;`; directives that
+        // end with their line and labels are left out.
+        assert_eq!(
+            of(".version 8.0\n.func f(\n.param .b64 p\n)\n{\n$L1:\n\tcall.uni\n\tg,\n\t(p\n\t);\n\t.loc 1 2 3\n}\n"),
+            [(t(".func f( .param .b64 p )"), Some(b'{'), 1, 4), (t("call.uni g, (p )"), Some(b';'), 6, 9), (t(""), Some(b'}'), 11, 11)]
+        );
+        // An initializer's braces are its own; a brace after text that merely holds a `=` is no
+        // initializer's, and a `;` ends a statement whatever came before (the fuzz input of issue
+        // 37 step 5: a header `k(.param .u64 a=b)` read as an initializer swallowed the module's
+        // later statements, a heap call and an access among them).
+        assert_eq!(of(".global .u32 t[2] = {1, {2}};\n"), [(t(".global .u32 t[2] = {1, {2}}"), Some(b';'), 0, 0)]);
+        assert_eq!(
+            of(".entry k(.param .u64 a=b)\n{\n\tcall free, (%rd1);\n}\n"),
+            [(t(".entry k(.param .u64 a=b)"), Some(b'{'), 0, 1), (t("call free, (%rd1)"), Some(b';'), 2, 2), (t(""), Some(b'}'), 3, 3)]
+        );
+        assert_eq!(of("x = {1;\ny;\n"), [(t("x = {1"), Some(b';'), 0, 0), (t("y"), Some(b';'), 1, 1)]);
+        // Block comments are no code; the statement the module ends inside has no terminator.
+        assert_eq!(of("/* a;\nb; */\n.extern .func g\n"), [(t(".extern .func g"), None, 2, 2)]);
     }
 }
 
