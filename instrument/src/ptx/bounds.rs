@@ -25,7 +25,7 @@
 
 use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
-use super::emit::{ln, Lines, Numbered};
+use super::lines::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
 use super::Line;
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
@@ -90,7 +90,7 @@ pub(super) struct LimitReg {
     shift: u32,
 }
 
-impl super::emit::Piece for LimitReg {
+impl super::lines::Piece for LimitReg {
     fn put(&self, out: &mut String) {
         Numbered("%gsbi", self.k).put(out);
         Numbered("_", self.shift).put(out);

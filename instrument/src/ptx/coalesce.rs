@@ -33,16 +33,11 @@ struct Entry {
     loc: Option<(u32, u32, u32)>,
 }
 
-/// `covered`: accesses already covered by a loop range test (loops.rs; they count as checked, as
-/// hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not accesses to
-/// check).
-/// `locs`: the source location at each line.
-pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &super::branches::Branches<'_>, covered: &LineSet, inserted: &LineSet, locs: &[Option<super::Loc>]) -> Plan {
-    plan_range(lines, 0..lines.len(), bodies, branches, covered, inserted, locs)
-}
-
-/// [`plan`] of the lines of `range` only, a range beginning and ending outside bodies (the lines
-/// keep their module numbering): the plans of a module's bodies, made in parts.
+/// The coalescing plan of the lines of `range`, the whole module or a range beginning and ending
+/// outside bodies (the lines keep their module numbering): the plans of a module's bodies, made
+/// in parts. `covered`: accesses already covered by a loop range test (loops.rs; they count as
+/// checked, as hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not
+/// accesses to check); `locs`: the source location at each line.
 pub(super) fn plan_range<'l>(
     lines: &'l [Line<'_>],
     range: std::ops::Range<usize>,

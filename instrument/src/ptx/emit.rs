@@ -1,136 +1,13 @@
 //! PTX text that the rewriter emits: the module prelude (control block + slow path) and the check
-//! around one access. Every emitted line ends with the [`super::MARKER`] comment.
+//! around one access. Every emitted line ends with the [`MARKER`] comment (lines.rs writes them).
 
 use super::access::{Access, AddrBase, Instr, Width};
 use super::bounds::FastPath;
-use super::Header;
+use super::ir::header::Header;
+use super::lines::{encoding_test, ln, pool_test, Lines, Piece, LAST_ADDR, LAST_SITE, MARKER};
 use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, EXTENT_ENTRY_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
 use crate::shadow::{Scale, OUT_OF_POOL_SHADOW};
 use std::fmt::Write;
-
-/// What an emitted line is put together from ([`ln!`]): text, or an integer in decimal (as
-/// `Display` writes it). Checks are written piece by piece, not with `format!`: formatting a line
-/// cost more than everything else about writing it (about 25 k instructions a check), and a
-/// module's checks are most of its output.
-pub(super) trait Piece {
-    fn put(&self, out: &mut String);
-}
-
-impl Piece for str {
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl Piece for String {
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl Piece for std::borrow::Cow<'_, str> {
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl<T: Piece + ?Sized> Piece for &T {
-    fn put(&self, out: &mut String) {
-        (**self).put(out);
-    }
-}
-
-macro_rules! decimal_pieces {
-    ($($t:ty),*) => {
-        $(impl Piece for $t {
-            fn put(&self, out: &mut String) {
-                out.push_str(itoa::Buffer::new().format(*self));
-            }
-        })*
-    };
-}
-decimal_pieces!(u8, u32, u64, i32, i64, usize);
-
-/// Emitted lines appended to a buffer: each is the indent, its text and (unless [`Lines::unmarked`])
-/// the marker comment.
-pub(super) struct Lines<'o> {
-    out: &'o mut String,
-    indent: &'o str,
-    marked: bool,
-}
-
-impl<'o> Lines<'o> {
-    pub fn new(out: &'o mut String, indent: &'o str) -> Self {
-        Lines { out, indent, marked: true }
-    }
-
-    /// Lines without the marker (the body of a function gasan defines whole).
-    pub fn unmarked(out: &'o mut String, indent: &'o str) -> Self {
-        Lines { out, indent, marked: false }
-    }
-
-    /// A line of fixed text.
-    pub fn text(&mut self, line: &str) {
-        self.line(|out| out.push_str(line));
-    }
-
-    /// Lines of fixed text.
-    pub fn texts(&mut self, lines: &[&str]) {
-        for l in lines {
-            self.text(l);
-        }
-    }
-
-    /// A statement of the input as it was: indented, not marked.
-    pub fn verbatim(&mut self, line: &str) {
-        super::push_indented(self.out, self.indent, line);
-    }
-
-    /// A line ([`ln!`]): the indent, what `pieces` writes, the end.
-    pub fn line(&mut self, pieces: impl FnOnce(&mut String)) {
-        self.out.push_str(self.indent);
-        pieces(self.out);
-        self.end();
-    }
-
-    fn end(&mut self) {
-        if self.marked {
-            self.out.push(' ');
-            self.out.push_str(M);
-        }
-        self.out.push('\n');
-    }
-}
-
-/// `ln!(lines; piece, piece, ...)`: one line made of [`Piece`]s, in order, through `lines.line`
-/// ([`Lines::line`], or a writer's own `line` that takes the same closure).
-macro_rules! ln {
-    ($lines:expr; $($piece:expr),+ $(,)?) => {
-        $lines.line(|out: &mut String| { $( $crate::ptx::emit::Piece::put(&$piece, out); )+ })
-    };
-}
-pub(super) use ln;
-
-/// `.0` followed by `.1` in decimal, written where it is emitted: a register or label named
-/// many times that needs no `String` of its own ([`numbered`] makes one when one is needed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Numbered<'p, T>(pub &'p str, pub T);
-
-impl<T: Piece> Piece for Numbered<'_, T> {
-    fn put(&self, out: &mut String) {
-        out.push_str(self.0);
-        self.1.put(out);
-    }
-}
-
-/// `prefix` followed by `n` in decimal: a numbered register or label, as a `String`.
-pub(super) fn numbered(prefix: &str, n: impl Piece) -> String {
-    let mut name = String::with_capacity(prefix.len() + 8);
-    Numbered(prefix, n).put(&mut name);
-    name
-}
-
-const M: &str = super::MARKER;
 
 /// Which fixed block [`fixed_text`] holds.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -173,16 +50,16 @@ pub(super) fn fixed_text(block: FixedBlock, scale: Scale, publish: Publish) -> s
 fn prelude(scale: Scale, publish: Publish, no_extent: bool) -> String {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let mut s = String::new();
-    let _ = writeln!(s, "{M} checked by gasan (GASan-{}), control block + slow path", scale.granule());
-    let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {M}");
+    let _ = writeln!(s, "{MARKER} checked by gasan (GASan-{}), control block + slow path", scale.granule());
+    let _ = writeln!(s, ".weak .const .align 8 .b8 {ctl}[{CONTROL_BLOCK_SIZE}]; {MARKER}");
     if no_extent {
         // An extent entry that claims nothing, read by kernel-parameter lookups (bounds.rs) whose
         // pointer is not in the pool: the load stays unpredicated (ptxas schedules it earlier).
-        let _ = writeln!(s, ".weak .global .align 16 .b8 {}[{EXTENT_ENTRY_SIZE}]; {M}", super::bounds::NO_EXTENT_SYMBOL);
+        let _ = writeln!(s, ".weak .global .align 16 .b8 {}[{EXTENT_ENTRY_SIZE}]; {MARKER}", super::bounds::NO_EXTENT_SYMBOL);
     }
     let _ = writeln!(
         s,
-        ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {M}"
+        ".weak .func (.param .b32 gasan_ret) {SLOW_PATH_SYMBOL}(.param .b64 gasan_addr, .param .b32 gasan_width, .param .b32 gasan_kind, .param .b32 gasan_site, .param .b32 gasan_shadow) {MARKER}"
     );
     let mut body = Lines::new(&mut s, "");
     body.texts(&[
@@ -237,10 +114,6 @@ pub(super) struct Form {
     pub outside: bool,
 }
 
-/// Function-level registers of halt mode: the address being checked, and the failing site packed
-/// as `site | width << 32 | kind << 56`, read by the function's shared report block.
-pub(super) const LAST_ADDR: &str = "%gsx";
-pub(super) const LAST_SITE: &str = "%gss";
 /// `LAST_SITE`'s value for a failing access: `site | width << 32 | kind << 56`.
 fn packed_site(site: u32, width: u32, kind: u8) -> u64 {
     u64::from(site) | (u64::from(width) << 32) | (u64::from(kind) << 56)
@@ -251,7 +124,7 @@ pub(super) const SHARED_FAIL: &str = "$gasan_fail_shared";
 
 /// Their declaration, right after a function's opening brace.
 pub(super) fn function_decls() -> String {
-    format!("\t.reg .b64 {LAST_ADDR}, {LAST_SITE}; {M}\n")
+    format!("\t.reg .b64 {LAST_ADDR}, {LAST_SITE}; {MARKER}\n")
 }
 
 /// A function's report blocks (halt mode), one per kind: each reports [`LAST_ADDR`] and the
@@ -316,16 +189,6 @@ impl ReportBlock {
     pub fn block(self, form: Form, publish: Publish) -> std::sync::Arc<str> {
         fixed_text(FixedBlock::Report(self, form.outside), form.scale, publish)
     }
-}
-
-/// The cold paths' in-pool test (the checks' own is [`probe_load`]'s): `pred` = `addr` is in the
-/// pool, leaving its pool offset in `regs.0` (`regs.1` is clobbered).
-pub(super) fn pool_test(l: &mut Lines<'_>, addr: &str, regs: (&str, &str), pred: &str) {
-    let (off, size) = regs;
-    ln!(l; "ld.const.u64 ", off, ", [", CONTROL_BLOCK_SYMBOL, "+", ctl_offset::POOL_BASE, "];");
-    ln!(l; "sub.s64 ", off, ", ", addr, ", ", off, ";");
-    ln!(l; "ld.const.u64 ", size, ", [", CONTROL_BLOCK_SYMBOL, "+", ctl_offset::POOL_SIZE, "];");
-    ln!(l; "setp.lt.u64 ", pred, ", ", off, ", ", size, ";");
 }
 
 /// The report block at `report`'s label: unpacks [`LAST_ADDR`] and [`LAST_SITE`] into the
@@ -618,40 +481,6 @@ fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str
     encoding_test(out, scale, check_width, shadow, "%gsr1", "%gsp1");
     if let Some(g) = guard {
         ln!(out; "and.pred %gsp1, %gsp1, ", g, ";");
-    }
-}
-
-/// The encoding test ([`Scale::fast_test`]) of shadow byte `shadow` for an access of `width` bytes
-/// starting at offset `at` (a `.b32` register, overwritten) of its granule: `bad` = the access is
-/// bad. Every check and the loop range test's sweep (loops.rs) make it this way.
-pub(super) fn encoding_test(out: &mut Lines<'_>, scale: Scale, width: u32, shadow: &str, at: &str, bad: &str) {
-    encoding_limit(out, scale, width, at);
-    encoding_compare(out, shadow, at, bad);
-}
-
-/// The comparison ending every encoding test: `bad` = shadow byte `shadow` is at most `limit`
-/// ([`encoding_limit`]).
-pub(super) fn encoding_compare(out: &mut Lines<'_>, shadow: &str, limit: &str, bad: &str) {
-    ln!(out; "setp.le.u32 ", bad, ", ", shadow, ", ", limit, ";");
-}
-
-/// [`encoding_test`] without its comparison: `at` (a granule offset) becomes the largest bad
-/// shadow byte ([`crate::shadow::FastTest::limit`]).
-pub(super) fn encoding_limit(out: &mut Lines<'_>, scale: Scale, width: u32, at: &str) {
-    let t = scale.fast_test(width);
-    if t.addend != 0 {
-        ln!(out; "add.u32 ", at, ", ", at, ", ", t.addend, ";");
-    }
-    if t.at_least_one {
-        ln!(out; "max.u32 ", at, ", ", at, ", 1;");
-    }
-    if t.clamp {
-        // min(at, max(at - 1, 2)) (FastTest::clamp), in a scope of its own for the temporary.
-        out.texts(&["{", ".reg .b32 %gsc;"]);
-        ln!(out; "add.u32 %gsc, ", at, ", -1;");
-        ln!(out; "max.u32 %gsc, %gsc, ", crate::shadow::S8_UNENCODABLE - 1, ";");
-        ln!(out; "min.u32 ", at, ", ", at, ", %gsc;");
-        out.text("}");
     }
 }
 

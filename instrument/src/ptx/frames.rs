@@ -25,6 +25,8 @@
 //! is taken, that has linkage (`.visible`, `.weak`, `.extern`), or whose header or calls are not
 //! in the shapes nvcc writes keeps its signature; calls to it pass nothing.
 
+use super::ir::line::Line;
+use super::ir::stmt::{Pos, Statements};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// The parameter each eligible function gets: the end of its callers' live frames (a local-window
@@ -49,85 +51,6 @@ pub(super) struct FrameTops {
 /// External functions a module may call without making it possibly recursive: the driver's,
 /// which call nothing back.
 const LEAVES: &[&str] = &["vprintf", "malloc", "free", "__cuda_syscall_aligned_malloc", "__assertfail"];
-
-/// A position in the text: (line index, byte in the line).
-type Pos = (usize, usize);
-
-/// One statement: its text (lines joined by a space), where it starts, where its terminator is,
-/// and where its last `)` is.
-#[derive(Debug)]
-struct Stmt {
-    text: String,
-    start: Pos,
-    end: Pos,
-    /// `;`, `{` or `}`.
-    terminator: u8,
-    last_close: Option<Pos>,
-    /// Brace depth before it.
-    depth: i32,
-}
-
-/// Directives read as whole lines.
-const UNTERMINATED: &[&str] = &[".version", ".target", ".address_size", ".file", ".loc", ".pragma"];
-
-/// The module's statements, or `None` when it holds a block comment or a string (not looked at).
-fn statements(lines: &[&str]) -> Option<Vec<Stmt>> {
-    let mut out = Vec::new();
-    let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
-    let mut init_depth = 0i32;
-    for (i, raw) in lines.iter().enumerate() {
-        let code = super::strip_comment(raw);
-        // Directives that end with their line, no `;` (`.loc` and `.file` inside and before
-        // bodies, the module's header lines), and `.pragma`'s string.
-        if text.trim().is_empty() && code.split_whitespace().next().is_some_and(|w| UNTERMINATED.contains(&w)) {
-            continue;
-        }
-        // A label on its own line (labels.rs put every label on one).
-        if text.trim().is_empty() && super::stmt::label(code.trim()).is_some() {
-            continue;
-        }
-        if raw.contains("/*") || code.contains('"') {
-            return None;
-        }
-        if !text.is_empty() {
-            text.push(' ');
-        }
-        for (b, c) in code.char_indices() {
-            // An initializer's braces (`= {1, 2}`) are part of its statement.
-            if (c == '{' && text.contains('=')) || (c == '}' && init_depth > 0) {
-                init_depth += if c == '{' { 1 } else { -1 };
-                text.push(c);
-                continue;
-            }
-            match c {
-                ';' | '{' | '}' if init_depth == 0 => {
-                    let t = text.trim();
-                    if !t.is_empty() || c != ';' {
-                        out.push(Stmt { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: c as u8, last_close, depth });
-                    }
-                    depth += match c {
-                        '{' => 1,
-                        '}' => -1,
-                        _ => 0,
-                    };
-                    text.clear();
-                    start = None;
-                    last_close = None;
-                }
-                _ => {
-                    if start.is_none() && !c.is_whitespace() {
-                        start = Some((i, b));
-                    }
-                    if c == ')' {
-                        last_close = Some((i, b));
-                    }
-                    text.push(c);
-                }
-            }
-        }
-    }
-    Some(out)
-}
 
 fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.' | '%')
@@ -237,16 +160,62 @@ struct Function<'s> {
     calls: Vec<Call<'s>>,
 }
 
-/// `src` with [`TOP_PARAM`] added to its functions and calls, when the module has local frames
-/// and calls and none of the shapes the module doc lists; `None` otherwise (the module is
-/// rewritten as it is).
-pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
+/// The edits that add [`TOP_PARAM`] to a module's functions and calls: each inside one line
+/// (inserted text before a place in it), so lines keep their numbers.
+#[derive(Debug)]
+pub(super) struct FramePlan {
+    edits: Vec<(Pos, String)>,
+    /// The functions that get [`TOP_PARAM`].
+    pub functions: HashSet<String>,
+}
+
+impl FramePlan {
+    /// The module's text with the edits made.
+    pub(super) fn apply(mut self, lines: &[Line<'_>]) -> String {
+        self.edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+        let mut out = String::with_capacity(lines.iter().map(|l| l.raw.len()).sum::<usize>() + 64 * self.edits.len());
+        let mut edits = self.edits.iter().rev().peekable();
+        for (i, line) in lines.iter().enumerate() {
+            let mut at = 0;
+            while let Some(((_, byte), text)) = edits.next_if(|e| e.0 .0 == i) {
+                out.push_str(&line.raw[at..*byte]);
+                out.push_str(text);
+                at = *byte;
+            }
+            out.push_str(&line.raw[at..]);
+        }
+        out
+    }
+}
+
+/// Whether a module may get frame tops at all (a local frame, a call, a device function, and no
+/// name of gasan's own): most modules are told apart here without being read.
+fn may_need_tops(src: &str) -> bool {
     let has = |needle: &str| memchr::memmem::find(src.as_bytes(), needle.as_bytes()).is_some();
-    if !has("__local_depot") || !has("call") || !has(".func") || has(TOP_PARAM) {
+    has("__local_depot") && has("call") && has(".func") && !has(TOP_PARAM)
+}
+
+/// `src` with [`TOP_PARAM`] added to its functions and calls ([`plan`], applied), when it gets
+/// any; `None` otherwise (the module is rewritten as it is).
+pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
+    if !may_need_tops(src) {
         return None;
     }
-    let lines: Vec<&str> = src.split_inclusive('\n').collect();
-    let stmts = statements(&lines)?;
+    let lines: Vec<Line<'_>> = src.split_inclusive('\n').map(Line::read).collect();
+    let mut p = plan(&lines)?;
+    let functions = std::mem::take(&mut p.functions);
+    Some(FrameTops { text: p.apply(&lines), functions })
+}
+
+/// The edits giving the module's functions and calls [`TOP_PARAM`], when the module has local
+/// frames and calls and none of the shapes the module doc lists; `None` otherwise. Its statements
+/// are the IR's ([`Statements`]: a call or a header spans lines).
+pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
+    let all = Statements::of(lines);
+    if all.block_comments || all.strings {
+        return None;
+    }
+    let stmts = all.ended();
     // Headers (definitions end at `{`, prototypes at `;`) at depth 0; bodies after a definition.
     let mut headers: Vec<(usize, Header)> = Vec::new();
     let mut functions: HashMap<String, Function<'_>> = HashMap::default();
@@ -256,9 +225,12 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     // the callee a call names.
     let mut others: Vec<(&str, Option<&str>)> = Vec::new();
     for (k, s) in stmts.iter().enumerate() {
+        if s.text.is_empty() && s.terminator == Some(b';') {
+            continue; // an empty statement (`;;`)
+        }
         if s.depth == 0 {
-            if let Some(h) = (s.terminator != b'}').then(|| header(&s.text)).flatten() {
-                if s.terminator == b'{' {
+            if let Some(h) = (s.terminator != Some(b'}')).then(|| header(&s.text)).flatten() {
+                if s.terminator == Some(b'{') {
                     defined.insert(h.name.clone(), (h.entry, h.linkage));
                     current = Some(h.name.clone());
                     functions.entry(h.name.clone()).or_default();
@@ -266,13 +238,13 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
                 headers.push((k, h));
                 continue;
             }
-            if s.terminator != b';' {
+            if s.terminator != Some(b';') {
                 return None; // a brace at module scope that opens no function
             }
             others.push((&s.text, None)); // module scope: initializers may name functions
             continue;
         }
-        if s.depth == 1 && s.terminator == b'}' {
+        if s.depth == 1 && s.terminator == Some(b'}') {
             current = None;
             continue;
         }
@@ -362,12 +334,7 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
             edits.push(((s.end.0, s.end.1 + 1), " }".to_string()));
         }
     }
-    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
-    let mut out_lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    for ((line, byte), text) in edits {
-        out_lines[line].insert_str(byte, &text);
-    }
-    Some(FrameTops { text: out_lines.concat(), functions: eligible })
+    Some(FramePlan { edits, functions: eligible })
 }
 
 /// The module [`pass_tops`] was given, from its output (or from a checked module with gasan's

@@ -33,7 +33,7 @@
 use super::access::{parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
-use super::emit::{ln, numbered, Lines, Piece};
+use super::lines::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
 use super::{type_bits, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
@@ -180,11 +180,11 @@ pub(super) fn sweep_function(scale: Scale) -> String {
     ln!(body; "and.b32 %w1, %w1, ", gran - 1, ";");
     // The one-byte check at the last byte of each granule (of the last one: `hi`'s), as every
     // checked access makes it; its limits computed once, outside the loop.
-    super::emit::encoding_limit(&mut body, scale, 1, "%w1");
+    super::lines::encoding_limit(&mut body, scale, 1, "%w1");
     let full = scale.fast_test(1).limit(scale, gran - 1);
     body.texts(&["$gasan_sweep:", "ld.global.nc.u8 %w2, [%s6];", "setp.eq.u64 %q1, %s6, %s7;"]);
     ln!(body; "selp.b32 %w3, %w1, ", full, ", %q1;");
-    super::emit::encoding_compare(&mut body, "%w2", "%w3", "%q2");
+    super::lines::encoding_compare(&mut body, "%w2", "%w3", "%q2");
     body.texts(&["@%q2 ret;", "add.s64 %s6, %s6, 1;", "@!%q1 bra $gasan_sweep;", "mov.u32 %w0, 1;", "st.param.b32 [gasan_ok], %w0;", "ret;"]);
     out.push_str("}\n");
     out

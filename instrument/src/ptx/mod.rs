@@ -17,30 +17,78 @@
 //! shadow bytes loaded as early as their addresses are known and are tested behind one branch
 //! before the block's first access, or pipelined one iteration ahead in single-block loops
 //! (prefetch.rs). A failed batch rechecks its members to report the right one.
+//!
+//! # The pipeline
+//!
+//! One rewrite runs these passes in this order, each once (the numbers mark them in the code).
+//! The analyses of the module and of its functions all come before the walk that writes the text
+//! (12), which reads their plans; the walk itself still decides, statement by statement, what an
+//! earlier check in the same block makes needless (`BlockChecks`), collects register types as it
+//! goes, and asks spaces.rs for each shared/local check (moving those into plans waits for the
+//! IR's per-function register types and definitions).
+//!
+//! 1. refusals: a module gasan checked already, or one naming gasan's own names
+//!    ([`instrument_ptx_threads`]);
+//! 2. labels.rs: every label on a line of its own;
+//! 3. frames.rs: the callers' frame top passed to each function that can take it (a plan of
+//!    in-line edits over the IR's statements, applied to the text every later pass reads);
+//! 4. the header (`.version`, `.target`, `.address_size`; ir/header.rs);
+//! 5. the IR: the lines read once, the function bodies, the source location of each line, the
+//!    shared/local declarations (ir/, spaces.rs `declarations`);
+//! 6. branches and loops (ir/cfg.rs), then loop versioning (loops.rs), which rewrites the lines;
+//! 7. heap.rs: the renaming of the driver's heap functions (a plan of in-line edits);
+//! 8. coalescing and prefetching of each block's global checks (coalesce.rs, prefetch.rs);
+//! 9. the shared/local provenance of each function's registers (spaces.rs);
+//! 10. shared/local checks grouped, or proven needless (spaces.rs, thread_ranges.rs);
+//! 11. each kernel's pointer parameters looked up at its entry (bounds.rs);
+//! 12. the walk: each line written as it was or with its checks (emit.rs, outside.rs), in parts
+//!     of whole functions on several threads for a large module;
+//! 13. the functions gasan defines for the heap appended (heap_functions.rs).
+//!
+//! 8 to 11 are [`Module::plan`], made per part of a split rewrite.
+//!
+//! # Layers
+//!
+//! Each file of `ptx/` names only files of its own layer or of those below it, with no cycle
+//! (instrument/tests/ptx_layers.rs reads the `use` lines and holds every file to it):
+//!
+//! - `ir` (ir/): the model of the input, every fact about it decided once;
+//! - `lines` (lines.rs): how a line of checked PTX is written, emission's leaf;
+//! - `plan`: frames, heap, coalesce, prefetch, loops, bounds, spaces, space_check, thread_ranges;
+//! - `emit`: emit.rs (checks, report blocks, the prelude), outside.rs, heap_functions.rs;
+//! - `rewrite`: mod.rs (the pipeline, the walk, its threads) and sites.rs.
+//!
+//! (bounds.rs, loops.rs and spaces.rs still write some text of their own, through `lines` only;
+//! moving it into `emit` is what is left of issue 37's emission split.)
 
 mod bounds;
 mod coalesce;
 mod emit;
 mod frames;
 mod heap;
+mod heap_functions;
 mod ir;
-use ir::header::{self, Directive};
-use ir::line::{count_braces, find_pair, strip_comment, Line, ParsedStmt};
+use ir::header::{self, Directive, Header};
+use ir::line::{contains_dotted, count_braces, find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
 use ir::regs::{type_bits, RegTypes};
 use ir::stmt::kills_checks;
 use ir::{access, bodies, cfg as branches, labels, opcode, stmt};
+mod lines;
 mod loops;
 #[cfg(test)]
 mod loops_sim;
 mod outside;
 mod prefetch;
 mod sites;
+mod space_check;
 mod spaces;
 mod thread_ranges;
 
 pub use access::SkipReason;
 pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
 pub use ir::header::PtxHeader;
+pub use lines::MARKER;
+use lines::{indented, push_indented};
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 pub use spaces::NO_FRAME as FRAMELESS_KERNEL_VARIABLE;
 
@@ -110,9 +158,6 @@ pub enum PtxError {
     #[error("line {line} names {name}: names starting __gasan_ or %gs are gasan's own")]
     ReservedName { name: String, line: usize },
 }
-
-/// `(file, line, column)` of a `.loc` directive.
-pub(super) type Loc = (u32, u32, u32);
 
 /// Most characters of input text an error message quotes.
 pub const MAX_QUOTED_CHARS: usize = 200;
@@ -206,11 +251,8 @@ pub struct Instrumented {
     pub param_tags: crate::abi::ParamTagTable,
 }
 
-/// Marker comment on every line the rewriter adds (lets tests strip them and compare).
-pub const MARKER: &str = "//gasan";
-
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 70;
+pub const REVISION: u32 = 71;
 
 /// Instruments a PTX module.
 ///
@@ -226,7 +268,7 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 /// machine's cores. The checked PTX, site table and statistics are byte for byte those of one
 /// piece.
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
-    // (`memmem`: whole-module searches are serial time of every rewrite, and its vector search
+    // 1. (`memmem`: whole-module searches are serial time of every rewrite, and its vector search
     // reads the text several times faster than `str::contains`.)
     if memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
         return Err(PtxError::AlreadyInstrumented);
@@ -234,7 +276,7 @@ pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usiz
     if let Some((name, line)) = reserved_name(ptx) {
         return Err(PtxError::ReservedName { name: excerpt(name), line });
     }
-    // Labels get lines of their own (labels.rs), then called functions get the top of their
+    // 2, 3. Labels get lines of their own (labels.rs), then called functions get the top of their
     // callers' frames (frames.rs), before anything else reads the module: every pass then sees
     // an ordinary module.
     let labels = labels::LabelLines::split(ptx);
@@ -243,6 +285,7 @@ pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usiz
         Some(t) => (Some(t.text), t.functions),
         None => (None, Default::default()),
     };
+    // 4.
     let mut r = Rewriter::new(text.as_deref().unwrap_or(ptx), *opts)?;
     r.top_params = functions;
     r.label_lines = labels.as_ref();
@@ -284,15 +327,6 @@ fn reserved_name(ptx: &str) -> Option<(&str, usize)> {
     }
     let (at, end) = first?;
     Some((&ptx[at..end], memchr::memchr_iter(b'\n', &bytes[..at]).count() + 1))
-}
-
-#[derive(Clone)]
-struct Header {
-    /// Byte offset just after the `.address_size` line (or `.target` line): where the control
-    /// block and slow path go.
-    insert_at: usize,
-    version: (u32, u32),
-    target_sm: u32,
 }
 
 fn parse_header(ptx: &str) -> Result<Header, PtxError> {
@@ -405,15 +439,6 @@ fn leading_whitespace(line: &str) -> &str {
     &line[..line.len() - line.trim_start().len()]
 }
 
-/// Whether `s` contains one of `words`, each of which starts with `.` (a directive or qualifier
-/// such as `.shared`): tested at each `.`, found byte by byte (lines are short: a substring
-/// searcher per word, or even `memchr`'s setup, cost more).
-fn contains_dotted(s: &str, words: &[&str]) -> bool {
-    debug_assert!(words.iter().all(|w| w.starts_with('.')));
-    let b = s.as_bytes();
-    b.iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| b[i..].starts_with(w.as_bytes())))
-}
-
 /// Function-level state while scanning.
 struct FuncState {
     name: String,
@@ -491,7 +516,7 @@ impl<'a> Rewriter<'a> {
             self.out.push('\n');
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds, outside: self.opts.outside_checks }, self.opts.scale, emit::publish_for(&self.header)));
-        // Read on this thread whatever the thread count: reading a line costs little more than
+        // 5. Read on this thread whatever the thread count: reading a line costs little more than
         // writing it, so lines read on other threads cost as much again to move into the one
         // vector every pass indexes (a piece a thread was slower than one thread reading all).
         let mut scanner = bodies::Scanner::default();
@@ -505,7 +530,7 @@ impl<'a> Rewriter<'a> {
         let spare = read_threads(body.len(), threads) > 1;
         let (input_branches, versioned, early) = std::thread::scope(|s| {
             let early = spare.then(|| (s.spawn(|| source_locations(&input, &input_bodies)), s.spawn(|| spaces::declarations(&input))));
-            // (Kernel-parameter bounds ask which lines are in loops, in every mode.)
+            // 6. (Kernel-parameter bounds ask which lines are in loops, in every mode.)
             let input_branches = if planned || self.opts.param_bounds { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
             let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
             let early = early.map(|(locs, declared)| (locs.join().expect("finding source locations panicked"), declared.join().expect("scanning declarations panicked")));
@@ -536,7 +561,8 @@ impl<'a> Rewriter<'a> {
             None => (source_locations(&lines, &bodies), None),
         };
         let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
-        let heap_calls = heap::HeapCalls::for_module(self.src);
+        // 7. (A line is in a function where the walk is in its body: after its opening line.)
+        let heap = heap::HeapPlan::of(self.src, &lines, |i| bodies.holding(i).is_some_and(|b| b.open < i));
         let module = Module {
             lines: &lines,
             bodies: &bodies,
@@ -549,22 +575,22 @@ impl<'a> Rewriter<'a> {
             label_lines: self.label_lines,
             locs: &locs,
             versioned_loop: &versioned_loop,
+            heap: heap.as_ref(),
         };
-        if heap_calls.is_none() {
+        let declared = declared.unwrap_or_else(|| spaces::declarations(&lines));
+        if heap.is_none() {
             let parts = parts(&bodies, lines.len(), self.src.len(), threads);
             if parts.len() > 1 {
-                if let Some(done) = self.run_parts(&module, &parts, declared) {
+                if let Some(done) = self.run_parts(&module, &parts, &declared) {
                     // Dropping the lines and their parse costs as much as reading them.
                     drop_in_parts(lines, parts.len());
                     return Ok(done);
                 }
             }
         }
-        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
-        let module_spaces = spaces::analyze(&lines, &bodies, &self.top_params);
-        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
-        let plans = module.plans(&coalescing, &module_spaces, &space_groups);
-        let mut walk = Walk { heap_calls, ..Walk::default() };
+        // 8 to 11, then 12.
+        let plans = module.plan(0..lines.len(), &bodies, declared, &self.opts, &self.top_params);
+        let mut walk = Walk::default();
         for i in 0..lines.len() {
             self.walk_line(&plans, &mut walk, i)?;
         }
@@ -572,12 +598,13 @@ impl<'a> Rewriter<'a> {
             let last = self.src.lines().count();
             return Err(PtxError::Unbalanced(self.label_lines.map_or(last, |l| l.input_line(last - 1) + 1)));
         }
-        if let Some(h) = &mut walk.heap_calls {
-            self.out.push_str(&h.flush());
+        // 13.
+        if let Some(h) = &heap {
+            self.out.push_str(&h.flush(&mut walk.heap, &lines));
             if !self.out.ends_with('\n') {
                 self.out.push('\n');
             }
-            self.out.push_str(&h.definitions(self.opts.scale, &self.header));
+            self.out.push_str(&heap_functions::definitions(h.declared(), self.opts.scale, &self.header));
         }
         self.sites.table.resolve_files();
         Ok(Instrumented { ptx: self.out, sites: self.sites.table, stats: self.stats, param_tags: self.param_tags })
@@ -594,9 +621,7 @@ impl<'a> Rewriter<'a> {
     /// `None` when a part does not end as the walk of the whole module would pass from it to the
     /// next (an error, an unclosed brace or block comment): the module is then walked in one
     /// piece, which finds the same error or state.
-    fn run_parts(&mut self, m: &Module<'_, '_>, parts: &[std::ops::Range<usize>], declared: Option<spaces::ModuleSpaces>) -> Option<Instrumented> {
-        let planned = self.opts.optimize && !self.opts.recover;
-        let declared = declared.unwrap_or_else(|| spaces::declarations(m.lines));
+    fn run_parts(&mut self, m: &Module<'_, '_>, parts: &[std::ops::Range<usize>], declared: &spaces::ModuleSpaces) -> Option<Instrumented> {
         let head = self.out.clone();
         let first_out = std::mem::take(&mut self.out);
         let this = &*self;
@@ -605,13 +630,7 @@ impl<'a> Rewriter<'a> {
             let range = parts[k].clone();
             let first = m.bodies.iter().position(|b| b.open >= range.start).unwrap_or(m.bodies.len());
             let end = m.bodies.iter().position(|b| b.open >= range.end).unwrap_or(m.bodies.len());
-            let part_bodies = m.bodies.part(first..end);
-            let coalescing = if planned { coalesce::plan_range(m.lines, range.clone(), m.bodies, m.branches, m.covered, m.inserted, m.locs) } else { coalesce::Plan::default() };
-            let mut module_spaces = declared.clone();
-            module_spaces.top_params.clone_from(&this.top_params);
-            spaces::analyze_functions(m.lines, &part_bodies, &mut module_spaces);
-            let space_groups = if planned { spaces::group_accesses(m.lines, &part_bodies, &module_spaces, m.inserted, m.locs) } else { HashMap::default() };
-            let plans = m.plans(&coalescing, &module_spaces, &space_groups);
+            let plans = m.plan(range.clone(), &m.bodies.part(first..end), declared.clone(), &this.opts, &this.top_params);
             match used.start(k) {
                 Some(start) => {
                     let walked = start.and_then(|start| this.walk_part(&plans, range, start, false, out));
@@ -712,7 +731,7 @@ impl<'a> Rewriter<'a> {
             } else if let Some(p) = find_pair(code, b'/', b'*') {
                 w.in_block_comment = find_pair(&code[p..], b'*', b'/').is_none();
             }
-            if !w.heap_calls.as_mut().is_some_and(|h| h.hold(line)) {
+            if !w.heap.held() {
                 self.out.push_str(line);
             }
             return Ok(());
@@ -731,20 +750,7 @@ impl<'a> Rewriter<'a> {
         if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
-                // A part's counting walk keeps each kernel's analysis for the walk that writes it
-                // ([`Plans::bounds_memo`]).
-                let memo = if self.counting { None } else { plans.bounds_memo.borrow_mut().remove(&body.open) };
-                let bounds = match memo {
-                    Some(b) => b,
-                    None if self.opts.param_bounds => {
-                        let b = bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |r| plans.module.branches.any_in_loop(r));
-                        if self.counting {
-                            plans.bounds_memo.borrow_mut().insert(body.open, b.clone());
-                        }
-                        b
-                    }
-                    None => None,
-                };
+                let bounds = plans.bounds.get(&body.open).cloned().flatten();
                 if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
                 }
@@ -765,12 +771,12 @@ impl<'a> Rewriter<'a> {
                 self.stats.functions.entry(name).or_default();
             }
         }
-        // A line inside a heap statement still being collected (heap.rs) is part of it, and is
-        // emitted with it, in order.
-        let held = w.heap_calls.as_ref().is_some_and(|h| h.collecting());
+        // A line of a heap statement that spans lines (heap.rs) is part of it, and is written
+        // with it, in order.
+        let held = w.heap.held() || plans.module.heap.is_some_and(|h| h.holds_from(i));
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
-        let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { Self::classify_line(&plans.module.lines[i]) } else { (false, false) };
+        let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { plans.module.lines[i].memory() } else { (false, false) };
         if let (Some(f), true) = (w.func.as_mut(), in_body) {
             f.reg_types.declare_line(&plans.module.lines[i]);
         }
@@ -792,12 +798,12 @@ impl<'a> Rewriter<'a> {
                     invalidate_defs(f, plans.module.lines[i].dests());
                 }
             }
-            match w.heap_calls.as_mut() {
+            match plans.module.heap {
                 // Heap calls and declarations are renamed (heap.rs): lines of an unfinished
                 // statement are held until its end.
                 Some(h) => {
                     let (sites, func, loc) = (&mut self.sites, &w.func, plans.module.locs[i]);
-                    let text = h.feed(line, in_body, || match func.as_ref() {
+                    let text = h.line(&mut w.heap, plans.module.lines, i, || match func.as_ref() {
                         Some(f) => new_site(sites, f, line_no, loc, crate::abi::AccessKind::Free, 0),
                         None => u32::MAX,
                     });
@@ -856,15 +862,15 @@ impl<'a> Rewriter<'a> {
         let mut group_label = None;
         for (k, (p, fast)) in here.iter().zip(&fasts).enumerate() {
             let batch = batch_of(p).map(|first| (first, !w.batch_recheck.contains_key(&first)));
-            let gf = grouped(k).then(|| emit::numbered("%gsf", p.access));
+            let gf = grouped(k).then(|| lines::numbered("%gsf", p.access));
             match self.prefetch_text(plans.module.lines, p, f, batch, fast.as_ref(), gf.as_deref()) {
                 Some((text, a)) => {
                     self.out.push_str(&text);
                     if let (Some(gf), Some((first, _)), Some(fp), access::Width::Fixed(wd), false) = (gf, batch, fast, &a.width, self.counting) {
-                        let mut label = emit::numbered(fp.label.0, fp.label.1);
+                        let mut label = lines::numbered(fp.label.0, fp.label.1);
                         label.push_str("_g");
                         let part = emit::grouped_shadow_part(self.opts.form(), &a, &prefetch_reg(p.access), &batch_pred(first), *wd, &gf, &label);
-                        group_label.get_or_insert_with(|| emit::numbered(&label, "a"));
+                        group_label.get_or_insert_with(|| lines::numbered(&label, "a"));
                         group.push((gf, part));
                     }
                     w.prefetched.insert(p.access);
@@ -924,8 +930,8 @@ impl<'a> Rewriter<'a> {
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
-            let at = SpaceAt { key: (i, 0), line_no, loc, groups: plans.space_groups, ptx_line: &ptx_line };
-            stmts.iter().enumerate().map(|(j, st)| self.space_check(plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
+            let at = SpaceAt { key: (i, 0), line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
+            stmts.iter().enumerate().map(|(j, st)| self.space_check(&plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
         let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, &f.spaces).is_some()).count() as u32;
         if found > 0 {
@@ -933,7 +939,7 @@ impl<'a> Rewriter<'a> {
             stats.functions.entry(f.name.clone()).or_default().space_found += found;
         }
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
-        let coalescing = plans.coalescing;
+        let coalescing = &plans.coalescing;
         // Some(true): its check was hoisted earlier; Some(false): covered by hoisted ones.
         let covered = coalescing.covered.contains(&i).then(|| coalescing.hoisted_lines.contains(&i));
         // Range groups hold one-statement lines only (coalesce.rs): each line's one statement.
@@ -1130,37 +1136,6 @@ impl<'a> Rewriter<'a> {
         site
     }
 
-    /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass.
-    fn classify_line(line: &Line<'_>) -> (bool, bool) {
-        let t = line.code;
-        if t.is_empty() || t.starts_with('.') || line.label().is_some() {
-            return (false, false);
-        }
-        // Every PTX memory access names its address in brackets: most lines are decided here,
-        // without splitting them into operands.
-        if !line.brackets {
-            return (false, false);
-        }
-        // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
-        // memory access. Scope braces sharing the line (one-line inline asm) are statements of
-        // their own, ended by no `;`.
-        if !line.stmts().iter().all(|st| st.terminated || st.text == "{" || st.text == "}") {
-            return (false, false);
-        }
-        let (mut memory, mut check) = (false, false);
-        for class in line.stmts().iter().filter_map(ParsedStmt::class) {
-            match class {
-                Classified::NotMemory => {}
-                Classified::Check(_) => {
-                    memory = true;
-                    check = true;
-                }
-                _ => memory = true,
-            }
-        }
-        (memory, check)
-    }
-
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
@@ -1313,32 +1288,15 @@ impl<'a> Rewriter<'a> {
     }
 }
 
-/// `indent`, `text` and a newline, appended (statements are written this way by the thousand:
-/// `format!` cost several times the copying).
-fn push_indented(out: &mut String, indent: &str, text: &str) {
-    out.reserve(indent.len() + text.len() + 1);
-    out.push_str(indent);
-    out.push_str(text);
-    out.push('\n');
-}
-
-/// [`push_indented`] into a new string.
-fn indented(indent: &str, text: &str) -> String {
-    let mut out = String::new();
-    push_indented(&mut out, indent, text);
-    out
-}
-
-/// What the planning passes decided for (a part of) a module, with the module they planned over,
-/// read by the walk that writes them out.
+/// What the planning passes decided for (a part of) a module ([`Module::plan`]), with the module
+/// they planned over, read by the walk that writes them out.
 struct Plans<'p, 'l> {
     module: &'p Module<'p, 'l>,
-    coalescing: &'p coalesce::Plan,
-    module_spaces: &'p spaces::ModuleSpaces,
-    space_groups: &'p HashMap<(usize, usize), spaces::Role>,
-    /// Kernel-parameter bounds a counting walk found ([`Rewriter::run_parts`]), by the body's
-    /// opening line, taken by the walk that writes the part: found once, not once a walk.
-    bounds_memo: std::cell::RefCell<LineMap<Option<bounds::ParamBounds>>>,
+    coalescing: coalesce::Plan,
+    module_spaces: spaces::ModuleSpaces,
+    space_groups: HashMap<(usize, usize), spaces::Role>,
+    /// Each kernel's looked-up pointer parameters ([`bounds`]), by its body's opening line.
+    bounds: LineMap<Option<bounds::ParamBounds>>,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1358,12 +1316,38 @@ struct Module<'p, 'l> {
     label_lines: Option<&'p labels::LabelLines>,
     locs: &'p [Option<Loc>],
     versioned_loop: &'p LineSet,
+    /// The renaming of the driver's heap functions (heap.rs), when the module declares one.
+    heap: Option<&'p heap::HeapPlan>,
 }
 
 impl<'l> Module<'_, 'l> {
-    /// The plans of the walk, with the planners' results for (a part of) the module.
-    fn plans<'q>(&'q self, coalescing: &'q coalesce::Plan, module_spaces: &'q spaces::ModuleSpaces, space_groups: &'q HashMap<(usize, usize), spaces::Role>) -> Plans<'q, 'l> {
-        Plans { module: self, coalescing, module_spaces, space_groups, bounds_memo: std::cell::RefCell::default() }
+    /// The plan phase (passes 8 to 11 of the pipeline, the module doc's list) of the lines of
+    /// `range`, the whole module or a part of it beginning and ending outside bodies (`bodies`:
+    /// its bodies), from the module's shared/local declarations `declared`: every analysis the
+    /// walk's text is decided by, made before any of it is written.
+    fn plan<'q>(
+        &'q self,
+        range: std::ops::Range<usize>,
+        bodies: &bodies::Bodies,
+        declared: spaces::ModuleSpaces,
+        opts: &InstrumentOptions,
+        top_params: &rustc_hash::FxHashSet<String>,
+    ) -> Plans<'q, 'l> {
+        let planned = opts.optimize && !opts.recover;
+        // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
+        let coalescing = if planned { coalesce::plan_range(self.lines, range, self.bodies, self.branches, self.covered, self.inserted, self.locs) } else { coalesce::Plan::default() };
+        // 9. Shared/local provenance of each function's registers.
+        let mut module_spaces = declared;
+        module_spaces.top_params.clone_from(top_params);
+        spaces::analyze_functions(self.lines, bodies, &mut module_spaces);
+        // 10. Shared/local checks grouped or proven needless.
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &module_spaces, self.inserted, self.locs) } else { HashMap::default() };
+        // 11. Each kernel's pointer parameters looked up at its entry.
+        let bounds = match opts.param_bounds {
+            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
+            false => LineMap::default(),
+        };
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds }
     }
 }
 
@@ -1518,8 +1502,8 @@ struct Walk {
     /// Brace depth.
     depth: i32,
     in_block_comment: bool,
-    /// The module's heap calls being renamed (heap.rs), if it calls the driver's heap.
-    heap_calls: Option<heap::HeapCalls>,
+    /// Where the walk is in the module's heap plan (heap.rs).
+    heap: heap::HeapWalk,
     /// Access lines whose shadow byte was prefetched into `%gsv<line>`.
     prefetched: LineSet,
     /// Batched access lines (checked at their block's batch point), and the rechecks of the
@@ -1563,64 +1547,31 @@ struct SpaceAt<'g> {
     ptx_line: &'g dyn Fn(usize) -> usize,
 }
 
-/// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its
-/// length: after one long block grew it, every later (short) block would pay for the long one.
-const KEEP_CAPACITY: usize = 1024;
-
-/// Releases the excess capacity of an emptied per-block map (see [`KEEP_CAPACITY`]).
-pub(super) fn release_excess<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut std::collections::HashMap<K, V, S>) {
-    if m.capacity() > KEEP_CAPACITY {
-        m.shrink_to(KEEP_CAPACITY);
-    }
-}
-
-/// Maps and sets keyed by line number, looked up for every line of a module: a multiplicative hash
-/// instead of SipHash (the keys are not attacker-chosen in any way that matters here).
-pub(super) type LineMap<V> = std::collections::HashMap<usize, V, std::hash::BuildHasherDefault<LineHasher>>;
-pub(super) type LineSet = std::collections::HashSet<usize, std::hash::BuildHasherDefault<LineHasher>>;
-
-#[derive(Default)]
-pub(super) struct LineHasher(u64);
-
-impl std::hash::Hasher for LineHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
-    f.bounds.as_ref()?.fast_path(a, emit::Numbered("$gasan_inb_", label))
+    f.bounds.as_ref()?.fast_path(a, lines::Numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
-    let fp = f.bounds.as_ref()?.fast_path(a?, emit::Numbered("$gasan_inb_p", *next_label))?;
+    let fp = f.bounds.as_ref()?.fast_path(a?, lines::Numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
 
 fn prefetch_reg(line: usize) -> String {
-    emit::numbered("%gsv", line)
+    lines::numbered("%gsv", line)
 }
 
 /// The predicate collecting the batched checks whose batch point is body line `line`.
 fn batch_pred(line: usize) -> String {
-    emit::numbered("%gsb", line)
+    lines::numbered("%gsb", line)
 }
 
 /// The register a pipelined loop loads the next iteration's shadow byte into.
 fn next_iteration_reg(line: usize) -> String {
-    emit::numbered("%gsn", line)
+    lines::numbered("%gsn", line)
 }
 
 /// Records the site of an access of the current function; returns its id.

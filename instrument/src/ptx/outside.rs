@@ -16,7 +16,7 @@
 //! ptxas brackets with a convergence barrier and around which it allocates registers differently
 //! (measured in instrument/results.md), on the path every check takes.
 
-use super::emit::{ln, Lines};
+use super::lines::{ln, Lines};
 use crate::abi::{ctl_offset, outside, CONTROL_BLOCK_SYMBOL};
 
 /// The scan of the active list of outside ranges: `(addr, width, table)` -> 1 when the access
@@ -27,13 +27,13 @@ pub(super) const PASS_SYMBOL: &str = "__gasan_outside_pass";
 /// label `pass` when the address is outside the pool and [`outside::must_report`] passes it over
 /// the active list of the control block's table; it falls through (to the report) otherwise. Its
 /// own labels are `pass`'s with a prefix, so they are unique where `pass` is.
-pub(super) fn verdict(b: &mut Lines<'_>, addr: &str, width: &dyn super::emit::Piece, pass: &str) {
+pub(super) fn verdict(b: &mut Lines<'_>, addr: &str, width: &dyn super::lines::Piece, pass: &str) {
     let ctl = CONTROL_BLOCK_SYMBOL;
     let tag = &pass[1..];
     b.texts(&["{", ".reg .b64 %oa<8>;", ".reg .b32 %ow<2>;", ".reg .pred %op<2>;"]);
     ln!(b; "mov.u32 %ow0, ", width, ";");
     b.text("cvt.u64.u32 %oa7, %ow0;");
-    super::emit::pool_test(b, addr, ("%oa1", "%oa2"), "%op0");
+    super::lines::pool_test(b, addr, ("%oa1", "%oa2"), "%op0");
     ln!(b; "@%op0 bra $o_rep", tag, ";");
     ln!(b; "ld.const.u64 %oa1, [", ctl, "+", ctl_offset::OUTSIDE_RANGES, "];");
     b.texts(&["setp.eq.u64 %op0, %oa1, 0;"]);

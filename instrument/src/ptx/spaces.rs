@@ -44,8 +44,9 @@
 
 use super::access::{self, parse_address, parse_int, type_size, AddrBase, Extent, Instr, Operands, Space, Width};
 use super::bodies::{Bodies, Body};
-use super::emit::{ln, Lines, Piece};
+use super::lines::{ln, Lines, Piece};
 use super::opcode::Op;
+pub(super) use super::space_check::{Base, SpaceCheck};
 use super::stmt::{ends_block, falls_through};
 use super::{Line, ParsedStmt};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
@@ -183,7 +184,9 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
     Some((name.to_string(), SpaceVar { space, size }))
 }
 
-/// Scans the module: its shared/local declarations, then every function's register provenance.
+/// Scans the module: its shared/local declarations, then every function's register provenance
+/// (the rewriter does both steps itself: mod.rs `Module::plan`).
+#[cfg(test)]
 pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies, top_params: &FxHashSet<String>) -> ModuleSpaces {
     let mut m = declarations(lines);
     m.top_params = top_params.clone();
@@ -554,44 +557,6 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
         },
         _ => UNKNOWN,
     }
-}
-
-/// A shared/local check of one access.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct SpaceCheck {
-    pub space: MemorySpace,
-    /// The variable (or frame) bounded.
-    pub var: String,
-    /// `None`: dynamic shared memory (bounded by `%dynamic_smem_size`).
-    pub size: Option<u64>,
-    pub base: Base,
-    pub offset: i64,
-    pub width: u32,
-    pub kind: AccessKind,
-    /// Only lanes below this one access memory (32: every lane).
-    pub lanes: u32,
-    /// A 32-bit register holding the width instead (`width` is then 0).
-    pub width_reg: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Base {
-    /// A register holding a window address of the variable, of this many bits.
-    Window(String, u32),
-    /// A register holding a generic address of the variable.
-    Generic(String),
-    /// The variable itself (`[var+off]`).
-    Symbol,
-    /// An untraced local-window (`false`) or generic (`true`) address in a kernel, tested against
-    /// the kernel's own frame (use after return).
-    OutsideFrame(String, bool),
-    /// An untraced local-window (`false`) or generic (`true`) address in a kernel without a frame
-    /// of its own: every local address is a returned callee's (dead) frame.
-    NoFrame(String, bool),
-    /// An untraced local-window (`false`) or generic (`true`) address in a called function,
-    /// tested against the top of its callers' live frames (frames.rs); with the function's own
-    /// frame as the check's variable, the frame is allowed too.
-    PastTop(String, bool),
 }
 
 /// Where a shared/local access's address is and what it touches.
@@ -977,7 +942,7 @@ fn packed_site(c: &SpaceCheck, site: u32) -> u64 {
 /// The inline check of one access (before the statement) and, in halt mode, its out-of-line stub.
 /// `label` is unique in the module.
 pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, label: u32, recover: bool) -> (String, String) {
-    use super::emit::{LAST_ADDR, LAST_SITE};
+    use super::lines::{LAST_ADDR, LAST_SITE};
     let (mut inline, mut stub) = (String::with_capacity(1024), String::new());
     let mut v = Lines::new(&mut inline, indent);
     v.text("{");
@@ -1090,7 +1055,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let loc = locs[i];
             regs.declare_line(line);
-            let memory = !skip.contains(&i) && super::Rewriter::classify_line(line).0;
+            let memory = !skip.contains(&i) && line.memory().0;
             if !memory {
                 if line.kills_checks() {
                     close(&mut open, &mut roles, None);
@@ -1384,7 +1349,7 @@ fn available_checks<'a, 'p>(lines: &[Line<'a>], b: &Body, planned: &'p HashMap<(
 /// The inline range check of a group (before its leader) and its out-of-line stub, which rechecks
 /// every member to report the one that is out of bounds. `sites[k]` is member `k`'s site.
 pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label: u32) -> (String, String) {
-    use super::emit::{LAST_ADDR, LAST_SITE};
+    use super::lines::{LAST_ADDR, LAST_SITE};
     let (lo, hi) = merged_range(members);
     let merged = SpaceCheck { offset: lo, width: u32::try_from(hi - lo).unwrap_or(u32::MAX), ..members[0].check.clone() };
     let (mut inline, mut stub) = (String::with_capacity(1024), String::new());

@@ -19,7 +19,7 @@
 use super::access::{parse_int, Instr};
 use super::bodies::Body;
 use super::opcode::Op;
-use super::spaces::{Base, SpaceCheck};
+use super::space_check::{Base, SpaceCheck};
 use super::stmt::falls_through;
 use super::Line;
 use rustc_hash::FxHashMap as HashMap;

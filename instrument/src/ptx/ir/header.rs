@@ -96,6 +96,16 @@ impl<'a> PtxHeader<'a> {
     }
 }
 
+/// What the rewriter reads of the module's header (mod.rs `parse_header` checks it).
+#[derive(Clone)]
+pub(in crate::ptx) struct Header {
+    /// Byte offset just after the `.address_size` line (or `.target` line): where the control
+    /// block and slow path go.
+    pub insert_at: usize,
+    pub version: (u32, u32),
+    pub target_sm: u32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

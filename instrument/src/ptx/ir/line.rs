@@ -272,6 +272,39 @@ impl<'a> Line<'a> {
         lines
     }
 
+    /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass:
+    /// the walk's access lines (and spaces.rs', which follows them).
+    pub(in crate::ptx) fn memory(&self) -> (bool, bool) {
+        let line = self;
+        let t = line.code;
+        if t.is_empty() || t.starts_with('.') || line.label().is_some() {
+            return (false, false);
+        }
+        // Every PTX memory access names its address in brackets: most lines are decided here,
+        // without splitting them into operands.
+        if !line.brackets {
+            return (false, false);
+        }
+        // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
+        // memory access. Scope braces sharing the line (one-line inline asm) are statements of
+        // their own, ended by no `;`.
+        if !line.stmts().iter().all(|st| st.terminated || st.text == "{" || st.text == "}") {
+            return (false, false);
+        }
+        let (mut memory, mut check) = (false, false);
+        for class in line.stmts().iter().filter_map(ParsedStmt::class) {
+            match class {
+                Classified::NotMemory => {}
+                Classified::Check(_) => {
+                    memory = true;
+                    check = true;
+                }
+                _ => memory = true,
+            }
+        }
+        (memory, check)
+    }
+
     /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
     /// apart ([`StatementPieces`]): every pass splits a line this way, so a statement's index on
     /// its line means the same to all of them.
@@ -421,6 +454,51 @@ pub(in crate::ptx) fn count_braces(t: &str) -> (i32, i32) {
 /// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
 pub(in crate::ptx) fn has_block_comment_marker(line: &str) -> bool {
     line.contains('*') && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
+}
+
+/// `(file, line, column)` of a `.loc` directive.
+pub(in crate::ptx) type Loc = (u32, u32, u32);
+
+/// Whether `s` contains one of `words`, each of which starts with `.` (a directive or qualifier
+/// such as `.shared`): tested at each `.`, found byte by byte (lines are short: a substring
+/// searcher per word, or even `memchr`'s setup, cost more).
+pub(in crate::ptx) fn contains_dotted(s: &str, words: &[&str]) -> bool {
+    debug_assert!(words.iter().all(|w| w.starts_with('.')));
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| b[i..].starts_with(w.as_bytes())))
+}
+
+/// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its
+/// length: after one long block grew it, every later (short) block would pay for the long one.
+pub(in crate::ptx) const KEEP_CAPACITY: usize = 1024;
+
+/// Releases the excess capacity of an emptied per-block map (see [`KEEP_CAPACITY`]).
+pub(in crate::ptx) fn release_excess<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut std::collections::HashMap<K, V, S>) {
+    if m.capacity() > KEEP_CAPACITY {
+        m.shrink_to(KEEP_CAPACITY);
+    }
+}
+
+/// Maps and sets keyed by line number, looked up for every line of a module: a multiplicative hash
+/// instead of SipHash (the keys are not attacker-chosen in any way that matters here).
+pub(in crate::ptx) type LineMap<V> = std::collections::HashMap<usize, V, std::hash::BuildHasherDefault<LineHasher>>;
+pub(in crate::ptx) type LineSet = std::collections::HashSet<usize, std::hash::BuildHasherDefault<LineHasher>>;
+
+#[derive(Default)]
+pub(in crate::ptx) struct LineHasher(u64);
+
+impl std::hash::Hasher for LineHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! The rewriter's model of its input, which every pass reads (issue 37; the worked proposal is
 //! `shared/research/shape.md` section 4). It decides each fact about the input in one place and
-//! imports nothing else of `ptx/`: `ir` <- plans <- emission <- the rewrite (the test below
-//! enforces the first arrow; the rest of `ptx/` still moves in).
+//! imports nothing else of `ptx/`: `ir` <- `lines` <- `plan` <- `emit` <- `rewrite` (ptx/mod.rs
+//! lists the layers; the test below holds `ir` to it, instrument/tests/ptx_layers.rs all of
+//! `ptx/`).
 //!
 //! Here so far: the module's header (header.rs: `.version`, `.target`, `.address_size`; exported
 //! as [`crate::ptx::PtxHeader`]), a line and its statements (line.rs), what a statement does to control flow and
-//! to earlier checks (stmt.rs), the opcode table (opcode.rs), the statement decoder and the
+//! to earlier checks, and the module's statements across lines (stmt.rs: a `call` or a
+//! declaration spread over lines, read by frames.rs and heap.rs), the opcode table (opcode.rs), the statement decoder and the
 //! access classifier (access.rs), where labels are (labels.rs: every label on a line of its own),
 //! register types (regs.rs), where function bodies are (bodies.rs) and their labels, branches and loops (cfg.rs).
 

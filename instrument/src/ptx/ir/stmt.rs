@@ -12,7 +12,7 @@
 //! prefetch.rs).
 
 use super::access::{self, Instr};
-use super::line::Line;
+use super::line::{find_pair, Line};
 
 /// The label that a line of code is (`$L__BB0_3:` -> `$L__BB0_3`): code ending in `:` whose name
 /// is one word. (labels.rs put every label on a line of its own before any pass reads the lines.)
@@ -124,6 +124,142 @@ pub(in crate::ptx) fn split_at_whitespace(t: &str) -> Option<(&str, &str)> {
     None
 }
 
+/// A place in the module's lines: (line index, byte in the line).
+pub(in crate::ptx) type Pos = (usize, usize);
+
+/// One statement of the module as written, which may span lines (a `call` or a declaration that
+/// nvcc spreads over several): its text (the code of its lines joined by a space), where it
+/// starts and where its terminator is, and where its last `)` is.
+#[derive(Debug)]
+pub(in crate::ptx) struct Spanning {
+    pub text: String,
+    /// Its first character (a statement of no text: its terminator).
+    pub start: Pos,
+    /// Its terminator; for the statement the module ends inside, the end of its last line.
+    pub end: Pos,
+    /// `;`, `{` or `}`: `None` for the statement the module ends inside.
+    pub terminator: Option<u8>,
+    pub last_close: Option<Pos>,
+    /// Brace depth before it.
+    pub depth: i32,
+    /// The code it is made of: (line, byte range of the line), in order (its terminator and the
+    /// comments between are not part of it).
+    pub segments: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+/// Directives that end with their line, without a `;`: a line starting one (while no statement
+/// is open) is no part of the statements.
+const ENDS_WITH_ITS_LINE: &[&str] = &[".version", ".target", ".address_size", ".file", ".loc", ".pragma"];
+
+/// The module's statements as written, across lines: the one reading of statements that span
+/// lines (frames.rs, heap.rs). A statement ends at a `;`, or at a brace outside an initializer
+/// (`= {1, 2}`): a header ends at its body's `{`; directives that end with their line and labels
+/// (every label is on a line of its own: labels.rs) are left out while no statement is open.
+/// Lines in or opening a block comment are no code (the rewriter passes them through, bodies.rs
+/// counts no braces in them).
+#[derive(Debug, Default)]
+pub(in crate::ptx) struct Statements {
+    /// In order, empty ones (`;;`) included; a last one the module ends inside has no
+    /// terminator.
+    pub list: Vec<Spanning>,
+    /// Some line holds a block comment marker (`/*`, `*/`).
+    pub block_comments: bool,
+    /// Some line read as code holds a `"` (a string: only `.file` and `.section` have them).
+    pub strings: bool,
+}
+
+impl Statements {
+    pub(in crate::ptx) fn of(lines: &[Line<'_>]) -> Statements {
+        let mut s = Statements::default();
+        let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
+        let (mut init_depth, mut in_comment) = (0i32, false);
+        let mut segments: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut last_code_line = 0;
+        for (i, line) in lines.iter().enumerate() {
+            if line.block_comment_marker() {
+                s.block_comments = true;
+            }
+            if in_comment {
+                in_comment = find_pair(line.raw, b'*', b'/').is_none();
+                continue;
+            }
+            let code = line.stripped();
+            if line.slash {
+                if let Some(p) = find_pair(code, b'/', b'*') {
+                    in_comment = find_pair(&code[p..], b'*', b'/').is_none();
+                    continue;
+                }
+            }
+            let open = !access::trim(&text).is_empty();
+            if !open && (line.code.split_whitespace().next().is_some_and(|w| ENDS_WITH_ITS_LINE.contains(&w)) || label(line.code).is_some()) {
+                continue;
+            }
+            if memchr::memchr(b'"', code.as_bytes()).is_some() {
+                s.strings = true;
+            }
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            last_code_line = i;
+            let mut from = 0;
+            for (b, c) in code.char_indices() {
+                // An initializer's braces (`= {1, 2}`, `= {{1, 2}, {3, 4}}`) are part of its
+                // statement; a `;` ends it all the same (none is inside an initializer).
+                if (c == '{' && (init_depth > 0 || access::trim_end(&text).ends_with('='))) || (c == '}' && init_depth > 0) {
+                    init_depth += if c == '{' { 1 } else { -1 };
+                    text.push(c);
+                    continue;
+                }
+                match c {
+                    ';' | '{' | '}' if init_depth == 0 || c == ';' => {
+                        init_depth = 0;
+                        let t = access::trim(&text);
+                        if from < b {
+                            segments.push((i, from..b));
+                        }
+                        from = b + 1;
+                        let segments = std::mem::take(&mut segments);
+                        s.list.push(Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        text.clear();
+                        start = None;
+                        last_close = None;
+                    }
+                    _ => {
+                        if start.is_none() && !c.is_whitespace() {
+                            start = Some((i, b));
+                        }
+                        if c == ')' {
+                            last_close = Some((i, b));
+                        }
+                        text.push(c);
+                    }
+                }
+            }
+            if from < code.len() {
+                segments.push((i, from..code.len()));
+            }
+        }
+        if let (Some(start), false) = (start, access::trim(&text).is_empty()) {
+            let end = (last_code_line, lines[last_code_line].stripped().len());
+            s.list.push(Spanning { text: access::trim(&text).to_string(), start, end, terminator: None, last_close, depth, segments });
+        }
+        s
+    }
+
+    /// The statements that end (all but one the module ends inside).
+    pub(in crate::ptx) fn ended(&self) -> &[Spanning] {
+        match self.list.last() {
+            Some(last) if last.terminator.is_none() => &self.list[..self.list.len() - 1],
+            _ => &self.list,
+        }
+    }
+}
+
 #[cfg(test)]
 mod fall_through_tests {
     use super::{ends_block, falls_through, falls_through_to, label};
@@ -178,6 +314,40 @@ mod fall_through_tests {
             assert_eq!(falls_through_to(&super::Line::read_all(lines), 3), falls, "{before:?}");
         }
         assert!(!falls_through_to(&super::Line::read_all(["$L__BB0_2:"]), 0), "nothing before the label");
+    }
+}
+
+#[cfg(test)]
+mod statements_tests {
+    use super::{Line, Statements};
+
+    fn of(text: &str) -> Vec<(String, Option<u8>, usize, usize)> {
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        // (Its text keeps the lines' whitespace: compared here a space for each run of it.)
+        Statements::of(&lines).list.into_iter().map(|s| (s.text.split_whitespace().collect::<Vec<_>>().join(" "), s.terminator, s.start.0, s.end.0)).collect()
+    }
+
+    #[test]
+    fn statements_span_lines_and_end_at_semicolons_and_braces() {
+        let t = |s: &str| s.to_string();
+        // A header ends at its body's brace, a call spread over lines at its `;`; directives that
+        // end with their line and labels are left out.
+        assert_eq!(
+            of(".version 8.0\n.func f(\n.param .b64 p\n)\n{\n$L1:\n\tcall.uni\n\tg,\n\t(p\n\t);\n\t.loc 1 2 3\n}\n"),
+            [(t(".func f( .param .b64 p )"), Some(b'{'), 1, 4), (t("call.uni g, (p )"), Some(b';'), 6, 9), (t(""), Some(b'}'), 11, 11)]
+        );
+        // An initializer's braces are its own; a brace after text that merely holds a `=` is no
+        // initializer's, and a `;` ends a statement whatever came before (the fuzz input of issue
+        // 37 step 5: a header `k(.param .u64 a=b)` read as an initializer swallowed the module's
+        // later statements, a heap call and an access among them).
+        assert_eq!(of(".global .u32 t[2] = {1, {2}};\n"), [(t(".global .u32 t[2] = {1, {2}}"), Some(b';'), 0, 0)]);
+        assert_eq!(
+            of(".entry k(.param .u64 a=b)\n{\n\tcall free, (%rd1);\n}\n"),
+            [(t(".entry k(.param .u64 a=b)"), Some(b'{'), 0, 1), (t("call free, (%rd1)"), Some(b';'), 2, 2), (t(""), Some(b'}'), 3, 3)]
+        );
+        assert_eq!(of("x = {1;\ny;\n"), [(t("x = {1"), Some(b';'), 0, 0), (t("y"), Some(b';'), 1, 1)]);
+        // Block comments are no code; the statement the module ends inside has no terminator.
+        assert_eq!(of("/* a;\nb; */\n.extern .func g\n"), [(t(".extern .func g"), None, 2, 2)]);
     }
 }
 
