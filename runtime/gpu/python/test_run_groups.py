@@ -124,7 +124,7 @@ class WholeRun(unittest.TestCase):
             executable(fake, "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\n"
                                   "case \"$*\" in *clean*) exec \"$@\";; esac\n"
                                   "echo '{\"tool\":\"gasan\",\"kind\":\"heap-buffer-overflow\",\"access\":\"write\",\"kernel\":\"k_visible_write\",\"file\":\"visible_devices_overflow.cu\",\"line\":%d,\"device\":0}'\nexit 1\n" % line)
-            only = "visible_devices_overflow,visible_devices_overflow_clean,ipc_overflow,ctx_two_overflow,mgpu_device1_overflow_clean,mgpu_peer_read,mgpu_peer_read_clean"
+            only = "visible_devices_overflow,visible_devices_overflow_clean,ipc_overflow,mgpu_device1_overflow,mgpu_device1_overflow_clean,mgpu_peer_read,mgpu_peer_read_clean"
             p = subprocess.run([sys.executable, os.path.join(HERE, "run_groups.py"), "--group", "mgpu", "--gasan", fake, "--bin-dir", bins,
                                 "--no-sanitizer", "--out", os.path.join(d, "out"), "--only", only], capture_output=True, text=True)
             out = p.stdout
@@ -133,7 +133,7 @@ class WholeRun(unittest.TestCase):
             self.assertRegex(out, r"\| visible_devices_overflow_clean \| clean \| ok \| PASS \| silent")
             self.assertRegex(out, r"\| ipc_overflow \| report \| skip \| SKIP \|.*stand-in")
             # Reported, but by the wrong kernel: pending, so XFAIL with the reason, not FAIL.
-            self.assertRegex(out, r"\| ctx_two_overflow \| report \| ok \| XFAIL \| wrong kernel.*expected to fail until issue 40 item 1 is done")
+            self.assertRegex(out, r"\| mgpu_device1_overflow \| report \| ok \| XFAIL \| wrong kernel.*expected to fail until issue 40 item 1 is done")
             self.assertRegex(out, r"\| mgpu_device1_overflow_clean \| clean \| ok \| PASS \| silent .*vacuous until issue 40 item 1")
             # A clean twin that fails natively: it and its bug case are SKIPs.
             self.assertRegex(out, r"\| mgpu_peer_read_clean \| clean \| rc=3 \| SKIP \|.*fails natively \(rc=3\): CUDA error 100")
