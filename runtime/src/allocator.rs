@@ -310,6 +310,25 @@ impl Allocator {
         self.inner.lock().unwrap().pool.peers().to_vec()
     }
 
+    /// Lets device `reader` reach this pool's pinned and managed (host) blocks and read its shadow
+    /// and extent table, now and in every mapping made later (`Pool::grant_host_access`): what its
+    /// kernels need to use and check host memory this pool holds.
+    pub fn grant_host_access(&self, reader: i32) -> Result<(), AllocError> {
+        Ok(self.inner.lock().unwrap().pool.grant_host_access(reader)?)
+    }
+
+    /// The devices granted this pool's host memory.
+    pub fn host_readers(&self) -> Vec<i32> {
+        self.inner.lock().unwrap().pool.host_readers().to_vec()
+    }
+
+    /// Reads `out.len()` bytes at `va` as a checked kernel on `device` would: it needs read rights
+    /// over the bytes and their shadow (`Pool::read_as`; `UvmError::NoAccess` names the first
+    /// address it may not read).
+    pub fn read_as(&self, device: i32, va: u64, out: &mut [u8]) -> Result<(), AllocError> {
+        Ok(self.inner.lock().unwrap().pool.read_as(device, va, out)?)
+    }
+
     pub fn owns(&self, addr: u64) -> bool {
         addr >= self.pool_base && addr - self.pool_base < self.pool_size
     }

@@ -11,7 +11,7 @@ use crate::driver::{DriverError, CUDA_ERROR_INVALID_VALUE};
 use crate::log::log;
 use gasan_instrument::abi::ControlBlock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// A control block waiting to be written.
@@ -30,21 +30,55 @@ pub(crate) struct Pending {
 /// flag rather than the lock).
 #[derive(Default)]
 pub(crate) struct PendingBlocks {
-    list: Mutex<Vec<Pending>>,
+    list: Mutex<PendingList>,
     any: AtomicBool,
+    /// The context (its handle) a flush last found nothing to do in, until an entry is pushed (0:
+    /// none): launches there skip the flush (a library waiting for another context is otherwise
+    /// taken, looked at and put back at each of them).
+    idle_in: AtomicUsize,
+}
+
+#[derive(Default)]
+struct PendingList {
+    entries: Vec<Pending>,
+    /// Entries pushed so far: a flush that saw none pushed while it worked may call its context idle.
+    pushed: u64,
 }
 
 impl PendingBlocks {
     pub(crate) fn push(&self, p: Pending) {
-        self.list.lock().unwrap().push(p);
+        let mut l = self.list.lock().unwrap();
+        l.entries.push(p);
+        l.pushed += 1;
+        self.idle_in.store(0, Ordering::Release);
         self.any.store(true, Ordering::Release);
     }
 
-    /// Every entry, leaving none.
-    pub(crate) fn take(&self) -> Vec<Pending> {
-        let list = std::mem::take(&mut *self.list.lock().unwrap());
+    /// Every entry, leaving none, and the push count to hand back to [`Self::put_back`].
+    pub(crate) fn take(&self) -> (Vec<Pending>, u64) {
+        let mut l = self.list.lock().unwrap();
+        let list = std::mem::take(&mut l.entries);
         self.any.store(false, Ordering::Release);
-        list
+        (list, l.pushed)
+    }
+
+    /// Puts back what a flush of context `ctx` kept, which it [`Self::take`]n at push count
+    /// `pushed`; `idle`: it wrote and settled nothing, so the next launches in `ctx` may skip the
+    /// flush, unless an entry was pushed meanwhile (the flush did not see it).
+    pub(crate) fn put_back(&self, kept: Vec<Pending>, pushed: u64, ctx: usize, idle: bool) {
+        let mut l = self.list.lock().unwrap();
+        l.entries.extend(kept);
+        if idle && l.pushed == pushed && ctx != 0 {
+            self.idle_in.store(ctx, Ordering::Release);
+        }
+        if !l.entries.is_empty() {
+            self.any.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the last flush in context `ctx` found nothing to do, and nothing was pushed since.
+    pub(crate) fn idle_in(&self, ctx: usize) -> bool {
+        ctx != 0 && self.idle_in.load(Ordering::Acquire) == ctx
     }
 
     pub fn any(&self) -> bool {
@@ -138,42 +172,56 @@ impl ControlBlocks {
     /// up). A library stays pending until every context gasan has seen on a GPU with a runtime
     /// has its block; then it waits in `libraries_written` until another context or GPU appears
     /// ([`ControlBlocks::context_seen`], [`ControlBlocks::device_set_up`] put it back).
+    ///
+    /// A flush that finds nothing to do in the current context (a library waits only for other
+    /// contexts) says so, and flushes in that context return at once until an entry is pushed:
+    /// every launch there would otherwise pay the same work (`examples/launch_cost.rs`).
     pub fn flush(&self, devices: &crate::devices::Devices<DeviceRuntime>) {
+        let ctx = crate::driver::result::ctx_get_current().map_or(0, |c| c as usize);
+        if self.pending.idle_in(ctx) {
+            return;
+        }
         let Some(first) = devices.first() else { return };
         let Some(cur) = current_device() else { return };
         let Some(d) = devices.get(cur) else { return };
         if !first.multi_gpu && cur != first.device {
             return;
         }
-        let ctx = crate::driver::result::ctx_get_current().map_or(0, |c| c as usize);
-        let contexts = self.contexts_with_runtime(devices, ctx);
+        let contexts = self.contexts_with_runtime(devices, ctx, cur);
         let mut keep = Vec::new();
-        for mut p in self.pending.take() {
+        let mut idle = true;
+        let (list, pushed) = self.pending.take();
+        for mut p in list {
             match p.device {
                 // Another GPU's module: written when that GPU is set up (several GPUs), never
                 // (one pool).
                 Some(dev) if dev != d.device => {
                     if d.multi_gpu {
                         keep.push(p);
+                    } else {
+                        idle = false;
                     }
                 }
-                Some(_) => write_control_block(d, self.recover, p.handle, p.module_id, &p.symbol),
+                Some(_) => {
+                    write_control_block(d, self.recover, p.handle, p.module_id, &p.symbol);
+                    idle = false;
+                }
                 None => {
                     if !p.written_in.contains(&ctx) {
                         write_control_block(d, self.recover, p.handle, p.module_id, &p.symbol);
                         p.written_in.push(ctx);
+                        idle = false;
                     }
                     if contexts.iter().all(|c| p.written_in.contains(c)) {
                         self.libraries_written.lock().unwrap().push(p);
+                        idle = false;
                     } else {
                         keep.push(p);
                     }
                 }
             }
         }
-        for p in keep {
-            self.pending.push(p);
-        }
+        self.pending.put_back(keep, pushed, ctx, idle);
     }
 
     /// Another GPU was just set up: every library written so far gets its control block too.
@@ -204,7 +252,8 @@ impl ControlBlocks {
         self.contexts_seen.lock().unwrap().remove(&ctx);
         self.libraries_written.lock().unwrap().iter_mut().for_each(|p| p.written_in.retain(|&c| c != ctx));
         // Pending ones: taken and put back (the list is the pending owner's).
-        for mut p in self.pending.take() {
+        let (list, _) = self.pending.take();
+        for mut p in list {
             p.written_in.retain(|&c| c != ctx);
             self.pending.push(p);
         }
@@ -221,12 +270,10 @@ impl ControlBlocks {
 
     /// The contexts seen on GPUs that have a runtime, `current` (on the current GPU) recorded
     /// first: those a library's control block must be written in.
-    fn contexts_with_runtime(&self, devices: &crate::devices::Devices<DeviceRuntime>, current: usize) -> Vec<usize> {
+    fn contexts_with_runtime(&self, devices: &crate::devices::Devices<DeviceRuntime>, current: usize, current_dev: i32) -> Vec<usize> {
         let mut seen = self.contexts_seen.lock().unwrap();
         if current != 0 {
-            if let Some(dev) = current_device() {
-                seen.entry(current).or_insert(dev);
-            }
+            seen.entry(current).or_insert(current_dev);
         }
         seen.iter().filter(|(_, &dev)| devices.get(dev).is_some()).map(|(&c, _)| c).collect()
     }
@@ -428,5 +475,41 @@ pub fn malloc_heap_limit_set(d: &DeviceRuntime, limit: u64) {
             }
         }
         Err(e) => log(0, || format!("WARNING: cannot grow the checked device heap to {} KiB ({e}); it keeps {} KiB", limit >> 10, old.limit >> 10)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn library(module_id: u64) -> Pending {
+        Pending { handle: LoadedHandle::Library(std::ptr::null_mut()), module_id, symbol: "__gasan_ctl".into(), device: None, written_in: vec![] }
+    }
+
+    #[test]
+    fn a_context_a_flush_found_idle_stays_idle_until_an_entry_is_pushed() {
+        let p = PendingBlocks::default();
+        p.push(library(1));
+        let (list, pushed) = p.take();
+        assert!(!p.any());
+        // Nothing to do in context 5: the entry goes back, and context 5 is idle (not 6).
+        p.put_back(list, pushed, 5, true);
+        assert!(p.any() && p.idle_in(5) && !p.idle_in(6) && !p.idle_in(0));
+        // A push (a new entry, a context appearing, a context gone) ends it.
+        p.push(library(2));
+        assert!(!p.idle_in(5));
+        // A flush that did something leaves no idle context.
+        let (list, pushed) = p.take();
+        p.put_back(list, pushed, 5, false);
+        assert!(!p.idle_in(5));
+        // An entry pushed while a flush worked: that flush did not see it, so it is not idle.
+        let (list, pushed) = p.take();
+        p.push(library(3));
+        p.put_back(list, pushed, 5, true);
+        assert!(!p.idle_in(5));
+        assert_eq!(p.take().0.iter().map(|e| e.module_id).collect::<Vec<_>>(), vec![3, 1, 2]);
+        // No current context (handle 0) is never idle.
+        p.put_back(vec![], p.take().1, 0, true);
+        assert!(!p.idle_in(0));
     }
 }

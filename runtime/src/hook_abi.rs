@@ -105,14 +105,24 @@ macro_rules! __hook_abi_hole {
 /// with older headers), which cudarc leaves out: copied from that section, in cudarc's types.
 #[allow(non_snake_case, dead_code, unused_variables, clippy::missing_safety_doc)]
 pub mod legacy {
-    use cudarc::driver::sys::{cuuint64_t, CUdevice, CUdeviceptr, CUmem_advise, CUresult, CUstream};
-    use std::ffi::{c_char, c_int, c_void};
+    use cudarc::driver::sys::{cuuint64_t, CUcontext, CUdevice, CUdeviceptr, CUexecAffinityParam, CUmem_advise, CUresult, CUstream};
+    use std::ffi::{c_char, c_int, c_uint, c_void};
     /// `CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);`
     pub unsafe fn cuMemPrefetchAsync(devPtr: CUdeviceptr, count: usize, dstDevice: CUdevice, hStream: CUstream) -> CUresult {
         unreachable!("a prototype for the compile-time check only")
     }
     /// `CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);`
     pub unsafe fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, cudaVersion: c_int, flags: cuuint64_t) -> CUresult {
+        unreachable!("a prototype for the compile-time check only")
+    }
+    /// `CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);`
+    /// (cudarc's CUDA 13 bindings have no binding of it, nor of `_v3`, to check the hooks against:
+    /// cuda.h 13.0 declares both only in its versioning section.)
+    pub unsafe fn cuCtxCreate_v2(pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) -> CUresult {
+        unreachable!("a prototype for the compile-time check only")
+    }
+    /// `CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags, CUdevice dev);`
+    pub unsafe fn cuCtxCreate_v3(pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice) -> CUresult {
         unreachable!("a prototype for the compile-time check only")
     }
     /// `CUresult CUDAAPI cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device);`

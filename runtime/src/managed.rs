@@ -12,11 +12,15 @@ use gasan_uvm::Memory;
 
 /// A prefetch of `[ptr, ptr+len)` to the GPU (`to_device`) or the CPU: the managed pool block
 /// holding the range moves there. `None`: not a managed pool block (the driver answers).
+///
+/// In a process with several GPUs a managed block stays in host memory: moved to device memory
+/// it would be its owner GPU's alone (the other GPUs reach a pool's host blocks, not its device
+/// chunks, unless the program enabled peer access), while a kernel on any GPU may use it next.
 pub fn prefetch(ptr: u64, len: u64, to_device: bool) -> Option<CuResult> {
-    let d = state().device()?;
+    let d = state().runtime_owning(ptr)?;
     let block = d.alloc.live_block(ptr)?;
     block.managed_range(ptr, len.max(1))?;
-    let to = if to_device { Memory::Device } else { Memory::Host };
+    let to = if to_device && !d.multi_gpu { Memory::Device } else { Memory::Host };
     if block.memory == to {
         return Some(CUDA_SUCCESS);
     }
@@ -39,7 +43,7 @@ pub fn prefetch(ptr: u64, len: u64, to_device: bool) -> Option<CuResult> {
 /// The faulting thread was running the program's own code (gasan never touches managed memory on
 /// the CPU), so it holds none of gasan's locks or the driver's.
 fn move_back(addr: u64) -> bool {
-    let Some(d) = state().device() else { return false };
+    let Some(d) = state().runtime_owning(addr) else { return false };
     match d.alloc.managed_memory_at(addr) {
         None => false,
         Some(Memory::Host) => true,

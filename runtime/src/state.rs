@@ -119,6 +119,10 @@ pub struct State {
     /// Peer access the program enabled: (owner, peer) = `peer`'s contexts may access `owner`'s
     /// memory, applied to `owner`'s pool now or when it is set up.
     peer_access: Mutex<Vec<(i32, i32)>>,
+    /// Whether every GPU set up may reach every other's pinned and managed blocks and read its
+    /// shadow (multi-GPU; [`State::share_host_memory`]): until a grant fails, host memory comes
+    /// from the current GPU's pool; after, from the driver (tracked, checked by host calls only).
+    host_memory_shared: std::sync::atomic::AtomicBool,
     /// What answers other processes' imports of pool blocks (started at the first export; `None`:
     /// it could not listen), and the handles given out for each block, by block start, withdrawn
     /// when the block is freed.
@@ -164,6 +168,7 @@ pub fn state() -> &'static State {
             devices: Default::default(),
             span: OnceLock::new(),
             peer_access: Mutex::new(Vec::new()),
+            host_memory_shared: std::sync::atomic::AtomicBool::new(true),
             ipc_exporter: OnceLock::new(),
             ipc_exports: Mutex::new(Default::default()),
             sites: Default::default(),
@@ -320,6 +325,7 @@ impl State {
                     grant_peer(d, peer);
                 }
             }
+            self.share_host_memory(d);
             // Libraries get this GPU's control block too.
             self.control.device_set_up();
             self.control.flush(&self.devices);
@@ -338,6 +344,39 @@ impl State {
             Some(c) if c != first.device => self.device_for(c),
             _ => Some(first),
         }
+    }
+
+    /// A multi-GPU process's pinned and managed memory is every GPU's (as UVA makes the
+    /// driver's): the new GPU `d` and every GPU set up before it reach each other's host blocks
+    /// and read each other's shadow and extent table, so that a kernel on any GPU checks host
+    /// memory against its owner's shadow. A refusal (the driver may not map one GPU's memory for
+    /// another without peer-to-peer support) leaves host memory to the driver from then on.
+    fn share_host_memory(&self, d: &DeviceRuntime) {
+        for (_, o) in self.devices.each().filter(|(dev, _)| *dev != d.device) {
+            for (owner, reader) in [(o, d), (d, o)] {
+                if let Err(e) = owner.alloc.grant_host_access(reader.device) {
+                    self.host_memory_shared.store(false, Ordering::Relaxed);
+                    log(0, || {
+                        format!(
+                            "WARNING: device {} cannot read device {}'s pool's shadow ({e}); pinned and managed memory allocated from now on comes from the driver, unchecked in kernels",
+                            reader.device, owner.device
+                        )
+                    });
+                }
+            }
+        }
+    }
+
+    /// The pool pinned and managed (host) memory is allocated from now: in a process with one
+    /// GPU, its pool; with several, the current GPU's, while every GPU reaches every pool's host
+    /// memory ([`State::share_host_memory`]); `None`: the driver's.
+    pub fn host_memory_runtime(&self) -> Option<&DeviceRuntime> {
+        let first = self.device()?;
+        if !first.multi_gpu {
+            return Some(first);
+        }
+        let d = self.current_runtime()?;
+        self.host_memory_shared.load(Ordering::Relaxed).then_some(d)
     }
 
     /// The runtime whose pool holds `addr`, if one does (the first device is set up first, as

@@ -5,9 +5,9 @@
 //! shadow and extent table (read here exactly as checked PTX reads them).
 
 use gasan_instrument::shadow::Scale;
-use gasan_runtime::allocator::{AddrKind, Allocator};
+use gasan_runtime::allocator::{AddrKind, AllocError, Allocator, FreeCall};
 use gasan_runtime::options::Options;
-use gasan_uvm::{DeviceSpan, HostBackend, Pool, PoolConfig};
+use gasan_uvm::{DeviceSpan, HostBackend, Memory, Pool, PoolConfig, UvmError};
 use std::sync::Arc;
 
 const G: u64 = 2 << 20;
@@ -118,4 +118,68 @@ fn peers_are_granted_and_revoked_on_a_devices_pool() {
     assert!(a[0].owns(p) && a[0].owns(q));
     a[0].revoke_peer_access(1).unwrap();
     assert!(a[0].peers().is_empty());
+}
+
+/// Whether a checked kernel on `device` may read `len` bytes at `addr` of `owner`'s pool (the
+/// bytes and their shadow; the host backend models each device's rights as the CUDA VMM does).
+fn readable_by(owner: &Allocator, device: i32, addr: u64, len: usize) -> bool {
+    let mut buf = vec![0u8; len];
+    match owner.read_as(device, addr, &mut buf) {
+        Ok(()) => true,
+        Err(AllocError::Pool(UvmError::NoAccess { device: d, .. })) if d == device => false,
+        Err(e) => panic!("read_as({device}, {addr:#x}): {e}"),
+    }
+}
+
+/// Byte `addr` of pool memory (host backend: mapped host memory).
+fn poke(addr: u64, v: u8) {
+    // SAFETY: a mapped byte of a live pool block (host backend); no Rust reference aliases it.
+    unsafe { std::ptr::write_volatile(addr as *mut u8, v) }
+}
+
+#[test]
+fn pinned_and_managed_blocks_are_every_gpus_and_checked_against_their_owners_shadow() {
+    let (_span, a) = allocators(2, Scale::S8);
+    let n = 1000;
+    // Host memory of device 1's pool (it was current at the allocation), before any grant: a
+    // kernel on device 0 could not even read it.
+    let managed = a[1].alloc_managed(n).unwrap();
+    let pinned = a[1].alloc_in(n, None, Memory::Host).unwrap();
+    let on_device = a[1].alloc(n, None).unwrap();
+    assert!(!readable_by(&a[1], 0, managed, 4), "a new mapping grants nobody");
+    // What the runtime does when a second GPU is set up: each pool grants the other its host
+    // memory and shadow.
+    a[1].grant_host_access(0).unwrap();
+    a[0].grant_host_access(1).unwrap();
+    assert_eq!((a[0].host_readers(), a[1].host_readers()), (vec![1], vec![0]));
+    assert!(a[1].peers().is_empty(), "host access is not peer access");
+    // Host blocks placed after the grant (a large one: chunks of its own) are granted too.
+    let large = a[1].alloc_in(8 << 20, None, Memory::Host).unwrap();
+    for (p, len) in [(managed, n), (pinned, n), (large, 8 << 20)] {
+        poke(p, 0x5a);
+        assert!(readable_by(&a[1], 0, p, len as usize), "device 0's kernel cannot read device 1's host block {p:#x}");
+        let mut b = [0u8; 1];
+        a[1].read_as(0, p, &mut b).unwrap();
+        assert_eq!(b[0], 0x5a, "the bytes the CPU wrote");
+        // Device 0's kernel checks it against the owner's shadow (its control block names the
+        // span), and the owner describes the overrun.
+        assert!(!bad_for(&a[0], p + len - 4, 4), "in-bounds read of a host block reported");
+        assert!(bad_for(&a[0], p + len, 4), "a read just past device 1's host block passes on device 0");
+        assert_eq!(a[1].describe(p + len).kind, AddrKind::OverflowRight { distance: 0 });
+    }
+    // Device memory stays the owner's (and its peers') alone.
+    assert!(!readable_by(&a[1], 0, on_device, 4), "host access granted device memory");
+    a[1].grant_peer_access(0).unwrap();
+    assert!(readable_by(&a[1], 0, on_device, 4));
+    // Peer access taken back: the host blocks and the shadow stay readable.
+    a[1].revoke_peer_access(0).unwrap();
+    assert!(!readable_by(&a[1], 0, on_device, 4));
+    assert!(readable_by(&a[1], 0, managed, 4) && readable_by(&a[1], 0, large, 4), "revoking peer access took the host memory away");
+    // Freed on its owner: device 0's kernel sees it freed.
+    a[1].free_by(pinned, None, FreeCall::PinnedHost).unwrap();
+    a[1].free(managed, None).unwrap();
+    for p in [pinned, managed] {
+        assert!(bad_for(&a[0], p, 4));
+        assert!(matches!(a[1].describe(p).kind, AddrKind::UseAfterFree { .. }));
+    }
 }

@@ -84,6 +84,11 @@ pub struct Pool {
     /// Devices granted access to the pool (multi-GPU; one pool per device): read-write to its
     /// chunks, read-only to its shadow and extent table.
     peers: Vec<i32>,
+    /// Devices granted this pool's host memory (multi-GPU: pinned and managed host memory is every
+    /// GPU's, as UVA makes the driver's): read-write to its [`Memory::Host`] chunks, read-only to
+    /// its shadow and extent table, so that their kernels' checks of that memory read the owner's
+    /// shadow. Device chunks stay the owner's and its peers'.
+    host_readers: Vec<i32>,
     /// The span this pool is a slot of, and the slot: the span owns the pool's, shadow's and
     /// extent table's VA. `None`: the pool reserved its own.
     span: Option<(Arc<DeviceSpan>, u32)>,
@@ -201,6 +206,7 @@ impl Pool {
             scratch: None,
             aliases: BTreeMap::new(),
             peers: Vec::new(),
+            host_readers: Vec::new(),
             span,
             exported: HashSet::new(),
             imported: HashSet::new(),
@@ -268,12 +274,14 @@ impl Pool {
             return Err(e);
         }
         self.wide_runs.remove(&start);
-        self.grant_peers(start, run, Prot::ReadOnly)
+        self.grant_peers(start, run, Prot::ReadOnly, true)
     }
 
-    /// Gives every peer `prot` over `[va, va+len)`, just mapped (a new mapping grants none).
-    fn grant_peers(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
-        for &p in &self.peers {
+    /// Gives every peer `prot` over `[va, va+len)`, just mapped (a new mapping grants none), and
+    /// every host reader too when `host_readers` (shadow, extent table, host chunks).
+    fn grant_peers(&self, va: u64, len: u64, prot: Prot, host_readers: bool) -> Result<(), UvmError> {
+        let readers = self.host_readers.iter().filter(|&&r| host_readers && !self.peers.contains(&r));
+        for &p in self.peers.iter().chain(readers) {
             self.backend.set_peer_access(va, len, p, prot)?;
         }
         Ok(())
@@ -615,7 +623,7 @@ impl Pool {
                     self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
                     self.shadow.remove(&idx);
                     self.cache.push(h);
-                    self.grant_peers(sva, self.gran, Prot::ReadOnly)?;
+                    self.grant_peers(sva, self.gran, Prot::ReadOnly, true)?;
                 }
             }
             Op::Retire { va, tags } => {
@@ -631,7 +639,7 @@ impl Pool {
             Memory::Device => self.backend.map(va, h, Prot::ReadWrite)?,
             Memory::Host => self.backend.map_host(va, h, Prot::ReadWrite)?,
         }
-        if let Err(e) = self.grant_peers(va, self.gran, Prot::ReadWrite) {
+        if let Err(e) = self.grant_peers(va, self.gran, Prot::ReadWrite, self.memory_of_chunk(h) == Memory::Host) {
             let _ = self.backend.unmap(va, self.gran);
             return Err(e);
         }
@@ -646,12 +654,12 @@ impl Pool {
             .backend
             .unmap(va, self.gran)
             .and_then(|_| self.backend.map(va, h, Prot::ReadWrite))
-            .and_then(|_| self.grant_peers(va, self.gran, Prot::ReadOnly))
+            .and_then(|_| self.grant_peers(va, self.gran, Prot::ReadOnly, true))
             .and_then(|_| self.backend.fill(va, self.gran, 0, stream));
         if let Err(e) = r {
             let _ = self.backend.unmap(va, self.gran);
             let _ = self.backend.map(va, self.zero_chunk, Prot::ReadOnly);
-            let _ = self.grant_peers(va, self.gran, Prot::ReadOnly);
+            let _ = self.grant_peers(va, self.gran, Prot::ReadOnly, true);
             self.cache.push(h);
             return Err(e);
         }
@@ -706,7 +714,8 @@ impl Pool {
         // Peers get the same rights. Finer ranges are the patched module's, which protects in
         // the page tables every device uses.
         if va.is_multiple_of(self.gran) && len.is_multiple_of(self.gran) {
-            self.grant_peers(va, len, prot)?;
+            let host = self.memory_of(va) == Some(Memory::Host);
+            self.grant_peers(va, len, prot, host)?;
         }
         Ok(())
     }
@@ -749,7 +758,61 @@ impl Pool {
     pub fn revoke_peer_access(&mut self, peer: i32) -> Result<(), UvmError> {
         let Some(i) = self.peers.iter().position(|&p| p == peer) else { return Ok(()) };
         self.peers.remove(i);
-        self.set_peer_everywhere(peer, false)
+        self.set_peer_everywhere(peer, false)?;
+        // A host reader keeps the host memory and the shadow.
+        if self.host_readers.contains(&peer) {
+            self.set_host_reader_everywhere(peer, true)?;
+        }
+        Ok(())
+    }
+
+    /// Lets device `reader` read and write this pool's host memory ([`Memory::Host`] chunks:
+    /// pinned and managed blocks), committed now or later, and read its shadow and extent table
+    /// (all of it: the checks index it by address), so that checked kernels running there check
+    /// their accesses to that memory against this pool's shadow. Device chunks are not granted
+    /// ([`Self::grant_peer_access`] is what a context's peer access gives). Granting twice, or to
+    /// the pool's own device, changes nothing; a failed grant is undone.
+    pub fn grant_host_access(&mut self, reader: i32) -> Result<(), UvmError> {
+        if reader == self.device() || self.host_readers.contains(&reader) {
+            return Ok(());
+        }
+        if let Err(e) = self.set_host_reader_everywhere(reader, true) {
+            let _ = self.set_host_reader_everywhere(reader, false);
+            return Err(e);
+        }
+        self.host_readers.push(reader);
+        Ok(())
+    }
+
+    /// The devices granted this pool's host memory and shadow.
+    pub fn host_readers(&self) -> &[i32] {
+        &self.host_readers
+    }
+
+    /// Sets `reader`'s rights over the pool's host chunks (their own rights, or none) and its
+    /// shadow and extent table (read-only, or none). A peer has all of it already, and keeps it.
+    fn set_host_reader_everywhere(&self, reader: i32, on: bool) -> Result<(), UvmError> {
+        if self.peers.contains(&reader) {
+            return Ok(());
+        }
+        let b = &self.backend;
+        for (&c, &(h, tags)) in &self.committed {
+            if self.memory_of_chunk(h) != Memory::Host {
+                continue;
+            }
+            for t in plan::tag_windows(tags) {
+                let va = c + t * self.win.size;
+                let p = match (on, self.any_protected) {
+                    (false, _) => Prot::None,
+                    (true, false) => Prot::ReadWrite,
+                    (true, true) => b.access(va, b.device()).unwrap_or(Prot::ReadWrite),
+                };
+                b.set_peer_access(va, self.gran, reader, p)?;
+            }
+        }
+        let ro = if on { Prot::ReadOnly } else { Prot::None };
+        b.set_peer_access(self.shadow_base, self.shadow_size, reader, ro)?;
+        b.set_peer_access(self.extent_base, self.extent_size, reader, ro)
     }
 
     /// The devices granted access to this pool.
@@ -874,7 +937,7 @@ impl Pool {
                 return Err(e);
             }
         }
-        if let Err(e) = self.grant_peers(a, len, Prot::ReadWrite) {
+        if let Err(e) = self.grant_peers(a, len, Prot::ReadWrite, false) {
             let _ = self.backend.unmap(a, len);
             let _ = self.backend.free_va(a, len);
             return Err(e);

@@ -2,12 +2,13 @@
 //! `DeviceSpan`), created lazily, with peers granted and revoked, over random operation sequences
 //! checked against a model: each device's pool sits in its slot; a device reads another's memory
 //! (bytes and shadow, as a checked kernel does) exactly while it is granted, chunks mapped after
-//! the grant included; bytes written are the bytes read, whichever device reads them.
+//! the grant included, or, for host-memory chunks, while it is a host reader (peer access revoked
+//! or not); bytes written are the bytes read, whichever device reads them.
 
 use gasan_instrument::shadow::Scale;
 use gasan_uvm::host::HostBackend;
 use gasan_uvm::plan::DeviceLayout;
-use gasan_uvm::{DeviceSpan, Pool, PoolConfig, Stream, UvmError};
+use gasan_uvm::{DeviceSpan, Memory, Pool, PoolConfig, Stream, UvmError};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -120,6 +121,43 @@ fn a_peer_reads_only_while_granted_including_chunks_mapped_after_the_grant() {
 }
 
 #[test]
+fn a_host_reader_reaches_host_chunks_and_the_shadow_but_not_device_chunks() {
+    let s = span(2, 8);
+    let mut p0 = pool_of(&s, 0, 8, 1);
+    let b = p0.base();
+    let (host, device) = (b, b + G);
+    p0.commit_tagged_in(host, G, 1, Memory::Host).unwrap();
+    p0.commit(device, G).unwrap();
+    p0.backend().write(host, b"pinned host", Stream::SYNC).unwrap();
+    let mut out = [0u8; 11];
+    assert!(matches!(p0.read_as(1, host, &mut out), Err(UvmError::NoAccess { device: 1, .. })), "no access before the grant");
+    p0.grant_host_access(1).unwrap();
+    p0.grant_host_access(0).unwrap(); // its own device: nothing to grant
+    assert_eq!(p0.host_readers(), [1]);
+    p0.read_as(1, host, &mut out).unwrap();
+    assert_eq!(&out, b"pinned host");
+    assert!(matches!(p0.read_as(1, device, &mut out), Err(UvmError::NoAccess { device: 1, .. })), "device memory granted");
+    // Host memory mapped after the grant, far enough to need a shadow chunk of its own.
+    let far = b + (G << 8) * 3;
+    p0.commit_tagged_in(far, G, 1, Memory::Host).unwrap();
+    p0.read_as(1, far, &mut out).unwrap();
+    // Peer access given and taken back: the host reader keeps the host chunks and the shadow.
+    p0.grant_peer_access(1).unwrap();
+    p0.read_as(1, device, &mut out).unwrap();
+    p0.revoke_peer_access(1).unwrap();
+    assert!(matches!(p0.read_as(1, device, &mut out), Err(UvmError::NoAccess { device: 1, .. })));
+    for va in [host, far] {
+        p0.read_as(1, va, &mut out).unwrap();
+    }
+    assert_eq!(p0.backend().access(p0.shadow_addr(device), 1).unwrap(), gasan_uvm::Prot::ReadOnly, "the shadow stays readable");
+    // A host chunk moved to device memory (a managed block) is the owner's again.
+    p0.migrate(far, G, Memory::Device).unwrap();
+    assert!(matches!(p0.read_as(1, far, &mut out), Err(UvmError::NoAccess { device: 1, .. })));
+    p0.migrate(far, G, Memory::Host).unwrap();
+    p0.read_as(1, far, &mut out).unwrap();
+}
+
+#[test]
 fn a_grant_keeps_the_rights_protect_gave() {
     let s = span(2, 8);
     let mut p = pool_of(&s, 0, 8, 1);
@@ -140,12 +178,13 @@ fn a_grant_keeps_the_rights_protect_gave() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// Commit for the window `tag` (modulo the pool's windows).
+    /// Commit for the window `tag` (modulo the pool's windows), of host memory when `host`.
     Commit {
         dev: u32,
         chunk: u64,
         n: u64,
         tag: u64,
+        host: bool,
     },
     Decommit {
         dev: u32,
@@ -165,6 +204,11 @@ enum Op {
         dev: u32,
         peer: u32,
     },
+    /// `dev`'s pool grants `reader` its host memory and shadow.
+    GrantHost {
+        dev: u32,
+        reader: u32,
+    },
     /// Device `by` reads `dev`'s chunk through window `tag`.
     Read {
         dev: u32,
@@ -181,11 +225,12 @@ fn op(devices: u32) -> impl Strategy<Value = Op> {
     let d = 0..devices;
     let c = 0u64..12;
     prop_oneof![
-        3 => (d.clone(), c.clone(), 1u64..3, 0u64..4).prop_map(|(dev, chunk, n, tag)| Op::Commit { dev, chunk, n, tag }),
+        3 => (d.clone(), c.clone(), 1u64..3, 0u64..4, any::<bool>()).prop_map(|(dev, chunk, n, tag, host)| Op::Commit { dev, chunk, n, tag, host }),
         1 => (d.clone(), c.clone(), 1u64..3).prop_map(|(dev, chunk, n)| Op::Decommit { dev, chunk, n }),
         2 => (d.clone(), c.clone(), any::<u8>()).prop_map(|(dev, chunk, byte)| Op::Write { dev, chunk, byte }),
         2 => (d.clone(), d.clone()).prop_map(|(dev, peer)| Op::Grant { dev, peer }),
         1 => (d.clone(), d.clone()).prop_map(|(dev, peer)| Op::Revoke { dev, peer }),
+        2 => (d.clone(), d.clone()).prop_map(|(dev, reader)| Op::GrantHost { dev, reader }),
         4 => (d.clone(), d.clone(), c.clone(), 0u64..4).prop_map(|(dev, by, chunk, tag)| Op::Read { dev, by, chunk, tag }),
         1 => d.prop_map(|dev| Op::Drop { dev }),
     ]
@@ -194,11 +239,12 @@ fn op(devices: u32) -> impl Strategy<Value = Op> {
 /// One device's pool in the model.
 #[derive(Default)]
 struct Model {
-    /// Chunk → the window it is committed for.
-    committed: BTreeMap<u64, u64>,
+    /// Chunk → the window it is committed for, and whether it is host memory.
+    committed: BTreeMap<u64, (u64, bool)>,
     /// Bytes known to be at each chunk's offset 8 (written since its commit).
     bytes: BTreeMap<u64, u8>,
     peers: BTreeSet<u32>,
+    host_readers: BTreeSet<u32>,
 }
 
 proptest! {
@@ -213,16 +259,17 @@ proptest! {
         for o in ops {
             // Ops name up to 4 devices; fold them onto this span's.
             let o = match o {
-                Op::Commit { dev, chunk, n, tag } => Op::Commit { dev: dev % devices, chunk, n, tag: tag % tags },
+                Op::Commit { dev, chunk, n, tag, host } => Op::Commit { dev: dev % devices, chunk, n, tag: tag % tags, host },
                 Op::Decommit { dev, chunk, n } => Op::Decommit { dev: dev % devices, chunk, n },
                 Op::Write { dev, chunk, byte } => Op::Write { dev: dev % devices, chunk, byte },
                 Op::Grant { dev, peer } => Op::Grant { dev: dev % devices, peer: peer % devices },
                 Op::Revoke { dev, peer } => Op::Revoke { dev: dev % devices, peer: peer % devices },
+                Op::GrantHost { dev, reader } => Op::GrantHost { dev: dev % devices, reader: reader % devices },
                 Op::Read { dev, by, chunk, tag } => Op::Read { dev: dev % devices, by: by % devices, chunk, tag: tag % tags },
                 Op::Drop { dev } => Op::Drop { dev: dev % devices },
             };
             // Pools appear on a device's first use.
-            let dev = match o { Op::Commit { dev, .. } | Op::Decommit { dev, .. } | Op::Write { dev, .. } | Op::Grant { dev, .. } | Op::Revoke { dev, .. } | Op::Read { dev, .. } | Op::Drop { dev } => dev };
+            let dev = match o { Op::Commit { dev, .. } | Op::Decommit { dev, .. } | Op::Write { dev, .. } | Op::Grant { dev, .. } | Op::Revoke { dev, .. } | Op::GrantHost { dev, .. } | Op::Read { dev, .. } | Op::Drop { dev } => dev };
             if matches!(o, Op::Drop { .. }) {
                 pools.remove(&dev);
                 model.remove(&dev);
@@ -234,13 +281,14 @@ proptest! {
             let m = model.entry(dev).or_default();
             let base = p.base();
             match o {
-                Op::Commit { chunk, n, tag, .. } => {
+                Op::Commit { chunk, n, tag, host, .. } => {
                     let ok = (chunk..chunk + n).all(|c| !m.committed.contains_key(&c));
-                    prop_assert_eq!(p.commit_tagged(base + chunk * G, n * G, 1 << tag).is_ok(), ok);
+                    let mem = if host { Memory::Host } else { Memory::Device };
+                    prop_assert_eq!(p.commit_tagged_in(base + chunk * G, n * G, 1 << tag, mem).is_ok(), ok);
                     if ok {
                         // A chunk from the cache keeps the bytes it had: unknown until written.
                         for c in chunk..chunk + n {
-                            m.committed.insert(c, tag);
+                            m.committed.insert(c, (tag, host));
                             m.bytes.remove(&c);
                         }
                     }
@@ -256,7 +304,7 @@ proptest! {
                     }
                 }
                 Op::Write { chunk, byte, .. } => {
-                    if let Some(&tag) = m.committed.get(&chunk) {
+                    if let Some(&(tag, _)) = m.committed.get(&chunk) {
                         p.backend().write(p.tagged(base + chunk * G, tag) + 8, &[byte; 8], Stream::SYNC).unwrap();
                         m.bytes.insert(chunk, byte);
                     }
@@ -271,12 +319,19 @@ proptest! {
                     p.revoke_peer_access(peer as i32).unwrap();
                     m.peers.remove(&peer);
                 }
+                Op::GrantHost { reader, .. } => {
+                    p.grant_host_access(reader as i32).unwrap();
+                    if reader != dev {
+                        m.host_readers.insert(reader);
+                    }
+                }
                 Op::Read { by, chunk, tag, .. } => {
                     let mut out = [0u8; 8];
                     let r = p.read_as(by as i32, p.tagged(base + chunk * G, tag) + 8, &mut out);
-                    if m.committed.get(&chunk) != Some(&tag) {
+                    let committed = m.committed.get(&chunk).copied();
+                    if committed.map(|(t, _)| t) != Some(tag) {
                         prop_assert!(matches!(r, Err(UvmError::NotCommitted(_))), "uncommitted: {:?}", r);
-                    } else if by == dev || m.peers.contains(&by) {
+                    } else if by == dev || m.peers.contains(&by) || (committed.is_some_and(|(_, host)| host) && m.host_readers.contains(&by)) {
                         prop_assert!(r.is_ok(), "device {} reading device {}'s chunk {}: {:?}", by, dev, chunk, r);
                         if let Some(&b) = m.bytes.get(&chunk) {
                             prop_assert_eq!(out, [b; 8]);
@@ -290,6 +345,9 @@ proptest! {
             let mut peers: Vec<i32> = p.peers().to_vec();
             peers.sort();
             prop_assert_eq!(peers, m.peers.iter().map(|&x| x as i32).collect::<Vec<_>>());
+            let mut readers: Vec<i32> = p.host_readers().to_vec();
+            readers.sort();
+            prop_assert_eq!(readers, m.host_readers.iter().map(|&x| x as i32).collect::<Vec<_>>());
         }
         // Pools of different devices never share VA.
         for (&d, p) in &pools {

@@ -7,7 +7,10 @@ CASE is one of:
   ddp_train  torch.distributed with the NCCL backend, 2 ranks (one process per GPU): a small MLP in
              DistributedDataParallel, a few steps of all-reduced gradients; prints loop_seconds
   mp_share   torch.multiprocessing: a CUDA tensor sent to a child process (CUDA IPC underneath),
-             which adds to it in place; the parent sees the sum
+             which adds to it in place; the parent sees the sum. PyTorch shares only tensors of its
+             caching allocator (`_share_cuda_` raises "invalid device pointer" for the uncached
+             allocations PYTORCH_NO_CUDA_MEMORY_CACHING gives), so under gasan it runs with
+             --framework-pools 0 (expectations.json); a send that fails ends both processes at once
   dp_train   one process, 2 GPUs: torch.nn.DataParallel (NCCL broadcast and reduce in one
              process), a few steps; prints loop_seconds
   jax_psum   one process, every GPU: jax.pmap with a psum (XLA's NCCL all-reduce)
@@ -97,12 +100,15 @@ def ddp_train():
     mp.spawn(ddp_rank, args=(2, port, 20), nprocs=2, join=True)
 
 
-def mp_child(q_in, q_out):
-    t = q_in.get()
+def mp_child(conn):
+    try:
+        t = conn.recv()
+    except EOFError:  # the parent could not send the tensor (it says why) and closed its end
+        sys.exit(4)
     t.add_(1.0)
     import torch
     torch.cuda.synchronize()
-    q_out.put(float(t.sum()))
+    conn.send(float(t.sum()))
 
 
 def mp_share():
@@ -110,16 +116,35 @@ def mp_share():
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    q_in, q_out = ctx.Queue(), ctx.Queue()
+    parent, child = ctx.Pipe()
     t = torch.zeros(1000, dtype=torch.float32, device="cuda")
-    p = ctx.Process(target=mp_child, args=(q_in, q_out))
+    p = ctx.Process(target=mp_child, args=(child,))
     p.start()
-    q_in.put(t)
-    child_sum = q_out.get(timeout=120)
-    p.join()
+    child.close()
+    # A pipe pickles the tensor on this thread: a failed share raises here. (A Queue pickles on
+    # its feeder thread, which prints the error and drops the item: the child then waits for ever
+    # and the parent until its timeout.)
+    try:
+        parent.send(t)
+    except Exception as e:
+        print("cannot share the CUDA tensor: %s: %s" % (type(e).__name__, e))
+        if "PYTORCH_NO_CUDA_MEMORY_CACHING" in os.environ:
+            print("PYTORCH_NO_CUDA_MEMORY_CACHING is set: PyTorch shares only its caching allocator's tensors (under gasan: --framework-pools 0)")
+        parent.close()
+        p.join(30)
+        sys.exit(3)
+    if not parent.poll(45):
+        print("no answer from the child in 45 s")
+        p.kill()
+        sys.exit(3)
+    try:
+        child_sum = parent.recv()
+    except EOFError:
+        child_sum = None
+    p.join(30)
     torch.cuda.synchronize()
-    print("child saw %.1f, parent sees %.1f" % (child_sum, float(t.sum())))
-    if p.exitcode != 0 or float(t.sum()) != 1000.0:
+    print("child saw %s, parent sees %.1f" % (child_sum, float(t.sum())))
+    if p.exitcode != 0 or child_sum != 1000.0 or float(t.sum()) != 1000.0:
         print("the shared tensor was not updated (child exit %s)" % p.exitcode)
         sys.exit(3)
 

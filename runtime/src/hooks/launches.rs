@@ -99,6 +99,12 @@ hooks! {
     }
     // ---- contexts appearing: libraries' control blocks are written in each (control.rs) ----
     cuCtxCreate_v4(out: Out<CUcontext>, params: *mut cudarc::driver::sys::CUctxCreateParams, flags: u32, dev: i32) { context_made(real(out, params, flags, dev), out) }
+    // What cuGetProcAddress("cuCtxCreate") answers for CUDA 3.2 to 11.3 (_v2) and 11.4 to 12.4
+    // (_v3), and what programs built with those headers link: contexts they create get the
+    // libraries' control blocks as cuCtxCreate_v4's do. Checked against the prototypes copied
+    // from cuda.h (hook_abi::legacy): cudarc has no binding of either.
+    #[legacy] cuCtxCreate_v2(out: Out<CUcontext>, flags: u32, dev: i32) { context_made(real(out, flags, dev), out) }
+    #[legacy] cuCtxCreate_v3(out: Out<CUcontext>, params: *mut cudarc::driver::sys::CUexecAffinityParam, count: i32, flags: u32, dev: i32) { context_made(real(out, params, count, flags, dev), out) }
     cuDevicePrimaryCtxRetain(out: Out<CUcontext>, dev: i32) { context_made(real(out, dev), out) }
     cuCtxSetCurrent(ctx: CUcontext) {
         let r = real(ctx);

@@ -38,10 +38,11 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
 }
 
 /// A managed or pinned host allocation from the pool (host memory that the CPU and kernels share
-/// at one address, checked like device memory), or the driver's (tracked, checked by host calls
-/// only) when `enabled` is off, the request is not one the pool serves (`valid`: pointer, size and
-/// flags; the driver then answers, errors included), on a GPU other than the pool's, or when the
-/// pool cannot hold it.
+/// at one address, checked like device memory; with several GPUs the current GPU's pool, whose
+/// host blocks every GPU reaches: `State::host_memory_runtime`), or the driver's (tracked, checked
+/// by host calls only) when `enabled` is off, the request is not one the pool serves (`valid`:
+/// pointer, size and flags; the driver then answers, errors included), no pool serves host memory
+/// now, or the pool cannot hold it.
 fn alloc_host_memory(
     out: Out<u64>,
     size: usize,
@@ -52,7 +53,7 @@ fn alloc_host_memory(
     real: impl FnOnce() -> CuResult,
 ) -> CuResult {
     let s = state();
-    let Some(d) = s.device().filter(|d| enabled && valid && !out.is_null() && size > 0 && !(d.multi_gpu && crate::device::current_device() != Some(d.device))) else {
+    let Some(d) = s.host_memory_runtime().filter(|_| enabled && valid && !out.is_null() && size > 0) else {
         return track(real(), out, size, kind);
     };
     match alloc(&d.alloc) {
