@@ -25,6 +25,7 @@
 
 use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
+use super::defs::Defs;
 use super::emit::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
 use super::Line;
@@ -343,7 +344,7 @@ impl ParamBounds {
     /// its versioned loop is the final store, went from 32 to 39 registers: half the blocks per
     /// SM, 1.07x to 1.38x native), while straight-line kernels (stencils, transposes, the
     /// shapes whose checks cost most) have registers to spare.
-    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
+    pub fn analyze(lines: &[Line<'_>], body: &Body, defs: Defs<'_, '_>, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
         // (A body that opens and closes on one line holds nothing to check.)
         let body_lines = lines.get(body.open + 1..body.close).filter(|_| body.entry)?;
         if any_in_loop(body.open + 1..body.close) {
@@ -363,65 +364,60 @@ impl ParamBounds {
         // (Sized for a definition a line: grown from empty, it rehashed several times a kernel.)
         let mut regs: Regs<'_> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
         let mut operands_of_params: Vec<&str> = Vec::new();
-        let mut seq = 0;
-        for line in body_lines {
-            for st in line.stmts() {
-                let Some(ins) = &st.instr else { continue };
-                seq += 1;
-                if ins.opcode.op == Op::Call {
-                    // A call's results are in parentheses, which `dests` does not read: none of
-                    // them is defined once for index tests.
-                    let results = ins.operands.first().copied().unwrap_or("");
-                    for r in results.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '_' | '$'))).filter(|r| r.starts_with('%')) {
-                        regs.entry(r).or_insert(Reg { root: None, def: None }).def = None;
+        // The body's instructions that define registers, in order (`seq`: the position, all the
+        // index tests compare).
+        for (seq, w) in defs.writers().enumerate() {
+            let ins = w.instr;
+            // A call's results are not read by `dests`: none of them is defined once for index
+            // tests.
+            for r in defs.made_by(&w).iter().filter(|d| d.call_result) {
+                regs.entry(r.reg).or_insert(Reg { root: None, def: None }).def = None;
+            }
+            let mut dests = ins.dests();
+            let Some(d) = dests.next() else { continue };
+            let mut rest = dests.peekable();
+            let single = rest.peek().is_none();
+            let mut param = None;
+            let v = if !single {
+                Root::Other
+            } else {
+                match def_of(ins.opcode, &ins.operands) {
+                    Def::Param(p) if is_declared(p) => {
+                        let k = operands_of_params.iter().position(|q| *q == p).unwrap_or_else(|| {
+                            operands_of_params.push(p);
+                            operands_of_params.len() - 1
+                        });
+                        param = Some(k);
+                        Root::Param(k)
+                    }
+                    Def::Param(_) | Def::Other => Root::Other,
+                    Def::OneOf(ops) => {
+                        let mut derived = ops.iter().filter_map(|o| match regs.get(o).and_then(|g| g.root) {
+                            Some(Root::Param(k)) => Some(k),
+                            _ => None,
+                        });
+                        match (derived.next(), derived.next()) {
+                            (Some(k), None) => Root::Param(k),
+                            _ => Root::Other,
+                        }
                     }
                 }
-                let mut dests = ins.dests();
-                let Some(d) = dests.next() else { continue };
-                let mut rest = dests.peekable();
-                let single = rest.peek().is_none();
-                let mut param = None;
-                let v = if !single {
-                    Root::Other
-                } else {
-                    match def_of(ins.opcode, &ins.operands) {
-                        Def::Param(p) if is_declared(p) => {
-                            let k = operands_of_params.iter().position(|q| *q == p).unwrap_or_else(|| {
-                                operands_of_params.push(p);
-                                operands_of_params.len() - 1
-                            });
-                            param = Some(k);
-                            Root::Param(k)
-                        }
-                        Def::Param(_) | Def::Other => Root::Other,
-                        Def::OneOf(ops) => {
-                            let mut derived = ops.iter().filter_map(|o| match regs.get(o).and_then(|g| g.root) {
-                                Some(Root::Param(k)) => Some(k),
-                                _ => None,
-                            });
-                            match (derived.next(), derived.next()) {
-                                (Some(k), None) => Root::Param(k),
-                                _ => Root::Other,
-                            }
-                        }
+            };
+            let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
+            for r in std::iter::once(d).chain(rest) {
+                let v = if r == d { v } else { Root::Other };
+                match regs.entry(r) {
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) });
                     }
-                };
-                let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
-                for r in std::iter::once(d).chain(rest) {
-                    let v = if r == d { v } else { Root::Other };
-                    match regs.entry(r) {
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) });
-                        }
-                        std::collections::hash_map::Entry::Occupied(e) => {
-                            let g = e.into_mut();
-                            // Every definition must agree; a second one ends the index tests'.
-                            g.root = Some(match g.root {
-                                Some(e) if e != v => Root::Other,
-                                _ => v,
-                            });
-                            g.def = None;
-                        }
+                    std::collections::hash_map::Entry::Occupied(e) => {
+                        let g = e.into_mut();
+                        // Every definition must agree; a second one ends the index tests'.
+                        g.root = Some(match g.root {
+                            Some(e) if e != v => Root::Other,
+                            _ => v,
+                        });
+                        g.def = None;
                     }
                 }
             }

@@ -28,7 +28,7 @@ use ir::header::{self, Directive};
 use ir::line::{count_braces, find_pair, strip_comment, Line, ParsedStmt};
 use ir::regs::{type_bits, RegTypes};
 use ir::stmt::kills_checks;
-use ir::{access, bodies, cfg as branches, labels, opcode, stmt};
+use ir::{access, bodies, cfg as branches, defs, labels, opcode, stmt};
 mod loops;
 #[cfg(test)]
 mod loops_sim;
@@ -537,9 +537,11 @@ impl<'a> Rewriter<'a> {
         };
         let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
         let heap_calls = heap::HeapCalls::for_module(self.src);
+        let defs = defs::ModuleDefs::new(&lines, &bodies);
         let module = Module {
             lines: &lines,
             bodies: &bodies,
+            defs: &defs,
             branches: &branches,
             covered,
             copies,
@@ -560,9 +562,9 @@ impl<'a> Rewriter<'a> {
                 }
             }
         }
-        let coalescing = if planned { coalesce::plan(&lines, &bodies, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
-        let module_spaces = spaces::analyze(&lines, &bodies, &self.top_params);
-        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &module_spaces, inserted, &locs) } else { HashMap::default() };
+        let coalescing = if planned { coalesce::plan(&lines, &defs, &branches, covered, inserted, &locs) } else { coalesce::Plan::default() };
+        let module_spaces = spaces::analyze(&lines, &bodies, &defs, &self.top_params);
+        let space_groups = if planned { spaces::group_accesses(&lines, &bodies, &defs, &module_spaces, inserted, &locs) } else { HashMap::default() };
         let plans = module.plans(&coalescing, &module_spaces, &space_groups);
         let mut walk = Walk { heap_calls, ..Walk::default() };
         for i in 0..lines.len() {
@@ -606,11 +608,11 @@ impl<'a> Rewriter<'a> {
             let first = m.bodies.iter().position(|b| b.open >= range.start).unwrap_or(m.bodies.len());
             let end = m.bodies.iter().position(|b| b.open >= range.end).unwrap_or(m.bodies.len());
             let part_bodies = m.bodies.part(first..end);
-            let coalescing = if planned { coalesce::plan_range(m.lines, range.clone(), m.bodies, m.branches, m.covered, m.inserted, m.locs) } else { coalesce::Plan::default() };
+            let coalescing = if planned { coalesce::plan_range(m.lines, range.clone(), m.defs, m.branches, m.covered, m.inserted, m.locs) } else { coalesce::Plan::default() };
             let mut module_spaces = declared.clone();
             module_spaces.top_params.clone_from(&this.top_params);
-            spaces::analyze_functions(m.lines, &part_bodies, &mut module_spaces);
-            let space_groups = if planned { spaces::group_accesses(m.lines, &part_bodies, &module_spaces, m.inserted, m.locs) } else { HashMap::default() };
+            spaces::analyze_functions(m.lines, &part_bodies, m.defs, &mut module_spaces);
+            let space_groups = if planned { spaces::group_accesses(m.lines, &part_bodies, m.defs, &module_spaces, m.inserted, m.locs) } else { HashMap::default() };
             let plans = m.plans(&coalescing, &module_spaces, &space_groups);
             match used.start(k) {
                 Some(start) => {
@@ -737,7 +739,8 @@ impl<'a> Rewriter<'a> {
                 let bounds = match memo {
                     Some(b) => b,
                     None if self.opts.param_bounds => {
-                        let b = bounds::ParamBounds::analyze(plans.module.lines, body, |l| plans.module.versioned_loop.contains(&l), |r| plans.module.branches.any_in_loop(r));
+                        let b =
+                            bounds::ParamBounds::analyze(plans.module.lines, body, plans.module.defs.of(body), |l| plans.module.versioned_loop.contains(&l), |r| plans.module.branches.any_in_loop(r));
                         if self.counting {
                             plans.bounds_memo.borrow_mut().insert(body.open, b.clone());
                         }
@@ -1346,6 +1349,8 @@ struct Plans<'p, 'l> {
 struct Module<'p, 'l> {
     lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
+    /// Each body's register definitions, built once on first use.
+    defs: &'p defs::ModuleDefs<'p, 'l>,
     branches: &'p branches::Branches<'l>,
     /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
     /// wrote ([`loops::Versioned`]).
