@@ -27,6 +27,7 @@ use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
 use super::defs::Defs;
 use super::emit::{ln, Lines, Numbered};
+use super::func::{FnHeader, Param};
 use super::opcode::{Op, Opcode};
 use super::Line;
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL};
@@ -148,31 +149,6 @@ pub(super) struct ParamBounds {
     scaled: HashMap<String, Scaled>,
     /// The (parameter, shift) pairs whose limits the entry decodes, ascending.
     limits: Vec<(usize, u32)>,
-}
-
-/// One parameter the kernel's header declares, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Declared {
-    name: String,
-    /// A scalar 64-bit integer (`.u64`, `.s64`, `.b64`): a pointer argument can be one.
-    scalar64: bool,
-}
-
-/// The kernel parameters declared in the header of the body that opens at `open`, in order.
-fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<Declared> {
-    let Some(start) = lines[..=open].iter().rposition(|l| l.code.split_whitespace().any(|w| w == ".entry")) else { return Vec::new() };
-    let mut declared = Vec::new();
-    for line in &lines[start..=open] {
-        for piece in line.code.split([',', '(', ')']) {
-            let Some(rest) = piece.trim().strip_prefix(".param") else { continue };
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            if let Some(name) = words.last() {
-                let scalar64 = !name.contains('[') && words.len() == 2 && matches!(words[0], ".u64" | ".s64" | ".b64");
-                declared.push(Declared { name: name.split('[').next().unwrap_or(name).to_string(), scalar64 });
-            }
-        }
-    }
-    declared
 }
 
 /// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`,
@@ -350,7 +326,9 @@ impl ParamBounds {
         if any_in_loop(body.open + 1..body.close) {
             return None;
         }
-        let declared = kernel_params(lines, body.open);
+        let header = FnHeader::text_of(lines, body);
+        // The parameters the kernel's header declares, in order.
+        let declared: Vec<Param<'_>> = FnHeader::parse(&header).map(|h| h.params.into_iter().filter(|p| p.space == ".param").collect()).unwrap_or_default();
         if declared.is_empty() {
             return None;
         }
@@ -462,7 +440,7 @@ impl ParamBounds {
             .iter()
             .enumerate()
             .map(|(k, p)| {
-                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64)?;
+                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64())?;
                 untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, r, k)));
                 u32::try_from(ordinal).ok()
             })

@@ -28,7 +28,7 @@ use ir::header::{self, Directive};
 use ir::line::{count_braces, find_pair, strip_comment, Line, ParsedStmt};
 use ir::regs::{type_bits, RegTypes};
 use ir::stmt::kills_checks;
-use ir::{access, bodies, cfg as branches, defs, labels, opcode, stmt};
+use ir::{access, bodies, cfg as branches, defs, func, labels, opcode, stmt};
 mod loops;
 #[cfg(test)]
 mod loops_sim;

@@ -46,6 +46,7 @@ use super::access::{self, parse_address, parse_int, type_size, AddrBase, Extent,
 use super::bodies::{Bodies, Body};
 use super::defs::{Defs, ModuleDefs};
 use super::emit::{ln, Lines, Piece};
+use super::func::FnHeader;
 use super::opcode::Op;
 use super::stmt::{ends_block, falls_through};
 use super::{Line, ParsedStmt};
@@ -224,7 +225,11 @@ pub(super) fn analyze_functions<'a>(lines: &[Line<'a>], bodies: &Bodies, defs: &
     for b in bodies.iter() {
         let stmts: Vec<&ParsedStmt<'_>> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.stmts()).collect();
         let top_param = m.top_params.contains(&b.name);
-        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, top_param, ..analyze_function(&stmts, defs.of(b), &m.vars, top_param) });
+        // A called function given its callers' top (frames.rs) follows its own parameters: the
+        // ones its header declares.
+        let header = if top_param { FnHeader::text_of(lines, b) } else { String::new() };
+        let own_params: Option<Vec<&str>> = top_param.then(|| FnHeader::parse(&header).map(|h| h.params.iter().map(|p| p.name).collect()).unwrap_or_default());
+        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, top_param, ..analyze_function(&stmts, defs.of(b), &m.vars, own_params.as_deref()) });
     }
 }
 
@@ -234,19 +239,11 @@ fn body_lines<'l, 'a>(lines: &'l [Line<'a>], b: &Body, from: usize) -> impl Iter
     (from..=end).filter_map(move |i| lines.get(i).map(|l| (i, l)))
 }
 
-/// `params`: follow the function's own parameters too ([`Prov::Param`]).
-fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &HashMap<String, SpaceVar>, params: bool) -> FnSpaces {
+/// `params`: the function's own parameters, when they are followed too ([`Prov::Param`]).
+fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &HashMap<String, SpaceVar>, params: Option<&[&str]>) -> FnSpaces {
     let mut f = FnSpaces::default();
-    // `.param`s declared in the body are a call's arguments and results (`callseq` blocks), not
-    // the function's parameters.
-    let mut call_params: FxHashSet<&str> = FxHashSet::default();
     for &&ParsedStmt { text: s, ref instr, .. } in stmts {
         if s.starts_with('.') {
-            if params && s.starts_with(".param") {
-                if let Some(name) = s.split_whitespace().last() {
-                    call_params.insert(name.split('[').next().unwrap_or(name));
-                }
-            }
             // The frame is the one declaration wanted here (most directives are `.loc`).
             if let Some((name, v)) = s.starts_with(".local").then(|| parse_declaration(s)).flatten() {
                 if v.space == MemorySpace::Local && name.starts_with("__local_depot") {
@@ -292,8 +289,9 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
             }
         }
     }
-    let own_param = |ins: &Instr<'_>| params && param_load(ins).is_some_and(|p| !call_params.contains(p));
-    if params {
+    // (`.param`s declared in the body are a call's arguments and results, `callseq` blocks.)
+    let own_param = |ins: &Instr<'_>| params.is_some_and(|own| param_load(ins).is_some_and(|p| own.contains(&p)));
+    if params.is_some() {
         work.extend(defs.iter().enumerate().filter(|(_, &(_, ins))| own_param(ins)).map(|(k, _)| k));
     }
     let mut tainted: FxHashSet<&str> = FxHashSet::default();

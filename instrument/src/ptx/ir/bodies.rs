@@ -20,6 +20,8 @@ pub(in crate::ptx) struct Body {
     pub name: String,
     /// A kernel (`.entry`), not a device function.
     pub entry: bool,
+    /// The line its header starts on ([`super::func::FnHeader::text_of`]).
+    pub header: usize,
     /// The line holding its opening brace.
     pub open: usize,
     /// The line holding its closing brace (`usize::MAX` when it never closes).
@@ -44,7 +46,7 @@ impl Bodies {
     /// The same bodies after their lines moved (`to[i]`: where line `i` went).
     pub fn moved(self, to: &[usize]) -> Bodies {
         let at = |i: usize| if i == usize::MAX { i } else { to[i] };
-        Bodies { list: self.list.into_iter().map(|b| Body { open: at(b.open), close: at(b.close), ..b }).collect() }
+        Bodies { list: self.list.into_iter().map(|b| Body { header: at(b.header), open: at(b.open), close: at(b.close), ..b }).collect() }
     }
 
     /// The bodies of positions `range` in the list.
@@ -94,8 +96,9 @@ pub(in crate::ptx) struct Scanner {
     list: Vec<Body>,
     depth: i64,
     in_block_comment: bool,
-    pending: Option<(String, bool)>,
-    open: Option<(String, bool, usize, i64)>,
+    /// The last header seen: name, kernel, line.
+    pending: Option<(String, bool, usize)>,
+    open: Option<(String, bool, usize, usize, i64)>,
     /// Stopped at a line that left the brace depth below zero: later lines are not looked at.
     stopped: bool,
 }
@@ -119,20 +122,20 @@ impl Scanner {
         let t = line.code;
         if t.starts_with('.') && t.contains('(') {
             if let Some(name) = function_name(t) {
-                self.pending = Some((name, t.split_whitespace().any(|w| w == ".entry")));
+                self.pending = Some((name, t.split_whitespace().any(|w| w == ".entry"), i));
             }
         }
         let (opens, closes) = if line.braces { count_braces(t) } else { (0, 0) };
         if self.open.is_none() && opens > 0 {
-            if let Some((name, entry)) = self.pending.take() {
-                self.open = Some((name, entry, i, self.depth));
+            if let Some((name, entry, header)) = self.pending.take() {
+                self.open = Some((name, entry, header, i, self.depth));
             }
         }
         self.depth += i64::from(opens - closes);
-        if let Some((_, _, _, at)) = &self.open {
+        if let Some((_, _, _, _, at)) = &self.open {
             if closes > 0 && self.depth <= *at {
-                let (name, entry, start, _) = self.open.take().expect("just matched");
-                self.list.push(Body { name, entry, open: start, close: i });
+                let (name, entry, header, start, _) = self.open.take().expect("just matched");
+                self.list.push(Body { name, entry, header, open: start, close: i });
             }
         }
         if self.depth < 0 {
@@ -142,8 +145,8 @@ impl Scanner {
 
     /// The bodies of the lines taken.
     pub fn finish(mut self) -> Bodies {
-        if let Some((name, entry, start, _)) = self.open.take() {
-            self.list.push(Body { name, entry, open: start, close: usize::MAX });
+        if let Some((name, entry, header, start, _)) = self.open.take() {
+            self.list.push(Body { name, entry, header, open: start, close: usize::MAX });
         }
         Bodies { list: self.list }
     }
