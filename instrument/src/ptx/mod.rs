@@ -210,7 +210,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 70;
+pub const REVISION: u32 = 71;
 
 /// Instruments a PTX module.
 ///

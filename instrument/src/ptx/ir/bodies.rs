@@ -6,12 +6,13 @@
 //! the rewriter had already closed, and registered sites for checks never emitted.
 //!
 //! The rule (for real PTX simply "a header's first `{` opens its body, its matching `}` closes
-//! it"): a `.entry`/`.func` header with a parameter list names the next body (a later header
+//! it"): a `.entry`/`.func` header's first line (read by func.rs, as every pass reads headers) names the next body (a later header
 //! replaces it); the first line opening a brace while no body is open opens it; it closes on the
 //! line that brings the brace depth back to where it was before it opened. Lines in or opening
 //! block comments count no braces. A body still open at the end runs to the end (the rewriter
 //! reports the module unbalanced).
 
+use super::func::FnHeader;
 use super::line::{count_braces, find_pair, Line};
 
 /// One function body.
@@ -20,7 +21,7 @@ pub(in crate::ptx) struct Body {
     pub name: String,
     /// A kernel (`.entry`), not a device function.
     pub entry: bool,
-    /// The line its header starts on ([`super::func::FnHeader::text_of`]).
+    /// The line its header starts on ([`FnHeader::text_of`]).
     pub header: usize,
     /// The line holding its opening brace.
     pub open: usize,
@@ -121,8 +122,8 @@ impl Scanner {
         }
         let t = line.code;
         if t.starts_with('.') && t.contains('(') {
-            if let Some(name) = function_name(t) {
-                self.pending = Some((name, t.split_whitespace().any(|w| w == ".entry"), i));
+            if let Some((name, entry)) = FnHeader::name_on_line(t) {
+                self.pending = Some((name.to_string(), entry, i));
             }
         }
         let (opens, closes) = if line.braces { count_braces(t) } else { (0, 0) };
@@ -150,27 +151,6 @@ impl Scanner {
         }
         Bodies { list: self.list }
     }
-}
-
-/// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
-pub(in crate::ptx) fn function_name(t: &str) -> Option<String> {
-    let pos = t.find(".entry").map(|p| p + 6).or_else(|| {
-        let p = t.find(".func")?;
-        Some(p + 5)
-    })?;
-    if t.trim_end().ends_with(';') {
-        // A prototype declaration, no body.
-        return None;
-    }
-    let mut rest = t[pos..].trim_start();
-    if rest.starts_with('(') {
-        // Return parameter list: skip to its close.
-        let close = rest.find(')')?;
-        rest = rest[close + 1..].trim_start();
-    }
-    // (ASCII bytes only, so a byte search ends where the char one did, without a String built a char at a time.)
-    let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(rest.len());
-    (end > 0).then(|| rest[..end].to_string())
 }
 
 #[cfg(test)]

@@ -122,6 +122,17 @@ impl<'t> FnHeader<'t> {
         })
     }
 
+    /// The name a header's first line declares (`.visible .entry k(`, `.func (.param .b32 r)
+    /// f(`), and whether it is a kernel's, when the line is no prototype (ending `;`): what names
+    /// the body that follows.
+    pub fn name_on_line(line: &str) -> Option<(&str, bool)> {
+        if line.trim_end().ends_with(';') {
+            return None;
+        }
+        let (entry, _, start, end) = locate(line)?;
+        Some((&line[start..end], entry))
+    }
+
     /// The header text of body `b`: its lines' code from the header's first line to the body's
     /// `{`, joined by spaces.
     pub fn text_of(lines: &[Line<'_>], b: &Body) -> String {
@@ -156,6 +167,15 @@ mod tests {
         assert_eq!(FnHeader::parse(".func g").unwrap().params_last, None);
         assert_eq!(FnHeader::parse(".func (.reg .b32 r) h (.reg .b32 a)").unwrap().params[0].space, ".reg");
         assert!(FnHeader::parse(".global .u32 x").is_none() && FnHeader::parse("call f, (a)").is_none() && FnHeader::parse(".func (").is_none());
+    }
+
+    #[test]
+    fn names_on_a_headers_first_line() {
+        assert_eq!(FnHeader::name_on_line(".visible .entry k("), Some(("k", true)));
+        assert_eq!(FnHeader::name_on_line(".func (.param .b32 func_retval0) $f_1("), Some(("$f_1", false)));
+        assert_eq!(FnHeader::name_on_line(".extern .func (.param .b32 r) vprintf (.param .b64 a, .param .b64 b);"), None, "a prototype");
+        assert_eq!(FnHeader::name_on_line(".visible .entry"), None, "the name on the next line");
+        assert_eq!(FnHeader::name_on_line(".entryk(.param .u64 p)"), None, "one directive, `.entryk`");
     }
 
     #[test]
