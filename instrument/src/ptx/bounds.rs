@@ -346,10 +346,10 @@ impl ParamBounds {
         // index tests compare).
         for (seq, w) in defs.writers().enumerate() {
             let ins = w.instr;
-            // A call's results are not read by `dests`: none of them is defined once for index
-            // tests.
+            // A call's results (not among its `dests`) derive from no parameter the analysis
+            // knows, and none of them is defined once for index tests.
             for r in defs.made_by(&w).iter().filter(|d| d.call_result) {
-                regs.entry(r.reg).or_insert(Reg { root: None, def: None }).def = None;
+                *regs.entry(r.reg).or_insert(Reg { root: None, def: None }) = Reg { root: Some(Root::Other), def: None };
             }
             let mut dests = ins.dests();
             let Some(d) = dests.next() else { continue };

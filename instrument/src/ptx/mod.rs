@@ -210,7 +210,7 @@ pub struct Instrumented {
 pub const MARKER: &str = "//gasan";
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 71;
+pub const REVISION: u32 = 72;
 
 /// Instruments a PTX module.
 ///

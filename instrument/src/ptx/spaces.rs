@@ -258,9 +258,9 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
         }
         f.calls |= ins.opcode.op == Op::Call;
     }
-    // Definitions: (destination, defining instruction), from the body's one index (a call's
-    // results are not followed: they are no destinations).
-    let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().filter(|d| !d.call_result).map(|d| (d.reg, index.writer(d).instr)).collect();
+    // Definitions: (register, defining instruction), from the body's one index (a call's result
+    // is one, of unknown provenance: [`evaluate`] knows no `call`).
+    let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().map(|d| (d.reg, index.writer(d).instr)).collect();
     // Constants: registers every definition of which moves the same immediate, unguarded.
     let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
     for &(d, ins) in &defs {

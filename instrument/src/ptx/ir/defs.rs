@@ -8,7 +8,8 @@
 //! included (text around the braces there is the body's too). A definition is a register an
 //! instruction writes ([`Instr::dests`]: its first operand's registers, for every instruction but
 //! stores and reductions), or a register a `call` receives its result in (`call (%r1), f, ...;`,
-//! kept apart as [`Def::call_result`]: `dests` does not read a call's parenthesized results).
+//! a function returning in a `.reg`; marked [`Def::call_result`]: its value is the callee's,
+//! which no analysis follows).
 
 use super::access::Instr;
 use super::bodies::{Bodies, Body};
@@ -49,12 +50,12 @@ pub(in crate::ptx) struct Def<'a> {
     prev: u32,
 }
 
-/// A register's definitions: its last one (index into [`DefIndex::defs`]), how many are
-/// destinations, how many of those guarded.
+/// A register's definitions: its last one (index into [`DefIndex::defs`]), how many, how many
+/// of them guarded.
 #[derive(Clone, Copy)]
 struct Chain {
     last: u32,
-    dests: u32,
+    count: u32,
     guarded: u32,
 }
 
@@ -96,13 +97,11 @@ impl<'a> DefIndex<'a> {
 
     fn push(&mut self, reg: &'a str, writer: u32, call_result: bool, guarded: bool) {
         let k = index32(self.defs.len());
-        let chain = self.by_reg.entry(reg).or_insert(Chain { last: NONE, dests: 0, guarded: 0 });
+        let chain = self.by_reg.entry(reg).or_insert(Chain { last: NONE, count: 0, guarded: 0 });
         self.defs.push(Def { reg, writer, call_result, prev: chain.last });
         chain.last = k;
-        if !call_result {
-            chain.dests += 1;
-            chain.guarded += u32::from(guarded);
-        }
+        chain.count += 1;
+        chain.guarded += u32::from(guarded);
     }
 }
 
@@ -150,16 +149,15 @@ impl<'l, 'a> Defs<'l, 'a> {
         })
     }
 
-    /// Whether `reg` is a destination of exactly one instruction, unguarded (call results aside).
+    /// Whether `reg` has exactly one definition, unguarded.
     pub fn defined_once_unguarded(&self, reg: &str) -> bool {
-        self.index.by_reg.get(reg).is_some_and(|c| c.dests == 1 && c.guarded == 0)
+        self.index.by_reg.get(reg).is_some_and(|c| c.count == 1 && c.guarded == 0)
     }
 
-    /// The last line in `[start, before)` with an instruction that has `reg` among its
-    /// destinations (call results aside).
+    /// The last line in `[start, before)` with a definition of `reg`.
     pub fn last_write(&self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let writers = &self.index.writers;
-        self.of(reg).filter(|d| !d.call_result).map(|d| writers[d.writer as usize].line as usize).find(|&l| l < before).filter(|&l| l >= start)
+        self.of(reg).map(|d| writers[d.writer as usize].line as usize).find(|&l| l < before).filter(|&l| l >= start)
     }
 }
 
@@ -223,12 +221,12 @@ mod tests {
             assert_eq!(lines_of("%r5"), [(6, 0, false)]);
             assert_eq!(lines_of("%rd1"), [], "a store's address is read, not written");
             assert!(d.defined_once_unguarded("%r4") && !d.defined_once_unguarded("%r1") && !d.defined_once_unguarded("%r2"));
-            assert!(!d.defined_once_unguarded("%r3"), "call results are no destinations");
+            assert!(d.defined_once_unguarded("%r3"), "a call's result is a definition");
             assert_eq!(d.writers().map(|w| w.at.line).collect::<Vec<_>>(), [2, 3, 3, 5, 6]);
             assert_eq!(d.last_write("%r1", 2, 4), Some(3));
             assert_eq!(d.last_write("%r1", 2, 3), Some(2));
             assert_eq!(d.last_write("%r1", 3, 3), None);
-            assert_eq!(d.last_write("%r3", 0, 9), None, "call results aside");
+            assert_eq!(d.last_write("%r3", 0, 9), Some(5));
         });
     }
 }
