@@ -248,12 +248,27 @@ struct Reg<'a> {
     def: Option<(usize, Shape<'a>)>,
 }
 
-/// The registers of a kernel body, one hash lookup a definition.
-type Regs<'a> = HashMap<&'a str, Reg<'a>>;
+/// The registers of a kernel body, numbered by its index of definitions: one slot per register,
+/// `None` until the pass reaches its first definition.
+struct Regs<'d, 'a> {
+    defs: Defs<'d, 'a>,
+    slots: Vec<Option<Reg<'a>>>,
+}
+
+impl<'a> Regs<'_, 'a> {
+    fn get(&self, r: &str) -> Option<&Reg<'a>> {
+        self.defs.reg_id(r).and_then(|id| self.slots[id as usize].as_ref())
+    }
+
+    /// The registers defined so far, with what is known of each.
+    fn iter(&self) -> impl Iterator<Item = (&'a str, &Reg<'a>)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(id, g)| Some((self.defs.reg_name(id as u32), g.as_ref()?)))
+    }
+}
 
 /// The shape of an unguarded instruction's one destination; `param`: the parameter operand it
 /// reads, when it is a parameter read.
-fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Regs<'a>) -> Shape<'a> {
+fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Regs<'_, 'a>) -> Shape<'a> {
     let o: &[&'a str] = &ins.operands;
     match (ins.opcode.op, o) {
         (Op::Ld, _) => param.map_or(Shape::Other, Shape::Param),
@@ -283,7 +298,7 @@ fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Reg
 /// there on in a body without loops, so the index the check reads is the one the address was made
 /// from (nvcc's registers defined once come from LLVM's SSA values, whose definitions dominate
 /// their uses).
-fn scaled_registers(regs: &Regs<'_>, param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
+fn scaled_registers(regs: &Regs<'_, '_>, param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
     let def = |r: &str| regs.get(r).and_then(|g| g.def);
     // `P + E·i` from the pointer register and the index's (scale, signedness), when each is
     // defined once, the pointer before `ptr_by` and the index before `index_by`.
@@ -293,7 +308,7 @@ fn scaled_registers(regs: &Regs<'_>, param_index: impl Fn(usize) -> Option<usize
         (p_at < ptr_by && i_at < index_by).then(|| Scaled { k, index: index.to_string(), shift, signed })
     };
     let mut out = HashMap::default();
-    for (&r, g) in regs {
+    for (r, g) in regs.iter() {
         let Some((at, shape)) = &g.def else { continue };
         let s = match *shape {
             Shape::Sum(a, b) => [(a, b), (b, a)].into_iter().find_map(|(p, w)| match def(w) {
@@ -339,8 +354,7 @@ impl ParamBounds {
         // Loop-free (checked above): every definition that reaches a use comes before it in the
         // text, so one pass in order sees them all. A register defined more than once keeps a
         // parameter only when every definition agrees.
-        // (Sized for a definition a line: grown from empty, it rehashed several times a kernel.)
-        let mut regs: Regs<'_> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
+        let mut regs = Regs { defs, slots: vec![None; defs.reg_count()] };
         let mut operands_of_params: Vec<&str> = Vec::new();
         // The body's instructions that define registers, in order (`seq`: the position, all the
         // index tests compare).
@@ -348,13 +362,14 @@ impl ParamBounds {
             let ins = w.instr;
             // A call's results (not among its `dests`) derive from no parameter the analysis
             // knows, and none of them is defined once for index tests.
-            for r in defs.made_by(&w).iter().filter(|d| d.call_result) {
-                *regs.entry(r.reg).or_insert(Reg { root: None, def: None }) = Reg { root: Some(Root::Other), def: None };
+            let made = defs.made_by(&w);
+            let results = made.iter().take_while(|d| d.call_result).count();
+            for r in &made[..results] {
+                regs.slots[r.reg_id as usize] = Some(Reg { root: Some(Root::Other), def: None });
             }
-            let mut dests = ins.dests();
-            let Some(d) = dests.next() else { continue };
-            let mut rest = dests.peekable();
-            let single = rest.peek().is_none();
+            let dests = &made[results..];
+            let Some(d) = dests.first().map(|d| d.reg) else { continue };
+            let single = dests.len() == 1;
             let mut param = None;
             let v = if !single {
                 Root::Other
@@ -382,14 +397,11 @@ impl ParamBounds {
                 }
             };
             let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
-            for r in std::iter::once(d).chain(rest) {
-                let v = if r == d { v } else { Root::Other };
-                match regs.entry(r) {
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) });
-                    }
-                    std::collections::hash_map::Entry::Occupied(e) => {
-                        let g = e.into_mut();
+            for r in dests {
+                let v = if r.reg == d { v } else { Root::Other };
+                match &mut regs.slots[r.reg_id as usize] {
+                    slot @ None => *slot = Some(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) }),
+                    Some(g) => {
                         // Every definition must agree; a second one ends the index tests'.
                         g.root = Some(match g.root {
                             Some(e) if e != v => Root::Other,

@@ -27,7 +27,7 @@
 use super::access::Operands;
 use super::bodies::Bodies;
 use super::branches::Branches;
-use super::defs::ModuleDefs;
+use super::defs::{Defs, ModuleDefs};
 use super::opcode::Op;
 use super::stmt::ends_statement;
 use super::{Line, LineMap, LineSet};
@@ -289,8 +289,10 @@ struct Scan<'l, 'a, 'm> {
     lines: &'l [Line<'a>],
     /// Nothing is placed outside the body of the access it serves.
     bodies: &'l Bodies,
-    /// The bodies' register definitions (where a value was last written).
+    /// The bodies' register definitions (where a value was last written), and the last body's
+    /// (opening and closing line: candidates come in line order, most asks are in one body).
     defs: &'l ModuleDefs<'m, 'a>,
+    body_defs: Option<(usize, usize, Defs<'l, 'a>)>,
     starts: LineMap<Option<usize>>,
     /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
@@ -299,7 +301,7 @@ struct Scan<'l, 'a, 'm> {
 
 impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
     fn new(lines: &'l [Line<'a>], defs: &'l ModuleDefs<'m, 'a>) -> Self {
-        Self { lines, bodies: defs.bodies(), defs, starts: LineMap::default(), walk: None }
+        Self { lines, bodies: defs.bodies(), defs, body_defs: None, starts: LineMap::default(), walk: None }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -357,9 +359,18 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
     /// Last line in `[start, before)` that writes `reg` (lines of one body: a scan looks no
     /// further than the block of the access it serves).
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
-        let b = self.bodies.holding(before.checked_sub(1).filter(|&last| last >= start)?)?;
-        debug_assert!(b.open <= start, "a scan stays inside one body");
-        self.defs.of(b).last_write(reg, start, before)
+        let last = before.checked_sub(1).filter(|&last| last >= start)?;
+        let defs = match self.body_defs {
+            Some((open, close, defs)) if open <= last && last <= close => defs,
+            _ => {
+                let b = self.bodies.holding(last)?;
+                let defs = self.defs.of(b);
+                self.body_defs = Some((b.open, b.close, defs));
+                defs
+            }
+        };
+        debug_assert!(self.bodies.holding(start).is_some_and(|b| b.open <= last && last <= b.close), "a scan stays inside one body");
+        defs.last_write(reg, start, before)
     }
 }
 

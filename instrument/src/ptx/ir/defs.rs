@@ -18,9 +18,6 @@ use super::opcode::Op;
 use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
-/// No definition (the end of a register's chain of definitions).
-const NONE: u32 = u32::MAX;
-
 /// An instruction of the body that defines at least one register.
 #[derive(Clone, Copy)]
 pub(in crate::ptx) struct Writer<'l, 'a> {
@@ -46,17 +43,18 @@ pub(in crate::ptx) struct Def<'a> {
     pub writer: u32,
     /// The register receives a `call`'s result (not one of the instruction's [`Instr::dests`]).
     pub call_result: bool,
-    /// The register's previous definition (index into [`DefIndex::defs`]), or [`NONE`].
-    prev: u32,
+    /// The register's number among the body's ([`Defs::reg_count`]).
+    pub reg_id: u32,
 }
 
-/// A register's definitions: its last one (index into [`DefIndex::defs`]), how many, how many
-/// of them guarded.
+/// A register: its name, how many definitions, how many of them guarded, and where their list
+/// starts in [`DefIndex::grouped`].
 #[derive(Clone, Copy)]
-struct Chain {
-    last: u32,
+struct RegDefs<'a> {
+    name: &'a str,
     count: u32,
     guarded: u32,
+    start: u32,
 }
 
 /// The register definitions of one function body, in text order (by position, not borrowing the
@@ -64,7 +62,12 @@ struct Chain {
 struct DefIndex<'a> {
     writers: Vec<WriterAt>,
     defs: Vec<Def<'a>>,
-    by_reg: FxHashMap<&'a str, Chain>,
+    /// Each register's number.
+    ids: FxHashMap<&'a str, u32>,
+    regs: Vec<RegDefs<'a>>,
+    /// Positions in `defs`, grouped by register, each register's in text order: a register's
+    /// definitions are one slice, searched by line.
+    grouped: Vec<u32>,
 }
 
 fn index32(k: usize) -> u32 {
@@ -74,7 +77,9 @@ fn index32(k: usize) -> u32 {
 impl<'a> DefIndex<'a> {
     fn build(lines: &[Line<'a>], b: &Body) -> Self {
         let end = b.close.min(lines.len().saturating_sub(1));
-        let mut d = DefIndex { writers: Vec::new(), defs: Vec::new(), by_reg: FxHashMap::default() };
+        // (About a register per two lines: sized once, not grown by rehashing.)
+        let lines_in = (end + 1).saturating_sub(b.open);
+        let mut d = DefIndex { writers: Vec::new(), defs: Vec::new(), ids: FxHashMap::with_capacity_and_hasher(lines_in / 2, Default::default()), regs: Vec::new(), grouped: Vec::new() };
         for (line, l) in lines.iter().enumerate().take(end + 1).skip(b.open) {
             for (stmt, st) in l.stmts().iter().enumerate() {
                 let Some(instr) = &st.instr else { continue };
@@ -92,16 +97,43 @@ impl<'a> DefIndex<'a> {
                 }
             }
         }
+        // Each register's list, by counting: its start, then the positions in text order.
+        let mut at = 0;
+        for r in &mut d.regs {
+            r.start = at;
+            at += r.count;
+        }
+        let mut next: Vec<u32> = d.regs.iter().map(|r| r.start).collect();
+        d.grouped = vec![0; d.defs.len()];
+        for (k, def) in d.defs.iter().enumerate() {
+            let slot = &mut next[def.reg_id as usize];
+            d.grouped[*slot as usize] = index32(k);
+            *slot += 1;
+        }
         d
     }
 
     fn push(&mut self, reg: &'a str, writer: u32, call_result: bool, guarded: bool) {
-        let k = index32(self.defs.len());
-        let chain = self.by_reg.entry(reg).or_insert(Chain { last: NONE, count: 0, guarded: 0 });
-        self.defs.push(Def { reg, writer, call_result, prev: chain.last });
-        chain.last = k;
-        chain.count += 1;
-        chain.guarded += u32::from(guarded);
+        let next_id = index32(self.regs.len());
+        let reg_id = *self.ids.entry(reg).or_insert(next_id);
+        if reg_id == next_id {
+            self.regs.push(RegDefs { name: reg, count: 0, guarded: 0, start: 0 });
+        }
+        let r = &mut self.regs[reg_id as usize];
+        r.count += 1;
+        r.guarded += u32::from(guarded);
+        self.defs.push(Def { reg, writer, call_result, reg_id });
+    }
+
+    /// The positions in `defs` of `reg`'s definitions, in text order.
+    fn of(&self, reg: &str) -> &[u32] {
+        match self.ids.get(reg) {
+            Some(&id) => {
+                let r = self.regs[id as usize];
+                &self.grouped[r.start as usize..(r.start + r.count) as usize]
+            }
+            None => &[],
+        }
     }
 }
 
@@ -139,25 +171,41 @@ impl<'l, 'a> Defs<'l, 'a> {
     }
 
     /// `reg`'s definitions, the last first.
-    pub fn of(&self, reg: &str) -> impl Iterator<Item = &'l Def<'a>> {
-        let defs: &'l [Def<'a>] = &self.index.defs;
-        let mut k = self.index.by_reg.get(reg).map_or(NONE, |c| c.last);
-        std::iter::from_fn(move || {
-            let d = defs.get(k as usize)?;
-            k = d.prev;
-            Some(d)
-        })
+    #[cfg(test)]
+    fn of(&self, reg: &str) -> impl Iterator<Item = &'l Def<'a>> {
+        let index: &'l DefIndex<'a> = self.index;
+        index.of(reg).iter().rev().map(move |&k| &index.defs[k as usize])
+    }
+
+    /// How many registers the body defines (their numbers are `0..reg_count()`).
+    pub fn reg_count(&self) -> usize {
+        self.index.regs.len()
+    }
+
+    /// The number of a register the body defines.
+    pub fn reg_id(&self, reg: &str) -> Option<u32> {
+        self.index.ids.get(reg).copied()
+    }
+
+    /// The name of register number `id`.
+    pub fn reg_name(&self, id: u32) -> &'a str {
+        self.index.regs[id as usize].name
     }
 
     /// Whether `reg` has exactly one definition, unguarded.
     pub fn defined_once_unguarded(&self, reg: &str) -> bool {
-        self.index.by_reg.get(reg).is_some_and(|c| c.count == 1 && c.guarded == 0)
+        self.index.ids.get(reg).is_some_and(|&id| {
+            let r = self.index.regs[id as usize];
+            r.count == 1 && r.guarded == 0
+        })
     }
 
     /// The last line in `[start, before)` with a definition of `reg`.
     pub fn last_write(&self, reg: &str, start: usize, before: usize) -> Option<usize> {
-        let writers = &self.index.writers;
-        self.of(reg).map(|d| writers[d.writer as usize].line as usize).find(|&l| l < before).filter(|&l| l >= start)
+        let line = |k: u32| self.index.writers[self.index.defs[k as usize].writer as usize].line as usize;
+        let list = self.index.of(reg);
+        let below = list.partition_point(|&k| line(k) < before);
+        below.checked_sub(1).map(|p| line(list[p])).filter(|&l| l >= start)
     }
 }
 

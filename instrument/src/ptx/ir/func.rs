@@ -15,7 +15,7 @@ pub(in crate::ptx) struct Param<'t> {
     /// `.param` or `.reg`.
     pub space: &'t str,
     /// The words between the space and the name (type, alignment, attributes), as written.
-    pub attrs: Vec<&'t str>,
+    pub attrs: &'t str,
     /// The name, without its dimensions.
     pub name: &'t str,
     /// Declared with dimensions (`name[16]`).
@@ -26,7 +26,7 @@ impl Param<'_> {
     /// A scalar 64-bit integer, and nothing else said of it (`.param .u64 p`): what a pointer
     /// argument a launch may tag can be.
     pub fn scalar64(&self) -> bool {
-        !self.array && matches!(self.attrs.as_slice(), [".u64" | ".s64" | ".b64"])
+        !self.array && matches!(self.attrs, ".u64" | ".s64" | ".b64")
     }
 }
 
@@ -48,10 +48,11 @@ pub(in crate::ptx) struct FnHeader<'t> {
 /// The byte index of the `)` matching the `(` at `open` in `s`.
 pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
     let mut depth = 0;
-    for (k, c) in s[open..].char_indices() {
+    // (Bytes: parentheses are ASCII, and no byte of a longer character is one.)
+    for (k, &c) in s.as_bytes()[open..].iter().enumerate() {
         match c {
-            '(' => depth += 1,
-            ')' => {
+            b'(' => depth += 1,
+            b')' => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(open + k);
@@ -67,10 +68,17 @@ pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
 fn params(list: &str) -> Vec<Param<'_>> {
     let mut out = Vec::new();
     for piece in list.split(',') {
-        let mut words = piece.split_whitespace();
-        let Some(space) = words.next().filter(|w| matches!(*w, ".param" | ".reg")) else { continue };
-        let mut attrs: Vec<&str> = words.collect();
-        let Some(last) = attrs.pop() else { continue };
+        let piece = piece.trim();
+        let Some((space, rest)) = piece.split_once(char::is_whitespace).filter(|(w, _)| matches!(*w, ".param" | ".reg")) else { continue };
+        // The name is the last word; the attributes, the words between.
+        let rest = rest.trim_start();
+        let (attrs, last) = match rest.rfind(char::is_whitespace) {
+            Some(p) => (rest[..p].trim_end(), &rest[p + 1..]),
+            None => ("", rest),
+        };
+        if last.is_empty() {
+            continue;
+        }
         let (name, array) = match last.find('[') {
             Some(p) => (&last[..p], true),
             None => (last, false),
@@ -159,7 +167,7 @@ mod tests {
         assert_eq!(h.params.iter().map(|p| (p.name, p.scalar64())).collect::<Vec<_>>(), [("_Z1kPfi_param_0", true), ("_Z1kPfi_param_1", false)]);
         let h = FnHeader::parse(".func (.param .b64 func_retval0) f(.param .align 8 .b8 f_param_0[16], .param .u64 .ptr .align 1 f_param_1)").unwrap();
         assert_eq!((h.name, h.entry, h.linkage, h.params_last), ("f", false, false, Some(false)));
-        assert_eq!(h.params[0], Param { space: ".param", attrs: vec![".align", "8", ".b8"], name: "f_param_0", array: true });
+        assert_eq!(h.params[0], Param { space: ".param", attrs: ".align 8 .b8", name: "f_param_0", array: true });
         assert!(!h.params[0].scalar64() && !h.params[1].scalar64(), "arrays and attributes are no plain scalars");
         let h = FnHeader::parse(".extern .func (.param .b64 r) malloc (.param .b64 p )").unwrap();
         assert_eq!((h.name, h.linkage, h.params.len(), h.params_last), ("malloc", true, 1, Some(false)));
