@@ -368,7 +368,7 @@ impl ParamBounds {
                 regs.slots[r.reg_id as usize] = Some(Reg { root: Some(Root::Other), def: None });
             }
             let dests = &made[results..];
-            let Some(d) = dests.first().map(|d| d.reg) else { continue };
+            let Some(d) = dests.first().map(|d| defs.reg_name(d.reg_id)) else { continue };
             let single = dests.len() == 1;
             let mut param = None;
             let v = if !single {
@@ -398,7 +398,7 @@ impl ParamBounds {
             };
             let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
             for r in dests {
-                let v = if r.reg == d { v } else { Root::Other };
+                let v = if defs.reg_name(r.reg_id) == d { v } else { Root::Other };
                 match &mut regs.slots[r.reg_id as usize] {
                     slot @ None => *slot = Some(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) }),
                     Some(g) => {

@@ -260,7 +260,7 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
     }
     // Definitions: (register, defining instruction), from the body's one index (a call's result
     // is one, of unknown provenance: [`evaluate`] knows no `call`).
-    let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().map(|d| (d.reg, index.writer(d).instr)).collect();
+    let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().map(|d| (index.reg_name(d.reg_id), index.writer(d).instr)).collect();
     // Constants: registers every definition of which moves the same immediate, unguarded.
     let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
     for &(d, ins) in &defs {

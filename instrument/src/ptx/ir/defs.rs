@@ -37,8 +37,7 @@ struct WriterAt {
 
 /// One definition of a register.
 #[derive(Clone, Copy)]
-pub(in crate::ptx) struct Def<'a> {
-    pub reg: &'a str,
+pub(in crate::ptx) struct Def {
     /// Index of the defining instruction among [`Defs::writers`].
     pub writer: u32,
     /// The register receives a `call`'s result (not one of the instruction's [`Instr::dests`]).
@@ -61,7 +60,7 @@ struct RegDefs<'a> {
 /// lines: [`Defs`] reads them with the lines).
 struct DefIndex<'a> {
     writers: Vec<WriterAt>,
-    defs: Vec<Def<'a>>,
+    defs: Vec<Def>,
     /// Each register's number.
     ids: FxHashMap<&'a str, u32>,
     regs: Vec<RegDefs<'a>>,
@@ -104,6 +103,9 @@ impl<'a> DefIndex<'a> {
             at += r.count;
         }
         let mut next: Vec<u32> = d.regs.iter().map(|r| r.start).collect();
+        // (Kept until the rewrite ends: no slack.)
+        d.writers.shrink_to_fit();
+        d.defs.shrink_to_fit();
         d.grouped = vec![0; d.defs.len()];
         for (k, def) in d.defs.iter().enumerate() {
             let slot = &mut next[def.reg_id as usize];
@@ -122,7 +124,7 @@ impl<'a> DefIndex<'a> {
         let r = &mut self.regs[reg_id as usize];
         r.count += 1;
         r.guarded += u32::from(guarded);
-        self.defs.push(Def { reg, writer, call_result, reg_id });
+        self.defs.push(Def { writer, call_result, reg_id });
     }
 
     /// The positions in `defs` of `reg`'s definitions, in text order.
@@ -156,23 +158,23 @@ impl<'l, 'a> Defs<'l, 'a> {
     }
 
     /// Every definition, in text order (an instruction's call results before its destinations).
-    pub fn defs(&self) -> &'l [Def<'a>] {
+    pub fn defs(&self) -> &'l [Def] {
         &self.index.defs
     }
 
     /// The definitions writer `w` makes (its call results first).
-    pub fn made_by(&self, w: &Writer<'_, '_>) -> &'l [Def<'a>] {
+    pub fn made_by(&self, w: &Writer<'_, '_>) -> &'l [Def] {
         &self.index.defs[w.at.first_def as usize..w.at.end_def as usize]
     }
 
     /// The instruction that makes definition `d`.
-    pub fn writer(&self, d: &Def<'_>) -> Writer<'l, 'a> {
+    pub fn writer(&self, d: &Def) -> Writer<'l, 'a> {
         self.writer_at(self.index.writers[d.writer as usize])
     }
 
     /// `reg`'s definitions, the last first.
     #[cfg(test)]
-    fn of(&self, reg: &str) -> impl Iterator<Item = &'l Def<'a>> {
+    fn of(&self, reg: &str) -> impl Iterator<Item = &'l Def> {
         let index: &'l DefIndex<'a> = self.index;
         index.of(reg).iter().rev().map(move |&k| &index.defs[k as usize])
     }
