@@ -25,6 +25,8 @@
 
 use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
+use super::defs::Defs;
+use super::func::{FnHeader, Param};
 use super::lines::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
 use super::Line;
@@ -149,31 +151,6 @@ pub(super) struct ParamBounds {
     limits: Vec<(usize, u32)>,
 }
 
-/// One parameter the kernel's header declares, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Declared {
-    name: String,
-    /// A scalar 64-bit integer (`.u64`, `.s64`, `.b64`): a pointer argument can be one.
-    scalar64: bool,
-}
-
-/// The kernel parameters declared in the header of the body that opens at `open`, in order.
-fn kernel_params(lines: &[Line<'_>], open: usize) -> Vec<Declared> {
-    let Some(start) = lines[..=open].iter().rposition(|l| l.code.split_whitespace().any(|w| w == ".entry")) else { return Vec::new() };
-    let mut declared = Vec::new();
-    for line in &lines[start..=open] {
-        for piece in line.code.split([',', '(', ')']) {
-            let Some(rest) = piece.trim().strip_prefix(".param") else { continue };
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            if let Some(name) = words.last() {
-                let scalar64 = !name.contains('[') && words.len() == 2 && matches!(words[0], ".u64" | ".s64" | ".b64");
-                declared.push(Declared { name: name.split('[').next().unwrap_or(name).to_string(), scalar64 });
-            }
-        }
-    }
-    declared
-}
-
 /// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`,
 /// `%`). Each occurrence of the name's first byte is found with `memchr` and compared there: a
 /// body's every line is searched, most are a few dozen bytes without that byte, and a substring
@@ -271,12 +248,27 @@ struct Reg<'a> {
     def: Option<(usize, Shape<'a>)>,
 }
 
-/// The registers of a kernel body, one hash lookup a definition.
-type Regs<'a> = HashMap<&'a str, Reg<'a>>;
+/// The registers of a kernel body, numbered by its index of definitions: one slot per register,
+/// `None` until the pass reaches its first definition.
+struct Regs<'d, 'a> {
+    defs: Defs<'d, 'a>,
+    slots: Vec<Option<Reg<'a>>>,
+}
+
+impl<'a> Regs<'_, 'a> {
+    fn get(&self, r: &str) -> Option<&Reg<'a>> {
+        self.defs.reg_id(r).and_then(|id| self.slots[id as usize].as_ref())
+    }
+
+    /// The registers defined so far, with what is known of each.
+    fn iter(&self) -> impl Iterator<Item = (&'a str, &Reg<'a>)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(id, g)| Some((self.defs.reg_name(id as u32), g.as_ref()?)))
+    }
+}
 
 /// The shape of an unguarded instruction's one destination; `param`: the parameter operand it
 /// reads, when it is a parameter read.
-fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Regs<'a>) -> Shape<'a> {
+fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Regs<'_, 'a>) -> Shape<'a> {
     let o: &[&'a str] = &ins.operands;
     match (ins.opcode.op, o) {
         (Op::Ld, _) => param.map_or(Shape::Other, Shape::Param),
@@ -306,7 +298,7 @@ fn shape_of<'a>(ins: &super::access::Instr<'a>, param: Option<usize>, regs: &Reg
 /// there on in a body without loops, so the index the check reads is the one the address was made
 /// from (nvcc's registers defined once come from LLVM's SSA values, whose definitions dominate
 /// their uses).
-fn scaled_registers(regs: &Regs<'_>, param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
+fn scaled_registers(regs: &Regs<'_, '_>, param_index: impl Fn(usize) -> Option<usize>) -> HashMap<String, Scaled> {
     let def = |r: &str| regs.get(r).and_then(|g| g.def);
     // `P + E·i` from the pointer register and the index's (scale, signedness), when each is
     // defined once, the pointer before `ptr_by` and the index before `index_by`.
@@ -316,7 +308,7 @@ fn scaled_registers(regs: &Regs<'_>, param_index: impl Fn(usize) -> Option<usize
         (p_at < ptr_by && i_at < index_by).then(|| Scaled { k, index: index.to_string(), shift, signed })
     };
     let mut out = HashMap::default();
-    for (&r, g) in regs {
+    for (r, g) in regs.iter() {
         let Some((at, shape)) = &g.def else { continue };
         let s = match *shape {
             Shape::Sum(a, b) => [(a, b), (b, a)].into_iter().find_map(|(p, w)| match def(w) {
@@ -343,13 +335,15 @@ impl ParamBounds {
     /// its versioned loop is the final store, went from 32 to 39 registers: half the blocks per
     /// SM, 1.07x to 1.38x native), while straight-line kernels (stencils, transposes, the
     /// shapes whose checks cost most) have registers to spare.
-    pub fn analyze(lines: &[Line<'_>], body: &Body, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
+    pub fn analyze(lines: &[Line<'_>], body: &Body, defs: Defs<'_, '_>, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
         // (A body that opens and closes on one line holds nothing to check.)
         let body_lines = lines.get(body.open + 1..body.close).filter(|_| body.entry)?;
         if any_in_loop(body.open + 1..body.close) {
             return None;
         }
-        let declared = kernel_params(lines, body.open);
+        let header = FnHeader::text_of(lines, body);
+        // The parameters the kernel's header declares, in order.
+        let declared: Vec<Param<'_>> = FnHeader::parse(&header).map(|h| h.params.into_iter().filter(|p| p.space == ".param").collect()).unwrap_or_default();
         if declared.is_empty() {
             return None;
         }
@@ -360,68 +354,60 @@ impl ParamBounds {
         // Loop-free (checked above): every definition that reaches a use comes before it in the
         // text, so one pass in order sees them all. A register defined more than once keeps a
         // parameter only when every definition agrees.
-        // (Sized for a definition a line: grown from empty, it rehashed several times a kernel.)
-        let mut regs: Regs<'_> = HashMap::with_capacity_and_hasher(body_lines.len(), Default::default());
+        let mut regs = Regs { defs, slots: vec![None; defs.reg_count()] };
         let mut operands_of_params: Vec<&str> = Vec::new();
-        let mut seq = 0;
-        for line in body_lines {
-            for st in line.stmts() {
-                let Some(ins) = &st.instr else { continue };
-                seq += 1;
-                if ins.opcode.op == Op::Call {
-                    // A call's results are in parentheses, which `dests` does not read: none of
-                    // them is defined once for index tests.
-                    let results = ins.operands.first().copied().unwrap_or("");
-                    for r in results.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '_' | '$'))).filter(|r| r.starts_with('%')) {
-                        regs.entry(r).or_insert(Reg { root: None, def: None }).def = None;
+        // The body's instructions that define registers, in order (`seq`: the position, all the
+        // index tests compare).
+        for (seq, w) in defs.writers().enumerate() {
+            let ins = w.instr;
+            // A call's results (not among its `dests`) derive from no parameter the analysis
+            // knows, and none of them is defined once for index tests.
+            let made = defs.made_by(&w);
+            let results = made.iter().take_while(|d| d.call_result).count();
+            for r in &made[..results] {
+                regs.slots[r.reg_id as usize] = Some(Reg { root: Some(Root::Other), def: None });
+            }
+            let dests = &made[results..];
+            let Some(d) = dests.first().map(|d| defs.reg_name(d.reg_id)) else { continue };
+            let single = dests.len() == 1;
+            let mut param = None;
+            let v = if !single {
+                Root::Other
+            } else {
+                match def_of(ins.opcode, &ins.operands) {
+                    Def::Param(p) if is_declared(p) => {
+                        let k = operands_of_params.iter().position(|q| *q == p).unwrap_or_else(|| {
+                            operands_of_params.push(p);
+                            operands_of_params.len() - 1
+                        });
+                        param = Some(k);
+                        Root::Param(k)
+                    }
+                    Def::Param(_) | Def::Other => Root::Other,
+                    Def::OneOf(ops) => {
+                        let mut derived = ops.iter().filter_map(|o| match regs.get(o).and_then(|g| g.root) {
+                            Some(Root::Param(k)) => Some(k),
+                            _ => None,
+                        });
+                        match (derived.next(), derived.next()) {
+                            (Some(k), None) => Root::Param(k),
+                            _ => Root::Other,
+                        }
                     }
                 }
-                let mut dests = ins.dests();
-                let Some(d) = dests.next() else { continue };
-                let mut rest = dests.peekable();
-                let single = rest.peek().is_none();
-                let mut param = None;
-                let v = if !single {
-                    Root::Other
-                } else {
-                    match def_of(ins.opcode, &ins.operands) {
-                        Def::Param(p) if is_declared(p) => {
-                            let k = operands_of_params.iter().position(|q| *q == p).unwrap_or_else(|| {
-                                operands_of_params.push(p);
-                                operands_of_params.len() - 1
-                            });
-                            param = Some(k);
-                            Root::Param(k)
-                        }
-                        Def::Param(_) | Def::Other => Root::Other,
-                        Def::OneOf(ops) => {
-                            let mut derived = ops.iter().filter_map(|o| match regs.get(o).and_then(|g| g.root) {
-                                Some(Root::Param(k)) => Some(k),
-                                _ => None,
-                            });
-                            match (derived.next(), derived.next()) {
-                                (Some(k), None) => Root::Param(k),
-                                _ => Root::Other,
-                            }
-                        }
-                    }
-                };
-                let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
-                for r in std::iter::once(d).chain(rest) {
-                    let v = if r == d { v } else { Root::Other };
-                    match regs.entry(r) {
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) });
-                        }
-                        std::collections::hash_map::Entry::Occupied(e) => {
-                            let g = e.into_mut();
-                            // Every definition must agree; a second one ends the index tests'.
-                            g.root = Some(match g.root {
-                                Some(e) if e != v => Root::Other,
-                                _ => v,
-                            });
-                            g.def = None;
-                        }
+            };
+            let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
+            for r in dests {
+                let v = if defs.reg_name(r.reg_id) == d { v } else { Root::Other };
+                match &mut regs.slots[r.reg_id as usize] {
+                    slot @ None => *slot = Some(Reg { root: Some(v), def: ins.guard.is_none().then_some((seq, shape)) }),
+                    Some(g) => {
+                        // Every definition must agree; a second one ends the index tests'.
+                        g.root = Some(match g.root {
+                            Some(e) if e != v => Root::Other,
+                            _ => v,
+                        });
+                        g.def = None;
                     }
                 }
             }
@@ -466,7 +452,7 @@ impl ParamBounds {
             .iter()
             .enumerate()
             .map(|(k, p)| {
-                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64)?;
+                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64())?;
                 untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, r, k)));
                 u32::try_from(ordinal).ok()
             })

@@ -6,7 +6,7 @@
 //! for, so reports still name the right line, width and direction (only earlier in time).
 
 use super::access::{AddrBase, Width};
-use super::bodies::Bodies;
+use super::defs::ModuleDefs;
 use super::{release_excess, Line, LineMap, LineSet};
 use crate::abi::AccessKind;
 use rustc_hash::FxHashMap as HashMap;
@@ -35,18 +35,20 @@ struct Entry {
 
 /// The coalescing plan of the lines of `range`, the whole module or a range beginning and ending
 /// outside bodies (the lines keep their module numbering): the plans of a module's bodies, made
-/// in parts. `covered`: accesses already covered by a loop range test (loops.rs; they count as
-/// checked, as hoisted ones do); `inserted`: lines the loop versioning wrote (its own loads are not
-/// accesses to check); `locs`: the source location at each line.
-pub(super) fn plan_range<'l>(
-    lines: &'l [Line<'_>],
+/// in parts. `defs`: the module's bodies and their register definitions; `covered`: accesses
+/// already covered by a loop range test (loops.rs; they count as checked, as hoisted ones do);
+/// `inserted`: lines the loop versioning wrote (its own loads are not accesses to check); `locs`:
+/// the source location at each line.
+pub(super) fn plan_range<'l, 'a>(
+    lines: &'l [Line<'a>],
     range: std::ops::Range<usize>,
-    bodies: &Bodies,
+    defs: &ModuleDefs<'_, 'a>,
     branches: &super::branches::Branches<'_>,
     covered: &LineSet,
     inserted: &LineSet,
     locs: &[Option<super::Loc>],
 ) -> Plan {
+    let bodies = defs.bodies();
     let mut plan = Plan::default();
     let mut groups: Groups<'l> = Groups::default();
     // Lines holding a check (each will branch), and the plain single checks among them with their
@@ -143,7 +145,7 @@ pub(super) fn plan_range<'l>(
     plan.covered.extend(covered);
     plan.hoisted_lines.extend(covered);
     candidates.retain(|c| !plan.covered.contains(&c.line));
-    plan.prefetch = super::prefetch::plan(lines, bodies, branches, &check_lines, &candidates);
+    plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates);
     plan
 }
 

@@ -25,6 +25,7 @@
 //! is taken, that has linkage (`.visible`, `.weak`, `.extern`), or whose header or calls are not
 //! in the shapes nvcc writes keeps its signature; calls to it pass nothing.
 
+use super::func::{matching_paren, FnHeader};
 use super::ir::line::Line;
 use super::ir::stmt::{Pos, Statements};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -54,68 +55,6 @@ const LEAVES: &[&str] = &["vprintf", "malloc", "free", "__cuda_syscall_aligned_m
 
 fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.' | '%')
-}
-
-/// The byte index of the `)` matching the `(` at `open` in `s`.
-fn matching_paren(s: &str, open: usize) -> Option<usize> {
-    let mut depth = 0;
-    for (k, c) in s[open..].char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(open + k);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// A function header or prototype: `[.visible|.weak|.extern] .func|.entry [(returns)] name(params)`.
-#[derive(Debug)]
-struct Header {
-    name: String,
-    entry: bool,
-    linkage: bool,
-    /// The parameter list is the statement's last parenthesis (nothing after it but whitespace):
-    /// the new parameter can go before its `)`; and whether the list is empty.
-    params: Option<bool>,
-}
-
-fn header(text: &str) -> Option<Header> {
-    let first_paren = text.find('(').unwrap_or(text.len());
-    let words: Vec<&str> = text[..first_paren].split_whitespace().collect();
-    let directives: Vec<&str> = words.iter().copied().take_while(|w| w.starts_with('.')).collect();
-    let entry = directives.contains(&".entry");
-    if !entry && !directives.contains(&".func") {
-        return None;
-    }
-    let linkage = directives.iter().any(|d| matches!(*d, ".visible" | ".weak" | ".extern" | ".common"));
-    let mut rest = text[text.find(directives.last()?)? + directives.last()?.len()..].trim_start();
-    let mut offset = text.len() - rest.len();
-    if rest.starts_with('(') {
-        let close = matching_paren(rest, 0)?;
-        rest = &rest[close + 1..];
-        offset += close + 1;
-        let trimmed = rest.trim_start();
-        offset += rest.len() - trimmed.len();
-        rest = trimmed;
-    }
-    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
-    if end == 0 {
-        return None;
-    }
-    let name = rest[..end].to_string();
-    let after = &rest[end..];
-    let params = after.trim_start().starts_with('(').then(|| {
-        let open = offset + end + (after.len() - after.trim_start().len());
-        let close = matching_paren(text, open)?;
-        text[close + 1..].trim().is_empty().then(|| text[open + 1..close].trim().is_empty())
-    });
-    Some(Header { name, entry, linkage, params: params.flatten() })
 }
 
 /// A call's callee and whether its argument list is its last parenthesis (`Some(empty)`).
@@ -217,7 +156,7 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
     }
     let stmts = all.ended();
     // Headers (definitions end at `{`, prototypes at `;`) at depth 0; bodies after a definition.
-    let mut headers: Vec<(usize, Header)> = Vec::new();
+    let mut headers: Vec<(usize, FnHeader<'_>)> = Vec::new();
     let mut functions: HashMap<String, Function<'_>> = HashMap::default();
     let mut defined: HashMap<String, (bool, bool)> = HashMap::default(); // name → (entry, linkage)
     let mut current: Option<String> = None;
@@ -229,11 +168,11 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
             continue; // an empty statement (`;;`)
         }
         if s.depth == 0 {
-            if let Some(h) = (s.terminator != Some(b'}')).then(|| header(&s.text)).flatten() {
+            if let Some(h) = (s.terminator != Some(b'}')).then(|| FnHeader::parse(&s.text)).flatten() {
                 if s.terminator == Some(b'{') {
-                    defined.insert(h.name.clone(), (h.entry, h.linkage));
-                    current = Some(h.name.clone());
-                    functions.entry(h.name.clone()).or_default();
+                    defined.insert(h.name.to_string(), (h.entry, h.linkage));
+                    current = Some(h.name.to_string());
+                    functions.entry(h.name.to_string()).or_default();
                 }
                 headers.push((k, h));
                 continue;
@@ -300,8 +239,8 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
     // which has an argument list.
     let mut eligible: HashSet<String> = defined.iter().filter(|(n, &(entry, linkage))| !entry && !linkage && !taken.contains(n.as_str())).map(|(n, _)| n.clone()).collect();
     for (_, h) in &headers {
-        if h.params.is_none() {
-            eligible.remove(&h.name);
+        if h.params_last.is_none() {
+            eligible.remove(h.name);
         }
     }
     for c in functions.values().flat_map(|f| f.calls.iter()).filter(|c| c.args.is_none()) {
@@ -313,7 +252,7 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
     // Edits: (position, text inserted before it).
     let mut edits: Vec<(Pos, String)> = Vec::new();
     for (k, h) in &headers {
-        if let (true, Some(empty), Some(close)) = (eligible.contains(&h.name), h.params, stmts[*k].last_close) {
+        if let (true, Some(empty), Some(close)) = (eligible.contains(h.name), h.params_last, stmts[*k].last_close) {
             edits.push((close, format!("{}.param .b64 {TOP_PARAM}", if empty { "" } else { ", " })));
         }
     }

@@ -884,7 +884,8 @@ mod space_checks {
     /// with `%r5` = 100 (a bulk copy's size).
     fn bad(stmt: &str, offset: i64, lane: u64) -> bool {
         let lines = Line::read_all(MODULE.split_inclusive('\n'));
-        let m = analyze(&lines, &Bodies::scan(&lines), &Default::default());
+        let bodies = Bodies::scan(&lines);
+        let m = analyze(&lines, &bodies, &super::super::defs::ModuleDefs::new(&lines, &bodies), &Default::default());
         let f = &m.functions["k"];
         let c = plan(&split_instr(stmt).unwrap(), &m, f, &|_| Some(32)).unwrap_or_else(|| panic!("no check for {stmt}"));
         let mut machine = Machine::default();

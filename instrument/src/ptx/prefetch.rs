@@ -27,6 +27,7 @@
 use super::access::Operands;
 use super::bodies::Bodies;
 use super::branches::Branches;
+use super::defs::{Defs, ModuleDefs};
 use super::opcode::Op;
 use super::stmt::ends_statement;
 use super::{Line, LineMap, LineSet};
@@ -110,9 +111,9 @@ const MIN_BATCH: usize = 2;
 const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
-pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
+pub(super) fn plan<'a>(lines: &[Line<'a>], defs: &ModuleDefs<'_, 'a>, branches: &Branches<'_>, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
-    let mut sc = Scan::new(lines, bodies, candidates);
+    let mut sc = Scan::new(lines, defs);
     let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, branches)).collect();
     let mut per_loop: LineMap<usize> = LineMap::default();
     for p in pipelined.iter().flatten() {
@@ -183,7 +184,7 @@ pub(super) fn plan(lines: &[Line<'_>], bodies: &Bodies, branches: &Branches<'_>,
 
 /// For batching the access at `j`: its block's first check line, and an anchor at or before it
 /// where the access's address can be had (directly or through a recomputed chain).
-fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, usize, Vec<usize>)> {
+fn batch_place(sc: &mut Scan<'_, '_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, usize, Vec<usize>)> {
     let start = sc.block_start(j)?;
     let first_check = (start..=j).find(|k| check_lines.contains(k))?;
     let plain = sc.after_last_write(base, start, j);
@@ -205,7 +206,7 @@ fn batch_place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSe
 /// The lines that recompute `reg`'s value at `before` from values final at `anchor` (inserted
 /// before line `anchor`), appended to `chain`; `None` when a needed line is not plain address
 /// arithmetic or the chain would exceed `budget` lines.
-fn chain_from(sc: &mut Scan<'_, '_>, reg: &str, start: usize, anchor: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>) -> Option<()> {
+fn chain_from(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, anchor: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>) -> Option<()> {
     let Some(k) = sc.last_write(reg, start, before).filter(|&k| k >= anchor) else { return Some(()) };
     if chain.contains(&k) {
         return Some(());
@@ -230,7 +231,7 @@ struct Pipelined {
 
 /// Pipelining of the access at `j` when its block is a single-block loop and its address, and the
 /// next iteration's, can be computed at the top of the body.
-fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>) -> Option<Pipelined> {
+fn pipeline(sc: &mut Scan<'_, '_, '_>, j: usize, base: &str, branches: &Branches<'_>) -> Option<Pipelined> {
     let start = sc.block_start(j)?;
     let lines = sc.lines;
     let label_line = start.checked_sub(1)?;
@@ -282,38 +283,25 @@ fn pipeline(sc: &mut Scan<'_, '_>, j: usize, base: &str, branches: &Branches<'_>
 }
 
 /// Per-module scan state: each candidate's block start (found walking back to the nearest boundary
-/// or the previous candidate), and the registers each line writes, parsed once however many
-/// candidates look at the line.
-struct Scan<'l, 'a> {
+/// or the previous candidate); where registers are written is read from the bodies' one index of
+/// definitions (ir/defs.rs), built once however many candidates look at a body.
+struct Scan<'l, 'a, 'm> {
     lines: &'l [Line<'a>],
     /// Nothing is placed outside the body of the access it serves.
     bodies: &'l Bodies,
+    /// The bodies' register definitions (where a value was last written), and the last body's
+    /// (opening and closing line: candidates come in line order, most asks are in one body).
+    defs: &'l ModuleDefs<'m, 'a>,
+    body_defs: Option<(usize, usize, Defs<'l, 'a>)>,
     starts: LineMap<Option<usize>>,
     /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
     walk: Option<(usize, Option<usize>)>,
-    /// The registers each line from `dests_from` on writes, found on first use (held inline: most
-    /// lines write one). It spans the bodies of the candidates (the lines a scan looks at), not
-    /// the module: a module rewritten in parts plans each part with its own scan, and one sized
-    /// to the module cost every part the whole module's lines in memory written and dropped.
-    /// Per line, 1 + its index in `found` once found (0 before): a line's slot is four bytes, not
-    /// an `Operands`' hundred, as most lines are never looked at.
-    dests: Vec<u32>,
-    found: Vec<Operands<'a>>,
-    dests_from: usize,
 }
 
-impl<'l, 'a> Scan<'l, 'a> {
-    fn new(lines: &'l [Line<'a>], bodies: &'l Bodies, candidates: &[Candidate]) -> Self {
-        let span = match (candidates.first(), candidates.last()) {
-            (Some(first), Some(last)) => {
-                let from = bodies.holding(first.line).map_or(first.line, |b| b.open);
-                let to = bodies.holding(last.line).map_or(last.line, |b| b.close).saturating_add(1).min(lines.len());
-                from.min(to)..to
-            }
-            _ => 0..0,
-        };
-        Self { lines, bodies, starts: LineMap::default(), walk: None, dests: vec![0; span.len()], found: Vec::new(), dests_from: span.start }
+impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
+    fn new(lines: &'l [Line<'a>], defs: &'l ModuleDefs<'m, 'a>) -> Self {
+        Self { lines, bodies: defs.bodies(), defs, body_defs: None, starts: LineMap::default(), walk: None }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -368,21 +356,21 @@ impl<'l, 'a> Scan<'l, 'a> {
         self.last_write(reg, start, before).map_or(start, |k| k + 1)
     }
 
-    /// Last line in `[start, before)` that writes `reg`.
+    /// Last line in `[start, before)` that writes `reg` (lines of one body: a scan looks no
+    /// further than the block of the access it serves).
     fn last_write(&mut self, reg: &str, start: usize, before: usize) -> Option<usize> {
-        let lines = self.lines;
-        // (A line outside the span, if one is ever asked about, is read again each time.)
-        let found = &mut self.found;
-        (start..before).rev().find(|&k| match self.dests.get_mut(k.wrapping_sub(self.dests_from)) {
-            Some(d) => {
-                if *d == 0 {
-                    found.push(lines[k].dests().collect());
-                    *d = u32::try_from(found.len()).expect("fewer lines than u32::MAX");
-                }
-                found[*d as usize - 1].contains(&reg)
+        let last = before.checked_sub(1).filter(|&last| last >= start)?;
+        let defs = match self.body_defs {
+            Some((open, close, defs)) if open <= last && last <= close => defs,
+            _ => {
+                let b = self.bodies.holding(last)?;
+                let defs = self.defs.of(b);
+                self.body_defs = Some((b.open, b.close, defs));
+                defs
             }
-            None => lines[k].dests().any(|d| d == reg),
-        })
+        };
+        debug_assert!(self.bodies.holding(start).is_some_and(|b| b.open <= last && last <= b.close), "a scan stays inside one body");
+        defs.last_write(reg, start, before)
     }
 }
 
@@ -433,7 +421,7 @@ fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Operands<'a>> {
 /// arithmetic lines to recompute on the way (`budget` bounds their number).
 /// Registers read at the anchor (not recomputed) are added to `reads`, when asked for. The lines
 /// are added to `chain` once each, in no particular order.
-fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Option<&mut Vec<String>>) -> usize {
+fn earliest(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, before: usize, budget: &mut usize, chain: &mut Vec<usize>, reads: &mut Option<&mut Vec<String>>) -> usize {
     let Some(k) = sc.last_write(reg, start, before) else {
         if let Some(reads) = reads.as_deref_mut().filter(|reads| !reads.iter().any(|r| r == reg)) {
             reads.push(reg.to_string());
@@ -460,7 +448,7 @@ fn earliest(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, budge
 /// The earliest anchor for `reg`'s value at `before` through recomputed arithmetic, and the
 /// chain (in line order) to recompute there; `None` when a chain line would lie above the anchor
 /// (it reads values final only there). Registers read at the anchor go to `reads`, if given.
-fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, mut reads: Option<&mut Vec<String>>) -> Option<(usize, Vec<usize>)> {
+fn address_at(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, before: usize, mut reads: Option<&mut Vec<String>>) -> Option<(usize, Vec<usize>)> {
     let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
     let at = earliest(sc, reg, start, before, &mut budget, &mut chain, &mut reads);
     chain.sort_unstable();
@@ -468,7 +456,7 @@ fn address_at(sc: &mut Scan<'_, '_>, reg: &str, start: usize, before: usize, mut
 }
 
 /// Anchor and recompute chain for the access at `j` through `base`, if a prefetch gains anything.
-fn place(sc: &mut Scan<'_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, Vec<usize>)> {
+fn place(sc: &mut Scan<'_, '_, '_>, j: usize, base: &str, check_lines: &LineSet) -> Option<(usize, Vec<usize>)> {
     let start = sc.block_start(j)?;
     let checks_in = |from: usize| (from..j).any(|k| check_lines.contains(&k));
     let plain = sc.after_last_write(base, start, j);

@@ -44,6 +44,8 @@
 
 use super::access::{self, parse_address, parse_int, type_size, AddrBase, Extent, Instr, Operands, Space, Width};
 use super::bodies::{Bodies, Body};
+use super::defs::{Defs, ModuleDefs};
+use super::func::FnHeader;
 use super::lines::{ln, Lines, Piece};
 use super::opcode::Op;
 pub(super) use super::space_check::{Base, SpaceCheck};
@@ -187,10 +189,10 @@ fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
 /// Scans the module: its shared/local declarations, then every function's register provenance
 /// (the rewriter does both steps itself: mod.rs `Module::plan`).
 #[cfg(test)]
-pub(super) fn analyze(lines: &[Line<'_>], bodies: &Bodies, top_params: &FxHashSet<String>) -> ModuleSpaces {
+pub(super) fn analyze<'a>(lines: &[Line<'a>], bodies: &Bodies, defs: &ModuleDefs<'_, 'a>, top_params: &FxHashSet<String>) -> ModuleSpaces {
     let mut m = declarations(lines);
     m.top_params = top_params.clone();
-    analyze_functions(lines, bodies, &mut m);
+    analyze_functions(lines, bodies, defs, &mut m);
     m
 }
 
@@ -218,7 +220,7 @@ pub(super) fn declarations(lines: &[Line<'_>]) -> ModuleSpaces {
 
 /// The register provenance of the functions of `bodies` (none when the module declares no
 /// shared/local variable), added to `m`.
-pub(super) fn analyze_functions(lines: &[Line<'_>], bodies: &Bodies, m: &mut ModuleSpaces) {
+pub(super) fn analyze_functions<'a>(lines: &[Line<'a>], bodies: &Bodies, defs: &ModuleDefs<'_, 'a>, m: &mut ModuleSpaces) {
     if m.vars.is_empty() {
         return;
     }
@@ -226,7 +228,11 @@ pub(super) fn analyze_functions(lines: &[Line<'_>], bodies: &Bodies, m: &mut Mod
     for b in bodies.iter() {
         let stmts: Vec<&ParsedStmt<'_>> = body_lines(lines, b, b.open).flat_map(|(_, l)| l.stmts()).collect();
         let top_param = m.top_params.contains(&b.name);
-        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, top_param, ..analyze_function(&stmts, &m.vars, top_param) });
+        // A called function given its callers' top (frames.rs) follows its own parameters: the
+        // ones its header declares.
+        let header = if top_param { FnHeader::text_of(lines, b) } else { String::new() };
+        let own_params: Option<Vec<&str>> = top_param.then(|| FnHeader::parse(&header).map(|h| h.params.iter().map(|p| p.name).collect()).unwrap_or_default());
+        m.functions.insert(b.name.clone(), FnSpaces { entry: b.entry, top_param, ..analyze_function(&stmts, defs.of(b), &m.vars, own_params.as_deref()) });
     }
 }
 
@@ -236,22 +242,11 @@ fn body_lines<'l, 'a>(lines: &'l [Line<'a>], b: &Body, from: usize) -> impl Iter
     (from..=end).filter_map(move |i| lines.get(i).map(|l| (i, l)))
 }
 
-/// `params`: follow the function's own parameters too ([`Prov::Param`]).
-fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, SpaceVar>, params: bool) -> FnSpaces {
+/// `params`: the function's own parameters, when they are followed too ([`Prov::Param`]).
+fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &HashMap<String, SpaceVar>, params: Option<&[&str]>) -> FnSpaces {
     let mut f = FnSpaces::default();
-    // `.param`s declared in the body are a call's arguments and results (`callseq` blocks), not
-    // the function's parameters.
-    let mut call_params: FxHashSet<&str> = FxHashSet::default();
-    // Definitions: (destination, index of the instruction in `instrs`).
-    let mut instrs: Vec<&'a Instr<'a>> = Vec::new();
-    let mut defs: Vec<(&str, usize)> = Vec::new();
     for &&ParsedStmt { text: s, ref instr, .. } in stmts {
         if s.starts_with('.') {
-            if params && s.starts_with(".param") {
-                if let Some(name) = s.split_whitespace().last() {
-                    call_params.insert(name.split('[').next().unwrap_or(name));
-                }
-            }
             // The frame is the one declaration wanted here (most directives are `.loc`).
             if let Some((name, v)) = s.starts_with(".local").then(|| parse_declaration(s)).flatten() {
                 if v.space == MemorySpace::Local && name.starts_with("__local_depot") {
@@ -265,17 +260,13 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
             f.dynamic_stack = true;
         }
         f.calls |= ins.opcode.op == Op::Call;
-        // (Its destinations go straight in: no vector of them per instruction.)
-        let (k, before) = (instrs.len(), defs.len());
-        defs.extend(ins.dests().map(|d| (d, k)));
-        if defs.len() > before {
-            instrs.push(ins);
-        }
     }
+    // Definitions: (register, defining instruction), from the body's one index (a call's result
+    // is one, of unknown provenance: [`evaluate`] knows no `call`).
+    let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().map(|d| (index.reg_name(d.reg_id), index.writer(d).instr)).collect();
     // Constants: registers every definition of which moves the same immediate, unguarded.
     let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
-    for &(d, i) in &defs {
-        let ins = instrs[i];
+    for &(d, ins) in &defs {
         let value = (ins.guard.is_none() && ins.opcode.op == Op::Mov && ins.opcode.first_qual().is_some() && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
         let entry = consts.entry(d).or_insert(value);
         if *entry != value {
@@ -289,8 +280,8 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
     // by a walk from the definitions naming a variable along "register read by definition".
     let mut readers: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
     let mut work: Vec<usize> = Vec::new();
-    for (k, &(_, i)) in defs.iter().enumerate() {
-        for op in instrs[i].operands.iter().skip(1) {
+    for (k, &(_, ins)) in defs.iter().enumerate() {
+        for op in ins.operands.iter().skip(1) {
             // (Immediates, starting with a digit, name nothing.)
             for t in op.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%' | '.'))).filter(|t| !t.is_empty() && !t.starts_with(|c: char| c.is_ascii_digit())) {
                 if vars.contains_key(t) {
@@ -301,9 +292,10 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
             }
         }
     }
-    let own_param = |ins: &Instr<'_>| params && param_load(ins).is_some_and(|p| !call_params.contains(p));
-    if params {
-        work.extend(defs.iter().enumerate().filter(|(_, &(_, i))| own_param(instrs[i])).map(|(k, _)| k));
+    // (`.param`s declared in the body are a call's arguments and results, `callseq` blocks.)
+    let own_param = |ins: &Instr<'_>| params.is_some_and(|own| param_load(ins).is_some_and(|p| own.contains(&p)));
+    if params.is_some() {
+        work.extend(defs.iter().enumerate().filter(|(_, &(_, ins))| own_param(ins)).map(|(k, _)| k));
     }
     let mut tainted: FxHashSet<&str> = FxHashSet::default();
     while let Some(k) = work.pop() {
@@ -312,7 +304,7 @@ fn analyze_function<'a>(stmts: &[&'a ParsedStmt<'a>], vars: &HashMap<String, Spa
             work.extend(readers.get(d).into_iter().flatten());
         }
     }
-    let defs: Vec<(&str, &Instr<'_>)> = defs.iter().filter(|(d, _)| tainted.contains(d)).map(|&(d, i)| (d, instrs[i])).collect();
+    let defs: Vec<(&str, &Instr<'_>)> = defs.into_iter().filter(|(d, _)| tainted.contains(d)).collect();
     // The provenances each register may hold, grown to a fixed point by a worklist over the one
     // index of their definitions: a definition is evaluated again only when a register it reads
     // gains a value. Values only grow ([`MayProv::join`]) in a lattice of height four, so each
@@ -1019,7 +1011,14 @@ pub(super) enum Role {
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
 /// Lines in `skip` (loop versioning's own lines) are never accesses.
 /// `locs`: the source location at each line.
-pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpaces, skip: &super::LineSet, locs: &[Option<super::Loc>]) -> HashMap<(usize, usize), Role> {
+pub(super) fn group_accesses<'a>(
+    lines: &[Line<'a>],
+    bodies: &Bodies,
+    defs: &ModuleDefs<'_, 'a>,
+    m: &ModuleSpaces,
+    skip: &super::LineSet,
+    locs: &[Option<super::Loc>],
+) -> HashMap<(usize, usize), Role> {
     let mut roles = HashMap::default();
     if m.is_empty() {
         return roles;
@@ -1074,7 +1073,7 @@ pub(super) fn group_accesses(lines: &[Line<'_>], bodies: &Bodies, m: &ModuleSpac
                             // are formed).
                             if matches!(c.base, Base::Window(..) | Base::Symbol)
                                 && c.size.is_some()
-                                && thread_values.get_or_insert_with(|| super::thread_ranges::ThreadValues::of_body(lines, b)).proves(lines, b, (i, j), &c)
+                                && thread_values.get_or_insert_with(|| super::thread_ranges::ThreadValues::of_body(defs.of(b))).proves(lines, b, (i, j), &c)
                             {
                                 proven.insert((i, j));
                             }
@@ -1392,7 +1391,8 @@ mod tests {
 
     fn module(body: &str) -> ModuleSpaces {
         let lines = Line::read_all(body.split_inclusive('\n'));
-        analyze(&lines, &Bodies::scan(&lines), &Default::default())
+        let bodies = Bodies::scan(&lines);
+        analyze(&lines, &bodies, &ModuleDefs::new(&lines, &bodies), &Default::default())
     }
 
     #[test]
@@ -1510,8 +1510,9 @@ mod group_tests {
                     bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
-        let m = analyze(&lines, &bodies, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+        let defs = ModuleDefs::new(&lines, &bodies);
+        let m = analyze(&lines, &bodies, &defs, &Default::default());
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1547,8 +1548,9 @@ mod group_tests {
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
         let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
-        let m = analyze(&lines, &bodies, &tops);
-        let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+        let defs = ModuleDefs::new(&lines, &bodies);
+        let m = analyze(&lines, &bodies, &defs, &tops);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1592,8 +1594,9 @@ mod group_tests {
                     @%p1 ld.shared.f32 %f7, [%r4];\nld.shared.f32 %f8, [%r4];\nret;\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
-        let m = analyze(&lines, &bodies, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+        let defs = ModuleDefs::new(&lines, &bodies);
+        let m = analyze(&lines, &bodies, &defs, &Default::default());
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
             matches!(roles.get(&(i, 0)), Some(Role::Available))
@@ -1668,8 +1671,9 @@ mod group_tests {
             body.push_str("ret;\n}\n");
             let lines = Line::read_all(body.split_inclusive('\n'));
             let bodies = Bodies::scan(&lines);
-            let m = analyze(&lines, &bodies, &Default::default());
-            let roles = group_accesses(&lines, &bodies, &m, &Default::default(), &vec![None; lines.len()]);
+            let defs = ModuleDefs::new(&lines, &bodies);
+            let m = analyze(&lines, &bodies, &defs, &Default::default());
+            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;
             let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();

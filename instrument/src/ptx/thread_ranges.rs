@@ -18,6 +18,7 @@
 
 use super::access::{parse_int, Instr};
 use super::bodies::Body;
+use super::defs::Defs;
 use super::opcode::Op;
 use super::space_check::{Base, SpaceCheck};
 use super::stmt::falls_through;
@@ -78,22 +79,15 @@ fn special_range(reg: &str) -> Option<(i64, i64)> {
 }
 
 impl<'a> ThreadValues<'a> {
-    /// The values of body `b`'s registers.
-    pub fn of_body(lines: &[Line<'a>], b: &Body) -> Self {
-        let end = b.close.min(lines.len().saturating_sub(1));
-        let instrs = || (b.open + 1..=end).flat_map(move |i| lines[i].stmts().iter()).filter_map(|s| s.instr.as_ref());
-        let mut defs: HashMap<&'a str, u32> = HashMap::default();
-        for ins in instrs() {
-            for d in ins.dests() {
-                // A guarded definition leaves the old value on some paths: never followed.
-                *defs.entry(d).or_default() += if ins.guard.is_some() { 2 } else { 1 };
-            }
-        }
+    /// The values of a body's registers, from its definitions.
+    pub fn of_body(defs: Defs<'_, 'a>) -> Self {
         let mut t = ThreadValues { values: HashMap::default(), ranges: HashMap::default(), preds: HashMap::default() };
-        for ins in instrs() {
+        for w in defs.writers() {
+            let ins = w.instr;
             let mut dests = ins.dests();
+            // (A guarded definition leaves the old value on some paths: never followed.)
             let (Some(d), None) = (dests.next(), dests.next()) else { continue };
-            if defs.get(d) != Some(&1) {
+            if !defs.defined_once_unguarded(d) {
                 continue;
             }
             if ins.opcode.op == Op::Setp {
@@ -288,7 +282,7 @@ impl<'a> ThreadValues<'a> {
 #[cfg(test)]
 mod tests {
     use super::super::spaces::{analyze, plan};
-    use super::super::{bodies::Bodies, Line, RegTypes};
+    use super::super::{bodies::Bodies, defs::ModuleDefs, Line, RegTypes};
     use super::*;
 
     /// Which of the body's shared accesses are proven, in order.
@@ -301,10 +295,11 @@ mod tests {
         let text = format!(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u32 n)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<20>;\n.shared .align 4 .b8 s[{s_size}];\n.shared .align 4 .b8 t[512];\n{body}\nret;\n}}\n");
         let lines = Line::read_all(text.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
-        let m = analyze(&lines, &bodies, &Default::default());
+        let defs = ModuleDefs::new(&lines, &bodies);
+        let m = analyze(&lines, &bodies, &defs, &Default::default());
         let b = bodies.nth(0);
         let f = &m.functions["k"];
-        let values = ThreadValues::of_body(&lines, b);
+        let values = ThreadValues::of_body(defs.of(b));
         let mut regs = RegTypes::default();
         let mut out = Vec::new();
         for i in b.open + 1..=b.close {

@@ -6,12 +6,13 @@
 //! the rewriter had already closed, and registered sites for checks never emitted.
 //!
 //! The rule (for real PTX simply "a header's first `{` opens its body, its matching `}` closes
-//! it"): a `.entry`/`.func` header with a parameter list names the next body (a later header
+//! it"): a `.entry`/`.func` header's first line (read by func.rs, as every pass reads headers) names the next body (a later header
 //! replaces it); the first line opening a brace while no body is open opens it; it closes on the
 //! line that brings the brace depth back to where it was before it opened. Lines in or opening
 //! block comments count no braces. A body still open at the end runs to the end (the rewriter
 //! reports the module unbalanced).
 
+use super::func::FnHeader;
 use super::line::{count_braces, find_pair, Line};
 
 /// One function body.
@@ -20,6 +21,8 @@ pub(in crate::ptx) struct Body {
     pub name: String,
     /// A kernel (`.entry`), not a device function.
     pub entry: bool,
+    /// The line its header starts on ([`FnHeader::text_of`]).
+    pub header: usize,
     /// The line holding its opening brace.
     pub open: usize,
     /// The line holding its closing brace (`usize::MAX` when it never closes).
@@ -44,7 +47,7 @@ impl Bodies {
     /// The same bodies after their lines moved (`to[i]`: where line `i` went).
     pub fn moved(self, to: &[usize]) -> Bodies {
         let at = |i: usize| if i == usize::MAX { i } else { to[i] };
-        Bodies { list: self.list.into_iter().map(|b| Body { open: at(b.open), close: at(b.close), ..b }).collect() }
+        Bodies { list: self.list.into_iter().map(|b| Body { header: at(b.header), open: at(b.open), close: at(b.close), ..b }).collect() }
     }
 
     /// The bodies of positions `range` in the list.
@@ -94,8 +97,9 @@ pub(in crate::ptx) struct Scanner {
     list: Vec<Body>,
     depth: i64,
     in_block_comment: bool,
-    pending: Option<(String, bool)>,
-    open: Option<(String, bool, usize, i64)>,
+    /// The last header seen: name, kernel, line.
+    pending: Option<(String, bool, usize)>,
+    open: Option<(String, bool, usize, usize, i64)>,
     /// Stopped at a line that left the brace depth below zero: later lines are not looked at.
     stopped: bool,
 }
@@ -118,21 +122,21 @@ impl Scanner {
         }
         let t = line.code;
         if t.starts_with('.') && t.contains('(') {
-            if let Some(name) = function_name(t) {
-                self.pending = Some((name, t.split_whitespace().any(|w| w == ".entry")));
+            if let Some((name, entry)) = FnHeader::name_on_line(t) {
+                self.pending = Some((name.to_string(), entry, i));
             }
         }
         let (opens, closes) = if line.braces { count_braces(t) } else { (0, 0) };
         if self.open.is_none() && opens > 0 {
-            if let Some((name, entry)) = self.pending.take() {
-                self.open = Some((name, entry, i, self.depth));
+            if let Some((name, entry, header)) = self.pending.take() {
+                self.open = Some((name, entry, header, i, self.depth));
             }
         }
         self.depth += i64::from(opens - closes);
-        if let Some((_, _, _, at)) = &self.open {
+        if let Some((_, _, _, _, at)) = &self.open {
             if closes > 0 && self.depth <= *at {
-                let (name, entry, start, _) = self.open.take().expect("just matched");
-                self.list.push(Body { name, entry, open: start, close: i });
+                let (name, entry, header, start, _) = self.open.take().expect("just matched");
+                self.list.push(Body { name, entry, header, open: start, close: i });
             }
         }
         if self.depth < 0 {
@@ -142,32 +146,11 @@ impl Scanner {
 
     /// The bodies of the lines taken.
     pub fn finish(mut self) -> Bodies {
-        if let Some((name, entry, start, _)) = self.open.take() {
-            self.list.push(Body { name, entry, open: start, close: usize::MAX });
+        if let Some((name, entry, header, start, _)) = self.open.take() {
+            self.list.push(Body { name, entry, header, open: start, close: usize::MAX });
         }
         Bodies { list: self.list }
     }
-}
-
-/// The name of a function declared on this line (`.entry NAME(` / `.func (..) NAME(`), if any.
-pub(in crate::ptx) fn function_name(t: &str) -> Option<String> {
-    let pos = t.find(".entry").map(|p| p + 6).or_else(|| {
-        let p = t.find(".func")?;
-        Some(p + 5)
-    })?;
-    if t.trim_end().ends_with(';') {
-        // A prototype declaration, no body.
-        return None;
-    }
-    let mut rest = t[pos..].trim_start();
-    if rest.starts_with('(') {
-        // Return parameter list: skip to its close.
-        let close = rest.find(')')?;
-        rest = rest[close + 1..].trim_start();
-    }
-    // (ASCII bytes only, so a byte search ends where the char one did, without a String built a char at a time.)
-    let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(rest.len());
-    (end > 0).then(|| rest[..end].to_string())
 }
 
 #[cfg(test)]

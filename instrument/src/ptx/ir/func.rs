@@ -1,0 +1,201 @@
+//! A function's header, read by one parser ([`FnHeader::parse`]): `[.visible|.weak|.extern|.common]
+//! .entry|.func [(returns)] name(params) [performance directives]`, its name, kind, linkage and
+//! parameters. Where the bodies are (bodies.rs) names each body by it, the kernel-parameter bounds
+//! (bounds.rs) read a kernel's parameters from it, the frame-top pass (frames.rs) reads each
+//! header and prototype with it, and the shared/local provenance (spaces.rs) tells a function's own
+//! parameters from a call's by it.
+
+use super::bodies::Body;
+use super::line::Line;
+
+/// One parameter (or return value) a header declares: `.param .align 8 .b8 name[16]`,
+/// `.param .u64 .ptr .align 1 name`, `.reg .b32 name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::ptx) struct Param<'t> {
+    /// `.param` or `.reg`.
+    pub space: &'t str,
+    /// The words between the space and the name (type, alignment, attributes), as written.
+    pub attrs: &'t str,
+    /// The name, without its dimensions.
+    pub name: &'t str,
+    /// Declared with dimensions (`name[16]`).
+    pub array: bool,
+}
+
+impl Param<'_> {
+    /// A scalar 64-bit integer, and nothing else said of it (`.param .u64 p`): what a pointer
+    /// argument a launch may tag can be.
+    pub fn scalar64(&self) -> bool {
+        !self.array && matches!(self.attrs, ".u64" | ".s64" | ".b64")
+    }
+}
+
+/// A function's header or prototype.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::ptx) struct FnHeader<'t> {
+    pub name: &'t str,
+    /// A kernel (`.entry`), not a device function (`.func`).
+    pub entry: bool,
+    /// Declared `.visible`, `.weak`, `.extern` or `.common`.
+    pub linkage: bool,
+    /// The parameter list's declarations (empty without a list).
+    pub params: Vec<Param<'t>>,
+    /// The parameter list, when it is the text's last parenthesis (only whitespace after its
+    /// `)`, so a parameter can be added before it): whether it is empty.
+    pub params_last: Option<bool>,
+}
+
+/// The byte index of the `)` matching the `(` at `open` in `s`.
+pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
+    let mut depth = 0;
+    // (Bytes: parentheses are ASCII, and no byte of a longer character is one.)
+    for (k, &c) in s.as_bytes()[open..].iter().enumerate() {
+        match c {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(open + k);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The declarations of a parameter list's text (between its parentheses), comma separated.
+fn params(list: &str) -> Vec<Param<'_>> {
+    let mut out = Vec::new();
+    for piece in list.split(',') {
+        let piece = piece.trim();
+        let Some((space, rest)) = piece.split_once(char::is_whitespace).filter(|(w, _)| matches!(*w, ".param" | ".reg")) else { continue };
+        // The name is the last word; the attributes, the words between.
+        let rest = rest.trim_start();
+        let (attrs, last) = match rest.rfind(char::is_whitespace) {
+            Some(p) => (rest[..p].trim_end(), &rest[p + 1..]),
+            None => ("", rest),
+        };
+        if last.is_empty() {
+            continue;
+        }
+        let (name, array) = match last.find('[') {
+            Some(p) => (&last[..p], true),
+            None => (last, false),
+        };
+        out.push(Param { space, attrs, name, array });
+    }
+    out
+}
+
+/// Where a header's name is: `(entry, linkage, name's start, name's end)`.
+fn locate(text: &str) -> Option<(bool, bool, usize, usize)> {
+    let first_paren = text.find('(').unwrap_or(text.len());
+    let mut directives = text[..first_paren].split_whitespace().take_while(|w| w.starts_with('.'));
+    let (mut entry, mut func, mut linkage, mut last) = (false, false, false, None);
+    for d in directives.by_ref() {
+        entry |= d == ".entry";
+        func |= d == ".func";
+        linkage |= matches!(d, ".visible" | ".weak" | ".extern" | ".common");
+        last = Some(d);
+    }
+    if !entry && !func {
+        return None;
+    }
+    let last = last?;
+    let mut at = text.find(last)? + last.len();
+    at += text[at..].len() - text[at..].trim_start().len();
+    if text[at..].starts_with('(') {
+        // The return list.
+        at = matching_paren(text, at)? + 1;
+        at += text[at..].len() - text[at..].trim_start().len();
+    }
+    let len = text[at..].bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'$')).unwrap_or(text.len() - at);
+    (len > 0).then_some((entry, linkage, at, at + len))
+}
+
+impl<'t> FnHeader<'t> {
+    /// The header a statement's text is (its lines joined, up to its `{` or `;`), if it is one.
+    pub fn parse(text: &'t str) -> Option<FnHeader<'t>> {
+        let (entry, linkage, start, end) = locate(text)?;
+        let after = &text[end..];
+        let open = end + (after.len() - after.trim_start().len());
+        let list = text[open..].starts_with('(').then(|| matching_paren(text, open).map(|close| (open, close))).flatten();
+        Some(FnHeader {
+            name: &text[start..end],
+            entry,
+            linkage,
+            params: list.map_or_else(Vec::new, |(open, close)| params(&text[open + 1..close])),
+            params_last: list.and_then(|(open, close)| text[close + 1..].trim().is_empty().then(|| text[open + 1..close].trim().is_empty())),
+        })
+    }
+
+    /// The name a header's first line declares (`.visible .entry k(`, `.func (.param .b32 r)
+    /// f(`), and whether it is a kernel's, when the line is no prototype (ending `;`): what names
+    /// the body that follows.
+    pub fn name_on_line(line: &str) -> Option<(&str, bool)> {
+        if line.trim_end().ends_with(';') {
+            return None;
+        }
+        let (entry, _, start, end) = locate(line)?;
+        Some((&line[start..end], entry))
+    }
+
+    /// The header text of body `b`: its lines' code from the header's first line to the body's
+    /// `{`, joined by spaces.
+    pub fn text_of(lines: &[Line<'_>], b: &Body) -> String {
+        let mut text = String::new();
+        for (i, line) in lines.iter().enumerate().take(b.open + 1).skip(b.header) {
+            let code = if i == b.open { line.code.split('{').next().unwrap_or("") } else { line.code };
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(code);
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_and_prototypes() {
+        let h = FnHeader::parse(".visible .entry _Z1kPfi( .param .u64 _Z1kPfi_param_0, .param .u32 _Z1kPfi_param_1 ) .maxntid 256, 1, 1").unwrap();
+        assert_eq!((h.name, h.entry, h.linkage, h.params_last), ("_Z1kPfi", true, true, None));
+        assert_eq!(h.params.iter().map(|p| (p.name, p.scalar64())).collect::<Vec<_>>(), [("_Z1kPfi_param_0", true), ("_Z1kPfi_param_1", false)]);
+        let h = FnHeader::parse(".func (.param .b64 func_retval0) f(.param .align 8 .b8 f_param_0[16], .param .u64 .ptr .align 1 f_param_1)").unwrap();
+        assert_eq!((h.name, h.entry, h.linkage, h.params_last), ("f", false, false, Some(false)));
+        assert_eq!(h.params[0], Param { space: ".param", attrs: ".align 8 .b8", name: "f_param_0", array: true });
+        assert!(!h.params[0].scalar64() && !h.params[1].scalar64(), "arrays and attributes are no plain scalars");
+        let h = FnHeader::parse(".extern .func (.param .b64 r) malloc (.param .b64 p )").unwrap();
+        assert_eq!((h.name, h.linkage, h.params.len(), h.params_last), ("malloc", true, 1, Some(false)));
+        assert_eq!(FnHeader::parse(".func g()").unwrap().params_last, Some(true));
+        assert_eq!(FnHeader::parse(".func g").unwrap().params_last, None);
+        assert_eq!(FnHeader::parse(".func (.reg .b32 r) h (.reg .b32 a)").unwrap().params[0].space, ".reg");
+        assert!(FnHeader::parse(".global .u32 x").is_none() && FnHeader::parse("call f, (a)").is_none() && FnHeader::parse(".func (").is_none());
+    }
+
+    #[test]
+    fn names_on_a_headers_first_line() {
+        assert_eq!(FnHeader::name_on_line(".visible .entry k("), Some(("k", true)));
+        assert_eq!(FnHeader::name_on_line(".func (.param .b32 func_retval0) $f_1("), Some(("$f_1", false)));
+        assert_eq!(FnHeader::name_on_line(".extern .func (.param .b32 r) vprintf (.param .b64 a, .param .b64 b);"), None, "a prototype");
+        assert_eq!(FnHeader::name_on_line(".visible .entry"), None, "the name on the next line");
+        assert_eq!(FnHeader::name_on_line(".entryk(.param .u64 p)"), None, "one directive, `.entryk`");
+    }
+
+    #[test]
+    fn a_bodys_header_text() {
+        let text = ".version 8.0\n.visible .entry k(\n.param .u64 k_param_0\n)\n.maxntid 64, 1, 1\n{ // body\nret;\n}\n";
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let bodies = super::super::bodies::Bodies::scan(&lines);
+        let b = bodies.nth(0);
+        assert_eq!(b.header, 1);
+        let t = FnHeader::text_of(&lines, b);
+        assert_eq!(t, ".visible .entry k( .param .u64 k_param_0 ) .maxntid 64, 1, 1 ");
+        let h = FnHeader::parse(&t).unwrap();
+        assert_eq!((h.name, h.entry, h.params.len()), ("k", true, 1));
+    }
+}
