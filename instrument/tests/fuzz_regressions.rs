@@ -303,3 +303,36 @@ fn a_module_naming_gasans_own_names_is_refused() {
         assert_eq!(got, refused.map(|(name, line)| PtxError::ReservedName { name: name.to_string(), line }), "{body}");
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-12-05, under `--no-opt --recover`;
+/// fuzz/seeds/ptx_rewrite/recover_zeroes_malformed_vector_destination.ptx): a load whose
+/// destination is no register and no `{...}` list of registers (`%rd1trix... {%r8, %r9, %r10,
+/// %r11}`) had its destination's pieces copied into the recover-mode zeroing (`mov.b32
+/// %rd1trix... {%r8, 0;`), an added line opening a brace it never closed. Such an access is
+/// malformed, as a `.v0` vector is: counted unknown and left alone, nothing of it copied. A
+/// well-formed vector destination still gets each of its registers zeroed.
+#[test]
+fn a_malformed_load_destination_is_not_copied_into_the_zeroing() {
+    let ptx = include_str!("../../fuzz/seeds/ptx_rewrite/recover_zeroes_malformed_vector_destination.ptx");
+    let malformed_line = 10;
+    let added = |out: &str| out.lines().filter(|l| l.contains(gasan_instrument::ptx::MARKER)).map(|l| l.split("//").next().unwrap_or("").to_string()).collect::<Vec<_>>();
+    for recover in [false, true] {
+        let opts = InstrumentOptions { optimize: false, recover, hoist_loops: false, param_bounds: false, ..Default::default() };
+        let r = instrument_ptx(ptx, &opts).expect("instruments");
+        let added = added(&r.ptx);
+        let balance: i64 = added.iter().map(|l| l.matches('{').count() as i64 - l.matches('}').count() as i64).sum();
+        assert_eq!(balance, 0, "{opts:?}: added lines leave braces open:\n{}", r.ptx);
+        assert!(!added.iter().any(|l| l.contains("%rd1trix") || l.contains("{%r8")), "{opts:?}: the malformed destination was copied:\n{}", r.ptx);
+        let t = r.stats.total();
+        assert_eq!((t.checked, t.unknown), (1, 1), "{opts:?}: the store is checked, the malformed load unknown");
+        assert!(r.sites.sites.iter().all(|s| s.ptx_line != malformed_line), "{opts:?}: no check for the malformed load");
+    }
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<5>;\n\
+               \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd2];\n\tst.global.u32 [%rd2], %r4;\n\tret;\n}\n";
+    let r = instrument_ptx(ptx, &InstrumentOptions { optimize: false, recover: true, ..Default::default() }).expect("instruments");
+    let added = added(&r.ptx);
+    for reg in ["%r1", "%r2", "%r3", "%r4"] {
+        assert!(added.iter().any(|l| l.trim() == format!("mov.b32 {reg}, 0;")), "{reg} not zeroed:\n{}", r.ptx);
+    }
+    assert_eq!(r.stats.total().unknown, 0);
+}

@@ -252,7 +252,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 73;
+pub const REVISION: u32 = 74;
 
 /// Instruments a PTX module.
 ///

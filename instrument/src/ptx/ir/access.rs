@@ -647,6 +647,26 @@ impl<'a> Instr<'a> {
     }
 }
 
+/// The registers a checked load or atomic writes ([`Access::dests`]; none for a store, whose address
+/// comes first): `None` when its destination is no register and no `{...}` list of registers (text
+/// around a vector, `%a {%r8, %r9}`; an empty operand), a malformed access, as a `.v0` vector is.
+/// Recover mode copies these registers into added lines (zeroing them when the access is skipped),
+/// which must not echo stray braces or other text of the input.
+fn access_dests(ins: &Instr<'_>, addr_idx: usize) -> Option<Vec<String>> {
+    if addr_idx != 1 {
+        return Some(Vec::new());
+    }
+    let op = trim(ins.operands[0]);
+    let list = match op.strip_prefix('{') {
+        Some(rest) => rest.strip_suffix('}')?,
+        None => op,
+    };
+    // A register (`%r1`), a vector variable's element (`%v.x`), a name without `%` (inline asm's
+    // `t`) or the sink `_`.
+    let register = |piece: &str| !piece.is_empty() && piece.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'%' | b'.'));
+    list.split(',').map(trim).all(register).then(|| registers_written(op).map(String::from).collect())
+}
+
 /// Classifies one instruction.
 pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
     let _ = global_vars_ok;
@@ -687,7 +707,9 @@ pub fn classify(ins: &Instr<'_>, global_vars_ok: bool) -> Classified {
                 Some(Err(())) => return Classified::Skip(SkipReason::ModuleVariable),
                 None => return Classified::Unknown(ins.opcode.to_string()),
             };
-            let dests = if addr_idx == 1 { registers_written(ins.operands[0]).map(String::from).collect() } else { Vec::new() };
+            let Some(dests) = access_dests(ins, addr_idx) else {
+                return Classified::Unknown(ins.opcode.to_string());
+            };
             Classified::Check(Box::new(Access { base, offset, width: Width::Fixed(bytes), kind, dests, bulk: false, guard_nonzero: None }))
         }
         Op::Cp => classify_copy(ins, &quals),
@@ -733,7 +755,7 @@ fn classify_wmma(ins: &Instr<'_>, a: MemAccess<'_>) -> Classified {
         Some(s) => parse_int(s).and_then(|v| tile.bytes(Some(v))).map(Width::Fixed),
     };
     let Some(width) = width else { return unknown() };
-    let dests = if addr_idx == 1 { registers_written(ins.operands[0]).map(String::from).collect() } else { Vec::new() };
+    let Some(dests) = access_dests(ins, addr_idx) else { return unknown() };
     Classified::Check(Box::new(Access { base, offset, width, kind, dests, bulk: true, guard_nonzero: None }))
 }
 
