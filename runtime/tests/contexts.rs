@@ -7,19 +7,10 @@
 //! with the program's arguments, and gasan must register each new context once (it asks the
 //! driver for the context's device, which the stand-in records), a failed create none.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{cdylib, gcc};
+use std::path::Path;
 use std::process::Command;
-
-fn cdylib() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.parent()?.join("libgasan_runtime.so");
-    lib.exists().then_some(lib)
-}
-
-fn gcc(args: &[&str]) {
-    let out = Command::new("gcc").args(args).output().expect("gcc");
-    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 #[test]
 fn every_context_creator_is_hooked_and_each_new_context_is_seen_once() {

@@ -4,21 +4,10 @@
 //! the wrapper must reach the real (stand-in) function, and RTLD_NEXT lookups must stay relative
 //! to their caller despite gasan's dlsym.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{cdylib, gcc};
+use std::path::Path;
 use std::process::Command;
-
-fn cdylib() -> Option<PathBuf> {
-    // Integration tests run from target/<profile>/deps; the cdylib sits in target/<profile>.
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.parent()?;
-    let lib = dir.join("libgasan_runtime.so");
-    lib.exists().then_some(lib)
-}
-
-fn gcc(args: &[&str]) {
-    let out = Command::new("gcc").args(args).output().expect("gcc");
-    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 #[test]
 fn cudart_style_lookup_gets_the_wrapper() {

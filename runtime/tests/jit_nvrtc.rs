@@ -9,18 +9,13 @@
 //! way Numba-CUDA 0.30 makes it, from NVRTC `-dlto` (tests/fixtures/jit_lto_app.c).
 
 mod common;
+use common::cdylib;
 use gasan_runtime::modules::{plan_cubin, CubinPlan};
 use gasan_runtime::options::Options;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
-
-fn cdylib() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.parent()?.join("libgasan_runtime.so");
-    lib.exists().then_some(lib)
-}
 
 /// The pinned NVRTC's library directory.
 fn nvrtc_dir() -> PathBuf {

@@ -6,19 +6,10 @@
 //! writes it; and with device 0 current its flags, a prefetch and its frees find the owner (a
 //! second free is reported as a double free).
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{cdylib, gcc};
+use std::path::Path;
 use std::process::Command;
-
-fn cdylib() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.parent()?.join("libgasan_runtime.so");
-    lib.exists().then_some(lib)
-}
-
-fn gcc(args: &[&str]) {
-    let out = Command::new("gcc").args(args).output().expect("gcc");
-    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 #[test]
 fn host_memory_of_device_1_is_every_gpus_and_its_owner_answers_on_device_0() {

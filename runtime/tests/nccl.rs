@@ -22,6 +22,8 @@ use gasan_runtime::hooks::nccl::{buffers, element_size, Buffer, Op, Shape};
 use gasan_runtime::options::Options;
 use gasan_runtime::report::{describe, Report};
 use gasan_uvm::{HostBackend, Pool, PoolConfig};
+mod common;
+use common::{cdylib, gcc};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -95,17 +97,6 @@ fn a_freed_buffer_is_a_use_after_free_and_memory_outside_the_pool_is_not_judged(
 }
 
 // ---- the stand-in libnccl under the preloaded runtime ----
-
-fn cdylib() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.parent()?.join("libgasan_runtime.so");
-    lib.exists().then_some(lib)
-}
-
-fn gcc(args: &[&str]) {
-    let out = Command::new("gcc").args(args).output().expect("gcc");
-    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 struct Built {
     dir: PathBuf,

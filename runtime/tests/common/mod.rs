@@ -42,3 +42,17 @@ pub fn cuda_root() -> PathBuf {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
+
+/// The preloadable runtime next to the test binary (integration tests run from
+/// target/<profile>/deps; the cdylib sits in target/<profile>), when built.
+pub fn cdylib() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let lib = exe.parent()?.parent()?.join("libgasan_runtime.so");
+    lib.exists().then_some(lib)
+}
+
+/// Runs the host's gcc, failing the test with its errors.
+pub fn gcc(args: &[&str]) {
+    let out = Command::new("gcc").args(args).output().expect("gcc");
+    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
