@@ -90,9 +90,16 @@ fn index32(k: usize) -> u32 {
 impl<'a> DefIndex<'a> {
     fn build(lines: &[Line<'a>], b: &Body) -> Self {
         let end = b.close.min(lines.len().saturating_sub(1));
-        // (About a register per two lines: sized once, not grown by rehashing.)
+        // (About a register per two lines, a writer and a definition per line: sized once, not
+        // grown by rehashing and reallocating, and shrunk to what they hold below.)
         let lines_in = (end + 1).saturating_sub(b.open);
-        let mut d = DefIndex { writers: Vec::new(), defs: Vec::new(), ids: FxHashMap::with_capacity_and_hasher(lines_in / 2, Default::default()), regs: Vec::new(), grouped: Vec::new() };
+        let mut d = DefIndex {
+            writers: Vec::with_capacity(lines_in),
+            defs: Vec::with_capacity(lines_in),
+            ids: FxHashMap::with_capacity_and_hasher(lines_in / 2, Default::default()),
+            regs: Vec::with_capacity(lines_in / 2),
+            grouped: Vec::new(),
+        };
         for (line, l) in lines.iter().enumerate().take(end + 1).skip(b.open) {
             for (stmt, st) in l.stmts().iter().enumerate() {
                 let Some(instr) = &st.instr else { continue };
