@@ -363,7 +363,7 @@ impl ParamBounds {
             // A call's results (not among its `dests`) derive from no parameter the analysis
             // knows, and none of them is defined once for index tests.
             let made = defs.made_by(&w);
-            let results = made.iter().take_while(|d| d.call_result).count();
+            let results = made.iter().take_while(|d| d.call_result()).count();
             for r in &made[..results] {
                 regs.slots[r.reg_id as usize] = Some(Reg { root: Some(Root::Other), def: None });
             }

@@ -212,7 +212,7 @@ fn chain_from(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, anchor: usize,
         return Some(());
     }
     *budget = budget.checked_sub(1)?;
-    for &input in arithmetic_inputs(&sc.lines[k])?.iter() {
+    for &input in sc.arithmetic_inputs(k)?.iter() {
         chain_from(sc, input, start, anchor, k, budget, chain)?;
     }
     chain.push(k);
@@ -297,11 +297,14 @@ struct Scan<'l, 'a, 'm> {
     /// Last line asked about, and its block's state: `Some(first line)` or `None` (poisoned by a
     /// block comment).
     walk: Option<(usize, Option<usize>)>,
+    /// [`arithmetic_inputs`] of each line asked about: the chains of a block's candidates, and
+    /// of one candidate's pipelining, batching and plain placement, pass the same lines.
+    inputs: LineMap<Option<Operands<'a>>>,
 }
 
 impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
     fn new(lines: &'l [Line<'a>], defs: &'l ModuleDefs<'m, 'a>) -> Self {
-        Self { lines, bodies: defs.bodies(), defs, body_defs: None, starts: LineMap::default(), walk: None }
+        Self { lines, bodies: defs.bodies(), defs, body_defs: None, starts: LineMap::default(), walk: None, inputs: LineMap::default() }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -354,6 +357,12 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
     /// its value at `before` is first available as it is.
     fn after_last_write(&mut self, reg: &str, start: usize, before: usize) -> usize {
         self.last_write(reg, start, before).map_or(start, |k| k + 1)
+    }
+
+    /// [`arithmetic_inputs`] of line `k`, decided once.
+    fn arithmetic_inputs(&mut self, k: usize) -> Option<Operands<'a>> {
+        let lines = self.lines;
+        self.inputs.entry(k).or_insert_with(|| arithmetic_inputs(&lines[k])).clone()
     }
 
     /// Last line in `[start, before)` that writes `reg` (lines of one body: a scan looks no
@@ -431,7 +440,7 @@ fn earliest(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, before: usize, b
     if *budget == 0 {
         return k + 1;
     }
-    let Some(inputs) = arithmetic_inputs(&sc.lines[k]) else { return k + 1 };
+    let Some(inputs) = sc.arithmetic_inputs(k) else { return k + 1 };
     *budget -= 1;
     let mut at = start;
     for &input in inputs.iter() {

@@ -35,15 +35,29 @@ struct WriterAt {
     end_def: u32,
 }
 
-/// One definition of a register.
+/// One definition of a register (8 bytes: a body's index is kept until the rewrite ends).
 #[derive(Clone, Copy)]
 pub(in crate::ptx) struct Def {
-    /// Index of the defining instruction among [`Defs::writers`].
-    pub writer: u32,
-    /// The register receives a `call`'s result (not one of the instruction's [`Instr::dests`]).
-    pub call_result: bool,
+    /// Index of the defining instruction among [`Defs::writers`], with [`Def::CALL_RESULT`] set
+    /// when the register receives a `call`'s result (not one of the instruction's
+    /// [`Instr::dests`]).
+    writer_and_kind: u32,
     /// The register's number among the body's ([`Defs::reg_count`]).
     pub reg_id: u32,
+}
+
+impl Def {
+    const CALL_RESULT: u32 = 1 << 31;
+
+    /// The register receives a `call`'s result (not one of the instruction's [`Instr::dests`]).
+    pub fn call_result(&self) -> bool {
+        self.writer_and_kind & Self::CALL_RESULT != 0
+    }
+
+    /// Index of the defining instruction among [`Defs::writers`].
+    fn writer(&self) -> usize {
+        (self.writer_and_kind & !Self::CALL_RESULT) as usize
+    }
 }
 
 /// A register: its name, how many definitions, how many of them guarded, and where their list
@@ -76,9 +90,16 @@ fn index32(k: usize) -> u32 {
 impl<'a> DefIndex<'a> {
     fn build(lines: &[Line<'a>], b: &Body) -> Self {
         let end = b.close.min(lines.len().saturating_sub(1));
-        // (About a register per two lines: sized once, not grown by rehashing.)
+        // (About a register per two lines, a writer and a definition per line: sized once, not
+        // grown by rehashing and reallocating, and shrunk to what they hold below.)
         let lines_in = (end + 1).saturating_sub(b.open);
-        let mut d = DefIndex { writers: Vec::new(), defs: Vec::new(), ids: FxHashMap::with_capacity_and_hasher(lines_in / 2, Default::default()), regs: Vec::new(), grouped: Vec::new() };
+        let mut d = DefIndex {
+            writers: Vec::with_capacity(lines_in),
+            defs: Vec::with_capacity(lines_in),
+            ids: FxHashMap::with_capacity_and_hasher(lines_in / 2, Default::default()),
+            regs: Vec::with_capacity(lines_in / 2),
+            grouped: Vec::new(),
+        };
         for (line, l) in lines.iter().enumerate().take(end + 1).skip(b.open) {
             for (stmt, st) in l.stmts().iter().enumerate() {
                 let Some(instr) = &st.instr else { continue };
@@ -106,6 +127,7 @@ impl<'a> DefIndex<'a> {
         // (Kept until the rewrite ends: no slack.)
         d.writers.shrink_to_fit();
         d.defs.shrink_to_fit();
+        d.regs.shrink_to_fit();
         d.grouped = vec![0; d.defs.len()];
         for (k, def) in d.defs.iter().enumerate() {
             let slot = &mut next[def.reg_id as usize];
@@ -124,7 +146,8 @@ impl<'a> DefIndex<'a> {
         let r = &mut self.regs[reg_id as usize];
         r.count += 1;
         r.guarded += u32::from(guarded);
-        self.defs.push(Def { writer, call_result, reg_id });
+        assert!(writer < Def::CALL_RESULT, "fewer statements than 2^31");
+        self.defs.push(Def { writer_and_kind: writer | if call_result { Def::CALL_RESULT } else { 0 }, reg_id });
     }
 
     /// The positions in `defs` of `reg`'s definitions, in text order.
@@ -169,7 +192,7 @@ impl<'l, 'a> Defs<'l, 'a> {
 
     /// The instruction that makes definition `d`.
     pub fn writer(&self, d: &Def) -> Writer<'l, 'a> {
-        self.writer_at(self.index.writers[d.writer as usize])
+        self.writer_at(self.index.writers[d.writer()])
     }
 
     /// `reg`'s definitions, the last first.
@@ -204,7 +227,7 @@ impl<'l, 'a> Defs<'l, 'a> {
 
     /// The last line in `[start, before)` with a definition of `reg`.
     pub fn last_write(&self, reg: &str, start: usize, before: usize) -> Option<usize> {
-        let line = |k: u32| self.index.writers[self.index.defs[k as usize].writer as usize].line as usize;
+        let line = |k: u32| self.index.writers[self.index.defs[k as usize].writer()].line as usize;
         let list = self.index.of(reg);
         let below = list.partition_point(|&k| line(k) < before);
         below.checked_sub(1).map(|p| line(list[p])).filter(|&l| l >= start)
@@ -265,7 +288,7 @@ mod tests {
     fn definitions_by_register_in_text_order() {
         let body = "mov.u32 %r1, 0;\n@%p1 mov.u32 %r2, 1; add.s32 %r1, %r1, 2;\nst.global.u32 [%rd1], %r1;\ncall (%r3), f, (%r1);\nld.global.v2.u32 {%r4, %r5}, [%rd1];";
         defs_of(body, |d| {
-            let lines_of = |r: &str| d.of(r).map(|x| (d.writer(x).at.line, d.writer(x).at.stmt, x.call_result)).collect::<Vec<_>>();
+            let lines_of = |r: &str| d.of(r).map(|x| (d.writer(x).at.line, d.writer(x).at.stmt, x.call_result())).collect::<Vec<_>>();
             assert_eq!(lines_of("%r1"), [(3, 1, false), (2, 0, false)], "last first");
             assert_eq!(lines_of("%r3"), [(5, 0, true)]);
             assert_eq!(lines_of("%r5"), [(6, 0, false)]);

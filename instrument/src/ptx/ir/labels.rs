@@ -18,8 +18,10 @@ pub(in crate::ptx) struct LabelLines {
 impl LabelLines {
     /// `None` when no label shares its line with code (nvcc's output: the text is read as it is).
     pub(in crate::ptx) fn split(ptx: &str) -> Option<Self> {
-        // A cheap test first: a `:` followed on its line by more code, at all.
-        if !ptx.split_inclusive('\n').any(|l| label_len(l).is_some()) {
+        // A cheap test first: a `:` followed on its line by more code, at all. Only the lines
+        // holding a `:` are looked at (a label's line holds one; most lines hold none), each
+        // found from its `:` with `memchr` rather than by cutting the text into lines.
+        if !lines_with_colon(ptx).any(|l| label_len(l).is_some()) {
             return None;
         }
         let mut text = String::with_capacity(ptx.len() + 64);
@@ -51,6 +53,22 @@ impl LabelLines {
     }
 }
 
+/// The lines of `text` (as `split_inclusive('\n')` cuts them) that hold a `:`, each once.
+fn lines_with_colon(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    // (The end of the last line given: a line holding several `:` is given once.)
+    let mut done = 0;
+    memchr::memchr_iter(b':', bytes).filter_map(move |c| {
+        if c < done {
+            return None;
+        }
+        let start = memchr::memrchr(b'\n', &bytes[..c]).map_or(0, |nl| nl + 1);
+        let end = memchr::memchr(b'\n', &bytes[c..]).map_or(bytes.len(), |nl| c + nl + 1);
+        done = end;
+        Some(&text[start..end])
+    })
+}
+
 /// The length of the label (`name:`) that `line` starts with (after whitespace) when code
 /// follows it on the line (not only whitespace or a comment).
 fn label_len(line: &str) -> Option<usize> {
@@ -80,6 +98,14 @@ mod tests {
         assert_eq!((0..4).map(|i| l.input_line(i)).collect::<Vec<_>>(), [0, 1, 1, 2]);
         let two = LabelLines::split("  A: B:bra A;").expect("split");
         assert_eq!(two.text, "  A:\n  B:\n  bra A;");
+    }
+
+    #[test]
+    fn lines_with_a_colon_are_the_lines_that_hold_one() {
+        for t in ["", "a\n", "L:\n", "a\nL: x\nb::c:\n\nd:", ":\n:", "x\n\n:\n"] {
+            let want: Vec<&str> = t.split_inclusive('\n').filter(|l| l.contains(':')).collect();
+            assert_eq!(lines_with_colon(t).collect::<Vec<_>>(), want, "{t:?}");
+        }
     }
 
     #[test]
