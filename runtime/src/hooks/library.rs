@@ -28,11 +28,19 @@ pub(crate) struct Library {
     table: fn() -> &'static [(&'static str, usize)],
     real: OnceLock<Vec<AtomicUsize>>,
     lib: AtomicUsize,
+    /// The library's soname, for one loaded `RTLD_LOCAL` by another library (PyTorch loads NCCL so):
+    /// neither `RTLD_NEXT` nor a program's `dlsym` then finds its functions.
+    soname: Option<&'static CStr>,
 }
 
 impl Library {
     pub(crate) const fn new(table: fn() -> &'static [(&'static str, usize)]) -> Library {
-        Library { table, real: OnceLock::new(), lib: AtomicUsize::new(0) }
+        Library { table, real: OnceLock::new(), lib: AtomicUsize::new(0), soname: None }
+    }
+
+    /// A library also found by its soname when it is loaded ([`Library::soname`]).
+    pub(crate) const fn with_soname(table: fn() -> &'static [(&'static str, usize)], soname: &'static CStr) -> Library {
+        Library { table, real: OnceLock::new(), lib: AtomicUsize::new(0), soname: Some(soname) }
     }
 
     fn real_slots(&self) -> &[AtomicUsize] {
@@ -77,7 +85,8 @@ impl Library {
     }
 
     /// The library's function `i` of the table: as a `dlsym` answered found it, else from the
-    /// library that holds the functions found so far, else as `RTLD_NEXT` finds it.
+    /// library that holds the functions found so far (or has the library's soname), else as
+    /// `RTLD_NEXT` finds it. Once found, kept.
     pub(crate) fn real(&self, i: usize) -> Option<usize> {
         let slot = &self.real_slots()[i];
         let mut p = slot.load(Ordering::Acquire);
@@ -96,13 +105,23 @@ impl Library {
     }
 
     /// The library behind the functions found so far (a program that opens it `RTLD_LOCAL` looks
-    /// up its names one by one, so the others come from it too).
+    /// up its names one by one, so the others come from it too), else the loaded library of its
+    /// soname.
     fn library(&self) -> Option<*mut c_void> {
         let l = self.lib.load(Ordering::Acquire);
         if l != 0 {
             return Some(l as *mut c_void);
         }
-        let known = self.real_slots().iter().map(|r| r.load(Ordering::Acquire)).find(|&p| p != 0)?;
+        let Some(known) = self.real_slots().iter().map(|r| r.load(Ordering::Acquire)).find(|&p| p != 0) else {
+            // SAFETY: RTLD_NOLOAD only looks the library up among those loaded (matching sonames)
+            // and takes a reference to it, kept: the library stays as long as the program uses it.
+            let lib = unsafe { libc::dlopen(self.soname?.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+            if lib.is_null() {
+                return None;
+            }
+            self.lib.store(lib as usize, Ordering::Release);
+            return Some(lib);
+        };
         // SAFETY: dladdr reads the loader's tables for an address of a loaded library; `info` is
         // written by it before it is read, and only when it succeeds.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };

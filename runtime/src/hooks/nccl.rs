@@ -14,14 +14,14 @@
 //! How calls get here: the wrappers are exported under NCCL's names (programs and libraries linked
 //! with libnccl, such as libtorch_cuda, bind to them), and [`super::library`] answers `dlsym` on a
 //! handle of libnccl with them. The wrappers reach NCCL's functions as [`Library::real`] finds them,
-//! else in the `libnccl.so.2` already loaded, found by its soname: a library opened `RTLD_LOCAL`
+//! which includes the `libnccl.so.2` already loaded, found by its soname: a library opened `RTLD_LOCAL`
 //! (PyTorch's libtorch_cuda, opened by Python, loads libnccl that way) is in no scope `RTLD_NEXT`
 //! searches.
 
 use super::library::Library;
 use crate::state::{log, state};
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
 /// `ncclResult_t`.
@@ -184,9 +184,8 @@ extern "C" fn summary_at_exit() {
 }
 
 /// Checks a call's buffers; false when one is bad (reported; with `halt_on_error=1` the process
-/// has ended). `real` is NCCL's function the call goes to (its library answers the communicator's
-/// queries).
-fn check(name: &'static str, call: Call, real: usize) -> bool {
+/// has ended).
+fn check(name: &'static str, call: Call) -> bool {
     static SUMMARY: Once = Once::new();
     // SAFETY: registering a plain extern "C" function.
     SUMMARY.call_once(|| unsafe {
@@ -202,7 +201,7 @@ fn check(name: &'static str, call: Call, real: usize) -> bool {
         return unchecked(&format!("datatype {}", call.datatype));
     };
     let shape = if call.op.needs_shape() {
-        match comm_shape(call.comm, real) {
+        match comm_shape(call.comm) {
             Some(s) => s,
             None => return unchecked("ncclCommCount or ncclCommUserRank failed"),
         }
@@ -245,7 +244,7 @@ macro_rules! wrappers {
             pub unsafe extern "C" fn $name($($a: $t),*) -> NcclResult {
                 // SAFETY: the prototype is this function's own, which is nccl.h's for its name.
                 let Some(real) = (unsafe { real_as::<unsafe extern "C" fn($($t),*) -> NcclResult>(Wrapped::$name as usize) }) else { return NCCL_INTERNAL_ERROR };
-                if !ours(stringify!($name), || check(stringify!($name), $call, real as usize)) {
+                if !ours(stringify!($name), || check(stringify!($name), $call)) {
                     return NCCL_INVALID_ARGUMENT;
                 }
                 // SAFETY: the program's arguments, under the function's contract (this function's).
@@ -256,8 +255,6 @@ macro_rules! wrappers {
             static T: OnceLock<Vec<(&str, usize)>> = OnceLock::new();
             T.get_or_init(|| vec![$((stringify!($name), $name as *const () as usize)),*])
         }
-        /// One fallback slot per wrapper ([`real_addr`]).
-        static FOUND_BY_SONAME: [AtomicUsize; [$(stringify!($name)),*].len()] = [const { AtomicUsize::new(0) }; [$(stringify!($name)),*].len()];
     };
 }
 
@@ -287,48 +284,15 @@ wrappers! {
     ncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, flags: c_int) => Call::new(Op::Register, buff, std::ptr::null(), size, NCCL_UINT8, comm);
 }
 
-/// NCCL, as the wrappers reach it.
-pub(crate) static NCCL: Library = Library::new(table);
+/// NCCL, as the wrappers reach it (also when loaded `RTLD_LOCAL` by another library, by soname).
+pub(crate) static NCCL: Library = Library::with_soname(table, SONAME);
 
-/// The loaded `libnccl.so.2`, found by its soname (none while it is not loaded).
-fn loaded_by_soname() -> Option<*mut c_void> {
-    static LIB: AtomicUsize = AtomicUsize::new(0);
-    let l = LIB.load(Ordering::Acquire);
-    if l != 0 {
-        return Some(l as *mut c_void);
+mod sys {
+    use super::{c_int, Comm, NcclResult, NCCL};
+    super::super::library::exports! { NCCL -> NcclResult;
+        ncclCommCount(comm: Comm, count: *mut c_int);
+        ncclCommUserRank(comm: Comm, rank: *mut c_int);
     }
-    // SAFETY: RTLD_NOLOAD only looks the library up among those loaded (matching sonames) and
-    // takes a reference to it, kept: the library stays as long as the program uses it anyway.
-    let lib = unsafe { libc::dlopen(SONAME.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-    if lib.is_null() {
-        return None;
-    }
-    LIB.store(lib as usize, Ordering::Release);
-    Some(lib)
-}
-
-/// NCCL's own function `name` in the library found by its soname (never gasan's wrapper: a
-/// lookup on a library's handle searches it and its dependencies, which gasan is not).
-fn by_soname(name: &CStr) -> Option<usize> {
-    // SAFETY: glibc's dlsym with a handle dlopen gave and a C string.
-    let p = unsafe { crate::driver::real_dlsym()(loaded_by_soname()?, name.as_ptr()) } as usize;
-    (p != 0).then_some(p)
-}
-
-/// NCCL's function `i` of [`table`]: as [`Library::real`] finds it, else by soname (once found
-/// so, kept: [`Library::real`] would search `RTLD_NEXT` in vain again at every call).
-fn real_addr(i: usize) -> Option<usize> {
-    let slot = &FOUND_BY_SONAME[i];
-    let p = slot.load(Ordering::Acquire);
-    if p != 0 {
-        return Some(p);
-    }
-    NCCL.real(i).or_else(|| {
-        let name = std::ffi::CString::new(table()[i].0).ok()?;
-        let p = by_soname(&name)?;
-        slot.store(p, Ordering::Release);
-        Some(p)
-    })
 }
 
 /// NCCL's function `i` of [`table`] as type `F`.
@@ -339,42 +303,21 @@ unsafe fn real_as<F: Copy>(i: usize) -> Option<F> {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
     // SAFETY: a non-null address of NCCL's function `i`, whose prototype `F` is by this function's
     // contract.
-    real_addr(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+    NCCL.real(i).map(|p| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
 }
 
-/// `ncclCommCount` / `ncclCommUserRank` (nccl.h).
 type QueryFn = unsafe extern "C" fn(Comm, *mut c_int) -> NcclResult;
 
-/// NCCL's `ncclCommCount` and `ncclCommUserRank`, from the library that holds `any` (one of its
-/// functions the wrappers called), looked up once per process.
-fn comm_queries(any: usize) -> Option<(QueryFn, QueryFn)> {
-    static FOUND: OnceLock<Option<(usize, usize)>> = OnceLock::new();
-    let (count, rank) = (*FOUND.get_or_init(|| {
-        // SAFETY: dladdr reads the loader's tables for an address of a loaded library; `info` is
-        // written by it before it is read, and only when it succeeds.
-        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::dladdr(any as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
-            return None;
-        }
-        // SAFETY: the library is loaded (it holds `any`), so RTLD_NOLOAD only takes a reference to
-        // it, kept: the library stays as long as the program uses it anyway.
-        let lib = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-        if lib.is_null() {
-            return None;
-        }
-        // SAFETY: glibc's dlsym with a handle dlopen gave and C strings.
-        let find = |name: &CStr| unsafe { crate::driver::real_dlsym()(lib, name.as_ptr()) } as usize;
-        let (count, rank) = (find(c"ncclCommCount"), find(c"ncclCommUserRank"));
-        (count != 0 && rank != 0).then_some((count, rank))
-    }))?;
-    // SAFETY: both are NCCL's functions of those names, whose nccl.h prototype is QueryFn.
-    Some(unsafe { (std::mem::transmute::<usize, QueryFn>(count), std::mem::transmute::<usize, QueryFn>(rank)) })
+/// NCCL's `ncclCommCount` and `ncclCommUserRank`, looked up once per process (every collective
+/// that needs the communicator's shape asks them).
+fn comm_queries() -> Option<(QueryFn, QueryFn)> {
+    static FOUND: OnceLock<Option<(QueryFn, QueryFn)>> = OnceLock::new();
+    *FOUND.get_or_init(|| Some((sys::ncclCommCount.get()?, sys::ncclCommUserRank.get()?)))
 }
 
-/// The communicator's rank count and this rank, asked of the NCCL that holds `any`.
-fn comm_shape(comm: Comm, any: usize) -> Option<Shape> {
-    let (count, rank) = comm_queries(any)?;
+/// The communicator's rank count and this rank.
+fn comm_shape(comm: Comm) -> Option<Shape> {
+    let (count, rank) = comm_queries()?;
     let query = |f: QueryFn| -> Option<c_int> {
         let mut v: c_int = 0;
         // SAFETY: the program's communicator (NCCL checks it), `v` a valid out-pointer.
@@ -438,7 +381,7 @@ mod tests {
         let t = table();
         assert_eq!(t[Wrapped::ncclAllReduce as usize].0, "ncclAllReduce");
         assert_eq!(t[Wrapped::ncclCommWindowRegister as usize].0, "ncclCommWindowRegister");
-        assert_eq!(t.len(), FOUND_BY_SONAME.len());
+        assert_eq!(t.len(), Wrapped::ncclCommWindowRegister as usize + 1);
         let mut names: Vec<&str> = t.iter().map(|(n, _)| *n).collect();
         names.sort();
         names.dedup();
