@@ -16,6 +16,9 @@ import argparse, json, os, re, shutil, subprocess, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 GASAN_AT = re.compile(r"(?:, at |SUMMARY: GPUAddressSanitizer: [a-z-]+ )\S*?([A-Za-z0-9_.]+\.cu):(\d+)")
 CS_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+# A suite program's exit status when this machine lacks what the case needs (a second GPU): it
+# prints "SKIPPED: <why>". Such a run is neither a detection nor a miss.
+SKIP_STATUS = 77
 
 
 def bug_lines(source):
@@ -92,11 +95,18 @@ def classify_cs(buggy_out, clean_out):
     return "detected" if b > 0 else "missed"
 
 
+def skipped(rc, out):
+    """The reason a run was skipped (exit status SKIP_STATUS with its SKIPPED line), or None."""
+    if rc != SKIP_STATUS:
+        return None
+    return next((l.strip() for l in out.splitlines() if l.startswith("SKIPPED")), "SKIPPED")
+
+
 def rates(cases, results, tool):
     by = {}
     for c in cases:
         r = results.get((c["name"], tool))
-        if r is None:
+        if r is None or r == "skipped":
             continue
         d, n = by.get(c["cls"], (0, 0))
         by[c["cls"]] = (d + (r == "detected"), n + 1)
@@ -109,7 +119,7 @@ def regressions(cases, results):
     for c in cases:
         for tool, key in (("gasan-s8", "gasan_s8"), ("gasan-s8-noline", "gasan_s8"), ("gasan-s7", "gasan_s7"), ("gasan-sass", "gasan_sass")):
             r = results.get((c["name"], tool))
-            if r is None:
+            if r is None or r == "skipped":
                 continue
             if r == "false-report" or (c["expect"][key] and r != "detected"):
                 bad.append(f"{c['name']} {tool}: {r}")
@@ -117,7 +127,7 @@ def regressions(cases, results):
 
 
 def render(cases, results, tools):
-    mark = {"detected": "✔", "missed": "·", "false-report": "FALSE", "wrong-report": "wrong", "error": "err"}
+    mark = {"detected": "✔", "missed": "·", "false-report": "FALSE", "wrong-report": "wrong", "error": "err", "skipped": "skip"}
     lines = ["| case | class | " + " | ".join(tools) + " |", "|---|---|" + "---|" * len(tools)]
     for c in cases:
         lines.append(f"| {c['name']} | {c['cls']} | " + " | ".join(mark.get(results.get((c['name'], t)), "—") for t in tools) + " |")
@@ -189,6 +199,12 @@ def main():
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=a.jobs) as ex:
         for (c, t, _), (rb, ob), (rc, oc) in ex.map(one, jobs):
+            why = skipped(rb, ob) or skipped(rc, oc)
+            if why:
+                results[(c["name"], t)] = "skipped"
+                if t == "native":
+                    notes.append(f"{c['name']}: skipped ({why})")
+                continue
             if t == "native":
                 results[(c["name"], t)] = "clean-ok" if rc == 0 and "result ok" in oc else "clean-broken"
                 if results[(c["name"], t)] != "clean-ok":

@@ -69,6 +69,16 @@ class Classification(unittest.TestCase):
         self.assertIn("| underflow_read | heap-underflow | · | — |", table)
         self.assertIn("| **all** | **0/2** | **1/1** |", table)
 
+    def test_a_case_this_machine_cannot_run_is_skipped_not_missed(self):
+        # A two-GPU case on one GPU exits 77 with its SKIPPED line, natively and under gasan.
+        self.assertEqual(rs.skipped(77, "x\nSKIPPED: needs 2 GPUs, this machine has 1\n"), "SKIPPED: needs 2 GPUs, this machine has 1")
+        self.assertIsNone(rs.skipped(0, "SKIPPED: printed but the program ran on"))
+        self.assertIsNone(rs.skipped(1, "heap-buffer-overflow"))
+        res = {("underflow_read", "gasan-s8"): "skipped"}
+        self.assertEqual(rs.regressions([CASE], res), [])
+        self.assertEqual(rs.rates([CASE], res, "gasan-s8"), {})
+        self.assertIn("| underflow_read | heap-underflow | skip |", rs.render([CASE], res, ["gasan-s8"]))
+
 
 class Expectations(unittest.TestCase):
     with open(os.path.join(HERE, "expectations.json")) as f:

@@ -2,7 +2,8 @@
 //! a GPU: the child's Triton and XLA find gasan-ptxas (TRITON_PTXAS_PATH, the Blackwell one, PATH),
 //! a ptxas the user named runs behind it, Inductor's cache is apart from native runs' and keyed
 //! by the checks' options, JAX's persistent cache is off, Numba-CUDA <= 0.15 links through the
-//! driver (NUMBA_CUDA_ENABLE_PYNVJITLINK=0); a gasan-run under another adds nothing
+//! driver (NUMBA_CUDA_ENABLE_PYNVJITLINK=0), PyTorch extensions built for a SASS-only
+//! TORCH_CUDA_ARCH_LIST gain PTX in a directory of their own; a gasan-run under another adds nothing
 //! twice; `instrument=0` sets nothing. A Python child that imports a stand-in `jax._src.lib`
 //! whose CUDA directory is the pinned toolchain runs, at `<jax cuda_path>/bin/ptxas`, the front
 //! end in front of that toolchain's ptxas (as XLA does): its cubin is checked and marked; so does
@@ -22,6 +23,8 @@ const VARS: &[&str] = &[
     "PATH",
     "NUMBA_CUDA_ENABLE_PYNVJITLINK",
     "GASAN_JIT_TOOLS",
+    "TORCH_CUDA_ARCH_LIST",
+    "TORCH_EXTENSIONS_DIR",
 ];
 
 fn front_end() -> PathBuf {
@@ -128,6 +131,27 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
 }
 
 #[test]
+fn pytorch_extensions_built_for_sass_only_gain_ptx_apart_from_native_builds() {
+    if !built() {
+        return;
+    }
+    let cache = tmp("ext");
+    let got = child_env(&mut gasan_run(&cache));
+    assert_eq!(got[9..11], ["-", "-"], "unset: PyTorch adds +PTX for the GPU itself");
+    let got = child_env(gasan_run(&cache).env("TORCH_CUDA_ARCH_LIST", "8.0 9.0a"));
+    assert_eq!(got[9], "8.0;9.0a+PTX");
+    assert_eq!(Path::new(&got[10]), cache.join("torch-extensions"));
+    let got = child_env(gasan_run(&cache).env("TORCH_CUDA_ARCH_LIST", "9.0a").env("TORCH_EXTENSIONS_DIR", "/data/ext"));
+    assert_eq!(got[9..11], ["9.0a+PTX", "/data/ext/gasan"]);
+    // A list with PTX already is the user's, and so is their extensions directory.
+    let got = child_env(gasan_run(&cache).env("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX").env("TORCH_EXTENSIONS_DIR", "/data/ext"));
+    assert_eq!(got[9..11], ["8.0;9.0+PTX", "/data/ext"]);
+    let off = child_env(gasan_run(&cache).env("TORCH_CUDA_ARCH_LIST", "9.0a").args(["--instrument", "0"]));
+    assert_eq!(off[9..11], ["9.0a", "-"], "instrument=0 sets nothing");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
 fn verbosity_1_says_what_was_set_and_what_xla_will_run() {
     if !built() {
         return;
@@ -159,7 +183,7 @@ fn nothing_is_set_without_instrumentation() {
             c.env("GASAN_OPTIONS", "instrument=0");
         }
         let got = child_env(&mut c);
-        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-", "-"], "{how}");
+        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-", "-", "-", "-"], "{how}");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -12,6 +12,8 @@
 //! | `GASAN_JIT_TOOLS` | `<tools>` | JAX sets the data directory itself, to its pip CUDA (`jax._src.lib.cuda_path`), over `XLA_FLAGS`: gasan's Python start-up hook (runtime/python/sitecustomize.py, installed with `framework_pools=1`) replaces it with `<tools>/xla-cuda-<hash>/`, whose `bin/ptxas` is the front end and whose `nvvm` is JAX's (where JAX's has no ptxas: the CUDA directory XLA's own search would take its ptxas from). jaxlib 0.11.2's XLA has no in-process PTX compiler (no nvJitLink, no nvPTXCompiler), so no `XLA_FLAGS` setting is needed or would help |
 //! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (its `TritonBundler` saves the cubins, the static launcher loads them itself) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse. Triton's cache goes under it too (`cache_dir_utils.triton_cache_dir`) unless `TRITON_CACHE_DIR` is set |
 //! | `JAX_ENABLE_COMPILATION_CACHE` | `false` | JAX's persistent cache holds XLA executables (their cubins) keyed without the ptxas |
+//! | `TORCH_CUDA_ARCH_LIST` | the user's, its last entry with `+PTX` | PyTorch's C++/CUDA extensions (`torch.utils.cpp_extension.load`/`load_inline`) are compiled for this list; without `+PTX` they hold SASS only, which gasan cannot check (unset, PyTorch adds `+PTX` for the GPU's own architecture itself) |
+//! | `TORCH_EXTENSIONS_DIR` | the user's + `/gasan`, else `<cache dir>/torch-extensions` | PyTorch keys its built extensions by their sources and flags, not the architectures: a SASS-only build from a native run would be loaded again. Set with `TORCH_CUDA_ARCH_LIST` only |
 //! | `NUMBA_CUDA_ENABLE_PYNVJITLINK` | `0` | Numba-CUDA <= 0.15 links in-process with pynvjitlink when installed; `0` makes it use the driver's `cuLink*`, whose PTX the runtime checks (set even when gasan-ptxas is not built) |
 //!
 //! `<tools>` is `<cache dir>/jit-tools-<hash of gasan-ptxas's path>/` (a private temporary
@@ -47,6 +49,7 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
         return;
     }
     numba(cmd, &say);
+    torch_extensions(cmd, &say, dir_for(opts.cache_dir.as_deref()).as_deref());
     let Some(front) = std::env::current_exe().ok().map(|e| e.with_file_name("gasan-ptxas")).filter(|p| p.is_file()) else {
         say("gasan-ptxas is not built next to gasan-run: Triton and XLA kernels stay unchecked".into());
         return;
@@ -117,6 +120,36 @@ fn numba(cmd: &mut Command, say: &impl Fn(String)) {
             say(format!("{VAR}=0 (Numba-CUDA <= 0.15 links through the driver, where its PTX is checked)"));
         }
     }
+}
+
+/// PyTorch's extensions built at run time carry PTX, which the runtime checks when they load: where
+/// the user's `TORCH_CUDA_ARCH_LIST` asks for SASS only, its last (newest) architecture gains
+/// `+PTX`, and the builds go to a directory of their own, apart from native runs' SASS-only ones.
+fn torch_extensions(cmd: &mut Command, say: &impl Fn(String), cache: Option<&Path>) {
+    let Some(list) = std::env::var_os("TORCH_CUDA_ARCH_LIST").filter(|v| !v.is_empty()) else { return };
+    let Some(with_ptx) = arch_list_with_ptx(&list.to_string_lossy()) else { return };
+    let dir = match std::env::var_os("TORCH_EXTENSIONS_DIR").filter(|v| !v.is_empty()) {
+        Some(user) => PathBuf::from(user).join("gasan"),
+        None => match cache {
+            Some(c) => c.join("torch-extensions"),
+            None => {
+                say(format!("kept TORCH_CUDA_ARCH_LIST={} (no cache directory for PTX-carrying extension builds): PyTorch extensions built for it stay SASS only, unchecked", list.to_string_lossy()));
+                return;
+            }
+        },
+    };
+    cmd.env("TORCH_CUDA_ARCH_LIST", &with_ptx).env("TORCH_EXTENSIONS_DIR", &dir);
+    say(format!("TORCH_CUDA_ARCH_LIST={with_ptx}, TORCH_EXTENSIONS_DIR={} (PyTorch extensions built with PTX, which gasan checks, apart from native runs' builds)", dir.display()));
+}
+
+/// `list` (PyTorch's `TORCH_CUDA_ARCH_LIST`: entries separated by `;` or spaces, such as `8.0;9.0a`)
+/// with `+PTX` on its last entry, or None when an entry already has it.
+fn arch_list_with_ptx(list: &str) -> Option<String> {
+    let entries: Vec<&str> = list.split([';', ' ']).filter(|e| !e.is_empty()).collect();
+    if entries.is_empty() || entries.iter().any(|e| e.to_ascii_uppercase().ends_with("+PTX")) {
+        return None;
+    }
+    Some(format!("{}+PTX", entries.join(";")))
 }
 
 /// Whether `a` and `b` are the same file (after links).
