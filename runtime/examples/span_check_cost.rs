@@ -10,7 +10,7 @@
 //!
 //!     cargo run --release -p gasan-runtime --example span_check_cost [PTX FILES...]
 
-use gasan_runtime::modules::instrument_options_for;
+use gasan_runtime::modules::ModuleOptions;
 use gasan_runtime::options::Options;
 use object::{Object, ObjectSection};
 use std::path::{Path, PathBuf};
@@ -45,20 +45,20 @@ fn main() {
         f if !f.is_empty() => f,
         _ => vec![root.join("instrument/tests/corpus/ptx_sample.ptx"), root.join("instrument/tests/data/loops.ptx")],
     };
-    let opts = Options::default();
+    let opts = ModuleOptions::from(&Options::default());
     let env = |k: &str| std::env::var_os(k);
     let toolchain = std::env::var_os("GASAN_CACHE").map(|c| PathBuf::from(c).join("cuda-13.0/bin/ptxas")).filter(|p| p.exists());
     let ptxas = gasan_runtime::sass::find_ptxas(None, env).or(toolchain);
     let dir = std::env::temp_dir().join(format!("gasan-span-cost-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    println!("options: {:?} (aligned: one GPU; span: several)", instrument_options_for(&opts, false));
+    println!("options: {:?} (aligned: one GPU; span: several)", opts.instrument_options(false));
     println!("ptxas: {}", ptxas.as_deref().map_or("not found (no SASS counts)".into(), |p| p.display().to_string()));
     for f in &files {
         let ptx = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let name = f.file_stem().unwrap().to_string_lossy().into_owned();
         let mut row = Vec::new();
         for aligned in [true, false] {
-            let out = gasan_instrument::ptx::instrument_ptx(&ptx, &instrument_options_for(&opts, aligned)).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let out = gasan_instrument::ptx::instrument_ptx(&ptx, &opts.instrument_options(aligned)).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             let checks = out.stats.total().checked.max(1) as f64;
             let added = added_instructions(&out.ptx);
             let form = if aligned { "aligned" } else { "span" };

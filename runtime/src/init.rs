@@ -44,7 +44,7 @@ pub extern "C" fn at_load() {
     }
     // The program's modules looked up in the cache from now on, for the GPU the last run set up
     // (no CUDA call: that waits for the program's own).
-    crate::prefetch::start_early(o);
+    crate::prefetch::start_early(crate::modules::options());
     // Under gasan-run, only the program it started says it made no CUDA call, not each helper
     // process the program spawns (a pyenv shim runs dozens).
     let launched = std::env::var(options::RUN_PID_ENV).ok().and_then(|p| p.parse::<u32>().ok());

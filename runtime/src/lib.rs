@@ -7,7 +7,8 @@
 //! - the driver: [`driver`] (the real libcuda, its one table of entry points (`sys`), the
 //!   `result` layer for gasan's own calls over it, and the pool backend's functions built from it), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
 //!   [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`] (the intercepted calls,
-//!   by object: memory, copies, streams, launches, loading);
+//!   by object: memory, copies, streams, launches, loading), [`library`] (how other libraries'
+//!   functions are reached: NVRTC, nvJitLink, NCCL, libc's signal functions);
 //! - memory: [`allocator`] (pool-backed device allocator, redzones, pointer tags, quarantine),
 //!   [`described`] (what reports say of an address and its block), [`device_heap`] (the checked
 //!   in-kernel heap), [`side_table`] (the driver's managed and host memory), [`outside`] (the
@@ -57,6 +58,7 @@ pub mod hooks;
 pub mod init;
 pub mod interpose;
 pub mod jit_origin;
+pub mod library;
 pub mod link;
 pub mod log;
 pub mod managed;

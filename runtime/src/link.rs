@@ -62,7 +62,7 @@ pub fn on_create(link: Link) {
 pub fn checked_input(link: Link, jit_type: i32, data: Option<&[u8]>) -> Option<(*const c_void, usize)> {
     let s = state();
     let data = data?;
-    if !s.opts.instrument || !(jit_type == CU_JIT_INPUT_PTX || jit_type == CU_JIT_INPUT_FATBINARY) {
+    if !crate::modules::options().instrument || !(jit_type == CU_JIT_INPUT_PTX || jit_type == CU_JIT_INPUT_FATBINARY) {
         return None;
     }
     let mut guard = LINKS.lock().unwrap();

@@ -1,5 +1,9 @@
 //! Module loading through the instrumenter: image → best PTX → checked PTX (cached on disk) → the
 //! real loader; the control block is written after load. Anything unexpected loads the original.
+//!
+//! What loading takes from the options is [`ModuleOptions`], built once from them; nothing here
+//! (nor in the loaders, the NVRTC and nvJitLink wrappers and the prefetch, which use it) reads the
+//! whole [`Options`].
 
 use crate::cache::Cache;
 use crate::device::{compute_capability, current_device, LoadedHandle};
@@ -11,12 +15,93 @@ use crate::state::{log, state};
 use gasan_instrument::abi::ParamTagTable;
 use gasan_instrument::container::{self, ImageKind, ImageLen};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, SiteTable};
+use gasan_instrument::shadow::Scale;
 use gasan_jit::{Expected, Recognition};
 use sha2::{Digest, Sha256};
 use std::ffi::{c_void, CStr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+
+/// What module loading takes from the options (compiler-rt's `AllocatorOptions::SetFrom`, as
+/// [`crate::allocator::AllocatorOptions`] and [`crate::errors::ErrorOptions`] do), built once from
+/// them ([`options`] for this process): whether and how modules are checked, where their checked
+/// code and cubins are cached, and the code key that cache keys carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleOptions {
+    /// Check modules at all (`instrument`).
+    pub instrument: bool,
+    /// Compile checked PTX to cubins with ptxas (`sass`).
+    pub sass: bool,
+    /// Look the program's modules up before their first launch (`prefetch`).
+    pub prefetch: bool,
+    /// The shadow scale checks are made for (`shadow_scale`).
+    pub scale: Scale,
+    /// Checks report and go on (`halt_on_error=0`).
+    pub recover: bool,
+    /// The instrumenter's options of the same names.
+    pub hoist_loops: bool,
+    pub param_bounds: bool,
+    pub outside_checks: bool,
+    /// The ptxas asked for (`ptxas`).
+    pub ptxas: Option<PathBuf>,
+    /// The cache directory asked for (`cache_dir`) and the cache's size (`cache_size_mb`).
+    pub cache_dir: Option<PathBuf>,
+    pub cache_size_mb: u64,
+    /// Every option that changes checked code ([`Options::code_key`]), for cache keys.
+    pub code_key: String,
+}
+
+impl From<&Options> for ModuleOptions {
+    fn from(o: &Options) -> Self {
+        ModuleOptions {
+            instrument: o.instrument,
+            sass: o.sass,
+            prefetch: o.prefetch,
+            scale: o.shadow_scale,
+            recover: !o.halt_on_error,
+            hoist_loops: o.hoist_loops,
+            param_bounds: o.param_bounds,
+            outside_checks: o.outside_checks,
+            ptxas: o.ptxas.clone(),
+            cache_dir: o.cache_dir.clone(),
+            cache_size_mb: o.cache_size_mb,
+            code_key: o.code_key(),
+        }
+    }
+}
+
+impl ModuleOptions {
+    /// The instrumenter's options for a pool that does (or does not) allow the aligned-pool
+    /// checks (gasan-ptxas and the NVRTC and nvJitLink wrappers use it without them).
+    pub fn instrument_options(&self, aligned_pool: bool) -> InstrumentOptions {
+        InstrumentOptions {
+            scale: self.scale,
+            optimize: true,
+            recover: self.recover,
+            aligned_pool,
+            hoist_loops: self.hoist_loops,
+            param_bounds: self.param_bounds,
+            outside_checks: self.outside_checks,
+        }
+    }
+
+    /// What a cubin checked for these options carries ([`gasan_jit::recognise`]).
+    pub fn expected(&self) -> Expected {
+        Expected { scale: self.scale, recover: self.recover }
+    }
+
+    /// The checked-module cache these options name (none when no directory can be named).
+    pub fn cache(&self) -> Option<Cache> {
+        crate::cache::dir_for(self.cache_dir.as_deref()).map(|d| Cache::new(d, self.cache_size_mb << 20))
+    }
+}
+
+/// This process's [`ModuleOptions`], built once from [`crate::options::process`].
+pub fn options() -> &'static ModuleOptions {
+    static BUILT: OnceLock<ModuleOptions> = OnceLock::new();
+    BUILT.get_or_init(|| ModuleOptions::from(crate::options::process()))
+}
 
 /// The PTX of a module image as it is stored: a fatbin entry's bytes (compressed or not) or PTX
 /// text. The text is made on first use ([`Self::text`]): a module whose checked code is cached
@@ -386,11 +471,9 @@ pub unsafe fn image_fatbin_address(image: *const c_void) -> Option<usize> {
     }
 }
 
-/// The checked-module cache the options name (none when no directory can be named).
+/// The checked-module cache this process's options name (none when no directory can be named).
 pub fn cache() -> Option<Cache> {
-    let o = &state().opts;
-    let dir: Option<PathBuf> = crate::cache::dir_for(o.cache_dir.as_deref());
-    dir.map(|d| Cache::new(d, o.cache_size_mb << 20))
+    options().cache()
 }
 
 /// The instrumentation of one PTX module: its cache key and options, its site table, and its
@@ -419,7 +502,7 @@ fn header_lines(ptx: &str) -> String {
 /// without decompressing it.
 fn instrumentation(src: &PtxSource, want_ptx: bool) -> Result<Instrumentation, String> {
     let s = state();
-    let (i, hit) = cached_instrumentation(src, want_ptx, instrument_options(), &s.opts.code_key(), cache().as_ref(), OnMiss::Instrument)?.ok_or("instrumentation went missing")?;
+    let (i, hit) = cached_instrumentation(src, want_ptx, instrument_options(), &options().code_key, cache().as_ref(), OnMiss::Instrument)?.ok_or("instrumentation went missing")?;
     if hit {
         s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
@@ -433,23 +516,9 @@ fn instrument_options() -> InstrumentOptions {
     // one these modules will see; a GPU without the pool gets zeros, which pass either form).
     let aligned_pool = s.device().is_some_and(|d| {
         let (base, size, _) = d.alloc.control_fields();
-        s.opts.shadow_scale.pool_allows_aligned_check(base, size)
+        options().scale.pool_allows_aligned_check(base, size)
     });
-    instrument_options_for(&s.opts, aligned_pool)
-}
-
-/// The instrumenter's options that `opts` and a pool that does (or does not) allow the
-/// aligned-pool checks give (gasan-ptxas uses it too, without the aligned-pool form).
-pub fn instrument_options_for(opts: &Options, aligned_pool: bool) -> InstrumentOptions {
-    InstrumentOptions {
-        scale: opts.shadow_scale,
-        optimize: true,
-        recover: !opts.halt_on_error,
-        aligned_pool,
-        hoist_loops: opts.hoist_loops,
-        param_bounds: opts.param_bounds,
-        outside_checks: opts.outside_checks,
-    }
+    options().instrument_options(aligned_pool)
 }
 
 /// What [`cached_instrumentation`] does when the cache does not hold the module.
@@ -548,7 +617,7 @@ pub fn check_ptx(ptx: &str) -> Result<(String, SiteTable, String), String> {
 fn compiler() -> Option<&'static (PathBuf, String)> {
     static C: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
     C.get_or_init(|| {
-        let p = sass::find_ptxas(state().opts.ptxas.as_deref(), |k| std::env::var_os(k))?;
+        let p = sass::find_ptxas(options().ptxas.as_deref(), |k| std::env::var_os(k))?;
         let id = sass::file_identity(&p)?;
         Some((p, id))
     })
@@ -601,7 +670,7 @@ fn on_ptx_path(why: &str) {
 /// ptxas fails (remembered in the cache, so later runs do not retry the same compile).
 fn cubin_for(c: &Checked, jit: &Result<Vec<String>, String>) -> Option<(CubinImage, Cache, String)> {
     let s = state();
-    if !s.opts.sass {
+    if !options().sass {
         s.counters.sass_ptx_path.fetch_add(1, Ordering::Relaxed);
         return None;
     }
@@ -676,7 +745,7 @@ fn current_cc() -> Option<u32> {
 /// # Safety
 /// As for [`image_ptx`].
 unsafe fn prepare_for(image: *const c_void, cc: u32) -> Result<Checked, Skip> {
-    if !state().opts.instrument {
+    if !options().instrument {
         return Err(Skip::Disabled);
     }
     // SAFETY: `image` satisfies image_ptx's contract, which is this function's.
@@ -830,13 +899,13 @@ impl CacheLookup {
     /// the loaded driver its identity); `None` when the options rule cached cubins out
     /// (`instrument=0`, `sass=0`) or there is no cache directory or ptxas.
     pub fn for_this_process(cc: u32) -> Option<Self> {
-        let s = state();
-        if !s.opts.instrument || !s.opts.sass {
+        let o = options();
+        if !o.instrument || !o.sass {
             return None;
         }
         let cache = cache()?;
         let (_, compiler) = compiler()?;
-        Some(CacheLookup { cc, instrument: instrument_options(), code_key: s.opts.code_key(), cache, compiler: compiler.clone(), driver: driver_identity().to_string() })
+        Some(CacheLookup { cc, instrument: instrument_options(), code_key: o.code_key.clone(), cache, compiler: compiler.clone(), driver: driver_identity().to_string() })
     }
 
     /// The lookup of a process with options `opts` and cache `cache` whose GPU, once set up, has
@@ -844,12 +913,12 @@ impl CacheLookup {
     /// driver of identity `driver` (remembered from an earlier process: crate::prefetch). Calls
     /// no CUDA function and touches no process-wide state (it runs before the program's `main`,
     /// on a thread a fork may leave behind): ptxas is looked up with `env`.
-    pub fn speculative(opts: &Options, cache: Cache, cc: u32, aligned_pool: bool, driver: String, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<Self> {
+    pub fn speculative(opts: &ModuleOptions, cache: Cache, cc: u32, aligned_pool: bool, driver: String, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<Self> {
         if !opts.instrument || !opts.sass {
             return None;
         }
         let compiler = sass::file_identity(&sass::find_ptxas(opts.ptxas.as_deref(), env)?)?;
-        Some(CacheLookup { cc, instrument: instrument_options_for(opts, aligned_pool), code_key: opts.code_key(), cache, compiler, driver })
+        Some(CacheLookup { cc, instrument: opts.instrument_options(aligned_pool), code_key: opts.code_key.clone(), cache, compiler, driver })
     }
 
     /// Whether the checked code it finds uses the aligned-pool checks.
@@ -945,7 +1014,7 @@ pub fn load_checked(image: ModuleImage, jit: Result<Vec<String>, String>, wrap: 
     let s = state();
     // The device runtime first: setting it up starts the prefetch (crate::prefetch), which must
     // know that this module is already being loaded.
-    if s.opts.instrument && s.opts.prefetch {
+    if options().instrument && options().prefetch {
         let _ = s.device();
     }
     // Prepared ahead (a loader without JIT options, the same GPU), else prepared now.
@@ -959,7 +1028,7 @@ pub fn load_checked(image: ModuleImage, jit: Result<Vec<String>, String>, wrap: 
             s.counters.prepare_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
             Ok(p)
         }
-        None if !s.opts.instrument => Err(Skip::Disabled),
+        None if !options().instrument => Err(Skip::Disabled),
         // SAFETY: `image` is a module image as image_ptx requires (ModuleImage's invariant),
         // which is prepare_now's contract.
         None => current_cc().ok_or_else(|| Skip::Error("no compute capability".into())).and_then(|cc| unsafe { prepare_now(image.raw(), cc, &jit) }),
@@ -1076,8 +1145,8 @@ pub enum CubinPlan {
 /// Decides what a load does with cubin `elf` in a process with options `opts`; a checked cubin's
 /// site table goes to `register` (the process's registry: `ModuleRegistry::register`), which gives
 /// its module id. Calls no driver function.
-pub fn plan_cubin(elf: &[u8], opts: &Options, register: impl FnOnce(ModuleSites) -> u64) -> CubinPlan {
-    match gasan_jit::recognise(elf, Expected { scale: opts.shadow_scale, recover: !opts.halt_on_error }) {
+pub fn plan_cubin(elf: &[u8], opts: &ModuleOptions, register: impl FnOnce(ModuleSites) -> u64) -> CubinPlan {
+    match gasan_jit::recognise(elf, opts.expected()) {
         Recognition::Native => CubinPlan::Native,
         Recognition::Checked { tables, .. } => CubinPlan::Checked { id: register(ModuleSites::parsed(tables.sites)), param_tags: Arc::new(tables.param_tags) },
         Recognition::Foreign { why, .. } => CubinPlan::Foreign(why),
@@ -1143,7 +1212,7 @@ fn load_cubin(image: ModuleImage, load: impl Fn(ModuleImage) -> i32, out: LoadOu
     let elf = unsafe { image_cubin(image.raw(), current_cc()) };
     let cubin = elf.as_ref().ok().and_then(|e| e.as_deref());
     let plan = match &elf {
-        Ok(Some(elf)) => plan_cubin(elf, &s.opts, |m| s.sites.register(m)),
+        Ok(Some(elf)) => plan_cubin(elf, options(), |m| s.sites.register(m)),
         Ok(None) => CubinPlan::Native,
         // Not ours to judge (the loader had no PTX in it either): SASS only, as before.
         Err(e) => {

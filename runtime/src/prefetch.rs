@@ -18,8 +18,7 @@
 //! remembered ones (the thread then only loads them into the driver), and drops them otherwise.
 
 use crate::cache::Cache;
-use crate::modules::{self, CacheLookup, Prepared};
-use crate::options::Options;
+use crate::modules::{self, CacheLookup, ModuleOptions, Prepared};
 use crate::state::{log, state};
 use gasan_instrument::container::{self, ImageLen};
 use sha2::{Digest, Sha256};
@@ -246,7 +245,7 @@ struct Early {
     pid: u32,
     /// What it lists ([`program_fatbins`]).
     list: fn() -> Vec<LoadedFatbin>,
-    opts: Options,
+    opts: ModuleOptions,
     cache: Cache,
     record: DeviceRecord,
     /// The variables ptxas is looked up with, as they were when the runtime was loaded (the thread
@@ -286,7 +285,7 @@ static EARLY: OnceLock<Early> = OnceLock::new();
 /// Only the program itself is listed: it is never unloaded, so its memory can be read without
 /// pinning it (pinning a library with `dlopen` while constructors run could run another
 /// library's constructor on this thread); libraries wait for the set-up.
-pub fn start_early(opts: &Options) {
+pub fn start_early(opts: &ModuleOptions) {
     // SAFETY: program_fatbins names fatbins of the program, which is never unloaded.
     unsafe { start_early_listing(opts, program_fatbins) }
 }
@@ -297,12 +296,11 @@ pub fn start_early(opts: &Options) {
 /// # Safety
 /// Each fatbin `list` names spans its `len` readable bytes for the life of the process.
 #[doc(hidden)]
-pub unsafe fn start_early_listing(opts: &Options, list: fn() -> Vec<LoadedFatbin>) {
+pub unsafe fn start_early_listing(opts: &ModuleOptions, list: fn() -> Vec<LoadedFatbin>) {
     if !(opts.prefetch && opts.instrument && opts.sass) {
         return;
     }
-    let Some(dir) = crate::cache::dir_for(opts.cache_dir.as_deref()) else { return };
-    let cache = Cache::new(dir, opts.cache_size_mb << 20);
+    let Some(cache) = opts.cache() else { return };
     let Some(record) = DeviceRecord::read(&cache) else { return };
     let ptxas_env = ["CUDA_HOME", "CUDA_PATH", "PATH"].into_iter().map(|k| (k, std::env::var_os(k))).collect();
     let early = Early {
@@ -808,6 +806,7 @@ fn section_ranges<const N: usize>(path: &std::path::Path, names: [&[u8]; N]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Options;
     use container::{FatbinWrapper, WRAPPER_MAGIC};
     use proptest::prelude::*;
     use std::sync::Arc;
@@ -991,7 +990,7 @@ mod tests {
         // Any executable stands for ptxas: only its identity goes into the lookup.
         let opts = Options { ptxas: Some(PathBuf::from("/bin/sh")), ..Options::default() };
         let c = tmp_cache("verdict");
-        let lookup = |opts: &Options, cc, aligned, driver: &str| CacheLookup::speculative(opts, c.clone(), cc, aligned, driver.into(), |_| None).unwrap();
+        let lookup = |opts: &Options, cc, aligned, driver: &str| CacheLookup::speculative(&opts.into(), c.clone(), cc, aligned, driver.into(), |_| None).unwrap();
         let this = lookup(&opts, 90, true, "drv");
         assert_eq!(early_verdict(Some(&lookup(&opts, 90, true, "drv")), &this), Ok(()));
         assert_eq!(early_verdict(None, &this), Err("it had not started yet".into()));
@@ -1004,8 +1003,8 @@ mod tests {
         let r = DeviceRecord::of(&this);
         assert_eq!(early_verdict(Some(&lookup(&opts, r.cc, r.aligned_pool, &r.driver)), &this), Ok(()));
         // Options that rule cached cubins out make no lookup, so nothing early.
-        assert!(CacheLookup::speculative(&Options { sass: false, ..opts.clone() }, c.clone(), 90, true, "drv".into(), |_| None).is_none());
-        assert!(CacheLookup::speculative(&Options { instrument: false, ..opts.clone() }, c.clone(), 90, true, "drv".into(), |_| None).is_none());
+        assert!(CacheLookup::speculative(&(&Options { sass: false, ..opts.clone() }).into(), c.clone(), 90, true, "drv".into(), |_| None).is_none());
+        assert!(CacheLookup::speculative(&(&Options { instrument: false, ..opts.clone() }).into(), c.clone(), 90, true, "drv".into(), |_| None).is_none());
     }
 
     #[test]
@@ -1015,7 +1014,7 @@ mod tests {
         let e = Early {
             pid: std::process::id(),
             list: Vec::new,
-            opts,
+            opts: (&opts).into(),
             cache: c.clone(),
             record: DeviceRecord { cc: 90, aligned_pool: false, driver: "drv".into() },
             ptxas_env: Vec::new(),

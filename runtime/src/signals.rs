@@ -9,9 +9,10 @@
 //! interceptors keep its own SIGSEGV handler unless told otherwise). Other signals, and SIGSEGV
 //! before gasan's handler is installed, go straight to libc.
 
+use crate::library::Library;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// A fault at `addr` that gasan resolved (the faulting access may run again), or not (it goes
 /// to the program's action).
@@ -26,38 +27,35 @@ static PROGRAM_ACTION: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::nul
 static UPDATE: Mutex<()> = Mutex::new(());
 static FILTER: AtomicUsize = AtomicUsize::new(0);
 
-type SigactionFn = unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
-type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
-
-/// libc's function `name`, found after this library (RTLD_NEXT through glibc's own dlsym, as
-/// our exported `dlsym` is skipped).
-fn next_symbol(name: &std::ffi::CStr) -> usize {
-    // SAFETY: glibc's dlsym with a C string; RTLD_NEXT is relative to this library.
-    let p = unsafe { crate::driver::real_dlsym()(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    assert!(p != 0, "gasan: cannot find libc's {name:?}");
-    p
+fn table() -> &'static [(&'static str, usize)] {
+    static T: OnceLock<[(&str, usize); 2]> = OnceLock::new();
+    T.get_or_init(|| [("sigaction", sigaction as *const () as usize), ("signal", signal as *const () as usize)])
 }
 
-fn real_sigaction() -> SigactionFn {
-    static P: AtomicUsize = AtomicUsize::new(0);
-    let mut p = P.load(Ordering::Acquire);
-    if p == 0 {
-        p = next_symbol(c"sigaction");
-        P.store(p, Ordering::Release);
+/// libc, as the wrappers reach it: each function found after this library (`RTLD_NEXT` through
+/// glibc's own dlsym), never these exports.
+static LIBC: Library = Library::next_in_order(table);
+
+/// libc's functions of the names exported here, each declared once with its prototype.
+mod sys {
+    use super::LIBC;
+    use std::ffi::c_int;
+    crate::library::exports! { LIBC -> c_int;
+        sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction);
     }
-    // SAFETY: libc's sigaction.
-    unsafe { std::mem::transmute::<usize, SigactionFn>(p) }
+    crate::library::exports! { LIBC -> libc::sighandler_t;
+        signal(sig: c_int, handler: libc::sighandler_t);
+    }
 }
 
-fn real_signal() -> SignalFn {
-    static P: AtomicUsize = AtomicUsize::new(0);
-    let mut p = P.load(Ordering::Acquire);
-    if p == 0 {
-        p = next_symbol(c"signal");
-        P.store(p, Ordering::Release);
-    }
-    // SAFETY: libc's signal.
-    unsafe { std::mem::transmute::<usize, SignalFn>(p) }
+/// libc's `sigaction` (found once, and kept: the handler calls it too).
+fn real_sigaction() -> unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int {
+    sys::sigaction.get().expect("gasan: cannot find libc's sigaction")
+}
+
+/// libc's `signal`.
+fn real_signal() -> unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t {
+    sys::signal.get().expect("gasan: cannot find libc's signal")
 }
 
 /// Installs gasan's SIGSEGV handler (once), which asks `filter` about each fault first. The

@@ -60,7 +60,7 @@ fn built() -> bool {
 /// `plan_cubin` with a registry that records what it is handed and answers `id`.
 fn plan(elf: &[u8], opts: &str, id: u64) -> (CubinPlan, Vec<ModuleSites>) {
     let mut registered = Vec::new();
-    let p = plan_cubin(elf, &Options::parse(opts).unwrap(), |m| {
+    let p = plan_cubin(elf, &(&Options::parse(opts).unwrap()).into(), |m| {
         registered.push(m);
         id
     });

@@ -10,7 +10,7 @@
 
 mod common;
 use common::cdylib;
-use gasan_runtime::modules::{plan_cubin, CubinPlan};
+use gasan_runtime::modules::{plan_cubin, CubinPlan, ModuleOptions};
 use gasan_runtime::options::Options;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -131,7 +131,7 @@ fn lowered(o: &Output) -> String {
 
 /// What the runtime's load makes of `cubin` under default options.
 fn at_load(cubin: &[u8]) -> CubinPlan {
-    plan_cubin(cubin, &Options::default(), |_| 1)
+    plan_cubin(cubin, &(&Options::default()).into(), |_| 1)
 }
 
 #[test]
@@ -221,7 +221,7 @@ fn a_link_gasan_cannot_check_gets_nvjitlinks_own_cubin() {
     // program gets the link nvJitLink made.
     let checked = s.dir.join("checked-already.ptx");
     let text = std::fs::read_to_string(numba_ptx()).unwrap();
-    let c = gasan_jit::check_module(&text, &gasan_runtime::modules::instrument_options_for(&Options::default(), false), "test").unwrap();
+    let c = gasan_jit::check_module(&text, &ModuleOptions::from(&Options::default()).instrument_options(false), "test").unwrap();
     std::fs::write(&checked, c.text).unwrap();
     let (_, native_cubin) = run_link(s, "handle", &checked, None);
     let (out, cubin) = run_link(s, "handle", &checked, Some("verbosity=0"));
@@ -235,7 +235,7 @@ fn numbas_ptx_is_checked_and_assembled_by_the_pinned_ptxas() {
     // What Numba-CUDA <= 0.15 hands the driver's cuLink*, and gasan-ptxas-style checking: the
     // rewriter checks its one store and the pinned ptxas accepts the checked PTX.
     let text = std::fs::read_to_string(numba_ptx()).unwrap();
-    let c = gasan_jit::check_module(&text, &gasan_runtime::modules::instrument_options_for(&Options::default(), false), "test").unwrap();
+    let c = gasan_jit::check_module(&text, &ModuleOptions::from(&Options::default()).instrument_options(false), "test").unwrap();
     let t = c.instrumented.stats.total();
     assert_eq!((t.found, t.checked, t.unknown), (1, 1, 0));
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("numba-ptxas-{}", std::process::id()));

@@ -75,15 +75,15 @@ fn a_loaded_librarys_module_is_found_and_prepared_from_the_cache_once_cached() {
     let record = prefetch::DeviceRecord::of(&this);
     record.write(this.cache()).unwrap();
     assert_eq!(prefetch::DeviceRecord::read(this.cache()), Some(record.clone()));
-    let opts = gasan_runtime::state::state().opts.clone();
-    let early = modules::CacheLookup::speculative(&opts, this.cache().clone(), record.cc, record.aligned_pool, record.driver.clone(), |k| std::env::var_os(k)).expect("a speculative lookup");
+    let opts = modules::options();
+    let early = modules::CacheLookup::speculative(opts, this.cache().clone(), record.cc, record.aligned_pool, record.driver.clone(), |k| std::env::var_os(k)).expect("a speculative lookup");
     assert_eq!(early, this);
     // SAFETY: as above.
     let speculated = unsafe { modules::prepare_cached(image, f.len, &early) }.expect("prepared from the cache for the remembered device");
     assert_eq!(speculated.checked.key, now.checked.key);
     assert_eq!(speculated.cubin.as_ref().unwrap().0.cubin(), cubin.cubin());
     // Remembered wrongly (another pool layout): another lookup, which the set-up drops.
-    let wrong = modules::CacheLookup::speculative(&opts, this.cache().clone(), record.cc, !record.aligned_pool, record.driver.clone(), |k| std::env::var_os(k)).unwrap();
+    let wrong = modules::CacheLookup::speculative(opts, this.cache().clone(), record.cc, !record.aligned_pool, record.driver.clone(), |k| std::env::var_os(k)).unwrap();
     assert_ne!(wrong, this);
     // Another GPU's key is another cubin: not in the cache.
     // SAFETY: as above.

@@ -43,9 +43,9 @@ fn a_module_prepared_before_set_up_is_taken_over_and_handed_to_its_loader() {
 
     // This run: the early preparation, as the runtime starts it when loaded (listing the loaded
     // library instead of the program, which has no fatbin).
-    let opts = gasan_runtime::state::state().opts.clone();
+    let opts = gasan_runtime::modules::options();
     // SAFETY: loaded_fatbins pins the library it lists: its fatbin stays readable.
-    unsafe { prefetch::start_early_listing(&opts, prefetch::loaded_fatbins) };
+    unsafe { prefetch::start_early_listing(opts, prefetch::loaded_fatbins) };
     // A loader that comes before a thread has listed its module prepares it itself (it never
     // waits for a list): here, as in a program, the threads' work comes before the first load.
     std::thread::sleep(std::time::Duration::from_millis(300));

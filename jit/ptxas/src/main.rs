@@ -39,7 +39,7 @@ fn warn(msg: impl std::fmt::Display) {
 /// checks itself, without the aligned-pool form: that form is valid only with the pool this
 /// process cannot see, and the general form is valid with every pool.
 fn instrument_options(opts: &Options) -> InstrumentOptions {
-    gasan_runtime::modules::instrument_options_for(opts, false)
+    gasan_runtime::modules::ModuleOptions::from(opts).instrument_options(false)
 }
 
 /// The real ptxas's exit status as ours.

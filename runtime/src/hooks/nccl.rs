@@ -18,7 +18,7 @@
 //! (PyTorch's libtorch_cuda, opened by Python, loads libnccl that way) is in no scope `RTLD_NEXT`
 //! searches.
 
-use super::library::Library;
+use crate::library::Library;
 use crate::state::{log, state};
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -289,7 +289,7 @@ pub(crate) static NCCL: Library = Library::with_soname(table, SONAME);
 
 mod sys {
     use super::{c_int, Comm, NcclResult, NCCL};
-    super::super::library::exports! { NCCL -> NcclResult;
+    crate::library::exports! { NCCL -> NcclResult;
         ncclCommCount(comm: Comm, count: *mut c_int);
         ncclCommUserRank(comm: Comm, rank: *mut c_int);
     }

@@ -27,9 +27,9 @@
 //! (`__nvJitLinkCreate_13_0`, which nvJitLink.h's inline functions call). How calls get here:
 //! [`super::library`].
 
-use super::library::Library;
 use crate::jit_origin::{self, Origin};
-use crate::options::{process, Options};
+use crate::library::Library;
+use crate::modules::ModuleOptions;
 use crate::state::log;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -104,7 +104,7 @@ pub(crate) static NVJITLINK: Library = Library::new(table);
 mod sys {
     use super::{Handle, LinkResult, NVJITLINK};
     use std::ffi::{c_char, c_int, c_void};
-    super::super::library::exports! { NVJITLINK -> LinkResult;
+    crate::library::exports! { NVJITLINK -> LinkResult;
         nvJitLinkCreate(handle: *mut Handle, n: u32, options: *const *const c_char);
         nvJitLinkDestroy(handle: *mut Handle);
         nvJitLinkAddData(handle: Handle, kind: c_int, data: *const c_void, size: usize, name: *const c_char);
@@ -155,7 +155,7 @@ unsafe fn create(handle: *mut Handle, n: u32, options: *const *const c_char) -> 
     let Some(f) = sys::nvJitLinkCreate.get() else { return NVJITLINK_ERROR_INTERNAL };
     // SAFETY: the program's arguments, under the function's contract.
     let r = unsafe { f(handle, n, options) };
-    if r == NVJITLINK_SUCCESS && !handle.is_null() && process().instrument {
+    if r == NVJITLINK_SUCCESS && !handle.is_null() && crate::modules::options().instrument {
         ours("nvJitLinkCreate", || {
             // SAFETY: the call succeeded: `options` holds `n` C strings (unused when `n` is 0).
             let options: Vec<CString> = (0..n as usize).filter_map(|k| unsafe { (*options.add(k)).as_ref().map(|p| CStr::from_ptr(p).to_owned()) }).collect();
@@ -209,7 +209,7 @@ unsafe fn complete(handle: Handle) -> LinkResult {
         ours("nvJitLinkComplete", || {
             // The link's inputs are taken while it is checked, and given back with the result.
             let Some(mut link) = with_links(|m| m.remove(&(handle as usize))) else { return };
-            link.checked = check_link(&link, process());
+            link.checked = check_link(&link, crate::modules::options());
             with_links(|m| m.insert(handle as usize, link));
         });
     }
@@ -288,7 +288,7 @@ fn is_ltoir(input: &Input) -> bool {
 
 /// The checked cubin of a link that just completed, or `None` (with a warning where something
 /// failed, at `verbosity=1` where there is nothing to check).
-fn check_link(link: &Link, o: &Options) -> Option<Vec<u8>> {
+fn check_link(link: &Link, o: &ModuleOptions) -> Option<Vec<u8>> {
     let opts: Vec<String> = link.options.iter().map(|c| c.to_string_lossy().into_owned()).collect();
     let skip = |why: &str| {
         log(1, || format!("nvJitLink link: not checked: {why}"));
@@ -442,22 +442,21 @@ fn error_log(h: Handle) -> String {
 }
 
 /// `ptx` checked, as a NUL-terminated PTX input.
-fn checked_ptx(ptx: &str, o: &Options) -> Result<CString, String> {
-    let iopts = crate::modules::instrument_options_for(o, false);
-    let checked = gasan_jit::check_module(ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+fn checked_ptx(ptx: &str, o: &ModuleOptions) -> Result<CString, String> {
+    let checked = gasan_jit::check_module(ptx, &o.instrument_options(false), &o.code_key).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
     CString::new(checked.text).map_err(|_| "checked PTX holds NUL".into())
 }
 
 /// `cubin` if the runtime's load will recognise it as checked with `key`.
-fn recognised(cubin: Vec<u8>, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
-    match gasan_jit::recognise(&cubin, gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error }) {
+fn recognised(cubin: Vec<u8>, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
+    match gasan_jit::recognise(&cubin, o.expected()) {
         gasan_jit::Recognition::Checked { marker, .. } => Ok((cubin, marker.key)),
         other => Err(format!("the checked cubin is not recognised ({other:?})")),
     }
 }
 
 /// Links the inputs again with input `first` checked, and returns the cubin and its marker's key.
-fn checked_link(link: &Link, first: usize, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
+fn checked_link(link: &Link, first: usize, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
     let checked = checked_ptx(ptx_of(&link.inputs[first]).ok_or("not PTX")?, o)?;
     let inputs: Vec<Add> = link
         .inputs
@@ -476,7 +475,7 @@ fn lto_only(option: &[u8]) -> bool {
 
 /// An `-lto` link: its LTO-IR optimised to PTX with the program's options, checked, and linked
 /// with the other inputs without the LTO-only options; returns the cubin and its marker's key.
-fn checked_lto_link(link: &Link, o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
+fn checked_lto_link(link: &Link, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
     let mut ptx_options = link.options.clone();
     ptx_options.push(c"-ptx".to_owned());
     let ltoir: Vec<Add> = link.inputs.iter().filter(|i| is_ltoir(i)).map(Add::from).collect();

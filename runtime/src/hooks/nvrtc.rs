@@ -13,9 +13,9 @@
 //!
 //! How calls get here: [`super::library`] (linked, `dlsym(RTLD_DEFAULT)`, `dlsym` on a handle).
 
-use super::library::Library;
 use crate::jit_origin::{self, Origin};
-use crate::options::{process, Options};
+use crate::library::Library;
+use crate::modules::ModuleOptions;
 use crate::sass;
 use crate::state::log;
 use gasan_jit::nvrtc::{plan, Plan};
@@ -79,7 +79,7 @@ unsafe fn copied(p: *const c_char) -> Option<CString> {
 
 /// Whether programs are checked at all: `instrument=1`.
 fn checking() -> bool {
-    process().instrument
+    crate::modules::options().instrument
 }
 
 /// Runs gasan's part of a wrapper; a panic in it is reported and otherwise ignored (the program's
@@ -95,7 +95,7 @@ fn ours(what: &str, f: impl FnOnce()) {
 mod sys {
     use super::{NvrtcResult, Program, NVRTC};
     use std::ffi::{c_char, c_int};
-    super::super::library::exports! { NVRTC -> NvrtcResult;
+    crate::library::exports! { NVRTC -> NvrtcResult;
         nvrtcCreateProgram(prog: *mut Program, src: *const c_char, name: *const c_char, num_headers: c_int, headers: *const *const c_char, include_names: *const *const c_char);
         nvrtcAddNameExpression(prog: Program, expr: *const c_char);
         nvrtcCompileProgram(prog: Program, num_options: c_int, options: *const *const c_char);
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn nvrtcCompileProgram(prog: Program, num_options: c_int, 
         // when there are none).
         let opts: Option<Vec<String>> = (0..n).map(|k| unsafe { copied(*options.add(k)) }.and_then(|c| c.into_string().ok())).collect();
         let Some(opts) = opts else { return };
-        let checked = check_program(prog, &opts, process());
+        let checked = check_program(prog, &opts, crate::modules::options());
         with_programs(|m| m.get_mut(&(prog as usize)).map(|s| s.checked = checked));
     });
     r
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn nvrtcDestroyProgram(prog: *mut Program) -> NvrtcResult 
 
 /// The checked cubin of a program NVRTC just compiled with `opts`, or `None` (with a warning
 /// where something failed, at `verbosity=1` where there is nothing to check).
-fn check_program(prog: Program, opts: &[String], o: &Options) -> Option<Vec<u8>> {
+fn check_program(prog: Program, opts: &[String], o: &ModuleOptions) -> Option<Vec<u8>> {
     let name = with_programs(|m| m.get(&(prog as usize)).and_then(|s| s.name.as_ref().map(|n| n.to_string_lossy().into_owned()))).unwrap_or_else(|| "<unnamed>".into());
     let (target, shadow, flags) = match plan(opts) {
         Plan::Check { target, shadow_options, ptxas_flags } => (target, shadow_options, ptxas_flags),
@@ -327,7 +327,7 @@ const SOURCE_KEY_FORMAT: &str = "gasan-nvrtc-1";
 /// program's source, name, headers, name expressions and options; the NVRTC and ptxas binaries;
 /// gasan's version, `REVISION` and the options that change checked code), so a warm run skips
 /// the second compile, the rewriter and ptxas. Each field length-prefixed.
-fn source_key(src: &Source, opts: &[String], nvrtc: &str, compiler: &str, o: &Options) -> String {
+fn source_key(src: &Source, opts: &[String], nvrtc: &str, compiler: &str, o: &ModuleOptions) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     let mut field = |b: &[u8]| {
@@ -337,7 +337,7 @@ fn source_key(src: &Source, opts: &[String], nvrtc: &str, compiler: &str, o: &Op
     field(SOURCE_KEY_FORMAT.as_bytes());
     field(env!("CARGO_PKG_VERSION").as_bytes());
     field(&gasan_instrument::ptx::REVISION.to_le_bytes());
-    field(o.code_key().as_bytes());
+    field(o.code_key.as_bytes());
     field(nvrtc.as_bytes());
     field(compiler.as_bytes());
     field(src.src.as_bytes());
@@ -360,14 +360,14 @@ fn source_key(src: &Source, opts: &[String], nvrtc: &str, compiler: &str, o: &Op
 
 /// The program's PTX for `target`, checked, marked and assembled with the real ptxas, with its
 /// marker's key; cached by [`source_key`].
-fn checked_cubin(prog: Program, opts: &[String], target: &str, shadow: &[String], flags: &[String], o: &Options) -> Result<(Vec<u8>, [u8; 32]), String> {
+fn checked_cubin(prog: Program, opts: &[String], target: &str, shadow: &[String], flags: &[String], o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
     let ptxas = sass::find_ptxas(o.ptxas.as_deref(), |k| std::env::var_os(k)).ok_or("no ptxas found (set ptxas= or CUDA_HOME)")?;
-    let cache = crate::cache::dir_for(o.cache_dir.as_deref()).map(|d| crate::cache::Cache::new(d, o.cache_size_mb << 20)).ok_or("no cache directory")?;
+    let cache = o.cache().ok_or("no cache directory")?;
     let compiler = sass::file_identity(&ptxas).ok_or_else(|| format!("cannot read {}", ptxas.display()))?;
     let nvrtc = sys::nvrtcCompileProgram.file().and_then(|f| sass::file_identity(&f)).ok_or("cannot identify the NVRTC library")?;
     let key = with_programs(|m| m.get(&(prog as usize)).map(|s| source_key(s, opts, &nvrtc, &compiler, o))).ok_or("program forgotten")?;
     let (entry, _) = sass::entry_names(&key, target);
-    let expected = gasan_jit::Expected { scale: o.shadow_scale, recover: !o.halt_on_error };
+    let expected = o.expected();
     if let Some(b) = cache.get(&entry) {
         if let gasan_jit::Recognition::Checked { marker, .. } = gasan_jit::recognise(&b, expected) {
             log(2, || format!("NVRTC: checked cubin {entry} from the cache"));
@@ -375,8 +375,7 @@ fn checked_cubin(prog: Program, opts: &[String], target: &str, shadow: &[String]
         }
     }
     let ptx = shadow_ptx(prog, shadow)?;
-    let iopts = crate::modules::instrument_options_for(o, false);
-    let checked = gasan_jit::check_module(&ptx, &iopts, &o.code_key()).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+    let checked = gasan_jit::check_module(&ptx, &o.instrument_options(false), &o.code_key).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
     let cubin = sass::compile(&sass::Compile { ptxas: &ptxas, target, flags, split: 0 }, &cache, checked.text.as_bytes(), &entry).map_err(|e| e.message)?;
     // What the runtime will make of it at load: it must be recognised as checked.
     match gasan_jit::recognise(&cubin, expected) {
