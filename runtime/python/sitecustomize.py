@@ -22,6 +22,11 @@ start-up. It
   from (`PATH`, `/usr/local/cuda`, `/opt/cuda`, pip's `nvidia/cu13`), so XLA runs the front end
   with the ptxas it would have run; where there is none either, XLA finds the front end on `PATH`,
   as gasan-run set it;
+- says, at JAX's import, when `XLA_PYTHON_CLIENT_ALLOCATOR` is not `cuda_async` (the program set it
+  before importing JAX, as many scripts do, or the user kept another value): JAX's buffers are then
+  not gasan's allocations (its BFC pool's slices, or with `platform` XLA's own VMM mappings) and
+  kernels' accesses to them are not checked. JAX reads the variable when it first uses the GPU;
+  it is left as the program set it;
 - then runs the `sitecustomize` this one shadows, if there is one (the next on `sys.path`), as if
   gasan were not there.
 
@@ -175,6 +180,22 @@ def _gasan_xla_front_end(lib):
         _gasan_say("XLA's CUDA directory is %s (bin/ptxas: gasan's front end, running %s; the rest: %s)" % (d, real, orig))
 
 
+def _gasan_jax_allocator():
+    import os
+
+    allocator = os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "default")
+    if allocator.lower() != "cuda_async":
+        _gasan_say(
+            "XLA_PYTHON_CLIENT_ALLOCATOR=%s: JAX's buffers are not gasan's allocations (its BFC pool's slices, or with platform XLA's own VMM mappings), "
+            "so kernels' accesses to them are not checked; cuda_async (gasan-run's setting) makes each buffer a checked allocation" % allocator
+        )
+
+
+def _gasan_jax(lib):
+    _gasan_jax_allocator()
+    _gasan_xla_front_end(lib)
+
+
 class _GasanLoader(object):
     """Wraps a module's loader: runs it, then the action; everything else goes to the original."""
 
@@ -248,7 +269,7 @@ def _gasan_install():
         return p != "" and os.path.realpath(p) == here
 
     sys.path[:] = [p for p in sys.path if not ours(p)]
-    for name, action in (("cupy", _gasan_cupy_pools_off), ("jax._src.lib", _gasan_xla_front_end)):
+    for name, action in (("cupy", _gasan_cupy_pools_off), ("jax._src.lib", _gasan_jax)):
         if name in sys.modules:
             action(sys.modules[name])
         else:

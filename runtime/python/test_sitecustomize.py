@@ -87,15 +87,18 @@ class XlaDataDirectory(unittest.TestCase):
                 return d
         return None
 
-    def run_child(self, options="", tools=True, path=None):
-        env = {k: v for k, v in os.environ.items() if k not in ("GASAN_JIT_TOOLS", "GASAN_REAL_PTXAS_XLA", "PYTHONPATH")}
+    def run_child(self, options="", tools=True, path=None, allocator="cuda_async", prelude=""):
+        env = {k: v for k, v in os.environ.items() if k not in ("GASAN_JIT_TOOLS", "GASAN_REAL_PTXAS_XLA", "PYTHONPATH", "XLA_PYTHON_CLIENT_ALLOCATOR")}
+        # JAX's allocator as gasan-run sets it (None: unset).
+        if allocator is not None:
+            env["XLA_PYTHON_CLIENT_ALLOCATOR"] = allocator
         # gasan-run's tool directory first, as gasan-run sets PATH; then what the test names.
         env["PATH"] = os.pathsep.join([self.tools] + (path or []))
         env["PYTHONPATH"] = os.path.join(self.d, "hook") + ":" + os.path.join(self.d, "fake")
         env["GASAN_OPTIONS"] = options
         if tools:
             env["GASAN_JIT_TOOLS"] = self.tools
-        p = subprocess.run([sys.executable, "-c", PROGRAM], env=env, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        p = subprocess.run([sys.executable, "-c", prelude + PROGRAM], env=env, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout), p.stderr
 
@@ -133,6 +136,21 @@ class XlaDataDirectory(unittest.TestCase):
         _, err = self.run_child("verbosity=1")
         self.assertIn("==gasan== python: XLA's CUDA directory is %s/xla-cuda-" % self.tools, err)
         self.assertIn("running %s" % os.path.join(self.cuda, "bin", "ptxas"), err)
+
+    def test_an_allocator_other_than_cuda_async_is_said_at_jax_s_import(self):
+        # Kept from the environment, unset (JAX's BFC pool), or set by the program before it
+        # imports JAX: one line, whatever the verbosity; JAX still gets gasan's ptxas.
+        for how, kwargs in (
+            ("platform", {"allocator": "platform"}),
+            ("default", {"allocator": None}),
+            ("platform", {"prelude": "import os\nos.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'\n"}),
+        ):
+            got, err = self.run_child(**kwargs)
+            lines = err.splitlines()
+            self.assertEqual(len(lines), 1, err)
+            self.assertTrue(lines[0].startswith("==gasan== python: XLA_PYTHON_CLIENT_ALLOCATOR=%s: JAX's buffers are not gasan's allocations" % how), err)
+            self.assertIn("not checked", lines[0])
+            self.assertEqual(os.path.dirname(got["cuda_path"]), self.tools)
 
     def test_without_gasan_run_s_tool_directory_jax_is_left_alone(self):
         got, err = self.run_child(tools=False)

@@ -1,13 +1,24 @@
 //! gasan-run's framework-pool switches (option `framework_pools`), without a GPU: the child gets
 //! PyTorch's, CuPy's, Numba's and JAX's switches unless the user set them or the option is 0, and
 //! the Python start-up hook (run by a real `python3` child) turns a fake CuPy's pools off at its
-//! import, without importing it early, and still runs the user's own `sitecustomize`.
+//! import, without importing it early, and still runs the user's own `sitecustomize`. A JAX
+//! buffer allocated as XLA allocates it under the allocator gasan-run chose
+//! (tests/fixtures/xla_alloc_app.c, on a stand-in libcuda whose device memory is host memory) comes
+//! from gasan's pool: a copy one byte past it is reported; under XLA's `platform` allocator it would
+//! not be.
 
+mod common;
+use common::gcc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const SWITCHES: &[(&str, &str)] =
-    &[("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"), ("CUPY_COMPILE_WITH_PTX", "1"), ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0"), ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")];
+const SWITCHES: &[(&str, &str)] = &[
+    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),
+    ("CUPY_COMPILE_WITH_PTX", "1"),
+    ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0"),
+    ("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async"),
+    ("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),
+];
 
 fn lib_exists() -> bool {
     let ok = Path::new(env!("CARGO_BIN_EXE_gasan-run")).with_file_name("libgasan_runtime.so").exists();
@@ -69,7 +80,7 @@ fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
 
     // The user's own settings stay, empty ones and PyTorch's "0" included.
     let got = child_env(gasan_run(&cache).env("PYTORCH_NO_CUDA_MEMORY_CACHING", "0").env("CUPY_COMPILE_WITH_PTX", "").env("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"));
-    assert_eq!(got[..4], ["0", "", "0", "bfc"]);
+    assert_eq!(got[..5], ["0", "", "0", "bfc", "false"]);
 
     // framework_pools=0, as a flag or in GASAN_OPTIONS: nothing set, PYTHONPATH untouched.
     for how in ["flag", "env"] {
@@ -81,7 +92,7 @@ fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
             c.env("GASAN_OPTIONS", "framework_pools=0");
         }
         let got = child_env(&mut c);
-        assert_eq!(got, ["-", "-", "-", "-", "/user/a"], "{how}");
+        assert_eq!(got, ["-", "-", "-", "-", "-", "/user/a"], "{how}");
     }
 
     // verbosity=1 says what was set and what was kept.
@@ -208,5 +219,51 @@ fn a_broken_cupy_setter_costs_one_line_not_the_program() {
     assert!(out.status.success(), "{so}\n{se}");
     assert!(so.lines().any(|l| l == "calls []"), "{so}");
     assert!(se.contains("could not turn CuPy's memory pools off"), "{se}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// XLA (jax-cuda13-pjrt 0.11.2) maps each buffer of its `platform` allocator itself with the CUDA
+/// VMM, which gasan does not serve; under `cuda_async`, the allocator gasan-run sets, each buffer is
+/// a `cuMemAllocFromPoolAsync` of its own size that gasan's pool serves. The stand-in program
+/// resolves the driver as XLA's stub table does (dlsym on its own dlopen("libcuda.so.1") handle),
+/// allocates a 4096-byte buffer with the allocator the environment names, and copies 4097 bytes
+/// into it.
+#[test]
+fn a_jax_buffer_is_a_pool_block_under_the_allocator_gasan_run_sets() {
+    if !lib_exists() {
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tmp("xla");
+    let s = |f: &str| src.join(f).to_str().unwrap().to_string();
+    let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    gcc(&["-shared", "-fPIC", "-I", &src.to_string_lossy(), "-Wl,-soname,libcuda.so.1", "-o", &d("libcuda.so.1"), &s("xla_fake_libcuda.c"), "-ldl"]);
+    gcc(&["-o", &d("xla_alloc_app"), &s("xla_alloc_app.c"), "-ldl"]);
+    let run = |user_allocator: Option<&str>| {
+        let mut c = gasan_run(&dir.join("cache"));
+        if let Some(a) = user_allocator {
+            c.env("XLA_PYTHON_CLIENT_ALLOCATOR", a);
+        }
+        let out = c.env("LD_LIBRARY_PATH", &dir).args(["--halt-on-error", "0", "--report-format", "json", "--verbosity", "1", "--"]).arg(dir.join("xla_alloc_app")).output().unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let reports = |e: &str| e.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>();
+
+    // gasan-run's choice: the buffer is a pool block, the copy past it is reported and not done.
+    let (o, e) = run(None);
+    assert!(o.contains("allocator=cuda_async ") && o.contains(" alloc_rc=0 copy_rc=1 free_rc=0"), "{o}\n{e}");
+    let r = reports(&e);
+    assert_eq!(r.len(), 1, "{e}");
+    assert_eq!(r[0]["kind"].as_str(), Some("heap-buffer-overflow"), "{}", r[0]);
+    // Just past the buffer's 4096 bytes: the pool block is the buffer, not a 2 MiB mapping.
+    let region = &r[0]["location"]["region"];
+    assert_eq!((r[0]["call"].as_str(), region["size"].as_u64(), r[0]["location"]["distance"].as_u64()), (Some("cuMemcpyHtoD"), Some(4096), Some(0)), "{}", r[0]);
+    assert!(o.contains(&format!("ptr={} ", region["start"].as_str().unwrap())), "{o}");
+    // XLA's platform allocator, kept because the user set it: its VMM mapping is not gasan's, the
+    // copy goes through unchecked, and verbosity=1 says what keeping it costs.
+    let (o, e) = run(Some("platform"));
+    assert!(o.contains("allocator=platform ") && o.contains(" alloc_rc=0 copy_rc=0 free_rc=0"), "{o}\n{e}");
+    assert!(reports(&e).is_empty(), "{e}");
+    assert!(e.contains("kept XLA_PYTHON_CLIENT_ALLOCATOR=platform") && e.contains("XLA's own VMM mappings: not checked"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

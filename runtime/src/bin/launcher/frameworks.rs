@@ -8,8 +8,16 @@
 //! | `PYTORCH_NO_CUDA_MEMORY_CACHING` | `1` | PyTorch's caching allocator off: every tensor is its own `cudaMalloc` (PyTorch reads *any* value, even `0`, as "off") |
 //! | `CUPY_COMPILE_WITH_PTX` | `1` | CuPy's `RawKernel`s and generated kernels are loaded as PTX, which gasan checks (its default cubins are SASS only: unchecked) |
 //! | `NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT` | `0` | Numba frees device arrays at once instead of batching frees (use after free is caught from the first free) |
-//! | `XLA_PYTHON_CLIENT_ALLOCATOR` | `platform` | JAX allocates each buffer on demand instead of from its preallocated pool |
+//! | `XLA_PYTHON_CLIENT_ALLOCATOR` | `cuda_async` | JAX allocates each buffer on demand with `cuMemAllocFromPoolAsync` of its exact size, which gasan serves from its pool |
+//! | `XLA_PYTHON_CLIENT_PREALLOCATE` | `false` | JAX's `cuda_async` allocator does not first allocate (and free) 75% of the GPU's memory |
 //! | `PYTHONPATH` | hook dir first | the start-up hook (`runtime/python/sitecustomize.py`) turns CuPy's device and pinned pools off when the program imports CuPy, points JAX's CUDA directory at gasan's ptxas front end when it imports JAX (with `GASAN_JIT_TOOLS` from launcher/jit.rs), then runs the `sitecustomize` it shadows |
+//!
+//! Not `platform`: XLA's platform allocator (jax-cuda13-pjrt 0.11.2, measured 2026-12-05) maps
+//! each buffer itself with `cuMemCreate` + `cuMemAddressReserve` + `cuMemMap`, rounded up to the
+//! 2 MiB allocation granularity, so neither its size nor its address ever reaches an allocation
+//! call gasan serves: its buffers are unchecked. `cuda_async` (XLA's `GpuCudaMallocAsyncAllocator`)
+//! asks `cuMemAllocFromPoolAsync` for each buffer's own size and frees it with `cuMemFreeAsync`, both
+//! hooked (XLA resolves them by `dlsym` on its `libcuda.so.1` handle, which gasan's `dlsym` answers).
 //!
 //! A variable the user has set (to anything, empty included) is kept as it is; `verbosity>=1`
 //! says so. `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_ALLOC_CONF` are never touched: PyTorch's uncached
@@ -32,12 +40,19 @@ use std::process::Command;
 /// The start-up hook's text.
 pub const HOOK: &str = include_str!("../../../python/sitecustomize.py");
 
-/// The variables set where the user has not, with their values and what they do.
-pub const ENV: &[(&str, &str, &str)] = &[
-    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", "PyTorch: no caching allocator, every tensor its own cudaMalloc"),
-    ("CUPY_COMPILE_WITH_PTX", "1", "CuPy: kernels loaded as PTX, so gasan checks them"),
-    ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0", "Numba: device arrays freed at once, not in batches"),
-    ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform", "JAX: buffers allocated on demand, no preallocated pool"),
+/// The variables set where the user has not: name, value, what it does, and what a value the user
+/// set instead means (said when that value is kept).
+pub const ENV: &[(&str, &str, &str, &str)] = &[
+    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", "PyTorch: no caching allocator, every tensor its own cudaMalloc", "PyTorch reads any value as: no caching"),
+    ("CUPY_COMPILE_WITH_PTX", "1", "CuPy: kernels loaded as PTX, so gasan checks them", "CuPy's cubins stay: its kernels are not checked"),
+    ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0", "Numba: device arrays freed at once, not in batches", "frees are batched: a use after free is caught only once its batch is freed"),
+    (
+        "XLA_PYTHON_CLIENT_ALLOCATOR",
+        "cuda_async",
+        "JAX: every buffer its own cuMemAllocFromPoolAsync, served from gasan's pool",
+        "JAX's buffers come from its BFC pool, or with platform are XLA's own VMM mappings: not checked per buffer",
+    ),
+    ("XLA_PYTHON_CLIENT_PREALLOCATE", "false", "JAX: no preallocation through the cuda_async allocator", "cuda_async first allocates and frees most of the GPU's memory"),
 ];
 
 /// Sets the framework switches on the child's command (nothing when `framework_pools=0`).
@@ -50,18 +65,13 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
             eprintln!("gasan-run: framework pools: {m}");
         }
     };
-    for (name, value, what) in ENV {
+    for (name, value, what, kept_means) in ENV {
         match std::env::var_os(name) {
             Some(v) => say(format!(
                 "kept {name}={} from the environment{}",
                 v.to_string_lossy(),
-                if name.starts_with("PYTORCH") {
-                    " (PyTorch reads any value as: no caching)"
-                } else if v.as_bytes() != value.as_bytes() {
-                    " (its pool or cubins stay: not checked per allocation)"
-                } else {
-                    ""
-                }
+                // Every value of PyTorch's means no caching: said whatever it is.
+                if name.starts_with("PYTORCH") || v.as_bytes() != value.as_bytes() { format!(" ({kept_means})") } else { String::new() }
             )),
             None => {
                 cmd.env(name, value);
