@@ -25,6 +25,7 @@ const VARS: &[&str] = &[
     "GASAN_JIT_TOOLS",
     "TORCH_CUDA_ARCH_LIST",
     "TORCH_EXTENSIONS_DIR",
+    "XLA_FLAGS",
 ];
 
 fn front_end() -> PathBuf {
@@ -94,6 +95,7 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
     assert_eq!(got[6], format!("{}:/usr/bin:/bin", tools.display()));
     assert_eq!(got[7], "0", "Numba links through the driver");
     assert_eq!(Path::new(&got[8]), tools, "the Python hook makes XLA's directory there");
+    assert_eq!(got[11], "--xla_gpu_generate_line_info=true", "XLA's PTX carries lines");
 
     // Options that change the checks change Inductor's directory; others do not.
     let recover = child_env(gasan_run(&cache).args(["--halt-on-error", "0"]));
@@ -115,6 +117,10 @@ fn triton_inductor_and_xla_are_pointed_at_the_front_end() {
     assert!(got_user[4].starts_with("/data/inductor/gasan-"), "{}", got_user[4]);
     assert_eq!(got_user[5], "true");
     assert_eq!(got_user[7], "1", "the user's Numba linker is kept");
+    let flags = child_env(gasan_run(&cache).env("XLA_FLAGS", "--xla_dump_to=/tmp/x"));
+    assert_eq!(flags[11], "--xla_dump_to=/tmp/x --xla_gpu_generate_line_info=true");
+    let flags = child_env(gasan_run(&cache).env("XLA_FLAGS", "--xla_gpu_generate_line_info=false"));
+    assert_eq!(flags[11], "--xla_gpu_generate_line_info=false", "the user's choice is kept");
 
     // A gasan-run under another: the front end is not taken for the real ptxas, PATH not doubled,
     // Inductor's directory the same.
@@ -183,7 +189,7 @@ fn nothing_is_set_without_instrumentation() {
             c.env("GASAN_OPTIONS", "instrument=0");
         }
         let got = child_env(&mut c);
-        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-", "-", "-", "-"], "{how}");
+        assert_eq!(got, ["-", "-", "-", "-", "-", "-", "/usr/bin:/bin", "-", "-", "-", "-", "-"], "{how}");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -11,6 +11,7 @@
 //! | `PATH` | `<tools>` first | XLA runs `ptxas` from `--xla_gpu_cuda_data_dir/bin`, then `PATH` (`FindCudaExecutable`; the data directory defaults to `./cuda_sdk_lib`, which does not exist) |
 //! | `GASAN_JIT_TOOLS` | `<tools>` | JAX sets the data directory itself, to its pip CUDA (`jax._src.lib.cuda_path`), over `XLA_FLAGS`: gasan's Python start-up hook (runtime/python/sitecustomize.py, installed with `framework_pools=1`) replaces it with `<tools>/xla-cuda-<hash>/`, whose `bin/ptxas` is the front end and whose `nvvm` is JAX's (where JAX's has no ptxas: the CUDA directory XLA's own search would take its ptxas from). jaxlib 0.11.2's XLA has no in-process PTX compiler (no nvJitLink, no nvPTXCompiler), so no `XLA_FLAGS` setting is needed or would help |
 //! | `TORCHINDUCTOR_CACHE_DIR` | the user's + `/gasan-<tag>`, else `<cache dir>/torchinductor-<tag>` | Inductor's FX-graph and AOTAutograd caches hold compiled kernels (its `TritonBundler` saves the cubins, the static launcher loads them itself) keyed without the ptxas: a native run's must not serve a checked one, nor the reverse. Triton's cache goes under it too (`cache_dir_utils.triton_cache_dir`) unless `TRITON_CACHE_DIR` is set |
+//! | `XLA_FLAGS` | the user's + `--xla_gpu_generate_line_info=true` | XLA's PTX carries `.loc` lines (for a Pallas kernel, its Python source) only with it, and reports name what the PTX names; the user's own setting of it is kept |
 //! | `JAX_ENABLE_COMPILATION_CACHE` | `false` | JAX's persistent cache holds XLA executables (their cubins) keyed without the ptxas |
 //! | `TORCH_CUDA_ARCH_LIST` | the user's, its last entry with `+PTX` | PyTorch's C++/CUDA extensions (`torch.utils.cpp_extension.load`/`load_inline`) are compiled for this list; without `+PTX` they hold SASS only, which gasan cannot check (unset, PyTorch adds `+PTX` for the GPU's own architecture itself) |
 //! | `TORCH_EXTENSIONS_DIR` | the user's + `/gasan`, else `<cache dir>/torch-extensions` | PyTorch keys its built extensions by their sources and flags, not the architectures: a SASS-only build from a native run would be loaded again. Set with `TORCH_CUDA_ARCH_LIST` only |
@@ -83,6 +84,7 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
     } else {
         say("framework_pools=0: no Python start-up hook, so XLA runs the ptxas of JAX's own CUDA directory (pip nvidia/cuda_nvcc) when it has one, unchecked".into());
     }
+    xla_line_info(cmd, &say);
     if let Some(flags) = std::env::var_os("XLA_FLAGS").filter(|f| f.as_bytes().windows(21).any(|w| w == b"xla_gpu_cuda_data_dir")) {
         say(format!(
             "XLA_FLAGS={} names a CUDA directory: XLA runs its bin/ptxas first, unchecked, if it has one (JAX replaces it with its own CUDA directory, which the Python hook redirects)",
@@ -104,6 +106,24 @@ pub fn apply(cmd: &mut Command, opts: &Options) {
             say("JAX_ENABLE_COMPILATION_CACHE=false (its entries are keyed without the ptxas)".into());
         }
     }
+}
+
+/// XLA writes `.loc` lines into its PTX (a Pallas kernel's are its Python source) only with
+/// `--xla_gpu_generate_line_info`, and a report names the line its check's site carries.
+fn xla_line_info(cmd: &mut Command, say: &impl Fn(String)) {
+    const FLAG: &str = "--xla_gpu_generate_line_info";
+    let old = std::env::var_os("XLA_FLAGS").unwrap_or_default();
+    if old.as_bytes().windows(FLAG.len()).any(|w| w == FLAG.as_bytes()) {
+        say(format!("kept XLA_FLAGS={} (its line information setting)", old.to_string_lossy()));
+        return;
+    }
+    let mut flags = old.into_vec();
+    if !flags.is_empty() {
+        flags.push(b' ');
+    }
+    flags.extend_from_slice(format!("{FLAG}=true").as_bytes());
+    cmd.env("XLA_FLAGS", OsString::from_vec(flags));
+    say(format!("XLA_FLAGS gains {FLAG}=true (XLA's kernels carry source lines, so reports name them)"));
 }
 
 /// Numba-CUDA up to 0.15 links a kernel's PTX in-process with pynvjitlink when it is installed,
