@@ -20,9 +20,10 @@ pub mod marker;
 pub mod nvrtc;
 pub mod real;
 
+use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
 use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, Instrumented, PtxError, REVISION};
 use gasan_instrument::shadow::Scale;
-pub use marker::{find_in_cubin, tables_in_cubin, Marker, Tables, MARKER_SYMBOL, TABLES_SYMBOL};
+pub use marker::{find_in_cubin, linked_tables_in_cubin, tables_in_cubin, LinkedInput, Marker, Tables, MARKER_SYMBOL, TABLES_SYMBOL};
 
 /// A checked module: the text to assemble (the rewriter's output with the marker and the tables
 /// appended), the rewriter's result, and the marker.
@@ -47,6 +48,35 @@ pub fn check_module(ptx: &str, opts: &InstrumentOptions, code_key: &str) -> Resu
     Ok(CheckedModule { text, instrumented, marker })
 }
 
+/// Renames the module-level gasan symbols of checked PTX (its control block and slow path) for
+/// input `n` of a link of several checked inputs ([`marker::link_suffix`]), so each input keeps
+/// its own (both are `.weak`: unrenamed, the linker would merge them); returns the text and the
+/// control block's name.
+pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
+    let suffix = marker::link_suffix(n);
+    let ctl = format!("{CONTROL_BLOCK_SYMBOL}{suffix}");
+    let renamed = checked.replace(CONTROL_BLOCK_SYMBOL, &ctl).replace(SLOW_PATH_SYMBOL, &format!("{SLOW_PATH_SYMBOL}{suffix}"));
+    (renamed, ctl)
+}
+
+/// Checks input `n` of a link whose PTX inputs are all checked into one cubin: input 0 as
+/// [`check_module`] does (the marker and [`TABLES_SYMBOL`]); a further input with its control
+/// block and slow path renamed ([`rename_for_link`]) and its tables as
+/// [`marker::linked_tables_symbol`]`(n)`, without a marker (the cubin has one, input 0's).
+pub fn check_link_input(ptx: &str, opts: &InstrumentOptions, code_key: &str, n: usize) -> Result<CheckedModule, PtxError> {
+    if n == 0 {
+        return check_module(ptx, opts, code_key);
+    }
+    let marker = Marker::new(marker::module_key(ptx, opts, code_key), opts);
+    let instrumented = instrument_ptx(ptx, opts)?;
+    let (mut text, _) = rename_for_link(&instrumented.ptx, n);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&Tables { sites: instrumented.sites.clone(), param_tags: instrumented.param_tags.clone() }.ptx_declaration_as(&marker::linked_tables_symbol(n)));
+    Ok(CheckedModule { text, instrumented, marker })
+}
+
 /// The front end's answer to `--version`: the real ptxas's answer unchanged (Triton reads the
 /// CUDA release from its first `release N.N`, XLA the version from its first `VN.N.N`), then one
 /// line naming gasan, `REVISION`, the checks' options and the marker's format. Triton's cache key
@@ -67,8 +97,9 @@ pub enum Recognition {
     /// No marker: native SASS (or a cubin the runtime compiled from its own checked PTX).
     Native,
     /// Checked by the front end with checks this process runs: register `tables.sites`, keep
-    /// `tables.param_tags` for launches, write the control block.
-    Checked { marker: Marker, tables: Tables },
+    /// `tables.param_tags` for launches, write the control block; the same for each further
+    /// checked input of a link (`linked`: each with its own control block).
+    Checked { marker: Marker, tables: Tables, linked: Vec<LinkedInput> },
     /// Checked by another gasan build or with other options: load it without writing its control
     /// block (all zeros: every check passes), and say why.
     Foreign { marker: Marker, why: String },
@@ -107,8 +138,12 @@ pub fn recognise(elf: &[u8], expected: Expected) -> Recognition {
     if o.aligned_pool {
         return foreign("checked in the aligned-pool form, which only the runtime may choose".into());
     }
+    let linked = match linked_tables_in_cubin(elf) {
+        Ok(l) => l,
+        Err(e) => return Recognition::Damaged(e),
+    };
     match tables_in_cubin(elf) {
-        Ok(Some(tables)) => Recognition::Checked { marker, tables },
+        Ok(Some(tables)) => Recognition::Checked { marker, tables, linked },
         Ok(None) => Recognition::Damaged(marker::MarkerError::Tables(format!("{MARKER_SYMBOL} without {TABLES_SYMBOL}"))),
         Err(e) => Recognition::Damaged(e),
     }
@@ -149,5 +184,34 @@ mod tests {
         // Checking the checked text again is refused (the rewriter sees its control block).
         assert_eq!(check_module(&c.text, &o, "k").err(), Some(PtxError::AlreadyInstrumented));
         assert!(check_module("not ptx", &o, "k").is_err());
+    }
+
+    #[test]
+    fn renaming_gives_each_input_its_own_symbols() {
+        let checked = format!(".weak .const .align 8 .b8 {CONTROL_BLOCK_SYMBOL}[64];\n.weak .func {SLOW_PATH_SYMBOL}(...)\nld.const.u64 %r, [{CONTROL_BLOCK_SYMBOL}+8];\ncall {SLOW_PATH_SYMBOL};\n");
+        let (a, ca) = rename_for_link(&checked, 0);
+        let (b, cb) = rename_for_link(&checked, 1);
+        assert_eq!((ca.as_str(), cb.as_str()), ("__gasan_ctl_l0", "__gasan_ctl_l1"));
+        assert_eq!(a.matches("__gasan_ctl_l0").count(), 2);
+        assert_eq!(a.matches("__gasan_report_l0").count(), 2);
+        assert!(!b.contains("_l0") && b.matches("__gasan_ctl_l1[").count() == 1);
+        // No original name survives (the linker would merge it across inputs).
+        for t in [&a, &b] {
+            assert!(!t.replace(&ca, "").replace(&cb, "").contains(CONTROL_BLOCK_SYMBOL), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_further_link_input_has_its_own_symbols_and_no_marker() {
+        let ptx =
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k2(.param .u64 p)\n{\n.reg .b64 %rd<2>;\n.reg .b32 %r<2>;\nld.param.u64 %rd1, [p];\nld.global.u32 %r1, [%rd1];\nret;\n}\n";
+        let o = InstrumentOptions::default();
+        assert_eq!(check_link_input(ptx, &o, "k", 0).unwrap().text, check_module(ptx, &o, "k").unwrap().text);
+        let c = check_link_input(ptx, &o, "k", 2).unwrap();
+        assert!(!c.text.contains(&format!("{MARKER_SYMBOL}[")), "no marker of its own");
+        assert!(c.text.contains(&format!("{TABLES_SYMBOL}_l2[")) && !c.text.contains(&format!("{TABLES_SYMBOL}[")));
+        assert!(c.text.contains("__gasan_ctl_l2") && !c.text.replace("__gasan_ctl_l2", "").contains(CONTROL_BLOCK_SYMBOL));
+        assert!(c.text.contains("__gasan_report_l2") && !c.text.replace("__gasan_report_l2", "").contains(SLOW_PATH_SYMBOL));
+        assert_eq!(c.instrumented.stats.total().checked, 1);
     }
 }

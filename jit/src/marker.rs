@@ -32,6 +32,14 @@
 //! variables; their bytes land in the cubin's `.nv.global.init` section, where [`find_in_cubin`]
 //! and [`tables_in_cubin`] read them from the ELF symbol table without a driver.
 //!
+//! A cubin linked from several checked PTX inputs (the runtime's nvJitLink wrapper links every
+//! PTX input of a link checked) carries one marker and, for its first input, [`TABLES_SYMBOL`];
+//! each further input `n` keeps its own control block and slow path under names with
+//! [`link_suffix`]`(n)` (`__gasan_ctl_l1`: the control blocks are `.weak`, so unrenamed ones would
+//! merge and one input's reports would name another's sites) and carries its tables as
+//! `__gasan_jit_tables_l<n>` ([`linked_tables_in_cubin`]). The runtime registers each input's
+//! sites and writes each control block.
+//!
 //! The key is the one runtime/src/modules.rs (`cached_instrumentation`) gives the same PTX
 //! checked with the same options, so a runtime that also caches the module's checked PTX names it
 //! the same way.
@@ -184,10 +192,54 @@ impl Tables {
 
     /// The PTX declaration that carries the tables (one line, appended to the checked module).
     pub fn ptx_declaration(&self) -> String {
+        self.ptx_declaration_as(TABLES_SYMBOL)
+    }
+
+    /// The declaration under another variable name (a linked input's, [`linked_tables_symbol`]).
+    pub fn ptx_declaration_as(&self, symbol: &str) -> String {
         let b = self.to_bytes();
         let bytes: Vec<String> = b.iter().map(u8::to_string).collect();
-        format!(".visible .global .align 8 .b8 {TABLES_SYMBOL}[{}] = {{{}}}; {}\n", b.len(), bytes.join(","), gasan_instrument::ptx::MARKER)
+        format!(".visible .global .align 8 .b8 {symbol}[{}] = {{{}}}; {}\n", b.len(), bytes.join(","), gasan_instrument::ptx::MARKER)
     }
+}
+
+/// The suffix of input `n`'s own symbols in a link of several checked inputs (input 0 keeps the
+/// plain names).
+pub fn link_suffix(n: usize) -> String {
+    format!("_l{n}")
+}
+
+/// The variable that carries the tables of input `n` (at least 1) of a link.
+pub fn linked_tables_symbol(n: usize) -> String {
+    format!("{TABLES_SYMBOL}{}", link_suffix(n))
+}
+
+/// A further checked input of a linked cubin: its tables and the control block its checks read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkedInput {
+    pub control_block: String,
+    pub tables: Tables,
+}
+
+/// The further checked inputs a cubin carries ([`linked_tables_symbol`]), by input number; the
+/// numbers must run 1, 2, ... without a gap (a gap is a cubin gasan did not make).
+pub fn linked_tables_in_cubin(elf: &[u8]) -> Result<Vec<LinkedInput>, MarkerError> {
+    let file = object::File::parse(elf).map_err(|e| MarkerError::NotElf(e.to_string()))?;
+    let prefix = format!("{TABLES_SYMBOL}_l");
+    let mut numbers: Vec<usize> = file.symbols().filter_map(|s| s.name().ok()?.strip_prefix(prefix.as_str())?.parse().ok()).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    let mut out = Vec::with_capacity(numbers.len());
+    for (k, n) in numbers.into_iter().enumerate() {
+        if n != k + 1 {
+            return Err(MarkerError::Tables(format!("linked input tables numbered {n} where {} was expected", k + 1)));
+        }
+        let symbol = linked_tables_symbol(n);
+        let b = symbol_bytes(&file, &symbol)?.ok_or(MarkerError::NoData)?;
+        let tables = Tables::from_bytes(b).map_err(|e| MarkerError::Tables(format!("{symbol}: {e}")))?;
+        out.push(LinkedInput { control_block: format!("{}{}", gasan_instrument::abi::CONTROL_BLOCK_SYMBOL, link_suffix(n)), tables });
+    }
+    Ok(out)
 }
 
 /// The site table and parameter tags a cubin carries (`Ok(None)`: it has none).

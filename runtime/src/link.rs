@@ -6,7 +6,7 @@
 use crate::device::{compute_capability, current_device};
 use crate::modules::{check_ptx, image_ptx_within, note_skip, LinkInput, Skip};
 use crate::state::{log, state};
-use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
+use gasan_jit::rename_for_link;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Mutex;
@@ -44,13 +44,6 @@ impl From<cudarc::driver::sys::CUlinkState> for Link {
 }
 
 static LINKS: Mutex<Option<HashMap<Link, LinkState>>> = Mutex::new(None);
-
-/// Renames the module-level gasan symbols of checked PTX for input `n` of a link.
-pub fn rename_for_link(checked: &str, n: usize) -> (String, String) {
-    let ctl = format!("{CONTROL_BLOCK_SYMBOL}_l{n}");
-    let renamed = checked.replace(CONTROL_BLOCK_SYMBOL, &ctl).replace(SLOW_PATH_SYMBOL, &format!("{SLOW_PATH_SYMBOL}_l{n}"));
-    (renamed, ctl)
-}
 
 pub fn on_create(link: Link) {
     LINKS.lock().unwrap().get_or_insert_with(HashMap::new).insert(link, LinkState::default());
@@ -112,24 +105,4 @@ pub fn on_destroy(link: Link) {
         m.remove(&link);
     }
     crate::modules::forget_linked(link.0);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renaming_gives_each_input_its_own_symbols() {
-        let checked = format!(".weak .const .align 8 .b8 {CONTROL_BLOCK_SYMBOL}[64];\n.weak .func {SLOW_PATH_SYMBOL}(...)\nld.const.u64 %r, [{CONTROL_BLOCK_SYMBOL}+8];\ncall {SLOW_PATH_SYMBOL};\n");
-        let (a, ca) = rename_for_link(&checked, 0);
-        let (b, cb) = rename_for_link(&checked, 1);
-        assert_eq!((ca.as_str(), cb.as_str()), ("__gasan_ctl_l0", "__gasan_ctl_l1"));
-        assert_eq!(a.matches("__gasan_ctl_l0").count(), 2);
-        assert_eq!(a.matches("__gasan_report_l0").count(), 2);
-        assert!(!b.contains("_l0") && b.matches("__gasan_ctl_l1[").count() == 1);
-        // No original name survives (the linker would merge it across inputs).
-        for t in [&a, &b] {
-            assert!(!t.replace(&ca, "").replace(&cb, "").contains(CONTROL_BLOCK_SYMBOL), "{t}");
-        }
-    }
 }

@@ -1131,8 +1131,10 @@ pub fn load_checked(image: ModuleImage, jit: Result<Vec<String>, String>, wrap: 
 pub enum CubinPlan {
     /// Checked by gasan-ptxas with this process's checks: its sites are module `id`; after the
     /// load its control block is written and `param_tags` kept, as for a module checked here
-    /// (`finish_checked_load`).
-    Checked { id: u64, param_tags: Arc<ParamTagTable> },
+    /// (`finish_checked_load`). A cubin linked from several checked inputs (the nvJitLink
+    /// wrapper's) has each further input's sites registered apart (`linked`: its module id and
+    /// control block, written after the load too) and every input's kernels in `param_tags`.
+    Checked { id: u64, param_tags: Arc<ParamTagTable>, linked: Vec<LinkInput> },
     /// Checked by another gasan build or with other checks: loaded without its control block
     /// (all zeros: its checks pass), for this reason.
     Foreign(String),
@@ -1143,12 +1145,24 @@ pub enum CubinPlan {
 }
 
 /// Decides what a load does with cubin `elf` in a process with options `opts`; a checked cubin's
-/// site table goes to `register` (the process's registry: `ModuleRegistry::register`), which gives
-/// its module id. Calls no driver function.
-pub fn plan_cubin(elf: &[u8], opts: &ModuleOptions, register: impl FnOnce(ModuleSites) -> u64) -> CubinPlan {
+/// site tables go to `register` (the process's registry: `ModuleRegistry::register`), which gives
+/// each its module id. Calls no driver function.
+pub fn plan_cubin(elf: &[u8], opts: &ModuleOptions, mut register: impl FnMut(ModuleSites) -> u64) -> CubinPlan {
     match gasan_jit::recognise(elf, opts.expected()) {
         Recognition::Native => CubinPlan::Native,
-        Recognition::Checked { tables, .. } => CubinPlan::Checked { id: register(ModuleSites::parsed(tables.sites)), param_tags: Arc::new(tables.param_tags) },
+        Recognition::Checked { tables, linked, .. } => {
+            let id = register(ModuleSites::parsed(tables.sites));
+            let mut param_tags = tables.param_tags;
+            let linked = linked
+                .into_iter()
+                .map(|input| {
+                    // Kernel names are unique across a link's inputs (the link would fail otherwise).
+                    param_tags.kernels.extend(input.tables.param_tags.kernels);
+                    LinkInput { module_id: register(ModuleSites::parsed(input.tables.sites)), ctl_symbol: input.control_block }
+                })
+                .collect();
+            CubinPlan::Checked { id, param_tags: Arc::new(param_tags), linked }
+        }
         Recognition::Foreign { why, .. } => CubinPlan::Foreign(why),
         Recognition::Damaged(e) => CubinPlan::Damaged(e.to_string()),
     }
@@ -1239,12 +1253,17 @@ fn load_cubin(image: ModuleImage, load: impl Fn(ModuleImage) -> i32, out: LoadOu
             unchecked(&DAMAGED_WARNED, format!("cubin whose gasan marker or tables do not read ({e})"));
             origin(false, "marker or tables unreadable");
         }
-        CubinPlan::Checked { id, param_tags } => {
+        CubinPlan::Checked { id, param_tags, linked } => {
             let r = load(image);
             origin(r == 0, "refused by the driver");
             if let Some(h) = out.loaded().filter(|_| r == 0) {
-                log(1, || format!("module {id}: checked at compile time by gasan-ptxas"));
+                log(1, || {
+                    format!("module {id}: checked at compile time by gasan-ptxas{}", if linked.is_empty() { String::new() } else { format!(", linked with {} more checked input(s)", linked.len()) })
+                });
                 finish_checked_load(h, id, None, &param_tags);
+                for input in &linked {
+                    s.control.set_named(s, h, input.module_id, &input.ctl_symbol);
+                }
             }
             return r;
         }

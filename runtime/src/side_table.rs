@@ -1,5 +1,5 @@
-//! Memory gasan does not place in its pool but must know about: managed allocations and
-//! page-locked / registered host memory. They pass through to the driver unchanged and are tracked
+//! Memory gasan does not place in its pool but must know about: managed allocations,
+//! page-locked / registered host memory, other GPUs' memory and NCCL's own (`ncclMemAlloc`). They pass through to the driver unchanged and are tracked
 //! here so that frees are recognised, ranges can be described, and later checking has its table.
 
 use crate::allocator::HostStack;
@@ -17,6 +17,11 @@ pub enum ForeignKind {
     HostRegistered,
     /// Device memory of a GPU other than the pool's (multi-GPU programs): passed through unchecked.
     OtherDevice,
+    /// `ncclMemAlloc`: NCCL's own VMM device memory (cuMemCreate + cuMemMap at a VA NCCL
+    /// reserves, outside the pool). Its bounds are the size the program asked for: host calls
+    /// (NCCL's collectives, copies, sets) running past them are overflows; kernels reach it at its
+    /// own address, so with `outside_checks=1` the outside table holds it too.
+    NcclMem,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,7 +200,7 @@ pub(crate) fn foreign_description(
             region_end: r.start + r.len,
             large: false,
             managed: r.kind == ForeignKind::Managed,
-            memory: gasan_uvm::Memory::Host,
+            memory: if r.kind == ForeignKind::NcclMem { gasan_uvm::Memory::Device } else { gasan_uvm::Memory::Host },
             live,
             alloc_stack: stacks.0,
             free_stack: stacks.1,
@@ -238,6 +243,19 @@ mod managed_range_tests {
             let json: serde_json::Value = serde_json::from_str(&crate::report::format_json(&rep)).unwrap();
             assert_eq!((json["kind"].as_str(), json["location"]["space"].as_str()), (Some(kind), Some("host-registered")), "{json}");
         }
+    }
+
+    #[test]
+    fn ncclmemalloc_memory_is_device_memory_checked_against_its_size() {
+        let r = ForeignRegion { start: 0x7f00_0000_0000, len: 4000, kind: ForeignKind::NcclMem };
+        let s = gasan_instrument::shadow::Scale::S8;
+        assert!(range_overflow(&r, r.start, 4000, s).is_none());
+        let d = range_overflow(&r, r.start + 8, 4000, s).unwrap();
+        assert_eq!((d.addr, d.kind), (r.start + 4000, crate::allocator::AddrKind::OverflowRight { distance: 0 }));
+        let a = d.alloc.unwrap();
+        assert_eq!((a.space(), a.noun(), a.size, a.registered, a.managed), ("global", "region", 4000, false, false));
+        // Kernels reach it at its own address: the outside table holds it (outside_checks=1).
+        assert!(ForeignKind::NcclMem.kernels_reach());
     }
 
     #[test]

@@ -75,7 +75,8 @@ fn a_checked_cubin_registers_its_sites_and_keeps_its_tags() {
     let elf = cubin(true);
     let tables = gasan_jit::tables_in_cubin(&elf).unwrap().expect("gasan-ptxas appends its tables");
     let (p, registered) = plan(&elf, "", 7);
-    let CubinPlan::Checked { id, param_tags } = p else { panic!("{p:?}") };
+    let CubinPlan::Checked { id, param_tags, linked } = p else { panic!("{p:?}") };
+    assert!(linked.is_empty(), "one module: no further linked inputs");
     assert_eq!(id, 7, "the registry's id is the module's");
     assert_eq!(registered.len(), 1);
     let sites = registered.into_iter().next().unwrap().into_table();

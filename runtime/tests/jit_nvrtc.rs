@@ -86,7 +86,15 @@ fn numba_ptx() -> PathBuf {
 
 /// Runs the nvJitLink program in `mode` on `ptx`, as [`run`].
 fn run_link(s: &Setup, mode: &str, ptx: &Path, gasan: Option<&str>) -> (Output, Vec<u8>) {
-    run_program(s, if mode == "linked" { &s.link_linked } else { &s.link_app }, &[mode.as_ref(), s.nvrtc.join("libnvJitLink.so.13").as_os_str(), ptx.as_os_str()], gasan)
+    run_link_inputs(s, mode, &[ptx], gasan)
+}
+
+/// Runs the nvJitLink program in `mode` on the PTX inputs `ptx`, in order, as [`run`].
+fn run_link_inputs(s: &Setup, mode: &str, ptx: &[&Path], gasan: Option<&str>) -> (Output, Vec<u8>) {
+    let lib = s.nvrtc.join("libnvJitLink.so.13");
+    let mut args: Vec<&std::ffi::OsStr> = vec![mode.as_ref(), lib.as_os_str()];
+    args.extend(ptx.iter().map(|p| p.as_os_str()));
+    run_program(s, if mode == "linked" { &s.link_linked } else { &s.link_app }, &args, gasan)
 }
 
 /// A fixture of tests/fixtures.
@@ -215,6 +223,53 @@ fn numbas_ptx_linked_by_nvjitlink_gives_a_checked_cubin() {
 }
 
 #[test]
+fn every_ptx_input_of_a_link_is_checked() {
+    let Some(s) = setup() else { return };
+    // Numba's kernel; a kernel with a store past its buffer that calls a device function of the
+    // third input; that function.
+    let (numba, second, third) = (numba_ptx(), fixture("nvjitlink_second.ptx"), fixture("nvjitlink_third.ptx"));
+    let inputs = [numba.as_path(), second.as_path(), third.as_path()];
+    let (_, native_cubin) = run_link_inputs(s, "handle", &inputs, None);
+    assert!(matches!(at_load(&native_cubin), CubinPlan::Native));
+    for mode in ["handle", "linked"] {
+        let (out, cubin) = run_link_inputs(s, mode, &inputs, Some("verbosity=1"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nvJitLink link: checked cubin") && err.contains("3 PTX input(s) of 3 checked"), "{mode}: {err}");
+        assert!(!err.contains("unchecked") && !err.contains("nvJitLink link: not checked"), "{mode}: {err}");
+        // The first input's tables as a single module's; each further input's apart, naming the
+        // control block its checks read.
+        let first = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
+        assert!(first.sites.sites.len() == 1 && first.sites.sites[0].kernel.contains("k_numba_write"), "{mode}: {:?}", first.sites.sites);
+        let linked = gasan_jit::linked_tables_in_cubin(&cubin).unwrap();
+        let blocks: Vec<&str> = linked.iter().map(|l| l.control_block.as_str()).collect();
+        assert_eq!(blocks, ["__gasan_ctl_l1", "__gasan_ctl_l2"], "{mode}");
+        // The planted overflow of the second input is a checked site: a 4-byte store in its kernel.
+        let [overflow] = &linked[0].tables.sites.sites[..] else { panic!("{mode}: {:?}", linked[0].tables.sites.sites) };
+        assert_eq!((overflow.kernel.as_str(), overflow.width), ("k_second_overflow", 4), "{mode}");
+        assert_eq!(overflow.kind, gasan_instrument::abi::AccessKind::Write, "{mode}");
+        let [callee] = &linked[1].tables.sites.sites[..] else { panic!("{mode}: {:?}", linked[1].tables.sites.sites) };
+        assert_eq!(callee.kernel, "store_at", "{mode}");
+        // Every input's control block and slow path are in the cubin, apart.
+        let names = ["__gasan_ctl", "__gasan_ctl_l1", "__gasan_ctl_l2"];
+        let found = gasan_instrument::container::symbol_data_ranges(&cubin, names);
+        assert!(found.iter().all(Option::is_some), "{mode}: {:?}", names.iter().zip(&found).collect::<Vec<_>>());
+        // At load: one module id per input, each further one with its control block to write,
+        // and every input's kernels in the parameter tags.
+        let mut registered = Vec::new();
+        let plan = plan_cubin(&cubin, &(&Options::default()).into(), |m| {
+            registered.push(m.into_table());
+            registered.len() as u64
+        });
+        let CubinPlan::Checked { id, param_tags, linked: inputs } = plan else { panic!("{mode}: not recognised as checked at load") };
+        assert_eq!(id, 1);
+        let ids: Vec<(u64, &str)> = inputs.iter().map(|i| (i.module_id, i.ctl_symbol.as_str())).collect();
+        assert_eq!(ids, [(2, "__gasan_ctl_l1"), (3, "__gasan_ctl_l2")], "{mode}");
+        assert_eq!(registered[1], linked[0].tables.sites, "{mode}: the second input's sites are module 2's");
+        assert!(param_tags.kernels.contains_key("k_second_overflow") && param_tags.kernels.keys().any(|k| k.contains("k_numba_write")), "{mode}: {:?}", param_tags.kernels.keys());
+    }
+}
+
+#[test]
 fn a_link_gasan_cannot_check_gets_nvjitlinks_own_cubin() {
     let Some(s) = setup() else { return };
     // PTX that carries gasan's control block already is refused by the rewriter: warned, and the
@@ -314,17 +369,21 @@ fn numbas_lto_ir_linked_with_lto_gives_a_checked_cubin() {
 #[test]
 fn an_lto_links_other_inputs_are_linked_with_the_checked_code() {
     let Some(s) = setup() else { return };
-    // LTO-IR and a PTX input (Numba's kernel): the LTO-IR's kernel is checked, the PTX linked as it
-    // was (said and counted), and the cubin holds both kernels.
+    // LTO-IR and a PTX input (Numba's kernel): the LTO-IR's kernel is checked as the first input,
+    // the PTX (which nvJitLink compiles apart) as a further one, and the cubin holds both kernels.
     let (out, cubin) = run_lto(s, "ltoir", "jit_lto_kernel.cu", Some(&numba_ptx()), Some("verbosity=1"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nvJitLink link: checked cubin") && err.contains("1 other inputs as they were"), "{err}");
-    assert!(err.contains("nvJitLink link: 1 more PTX input(s) linked unchecked"), "{err}");
+    assert!(err.contains("nvJitLink link: checked cubin") && err.contains("1 PTX input(s) checked; 0 other inputs as they were"), "{err}");
+    assert!(!err.contains("unchecked") && !err.contains("nvJitLink link: not checked"), "{err}");
     let tables = gasan_jit::tables_in_cubin(&cubin).unwrap().expect("tables");
     let kernels: Vec<&str> = tables.sites.sites.iter().map(|x| x.kernel.as_str()).collect();
     assert_eq!(kernels, ["k_lto_write"]);
-    let CubinPlan::Checked { param_tags, .. } = at_load(&cubin) else { panic!("not recognised as checked at load") };
-    assert!(param_tags.kernels.contains_key("k_lto_write"));
+    let linked = gasan_jit::linked_tables_in_cubin(&cubin).unwrap();
+    let [ptx] = &linked[..] else { panic!("{linked:?}") };
+    assert!(ptx.control_block == "__gasan_ctl_l1" && ptx.tables.sites.sites.iter().all(|x| x.kernel.contains("k_numba_write")) && ptx.tables.sites.len() == 1, "{ptx:?}");
+    let CubinPlan::Checked { param_tags, linked, .. } = at_load(&cubin) else { panic!("not recognised as checked at load") };
+    assert_eq!(linked.len(), 1);
+    assert!(param_tags.kernels.contains_key("k_lto_write") && param_tags.kernels.keys().any(|k| k.contains("k_numba_write")));
     let elf = String::from_utf8_lossy(&cubin);
     assert!(elf.contains("k_numba_write"), "the PTX input's kernel is linked in");
 }

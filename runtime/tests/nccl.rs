@@ -12,7 +12,9 @@
 //!   handed to the stand-in libnccl with an over-long count (also through NCCL 2.30's
 //!   `ncclAllReduceConfig`), freed, or one element short per rank are reported naming the call
 //!   and never reach NCCL (the process stops, or with `halt_on_error=0` the call answers
-//!   ncclInvalidArgument); the clean call reaches it; and what
+//!   ncclInvalidArgument); the clean call reaches it; NCCL's own memory (`ncclMemAlloc`, mapped
+//!   by the stand-in with the stand-in driver's cuMem*) is known, counted, and its bounds checked
+//!   by NCCL's calls and host copies; and what
 //!   NCCL's buffer registration asks of a pool buffer (address range, pointer attributes,
 //!   allocation handle) answers for the allocation, while the stand-in driver answers the chunk.
 
@@ -172,6 +174,9 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
             format!("recv rc=0 calls={} last=ncclRecv send=(nil) recv={r} count=5 datatype=8", c(6)),
             format!("register rc=0 calls={} last=ncclCommRegister send={s} recv=(nil) count=4096 datatype=-1", c(7)),
             "handle_ok=1".to_string(),
+            format!("memalloc rc=0 calls={} ok=1", c(8)),
+            format!("allreduce_in_nccl_mem rc=0 calls={} last=ncclAllReduce", c(9)),
+            format!("memfree rc=0 calls={}", c(10)),
         ]
     };
     for mode in ["linked", "handle", "dependency"] {
@@ -183,13 +188,15 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
             assert!(out.contains(&w), "{mode}: NCCL did not get the program's call: want `{w}` in\n{out}");
             assert!(native.contains(&w), "{mode}: the stand-in answers differently without gasan: `{w}` in\n{native}");
         }
-        let calls = if mode == "dependency" { 8 } else { 7 };
+        let calls = if mode == "dependency" { 9 } else { 8 };
         // Buffers outside the pool: 2 + 2 (the all-reduce and all-gather), 1 + 1 (send, recv), 1
-        // (the registration), and the dependency's all-reduce's 2.
+        // (the registration), and the dependency's all-reduce's 2; the all-reduce in
+        // ncclMemAlloc's memory has 2 there (no GPU here, so no pool).
         let outside = if mode == "dependency" { 9 } else { 7 };
-        let summary = format!("==gasan== NCCL: {calls} calls; 0 buffers checked against gasan's pool, {outside} outside it passed unchecked");
+        let summary = format!("==gasan== NCCL: {calls} calls; 0 buffers checked against gasan's pool, 2 against ncclMemAlloc's bounds, {outside} elsewhere passed unchecked");
         assert!(err.contains(&summary), "{mode}: want `{summary}` in\n{err}");
-        assert!(err.contains("2 calls not checked (a datatype or communicator gasan could not read)"), "{mode}: {err}");
+        assert!(err.contains("2 calls not checked (a datatype or communicator gasan could not read); ncclMemAlloc: 1 allocations outside the pool, known to gasan, 1 freed"), "{mode}: {err}");
+        assert!(err.contains("0 NCCL (ncclMemAlloc) allocations live"), "{mode}: {err}");
         if mode == "dependency" {
             assert!(out.contains(&format!("user_allreduce rc=0 calls=1 last=ncclAllReduce send={s} recv={r} count=10 datatype=7")), "{out}");
             // As without gasan: libnccl opened RTLD_LOCAL is not found through RTLD_DEFAULT.
@@ -223,7 +230,7 @@ fn bad_buffers_from_gasans_pool_are_reported_and_never_reach_nccl() {
     assert_eq!(rc, 0, "{out}\n{err}");
     assert!(out.contains("clean rc=0 calls=1"), "{out}\n{err}");
     assert!(!err.contains("ERROR: GPUAddressSanitizer"), "{err}");
-    assert!(err.contains("==gasan== NCCL: 1 calls; 2 buffers checked against gasan's pool, 0 outside it"), "the buffers are the pool's: {err}");
+    assert!(err.contains("==gasan== NCCL: 1 calls; 2 buffers checked against gasan's pool, 0 against ncclMemAlloc's bounds, 0 elsewhere"), "the buffers are the pool's: {err}");
     // One element past the receive buffer: the process stops with the report (halt_on_error=1).
     let (rc, out, err) = run_pool(b, &runtime, "overflow", "");
     assert_eq!(rc, 1, "{out}\n{err}");
@@ -267,4 +274,42 @@ fn what_ncclcommregister_asks_of_a_pool_buffer_answers_for_its_allocation() {
     // Memory outside the pool: the driver's answers, untouched.
     let outside = "outside address_range rc=0 base=+0 size=2097152 attributes rc=0 start=+0 size=2097152 legacy_ipc=0 attributes_v rc=0 start=+0 size=2097152 legacy_ipc=0 retain rc=0";
     assert!(out.contains(outside), "want `{outside}` in\n{out}");
+}
+
+#[test]
+fn ncclmemalloc_memory_is_known_and_its_bounds_are_checked() {
+    let Some(runtime) = cdylib() else {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+        return;
+    };
+    let b = built();
+    // Two ncclMemAlloc'd buffers of 4000 bytes (VMM memory outside the pool): an all-reduce into
+    // the first and a memset of all of it are in bounds (not wild, not reported), and NCCL gets
+    // the call; the first is freed, the second still live at exit.
+    let (rc, out, err) = run_pool(b, &runtime, "ncclmem", "verbosity=1");
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(out.contains("memset rc=0") && out.contains("memfree rc=0") && out.contains("ncclmem rc=0 calls=4"), "{out}\n{err}");
+    assert!(!err.contains("ERROR: GPUAddressSanitizer"), "{err}");
+    let nccl = "==gasan== NCCL: 1 calls; 1 buffers checked against gasan's pool, 1 against ncclMemAlloc's bounds, 0 elsewhere passed unchecked";
+    assert!(err.contains(nccl), "want `{nccl}` in\n{err}");
+    assert!(err.contains("ncclMemAlloc: 2 allocations outside the pool, known to gasan, 1 freed"), "{err}");
+    assert!(err.contains("0 other-GPU, 1 NCCL (ncclMemAlloc) allocations live"), "{err}");
+    // One element past it: reported against the size asked for, never forwarded.
+    let (rc, out, err) = run_pool(b, &runtime, "ncclmem_overflow", "");
+    assert_eq!(rc, 1, "{out}\n{err}");
+    assert!(!out.contains("ncclmem_overflow rc="), "the call returned: {out}");
+    assert!(err.contains("WRITE of size 4004 at ") && err.contains(" by host call ncclAllReduce (recvbuff)"), "{err}");
+    assert!(err.contains("is located 0 bytes after 4000-byte region"), "{err}");
+    assert!(err.contains("SUMMARY: GPUAddressSanitizer: heap-buffer-overflow in ncclAllReduce (recvbuff)"), "{err}");
+    for (mode, call, rc_line) in [("ncclmem_overflow", "ncclAllReduce (recvbuff)", "ncclmem_overflow rc=4 calls=2"), ("ncclmem_copy", "cuMemcpyHtoD", "ncclmem_copy rc=1 calls=2")] {
+        let (rc, out, err) = run_pool(b, &runtime, mode, "halt_on_error=0:report_format=json");
+        assert_eq!(rc, 1, "{mode}: {out}\n{err}");
+        assert!(out.contains(rc_line), "{mode}: the call was forwarded or answered otherwise: {out}");
+        let reps = json_reports(&err);
+        assert_eq!(reps.len(), 1, "{mode}: {err}");
+        let r = &reps[0];
+        assert_eq!((r["kind"].as_str(), r["call"].as_str(), r["access"].as_str(), r["size"].as_u64()), (Some("heap-buffer-overflow"), Some(call), Some("write"), Some(4004)), "{mode}: {r}");
+        assert_eq!(r["location"]["space"].as_str(), Some("global"), "{mode}: NCCL's memory is device memory: {r}");
+    }
 }

@@ -116,7 +116,7 @@ fn a_triton_module_is_checked_marked_and_carries_its_sites() {
     // What the runtime will make of these cubins.
     let halt = gasan_jit::Expected { scale: opts.scale, recover: false };
     match gasan_jit::recognise(&cubin, halt) {
-        gasan_jit::Recognition::Checked { marker: m, tables: t } => assert!(m == marker && t == tables),
+        gasan_jit::Recognition::Checked { marker: m, tables: t, linked } => assert!(m == marker && t == tables && linked.is_empty()),
         r => panic!("{r:?}"),
     }
     assert_eq!(gasan_jit::recognise(&native, halt), gasan_jit::Recognition::Native);

@@ -7,9 +7,13 @@
 //! `heap-use-after-free`, reported as a host call named after the NCCL function and the buffer
 //! (`ncclAllReduce (recvbuff)`); with `halt_on_error=0` the call is not forwarded and answers
 //! `ncclInvalidArgument`, as NCCL answers its own argument checks (a copy with a bad range is not
-//! forwarded either). Buffers outside the pool (NCCL's `ncclMemAlloc` memory, memory gasan did not
-//! allocate) pass unchecked, counted in the exit summary (`verbosity=1`). NCCL's own kernels are
-//! precompiled SASS: what they do inside the spans is not checked per access.
+//! forwarded either). NCCL's own memory (`ncclMemAlloc`: VMM memory NCCL maps with cuMem*
+//! outside the pool) is recorded when NCCL hands it out and forgotten at `ncclMemFree`
+//! ([`ForeignKind::NcclMem`]): gasan knows it, never takes it for a wild address, and checks
+//! spans in it against the size the program asked for (host calls; kernels too with
+//! `outside_checks=1`). Buffers elsewhere outside the pool (memory gasan did not allocate) pass
+//! unchecked. The exit summary (`verbosity=1`) counts both. NCCL's own kernels are precompiled
+//! SASS: what they do inside the spans is not checked per access.
 //!
 //! How calls get here: the wrappers are exported under NCCL's names (programs and libraries linked
 //! with libnccl, such as libtorch_cuda, bind to them), and [`super::library`] answers `dlsym` on a
@@ -19,6 +23,7 @@
 //! searches.
 
 use crate::library::Library;
+use crate::side_table::ForeignKind;
 use crate::state::{log, state};
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -164,33 +169,54 @@ impl Call {
 struct Tally {
     calls: AtomicU64,
     in_pool: AtomicU64,
+    /// Buffers in `ncclMemAlloc`'s memory.
+    in_nccl_mem: AtomicU64,
     outside: AtomicU64,
     unchecked_calls: AtomicU64,
+    /// `ncclMemAlloc` allocations recorded, and those `ncclMemFree` forgot.
+    mem_allocs: AtomicU64,
+    mem_frees: AtomicU64,
 }
 
-static TALLY: Tally = Tally { calls: AtomicU64::new(0), in_pool: AtomicU64::new(0), outside: AtomicU64::new(0), unchecked_calls: AtomicU64::new(0) };
+static TALLY: Tally = Tally {
+    calls: AtomicU64::new(0),
+    in_pool: AtomicU64::new(0),
+    in_nccl_mem: AtomicU64::new(0),
+    outside: AtomicU64::new(0),
+    unchecked_calls: AtomicU64::new(0),
+    mem_allocs: AtomicU64::new(0),
+    mem_frees: AtomicU64::new(0),
+};
 
 extern "C" fn summary_at_exit() {
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
     log(1, || {
         format!(
-            "NCCL: {} calls; {} buffers checked against gasan's pool, {} outside it passed unchecked (ncclMemAlloc's, or memory gasan did not allocate); {} calls not checked (a datatype or communicator gasan could not read)",
+            "NCCL: {} calls; {} buffers checked against gasan's pool, {} against ncclMemAlloc's bounds, {} elsewhere passed unchecked (memory gasan did not allocate); {} calls not checked (a datatype or communicator gasan could not read); ncclMemAlloc: {} allocations outside the pool, known to gasan, {} freed",
             n(&TALLY.calls),
             n(&TALLY.in_pool),
+            n(&TALLY.in_nccl_mem),
             n(&TALLY.outside),
-            n(&TALLY.unchecked_calls)
+            n(&TALLY.unchecked_calls),
+            n(&TALLY.mem_allocs),
+            n(&TALLY.mem_frees)
         )
+    });
+}
+
+/// Arranges the summary at exit (once).
+fn summary_once() {
+    static SUMMARY: Once = Once::new();
+    // SAFETY: registering a plain extern "C" function.
+    SUMMARY.call_once(|| unsafe {
+        libc::atexit(summary_at_exit);
     });
 }
 
 /// Checks a call's buffers; false when one is bad (reported; with `halt_on_error=1` the process
 /// has ended).
 fn check(name: &'static str, call: Call) -> bool {
-    static SUMMARY: Once = Once::new();
-    // SAFETY: registering a plain extern "C" function.
-    SUMMARY.call_once(|| unsafe {
-        libc::atexit(summary_at_exit);
-    });
+    summary_once();
     TALLY.calls.fetch_add(1, Ordering::Relaxed);
     let unchecked = |why: &str| {
         TALLY.unchecked_calls.fetch_add(1, Ordering::Relaxed);
@@ -211,7 +237,13 @@ fn check(name: &'static str, call: Call) -> bool {
     let s = state();
     for b in buffers(call.op, call.send, call.recv, call.count, elem, shape) {
         log(2, || format!("{name}: {} [{:#x}, +{})", b.role, b.addr, b.len));
-        let tally = if s.runtime_owning(b.addr).is_some() { &TALLY.in_pool } else { &TALLY.outside };
+        let tally = if s.runtime_owning(b.addr).is_some() {
+            &TALLY.in_pool
+        } else if s.foreign.find(b.addr).is_some_and(|r| r.kind == ForeignKind::NcclMem) {
+            &TALLY.in_nccl_mem
+        } else {
+            &TALLY.outside
+        };
         tally.fetch_add(1, Ordering::Relaxed);
         if !super::copies::check_range(&format!("{name} ({})", b.role), b.addr, b.len as usize, b.write) {
             return false;
@@ -230,13 +262,13 @@ fn ours(name: &str, f: impl FnOnce() -> bool) -> bool {
 
 /// Declares each wrapper, exported under NCCL's name: its buffers checked, then NCCL's function of
 /// the same name called with the program's arguments. `Wrapped::NAME as usize` is the wrapper's
-/// index in [`table`].
+/// index in [`table`]. The wrappers after `@by_hand` are written by hand (NCCL's allocator).
 macro_rules! wrappers {
-    ($( $name:ident ( $($a:ident : $t:ty),* ) => $call:expr; )*) => {
+    ($( $name:ident ( $($a:ident : $t:ty),* ) => $call:expr; )* @by_hand $($own:ident),*;) => {
         /// The wrapped functions, in the order of [`table`].
         #[allow(non_camel_case_types, clippy::enum_variant_names)]
         #[derive(Clone, Copy)]
-        enum Wrapped { $($name),* }
+        enum Wrapped { $($name,)* $($own),* }
         $(
             /// # Safety
             /// nccl.h's contract for the function of this name.
@@ -253,7 +285,7 @@ macro_rules! wrappers {
         )*
         fn table() -> &'static [(&'static str, usize)] {
             static T: OnceLock<Vec<(&str, usize)>> = OnceLock::new();
-            T.get_or_init(|| vec![$((stringify!($name), $name as *const () as usize)),*])
+            T.get_or_init(|| vec![$((stringify!($name), $name as *const () as usize),)* $((stringify!($own), $own as *const () as usize)),*])
         }
     };
 }
@@ -282,6 +314,60 @@ wrappers! {
     ncclPutSignal(local: *const c_void, count: usize, datatype: c_int, peer: c_int, peer_win: *mut c_void, peer_win_offset: usize, sig_idx: c_int, ctx: c_int, flags: u32, comm: Comm, stream: Stream) => Call::new(Op::Put, local, std::ptr::null(), count, datatype, comm);
     ncclCommRegister(comm: Comm, buff: *mut c_void, size: usize, handle: *mut *mut c_void) => Call::new(Op::Register, buff, std::ptr::null(), size, NCCL_UINT8, comm);
     ncclCommWindowRegister(comm: Comm, buff: *mut c_void, size: usize, win: *mut *mut c_void, flags: c_int) => Call::new(Op::Register, buff, std::ptr::null(), size, NCCL_UINT8, comm);
+    @by_hand ncclMemAlloc, ncclMemFree;
+}
+
+/// NCCL's `ncclMemAlloc`: on success the memory (`size` bytes at `*ptr`) is recorded as NCCL's
+/// ([`ForeignKind::NcclMem`]), unless it is the pool's (NCCL without cuMem support falls back to
+/// `cudaMalloc`, which the pool serves and checks).
+///
+/// # Safety
+/// nccl.h's contract for `ncclMemAlloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> NcclResult {
+    // SAFETY: nccl.h's prototype of ncclMemAlloc, this function's own.
+    let Some(real) = (unsafe { real_as::<unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult>(Wrapped::ncclMemAlloc as usize) }) else { return NCCL_INTERNAL_ERROR };
+    // SAFETY: the program's arguments, under the function's contract.
+    let r = unsafe { real(ptr, size) };
+    if r == NCCL_SUCCESS && !ptr.is_null() {
+        // SAFETY: NCCL succeeded, so it wrote the allocation's address to the program's `ptr`.
+        let p = unsafe { *ptr } as u64;
+        ours("ncclMemAlloc", || {
+            summary_once();
+            let s = state();
+            if p != 0 && size != 0 && s.runtime_owning(p).is_none() {
+                s.foreign.record(p, size as u64, ForeignKind::NcclMem, || s.outside_table(), s.opts.malloc_context_size);
+                TALLY.mem_allocs.fetch_add(1, Ordering::Relaxed);
+                log(2, || format!("ncclMemAlloc: {size} bytes at {p:#x}, NCCL's memory outside the pool"));
+            }
+            true
+        });
+    }
+    r
+}
+
+/// NCCL's `ncclMemFree`: on success the memory is forgotten.
+///
+/// # Safety
+/// nccl.h's contract for `ncclMemFree`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
+    // SAFETY: nccl.h's prototype of ncclMemFree, this function's own.
+    let Some(real) = (unsafe { real_as::<unsafe extern "C" fn(*mut c_void) -> NcclResult>(Wrapped::ncclMemFree as usize) }) else { return NCCL_INTERNAL_ERROR };
+    // SAFETY: the program's argument, under the function's contract.
+    let r = unsafe { real(ptr) };
+    if r == NCCL_SUCCESS {
+        ours("ncclMemFree", || {
+            let s = state();
+            let start = ptr as u64;
+            if s.foreign.find(start).is_some_and(|f| f.kind == ForeignKind::NcclMem && f.start == start) {
+                s.foreign.forget(start, || s.outside_table(), s.opts.malloc_context_size);
+                TALLY.mem_frees.fetch_add(1, Ordering::Relaxed);
+            }
+            true
+        });
+    }
+    r
 }
 
 /// NCCL, as the wrappers reach it (also when loaded `RTLD_LOCAL` by another library, by soname).
@@ -381,7 +467,8 @@ mod tests {
         let t = table();
         assert_eq!(t[Wrapped::ncclAllReduce as usize].0, "ncclAllReduce");
         assert_eq!(t[Wrapped::ncclCommWindowRegister as usize].0, "ncclCommWindowRegister");
-        assert_eq!(t.len(), Wrapped::ncclCommWindowRegister as usize + 1);
+        assert_eq!(t[Wrapped::ncclMemFree as usize].0, "ncclMemFree");
+        assert_eq!(t.len(), Wrapped::ncclMemFree as usize + 1);
         let mut names: Vec<&str> = t.iter().map(|(n, _)| *n).collect();
         names.sort();
         names.dedup();

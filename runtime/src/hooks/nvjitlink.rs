@@ -7,17 +7,19 @@
 //! table and parameter tags, so the runtime recognises the cubin at load), and
 //! `nvJitLinkGetLinkedCubinSize` / `nvJitLinkGetLinkedCubin` serve that cubin:
 //!
-//! - a link of PTX: the same inputs, with the link's first PTX input checked. Only one PTX input
-//!   per link is checked: a marked cubin carries one module's tables and control block, and
-//!   separately compiled PTX modules cannot be merged into one (other PTX inputs, such as CUDA C++
-//!   files Numba compiled with NVRTC for `link=`, stay unchecked: counted and said at
-//!   `verbosity=1`);
+//! - a link of PTX: the same inputs, with every PTX input checked (CUDA C++ files Numba compiled
+//!   with NVRTC for `link=` included). Separately compiled PTX modules cannot be merged into one
+//!   module before the link (nvJitLink makes PTX only with `-lto`), so each keeps its own control
+//!   block and site table in the one cubin ([`gasan_jit::check_link_input`]: the first input as
+//!   a single module is checked, each further one with its control block and slow path renamed
+//!   and its tables under a name of its own); the runtime's load registers every input's sites
+//!   and writes every control block;
 //! - a link-time-optimised link (`-lto`, LTO-IR inputs: what Numba-CUDA 0.30 makes with NVVM, and
 //!   NVRTC `-dlto`): the LTO-IR inputs are linked with the program's options and `-ptx`, which
 //!   gives the whole optimised program as one PTX module (every LTO-IR input, the CUDA C++ of
 //!   Numba's `link=` included, so all of it is checked); that PTX is checked and linked, without
-//!   the LTO-only options, with the link's other inputs (PTX, cubins, fatbins, libraries such as
-//!   `libcudadevrt.a`) to the cubin served. LTO-IR inside a fatbin, object or library input is not
+//!   the LTO-only options, with the link's other inputs (PTX inputs checked as further inputs as
+//!   above; cubins, fatbins, libraries such as `libcudadevrt.a` as they were) to the cubin served. LTO-IR inside a fatbin, object or library input is not
 //!   looked for: such a link's checked copy fails to link, and the program gets nvJitLink's cubin
 //!   with a warning.
 //!
@@ -303,7 +305,7 @@ fn check_link(link: &Link, o: &ModuleOptions) -> Option<Vec<u8>> {
         return None;
     }
     let lto = opts.iter().any(|x| x == "-lto");
-    let ptx_inputs: Vec<usize> = (0..link.inputs.len()).filter(|&k| ptx_of(&link.inputs[k]).is_some()).collect();
+    let ptx_inputs = link.inputs.iter().filter(|i| ptx_of(i).is_some()).count();
     let made = if lto {
         if !link.inputs.iter().any(is_ltoir) {
             skip("-lto with no LTO-IR input");
@@ -311,27 +313,19 @@ fn check_link(link: &Link, o: &ModuleOptions) -> Option<Vec<u8>> {
         }
         checked_lto_link(link, o).map(|(cubin, key)| {
             let n = link.inputs.iter().filter(|i| is_ltoir(i)).count();
-            (cubin, key, format!("LTO-IR inputs ({n}) optimised to one PTX module, checked; {} other inputs as they were", link.inputs.len() - n))
+            (cubin, key, format!("LTO-IR inputs ({n}) optimised to one PTX module, checked; {ptx_inputs} PTX input(s) checked; {} other inputs as they were", link.inputs.len() - n - ptx_inputs))
         })
     } else {
-        let Some(&first) = ptx_inputs.first() else {
+        if ptx_inputs == 0 {
             skip("no PTX input");
             return None;
-        };
-        checked_link(link, first, o).map(|(cubin, key)| (cubin, key, format!("PTX input {} of {}", first + 1, link.inputs.len())))
+        }
+        checked_link(link, o).map(|(cubin, key)| (cubin, key, format!("{ptx_inputs} PTX input(s) of {} checked", link.inputs.len())))
     };
     match made {
         Ok((cubin, key, what)) => {
             log(1, || format!("nvJitLink link: checked cubin ({} bytes, {what})", cubin.len()));
             jit_origin::made(Origin::NvJitLink, key);
-            // PTX inputs linked as they were (an -lto link's too: nvJitLink compiles them apart).
-            let unchecked = if lto { ptx_inputs.len() } else { ptx_inputs.len() - 1 };
-            if unchecked > 0 {
-                log(1, || format!("nvJitLink link: {unchecked} more PTX input(s) linked unchecked (a cubin carries one checked module)"));
-                for _ in 0..unchecked {
-                    jit_origin::left_unchecked(Origin::NvJitLink, "a further PTX input of a checked link");
-                }
-            }
             Some(cubin)
         }
         Err(why) => {
@@ -441,30 +435,46 @@ fn error_log(h: Handle) -> String {
     text.lines().map(str::trim).find(|l| !l.is_empty()).map(|l| format!(": {l}")).unwrap_or_default()
 }
 
-/// `ptx` checked, as a NUL-terminated PTX input.
-fn checked_ptx(ptx: &str, o: &ModuleOptions) -> Result<CString, String> {
-    let checked = gasan_jit::check_module(ptx, &o.instrument_options(false), &o.code_key).map_err(|e| format!("the rewriter refused its PTX: {e}"))?;
+/// `ptx` checked as checked input `n` of a link ([`gasan_jit::check_link_input`]), as a
+/// NUL-terminated PTX input.
+fn checked_ptx(ptx: &str, o: &ModuleOptions, n: usize) -> Result<CString, String> {
+    let checked = gasan_jit::check_link_input(ptx, &o.instrument_options(false), &o.code_key, n).map_err(|e| format!("the rewriter refused its PTX (checked input {}): {e}", n + 1))?;
     CString::new(checked.text).map_err(|_| "checked PTX holds NUL".into())
 }
 
-/// `cubin` if the runtime's load will recognise it as checked with `key`.
-fn recognised(cubin: Vec<u8>, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
+/// `cubin` if the runtime's load will recognise it as checked, with all `inputs` checked inputs
+/// (so every input's control block gets written); with its marker's key.
+fn recognised(cubin: Vec<u8>, o: &ModuleOptions, inputs: usize) -> Result<(Vec<u8>, [u8; 32]), String> {
     match gasan_jit::recognise(&cubin, o.expected()) {
-        gasan_jit::Recognition::Checked { marker, .. } => Ok((cubin, marker.key)),
+        gasan_jit::Recognition::Checked { marker, linked, .. } if linked.len() + 1 == inputs => Ok((cubin, marker.key)),
+        gasan_jit::Recognition::Checked { linked, .. } => Err(format!("the checked cubin carries the tables of {} checked inputs, not {inputs}", linked.len() + 1)),
         other => Err(format!("the checked cubin is not recognised ({other:?})")),
     }
 }
 
-/// Links the inputs again with input `first` checked, and returns the cubin and its marker's key.
-fn checked_link(link: &Link, first: usize, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let checked = checked_ptx(ptx_of(&link.inputs[first]).ok_or("not PTX")?, o)?;
-    let inputs: Vec<Add> = link
-        .inputs
+/// The PTX inputs among `inputs` checked, the `n`-th as checked input `first + n`.
+fn check_ptx_inputs(inputs: &[&Input], o: &ModuleOptions, first: usize) -> Result<Vec<CString>, String> {
+    inputs.iter().filter_map(|i| ptx_of(i)).enumerate().map(|(n, ptx)| checked_ptx(ptx, o, first + n)).collect()
+}
+
+/// `inputs` in their order, each PTX input replaced by its checked PTX (`checked`, from
+/// [`check_ptx_inputs`]), the others as they were.
+fn with_checked<'a>(inputs: &[&'a Input], checked: &'a [CString]) -> Vec<Add<'a>> {
+    let mut checked = checked.iter();
+    inputs
         .iter()
-        .enumerate()
-        .map(|(k, i)| if k == first { Add::Data { kind: INPUT_PTX, bytes: checked.as_bytes_with_nul(), name: c"gasan-checked.ptx".as_ptr() } } else { Add::from(i) })
-        .collect();
-    recognised(link_once(&link.options, &inputs, Output::Cubin)?, o)
+        .map(|&i| match ptx_of(i).and_then(|_| checked.next()) {
+            Some(c) => Add::Data { kind: INPUT_PTX, bytes: c.as_bytes_with_nul(), name: c"gasan-checked.ptx".as_ptr() },
+            None => Add::from(i),
+        })
+        .collect()
+}
+
+/// Links the inputs again with every PTX input checked, and returns the cubin and its marker's key.
+fn checked_link(link: &Link, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]), String> {
+    let all: Vec<&Input> = link.inputs.iter().collect();
+    let checked = check_ptx_inputs(&all, o, 0)?;
+    recognised(link_once(&link.options, &with_checked(&all, &checked), Output::Cubin)?, o, checked.len())
 }
 
 /// Whether a link option only steers link-time optimisation (`-Xnvvm` with anything after it,
@@ -481,9 +491,11 @@ fn checked_lto_link(link: &Link, o: &ModuleOptions) -> Result<(Vec<u8>, [u8; 32]
     let ltoir: Vec<Add> = link.inputs.iter().filter(|i| is_ltoir(i)).map(Add::from).collect();
     let ptx = link_once(&ptx_options, &ltoir, Output::Ptx)?;
     let ptx = std::str::from_utf8(ptx.split(|&b| b == 0).next().unwrap_or_default()).map_err(|_| "the linked PTX is not UTF-8")?;
-    let checked = checked_ptx(ptx, o)?;
+    let checked = checked_ptx(ptx, o, 0)?;
     let cubin_options: Vec<CString> = link.options.iter().filter(|c| !lto_only(c.to_bytes())).cloned().collect();
+    let others: Vec<&Input> = link.inputs.iter().filter(|i| !is_ltoir(i)).collect();
+    let others_checked = check_ptx_inputs(&others, o, 1)?;
     let mut inputs = vec![Add::Data { kind: INPUT_PTX, bytes: checked.as_bytes_with_nul(), name: c"gasan-checked-lto.ptx".as_ptr() }];
-    inputs.extend(link.inputs.iter().filter(|i| !is_ltoir(i)).map(Add::from));
-    recognised(link_once(&cubin_options, &inputs, Output::Cubin)?, o)
+    inputs.extend(with_checked(&others, &others_checked));
+    recognised(link_once(&cubin_options, &inputs, Output::Cubin)?, o, 1 + others_checked.len())
 }

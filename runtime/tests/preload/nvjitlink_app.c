@@ -1,7 +1,8 @@
 // Links PTX with nvJitLink to a cubin, the ways programs reach nvJitLink, and writes the cubin for
 // runtime/tests/jit_nvrtc.rs to inspect (no GPU needed).
-//   nvjitlink_app handle LIB PTX OUT     dlopen(LIB, RTLD_LOCAL), dlsym(handle, plain names) (as cuda-bindings after its RTLD_DEFAULT try)
-//   nvjitlink_app_linked linked - PTX OUT   linked with libnvJitLink.so.13 through nvJitLink.h's inline functions (versioned names)
+//   nvjitlink_app handle LIB PTX... OUT     dlopen(LIB, RTLD_LOCAL), dlsym(handle, plain names) (as cuda-bindings after its RTLD_DEFAULT try)
+//   nvjitlink_app_linked linked - PTX... OUT   linked with libnvJitLink.so.13 through nvJitLink.h's inline functions (versioned names)
+// Each PTX file is one input of the link, in order.
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,29 +34,33 @@ static void* sym(const char* name) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc != 5) { fprintf(stderr, "usage: nvjitlink_app handle|linked LIB PTX OUT\n"); return 2; }
+    if (argc < 5) { fprintf(stderr, "usage: nvjitlink_app handle|linked LIB PTX... OUT\n"); return 2; }
 #ifndef LINKED
     printf("default_before=%d\n", dlsym(RTLD_DEFAULT, "nvJitLinkCreate") != NULL);
     lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 3; }
 #endif
-    FILE* f = fopen(argv[3], "rb");
-    if (!f) { fprintf(stderr, "cannot read %s\n", argv[3]); return 3; }
-    static char ptx[1 << 20];
-    size_t len = fread(ptx, 1, sizeof ptx - 1, f);
-    fclose(f);
     nvJitLinkHandle h;
     const char* opts[] = {"-arch=sm_90"};
     if (SYM(create_fn, nvJitLinkCreate)(&h, 1, opts)) { fprintf(stderr, "create failed\n"); return 3; }
-    if (SYM(add_fn, nvJitLinkAddData)(h, 2 /* NVJITLINK_INPUT_PTX */, ptx, len + 1, "k.ptx")) { fprintf(stderr, "add failed\n"); return 3; }
+    for (int i = 3; i < argc - 1; i++) {
+        FILE* f = fopen(argv[i], "rb");
+        if (!f) { fprintf(stderr, "cannot read %s\n", argv[i]); return 3; }
+        // One buffer per input, kept to the end: nothing here relies on nvJitLink copying it.
+        char* ptx = malloc(1 << 20);
+        size_t len = fread(ptx, 1, (1 << 20) - 1, f);
+        fclose(f);
+        ptx[len] = 0;
+        if (SYM(add_fn, nvJitLinkAddData)(h, 2 /* NVJITLINK_INPUT_PTX */, ptx, len + 1, argv[i])) { fprintf(stderr, "add %s failed\n", argv[i]); return 3; }
+    }
     if (SYM(complete_fn, nvJitLinkComplete)(h)) { fprintf(stderr, "complete failed\n"); return 3; }
     size_t n = 0;
     if (SYM(size_fn, nvJitLinkGetLinkedCubinSize)(h, &n)) { fprintf(stderr, "size failed\n"); return 3; }
     char* cubin = malloc(n);
     if (SYM(get_fn, nvJitLinkGetLinkedCubin)(h, cubin)) { fprintf(stderr, "cubin failed\n"); return 3; }
     SYM(destroy_fn, nvJitLinkDestroy)(&h);
-    FILE* o = fopen(argv[4], "wb");
-    if (!o || fwrite(cubin, 1, n, o) != n || fclose(o)) { fprintf(stderr, "cannot write %s\n", argv[4]); return 3; }
+    FILE* o = fopen(argv[argc - 1], "wb");
+    if (!o || fwrite(cubin, 1, n, o) != n || fclose(o)) { fprintf(stderr, "cannot write %s\n", argv[argc - 1]); return 3; }
     printf("cubin=%zu\n", n);
     return 0;
 }
