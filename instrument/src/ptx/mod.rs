@@ -563,11 +563,9 @@ impl<'a> Rewriter<'a> {
         let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
         // 7. (A line is in a function where the walk is in its body: after its opening line.)
         let heap = heap::HeapPlan::of(self.src, &lines, |i| bodies.holding(i).is_some_and(|b| b.open < i));
-        let defs = defs::ModuleDefs::new(&lines, &bodies);
         let module = Module {
             lines: &lines,
             bodies: &bodies,
-            defs: &defs,
             branches: &branches,
             covered,
             copies,
@@ -1306,8 +1304,6 @@ struct Plans<'p, 'l> {
 struct Module<'p, 'l> {
     lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
-    /// Each body's register definitions, built once on first use.
-    defs: &'p defs::ModuleDefs<'p, 'l>,
     branches: &'p branches::Branches<'l>,
     /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
     /// wrote ([`loops::Versioned`]).
@@ -1338,17 +1334,20 @@ impl<'l> Module<'_, 'l> {
         top_params: &rustc_hash::FxHashSet<String>,
     ) -> Plans<'q, 'l> {
         let planned = opts.optimize && !opts.recover;
+        // Each body's register definitions, built on first use and read by planning only: dropped
+        // when it ends, before the walk writes the text.
+        let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
-        let coalescing = if planned { coalesce::plan_range(self.lines, range, self.defs, self.branches, self.covered, self.inserted, self.locs) } else { coalesce::Plan::default() };
+        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);
-        spaces::analyze_functions(self.lines, bodies, self.defs, &mut module_spaces);
+        spaces::analyze_functions(self.lines, bodies, &defs, &mut module_spaces);
         // 10. Shared/local checks grouped or proven needless.
-        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, self.defs, &module_spaces, self.inserted, self.locs) } else { HashMap::default() };
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
-            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, self.defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
+            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
             false => LineMap::default(),
         };
         Plans { module: self, coalescing, module_spaces, space_groups, bounds }
