@@ -439,8 +439,9 @@ fn leading_whitespace(line: &str) -> &str {
     &line[..line.len() - line.trim_start().len()]
 }
 
-/// Function-level state while scanning.
-struct FuncState {
+/// Function-level state while scanning; what planning decided for the function is borrowed from
+/// its [`Plans`] (`'p`), not copied per body.
+struct FuncState<'p> {
     name: String,
     /// Demangled once per function (demangling is the costliest part of a site).
     demangled: String,
@@ -456,11 +457,11 @@ struct FuncState {
     /// (PTX labels are scoped by block).
     nested: bool,
     /// Register provenance for shared/local checks (spaces.rs).
-    spaces: spaces::FnSpaces,
+    spaces: &'p spaces::FnSpaces,
     /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
     uses_space_fail: bool,
     /// The kernel's looked-up pointer parameters ([`bounds`]).
-    bounds: Option<bounds::ParamBounds>,
+    bounds: Option<&'p bounds::ParamBounds>,
 }
 
 struct Rewriter<'a> {
@@ -714,7 +715,7 @@ impl<'a> Rewriter<'a> {
 
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
-    fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
+    fn walk_line<'p>(&mut self, plans: &'p Plans<'_, '_>, w: &mut Walk<'p>, i: usize) -> Result<(), PtxError> {
         let Line { raw: line, code: t, .. } = plans.module.lines[i];
         let code = plans.module.lines[i].stripped();
         let line_no = plans.ptx_line(i);
@@ -750,8 +751,8 @@ impl<'a> Rewriter<'a> {
         if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
-                let bounds = plans.bounds.get(&body.open).cloned().flatten();
-                if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
+                let bounds = plans.bounds.get(&body.open).and_then(Option::as_ref);
+                if let Some(tags) = bounds.and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
                 }
                 w.func = Some(FuncState {
@@ -762,7 +763,7 @@ impl<'a> Rewriter<'a> {
                     block_checks: BlockChecks::default(),
                     fail_blocks: Vec::new(),
                     uses_shared_fail: false,
-                    spaces: plans.module_spaces.functions.get(&name).cloned().unwrap_or_default(),
+                    spaces: plans.module_spaces.functions.get(&name).unwrap_or(&plans.no_spaces),
                     uses_space_fail: false,
                     bounds,
                     nested: false,
@@ -816,13 +817,13 @@ impl<'a> Rewriter<'a> {
             if opened_now && !closes_body && !self.opts.recover {
                 self.out.push_str(&emit::function_decls());
             }
-            if let (true, false, false, Some(b)) = (opened_now, closes_body, self.counting, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
+            if let (true, false, false, Some(b)) = (opened_now, closes_body, self.counting, w.func.as_ref().and_then(|f| f.bounds)) {
                 b.entry_lookups(&mut self.out, self.opts.scale);
             }
         }
 
         // A tagged parameter read by the program is untagged right after (bounds.rs).
-        if let Some(b) = w.func.as_ref().filter(|_| in_body && !self.counting).and_then(|f| f.bounds.as_ref()) {
+        if let Some(b) = w.func.as_ref().filter(|_| in_body && !self.counting).and_then(|f| f.bounds) {
             b.untag_after(&mut self.out, i);
         }
         w.depth += opens - closes;
@@ -836,7 +837,7 @@ impl<'a> Rewriter<'a> {
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
-    fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) {
+    fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
@@ -916,7 +917,7 @@ impl<'a> Rewriter<'a> {
 
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
-    fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
+    fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize, any_check: bool) -> Result<(), PtxError> {
         let Line { raw: line, .. } = plans.module.lines[i];
         let code = plans.module.lines[i].stripped();
         let (line_no, loc) = (plans.ptx_line(i), plans.module.locs[i]);
@@ -933,7 +934,7 @@ impl<'a> Rewriter<'a> {
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
             stmts.iter().enumerate().map(|(j, st)| self.space_check(&plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
-        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, &f.spaces).is_some()).count() as u32;
+        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
         if found > 0 {
             let stats = if plans.module.copies.contains(&i) { &mut self.copy_stats } else { &mut self.stats };
             stats.functions.entry(f.name.clone()).or_default().space_found += found;
@@ -1076,7 +1077,7 @@ impl<'a> Rewriter<'a> {
     fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, ins: Option<&Instr<'_>>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
         let ins = ins?;
         let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
-        let c = spaces::plan(ins, m, &f.spaces, &reg_bits)?;
+        let c = spaces::plan(ins, m, f.spaces, &reg_bits)?;
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
@@ -1297,6 +1298,8 @@ struct Plans<'p, 'l> {
     space_groups: HashMap<(usize, usize), spaces::Role>,
     /// Each kernel's looked-up pointer parameters ([`bounds`]), by its body's opening line.
     bounds: LineMap<Option<bounds::ParamBounds>>,
+    /// The provenance of a function `module_spaces` has none for.
+    no_spaces: spaces::FnSpaces,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1350,7 +1353,7 @@ impl<'l> Module<'_, 'l> {
             true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
             false => LineMap::default(),
         };
-        Plans { module: self, coalescing, module_spaces, space_groups, bounds }
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default() }
     }
 }
 
@@ -1499,9 +1502,9 @@ impl Plans<'_, '_> {
 
 /// The walk's state between lines.
 #[derive(Default)]
-struct Walk {
+struct Walk<'p> {
     /// The function whose body the walk is in.
-    func: Option<FuncState>,
+    func: Option<FuncState<'p>>,
     /// Brace depth.
     depth: i32,
     in_block_comment: bool,
@@ -1553,12 +1556,12 @@ struct SpaceAt<'g> {
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
-    f.bounds.as_ref()?.fast_path(a, lines::Numbered("$gasan_inb_", label))
+    f.bounds?.fast_path(a, lines::Numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
-    let fp = f.bounds.as_ref()?.fast_path(a?, lines::Numbered("$gasan_inb_p", *next_label))?;
+    let fp = f.bounds?.fast_path(a?, lines::Numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
