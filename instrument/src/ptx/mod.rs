@@ -443,8 +443,9 @@ fn leading_whitespace(line: &str) -> &str {
 /// its [`Plans`] (`'p`), not copied per body.
 struct FuncState<'p> {
     name: String,
-    /// Demangled once per function (demangling is the costliest part of a site).
-    demangled: String,
+    /// Demangled once per function, when its first site is recorded (demangling is the costliest
+    /// part of a site; a function without checks is never demangled).
+    demangled: std::cell::OnceCell<String>,
     reg_types: RegTypes,
     /// Checks already emitted in the current basic block.
     block_checks: BlockChecks,
@@ -757,7 +758,7 @@ impl<'a> Rewriter<'a> {
                 }
                 w.func = Some(FuncState {
                     // (A counting walk's sites are only counted.)
-                    demangled: if self.counting { String::new() } else { sites::demangle(&name) },
+                    demangled: if self.counting { String::new().into() } else { std::cell::OnceCell::new() },
                     name: name.clone(),
                     reg_types: RegTypes::default(),
                     block_checks: BlockChecks::default(),
@@ -1585,7 +1586,7 @@ fn new_site(sites: &mut Sites, f: &FuncState, line_no: usize, loc: Option<(u32, 
     sites.push(Site {
         id: 0,
         kernel: f.name.clone(),
-        kernel_demangled: f.demangled.clone(),
+        kernel_demangled: f.demangled.get_or_init(|| sites::demangle(&f.name)).clone(),
         ptx_line: line_no as u32,
         loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
         kind,
