@@ -8,6 +8,12 @@ use gasan_instrument::shadow::Scale;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+// The rewriter makes some 470,000 small allocations on a 2.7 MB module (boxed statements, register
+// and site strings): mimalloc's thread-local free lists are ~10% faster than glibc's malloc there.
+// Only this binary: the library the runtime preloads keeps the host program's allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "gasan-ptx", version, about = "gasan PTX instrumenter and fatbinary reader")]
 struct Cli {

@@ -439,11 +439,13 @@ fn leading_whitespace(line: &str) -> &str {
     &line[..line.len() - line.trim_start().len()]
 }
 
-/// Function-level state while scanning.
-struct FuncState {
+/// Function-level state while scanning; what planning decided for the function is borrowed from
+/// its [`Plans`] (`'p`), not copied per body.
+struct FuncState<'p> {
     name: String,
-    /// Demangled once per function (demangling is the costliest part of a site).
-    demangled: String,
+    /// Demangled once per function, when its first site is recorded (demangling is the costliest
+    /// part of a site; a function without checks is never demangled).
+    demangled: std::cell::OnceCell<String>,
     reg_types: RegTypes,
     /// Checks already emitted in the current basic block.
     block_checks: BlockChecks,
@@ -456,11 +458,11 @@ struct FuncState {
     /// (PTX labels are scoped by block).
     nested: bool,
     /// Register provenance for shared/local checks (spaces.rs).
-    spaces: spaces::FnSpaces,
+    spaces: &'p spaces::FnSpaces,
     /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
     uses_space_fail: bool,
     /// The kernel's looked-up pointer parameters ([`bounds`]).
-    bounds: Option<bounds::ParamBounds>,
+    bounds: Option<&'p bounds::ParamBounds>,
 }
 
 struct Rewriter<'a> {
@@ -563,11 +565,9 @@ impl<'a> Rewriter<'a> {
         let versioned_loop = versioned.as_ref().filter(|_| self.opts.param_bounds).map(|v| v.loop_lines()).unwrap_or_default();
         // 7. (A line is in a function where the walk is in its body: after its opening line.)
         let heap = heap::HeapPlan::of(self.src, &lines, |i| bodies.holding(i).is_some_and(|b| b.open < i));
-        let defs = defs::ModuleDefs::new(&lines, &bodies);
         let module = Module {
             lines: &lines,
             bodies: &bodies,
-            defs: &defs,
             branches: &branches,
             covered,
             copies,
@@ -716,7 +716,7 @@ impl<'a> Rewriter<'a> {
 
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
-    fn walk_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) -> Result<(), PtxError> {
+    fn walk_line<'p>(&mut self, plans: &'p Plans<'_, '_>, w: &mut Walk<'p>, i: usize) -> Result<(), PtxError> {
         let Line { raw: line, code: t, .. } = plans.module.lines[i];
         let code = plans.module.lines[i].stripped();
         let line_no = plans.ptx_line(i);
@@ -752,19 +752,19 @@ impl<'a> Rewriter<'a> {
         if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
                 let name = body.name.clone();
-                let bounds = plans.bounds.get(&body.open).cloned().flatten();
-                if let Some(tags) = bounds.as_ref().and_then(bounds::ParamBounds::tags) {
+                let bounds = plans.bounds.get(&body.open).and_then(Option::as_ref);
+                if let Some(tags) = bounds.and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
                 }
                 w.func = Some(FuncState {
                     // (A counting walk's sites are only counted.)
-                    demangled: if self.counting { String::new() } else { sites::demangle(&name) },
+                    demangled: if self.counting { String::new().into() } else { std::cell::OnceCell::new() },
                     name: name.clone(),
                     reg_types: RegTypes::default(),
                     block_checks: BlockChecks::default(),
                     fail_blocks: Vec::new(),
                     uses_shared_fail: false,
-                    spaces: plans.module_spaces.functions.get(&name).cloned().unwrap_or_default(),
+                    spaces: plans.module_spaces.functions.get(&name).unwrap_or(&plans.no_spaces),
                     uses_space_fail: false,
                     bounds,
                     nested: false,
@@ -818,13 +818,13 @@ impl<'a> Rewriter<'a> {
             if opened_now && !closes_body && !self.opts.recover {
                 self.out.push_str(&emit::function_decls());
             }
-            if let (true, false, false, Some(b)) = (opened_now, closes_body, self.counting, w.func.as_ref().and_then(|f| f.bounds.as_ref())) {
+            if let (true, false, false, Some(b)) = (opened_now, closes_body, self.counting, w.func.as_ref().and_then(|f| f.bounds)) {
                 b.entry_lookups(&mut self.out, self.opts.scale);
             }
         }
 
         // A tagged parameter read by the program is untagged right after (bounds.rs).
-        if let Some(b) = w.func.as_ref().filter(|_| in_body && !self.counting).and_then(|f| f.bounds.as_ref()) {
+        if let Some(b) = w.func.as_ref().filter(|_| in_body && !self.counting).and_then(|f| f.bounds) {
             b.untag_after(&mut self.out, i);
         }
         w.depth += opens - closes;
@@ -838,7 +838,7 @@ impl<'a> Rewriter<'a> {
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
-    fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize) {
+    fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
@@ -918,7 +918,7 @@ impl<'a> Rewriter<'a> {
 
     /// A body line holding a memory access: each statement with its shared/local check and its
     /// global check (or the line unchanged when nothing on it is checked).
-    fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk, i: usize, any_check: bool) -> Result<(), PtxError> {
+    fn access_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize, any_check: bool) -> Result<(), PtxError> {
         let Line { raw: line, .. } = plans.module.lines[i];
         let code = plans.module.lines[i].stripped();
         let (line_no, loc) = (plans.ptx_line(i), plans.module.locs[i]);
@@ -935,7 +935,7 @@ impl<'a> Rewriter<'a> {
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
             stmts.iter().enumerate().map(|(j, st)| self.space_check(&plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
-        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, &f.spaces).is_some()).count() as u32;
+        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
         if found > 0 {
             let stats = if plans.module.copies.contains(&i) { &mut self.copy_stats } else { &mut self.stats };
             stats.functions.entry(f.name.clone()).or_default().space_found += found;
@@ -1078,7 +1078,7 @@ impl<'a> Rewriter<'a> {
     fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, ins: Option<&Instr<'_>>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
         let ins = ins?;
         let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
-        let c = spaces::plan(ins, m, &f.spaces, &reg_bits)?;
+        let c = spaces::plan(ins, m, f.spaces, &reg_bits)?;
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
@@ -1299,6 +1299,8 @@ struct Plans<'p, 'l> {
     space_groups: HashMap<(usize, usize), spaces::Role>,
     /// Each kernel's looked-up pointer parameters ([`bounds`]), by its body's opening line.
     bounds: LineMap<Option<bounds::ParamBounds>>,
+    /// The provenance of a function `module_spaces` has none for.
+    no_spaces: spaces::FnSpaces,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1306,8 +1308,6 @@ struct Plans<'p, 'l> {
 struct Module<'p, 'l> {
     lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
-    /// Each body's register definitions, built once on first use.
-    defs: &'p defs::ModuleDefs<'p, 'l>,
     branches: &'p branches::Branches<'l>,
     /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
     /// wrote ([`loops::Versioned`]).
@@ -1338,20 +1338,23 @@ impl<'l> Module<'_, 'l> {
         top_params: &rustc_hash::FxHashSet<String>,
     ) -> Plans<'q, 'l> {
         let planned = opts.optimize && !opts.recover;
+        // Each body's register definitions, built on first use and read by planning only: dropped
+        // when it ends, before the walk writes the text.
+        let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
-        let coalescing = if planned { coalesce::plan_range(self.lines, range, self.defs, self.branches, self.covered, self.inserted, self.locs) } else { coalesce::Plan::default() };
+        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);
-        spaces::analyze_functions(self.lines, bodies, self.defs, &mut module_spaces);
+        spaces::analyze_functions(self.lines, bodies, &defs, &mut module_spaces);
         // 10. Shared/local checks grouped or proven needless.
-        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, self.defs, &module_spaces, self.inserted, self.locs) } else { HashMap::default() };
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
-            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, self.defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
+            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
             false => LineMap::default(),
         };
-        Plans { module: self, coalescing, module_spaces, space_groups, bounds }
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default() }
     }
 }
 
@@ -1500,9 +1503,9 @@ impl Plans<'_, '_> {
 
 /// The walk's state between lines.
 #[derive(Default)]
-struct Walk {
+struct Walk<'p> {
     /// The function whose body the walk is in.
-    func: Option<FuncState>,
+    func: Option<FuncState<'p>>,
     /// Brace depth.
     depth: i32,
     in_block_comment: bool,
@@ -1554,12 +1557,12 @@ struct SpaceAt<'g> {
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
-    f.bounds.as_ref()?.fast_path(a, lines::Numbered("$gasan_inb_", label))
+    f.bounds?.fast_path(a, lines::Numbered("$gasan_inb_", label))
 }
 
 /// [`fast_path_at`] for a check without a label of its own (a prefetch): numbered apart.
 fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32) -> Option<bounds::FastPath> {
-    let fp = f.bounds.as_ref()?.fast_path(a?, lines::Numbered("$gasan_inb_p", *next_label))?;
+    let fp = f.bounds?.fast_path(a?, lines::Numbered("$gasan_inb_p", *next_label))?;
     *next_label += 1;
     Some(fp)
 }
@@ -1583,7 +1586,7 @@ fn new_site(sites: &mut Sites, f: &FuncState, line_no: usize, loc: Option<(u32, 
     sites.push(Site {
         id: 0,
         kernel: f.name.clone(),
-        kernel_demangled: f.demangled.clone(),
+        kernel_demangled: f.demangled.get_or_init(|| sites::demangle(&f.name)).clone(),
         ptx_line: line_no as u32,
         loc: loc.map(|(file, line, col)| SourceLoc { file_index: file, file: String::new(), line, col }),
         kind,
