@@ -37,7 +37,8 @@
 //!    shared/local declarations (ir/, spaces.rs `declarations`);
 //! 6. branches and loops (ir/cfg.rs), then loop versioning (loops.rs), which rewrites the lines;
 //! 7. heap.rs: the renaming of the driver's heap functions (a plan of in-line edits);
-//! 8. coalescing and prefetching of each block's global checks (coalesce.rs, prefetch.rs);
+//! 8. coalescing, runs of masked accesses and prefetching of each block's global checks
+//!    (coalesce.rs, masked_runs.rs, prefetch.rs);
 //! 9. the shared/local provenance of each function's registers (spaces.rs);
 //! 10. shared/local checks grouped, or proven needless (spaces.rs, thread_ranges.rs);
 //! 11. each kernel's pointer parameters looked up at its entry (bounds.rs);
