@@ -37,7 +37,7 @@ fn each_masked_access_runs_under_its_own_mask_and_its_verdict() {
     for ((mask, stmt), (verdict, checked_stmt)) in native.iter().zip(&checked) {
         assert_eq!(stmt, checked_stmt, "the access itself is unchanged");
         let (mask, verdict) = (mask.expect("Triton masks every access"), verdict.expect("a verdict"));
-        assert!(verdict.starts_with("%gsq"), "{checked_stmt} runs under its check's verdict, not {verdict}");
+        assert!(verdict.starts_with("%gsg"), "{checked_stmt} runs under its check's verdict, not {verdict}");
         // Its check is the block right before it, and copies its own mask.
         at += lines[at..].iter().position(|l| l.contains(checked_stmt.as_str()) && l.contains(verdict)).unwrap();
         let block: Vec<&str> = lines[..at].iter().rev().take_while(|l| l.trim_end().ends_with("//gasan")).copied().collect();

@@ -10,7 +10,7 @@ jit/triton/kernels.py:
   same options: `@%p ld.global ...`, atomics, stores, `cp.async` with a source size) is checked
   under its own predicate: the check block right before it reads that predicate (or source-size
   register), so a masked-off lane is never reported; an access of a run of masked accesses runs
-  under its check's verdict `@%gsqN` instead, which that block sets from the guard the access has
+  under its check's verdict `@%gsgN` instead, which that block sets from the guard the access has
   in Triton's PTX.
 
 It writes the census of Triton's access forms, with what the rewriter does with each (checked,
@@ -124,9 +124,9 @@ def stats(gasan_ptx, ptx):
 GUARDED = re.compile(r"^\s*@(!?)(%p\d+)\s+((?:ld|st|atom|red)\.global\S*|cp\.async(?!\.bulk)\S*)")
 CP_ASYNC_SIZE = re.compile(r"^\s*(?:@!?%p\d+\s+)?cp\.async\.c[ag]\.shared\S*\.global\s+\[[^\]]*\],\s*\[[^\]]*\],\s*[^,;]+,\s*(%r\d+)\s*;")
 # An access of a run of masked accesses (instrument/src/ptx/masked_runs.rs) runs under its check's
-# verdict `%gsqN` (its mask and not bad), which the check block right before it sets from a copy
+# verdict `%gsgN` (its mask and not bad), which the check block right before it sets from a copy
 # of the access's own mask.
-RUN_MEMBER = re.compile(r"^\s*@(%gsq\d+)\s+((?:ld|st|atom|red)\.global[^;]*;)")
+RUN_MEMBER = re.compile(r"^\s*@(%gsg\d+)\s+((?:ld|st|atom|red)\.global[^;]*;)")
 GLOBAL_ACCESS = re.compile(r"^\s*(?:@(!?%p\d+)\s+)?((?:ld|st|atom|red)\.global[^;]*;)")
 
 

@@ -1249,7 +1249,7 @@ fn masked_tiles_are_checked_as_runs() {
     assert_eq!(ptx.matches(&format!("bra {};", super::emit::SHARED_FAIL)).count(), 1, "{ptx}");
     assert_eq!(ptx.matches("bra $gasan_fail_").count(), ptx.matches(&format!("bra {};", super::emit::SHARED_FAIL)).count(), "no check of its own branches: {ptx}");
     assert_eq!(ptx.matches(" ld.global.b32 {").count() + ptx.matches(" st.global.b32 [").count(), 16);
-    assert_eq!(ptx.lines().filter(|l| l.trim_start().starts_with("@%gsq") && l.contains(".global.b32")).count(), 16, "{ptx}");
+    assert_eq!(ptx.lines().filter(|l| l.trim_start().starts_with("@%gsg") && l.contains(".global.b32")).count(), 16, "{ptx}");
 }
 
 #[test]

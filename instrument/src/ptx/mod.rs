@@ -1599,7 +1599,7 @@ fn prefetch_reg(line: usize) -> String {
 /// The predicates of the run of masked accesses whose first member is body line `line`: some
 /// member was bad, and the current member's access may run.
 fn run_preds(line: usize) -> (String, String) {
-    (lines::numbered("%gsk", line), lines::numbered("%gsq", line))
+    (lines::numbered("%gsk", line), lines::numbered("%gsg", line))
 }
 
 /// The predicate collecting the batched checks whose batch point is body line `line`.
