@@ -20,7 +20,7 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("ir", &["ir"]),
     ("lines", &["lines"]),
-    ("plan", &["frames", "heap", "coalesce", "prefetch", "loops", "bounds", "spaces", "space_check", "thread_ranges"]),
+    ("plan", &["frames", "heap", "coalesce", "masked_runs", "prefetch", "loops", "bounds", "spaces", "space_check", "thread_ranges"]),
     ("emit", &["emit", "outside", "heap_functions"]),
     ("rewrite", &["mod", "sites"]),
 ];

@@ -9,7 +9,9 @@ jit/triton/kernels.py:
 * every predicated global access in the checked PTX (`gasan-ptx instrument` of Triton's PTX, the
   same options: `@%p ld.global ...`, atomics, stores, `cp.async` with a source size) is checked
   under its own predicate: the check block right before it reads that predicate (or source-size
-  register), so a masked-off lane is never reported.
+  register), so a masked-off lane is never reported; an access of a run of masked accesses runs
+  under its check's verdict `@%gsgN` instead, which that block sets from the guard the access has
+  in Triton's PTX.
 
 It writes the census of Triton's access forms, with what the rewriter does with each (checked,
 skipped with `stats`'s reason), as Markdown to FORMS_OUT.
@@ -121,16 +123,41 @@ def stats(gasan_ptx, ptx):
 
 GUARDED = re.compile(r"^\s*@(!?)(%p\d+)\s+((?:ld|st|atom|red)\.global\S*|cp\.async(?!\.bulk)\S*)")
 CP_ASYNC_SIZE = re.compile(r"^\s*(?:@!?%p\d+\s+)?cp\.async\.c[ag]\.shared\S*\.global\s+\[[^\]]*\],\s*\[[^\]]*\],\s*[^,;]+,\s*(%r\d+)\s*;")
+# An access of a run of masked accesses (instrument/src/ptx/masked_runs.rs) runs under its check's
+# verdict `%gsgN` (its mask and not bad), which the check block right before it sets from a copy
+# of the access's own mask.
+RUN_MEMBER = re.compile(r"^\s*@(%gsg\d+)\s+((?:ld|st|atom|red)\.global[^;]*;)")
+GLOBAL_ACCESS = re.compile(r"^\s*(?:@(!?%p\d+)\s+)?((?:ld|st|atom|red)\.global[^;]*;)")
 
 
-def predicate_scan(checked_ptx):
-    """Guarded accesses whose check block does not read their guard: [(line, text)]; and how many were seen."""
+def predicate_scan(checked_ptx, original_ptx):
+    """Guarded accesses whose check block does not read their guard: [(line, text)]; and how many were seen.
+
+    A run member's guard is the one its statement has in the original PTX (the accesses keep their
+    order and text): its check must copy that guard and set the verdict it runs under from it."""
     lines = open(checked_ptx).read().split("\n")
-    bad, seen = [], 0
+    original = [m.groups() for m in map(GLOBAL_ACCESS.match, open(original_ptx).read().split("\n")) if m]
+    bad, seen, k = [], 0, 0
     for i, line in enumerate(lines):
         m = GUARDED.match(line)
         c = CP_ASYNC_SIZE.match(line)
+        r = RUN_MEMBER.match(line)
+        g = GLOBAL_ACCESS.match(line) if not r and not line.rstrip().endswith("//gasan") else None
         guard = m.group(2) if m else (c.group(1) if c else None)
+        if r or g:
+            stmt = (r or g).group(2)
+            while k < len(original) and original[k][1] != stmt:
+                k += 1
+            if k == len(original):
+                bad.append((i + 1, "not an access of the original PTX, in order: " + line.strip()))
+                continue
+            original_guard = original[k][0]
+            k += 1
+            if r:
+                if original_guard is None:
+                    bad.append((i + 1, "a run member whose access had no guard: " + line.strip()))
+                    continue
+                guard = original_guard.lstrip("!")
         if guard is None:
             continue
         seen += 1
@@ -140,6 +167,8 @@ def predicate_scan(checked_ptx):
             j -= 1
         if not any(re.search(re.escape(guard) + r"\b", b) for b in block):
             bad.append((i + 1, line.strip()))
+        elif r and not any(re.search(r"and\.pred " + re.escape(r.group(1)) + r", %gsp0, %gsp2;", b) for b in block):
+            bad.append((i + 1, "its verdict is not set from its guard: " + line.strip()))
     return bad, seen
 
 
@@ -210,7 +239,7 @@ def main():
         st = stats(gasan_ptx, ptx)
         if global_sites != st["checked"]:
             failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks")
-        bad, guarded = predicate_scan(checked_ptx)
+        bad, guarded = predicate_scan(checked_ptx, ptx)
         for line, text in bad[:5]:
             failures.append(f"{name}: checked PTX line {line}: no check under the access's own guard: {text}")
         skipped_total.update(st["skipped"])

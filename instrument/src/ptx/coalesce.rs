@@ -22,7 +22,10 @@ pub(super) struct Plan {
     pub hoisted_lines: LineSet,
     /// Line → lines whose checks are emitted before it (with that line's `.loc`).
     pub hoist: LineMap<Vec<(usize, Option<super::Loc>)>>,
-    /// Shadow prefetches by anchor line (prefetch.rs), for the accesses not covered here.
+    /// Runs of masked accesses checked without branches (masked_runs.rs).
+    pub runs: super::masked_runs::RunPlan,
+    /// Shadow prefetches by anchor line (prefetch.rs), for the accesses not covered here or in
+    /// a run.
     pub prefetch: super::prefetch::PrefetchPlan,
 }
 
@@ -38,7 +41,9 @@ struct Entry {
 /// in parts. `defs`: the module's bodies and their register definitions; `covered`: accesses
 /// already covered by a loop range test (loops.rs; they count as checked, as hoisted ones do);
 /// `inserted`: lines the loop versioning wrote (its own loads are not accesses to check); `locs`:
-/// the source location at each line.
+/// the source location at each line; `runs`: plan masked_runs.rs's runs (not with outside checks,
+/// whose failed checks may resume).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn plan_range<'l, 'a>(
     lines: &'l [Line<'a>],
     range: std::ops::Range<usize>,
@@ -47,6 +52,7 @@ pub(super) fn plan_range<'l, 'a>(
     covered: &LineSet,
     inserted: &LineSet,
     locs: &[Option<super::Loc>],
+    runs: bool,
 ) -> Plan {
     let bodies = defs.bodies();
     let mut plan = Plan::default();
@@ -145,6 +151,11 @@ pub(super) fn plan_range<'l, 'a>(
     plan.covered.extend(covered);
     plan.hoisted_lines.extend(covered);
     candidates.retain(|c| !plan.covered.contains(&c.line));
+    if runs {
+        let hoist_points: LineSet = plan.hoist.keys().copied().collect();
+        plan.runs = super::masked_runs::plan(lines, &candidates, &hoist_points);
+        candidates.retain(|c| !plan.runs.members.contains_key(&c.line));
+    }
     plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates);
     plan
 }

@@ -701,6 +701,55 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
     v.text("}");
 }
 
+/// The check of one member of a run of masked accesses (masked_runs.rs), written before it, and
+/// the access itself under `guard && !bad` (`stmt`: its text without its guard). The shadow byte
+/// is loaded and tested under the access's own guard; a bad member's access is not made, and the
+/// run's first bad member leaves its address and packed site where the report block reads them;
+/// `run`: the run's predicate (some member was bad), declared and set by its `first` member,
+/// branched on after its last ([`run_branch`]). No branch: the run stays one basic block.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool) -> String {
+    let (pred, ok) = run;
+    let mut s = String::with_capacity(1024);
+    let mut v = Lines::new(&mut s, indent);
+    if first {
+        ln!(v; ".reg .pred ", pred, ", ", ok, ";");
+    }
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<3>;"]);
+    address_setup(&mut v, a, "%gsa0");
+    // The access's guard in %gsp2 (members are guarded; `!%p` taken as written).
+    match ins.guard.map(|g| (g.strip_prefix('!'), g)) {
+        Some((Some(neg), _)) => ln!(v; "not.pred %gsp2, ", neg, ";"),
+        Some((None, g)) => ln!(v; "mov.pred %gsp2, ", g, ";"),
+        None => v.text("setp.eq.u32 %gsp2, 0, 0;"),
+    }
+    let guard = "%gsp2";
+    probe_load(&mut v, form, "%gsa0", Some(guard), "%gsr0", None);
+    probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
+    // %gsp1: bad (and guarded). The access runs where its guard holds and it is not bad.
+    ln!(v; "not.pred %gsp0, %gsp1;");
+    ln!(v; "and.pred ", ok, ", %gsp0, ", guard, ";");
+    // The run's first bad member is the one reported.
+    if first {
+        ln!(v; "mov.pred ", pred, ", %gsp1;");
+    } else {
+        ln!(v; "not.pred %gsp0, ", pred, ";");
+        ln!(v; "and.pred %gsp0, %gsp0, %gsp1;");
+        ln!(v; "or.pred ", pred, ", ", pred, ", %gsp1;");
+    }
+    let at = if first { "%gsp1" } else { "%gsp0" };
+    ln!(v; "@", at, " mov.b64 ", LAST_ADDR, ", %gsa0;");
+    ln!(v; "@", at, " mov.b64 ", LAST_SITE, ", ", packed_site(site, width, a.kind as u8), ";");
+    v.text("}");
+    ln!(Lines::new(&mut s, indent); "@", ok, " ", stmt);
+    s
+}
+
+/// After a run's last member: the report of its first bad member, if any ([`run_member`]).
+pub(super) fn run_branch(out: &mut String, pred: &str) {
+    ln!(Lines::new(out, "\t"); "@", pred, " bra ", SHARED_FAIL, ";");
+}
+
 /// Where a check goes on after its stub found an outside access the verdict passes
 /// (`$gasan_resume_<label><suffix>`), and where a batch's recheck goes on to its next member
 /// (`$gasan_bnext_<site>`) and back after its last (`$gasan_batch_resume_<line>`).

@@ -129,9 +129,10 @@ impl Machine {
     }
 
     fn address(&self, op: &str) -> u64 {
-        let inner = op.trim_start_matches('[').trim_end_matches(']');
+        // (Triton writes `[ %rd1 + 0 ]`.)
+        let inner = op.trim_start_matches('[').trim_end_matches(']').trim();
         let (reg, off) = match inner.find('+') {
-            Some(p) => (&inner[..p], parse_imm(&inner[p + 1..]).expect("offset")),
+            Some(p) => (inner[..p].trim(), parse_imm(inner[p + 1..].trim()).expect("offset")),
             None => (inner, 0),
         };
         if reg == crate::abi::CONTROL_BLOCK_SYMBOL {
@@ -942,6 +943,11 @@ fn run_checked(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)]
 
 /// [`run_checked`] with an outside-range table.
 fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>, outside: Option<OutsideTable>) -> bool {
+    run_traced(src, opts, params, blocks, outside).0
+}
+
+/// [`run_checked_outside`], and the machine as it stopped (its accesses, the report registers).
+fn run_traced(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>, outside: Option<OutsideTable>) -> (bool, Machine) {
     let ptx = super::instrument_ptx(src, &opts).expect("instruments").ptx;
     let lines = super::Line::read_all(ptx.split_inclusive('\n'));
     let body = super::bodies::Bodies::scan(&lines).iter().find(|b| b.name == "k").expect("the kernel").clone();
@@ -964,13 +970,13 @@ fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&st
     let mut pc = 0;
     while pc < stmts.len() {
         if stmts[pc] == "trap" {
-            return true;
+            return (true, m);
         }
         // Recover mode reports through a guarded call (and goes on).
         if stmts[pc].contains("__gasan_report") {
             let guard = split_instr(&stmts[pc]).and_then(|i| i.guard).map(str::to_string);
             if guard.is_none_or(|g| m.pred(&g)) {
-                return true;
+                return (true, m);
             }
             pc += 1;
             continue;
@@ -980,10 +986,10 @@ fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&st
             // A failed check goes to a report block (a batch's recheck is reached only when one
             // of its exact tests failed). With outside checks, to its stub, whose verdict may
             // send it back: only the shared report blocks report.
-            Flow::Branch(l) if l == super::emit::SHARED_FAIL || l == super::spaces::SPACE_FAIL => return true,
-            Flow::Branch(l) if !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return true,
+            Flow::Branch(l) if l == super::emit::SHARED_FAIL || l == super::spaces::SPACE_FAIL => return (true, m),
+            Flow::Branch(l) if !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return (true, m),
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
-            Flow::Ret => return false,
+            Flow::Ret => return (false, m),
             Flow::Call(ret, args) => {
                 let pass = outside_pass_call(&m, &args);
                 m.params.insert(ret, pass);
@@ -991,7 +997,7 @@ fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&st
             }
         }
     }
-    false
+    (false, m)
 }
 
 proptest! {
@@ -1188,5 +1194,102 @@ fn outside_checks_keep_pool_checks() {
         for opts in [on, super::InstrumentOptions { recover: true, ..on }, super::InstrumentOptions { aligned_pool: true, ..on }] {
             assert_eq!(run_checked_outside(POINTER_KERNEL, opts, &params, vec![a, b], Some(table.clone())), expect, "d0={d0} recover={}", opts.recover);
         }
+    }
+}
+
+/// A Triton-shaped tile (masked_runs.rs): lane `k` of `lanes` loads element `off + k` of `k_x`
+/// and stores it to element `off + k` of `k_out`, each access under its own mask `off + k < n`
+/// (odd lanes through the negated compare, `@!%q`), one scalar access per element with the moves
+/// that set the masked-off value between them, as Triton 3.6 writes `tl.load(x + offs, mask=m)`.
+fn masked_tile_kernel(lanes: usize) -> String {
+    let mut body = String::from("\tld.param.u64 %rd100, [k_x];\n\tld.param.u64 %rd101, [k_out];\n\tld.param.u32 %r100, [k_n];\n\tld.param.u32 %r101, [k_off];\n");
+    let guard = |k: usize| if k.is_multiple_of(2) { format!("%p{k}") } else { format!("!%q{k}") };
+    for k in 0..lanes {
+        body.push_str(&format!("\tadd.s32 %r{k}, %r101, {k};\n"));
+        if k.is_multiple_of(2) {
+            body.push_str(&format!("\tsetp.lt.s32 %p{k}, %r{k}, %r100;\n"));
+        } else {
+            body.push_str(&format!("\tsetp.ge.s32 %q{k}, %r{k}, %r100;\n"));
+        }
+    }
+    body.push_str("\tmul.wide.s32 %rd102, %r101, 4;\n\tadd.s64 %rd103, %rd100, %rd102;\n\tadd.s64 %rd104, %rd101, %rd102;\n");
+    for k in 0..lanes {
+        body.push_str(&format!("\tadd.s64 %rd{k}, %rd103, {};\n\tadd.s64 %rd{}, %rd104, {};\n", 4 * k, 50 + k, 4 * k));
+    }
+    for k in 0..lanes {
+        body.push_str(&format!("\tmov.u32 %r{}, 0x0;\n\t@{} ld.global.b32 {{ %r{} }}, [ %rd{k} + 0 ];\n", 50 + k, guard(k), 50 + k));
+    }
+    for k in 0..lanes {
+        body.push_str(&format!("\t@{} st.global.b32 [ %rd{} + 0 ], {{ %r{} }};\n", guard(k), 50 + k, 50 + k));
+    }
+    format!(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_x, .param .u64 k_out, .param .u32 k_n, .param .u32 k_off)\n{{\n\t.reg .pred %p<64>, %q<64>;\n\t.reg .b32 %r<200>;\n\t.reg .b64 %rd<200>;\n{body}\tret;\n}}\n")
+}
+
+/// [`masked_tile_kernel`] of `lanes` run with `n` and `off` against an input block of `len_x`
+/// and an output block of `len_o` elements: the machine, whether it reported, and the address
+/// of the first access (in program order) outside its block under a set mask, if any.
+fn run_masked_tile(opts: super::InstrumentOptions, lanes: usize, (n, off): (u32, u32), (len_x, len_o): (u64, u64), slab: bool) -> (bool, Machine, Option<u64>, [Block; 2]) {
+    let x = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + 4 * len_x, slab };
+    let out = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + 4 * len_o, slab };
+    let live = |k: u64| u64::from(off) + k < u64::from(n);
+    let first_bad = (0..lanes as u64)
+        .filter(|&k| live(k) && u64::from(off) + k >= len_x)
+        .map(|k| x.start + 4 * (u64::from(off) + k))
+        .chain((0..lanes as u64).filter(|&k| live(k) && u64::from(off) + k >= len_o).map(|k| out.start + 4 * (u64::from(off) + k)))
+        .next();
+    let params = [("k_x", x.start), ("k_out", out.start), ("k_n", u64::from(n)), ("k_off", u64::from(off))];
+    let (reported, m) = run_traced(&masked_tile_kernel(lanes), opts, &params, vec![x, out], None);
+    (reported, m, first_bad, [x, out])
+}
+
+#[test]
+fn masked_tiles_are_checked_as_runs() {
+    let ptx = super::instrument_ptx(&masked_tile_kernel(8), &super::InstrumentOptions::default()).expect("instruments").ptx;
+    // One branch for the sixteen accesses, after the last; each access under its check's verdict.
+    assert_eq!(ptx.matches(&format!("bra {};", super::emit::SHARED_FAIL)).count(), 1, "{ptx}");
+    assert_eq!(ptx.matches("bra $gasan_fail_").count(), ptx.matches(&format!("bra {};", super::emit::SHARED_FAIL)).count(), "no check of its own branches: {ptx}");
+    assert_eq!(ptx.matches(" ld.global.b32 {").count() + ptx.matches(" st.global.b32 [").count(), 16);
+    assert_eq!(ptx.lines().filter(|l| l.trim_start().starts_with("@%gsg") && l.contains(".global.b32")).count(), 16, "{ptx}");
+}
+
+#[test]
+fn a_masked_off_lane_past_the_end_is_not_reported() {
+    // n = 20 elements, the tile's last lanes past them: masked off, never accessed.
+    for (opts, slab) in [(super::InstrumentOptions::default(), false), (super::InstrumentOptions::default(), true), (super::InstrumentOptions { param_bounds: false, ..Default::default() }, false)] {
+        let (reported, m, first_bad, [x, out]) = run_masked_tile(opts, 8, (20, 16), (20, 20), slab);
+        assert_eq!(first_bad, None);
+        assert!(!reported, "a masked-off lane reported (slab={slab})");
+        assert_eq!(m.accesses.len(), 8, "the four live lanes' loads and stores");
+        assert!(m.accesses.iter().all(|&(_, a, w)| (a >= x.start && a + w <= x.end) || (a >= out.start && a + w <= out.end)));
+    }
+}
+
+#[test]
+fn an_overflow_by_the_last_access_of_a_run_is_caught_before_it_is_made() {
+    // The output block one element short: only the run's last member (lane 7's store) is bad.
+    let (reported, m, first_bad, [_, out]) = run_masked_tile(super::InstrumentOptions::default(), 8, (24, 16), (24, 23), false);
+    assert_eq!(first_bad, Some(out.start + 4 * 23));
+    assert!(reported, "the last member's overflow");
+    assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad, "the report names that access");
+    assert!(m.accesses.iter().all(|&(_, a, _)| a != out.start + 4 * 23), "the bad store was not made");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn masked_runs_report_exactly_the_live_lanes_that_leave_their_block(
+        n in 0u32..48, off in 0u32..40, len_x in 1u64..40, len_o in 1u64..40, slab in any::<bool>(), param_bounds in any::<bool>(),
+    ) {
+        let opts = super::InstrumentOptions { param_bounds, ..Default::default() };
+        let (reported, m, first_bad, [x, out]) = run_masked_tile(opts, 8, (n, off), (len_x, len_o), slab);
+        prop_assert_eq!(reported, first_bad.is_some(), "n={} off={} len_x={} len_o={}", n, off, len_x, len_o);
+        // No access outside its block is ever made: a bad member's access is not.
+        prop_assert!(m.accesses.iter().all(|&(_, a, w)| (a >= x.start && a + w <= x.end) || (a >= out.start && a + w <= out.end)), "an access outside: {:x?}", m.accesses);
+        if reported {
+            prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad, "the run's first bad access is the one reported");
+        }
+        // Recover mode (no runs) reports alike.
+        let recover = super::InstrumentOptions { recover: true, ..opts };
+        prop_assert_eq!(run_masked_tile(recover, 8, (n, off), (len_x, len_o), slab).0, first_bad.is_some());
     }
 }

@@ -37,7 +37,8 @@
 //!    shared/local declarations (ir/, spaces.rs `declarations`);
 //! 6. branches and loops (ir/cfg.rs), then loop versioning (loops.rs), which rewrites the lines;
 //! 7. heap.rs: the renaming of the driver's heap functions (a plan of in-line edits);
-//! 8. coalescing and prefetching of each block's global checks (coalesce.rs, prefetch.rs);
+//! 8. coalescing, runs of masked accesses and prefetching of each block's global checks
+//!    (coalesce.rs, masked_runs.rs, prefetch.rs);
 //! 9. the shared/local provenance of each function's registers (spaces.rs);
 //! 10. shared/local checks grouped, or proven needless (spaces.rs, thread_ranges.rs);
 //! 11. each kernel's pointer parameters looked up at its entry (bounds.rs);
@@ -77,6 +78,7 @@ mod lines;
 mod loops;
 #[cfg(test)]
 mod loops_sim;
+mod masked_runs;
 mod outside;
 mod prefetch;
 mod sites;
@@ -252,7 +254,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 74;
+pub const REVISION: u32 = 75;
 
 /// Instruments a PTX module.
 ///
@@ -840,6 +842,9 @@ impl<'a> Rewriter<'a> {
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
     fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
+        if let (Some(&first), false) = (plans.coalescing.runs.ends.get(&i), self.counting) {
+            emit::run_branch(&mut self.out, &run_preds(first).0);
+        }
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
         let planned = plans.coalescing.prefetch.at.get(&i).map_or(&[][..], Vec::as_slice);
@@ -968,6 +973,7 @@ impl<'a> Rewriter<'a> {
                 hoisted: &hoisted,
                 prefetched: prefetched.as_deref(),
                 batched: w.batched.contains(&i),
+                run: coalescing.runs.members.get(&i).map(|&first| (first, first == i)),
                 in_loop_copy: plans.module.copies.contains(&i),
             };
             let emitted = self.rewrite_statement(f, &statement)?;
@@ -1141,7 +1147,7 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
-        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, in_loop_copy } = *s;
+        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, in_loop_copy } = *s;
         let stmt = parsed.text;
         let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
@@ -1237,6 +1243,24 @@ impl<'a> Rewriter<'a> {
             f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
+        }
+        if let (Some((first, is_first)), Some(w)) = (run, width_now) {
+            debug_assert!(hoisted.is_empty(), "a run holds no coalescing point (masked_runs.rs)");
+            // Checked without a branch, the access under its guard and its verdict; the run's
+            // branch follows its last member (masked_runs.rs).
+            let site_id = new_site(sites, f, line_no, loc, access.kind, w);
+            fstats.checked += 1;
+            if !counting {
+                let unguarded = text.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map_or(text, |(_, rest)| rest.trim_start());
+                let (pred, ok) = run_preds(first);
+                prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first));
+            }
+            f.uses_shared_fail = true;
+            if let Some(k) = key {
+                f.block_checks.record(k, w);
+            }
+            invalidate_defs(f, parsed.dests());
+            return Ok(prefix);
         }
         if batched {
             // Checked at its block's batch point (its site was recorded there).
@@ -1342,7 +1366,7 @@ impl<'l> Module<'_, 'l> {
         // when it ends, before the walk writes the text.
         let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
-        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs) } else { coalesce::Plan::default() };
+        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs, !opts.outside_checks) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);
@@ -1539,6 +1563,9 @@ struct Statement<'s> {
     prefetched: Option<&'s str>,
     /// Checked at its block's batch point (its site was recorded there).
     batched: bool,
+    /// A member of a run of masked accesses checked without branches (masked_runs.rs): the
+    /// run's first line, and whether it is this one.
+    run: Option<(usize, bool)>,
     /// A statement of a fast loop copy (loops.rs), counted apart from the module's statistics.
     in_loop_copy: bool,
 }
@@ -1569,6 +1596,12 @@ fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32)
 
 fn prefetch_reg(line: usize) -> String {
     lines::numbered("%gsv", line)
+}
+
+/// The predicates of the run of masked accesses whose first member is body line `line`: some
+/// member was bad, and the current member's access may run.
+fn run_preds(line: usize) -> (String, String) {
+    (lines::numbered("%gsk", line), lines::numbered("%gsg", line))
 }
 
 /// The predicate collecting the batched checks whose batch point is body line `line`.

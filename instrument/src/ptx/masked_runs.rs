@@ -1,0 +1,123 @@
+//! Runs of masked accesses checked without branches (halt mode with optimization; issue 39).
+//!
+//! Triton writes a tile's loads and stores as one scalar access per element, each under its own
+//! lane mask (`@%p5 ld.global.b16 { %rs5 }, [ %rd74 + 0 ];`), 64 or 128 in a row with only the
+//! moves that set the masked-off value between them. A check with a branch before each access cuts
+//! that straight line into as many basic blocks: ptxas then schedules each piece on its own, every
+//! address computed above the run stays live across all the branches, and the unhinted `tl.dot`
+//! matmul spilled 16x more than native (jit/FORMS.md, "Cost seen").
+//!
+//! A run is checked without a branch inside it instead. Each member's check, right before it,
+//! tests its shadow byte under the member's own guard and takes the access's guard over: the
+//! access runs under `guard && !bad`, so a bad access is never made (a masked-off lane neither
+//! loads a shadow byte nor counts as bad). The first bad member of the run records its address
+//! and site, and one branch after the run's last access reports it. What a suppressed load left
+//! in its registers is read, before that branch, only by the run's moves and later members'
+//! checks, which have no effect outside the thread (no memory operand lies between members), and
+//! the report ends the kernel.
+//!
+//! Members are plain single checks (prefetch.rs's candidates) with a guard, lines of one
+//! statement; between two members only lines without a memory operand, a label, a branch, a
+//! barrier or any other statement that ends a check's window ([`Line::kills_checks`]), and
+//! nothing but `.loc` of the directives.
+
+use super::prefetch::Candidate;
+use super::{Line, LineMap, LineSet};
+
+/// Fewest members of a run (one alone keeps its ordinary check and its branch).
+pub(super) const MIN_RUN: usize = 2;
+
+/// The runs of a part of a module.
+#[derive(Default)]
+pub(super) struct RunPlan {
+    /// Member line → the run's first member line (which names the run's registers).
+    pub members: LineMap<usize>,
+    /// The line after a run's last member (the run's branch goes before it) → the run's first line.
+    pub ends: LineMap<usize>,
+}
+
+/// The runs among `candidates` (plain single checks in line order); `excluded`: lines that get a
+/// check of another kind (coalesce.rs's hoisting points).
+pub(super) fn plan(lines: &[Line<'_>], candidates: &[Candidate], excluded: &LineSet) -> RunPlan {
+    let mut out = RunPlan::default();
+    let mut run: Vec<usize> = Vec::new();
+    for c in candidates.iter().filter(|c| c.guarded && !excluded.contains(&c.line)) {
+        if run.last().is_some_and(|&last| !quiet_between(lines, last, c.line)) {
+            finish(&mut out, &mut run);
+        }
+        run.push(c.line);
+    }
+    finish(&mut out, &mut run);
+    out
+}
+
+fn finish(out: &mut RunPlan, run: &mut Vec<usize>) {
+    if run.len() >= MIN_RUN {
+        let first = run[0];
+        out.members.extend(run.iter().map(|&l| (l, first)));
+        out.ends.insert(run[run.len() - 1] + 1, first);
+    }
+    run.clear();
+}
+
+/// Whether the lines strictly between members `a` and `b` leave the run one straight line with no
+/// effect outside the thread.
+fn quiet_between(lines: &[Line<'_>], a: usize, b: usize) -> bool {
+    lines[a + 1..b].iter().all(|l| {
+        let code = l.code;
+        if code.is_empty() {
+            return !l.block_comment_marker();
+        }
+        if code.starts_with('.') {
+            return code.starts_with(".loc");
+        }
+        // One complete statement without a memory operand.
+        let stmt = code.strip_suffix(';');
+        stmt.is_some_and(|s| !s.contains(';')) && !l.brackets && !l.braces && !l.slash && !l.kills_checks()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<Line<'_>> {
+        text.split_inclusive('\n').map(Line::read).collect()
+    }
+
+    fn cand(line: usize, guarded: bool) -> Candidate {
+        Candidate { line, base: String::new(), guarded, loc: None }
+    }
+
+    #[test]
+    fn masked_loads_with_moves_between_form_one_run() {
+        let src = "\tmov.u16 %rs1, %rs2;\n\t@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];\n\tmov.u16 %rs3, %rs2;\n\t.loc 1 5 3\n\t@%p2 ld.global.b16 { %rs3 }, [ %rd2 + 0 ];\n\t@!%p3 ld.global.b16 { %rs4 }, [ %rd3 + 0 ];\n\tadd.s32 %r1, %r2, 1;";
+        let l = lines(src);
+        let p = plan(&l, &[cand(1, true), cand(4, true), cand(5, true)], &LineSet::default());
+        assert_eq!(p.members.len(), 3);
+        assert!(p.members.values().all(|&f| f == 1));
+        assert_eq!(p.ends.get(&6), Some(&1), "the branch goes after the last member");
+    }
+
+    #[test]
+    fn a_barrier_a_label_a_shared_access_or_an_unguarded_access_ends_a_run() {
+        for between in ["bar.sync 0;", "$L__BB0_2:", "st.shared.b16 [%r4], %rs1;", "@%p9 bra $L__BB0_3;", "call foo, (%r1);", "{", ".reg .b32 %r9;"] {
+            let src = format!("\t@%p1 ld.global.b16 {{ %rs1 }}, [ %rd1 + 0 ];\n\t{between}\n\t@%p2 ld.global.b16 {{ %rs3 }}, [ %rd2 + 0 ];");
+            let l = lines(&src);
+            let p = plan(&l, &[cand(0, true), cand(2, true)], &LineSet::default());
+            assert!(p.members.is_empty(), "{between}: not one run");
+        }
+        let src = "\t@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];\n\tld.global.b16 %rs3, [%rd2];";
+        let l = lines(src);
+        assert!(plan(&l, &[cand(0, true), cand(1, false)], &LineSet::default()).members.is_empty(), "an unguarded access is no member");
+    }
+
+    #[test]
+    fn excluded_lines_split_runs() {
+        let src = "\t@%p1 st.global.b32 [ %rd1 + 0 ], { %r1 };\n\t@%p2 st.global.b32 [ %rd2 + 0 ], { %r2 };\n\t@%p3 st.global.b32 [ %rd3 + 0 ], { %r3 };";
+        let l = lines(src);
+        let p = plan(&l, &[cand(0, true), cand(1, true), cand(2, true)], &[2].into_iter().collect());
+        assert_eq!(p.members.keys().copied().collect::<LineSet>(), [0, 1].into_iter().collect());
+        assert_eq!(p.ends.get(&2), Some(&0));
+    }
+}
