@@ -38,7 +38,9 @@ for t in "${targets[@]}"; do
     args+=(-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS")
   fi
   if "$bin/$t" "${args[@]}" "corpus/$t" "seeds/$t" >"$log" 2>&1; then status=ok; else status=CRASH; failed+=("$t"); fi
-  [ "${FUZZ_JOBS:-1}" -gt 1 ] && cat fuzz-*.log >>"$log" && rm -f fuzz-*.log
+  # (libFuzzer copies each worker's fuzz-N.log into its own output as the worker exits: appended
+  # again, every worker's stats were counted twice.)
+  [ "${FUZZ_JOBS:-1}" -gt 1 ] && rm -f fuzz-*.log
   execs=$(grep -h '^stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s + 0}')
   last=$(grep -hE '^#[0-9]+' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9a-zA-Z]+' || true)
   rate=$(grep -h '^stat::average_exec_per_sec' "$log" | awk '{s += $2} END {print s + 0}')
