@@ -89,3 +89,30 @@ fn a_declaration_sharing_its_line_hides_no_access() {
         assemble(&dir, &format!("k{n}"), &a.ptx);
     }
 }
+
+/// A function whose body's opening brace shares the header's line with statements
+/// (`.entry k(.param .u64 p) { .reg .b64 %rd<4>;`) is a function to every pass: its accesses are
+/// found and checked, as with the brace ending its line. (Before REVISION 77 no pass found such a
+/// function, and its accesses went unchecked and uncounted.)
+#[test]
+fn a_body_brace_sharing_its_line_hides_no_function() {
+    let module = |open: &str| {
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p){open}\
+             \t.reg .f32 %f<3>;\n\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\
+             \tld.global.f32 %f1, [%rd2];\n\tst.global.f32 [%rd2+8], %f1;\n\tret;\n}}\n"
+        )
+    };
+    let shared = module(" { .reg .b64 %rd<4>;\n");
+    let own_line = module("\n{\n.reg .b64 %rd<4>;\n");
+    let dir = scratch("brace-sharing-line");
+    for (n, opts) in option_sets().into_iter().enumerate() {
+        let a = instrument_ptx(&shared, &opts).unwrap();
+        let b = instrument_ptx(&own_line, &opts).unwrap();
+        let (ta, tb) = (a.stats.total(), b.stats.total());
+        assert_eq!((ta.found, ta.unknown), (2, 0), "{opts:?}: {ta:?}");
+        assert_eq!(ta, tb, "{opts:?}: the same counts as the brace on a line of its own");
+        assert_eq!(a.sites.sites.iter().map(|s| s.ptx_line).collect::<Vec<_>>(), b.sites.sites.iter().map(|s| s.ptx_line - 2).collect::<Vec<_>>(), "{opts:?}: sites name the input's lines");
+        assemble(&dir, &format!("k{n}"), &a.ptx);
+    }
+}

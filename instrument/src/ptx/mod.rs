@@ -254,7 +254,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 76;
+pub const REVISION: u32 = 77;
 
 /// Instruments a PTX module.
 ///
@@ -278,7 +278,8 @@ pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usiz
     if let Some((name, line)) = reserved_name(ptx) {
         return Err(PtxError::ReservedName { name: excerpt(name), line });
     }
-    // 2, 3. Labels get lines of their own (labels.rs), then called functions get the top of their
+    // 2, 3. Labels and a body brace followed by statements get lines of their own (labels.rs),
+    // then called functions get the top of their
     // callers' frames (frames.rs), before anything else reads the module: every pass then sees
     // an ordinary module.
     let labels = labels::LabelLines::split(ptx);

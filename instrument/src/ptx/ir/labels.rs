@@ -7,6 +7,11 @@
 //! therefore read with each such label moved to a line of its own (same indent), and the
 //! statement after it on the next; the lines after it keep their input line numbers through
 //! [`LabelLines::input_line`] (sites and errors name the input's lines).
+//!
+//! The same holds for a function body's opening brace with statements after it on the header's
+//! line (`.entry k(.param .u64 p) { .reg .b64 %rd<4>;`): the header parser reads a header line
+//! up to its brace, so such a function was found by no pass and its accesses went unchecked. The
+//! brace ends its line and the statements after it go to the next.
 
 /// The module's text with its labels on lines of their own, and where each line came from.
 pub(in crate::ptx) struct LabelLines {
@@ -21,7 +26,7 @@ impl LabelLines {
         // A cheap test first: a `:` followed on its line by more code, at all. Only the lines
         // holding a `:` are looked at (a label's line holds one; most lines hold none), each
         // found from its `:` with `memchr` rather than by cutting the text into lines.
-        if !lines_with_colon(ptx).any(|l| label_len(l).is_some()) {
+        if !lines_with_colon(ptx).any(|l| label_len(l).is_some()) && !header_lines(ptx).any(|l| body_brace_len(l).is_some()) {
             return None;
         }
         let mut text = String::with_capacity(ptx.len() + 64);
@@ -29,6 +34,14 @@ impl LabelLines {
         for (n, line) in ptx.split_inclusive('\n').enumerate() {
             let indent = &line[..line.len() - line.trim_start().len()];
             let mut rest = line;
+            if let Some(len) = body_brace_len(rest) {
+                let code = rest.trim_start();
+                text.push_str(indent);
+                text.push_str(&code[..len]);
+                text.push('\n');
+                input_of.push(n);
+                rest = code[len..].trim_start_matches([' ', '\t']);
+            }
             while let Some(len) = label_len(rest) {
                 let code = rest.trim_start();
                 text.push_str(indent);
@@ -69,6 +82,33 @@ fn lines_with_colon(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The line of `text` around each `.entry` and `.func` in it (a line holding both is given twice:
+/// only asked whether any of them is one).
+fn header_lines(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    [".entry", ".func"].into_iter().flat_map(move |kind| memchr::memmem::find_iter(bytes, kind.as_bytes())).map(move |at| {
+        let start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |nl| nl + 1);
+        let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |nl| at + nl + 1);
+        &text[start..end]
+    })
+}
+
+/// The length (of `line` after its leading whitespace) up to and including a function body's
+/// opening brace when statements follow it on the line: the line holds `.entry` or `.func` and
+/// a `{` followed by code (not only whitespace or a comment), and the body stays open after it.
+fn body_brace_len(line: &str) -> Option<usize> {
+    let code = line.trim_start();
+    let words = super::line::strip_comment(code);
+    if !(words.contains(".entry") || words.contains(".func")) {
+        return None;
+    }
+    let brace = memchr::memchr(b'{', words.as_bytes())?;
+    let after = words[brace + 1..].trim();
+    // A body that also closes on the line (`.entry m() { ret; }`) is left as written.
+    let (opens, closes) = super::line::count_braces(words);
+    (!after.is_empty() && opens > closes).then_some(brace + 1)
+}
+
 /// The length of the label (`name:`) that `line` starts with (after whitespace) when code
 /// follows it on the line (not only whitespace or a comment).
 fn label_len(line: &str) -> Option<usize> {
@@ -98,6 +138,16 @@ mod tests {
         assert_eq!((0..4).map(|i| l.input_line(i)).collect::<Vec<_>>(), [0, 1, 1, 2]);
         let two = LabelLines::split("  A: B:bra A;").expect("split");
         assert_eq!(two.text, "  A:\n  B:\n  bra A;");
+    }
+
+    #[test]
+    fn a_body_brace_with_statements_after_it_ends_its_line() {
+        let l = LabelLines::split(".entry k(.param .u64 p) { .reg .b64 %r; // c\n\tret;\n}\n").expect("split");
+        assert_eq!(l.text, ".entry k(.param .u64 p) {\n.reg .b64 %r; // c\n\tret;\n}\n");
+        assert_eq!((0..4).map(|i| l.input_line(i)).collect::<Vec<_>>(), [0, 0, 1, 2]);
+        for t in [".entry k()\n{\n\tret;\n}\n", ".entry k() {\n", ".entry k() { // c\n", ".entry m() { ret; }\n", ".extern .func f(.param .b64 p);\n", "\t{ .reg .pred p; setp.ne.b32 p, %r1, 0; }\n"] {
+            assert!(LabelLines::split(t).is_none(), "{t:?}");
+        }
     }
 
     #[test]
