@@ -35,7 +35,7 @@ use super::bodies::Bodies;
 use super::branches::Branches;
 use super::lines::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
-use super::{type_bits, Line, LineSet, RegTypes, MARKER};
+use super::{type_bits, DeclaredRegs, Line, LineSet, RegTypes, MARKER};
 use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -113,24 +113,19 @@ impl<'a> Versioned<'a> {
 /// The candidates are `branches`' back edges that are guarded branches with one target.
 pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>, scale: Scale) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
-    // The current function's `.reg` lines up to the back edge looked at (collected as the walk
-    // goes: nvcc declares them at the top), parsed once when the first of its loops needs them.
-    let mut body_open = None;
-    let (mut reg_lines, mut reg_scanned): (Vec<usize>, usize) = (Vec::new(), 0);
-    let mut reg_types: Option<RegTypes> = None;
+    // The current function's register types, read down its body as its loops need them.
+    let mut declared: Option<DeclaredRegs> = None;
     for edge in branches.back_edges() {
         let (s, k) = (edge.label_line, edge.branch_line);
         let Some(body) = bodies.holding(k) else { continue };
-        if body_open != Some(body.open) {
-            body_open = Some(body.open);
-            (reg_lines, reg_scanned, reg_types) = (Vec::new(), body.open, None);
-        }
-        reg_lines.extend((reg_scanned..k).filter(|&l| lines[l].code.starts_with(".reg")));
-        reg_scanned = reg_scanned.max(k);
+        let declared = match &mut declared {
+            Some(d) if d.body_open() == body.open => d,
+            d => d.insert(DeclaredRegs::of_body(body.open)),
+        };
         // A loop the range test can skip: one that can end at its back edge.
         let Some(lp) = branches.single_block_loop(lines, bodies, s, k).filter(|lp| lp.guarded) else { continue };
         if k - s <= MAX_BODY {
-            if let Some(p) = analyze(lines, lp.label, s, k, &reg_lines, &mut reg_types, plans.len(), scale) {
+            if let Some(p) = analyze(lines, lp.label, s, k, declared, plans.len(), scale) {
                 plans.push(p);
             }
         }
@@ -487,8 +482,7 @@ impl Cmp {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, reg_lines: &[usize], reg_types: &mut Option<RegTypes>, id: usize, scale: Scale) -> Option<LoopPlan> {
+fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut DeclaredRegs, id: usize, scale: Scale) -> Option<LoopPlan> {
     let label = label.to_string();
     // The body: plain statements only, one per line.
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
@@ -520,13 +514,8 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, reg_lines: &[usi
     if !any_check {
         return None;
     }
-    let regs: &RegTypes = reg_types.get_or_insert_with(|| {
-        let mut r = RegTypes::default();
-        for &l in reg_lines {
-            r.declare_line(&lines[l]);
-        }
-        r
-    });
+    // (The body declares nothing: its lines are instructions.)
+    let regs: &RegTypes = declared.at(lines, s);
     let edge = lines[e].sole_instr()?;
     let edge_guard = edge.guard?;
     let (negated, pred) = match edge_guard.strip_prefix('!') {

@@ -9,7 +9,7 @@
 use super::loops::{version, Versioned};
 
 use super::access::split_instr;
-use super::{strip_comment, Line, RegTypes};
+use super::{strip_comment, DeclaredRegs, Line, RegTypes};
 use crate::abi::ctl_offset;
 use crate::shadow::Scale;
 use proptest::prelude::*;
@@ -396,11 +396,11 @@ struct Case {
 fn cases(v: &Versioned<'_>) -> Vec<Case> {
     let lines: Vec<&str> = v.lines.iter().map(|l| l.as_ref()).collect();
     let mut out = Vec::new();
-    let mut regs = RegTypes::default();
+    let parsed = Line::read_all(lines.iter().copied());
+    let mut regs = DeclaredRegs::default();
     let mut k = 0;
     while k < lines.len() {
         let t = strip_comment(lines[k]).trim();
-        regs.declare_line(&Line::read(lines[k]));
         if t == "{" && v.inserted.contains(&k) {
             // The test, to its own closing brace (a call's `.param` block nests inside it).
             let mut test = Vec::new();
@@ -443,11 +443,11 @@ fn cases(v: &Versioned<'_>) -> Vec<Case> {
                 }
                 i += 1;
             }
-            out.push(Case { test, fast, fast_label, body, label, covered_lines, regs: regs.clone() });
+            out.push(Case { test, fast, fast_label, body, label, covered_lines, regs: regs.at(&parsed, k).clone() });
             k = i;
         }
         if t.contains(".entry") {
-            regs = RegTypes::default();
+            regs = DeclaredRegs::of_body(k);
         }
         k += 1;
     }

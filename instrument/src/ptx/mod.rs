@@ -71,7 +71,7 @@ mod heap_functions;
 mod ir;
 use ir::header::{self, Directive, Header};
 use ir::line::{contains_dotted, count_braces, find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
-use ir::regs::{type_bits, RegTypes};
+use ir::regs::{type_bits, DeclaredRegs, RegTypes};
 use ir::stmt::kills_checks;
 use ir::{access, bodies, cfg as branches, defs, func, labels, opcode, stmt};
 mod lines;
@@ -449,7 +449,8 @@ struct FuncState<'p> {
     /// Demangled once per function, when its first site is recorded (demangling is the costliest
     /// part of a site; a function without checks is never demangled).
     demangled: std::cell::OnceCell<String>,
-    reg_types: RegTypes,
+    /// Its register types, read to the line being rewritten.
+    regs: DeclaredRegs,
     /// Checks already emitted in the current basic block.
     block_checks: BlockChecks,
     /// Out-of-line report blocks (halt mode), emitted before the function's closing brace.
@@ -763,7 +764,7 @@ impl<'a> Rewriter<'a> {
                     // (A counting walk's sites are only counted.)
                     demangled: if self.counting { String::new().into() } else { std::cell::OnceCell::new() },
                     name: name.clone(),
-                    reg_types: RegTypes::default(),
+                    regs: DeclaredRegs::of_body(body.open),
                     block_checks: BlockChecks::default(),
                     fail_blocks: Vec::new(),
                     uses_shared_fail: false,
@@ -783,7 +784,7 @@ impl<'a> Rewriter<'a> {
         let in_body = w.func.is_some() && !opened_now;
         let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { plans.module.lines[i].memory() } else { (false, false) };
         if let (Some(f), true) = (w.func.as_mut(), in_body) {
-            f.reg_types.declare_line(&plans.module.lines[i]);
+            f.regs.at(plans.module.lines, i);
         }
 
         if line_has_memory {
@@ -1037,7 +1038,7 @@ impl<'a> Rewriter<'a> {
             for &l in lines_of {
                 let ins = lines[l].first_instr()?;
                 let (dest, srcs) = ins.operands.split_first()?;
-                let ty = f.reg_types.type_of(dest)?;
+                let ty = f.regs.types().type_of(dest)?;
                 let tmp = format!("%gst{}_{n}", p.access);
                 n += 1;
                 let srcs: Vec<&str> = srcs.iter().map(|s| renamed.get(*s).map_or(*s, String::as_str)).collect();
@@ -1084,7 +1085,7 @@ impl<'a> Rewriter<'a> {
     /// gets none.
     fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, ins: Option<&Instr<'_>>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
         let ins = ins?;
-        let reg_bits = |r: &str| f.reg_types.type_of(r).and_then(type_bits);
+        let reg_bits = |r: &str| f.regs.types().type_of(r).and_then(type_bits);
         let c = spaces::plan(ins, m, f.spaces, &reg_bits)?;
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
@@ -1201,7 +1202,7 @@ impl<'a> Rewriter<'a> {
         };
         fstats.found += 1;
         if let access::AddrBase::Reg(r) = &access.base {
-            if let Some(ty) = f.reg_types.type_of(r) {
+            if let Some(ty) = f.regs.types().type_of(r) {
                 if type_bits(ty) != Some(64) {
                     return Err(PtxError::AddressRegister { reg: excerpt(r), line: line_no });
                 }
@@ -1288,7 +1289,7 @@ impl<'a> Rewriter<'a> {
         fstats.checked += 1;
         let label = *next_label;
         *next_label += 1;
-        let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.reg_types.type_of(d).map(String::from)).collect();
+        let dest_types: Vec<Option<String>> = access.dests.iter().map(|d| f.regs.types().type_of(d).map(String::from)).collect();
         // (A prefetched shadow byte took its fast path where it was loaded.)
         let fast = if prefetched.is_some() { None } else { fast_path_at(f, access, label) };
         let emitted = if counting {

@@ -1044,7 +1044,7 @@ pub(super) fn group_accesses<'a>(
     };
     // The lines the rewriter checks: after the opening line, to the closing one.
     for b in bodies.iter() {
-        let (f, mut regs) = (m.functions.get(b.name.as_str()), super::RegTypes::default());
+        let (f, mut declared) = (m.functions.get(b.name.as_str()), super::DeclaredRegs::of_body(b.open));
         // Thread-index values, found when a check could use them (thread_ranges.rs), and the
         // accesses they prove.
         let mut thread_values: Option<super::thread_ranges::ThreadValues<'_>> = None;
@@ -1053,7 +1053,7 @@ pub(super) fn group_accesses<'a>(
         let mut planned: HashMap<(usize, usize), SpaceCheck> = HashMap::default();
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let loc = locs[i];
-            regs.declare_line(line);
+            let regs = declared.at(lines, i);
             let memory = !skip.contains(&i) && line.memory().0;
             if !memory {
                 if line.kills_checks() {

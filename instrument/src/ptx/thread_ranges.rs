@@ -282,7 +282,7 @@ impl<'a> ThreadValues<'a> {
 #[cfg(test)]
 mod tests {
     use super::super::spaces::{analyze, plan};
-    use super::super::{bodies::Bodies, defs::ModuleDefs, Line, RegTypes};
+    use super::super::{bodies::Bodies, defs::ModuleDefs, DeclaredRegs, Line};
     use super::*;
 
     /// Which of the body's shared accesses are proven, in order.
@@ -300,10 +300,10 @@ mod tests {
         let b = bodies.nth(0);
         let f = &m.functions["k"];
         let values = ThreadValues::of_body(defs.of(b));
-        let mut regs = RegTypes::default();
+        let mut declared = DeclaredRegs::of_body(b.open);
         let mut out = Vec::new();
         for i in b.open + 1..=b.close {
-            regs.declare_line(&lines[i]);
+            let regs = declared.at(&lines, i);
             for (j, st) in lines[i].stmts().iter().enumerate() {
                 let reg_bits = |r: &str| regs.type_of(r).and_then(super::super::type_bits);
                 if let Some(c) = st.instr.as_ref().and_then(|ins| plan(ins, &m, f, &reg_bits)) {

@@ -9,7 +9,7 @@
 //! to earlier checks, and the module's statements across lines (stmt.rs: a `call` or a
 //! declaration spread over lines, read by frames.rs and heap.rs), the opcode table (opcode.rs), the statement decoder and the
 //! access classifier (access.rs), where labels are (labels.rs: every label on a line of its own),
-//! register types (regs.rs), which statements define each register of a body (defs.rs), where function bodies are (bodies.rs), a function's header and parameters (func.rs) and their labels, branches and loops (cfg.rs).
+//! the register types declared above each line of a body (regs.rs: `DeclaredRegs`, the one reader every pass asks), which statements define each register of a body (defs.rs), where function bodies are (bodies.rs), a function's header and parameters (func.rs) and their labels, branches and loops (cfg.rs).
 
 pub(in crate::ptx) mod access;
 pub(in crate::ptx) mod bodies;

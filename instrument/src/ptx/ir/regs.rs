@@ -1,8 +1,74 @@
-//! The types of a function's registers, from its `.reg` declarations ([`RegTypes::declare_line`],
-//! the one rule every pass reads them by), and the width of a type ([`type_bits`]).
+//! The types of a function's registers, from its `.reg` declarations: which are declared above a
+//! line of a body ([`DeclaredRegs`], the one rule every pass reads them by), and the width of a
+//! type ([`type_bits`]).
 
-use super::line::Line;
+use super::line::{find_pair, Line};
 use rustc_hash::FxHashMap as HashMap;
+
+/// The register types declared above each line of one body, read as a pass goes down the body:
+/// the one place that says what "declared above this line" means. At line `i` they are those of
+/// the `.reg` lines after the body's opening line, up to and including `i`, read in order, so a
+/// register's type is that of its last declaration there. Scope braces:
+/// - a `.reg` line inside a scope opened on a line of its own (multi-line inline asm) is read, and
+///   its declarations stay read after the scope closes (a name it shadowed then reads as the
+///   scope's type);
+/// - a `.reg` inside a scope that opens on its line (`{ .reg .pred p; ... }`, one-line inline asm)
+///   is not: the line starts with the brace, and its registers live only in that scope.
+///
+/// Lines inside a block comment (`/*` to `*/`, the line opening one included) declare nothing,
+/// as the rewriting walk passes them through.
+#[derive(Default, Clone)]
+pub(in crate::ptx) struct DeclaredRegs {
+    /// The next line to read.
+    next: usize,
+    /// The body's opening line (reading starts after it).
+    open: usize,
+    in_block_comment: bool,
+    types: RegTypes,
+}
+
+impl DeclaredRegs {
+    /// For the body whose opening brace is on line `open`: nothing read yet.
+    pub(in crate::ptx) fn of_body(open: usize) -> Self {
+        DeclaredRegs { next: open + 1, open, in_block_comment: false, types: RegTypes::default() }
+    }
+
+    /// The types declared above line `i` (that line included) of the body. Lines are read once
+    /// as `i` grows; asked for a line above the last one read, the body is read again from its top.
+    pub(in crate::ptx) fn at(&mut self, lines: &[Line<'_>], i: usize) -> &RegTypes {
+        if i + 1 < self.next {
+            *self = Self::of_body(self.open);
+        }
+        while self.next <= i && self.next < lines.len() {
+            self.read(&lines[self.next]);
+            self.next += 1;
+        }
+        &self.types
+    }
+
+    /// The opening line of the body whose types these are.
+    pub(in crate::ptx) fn body_open(&self) -> usize {
+        self.open
+    }
+
+    /// The types as of the last line [`DeclaredRegs::at`] read.
+    pub(in crate::ptx) fn types(&self) -> &RegTypes {
+        &self.types
+    }
+
+    fn read(&mut self, line: &Line<'_>) {
+        if self.in_block_comment {
+            self.in_block_comment = find_pair(line.raw, b'*', b'/').is_none();
+            return;
+        }
+        let code = line.stripped();
+        if let Some(p) = line.slash.then(|| find_pair(code, b'/', b'*')).flatten() {
+            self.in_block_comment = find_pair(&code[p..], b'*', b'/').is_none();
+            return;
+        }
+        self.types.declare_line(line);
+    }
+}
 
 /// Declared register types of the current function: `%r<5>` ranges and explicit names. (A
 /// declaration's type is shared by the names it declares, not copied for each.) A function
@@ -74,11 +140,8 @@ impl RegTypes {
     /// Most prefixes searched in a list; past them, a map indexes the list.
     const LIST_PREFIXES: usize = 16;
 
-    /// Declares what the line declares, when it is a `.reg` line: every pass reads a function's
-    /// register types this way, line by line in order, so a register's type at a line is the last
-    /// declaration of it above. (A `.reg` inside a scope opened on its line, one-line inline asm,
-    /// is not read: its registers live only in that scope.)
-    pub(in crate::ptx) fn declare_line(&mut self, line: &Line<'_>) {
+    /// Declares what the line declares, when it is a `.reg` line (read by [`DeclaredRegs`] only).
+    fn declare_line(&mut self, line: &Line<'_>) {
         if line.code.starts_with(".reg") {
             for decl in line.reg_declarations() {
                 self.declare(decl);
@@ -158,5 +221,66 @@ pub(in crate::ptx) fn type_bits(ty: &str) -> Option<u32> {
     match ty {
         "pred" => None,
         _ => digits.parse().ok().filter(|b| [8, 16, 32, 64, 128].contains(b)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The type of `reg` declared above each line of the body opening on line 0 of `text`.
+    fn types_at(text: &str, reg: &str) -> Vec<Option<String>> {
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let mut declared = DeclaredRegs::of_body(0);
+        (0..lines.len()).map(|i| declared.at(&lines, i).type_of(reg).map(String::from)).collect()
+    }
+
+    fn ty(t: &str) -> Option<String> {
+        Some(t.to_string())
+    }
+
+    #[test]
+    fn a_register_has_the_type_of_its_last_declaration_on_or_above_the_line() {
+        let text = "{\n.reg .b32 %r<4>;\nmov.u32 %r1, 0;\n.reg .b64 %r<2>;\nret;\n}\n";
+        assert_eq!(types_at(text, "%r1"), [None, ty("b32"), ty("b32"), ty("b64"), ty("b64"), ty("b64")]);
+        // Names, several on a line, and the opening line itself not read.
+        let text = ".reg .f32 %x; {\n.reg .pred %p, %q;\n}\n";
+        assert_eq!(types_at(text, "%q"), [None, ty("pred"), ty("pred")]);
+        assert_eq!(types_at(text, "%x"), [None, None, None]);
+    }
+
+    #[test]
+    fn scope_braces_a_scope_of_its_own_lines_is_read_and_a_one_line_scope_is_not() {
+        let text = "{\n.reg .b32 %r<4>;\n{\n.reg .f32 %r<2>;\n}\nret;\n}\n";
+        assert_eq!(types_at(text, "%r1")[2..], [ty("b32"), ty("f32"), ty("f32"), ty("f32"), ty("f32")]);
+        let text = "{\n.reg .b32 %r<4>;\n{ .reg .f32 %r<2>; mov.f32 %r1, 0f00000000; }\nret;\n}\n";
+        assert_eq!(types_at(text, "%r1")[2..], [ty("b32"), ty("b32"), ty("b32")]);
+    }
+
+    #[test]
+    fn lines_in_a_block_comment_declare_nothing() {
+        let text = "{\n/*\n.reg .b32 %r<4>;\n*/\n.reg .b64 %s; /* .reg .b32 %r<4>;\n*/ .reg .b32 %r<4>;\n.reg .b16 %r<4>;\n}\n";
+        assert_eq!(types_at(text, "%r1"), [None, None, None, None, None, None, ty("b16"), ty("b16")]);
+        assert_eq!(types_at(text, "%s"), vec![None::<String>; 8]);
+    }
+
+    proptest! {
+        /// Asked in any order, the cursor gives at each line what a fresh read of the body to
+        /// that line gives.
+        #[test]
+        fn the_types_at_a_line_do_not_depend_on_the_lines_asked_before(lines in proptest::collection::vec(prop_oneof![
+            Just(".reg .b32 %r<4>;"), Just(".reg .b64 %r<4>;"), Just(".reg .pred %p, %r1;"), Just("{"), Just("}"), Just("{ .reg .f32 %r<9>; }"),
+            Just("/*"), Just("*/"), Just("/* .reg .u16 %r<2>; */"), Just("mov.u32 %r1, 0;"),
+        ], 1..24), asks in proptest::collection::vec(0usize..24, 0..12)) {
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let lines = Line::read_all(text.split_inclusive('\n'));
+            let mut declared = DeclaredRegs::of_body(0);
+            for i in asks.into_iter().map(|i| i % lines.len()) {
+                let asked = declared.at(&lines, i).type_of("%r1").map(String::from);
+                let fresh = DeclaredRegs::of_body(0).at(&lines, i).type_of("%r1").map(String::from);
+                prop_assert_eq!(asked, fresh, "at line {}", i);
+            }
+        }
     }
 }
