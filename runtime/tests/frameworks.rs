@@ -5,7 +5,8 @@
 //! buffer allocated as XLA allocates it under the allocator gasan-run chose
 //! (tests/fixtures/xla_alloc_app.c, on a stand-in libcuda whose device memory is host memory) comes
 //! from gasan's pool: a copy one byte past it is reported; under XLA's `platform` allocator it would
-//! not be.
+//! not be. Under PyTorch's cudaMallocAsync backend (tests/fixtures/torch_async_alloc_app.c), an
+//! allocation that fails for a sticky error answers that error, as the driver does, not out of memory.
 
 mod common;
 use common::gcc;
@@ -265,5 +266,38 @@ fn a_jax_buffer_is_a_pool_block_under_the_allocator_gasan_run_sets() {
     assert!(o.contains("allocator=platform ") && o.contains(" alloc_rc=0 copy_rc=0 free_rc=0"), "{o}\n{e}");
     assert!(reports(&e).is_empty(), "{e}");
     assert!(e.contains("kept XLA_PYTHON_CLIENT_ALLOCATOR=platform") && e.contains("XLA's own VMM mappings: not checked"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// PyTorch's cudaMallocAsync backend (`--framework-pools 0` with
+/// `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync`) raises every out-of-memory answer of
+/// cuMemAllocAsync as "Allocation on device 0 would exceed allowed memory", and any other error as
+/// that CUDA error. After a kernel faulted, the driver answers the sticky error; gasan's pool block
+/// could not be poisoned on the stream for the same reason, and must answer the same, not out of
+/// memory (and gasan reports the fault, which the out-of-memory answer hid). The stand-in program
+/// makes the backend's calls (tests/fixtures/torch_async_alloc_app.c);
+/// run without gasan, the stand-in driver gives the answers gasan must match.
+#[test]
+fn a_stream_error_under_pytorchs_async_backend_is_not_out_of_memory() {
+    if !lib_exists() {
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tmp("torch-async");
+    let s = |f: &str| src.join(f).to_str().unwrap().to_string();
+    let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    gcc(&["-shared", "-fPIC", "-I", &src.to_string_lossy(), "-Wl,-soname,libcuda.so.1", "-o", &d("libcuda.so.1"), &s("torch_async_fake_libcuda.c"), "-ldl"]);
+    gcc(&["-o", &d("torch_async_alloc_app"), &s("torch_async_alloc_app.c"), "-ldl"]);
+    let app = dir.join("torch_async_alloc_app");
+    let native = Command::new(&app).env("LD_LIBRARY_PATH", &dir).output().unwrap();
+    let native = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert_eq!(native.trim(), "alloc_rc=0 free_rc=0 after_fault_rc=700", "the stand-in driver's answers");
+    let out = gasan_run(&dir.join("cache")).env("LD_LIBRARY_PATH", &dir).args(["--halt-on-error", "0", "--framework-pools", "0", "--"]).arg(&app).output().unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(o.trim(), native.trim(), "{e}");
+    // Said at the default verbosity: the failure was gasan's pool's, and why; and the sticky error
+    // is reported as the fault it is (it was hidden behind the out-of-memory answer).
+    assert!(e.contains("allocation of 4096 bytes failed: pool: CUDA call cuMemsetD8Async failed with error 700; returned as CUDA error 700"), "{e}");
+    assert!(e.contains("CUDA error 700 reported by cuMemAllocAsync"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -31,9 +31,27 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
             CUDA_SUCCESS
         }
         Err(e) => {
-            crate::state::log(1, || format!("allocation of {size} bytes failed: {e}"));
-            CUDA_ERROR_OUT_OF_MEMORY
+            let r = alloc_error_result(&e);
+            if r == CUDA_ERROR_OUT_OF_MEMORY {
+                crate::state::log(1, || format!("allocation of {size} bytes failed: {e} (mapped: {} bytes)", d.alloc.mapped_bytes()));
+            } else {
+                // Not a lack of memory: a caller told "out of memory" would look in the wrong place
+                // (PyTorch's cudaMallocAsync backend then reports "would exceed allowed memory").
+                crate::state::log(0, || format!("WARNING: allocation of {size} bytes failed: {e}; returned as CUDA error {r}, as the driver returns it"));
+            }
+            r
         }
+    }
+}
+
+/// The driver's answer for an allocation the pool could not make: the error of a CUDA call that
+/// failed for another reason than memory (a sticky error from earlier work on the stream, a
+/// stream handle the driver refuses) is that call's, as the driver's own cuMemAllocAsync would
+/// return it; every other failure is out of memory.
+fn alloc_error_result(e: &crate::allocator::AllocError) -> CuResult {
+    match e {
+        crate::allocator::AllocError::Pool(gasan_uvm::UvmError::Cuda { code, .. }) if *code != CUDA_SUCCESS => *code,
+        _ => CUDA_ERROR_OUT_OF_MEMORY,
     }
 }
 
