@@ -34,22 +34,21 @@ impl LabelLines {
         for (n, line) in ptx.split_inclusive('\n').enumerate() {
             let indent = &line[..line.len() - line.trim_start().len()];
             let mut rest = line;
-            if let Some(len) = body_brace_len(rest) {
+            // The first `len` bytes of the code to a line of their own, the rest kept.
+            let mut cut = |rest: &mut &str, len: usize| {
                 let code = rest.trim_start();
                 text.push_str(indent);
                 text.push_str(&code[..len]);
                 text.push('\n');
                 input_of.push(n);
-                rest = code[len..].trim_start_matches([' ', '\t']);
+                *rest = code[len..].trim_start_matches([' ', '\t']);
+            };
+            // The body's brace first (a header line holds no label), then each label in turn.
+            if let Some(len) = body_brace_len(rest) {
+                cut(&mut rest, len);
             }
             while let Some(len) = label_len(rest) {
-                let code = rest.trim_start();
-                text.push_str(indent);
-                text.push_str(&code[..len]);
-                text.push('\n');
-                input_of.push(n);
-                rest = &code[len..];
-                rest = rest.trim_start_matches([' ', '\t']);
+                cut(&mut rest, len);
             }
             if !std::ptr::eq(rest, line) {
                 text.push_str(indent);
