@@ -1,0 +1,43 @@
+//! Every pass reads the registers declared above a line the same way (ir/regs.rs, issue 37's
+//! "register types" row): a loop whose registers are declared between it and an earlier loop is
+//! versioned as it is when they are declared at the top. Before REVISION 78 loop versioning fixed a
+//! function's register types at its first loop, so the second loop here was left unversioned.
+
+mod common;
+use common::*;
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+use gasan_instrument::shadow::Scale;
+
+const DECL: &str = "\t.reg .b64 %rx<3>;\n";
+
+/// Two counted loops over a buffer; the second one's address registers (`%rx`) declared at `top`
+/// (with the others) or between the loops.
+fn module(top: bool) -> String {
+    let (at_top, between) = if top { (DECL, "") } else { ("", DECL) };
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p, .param .u32 n)\n{{\n\
+         \t.reg .pred %p<4>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<8>;\n\t.reg .f32 %f<8>;\n{at_top}\
+         \tld.param.u64 %rd1, [p];\n\tld.param.u32 %r1, [n];\n\tcvta.to.global.u64 %rd2, %rd1;\n\
+         \tmov.u32 %r2, 0;\n\tmov.f32 %f1, 0f00000000;\nL1:\n\tmul.wide.s32 %rd3, %r2, 4;\n\
+         \tadd.s64 %rd4, %rd2, %rd3;\n\tld.global.f32 %f2, [%rd4];\n\tadd.f32 %f1, %f1, %f2;\n\
+         \tadd.s32 %r2, %r2, 1;\n\tsetp.lt.s32 %p1, %r2, %r1;\n\t@%p1 bra L1;\n{between}\
+         \tmov.u32 %r3, 0;\nL2:\n\tmul.wide.s32 %rx1, %r3, 4;\n\tadd.s64 %rx2, %rd2, %rx1;\n\
+         \tst.global.f32 [%rx2], %f1;\n\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.s32 %p2, %r3, %r1;\n\
+         \t@%p2 bra L2;\n\tret;\n}}\n"
+    )
+}
+
+#[test]
+fn a_loop_sees_the_registers_declared_above_it() {
+    let without_decl = |ptx: &str| ptx.lines().filter(|l| l.trim() != DECL.trim()).collect::<Vec<_>>().join("\n");
+    let dir = scratch("declared-regs");
+    let option_sets = [InstrumentOptions::default(), InstrumentOptions { scale: Scale::S7, ..Default::default() }, InstrumentOptions { param_bounds: false, ..Default::default() }];
+    for (n, opts) in option_sets.into_iter().enumerate() {
+        let top = instrument_ptx(&module(true), &opts).unwrap();
+        let between = instrument_ptx(&module(false), &opts).unwrap();
+        assert_eq!(top.stats.total(), between.stats.total(), "{opts:?}");
+        // The same checked code, the declaration aside: the second loop versioned in both.
+        assert_eq!(without_decl(&top.ptx), without_decl(&between.ptx), "{opts:?}");
+        assemble(&dir, &format!("k{n}"), &between.ptx);
+    }
+}
