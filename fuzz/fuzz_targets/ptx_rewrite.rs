@@ -184,7 +184,10 @@ fuzz_target!(|data: &[u8]| {
         // (A module declaring only `malloc` gets its declaration renamed too.)
         let heap = ["__gasan_free", "__gasan_malloc", "__gasan_aligned_malloc"].iter().any(|f| r.ptx.contains(f));
         assert!(free == 0 || heap, "{opts:?}: {free} free sites, no __gasan_free");
-        if !ptx.contains(MARKER) {
+        // (An input that spells gasan's own names, which the rewriter refuses in code but leaves in
+        // comments, makes undoing the frame tops ambiguous: `// b, %gsct);` would be "undone" too.)
+        let own_names = ["%gs", "__gasan_"].iter().any(|n| ptx.contains(n));
+        if !ptx.contains(MARKER) && !own_names {
             let (added, kept): (Vec<&str>, Vec<&str>) = r.ptx.split_inclusive('\n').partition(|l| l.contains(MARKER));
             // (Called functions' frame tops, frames.rs, are edits inside input lines: undone.)
             let (mut want, mut got) = (statements(ptx), statements(&gasan_instrument::ptx::undo_frame_tops(&kept.concat())));
