@@ -102,6 +102,10 @@ check shared_vecadd cases_shared vecadd_clean native 0 "result ok"
 check drvapp_clean drvapp clean 8 0 "result ok" "!GPUAddressSanitizer"
 check drvapp_overflow drvapp overflow 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "link_kernels.cu:10" "!result ok"
 check drvapp_clean drvapp clean native 0 "result ok"
+# Stream-ordered allocation from a thread without a current context (the stream names one).
+check drvapp_thread_clean drvapp thread_clean 8 0 "result ok" "!GPUAddressSanitizer" "!WARNING"
+check drvapp_thread_clean drvapp thread_clean native 0 "result ok"
+check drvapp_thread_overflow drvapp thread_overflow 8 1 "heap-buffer-overflow" "WRITE of size 4 in kernel writeAtB" "0 bytes after 4000-byte region" "!result ok"
 # Many host threads: 64 threads x 10k cudaMalloc/cudaFree in one process, patterns read back (BENCH line in the logs).
 if [ -n "${GASAN_CHECK_QUICK:-}" ]; then
   echo "SKIPPED: mt_alloc (64 host threads, ~80 s): GASAN_CHECK_QUICK is set"

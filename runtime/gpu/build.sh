@@ -31,7 +31,7 @@ mkdir -p "$out/lib" && cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
 gcc -O2 -Wall -I"$cuda/include" -c -o "$stub/drvapp.o" "$here/drvapp.c"
 "$cuda/bin/nvcc" -O2 -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -c -o "$stub/mt_load.o" "$here/mt_load.cu"
 "$root/scripts/libcuda-stub.sh" "$stub" "$stub/drvapp.o" "$stub/mt_load.o"
-gcc -o "$out/drvapp" "$stub/drvapp.o" -L"$stub" -lcuda
+gcc -pthread -o "$out/drvapp" "$stub/drvapp.o" -L"$stub" -lcuda
 "$cuda/bin/nvcc" -Xcompiler -pthread -gencode arch=compute_90,code=[compute_90,sm_90] -o "$out/mt_load" "$stub/mt_load.o" -L"$stub" -lcuda
 rm -rf "$stub"
 echo "$out"

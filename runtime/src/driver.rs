@@ -159,6 +159,9 @@ pub mod sys {
         cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice);
         cuDeviceGetCount(count: *mut c_int);
         cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut c_uint, active: *mut c_int);
+        cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: CUdevice);
+        cuDevicePrimaryCtxRelease_v2(device: CUdevice);
+        cuStreamGetCtx(stream: CUstream, ctx: *mut CUcontext);
         cuDriverGetVersion(version: *mut c_int);
         // Entry points and cudart's private tables.
         cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64, status: *mut i32);
@@ -313,6 +316,34 @@ pub mod result {
         let mut popped = std::ptr::null_mut();
         call!(cuCtxPopCurrent_v2(&mut popped))?;
         asked
+    }
+
+    /// Runs `f` with a current context on the calling thread: the thread's own, or, where it has
+    /// none, `stream`'s context (else `device`'s primary context), pushed for the call and popped
+    /// after. A driver call that names a stream runs in the stream's context, so a program may
+    /// allocate on a thread that never made a context current (PyTorch's cudaMallocAsync
+    /// backend), while the pool's own work for that call (a shadow memset, a stream of its own)
+    /// needs one: without it the driver answers CUDA_ERROR_INVALID_CONTEXT.
+    pub fn with_current_context<T>(stream: Option<CUstream>, device: CUdevice, f: impl FnOnce() -> T) -> T {
+        if !matches!(ctx_get_current(), Ok(c) if c.is_null()) {
+            return f();
+        }
+        let mut ctx = std::ptr::null_mut();
+        let of_stream = stream.is_some_and(|st| call!(cuStreamGetCtx(st, &mut ctx)).is_ok() && !ctx.is_null());
+        let retained = !of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok();
+        if !(of_stream || retained) || call!(cuCtxPushCurrent_v2(ctx)).is_err() {
+            if retained {
+                let _ = call!(cuDevicePrimaryCtxRelease_v2(device));
+            }
+            return f();
+        }
+        let r = f();
+        let mut popped = std::ptr::null_mut();
+        let _ = call!(cuCtxPopCurrent_v2(&mut popped));
+        if retained {
+            let _ = call!(cuDevicePrimaryCtxRelease_v2(device));
+        }
+        r
     }
 
     /// A limit of the current context.

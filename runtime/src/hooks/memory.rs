@@ -25,7 +25,8 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
         }
         return r;
     };
-    match d.alloc.alloc(size as u64, stream) {
+    let made = crate::driver::result::with_current_context(stream.map(|st| st.0 as CUstream), d.device, || d.alloc.alloc(size as u64, stream));
+    match made {
         Ok(p) => {
             dptr.set(p);
             CUDA_SUCCESS
@@ -223,7 +224,8 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
             }
         }
     }
-    match d.alloc.free_by(ptr, stream, by) {
+    let freed = crate::driver::result::with_current_context(stream.map(|st| st.0 as CUstream), d.device, || d.alloc.free_by(ptr, stream, by));
+    match freed {
         Ok(()) => {
             s.ipc_withdraw(ptr);
             CUDA_SUCCESS
@@ -324,8 +326,10 @@ hooks! {
             let s = state();
             s.foreign.record(p as u64, size as u64, ForeignKind::HostRegistered, || s.outside_table(), s.opts.malloc_context_size);
             if !s.opts.outside_checks {
+                // A coverage note, not a finding: a clean program stays silent at verbosity 0
+                // (the exit summary at verbosity 1 counts registered host memory too).
                 static NOTED: std::sync::Once = std::sync::Once::new();
-                NOTED.call_once(|| eprintln!("==gasan== the program registers host memory (cudaHostRegister): host API calls check it; kernels' accesses to it are checked with outside_checks=1 (--outside-checks 1)"));
+                NOTED.call_once(|| crate::state::log(1, || "the program registers host memory (cudaHostRegister): host API calls check it; kernels' accesses to it are checked with outside_checks=1 (--outside-checks 1)".to_string()));
             }
         }
         r
