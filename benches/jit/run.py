@@ -7,13 +7,13 @@ ones, torch.compile's compile and step times), with gasan/native ratios and geom
 Configurations (each a fresh process):
     native-cold   empty Triton and Inductor caches        native-warm   the same caches again
     gasan-cold    empty caches and an empty gasan cache   gasan-warm    the same caches again
-    native-nocache  warm, PYTORCH_NO_CUDA_MEMORY_CACHING=1 (what gasan's framework_pools=1 sets:
-                    the allocator's share of gasan's cost)
+    native-nocache  warm, PYTORCH_NO_CUDA_MEMORY_CACHING=1 (what framework_pools=1 sets where the
+                    user configured PyTorch's allocator: the allocator's share of gasan's cost)
     gasan-pools0  warm, framework_pools=0 (PyTorch's caching allocator kept: no per-tensor checks)
-    native-async  warm, PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (every tensor its own
-                  stream-ordered allocation, freed without waiting for the device)
-    gasan-async   warm, framework_pools=0 with that backend: per-tensor checks with stream-ordered
-                  frees, the candidate policy against framework_pools=1's waiting cudaFree
+    native-async  warm, PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (what framework_pools=1
+                  sets by default: every tensor its own stream-ordered allocation)
+    gasan-async   warm, framework_pools=0 with that backend (gasan-warm's PyTorch allocation
+                  without the other frameworks' switches)
     cs            compute-sanitizer memcheck, warm native caches (fewer reps)
 
 Usage (GPU machine): python3 benches/jit/run.py --gasan build/bin/gasan-run [--rounds N] [--no-sanitizer] [--out DIR]

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const SWITCHES: &[(&str, &str)] = &[
-    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "1"),
+    ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"),
     ("CUPY_COMPILE_WITH_PTX", "1"),
     ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0"),
     ("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async"),
@@ -41,7 +41,7 @@ fn tmp(name: &str) -> PathBuf {
 /// environment, and its cache (where the hook is written) in `cache`.
 fn gasan_run(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gasan-run"));
-    for (k, _) in SWITCHES {
+    for k in SWITCHES.iter().map(|(k, _)| *k).chain(["PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_ALLOC_CONF"]) {
         c.env_remove(k);
     }
     c.env_remove("PYTHONPATH").env_remove("GASAN_OPTIONS").arg("--cache-dir").arg(cache);
@@ -79,9 +79,25 @@ fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
     let got = child_env(gasan_run(&cache).env("PYTHONPATH", pp));
     assert_eq!(&got[SWITCHES.len()], pp);
 
-    // The user's own settings stay, empty ones and PyTorch's "0" included.
-    let got = child_env(gasan_run(&cache).env("PYTORCH_NO_CUDA_MEMORY_CACHING", "0").env("CUPY_COMPILE_WITH_PTX", "").env("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"));
-    assert_eq!(got[..5], ["0", "", "0", "bfc", "false"]);
+    // The user's own settings stay, empty ones included.
+    let got = child_env(gasan_run(&cache).env("CUPY_COMPILE_WITH_PTX", "").env("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"));
+    assert_eq!(got[..5], ["backend:cudaMallocAsync", "", "0", "bfc", "false"]);
+
+    // PyTorch: the user's allocator settings decide. Their own PYTORCH_NO_CUDA_MEMORY_CACHING (any
+    // value, "0" included, means no caching) or their choice of the async backend: nothing set.
+    // Allocator options without that backend: kept, and the caching allocator turned off.
+    let torch = |var: &str, val: &str| {
+        let out = gasan_run(&cache)
+            .env(var, val)
+            .args(["--", "/bin/sh", "-c", "echo \"${PYTORCH_CUDA_ALLOC_CONF-<unset>}|${PYTORCH_ALLOC_CONF-<unset>}|${PYTORCH_NO_CUDA_MEMORY_CACHING-<unset>}\""])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(torch("PYTORCH_NO_CUDA_MEMORY_CACHING", "0"), "<unset>|<unset>|0");
+    assert_eq!(torch("PYTORCH_ALLOC_CONF", "expandable_segments:True, backend: cudaMallocAsync"), "<unset>|expandable_segments:True, backend: cudaMallocAsync|<unset>");
+    assert_eq!(torch("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"), "expandable_segments:True|<unset>|1");
+    assert_eq!(torch("PYTORCH_ALLOC_CONF", "backend:native"), "<unset>|backend:native|1");
 
     // framework_pools=0, as a flag or in GASAN_OPTIONS: nothing set, PYTHONPATH untouched.
     for how in ["flag", "env"] {
@@ -99,7 +115,7 @@ fn switches_are_set_unless_the_user_set_them_or_the_option_is_off() {
     // verbosity=1 says what was set and what was kept.
     let out = gasan_run(&cache).env("CUPY_COMPILE_WITH_PTX", "0").args(["--verbosity", "1", "--", "/bin/true"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("set PYTORCH_NO_CUDA_MEMORY_CACHING=1"), "{err}");
+    assert!(err.contains("set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"), "{err}");
     assert!(err.contains("kept CUPY_COMPILE_WITH_PTX=0"), "{err}");
     let _ = std::fs::remove_dir_all(&cache);
 }
