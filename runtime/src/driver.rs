@@ -318,32 +318,40 @@ pub mod result {
         asked
     }
 
-    /// Runs `f` with a current context on the calling thread: the thread's own, or, where it has
-    /// none, `stream`'s context (else `device`'s primary context), pushed for the call and popped
-    /// after. A driver call that names a stream runs in the stream's context, so a program may
-    /// allocate on a thread that never made a context current (PyTorch's cudaMallocAsync
-    /// backend), while the pool's own work for that call (a shadow memset, a stream of its own)
-    /// needs one: without it the driver answers CUDA_ERROR_INVALID_CONTEXT.
-    pub fn with_current_context<T>(stream: Option<CUstream>, device: CUdevice, f: impl FnOnce() -> T) -> T {
+    /// A current context on the calling thread for as long as the guard lives: the thread's own,
+    /// or, where it has none, `stream`'s context (else `device`'s primary context), pushed now and
+    /// popped on drop. A driver call that names a stream runs in the stream's context, so a
+    /// program may allocate on a thread that never made a context current (PyTorch's
+    /// cudaMallocAsync backend), while the pool's own work for that call (a shadow memset, a
+    /// stream of its own) needs one: without it the driver answers CUDA_ERROR_INVALID_CONTEXT.
+    pub fn current_context_for(stream: Option<CUstream>, device: CUdevice) -> ContextGuard {
+        let none = ContextGuard { pushed: false, retained: None };
         if !matches!(ctx_get_current(), Ok(c) if c.is_null()) {
-            return f();
+            return none;
         }
         let mut ctx = std::ptr::null_mut();
         let of_stream = stream.is_some_and(|st| call!(cuStreamGetCtx(st, &mut ctx)).is_ok() && !ctx.is_null());
-        let retained = !of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok();
-        if !(of_stream || retained) || call!(cuCtxPushCurrent_v2(ctx)).is_err() {
-            if retained {
+        let retained = (!of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok()).then_some(device);
+        let pushed = (of_stream || retained.is_some()) && call!(cuCtxPushCurrent_v2(ctx)).is_ok();
+        ContextGuard { pushed, retained }
+    }
+
+    /// See [`current_context_for`]: pops what it pushed and releases what it retained.
+    pub struct ContextGuard {
+        pushed: bool,
+        retained: Option<CUdevice>,
+    }
+
+    impl Drop for ContextGuard {
+        fn drop(&mut self) {
+            if self.pushed {
+                let mut popped = std::ptr::null_mut();
+                let _ = call!(cuCtxPopCurrent_v2(&mut popped));
+            }
+            if let Some(device) = self.retained {
                 let _ = call!(cuDevicePrimaryCtxRelease_v2(device));
             }
-            return f();
         }
-        let r = f();
-        let mut popped = std::ptr::null_mut();
-        let _ = call!(cuCtxPopCurrent_v2(&mut popped));
-        if retained {
-            let _ = call!(cuDevicePrimaryCtxRelease_v2(device));
-        }
-        r
     }
 
     /// A limit of the current context.

@@ -25,8 +25,8 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
         }
         return r;
     };
-    let made = crate::driver::result::with_current_context(stream.map(|st| st.0 as CUstream), d.device, || d.alloc.alloc(size as u64, stream));
-    match made {
+    let _context = crate::driver::result::current_context_for(stream.map(|st| st.0 as CUstream), d.device);
+    match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
             dptr.set(p);
             CUDA_SUCCESS
@@ -224,8 +224,8 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
             }
         }
     }
-    let freed = crate::driver::result::with_current_context(stream.map(|st| st.0 as CUstream), d.device, || d.alloc.free_by(ptr, stream, by));
-    match freed {
+    let _context = crate::driver::result::current_context_for(stream.map(|st| st.0 as CUstream), d.device);
+    match d.alloc.free_by(ptr, stream, by) {
         Ok(()) => {
             s.ipc_withdraw(ptr);
             CUDA_SUCCESS
