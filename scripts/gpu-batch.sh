@@ -19,6 +19,7 @@
 # numba: the jit group's Numba cases with numpy 2.3 from .whl on PYTHONPATH (the image's numba 0.68 fails natively with its numpy 2.5: no row_stack), with compute-sanitizer.
 # jitbench: benches/jit/run.py (Triton kernels and a torch.compile model: native, gasan, compute-sanitizer; cold and warm caches); extdiag: examples/torch_extension.py under gasan-run at verbosity 1 and 2.
 # asyncdiag: torch.compile's model with PyTorch's cudaMallocAsync backend, natively and under gasan-run --framework-pools 0 --verbosity 2 (full logs in $OUT/asyncdiag-*.txt).
+# drvthread: drvapp's thread_clean and thread_overflow (allocation from a thread with no current context) with build/bin-old, then build/bin.
 # mtloop: gpu-check's mt_load_overflow (16 host threads loading and launching at once) MTLOOP_N times (20) with build/bin-old, then build/bin: the first report's kind, counted.
 # diag: the driver-only load experiment (benches/diag, built into build/diag); firstab, costab: first launches and steady state of build/bin against build/bin-old, interleaved in one run.
 set -u
@@ -95,6 +96,7 @@ for spec in "$@"; do
     mgpu)    timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --out /tmp/o-mgpu ;;
     mgpu8)   timeout $lim python3 runtime/gpu/python/run_groups.py --group mgpu --gasan $B/gasan-run --bin-dir $([ -d build/suite-new ] && echo build/suite-new || echo $W/suite) --timeout 240 --jobs 8 --no-sanitizer --out /tmp/o-mgpu8 ;;
     asyncdiag) for v in native gasan; do c=(); [ $v = gasan ] && c=($B/gasan-run --verbosity 2 --framework-pools 0 --); PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync timeout $lim "${c[@]}" python3 benches/jit/triton_bench.py --reps 5 --only model > $R/asyncdiag-$v.txt 2>&1; echo "$v exit status $?"; grep -v "^    #" $R/asyncdiag-$v.txt | grep -iE "error|memory|pool|gasan" | head -40; done ;;
+    drvthread) for b in $BO $B; do [ -x $b/gasan-run ] || continue; for c in thread_clean thread_overflow; do o=$(timeout 60 $b/gasan-run -- build/gpu/drvapp $c 2>&1); echo "$b $c: rc=$? $(grep -m1 -oE 'ERROR: GPUAddressSanitizer: [a-z-]*|failed: [0-9]+|result ok|WARNING.*' <<<"$o" | cut -c1-160)"; done; done ;;
     mtloop)  for b in $BO $B; do [ -x $b/gasan-run ] || continue; declare -A n=(); for i in $(seq ${MTLOOP_N:-20}); do o=$(timeout 60 $b/gasan-run --shadow-scale 8 -- build/gpu/mt_load overflow 2>&1); k=$(grep -o "ERROR: GPUAddressSanitizer: [a-z-]*" <<<"$o" | head -1 | sed 's/.*: //'); [ -n "$k" ] || k=none; n[$k]=$(( ${n[$k]:-0} + 1 )); [ "$k" = heap-buffer-overflow ] || echo "$o" > $R/mtloop-$([ $b = $BO ] && echo old || echo new)-$i.txt; done; for k in "${!n[@]}"; do echo "$b: $k ${n[$k]}"; done; unset n; done ;;
     *) echo "unknown step $step" ;;
   esac > "$R/$step.txt" 2>&1

@@ -82,14 +82,14 @@ pub(super) fn plan_range<'l, 'a>(
         // it, not an access: the rewriter's walk passes it over as such (heap.rs holds a heap
         // call's lines whole), so a group led from it would have its checks never emitted.
         let continues = statement_open;
-        if !code.is_empty() && !code.starts_with('.') {
+        if !code.is_empty() && line.directive().is_none() {
             statement_open = !super::stmt::ends_statement(code);
         }
         if continues && line.brackets {
             finish_all(&mut groups, &mut plan);
             continue;
         }
-        if code.starts_with(".loc") {
+        if line.directive() == Some(".loc") {
             continue;
         }
         let loc = locs[i];
@@ -102,11 +102,11 @@ pub(super) fn plan_range<'l, 'a>(
             continue;
         }
         let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
-        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.kills_checks() || code.starts_with(".entry") || code.starts_with(".func") {
+        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.kills_checks() || matches!(line.directive(), Some(".entry" | ".func")) {
             finish_all(&mut groups, &mut plan);
             continue;
         }
-        if code.starts_with('.') {
+        if line.directive().is_some() {
             continue; // other directives (.reg, .file, .pragma, ...)
         }
         // One statement and nothing else: empty statements (`;;ld ...;`) make a line of several,

@@ -492,10 +492,10 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
             return None;
         }
         let code = line.code;
-        if code.is_empty() || code.starts_with(".loc") || code.starts_with(".pragma") {
+        if code.is_empty() || matches!(line.directive(), Some(".loc" | ".pragma")) {
             continue;
         }
-        if line.label().is_some() || code.starts_with('.') || line.braces || !code.ends_with(';') {
+        if line.label().is_some() || line.directive().is_some() || line.braces || !code.ends_with(';') {
             return None;
         }
         let stmt = code.strip_suffix(';')?;

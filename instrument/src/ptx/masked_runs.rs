@@ -68,8 +68,8 @@ fn quiet_between(lines: &[Line<'_>], a: usize, b: usize) -> bool {
         if code.is_empty() {
             return !l.block_comment_marker();
         }
-        if code.starts_with('.') {
-            return code.starts_with(".loc");
+        if let Some(directive) = l.directive() {
+            return directive == ".loc";
         }
         // One complete statement without a memory operand.
         let stmt = code.strip_suffix(';');

@@ -338,7 +338,7 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
             }
             let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !interior(k) || (!code.is_empty() && (self.lines[k].kills_checks() || code.starts_with(".reg") || code.starts_with(".local") || code.starts_with(".shared"))) {
+            if !interior(k) || (!code.is_empty() && (self.lines[k].kills_checks() || matches!(self.lines[k].directive(), Some(".reg" | ".local" | ".shared")))) {
                 state = Some(k + 1);
                 break;
             }
@@ -346,8 +346,8 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
         self.walk = Some((j, state));
         let start = state.map(|s| s.max(j.saturating_sub(WINDOW))).filter(|&s| {
             // The start must begin a statement: the code line before it ends one.
-            let before = self.lines[..s].iter().rev().map(|l| l.code).find(|c| !c.is_empty());
-            !matches!(before, Some(c) if !(ends_statement(c) || c.starts_with('.')))
+            let before = self.lines[..s].iter().rev().find(|l| !l.code.is_empty());
+            !matches!(before, Some(l) if !(ends_statement(l.code) || l.directive().is_some()))
         });
         self.starts.insert(j, start);
         start

@@ -272,6 +272,16 @@ impl<'a> Line<'a> {
         lines
     }
 
+    /// The directive the line starts with, as a whole word (`.loc`, `.reg`, `.local`, `.entry`,
+    /// `.pragma`): `.local` is not `.loc`. `None` when the line starts with anything else or is
+    /// empty. Every pass that skips or stops at directives asks this, not the line's text.
+    pub(in crate::ptx) fn directive(&self) -> Option<&'a str> {
+        let t = self.code;
+        let rest = t.strip_prefix('.')?;
+        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(t.len(), |p| p + 1);
+        Some(&t[..end])
+    }
+
     /// (does the line hold a memory-like statement, does it hold one that gets a check), in one pass:
     /// the walk's access lines (and spaces.rs', which follows them).
     pub(in crate::ptx) fn memory(&self) -> (bool, bool) {
@@ -547,4 +557,24 @@ mod statement_pieces_tests {
                 prop_assert!(ps.iter().filter(|p| p.1).count() <= code.matches(';').count());
             }
         }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Line;
+
+    #[test]
+    fn a_directive_is_read_as_a_whole_word() {
+        let directive = |raw: &str| Line::read(raw).directive().map(str::to_string);
+        assert_eq!(directive("\t.loc 1 5 3\n").as_deref(), Some(".loc"));
+        // `.local` begins with `.loc`: the word decides, not the prefix.
+        assert_eq!(directive("\t.local .align 4 .b8 __local_depot0[16];\n").as_deref(), Some(".local"));
+        assert_eq!(directive(".visible .entry k(\n").as_deref(), Some(".visible"));
+        assert_eq!(directive("\t.reg .b32 %r<5>; ld.global.u32 %r1, [%rd1];\n").as_deref(), Some(".reg"));
+        assert_eq!(directive("\t.pragma \"nounroll\";\n").as_deref(), Some(".pragma"));
+        // Comments are not code: a commented-out directive is no directive.
+        for raw in ["\tld.global.u32 %r1, [%rd1]; // .loc\n", "$L__BB0_1:\n", "\n", "\t// .loc 1 2 3\n", "\t{\n"] {
+            assert_eq!(directive(raw), None, "{raw:?}");
+        }
+    }
 }
