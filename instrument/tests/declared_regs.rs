@@ -41,3 +41,35 @@ fn a_loop_sees_the_registers_declared_above_it() {
         assemble(&dir, &format!("k{n}"), &between.ptx);
     }
 }
+
+/// A shared-memory kernel whose address registers (`%ra`, 32-bit) are declared once, with a block
+/// comment after the declaration holding a `.reg` line of another type for them when `commented`.
+fn shared_module(commented: bool) -> String {
+    let comment = if commented { "\t/*\n\t.reg .b64 %ra<3>;\n\t*/\n" } else { "" };
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry s(.param .u64 p, .param .u32 i)\n{{\n\
+         \t.reg .b32 %r<4>;\n\t.reg .b64 %rd<4>;\n\t.reg .f32 %f<4>;\n\t.reg .b32 %ra<3>;\n{comment}\
+         \t.shared .align 4 .b8 sh[256];\n\
+         \tld.param.u64 %rd1, [p];\n\tld.param.u32 %r1, [i];\n\tcvta.to.global.u64 %rd2, %rd1;\n\
+         \tmov.u32 %ra0, sh;\n\tshl.b32 %r2, %r1, 2;\n\tadd.s32 %ra1, %ra0, %r2;\n\
+         \tld.shared.f32 %f1, [%ra1];\n\tst.global.f32 [%rd2], %f1;\n\tret;\n}}\n"
+    )
+}
+
+/// A `.reg` line inside a block comment declares nothing: the shared access through `%ra1` is
+/// checked as with no comment there, a 32-bit window address. Before REVISION 78 the shared and
+/// local checks (spaces.rs) read register types with their own builder, which took the commented
+/// line as declaring `%ra` 64-bit.
+#[test]
+fn a_reg_line_in_a_block_comment_declares_nothing() {
+    let without_comment = |ptx: &str| ptx.lines().filter(|l| !matches!(l.trim(), "/*" | "*/" | ".reg .b64 %ra<3>;")).collect::<Vec<_>>().join("\n");
+    let dir = scratch("declared-regs-comment");
+    for (n, opts) in [InstrumentOptions::default(), InstrumentOptions { scale: Scale::S7, ..Default::default() }].into_iter().enumerate() {
+        let plain = instrument_ptx(&shared_module(false), &opts).unwrap();
+        let commented = instrument_ptx(&shared_module(true), &opts).unwrap();
+        assert_eq!(plain.stats.total(), commented.stats.total(), "{opts:?}");
+        assert!(commented.ptx.contains("$gasan_sfail"), "the shared access is checked: {opts:?}");
+        assert_eq!(without_comment(&plain.ptx), without_comment(&commented.ptx), "{opts:?}");
+        assemble(&dir, &format!("s{n}"), &commented.ptx);
+    }
+}
