@@ -22,6 +22,11 @@ pub enum ForeignKind {
     /// (NCCL's collectives, copies, sets) running past them are overflows; kernels reach it at its
     /// own address, so with `outside_checks=1` the outside table holds it too.
     NcclMem,
+    /// `ncclMemAlloc` memory the program gave back with `ncclMemFree`: kept (its range, no longer
+    /// mapped by NCCL) until something new is recorded over it or [`SideTable::retire_freed`]
+    /// drops it, so that a host call on it is a use after free, not a wild address. Kernels' view
+    /// of it is the outside table's range marked gone at the free.
+    NcclMemFreed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +64,24 @@ impl SideTable {
     pub fn find(&self, addr: u64) -> Option<ForeignRegion> {
         let m = self.regions.lock().unwrap();
         m.range(..=addr).next_back().map(|(_, r)| *r).filter(|r| addr < r.start + r.len)
+    }
+
+    /// The `ncclMemFree`'d region at `start` becomes a [`ForeignKind::NcclMemFreed`] record; with
+    /// more than `keep` such records, the oldest ones (by free order, `order`) are dropped, so a
+    /// program that cycles NCCL memory keeps the table small. Returns whether `start` was NCCL's.
+    pub fn retire_freed(&self, start: u64, order: &Mutex<std::collections::VecDeque<u64>>, keep: usize) -> bool {
+        let mut m = self.regions.lock().unwrap();
+        let Some(r) = m.get_mut(&start).filter(|r| r.kind == ForeignKind::NcclMem) else { return false };
+        r.kind = ForeignKind::NcclMemFreed;
+        let mut order = order.lock().unwrap_or_else(|e| e.into_inner());
+        order.push_back(start);
+        while order.len() > keep {
+            let old = order.pop_front().expect("longer than keep");
+            if m.get(&old).is_some_and(|r| r.kind == ForeignKind::NcclMemFreed) {
+                m.remove(&old);
+            }
+        }
+        true
     }
 
     pub fn count(&self, kind: ForeignKind) -> usize {
@@ -115,7 +138,7 @@ impl SideTable {
 impl ForeignKind {
     /// Memory of this kind that kernels of the pool's GPU reach (the outside table holds it).
     pub fn kernels_reach(self) -> bool {
-        !matches!(self, ForeignKind::OtherDevice)
+        !matches!(self, ForeignKind::OtherDevice | ForeignKind::NcclMemFreed)
     }
 }
 
@@ -153,6 +176,34 @@ mod tests {
     }
 
     #[test]
+    fn freed_nccl_memory_is_kept_for_the_last_frees_and_replaced_by_new_records() {
+        let t = SideTable::default();
+        let order = Mutex::new(std::collections::VecDeque::new());
+        for i in 0..5u64 {
+            t.insert(0x10000 * (i + 1), 4000, ForeignKind::NcclMem);
+        }
+        assert!(!t.retire_freed(0x10000 + 8, &order, 3), "not a region's start");
+        assert!(!t.retire_freed(0x90000, &order, 3), "nothing there");
+        for i in 0..5u64 {
+            assert!(t.retire_freed(0x10000 * (i + 1), &order, 3));
+        }
+        // The last three frees kept, the older two dropped.
+        assert_eq!(t.count(ForeignKind::NcclMemFreed), 3);
+        assert_eq!(t.find(0x10000 + 100), None);
+        let kept = t.find(0x50000 + 3999).expect("the last free is kept");
+        assert_eq!(kept.kind, ForeignKind::NcclMemFreed);
+        let s = gasan_instrument::shadow::Scale::S8;
+        let desc = freed_use(&kept, 0x50000 + 16, s).expect("a use after free");
+        assert!(matches!(desc.kind, crate::allocator::AddrKind::UseAfterFree { offset: 16 }));
+        assert!(freed_use(&kept, 0x50000 + 4000, s).is_none(), "past the region");
+        // A new allocation over a freed range replaces it; a freed range twice is not retired again.
+        t.insert(0x50000, 100, ForeignKind::NcclMem);
+        assert_eq!(t.find(0x50000).map(|r| r.kind), Some(ForeignKind::NcclMem));
+        assert!(!t.retire_freed(0x40000, &order, 3), "already freed");
+        assert!(!ForeignKind::NcclMemFreed.kernels_reach());
+    }
+
+    #[test]
     fn kinds_are_counted_and_frees_forget() {
         let t = SideTable::default();
         t.insert(0x1000, 0x100, ForeignKind::Managed);
@@ -178,6 +229,13 @@ pub fn range_overflow(r: &ForeignRegion, addr: u64, len: u64, scale: gasan_instr
     Some(foreign_description(bad, crate::allocator::AddrKind::OverflowRight { distance: bad - end }, r, true, Default::default(), scale))
 }
 
+/// A host API call's `[addr, addr + len)` that starts in `ncclMemFree`'d memory `r`: a use after
+/// free, described at `addr`.
+pub fn freed_use(r: &ForeignRegion, addr: u64, scale: gasan_instrument::shadow::Scale) -> Option<crate::allocator::AddrDescription> {
+    (r.kind == ForeignKind::NcclMemFreed && (r.start..r.start + r.len).contains(&addr))
+        .then(|| foreign_description(addr, crate::allocator::AddrKind::UseAfterFree { offset: addr - r.start }, r, false, Default::default(), scale))
+}
+
 /// What a report says of a bad access at `addr` in or near foreign region `r` (`live`: still
 /// registered or allocated).
 pub(crate) fn foreign_description(
@@ -200,7 +258,7 @@ pub(crate) fn foreign_description(
             region_end: r.start + r.len,
             large: false,
             managed: r.kind == ForeignKind::Managed,
-            memory: if r.kind == ForeignKind::NcclMem { gasan_uvm::Memory::Device } else { gasan_uvm::Memory::Host },
+            memory: if matches!(r.kind, ForeignKind::NcclMem | ForeignKind::NcclMemFreed) { gasan_uvm::Memory::Device } else { gasan_uvm::Memory::Host },
             live,
             alloc_stack: stacks.0,
             free_stack: stacks.1,

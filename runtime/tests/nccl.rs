@@ -302,6 +302,19 @@ fn ncclmemalloc_memory_is_known_and_its_bounds_are_checked() {
     assert!(err.contains("WRITE of size 4004 at ") && err.contains(" by host call ncclAllReduce (recvbuff)"), "{err}");
     assert!(err.contains("is located 0 bytes after 4000-byte region"), "{err}");
     assert!(err.contains("SUMMARY: GPUAddressSanitizer: heap-buffer-overflow in ncclAllReduce (recvbuff)"), "{err}");
+    // After ncclMemFree: an all-reduce into the freed buffer is a use after free, never forwarded;
+    // the clean twin (a new ncclMemAlloc used, the other buffer copied into) is silent.
+    let (rc, out, err) = run_pool(b, &runtime, "ncclmem_again", "");
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(out.contains("ncclmem_again rc=0 calls=5") && !err.contains("ERROR: GPUAddressSanitizer"), "{out}\n{err}");
+    let (rc, out, err) = run_pool(b, &runtime, "ncclmem_freed", "halt_on_error=0:report_format=json");
+    assert_eq!(rc, 1, "{out}\n{err}");
+    assert!(out.contains("ncclmem_freed rc=4 calls=3"), "the call was forwarded or answered otherwise: {out}");
+    let reps = json_reports(&err);
+    assert_eq!(reps.len(), 1, "{err}");
+    let r = &reps[0];
+    assert_eq!((r["kind"].as_str(), r["call"].as_str(), r["access"].as_str(), r["size"].as_u64()), (Some("heap-use-after-free"), Some("ncclAllReduce (recvbuff)"), Some("write"), Some(4000)), "{r}");
+    assert_eq!(r["location"]["space"].as_str(), Some("global"), "{r}");
     for (mode, call, rc_line) in [("ncclmem_overflow", "ncclAllReduce (recvbuff)", "ncclmem_overflow rc=4 calls=2"), ("ncclmem_copy", "cuMemcpyHtoD", "ncclmem_copy rc=1 calls=2")] {
         let (rc, out, err) = run_pool(b, &runtime, mode, "halt_on_error=0:report_format=json");
         assert_eq!(rc, 1, "{mode}: {out}\n{err}");

@@ -5,7 +5,7 @@ use super::*;
 /// Checks `[addr, addr+len)` of a host API call before it runs: pool memory against its
 /// allocations, managed and pinned host memory (`cuMemHostAlloc`) and NCCL's `ncclMemAlloc`
 /// memory against their tracked sizes (registered host memory is not: ranges past it are
-/// ordinary pageable memory).
+/// ordinary pageable memory); a range starting in `ncclMemFree`'d memory is a use after free.
 pub(super) fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bool {
     let s = state();
     let Some(first) = s.device() else { return true };
@@ -14,11 +14,11 @@ pub(super) fn check_range(call: &str, addr: Dptr, len: usize, write: bool) -> bo
     let d = s.runtime_owning(addr).unwrap_or(first);
     let mut checked = d.alloc.check_range(addr, len as u64);
     if checked.is_ok() {
-        let overflow = s
-            .foreign
-            .find(addr)
-            .filter(|r| matches!(r.kind, ForeignKind::Managed | ForeignKind::HostAlloc | ForeignKind::NcclMem))
-            .and_then(|r| crate::side_table::range_overflow(&r, addr, len as u64, d.alloc.scale()));
+        let overflow = s.foreign.find(addr).and_then(|r| match r.kind {
+            ForeignKind::Managed | ForeignKind::HostAlloc | ForeignKind::NcclMem => crate::side_table::range_overflow(&r, addr, len as u64, d.alloc.scale()),
+            ForeignKind::NcclMemFreed if len > 0 => crate::side_table::freed_use(&r, addr, d.alloc.scale()),
+            _ => None,
+        });
         if let Some(desc) = overflow {
             checked = Err(crate::allocator::RangeError { addr, len: len as u64, bad: desc.addr, desc });
         }

@@ -8,10 +8,11 @@
 //! (`ncclAllReduce (recvbuff)`); with `halt_on_error=0` the call is not forwarded and answers
 //! `ncclInvalidArgument`, as NCCL answers its own argument checks (a copy with a bad range is not
 //! forwarded either). NCCL's own memory (`ncclMemAlloc`: VMM memory NCCL maps with cuMem*
-//! outside the pool) is recorded when NCCL hands it out and forgotten at `ncclMemFree`
-//! ([`ForeignKind::NcclMem`]): gasan knows it, never takes it for a wild address, and checks
-//! spans in it against the size the program asked for (host calls; kernels too with
-//! `outside_checks=1`). Buffers elsewhere outside the pool (memory gasan did not allocate) pass
+//! outside the pool) is recorded when NCCL hands it out ([`ForeignKind::NcclMem`]): gasan knows
+//! it, never takes it for a wild address, and checks spans in it against the size the program
+//! asked for (host calls; kernels too with `outside_checks=1`). At `ncclMemFree` it becomes
+//! freed memory ([`ForeignKind::NcclMemFreed`], the last [`FREED_KEPT`] frees): a host call that
+//! uses it after is a heap-use-after-free. Buffers elsewhere outside the pool (memory gasan did not allocate) pass
 //! unchecked. The exit summary (`verbosity=1`) counts both. NCCL's own kernels are precompiled
 //! SASS: what they do inside the spans is not checked per access.
 //!
@@ -361,7 +362,12 @@ pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
             let s = state();
             let start = ptr as u64;
             if s.foreign.find(start).is_some_and(|f| f.kind == ForeignKind::NcclMem && f.start == start) {
-                s.foreign.forget(start, || s.outside_table(), s.opts.malloc_context_size);
+                // Gone for kernels (the outside table's range marked freed), kept for host calls.
+                if let Some(t) = s.outside_table() {
+                    t.remove(start, crate::allocator::HostStack::capture(s.opts.malloc_context_size));
+                }
+                static FREED: std::sync::Mutex<std::collections::VecDeque<u64>> = std::sync::Mutex::new(std::collections::VecDeque::new());
+                s.foreign.retire_freed(start, &FREED, FREED_KEPT);
                 TALLY.mem_frees.fetch_add(1, Ordering::Relaxed);
             }
             true
@@ -369,6 +375,9 @@ pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
     }
     r
 }
+
+/// How many `ncclMemFree`'d ranges are remembered for use-after-free reports of host calls.
+pub const FREED_KEPT: usize = 1024;
 
 /// NCCL, as the wrappers reach it (also when loaded `RTLD_LOCAL` by another library, by soname).
 pub(crate) static NCCL: Library = Library::with_soname(table, SONAME);
