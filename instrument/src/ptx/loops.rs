@@ -498,12 +498,7 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
         if line.label().is_some() || line.directive().is_some() || line.braces || !code.ends_with(';') {
             return None;
         }
-        let stmt = code.strip_suffix(';')?;
-        if stmt.contains(';') {
-            return None;
-        }
-        // One statement, ended by the line's only `;`: the line's one parsed statement.
-        let ins = line.first_instr()?.clone();
+        let ins = line.lone_statement()?.instr.as_ref()?.clone();
         if ins.opcode.op.transfers_control() {
             return None;
         }

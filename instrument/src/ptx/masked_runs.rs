@@ -72,8 +72,7 @@ fn quiet_between(lines: &[Line<'_>], a: usize, b: usize) -> bool {
             return directive == ".loc";
         }
         // One complete statement without a memory operand.
-        let stmt = code.strip_suffix(';');
-        stmt.is_some_and(|s| !s.contains(';')) && !l.brackets && !l.braces && !l.slash && !l.kills_checks()
+        l.is_lone_statement() && !l.brackets && !l.braces && !l.slash && !l.kills_checks()
     })
 }
 

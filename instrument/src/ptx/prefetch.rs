@@ -386,12 +386,7 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
 /// The register operands a recomputable arithmetic statement reads, or `None` when it is not one
 /// (guarded, several statements, or an opcode outside the address-arithmetic set).
 fn arithmetic_inputs<'a>(line: &Line<'a>) -> Option<Operands<'a>> {
-    let stmt = line.code.strip_suffix(';')?;
-    if stmt.contains(';') {
-        return None;
-    }
-    // One statement, ended by the line's only `;`: the line's one parsed statement.
-    let ins = line.first_instr()?;
+    let ins = line.lone_statement()?.instr.as_ref()?;
     if ins.guard.is_some() {
         return None;
     }

@@ -208,6 +208,21 @@ impl<'a> Line<'a> {
         }
     }
 
+    /// Whether the line's code is exactly one statement, ended by the line's only `;` (no
+    /// statement before it, none left open after it). Decided on the text, without parsing.
+    #[inline]
+    pub(in crate::ptx) fn is_lone_statement(&self) -> bool {
+        self.code.strip_suffix(';').is_some_and(|s| !s.contains(';'))
+    }
+
+    /// The line's statement when the line is exactly one ([`Line::is_lone_statement`]): the
+    /// passes that look at plain one-statement lines (loop bodies, address arithmetic, what lies
+    /// between the members of a run) read them this way.
+    #[inline]
+    pub(in crate::ptx) fn lone_statement(&self) -> Option<&ParsedStmt<'a>> {
+        self.is_lone_statement().then(|| self.stmts().first()).flatten()
+    }
+
     /// Does no check before the line hold after it ([`kills_checks`] of its code)?
     #[inline]
     pub(in crate::ptx) fn kills_checks(&self) -> bool {
@@ -562,6 +577,18 @@ mod statement_pieces_tests {
 #[cfg(test)]
 mod tests {
     use super::Line;
+
+    #[test]
+    fn a_lone_statement_is_one_statement_ended_by_the_lines_only_semicolon() {
+        let lone = |raw: &str| Line::read(raw).lone_statement().map(|st| st.text.to_string());
+        assert_eq!(lone("\tadd.s64 %rd3, %rd1, %rd2;\n").as_deref(), Some("add.s64 %rd3, %rd1, %rd2"));
+        assert_eq!(lone("\t@%p1 bra $L__BB0_2; // back\n").as_deref(), Some("@%p1 bra $L__BB0_2"));
+        // Two statements, an empty one, a statement left open, a line with none.
+        for raw in ["\tmov.u32 %r1, 0; mov.u32 %r2, 1;\n", "\t;add.s32 %r1, %r1, 1;\n", "\tcall.uni (retval0),\n", "$L__BB0_1:\n", "\t{ mov.u32 %r1, 0; }\n", "\n"] {
+            assert_eq!(lone(raw), None, "{raw:?}");
+            assert!(!Line::read(raw).is_lone_statement(), "{raw:?}");
+        }
+    }
 
     #[test]
     fn a_directive_is_read_as_a_whole_word() {
