@@ -27,6 +27,12 @@ pub enum ForeignKind {
     /// drops it, so that a host call on it is a use after free, not a wild address. Kernels' view
     /// of it is the outside table's range marked gone at the free.
     NcclMemFreed,
+    /// A `cuMemMap` of the program's (or a library's: NCCL's internal buffers, XLA's platform
+    /// allocator, PyTorch's expandable segments) at a VA outside the pool: known, not checked.
+    /// Kernels reach it, so with `outside_checks=1` the outside table holds it as a live range,
+    /// which an access inside passes: a buffer next to one gasan checks (an `ncclMemAlloc`'s) is
+    /// then never taken for an overflow of that one.
+    VmmMapping,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +207,18 @@ mod tests {
         assert_eq!(t.find(0x50000).map(|r| r.kind), Some(ForeignKind::NcclMem));
         assert!(!t.retire_freed(0x40000, &order, 3), "already freed");
         assert!(!ForeignKind::NcclMemFreed.kernels_reach());
+    }
+
+    #[test]
+    fn an_exact_record_over_a_mapping_replaces_it() {
+        // NCCL maps 2 MiB, then ncclMemAlloc answers with the 4000 bytes asked for.
+        let t = SideTable::default();
+        t.insert(0x20_0000, 0x20_0000, ForeignKind::VmmMapping);
+        assert_eq!(t.find(0x30_0000).map(|r| r.kind), Some(ForeignKind::VmmMapping));
+        t.insert(0x20_0000, 4000, ForeignKind::NcclMem);
+        assert_eq!((t.count(ForeignKind::VmmMapping), t.count(ForeignKind::NcclMem)), (0, 1));
+        assert_eq!(t.find(0x20_0000 + 4000), None, "past the size asked: not NCCL's buffer any more");
+        assert!(ForeignKind::VmmMapping.kernels_reach());
     }
 
     #[test]

@@ -57,12 +57,13 @@ impl Counters {
     fn print(&self, f: &crate::side_table::SideTable, opts: &Options) {
         use crate::side_table::ForeignKind as K;
         eprintln!(
-            "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host, {} other-GPU, {} NCCL (ncclMemAlloc) allocations live",
+            "==gasan== untracked by the pool (passed through): {} managed, {} pinned host, {} registered host, {} other-GPU, {} NCCL (ncclMemAlloc) allocations live; {} cuMemMap mappings outside the pool (known, not checked)",
             f.count(K::Managed),
             f.count(K::HostAlloc),
             f.count(K::HostRegistered),
             f.count(K::OtherDevice),
-            f.count(K::NcclMem)
+            f.count(K::NcclMem),
+            f.count(K::VmmMapping)
         );
         eprintln!(
             "==gasan== modules: {} instrumented ({} from cache, {:.1} ms loading), {} SASS-only, {} fell back to the original",

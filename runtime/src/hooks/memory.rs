@@ -267,6 +267,29 @@ hooks! {
         }
         r
     }
+    // VMM mappings the program (or a library) makes outside the pool: known, not checked
+    // (ForeignKind::VmmMapping). A more exact record over one (ncclMemAlloc's size asked)
+    // replaces it; an unmap forgets only a mapping record.
+    cuMemMap(ptr: Dptr, size: usize, offset: usize, handle: u64, flags: u64) {
+        let r = real(ptr, size, offset, handle, flags);
+        if r == CUDA_SUCCESS && size > 0 {
+            let s = state();
+            if s.device().is_some() && s.runtime_owning(ptr).is_none() {
+                s.foreign.record(ptr, size as u64, ForeignKind::VmmMapping, || s.outside_table(), s.opts.malloc_context_size);
+            }
+        }
+        r
+    }
+    cuMemUnmap(ptr: Dptr, size: usize) {
+        let r = real(ptr, size);
+        if r == CUDA_SUCCESS {
+            let s = state();
+            if s.foreign.find(ptr).is_some_and(|f| f.kind == ForeignKind::VmmMapping && f.start == ptr) {
+                s.foreign.forget(ptr, || s.outside_table(), s.opts.malloc_context_size);
+            }
+        }
+        r
+    }
     // Managed and host memory: the driver's, tracked in the side table.
     cuMemAllocManaged(dptr: Out<Dptr>, size: usize, flags: u32) { alloc_managed(dptr, size, flags, || real(dptr, size, flags)) }
     // Hints about managed memory: the pool's managed blocks need none (`location`: a
