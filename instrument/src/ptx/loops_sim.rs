@@ -1320,14 +1320,19 @@ proptest! {
 /// `off + k` of 16-byte elements of `k_x`, to byte `soff + 16 k` of dynamic shared memory, masked
 /// by its source size (16 where `off + k < n`, else 0: the copy then fills its shared bytes with
 /// zeros), as Triton 3.6 writes a masked `tl.load` feeding `tl.dot` (`cp.async.cg.shared.global
-/// [ %r + 0 ], [ %rd + 0 ], 0x10, %r_size;`), with the `selp` of each size between the copies.
-fn copy_tile_kernel(lanes: usize) -> String {
+/// [ %r + 0 ], [ %rd + 0 ], 0x10, %r_size;`), with the `selp` of each size between the copies;
+/// `guarded`: nvcc's form instead, the mask as each copy's predicate (`@%p cp.async ... 16;`), a
+/// masked-off copy not made at all.
+fn copy_tile_kernel(lanes: usize, guarded: bool) -> String {
     let mut body = String::from("\tld.param.u64 %rd100, [k_x];\n\tld.param.u32 %r100, [k_n];\n\tld.param.u32 %r101, [k_off];\n\tld.param.u32 %r102, [k_soff];\n");
     body.push_str("\tmov.u32 %r103, global_smem;\n\tadd.s32 %r104, %r103, %r102;\n\tmul.wide.s32 %rd102, %r101, 16;\n\tadd.s64 %rd103, %rd100, %rd102;\n");
     for k in 0..lanes {
         body.push_str(&format!("\tadd.s32 %r{k}, %r101, {k};\n\tsetp.lt.s32 %p{k}, %r{k}, %r100;\n\tadd.s64 %rd{k}, %rd103, {};\n\tadd.s32 %r{}, %r104, {};\n", 16 * k, 150 + k, 16 * k));
     }
-    for k in 0..lanes {
+    for k in (0..lanes).filter(|_| guarded) {
+        body.push_str(&format!("\t@%p{k} cp.async.cg.shared.global [%r{}], [%rd{k}], 16;\n", 150 + k));
+    }
+    for k in (0..lanes).filter(|_| !guarded) {
         body.push_str(&format!(
             "\tselp.b32 %r{}, 16, 0, %p{k};\n\t// begin inline asm\n\tcp.async.cg.shared.global [ %r{} + 0 ], [ %rd{k} + 0 ], 0x10, %r{};\n\t// end inline asm\n",
             50 + k,
@@ -1345,15 +1350,16 @@ const SMEM_BASE: u64 = 0x100;
 /// `len_x` 16-byte elements and `smem` bytes of dynamic shared memory: whether it reported, the
 /// machine, and the first bad part in program order (a member's shared part before its global
 /// part): `(true, shared offset)` or `(false, global address)`.
-fn run_copy_tile(opts: super::InstrumentOptions, lanes: usize, (n, off, soff): (u32, u32, u32), (len_x, smem): (u64, u64)) -> (bool, Machine, Option<(bool, u64)>, Block) {
+fn run_copy_tile(opts: super::InstrumentOptions, lanes: usize, guarded: bool, (n, off, soff): (u32, u32, u32), (len_x, smem): (u64, u64)) -> (bool, Machine, Option<(bool, u64)>, Block) {
     let x = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + 16 * len_x, slab: false };
     let live = |k: u64| u64::from(off) + k < u64::from(n);
-    let space_bad = |k: u64| u64::from(soff) + 16 * k + 16 > smem;
+    // A copy masked by its size still writes its shared bytes; one under a predicate does not.
+    let space_bad = |k: u64| (!guarded || live(k)) && u64::from(soff) + 16 * k + 16 > smem;
     let global_bad = |k: u64| live(k) && u64::from(off) + k >= len_x;
     let first_bad =
         (0..lanes as u64).flat_map(|k| [(space_bad(k), (true, u64::from(soff) + 16 * k)), (global_bad(k), (false, x.start + 16 * (u64::from(off) + k)))]).find(|(bad, _)| *bad).map(|(_, what)| what);
     let params = [("k_x", x.start), ("k_n", u64::from(n)), ("k_off", u64::from(off)), ("k_soff", u64::from(soff))];
-    let ptx = copy_tile_kernel(lanes);
+    let ptx = copy_tile_kernel(lanes, guarded);
     let mut m = Machine { blocks: vec![x], ..Machine::default() };
     m.regs.insert("global_smem".into(), SMEM_BASE);
     m.regs.insert("%dynamic_smem_size".into(), smem);
@@ -1366,9 +1372,10 @@ proptest! {
     #[test]
     fn copy_runs_report_the_first_bad_part_and_never_make_a_bad_copy(
         n in 0u32..24, off in 0u32..20, soff in (0u32..10).prop_map(|s| s * 16), len_x in 1u64..24, smem in (1u64..12).prop_map(|s| s * 16),
+        guarded in any::<bool>(),
     ) {
         let lanes = 8u64;
-        let (reported, m, first_bad, x) = run_copy_tile(super::InstrumentOptions::default(), lanes as usize, (n, off, soff), (len_x, smem));
+        let (reported, m, first_bad, x) = run_copy_tile(super::InstrumentOptions::default(), lanes as usize, guarded, (n, off, soff), (len_x, smem));
         prop_assert_eq!(reported, first_bad.is_some(), "n={} off={} soff={} len_x={} smem={}", n, off, soff, len_x, smem);
         if let Some((space, at)) = first_bad {
             let block = if space { super::spaces::SPACE_FAIL } else { super::emit::SHARED_FAIL };
@@ -1378,21 +1385,28 @@ proptest! {
         }
         // Every copy that is not bad is made, a masked-off one included (it fills its shared
         // bytes with zeros); no bad one is.
-        let ok = |k: u64| u64::from(soff) + 16 * k + 16 <= smem && !(u64::from(off) + k < u64::from(n) && u64::from(off) + k >= len_x);
+        let live = |k: u64| u64::from(off) + k < u64::from(n);
+        let ok = |k: u64| (!guarded || live(k)) && u64::from(soff) + 16 * k + 16 <= smem && !(live(k) && u64::from(off) + k >= len_x);
         let want_writes: Vec<u64> = (0..lanes).filter(|&k| ok(k)).map(|k| SMEM_BASE + u64::from(soff) + 16 * k).collect();
         prop_assert_eq!(m.shared_writes.iter().map(|w| w.1).collect::<Vec<_>>(), want_writes);
         prop_assert!(m.accesses.iter().all(|&(_, a, w)| a >= x.start && a + w <= x.end), "a copy outside its block: {:x?}", m.accesses);
-        let want_reads = (0..lanes).filter(|&k| ok(k) && u64::from(off) + k < u64::from(n)).count();
+        let want_reads = (0..lanes).filter(|&k| ok(k) && live(k)).count();
         prop_assert_eq!(m.accesses.len(), want_reads);
         // Recover mode (no runs, each copy checked alone) reports alike.
         let recover = super::InstrumentOptions { recover: true, ..Default::default() };
-        prop_assert_eq!(run_copy_tile(recover, lanes as usize, (n, off, soff), (len_x, smem)).0, first_bad.is_some());
+        prop_assert_eq!(run_copy_tile(recover, lanes as usize, guarded, (n, off, soff), (len_x, smem)).0, first_bad.is_some());
     }
 }
 
 #[test]
 fn a_tile_of_masked_copies_is_one_run() {
-    let ptx = super::instrument_ptx(&copy_tile_kernel(8), &super::InstrumentOptions::default()).expect("instruments").ptx;
+    for guarded in [false, true] {
+        a_tile_of_copies_is_one_run(guarded);
+    }
+}
+
+fn a_tile_of_copies_is_one_run(guarded: bool) {
+    let ptx = super::instrument_ptx(&copy_tile_kernel(8, guarded), &super::InstrumentOptions::default()).expect("instruments").ptx;
     // Two branches for the eight copies, after the last: a shared failure first, then a global one.
     assert_eq!(ptx.matches("bra $gasan_fail").count(), 2, "{ptx}");
     assert_eq!(ptx.matches(&format!("bra {};", super::spaces::SPACE_FAIL)).count(), 1, "{ptx}");
