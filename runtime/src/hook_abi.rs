@@ -29,6 +29,7 @@ abi_as! {
     i32 => cu::CUjitInputType;
     u32 => cu::CUpointer_attribute;
     u32 => cu::CUmem_advise;
+    u32 => cu::CUmemPool_attribute;
     i32 => cu::CUlimit;
     i32 => cu::CUstreamCaptureMode;
     u32 => cu::CUtensorMapDataType;

@@ -65,6 +65,7 @@ pub mod managed;
 pub mod modules;
 pub mod options;
 pub mod outside;
+pub mod pool_stats;
 pub mod prefetch;
 pub mod ptx_header;
 pub mod report;

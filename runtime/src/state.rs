@@ -139,6 +139,8 @@ pub struct State {
     pub counters: Counters,
     /// Managed and host memory (not in the pool), tracked for frees and descriptions.
     pub foreign: crate::side_table::SideTable,
+    /// The stream-ordered allocations the pool served, as the driver's pools would count them.
+    pub stream_ordered: crate::pool_stats::StreamOrderedStats,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -176,6 +178,7 @@ pub fn state() -> &'static State {
             sites: Default::default(),
             counters: Counters::default(),
             foreign: Default::default(),
+            stream_ordered: Default::default(),
         }
     })
 }

@@ -29,6 +29,9 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
             dptr.set(p);
+            if stream.is_some() {
+                s.stream_ordered.allocated(d.device, p, size as u64);
+            }
             CUDA_SUCCESS
         }
         Err(e) => {
@@ -189,6 +192,17 @@ fn peer_access(peer: CUcontext, enabled: bool) {
     }
 }
 
+/// For a memory pool's usage attribute: whether it is a peak (`*_HIGH`); `None` for the others.
+/// "Reserved" reads as "used": gasan's blocks are not carved from a reservation.
+fn pool_usage_attribute(attr: u32) -> Option<bool> {
+    use cudarc::driver::sys::CUmemPool_attribute as A;
+    match attr {
+        a if a == A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT as u32 || a == A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT as u32 => Some(false),
+        a if a == A::CU_MEMPOOL_ATTR_USED_MEM_HIGH as u32 || a == A::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH as u32 => Some(true),
+        _ => None,
+    }
+}
+
 /// The live pool block holding `ptr`, for [`fix_pointer_attribute`] (none outside the pool).
 fn pool_block(ptr: Dptr) -> Option<crate::allocator::LiveBlock> {
     state().runtime_owning(ptr)?.alloc.live_block(ptr)
@@ -228,6 +242,7 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
     match d.alloc.free_by(ptr, stream, by) {
         Ok(()) => {
             s.ipc_withdraw(ptr);
+            s.stream_ordered.freed(d.device, ptr);
             CUDA_SUCCESS
         }
         // The driver refuses the other kind's call too (cudaFree of pinned host memory,
@@ -266,6 +281,26 @@ hooks! {
             }
         }
         r
+    }
+    // Memory pools' usage: the stream-ordered allocations the pool served (pool_stats.rs).
+    cuMemPoolGetAttribute(pool: CUmemoryPool, attr: u32, value: *mut c_void) {
+        match (pool_usage_attribute(attr), state().current_runtime()) {
+            (Some(high), Some(d)) if !value.is_null() => {
+                let u = state().stream_ordered.usage(d.device);
+                // SAFETY: the four usage attributes are cuuint64_t values (cuda.h), and the caller
+                // passes a pointer to one.
+                unsafe { *value.cast::<u64>() = if high { u.high } else { u.current } };
+                CUDA_SUCCESS
+            }
+            _ => real(pool, attr, value),
+        }
+    }
+    cuMemPoolSetAttribute(pool: CUmemoryPool, attr: u32, value: *mut c_void) {
+        // Resetting a peak (the driver accepts only 0 for it) starts gasan's from the current usage.
+        if let (Some(true), Some(d)) = (pool_usage_attribute(attr), state().current_runtime()) {
+            state().stream_ordered.reset_high(d.device);
+        }
+        real(pool, attr, value)
     }
     // VMM mappings the program (or a library) makes outside the pool: known, not checked
     // (ForeignKind::VmmMapping). A more exact record over one (ncclMemAlloc's size asked)

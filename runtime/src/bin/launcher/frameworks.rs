@@ -64,7 +64,9 @@ pub const ENV: &[(&str, &str, &str, &str)] = &[
 /// 3.95 ms with the async backend (native 1.38 ms). Where the user configured the allocator without
 /// that backend (expandable segments, a garbage-collection threshold), their configuration stays
 /// and the caching allocator is turned off (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`); where they chose
-/// the async backend or set `PYTORCH_NO_CUDA_MEMORY_CACHING` themselves, nothing is set.
+/// the async backend or set `PYTORCH_NO_CUDA_MEMORY_CACHING` themselves, nothing is set. The
+/// backend's memory statistics (`torch.cuda.memory_allocated()` and the rest) read the driver's
+/// pool attributes, which gasan answers from the allocations it served (pool_stats.rs).
 pub fn pytorch_switch(get: impl Fn(&str) -> Option<OsString>) -> Option<(&'static str, &'static str, &'static str)> {
     const ASYNC: &str = "backend:cudaMallocAsync";
     if get("PYTORCH_NO_CUDA_MEMORY_CACHING").is_some() {
