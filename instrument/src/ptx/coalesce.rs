@@ -109,10 +109,11 @@ pub(super) fn plan_range<'l, 'a>(
         if line.directive().is_some() {
             continue; // other directives (.reg, .file, .pragma, ...)
         }
-        // One statement and nothing else: empty statements (`;;ld ...;`) make a line of several,
-        // as the rewriter's own statement split sees it, so it never joins a group or a batch.
-        let body = code.strip_suffix(';').unwrap_or(code);
-        let single = !body.contains(';') && !body.trim().is_empty();
+        // One statement and nothing else (Line::is_lone_statement): empty statements
+        // (`;;ld ...;`) make a line of several, as the rewriter's own statement split sees it, so
+        // it never joins a group or a batch; nor does a statement left open (the walk checks
+        // only complete ones).
+        let single = line.is_lone_statement();
         if has_address && single {
             // The line's one statement (Line::stmts splits it as `body.trim()`).
             if let Some((ins, a)) = line.first_stmt().and_then(|st| st.checked()) {
