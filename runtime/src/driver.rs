@@ -324,13 +324,13 @@ pub mod result {
     /// program may allocate on a thread that never made a context current (PyTorch's
     /// cudaMallocAsync backend), while the pool's own work for that call (a shadow memset, a
     /// stream of its own) needs one: without it the driver answers CUDA_ERROR_INVALID_CONTEXT.
-    pub fn current_context_for(stream: Option<CUstream>, device: CUdevice) -> ContextGuard {
+    pub fn current_context_for(stream: CUstream, device: CUdevice) -> ContextGuard {
         let none = ContextGuard { pushed: false, retained: None };
         if !matches!(ctx_get_current(), Ok(c) if c.is_null()) {
             return none;
         }
         let mut ctx = std::ptr::null_mut();
-        let of_stream = stream.is_some_and(|st| call!(cuStreamGetCtx(st, &mut ctx)).is_ok() && !ctx.is_null());
+        let of_stream = call!(cuStreamGetCtx(stream, &mut ctx)).is_ok() && !ctx.is_null();
         let retained = (!of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok()).then_some(device);
         let pushed = (of_stream || retained.is_some()) && call!(cuCtxPushCurrent_v2(ctx)).is_ok();
         ContextGuard { pushed, retained }

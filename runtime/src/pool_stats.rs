@@ -10,6 +10,7 @@
 //! every pool from one allocator.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,9 @@ struct Device {
 #[derive(Default)]
 pub struct StreamOrderedStats {
     devices: Mutex<HashMap<i32, Device>>,
+    /// Live stream-ordered allocations on every device: a free in a program that makes none
+    /// (every `cudaFree` passes here) takes no lock.
+    live: AtomicUsize,
 }
 
 impl StreamOrderedStats {
@@ -35,8 +39,11 @@ impl StreamOrderedStats {
     pub fn allocated(&self, device: i32, ptr: u64, size: u64) {
         let mut m = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         let d = m.entry(device).or_default();
-        if let Some(old) = d.live.insert(ptr, size) {
-            d.usage.current -= old;
+        match d.live.insert(ptr, size) {
+            Some(old) => d.usage.current -= old,
+            None => {
+                self.live.fetch_add(1, Ordering::Relaxed);
+            }
         }
         d.usage.current += size;
         d.usage.high = d.usage.high.max(d.usage.current);
@@ -44,10 +51,15 @@ impl StreamOrderedStats {
 
     /// The block at `ptr` was freed (by any call): it no longer counts if it was stream-ordered.
     pub fn freed(&self, device: i32, ptr: u64) {
+        // (Counted under the lock: a block is freed after its allocation returned.)
+        if self.live.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut m = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = m.get_mut(&device) {
             if let Some(size) = d.live.remove(&ptr) {
                 d.usage.current -= size;
+                self.live.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }

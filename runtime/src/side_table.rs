@@ -45,6 +45,8 @@ pub struct ForeignRegion {
 #[derive(Default)]
 pub struct SideTable {
     regions: Mutex<BTreeMap<u64, ForeignRegion>>,
+    /// The starts of the [`ForeignKind::NcclMemFreed`] records, oldest first.
+    freed_order: Mutex<std::collections::VecDeque<u64>>,
 }
 
 impl SideTable {
@@ -73,13 +75,13 @@ impl SideTable {
     }
 
     /// The `ncclMemFree`'d region at `start` becomes a [`ForeignKind::NcclMemFreed`] record; with
-    /// more than `keep` such records, the oldest ones (by free order, `order`) are dropped, so a
-    /// program that cycles NCCL memory keeps the table small. Returns whether `start` was NCCL's.
-    pub fn retire_freed(&self, start: u64, order: &Mutex<std::collections::VecDeque<u64>>, keep: usize) -> bool {
+    /// more than `keep` such records, the oldest ones (by free order) are dropped, so a program
+    /// that cycles NCCL memory keeps the table small. Returns whether `start` was NCCL's.
+    pub fn retire_freed(&self, start: u64, keep: usize) -> bool {
         let mut m = self.regions.lock().unwrap();
         let Some(r) = m.get_mut(&start).filter(|r| r.kind == ForeignKind::NcclMem) else { return false };
         r.kind = ForeignKind::NcclMemFreed;
-        let mut order = order.lock().unwrap_or_else(|e| e.into_inner());
+        let mut order = self.freed_order.lock().unwrap_or_else(|e| e.into_inner());
         order.push_back(start);
         while order.len() > keep {
             let old = order.pop_front().expect("longer than keep");
@@ -184,14 +186,13 @@ mod tests {
     #[test]
     fn freed_nccl_memory_is_kept_for_the_last_frees_and_replaced_by_new_records() {
         let t = SideTable::default();
-        let order = Mutex::new(std::collections::VecDeque::new());
         for i in 0..5u64 {
             t.insert(0x10000 * (i + 1), 4000, ForeignKind::NcclMem);
         }
-        assert!(!t.retire_freed(0x10000 + 8, &order, 3), "not a region's start");
-        assert!(!t.retire_freed(0x90000, &order, 3), "nothing there");
+        assert!(!t.retire_freed(0x10000 + 8, 3), "not a region's start");
+        assert!(!t.retire_freed(0x90000, 3), "nothing there");
         for i in 0..5u64 {
-            assert!(t.retire_freed(0x10000 * (i + 1), &order, 3));
+            assert!(t.retire_freed(0x10000 * (i + 1), 3));
         }
         // The last three frees kept, the older two dropped.
         assert_eq!(t.count(ForeignKind::NcclMemFreed), 3);
@@ -205,7 +206,7 @@ mod tests {
         // A new allocation over a freed range replaces it; a freed range twice is not retired again.
         t.insert(0x50000, 100, ForeignKind::NcclMem);
         assert_eq!(t.find(0x50000).map(|r| r.kind), Some(ForeignKind::NcclMem));
-        assert!(!t.retire_freed(0x40000, &order, 3), "already freed");
+        assert!(!t.retire_freed(0x40000, 3), "already freed");
         assert!(!ForeignKind::NcclMemFreed.kernels_reach());
     }
 

@@ -155,11 +155,7 @@ fn run(b: &Built, runtime: &Path, mode: &str, gasan: bool) -> (String, String) {
 
 #[test]
 fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-        return;
-    };
+    let Some(runtime) = runtime_or_skip() else { return };
     let b = built();
     let (s, r) = ("0x10000", "0x20000");
     // What NCCL got, in order; `before` calls came first (the dependency's own).
@@ -205,6 +201,17 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
     }
 }
 
+/// The runtime library, or `None` (the test is skipped, and fails under GASAN_TEST_STRICT) when it
+/// is not built next to the test binary.
+fn runtime_or_skip() -> Option<std::path::PathBuf> {
+    let lib = cdylib();
+    if lib.is_none() {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+    }
+    lib
+}
+
 /// Runs the pool program in `mode` under the runtime with `options`: (exit code, stdout, stderr).
 fn run_pool(b: &Built, runtime: &Path, mode: &str, options: &str) -> (i32, String, String) {
     let path = format!("{}:{}", b.dir.join("cuda").display(), b.dir.display());
@@ -219,11 +226,7 @@ fn json_reports(err: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn bad_buffers_from_gasans_pool_are_reported_and_never_reach_nccl() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-        return;
-    };
+    let Some(runtime) = runtime_or_skip() else { return };
     let b = built();
     // The clean call: both buffers checked in the pool, forwarded, nothing reported.
     let (rc, out, err) = run_pool(b, &runtime, "clean", "verbosity=1");
@@ -258,11 +261,7 @@ fn bad_buffers_from_gasans_pool_are_reported_and_never_reach_nccl() {
 
 #[test]
 fn what_ncclcommregister_asks_of_a_pool_buffer_answers_for_its_allocation() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-        return;
-    };
+    let Some(runtime) = runtime_or_skip() else { return };
     let (rc, out, err) = run_pool(built(), &runtime, "ranges", "");
     assert_eq!(rc, 0, "{out}\n{err}");
     // An address 100 bytes into the 4000-byte receive buffer: its allocation's range from both
@@ -278,11 +277,7 @@ fn what_ncclcommregister_asks_of_a_pool_buffer_answers_for_its_allocation() {
 
 #[test]
 fn vmm_mappings_outside_the_pool_are_known_and_pass_unchecked() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-        return;
-    };
+    let Some(runtime) = runtime_or_skip() else { return };
     // The program's own mappings (as NCCL's internal buffers, XLA's platform allocator): copies
     // into them pass unchecked and unreported; the one still mapped at exit is counted.
     let (rc, out, err) = run_pool(built(), &runtime, "vmm", "verbosity=1");
@@ -294,11 +289,7 @@ fn vmm_mappings_outside_the_pool_are_known_and_pass_unchecked() {
 
 #[test]
 fn ncclmemalloc_memory_is_known_and_its_bounds_are_checked() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-        return;
-    };
+    let Some(runtime) = runtime_or_skip() else { return };
     let b = built();
     // Two ncclMemAlloc'd buffers of 4000 bytes (VMM memory outside the pool): an all-reduce into
     // the first and a memset of all of it are in bounds (not wild, not reported), and NCCL gets

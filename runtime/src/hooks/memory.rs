@@ -25,7 +25,8 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
         }
         return r;
     };
-    let _context = crate::driver::result::current_context_for(stream.map(|st| st.0 as CUstream), d.device);
+    // Only a stream-ordered call may come from a thread without a current context.
+    let _context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, d.device));
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
             dptr.set(p);
@@ -238,7 +239,8 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
             }
         }
     }
-    let _context = crate::driver::result::current_context_for(stream.map(|st| st.0 as CUstream), d.device);
+    // Only a stream-ordered call may come from a thread without a current context.
+    let _context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, d.device));
     match d.alloc.free_by(ptr, stream, by) {
         Ok(()) => {
             s.ipc_withdraw(ptr);

@@ -366,8 +366,7 @@ pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
                 if let Some(t) = s.outside_table() {
                     t.remove(start, crate::allocator::HostStack::capture(s.opts.malloc_context_size));
                 }
-                static FREED: std::sync::Mutex<std::collections::VecDeque<u64>> = std::sync::Mutex::new(std::collections::VecDeque::new());
-                s.foreign.retire_freed(start, &FREED, FREED_KEPT);
+                s.foreign.retire_freed(start, FREED_KEPT);
                 TALLY.mem_frees.fetch_add(1, Ordering::Relaxed);
             }
             true
