@@ -336,3 +336,24 @@ fn a_malformed_load_destination_is_not_copied_into_the_zeroing() {
     }
     assert_eq!(r.stats.total().unknown, 0);
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-12-05): a store left open by a scope brace
+/// (`st.f32 [%rd2]};`, malformed) was one statement ended by the line's only `;` to coalesce,
+/// which took it into a batch and emitted its check, while the walk, which checks only complete
+/// statements, never counted it: the module had one more global site than checks. A line
+/// holding a brace is a lone statement only when its pieces are one complete statement.
+#[test]
+fn a_statement_left_open_by_a_brace_joins_no_batch() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<3>;\n\
+               \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\t{\n\tst.global.f32 [%rd2], %f1;\n\tst.global.f32 [%rd2+4]};\n\tret;\n}\n";
+    for hoist_loops in [false, true] {
+        for scale in [gasan_instrument::shadow::Scale::S7, gasan_instrument::shadow::Scale::S8] {
+            let opts = InstrumentOptions { scale, hoist_loops, aligned_pool: true, ..Default::default() };
+            let r = instrument_ptx(ptx, &opts).expect("instruments");
+            let t = r.stats.total();
+            let global_sites = r.sites.sites.iter().filter(|s| s.space.is_none()).count();
+            assert_eq!((global_sites, t.checked as usize), (1, 1), "{opts:?}: the open store gets no check, the complete one does:\n{}", r.ptx);
+            assert!(r.sites.sites.iter().all(|s| s.ptx_line == 11), "{opts:?}: {:?}", r.sites.sites);
+        }
+    }
+}

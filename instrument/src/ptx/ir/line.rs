@@ -209,10 +209,12 @@ impl<'a> Line<'a> {
     }
 
     /// Whether the line's code is exactly one statement, ended by the line's only `;` (no
-    /// statement before it, none left open after it). Decided on the text, without parsing.
+    /// statement before it, none left open after it). Decided on the text, without parsing,
+    /// unless the line holds a brace: then its pieces decide (`ld [a]};` is a statement left
+    /// open and a scope brace, which the walk does not check; the passes must not either).
     #[inline]
     pub(in crate::ptx) fn is_lone_statement(&self) -> bool {
-        self.code.strip_suffix(';').is_some_and(|s| !s.contains(';'))
+        self.code.strip_suffix(';').is_some_and(|s| !s.contains(';')) && (!self.braces || matches!(self.stmts(), [only] if only.terminated))
     }
 
     /// The line's statement when the line is exactly one ([`Line::is_lone_statement`]): the
@@ -583,8 +585,19 @@ mod tests {
         let lone = |raw: &str| Line::read(raw).lone_statement().map(|st| st.text.to_string());
         assert_eq!(lone("\tadd.s64 %rd3, %rd1, %rd2;\n").as_deref(), Some("add.s64 %rd3, %rd1, %rd2"));
         assert_eq!(lone("\t@%p1 bra $L__BB0_2; // back\n").as_deref(), Some("@%p1 bra $L__BB0_2"));
-        // Two statements, an empty one, a statement left open, a line with none.
-        for raw in ["\tmov.u32 %r1, 0; mov.u32 %r2, 1;\n", "\t;add.s32 %r1, %r1, 1;\n", "\tcall.uni (retval0),\n", "$L__BB0_1:\n", "\t{ mov.u32 %r1, 0; }\n", "\n"] {
+        // Two statements, an empty one, a statement left open, a line with none; a statement
+        // left open by a scope brace (`};`) and one after a brace (a fuzz find: coalesce took the
+        // first into a batch that the walk never counted).
+        for raw in [
+            "\tmov.u32 %r1, 0; mov.u32 %r2, 1;\n",
+            "\t;add.s32 %r1, %r1, 1;\n",
+            "\tcall.uni (retval0),\n",
+            "$L__BB0_1:\n",
+            "\t{ mov.u32 %r1, 0; }\n",
+            "\n",
+            "\tst.f32\t[%rd1]};\n",
+            "\t{ st.f32 [%rd1], %f1;\n",
+        ] {
             assert_eq!(lone(raw), None, "{raw:?}");
             assert!(!Line::read(raw).is_lone_statement(), "{raw:?}");
         }
