@@ -357,3 +357,23 @@ fn a_statement_left_open_by_a_brace_joins_no_batch() {
         }
     }
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-12-05): loop versioning skipped a loop's `.pragma`
+/// lines before looking for braces, so a scope brace on one (`.pragma "nounroll"; }`) went into
+/// the loop's fast copy. The copy then closed a block the input never opened twice: the rewrite
+/// of a balanced module failed ("unbalanced braces"), and on an unbalanced one the back edge went
+/// missing from the output. A loop with a brace on any of its lines is not versioned. (The input
+/// is no valid PTX, its label being scoped; the rewrite must still keep it whole.)
+#[test]
+fn a_brace_on_a_loops_pragma_line_is_not_copied() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<4>;\n\t.reg .b32 %r<4>;\n\t.reg .pred %p<2>;\n\
+               \tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tmov.u32 %r1, 0;\n\t{\n$L__BB0_1:\n\t.pragma \"nounroll\"; }\n\
+               \tld.global.u32 %r2, [%rd2];\n\tadd.s32 %r1, %r1, 1;\n\tadd.s64 %rd2, %rd2, 4;\n\tsetp.ne.s32 %p1, %r1, 16;\n\t@%p1 bra $L__BB0_1;\n\tret;\n}\n";
+    let r = instrument_ptx(ptx, &InstrumentOptions::default()).expect("a balanced module instruments");
+    assert_eq!(r.stats.total().checked, 1);
+    let mut out = r.ptx.lines().filter(|l| !l.contains(gasan_instrument::ptx::MARKER));
+    for line in ptx.lines() {
+        assert!(out.any(|o| o == line), "{line:?} missing or out of order:\n{}", r.ptx);
+    }
+    assert_eq!(r.ptx.matches("@%p1 bra $L__BB0_1;").count(), 1, "the loop is not versioned:\n{}", r.ptx);
+}

@@ -492,10 +492,15 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
             return None;
         }
         let code = line.code;
+        // (A brace anywhere, even on a `.pragma` line, would be copied into the fast copy and
+        // change where the body ends.)
+        if line.braces {
+            return None;
+        }
         if code.is_empty() || matches!(line.directive(), Some(".loc" | ".pragma")) {
             continue;
         }
-        if line.label().is_some() || line.directive().is_some() || line.braces || !code.ends_with(';') {
+        if line.label().is_some() || line.directive().is_some() || !code.ends_with(';') {
             return None;
         }
         let ins = line.lone_statement()?.instr.as_ref()?.clone();

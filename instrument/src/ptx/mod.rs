@@ -254,7 +254,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 80;
+pub const REVISION: u32 = 81;
 
 /// Instruments a PTX module.
 ///
