@@ -324,14 +324,16 @@ pub mod result {
     /// program may allocate on a thread that never made a context current (PyTorch's
     /// cudaMallocAsync backend), while the pool's own work for that call (a shadow memset, a
     /// stream of its own) needs one: without it the driver answers CUDA_ERROR_INVALID_CONTEXT.
-    pub fn current_context_for(stream: CUstream, device: CUdevice) -> ContextGuard {
+    /// Asked before the device is known (`device` `None`), it pushes the stream's context only,
+    /// so that the current device is the stream's: gasan's first use of a GPU may be such a call.
+    pub fn current_context_for(stream: CUstream, device: Option<CUdevice>) -> ContextGuard {
         let none = ContextGuard { pushed: false, retained: None };
         if !matches!(ctx_get_current(), Ok(c) if c.is_null()) {
             return none;
         }
         let mut ctx = std::ptr::null_mut();
         let of_stream = call!(cuStreamGetCtx(stream, &mut ctx)).is_ok() && !ctx.is_null();
-        let retained = (!of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok()).then_some(device);
+        let retained = device.filter(|&device| !of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok());
         let pushed = (of_stream || retained.is_some()) && call!(cuCtxPushCurrent_v2(ctx)).is_ok();
         ContextGuard { pushed, retained }
     }
