@@ -121,10 +121,7 @@ pub(super) fn plan_range<'l, 'a>(
                 if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
                     let key = (r.as_str(), ins.guard.unwrap_or(""));
                     groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
-                    candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc, size_masked: false });
-                } else if let (true, AddrBase::Reg(r), Width::Fixed(_), false, Some(_), None) = (runs, &a.base, &a.width, a.bulk, &a.guard_nonzero, ins.guard) {
-                    // A copy masked by its source size: the mask is its guard, for a run.
-                    candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: true, loc, size_masked: true });
+                    candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
                 }
             }
         } else if has_address && !single && line.stmts().iter().any(|st| st.checked_access().is_some()) {
@@ -160,8 +157,6 @@ pub(super) fn plan_range<'l, 'a>(
         plan.runs = super::masked_runs::plan(lines, &candidates, &hoist_points);
         candidates.retain(|c| !plan.runs.members.contains_key(&c.line));
     }
-    // A copy masked by its source size outside a run keeps its own check.
-    candidates.retain(|c| !c.size_masked);
     plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates);
     plan
 }

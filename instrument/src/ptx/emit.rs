@@ -707,56 +707,37 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
 /// run's first bad member leaves its address and packed site where the report block reads them;
 /// `run`: the run's predicate (some member was bad), declared and set by its `first` member,
 /// branched on after its last ([`run_branch`]). No branch: the run stays one basic block.
-///
-/// A copy masked by its source size (`cp.async ..., %r_size`) is checked where the size is
-/// nonzero and runs under `!bad` alone: a masked-off copy still fills its shared bytes with
-/// zeros. `after_space`: the member's shared/local part came first
-/// ([`super::spaces::emit_run_check`]: it declared the run's predicates if this is the first
-/// member, set `bad` and cleared `ok` when its own test failed), so this part adds to them.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, after_space: bool) -> String {
+pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool) -> String {
     let (pred, ok) = run;
     let mut s = String::with_capacity(1024);
     let mut v = Lines::new(&mut s, indent);
-    if first && !after_space {
+    if first {
         ln!(v; ".reg .pred ", pred, ", ", ok, ";");
     }
     v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<3>;"]);
     address_setup(&mut v, a, "%gsa0");
-    // The access's guard in %gsp2 (members are guarded: by a predicate, `!%p` taken as written,
-    // or by a source size, never both).
-    let size_masked = ins.guard.is_none() && a.guard_nonzero.is_some();
-    match (ins.guard.map(|g| (g.strip_prefix('!'), g)), &a.guard_nonzero) {
-        (Some((Some(neg), _)), _) => ln!(v; "not.pred %gsp2, ", neg, ";"),
-        (Some((None, g)), _) => ln!(v; "mov.pred %gsp2, ", g, ";"),
-        (None, Some(size)) => ln!(v; "setp.ne.u32 %gsp2, ", size, ", 0;"),
-        (None, None) => v.text("setp.eq.u32 %gsp2, 0, 0;"),
+    // The access's guard in %gsp2 (members are guarded; `!%p` taken as written).
+    match ins.guard.map(|g| (g.strip_prefix('!'), g)) {
+        Some((Some(neg), _)) => ln!(v; "not.pred %gsp2, ", neg, ";"),
+        Some((None, g)) => ln!(v; "mov.pred %gsp2, ", g, ";"),
+        None => v.text("setp.eq.u32 %gsp2, 0, 0;"),
     }
     let guard = "%gsp2";
     probe_load(&mut v, form, "%gsa0", Some(guard), "%gsr0", None);
     probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
     // %gsp1: bad (and guarded). The access runs where its guard holds and it is not bad.
     ln!(v; "not.pred %gsp0, %gsp1;");
-    match (after_space, size_masked) {
-        (false, false) => ln!(v; "and.pred ", ok, ", %gsp0, ", guard, ";"),
-        (false, true) => ln!(v; "mov.pred ", ok, ", %gsp0;"),
-        (true, masked) => {
-            ln!(v; "and.pred ", ok, ", ", ok, ", %gsp0;");
-            if !masked {
-                ln!(v; "and.pred ", ok, ", ", ok, ", ", guard, ";");
-            }
-        }
-    }
+    ln!(v; "and.pred ", ok, ", %gsp0, ", guard, ";");
     // The run's first bad member is the one reported.
-    let opens = first && !after_space;
-    if opens {
+    if first {
         ln!(v; "mov.pred ", pred, ", %gsp1;");
     } else {
         ln!(v; "not.pred %gsp0, ", pred, ";");
         ln!(v; "and.pred %gsp0, %gsp0, %gsp1;");
         ln!(v; "or.pred ", pred, ", ", pred, ", %gsp1;");
     }
-    let at = if opens { "%gsp1" } else { "%gsp0" };
+    let at = if first { "%gsp1" } else { "%gsp0" };
     ln!(v; "@", at, " mov.b64 ", LAST_ADDR, ", %gsa0;");
     ln!(v; "@", at, " mov.b64 ", LAST_SITE, ", ", packed_site(site, width, a.kind as u8), ";");
     v.text("}");
@@ -766,12 +747,7 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
 
 /// After a run's last member: the report of its first bad member, if any ([`run_member`]).
 pub(super) fn run_branch(out: &mut String, pred: &str) {
-    run_branch_to(out, pred, SHARED_FAIL);
-}
-
-/// After a run's last member: a branch to the report block `block` under `pred`.
-pub(super) fn run_branch_to(out: &mut String, pred: &str, block: &str) {
-    ln!(Lines::new(out, "\t"); "@", pred, " bra ", block, ";");
+    ln!(Lines::new(out, "\t"); "@", pred, " bra ", SHARED_FAIL, ";");
 }
 
 /// Where a check goes on after its stub found an outside access the verdict passes

@@ -48,10 +48,6 @@ struct Machine {
     /// The control block's outside fields and the table they name ([`crate::abi::outside`]);
     /// `None`: none (an outside shadow byte that passes).
     outside: Option<OutsideTable>,
-    /// Shared writes of `cp.async` copies: (statement index, shared address, bytes).
-    shared_writes: Vec<(usize, u64, u64)>,
-    /// The report block the run ended in, when it reported through one.
-    report_block: Option<String>,
 }
 
 /// An outside-range table in the machine's memory.
@@ -314,17 +310,6 @@ impl Machine {
                 let r = self.pred(o[1]) || self.pred(o[2]);
                 self.preds.insert(o[0].to_string(), r);
             }
-            // `cp.async.cg.shared.global [dst], [src], cp-size, src-size`: the shared bytes are
-            // written (zeros past the source size), the global ones read where the size is not 0.
-            "cp" if o.len() >= 3 => {
-                let (dst, src, size) = (self.address(o[0]), self.address(o[1]), self.val(o[2]));
-                let src_size = o.get(3).map_or(size, |s| self.val(s));
-                self.shared_writes.push((idx, dst, size));
-                if src_size != 0 {
-                    self.accesses.push((idx, src, src_size.min(size)));
-                }
-            }
-            "cp" => {}
             "bar" | "barrier" | "membar" | "fence" | "prefetch" => {}
             _ if float || parts[0] == "fma" || (parts[0] == "cvt" && parts.iter().skip(1).any(|p| p.starts_with('f'))) => {
                 for d in o[0].trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim) {
@@ -963,11 +948,6 @@ fn run_checked_outside(src: &str, opts: super::InstrumentOptions, params: &[(&st
 
 /// [`run_checked_outside`], and the machine as it stopped (its accesses, the report registers).
 fn run_traced(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], blocks: Vec<Block>, outside: Option<OutsideTable>) -> (bool, Machine) {
-    run_traced_on(src, opts, params, Machine { blocks, outside, ..Machine::default() })
-}
-
-/// [`run_traced`] on machine `m` (its blocks, outside table and registers set up by the caller).
-fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], mut m: Machine) -> (bool, Machine) {
     let ptx = super::instrument_ptx(src, &opts).expect("instruments").ptx;
     let lines = super::Line::read_all(ptx.split_inclusive('\n'));
     let body = super::bodies::Bodies::scan(&lines).iter().find(|b| b.name == "k").expect("the kernel").clone();
@@ -983,6 +963,7 @@ fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64
             }
         }
     }
+    let mut m = Machine { blocks, outside, ..Machine::default() };
     for (name, v) in params {
         m.params.insert(name.to_string(), *v);
     }
@@ -1005,10 +986,7 @@ fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64
             // A failed check goes to a report block (a batch's recheck is reached only when one
             // of its exact tests failed). With outside checks, to its stub, whose verdict may
             // send it back: only the shared report blocks report.
-            Flow::Branch(l) if l == super::emit::SHARED_FAIL || l == super::spaces::SPACE_FAIL => {
-                m.report_block = Some(l);
-                return (true, m);
-            }
+            Flow::Branch(l) if l == super::emit::SHARED_FAIL || l == super::spaces::SPACE_FAIL => return (true, m),
             Flow::Branch(l) if !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return (true, m),
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
             Flow::Ret => return (false, m),
@@ -1314,102 +1292,4 @@ proptest! {
         let recover = super::InstrumentOptions { recover: true, ..opts };
         prop_assert_eq!(run_masked_tile(recover, 8, (n, off), (len_x, len_o), slab).0, first_bad.is_some());
     }
-}
-
-/// A Triton-shaped tile of copies (masked_runs.rs): lane `k` of `lanes` copies 16 bytes, element
-/// `off + k` of 16-byte elements of `k_x`, to byte `soff + 16 k` of dynamic shared memory, masked
-/// by its source size (16 where `off + k < n`, else 0: the copy then fills its shared bytes with
-/// zeros), as Triton 3.6 writes a masked `tl.load` feeding `tl.dot` (`cp.async.cg.shared.global
-/// [ %r + 0 ], [ %rd + 0 ], 0x10, %r_size;`), with the `selp` of each size between the copies;
-/// `guarded`: nvcc's form instead, the mask as each copy's predicate (`@%p cp.async ... 16;`), a
-/// masked-off copy not made at all.
-fn copy_tile_kernel(lanes: usize, guarded: bool) -> String {
-    let mut body = String::from("\tld.param.u64 %rd100, [k_x];\n\tld.param.u32 %r100, [k_n];\n\tld.param.u32 %r101, [k_off];\n\tld.param.u32 %r102, [k_soff];\n");
-    body.push_str("\tmov.u32 %r103, global_smem;\n\tadd.s32 %r104, %r103, %r102;\n\tmul.wide.s32 %rd102, %r101, 16;\n\tadd.s64 %rd103, %rd100, %rd102;\n");
-    for k in 0..lanes {
-        body.push_str(&format!("\tadd.s32 %r{k}, %r101, {k};\n\tsetp.lt.s32 %p{k}, %r{k}, %r100;\n\tadd.s64 %rd{k}, %rd103, {};\n\tadd.s32 %r{}, %r104, {};\n", 16 * k, 150 + k, 16 * k));
-    }
-    for k in (0..lanes).filter(|_| guarded) {
-        body.push_str(&format!("\t@%p{k} cp.async.cg.shared.global [%r{}], [%rd{k}], 16;\n", 150 + k));
-    }
-    for k in (0..lanes).filter(|_| !guarded) {
-        body.push_str(&format!(
-            "\tselp.b32 %r{}, 16, 0, %p{k};\n\t// begin inline asm\n\tcp.async.cg.shared.global [ %r{} + 0 ], [ %rd{k} + 0 ], 0x10, %r{};\n\t// end inline asm\n",
-            50 + k,
-            150 + k,
-            50 + k
-        ));
-    }
-    body.push_str("\tcp.async.commit_group;\n");
-    format!(".version 8.0\n.target sm_90\n.address_size 64\n.extern .shared .align 16 .b8 global_smem[];\n\n.visible .entry k(.param .u64 k_x, .param .u32 k_n, .param .u32 k_off, .param .u32 k_soff)\n{{\n\t.reg .pred %p<64>;\n\t.reg .b32 %r<200>;\n\t.reg .b64 %rd<200>;\n{body}\tret;\n}}\n")
-}
-
-const SMEM_BASE: u64 = 0x100;
-
-/// [`copy_tile_kernel`] of `lanes` run with `n`, `off` and `soff` against an input block of
-/// `len_x` 16-byte elements and `smem` bytes of dynamic shared memory: whether it reported, the
-/// machine, and the first bad part in program order (a member's shared part before its global
-/// part): `(true, shared offset)` or `(false, global address)`.
-fn run_copy_tile(opts: super::InstrumentOptions, lanes: usize, guarded: bool, (n, off, soff): (u32, u32, u32), (len_x, smem): (u64, u64)) -> (bool, Machine, Option<(bool, u64)>, Block) {
-    let x = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + 16 * len_x, slab: false };
-    let live = |k: u64| u64::from(off) + k < u64::from(n);
-    // A copy masked by its size still writes its shared bytes; one under a predicate does not.
-    let space_bad = |k: u64| (!guarded || live(k)) && u64::from(soff) + 16 * k + 16 > smem;
-    let global_bad = |k: u64| live(k) && u64::from(off) + k >= len_x;
-    let first_bad =
-        (0..lanes as u64).flat_map(|k| [(space_bad(k), (true, u64::from(soff) + 16 * k)), (global_bad(k), (false, x.start + 16 * (u64::from(off) + k)))]).find(|(bad, _)| *bad).map(|(_, what)| what);
-    let params = [("k_x", x.start), ("k_n", u64::from(n)), ("k_off", u64::from(off)), ("k_soff", u64::from(soff))];
-    let ptx = copy_tile_kernel(lanes, guarded);
-    let mut m = Machine { blocks: vec![x], ..Machine::default() };
-    m.regs.insert("global_smem".into(), SMEM_BASE);
-    m.regs.insert("%dynamic_smem_size".into(), smem);
-    let (reported, m) = run_traced_on(&ptx, opts, &params, m);
-    (reported, m, first_bad, x)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
-    #[test]
-    fn copy_runs_report_the_first_bad_part_and_never_make_a_bad_copy(
-        n in 0u32..24, off in 0u32..20, soff in (0u32..10).prop_map(|s| s * 16), len_x in 1u64..24, smem in (1u64..12).prop_map(|s| s * 16),
-        guarded in any::<bool>(),
-    ) {
-        let lanes = 8u64;
-        let (reported, m, first_bad, x) = run_copy_tile(super::InstrumentOptions::default(), lanes as usize, guarded, (n, off, soff), (len_x, smem));
-        prop_assert_eq!(reported, first_bad.is_some(), "n={} off={} soff={} len_x={} smem={}", n, off, soff, len_x, smem);
-        if let Some((space, at)) = first_bad {
-            let block = if space { super::spaces::SPACE_FAIL } else { super::emit::SHARED_FAIL };
-            prop_assert_eq!(m.report_block.as_deref(), Some(block));
-            // A shared failure names the offset in the variable, a global one the address.
-            prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), Some(at));
-        }
-        // Every copy that is not bad is made, a masked-off one included (it fills its shared
-        // bytes with zeros); no bad one is.
-        let live = |k: u64| u64::from(off) + k < u64::from(n);
-        let ok = |k: u64| (!guarded || live(k)) && u64::from(soff) + 16 * k + 16 <= smem && !(live(k) && u64::from(off) + k >= len_x);
-        let want_writes: Vec<u64> = (0..lanes).filter(|&k| ok(k)).map(|k| SMEM_BASE + u64::from(soff) + 16 * k).collect();
-        prop_assert_eq!(m.shared_writes.iter().map(|w| w.1).collect::<Vec<_>>(), want_writes);
-        prop_assert!(m.accesses.iter().all(|&(_, a, w)| a >= x.start && a + w <= x.end), "a copy outside its block: {:x?}", m.accesses);
-        let want_reads = (0..lanes).filter(|&k| ok(k) && live(k)).count();
-        prop_assert_eq!(m.accesses.len(), want_reads);
-        // Recover mode (no runs, each copy checked alone) reports alike.
-        let recover = super::InstrumentOptions { recover: true, ..Default::default() };
-        prop_assert_eq!(run_copy_tile(recover, lanes as usize, guarded, (n, off, soff), (len_x, smem)).0, first_bad.is_some());
-    }
-}
-
-#[test]
-fn a_tile_of_masked_copies_is_one_run() {
-    for guarded in [false, true] {
-        a_tile_of_copies_is_one_run(guarded);
-    }
-}
-
-fn a_tile_of_copies_is_one_run(guarded: bool) {
-    let ptx = super::instrument_ptx(&copy_tile_kernel(8, guarded), &super::InstrumentOptions::default()).expect("instruments").ptx;
-    // Two branches for the eight copies, after the last: a shared failure first, then a global one.
-    assert_eq!(ptx.matches("bra $gasan_fail").count(), 2, "{ptx}");
-    assert_eq!(ptx.matches(&format!("bra {};", super::spaces::SPACE_FAIL)).count(), 1, "{ptx}");
-    assert_eq!(ptx.matches(&format!("bra {};", super::emit::SHARED_FAIL)).count(), 1, "{ptx}");
-    assert_eq!(ptx.lines().filter(|l| l.trim_start().starts_with("@%gsg") && l.contains("cp.async.cg.shared.global")).count(), 8, "{ptx}");
 }

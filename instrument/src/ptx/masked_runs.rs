@@ -85,7 +85,7 @@ mod tests {
     }
 
     fn cand(line: usize, guarded: bool) -> Candidate {
-        Candidate { line, base: String::new(), guarded, loc: None, size_masked: false }
+        Candidate { line, base: String::new(), guarded, loc: None }
     }
 
     #[test]

@@ -254,7 +254,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 81;
+pub const REVISION: u32 = 82;
 
 /// Instruments a PTX module.
 ///
@@ -465,10 +465,6 @@ struct FuncState<'p> {
     spaces: &'p spaces::FnSpaces,
     /// Some shared/local check branches to the function's [`spaces::SPACE_FAIL`] block.
     uses_space_fail: bool,
-    /// Runs of masked accesses (by first line) some of whose members had their shared/local part
-    /// checked in the run ([`spaces::emit_run_check`]), and those members' lines.
-    run_spaces: rustc_hash::FxHashSet<usize>,
-    run_space_lines: rustc_hash::FxHashSet<usize>,
     /// The kernel's looked-up pointer parameters ([`bounds`]).
     bounds: Option<&'p bounds::ParamBounds>,
 }
@@ -774,8 +770,6 @@ impl<'a> Rewriter<'a> {
                     uses_shared_fail: false,
                     spaces: plans.module_spaces.functions.get(&name).unwrap_or(&plans.no_spaces),
                     uses_space_fail: false,
-                    run_spaces: Default::default(),
-                    run_space_lines: Default::default(),
                     bounds,
                     nested: false,
                 });
@@ -851,10 +845,6 @@ impl<'a> Rewriter<'a> {
     fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
         if let (Some(&first), false) = (plans.coalescing.runs.ends.get(&i), self.counting) {
-            // A shared/local failure first: its block reports offsets, not addresses.
-            if f.run_spaces.contains(&first) {
-                emit::run_branch_to(&mut self.out, &run_space_pred(first), spaces::SPACE_FAIL);
-            }
             emit::run_branch(&mut self.out, &run_preds(first).0);
         }
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
@@ -949,8 +939,7 @@ impl<'a> Rewriter<'a> {
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
-            let run = plans.coalescing.runs.members.get(&i).map(|&first| (first, first == i));
-            let at = SpaceAt { key: (i, 0), run, line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
+            let at = SpaceAt { key: (i, 0), line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
             stmts.iter().enumerate().map(|(j, st)| self.space_check(&plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
         };
         let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
@@ -987,7 +976,6 @@ impl<'a> Rewriter<'a> {
                 prefetched: prefetched.as_deref(),
                 batched: w.batched.contains(&i),
                 run: coalescing.runs.members.get(&i).map(|&first| (first, first == i)),
-                after_space: f.run_space_lines.contains(&i),
                 in_loop_copy: plans.module.copies.contains(&i),
             };
             let emitted = self.rewrite_statement(f, &statement)?;
@@ -1119,23 +1107,10 @@ impl<'a> Rewriter<'a> {
             }
             None => {
                 let site = self.space_site(f, &c, at.line_no, at.loc);
-                match at.run {
-                    // A run member's part, without a branch (the run's branch reports it).
-                    Some((first, is_first)) if at.key.1 == 0 && spaces::is_run_form(&c) && !self.opts.recover => {
-                        let first_space = f.run_spaces.insert(first);
-                        f.run_space_lines.insert(at.key.0);
-                        f.uses_space_fail = true;
-                        let (bad, ok) = run_preds(first);
-                        let space_first = run_space_pred(first);
-                        let text = if self.counting {
-                            String::new()
-                        } else {
-                            spaces::emit_run_check(&c, ins.guard, indent, site, &spaces::RunPreds { bad: &bad, ok: &ok, space_first: &space_first }, is_first, first_space)
-                        };
-                        (text, String::new())
-                    }
-                    _ if self.counting => (String::new(), String::new()),
-                    _ => spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover),
+                if self.counting {
+                    (String::new(), String::new())
+                } else {
+                    spaces::emit_check(&c, ins.guard, indent, site, label, self.opts.recover)
                 }
             }
         };
@@ -1174,7 +1149,7 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
-        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, after_space, in_loop_copy } = *s;
+        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, in_loop_copy } = *s;
         let stmt = parsed.text;
         let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
@@ -1280,7 +1255,7 @@ impl<'a> Rewriter<'a> {
             if !counting {
                 let unguarded = text.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map_or(text, |(_, rest)| rest.trim_start());
                 let (pred, ok) = run_preds(first);
-                prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first, after_space));
+                prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first));
             }
             f.uses_shared_fail = true;
             if let Some(k) = key {
@@ -1593,8 +1568,6 @@ struct Statement<'s> {
     /// A member of a run of masked accesses checked without branches (masked_runs.rs): the
     /// run's first line, and whether it is this one.
     run: Option<(usize, bool)>,
-    /// Its shared/local part was checked in its run ([`spaces::emit_run_check`]).
-    after_space: bool,
     /// A statement of a fast loop copy (loops.rs), counted apart from the module's statistics.
     in_loop_copy: bool,
 }
@@ -1604,9 +1577,6 @@ struct Statement<'s> {
 #[derive(Clone, Copy)]
 struct SpaceAt<'g> {
     key: (usize, usize),
-    /// The statement's run of masked accesses, if it is a member: (the run's first line, whether
-    /// it is this one).
-    run: Option<(usize, bool)>,
     line_no: usize,
     loc: Option<Loc>,
     groups: &'g HashMap<(usize, usize), spaces::Role>,
@@ -1634,12 +1604,6 @@ fn prefetch_reg(line: usize) -> String {
 /// member was bad, and the current member's access may run.
 fn run_preds(line: usize) -> (String, String) {
     (lines::numbered("%gsk", line), lines::numbered("%gsg", line))
-}
-
-/// The predicate of the run whose first member is body line `line` saying that its first bad
-/// member failed its shared/local part ([`spaces::RunPreds::space_first`]).
-fn run_space_pred(line: usize) -> String {
-    lines::numbered("%gsm", line)
 }
 
 /// The predicate collecting the batched checks whose batch point is body line `line`.

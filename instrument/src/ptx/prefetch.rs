@@ -67,9 +67,6 @@ pub(super) struct Candidate {
     pub guarded: bool,
     /// The `.loc` in effect at the access (a batched access's site is made at the batch point).
     pub loc: Option<(u32, u32, u32)>,
-    /// A copy masked by its source size (`cp.async ..., %r_size`, Triton's masked tile loads):
-    /// a member of a run only (masked_runs.rs), never prefetched.
-    pub size_masked: bool,
 }
 
 /// One prefetch: the access line, the lines of arithmetic to recompute first (in order), and for

@@ -975,67 +975,6 @@ pub(super) fn emit_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site
     (inline, stub)
 }
 
-/// The predicates of a run of masked accesses (masked_runs.rs) a member's check sets: some member
-/// was bad (`bad`), this member's access may run (`ok`), and the run's first bad member was bad
-/// in its shared/local part (`space_first`: the run's branch then goes to [`SPACE_FAIL`]).
-pub(super) struct RunPreds<'a> {
-    pub bad: &'a str,
-    pub ok: &'a str,
-    pub space_first: &'a str,
-}
-
-/// The shared/local part of a run member's check (a `cp.async` copy's shared destination),
-/// without a branch, written before the member's global part ([`super::emit::run_member`] with
-/// `after_space`): the access is not made when its bounds test fails (`ok` cleared), and the
-/// run's first bad member leaves its offset and packed site in the report registers for the
-/// run's branch. `first`: the run's first member (declares the run's predicates); `first_space`:
-/// the run's first member with a shared/local part (declares and sets `space_first`). Checks
-/// with a register width are never members (`is_run_form`).
-pub(super) fn emit_run_check(c: &SpaceCheck, guard: Option<&str>, indent: &str, site: u32, run: &RunPreds<'_>, first: bool, first_space: bool) -> String {
-    use super::lines::{LAST_ADDR, LAST_SITE};
-    debug_assert!(is_run_form(c));
-    let mut s = String::with_capacity(1024);
-    let mut v = Lines::new(&mut s, indent);
-    if first {
-        ln!(v; ".reg .pred ", run.bad, ", ", run.ok, ";");
-    }
-    if first_space {
-        ln!(v; ".reg .pred ", run.space_first, ";");
-    }
-    v.text("{");
-    let bits = check_body(&mut v, c, guard);
-    // %gsq0: bad. %gsq1: bad and the run's first bad member.
-    let at = if first {
-        ln!(v; "mov.pred ", run.bad, ", %gsq0;");
-        "%gsq0"
-    } else {
-        ln!(v; "not.pred %gsq1, ", run.bad, ";");
-        v.text("and.pred %gsq1, %gsq1, %gsq0;");
-        ln!(v; "or.pred ", run.bad, ", ", run.bad, ", %gsq0;");
-        "%gsq1"
-    };
-    if first_space {
-        ln!(v; "mov.pred ", run.space_first, ", ", at, ";");
-    } else {
-        ln!(v; "or.pred ", run.space_first, ", ", run.space_first, ", ", at, ";");
-    }
-    let mut pred = String::with_capacity(8);
-    pred.push('@');
-    pred.push_str(at);
-    pred.push(' ');
-    offset_to_b64(&mut v, &pred, bits, LAST_ADDR);
-    ln!(v; pred.as_str(), "mov.b64 ", LAST_SITE, ", ", packed_site(c, site), ";");
-    ln!(v; "not.pred ", run.ok, ", %gsq0;");
-    v.text("}");
-    s
-}
-
-/// Whether a check can be a run member's shared/local part ([`emit_run_check`]): one with a fixed
-/// width (a register width goes into the packed site at report time, out of line).
-pub(super) fn is_run_form(c: &SpaceCheck) -> bool {
-    c.width_reg.is_none()
-}
-
 /// One access of a basic block's range check.
 #[derive(Clone, Debug)]
 pub(super) struct Member {
