@@ -26,6 +26,7 @@
 //! in the shapes nvcc writes keeps its signature; calls to it pass nothing.
 
 use super::func::{matching_paren, FnHeader};
+use super::ir::decl::space_declaration;
 use super::ir::line::Line;
 use super::ir::stmt::{Pos, Statements};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -95,7 +96,7 @@ struct Call<'s> {
 #[derive(Debug, Default)]
 struct Function<'s> {
     /// The frame and its size.
-    depot: Option<(&'s str, u64)>,
+    depot: Option<(String, u64)>,
     calls: Vec<Call<'s>>,
 }
 
@@ -193,13 +194,11 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
             return None;
         }
         if t.starts_with(".local") && t.contains("__local_depot") {
-            let name_start = t.find("__local_depot")?;
-            let rest = &t[name_start..];
-            let open = rest.find('[')?;
-            // (The `]` after the `[`: a malformed declaration may have one before it.)
-            let close = open + 1 + rest[open + 1..].find(']')?;
-            let size = rest[open + 1..close].trim().parse().ok()?;
-            functions.get_mut(f)?.depot = Some((&rest[..open], size));
+            // The frame, read as spaces.rs reads it (ir/decl.rs); a declaration it does not
+            // understand leaves the module as it is.
+            let (name, var) = space_declaration(t)?;
+            let size = var.size.filter(|_| name.starts_with("__local_depot"))?;
+            functions.get_mut(f)?.depot = Some((name, size));
             continue;
         }
         let callee = match call(t) {

@@ -42,10 +42,11 @@
 //! function's own frame (a returned frame). An overrun of a caller's array into the caller's next
 //! array stays below the end and is not seen.
 
-use super::access::{self, parse_address, parse_int, type_size, AddrBase, Extent, Instr, Operands, Space, Width};
+use super::access::{self, parse_address, parse_int, AddrBase, Extent, Instr, Operands, Space, Width};
 use super::bodies::{Bodies, Body};
 use super::defs::{Defs, ModuleDefs};
 use super::func::FnHeader;
+use super::ir::decl::{space_declaration as parse_declaration, SpaceVar};
 use super::lines::{ln, Lines, Piece};
 use super::opcode::Op;
 pub(super) use super::space_check::{Base, SpaceCheck};
@@ -54,14 +55,6 @@ use super::{Line, ParsedStmt};
 use crate::abi::{AccessKind, MemorySpace, SLOW_PATH_SYMBOL};
 use rustc_hash::FxHashMap as HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
-
-/// A `.shared` or `.local` variable declared in the module.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct SpaceVar {
-    pub space: MemorySpace,
-    /// `None`: dynamic shared memory (`extern .shared ... name[]`), sized by the launch.
-    pub size: Option<u64>,
-}
 
 /// Where a register's value points, as far as every definition of it agrees.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,74 +109,6 @@ impl ModuleSpaces {
     pub fn is_empty(&self) -> bool {
         self.vars.is_empty()
     }
-}
-
-/// A declaration `.shared .align 4 .b8 name[256];`, `.extern .shared .align 16 .b8 name[];`,
-/// `.local .align 8 .b8 __local_depot0[64];`, `.shared .u32 x;` → (name, variable).
-fn parse_declaration(t: &str) -> Option<(String, SpaceVar)> {
-    let t = t.trim().trim_end_matches(';').trim();
-    let mut words = t.split_whitespace().peekable();
-    let mut extern_ = false;
-    let mut space = None;
-    let mut elem = None;
-    let mut rest = None;
-    while let Some(w) = words.next() {
-        match w {
-            ".extern" => extern_ = true,
-            ".weak" | ".visible" => {}
-            ".shared" | ".shared::cta" => space = Some(MemorySpace::Shared),
-            ".local" => space = Some(MemorySpace::Local),
-            ".align" => {
-                words.next();
-            }
-            _ if w.starts_with('.') => elem = Some(type_size(&w[1..])?),
-            _ => {
-                // The declarator: everything left (`name[4][8]`, possibly with spaces, or `= {...}`).
-                // The name is one word: what follows it on the line is dimensions or nothing
-                // (`__local_depot .` is no declaration of `__local_depot.`).
-                let name_len = w.find('[').unwrap_or(w.len());
-                let mut s = w.to_string();
-                for more in words.by_ref() {
-                    s.push_str(more);
-                }
-                rest = Some((s, name_len));
-                break;
-            }
-        }
-    }
-    let (space, elem, (decl, name_len)) = (space?, elem?, rest?);
-    if decl.contains('=') {
-        return None; // shared/local variables have no initializers; not understood otherwise
-    }
-    let name_end = decl.find('[').unwrap_or(decl.len());
-    if name_end != name_len {
-        return None;
-    }
-    let name = &decl[..name_end];
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.') {
-        return None;
-    }
-    let mut size = Some(u64::from(elem));
-    let mut dims = &decl[name_end..];
-    while let Some(inner) = dims.strip_prefix('[') {
-        let close = inner.find(']')?;
-        let n = &inner[..close];
-        if n.is_empty() {
-            size = None;
-        } else {
-            let n = u64::try_from(parse_int(n)?).ok()?;
-            size = size.and_then(|s| s.checked_mul(n));
-        }
-        dims = &inner[close + 1..];
-    }
-    if !dims.is_empty() {
-        return None;
-    }
-    // `[]` is dynamic shared memory only when extern; a `.local`/non-extern `[]` is not understood.
-    if size.is_none() && !(extern_ && space == MemorySpace::Shared) {
-        return None;
-    }
-    Some((name.to_string(), SpaceVar { space, size }))
 }
 
 /// Scans the module: its shared/local declarations, then every function's register provenance

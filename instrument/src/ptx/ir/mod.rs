@@ -14,6 +14,7 @@
 pub(in crate::ptx) mod access;
 pub(in crate::ptx) mod bodies;
 pub(in crate::ptx) mod cfg;
+pub(in crate::ptx) mod decl;
 pub(in crate::ptx) mod defs;
 pub(in crate::ptx) mod func;
 pub(in crate::ptx) mod header;
