@@ -593,24 +593,28 @@ fn range_test_blocks(case: &Case, entry: &Machine, blocks: Vec<Block>) -> bool {
     true
 }
 
-/// Runs the sweep `.func` the range test calls (its PTX, as the rewriter emits it) with the
-/// caller's arguments, against the caller's allocation: its result.
-fn sweep_call(caller: &Machine, args: &[String]) -> u64 {
-    static BODY: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let body = BODY.get_or_init(|| {
-        let f = super::loops::sweep_function(SCALE);
-        let open = f.find('{').unwrap();
-        f[open + 1..f.rfind('}').unwrap()].lines().map(|l| l.trim().trim_end_matches(';').to_string()).filter(|l| !(l.is_empty() || l.starts_with(".reg") || l == "{" || l == "}")).collect()
-    });
-    let mut m = Machine { blocks: caller.blocks.clone(), ..Default::default() };
-    for (formal, actual) in ["gasan_lo", "gasan_hi", "gasan_n"].iter().zip(args) {
+/// The statements of a `.func`'s body as the rewriter emits it (comments, declarations and
+/// braces left out).
+fn func_body(f: &str) -> Vec<String> {
+    let open = f.find('{').unwrap();
+    f[open + 1..f.rfind('}').unwrap()]
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or("").trim().trim_end_matches(';').to_string())
+        .filter(|l| !(l.is_empty() || l.starts_with(".reg") || l == "{" || l == "}"))
+        .collect()
+}
+
+/// Runs a called function's `body` on machine `m` (set up with the caller's memory), its
+/// `formals` bound to the caller's `args`: the value of its result parameter `ret`.
+fn run_function(body: &[String], mut m: Machine, caller: &Machine, formals: &[&str], args: &[String], ret: &str) -> u64 {
+    for (formal, actual) in formals.iter().zip(args) {
         m.params.insert(formal.to_string(), caller.params[actual.as_str()]);
     }
     let labels: HashMap<&str, usize> = body.iter().enumerate().filter_map(|(i, s)| s.strip_suffix(':').map(|l| (l, i))).collect();
     let (mut pc, mut steps) = (0, 0u64);
     loop {
         steps += 1;
-        assert!(steps < 10_000_000, "sweep does not end");
+        assert!(steps < 10_000_000, "{ret}: the function does not end");
         let s = &body[pc];
         if s.ends_with(':') {
             pc += 1;
@@ -619,11 +623,19 @@ fn sweep_call(caller: &Machine, args: &[String]) -> u64 {
         match m.exec(usize::MAX, s) {
             Flow::Next => pc += 1,
             Flow::Branch(l) => pc = labels[l.as_str()],
-            Flow::Ret => return m.params["gasan_ok"],
-            Flow::Call(..) => panic!("call in the sweep"),
+            Flow::Ret => return m.params[ret],
+            Flow::Call(..) => panic!("{ret}: a call in a called function"),
         }
-        assert!(pc < body.len(), "sweep runs off its end");
+        assert!(pc < body.len(), "{ret}: the function runs off its end");
     }
+}
+
+/// Runs the sweep `.func` the range test calls (its PTX, as the rewriter emits it) with the
+/// caller's arguments, against the caller's allocation: its result.
+fn sweep_call(caller: &Machine, args: &[String]) -> u64 {
+    static BODY: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let body = BODY.get_or_init(|| func_body(&super::loops::sweep_function(SCALE)));
+    run_function(body, Machine { blocks: caller.blocks.clone(), ..Default::default() }, caller, &["gasan_lo", "gasan_hi", "gasan_n"], args, "gasan_ok")
 }
 
 /// Runs the outside verdict's list scan (outside.rs, its PTX as the rewriter emits it) with the
@@ -633,35 +645,9 @@ fn outside_pass_call(caller: &Machine, args: &[String]) -> u64 {
     let body = BODY.get_or_init(|| {
         let mut f = String::new();
         super::outside::pass_function(&mut f);
-        let open = f.find('{').unwrap();
-        f[open + 1..f.rfind('}').unwrap()]
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or("").trim().trim_end_matches(';').to_string())
-            .filter(|l| !(l.is_empty() || l.starts_with(".reg") || l == "{" || l == "}"))
-            .collect()
+        func_body(&f)
     });
-    let mut m = Machine { outside: caller.outside.clone(), ..Default::default() };
-    for (formal, actual) in ["o_addr", "o_width", "o_table"].iter().zip(args) {
-        m.params.insert(formal.to_string(), caller.params[actual.as_str()]);
-    }
-    let labels: HashMap<&str, usize> = body.iter().enumerate().filter_map(|(i, s)| s.strip_suffix(':').map(|l| (l, i))).collect();
-    let (mut pc, mut steps) = (0, 0u64);
-    loop {
-        steps += 1;
-        assert!(steps < 10_000_000, "outside scan does not end");
-        let s = &body[pc];
-        if s.ends_with(':') {
-            pc += 1;
-            continue;
-        }
-        match m.exec(usize::MAX, s) {
-            Flow::Next => pc += 1,
-            Flow::Branch(l) => pc = labels[l.as_str()],
-            Flow::Ret => return m.params["o_r"],
-            Flow::Call(..) => panic!("call in the outside scan"),
-        }
-        assert!(pc < body.len(), "outside scan runs off its end");
-    }
+    run_function(body, Machine { outside: caller.outside.clone(), ..Default::default() }, caller, &["o_addr", "o_width", "o_table"], args, "o_r")
 }
 
 /// `v` rounded down / up to a shadow granule.
