@@ -197,6 +197,22 @@ pub struct FunctionStats {
     pub space_eliminated: u32,
 }
 
+impl FunctionStats {
+    /// Adds the counts of `other`: every field summed, in one place.
+    fn add(&mut self, other: &FunctionStats) {
+        self.found += other.found;
+        self.checked += other.checked;
+        self.eliminated += other.eliminated;
+        self.unknown += other.unknown;
+        self.space_found += other.space_found;
+        self.space_checked += other.space_checked;
+        self.space_eliminated += other.space_eliminated;
+        for (k, v) in &other.skipped {
+            *self.skipped.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
 /// Whole-module counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
@@ -208,17 +224,7 @@ impl Stats {
     /// Adds the counts of `other` (of other functions, or more of the same).
     fn add(&mut self, other: Stats) {
         for (name, f) in other.functions {
-            let t = self.functions.entry(name).or_default();
-            t.found += f.found;
-            t.checked += f.checked;
-            t.eliminated += f.eliminated;
-            t.unknown += f.unknown;
-            t.space_found += f.space_found;
-            t.space_checked += f.space_checked;
-            t.space_eliminated += f.space_eliminated;
-            for (k, v) in f.skipped {
-                *t.skipped.entry(k).or_default() += v;
-            }
+            self.functions.entry(name).or_default().add(&f);
         }
         for (op, n) in other.unknown_opcodes {
             *self.unknown_opcodes.entry(op).or_default() += n;
@@ -228,16 +234,7 @@ impl Stats {
     pub fn total(&self) -> FunctionStats {
         let mut t = FunctionStats::default();
         for f in self.functions.values() {
-            t.found += f.found;
-            t.checked += f.checked;
-            t.eliminated += f.eliminated;
-            t.unknown += f.unknown;
-            t.space_found += f.space_found;
-            t.space_checked += f.space_checked;
-            t.space_eliminated += f.space_eliminated;
-            for (k, v) in &f.skipped {
-                *t.skipped.entry(k.clone()).or_default() += v;
-            }
+            t.add(f);
         }
         t
     }
