@@ -8,15 +8,13 @@
 //! driver for the context's device, which the stand-in records), a failed create none.
 
 mod common;
-use common::{cdylib, gcc};
+use common::{gcc, runtime_or_skip};
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn every_context_creator_is_hooked_and_each_new_context_is_seen_once() {
-    let Some(lib) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+    let Some(lib) = runtime_or_skip() else {
         return;
     };
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");

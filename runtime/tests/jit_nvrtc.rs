@@ -9,7 +9,6 @@
 //! way Numba-CUDA 0.30 makes it, from NVRTC `-dlto` (tests/fixtures/jit_lto_app.c).
 
 mod common;
-use common::cdylib;
 use gasan_runtime::modules::{plan_cubin, CubinPlan, ModuleOptions};
 use gasan_runtime::options::Options;
 use std::path::{Path, PathBuf};
@@ -41,11 +40,7 @@ struct Setup {
 fn setup() -> Option<&'static Setup> {
     static S: OnceLock<Option<Setup>> = OnceLock::new();
     S.get_or_init(|| {
-        let Some(runtime) = cdylib() else {
-            assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-            eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-            return None;
-        };
+        let runtime = common::runtime_or_skip()?;
         let nvrtc = nvrtc_dir();
         let cuda = common::cuda_root();
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nvrtc-{}", std::process::id()));

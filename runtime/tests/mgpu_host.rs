@@ -7,15 +7,13 @@
 //! second free is reported as a double free).
 
 mod common;
-use common::{cdylib, gcc};
+use common::{gcc, runtime_or_skip};
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn host_memory_of_device_1_is_every_gpus_and_its_owner_answers_on_device_0() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+    let Some(runtime) = runtime_or_skip() else {
         return;
     };
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");

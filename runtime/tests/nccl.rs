@@ -25,7 +25,7 @@ use gasan_runtime::options::Options;
 use gasan_runtime::report::{describe, Report};
 use gasan_uvm::{HostBackend, Pool, PoolConfig};
 mod common;
-use common::{cdylib, gcc};
+use common::{gcc, runtime_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -199,17 +199,6 @@ fn every_way_of_reaching_nccl_reaches_gasans_wrapper_and_then_nccl_unchanged() {
             assert!(out.contains("default_finds_allgather=0") && native.contains("default_finds_allgather=0"), "{out}");
         }
     }
-}
-
-/// The runtime library, or `None` (the test is skipped, and fails under GASAN_TEST_STRICT) when it
-/// is not built next to the test binary.
-fn runtime_or_skip() -> Option<std::path::PathBuf> {
-    let lib = cdylib();
-    if lib.is_none() {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
-    }
-    lib
 }
 
 /// Runs the pool program in `mode` under the runtime with `options`: (exit code, stdout, stderr).

@@ -8,15 +8,13 @@
 //! to the driver unchecked.)
 
 mod common;
-use common::{cdylib, gcc};
+use common::{gcc, runtime_or_skip};
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn the_first_allocation_from_a_thread_without_a_context_is_the_pools() {
-    let Some(runtime) = cdylib() else {
-        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
-        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+    let Some(runtime) = runtime_or_skip() else {
         return;
     };
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");

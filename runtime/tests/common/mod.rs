@@ -51,6 +51,17 @@ pub fn cdylib() -> Option<PathBuf> {
     lib.exists().then_some(lib)
 }
 
+/// [`cdylib`], or `None` after the visible skip line. scripts/test.d/10-cargo.sh builds it first
+/// and sets `GASAN_TEST_STRICT`, so CI never skips: there, a missing runtime fails the test.
+pub fn runtime_or_skip() -> Option<PathBuf> {
+    let lib = cdylib();
+    if lib.is_none() {
+        assert!(std::env::var_os("GASAN_TEST_STRICT").is_none(), "libgasan_runtime.so is not built");
+        eprintln!("skipped: libgasan_runtime.so not built next to the test binary (run cargo build --release)");
+    }
+    lib
+}
+
 /// Runs the host's gcc, failing the test with its errors.
 pub fn gcc(args: &[&str]) {
     let out = Command::new("gcc").args(args).output().expect("gcc");
