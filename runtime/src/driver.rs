@@ -327,21 +327,30 @@ pub mod result {
     /// Asked before the device is known (`device` `None`), it pushes the stream's context only,
     /// so that the current device is the stream's: gasan's first use of a GPU may be such a call.
     pub fn current_context_for(stream: CUstream, device: Option<CUdevice>) -> ContextGuard {
-        let none = ContextGuard { pushed: false, retained: None };
         if !matches!(ctx_get_current(), Ok(c) if c.is_null()) {
-            return none;
+            return ContextGuard { pushed: false, retained: None, settled: true };
         }
         let mut ctx = std::ptr::null_mut();
         let of_stream = call!(cuStreamGetCtx(stream, &mut ctx)).is_ok() && !ctx.is_null();
         let retained = device.filter(|&device| !of_stream && call!(cuDevicePrimaryCtxRetain(&mut ctx, device)).is_ok());
         let pushed = (of_stream || retained.is_some()) && call!(cuCtxPushCurrent_v2(ctx)).is_ok();
-        ContextGuard { pushed, retained }
+        ContextGuard { pushed, retained, settled: pushed }
     }
 
     /// See [`current_context_for`]: pops what it pushed and releases what it retained.
     pub struct ContextGuard {
         pushed: bool,
         retained: Option<CUdevice>,
+        /// A context is current while the guard lives (the thread's own or the one pushed).
+        settled: bool,
+    }
+
+    impl ContextGuard {
+        /// Whether a context is current while the guard lives: then a second guard for the same
+        /// call has nothing to do (and need not ask the driver again).
+        pub fn settled(&self) -> bool {
+            self.settled
+        }
     }
 
     impl Drop for ContextGuard {

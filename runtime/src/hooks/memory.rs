@@ -11,7 +11,7 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
     // Only a stream-ordered call may come from a thread without a current context: the stream's
     // then is, before the device is looked up (the pool of a GPU is set up at its first use,
     // which may be this call; with several GPUs the stream's is the one asked).
-    let _stream_context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, None));
+    let stream_context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, None));
     let s = state();
     if s.device().is_none() {
         return real();
@@ -30,7 +30,7 @@ fn do_alloc(dptr: Out<Dptr>, size: usize, stream: Option<Stream>, real: impl FnO
         return r;
     };
     // (A stream the driver gave no context: the device's primary one.)
-    let _context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, Some(d.device)));
+    let _context = stream_context.as_ref().filter(|g| !g.settled()).and(stream).map(|st| crate::driver::result::current_context_for(st.0 as CUstream, Some(d.device)));
     match d.alloc.alloc(size as u64, stream) {
         Ok(p) => {
             dptr.set(p);
@@ -225,7 +225,7 @@ fn track(r: CuResult, out: Out<u64>, size: usize, kind: ForeignKind) -> CuResult
 fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() -> CuResult) -> CuResult {
     let by = if call == "cuMemFreeHost" { FreeCall::PinnedHost } else { FreeCall::Device };
     // As for an allocation (do_alloc): the stream's context first.
-    let _stream_context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, None));
+    let stream_context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, None));
     let s = state();
     let Some(first) = s.device() else { return real() };
     if ptr == 0 {
@@ -245,7 +245,7 @@ fn do_free(call: &str, ptr: Dptr, stream: Option<Stream>, real: impl FnOnce() ->
             }
         }
     }
-    let _context = stream.map(|st| crate::driver::result::current_context_for(st.0 as CUstream, Some(d.device)));
+    let _context = stream_context.as_ref().filter(|g| !g.settled()).and(stream).map(|st| crate::driver::result::current_context_for(st.0 as CUstream, Some(d.device)));
     match d.alloc.free_by(ptr, stream, by) {
         Ok(()) => {
             s.ipc_withdraw(ptr);
