@@ -118,6 +118,7 @@ def stats(gasan_ptx, ptx):
     skipped = dict(kv.split("=") for kv in parts[1 + len(counts):])
     unknown_ops = dict(re.findall(r"^unknown opcode (\S+): (\d+)$", out, re.M))
     return {"found": total["found"], "checked": total["checked"], "eliminated": total["eliminated"], "unknown": total["unknown"],
+            "copy_checked": total["copy-chk"],
             "skipped": {k: int(v) for k, v in skipped.items()}, "unknown_opcodes": unknown_ops}
 
 
@@ -130,15 +131,57 @@ RUN_MEMBER = re.compile(r"^\s*@(%gsg\d+)\s+((?:ld|st|atom|red)\.global[^;]*;)")
 GLOBAL_ACCESS = re.compile(r"^\s*(?:@(!?%p\d+)\s+)?((?:ld|st|atom|red)\.global[^;]*;)")
 
 
+# Loop versioning (instrument/src/ptx/loops.rs): a range test whose failure branches to the
+# original loop's label, then the fast copy from `$gasan_loopN:` to `bra $gasan_loopN_done;`.
+RANGE_TEST_EXIT = re.compile(r"^\s*@!%gsh\d+_\d+ bra (\$\w+); //gasan")
+FAST_COPY_START = re.compile(r"^\$gasan_loop(\d+): //gasan")
+FAST_COPY_END = re.compile(r"^\s*bra \$gasan_loop\d+_done; //gasan")
+
+
+def loop_accesses(original_lines, label):
+    """The global accesses (guard, statement) of the original loop at `label`: from its label to its
+    back edge."""
+    start = next(i for i, l in enumerate(original_lines) if l.startswith(label + ":"))
+    out = []
+    for line in original_lines[start + 1:]:
+        m = GLOBAL_ACCESS.match(line)
+        if m:
+            out.append(m.groups())
+        if re.search(r"\bbra(\.uni)?\s+" + re.escape(label) + r"\s*;", line):
+            return out
+    raise ValueError(f"no back edge to {label}")
+
+
 def predicate_scan(checked_ptx, original_ptx):
-    """Guarded accesses whose check block does not read their guard: [(line, text)]; and how many were seen.
+    """Guarded accesses whose check block does not read their guard: [(line, text)]; how many were
+    seen; and how many guarded accesses of fast loop copies go unchecked, covered by their loop's
+    range test.
 
     A run member's guard is the one its statement has in the original PTX (the accesses keep their
-    order and text): its check must copy that guard and set the verdict it runs under from it."""
+    order and text): its check must copy that guard and set the verdict it runs under from it. A fast
+    copy repeats its loop's accesses (loads may move up in it): each must be one of the loop's, and
+    one without a check of its own must be in a copy that only a passed range test enters."""
     lines = open(checked_ptx).read().split("\n")
-    original = [m.groups() for m in map(GLOBAL_ACCESS.match, open(original_ptx).read().split("\n")) if m]
-    bad, seen, k = [], 0, 0
+    original_lines = open(original_ptx).read().split("\n")
+    original = [m.groups() for m in map(GLOBAL_ACCESS.match, original_lines) if m]
+    bad, seen, range_tested, k = [], 0, 0, 0
+    # In a fast copy: the loop's accesses not yet matched; else None.
+    copy, tested_loop = None, None
     for i, line in enumerate(lines):
+        t = RANGE_TEST_EXIT.match(line)
+        if t:
+            tested_loop = t.group(1)
+            continue
+        if FAST_COPY_START.match(line):
+            if tested_loop is None:
+                bad.append((i + 1, "a fast loop copy with no range test before it"))
+                copy = []
+            else:
+                copy = loop_accesses(original_lines, tested_loop)
+            continue
+        if FAST_COPY_END.match(line):
+            copy, tested_loop = None, None
+            continue
         m = GUARDED.match(line)
         c = CP_ASYNC_SIZE.match(line)
         r = RUN_MEMBER.match(line)
@@ -146,13 +189,20 @@ def predicate_scan(checked_ptx, original_ptx):
         guard = m.group(2) if m else (c.group(1) if c else None)
         if r or g:
             stmt = (r or g).group(2)
-            while k < len(original) and original[k][1] != stmt:
+            if copy is not None:
+                j = next((j for j, a in enumerate(copy) if a[1] == stmt), None)
+                if j is None:
+                    bad.append((i + 1, "not an access of its loop: " + line.strip()))
+                    continue
+                original_guard = copy.pop(j)[0]
+            else:
+                while k < len(original) and original[k][1] != stmt:
+                    k += 1
+                if k == len(original):
+                    bad.append((i + 1, "not an access of the original PTX, in order: " + line.strip()))
+                    continue
+                original_guard = original[k][0]
                 k += 1
-            if k == len(original):
-                bad.append((i + 1, "not an access of the original PTX, in order: " + line.strip()))
-                continue
-            original_guard = original[k][0]
-            k += 1
             if r:
                 if original_guard is None:
                     bad.append((i + 1, "a run member whose access had no guard: " + line.strip()))
@@ -166,10 +216,13 @@ def predicate_scan(checked_ptx, original_ptx):
             block.append(lines[j])
             j -= 1
         if not any(re.search(re.escape(guard) + r"\b", b) for b in block):
-            bad.append((i + 1, line.strip()))
+            if copy is not None and not r:
+                range_tested += 1
+            else:
+                bad.append((i + 1, line.strip()))
         elif r and not any(re.search(r"and\.pred " + re.escape(r.group(1)) + r", %gsp0, %gsp2;", b) for b in block):
             bad.append((i + 1, "its verdict is not set from its guard: " + line.strip()))
-    return bad, seen
+    return bad, seen, range_tested
 
 
 # Access forms of Triton's PTX, by the first word of the statement (guard dropped).
@@ -237,9 +290,10 @@ def main():
         subprocess.run([gasan_ptx, "instrument", "-o", checked_ptx, ptx], check=True, capture_output=True)
         global_sites = sum(1 for s in sites if "space" not in s)
         st = stats(gasan_ptx, ptx)
-        if global_sites != st["checked"]:
-            failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks")
-        bad, guarded = predicate_scan(checked_ptx, ptx)
+        # (Checks in versioned loops' fast copies have sites of their own: `copy-chk`.)
+        if global_sites != st["checked"] + st["copy_checked"]:
+            failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks and {st['copy_checked']} in fast loop copies")
+        bad, guarded, range_tested = predicate_scan(checked_ptx, ptx)
         for line, text in bad[:5]:
             failures.append(f"{name}: checked PTX line {line}: no check under the access's own guard: {text}")
         skipped_total.update(st["skipped"])
@@ -250,12 +304,13 @@ def main():
         lines_with_loc = sum(1 for s in sites if s.get("loc") and s["loc"]["file"].endswith(".py"))
         if sites and lines_with_loc == 0:
             failures.append(f"{name}: no site names a Python line")
-        rows.append((name, st["found"], st["checked"], len(sites) - global_sites, guarded, len(bad), lines_with_loc, len(sites),
+        rows.append((name, st["found"], st["checked"], len(sites) - global_sites, guarded, range_tested, len(bad), lines_with_loc, len(sites),
                      " ".join(f"{k}={v}" for k, v in sorted(st["skipped"].items()))))
 
-    print(f"{'kernel':<20} {'found':>6} {'checked':>8} {'shared':>7} {'guarded':>8} {'unguarded':>9} {'py-line':>8}  skipped")
+    # range-tested: guarded accesses of fast loop copies that their loop's range test covers.
+    print(f"{'kernel':<20} {'found':>6} {'checked':>8} {'shared':>7} {'guarded':>8} {'range-tested':>12} {'unguarded':>9} {'py-line':>8}  skipped")
     for r in rows:
-        print(f"{r[0]:<20} {r[1]:>6} {r[2]:>8} {r[3]:>7} {r[4]:>8} {r[5]:>9} {r[6]:>5}/{r[7]:<3} {r[8]}")
+        print(f"{r[0]:<20} {r[1]:>6} {r[2]:>8} {r[3]:>7} {r[4]:>8} {r[5]:>12} {r[6]:>9} {r[7]:>5}/{r[8]:<3} {r[9]}")
 
     with open(forms_out, "w") as f:
         f.write("| form | " + " | ".join(names) + " | total |\n|---|" + "---|" * (len(names) + 1) + "\n")

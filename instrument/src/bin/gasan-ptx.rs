@@ -140,11 +140,12 @@ fn run(cli: Cli) -> Result<(), String> {
             let r = instrument_ptx(&read_ptx(&input)?, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             // Global (and generic) accesses, then shared/local ones (spaces.rs): found, checked,
             // eliminated, so that accesses left with neither show.
-            println!("{:<48} {:>6} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9}  skipped", "function", "found", "checked", "eliminated", "unknown", "sl-found", "sl-check", "sl-elim");
+            // copy-chk: checks in versioned loops' fast copies (each with its own site).
+            println!("{:<48} {:>6} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}  skipped", "function", "found", "checked", "eliminated", "unknown", "sl-found", "sl-check", "sl-elim", "copy-chk");
             for (name, f) in r.stats.functions.iter().chain(std::iter::once((&"TOTAL".to_string(), &r.stats.total()))) {
                 let skipped: Vec<String> = f.skipped.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 println!(
-                    "{:<48} {:>6} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9}  {}",
+                    "{:<48} {:>6} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}  {}",
                     name,
                     f.found,
                     f.checked,
@@ -153,6 +154,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     f.space_found,
                     f.space_checked,
                     f.space_eliminated,
+                    f.copy_checked,
                     skipped.join(" ")
                 );
             }

@@ -408,7 +408,7 @@ fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
                 _ => Val::Lin,
             }
         }
-        (Op::Mul, 3, [a, b]) | (Op::Mad, 4, [a, b, _]) if int && (parts[1] == "lo" || parts[1] == "wide") => {
+        (Op::Mul, 3, [a, b]) | (Op::Mad, 3, [a, b, _]) if int && (parts[1] == "lo" || parts[1] == "wide") => {
             let product = match (a, b) {
                 (Val::Inv, Val::Inv) => Val::Inv,
                 (x, Val::Inv) | (Val::Inv, x) => x.clone().demote(),
@@ -494,7 +494,7 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
         let code = line.code;
         // (A brace anywhere, even on a `.pragma` line, would be copied into the fast copy and
         // change where the body ends.)
-        if line.braces {
+        if line.braces && !line.is_lone_statement() {
             return None;
         }
         if code.is_empty() || matches!(line.directive(), Some(".loc" | ".pragma")) {
@@ -553,7 +553,7 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
     let mut ranges: Vec<Range> = Vec::new();
     for (b, st) in body.iter().zip(&walked.stmts) {
         let Some(a) = lines[b.line].first_stmt().and_then(|st| st.checked_access()) else { continue };
-        let (AddrBase::Reg(r), Width::Fixed(w), false, None) = (&a.base, &a.width, a.bulk, &a.guard_nonzero) else { continue };
+        let (AddrBase::Reg(r), Width::Fixed(w), false) = (&a.base, &a.width, a.bulk) else { continue };
         // The address register's definition and value as this statement sees them.
         let Some(i) = b.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };
         let (def, val) = (st.srcs[i], &st.src_vals[i]);
@@ -629,6 +629,18 @@ fn registers_in(op: &str) -> impl Iterator<Item = &str> {
     op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$' || c == '.')).filter(|t| t.starts_with('%') && !t.contains('.'))
 }
 
+/// Whether `ins` widens 32-bit integer sources to 64 bits (`cvt.u64.u32`, `mul.wide.s32`,
+/// `mad.wide.u32`, ...), and whether it sign-extends them.
+fn widens_32_bits(ins: &Instr<'_>) -> Option<bool> {
+    let parts: Operands<'_> = ins.opcode.parts().collect();
+    let from = match (ins.opcode.op, parts.as_slice()) {
+        (Op::Cvt, [_, to, from]) if int_bits(to) == Some(64) => from,
+        (Op::Mul | Op::Mad, [_, "wide", from]) => from,
+        _ => return None,
+    };
+    (int_bits(from) == Some(32)).then(|| from.starts_with('s'))
+}
+
 fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {
     let parts: Operands<'_> = ins.opcode.parts().collect();
     if ins.guard.is_some() || parts.len() != 3 || ins.opcode.op != Op::Setp || ins.operands.len() != 3 || ins.operands[0].contains('|') {
@@ -667,6 +679,9 @@ struct Emitter<'b, 'a> {
     next: usize,
     /// The test's predicate: every condition is ANDed into it.
     ok: String,
+    /// 32-bit values the recomputed addresses widen to 64 bits (their defining statements, and
+    /// whether they are sign-extended): each must not wrap over the loop ([`Emitter::no_wrap`]).
+    widened: Vec<(usize, bool)>,
 }
 
 /// Values of the induction variables a recomputation starts from.
@@ -680,7 +695,7 @@ enum At {
 
 impl<'b, 'a> Emitter<'b, 'a> {
     fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale) -> Self {
-        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new() }
+        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new() }
     }
 
     /// A new register of type `ty`, declared in the test's scope.
@@ -799,6 +814,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 let (lo, hi) = self.span(g, &mut memo, &last)?;
                 self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
+            self.no_wrap(&tm1, &steps, &mut memo)?;
             ln!(self; "@!", ok, " bra ", label, ";");
             return Some((self.finish(), false));
         }
@@ -845,6 +861,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             ln!(self; "or.pred ", r, ", ", r, ", ", swept, ";");
             ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
         }
+        self.no_wrap(&tm1, &steps, &mut memo)?;
         ln!(self; "@!", ok, " bra ", label, ";");
         Some((self.finish(), true))
     }
@@ -971,6 +988,15 @@ impl<'b, 'a> Emitter<'b, 'a> {
             return None;
         }
         let bits = self.regs.type_of(b.dests.first()?).and_then(type_bits)?;
+        if let Some(signed) = widens_32_bits(&b.ins) {
+            // A source read as the iteration starts is an invariant or an induction variable
+            // (whose own test rules out wrapping); a value computed in the body may wrap.
+            for &s in st.srcs.iter().take(2).flatten() {
+                if !self.widened.contains(&(s, signed)) {
+                    self.widened.push((s, signed));
+                }
+            }
+        }
         let mut srcs = Vec::new();
         for (op, src) in b.sources().iter().zip(&st.srcs) {
             srcs.push(match src {
@@ -983,6 +1009,53 @@ impl<'b, 'a> Emitter<'b, 'a> {
         ln!(self; b.ins.opcode.text, " ", t, ", ", srcs.join(", "), ";");
         memo.insert((at, d), t.clone());
         Some(t)
+    }
+
+    /// Each induction variable's value in the second iteration (its entry value plus its step).
+    fn advanced(&mut self, steps: &HashMap<&'a str, (String, u32)>) -> HashMap<&'a str, String> {
+        let mut advanced: HashMap<&'a str, String> = HashMap::default();
+        let mut regs: Vec<_> = steps.iter().collect();
+        regs.sort_unstable_by_key(|(r, _)| **r);
+        for (r, (s, b)) in regs {
+            let t = self.temp_bits(*b);
+            ln!(self; "add.s", b, " ", t, ", ", r, ", ", s, ";");
+            advanced.insert(*r, t);
+        }
+        advanced
+    }
+
+    /// ANDs into the test that no 32-bit value an address widens wraps over the loop. Such a value
+    /// `x` is affine modulo 2^32 in the iteration `i` (it is built by 32-bit `add`, `sub`, `mul`,
+    /// `shl`, `neg` from induction variables and invariants), so `x(i) = x(0) + i·d` with
+    /// `d = x(1) - x(0)` taken as a signed 32-bit step. When `x(0) + (n-1)·d`, computed in 64 bits
+    /// from the widened `x(0)`, lies in the widening's range, no iteration wrapped: the widened
+    /// values are exactly that line, so the first and the last address are the extreme ones. When
+    /// one wraps they are not (the address jumps by 2^32 elements), and the range test would prove
+    /// a span the loop leaves.
+    fn no_wrap(&mut self, tm1: &str, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>) -> Option<()> {
+        if self.widened.is_empty() {
+            return Some(());
+        }
+        let advanced = self.advanced(steps);
+        let mut second: HashMap<(At, usize), String> = HashMap::default();
+        let mut done = 0;
+        // (Recomputing a 32-bit value widens nothing: the list does not grow here.)
+        while done < self.widened.len() {
+            let (s, signed) = self.widened[done];
+            done += 1;
+            let x0 = self.value_of_stmt(s, At::First, memo, &HashMap::default())?;
+            let x1 = self.value_of_stmt(s, At::Mapped, &mut second, &advanced)?;
+            let (d, e, q) = (self.temp("b32"), self.temp("b64"), self.temp("pred"));
+            ln!(self; "sub.s32 ", d, ", ", x1, ", ", x0, ";");
+            let (dw, x0w) = (self.widen(&d, 32, true), self.widen(&x0, 32, signed));
+            ln!(self; "mad.lo.s64 ", e, ", ", tm1, ", ", dw, ", ", x0w, ";");
+            let (lo, hi) = if signed { ("-2147483648", "2147483647") } else { ("0", "4294967295") };
+            ln!(self; "setp.ge.s64 ", q, ", ", e, ", ", lo, ";");
+            ln!(self; "setp.le.and.s64 ", q, ", ", e, ", ", hi, ", ", q, ";");
+            let ok = self.ok.clone();
+            ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
+        }
+        Some(())
     }
 
     /// A register or constant of `bits` bits, sign- or zero-extended to 64.
@@ -1026,12 +1099,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             _ => {
                 // c at the second iteration minus c at the first: recompute with each induction
                 // variable advanced by its step.
-                let mut advanced: HashMap<&'a str, String> = HashMap::default();
-                for (r, (s, b)) in steps {
-                    let t = self.temp_bits(*b);
-                    ln!(self; "add.s", b, " ", t, ", ", r, ", ", s, ";");
-                    advanced.insert(r, t);
-                }
+                let advanced = self.advanced(steps);
                 let c1 = match st.srcs[c_src] {
                     Some(d) => self.value_of_stmt(d, At::Mapped, &mut HashMap::default(), &advanced)?,
                     None => return None,

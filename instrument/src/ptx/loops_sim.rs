@@ -388,6 +388,7 @@ impl Machine {
 }
 
 /// One versioned loop of a module: its range test, and the original loop's statements.
+#[derive(Clone)]
 struct Case {
     test: Vec<String>,
     /// The fast copy's statements, and its label.
@@ -516,15 +517,28 @@ fn run_body(body: &[(String, usize)], label: &str, entry: &Machine) -> (Machine,
     (m, false)
 }
 
-/// The versioned loops of tests/data/loops.ptx (versioned once for all tests).
+/// The versioned loops of a module.
+fn versioned_cases(src: &str) -> Vec<Case> {
+    let lines = super::Line::read_all(src.split_inclusive('\n'));
+    let bodies = super::bodies::Bodies::scan(&lines);
+    cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("the module has versionable loops"))
+}
+
+/// The versioned loops of tests/data/loops.ptx (nvcc's) and tests/data/loops_triton.ptx
+/// (Triton's forms), versioned once for all tests.
 fn all_cases() -> &'static [Case] {
     static CASES: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
     CASES.get_or_init(|| {
-        static SRC: &str = include_str!("../../tests/data/loops.ptx");
-        let lines = super::Line::read_all(SRC.split_inclusive('\n'));
-        let bodies = super::bodies::Bodies::scan(&lines);
-        cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("loops.ptx has versionable loops"))
+        let mut all = versioned_cases(include_str!("../../tests/data/loops.ptx"));
+        all.extend(triton_cases().iter().cloned());
+        all
     })
+}
+
+/// The versioned loops of tests/data/loops_triton.ptx, in its order.
+fn triton_cases() -> &'static [Case] {
+    static CASES: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
+    CASES.get_or_init(|| versioned_cases(include_str!("../../tests/data/loops_triton.ptx")))
 }
 
 /// The lowest and the end of the highest byte of the accesses on `lines`.
@@ -691,6 +705,71 @@ proptest! {
                 prop_assert!(ended, "range test passed for a loop running past {CAP} iterations ({})", case.label);
                 prop_assert!(shrink == 0, "range test passed with the allocation one byte short ({}, slab {slab}): {:#x}..{:#x} touched, {:#x}..{:#x} allocated", case.label, lo, hi, alloc.0, alloc.1);
             }
+        }
+    }
+}
+
+#[test]
+fn triton_loops_are_versioned_with_every_access_covered() {
+    // Masked loads in register-list braces, source-size-masked copies and 32-bit index sums
+    // widened by `mad.wide` (tests/data/loops_triton.ptx) are all range-tested.
+    let cases = triton_cases();
+    assert_eq!(cases.len(), 2, "both loops of loops_triton.ptx versioned");
+    for case in cases {
+        let accesses: Vec<usize> = case.body.iter().filter(|(s, _)| s.contains(".global")).map(|(_, l)| *l).collect();
+        assert_eq!(case.covered_lines, accesses, "{}: every global access covered", case.label);
+    }
+}
+
+/// A Triton loop's entry: its base pointer (`%rd1`) deep inside the pool, so that an index sum
+/// that wraps still lands in it; 32-bit index offset `%r1`, count `%r2`, stride `%r5`, counter
+/// `%r3` from 0.
+fn triton_entry(case: &Case, off: u32, n: u32, stride: i32) -> Machine {
+    let mut m = entry_state(case, &[0]);
+    m.set("%rd1", POOL_BASE + (1 << 38));
+    m.set("%r1", u64::from(off));
+    m.set("%r2", u64::from(n));
+    m.set("%r5", u64::from(stride as u32));
+    m.set("%r3", 0);
+    m
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    /// A 32-bit index sum near a wrap point: the range test passes against the block its first and
+    /// last iterations touch only if every iteration touches that block (a sum that wraps on the
+    /// way jumps 2^32 elements and must send the loop to its checked original); and, where nothing
+    /// wraps, a block holding every access passes it.
+    #[test]
+    fn a_32_bit_index_that_wraps_never_passes_the_range_test(
+        k in 0usize..2,
+        near in prop_oneof![Just(0i64), Just(1i64 << 31), Just(1i64 << 32)],
+        back in -40i64..40,
+        n in 1u32..40,
+        stride in -3i32..4,
+    ) {
+        let case = &triton_cases()[k];
+        let off = (near - back) as u32;
+        let entry = triton_entry(case, off, n, stride);
+        let (accesses, ended) = run_loop(case, &entry);
+        prop_assert!(ended);
+        let covered: Vec<(u64, u64)> = accesses.iter().filter(|a| case.covered_lines.contains(&a.0)).map(|a| (a.1, a.2)).collect();
+        prop_assert_eq!(covered.len(), n as usize, "one access per iteration");
+        let (first, last) = (covered[0], covered[covered.len() - 1]);
+        let claimed = (first.0.min(last.0), (first.0 + first.1).max(last.0 + last.1));
+        let touched = span(&accesses, &case.covered_lines).unwrap();
+        let inside = covered.iter().all(|a| a.0 >= claimed.0 && a.0 + a.1 <= claimed.1);
+        if range_test(case, &entry, claimed, false) {
+            prop_assert!(inside, "{}: off {off:#x} n {n} stride {stride}: the test passed for {:#x?} but the loop touched {:#x?}", case.label, claimed, (touched.0, touched.1));
+        }
+        // (rows_masked steps its index by 1, strided_tiles by the stride.)
+        let step = if k == 0 { 1 } else { i64::from(stride) };
+        let wraps = (0..i64::from(n)).any(|i| {
+            let x = i64::from(off as i32) + i * step;
+            x != i64::from(x as i32)
+        });
+        if !wraps && off < 1 << 31 {
+            prop_assert!(range_test(case, &entry, (touched.0, touched.1), false), "{}: off {off:#x} n {n} stride {stride}: no wrap, and the test failed", case.label);
         }
     }
 }

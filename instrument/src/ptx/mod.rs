@@ -195,6 +195,11 @@ pub struct FunctionStats {
     /// Shared/local checks dropped: proven by earlier checks on every path (spaces.rs).
     #[serde(default)]
     pub space_eliminated: u32,
+    /// Global checks in versioned loops' fast copies (loops.rs): checks of accesses their range
+    /// test does not cover. A copy repeats statements counted above, so nothing else of it is
+    /// counted; each of these checks has a site of its own.
+    #[serde(default)]
+    pub copy_checked: u32,
 }
 
 impl FunctionStats {
@@ -207,6 +212,7 @@ impl FunctionStats {
         self.space_found += other.space_found;
         self.space_checked += other.space_checked;
         self.space_eliminated += other.space_eliminated;
+        self.copy_checked += other.copy_checked;
         for (k, v) in &other.skipped {
             *self.skipped.entry(k.clone()).or_default() += v;
         }
@@ -251,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 82;
+pub const REVISION: u32 = 83;
 
 /// Instruments a PTX module.
 ///
@@ -610,7 +616,8 @@ impl<'a> Rewriter<'a> {
             self.out.push_str(&heap_functions::definitions(h.declared(), self.opts.scale, &self.header));
         }
         self.sites.table.resolve_files();
-        Ok(Instrumented { ptx: self.out, sites: self.sites.table, stats: self.stats, param_tags: self.param_tags })
+        let stats = self.stats_with_copies();
+        Ok(Instrumented { ptx: self.out, sites: self.sites.table, stats, param_tags: self.param_tags })
     }
 
     /// The rewrite of a module's lines in parts (`parts`: line ranges that begin at a body's
@@ -712,7 +719,19 @@ impl<'a> Rewriter<'a> {
             return None;
         }
         let used = Numbering { labels: r.next_label - start.labels, prefetch_labels: r.prefetch_labels - start.prefetch_labels, sites: r.sites.table.sites.len() as u32 };
-        Some(Walked { out: r.out, sites: r.sites.table, stats: r.stats, param_tags: r.param_tags, used })
+        let stats = r.stats_with_copies();
+        Some(Walked { out: r.out, sites: r.sites.table, stats, param_tags: r.param_tags, used })
+    }
+
+    /// The module's counts, with the fast copies' global checks as [`FunctionStats::copy_checked`].
+    fn stats_with_copies(&mut self) -> Stats {
+        let mut stats = std::mem::take(&mut self.stats);
+        for (name, copy) in std::mem::take(&mut self.copy_stats).functions {
+            if copy.checked > 0 {
+                stats.functions.entry(name).or_default().copy_checked += copy.checked;
+            }
+        }
+        stats
     }
 
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
@@ -974,6 +993,7 @@ impl<'a> Rewriter<'a> {
                 batched: w.batched.contains(&i),
                 run: coalescing.runs.members.get(&i).map(|&first| (first, first == i)),
                 in_loop_copy: plans.module.copies.contains(&i),
+                range_tested: plans.module.covered.contains(&i),
             };
             let emitted = self.rewrite_statement(f, &statement)?;
             if !verbatim {
@@ -1146,7 +1166,7 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
-        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, in_loop_copy } = *s;
+        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, in_loop_copy, range_tested } = *s;
         let stmt = parsed.text;
         let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
@@ -1213,8 +1233,9 @@ impl<'a> Rewriter<'a> {
             access::Width::Reg(_) | access::Width::Tile { .. } => None,
         };
         if let Some(own_check_hoisted) = covered {
-            // Checked at the first access of its range group (coalesce.rs).
-            if own_check_hoisted {
+            // Checked at the first access of its range group (coalesce.rs), or at its loop's entry.
+            if range_tested {
+            } else if own_check_hoisted {
                 fstats.checked += 1;
             } else {
                 fstats.eliminated += 1;
@@ -1567,6 +1588,8 @@ struct Statement<'s> {
     run: Option<(usize, bool)>,
     /// A statement of a fast loop copy (loops.rs), counted apart from the module's statistics.
     in_loop_copy: bool,
+    /// An access of a fast loop copy that its loop's range test covers: no check, no count.
+    range_tested: bool,
 }
 
 /// Where a statement's shared/local check goes: its (line, statement) key into the module's
