@@ -134,8 +134,10 @@ pub const CONTROL_BLOCK_SIZE: usize = 80;
 ///
 /// Layout (device memory, written only by the host): word 0 is the
 /// byte offset of the active [`List`](outside::LIST_SIZE) from the table's start. The host writes
-/// the inactive list whole, then switches the offset, so a kernel reading while a range is
-/// (un)registered sees the old list or the new one. A list: its entry count (u64), 8 bytes of
+/// the inactive list whole, then switches the offset. A kernel can run across two such
+/// switches and read a list while it is rewritten: the host keeps each live range's entry at one
+/// place in both lists (runtime/src/outside.rs, `Ranges`), so what it reads there is the same
+/// either way. A list: its entry count (u64), 8 bytes of
 /// padding, then [`CAPACITY`](outside::CAPACITY) entries of [`ENTRY_SIZE`](outside::ENTRY_SIZE).
 pub mod outside {
     /// [`super::ControlBlock::outside_shadow`] while the process has no outside ranges: the

@@ -16,11 +16,20 @@ use std::sync::Mutex;
 const GONE_KEPT: usize = 16;
 
 /// The ranges, as the runtime knows them, with the host stacks reports print.
+///
+/// Each range has a place in the device's list (a slot) that it keeps while it is live and then
+/// gone: publishing rewrites the list a kernel may be reading (the two lists take turns, so a
+/// kernel that runs across two publications reads one while it is written), and a live range's
+/// entry must read the same, old bytes or new, or the kernel's access to it is reported. Only
+/// past [`outside::CAPACITY`] live ranges, which are then merged, do entries move.
 #[derive(Default, Debug, Clone)]
 pub struct Ranges {
     /// start -> (end (exclusive), where it was registered or allocated).
     live: BTreeMap<u64, (u64, HostStack)>,
     gone: VecDeque<Gone>,
+    /// The list's slots: the start of the live or gone range that holds each (a live range and a
+    /// gone one never share a start: registering drops the gone ranges it overlaps).
+    slots: Vec<Option<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -52,27 +61,91 @@ impl Ranges {
         let stale: Vec<u64> = self.live.range(..end).filter(|(_, (e, _))| *e > start).map(|(&s, _)| s).collect();
         for s in stale {
             self.live.remove(&s);
+            self.free_slot(s);
         }
-        self.gone.retain(|g| g.end <= start || g.start >= end);
+        let (dropped, kept): (VecDeque<Gone>, VecDeque<Gone>) = std::mem::take(&mut self.gone).into_iter().partition(|g| g.start < end && g.end > start);
+        self.gone = kept;
+        for g in dropped {
+            self.free_slot(g.start);
+        }
         self.live.insert(start, (end, stack));
+        self.settle();
+    }
+
+    /// Gives every live range a slot, while they fit ([`Ranges::entries`] merges them when not).
+    fn settle(&mut self) {
+        if self.live.len() > outside::CAPACITY {
+            return;
+        }
+        let held: std::collections::HashSet<u64> = self.slots.iter().flatten().copied().collect();
+        let missing: Vec<u64> = self.live.keys().filter(|s| !held.contains(s)).copied().collect();
+        for start in missing {
+            self.take_slot(start);
+        }
+    }
+
+    /// A slot for the range at `start`: the first free one, else a new one while the list has
+    /// room, else the oldest gone range's.
+    fn take_slot(&mut self, start: u64) {
+        let free = match self.slots.iter().position(Option::is_none) {
+            Some(i) => Some(i),
+            None if self.slots.len() < outside::CAPACITY => {
+                self.slots.push(None);
+                Some(self.slots.len() - 1)
+            }
+            None => loop {
+                let Some(g) = self.gone.pop_front() else { break None };
+                if let Some(i) = self.slots.iter().position(|&o| o == Some(g.start)) {
+                    break Some(i);
+                }
+            },
+        };
+        if let Some(i) = free {
+            self.slots[i] = Some(start);
+        }
+    }
+
+    fn free_slot(&mut self, start: u64) {
+        if let Some(slot) = self.slots.iter_mut().find(|o| **o == Some(start)) {
+            *slot = None;
+        }
     }
 
     /// The range starting at `start` is gone (unregistered, freed at `stack`). Returns whether
     /// there was one.
     pub fn remove(&mut self, start: u64, stack: HostStack) -> bool {
         let Some((end, added)) = self.live.remove(&start) else { return false };
+        // (The gone range keeps the live one's slot.)
         self.gone.push_back(Gone { start, end, added, removed: stack });
         while self.gone.len() > GONE_KEPT {
-            self.gone.pop_front();
+            if let Some(g) = self.gone.pop_front() {
+                self.free_slot(g.start);
+            }
         }
+        self.settle();
         true
     }
 
-    /// The device's list: every live range, then the gone ones, at most
-    /// [`outside::CAPACITY`] entries. When there are more live ranges, neighbours are merged
-    /// (closest first): the bytes between them then pass, so merging can only miss an error,
-    /// never invent one; gone ranges are dropped first (oldest first).
+    /// The device's list: each live or gone range at its slot, a free slot an entry that holds
+    /// and is near nothing. When there are more live ranges than [`outside::CAPACITY`], every
+    /// live range, neighbours merged (closest first: the bytes between them then pass, so merging
+    /// can only miss an error, never invent one), then the newest gone ones.
     pub fn entries(&self) -> Vec<Entry> {
+        if self.live.len() <= outside::CAPACITY {
+            let gone: BTreeMap<u64, u64> = self.gone.iter().map(|g| (g.start, g.end)).collect();
+            return self
+                .slots
+                .iter()
+                .map(|o| match o {
+                    Some(s) => match (self.live.get(s), gone.get(s)) {
+                        (Some((e, _)), _) => Entry::live(*s, *e),
+                        (None, Some(&e)) => Entry::gone(*s, e),
+                        (None, None) => Entry::default(),
+                    },
+                    None => Entry::default(),
+                })
+                .collect();
+        }
         let mut live: Vec<(u64, u64)> = self.live.iter().map(|(&s, (e, _))| (s, *e)).collect();
         while live.len() > outside::CAPACITY {
             let i = (0..live.len() - 1).min_by_key(|&i| live[i + 1].0 - live[i].1).expect("two or more ranges");
@@ -103,7 +176,8 @@ impl Ranges {
 /// cost a read across the bus per entry per check, 28× native on runtime/gpu/mt_register.cu),
 /// a host copy of it, and the ranges it holds. It is written on a stream of its own, the list
 /// first and the active offset after, and waited for, so a kernel launched after a registration
-/// returns sees it, and one running meanwhile sees the old list or the new one.
+/// returns sees it. One running meanwhile may read a list as it is rewritten; its own ranges'
+/// entries read the same in every list ([`Ranges`]: slots).
 pub struct OutsideTable {
     device: u64,
     stream: crate::driver::result::Stream,
@@ -197,6 +271,36 @@ mod tests {
             for (&s, &(e, _)) in &r.live {
                 let holds = r.live.iter().any(|(&s2, &(e2, _))| e >= s2 && e < e2);
                 prop_assert_eq!(must_report(&entries, e, 1), !holds, "one past [{:#x},{:#x})", s, e);
+            }
+        }
+    }
+
+    proptest! {
+        /// The invariant a kernel reading a list while it is rewritten relies on: while the
+        /// live ranges fit, a range live before and after a registration or unregistration of
+        /// another has the same entry at the same place in both lists, so the bytes a kernel
+        /// reads there are the same whichever list, old or new, it reads them from.
+        #[test]
+        fn a_live_range_keeps_its_entry_while_others_come_and_go(ops in prop::collection::vec((0u64..200, 1u64..8, any::<bool>()), 1..300)) {
+            let mut r = Ranges::default();
+            for (slot, len, unregister) in ops {
+                let start = 0x10_0000 + slot * 0x1000;
+                let before = r.entries();
+                let live_before: Vec<u64> = r.live.keys().copied().collect();
+                if unregister { r.remove(start, HostStack::default()); } else { r.add(start, len * 100, HostStack::default()); }
+                let after = r.entries();
+                prop_assert!(after.len() <= outside::CAPACITY);
+                if r.live.len() > outside::CAPACITY || live_before.len() > outside::CAPACITY {
+                    continue;
+                }
+                for s in live_before.iter().filter(|&&s| s != start && r.live.contains_key(&s)) {
+                    let at = |l: &[Entry]| l.iter().position(|e| e.start == *s && e.len > 0);
+                    let (i, j) = (at(&before), at(&after));
+                    prop_assert!(i.is_some() && i == j, "range at {:#x}: entry {:?} before, {:?} after", s, i, j);
+                }
+                for (&s, &(e, _)) in &r.live {
+                    prop_assert!(after.contains(&Entry::live(s, e)), "live range [{:#x},{:#x}) not in the list", s, e);
+                }
             }
         }
     }
