@@ -176,4 +176,14 @@ fn versioned_loops_assemble_and_keep_their_counts() {
             run_tool("ptxas", &[OsStr::new("-arch"), OsStr::new("sm_90"), f.as_os_str(), OsStr::new("-o"), o.as_os_str()]);
         }
     }
+    // tests/data/loops_triton.ptx: Triton's loop forms (sm_90a), both loops versioned, every
+    // global access of them range-tested (no check left in a fast copy), and the result assembles.
+    let ptx = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/loops_triton.ptx")).unwrap();
+    let r = instrument_ptx(&ptx, &InstrumentOptions::default()).unwrap();
+    assert_eq!(r.ptx.lines().filter(|l| l.starts_with("$gasan_loop") && !l.contains("_done")).count(), 2);
+    assert_eq!(r.stats.total().copy_checked, 0);
+    let f = dir.join("loops_triton.ptx");
+    std::fs::write(&f, &r.ptx).unwrap();
+    let o = dir.join("loops_triton.cubin");
+    run_tool("ptxas", &[OsStr::new("-arch"), OsStr::new("sm_90a"), f.as_os_str(), OsStr::new("-o"), o.as_os_str()]);
 }

@@ -41,8 +41,8 @@ use crate::shadow::Scale;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 
-/// Longest loop body considered (lines).
-const MAX_BODY: usize = 400;
+/// Longest loop body considered (lines): Triton's attention loop has about 1,300.
+const MAX_BODY: usize = 2000;
 /// Most distinct hoisted addresses per loop (each costs a range test at every loop entry).
 const MAX_RANGES: usize = 32;
 
@@ -125,7 +125,8 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         // A loop the range test can skip: one that can end at its back edge.
         let Some(lp) = branches.single_block_loop(lines, bodies, s, k).filter(|lp| lp.guarded) else { continue };
         if k - s <= MAX_BODY {
-            if let Some(p) = analyze(lines, lp.label, s, k, declared, plans.len(), scale) {
+            let branched_to = |at: usize, label: &str| branches.refs(bodies, at, label) > 0;
+            if let Some(p) = analyze(lines, lp.label, s, k, declared, plans.len(), scale, &branched_to) {
                 plans.push(p);
             }
         }
@@ -482,11 +483,17 @@ impl Cmp {
     }
 }
 
-fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut DeclaredRegs, id: usize, scale: Scale) -> Option<LoopPlan> {
+/// `branched_to(line, label)`: whether some branch targets the label on that line.
+#[allow(clippy::too_many_arguments)]
+fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
     let label = label.to_string();
     // The body: plain statements only, one per line.
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
     let mut any_check = false;
+    // Labels no branch names (Triton's `$L__tmpN`, which only the debug sections reference): the
+    // block goes on through them; the fast copy leaves them out (a label is defined once), and
+    // the debug sections keep naming the original loop's.
+    let mut unnamed_labels: Vec<usize> = Vec::new();
     for (k, line) in lines.iter().enumerate().take(e).skip(s + 1) {
         if line.block_comment_marker() {
             return None;
@@ -498,6 +505,10 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
             return None;
         }
         if code.is_empty() || matches!(line.directive(), Some(".loc" | ".pragma")) {
+            continue;
+        }
+        if line.label().is_some_and(|l| !branched_to(k, l)) {
+            unnamed_labels.push(k);
             continue;
         }
         if line.label().is_some() || line.directive().is_some() || !code.ends_with(';') {
@@ -582,7 +593,8 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
     let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
-    let fast_order = fast_order(s, e, &body, &hoisted);
+    let mut fast_order = fast_order(s, e, &body, &hoisted);
+    fast_order.retain(|k| !unnamed_labels.contains(k));
     Some(LoopPlan { label_line: s, back_edge: e, hoisted, fast_order, preheader, sweeps, fast_back_edge, id })
 }
 

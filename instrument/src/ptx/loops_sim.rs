@@ -162,6 +162,10 @@ impl Machine {
     }
 
     fn exec(&mut self, idx: usize, stmt: &str) -> Flow {
+        // (A label inside a loop body that no branch names: nothing to run.)
+        if stmt.ends_with(':') {
+            return Flow::Next;
+        }
         let ins = split_instr(stmt).unwrap_or_else(|| panic!("cannot split {stmt}"));
         if let Some(g) = ins.guard {
             if !self.pred(g) {
@@ -712,13 +716,18 @@ proptest! {
 #[test]
 fn triton_loops_are_versioned_with_every_access_covered() {
     // Masked loads in register-list braces, source-size-masked copies and 32-bit index sums
-    // widened by `mad.wide` (tests/data/loops_triton.ptx) are all range-tested.
+    // widened by `mad.wide` (tests/data/loops_triton.ptx) are all range-tested, with labels
+    // only the debug sections name inside the loop.
     let cases = triton_cases();
     assert_eq!(cases.len(), 2, "both loops of loops_triton.ptx versioned");
     for case in cases {
         let accesses: Vec<usize> = case.body.iter().filter(|(s, _)| s.contains(".global")).map(|(_, l)| *l).collect();
         assert_eq!(case.covered_lines, accesses, "{}: every global access covered", case.label);
     }
+    // The labels no branch names stay in the original loop only (a label is defined once).
+    let labels = |stmts: &mut dyn Iterator<Item = &String>| stmts.filter(|s| s.starts_with("$L__tmp")).count();
+    assert_eq!(labels(&mut cases[0].body.iter().map(|(s, _)| s)), 2);
+    assert_eq!(labels(&mut cases[0].fast.iter().map(|(s, _)| s)), 0);
 }
 
 /// A Triton loop's entry: its base pointer (`%rd1`) deep inside the pool, so that an index sum
