@@ -59,14 +59,17 @@ fn statements(text: &str) -> Vec<String> {
     out.into_iter().flat_map(split_label).collect()
 }
 
-/// `piece` as its leading label (`name:`) and the rest, when it has both; else itself.
+/// `piece` as its leading labels (`name:`, each on its own: the rewriter writes `a:b:c` as `a:`,
+/// `b:` and `c`) and the rest; else itself.
 fn split_label(piece: String) -> Vec<String> {
     let b = piece.as_bytes();
     let ident = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$');
     let starts = b.first().is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, b'_' | b'$' | b'%'));
     let name = if starts { 1 + b[1..].iter().take_while(|c| ident(c)).count() } else { 0 };
     if name > 0 && b.get(name) == Some(&b':') && name + 1 < b.len() && b[name + 1] != b':' && !piece[name + 1..].starts_with("//") {
-        vec![piece[..=name].to_string(), piece[name + 1..].to_string()]
+        let mut out = vec![piece[..=name].to_string()];
+        out.extend(split_label(piece[name + 1..].to_string()));
+        out
     } else {
         vec![piece]
     }

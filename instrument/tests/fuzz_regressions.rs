@@ -377,3 +377,22 @@ fn a_brace_on_a_loops_pragma_line_is_not_copied() {
     }
     assert_eq!(r.ptx.matches("@%p1 bra $L__BB0_1;").count(), 1, "the loop is not versioned:\n{}", r.ptx);
 }
+
+/// Found by the ptx_rewrite fuzz target (2026-12-06, after loop versioning took statements with
+/// register lists in braces; fuzz/seeds/ptx_rewrite/stray_brace_in_a_loop_statement.ptx): a loop
+/// statement with a stray brace (`m}l.wide.u32 ...;`) is one statement to the line reader, but the
+/// scope scan closes the body at its `}`. Copied into the fast copy, it moved the body's end
+/// (the rewriter's own check of the bodies after versioning failed). Such a loop is not versioned;
+/// one whose braces pair up within its statements (a masked load's `{ %rs1 }`) is.
+#[test]
+fn a_stray_brace_in_a_loop_statement_keeps_the_loop_as_it_is() {
+    let ptx = include_str!("../../fuzz/seeds/ptx_rewrite/stray_brace_in_a_loop_statement.ptx");
+    let r = instrument_ptx(ptx, &InstrumentOptions::default());
+    assert!(r.as_ref().map_or(true, |r| !r.ptx.contains("$gasan_loop")), "a loop holding a stray brace was versioned");
+    let paired =
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p, .param .u32 n)\n{\n\t.reg .b64 %rd<4>;\n\t.reg .b32 %r<4>;\n\t.reg .b16 %rs<4>;\n\t.reg .pred %p<3>;\n\
+                  \tld.param.u64 %rd1, [p];\n\tld.param.u32 %r3, [n];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tmov.u32 %r1, 0;\n$L__BB0_1:\n\tsetp.lt.s32 %p2, %r1, %r3;\n\
+                  \t@%p2 ld.global.b16 { %rs1 }, [ %rd2 + 0 ];\n\tadd.s32 %r1, %r1, 1;\n\tadd.s64 %rd2, %rd2, 2;\n\tsetp.lt.s32 %p1, %r1, %r3;\n\t@%p1 bra $L__BB0_1;\n\tret;\n}\n";
+    let r = instrument_ptx(paired, &InstrumentOptions::default()).unwrap();
+    assert!(r.ptx.contains("$gasan_loop0:"), "a masked load's register list kept the loop from being versioned");
+}

@@ -483,6 +483,24 @@ impl Cmp {
     }
 }
 
+/// Whether the braces of `code` pair up within it, each `{` before its `}`: a statement's register
+/// list or vector (`{ %rs1 }`, wgmma's accumulators) opens and closes no scope, where a stray brace
+/// in a statement (`m}l.wide.u32 ...;`, malformed) ends the body for the scope scan.
+fn braces_pair_up(code: &str) -> bool {
+    let mut depth = 0u32;
+    for c in code.bytes() {
+        match c {
+            b'{' => depth += 1,
+            b'}' => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
 /// `branched_to(line, label)`: whether some branch targets the label on that line.
 #[allow(clippy::too_many_arguments)]
 fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
@@ -501,7 +519,7 @@ fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut D
         let code = line.code;
         // (A brace anywhere, even on a `.pragma` line, would be copied into the fast copy and
         // change where the body ends.)
-        if line.braces && !line.is_lone_statement() {
+        if line.braces && !(line.is_lone_statement() && braces_pair_up(code)) {
             return None;
         }
         if code.is_empty() || matches!(line.directive(), Some(".loc" | ".pragma")) {
