@@ -1388,8 +1388,9 @@ proptest! {
 
 /// A single-block loop of copies masked by their source size, as Triton pipelines a tile's loads
 /// (`cp.async.cg.shared.global [dst], [src], 16, %size`, the size 0 past the mask): iteration `i`
-/// of `n` copies 16 bytes from `k_in + 16 i` when `i < valid`. (Loop versioning leaves such
-/// loops alone today: each copy is checked under its size, and a masked-off copy never is.)
+/// of `n` copies 16 bytes from `k_in + 16 i` when `i < valid`. Loop versioning range-tests the
+/// copies for their whole width (REVISION 83): a masked-off copy past the block fails the test,
+/// and the checked loop, where a masked-off copy is never checked, runs instead.
 const MASKED_COPY_LOOP: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_valid)\n{\n\
 \t.reg .b64 %rd<8>;\n\t.reg .b32 %r<8>;\n\t.reg .pred %p<3>;\n\t.shared .align 16 .b8 buf[16];\n\
 \tld.param.u64 %rd1, [k_in];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u32 %r1, [k_n];\n\tld.param.u32 %r2, [k_valid];\n\
@@ -1417,6 +1418,55 @@ proptest! {
                 // Every copy that is not masked off was made, and no other.
                 prop_assert_eq!(m.accesses.len() as u64, copied, "{:?}", opts);
             }
+        }
+    }
+}
+
+/// A loop whose fast copy mixes a range-tested access with a run of masked accesses that stay
+/// checked (gathers: their addresses are loaded, not affine): iteration `i` of `n` loads
+/// `idx = x[i]`, then, when `i < valid`, `y[idx]` and `y[idx ^ 1]` under that mask (two address
+/// registers, so no range group joins them: they form a run).
+const GATHER_LOOP: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_x, .param .u64 k_y, .param .u32 k_n, .param .u32 k_valid)\n{\n\
+\t.reg .b64 %rd<12>;\n\t.reg .b32 %r<8>;\n\t.reg .pred %p<3>;\n\t.reg .f32 %f<4>;\n\
+\tld.param.u64 %rd1, [k_x];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u64 %rd3, [k_y];\n\tcvta.to.global.u64 %rd4, %rd3;\n\
+\tld.param.u32 %r1, [k_n];\n\tld.param.u32 %r2, [k_valid];\n\tmov.u32 %r3, 0;\n\tmov.f32 %f1, 0f00000000;\n$L__BB0_1:\n\
+\tmul.wide.u32 %rd5, %r3, 4;\n\tadd.s64 %rd6, %rd2, %rd5;\n\tld.global.u32 %r4, [%rd6];\n\tsetp.lt.u32 %p1, %r3, %r2;\n\
+\tmul.wide.u32 %rd7, %r4, 4;\n\tadd.s64 %rd8, %rd4, %rd7;\n\tmov.f32 %f2, 0f00000000;\n\t@%p1 ld.global.f32 %f2, [%rd8];\n\
+\txor.b32 %r5, %r4, 1;\n\tmul.wide.u32 %rd9, %r5, 4;\n\tadd.s64 %rd10, %rd4, %rd9;\n\tmov.f32 %f3, 0f00000000;\n\t@%p1 ld.global.f32 %f3, [%rd10];\n\tadd.f32 %f1, %f1, %f2;\n\tadd.f32 %f1, %f1, %f3;\n\
+\tadd.s32 %r3, %r3, 1;\n\tsetp.lt.u32 %p2, %r3, %r1;\n\t@%p2 bra $L__BB0_1;\n\tret;\n}\n";
+
+#[test]
+fn the_gather_loop_versions_with_its_masked_gathers_checked_as_a_run() {
+    let r = super::instrument_ptx(GATHER_LOOP, &super::InstrumentOptions::default()).unwrap();
+    let fast = &r.ptx[r.ptx.find("$gasan_loop0:").expect("versioned")..r.ptx.find("bra $gasan_loop0_done;").unwrap()];
+    assert!(!fast.contains("ld.global.u32 %r4, [%rd6];\n\t{"), "the affine load has no check of its own in the fast copy");
+    assert_eq!(fast.matches("@%gsg").count(), 2, "both gathers run under their run's verdict in the fast copy:\n{fast}");
+    assert_eq!(r.stats.total().copy_checked, 2);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// By execution: the gather loop reports exactly when an access the program makes (every
+    /// `x[i]`, and the gathers whose lane is not masked off) leaves its block, whether the range
+    /// test takes the fast copy (the gathers checked there as a run) or the checked loop.
+    #[test]
+    fn loops_mixing_range_tests_and_masked_runs_report_exactly_the_bad_accesses(n in 1u32..24, valid in 0u32..30, x_len in 1u64..120, y_len in 1u64..4200) {
+        let x = Block { start: POOL_BASE + (1 << 38), end: POOL_BASE + (1 << 38) + SCALE.encodable_size(x_len).max(1), slab: false };
+        let y = Block { start: POOL_BASE + (1 << 39), end: POOL_BASE + (1 << 39) + SCALE.encodable_size(y_len).max(1), slab: false };
+        let inside = |b: &Block, a: u64, w: u64| a >= b.start && a + w <= b.end;
+        // The machine's loaded value for a load at `a` (Machine::exec), as the index.
+        let loaded = |a: u64| (a.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) & 0x3ff;
+        let expect = (0..u64::from(n)).any(|i| {
+            let xa = x.start + 4 * i;
+            let (ya, yb) = (y.start + 4 * loaded(xa), y.start + 4 * (loaded(xa) ^ 1));
+            !inside(&x, xa, 4) || (i < u64::from(valid) && !(inside(&y, ya, 4) && inside(&y, yb, 4)))
+        });
+        for opts in [super::InstrumentOptions::default(), super::InstrumentOptions { hoist_loops: false, ..Default::default() }, super::InstrumentOptions { param_bounds: false, ..Default::default() }] {
+            let m = Machine { blocks: vec![x, y], ..Machine::default() };
+            let (reported, m) = run_traced_on(GATHER_LOOP, opts, &[("k_x", x.start), ("k_y", y.start), ("k_n", u64::from(n)), ("k_valid", u64::from(valid))], m);
+            prop_assert_eq!(reported, expect, "{:?} n {} valid {} x {} y {}", opts, n, valid, x.end - x.start, y.end - y.start);
+            // No access outside its block is ever made.
+            prop_assert!(m.accesses.iter().all(|&(_, a, w)| inside(&x, a, w) || inside(&y, a, w)), "{:?}: an access outside: {:x?}", opts, m.accesses);
         }
     }
 }
