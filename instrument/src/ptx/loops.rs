@@ -130,7 +130,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         let Some(lp) = branches.single_block_loop(lines, bodies, s, k).filter(|lp| lp.guarded) else { continue };
         if k - s <= MAX_BODY {
             let branched_to = |at: usize, label: &str| branches.refs(bodies, at, label) > 0;
-            if let Some(p) = analyze(lines, lp.label, s, k, declared, plans.len(), scale, &branched_to) {
+            if let Some(p) = analyze(lines, lp.label, (s, k), declared, plans.len(), scale, &branched_to) {
                 plans.push(p);
             }
         }
@@ -505,9 +505,9 @@ fn braces_pair_up(code: &str) -> bool {
     depth == 0
 }
 
-/// `branched_to(line, label)`: whether some branch targets the label on that line.
-#[allow(clippy::too_many_arguments)]
-fn analyze(lines: &[Line<'_>], label: &str, s: usize, e: usize, declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
+/// The plan for the loop from its label's line `s` to its back edge `e`; `branched_to(line,
+/// label)`: whether some branch targets the label on that line.
+fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
     let label = label.to_string();
     // The body: plain statements only, one per line.
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
