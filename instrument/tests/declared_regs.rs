@@ -58,8 +58,9 @@ fn shared_module(commented: bool) -> String {
 
 /// A `.reg` line inside a block comment declares nothing: the shared access through `%ra1` is
 /// checked as with no comment there, a 32-bit window address. This pins the one reader's rule
-/// (ir/regs.rs) for spaces.rs; it passes at 4997502 too (before REVISION 78), so it is not the
-/// shape on which spaces.rs's own builder differed.
+/// (ir/regs.rs) for spaces.rs; it passes at 4997502 too (before REVISION 78): spaces.rs's own
+/// builder gave the same checks on this shape. The shape on which the old builders differed is
+/// loop versioning's, below.
 #[test]
 fn a_reg_line_in_a_block_comment_declares_nothing() {
     let without_comment = |ptx: &str| ptx.lines().filter(|l| !matches!(l.trim(), "/*" | "*/" | ".reg .b64 %ra<3>;")).collect::<Vec<_>>().join("\n");
@@ -71,5 +72,38 @@ fn a_reg_line_in_a_block_comment_declares_nothing() {
         assert!(commented.ptx.contains("$gasan_sfail"), "the shared access is checked: {opts:?}");
         assert_eq!(without_comment(&plain.ptx), without_comment(&commented.ptx), "{opts:?}");
         assemble(&dir, &format!("s{n}"), &commented.ptx);
+    }
+}
+
+/// A counted loop over a buffer; when `commented`, a block comment after the declarations holds a
+/// `.reg` line giving the loop's 32-bit registers another type (16 bits, which no affine rule
+/// takes).
+fn commented_loop_module(commented: bool) -> String {
+    let comment = if commented { "\t/*\n\t.reg .b16 %r<6>;\n\t*/\n" } else { "" };
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p, .param .u32 n)\n{{\n\
+         \t.reg .pred %p<3>;\n\t.reg .f32 %f<3>;\n\t.reg .b32 %r<6>;\n\t.reg .b64 %rd<6>;\n{comment}\
+         \tld.param.u64 %rd1, [p];\n\tld.param.u32 %r1, [n];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tmov.u32 %r2, 0;\n\
+         $L__BB0_1:\n\tmul.wide.u32 %rd3, %r2, 4;\n\tadd.s64 %rd4, %rd2, %rd3;\n\tld.global.f32 %f1, [%rd4];\n\
+         \tadd.f32 %f2, %f1, 0f3F800000;\n\tst.global.f32 [%rd4], %f2;\n\tadd.s32 %r2, %r2, 1;\n\
+         \tsetp.lt.u32 %p1, %r2, %r1;\n\t@%p1 bra $L__BB0_1;\n\tret;\n}}\n"
+    )
+}
+
+/// REVISION 78's other shape: a `.reg` line inside a block comment gave loop versioning's own
+/// register types a 16-bit induction variable, and the loop was left unversioned (at 4997502:
+/// `gasan-ptx instrument` versions the plain module's loop and not the commented one's). With one
+/// reader of register types the comment declares nothing there either: both modules get the same
+/// versioned loop.
+#[test]
+fn a_reg_line_in_a_block_comment_does_not_change_loop_versioning() {
+    let without_comment = |ptx: &str| ptx.lines().filter(|l| !matches!(l.trim(), "/*" | "*/" | ".reg .b16 %r<6>;")).collect::<Vec<_>>().join("\n");
+    let dir = scratch("declared-regs-loop-comment");
+    for (n, opts) in [InstrumentOptions::default(), InstrumentOptions { scale: Scale::S7, ..Default::default() }].into_iter().enumerate() {
+        let plain = instrument_ptx(&commented_loop_module(false), &opts).unwrap();
+        let commented = instrument_ptx(&commented_loop_module(true), &opts).unwrap();
+        assert!(commented.ptx.contains("$gasan_loop0:"), "{opts:?}: the loop is versioned");
+        assert_eq!(without_comment(&plain.ptx), without_comment(&commented.ptx), "{opts:?}");
+        assemble(&dir, &format!("l{n}"), &commented.ptx);
     }
 }
