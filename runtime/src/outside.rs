@@ -105,9 +105,14 @@ impl Ranges {
         }
     }
 
+    /// Frees the slot of the range at `start`. Free slots at the end are dropped: kernels scan
+    /// the list on every access outside the pool, and a shorter count moves no other entry.
     fn free_slot(&mut self, start: u64) {
         if let Some(slot) = self.slots.iter_mut().find(|o| **o == Some(start)) {
             *slot = None;
+        }
+        while self.slots.last() == Some(&None) {
+            self.slots.pop();
         }
     }
 
