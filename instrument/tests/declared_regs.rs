@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions};
+use gasan_instrument::ptx::{instrument_ptx, InstrumentOptions, Instrumented};
 use gasan_instrument::shadow::Scale;
 
 const DECL: &str = "\t.reg .b64 %rx<3>;\n";
@@ -63,16 +63,28 @@ fn shared_module(commented: bool) -> String {
 /// loop versioning's, below.
 #[test]
 fn a_reg_line_in_a_block_comment_declares_nothing() {
-    let without_comment = |ptx: &str| ptx.lines().filter(|l| !matches!(l.trim(), "/*" | "*/" | ".reg .b64 %ra<3>;")).collect::<Vec<_>>().join("\n");
     let dir = scratch("declared-regs-comment");
-    for (n, opts) in [InstrumentOptions::default(), InstrumentOptions { scale: Scale::S7, ..Default::default() }].into_iter().enumerate() {
-        let plain = instrument_ptx(&shared_module(false), &opts).unwrap();
-        let commented = instrument_ptx(&shared_module(true), &opts).unwrap();
+    for (n, opts, plain, commented) in with_and_without_comment(shared_module) {
         assert_eq!(plain.stats.total(), commented.stats.total(), "{opts:?}");
         assert!(commented.ptx.contains("$gasan_sfail"), "the shared access is checked: {opts:?}");
-        assert_eq!(without_comment(&plain.ptx), without_comment(&commented.ptx), "{opts:?}");
+        assert_eq!(without_comment(&plain.ptx, ".reg .b64 %ra<3>;"), without_comment(&commented.ptx, ".reg .b64 %ra<3>;"), "{opts:?}");
         assemble(&dir, &format!("s{n}"), &commented.ptx);
     }
+}
+
+/// `module(false)` and `module(true)` (its block comment added), each instrumented under the
+/// default options and at shadow scale 7: (index, options, plain, commented).
+fn with_and_without_comment(module: fn(bool) -> String) -> Vec<(usize, InstrumentOptions, Instrumented, Instrumented)> {
+    [InstrumentOptions::default(), InstrumentOptions { scale: Scale::S7, ..Default::default() }]
+        .into_iter()
+        .enumerate()
+        .map(|(n, opts)| (n, opts, instrument_ptx(&module(false), &opts).unwrap(), instrument_ptx(&module(true), &opts).unwrap()))
+        .collect()
+}
+
+/// `ptx` without the block comment's lines (`/*`, `*/` and the commented `reg_line`).
+fn without_comment(ptx: &str, reg_line: &str) -> String {
+    ptx.lines().filter(|l| !matches!(l.trim(), "/*" | "*/") && l.trim() != reg_line).collect::<Vec<_>>().join("\n")
 }
 
 /// A counted loop over a buffer; when `commented`, a block comment after the declarations holds a
@@ -97,13 +109,10 @@ fn commented_loop_module(commented: bool) -> String {
 /// versioned loop.
 #[test]
 fn a_reg_line_in_a_block_comment_does_not_change_loop_versioning() {
-    let without_comment = |ptx: &str| ptx.lines().filter(|l| !matches!(l.trim(), "/*" | "*/" | ".reg .b16 %r<6>;")).collect::<Vec<_>>().join("\n");
     let dir = scratch("declared-regs-loop-comment");
-    for (n, opts) in [InstrumentOptions::default(), InstrumentOptions { scale: Scale::S7, ..Default::default() }].into_iter().enumerate() {
-        let plain = instrument_ptx(&commented_loop_module(false), &opts).unwrap();
-        let commented = instrument_ptx(&commented_loop_module(true), &opts).unwrap();
+    for (n, opts, plain, commented) in with_and_without_comment(commented_loop_module) {
         assert!(commented.ptx.contains("$gasan_loop0:"), "{opts:?}: the loop is versioned");
-        assert_eq!(without_comment(&plain.ptx), without_comment(&commented.ptx), "{opts:?}");
+        assert_eq!(without_comment(&plain.ptx, ".reg .b16 %r<6>;"), without_comment(&commented.ptx, ".reg .b16 %r<6>;"), "{opts:?}");
         assemble(&dir, &format!("l{n}"), &commented.ptx);
     }
 }

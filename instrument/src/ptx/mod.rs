@@ -1233,12 +1233,14 @@ impl<'a> Rewriter<'a> {
             access::Width::Reg(_) | access::Width::Tile { .. } => None,
         };
         if let Some(own_check_hoisted) = covered {
-            // Checked at the first access of its range group (coalesce.rs), or at its loop's entry.
-            if range_tested {
-            } else if own_check_hoisted {
-                fstats.checked += 1;
-            } else {
-                fstats.eliminated += 1;
+            // Checked at the first access of its range group (coalesce.rs), or at its loop's entry
+            // (range-tested: nothing to count).
+            if !range_tested {
+                if own_check_hoisted {
+                    fstats.checked += 1;
+                } else {
+                    fstats.eliminated += 1;
+                }
             }
             invalidate_defs(f, parsed.dests());
             return Ok(indented(indent, text));
