@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
 root=${GASAN_CUDA_ROOT:-$(scripts/cuda-toolchain.sh)}
+# Without ptxas every input would read as "does not assemble" and the check would pass empty.
+[ -x "$root/bin/ptxas" ] || { echo "ptxas check: no ptxas at $root/bin/ptxas (GASAN_CUDA_ROOT)" >&2; exit 1; }
 cargo build -q -p gasan-instrument --bin gasan-ptx --locked
 ptx_tool=target/debug/gasan-ptx
 tmp=$(mktemp -d)
@@ -43,4 +45,6 @@ for k in "${!files[@]}"; do
   done
 done
 echo "ptxas check: ${#seeds[@]} committed inputs ($seeds_valid assemble as input) and ${#sample[@]} sampled from the corpus; $valid assemble as input, $bad failures after instrumentation, $reserved refusals of reserved names (on purpose)"
+# nvcc's own output is among the committed inputs: if none of them assembles, ptxas itself is broken.
+[ "$seeds_valid" -gt 0 ] || { echo "ptxas check: no committed input assembles; is ptxas working?" >&2; exit 1; }
 [ "$bad" -eq 0 ]

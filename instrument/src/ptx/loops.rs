@@ -29,6 +29,14 @@
 //! entry by re-running its arithmetic with each induction variable at its first and last value.
 //! The trip count comes from the back edge's `setp` of an affine value against an invariant bound;
 //! counts whose arithmetic could wrap are refused at run time (the checked loop runs).
+//!
+//! An access that touches memory only while such a comparison of the iteration holds (its guard,
+//! or the predicate its copy's source size is selected by: Triton's pipelined loops prefetch a
+//! later iteration's tile under a mask that is false in the last iterations, whose addresses run
+//! past the tensor) has its range clipped ([`Clip`]): when the comparison holds in a prefix of the
+//! iterations (its value moves towards its bound and does not wrap over the loop), the range
+//! ends at the last iteration it holds in, counted as the trip count is. Otherwise it spans the
+//! whole loop.
 
 use super::access::{parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
@@ -445,6 +453,76 @@ struct Range {
     /// The induction variable the address is (plus a constant), when it is one: see
     /// [`Emitter::sweepable`].
     walks: Option<String>,
+    /// A comparison without which the accesses touch no memory ([`clip_of`]).
+    clip: Option<Clip>,
+}
+
+/// A comparison an access needs to hold to touch memory: the `setp` (a body statement) writing
+/// the predicate that guards it or selects its copy's source size, and whether the access needs
+/// it false. Triton's pipelined loops prefetch a later iteration's tile under such a mask, which
+/// turns false for the last iterations, whose addresses run past the tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Clip {
+    setp: usize,
+    negated: bool,
+}
+
+/// The statement before body statement `j` that last writes `reg` in the iteration.
+fn def_before(body: &[BodyStmt<'_>], j: usize, reg: &str) -> Option<usize> {
+    body[..j].iter().rposition(|b| b.dests.contains(&reg))
+}
+
+/// A comparison that must hold for the access at body statement `j` to touch memory: the one its
+/// guard (`@%p`, `@!%p`) or its copy's source size (`selp.b32 %size, 16, 0, %p`: size 0, no bytes
+/// read, when `%p` is false) is written from, in this iteration, through `and.pred` and nested
+/// `selp`s; the first comparison of the form a range can be clipped by ([`exit_of`]: one side
+/// moves, `lt`/`le`/`gt`/`ge`).
+fn clip_of(body: &[BodyStmt<'_>], walked: &Body<'_, '_>, j: usize, size_reg: Option<&str>) -> Option<Clip> {
+    // (predicate's defining statement, needed false)
+    let mut preds: Vec<(usize, bool)> = Vec::new();
+    if let Some(g) = body[j].ins.guard {
+        let (p, negated) = g.strip_prefix('!').map_or((g, false), |p| (p, true));
+        preds.extend(def_before(body, j, p).map(|d| (d, negated)));
+    }
+    // The source size's definition: a `selp` keeps it 0 unless its predicate says otherwise.
+    let mut size = size_reg.and_then(|r| body[j].sources().iter().position(|o| o.trim() == r)).and_then(|i| walked.stmts[j].srcs[i]);
+    while let Some(d) = size.take() {
+        let ins = &body[d].ins;
+        if ins.opcode.op != Op::Selp || ins.guard.is_some() || ins.operands.len() != 4 {
+            break;
+        }
+        let p = ins.operands[3].trim();
+        let (a, b) = (ins.operands[1].trim(), ins.operands[2].trim());
+        let (needed_false, other) = match (parse_int(a), parse_int(b)) {
+            (_, Some(0)) => (false, 0),
+            (Some(0), _) => (true, 1),
+            _ => break,
+        };
+        preds.extend(def_before(body, d, p).map(|k| (k, needed_false)));
+        size = walked.stmts[d].srcs[other];
+    }
+    while let Some((d, negated)) = preds.pop() {
+        let ins = &body[d].ins;
+        if ins.opcode.op == Op::Setp {
+            match exit_of(ins, d, negated) {
+                Some(e) if !matches!(e.cmp, Cmp::Eq | Cmp::Ne) => {
+                    let vals = &walked.stmts[d].src_vals;
+                    if vals.len() == 2 && vals.iter().all(Val::affine) && (vals[0] == Val::Inv) != (vals[1] == Val::Inv) {
+                        return Some(Clip { setp: d, negated });
+                    }
+                }
+                _ => {}
+            }
+        } else if ins.opcode.op == Op::And && !negated && ins.guard.is_none() && ins.operands.len() == 3 && ins.opcode.parts().any(|q| q == "pred") {
+            for q in &ins.operands[1..] {
+                let q = q.trim();
+                if !q.starts_with('!') {
+                    preds.extend(def_before(body, d, q).map(|k| (k, false)));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The loop-exit comparison: the loop continues while `a CMP b` (the `setp`'s two sources).
@@ -582,9 +660,9 @@ fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &m
     let setp = *walked.last_def.get(pred)?;
     let exit = exit_of(&body[setp].ins, setp, negated)?;
 
-    // Hoistable accesses, grouped by the value of their address register.
+    // Hoistable accesses, grouped by the value of their address register and what clips them.
     let mut ranges: Vec<Range> = Vec::new();
-    for (b, st) in body.iter().zip(&walked.stmts) {
+    for (j, (b, st)) in body.iter().zip(&walked.stmts).enumerate() {
         let Some(a) = lines[b.line].first_stmt().and_then(|st| st.checked_access()) else { continue };
         let (AddrBase::Reg(r), Width::Fixed(w), false) = (&a.base, &a.width, a.bulk) else { continue };
         // The address register's definition and value as this statement sees them.
@@ -597,7 +675,8 @@ fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &m
         let Some(hi_end) = a.offset.checked_add(i64::from(*w)).filter(|&e| e > a.offset) else { continue };
         let lo = a.offset;
         let line = b.line;
-        if let Some(g) = ranges.iter_mut().find(|g| g.reg == *r && g.def == def) {
+        let clip = clip_of(&body, &walked, j, a.guard_nonzero.as_deref());
+        if let Some(g) = ranges.iter_mut().find(|g| g.reg == *r && g.def == def && g.clip == clip) {
             g.lo = g.lo.min(lo);
             g.hi_end = g.hi_end.max(hi_end);
             g.lines.push(line);
@@ -606,7 +685,7 @@ fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &m
                 Val::Biv { reg, off: Some(_) } => Some(reg.clone()),
                 _ => None,
             };
-            ranges.push(Range { reg: r.clone(), def, lo, hi_end, lines: vec![line], walks });
+            ranges.push(Range { reg: r.clone(), def, lo, hi_end, lines: vec![line], walks, clip });
         }
     }
     if ranges.is_empty() {
@@ -718,6 +797,9 @@ struct Emitter<'b, 'a> {
     widened: Vec<(usize, bool)>,
 }
 
+/// Recomputed values: (iteration, statement) -> the temporary holding it.
+type Memo = HashMap<(At, usize), String>;
+
 /// Values of the induction variables a recomputation starts from.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum At {
@@ -802,7 +884,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             };
             steps.insert(r, (step, bits));
         }
-        let tm1 = self.trip_count(exit, &steps, &mut memo)?;
+        let tm1 = self.trip_count(exit, &steps, &mut memo, None)?;
         // Bound the count so that count × step cannot wrap.
         let q = self.temp("pred");
         ln!(self; "setp.lt.u64 ", q, ", ", tm1, ", 2147483648;");
@@ -842,10 +924,27 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
             last.insert(r, v);
         }
+        // Clipped ranges end at the last iteration their comparison holds in.
+        let mut clipped: Vec<(Clip, HashMap<&'a str, String>, Memo)> = Vec::new();
+        for clip in ranges.iter().filter_map(|g| g.clip) {
+            if clipped.iter().all(|(c, _, _)| *c != clip) {
+                // (A comparison whose count cannot be written leaves its ranges unclipped.)
+                let at = self.clipped_last(clip, &tm1, &steps, &used, &mut memo).unwrap_or_else(|| last.clone());
+                let first: Memo = memo.iter().filter(|((at, _), _)| *at == At::First).map(|(k, v)| (*k, v.clone())).collect();
+                clipped.push((clip, at, first));
+            }
+        }
+        let which: Vec<Option<usize>> = ranges.iter().map(|g| g.clip.and_then(|c| clipped.iter().position(|(k, _, _)| *k == c))).collect();
         if !sweeping {
             // Every range must pass its extent lookup: one predicate, one branch.
-            for g in ranges {
-                let (lo, hi) = self.span(g, &mut memo, &last)?;
+            for (g, which) in ranges.iter().zip(&which) {
+                let (lo, hi) = match *which {
+                    Some(k) => {
+                        let (_, at, m) = &mut clipped[k];
+                        self.span(g, m, at)?
+                    }
+                    None => self.span(g, &mut memo, &last)?,
+                };
                 self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
             self.no_wrap(&tm1, &steps, &mut memo)?;
@@ -863,19 +962,26 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // 1.25x slower). Spans are computed again for the calls rather than kept live through the
         // lookups (live spans cost ptxas registers in the whole loop).
         let mut passed = Vec::with_capacity(ranges.len());
-        for g in ranges {
-            let (lo, hi) = self.span(g, &mut memo, &last)?;
+        for (g, which) in ranges.iter().zip(&which) {
+            let (lo, hi) = match *which {
+                Some(k) => {
+                    let (_, at, m) = &mut clipped[k];
+                    self.span(g, m, at)?
+                }
+                None => self.span(g, &mut memo, &last)?,
+            };
             let r = self.temp("pred");
             ln!(self; "setp.ne.u64 ", r, ", ", table, ", 0;");
             self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
             passed.push(r);
         }
-        for ((g, r), sweepable) in ranges.iter().zip(&passed).zip(sweepable) {
+        for (((g, r), sweepable), which) in ranges.iter().zip(&passed).zip(sweepable).zip(&which) {
             if !sweepable {
                 ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
                 continue;
             }
-            let (lo, hi) = self.span(g, &mut HashMap::default(), &last)?;
+            let at = which.map_or(&last, |k| &clipped[k].1);
+            let (lo, hi) = self.span(g, &mut HashMap::default(), at)?;
             let (call, swept, v) = (self.temp("pred"), self.temp("pred"), self.temp("b32"));
             ln!(self; "not.pred ", call, ", ", r, ";");
             let id = self.next;
@@ -1092,6 +1198,46 @@ impl<'b, 'a> Emitter<'b, 'a> {
         Some(())
     }
 
+    /// The used induction variables' values in the last iteration `clip` holds in (the loop's last
+    /// when it holds in all, its first when in none): the accesses it clips lie between the first
+    /// iteration's addresses and those. Where its count cannot be proven (its value wraps over the
+    /// loop, or moves away from its bound) the loop's last iteration is taken: unclipped.
+    fn clipped_last(&mut self, clip: Clip, tm1: &str, steps: &HashMap<&'a str, (String, u32)>, used: &HashSet<&'a str>, memo: &mut HashMap<(At, usize), String>) -> Option<HashMap<&'a str, String>> {
+        let cmp = exit_of(&self.body.body[clip.setp].ins, clip.setp, clip.negated)?;
+        // The count's own conditions go to a predicate of their own.
+        let (held, ok) = (self.temp("pred"), std::mem::take(&mut self.ok));
+        ln!(self; "setp.eq.u32 ", held, ", 0, 0;");
+        self.ok = held.clone();
+        let count = self.trip_count(&cmp, steps, memo, Some(tm1));
+        self.ok = ok;
+        let count = count?;
+        let (t, end) = (self.temp("b64"), self.temp("b64"));
+        ln!(self; "max.u64 ", t, ", ", count, ", 1;");
+        ln!(self; "sub.s64 ", t, ", ", t, ", 1;");
+        ln!(self; "min.u64 ", t, ", ", t, ", ", tm1, ";");
+        ln!(self; "selp.b64 ", end, ", ", t, ", ", tm1, ", ", held, ";");
+        let mut at: HashMap<&'a str, String> = HashMap::default();
+        let mut regs: Vec<&'a str> = used.iter().copied().collect();
+        regs.sort_unstable();
+        for r in regs {
+            let (step, bits) = steps.get(r)?.clone();
+            let v = self.temp_bits(bits);
+            if bits == 64 {
+                let (t, step64) = (self.temp("b64"), self.widen(&step, bits, true));
+                ln!(self; "mul.lo.s64 ", t, ", ", end, ", ", step64, ";");
+                ln!(self; "add.s64 ", v, ", ", r, ", ", t, ";");
+            } else {
+                // (No wrap up to the loop's last iteration was tested with its value there.)
+                let (n32, t) = (self.temp("b32"), self.temp("b32"));
+                ln!(self; "cvt.u32.u64 ", n32, ", ", end, ";");
+                ln!(self; "mul.lo.s32 ", t, ", ", n32, ", ", step, ";");
+                ln!(self; "add.s32 ", v, ", ", r, ", ", t, ";");
+            }
+            at.insert(r, v);
+        }
+        Some(at)
+    }
+
     /// A register or constant of `bits` bits, sign- or zero-extended to 64.
     fn widen(&mut self, v: &str, bits: u32, signed: bool) -> String {
         if bits == 64 {
@@ -1106,8 +1252,11 @@ impl<'b, 'a> Emitter<'b, 'a> {
     }
 
     /// The number of iterations minus one, as a 64-bit register, with its validity ANDed into the
-    /// test's predicate.
-    fn trip_count(&mut self, exit: &Exit, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>) -> Option<String> {
+    /// test's predicate. More generally, for any comparison of the body of that form, the number
+    /// of leading iterations it holds in; `over`: the loop's count (minus one), when that is not
+    /// what is counted, over which the compared value must not wrap (so that it holds in a
+    /// prefix of the loop's iterations).
+    fn trip_count(&mut self, exit: &Exit, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>, over: Option<&str>) -> Option<String> {
         let st = &self.body.stmts[exit.setp];
         let ops = self.body.body[exit.setp].sources();
         let vals = &st.src_vals;
@@ -1220,7 +1369,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 // The last compared value must not have wrapped in the comparison's type.
                 if bits == 32 {
                     let (e, q2) = (self.temp("b64"), self.temp("pred"));
-                    ln!(self; "mad.lo.s64 ", e, ", ", tm1, ", ", sw, ", ", cw, ";");
+                    ln!(self; "mad.lo.s64 ", e, ", ", over.unwrap_or(&tm1), ", ", sw, ", ", cw, ";");
                     let (lo, hi) = if signed { ("-2147483648", "2147483647") } else { ("0", "4294967295") };
                     ln!(self; "setp.ge.s64 ", q2, ", ", e, ", ", lo, ";");
                     ln!(self; "setp.le.and.s64 ", q2, ", ", e, ", ", hi, ", ", q2, ";");

@@ -535,6 +535,9 @@ fn all_cases() -> &'static [Case] {
     CASES.get_or_init(|| {
         let mut all = versioned_cases(include_str!("../../tests/data/loops.ptx"));
         all.extend(triton_cases().iter().cloned());
+        // (`behind` is tested on its own: its test passes only when the whole span fits, which
+        // the pass rate of `ranges_that_fit_pass_the_test` is not about.)
+        all.extend(clipped_cases()[..1].iter().cloned());
         all
     })
 }
@@ -543,6 +546,24 @@ fn all_cases() -> &'static [Case] {
 fn triton_cases() -> &'static [Case] {
     static CASES: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
     CASES.get_or_init(|| versioned_cases(include_str!("../../tests/data/loops_triton.ptx")))
+}
+
+/// The versioned loops of tests/data/loops_clipped.ptx: `ahead`, then `behind`.
+fn clipped_cases() -> &'static [Case] {
+    static CASES: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
+    CASES.get_or_init(|| versioned_cases(include_str!("../../tests/data/loops_clipped.ptx")))
+}
+
+/// The entry of a loop of loops_clipped.ptx: base pointer `%rd2` deep in the pool, count `%r1`,
+/// bound `%r2`, counter `%r3` from 0.
+fn clipped_entry(case: &Case, n: u32, valid: u32) -> Machine {
+    let mut m = entry_state(case, &[0]);
+    m.set("%rd2", POOL_BASE + (1 << 38));
+    m.set("%r1", u64::from(n));
+    m.set("%r2", u64::from(valid));
+    m.set("%r3", 0);
+    m.set("%r6", 0);
+    m
 }
 
 /// The lowest and the end of the highest byte of the accesses on `lines`.
@@ -1389,8 +1410,9 @@ proptest! {
 /// A single-block loop of copies masked by their source size, as Triton pipelines a tile's loads
 /// (`cp.async.cg.shared.global [dst], [src], 16, %size`, the size 0 past the mask): iteration `i`
 /// of `n` copies 16 bytes from `k_in + 16 i` when `i < valid`. Loop versioning range-tests the
-/// copies for their whole width (REVISION 83): a masked-off copy past the block fails the test,
-/// and the checked loop, where a masked-off copy is never checked, runs instead.
+/// copies for their whole width (REVISION 83) over the iterations their mask holds in (REVISION
+/// 87): a masked-off copy past the block no longer fails the test; an unmasked one does, and the
+/// checked loop, where a masked-off copy is never checked, runs instead.
 const MASKED_COPY_LOOP: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_in, .param .u32 k_n, .param .u32 k_valid)\n{\n\
 \t.reg .b64 %rd<8>;\n\t.reg .b32 %r<8>;\n\t.reg .pred %p<3>;\n\t.shared .align 16 .b8 buf[16];\n\
 \tld.param.u64 %rd1, [k_in];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tld.param.u32 %r1, [k_n];\n\tld.param.u32 %r2, [k_valid];\n\
@@ -1418,6 +1440,43 @@ proptest! {
                 // Every copy that is not masked off was made, and no other.
                 prop_assert_eq!(m.accesses.len() as u64, copied, "{:?}", opts);
             }
+        }
+    }
+}
+
+#[test]
+fn clipped_loops_are_versioned_with_every_access_covered() {
+    let cases = clipped_cases();
+    assert_eq!(cases.len(), 2, "both loops of loops_clipped.ptx versioned");
+    for case in cases {
+        let accesses: Vec<usize> = case.body.iter().filter(|(s, _)| s.contains(".global")).map(|(_, l)| *l).collect();
+        assert_eq!(case.covered_lines, accesses, "{}: every global access covered", case.label);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// A loop prefetching two iterations ahead under a mask (Triton's pipelined tiles): its range
+    /// test spans only the iterations the mask holds in, so a block holding exactly the bytes the
+    /// loop really touches takes the fast copy, and one a byte short does not. (Spanning every
+    /// iteration, the masked-off prefetches past the block sent every such loop to its checked
+    /// original.) A comparison that holds in the last iterations instead is not clipped: its
+    /// test passes only when the whole span fits.
+    #[test]
+    fn masked_prefetches_are_range_tested_over_the_iterations_they_touch(n in 1u32..40, valid in 0u32..48, short in any::<bool>()) {
+        let ahead = &clipped_cases()[0];
+        let entry = clipped_entry(ahead, n, valid);
+        let (accesses, ended) = run_loop(ahead, &entry);
+        prop_assert!(ended);
+        if let Some((lo, hi, _)) = span(&accesses, &ahead.covered_lines) {
+            prop_assert_eq!(range_test(ahead, &entry, (lo, hi - u64::from(short)), false), !short, "n {} valid {}", n, valid);
+        }
+        let behind = &clipped_cases()[1];
+        let entry = clipped_entry(behind, n, valid);
+        let (accesses, _) = run_loop(behind, &entry);
+        if let Some((lo, hi, _)) = span(&accesses, &behind.covered_lines) {
+            let whole = POOL_BASE + (1 << 38) + 16 * u64::from(n - 1) + 4;
+            prop_assert_eq!(range_test(behind, &entry, (lo, hi), false), lo == POOL_BASE + (1 << 38) && hi == whole, "n {} valid {}", n, valid);
         }
     }
 }
