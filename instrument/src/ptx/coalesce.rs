@@ -42,7 +42,7 @@ struct Entry {
 /// already covered by a loop range test (loops.rs; they count as checked, as hoisted ones do);
 /// `inserted`: lines the loop versioning wrote (its own loads are not accesses to check); `locs`:
 /// the source location at each line; `runs`: plan masked_runs.rs's runs (not with outside checks,
-/// whose failed checks may resume).
+/// whose failed checks may resume); `batches`: batch checks (prefetch.rs).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn plan_range<'l, 'a>(
     lines: &'l [Line<'a>],
@@ -53,6 +53,7 @@ pub(super) fn plan_range<'l, 'a>(
     inserted: &LineSet,
     locs: &[Option<super::Loc>],
     runs: bool,
+    batches: bool,
 ) -> Plan {
     let bodies = defs.bodies();
     let mut plan = Plan::default();
@@ -157,7 +158,7 @@ pub(super) fn plan_range<'l, 'a>(
         plan.runs = super::masked_runs::plan(lines, &candidates, &hoist_points);
         candidates.retain(|c| !plan.runs.members.contains_key(&c.line));
     }
-    plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates);
+    plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates, batches);
     plan
 }
 

@@ -7,6 +7,7 @@ use super::ir::header::Header;
 use super::lines::{encoding_test, ln, pool_test, Lines, Piece, LAST_ADDR, LAST_SITE, MARKER};
 use crate::abi::{ctl_offset, record_offset, ring_offset, CONTROL_BLOCK_SIZE, CONTROL_BLOCK_SYMBOL, ERROR_RECORD_SIZE, EXTENT_ENTRY_SIZE, FLAG_RECOVER, RING_RECORDS_OFFSET, SLOW_PATH_SYMBOL};
 use crate::shadow::{Scale, OUT_OF_POOL_SHADOW};
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
 
 /// Which fixed block [`fixed_text`] holds.
@@ -982,6 +983,188 @@ pub(super) fn checked_statement(form: Form, ins: &Instr<'_>, a: &Access, dest_ty
     }
     v.text("}");
     s
+}
+
+/// The module functions halt mode reports through in functions that use `wgmma`
+/// ([`reports_through_calls`]): one per [`ReportBlock`], each the block's text (it reads
+/// [`LAST_ADDR`] and [`LAST_SITE`], here its parameters), ending in its trap.
+pub(super) fn halt_functions(form: Form, publish: Publish) -> String {
+    let mut out = String::new();
+    for report in [ReportBlock::Global, ReportBlock::Space] {
+        let mut l = Lines::new(&mut out, "\t");
+        ln!(l; ".func ", report.halt_function(), "(.param .b64 __gasan_halt_addr, .param .b64 __gasan_halt_site)");
+        l.text("{");
+        ln!(l; ".reg .b64 ", LAST_ADDR, ", ", LAST_SITE, ";");
+        ln!(l; "ld.param.b64 ", LAST_ADDR, ", [__gasan_halt_addr];");
+        ln!(l; "ld.param.b64 ", LAST_SITE, ", [__gasan_halt_site];");
+        out.push_str(&fail_block(report, form.scale, form.outside, "\t", publish));
+        let mut l = Lines::new(&mut out, "\t");
+        l.texts(&["ret;", "}"]);
+    }
+    out
+}
+
+impl ReportBlock {
+    /// The module function reporting as this block does ([`halt_functions`]).
+    pub(super) fn halt_function(self) -> &'static str {
+        match self {
+            ReportBlock::Global => "__gasan_halt_global",
+            ReportBlock::Space => "__gasan_halt_space",
+        }
+    }
+
+    fn of_label(label: &str) -> Option<Self> {
+        [ReportBlock::Global, ReportBlock::Space].into_iter().find(|r| r.label() == label)
+    }
+}
+
+/// How a line of the checked text changes the brace depth (register lists' braces close on their
+/// line: only a scope changes it; a `//` comment is not counted).
+fn brace_change(line: &str) -> i64 {
+    let code = line.split("//").next().unwrap_or("");
+    code.matches('{').count() as i64 - code.matches('}').count() as i64
+}
+
+/// One of gasan's lines without its marker and indent.
+fn marked(line: &str) -> Option<&str> {
+    line.trim_end().strip_suffix(MARKER).map(str::trim)
+}
+
+/// `@P bra LABEL;` (gasan's own line): the guard and the label.
+fn guarded_branch(line: &str) -> Option<(&str, &str)> {
+    let t = marked(line)?.strip_suffix(';')?;
+    let (guard, rest) = t.strip_prefix('@')?.split_once(' ')?;
+    let label = rest.trim().strip_prefix("bra")?.trim_start_matches(".uni").trim();
+    (label.starts_with("$gasan_") && !label.contains([' ', ','])).then_some((guard, label))
+}
+
+/// Halt mode in a function that uses `wgmma`: each check's out-of-line stub (which names the site
+/// and jumps to the report block, which traps) ends in a call of the block's module function
+/// ([`halt_functions`]) and a jump back to a label right after the check, instead of its jump to
+/// the block. ptxas serializes a loop's `wgmma` when a branch to code that never comes back lies
+/// where a group is in flight (C7518, "wgmma.mma_async instructions are serialized due to program
+/// dependence on compiler-inserted WG.DP in divergent path"; Triton's pipelined matmul,
+/// jit/FORMS.md); a call comes back as far as ptxas knows, so the stub rejoins the check and the
+/// threads stay converged. The check's own branch is unchanged: its fast path gains only the
+/// rejoin (a predicated call at the check instead made ptxas select the report registers on every
+/// pass: the matmul's fast loop grew from 371 to 702 SASS instructions). The call never returns
+/// (the function traps), so where the stub jumps back to does not matter to the program.
+///
+/// Converted: a stub branched to from one line of a check block at the body's level (the jump
+/// back needs a label at that level: PTX labels are scoped by block), with no control of its own
+/// (the outside verdict's resume and group rechecks keep their branches), and a branch from such
+/// a line to the report block itself (given a stub of its own). `body`: the function's text so
+/// far, from its opening brace; `stubs`: its out-of-line blocks. Returns whether a jump to each
+/// report block is left.
+pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) -> (bool, bool) {
+    // Each stub with no control of its own: its report block.
+    let mut plain: HashMap<String, ReportBlock> = HashMap::default();
+    for block in stubs.iter() {
+        let mut current: Option<String> = None;
+        for line in block.lines() {
+            let Some(t) = marked(line) else {
+                current = None;
+                continue;
+            };
+            if let Some(label) = t.strip_suffix(':').filter(|l| l.starts_with("$gasan_")) {
+                current = Some(label.to_string());
+                continue;
+            }
+            let Some(label) = current.as_ref() else { continue };
+            if let Some(report) = t.strip_prefix("bra.uni ").and_then(|r| r.strip_suffix(';')).and_then(ReportBlock::of_label) {
+                plain.insert(label.clone(), report);
+                current = None;
+            } else if t.starts_with('@') || t.contains("bra") || t.starts_with("trap") || t.starts_with("call") || t.ends_with(':') {
+                current = None;
+            }
+        }
+    }
+    // Branches from the body: (line index, label) of those at a check block's level, and how many
+    // lines branch to each label.
+    let lines: Vec<&str> = body.split_inclusive('\n').collect();
+    let mut from: HashMap<&str, usize> = HashMap::default();
+    let mut branches: Vec<(usize, &str)> = Vec::new();
+    let mut depth = 0i64;
+    let mut depth_at: Vec<i64> = Vec::with_capacity(lines.len());
+    for (k, line) in lines.iter().enumerate() {
+        depth_at.push(depth);
+        depth += brace_change(line);
+        if let Some((_, label)) = guarded_branch(line) {
+            *from.entry(label).or_default() += 1;
+            if depth == 2 && (plain.contains_key(label) || ReportBlock::of_label(label).is_some()) {
+                branches.push((k, label));
+            }
+        }
+    }
+    // Where each converted branch's check block ends (the line after which depth is 1 again).
+    let mut resume_after: HashMap<usize, String> = HashMap::default();
+    let mut own_stubs: Vec<String> = Vec::new();
+    let mut retarget: HashMap<usize, String> = HashMap::default();
+    let mut converted: HashMap<String, String> = HashMap::default();
+    for (n, &(k, label)) in branches.iter().enumerate() {
+        let Some(end) = (k + 1..lines.len()).find(|&j| depth_at[j] + brace_change(lines[j]) == 1) else { continue };
+        let resume = format!("$gasan_rejoin_{n}");
+        if let Some(report) = ReportBlock::of_label(label) {
+            // A branch to the block itself: a stub of its own.
+            let stub = format!("$gasan_halt_{n}");
+            let mut s = String::new();
+            let mut l = Lines::new(&mut s, "\t");
+            ln!(l; stub, ":");
+            ln!(l; "call ", report.halt_function(), ", (", LAST_ADDR, ", ", LAST_SITE, ");");
+            ln!(l; "bra.uni ", resume, ";");
+            own_stubs.push(s);
+            retarget.insert(k, stub);
+        } else if from.get(label) == Some(&1) {
+            converted.insert(label.to_string(), resume.clone());
+        } else {
+            continue;
+        }
+        resume_after.insert(end, resume);
+    }
+    let mut out = String::with_capacity(body.len() + 64 * resume_after.len());
+    for (k, line) in lines.iter().enumerate() {
+        match retarget.get(&k) {
+            Some(stub) => {
+                let (guard, _) = guarded_branch(line).expect("a branch");
+                let indent = &line[..line.len() - line.trim_start().len()];
+                ln!(Lines::new(&mut out, indent); "@", guard, " bra ", stub, ";");
+            }
+            None => out.push_str(line),
+        }
+        if let Some(resume) = resume_after.get(&k) {
+            ln!(Lines::new(&mut out, "\t"); resume, ":");
+        }
+    }
+    *body = out;
+    // The converted stubs end in the call and the jump back.
+    for block in stubs.iter_mut() {
+        let mut current: Option<&str> = None;
+        let mut s = String::with_capacity(block.len() + 128);
+        for line in block.split_inclusive('\n') {
+            let t = marked(line).unwrap_or("");
+            if let Some(label) = t.strip_suffix(':') {
+                current = converted.get(label).map(String::as_str);
+            }
+            let report = t.strip_prefix("bra.uni ").and_then(|r| r.strip_suffix(';')).and_then(ReportBlock::of_label);
+            match (current, report) {
+                (Some(resume), Some(report)) => {
+                    let indent = &line[..line.len() - line.trim_start().len()];
+                    let mut l = Lines::new(&mut s, indent);
+                    ln!(l; "call ", report.halt_function(), ", (", LAST_ADDR, ", ", LAST_SITE, ");");
+                    ln!(l; "bra.uni ", resume, ";");
+                    current = None;
+                }
+                _ => s.push_str(line),
+            }
+        }
+        *block = s;
+    }
+    stubs.extend(own_stubs);
+    let left = |report: ReportBlock| {
+        let jump = format!(" {};", report.label());
+        body.contains(&jump) || stubs.iter().any(|b| b.contains(&jump))
+    };
+    (left(ReportBlock::Global), left(ReportBlock::Space))
 }
 
 #[cfg(test)]

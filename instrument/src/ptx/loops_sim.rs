@@ -1056,7 +1056,13 @@ fn run_traced(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)],
 }
 
 /// [`run_traced`] on machine `m` (its blocks, outside table and registers set up by the caller).
-fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], mut m: Machine) -> (bool, Machine) {
+fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], m: Machine) -> (bool, Machine) {
+    run_traced_through(src, opts, params, m, false)
+}
+
+/// [`run_traced_on`]; `through_stubs`: a failed check's branch runs its stub to the report block
+/// (which leaves the report registers as the report block reads them), else it reports at once.
+fn run_traced_through(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64)], mut m: Machine, through_stubs: bool) -> (bool, Machine) {
     let ptx = super::instrument_ptx(src, &opts).expect("instruments").ptx;
     let lines = super::Line::read_all(ptx.split_inclusive('\n'));
     let body = super::bodies::Bodies::scan(&lines).iter().find(|b| b.name == "k").expect("the kernel").clone();
@@ -1080,8 +1086,14 @@ fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64
         if stmts[pc] == "trap" {
             return (true, m);
         }
-        // Recover mode reports through a guarded call (and goes on).
-        if stmts[pc].contains("__gasan_report") {
+        // (`wgmma` computes nothing a check reads.)
+        if stmts[pc].starts_with("wgmma") {
+            pc += 1;
+            continue;
+        }
+        // Recover mode reports through a guarded call (and goes on); halt mode, in a function
+        // that uses `wgmma`, through a guarded call that does not come back.
+        if stmts[pc].contains("__gasan_report") || stmts[pc].contains("__gasan_halt") {
             let guard = split_instr(&stmts[pc]).and_then(|i| i.guard).map(str::to_string);
             if guard.is_none_or(|g| m.pred(&g)) {
                 return (true, m);
@@ -1095,7 +1107,7 @@ fn run_traced_on(src: &str, opts: super::InstrumentOptions, params: &[(&str, u64
             // of its exact tests failed). With outside checks, to its stub, whose verdict may
             // send it back: only the shared report blocks report.
             Flow::Branch(l) if l == super::emit::SHARED_FAIL || l == super::spaces::SPACE_FAIL => return (true, m),
-            Flow::Branch(l) if !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return (true, m),
+            Flow::Branch(l) if !through_stubs && !opts.outside_checks && (l.starts_with("$gasan_fail") || l.starts_with("$gasan_batch")) => return (true, m),
             Flow::Branch(l) => pc = *labels.get(l.as_str()).unwrap_or_else(|| panic!("branch to {l}")),
             Flow::Ret => return (false, m),
             Flow::Call(ret, args) => {
@@ -1477,6 +1489,64 @@ proptest! {
         if let Some((lo, hi, _)) = span(&accesses, &behind.covered_lines) {
             let whole = POOL_BASE + (1 << 38) + 16 * u64::from(n - 1) + 4;
             prop_assert_eq!(range_test(behind, &entry, (lo, hi), false), lo == POOL_BASE + (1 << 38) && hi == whole, "n {} valid {}", n, valid);
+        }
+    }
+}
+
+/// A kernel reading one word of a 256-byte shared tile at offset `k_off` (a space check).
+const SHARED_WORD_KERNEL: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u32 k_off)\n{\n\t.reg .b32 %r<8>;\n\t.reg .f32 %f<2>;\n\t.shared .align 4 .b8 t[256];\n\tld.param.u32 %r1, [k_off];\n\tmov.u32 %r2, t;\n\tadd.s32 %r3, %r2, %r1;\n\tld.shared.f32 %f1, [%r3];\n\tret;\n}\n";
+
+/// `src` with a `wgmma.mma_async` and a wait that leaves its group in flight before its first
+/// parameter load (their operands are not read here): a function that keeps `wgmma` in flight.
+fn with_wgmma(src: &str) -> String {
+    let at = src.find("\tld.param").expect("a parameter load");
+    format!(
+        "{}\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {{%f0, %f1}}, 0, 0, 1, 1, 1, 0, 0;\n\twgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 1;\n{}",
+        &src[..at],
+        &src[at..]
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    /// In a function that uses `wgmma`, halt mode's stubs report through a call and rejoin their
+    /// check rather than jumping to the report block (ptxas serializes `wgmma` past branches that
+    /// never come back: jit/FORMS.md). By execution, the call reports exactly when the jump
+    /// would, with the same address and packed site in the report registers.
+    #[test]
+    fn wgmma_functions_report_through_calls_exactly_as_through_branches(words in proptest::collection::vec(-8i64..8, 4), in_len in 16u64..4096, off in 0u64..300) {
+        let a = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + in_len, slab: false };
+        let b = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + 64, slab: false };
+        let params = [("k_in", a.start), ("k_out", b.start), ("k_d0", (words[0] + 2) as u64), ("k_d1", ((in_len / 4) as i64 + words[1]) as u64), ("k_d2", (words[2] + 4) as u64), ("k_d3", (14 + words[3]) as u64)];
+        let twin = with_wgmma(POINTER_KERNEL);
+        for opts in [super::InstrumentOptions::default(), super::InstrumentOptions { param_bounds: false, ..Default::default() }, super::InstrumentOptions { optimize: false, ..Default::default() }] {
+            let checked = super::instrument_ptx(&twin, &opts).unwrap().ptx;
+            prop_assert!(checked.contains("call __gasan_halt_global"), "{}", checked);
+            // No jump to a report block is left: every stub calls its function and rejoins.
+            prop_assert!(!checked.contains("bra $gasan_fail_shared;") && !checked.contains("bra.uni $gasan_fail_shared;"), "{}", checked);
+            prop_assert!(checked.contains("$gasan_rejoin_"), "{}", checked);
+            let run = |src: &str| run_traced_through(src, opts, &params, Machine { blocks: vec![a, b], ..Machine::default() }, true);
+            let (plain, pm) = run(POINTER_KERNEL);
+            let (called, cm) = run(&twin);
+            prop_assert_eq!(plain, called, "{:?}", opts);
+            if plain {
+                prop_assert_eq!((pm.val("%gsx"), pm.val("%gss")), (cm.val("%gsx"), cm.val("%gss")), "{:?}", opts);
+            }
+        }
+        let twin = with_wgmma(SHARED_WORD_KERNEL);
+        let checked = super::instrument_ptx(&twin, &Default::default()).unwrap().ptx;
+        prop_assert!(checked.contains("call __gasan_halt_space"), "{}", checked);
+        let run = |src: &str| {
+            let mut m = Machine::default();
+            m.regs.insert("t".to_string(), 0x400);
+            run_traced_through(src, Default::default(), &[("k_off", off)], m, true)
+        };
+        let (plain, pm) = run(SHARED_WORD_KERNEL);
+        let (called, cm) = run(&twin);
+        prop_assert_eq!(plain, off + 4 > 256);
+        prop_assert_eq!(called, plain);
+        if plain {
+            prop_assert_eq!((pm.val("%gsx"), pm.val("%gss")), (cm.val("%gsx"), cm.val("%gss")));
         }
     }
 }

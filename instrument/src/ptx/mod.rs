@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 87;
+pub const REVISION: u32 = 88;
 
 /// Instruments a PTX module.
 ///
@@ -439,6 +439,19 @@ fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<L
     locs
 }
 
+/// Whether `text` waits for `wgmma` groups leaving some in flight (`wgmma.wait_group N`, N > 0):
+/// code between such a wait and the groups' issue runs while they are, and ptxas serializes the
+/// `wgmma` of a function where branches that never come back lie there
+/// ([`emit::reports_through_calls`]).
+fn wgmma_in_flight(text: &str) -> bool {
+    const WAIT: &str = "wgmma.wait_group";
+    memchr::memmem::find_iter(text.as_bytes(), WAIT.as_bytes()).any(|at| {
+        let rest = &text[at + WAIT.len()..];
+        let n = rest.trim_start_matches(|c: char| c == '.' || c.is_ascii_alphabetic()).trim_start();
+        n.split(|c: char| !c.is_ascii_digit()).next().and_then(|d| d.parse::<u32>().ok()).is_some_and(|n| n > 0)
+    })
+}
+
 /// The whitespace a line starts with: the indent of the lines written for it (borrowed, not
 /// copied: every access line has one).
 fn leading_whitespace(line: &str) -> &str {
@@ -470,6 +483,11 @@ struct FuncState<'p> {
     uses_space_fail: bool,
     /// The kernel's looked-up pointer parameters ([`bounds`]).
     bounds: Option<&'p bounds::ParamBounds>,
+    /// Where its text begins in the output.
+    out_start: usize,
+    /// It keeps `wgmma` groups in flight: halt mode's reports rejoin their checks
+    /// ([`emit::reports_through_calls`]).
+    wgmma: bool,
 }
 
 struct Rewriter<'a> {
@@ -495,6 +513,10 @@ struct Rewriter<'a> {
     top_params: rustc_hash::FxHashSet<String>,
     /// Where the text's lines were in the input, when labels were moved to lines of their own.
     label_lines: Option<&'a labels::LabelLines>,
+    /// Halt mode, in a module that keeps `wgmma` groups in flight ([`wgmma_in_flight`]): its
+    /// functions that do report through calls ([`emit::halt_functions`]).
+    /// calls ([`emit::halt_functions`]).
+    wgmma: bool,
 }
 
 impl<'a> Rewriter<'a> {
@@ -515,6 +537,7 @@ impl<'a> Rewriter<'a> {
             counting: false,
             top_params: Default::default(),
             label_lines: None,
+            wgmma: !opts.recover && wgmma_in_flight(src),
         })
     }
 
@@ -525,6 +548,9 @@ impl<'a> Rewriter<'a> {
             self.out.push('\n');
         }
         self.out.push_str(&emit::fixed_text(emit::FixedBlock::Prelude { no_extent: self.opts.param_bounds, outside: self.opts.outside_checks }, self.opts.scale, emit::publish_for(&self.header)));
+        if self.wgmma {
+            self.out.push_str(&emit::halt_functions(self.opts.form(), emit::publish_for(&self.header)));
+        }
         // 5. Read on this thread whatever the thread count: reading a line costs little more than
         // writing it, so lines read on other threads cost as much again to move into the one
         // vector every pass indexes (a piece a thread was slower than one thread reading all).
@@ -585,6 +611,7 @@ impl<'a> Rewriter<'a> {
             locs: &locs,
             versioned_loop: &versioned_loop,
             heap: heap.as_ref(),
+            wgmma: self.wgmma,
         };
         let declared = declared.unwrap_or_else(|| spaces::declarations(&lines));
         if heap.is_none() {
@@ -706,6 +733,7 @@ impl<'a> Rewriter<'a> {
             counting,
             top_params: Default::default(),
             label_lines: self.label_lines,
+            wgmma: self.wgmma,
         };
         let mut walk = Walk::default();
         for i in range {
@@ -788,6 +816,11 @@ impl<'a> Rewriter<'a> {
                     uses_space_fail: false,
                     bounds,
                     nested: false,
+                    out_start: self.out.len(),
+                    wgmma: self.wgmma
+                        && plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)]
+                            .iter()
+                            .any(|l| l.stmts().iter().any(|s| s.text.starts_with("wgmma.wait_group") && wgmma_in_flight(s.text))),
                 });
                 opened_now = true;
                 self.stats.functions.entry(name).or_default();
@@ -1017,6 +1050,13 @@ impl<'a> Rewriter<'a> {
             f.block_checks.clear();
         } else {
             invalidate_defs(f, line.dests());
+        }
+        if f.wgmma && !self.counting {
+            let mut body = self.out.split_off(f.out_start);
+            let (shared, space) = emit::reports_through_calls(&mut body, &mut f.fail_blocks);
+            self.out.push_str(&body);
+            f.uses_shared_fail &= shared;
+            f.uses_space_fail &= space;
         }
         for b in f.fail_blocks.drain(..) {
             self.out.push_str(&b);
@@ -1368,6 +1408,9 @@ struct Module<'p, 'l> {
     versioned_loop: &'p LineSet,
     /// The renaming of the driver's heap functions (heap.rs), when the module declares one.
     heap: Option<&'p heap::HeapPlan>,
+    /// Halt mode in a module that uses `wgmma` ([`Rewriter::wgmma`]): no batches, whose recheck
+    /// blocks are reached by a branch that never comes back.
+    wgmma: bool,
 }
 
 impl<'l> Module<'_, 'l> {
@@ -1388,7 +1431,8 @@ impl<'l> Module<'_, 'l> {
         // when it ends, before the walk writes the text.
         let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
-        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs, !opts.outside_checks) } else { coalesce::Plan::default() };
+        let coalescing =
+            if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);

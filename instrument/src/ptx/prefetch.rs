@@ -111,7 +111,7 @@ const MIN_BATCH: usize = 2;
 const MAX_BATCH: usize = 8;
 
 /// Plans prefetches for `candidates` (plain single checks, in line order).
-pub(super) fn plan<'a>(lines: &[Line<'a>], defs: &ModuleDefs<'_, 'a>, branches: &Branches<'_>, check_lines: &LineSet, candidates: &[Candidate]) -> PrefetchPlan {
+pub(super) fn plan<'a>(lines: &[Line<'a>], defs: &ModuleDefs<'_, 'a>, branches: &Branches<'_>, check_lines: &LineSet, candidates: &[Candidate], batches: bool) -> PrefetchPlan {
     let mut out = PrefetchPlan::default();
     let mut sc = Scan::new(lines, defs);
     let pipelined: Vec<Option<Pipelined>> = candidates.iter().map(|c| pipeline(&mut sc, c.line, &c.base, branches)).collect();
@@ -143,7 +143,7 @@ pub(super) fn plan<'a>(lines: &[Line<'a>], defs: &ModuleDefs<'_, 'a>, branches: 
                 loc: c.loc,
             });
             out.moves.entry(p.back_edge).or_default().push(c.line);
-        } else if let Some((first_check, anchor, chain)) = (!c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
+        } else if let Some((first_check, anchor, chain)) = (batches && !c.guarded).then(|| batch_place(&mut sc, c.line, &c.base, check_lines)).flatten() {
             batchable.entry(first_check).or_default().push((c, anchor, chain));
         } else {
             rest.push(c);
