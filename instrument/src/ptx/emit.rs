@@ -1050,8 +1050,8 @@ fn guarded_branch(line: &str) -> Option<(&str, &str)> {
 /// pass: the matmul's fast loop grew from 371 to 702 SASS instructions). The call never returns
 /// (the function traps), so where the stub jumps back to does not matter to the program.
 ///
-/// Converted: a stub branched to from one line of a check block at the body's level (the jump
-/// back needs a label at that level: PTX labels are scoped by block), with no control of its own
+/// Converted: a stub branched to from one line at the body's level or in a check block there (the
+/// jump back needs a label at that level: PTX labels are scoped by block), with no control of its own
 /// (the outside verdict's resume and group rechecks keep their branches), and a branch from such
 /// a line to the report block itself (given a stub of its own). `body`: the function's text so
 /// far, from its opening brace; `stubs`: its out-of-line blocks. Returns whether a jump to each
@@ -1091,18 +1091,20 @@ pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) 
         depth += brace_change(line);
         if let Some((_, label)) = guarded_branch(line) {
             *from.entry(label).or_default() += 1;
-            if depth == 2 && (plain.contains_key(label) || ReportBlock::of_label(label).is_some()) {
+            if (depth == 1 || depth == 2) && (plain.contains_key(label) || ReportBlock::of_label(label).is_some()) {
                 branches.push((k, label));
             }
         }
     }
     // Where each converted branch's check block ends (the line after which depth is 1 again).
-    let mut resume_after: HashMap<usize, String> = HashMap::default();
+    // (Several checks of one block rejoin after it: a label each.)
+    let mut resume_after: HashMap<usize, Vec<String>> = HashMap::default();
     let mut own_stubs: Vec<String> = Vec::new();
     let mut retarget: HashMap<usize, String> = HashMap::default();
     let mut converted: HashMap<String, String> = HashMap::default();
     for (n, &(k, label)) in branches.iter().enumerate() {
-        let Some(end) = (k + 1..lines.len()).find(|&j| depth_at[j] + brace_change(lines[j]) == 1) else { continue };
+        // (A branch at the body's level rejoins right after itself.)
+        let Some(end) = (k..lines.len()).find(|&j| depth_at[j] + brace_change(lines[j]) == 1) else { continue };
         let resume = format!("$gasan_rejoin_{n}");
         if let Some(report) = ReportBlock::of_label(label) {
             // A branch to the block itself: a stub of its own.
@@ -1119,7 +1121,7 @@ pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) 
         } else {
             continue;
         }
-        resume_after.insert(end, resume);
+        resume_after.entry(end).or_default().push(resume);
     }
     let mut out = String::with_capacity(body.len() + 64 * resume_after.len());
     for (k, line) in lines.iter().enumerate() {
@@ -1131,7 +1133,7 @@ pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) 
             }
             None => out.push_str(line),
         }
-        if let Some(resume) = resume_after.get(&k) {
+        for resume in resume_after.get(&k).into_iter().flatten() {
             ln!(Lines::new(&mut out, "\t"); resume, ":");
         }
     }
@@ -1165,6 +1167,46 @@ pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) 
         body.contains(&jump) || stubs.iter().any(|b| b.contains(&jump))
     };
     (left(ReportBlock::Global), left(ReportBlock::Space))
+}
+
+#[cfg(test)]
+mod rejoin_tests {
+    use super::*;
+
+    fn m(t: &str) -> String {
+        format!("\t{t} {MARKER}\n")
+    }
+
+    #[test]
+    fn every_check_of_a_block_and_every_branch_at_the_body_level_rejoins_at_a_label_of_its_own() {
+        // A check block with two probes (each its own stub), a branch at the body's level to the
+        // report block itself, and a stub with control of its own (kept).
+        let mut body = String::from("{\n");
+        for t in ["{", "@%gsp1 bra $gasan_fail_0;", "@%gsp2 bra $gasan_fail_0_last;", "}"] {
+            body.push_str(&m(t));
+        }
+        body.push_str("\tld.global.u32 %r1, [%rd1];\n");
+        body.push_str(&m("@%gsb bra $gasan_fail_shared;"));
+        body.push_str(&m("@%gsp3 bra $gasan_fail_1;"));
+        let stub = |label: &str, last: &str| [format!("{label}:"), "mov.b64 %gsx, %rd1;".into(), "mov.b64 %gss, 7;".into(), last.into()].iter().map(|t| m(t)).collect::<String>();
+        let mut stubs = vec![stub("$gasan_fail_0", "bra.uni $gasan_fail_shared;") + &stub("$gasan_fail_0_last", "bra.uni $gasan_fail_shared;"), stub("$gasan_fail_1", "trap;")];
+        let (shared, space) = reports_through_calls(&mut body, &mut stubs);
+        let all = format!("{body}{}", stubs.concat());
+        // Each jump back has its label, once.
+        for n in 0..3 {
+            let label = format!("$gasan_rejoin_{n}");
+            assert_eq!(all.matches(&format!("{label}:")).count(), 1, "{all}");
+            assert_eq!(all.matches(&format!("bra.uni {label};")).count(), 1, "{all}");
+        }
+        assert_eq!(all.matches("call __gasan_halt_global, (%gsx, %gss);").count(), 3, "{all}");
+        // The block's labels come after its closing brace; the body-level branch's right after it.
+        let close = body.find(&m("}")).unwrap();
+        assert!(body.find("$gasan_rejoin_0:").unwrap() > close && body.find("$gasan_rejoin_1:").unwrap() > close, "{body}");
+        assert!(body.contains(&format!("{}\t$gasan_rejoin_2: {MARKER}", m("@%gsb bra $gasan_halt_2;"))), "{body}");
+        // The stub that traps on its own keeps its branch; no jump to a report block is left.
+        assert!(body.contains("bra $gasan_fail_1;") && all.contains("$gasan_fail_1:"));
+        assert_eq!((shared, space), (false, false), "{all}");
+    }
 }
 
 #[cfg(test)]
