@@ -901,18 +901,10 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 ln!(self; "setp.lt.u64 ", q, ", ", a, ", 2147483648;");
                 ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
             }
-            let v = self.temp_bits(bits);
-            if bits == 64 {
-                let t = self.temp("b64");
-                ln!(self; "mul.lo.s64 ", t, ", ", tm1, ", ", step64, ";");
-                ln!(self; "add.s64 ", v, ", ", r, ", ", t, ";");
-            } else {
+            let v = self.stepped(r, tm1.as_str(), (&step, &step64), bits);
+            if bits == 32 {
                 // The loop computes it modulo 2^32; the 64-bit value shows whether it wrapped
                 // (as signed or as unsigned) on the way, which would break monotony.
-                let (n32, t) = (self.temp("b32"), self.temp("b32"));
-                ln!(self; "cvt.u32.u64 ", n32, ", ", tm1, ";");
-                ln!(self; "mul.lo.s32 ", t, ", ", n32, ", ", step, ";");
-                ln!(self; "add.s32 ", v, ", ", r, ", ", t, ";");
                 for (conv, lo, hi) in [("cvt.s64.s32", "-2147483648", "2147483647"), ("cvt.u64.u32", "0", "4294967295")] {
                     let (w, e, q) = (self.temp("b64"), self.temp("b64"), self.temp("pred"));
                     ln!(self; conv, " ", w, ", ", r, ";");
@@ -935,16 +927,18 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
         }
         let which: Vec<Option<usize>> = ranges.iter().map(|g| g.clip.and_then(|c| clipped.iter().position(|(k, _, _)| *k == c))).collect();
+        // A range's span, over the iterations its clip holds in.
+        let mut span_of = |e: &mut Self, g: &Range, which: Option<usize>| match which {
+            Some(k) => {
+                let (_, at, m) = &mut clipped[k];
+                e.span(g, m, at)
+            }
+            None => e.span(g, &mut memo, &last),
+        };
         if !sweeping {
             // Every range must pass its extent lookup: one predicate, one branch.
             for (g, which) in ranges.iter().zip(&which) {
-                let (lo, hi) = match *which {
-                    Some(k) => {
-                        let (_, at, m) = &mut clipped[k];
-                        self.span(g, m, at)?
-                    }
-                    None => self.span(g, &mut memo, &last)?,
-                };
+                let (lo, hi) = span_of(&mut self, g, *which)?;
                 self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
             self.no_wrap(&tm1, &steps, &mut memo)?;
@@ -963,13 +957,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // lookups (live spans cost ptxas registers in the whole loop).
         let mut passed = Vec::with_capacity(ranges.len());
         for (g, which) in ranges.iter().zip(&which) {
-            let (lo, hi) = match *which {
-                Some(k) => {
-                    let (_, at, m) = &mut clipped[k];
-                    self.span(g, m, at)?
-                }
-                None => self.span(g, &mut memo, &last)?,
-            };
+            let (lo, hi) = span_of(&mut self, g, *which)?;
             let r = self.temp("pred");
             ln!(self; "setp.ne.u64 ", r, ", ", table, ", 0;");
             self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
@@ -1220,22 +1208,31 @@ impl<'b, 'a> Emitter<'b, 'a> {
         let mut regs: Vec<&'a str> = used.iter().copied().collect();
         regs.sort_unstable();
         for r in regs {
+            // (No wrap up to the loop's last iteration was tested with its value there. A 64-bit
+            // step widens to itself.)
             let (step, bits) = steps.get(r)?.clone();
-            let v = self.temp_bits(bits);
-            if bits == 64 {
-                let (t, step64) = (self.temp("b64"), self.widen(&step, bits, true));
-                ln!(self; "mul.lo.s64 ", t, ", ", end, ", ", step64, ";");
-                ln!(self; "add.s64 ", v, ", ", r, ", ", t, ";");
-            } else {
-                // (No wrap up to the loop's last iteration was tested with its value there.)
-                let (n32, t) = (self.temp("b32"), self.temp("b32"));
-                ln!(self; "cvt.u32.u64 ", n32, ", ", end, ";");
-                ln!(self; "mul.lo.s32 ", t, ", ", n32, ", ", step, ";");
-                ln!(self; "add.s32 ", v, ", ", r, ", ", t, ";");
-            }
+            let v = self.stepped(r, &end, (&step, &step), bits);
             at.insert(r, v);
         }
         Some(at)
+    }
+
+    /// Induction variable `r`'s value after `n` (a 64-bit register) steps of `step` (`bits` wide;
+    /// with `step64`, it widened to 64 bits), computed as the loop computes it (modulo 2^32 for a
+    /// 32-bit one).
+    fn stepped(&mut self, r: &str, n: &str, (step, step64): (&str, &str), bits: u32) -> String {
+        let v = self.temp_bits(bits);
+        if bits == 64 {
+            let t = self.temp("b64");
+            ln!(self; "mul.lo.s64 ", t, ", ", n, ", ", step64, ";");
+            ln!(self; "add.s64 ", v, ", ", r, ", ", t, ";");
+        } else {
+            let (n32, t) = (self.temp("b32"), self.temp("b32"));
+            ln!(self; "cvt.u32.u64 ", n32, ", ", n, ";");
+            ln!(self; "mul.lo.s32 ", t, ", ", n32, ", ", step, ";");
+            ln!(self; "add.s32 ", v, ", ", r, ", ", t, ";");
+        }
+        v
     }
 
     /// A register or constant of `bits` bits, sign- or zero-extended to 64.
