@@ -151,20 +151,6 @@ pub(super) struct ParamBounds {
     limits: Vec<(usize, u32)>,
 }
 
-/// Whether `text` names `name` as a whole word (PTX identifiers: letters, digits, `_`, `$`,
-/// `%`). Each occurrence of the name's first byte is found with `memchr` and compared there: a
-/// body's every line is searched, most are a few dozen bytes without that byte, and a substring
-/// searcher's setup or rolling hash cost more than that.
-fn names(text: &str, name: &str) -> bool {
-    let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%');
-    let (hay, needle) = (text.as_bytes(), name.as_bytes());
-    let Some((&first, _)) = needle.split_first() else {
-        // (The empty name occurs at every position.)
-        return (0..=text.len()).any(|i| text.is_char_boundary(i) && !text[..i].ends_with(word) && !text[i..].starts_with(word));
-    };
-    memchr::memchr_iter(first, hay).any(|i| hay[i..].starts_with(needle) && !text[..i].ends_with(word) && !text[i + needle.len()..].starts_with(word))
-}
-
 /// How an instruction's destination derives from its sources.
 enum Def<'s> {
     Param(&'s str),
@@ -480,7 +466,7 @@ impl ParamBounds {
         let operand = format!("[{name}]");
         let mut reads = Vec::new();
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if line.code.len() < name.len() || !names(line.code, name) {
+            if !line.names(name) {
                 continue;
             }
             let [st] = line.stmts() else { return None };

@@ -78,13 +78,12 @@ pub(super) fn plan_range<'l, 'a>(
             finish_all(&mut groups, &mut plan);
             continue;
         }
-        let code = line.code;
         // A line continuing a statement left open above (a `call` spread over lines) is part of
         // it, not an access: the rewriter's walk passes it over as such (heap.rs holds a heap
         // call's lines whole), so a group led from it would have its checks never emitted.
         let continues = statement_open;
-        if !code.is_empty() && line.directive().is_none() {
-            statement_open = !super::stmt::ends_statement(code);
+        if !line.is_blank() && line.directive().is_none() {
+            statement_open = !line.ends_statement();
         }
         if continues && line.brackets {
             finish_all(&mut groups, &mut plan);
@@ -99,11 +98,11 @@ pub(super) fn plan_range<'l, 'a>(
         if groups.is_empty() && !line.brackets {
             continue;
         }
-        if code.is_empty() {
+        if line.is_blank() {
             continue;
         }
         let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
-        if (line.slash && super::find_pair(code, b'/', b'*').is_some()) || line.kills_checks() || matches!(line.directive(), Some(".entry" | ".func")) {
+        if line.code_opens_block_comment() || line.kills_checks() || matches!(line.directive(), Some(".entry" | ".func")) {
             finish_all(&mut groups, &mut plan);
             continue;
         }

@@ -565,24 +565,6 @@ impl Cmp {
     }
 }
 
-/// Whether the braces of `code` pair up within it, each `{` before its `}`: a statement's register
-/// list or vector (`{ %rs1 }`, wgmma's accumulators) opens and closes no scope, where a stray brace
-/// in a statement (`m}l.wide.u32 ...;`, malformed) ends the body for the scope scan.
-fn braces_pair_up(code: &str) -> bool {
-    let mut depth = 0u32;
-    for c in code.bytes() {
-        match c {
-            b'{' => depth += 1,
-            b'}' => match depth.checked_sub(1) {
-                Some(d) => depth = d,
-                None => return false,
-            },
-            _ => {}
-        }
-    }
-    depth == 0
-}
-
 /// The plan for the loop from its label's line `s` to its back edge `e`; `branched_to(line,
 /// label)`: whether some branch targets the label on that line.
 fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
@@ -598,20 +580,21 @@ fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &m
         if line.block_comment_marker() {
             return None;
         }
-        let code = line.code;
         // (A brace anywhere, even on a `.pragma` line, would be copied into the fast copy and
         // change where the body ends.)
-        if line.braces && !(line.is_lone_statement() && braces_pair_up(code)) {
+        if line.braces && !(line.is_lone_statement() && line.braces_pair_up()) {
             return None;
         }
-        if code.is_empty() || matches!(line.directive(), Some(".loc" | ".pragma")) {
+        if line.is_blank() || matches!(line.directive(), Some(".loc" | ".pragma")) {
             continue;
         }
         if line.label().is_some_and(|l| !branched_to(k, l)) {
             unnamed_labels.push(k);
             continue;
         }
-        if line.label().is_some() || line.directive().is_some() || !code.ends_with(';') {
+        // (A statement spread over lines is none of a body's: `lone_statement` is the line's only
+        // statement, ended by its `;`.)
+        if line.label().is_some() || line.directive().is_some() {
             return None;
         }
         let ins = line.lone_statement()?.instr.as_ref()?.clone();

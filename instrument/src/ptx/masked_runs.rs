@@ -64,8 +64,7 @@ fn finish(out: &mut RunPlan, run: &mut Vec<usize>) {
 /// effect outside the thread.
 fn quiet_between(lines: &[Line<'_>], a: usize, b: usize) -> bool {
     lines[a + 1..b].iter().all(|l| {
-        let code = l.code;
-        if code.is_empty() {
+        if l.is_blank() {
             return !l.block_comment_marker();
         }
         if let Some(directive) = l.directive() {

@@ -70,7 +70,7 @@ mod heap;
 mod heap_functions;
 mod ir;
 use ir::header::{self, Directive, Header};
-use ir::line::{contains_dotted, count_braces, find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
+use ir::line::{find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
 use ir::regs::{type_bits, DeclaredRegs, RegTypes};
 use ir::stmt::kills_checks;
 use ir::{access, bodies, cfg as branches, defs, func, labels, opcode, stmt};
@@ -427,7 +427,7 @@ fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<L
     // per line).
     let mut opens = bodies.iter().map(|b| b.open).peekable();
     for (i, line) in lines.iter().enumerate() {
-        if let Some(rest) = line.code.strip_prefix(".loc") {
+        if let Some(rest) = line.loc_operands() {
             loc = chain.resolve(rest, &inlined_at).or(loc);
         }
         while opens.next_if(|&o| o < i).is_some() {}
@@ -765,7 +765,7 @@ impl<'a> Rewriter<'a> {
     /// Writes line `i` and what goes before it: prefetches and batch branches planned there, its
     /// checks, and a closing body's report blocks.
     fn walk_line<'p>(&mut self, plans: &'p Plans<'_, '_>, w: &mut Walk<'p>, i: usize) -> Result<(), PtxError> {
-        let Line { raw: line, code: t, .. } = plans.module.lines[i];
+        let line = plans.module.lines[i].raw;
         let code = plans.module.lines[i].stripped();
         let line_no = plans.ptx_line(i);
         if !w.in_block_comment {
@@ -787,12 +787,12 @@ impl<'a> Rewriter<'a> {
             return Ok(());
         }
 
-        if t.starts_with(".file") {
-            self.sites.table.add_file_directive(t);
+        if let Some((idx, name)) = plans.module.lines[i].file_entry() {
+            self.sites.table.add_file(idx, name);
         }
 
         // Statements that open or close a function body.
-        let (opens, closes) = if plans.module.lines[i].braces { count_braces(t) } else { (0, 0) };
+        let (opens, closes) = plans.module.lines[i].brace_counts();
         // (A body opens on a line that opens a brace and closes on one that closes one: the
         // searches are only made there.)
         let closes_body = closes > 0 && plans.module.bodies.holding(i).is_some_and(|b| b.close == i);

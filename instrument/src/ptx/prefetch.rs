@@ -29,7 +29,6 @@ use super::bodies::Bodies;
 use super::branches::Branches;
 use super::defs::{Defs, ModuleDefs};
 use super::opcode::Op;
-use super::stmt::ends_statement;
 use super::{Line, LineMap, LineSet};
 
 /// How far back a prefetch may go (bounds the scan in long unrolled blocks).
@@ -246,7 +245,7 @@ fn pipeline(sc: &mut Scan<'_, '_, '_>, j: usize, base: &str, branches: &Branches
         Some((open, close)) if open < k => k < close,
         _ => sc.bodies.interior(k),
     };
-    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].code.is_empty() && lines[k].kills_checks()))?;
+    let back_edge = (j + 1..lines.len().min(j + WINDOW)).find(|&k| !interior(k) || (!lines[k].is_blank() && lines[k].kills_checks()))?;
     if !sc.bodies.interior(back_edge) {
         return None;
     }
@@ -336,9 +335,8 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
                     break;
                 }
             }
-            let code = self.lines[k].code;
             // Declarations start a region too: nothing declared after them may be used above them.
-            if !interior(k) || (!code.is_empty() && (self.lines[k].kills_checks() || matches!(self.lines[k].directive(), Some(".reg" | ".local" | ".shared")))) {
+            if !interior(k) || (!self.lines[k].is_blank() && (self.lines[k].kills_checks() || matches!(self.lines[k].directive(), Some(".reg" | ".local" | ".shared")))) {
                 state = Some(k + 1);
                 break;
             }
@@ -346,8 +344,8 @@ impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
         self.walk = Some((j, state));
         let start = state.map(|s| s.max(j.saturating_sub(WINDOW))).filter(|&s| {
             // The start must begin a statement: the code line before it ends one.
-            let before = self.lines[..s].iter().rev().find(|l| !l.code.is_empty());
-            !matches!(before, Some(l) if !(ends_statement(l.code) || l.directive().is_some()))
+            let before = self.lines[..s].iter().rev().find(|l| !l.is_blank());
+            !matches!(before, Some(l) if !(l.ends_statement() || l.directive().is_some()))
         });
         self.starts.insert(j, start);
         start

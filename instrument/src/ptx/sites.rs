@@ -103,17 +103,9 @@ impl SiteTable {
         id
     }
 
-    /// `.file 1 "name"` or `.file 1 "name", mtime, size`.
-    pub(super) fn add_file_directive(&mut self, t: &str) {
-        let rest = t.trim_start_matches(".file").trim();
-        let Some((idx, name)) = rest.split_once(char::is_whitespace) else { return };
-        let Ok(idx) = idx.parse::<u32>() else { return };
-        let name = name.trim();
-        if let Some(inner) = name.strip_prefix('"') {
-            if let Some(end) = inner.find('"') {
-                self.files.insert(idx, inner[..end].to_string());
-            }
-        }
+    /// A `.file` directive's entry ([`super::Line::file_entry`]).
+    pub(super) fn add_file(&mut self, idx: u32, name: &str) {
+        self.files.insert(idx, name.to_string());
     }
 
     /// Fills every site's file name (nvcc may emit `.file` after the functions).

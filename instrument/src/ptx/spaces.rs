@@ -125,12 +125,7 @@ pub(super) fn analyze<'a>(lines: &[Line<'a>], bodies: &Bodies, defs: &ModuleDefs
 pub(super) fn declarations(lines: &[Line<'_>]) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
     for line in lines {
-        let t = line.code;
-        // Only a statement starting with `.` declares: the line's first (its code's start), or
-        // one after a `;` or a brace (tested first: instruction lines are most lines, and hold
-        // several dots each).
-        let may_declare = t.starts_with('.') || line.braces || memchr::memchr(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
-        if may_declare && super::contains_dotted(t, &[".shared", ".local"]) {
+        if line.may_declare(&[".shared", ".local"]) {
             for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {

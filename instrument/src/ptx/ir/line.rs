@@ -3,7 +3,7 @@
 
 use super::access::{self, classify, split_instr, Classified, Instr};
 use super::bodies;
-use super::stmt::{kills_checks, label};
+use super::stmt::{ends_statement, kills_checks, label};
 
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 pub(in crate::ptx) fn strip_comment(line: &str) -> &str {
@@ -41,8 +41,11 @@ pub(in crate::ptx) struct Line<'a> {
     /// The length of the part before any `//` comment ([`Line::stripped`]; a length, not a
     /// second `&str`: every pass reads the lines, and each byte of a line costs them all).
     stripped_len: usize,
-    /// `stripped` without surrounding whitespace: the statement text the passes parse.
-    pub(in crate::ptx) code: &'a str,
+    /// `stripped` without surrounding whitespace: the statement text that `ir` parses. Private to
+    /// `ir`, so that no pass reads a line's text: passes ask the line's typed questions
+    /// ([`Line::stmts`], [`Line::directive`], [`Line::is_blank`], [`Line::names`], ...), and a
+    /// fact about the input is decided here once. (The emitting walk copies `raw`.)
+    pub(super) code: &'a str,
     parsed: std::sync::OnceLock<Stmts<'a>>,
     /// [`kills_checks`] of `code`, asked by several passes of most lines.
     kills_checks: LazyFlag,
@@ -163,6 +166,34 @@ impl<'a> Line<'a> {
     /// no `/` (its code holds none and it has no `//` comment): most lines.
     pub(in crate::ptx) fn block_comment_marker(&self) -> bool {
         (self.slash || self.stripped_len < self.raw.len()) && has_block_comment_marker(self.raw)
+    }
+
+    /// The file a `.file` line declares, (index, name): `.file 1 "name"` or `.file 1 "name",
+    /// mtime, size`. `None` for any other line, or one whose index or quoted name is unreadable.
+    pub(in crate::ptx) fn file_entry(&self) -> Option<(u32, &'a str)> {
+        if !self.code.starts_with(".file") {
+            return None;
+        }
+        let rest = self.code.trim_start_matches(".file").trim();
+        let (idx, name) = rest.split_once(char::is_whitespace)?;
+        let idx = idx.parse::<u32>().ok()?;
+        let inner = name.trim().strip_prefix('"')?;
+        Some((idx, &inner[..inner.find('"')?]))
+    }
+
+    /// The braces the line's code opens and closes, (opening, closing) (without searching a line
+    /// that holds none).
+    pub(in crate::ptx) fn brace_counts(&self) -> (i32, i32) {
+        if self.braces {
+            count_braces(self.code)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// Whether the line's code (outside its `//` comment) holds a `/*`.
+    pub(in crate::ptx) fn code_opens_block_comment(&self) -> bool {
+        self.slash && find_pair(self.code, b'/', b'*').is_some()
     }
 
     /// The part before any `//` comment.
@@ -341,6 +372,72 @@ impl<'a> Line<'a> {
     /// its line means the same to all of them.
     pub(in crate::ptx) fn statements(&self) -> impl Iterator<Item = &'a str> {
         StatementPieces::of(self.code, self.braces).map(|(text, _)| text)
+    }
+
+    /// Whether the line holds no code: blank, or a comment only.
+    #[inline]
+    pub(in crate::ptx) fn is_blank(&self) -> bool {
+        self.code.is_empty()
+    }
+
+    /// Whether the line's code ends where a statement does ([`ends_statement`]): the next line
+    /// begins a new one. A blank line ends nothing.
+    #[inline]
+    pub(in crate::ptx) fn ends_statement(&self) -> bool {
+        ends_statement(self.code)
+    }
+
+    /// The operands of a `.loc` line (`1 42 7`, or with `, inlined_at ...`); `None` for any other.
+    pub(in crate::ptx) fn loc_operands(&self) -> Option<&'a str> {
+        self.code.strip_prefix(".loc").filter(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+    }
+
+    /// Whether `name` occurs in the line's code as a whole word: not inside a longer identifier
+    /// (`%rd1` is not in `%rd12`; letters, digits, `_`, `$` and `%` make words). Each occurrence
+    /// of the name's first byte is found with `memchr` and compared there: a body's every line is
+    /// searched, most are a few dozen bytes without that byte, and a substring searcher's setup
+    /// or rolling hash cost more than that.
+    pub(in crate::ptx) fn names(&self, name: &str) -> bool {
+        let text = self.code;
+        if text.len() < name.len() {
+            return false;
+        }
+        let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '%');
+        let (hay, needle) = (text.as_bytes(), name.as_bytes());
+        let Some((&first, _)) = needle.split_first() else {
+            // (The empty name occurs at every position.)
+            return (0..=text.len()).any(|i| text.is_char_boundary(i) && !text[..i].ends_with(word) && !text[i..].starts_with(word));
+        };
+        memchr::memchr_iter(first, hay).any(|i| hay[i..].starts_with(needle) && !text[..i].ends_with(word) && !text[i + needle.len()..].starts_with(word))
+    }
+
+    /// Whether the braces of the line's code pair up within it, each `{` before its `}`: a
+    /// statement's register list or vector (`{ %rs1 }`, wgmma's accumulators) opens and closes no
+    /// scope, where a stray brace in a statement (`m}l.wide.u32 ...;`, malformed) ends the body for
+    /// the scope scan.
+    pub(in crate::ptx) fn braces_pair_up(&self) -> bool {
+        let mut depth = 0u32;
+        for c in self.code.bytes() {
+            match c {
+                b'{' => depth += 1,
+                b'}' => match depth.checked_sub(1) {
+                    Some(d) => depth = d,
+                    None => return false,
+                },
+                _ => {}
+            }
+        }
+        depth == 0
+    }
+
+    /// Whether a statement of the line may be a declaration with one of `directives`
+    /// (`.shared`, `.local`): only a statement starting with `.` declares, the line's first or one
+    /// after a `;` or a brace (tested first: instruction lines are most lines, and hold several
+    /// dots each). A filter: the statements that pass are parsed to tell.
+    pub(in crate::ptx) fn may_declare(&self, directives: &[&str]) -> bool {
+        let t = self.code;
+        let may_declare = t.starts_with('.') || self.braces || memchr::memchr(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
+        may_declare && contains_dotted(t, directives)
     }
 
     /// The line's `.reg` declarations (`.reg .b32 %r<5>`), as [`RegTypes::declare`] takes them.
@@ -616,5 +713,36 @@ mod tests {
         for raw in ["\tld.global.u32 %r1, [%rd1]; // .loc\n", "$L__BB0_1:\n", "\n", "\t// .loc 1 2 3\n", "\t{\n"] {
             assert_eq!(directive(raw), None, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn the_typed_questions_read_only_the_lines_code() {
+        let line = Line::read;
+        // `.loc`'s operands, never those of `.local`; a commented `.loc` is none.
+        assert_eq!(line("\t.loc\t1 5 3\n").loc_operands(), Some("\t1 5 3"));
+        assert_eq!(line("\t.local .align 4 .b8 d[16];\n").loc_operands(), None);
+        assert_eq!(line("\t// .loc 1 5 3\n").loc_operands(), None);
+        // `.file` entries, with or without mtime and size; unreadable ones are none.
+        assert_eq!(line("\t.file\t1 \"/src/a.cu\"\n").file_entry(), Some((1, "/src/a.cu")));
+        assert_eq!(line(".file 2 \"b.py\", 1700000000, 512\n").file_entry(), Some((2, "b.py")));
+        for raw in [".file x \"a\"\n", ".file 1 a\n", ".file 1 \"a\n", "// .file 1 \"a\"\n"] {
+            assert_eq!(line(raw).file_entry(), None, "{raw:?}");
+        }
+        // Whole words: `%rd1` is not in `%rd12` nor in a comment.
+        assert!(line("\tld.param.u64 %rd1, [p_0];\n").names("p_0"));
+        assert!(!line("\tld.param.u64 %rd1, [p_01];\n").names("p_0"));
+        assert!(!line("\tmov.u64 %rd12, 0; // %rd1\n").names("%rd1"));
+        // Braces: counted in the code only; a vector pairs up, a stray one does not.
+        assert_eq!(line("\t{ // }\n").brace_counts(), (1, 0));
+        assert!(line("\tld.global.v2.u32 {%r1, %r2}, [%rd1];\n").braces_pair_up());
+        assert!(!line("\tm}l.wide.u32 %rd1, %r1, 4;\n").braces_pair_up());
+        // Blank lines, statements spread over lines, block comments in the code.
+        assert!(line("\t// only a comment\n").is_blank() && !line("\tret;\n").is_blank());
+        assert!(line("\tret;\n").ends_statement() && !line("\tcall.uni (retval0),\n").ends_statement());
+        assert!(line("\tret; /* x\n").code_opens_block_comment() && !line("\tret; // /* x\n").code_opens_block_comment());
+        // Declarations: the filter passes a `.shared` statement wherever it starts on the line.
+        assert!(line("\t.shared .align 4 .b8 s[64];\n").may_declare(&[".shared"]));
+        assert!(line("\tret; .shared .b8 s[4];\n").may_declare(&[".shared"]));
+        assert!(!line("\tld.shared.u32 %r1, [s];\n").may_declare(&[".shared"]));
     }
 }
