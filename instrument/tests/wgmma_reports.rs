@@ -29,3 +29,29 @@ fn a_pipelined_wgmma_matmul_keeps_its_wgmma_unserialized() {
         assert!(!report.contains("C7518"), "{name}: ptxas serialized the checked kernel's wgmma:\n{report}");
     }
 }
+
+#[test]
+fn the_fast_loop_leaves_the_staged_shared_copies_to_the_range_test() {
+    // The K loop copies each tile into one of three 16 KiB buffers of dynamic shared memory,
+    // picked by a stage counter that wraps (%r454: 0, 1, 2), at a swizzled offset of the thread's
+    // index: A's up to byte 49,152, B's up to 98,304, the kernel's whole shared size. The range
+    // test proves all 16 copies for every thread and iteration; the checked loop keeps them.
+    let native = include_str!("data/triton_matmul_hinted.ptx");
+    let checked = instrument_ptx(native, &InstrumentOptions::default()).unwrap().ptx;
+    let between = |from: &str, to: &str| {
+        let s = checked.find(from).unwrap_or_else(|| panic!("{from}"));
+        let e = s + checked[s..].find(to).unwrap_or_else(|| panic!("{to}"));
+        checked[s..e].to_string()
+    };
+    let fast = between("$gasan_loop0:", "bra $gasan_loop0_done");
+    let test = between("\t{", "$gasan_loop0:");
+    let test = &test[test.rfind("ld.const.u64").unwrap()..];
+    let original = between("$L__BB0_2:", "@%p33 bra");
+    let shared_checks = |s: &str| s.matches("%dynamic_smem_size").count();
+    assert_eq!(shared_checks(&fast), 0, "fast copy:\n{fast}");
+    assert_eq!(shared_checks(&original), 16, "checked loop");
+    assert_eq!(fast.matches("cp.async.cg.shared.global").count(), 16);
+    assert!(test.contains("%dynamic_smem_size;") && test.contains(", 98304;"), "range test:\n{test}");
+    assert!(test.contains("%r454, 0;") && test.contains("%r454, 2,"), "the stage counter's entry is tested:\n{test}");
+    assert!(!test.contains("%r453"), "a counter no covered copy uses is not tested");
+}

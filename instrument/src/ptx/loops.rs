@@ -37,17 +37,27 @@
 //! iterations (its value moves towards its bound and does not wrap over the loop), the range
 //! ends at the last iteration it holds in, counted as the trip count is. Otherwise it spans the
 //! whole loop.
+//!
+//! Shared-memory accesses whose offset in a dynamic shared variable is bounded for every thread
+//! and iteration, where the only value that changes between iterations is a stage counter that
+//! wraps (Triton's multi-buffered tiles, [`SharedTest`]), lose their checks in the fast copy
+//! too: the test adds that each such counter starts in its range and that the launch's dynamic
+//! shared size holds the highest end.
 
-use super::access::{parse_int, AddrBase, Instr, Operands, Width};
+use super::access::{parse_address, parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
+use super::defs::ModuleDefs;
 use super::lines::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
+use super::spaces::{declarations, space_access, SpaceAccess};
+use super::thread_ranges::ThreadValues;
 use super::{type_bits, DeclaredRegs, Line, LineSet, RegTypes, MARKER};
-use crate::abi::{ctl_offset, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
+use crate::abi::{ctl_offset, MemorySpace, CONTROL_BLOCK_SYMBOL, RANGE_SWEEP_SYMBOL};
 use crate::shadow::Scale;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
+use std::cell::OnceCell;
 
 /// Longest loop body considered (lines): Triton's attention loop has about 1,300.
 const MAX_BODY: usize = 2000;
@@ -70,6 +80,8 @@ pub(super) struct Versioned<'a> {
     pub copies: LineSet,
     /// Lines the versioning wrote (range tests, labels, branches): passed through unchanged.
     pub inserted: LineSet,
+    /// Lines of fast copies whose shared-memory check the range test covers ([`SharedTest`]).
+    pub space_covered: LineSet,
     /// Some range test calls [`RANGE_SWEEP_SYMBOL`]: the module needs [`sweep_function`].
     pub sweeps: bool,
 }
@@ -127,6 +139,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
     let mut plans = Vec::new();
     // The current function's register types, read down its body as its loops need them.
     let mut declared: Option<DeclaredRegs> = None;
+    let facts = ModuleFacts { lines, bodies, defs: OnceCell::new(), dynamic_vars: OnceCell::new() };
     for edge in branches.back_edges() {
         let (s, k) = (edge.label_line, edge.branch_line);
         let Some(body) = bodies.holding(k) else { continue };
@@ -138,7 +151,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         let Some(lp) = branches.single_block_loop(lines, bodies, s, k).filter(|lp| lp.guarded) else { continue };
         if k - s <= MAX_BODY {
             let branched_to = |at: usize, label: &str| branches.refs(bodies, at, label) > 0;
-            if let Some(p) = analyze(lines, lp.label, (s, k), declared, plans.len(), scale, &branched_to) {
+            if let Some(p) = analyze(&facts, lp.label, (s, k), declared, plans.len(), scale, &branched_to) {
                 plans.push(p);
             }
         }
@@ -212,6 +225,8 @@ struct LoopPlan {
     sweeps: bool,
     /// The back edge retargeted at the fast copy.
     fast_back_edge: String,
+    /// Body lines whose shared-memory check the range test covers.
+    space_covered: Vec<usize>,
     id: usize,
 }
 
@@ -220,7 +235,15 @@ fn fast_label(id: usize) -> String {
 }
 
 fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
-    let mut v = Versioned { lines: Vec::with_capacity(lines.len() + 64), origin: Vec::new(), covered: LineSet::default(), copies: LineSet::default(), inserted: LineSet::default(), sweeps: false };
+    let mut v = Versioned {
+        lines: Vec::with_capacity(lines.len() + 64),
+        origin: Vec::new(),
+        covered: LineSet::default(),
+        copies: LineSet::default(),
+        inserted: LineSet::default(),
+        space_covered: LineSet::default(),
+        sweeps: false,
+    };
     let mut next = 0;
     let push = |v: &mut Versioned<'a>, text: Cow<'a, str>, origin: usize, inserted: bool| {
         if inserted {
@@ -242,6 +265,9 @@ fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
             v.copies.insert(v.lines.len());
             if p.hoisted.contains(&k) {
                 v.covered.insert(v.lines.len());
+            }
+            if p.space_covered.contains(&k) {
+                v.space_covered.insert(v.lines.len());
             }
             push(&mut v, Cow::Borrowed(lines[k].raw), k, false);
         }
@@ -525,6 +551,115 @@ fn clip_of(body: &[BodyStmt<'_>], walked: &Body<'_, '_>, j: usize, size_reg: Opt
     None
 }
 
+/// What the shared-memory proofs of a module's loops read ([`shared_test`]), built on first use:
+/// most modules with loops have no dynamic shared memory.
+struct ModuleFacts<'l, 'a> {
+    lines: &'l [Line<'a>],
+    bodies: &'l Bodies,
+    defs: OnceCell<ModuleDefs<'l, 'a>>,
+    /// The module's dynamic shared variables (`.extern .shared .b8 smem[]`).
+    dynamic_vars: OnceCell<Vec<String>>,
+}
+
+impl<'l, 'a> ModuleFacts<'l, 'a> {
+    fn dynamic_vars(&self) -> &[String] {
+        self.dynamic_vars.get_or_init(|| {
+            let mut vars: Vec<String> = declarations(self.lines).vars.into_iter().filter(|(_, v)| v.space == MemorySpace::Shared && v.size.is_none()).map(|(name, _)| name).collect();
+            vars.sort_unstable();
+            vars
+        })
+    }
+
+    fn defs(&self) -> &ModuleDefs<'l, 'a> {
+        self.defs.get_or_init(|| ModuleDefs::new(self.lines, self.bodies))
+    }
+}
+
+/// The shared-memory accesses of a loop the range test can cover: each, for every thread and
+/// iteration, inside a dynamic shared variable up to a constant end, where the only values that
+/// change from one iteration to the next are wrapping stage counters ([`wrapping_counter`]).
+/// Triton's pipelined loops copy each tile into one of a few shared buffers picked by such a
+/// counter, at an offset swizzled from the thread's index; in the fast copy those accesses lose
+/// their checks, and the test adds: every counter starts in its range, and the launch's dynamic
+/// shared memory holds the highest end.
+struct SharedTest {
+    /// The counters the proofs rely on, with their highest value.
+    counters: Vec<(String, i64)>,
+    /// The highest end (offset + width) of the covered accesses in their variable.
+    end: i64,
+    /// Body lines whose check the test covers.
+    lines: Vec<usize>,
+}
+
+/// The loop-carried `reg`'s highest value when it is a stage counter that wraps: its one
+/// definition in the body is `selp x, 0, t, p` with `t = x + 1` (x's value at the iteration's
+/// start) and `p = t > C` (`setp.gt`, `C` a constant). From an entry value in [0, C] it stays
+/// in [0, C] (the value before `x + 1` wraps is far beyond).
+fn wrapping_counter(body: &[BodyStmt<'_>], reg: &str) -> Option<i64> {
+    let mut defs = body.iter().enumerate().filter(|(_, b)| b.dests.contains(&reg)).map(|(i, _)| i);
+    let (Some(d), None) = (defs.next(), defs.next()) else { return None };
+    let plain = |ins: &Instr<'_>, op: Op, n: usize| ins.opcode.op == op && ins.guard.is_none() && ins.operands.len() == n;
+    let sel = &body[d].ins;
+    if !plain(sel, Op::Selp, 4) || parse_int(sel.operands[1].trim()) != Some(0) {
+        return None;
+    }
+    let (next, p) = (sel.operands[2].trim(), sel.operands[3].trim());
+    let t = def_before(body, d, next)?;
+    let add = &body[t].ins;
+    if !plain(add, Op::Add, 3) || add.operands[1].trim() != reg || parse_int(add.operands[2].trim()) != Some(1) || int_bits(add.opcode.parts().last()?) != Some(32) {
+        return None;
+    }
+    let q = def_before(body, d, p)?;
+    let setp = &body[q].ins;
+    let parts: Vec<&str> = setp.opcode.parts().collect();
+    if !plain(setp, Op::Setp, 3) || parts.len() != 3 || parts[1] != "gt" || !matches!(parts[2], "s32" | "u32" | "b32") || setp.operands[1].trim() != next || def_before(body, q, next) != Some(t) {
+        return None;
+    }
+    parse_int(setp.operands[2].trim()).filter(|c| (0..1 << 20).contains(c))
+}
+
+/// [`SharedTest`] of the loop labelled at line `s` (`body`, its `carried` registers).
+fn shared_test<'a>(facts: &ModuleFacts<'_, 'a>, s: usize, body: &[BodyStmt<'a>], carried: &HashSet<&'a str>, regs: &RegTypes) -> Option<SharedTest> {
+    let accesses: Vec<(usize, SpaceAccess)> = body
+        .iter()
+        .filter(|b| b.ins.opcode.quals().any(|q| q.starts_with("shared")) && facts.lines[b.line].is_lone_statement())
+        .filter_map(|b| Some((b.line, space_access(&b.ins, &|_| None)?)))
+        .filter(|(_, a)| a.space == Some(MemorySpace::Shared) && a.width_reg.is_none() && a.width > 0)
+        .collect();
+    if accesses.is_empty() {
+        return None;
+    }
+    let vars: Vec<&str> = facts.dynamic_vars().iter().map(String::as_str).collect();
+    if vars.is_empty() {
+        return None;
+    }
+    let mut counters: Vec<(&str, i64)> = carried.iter().filter(|r| regs.type_of(r).and_then(type_bits) == Some(32)).filter_map(|&r| Some((r, wrapping_counter(body, r)?))).collect();
+    counters.sort_unstable();
+    let seeds: Vec<(&str, (i64, i64))> = counters.iter().map(|&(r, c)| (r, (0, c))).collect();
+    let function = facts.bodies.holding(s)?;
+    let values = ThreadValues::of_body_seeded(facts.defs().of(function), &seeds);
+    let mut test = SharedTest { counters: Vec::new(), end: 0, lines: Vec::new() };
+    for (line, a) in accesses {
+        let ins = facts.lines[line].lone_statement()?.instr.as_ref()?;
+        let Some(Ok((AddrBase::Reg(r), off))) = ins.operands.get(a.addr_idx).and_then(|op| parse_address(op)) else { continue };
+        let Some((_, lo, hi)) = values.var_offsets(&r, &vars) else { continue };
+        let Some(end) = hi.checked_add(off).and_then(|e| e.checked_add(i64::from(a.width))) else { continue };
+        if lo + off < 0 || end > u32::MAX as i64 {
+            continue;
+        }
+        for seed in values.seeds_used(&r) {
+            if let Some(&(_, c)) = counters.iter().find(|(r, _)| *r == seed) {
+                if !test.counters.iter().any(|(r, _)| r == seed) {
+                    test.counters.push((seed.to_string(), c));
+                }
+            }
+        }
+        test.end = test.end.max(end);
+        test.lines.push(line);
+    }
+    (!test.lines.is_empty()).then_some(test)
+}
+
 /// The loop-exit comparison: the loop continues while `a CMP b` (the `setp`'s two sources).
 struct Exit {
     setp: usize,
@@ -567,7 +702,8 @@ impl Cmp {
 
 /// The plan for the loop from its label's line `s` to its back edge `e`; `branched_to(line,
 /// label)`: whether some branch targets the label on that line.
-fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
+fn analyze(facts: &ModuleFacts<'_, '_>, label: &str, (s, e): (usize, usize), declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
+    let lines = facts.lines;
     let label = label.to_string();
     // The body: plain statements only, one per line.
     let mut body: Vec<BodyStmt<'_>> = Vec::new();
@@ -674,12 +810,14 @@ fn analyze(lines: &[Line<'_>], label: &str, (s, e): (usize, usize), declared: &m
     if ranges.is_empty() {
         return None;
     }
-    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, &label)?;
+    let shared = shared_test(facts, s, &body, &carried, regs);
+    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, shared.as_ref(), &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
     let mut fast_order = fast_order(s, e, &body, &hoisted);
     fast_order.retain(|k| !unnamed_labels.contains(k));
-    Some(LoopPlan { label_line: s, back_edge: e, hoisted, fast_order, preheader, sweeps, fast_back_edge, id })
+    let space_covered = shared.map(|t| t.lines).unwrap_or_default();
+    Some(LoopPlan { label_line: s, back_edge: e, hoisted, fast_order, preheader, sweeps, fast_back_edge, space_covered, id })
 }
 
 /// The fast copy's line order: each covered plain load moves up past the statements before it
@@ -823,7 +961,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
 
     /// The range test, and whether it calls the sweep; `None` when something in it cannot be
     /// written (the loop stays as it is).
-    fn range_test(mut self, exit: &Exit, ranges: &[Range], label: &str) -> Option<(String, bool)> {
+    fn range_test(mut self, exit: &Exit, ranges: &[Range], shared: Option<&SharedTest>, label: &str) -> Option<(String, bool)> {
         let ctl = CONTROL_BLOCK_SYMBOL;
         let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
         ln!(self; "ld.const.u64 ", base, ", [", ctl, "+", ctl_offset::POOL_BASE, "];");
@@ -924,6 +1062,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 let (lo, hi) = span_of(&mut self, g, *which)?;
                 self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
             }
+            self.shared_conditions(shared);
             self.no_wrap(&tm1, &steps, &mut memo)?;
             ln!(self; "@!", ok, " bra ", label, ";");
             return Some((self.finish(), false));
@@ -972,9 +1111,28 @@ impl<'b, 'a> Emitter<'b, 'a> {
             ln!(self; "or.pred ", r, ", ", r, ", ", swept, ";");
             ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
         }
+        self.shared_conditions(shared);
         self.no_wrap(&tm1, &steps, &mut memo)?;
         ln!(self; "@!", ok, " bra ", label, ";");
         Some((self.finish(), true))
+    }
+
+    /// The conditions under which [`SharedTest`]'s accesses stay inside their variable, and'ed
+    /// into the test: each stage counter it relies on starts in its range, and the launch's
+    /// dynamic shared memory holds the accesses' highest end.
+    fn shared_conditions(&mut self, shared: Option<&SharedTest>) {
+        let Some(t) = shared else { return };
+        let ok = self.ok.clone();
+        let (size, q) = (self.temp("b32"), self.temp("pred"));
+        ln!(self; "mov.u32 ", size, ", %dynamic_smem_size;");
+        ln!(self; "setp.ge.u32 ", q, ", ", size, ", ", t.end, ";");
+        ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
+        for (reg, bound) in &t.counters {
+            let q = self.temp("pred");
+            ln!(self; "setp.ge.s32 ", q, ", ", reg, ", 0;");
+            ln!(self; "setp.le.and.s32 ", q, ", ", reg, ", ", bound, ", ", q, ";");
+            ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
+        }
     }
 
     /// The test as one block: its register declarations, then its code.

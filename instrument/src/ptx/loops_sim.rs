@@ -43,6 +43,8 @@ struct Machine {
     blocks: Vec<Block>,
     /// Global accesses: (statement index, address, width).
     accesses: Vec<(usize, u64, u64)>,
+    /// Shared-memory accesses (a copy's destination too): (statement index, address, width).
+    shared: Vec<(usize, u64, u64)>,
     /// `.param` space: call arguments and results, by name.
     params: HashMap<String, u64>,
     /// The control block's outside fields and the table they name ([`crate::abi::outside`]);
@@ -108,7 +110,8 @@ impl Machine {
             return 0;
         }
         if op.starts_with("%tid") || op.starts_with("%ctaid") {
-            return 1;
+            // (1 unless a test runs a particular thread.)
+            return self.regs.get(op).copied().unwrap_or(1);
         }
         if op.starts_with("%ntid") || op.starts_with("%nctaid") {
             return 8;
@@ -251,9 +254,11 @@ impl Machine {
                     self.set(dests, u64::from(byte));
                     return Flow::Next;
                 }
+                let vec = parts.iter().find_map(|p| p.strip_prefix('v')).and_then(|n| n.parse::<u64>().ok()).unwrap_or(1);
                 if parts.contains(&"global") || !parts.iter().any(|p| matches!(*p, "shared" | "local" | "param" | "const")) {
-                    let vec = parts.iter().find_map(|p| p.strip_prefix('v')).and_then(|n| n.parse::<u64>().ok()).unwrap_or(1);
                     self.accesses.push((idx, addr, vec * u64::from(bits_of(ty)) / 8));
+                } else if parts.contains(&"shared") {
+                    self.shared.push((idx, addr, vec * u64::from(bits_of(ty)) / 8));
                 }
                 // Loaded values depend on the address (gathers then depend on them too).
                 for (k, d) in dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).filter(|d| d.starts_with('%')).enumerate() {
@@ -322,6 +327,12 @@ impl Machine {
                 if src_size != 0 {
                     self.accesses.push((idx, src, src_size.min(size)));
                 }
+                // The shared destination is written whole (zeros past the source size). (Where the
+                // test gave its address register no value, no shared access is looked at.)
+                let dst = o[0].trim_start_matches('[').split(['+', ']']).next().unwrap_or("").trim();
+                if self.regs.contains_key(dst) {
+                    self.shared.push((idx, self.address(o[0]), size));
+                }
             }
             "cp" | "bar" | "barrier" | "membar" | "fence" | "prefetch" => {}
             _ if float || parts[0] == "fma" || (parts[0] == "cvt" && parts.iter().skip(1).any(|p| p.starts_with('f'))) => {
@@ -371,6 +382,7 @@ impl Machine {
             "div" => mask(a(), bits) / mask(b(), bits).max(1),
             "rem" if signed => sext(a(), bits).wrapping_rem(sext(b(), bits).max(1)) as u64,
             "rem" => mask(a(), bits) % mask(b(), bits).max(1),
+            "bfe" => (mask(a(), bits) >> b().min(63)) & ((1u64 << self.val(o[3]).min(63)) - 1),
             "selp" => {
                 if self.pred(o[3]) {
                     a()
@@ -966,6 +978,134 @@ fn mixed_loops_sweep_their_slab_ranges() {
     }
     assert!(runs > 20, "only {runs} runs of mixed loops over separate blocks");
     assert!(slab_passes * 10 >= runs * 9, "{slab_passes} of {runs} runs of mixed loops passed with a sweepable range's block in a slab");
+}
+
+/// A loop of Triton's staged form (loops.rs, `SharedTest`): each iteration copies 16 global bytes
+/// (or stores a loaded word) into one of `c + 1` shared buffers of `1 << shift` bytes in dynamic
+/// shared memory, picked by a stage counter that wraps from `entry`, at an offset swizzled from
+/// the thread's index, plus `off`.
+#[derive(Clone, Debug)]
+struct Staged {
+    c: i64,
+    entry: i64,
+    shift: u32,
+    /// 0: `tid & m1`; 1, 2: `((tid << a) & m1) xor / or ((tid << b) & m2)`; 3: `bfe(tid, a, b + 1) << 4`;
+    /// 4: `((tid << a) + tid) | 0` (bits that overlap: a carry can set any bit up to the sum's).
+    swizzle: u8,
+    m1: i64,
+    m2: i64,
+    a: u32,
+    b: u32,
+    off: i64,
+    copy: bool,
+}
+
+/// Where the simulated block's dynamic shared memory starts.
+const SMEM: u64 = 0x400;
+
+impl Staged {
+    /// The statements before the loop that compute its inputs from the thread's index.
+    fn preamble(&self) -> Vec<String> {
+        let mut p = vec!["mov.u32 %r1, %tid.x".to_string()];
+        match self.swizzle {
+            0 => p.push(format!("and.b32 %r2, %r1, {}", self.m1)),
+            1 | 2 => p.extend([
+                format!("shl.b32 %r11, %r1, {}", self.a),
+                format!("and.b32 %r12, %r11, {}", self.m1),
+                format!("shl.b32 %r13, %r1, {}", self.b),
+                format!("and.b32 %r14, %r13, {}", self.m2),
+                format!("{}.b32 %r2, %r12, %r14", if self.swizzle == 1 { "xor" } else { "or" }),
+            ]),
+            3 => p.extend([format!("bfe.u32 %r15, %r1, {}, {}", self.a, self.b + 1), "shl.b32 %r2, %r15, 4".to_string()]),
+            _ => p.extend([format!("shl.b32 %r11, %r1, {}", self.a), "add.s32 %r12, %r11, %r1".to_string(), "or.b32 %r2, %r12, 0".to_string()]),
+        }
+        p.extend(["mov.b32 %r3, smem".to_string(), format!("mov.b32 %r4, {}", self.entry), "mov.b32 %r5, 0".to_string()]);
+        p
+    }
+
+    fn module(&self) -> String {
+        let access = if self.copy { format!("cp.async.cg.shared.global [%r10+{}], [%rd1], 16, 16;", self.off) } else { format!("ld.global.u32 %r6, [%rd1];\nst.shared.u32 [%r10+{}], %r6;", self.off) };
+        let pre: String = self.preamble().iter().map(|s| format!("{s};\n")).collect();
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.extern .shared .align 16 .b8 smem[];\n.visible .entry k(.param .u64 p, .param .u32 n)\n{{\n.reg .pred %p<4>;\n.reg .b32 %r<24>;\n.reg .b64 %rd<4>;\nld.param.u64 %rd1, [p];\nld.param.u32 %r20, [n];\n{pre}$L__BB0_1:\nadd.s32 %r7, %r4, 1;\nsetp.gt.s32 %p1, %r7, {};\nselp.b32 %r4, 0, %r7, %p1;\nshl.b32 %r8, %r4, {};\nadd.s32 %r9, %r3, %r8;\nadd.s32 %r10, %r9, %r2;\n{access}\nadd.s64 %rd1, %rd1, 16;\nadd.s32 %r5, %r5, 1;\nsetp.lt.s32 %p2, %r5, %r20;\n@%p2 bra $L__BB0_1;\nret;\n}}\n",
+            self.c, self.shift
+        )
+    }
+
+    /// The highest end the analysis can claim: the counter's highest buffer, the swizzle's
+    /// possible bits, the offset and the width.
+    fn end_bound(&self) -> i64 {
+        let ones = |m: i64| if m <= 0 { 0 } else { (1i64 << (64 - (m as u64).leading_zeros())) - 1 };
+        let tid_bits = |shift: u32| 1023i64 << shift;
+        let swizzle = match self.swizzle {
+            0 => self.m1,
+            1 | 2 => (tid_bits(self.a) & self.m1) | (tid_bits(self.b) & self.m2),
+            3 => (ones(1023) >> self.a & ((1 << (self.b + 1)) - 1)) << 4,
+            _ => ones((1023 << self.a) + 1023),
+        };
+        (self.c << self.shift) + swizzle + self.off + if self.copy { 16 } else { 4 }
+    }
+}
+
+fn staged() -> impl Strategy<Value = Staged> {
+    (0i64..4, -3i64..6, 4u32..13, 0u8..5, 0i64..4096, 0i64..4096, 0u32..6, 0u32..6, -8i64..64, any::<bool>()).prop_map(|(c, entry, shift, swizzle, m1, m2, a, b, off, copy)| Staged {
+        c,
+        entry: entry.min(c + 2),
+        shift,
+        swizzle,
+        m1,
+        m2,
+        a,
+        b,
+        off: off * 16,
+        copy,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    /// Wherever the range test passes, the shared accesses whose checks the fast copy drops stay
+    /// inside dynamic shared memory for the thread and every iteration; where the counter starts
+    /// in its range and the launch's size holds the claimed end, it passes.
+    #[test]
+    fn staged_shared_accesses_the_range_test_covers_stay_inside_dynamic_shared_memory(st in staged(), tids in proptest::collection::vec(0u64..1024, 3), n in 1u64..10, slack in -64i64..64, below in proptest::option::of(0i64..100)) {
+        let text = st.module();
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let bodies = super::bodies::Bodies::scan(&lines);
+        let v = version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("the loop is versioned");
+        let case = &cases(&v)[0];
+        let covered: Vec<usize> = case.fast.iter().map(|(_, l)| *l).filter(|l| v.space_covered.contains(l)).collect();
+        // Every generated form is one the analysis reads: only a negative offset leaves the
+        // access checked.
+        prop_assert_eq!(covered.is_empty(), st.off < 0, "{:?}", st);
+        let bound = st.end_bound();
+        let global = Block { start: POOL_BASE + (1 << 30), end: POOL_BASE + (1 << 30) + 16 * n, slab: false };
+        for tid in tids.into_iter().chain([0, 1023]) {
+            // The launch's size: about the claimed end, or anywhere below it.
+            let dsz = below.map_or(bound + slack, |pct| bound * pct / 100).clamp(0, 1 << 20) as u64;
+            let mut entry = Machine::default();
+            entry.set("%tid.x", tid);
+            entry.set("smem", SMEM);
+            entry.set("%dynamic_smem_size", dsz);
+            entry.set("%rd1", global.start);
+            entry.set("%r20", n);
+            for s in st.preamble() {
+                entry.exec(usize::MAX, &s);
+            }
+            let passed = range_test_blocks(case, &entry, vec![global]);
+            if passed {
+                let (m, ended) = run_body(&case.fast, &case.fast_label, &entry);
+                prop_assert!(ended);
+                for &(line, addr, w) in m.shared.iter().filter(|a| covered.contains(&a.0)) {
+                    let at = addr.wrapping_sub(SMEM) as i64;
+                    prop_assert!(at >= 0 && at + w as i64 <= dsz as i64, "{:?} tid {}: the fast copy's line {} writes at {} (+{}) in {} bytes", st, tid, line, at, w, dsz);
+                }
+            }
+            if !covered.is_empty() && (0..=st.c).contains(&st.entry) && dsz as i64 >= bound {
+                prop_assert!(passed, "{:?} tid {}: the test failed with the counter in range and {} bytes for an end of {}", st, tid, dsz, bound);
+            }
+        }
+    }
 }
 
 /// Shared checks by execution: the planner's check of a real statement (its width, lanes and

@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 88;
+pub const REVISION: u32 = 89;
 
 /// Instruments a PTX module.
 ///
@@ -590,7 +590,7 @@ impl<'a> Rewriter<'a> {
             None => (input, input_bodies, input_branches),
         };
         let none = LineSet::default();
-        let (covered, copies, inserted) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted));
+        let (covered, copies, inserted, space_covered) = versioned.as_ref().map_or((&none, &none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted, &v.space_covered));
         let (locs, declared) = match early {
             Some((locs, declared)) => (locs, Some(declared)),
             None => (source_locations(&lines, &bodies), None),
@@ -605,6 +605,7 @@ impl<'a> Rewriter<'a> {
             covered,
             copies,
             inserted,
+            space_covered,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: head.matches('\n').count(),
             label_lines: self.label_lines,
@@ -1154,6 +1155,9 @@ impl<'a> Rewriter<'a> {
                 self.stats.functions.entry(f.name.clone()).or_default().space_eliminated += 1;
                 return None;
             }
+            // Checked at its loop's entry (a fast copy's line): nothing to count, as for
+            // range-tested global accesses.
+            Some(spaces::Role::RangeTested) => return None,
             Some(spaces::Role::Leader(members)) => {
                 let sites: Vec<u32> = members.iter().map(|mb| self.space_site(f, &mb.check, (at.ptx_line)(mb.key.0), mb.loc)).collect();
                 if self.counting {
@@ -1400,6 +1404,8 @@ struct Module<'p, 'l> {
     covered: &'p LineSet,
     copies: &'p LineSet,
     inserted: &'p LineSet,
+    /// Lines of fast loop copies whose shared-memory check the loop's range test covers.
+    space_covered: &'p LineSet,
     origin: Option<&'p [usize]>,
     base_line: usize,
     /// Where the text's lines were in the input ([`labels::LabelLines`]).
@@ -1438,7 +1444,7 @@ impl<'l> Module<'_, 'l> {
         module_spaces.top_params.clone_from(top_params);
         spaces::analyze_functions(self.lines, bodies, &defs, &mut module_spaces);
         // 10. Shared/local checks grouped or proven needless.
-        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.locs) } else { HashMap::default() };
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.space_covered, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
             true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),

@@ -472,17 +472,17 @@ fn evaluate(ins: &Instr<'_>, lookup: &dyn Fn(&str) -> Option<Prov>, vars: &HashM
 }
 
 /// Where a shared/local access's address is and what it touches.
-struct SpaceAccess {
-    addr_idx: usize,
-    kind: AccessKind,
-    width: u32,
+pub(super) struct SpaceAccess {
+    pub addr_idx: usize,
+    pub kind: AccessKind,
+    pub width: u32,
     /// The state space the opcode names (`None`: generic).
-    space: Option<MemorySpace>,
+    pub space: Option<MemorySpace>,
     /// The lanes of the warp that supply an address (`ldmatrix`/`stmatrix` `.x1`/`.x2` read the
     /// addresses of lanes 0-7 / 0-15 only; the others' may be anything).
-    lanes: u32,
+    pub lanes: u32,
     /// A 32-bit register holding the width in bytes, instead of `width` (a bulk copy's size).
-    width_reg: Option<String>,
+    pub width_reg: Option<String>,
 }
 
 /// The state space (shared or local) an instruction names for its memory access, when it makes
@@ -495,7 +495,7 @@ pub(super) fn named_space(ins: &Instr<'_>, f: &FnSpaces) -> Option<MemorySpace> 
 /// ([`access::decode`]) gives it: the shared operand of a `cp.async` copy (reductions are not
 /// looked at), the access of the others. `constant` gives a register's value when every
 /// definition of it moves one immediate (a `wmma` tile's stride).
-fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Option<SpaceAccess> {
+pub(super) fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i64>) -> Option<SpaceAccess> {
     let parts: Operands<'_> = ins.opcode.parts().collect();
     let decoded = access::decode(ins, &parts);
     let copy = ins.opcode.op == Op::Cp;
@@ -926,17 +926,21 @@ pub(super) enum Role {
     /// Proven by checks made earlier on every path to it ([`available_checks`]): no check, and a
     /// leader's members with it.
     Available,
+    /// In a loop's fast copy, proven by the loop's range test (loops.rs, `SharedTest`): no
+    /// check, and none made for later accesses either.
+    RangeTested,
 }
 
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
-/// Lines in `skip` (loop versioning's own lines) are never accesses.
-/// `locs`: the source location at each line.
+/// Lines in `skip` (loop versioning's own lines) are never accesses; the accesses on lines in
+/// `range_tested` are [`Role::RangeTested`]. `locs`: the source location at each line.
 pub(super) fn group_accesses<'a>(
     lines: &[Line<'a>],
     bodies: &Bodies,
     defs: &ModuleDefs<'_, 'a>,
     m: &ModuleSpaces,
     skip: &super::LineSet,
+    range_tested: &super::LineSet,
     locs: &[Option<super::Loc>],
 ) -> HashMap<(usize, usize), Role> {
     let mut roles = HashMap::default();
@@ -988,6 +992,12 @@ pub(super) fn group_accesses<'a>(
                     let stmt = st.text;
                     let reg_bits = |r: &str| regs.type_of(r).and_then(super::type_bits);
                     let check = match (f, st.instr.as_ref()) {
+                        (Some(f), Some(ins)) if range_tested.contains(&i) => {
+                            if plan(ins, m, f, &reg_bits).is_some() {
+                                roles.insert((i, j), Role::RangeTested);
+                            }
+                            None
+                        }
                         (Some(f), Some(ins)) => plan(ins, m, f, &reg_bits).map(|c| {
                             // Inside its variable for every thread (decided below, once groups
                             // are formed).
@@ -1432,7 +1442,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1470,7 +1480,7 @@ mod group_tests {
         let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &tops);
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1516,7 +1526,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
             matches!(roles.get(&(i, 0)), Some(Role::Available))
@@ -1593,7 +1603,7 @@ mod group_tests {
             let bodies = Bodies::scan(&lines);
             let defs = ModuleDefs::new(&lines, &bodies);
             let m = analyze(&lines, &bodies, &defs, &Default::default());
-            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;
             let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();

@@ -62,6 +62,15 @@ pub(super) struct ThreadValues<'a> {
     values: HashMap<&'a str, Affine<'a>>,
     /// Ranges of the atoms that have one (inclusive).
     ranges: HashMap<&'a str, (i64, i64)>,
+    /// The bits an atom may have set, for atoms made by bit operations (`and` with a constant,
+    /// `or`, `xor`, `bfe` of such values: Triton's swizzled shared-memory offsets): never
+    /// negative, and at most the mask. Kept besides the range because an `or` of two values
+    /// with disjoint bits is much smaller than the range their sizes give.
+    bits: HashMap<&'a str, u64>,
+    /// The seeds ([`Self::of_body_seeded`]) each atom made by a bit operation was computed from:
+    /// its range holds only where theirs do.
+    from_seeds: HashMap<&'a str, Vec<&'a str>>,
+    seeds: Vec<&'a str>,
     /// Predicates with one definition `setp.cmp.t %p, reg, imm`: (comparison, register, value).
     preds: HashMap<&'a str, (&'a str, &'a str, i64)>,
 }
@@ -81,7 +90,25 @@ fn special_range(reg: &str) -> Option<(i64, i64)> {
 impl<'a> ThreadValues<'a> {
     /// The values of a body's registers, from its definitions.
     pub fn of_body(defs: Defs<'_, 'a>) -> Self {
-        let mut t = ThreadValues { values: HashMap::default(), ranges: HashMap::default(), preds: HashMap::default() };
+        Self::of_body_seeded(defs, &[])
+    }
+
+    /// [`Self::of_body`] with `seeds`, registers of several definitions taken as atoms in the
+    /// given ranges: valid only where the caller has proven each stays in its range (a loop's
+    /// wrapping stage counter, loops.rs).
+    pub fn of_body_seeded(defs: Defs<'_, 'a>, seeds: &[(&'a str, (i64, i64))]) -> Self {
+        let mut t = ThreadValues {
+            values: HashMap::default(),
+            ranges: HashMap::default(),
+            bits: HashMap::default(),
+            from_seeds: HashMap::default(),
+            seeds: seeds.iter().map(|s| s.0).collect(),
+            preds: HashMap::default(),
+        };
+        for &(reg, range) in seeds {
+            t.values.insert(reg, Affine::atom(reg));
+            t.ranges.insert(reg, range);
+        }
         for w in defs.writers() {
             let ins = w.instr;
             let mut dests = ins.dests();
@@ -147,11 +174,27 @@ impl<'a> ThreadValues<'a> {
                 let k = parse_int(ops[2].trim()).filter(|k| k.abs() < LIMIT)?;
                 self.operand(ops[1])?.times(k)?.plus(&self.operand(ops[3])?, 1)
             }
-            // A mask or a remainder: a fresh atom with its range.
+            // A mask or a remainder: a fresh atom with its range. (A mask of a value whose bits
+            // are known keeps only those.)
             (Op::And, 3) => {
-                let m = parse_int(ops[2].trim()).filter(|m| (0..LIMIT).contains(m))?;
-                self.ranges.insert(d, (0, m));
-                Some(Affine::atom(d))
+                let m = parse_int(ops[2].trim()).filter(|m| (0..LIMIT).contains(m))? as u64;
+                let v = self.operand(ops[1]);
+                let known = v.as_ref().and_then(|v| self.bits_of(v));
+                Some(self.bits_atom(d, known.map_or(m, |b| b & m), v.iter().filter(|_| known.is_some())))
+            }
+            // Bit operations of values whose bits are known (never negative).
+            (Op::Or | Op::Xor, 3) => {
+                let (a, b) = (self.operand(ops[1])?, self.operand(ops[2])?);
+                let m = self.bits_of(&a)? | self.bits_of(&b)?;
+                (m < LIMIT as u64).then(|| self.bits_atom(d, m, [&a, &b]))
+            }
+            (Op::Bfe, 4) if quals.get(1) == Some(&"u32") => {
+                let pos = parse_int(ops[2].trim()).filter(|p| (0..32).contains(p))?;
+                let len = parse_int(ops[3].trim()).filter(|l| (1..30).contains(l))?;
+                let field = (1u64 << len) - 1;
+                let v = self.operand(ops[1]);
+                let known = v.as_ref().and_then(|v| self.bits_of(v));
+                Some(self.bits_atom(d, known.map_or(field, |b| (b >> pos) & field), v.iter().filter(|_| known.is_some())))
             }
             (Op::Rem, 3) if quals.get(1).is_some_and(|q| q.starts_with('u')) => {
                 let m = parse_int(ops[2].trim()).filter(|m| (1..LIMIT).contains(m))?;
@@ -160,6 +203,52 @@ impl<'a> ThreadValues<'a> {
             }
             _ => None,
         }
+    }
+
+    /// `d` as an atom of at most the bits `mask` (its range `[0, mask]`), computed from the
+    /// values `from`.
+    fn bits_atom<'v>(&mut self, d: &'a str, mask: u64, from: impl IntoIterator<Item = &'v Affine<'a>>) -> Affine<'a>
+    where
+        'a: 'v,
+    {
+        let mut seeds: Vec<&'a str> = from.into_iter().flat_map(|v| self.seeds_of(v)).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        if !seeds.is_empty() {
+            self.from_seeds.insert(d, seeds);
+        }
+        self.bits.insert(d, mask);
+        self.ranges.insert(d, (0, mask as i64));
+        Affine::atom(d)
+    }
+
+    /// The bits value `v` may have set, when it is never negative: a constant's own; a sum of
+    /// power-of-two multiples of atoms with known bits (or non-negative ranges) whose bits do
+    /// not overlap is their `or` (no carries); otherwise every bit up to the sum's highest value
+    /// (below [`LIMIT`]: the sums stay far from wrapping).
+    fn bits_of(&self, v: &Affine<'a>) -> Option<u64> {
+        let ones_to = |hi: i64| if hi <= 0 { 0 } else { u64::MAX >> (hi as u64).leading_zeros() };
+        let atom_bits = |a: &str| self.bits.get(a).copied().or_else(|| self.ranges.get(a).filter(|r| r.0 >= 0).map(|r| ones_to(r.1)));
+        if v.c < 0 {
+            return None;
+        }
+        let (mut or, mut overlap, mut hi) = (v.c as u64, false, v.c);
+        for &(a, k) in &v.terms {
+            let b = atom_bits(a)?;
+            if k <= 0 {
+                return None;
+            }
+            hi = hi.checked_add((b as i64).checked_mul(k)?)?;
+            if k.count_ones() == 1 {
+                let shifted = b << k.trailing_zeros();
+                overlap |= or & shifted != 0;
+                or |= shifted;
+            } else {
+                overlap = true; // (3·x: x + 2·x, whose bits overlap)
+            }
+        }
+        let bits = if overlap { ones_to(hi) } else { or };
+        (bits < LIMIT as u64).then_some(bits)
     }
 
     /// `setp.cmp.t %p, reg, imm` with `reg` one ranged atom plus a constant.
@@ -260,22 +349,57 @@ impl<'a> ThreadValues<'a> {
         }
         let (Base::Window(r, _), Some(size), None) = (&c.base, c.size, &c.width_reg) else { return false };
         let Some(v) = self.values.get(r.as_str()) else { return false };
-        // The value is the variable's address plus ranged terms.
-        if !v.terms.iter().any(|&(a, k)| a == c.var && k == 1) {
-            return false;
-        }
         let narrowed = self.narrowed_at(lines, b, key);
-        let (mut lo, mut hi) = (v.c + c.offset, v.c + c.offset);
-        for &(a, k) in v.terms.iter().filter(|(a, _)| *a != c.var) {
-            let Some(&(alo, ahi)) = narrowed.get(a).or_else(|| self.ranges.get(a)) else { return false };
+        match self.offsets(v, &c.var, &narrowed) {
+            Some((lo, hi)) => lo + c.offset >= 0 && hi + c.offset + i64::from(c.width) <= size as i64,
+            None => false,
+        }
+    }
+
+    /// The offsets from variable `var` that value `v` can take, inclusive: `v` must be `var`'s
+    /// address plus ranged terms (`narrowed` first, then [`Self::ranges`]).
+    fn offsets(&self, v: &Affine<'a>, var: &str, narrowed: &HashMap<&'a str, (i64, i64)>) -> Option<(i64, i64)> {
+        if !v.terms.iter().any(|&(a, k)| a == var && k == 1) {
+            return None;
+        }
+        let (mut lo, mut hi) = (v.c, v.c);
+        for &(a, k) in v.terms.iter().filter(|(a, _)| *a != var) {
+            let &(alo, ahi) = narrowed.get(a).or_else(|| self.ranges.get(a))?;
             if alo > ahi {
-                return false; // no thread gets here, as far as the ranges say: left checked
+                return None; // no thread gets here, as far as the ranges say: left checked
             }
             let (x, y) = (alo * k, ahi * k);
             lo += x.min(y);
             hi += x.max(y);
         }
-        lo >= 0 && hi + i64::from(c.width) <= size as i64
+        Some((lo, hi))
+    }
+
+    /// `reg`'s value as (variable, lowest offset, highest offset) from one of `vars`: that
+    /// variable's address plus ranged terms, for every thread (no branch narrows the ranges).
+    pub fn var_offsets(&self, reg: &str, vars: &[&str]) -> Option<(&'a str, i64, i64)> {
+        let v = self.values.get(reg)?;
+        let var = v.terms.iter().map(|&(a, _)| a).find(|a| vars.contains(a))?;
+        let (lo, hi) = self.offsets(v, var, &HashMap::default())?;
+        Some((var, lo, hi))
+    }
+
+    /// The seeds whose ranges value `v`'s range relies on: its seed atoms, and those its bit
+    /// atoms were computed from.
+    fn seeds_of(&self, v: &Affine<'a>) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        for &(a, _) in &v.terms {
+            if self.seeds.contains(&a) {
+                out.push(a);
+            }
+            out.extend(self.from_seeds.get(a).into_iter().flatten());
+        }
+        out
+    }
+
+    /// The seeds whose ranges `reg`'s value relies on.
+    pub fn seeds_used(&self, reg: &str) -> Vec<&'a str> {
+        self.values.get(reg).map(|v| self.seeds_of(v)).unwrap_or_default()
     }
 }
 
@@ -343,8 +467,19 @@ mod tests {
         assert_eq!(proven(body), [true, true, false]);
     }
 
+    #[test]
+    fn bit_operations_bound_the_index_by_the_bits_they_can_set() {
+        // t[(tid & 28) ^ ((tid << 3) & 96)]: at most byte 124 of 512 (the `or` of the masks, not
+        // their sum); at +384 the last word still fits, at +388 it does not. t[bfe(tid, 2, 5) << 2]:
+        // at most byte 124. An `add` of overlapping bits carries: (tid & 127) + (tid & 127) ^ 0
+        // reaches 254, so at +256 it no longer fits.
+        let body = "mov.u32 %r1, %tid.x;\nand.b32 %r8, %r1, 28;\nshl.b32 %r9, %r1, 3;\nand.b32 %r10, %r9, 96;\nxor.b32 %r2, %r8, %r10;\nmov.u32 %r4, t;\nadd.s32 %r5, %r4, %r2;\nld.shared.u32 %r6, [%r5+384];\nld.shared.u32 %r7, [%r5+388];\nbfe.u32 %r11, %r1, 2, 5;\nshl.b32 %r12, %r11, 2;\nadd.s32 %r13, %r4, %r12;\nld.shared.u32 %r14, [%r13+384];\nand.b32 %r15, %r1, 127;\nadd.s32 %r16, %r15, %r15;\nxor.b32 %r17, %r16, 0;\nadd.s32 %r18, %r4, %r17;\nld.shared.u32 %r19, [%r18+252];\nld.shared.u32 %r3, [%r18+256];";
+        assert_eq!(proven(body), [true, false, true, true, false]);
+    }
+
     /// One generated access: `s + k·x + c` read at `off`, x the thread's `tid.x` (or lane, or
-    /// `tid.x & mask`), reached by falling through a branch on `tid.x` or not.
+    /// `tid.x & mask`, or a swizzle `(tid.x & mask) ^ ((tid.x << 3) & 96)`, or the bit field
+    /// `bfe(tid.x, 2, 5)`), reached by falling through a branch on `tid.x` or not.
     #[derive(Clone, Debug)]
     struct Case {
         size: u32,
@@ -359,14 +494,19 @@ mod tests {
     fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         use proptest::prelude::*;
         let cmp = prop_oneof![Just("eq"), Just("ne"), Just("lt"), Just("le"), Just("gt"), Just("ge")];
-        (prop_oneof![Just(64u32), Just(128), Just(512), Just(4096)], 0u8..3, 0i64..1100, 0u32..4, -64i64..64, -2i64..3, proptest::option::of((cmp, 0i64..1100, any::<bool>())))
+        (prop_oneof![Just(64u32), Just(128), Just(512), Just(4096)], 0u8..5, 0i64..1100, 0u32..4, -64i64..64, -2i64..3, proptest::option::of((cmp, 0i64..1100, any::<bool>())))
             .prop_map(|(size, atom, mask, shift, c, off, guard)| Case { size, atom, mask, shift, c: c * 4, off: off * 4, guard })
     }
 
     impl Case {
         fn body(&self) -> String {
             let src = if self.atom == 1 { "%laneid" } else { "%tid.x" };
-            let x = if self.atom == 2 { format!("and.b32 %r2, %r1, {};", self.mask) } else { format!("mov.u32 %r2, {src};") };
+            let x = match self.atom {
+                2 => format!("and.b32 %r2, %r1, {};", self.mask),
+                3 => format!("and.b32 %r8, %r1, {};\nshl.b32 %r9, %r1, 3;\nand.b32 %r10, %r9, 96;\nxor.b32 %r2, %r8, %r10;", self.mask),
+                4 => "bfe.u32 %r2, %r1, 2, 5;".to_string(),
+                _ => format!("mov.u32 %r2, {src};"),
+            };
             let branch = match self.guard {
                 Some((cmp, imm, negated)) => format!("setp.{cmp}.u32 %p1, %r1, {imm};\n@{}%p1 bra L1;\n", if negated { "!" } else { "" }),
                 None => String::new(),
@@ -396,7 +536,12 @@ mod tests {
                     }
                     None => true,
                 };
-                let x = if self.atom == 2 { r1 & self.mask } else { r1 };
+                let x = match self.atom {
+                    2 => r1 & self.mask,
+                    3 => (r1 & self.mask) ^ ((r1 << 3) & 96),
+                    4 => (r1 >> 2) & 31,
+                    _ => r1,
+                };
                 let at = (x << self.shift) + self.c + self.off;
                 !reached || (at >= 0 && at + 4 <= i64::from(self.size))
             })
