@@ -170,6 +170,7 @@ impl<'a> Line<'a> {
 
     /// The file a `.file` line declares, (index, name): `.file 1 "name"` or `.file 1 "name",
     /// mtime, size`. `None` for any other line, or one whose index or quoted name is unreadable.
+    #[inline]
     pub(in crate::ptx) fn file_entry(&self) -> Option<(u32, &'a str)> {
         if !self.code.starts_with(".file") {
             return None;
@@ -183,6 +184,7 @@ impl<'a> Line<'a> {
 
     /// The braces the line's code opens and closes, (opening, closing) (without searching a line
     /// that holds none).
+    #[inline]
     pub(in crate::ptx) fn brace_counts(&self) -> (i32, i32) {
         if self.braces {
             count_braces(self.code)
@@ -192,6 +194,7 @@ impl<'a> Line<'a> {
     }
 
     /// Whether the line's code (outside its `//` comment) holds a `/*`.
+    #[inline]
     pub(in crate::ptx) fn code_opens_block_comment(&self) -> bool {
         self.slash && find_pair(self.code, b'/', b'*').is_some()
     }
@@ -388,6 +391,7 @@ impl<'a> Line<'a> {
     }
 
     /// The operands of a `.loc` line (`1 42 7`, or with `, inlined_at ...`); `None` for any other.
+    #[inline]
     pub(in crate::ptx) fn loc_operands(&self) -> Option<&'a str> {
         self.code.strip_prefix(".loc").filter(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
     }
@@ -397,6 +401,7 @@ impl<'a> Line<'a> {
     /// of the name's first byte is found with `memchr` and compared there: a body's every line is
     /// searched, most are a few dozen bytes without that byte, and a substring searcher's setup
     /// or rolling hash cost more than that.
+    #[inline]
     pub(in crate::ptx) fn names(&self, name: &str) -> bool {
         let text = self.code;
         if text.len() < name.len() {
@@ -434,6 +439,7 @@ impl<'a> Line<'a> {
     /// (`.shared`, `.local`): only a statement starting with `.` declares, the line's first or one
     /// after a `;` or a brace (tested first: instruction lines are most lines, and hold several
     /// dots each). A filter: the statements that pass are parsed to tell.
+    #[inline]
     pub(in crate::ptx) fn may_declare(&self, directives: &[&str]) -> bool {
         let t = self.code;
         let may_declare = t.starts_with('.') || self.braces || memchr::memchr(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
