@@ -618,8 +618,9 @@ fn wrapping_counter(body: &[BodyStmt<'_>], reg: &str) -> Option<i64> {
     parse_int(setp.operands[2].trim()).filter(|c| (0..1 << 20).contains(c))
 }
 
-/// [`SharedTest`] of the loop labelled at line `s` (`body`, its `carried` registers).
-fn shared_test<'a>(facts: &ModuleFacts<'_, 'a>, s: usize, body: &[BodyStmt<'a>], carried: &HashSet<&'a str>, regs: &RegTypes) -> Option<SharedTest> {
+/// [`SharedTest`] of the loop from its label's line `s` to its back edge `e` (`body`, its
+/// `carried` registers).
+fn shared_test<'a>(facts: &ModuleFacts<'_, 'a>, (s, e): (usize, usize), body: &[BodyStmt<'a>], carried: &HashSet<&'a str>, regs: &RegTypes) -> Option<SharedTest> {
     let accesses: Vec<(usize, SpaceAccess)> = body
         .iter()
         .filter(|b| b.ins.opcode.quals().any(|q| q.starts_with("shared")) && facts.lines[b.line].is_lone_statement())
@@ -633,14 +634,25 @@ fn shared_test<'a>(facts: &ModuleFacts<'_, 'a>, s: usize, body: &[BodyStmt<'a>],
     if vars.is_empty() {
         return None;
     }
-    let mut counters: Vec<(&str, i64)> = carried.iter().filter(|r| regs.type_of(r).and_then(type_bits) == Some(32)).filter_map(|&r| Some((r, wrapping_counter(body, r)?))).collect();
+    let function = facts.bodies.holding(s)?;
+    // A counter's range holds inside the loop only: one read elsewhere (a value computed from
+    // it before the loop, from whatever it held then) would be taken for one in the range.
+    let read_outside = |x: &str| {
+        (function.open + 1..function.close).filter(|&k| k < s || k > e).any(|k| {
+            facts.lines[k].stmts().iter().filter_map(|st| st.instr.as_ref()).any(|ins| {
+                let sources = if ins.dests().next().is_some() { &ins.operands[1..] } else { &ins.operands[..] };
+                sources.iter().chain(ins.guard.iter()).any(|o| registers_in(o.trim_start_matches('!')).any(|r| r == x))
+            })
+        })
+    };
+    let mut counters: Vec<(&str, i64)> =
+        carried.iter().filter(|r| regs.type_of(r).and_then(type_bits) == Some(32)).filter_map(|&r| Some((r, wrapping_counter(body, r)?))).filter(|(r, _)| !read_outside(r)).collect();
     counters.sort_unstable();
     let seeds: Vec<(&str, (i64, i64))> = counters.iter().map(|&(r, c)| (r, (0, c))).collect();
-    let function = facts.bodies.holding(s)?;
     let values = ThreadValues::of_body_seeded(facts.defs().of(function), &seeds);
     let mut test = SharedTest { counters: Vec::new(), end: 0, lines: Vec::new() };
     for (line, a) in accesses {
-        let ins = facts.lines[line].lone_statement()?.instr.as_ref()?;
+        let Some(ins) = facts.lines[line].lone_statement().and_then(|st| st.instr.as_ref()) else { continue };
         let Some(Ok((AddrBase::Reg(r), off))) = ins.operands.get(a.addr_idx).and_then(|op| parse_address(op)) else { continue };
         let Some((_, lo, hi)) = values.var_offsets(&r, &vars) else { continue };
         let Some(end) = hi.checked_add(off).and_then(|e| e.checked_add(i64::from(a.width))) else { continue };
@@ -810,7 +822,7 @@ fn analyze(facts: &ModuleFacts<'_, '_>, label: &str, (s, e): (usize, usize), dec
     if ranges.is_empty() {
         return None;
     }
-    let shared = shared_test(facts, s, &body, &carried, regs);
+    let shared = shared_test(facts, (s, e), &body, &carried, regs);
     let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, shared.as_ref(), &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();

@@ -1108,6 +1108,23 @@ proptest! {
     }
 }
 
+#[test]
+fn a_counter_read_before_its_loop_bounds_nothing() {
+    // `%r21` is computed from the counter's earlier value (3, past its range 0..=2) before the
+    // loop: the stores through it keep their checks. Without that read they are covered.
+    let covered = |text: &str| {
+        let lines = Line::read_all(text.split_inclusive('\n'));
+        let bodies = super::bodies::Bodies::scan(&lines);
+        version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("versioned").space_covered.len()
+    };
+    let st = Staged { c: 2, entry: 1, shift: 12, swizzle: 0, m1: 127, m2: 0, a: 0, b: 0, off: 0, copy: false };
+    let plain = st.module();
+    assert_eq!(covered(&plain), 1);
+    let early = plain.replace("mov.b32 %r4, 1;", "mov.b32 %r4, 3;\nshl.b32 %r21, %r4, 12;\nmov.b32 %r4, 1;").replace("add.s32 %r10, %r9, %r2;", "add.s32 %r16, %r9, %r2;\nadd.s32 %r10, %r16, %r21;");
+    assert_ne!(early, plain);
+    assert_eq!(covered(&early), 0);
+}
+
 /// Shared checks by execution: the planner's check of a real statement (its width, lanes and
 /// bounds), run by the interpreter from a chosen address and lane, is bad exactly when a lane that
 /// supplies an address reaches outside the variable.
