@@ -375,13 +375,12 @@ impl<'a> ThreadValues<'a> {
         Some((lo, hi))
     }
 
-    /// `reg`'s value as (variable, lowest offset, highest offset) from one of `vars`: that
-    /// variable's address plus ranged terms, for every thread (no branch narrows the ranges).
-    pub fn var_offsets(&self, reg: &str, vars: &[&str]) -> Option<(&'a str, i64, i64)> {
+    /// `reg`'s lowest and highest offset from one of `vars`, when its value is that variable's
+    /// address plus ranged terms, for every thread (no branch narrows the ranges).
+    pub fn var_offsets(&self, reg: &str, vars: &[&str]) -> Option<(i64, i64)> {
         let v = self.values.get(reg)?;
         let var = v.terms.iter().map(|&(a, _)| a).find(|a| vars.contains(a))?;
-        let (lo, hi) = self.offsets(v, var, &HashMap::default())?;
-        Some((var, lo, hi))
+        self.offsets(v, var, &HashMap::default())
     }
 
     /// The seeds whose ranges value `v`'s range relies on: its seed atoms, and those its bit
