@@ -62,6 +62,9 @@ pub(super) fn plan_range<'l, 'a>(
     // address register: the candidates for a shadow prefetch.
     let mut check_lines = LineSet::default();
     let mut candidates: Vec<super::prefetch::Candidate> = Vec::new();
+    // Guarded atomics on lines of their own: members of masked runs only (an atomic ends every
+    // other kind of group: masked_runs.rs).
+    let mut atomics: Vec<super::prefetch::Candidate> = Vec::new();
     // The bodies opening at or before the line (`Bodies::interior` of each line in order,
     // without a search a line).
     let mut opened = bodies.iter().take_while(|b| b.open < range.start).count();
@@ -104,6 +107,13 @@ pub(super) fn plan_range<'l, 'a>(
         let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
         if line.code_opens_block_comment() || line.kills_checks() || matches!(line.directive(), Some(".entry" | ".func")) {
             finish_all(&mut groups, &mut plan);
+            if has_address && runs && line.is_lone_statement() {
+                if let Some((ins, a)) = line.first_stmt().and_then(|st| st.checked()) {
+                    if let (AddrBase::Reg(r), Width::Fixed(_), false, None, AccessKind::Atomic, Some(_)) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind, ins.guard) {
+                        atomics.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: true, loc });
+                    }
+                }
+            }
             continue;
         }
         if line.directive().is_some() {
@@ -154,7 +164,10 @@ pub(super) fn plan_range<'l, 'a>(
     candidates.retain(|c| !plan.covered.contains(&c.line));
     if runs {
         let hoist_points: LineSet = plan.hoist.keys().copied().collect();
-        plan.runs = super::masked_runs::plan(lines, &candidates, &hoist_points);
+        let mut members = candidates.clone();
+        members.append(&mut atomics);
+        members.sort_by_key(|c| c.line);
+        plan.runs = super::masked_runs::plan(lines, &members, &hoist_points);
         candidates.retain(|c| !plan.runs.members.contains_key(&c.line));
     }
     plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates, batches);

@@ -708,25 +708,43 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
 /// run's first bad member leaves its address and packed site where the report block reads them;
 /// `run`: the run's predicate (some member was bad), declared and set by its `first` member,
 /// branched on after its last ([`run_branch`]). No branch: the run stays one basic block.
+/// With a kernel-parameter fast path (bounds.rs), the shadow byte is loaded only where the
+/// address lies outside its parameter's block: inside, the byte would grant the whole granule,
+/// so the register keeps the byte that does, and no member waits on a load.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool) -> String {
+/// With `prefetched`, the member's shadow byte is already in that register ([`run_prefetch`]).
+pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, byte: RunByte<'_>) -> String {
     let (pred, ok) = run;
     let mut s = String::with_capacity(1024);
     let mut v = Lines::new(&mut s, indent);
     if first {
         ln!(v; ".reg .pred ", pred, ", ", ok, ";");
     }
-    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<3>;"]);
+    let fast = match byte {
+        RunByte::Load(fast) => fast,
+        RunByte::Prefetched(_) => None,
+    };
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", if fast.is_some() { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" }]);
     address_setup(&mut v, a, "%gsa0");
-    // The access's guard in %gsp2 (members are guarded; `!%p` taken as written).
-    match ins.guard.map(|g| (g.strip_prefix('!'), g)) {
-        Some((Some(neg), _)) => ln!(v; "not.pred %gsp2, ", neg, ";"),
-        Some((None, g)) => ln!(v; "mov.pred %gsp2, ", g, ";"),
-        None => v.text("setp.eq.u32 %gsp2, 0, 0;"),
-    }
+    run_guard(&mut v, ins.guard);
     let guard = "%gsp2";
-    probe_load(&mut v, form, "%gsa0", Some(guard), "%gsr0", None);
-    probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
+    let shadow = match byte {
+        RunByte::Prefetched(reg) => reg,
+        RunByte::Load(_) => {
+            // The shadow load's guard: the access's, and (with a fast path) outside the block.
+            let load_guard = match fast {
+                Some(fp) => {
+                    fast_test(&mut v, "%gsa0", fp);
+                    ln!(v; "and.pred %gsp3, %gsp0, ", guard, ";");
+                    "%gsp3"
+                }
+                None => guard,
+            };
+            probe_load(&mut v, form, "%gsa0", Some(load_guard), "%gsr0", None);
+            "%gsr0"
+        }
+    };
+    probe_compare(&mut v, form.scale, shadow, "%gsa0", 0, width, Some(guard));
     // %gsp1: bad (and guarded). The access runs where its guard holds and it is not bad.
     ln!(v; "not.pred %gsp0, %gsp1;");
     ln!(v; "and.pred ", ok, ", %gsp0, ", guard, ";");
@@ -744,6 +762,72 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
     v.text("}");
     ln!(Lines::new(&mut s, indent); "@", ok, " ", stmt);
     s
+}
+
+/// Where a run member's shadow byte comes from ([`run_member`]).
+#[derive(Clone, Copy)]
+pub(super) enum RunByte<'a> {
+    /// Loaded at the member (under its guard, and outside its parameter's block when it has a
+    /// kernel-parameter fast path).
+    Load(Option<&'a FastPath>),
+    /// Already in this register ([`run_prefetch`]).
+    Prefetched(&'a str),
+}
+
+/// A run member's guard into `%gsp2` (members are guarded; `!%p` taken as written).
+fn run_guard(v: &mut Lines<'_>, guard: Option<&str>) {
+    match guard.map(|g| (g.strip_prefix('!'), g)) {
+        Some((Some(neg), _)) => ln!(v; "not.pred %gsp2, ", neg, ";"),
+        Some((None, g)) => ln!(v; "mov.pred %gsp2, ", g, ";"),
+        None => v.text("setp.eq.u32 %gsp2, 0, 0;"),
+    }
+}
+
+/// One member of a run whose shadow bytes are loaded before it ([`run_prefetch`]): its access,
+/// its guard, its kernel-parameter fast path, and the register its byte goes into.
+pub(super) struct RunPrefetch<'a> {
+    pub access: &'a Access,
+    pub guard: Option<&'a str>,
+    pub fast: Option<&'a FastPath>,
+    pub reg: String,
+}
+
+/// Before a run of masked accesses (masked_runs.rs `prefetched`): each member's test first (its
+/// guard, and outside its parameter's block where it has a fast path), the byte that grants the
+/// whole granule in its register, then one branch past every shadow load when no member needs
+/// one; the loads keep [`probe_load`]'s in-pool test. `label`: unique in the function. The
+/// registers are declared in the current scope, for the members.
+pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: &[RunPrefetch<'_>], label: &str) {
+    let mut v = Lines::new(out, indent);
+    for m in members {
+        ln!(v; ".reg .b32 ", m.reg, ";");
+    }
+    v.texts(&["{", ".reg .b64 %gsa<3>;"]);
+    ln!(v; ".reg .pred %gsp<3>, %gsq<", members.len(), ">;");
+    for (k, m) in members.iter().enumerate() {
+        address_setup(&mut v, m.access, "%gsa0");
+        run_guard(&mut v, m.guard);
+        match m.fast {
+            Some(fp) => {
+                fast_test(&mut v, "%gsa0", fp);
+                ln!(v; "and.pred %gsq", k, ", %gsp0, %gsp2;");
+            }
+            None => ln!(v; "mov.pred %gsq", k, ", %gsp2;"),
+        }
+        ln!(v; "mov.u32 ", m.reg, ", ", OUT_OF_POOL_SHADOW, ";");
+        if k == 0 {
+            v.text("mov.pred %gsp1, %gsq0;");
+        } else {
+            ln!(v; "or.pred %gsp1, %gsp1, %gsq", k, ";");
+        }
+    }
+    ln!(v; "@!%gsp1 bra ", label, ";");
+    for (k, m) in members.iter().enumerate() {
+        address_setup(&mut v, m.access, "%gsa0");
+        probe_load(&mut v, form, "%gsa0", Some(&format!("%gsq{k}")), &m.reg, None);
+    }
+    ln!(v; label, ":");
+    v.text("}");
 }
 
 /// After a run's last member: the report of its first bad member, if any ([`run_member`]).

@@ -323,7 +323,7 @@ struct BodyStmt<'a> {
 
 impl<'a> BodyStmt<'a> {
     fn new(line: usize, ins: Instr<'a>) -> Self {
-        BodyStmt { line, dests: ins.dests().collect(), reads: registers_read(&ins).collect(), ins }
+        BodyStmt { line, dests: ins.dests().collect(), reads: ins.registers_read().collect(), ins }
     }
 
     /// The source operands (all operands but the destination).
@@ -635,7 +635,7 @@ fn shared_test<'a>(facts: &ModuleFacts<'_, 'a>, (s, e): (usize, usize), body: &[
     // A counter's range holds inside the loop only: one read elsewhere (a value computed from
     // it before the loop, from whatever it held then) would be taken for one in the range.
     let read_outside = |x: &str| {
-        (function.open + 1..function.close).filter(|&k| k < s || k > e).any(|k| facts.lines[k].stmts().iter().filter_map(|st| st.instr.as_ref()).any(|ins| registers_read(ins).any(|r| r == x)))
+        (function.open + 1..function.close).filter(|&k| k < s || k > e).any(|k| facts.lines[k].stmts().iter().filter_map(|st| st.instr.as_ref()).any(|ins| ins.registers_read().any(|r| r == x)))
     };
     let mut counters: Vec<(&str, i64)> =
         carried.iter().filter(|r| regs.type_of(r).and_then(type_bits) == Some(32)).filter_map(|&r| Some((r, wrapping_counter(body, r)?))).filter(|(r, _)| !read_outside(r)).collect();
@@ -860,17 +860,6 @@ fn fast_order(s: usize, e: usize, body: &[BodyStmt<'_>], covered: &[usize]) -> V
         floor = to + 1;
     }
     order
-}
-
-/// Register names inside an operand (`%r1`, `[%rd2+4]`, `{%f1, %f2}`).
-/// The registers a statement reads: its sources (every operand but a destination) and its guard.
-fn registers_read<'i, 'a>(ins: &'i Instr<'a>) -> impl Iterator<Item = &'a str> + 'i {
-    let sources = if ins.dests().next().is_some() { &ins.operands[1..] } else { &ins.operands[..] };
-    sources.iter().copied().chain(ins.guard.map(|g| g.trim_start_matches('!'))).flat_map(registers_in)
-}
-
-fn registers_in(op: &str) -> impl Iterator<Item = &str> {
-    op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$' || c == '.')).filter(|t| t.starts_with('%') && !t.contains('.'))
 }
 
 /// Whether `ins` widens 32-bit integer sources to 64 bits (`cvt.u64.u32`, `mul.wide.s32`,

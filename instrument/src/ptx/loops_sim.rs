@@ -47,6 +47,9 @@ struct Machine {
     shared: Vec<(usize, u64, u64)>,
     /// `.param` space: call arguments and results, by name.
     params: HashMap<String, u64>,
+    /// Shadow bytes loaded (what the fast paths exist to avoid), each as the number of global
+    /// accesses made before it.
+    shadow_loads: Vec<usize>,
     /// The control block's outside fields and the table they name ([`crate::abi::outside`]);
     /// `None`: none (an outside shadow byte that passes).
     outside: Option<OutsideTable>,
@@ -252,6 +255,7 @@ impl Machine {
                 if parts.contains(&"global") && (SHADOW..SHADOW + (POOL_SIZE >> SCALE.shift())).contains(&addr) {
                     let byte = self.shadow_byte(POOL_BASE + ((addr - SHADOW) << SCALE.shift()));
                     self.set(dests, u64::from(byte));
+                    self.shadow_loads.push(self.accesses.len());
                     return Flow::Next;
                 }
                 let vec = parts.iter().find_map(|p| p.strip_prefix('v')).and_then(|n| n.parse::<u64>().ok()).unwrap_or(1);
@@ -262,7 +266,7 @@ impl Machine {
                 }
                 // Loaded values depend on the address (gathers then depend on them too).
                 for (k, d) in dests.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).filter(|d| d.starts_with('%')).enumerate() {
-                    self.set(d, (addr.wrapping_add(k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) & 0x3ff);
+                    self.set(d, loaded_value(addr.wrapping_add(k as u64)));
                 }
             }
             "setp" => {
@@ -702,6 +706,11 @@ fn outside_pass_call(caller: &Machine, args: &[String]) -> u64 {
 }
 
 /// `v` rounded down / up to a shadow granule.
+/// The value a global load at `addr` reads (a hash of the address, below 1024).
+fn loaded_value(addr: u64) -> u64 {
+    (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) & 0x3ff
+}
+
 fn granule_down(v: u64) -> u64 {
     v & !(SCALE.granule() - 1)
 }
@@ -1547,6 +1556,29 @@ fn a_masked_off_lane_past_the_end_is_not_reported() {
 }
 
 #[test]
+fn a_run_inside_its_parameters_blocks_loads_no_shadow_byte() {
+    // Every lane live and inside blocks larger than a tag's unit. Launched with the pointers
+    // tagged with their blocks (crate::abi::param_tag, as the runtime launches), each member's
+    // address test passes and no member waits on a shadow load. Untagged, or in a module without
+    // parameter bounds (which the runtime never tags), every member loads its byte. The accesses
+    // and the verdict are the same.
+    let len = 2 * crate::abi::param_tag::REACH_UNIT;
+    let x = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + len, slab: false };
+    let out = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + len, slab: false };
+    let tag = |blk: &Block| crate::abi::param_tag::encode(blk.start, granule_down(blk.end)).expect("taggable");
+    let kernel = masked_tile_kernel(8);
+    for (param_bounds, tagged, loads) in [(true, true, 0), (true, false, 16), (false, false, 16)] {
+        let opts = super::InstrumentOptions { param_bounds, ..Default::default() };
+        let (px, po) = if tagged { (tag(&x), tag(&out)) } else { (x.start, out.start) };
+        let params = [("k_x", px), ("k_out", po), ("k_n", len / 4), ("k_off", 64)];
+        let (reported, m) = run_traced(&kernel, opts, &params, vec![x, out], None);
+        assert!(!reported, "param_bounds={param_bounds} tagged={tagged}");
+        assert_eq!(m.accesses.len(), 16);
+        assert_eq!(m.shadow_loads.len(), loads, "param_bounds={param_bounds} tagged={tagged}");
+    }
+}
+
+#[test]
 fn an_overflow_by_the_last_access_of_a_run_is_caught_before_it_is_made() {
     // The output block one element short: only the run's last member (lane 7's store) is bad.
     let (reported, m, first_bad, [_, out]) = run_masked_tile(super::InstrumentOptions::default(), 8, (24, 16), (24, 23), false);
@@ -1573,6 +1605,54 @@ proptest! {
         // Recover mode (no runs) reports alike.
         let recover = super::InstrumentOptions { recover: true, ..opts };
         prop_assert_eq!(run_masked_tile(recover, 8, (n, off), (len_x, len_o), slab).0, first_bad.is_some());
+    }
+}
+
+/// A Triton histogram (`tl.atomic_add(bins + v, 1, mask=m & (v < n_bins))`, masked_runs.rs):
+/// lane `k` of `lanes` loads index `v_k` (the loaded word's low 5 bits) from `k_idx` under
+/// `k < n`, then adds to `bins[v_k]` with an acquire-release atomic under `k < n && v_k < n_bins`.
+fn histogram_kernel(lanes: usize) -> String {
+    let mut body = String::from("\tld.param.u64 %rd100, [k_idx];\n\tld.param.u64 %rd101, [k_bins];\n\tld.param.u32 %r100, [k_n];\n\tld.param.u32 %r101, [k_nbins];\n");
+    for k in 0..lanes {
+        body.push_str(&format!("\tmov.u32 %r{}, {k};\n\tsetp.lt.s32 %p{k}, %r{}, %r100;\n\tadd.s64 %rd{k}, %rd100, {};\n", 60 + k, 60 + k, 4 * k));
+    }
+    for k in 0..lanes {
+        body.push_str(&format!("\tmov.u32 %r{k}, 0x0;\n\t@%p{k} ld.global.b32 {{ %r{k} }}, [ %rd{k} + 0 ];\n"));
+    }
+    for k in 0..lanes {
+        body.push_str(&format!("\tand.b32 %r{k}, %r{k}, 31;\n\tsetp.lt.s32 %q{k}, %r{k}, %r101;\n\tand.pred %s{k}, %p{k}, %q{k};\n\tmad.wide.s32 %rd{}, %r{k}, 4, %rd101;\n", 20 + k));
+    }
+    body.push_str("\tmov.b32 %r99, 1;\n");
+    for k in 0..lanes {
+        body.push_str(&format!("\tmov.u32 %r{}, 0x0;\n\t@%s{k} atom.global.gpu.acq_rel.add.u32 %r{}, [ %rd{} + 0 ], %r99;\n", 30 + k, 30 + k, 20 + k));
+    }
+    format!(".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k(.param .u64 k_idx, .param .u64 k_bins, .param .u32 k_n, .param .u32 k_nbins)\n{{\n\t.reg .pred %p<16>, %q<16>, %s<16>;\n\t.reg .b32 %r<100>;\n\t.reg .b64 %rd<200>;\n{body}\tret;\n}}\n")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// By execution: the histogram reports exactly when a live lane's atomic leaves `bins` (a
+    /// `bins` shorter than `n_bins`), and the atomics' shadow bytes are all loaded before the
+    /// first atomic (their run's bytes load ahead of it: masked_runs.rs), so no atomic's order
+    /// holds a later member's check back. The bad atomic is never made.
+    #[test]
+    fn histogram_atomics_report_exactly_the_live_lanes_past_the_bins(n in 0u32..6, n_bins in 0u32..33, len_b in 1u64..33, slab in any::<bool>()) {
+        let lanes = 4;
+        let idx = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + 4 * lanes as u64, slab: false };
+        let bins = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + 4 * len_b, slab };
+        let v = |k: u64| loaded_value(idx.start + 4 * k) & 31;
+        let live = |k: u64| k < u64::from(n) && v(k) < u64::from(n_bins);
+        let first_bad = (0..lanes as u64).find(|&k| live(k) && v(k) >= len_b).map(|k| bins.start + 4 * v(k));
+        let params = [("k_idx", idx.start), ("k_bins", bins.start), ("k_n", u64::from(n)), ("k_nbins", u64::from(n_bins))];
+        let (reported, m) = run_traced(&histogram_kernel(lanes), super::InstrumentOptions::default(), &params, vec![idx, bins], None);
+        prop_assert_eq!(reported, first_bad.is_some(), "n={} n_bins={} len_b={} v={:?}", n, n_bins, len_b, (0..lanes as u64).map(v).collect::<Vec<_>>());
+        if reported {
+            prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad);
+        }
+        prop_assert!(m.accesses.iter().all(|&(_, a, w)| (a >= idx.start && a + w <= idx.end) || (a >= bins.start && a + w <= bins.end)), "an access outside: {:x?}", m.accesses);
+        // Every shadow byte of an atomic is loaded before the first atomic is made.
+        let loads_done = m.accesses.iter().filter(|&&(_, a, _)| a >= idx.start && a < idx.end).count();
+        prop_assert!(m.shadow_loads.iter().all(|&made| made <= loads_done), "a shadow load after an atomic: {:?} (index loads {})", m.shadow_loads, loads_done);
     }
 }
 

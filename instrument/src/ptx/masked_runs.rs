@@ -16,11 +16,20 @@
 //! checks, which have no effect outside the thread (no memory operand lies between members), and
 //! the report ends the kernel.
 //!
+//! Where every member's address register and guard already hold their values at the run's first
+//! member (nothing in the run writes them), the members' shadow bytes are loaded before the run
+//! instead ([`RunPlan::loaded_ahead`]): with kernel-parameter fast paths (bounds.rs), the members'
+//! address tests go first and one branch skips every load when all of them pass, so no load is
+//! left inside the run. A run of atomics with acquire-release order (Triton's `tl.atomic_add`)
+//! otherwise waits for each atomic's round trip before the next member's shadow load, and the
+//! next atomic for that load: twice the atomics' own time (benches/jit/pair.py, histogram).
+//!
 //! Members are plain single checks (prefetch.rs's candidates) with a guard, lines of one
 //! statement; between two members only lines without a memory operand, a label, a branch, a
 //! barrier or any other statement that ends a check's window ([`Line::kills_checks`]), and
 //! nothing but `.loc` of the directives.
 
+use super::access::AddrBase;
 use super::prefetch::Candidate;
 use super::{Line, LineMap, LineSet};
 
@@ -34,20 +43,49 @@ pub(super) struct RunPlan {
     pub members: LineMap<usize>,
     /// The line after a run's last member (the run's branch goes before it) → the run's first line.
     pub ends: LineMap<usize>,
+    /// A run's first line → its members (in line order), for the runs where no line writes a
+    /// register a later member's check reads: their shadow bytes may be loaded before the run.
+    pub loaded_ahead: LineMap<Vec<usize>>,
 }
 
-/// The runs among `candidates` (plain single checks in line order); `excluded`: lines that get a
-/// check of another kind (coalesce.rs's hoisting points).
+/// The runs among `candidates` (plain single checks and guarded atomics, in line order);
+/// `excluded`: lines that get a check of another kind (coalesce.rs's hoisting points).
 pub(super) fn plan(lines: &[Line<'_>], candidates: &[Candidate], excluded: &LineSet) -> RunPlan {
     let mut out = RunPlan::default();
     let mut run: Vec<usize> = Vec::new();
+    // The registers whose values come from the run's own accesses (their destinations, and what
+    // the lines between compute from them).
+    let mut from_run: Vec<&str> = Vec::new();
     for c in candidates.iter().filter(|c| c.guarded && !excluded.contains(&c.line)) {
-        if run.last().is_some_and(|&last| !quiet_between(lines, last, c.line)) {
-            finish(&mut out, &mut run);
+        if let Some(&last) = run.last() {
+            if quiet_between(lines, last, c.line) {
+                from_run.extend(lines[last].dests());
+                for l in &lines[last + 1..c.line] {
+                    if l.stmts().iter().filter_map(|st| st.instr.as_ref()).any(|ins| ins.registers_read().any(|r| from_run.contains(&r))) {
+                        from_run.extend(l.dests());
+                    }
+                }
+                // A member whose address or guard comes from the run's own loads (a histogram's
+                // atomics after its index loads) starts a run of its own: its check waits for
+                // those loads anyway, and the run before it stays one whose bytes can load first.
+                if reads(&lines[c.line]).is_none_or(|read| read.iter().any(|r| from_run.contains(&r.as_str()))) {
+                    finish(&mut out, &mut run);
+                    from_run.clear();
+                }
+            } else {
+                finish(&mut out, &mut run);
+                from_run.clear();
+            }
         }
         run.push(c.line);
     }
     finish(&mut out, &mut run);
+    for members in out.loaded_ahead.values_mut() {
+        if !registers_hold_from_start(lines, members) {
+            members.clear();
+        }
+    }
+    out.loaded_ahead.retain(|_, m| !m.is_empty());
     out
 }
 
@@ -56,8 +94,25 @@ fn finish(out: &mut RunPlan, run: &mut Vec<usize>) {
         let first = run[0];
         out.members.extend(run.iter().map(|&l| (l, first)));
         out.ends.insert(run[run.len() - 1] + 1, first);
+        out.loaded_ahead.insert(first, std::mem::take(run));
     }
     run.clear();
+}
+
+/// The registers a member's check reads: its address register and its guard's predicate.
+fn reads(line: &Line<'_>) -> Option<Vec<String>> {
+    let (ins, a) = line.first_stmt()?.checked()?;
+    let AddrBase::Reg(r) = &a.base else { return None };
+    let mut read = vec![r.clone()];
+    read.extend(ins.guard.map(|g| g.trim_start_matches('!').to_string()));
+    Some(read)
+}
+
+/// Whether each member's address register and guard hold, at the run's first member, the values
+/// the member reads: no line of the run before it (members included) writes them.
+fn registers_hold_from_start(lines: &[Line<'_>], members: &[usize]) -> bool {
+    let first = members[0];
+    members.iter().all(|&m| reads(&lines[m]).is_some_and(|read| lines[first..m].iter().all(|l| l.dests().all(|d| !read.iter().any(|r| r == d)))))
 }
 
 /// Whether the lines strictly between members `a` and `b` leave the run one straight line with no

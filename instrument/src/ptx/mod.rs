@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 90;
+pub const REVISION: u32 = 91;
 
 /// Instruments a PTX module.
 ///
@@ -897,6 +897,9 @@ impl<'a> Rewriter<'a> {
         if let (Some(&first), false) = (plans.coalescing.runs.ends.get(&i), self.counting) {
             emit::run_branch(&mut self.out, &run_preds(first).0);
         }
+        if let (Some(members), false) = (plans.coalescing.runs.loaded_ahead.get(&i), self.counting) {
+            self.run_prefetch(plans.module.lines, f, &mut w.prefetched, i, members);
+        }
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
         let planned = plans.coalescing.prefetch.at.get(&i).map_or(&[][..], Vec::as_slice);
@@ -971,6 +974,28 @@ impl<'a> Rewriter<'a> {
                 emit::next_iteration_move(&mut self.out, &prefetch_reg(j), &next_iteration_reg(j));
             }
         }
+    }
+
+    /// The shadow bytes of the run of masked accesses whose first member is line `first`, loaded
+    /// before it (masked_runs.rs), when every member has a kernel-parameter fast path (one branch
+    /// skips all the loads) or some member is an atomic (whose order would otherwise hold each
+    /// later member's load back); its members join `prefetched`. Otherwise each member loads its
+    /// own byte.
+    fn run_prefetch(&mut self, lines: &[Line<'_>], f: &FuncState, prefetched: &mut LineSet, first: usize, members: &[usize]) {
+        let mut found = Vec::with_capacity(members.len());
+        for &m in members {
+            let Some((ins, a)) = lines[m].first_stmt().and_then(ParsedStmt::checked) else { return };
+            found.push((m, ins, a, fast_path_at(f, a, 0)));
+        }
+        let all_fast = found.iter().all(|(.., fp)| fp.is_some());
+        let any_atomic = found.iter().any(|(_, _, a, _)| a.kind == crate::abi::AccessKind::Atomic);
+        if !all_fast && !any_atomic {
+            return;
+        }
+        let regs: Vec<emit::RunPrefetch<'_>> = found.iter().map(|(m, ins, a, fp)| emit::RunPrefetch { access: a, guard: ins.guard, fast: fp.as_ref(), reg: prefetch_reg(*m) }).collect();
+        let label = lines::numbered("$gasan_runp_", first);
+        emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &label);
+        prefetched.extend(members.iter().copied());
     }
 
     /// A body line holding a memory access: each statement with its shared/local check and its
@@ -1319,7 +1344,13 @@ impl<'a> Rewriter<'a> {
             if !counting {
                 let unguarded = text.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map_or(text, |(_, rest)| rest.trim_start());
                 let (pred, ok) = run_preds(first);
-                prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first));
+                // (The fast path's label is not used: a member has no branch.)
+                let fast = if prefetched.is_some() { None } else { fast_path_at(f, access, 0) };
+                let byte = match prefetched {
+                    Some(reg) => emit::RunByte::Prefetched(reg),
+                    None => emit::RunByte::Load(fast.as_ref()),
+                };
+                prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first, byte));
             }
             f.uses_shared_fail = true;
             if let Some(k) = key {
@@ -1655,7 +1686,6 @@ struct SpaceAt<'g> {
     ptx_line: &'g dyn Fn(usize) -> usize,
 }
 
-/// The register holding the prefetched shadow byte of the access at body line `line`.
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
 fn fast_path_at(f: &FuncState, a: &access::Access, label: u32) -> Option<bounds::FastPath> {
     f.bounds?.fast_path(a, lines::Numbered("$gasan_inb_", label))
@@ -1668,6 +1698,7 @@ fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32)
     Some(fp)
 }
 
+/// The register holding the prefetched shadow byte of the access at body line `line`.
 fn prefetch_reg(line: usize) -> String {
     lines::numbered("%gsv", line)
 }

@@ -645,6 +645,18 @@ impl<'a> Instr<'a> {
         };
         registers_written(first)
     }
+
+    /// The registers the instruction reads: its sources (every operand but a destination) and
+    /// its guard.
+    pub fn registers_read(&self) -> impl Iterator<Item = &'a str> + '_ {
+        let sources = if self.dests().next().is_some() { &self.operands[1..] } else { &self.operands[..] };
+        sources.iter().copied().chain(self.guard.map(|g| g.trim_start_matches('!'))).flat_map(registers_in)
+    }
+}
+
+/// Register names inside an operand (`%r1`, `[%rd2+4]`, `{%f1, %f2}`).
+fn registers_in(op: &str) -> impl Iterator<Item = &str> {
+    op.split(|c: char| !(c.is_ascii_alphanumeric() || c == '%' || c == '_' || c == '$' || c == '.')).filter(|t| t.starts_with('%') && !t.contains('.'))
 }
 
 /// The registers a checked load or atomic writes ([`Access::dests`]; none for a store, whose address
