@@ -52,43 +52,44 @@ def timed(fn, reps):
     return first, statistics.median(times)
 
 
-def cases(k=K):
-    """name -> a closure launching one kernel of `k` (the kernels module, or a second copy of it:
-    pair.py) on tensors sized as real uses size them."""
-    K = k
+def cases(*mods):
+    """name -> one closure per kernels module in `mods` (default: this one; pair.py passes a
+    second copy), each launching that module's kernel on the same tensors, sized as real uses
+    size them."""
+    mods = mods or (K,)
     dev = "cuda"
     out = {}
     n = 1 << 24
     x, y, z = (torch.randn(n, device=dev) for _ in range(3))
-    out["vector_add"] = lambda: K.vector_add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024)
+    out["vector_add"] = [lambda k=k: k.vector_add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024) for k in mods]
 
     rows, cols = 4096, 1000
     a = torch.randn(rows, cols, device=dev)
     sm = torch.empty_like(a)
-    out["softmax"] = lambda: K.softmax[(rows,)](sm, a, a.stride(0), sm.stride(0), cols, BLOCK=1024)
+    out["softmax"] = [lambda k=k: k.softmax[(rows,)](sm, a, a.stride(0), sm.stride(0), cols, BLOCK=1024) for k in mods]
 
     ln_n = 4096
     lx = torch.randn(rows, ln_n, device=dev)
     ly = torch.empty_like(lx)
     w, b = torch.randn(ln_n, device=dev), torch.randn(ln_n, device=dev)
     mean, rstd = torch.empty(rows, device=dev), torch.empty(rows, device=dev)
-    out["layernorm"] = lambda: K.layernorm[(rows,)](lx, ly, w, b, mean, rstd, lx.stride(0), ln_n, 1e-5, BLOCK=1024)
+    out["layernorm"] = [lambda k=k: k.layernorm[(rows,)](lx, ly, w, b, mean, rstd, lx.stride(0), ln_n, 1e-5, BLOCK=1024) for k in mods]
 
     M = N = Kd = 2048
     ma = torch.randn(M, Kd, device=dev, dtype=torch.float16)
     mb = torch.randn(Kd, N, device=dev, dtype=torch.float16)
     mc = torch.empty(M, N, device=dev, dtype=torch.float16)
     grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))
-    out["matmul"] = lambda: K.matmul[grid](ma, mb, mc, M, N, Kd, ma.stride(0), ma.stride(1), mb.stride(0), mb.stride(1), mc.stride(0), mc.stride(1), BM=128, BN=128, BK=32)
+    out["matmul"] = [lambda k=k: k.matmul[grid](ma, mb, mc, M, N, Kd, ma.stride(0), ma.stride(1), mb.stride(0), mb.stride(1), mc.stride(0), mc.stride(1), BM=128, BN=128, BK=32) for k in mods]
 
     bh, ctx, d = 16, 1024, 64
-    q, k, v = (torch.randn(bh, ctx, d, device=dev, dtype=torch.float16) for _ in range(3))
+    q, kk, v = (torch.randn(bh, ctx, d, device=dev, dtype=torch.float16) for _ in range(3))
     o = torch.empty_like(q)
-    out["attention_fwd"] = lambda: K.attention_fwd[(triton.cdiv(ctx, 64), bh)](q, k, v, o, d, d, d, d, ctx, 0.125, BM=64, BN=64, D=d)
+    out["attention_fwd"] = [lambda k=k: k.attention_fwd[(triton.cdiv(ctx, 64), bh)](q, kk, v, o, d, d, d, d, ctx, 0.125, BM=64, BN=64, D=d) for k in mods]
 
     hx = torch.randint(0, 256, (n,), device=dev, dtype=torch.int32)
     bins = torch.zeros(256, device=dev, dtype=torch.int32)
-    out["histogram"] = lambda: K.histogram[(triton.cdiv(n, 1024),)](hx, bins, n, 256, BLOCK=1024)
+    out["histogram"] = [lambda k=k: k.histogram[(triton.cdiv(n, 1024),)](hx, bins, n, 256, BLOCK=1024) for k in mods]
     return out
 
 
@@ -119,7 +120,7 @@ def main():
         print("SKIPPED: torch.cuda not available")
         return 77
     only = set(filter(None, a.only.split(",")))
-    for name, fn in cases().items():
+    for name, (fn,) in cases().items():
         if only and name not in only:
             continue
         first, steady = timed(fn, a.reps)

@@ -712,7 +712,7 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
 /// address lies outside its parameter's block: inside, the byte would grant the whole granule,
 /// so the register keeps the byte that does, and no member waits on a load.
 #[allow(clippy::too_many_arguments)]
-/// With `prefetched`, the member's shadow byte is already in that register ([`run_prefetch`]).
+/// With [`RunByte::Tested`], the member's verdict is already a bit of a mask ([`run_prefetch`]).
 pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, byte: RunByte<'_>) -> String {
     let (pred, ok) = run;
     let mut s = String::with_capacity(1024);
@@ -722,14 +722,18 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
     }
     let fast = match byte {
         RunByte::Load(fast) => fast,
-        RunByte::Prefetched(_) => None,
+        RunByte::Tested { .. } => None,
     };
     v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", if fast.is_some() { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" }]);
     address_setup(&mut v, a, "%gsa0");
     run_guard(&mut v, ins.guard);
     let guard = "%gsp2";
-    let shadow = match byte {
-        RunByte::Prefetched(reg) => reg,
+    match byte {
+        RunByte::Tested { mask, bit } => {
+            // %gsp1: bad (the mask's bits were set under the member's guard).
+            ln!(v; "and.b32 %gsr0, ", mask, ", ", 1u32 << bit, ";");
+            v.text("setp.ne.u32 %gsp1, %gsr0, 0;");
+        }
         RunByte::Load(_) => {
             // The shadow load's guard: the access's, and (with a fast path) outside the block.
             let load_guard = match fast {
@@ -741,10 +745,9 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
                 None => guard,
             };
             probe_load(&mut v, form, "%gsa0", Some(load_guard), "%gsr0", None);
-            "%gsr0"
+            probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
         }
-    };
-    probe_compare(&mut v, form.scale, shadow, "%gsa0", 0, width, Some(guard));
+    }
     // %gsp1: bad (and guarded). The access runs where its guard holds and it is not bad.
     ln!(v; "not.pred %gsp0, %gsp1;");
     ln!(v; "and.pred ", ok, ", %gsp0, ", guard, ";");
@@ -770,8 +773,9 @@ pub(super) enum RunByte<'a> {
     /// Loaded at the member (under its guard, and outside its parameter's block when it has a
     /// kernel-parameter fast path).
     Load(Option<&'a FastPath>),
-    /// Already in this register ([`run_prefetch`]).
-    Prefetched(&'a str),
+    /// Loaded and tested before the run ([`run_prefetch`]): the member is bad when bit `bit` of
+    /// register `mask` is set.
+    Tested { mask: &'a str, bit: u32 },
 }
 
 /// A run member's guard into `%gsp2` (members are guarded; `!%p` taken as written).
@@ -784,25 +788,32 @@ fn run_guard(v: &mut Lines<'_>, guard: Option<&str>) {
 }
 
 /// One member of a run whose shadow bytes are loaded before it ([`run_prefetch`]): its access,
-/// its guard, its kernel-parameter fast path, and the register its byte goes into.
+/// its guard, its width, its kernel-parameter fast path, and the mask bit its verdict goes into.
 pub(super) struct RunPrefetch<'a> {
     pub access: &'a Access,
     pub guard: Option<&'a str>,
+    pub width: u32,
     pub fast: Option<&'a FastPath>,
-    pub reg: String,
+    pub mask: String,
+    pub bit: u32,
 }
 
-/// Before a run of masked accesses (masked_runs.rs `prefetched`): each member's test first (its
-/// guard, and outside its parameter's block where it has a fast path), the byte that grants the
-/// whole granule in its register, then one branch past every shadow load when no member needs
-/// one; the loads keep [`probe_load`]'s in-pool test. `label`: unique in the function. The
-/// registers are declared in the current scope, for the members.
+/// Before a run of masked accesses (masked_runs.rs `loaded_ahead`): each member's test first (its
+/// guard, and outside its parameter's block where it has a fast path), then one branch past every
+/// shadow load when no member needs one; past it, each such member's byte is loaded (with
+/// [`probe_load`]'s in-pool test) and tested, and a bad one sets its bit in the run's masks (32
+/// members a register). The members then test their bit: the run carries one register per 32
+/// members instead of a byte each, and no member waits on a load. `label`: unique in the
+/// function. The masks are declared in the current scope, for the members.
 pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: &[RunPrefetch<'_>], label: &str) {
     let mut v = Lines::new(out, indent);
-    for m in members {
-        ln!(v; ".reg .b32 ", m.reg, ";");
+    let mut masks: Vec<&str> = members.iter().map(|m| m.mask.as_str()).collect();
+    masks.dedup();
+    for mask in &masks {
+        ln!(v; ".reg .b32 ", mask, ";");
+        ln!(v; "mov.b32 ", mask, ", 0;");
     }
-    v.texts(&["{", ".reg .b64 %gsa<3>;"]);
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;"]);
     ln!(v; ".reg .pred %gsp<3>, %gsq<", members.len(), ">;");
     for (k, m) in members.iter().enumerate() {
         address_setup(&mut v, m.access, "%gsa0");
@@ -814,7 +825,6 @@ pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: 
             }
             None => ln!(v; "mov.pred %gsq", k, ", %gsp2;"),
         }
-        ln!(v; "mov.u32 ", m.reg, ", ", OUT_OF_POOL_SHADOW, ";");
         if k == 0 {
             v.text("mov.pred %gsp1, %gsq0;");
         } else {
@@ -823,8 +833,11 @@ pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: 
     }
     ln!(v; "@!%gsp1 bra ", label, ";");
     for (k, m) in members.iter().enumerate() {
+        let q = format!("%gsq{k}");
         address_setup(&mut v, m.access, "%gsa0");
-        probe_load(&mut v, form, "%gsa0", Some(&format!("%gsq{k}")), &m.reg, None);
+        probe_load(&mut v, form, "%gsa0", Some(&q), "%gsr0", None);
+        probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, m.width, Some(&q));
+        ln!(v; "@%gsp1 or.b32 ", m.mask, ", ", m.mask, ", ", 1u32 << m.bit, ";");
     }
     ln!(v; label, ":");
     v.text("}");

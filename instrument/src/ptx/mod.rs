@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 91;
+pub const REVISION: u32 = 92;
 
 /// Instruments a PTX module.
 ///
@@ -977,7 +977,7 @@ impl<'a> Rewriter<'a> {
     }
 
     /// The shadow bytes of the run of masked accesses whose first member is line `first`, loaded
-    /// before it (masked_runs.rs), when every member has a kernel-parameter fast path (one branch
+    /// and tested before it (masked_runs.rs), when every member has a kernel-parameter fast path (one branch
     /// skips all the loads) or some member is an atomic (whose order would otherwise hold each
     /// later member's load back); its members join `prefetched`. Otherwise each member loads its
     /// own byte.
@@ -992,7 +992,12 @@ impl<'a> Rewriter<'a> {
         if !all_fast && !any_atomic {
             return;
         }
-        let regs: Vec<emit::RunPrefetch<'_>> = found.iter().map(|(m, ins, a, fp)| emit::RunPrefetch { access: a, guard: ins.guard, fast: fp.as_ref(), reg: prefetch_reg(*m) }).collect();
+        let mut regs: Vec<emit::RunPrefetch<'_>> = Vec::with_capacity(found.len());
+        for (pos, (_, ins, a, fp)) in found.iter().enumerate() {
+            let access::Width::Fixed(width) = a.width else { return };
+            let (mask, bit) = run_mask_bit(first, pos);
+            regs.push(emit::RunPrefetch { access: a, guard: ins.guard, width, fast: fp.as_ref(), mask, bit });
+        }
         let label = lines::numbered("$gasan_runp_", first);
         emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &label);
         prefetched.extend(members.iter().copied());
@@ -1030,6 +1035,11 @@ impl<'a> Rewriter<'a> {
         let hoisted: Vec<(Option<&ParsedStmt<'_>>, usize, Option<Loc>)> =
             coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.module.lines[l].first_stmt(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
+        // A member of a run tested before it (emit::run_prefetch): its verdict's mask bit.
+        let run_bit = coalescing.runs.members.get(&i).filter(|_| w.prefetched.contains(&i)).and_then(|&first| {
+            let pos = coalescing.runs.loaded_ahead.get(&first)?.iter().position(|&m| m == i)?;
+            Some(run_mask_bit(first, pos))
+        });
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
             let stmt = parsed.text;
             let mut text = String::with_capacity(stmt.len() + 1);
@@ -1051,6 +1061,7 @@ impl<'a> Rewriter<'a> {
                 prefetched: prefetched.as_deref(),
                 batched: w.batched.contains(&i),
                 run: coalescing.runs.members.get(&i).map(|&first| (first, first == i)),
+                run_bit: run_bit.as_ref().map(|(mask, bit)| (mask.as_str(), *bit)),
                 in_loop_copy: plans.module.copies.contains(&i),
                 range_tested: plans.module.covered.contains(&i),
             };
@@ -1235,7 +1246,7 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
-        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, in_loop_copy, range_tested } = *s;
+        let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, run_bit, in_loop_copy, range_tested } = *s;
         let stmt = parsed.text;
         let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
@@ -1345,9 +1356,9 @@ impl<'a> Rewriter<'a> {
                 let unguarded = text.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map_or(text, |(_, rest)| rest.trim_start());
                 let (pred, ok) = run_preds(first);
                 // (The fast path's label is not used: a member has no branch.)
-                let fast = if prefetched.is_some() { None } else { fast_path_at(f, access, 0) };
-                let byte = match prefetched {
-                    Some(reg) => emit::RunByte::Prefetched(reg),
+                let fast = if run_bit.is_some() { None } else { fast_path_at(f, access, 0) };
+                let byte = match run_bit {
+                    Some((mask, bit)) => emit::RunByte::Tested { mask, bit },
                     None => emit::RunByte::Load(fast.as_ref()),
                 };
                 prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first, byte));
@@ -1669,6 +1680,8 @@ struct Statement<'s> {
     /// A member of a run of masked accesses checked without branches (masked_runs.rs): the
     /// run's first line, and whether it is this one.
     run: Option<(usize, bool)>,
+    /// A run member whose verdict was tested before its run: its mask register and bit.
+    run_bit: Option<(&'s str, u32)>,
     /// A statement of a fast loop copy (loops.rs), counted apart from the module's statistics.
     in_loop_copy: bool,
     /// An access of a fast loop copy that its loop's range test covers: no check, no count.
@@ -1701,6 +1714,12 @@ fn fast_path_of(f: &FuncState, a: Option<&access::Access>, next_label: &mut u32)
 /// The register holding the prefetched shadow byte of the access at body line `line`.
 fn prefetch_reg(line: usize) -> String {
     lines::numbered("%gsv", line)
+}
+
+/// The mask register and bit of the verdict of member `pos` of the run whose first member is body
+/// line `first`, when its bytes are tested before it ([`emit::run_prefetch`]).
+fn run_mask_bit(first: usize, pos: usize) -> (String, u32) {
+    (format!("%gsm{first}_{}", pos / 32), (pos % 32) as u32)
 }
 
 /// The predicates of the run of masked accesses whose first member is body line `line`: some
