@@ -72,15 +72,6 @@ def first_launch(fn, ptxas):
     return kernel.asm.get("cubin", b"") if kernel is not None and hasattr(kernel, "asm") else b""
 
 
-def event_time(fn):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1000.0
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=300)
@@ -105,9 +96,9 @@ def main():
         for i in range(a.reps):
             # Alternate which goes first, so neither always follows the other.
             if i % 2:
-                c, n = event_time(checked), event_time(native)
+                c, n = B.event_time(checked), B.event_time(native)
             else:
-                n, c = event_time(native), event_time(checked)
+                n, c = B.event_time(native), B.event_time(checked)
             tn.append(n)
             tc.append(c)
             r.append(c / n)

@@ -41,15 +41,17 @@ def timed(fn, reps):
     first = time.perf_counter() - t
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1000.0)
-    return first, statistics.median(times)
+    return first, statistics.median(event_time(fn) for _ in range(reps))
+
+
+def event_time(fn):
+    """One call of fn in µs, timed by CUDA events around it."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1000.0
 
 
 def cases(*mods):
