@@ -1644,15 +1644,17 @@ proptest! {
         let live = |k: u64| k < u64::from(n) && v(k) < u64::from(n_bins);
         let first_bad = (0..lanes as u64).find(|&k| live(k) && v(k) >= len_b).map(|k| bins.start + 4 * v(k));
         let params = [("k_idx", idx.start), ("k_bins", bins.start), ("k_n", u64::from(n)), ("k_nbins", u64::from(n_bins))];
-        let (reported, m) = run_traced(&histogram_kernel(lanes), super::InstrumentOptions::default(), &params, vec![idx, bins], None);
-        prop_assert_eq!(reported, first_bad.is_some(), "n={} n_bins={} len_b={} v={:?}", n, n_bins, len_b, (0..lanes as u64).map(v).collect::<Vec<_>>());
-        if reported {
-            prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad);
+        for opts in [super::InstrumentOptions::default(), super::InstrumentOptions { aligned_pool: true, ..Default::default() }] {
+            let (reported, m) = run_traced(&histogram_kernel(lanes), opts, &params, vec![idx, bins], None);
+            prop_assert_eq!(reported, first_bad.is_some(), "n={} n_bins={} len_b={} v={:?} aligned={}", n, n_bins, len_b, (0..lanes as u64).map(v).collect::<Vec<_>>(), opts.aligned_pool);
+            if reported {
+                prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad);
+            }
+            prop_assert!(m.accesses.iter().all(|&(_, a, w)| (a >= idx.start && a + w <= idx.end) || (a >= bins.start && a + w <= bins.end)), "an access outside: {:x?}", m.accesses);
+            // Every shadow byte of an atomic is loaded before the first atomic is made.
+            let loads_done = m.accesses.iter().filter(|&&(_, a, _)| a >= idx.start && a < idx.end).count();
+            prop_assert!(m.shadow_loads.iter().all(|&made| made <= loads_done), "a shadow load after an atomic: {:?} (index loads {})", m.shadow_loads, loads_done);
         }
-        prop_assert!(m.accesses.iter().all(|&(_, a, w)| (a >= idx.start && a + w <= idx.end) || (a >= bins.start && a + w <= bins.end)), "an access outside: {:x?}", m.accesses);
-        // Every shadow byte of an atomic is loaded before the first atomic is made.
-        let loads_done = m.accesses.iter().filter(|&&(_, a, _)| a >= idx.start && a < idx.end).count();
-        prop_assert!(m.shadow_loads.iter().all(|&made| made <= loads_done), "a shadow load after an atomic: {:?} (index loads {})", m.shadow_loads, loads_done);
     }
 }
 
