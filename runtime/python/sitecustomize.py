@@ -27,6 +27,11 @@ start-up. It
   not gasan's allocations (its BFC pool's slices, or with `platform` XLA's own VMM mappings) and
   kernels' accesses to them are not checked. JAX reads the variable when it first uses the GPU;
   it is left as the program set it;
+- explains, when PyTorch refuses to share a CUDA tensor with another process because its
+  allocator is the `cudaMallocAsync` backend (gasan-run's default setting where the user set
+  none): PyTorch's own message ("cudaMallocAsync does not yet support shareIpcHandle") does not
+  say that gasan chose the backend, nor how to run such a program (`--framework-pools 0`). The
+  error stays a RuntimeError, with both messages;
 - then runs the `sitecustomize` this one shadows, if there is one (the next on `sys.path`), as if
   gasan were not there.
 
@@ -196,6 +201,39 @@ def _gasan_jax(lib):
     _gasan_xla_front_end(lib)
 
 
+# What PyTorch's cudaMallocAsync backend raises when a tensor is shared between processes
+# (c10/cuda/CUDAMallocAsyncAllocator.cpp: shareIpcHandle, getIpcDevPtr).
+_GASAN_ASYNC_NO_IPC = "cudaMallocAsync does not yet support"
+
+
+def _gasan_torch_sharing(torch):
+    """Wraps `torch.UntypedStorage._share_cuda_` (what torch.multiprocessing's reductions call)
+    so that the async backend's refusal says what gasan-run set and what to do."""
+    storage = getattr(torch, "UntypedStorage", None)
+    share = getattr(storage, "_share_cuda_", None)
+    if share is None or getattr(share, "_gasan", False):
+        return
+
+    def _share_cuda_(self, *args, **kwargs):
+        try:
+            return share(self, *args, **kwargs)
+        except RuntimeError as e:
+            if _GASAN_ASYNC_NO_IPC not in str(e):
+                raise
+            raise RuntimeError(
+                "%s\n[gasan] gasan-run set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (framework_pools=1) so that each tensor "
+                "is a checked allocation, and with that backend PyTorch cannot share CUDA tensors between processes "
+                "(torch.multiprocessing). Run this program with gasan-run --framework-pools 0: tensors are then checked by "
+                "the caching allocator's segments, not one by one." % e
+            ) from e
+
+    _share_cuda_._gasan = True
+    try:
+        storage._share_cuda_ = _share_cuda_
+    except Exception as e:
+        _gasan_say("could not wrap torch.UntypedStorage._share_cuda_ (%s): PyTorch's own message stays" % e)
+
+
 class _GasanLoader(object):
     """Wraps a module's loader: runs it, then the action; everything else goes to the original."""
 
@@ -269,7 +307,7 @@ def _gasan_install():
         return p != "" and os.path.realpath(p) == here
 
     sys.path[:] = [p for p in sys.path if not ours(p)]
-    for name, action in (("cupy", _gasan_cupy_pools_off), ("jax._src.lib", _gasan_jax)):
+    for name, action in (("cupy", _gasan_cupy_pools_off), ("jax._src.lib", _gasan_jax), ("torch", _gasan_torch_sharing)):
         if name in sys.modules:
             action(sys.modules[name])
         else:

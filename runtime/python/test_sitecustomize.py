@@ -233,5 +233,60 @@ class XlaDataDirectory(unittest.TestCase):
         self.assertEqual((got["cuda_path"], got["real"], err), (first["cuda_path"], None, ""))
 
 
+# A stand-in `torch` whose storage refuses to share as PyTorch's cudaMallocAsync backend does
+# (REFUSE) or shares (a handle tuple); the child prints what `_share_cuda_` raised or returned.
+TORCH = r"""
+class UntypedStorage(object):
+    REFUSE = %r
+    def _share_cuda_(self):
+        if self.REFUSE:
+            raise RuntimeError("cudaMallocAsync does not yet support shareIpcHandle. If you need it, please file an issue describing your use case.")
+        return (0, b"handle", 64)
+"""
+
+SHARE = r"""
+import json, torch
+try:
+    out = {"returned": list(map(str, torch.UntypedStorage()._share_cuda_()))}
+except RuntimeError as e:
+    out = {"raised": str(e), "cause": str(e.__cause__)}
+print(json.dumps(out))
+"""
+
+
+class TorchSharing(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp(prefix="gasan-hook-test-")
+        self.addCleanup(shutil.rmtree, self.d, True)
+        os.mkdir(os.path.join(self.d, "hook"))
+        shutil.copy(HOOK, os.path.join(self.d, "hook", "sitecustomize.py"))
+
+    def run_child(self, refuse, hook=True):
+        torch = os.path.join(self.d, "fake", "torch")
+        shutil.rmtree(os.path.join(self.d, "fake"), True)
+        os.makedirs(torch)
+        with open(os.path.join(torch, "__init__.py"), "w") as f:
+            f.write(TORCH % refuse)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GASAN_OPTIONS")}
+        env["PYTHONPATH"] = ((os.path.join(self.d, "hook") + ":") if hook else "") + os.path.join(self.d, "fake")
+        p = subprocess.run([sys.executable, "-c", SHARE], env=env, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_the_async_backends_refusal_says_what_gasan_set_and_what_to_run(self):
+        got = self.run_child(refuse=True)
+        self.assertIn("does not yet support shareIpcHandle", got["raised"])
+        self.assertIn("--framework-pools 0", got["raised"])
+        self.assertIn("backend:cudaMallocAsync", got["raised"])
+        self.assertIn("does not yet support shareIpcHandle", got["cause"], "PyTorch's error is kept as the cause")
+
+    def test_without_the_hook_pytorchs_message_is_alone(self):
+        got = self.run_child(refuse=True, hook=False)
+        self.assertNotIn("gasan", got["raised"])
+
+    def test_a_storage_that_shares_is_left_as_it_is(self):
+        self.assertEqual(self.run_child(refuse=False), {"returned": ["0", "b'handle'", "64"]})
+
+
 if __name__ == "__main__":
     unittest.main()
