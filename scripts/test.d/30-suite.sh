@@ -39,3 +39,5 @@ echo "built: suite ($n_suite programs), $n_bench benchmarks, GPU verification ca
 (cd runtime/gpu/python && python3 -m unittest -v test_run_groups 2>&1)
 # gasan's Python start-up hook points JAX's XLA at gasan-ptxas (a stand-in jax._src.lib).
 (cd runtime/python && python3 -m unittest -v test_sitecustomize 2>&1)
+# benches/jit/pair.py (checked against native Triton kernels in one process), with stand-in modules.
+(cd benches/jit && python3 -m unittest -v test_pair 2>&1)

@@ -1,0 +1,119 @@
+"""pair.py with stand-in torch, triton and kernels modules (no GPU): the native copy is compiled
+with the real ptxas in a Triton cache directory of its own (Triton keys its disk cache on the
+ptxas version once per process, so a shared cache would hand it the checked cubin), the process's
+own settings come back afterwards, both copies launch on the same tensors, and a cubin that is not
+what it should be makes the exit status 1.
+
+Run: cd benches/jit && python3 -m unittest -v test_pair
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+TORCH = r'''
+import time
+class _Event:
+    def __init__(self, enable_timing=True): self.t = 0.0
+    def record(self): self.t = time.perf_counter()
+    def synchronize(self): pass
+    def elapsed_time(self, o): return (o.t - self.t) * 1000.0
+class cuda:
+    Event = _Event
+    @staticmethod
+    def is_available(): return True
+    @staticmethod
+    def synchronize(): pass
+float16 = int32 = None
+class _Tensor:
+    def stride(self, i): return 1
+def _t(*a, **k): return _Tensor()
+randn = empty_like = empty = randint = zeros = _t
+'''
+
+TRITON = r'''
+def cdiv(a, b): return (a + b - 1) // b
+def jit(f): return f
+'''
+
+# Each launch logs (module, kernel, ptxas, cache dir, tensor ids) and returns a kernel whose cubin
+# holds gasan's control block when the ptxas that "compiled" it was gasan's (MARK_BOTH: always).
+KERNELS = r'''
+import json, os
+LOG = os.environ["PAIR_TEST_LOG"]
+class _Compiled:
+    def __init__(self, checked): self.asm = {"cubin": b"..__gasan_ctl.." if checked else b"plain"}
+class _Kernel:
+    def __init__(self, name): self.name = name
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            ptxas = os.environ.get("TRITON_PTXAS_PATH", "")
+            with open(LOG, "a") as f:
+                f.write(json.dumps([__name__, self.name, ptxas, os.environ.get("TRITON_CACHE_DIR"), [id(a) for a in args[:2]]]) + "\n")
+            return _Compiled("gasan" in ptxas or os.environ.get("MARK_BOTH") == "1")
+        return launch
+vector_add, softmax, layernorm, matmul, attention_fwd, histogram = (_Kernel(n) for n in ("vector_add", "softmax", "layernorm", "matmul", "attention_fwd", "histogram"))
+'''
+
+
+class Pair(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp(prefix="gasan-pair-test-")
+        self.addCleanup(shutil.rmtree, self.d, True)
+        os.makedirs(os.path.join(self.d, "benches", "jit"))
+        os.makedirs(os.path.join(self.d, "jit", "triton"))
+        os.makedirs(os.path.join(self.d, "site", "triton"))
+        for name in ("pair.py", "triton_bench.py"):
+            shutil.copy(os.path.join(HERE, name), os.path.join(self.d, "benches", "jit", name))
+        with open(os.path.join(self.d, "jit", "triton", "kernels.py"), "w") as f:
+            f.write(KERNELS)
+        with open(os.path.join(self.d, "site", "torch.py"), "w") as f:
+            f.write(TORCH)
+        with open(os.path.join(self.d, "site", "triton", "__init__.py"), "w") as f:
+            f.write(TRITON)
+        self.log = os.path.join(self.d, "log")
+
+    def run_pair(self, **env_extra):
+        env = {k: v for k, v in os.environ.items() if k not in ("GASAN_REAL_PTXAS", "TRITON_CACHE_DIR", "MARK_BOTH")}
+        env.update(PYTHONPATH=os.path.join(self.d, "site"), PAIR_TEST_LOG=self.log, TRITON_PTXAS_PATH="/tools/gasan/ptxas", **env_extra)
+        p = subprocess.run([sys.executable, os.path.join(self.d, "benches", "jit", "pair.py"), "--reps", "4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        import json
+        with open(self.log) as f:
+            launches = [json.loads(line) for line in f]
+        return p, launches
+
+    def test_the_native_copy_compiles_with_the_real_ptxas_in_a_cache_of_its_own(self):
+        p, launches = self.run_pair(GASAN_REAL_PTXAS="/real/ptxas")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [line for line in p.stdout.splitlines() if line.startswith("PAIR ")]
+        self.assertEqual(len(rows), 6, p.stdout)
+        self.assertTrue(all(r.endswith("checked_cubin yes") for r in rows), p.stdout)
+        for kernel in ("vector_add", "histogram"):
+            first = {}
+            for module, name, ptxas, cache, tensors in launches:
+                if name == kernel:
+                    first.setdefault(module, (ptxas, cache, tensors))
+            self.assertEqual(first["kernels"][0], "/tools/gasan/ptxas")
+            self.assertIsNone(first["kernels"][1], "the checked copy keeps the process's cache")
+            self.assertEqual(first["kernels_native"][0], "/real/ptxas")
+            self.assertIsNotNone(first["kernels_native"][1], "the native copy compiles in a cache of its own")
+            self.assertEqual(first["kernels"][2], first["kernels_native"][2], "both copies launch on the same tensors")
+        # After its first launch each native kernel runs with the process's settings again.
+        for kernel in ("vector_add", "softmax", "histogram"):
+            later = [(ptxas, cache) for module, name, ptxas, cache, _ in launches if module == "kernels_native" and name == kernel][1:]
+            self.assertTrue(later and all(x == ("/tools/gasan/ptxas", None) for x in later), later)
+        self.assertIn("PAIRS geomean", p.stdout)
+
+    def test_a_native_copy_holding_gasans_checks_fails_the_run(self):
+        p, _ = self.run_pair(GASAN_REAL_PTXAS="/real/ptxas", MARK_BOTH="1")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("checked_cubin no", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
