@@ -17,15 +17,16 @@
 //! the report ends the kernel.
 //!
 //! Where every member's address register and guard already hold their values at the run's first
-//! member (nothing in the run writes them), the members' shadow bytes are loaded before the run
-//! instead ([`RunPlan::loaded_ahead`]): with kernel-parameter fast paths (bounds.rs), the members'
-//! address tests go first and one branch skips every load when all of them pass, so no load is
-//! left inside the run. A run of atomics with acquire-release order (Triton's `tl.atomic_add`)
+//! member (nothing in the run writes them), the members' shadow bytes are loaded and tested before
+//! the run instead ([`RunPlan::loaded_ahead`]; emit.rs `run_prefetch`), their verdicts kept as bits
+//! of a mask: with kernel-parameter fast paths (bounds.rs), the members' address tests go first and
+//! one branch skips every load when all of them pass, so no load is left inside the run. A run of atomics with acquire-release order (Triton's `tl.atomic_add`)
 //! otherwise waits for each atomic's round trip before the next member's shadow load, and the
 //! next atomic for that load: twice the atomics' own time (benches/jit/pair.py, histogram).
 //!
-//! Members are plain single checks (prefetch.rs's candidates) with a guard, lines of one
-//! statement; between two members only lines without a memory operand, a label, a branch, a
+//! Members are plain single checks (prefetch.rs's candidates) with a guard, and guarded atomics,
+//! lines of one statement; a member whose address or guard is computed from the run's own loads
+//! starts a new run; between two members only lines without a memory operand, a label, a branch, a
 //! barrier or any other statement that ends a check's window ([`Line::kills_checks`]), and
 //! nothing but `.loc` of the directives.
 
@@ -163,6 +164,26 @@ mod tests {
         let src = "\t@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];\n\tld.global.b16 %rs3, [%rd2];";
         let l = lines(src);
         assert!(plan(&l, &[cand(0, true), cand(1, false)], &LineSet::default()).members.is_empty(), "an unguarded access is no member");
+    }
+
+    #[test]
+    fn a_member_addressed_by_the_runs_own_loads_starts_a_run_whose_bytes_load_ahead() {
+        // Two index loads, then two atomics at addresses computed from the loaded indices: two
+        // runs, each of whose members' registers hold from its start.
+        let src = "\t@%p1 ld.global.b32 { %r1 }, [ %rd1 + 0 ];\n\t@%p2 ld.global.b32 { %r2 }, [ %rd2 + 0 ];\n\tmad.wide.s32 %rd9, %r1, 4, %rd8;\n\tmad.wide.s32 %rd10, %r2, 4, %rd8;\n\t@%p1 atom.global.add.u32 %r3, [ %rd9 + 0 ], 1;\n\t@%p2 atom.global.add.u32 %r4, [ %rd10 + 0 ], 1;";
+        let l = lines(src);
+        let p = plan(&l, &[cand(0, true), cand(1, true), cand(4, true), cand(5, true)], &LineSet::default());
+        assert_eq!(p.members.get(&4), Some(&4), "the first atomic starts a run");
+        assert_eq!(p.members.get(&1), Some(&0));
+        assert_eq!(p.loaded_ahead.get(&0), Some(&vec![0, 1]));
+        assert_eq!(p.loaded_ahead.get(&4), Some(&vec![4, 5]));
+        // An address computed inside the run from a register loaded before it keeps one run, whose
+        // bytes cannot load ahead (the second address is not yet computed at its start).
+        let src = "\t@%p1 ld.global.f32 %f2, [%rd8];\n\tadd.s64 %rd10, %rd4, %rd9;\n\t@%p1 ld.global.f32 %f3, [%rd10];";
+        let l = lines(src);
+        let p = plan(&l, &[cand(0, true), cand(2, true)], &LineSet::default());
+        assert_eq!(p.members.len(), 2);
+        assert!(p.loaded_ahead.is_empty());
     }
 
     #[test]
