@@ -17,7 +17,6 @@ exit status 1.
 Usage: gasan-run -- python3 pair.py [--reps N] [--only a,b]
 """
 
-import argparse
 import importlib.util
 import math
 import os
@@ -73,14 +72,10 @@ def first_launch(fn, ptxas):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=300)
-    ap.add_argument("--only", default="")
-    a = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIPPED: torch.cuda not available")
+    started = B.start(__doc__, 300)
+    if started is None:
         return 77
-    only = set(filter(None, a.only.split(",")))
+    a, only = started
     ratios, ok = [], True
     # The two copies launch on the same tensors: where a buffer lies can move a kernel's time
     # (the histogram's atomics), and must not be taken for the checks' cost.

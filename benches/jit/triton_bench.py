@@ -112,16 +112,26 @@ def model(steps):
     return compile_s, step_us / 1000.0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=50)
+def start(doc, reps, *extra):
+    """The arguments of a benchmark script (`--reps`, default `reps`; `--only`; `extra` flags) and
+    the kernels `--only` names, or None when there is no CUDA device (said on stdout)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=reps)
     ap.add_argument("--only", default="")
-    ap.add_argument("--no-model", action="store_true")
+    for flag in extra:
+        ap.add_argument(flag, action="store_true")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("SKIPPED: torch.cuda not available")
+        return None
+    return a, set(filter(None, a.only.split(",")))
+
+
+def main():
+    started = start(__doc__, 50, "--no-model")
+    if started is None:
         return 77
-    only = set(filter(None, a.only.split(",")))
+    a, only = started
     for name, (fn,) in cases().items():
         if only and name not in only:
             continue

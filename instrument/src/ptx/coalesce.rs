@@ -109,8 +109,8 @@ pub(super) fn plan_range<'l, 'a>(
             finish_all(&mut groups, &mut plan);
             if has_address && runs && line.is_lone_statement() {
                 if let Some((ins, a)) = line.first_stmt().and_then(|st| st.checked()) {
-                    if let (AddrBase::Reg(r), Width::Fixed(_), false, None, AccessKind::Atomic, Some(_)) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind, ins.guard) {
-                        atomics.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: true, loc });
+                    if let (Some((r, _)), AccessKind::Atomic, Some(_)) = (single_check(a), a.kind, ins.guard) {
+                        atomics.push(super::prefetch::Candidate { line: i, base: r.to_string(), guarded: true, loc });
                     }
                 }
             }
@@ -128,10 +128,10 @@ pub(super) fn plan_range<'l, 'a>(
             // The line's one statement (Line::stmts splits it as `body.trim()`).
             if let Some((ins, a)) = line.first_stmt().and_then(|st| st.checked()) {
                 check_lines.insert(i);
-                if let (AddrBase::Reg(r), Width::Fixed(w), false, None, true) = (&a.base, &a.width, a.bulk, &a.guard_nonzero, a.kind != AccessKind::Atomic) {
-                    let key = (r.as_str(), ins.guard.unwrap_or(""));
-                    groups.push(key, Entry { line: i, offset: a.offset, width: *w, loc });
-                    candidates.push(super::prefetch::Candidate { line: i, base: r.clone(), guarded: ins.guard.is_some(), loc });
+                if let (Some((r, w)), true) = (single_check(a), a.kind != AccessKind::Atomic) {
+                    let key = (r, ins.guard.unwrap_or(""));
+                    groups.push(key, Entry { line: i, offset: a.offset, width: w, loc });
+                    candidates.push(super::prefetch::Candidate { line: i, base: r.to_string(), guarded: ins.guard.is_some(), loc });
                 }
             }
         } else if has_address && !single && line.stmts().iter().any(|st| st.checked_access().is_some()) {
@@ -263,5 +263,14 @@ fn finish(g: Vec<Entry>, plan: &mut Plan) {
     }
     if !hoisted.is_empty() {
         plan.hoist.insert(first, hoisted);
+    }
+}
+
+/// The address register and width of a plain single check (what groups, prefetches and masked
+/// runs take): an address in a register, a fixed width, no bulk copy, no nonzero-size guard.
+fn single_check(a: &super::access::Access) -> Option<(&str, u32)> {
+    match (&a.base, &a.width, a.bulk, &a.guard_nonzero) {
+        (AddrBase::Reg(r), Width::Fixed(w), false, None) => Some((r.as_str(), *w)),
+        _ => None,
     }
 }

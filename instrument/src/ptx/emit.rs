@@ -710,9 +710,9 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
 /// branched on after its last ([`run_branch`]). No branch: the run stays one basic block.
 /// With a kernel-parameter fast path (bounds.rs), the shadow byte is loaded only where the
 /// address lies outside its parameter's block: inside, the byte would grant the whole granule,
-/// so the register keeps the byte that does, and no member waits on a load.
+/// so the register keeps the byte that does, and no member waits on a load. With
+/// [`RunByte::Tested`], the member's verdict is already a bit of a mask ([`run_prefetch`]).
 #[allow(clippy::too_many_arguments)]
-/// With [`RunByte::Tested`], the member's verdict is already a bit of a mask ([`run_prefetch`]).
 pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, byte: RunByte<'_>) -> String {
     let (pred, ok) = run;
     let mut s = String::with_capacity(1024);
@@ -720,11 +720,8 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
     if first {
         ln!(v; ".reg .pred ", pred, ", ", ok, ";");
     }
-    let fast = match byte {
-        RunByte::Load(fast) => fast,
-        RunByte::Tested { .. } => None,
-    };
-    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", if fast.is_some() { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" }]);
+    let preds = if matches!(byte, RunByte::Load(Some(_))) { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" };
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", preds]);
     address_setup(&mut v, a, "%gsa0");
     run_guard(&mut v, ins.guard);
     let guard = "%gsp2";
@@ -734,7 +731,7 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
             ln!(v; "and.b32 %gsr0, ", mask, ", ", 1u32 << bit, ";");
             v.text("setp.ne.u32 %gsp1, %gsr0, 0;");
         }
-        RunByte::Load(_) => {
+        RunByte::Load(fast) => {
             // The shadow load's guard: the access's, and (with a fast path) outside the block.
             let load_guard = match fast {
                 Some(fp) => {

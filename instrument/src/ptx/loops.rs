@@ -325,15 +325,6 @@ impl<'a> BodyStmt<'a> {
     fn new(line: usize, ins: Instr<'a>) -> Self {
         BodyStmt { line, dests: ins.dests().collect(), reads: ins.registers_read().collect(), ins }
     }
-
-    /// The source operands (all operands but the destination).
-    fn sources(&self) -> &[&'a str] {
-        if self.dests.is_empty() {
-            &self.ins.operands
-        } else {
-            &self.ins.operands[1..]
-        }
-    }
 }
 
 /// The symbolic value of one body statement: for each source operand, the statement defining it
@@ -378,7 +369,7 @@ fn walk<'b, 'a>(body: &'b [BodyStmt<'a>], candidates: &HashSet<&'a str>, written
     let mut stmts: Vec<Stmt> = Vec::with_capacity(body.len());
     let mut last_def: HashMap<&'a str, usize> = HashMap::default();
     for (idx, b) in body.iter().enumerate() {
-        let sources = b.sources();
+        let sources = b.ins.sources();
         let (srcs, src_vals): (Vec<_>, Vec<_>) = sources.iter().map(|op| operand(op, &last_def, &stmts, candidates, written, regs)).unzip();
         let val = if b.ins.guard.is_some() || b.dests.len() != 1 { Val::Opaque } else { eval(&b.ins, sources, &src_vals, regs) };
         stmts.push(Stmt { srcs, src_vals, val });
@@ -508,7 +499,7 @@ fn clip_of(body: &[BodyStmt<'_>], walked: &Body<'_, '_>, j: usize, size_reg: Opt
         preds.extend(def_before(body, j, p).map(|d| (d, negated)));
     }
     // The source size's definition: a `selp` keeps it 0 unless its predicate says otherwise.
-    let mut size = size_reg.and_then(|r| body[j].sources().iter().position(|o| o.trim() == r)).and_then(|i| walked.stmts[j].srcs[i]);
+    let mut size = size_reg.and_then(|r| body[j].ins.sources().iter().position(|o| o.trim() == r)).and_then(|i| walked.stmts[j].srcs[i]);
     while let Some(d) = size.take() {
         let ins = &body[d].ins;
         if ins.opcode.op != Op::Selp || ins.guard.is_some() || ins.operands.len() != 4 {
@@ -789,7 +780,7 @@ fn analyze(facts: &ModuleFacts<'_, '_>, label: &str, (s, e): (usize, usize), dec
         let Some(a) = lines[b.line].first_stmt().and_then(|st| st.checked_access()) else { continue };
         let (AddrBase::Reg(r), Width::Fixed(w), false) = (&a.base, &a.width, a.bulk) else { continue };
         // The address register's definition and value as this statement sees them.
-        let Some(i) = b.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };
+        let Some(i) = b.ins.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };
         let (def, val) = (st.srcs[i], &st.src_vals[i]);
         if !val.affine() {
             continue;
@@ -1215,7 +1206,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 continue;
             }
             let st = &self.body.stmts[d];
-            for (op, src) in self.body.body[d].sources().iter().zip(&st.srcs) {
+            for (op, src) in self.body.body[d].ins.sources().iter().zip(&st.srcs) {
                 match src {
                     Some(s) => stack.push(*s),
                     None => {
@@ -1266,7 +1257,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
         }
         let mut srcs = Vec::new();
-        for (op, src) in b.sources().iter().zip(&st.srcs) {
+        for (op, src) in b.ins.sources().iter().zip(&st.srcs) {
             srcs.push(match src {
                 Some(s) => self.value_of_stmt(*s, at, memo, last)?,
                 None if op.starts_with('%') => self.entry(op, at, last),
@@ -1395,7 +1386,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
     /// prefix of the loop's iterations).
     fn trip_count(&mut self, exit: &Exit, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>, over: Option<&str>) -> Option<String> {
         let st = &self.body.stmts[exit.setp];
-        let ops = self.body.body[exit.setp].sources();
+        let ops = self.body.body[exit.setp].ins.sources();
         let vals = &st.src_vals;
         // One side moves, the other is the bound.
         let (c_src, b_src, cmp) = match (&vals[0], &vals[1]) {

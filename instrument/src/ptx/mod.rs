@@ -898,7 +898,7 @@ impl<'a> Rewriter<'a> {
             emit::run_branch(&mut self.out, &run_preds(first).0);
         }
         if let (Some(members), false) = (plans.coalescing.runs.loaded_ahead.get(&i), self.counting) {
-            self.run_prefetch(plans.module.lines, f, &mut w.prefetched, i, members);
+            self.run_prefetch(plans.module.lines, f, &mut w.tested_runs, i, members);
         }
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
@@ -980,27 +980,27 @@ impl<'a> Rewriter<'a> {
     /// and tested before it (masked_runs.rs), when every member has a kernel-parameter fast path (one branch
     /// skips all the loads) or some member is an atomic (whose order would otherwise hold each
     /// later member's load back); its members join `prefetched`. Otherwise each member loads its
-    /// own byte.
-    fn run_prefetch(&mut self, lines: &[Line<'_>], f: &FuncState, prefetched: &mut LineSet, first: usize, members: &[usize]) {
+    /// own byte. Whether it was tested ahead is recorded in `tested` (by `first`).
+    fn run_prefetch(&mut self, lines: &[Line<'_>], f: &FuncState, tested: &mut LineSet, first: usize, members: &[usize]) {
         let mut found = Vec::with_capacity(members.len());
         for &m in members {
             let Some((ins, a)) = lines[m].first_stmt().and_then(ParsedStmt::checked) else { return };
-            found.push((m, ins, a, fast_path_at(f, a, 0)));
+            found.push((ins, a, fast_path_at(f, a, 0)));
         }
         let all_fast = found.iter().all(|(.., fp)| fp.is_some());
-        let any_atomic = found.iter().any(|(_, _, a, _)| a.kind == crate::abi::AccessKind::Atomic);
+        let any_atomic = found.iter().any(|(_, a, _)| a.kind == crate::abi::AccessKind::Atomic);
         if !all_fast && !any_atomic {
             return;
         }
         let mut regs: Vec<emit::RunPrefetch<'_>> = Vec::with_capacity(found.len());
-        for (pos, (_, ins, a, fp)) in found.iter().enumerate() {
+        for (pos, (ins, a, fp)) in found.iter().enumerate() {
             let access::Width::Fixed(width) = a.width else { return };
             let (mask, bit) = run_mask_bit(first, pos);
             regs.push(emit::RunPrefetch { access: a, guard: ins.guard, width, fast: fp.as_ref(), mask, bit });
         }
         let label = lines::numbered("$gasan_runp_", first);
         emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &label);
-        prefetched.extend(members.iter().copied());
+        tested.insert(first);
     }
 
     /// A body line holding a memory access: each statement with its shared/local check and its
@@ -1036,8 +1036,8 @@ impl<'a> Rewriter<'a> {
             coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.module.lines[l].first_stmt(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         // A member of a run tested before it (emit::run_prefetch): its verdict's mask bit.
-        let run_bit = coalescing.runs.members.get(&i).filter(|_| w.prefetched.contains(&i)).and_then(|&first| {
-            let pos = coalescing.runs.loaded_ahead.get(&first)?.iter().position(|&m| m == i)?;
+        let run_bit = coalescing.runs.members.get(&i).filter(|first| w.tested_runs.contains(first)).and_then(|&first| {
+            let pos = coalescing.runs.loaded_ahead.get(&first)?.binary_search(&i).ok()?;
             Some(run_mask_bit(first, pos))
         });
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
@@ -1655,6 +1655,8 @@ struct Walk<'p> {
     /// batches not yet branched on, by batch point.
     batched: LineSet,
     batch_recheck: LineMap<String>,
+    /// The first lines of the runs of masked accesses tested before the run (emit::run_prefetch).
+    tested_runs: LineSet,
 }
 
 /// One statement of an access line and what the plans decided for it.

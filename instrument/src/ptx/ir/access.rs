@@ -646,11 +646,18 @@ impl<'a> Instr<'a> {
         registers_written(first)
     }
 
-    /// The registers the instruction reads: its sources (every operand but a destination) and
-    /// its guard.
+    /// The source operands: every operand but a destination ([`Instr::dests`]).
+    pub fn sources(&self) -> &[&'a str] {
+        if self.dests().next().is_some() {
+            &self.operands[1..]
+        } else {
+            &self.operands
+        }
+    }
+
+    /// The registers the instruction reads: those in its sources, and its guard.
     pub fn registers_read(&self) -> impl Iterator<Item = &'a str> + '_ {
-        let sources = if self.dests().next().is_some() { &self.operands[1..] } else { &self.operands[..] };
-        sources.iter().copied().chain(self.guard.map(|g| g.trim_start_matches('!'))).flat_map(registers_in)
+        self.sources().iter().copied().chain(self.guard.map(|g| g.trim_start_matches('!'))).flat_map(registers_in)
     }
 }
 
