@@ -220,7 +220,12 @@ def predicate_scan(checked_ptx, original_ptx):
                 range_tested += 1
             else:
                 bad.append((i + 1, line.strip()))
-        elif r and not any(re.search(r"and\.pred " + re.escape(r.group(1)) + r", %gsp0, %gsp2;", b) for b in block):
+        elif r and not any(
+            re.search(r"and\.pred " + re.escape(r.group(1)) + r", %gsp0, %gsp2;", b)
+            # A member of a run tested before it: its mask bit clear and its guard as written.
+            or re.search(r"setp\.eq\.and\.u32 " + re.escape(r.group(1)) + r", %gsr0, 0, " + re.escape(original_guard) + ";", b)
+            for b in block
+        ):
             bad.append((i + 1, "its verdict is not set from its guard: " + line.strip()))
     return bad, seen, range_tested
 

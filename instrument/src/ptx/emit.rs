@@ -710,41 +710,32 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
 /// branched on after its last ([`run_branch`]). No branch: the run stays one basic block.
 /// With a kernel-parameter fast path (bounds.rs), the shadow byte is loaded only where the
 /// address lies outside its parameter's block: inside, the byte would grant the whole granule,
-/// so the register keeps the byte that does, and no member waits on a load. With
-/// [`RunByte::Tested`], the member's verdict is already a bit of a mask ([`run_prefetch`]).
+/// so the register keeps the byte that does, and no member waits on a load. A run tested before
+/// it has members of [`run_member_tested`]'s form instead.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, byte: RunByte<'_>) -> String {
+pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, fast: Option<&FastPath>) -> String {
     let (pred, ok) = run;
     let mut s = String::with_capacity(1024);
     let mut v = Lines::new(&mut s, indent);
     if first {
         ln!(v; ".reg .pred ", pred, ", ", ok, ";");
     }
-    let preds = if matches!(byte, RunByte::Load(Some(_))) { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" };
+    let preds = if fast.is_some() { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" };
     v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", preds]);
     address_setup(&mut v, a, "%gsa0");
     run_guard(&mut v, ins.guard);
     let guard = "%gsp2";
-    match byte {
-        RunByte::Tested { mask, bit } => {
-            // %gsp1: bad (the mask's bits were set under the member's guard).
-            ln!(v; "and.b32 %gsr0, ", mask, ", ", 1u32 << bit, ";");
-            v.text("setp.ne.u32 %gsp1, %gsr0, 0;");
+    // The shadow load's guard: the access's, and (with a fast path) outside the block.
+    let load_guard = match fast {
+        Some(fp) => {
+            fast_test(&mut v, "%gsa0", fp);
+            ln!(v; "and.pred %gsp3, %gsp0, ", guard, ";");
+            "%gsp3"
         }
-        RunByte::Load(fast) => {
-            // The shadow load's guard: the access's, and (with a fast path) outside the block.
-            let load_guard = match fast {
-                Some(fp) => {
-                    fast_test(&mut v, "%gsa0", fp);
-                    ln!(v; "and.pred %gsp3, %gsp0, ", guard, ";");
-                    "%gsp3"
-                }
-                None => guard,
-            };
-            probe_load(&mut v, form, "%gsa0", Some(load_guard), "%gsr0", None);
-            probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
-        }
-    }
+        None => guard,
+    };
+    probe_load(&mut v, form, "%gsa0", Some(load_guard), "%gsr0", None);
+    probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
     // %gsp1: bad (and guarded). The access runs where its guard holds and it is not bad.
     ln!(v; "not.pred %gsp0, %gsp1;");
     ln!(v; "and.pred ", ok, ", %gsp0, ", guard, ";");
@@ -752,27 +743,43 @@ pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, in
     if first {
         ln!(v; "mov.pred ", pred, ", %gsp1;");
     } else {
-        ln!(v; "not.pred %gsp0, ", pred, ";");
-        ln!(v; "and.pred %gsp0, %gsp0, %gsp1;");
-        ln!(v; "or.pred ", pred, ", ", pred, ", %gsp1;");
+        first_bad(&mut v, pred, "%gsp1", "%gsp0");
     }
     let at = if first { "%gsp1" } else { "%gsp0" };
-    ln!(v; "@", at, " mov.b64 ", LAST_ADDR, ", %gsa0;");
-    ln!(v; "@", at, " mov.b64 ", LAST_SITE, ", ", packed_site(site, width, a.kind as u8), ";");
+    record_bad(&mut v, at, "%gsa0", packed_site(site, width, a.kind as u8));
     v.text("}");
     ln!(Lines::new(&mut s, indent); "@", ok, " ", stmt);
     s
 }
 
-/// Where a run member's shadow byte comes from ([`run_member`]).
-#[derive(Clone, Copy)]
-pub(super) enum RunByte<'a> {
-    /// Loaded at the member (under its guard, and outside its parameter's block when it has a
-    /// kernel-parameter fast path).
-    Load(Option<&'a FastPath>),
-    /// Loaded and tested before the run ([`run_prefetch`]): the member is bad when bit `bit` of
-    /// register `mask` is set.
-    Tested { mask: &'a str, bit: u32 },
+/// A member of a run tested before it ([`run_prefetch`], which also recorded the run's first bad
+/// member): its access runs where its guard holds and bit `bit` of register `mask` (bad) is
+/// clear. Two instructions: the run stays one basic block, and its members wait on no load.
+pub(super) fn run_member_tested(guard: Option<&str>, stmt: &str, indent: &str, ok: &str, mask: &str, bit: u32) -> String {
+    let mut s = String::with_capacity(stmt.len() + 128);
+    let mut v = Lines::new(&mut s, indent);
+    v.texts(&["{", ".reg .b32 %gsr0;"]);
+    ln!(v; "and.b32 %gsr0, ", mask, ", ", 1u32 << bit, ";");
+    match guard {
+        Some(g) => ln!(v; "setp.eq.and.u32 ", ok, ", %gsr0, 0, ", g, ";"),
+        None => ln!(v; "setp.eq.u32 ", ok, ", %gsr0, 0;"),
+    }
+    v.text("}");
+    ln!(v; "@", ok, " ", stmt);
+    s
+}
+
+/// `at` := `bad` and no earlier member of the run was (`pred`), then `pred` |= `bad`.
+fn first_bad(v: &mut Lines<'_>, pred: &str, bad: &str, at: &str) {
+    ln!(v; "not.pred ", at, ", ", pred, ";");
+    ln!(v; "and.pred ", at, ", ", at, ", ", bad, ";");
+    ln!(v; "or.pred ", pred, ", ", pred, ", ", bad, ";");
+}
+
+/// Where `at` holds, the address in `addr` and the packed site become the report block's.
+fn record_bad(v: &mut Lines<'_>, at: &str, addr: &str, packed: u64) {
+    ln!(v; "@", at, " mov.b64 ", LAST_ADDR, ", ", addr, ";");
+    ln!(v; "@", at, " mov.b64 ", LAST_SITE, ", ", packed, ";");
 }
 
 /// A run member's guard into `%gsp2` (members are guarded; `!%p` taken as written).
@@ -785,12 +792,14 @@ fn run_guard(v: &mut Lines<'_>, guard: Option<&str>) {
 }
 
 /// One member of a run whose shadow bytes are loaded before it ([`run_prefetch`]): its access,
-/// its guard, its width, its kernel-parameter fast path, and the mask bit its verdict goes into.
+/// its guard, its width, its kernel-parameter fast path, its site, and the mask bit its verdict
+/// goes into.
 pub(super) struct RunPrefetch<'a> {
     pub access: &'a Access,
     pub guard: Option<&'a str>,
     pub width: u32,
     pub fast: Option<&'a FastPath>,
+    pub site: u32,
     pub mask: String,
     pub bit: u32,
 }
@@ -798,12 +807,18 @@ pub(super) struct RunPrefetch<'a> {
 /// Before a run of masked accesses (masked_runs.rs `loaded_ahead`): each member's test first (its
 /// guard, and outside its parameter's block where it has a fast path), then one branch past every
 /// shadow load when no member needs one; past it, each such member's byte is loaded (with
-/// [`probe_load`]'s in-pool test) and tested, and a bad one sets its bit in the run's masks (32
-/// members a register). The members then test their bit: the run carries one register per 32
-/// members instead of a byte each, and no member waits on a load. `label`: unique in the
-/// function. The masks are declared in the current scope, for the members.
-pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: &[RunPrefetch<'_>], label: &str) {
+/// [`probe_load`]'s in-pool test) and tested in member order: a bad one sets its bit in the run's
+/// masks (32 members a register), and the first bad one records its address and site for the
+/// report and sets the run's predicate. Each member then only tests its bit
+/// ([`run_member_tested`]): the run carries one register per 32 members, no member waits on a
+/// load, and the run's branch ([`run_branch`]) reads the predicate set here. `run`: the run's
+/// predicates (some member bad; a member's access may run), declared here with the masks in the
+/// current scope, for the members. `label`: unique in the function.
+pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: &[RunPrefetch<'_>], label: &str, run: (&str, &str)) {
+    let (pred, ok) = run;
     let mut v = Lines::new(out, indent);
+    ln!(v; ".reg .pred ", pred, ", ", ok, ";");
+    ln!(v; "setp.ne.u32 ", pred, ", 0, 0;");
     let mut masks: Vec<&str> = members.iter().map(|m| m.mask.as_str()).collect();
     masks.dedup();
     for mask in &masks {
@@ -835,6 +850,8 @@ pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: 
         probe_load(&mut v, form, "%gsa0", Some(&q), "%gsr0", None);
         probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, m.width, Some(&q));
         ln!(v; "@%gsp1 or.b32 ", m.mask, ", ", m.mask, ", ", 1u32 << m.bit, ";");
+        first_bad(&mut v, pred, "%gsp1", "%gsp0");
+        record_bad(&mut v, "%gsp0", "%gsa0", packed_site(m.site, m.width, m.access.kind as u8));
     }
     ln!(v; label, ":");
     v.text("}");

@@ -1645,10 +1645,18 @@ proptest! {
         let first_bad = (0..lanes as u64).find(|&k| live(k) && v(k) >= len_b).map(|k| bins.start + 4 * v(k));
         let params = [("k_idx", idx.start), ("k_bins", bins.start), ("k_n", u64::from(n)), ("k_nbins", u64::from(n_bins))];
         for opts in [super::InstrumentOptions::default(), super::InstrumentOptions { aligned_pool: true, ..Default::default() }] {
-            let (reported, m) = run_traced(&histogram_kernel(lanes), opts, &params, vec![idx, bins], None);
+            let src = histogram_kernel(lanes);
+            let sites = super::instrument_ptx(&src, &opts).expect("instruments").sites;
+            let (reported, m) = run_traced(&src, opts, &params, vec![idx, bins], None);
             prop_assert_eq!(reported, first_bad.is_some(), "n={} n_bins={} len_b={} v={:?} aligned={}", n, n_bins, len_b, (0..lanes as u64).map(v).collect::<Vec<_>>(), opts.aligned_pool);
             if reported {
                 prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad);
+                // Its site is that atomic's (made where the run's bytes were tested, in member order).
+                let k = (0..lanes as u64).find(|&k| live(k) && v(k) >= len_b).expect("a bad lane");
+                let line = src.lines().position(|l| l.contains("atom.global") && l.contains(&format!("[ %rd{} + 0 ]", 20 + k))).expect("its line") + 1;
+                let packed = m.regs.get(super::lines::LAST_SITE).copied().expect("a site");
+                let site = sites.get(packed as u32).expect("a recorded site");
+                prop_assert_eq!((site.ptx_line as usize, site.width, site.kind, packed >> 56), (line, 4, crate::abi::AccessKind::Atomic, crate::abi::AccessKind::Atomic as u64));
             }
             prop_assert!(m.accesses.iter().all(|&(_, a, w)| (a >= idx.start && a + w <= idx.end) || (a >= bins.start && a + w <= bins.end)), "an access outside: {:x?}", m.accesses);
             // Every shadow byte of an atomic is loaded before the first atomic is made.

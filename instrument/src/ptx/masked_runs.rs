@@ -19,7 +19,8 @@
 //! Where every member's address register and guard already hold their values at the run's first
 //! member (nothing in the run writes them), the members' shadow bytes are loaded and tested before
 //! the run instead ([`RunPlan::loaded_ahead`]; emit.rs `run_prefetch`), their verdicts kept as bits
-//! of a mask: with kernel-parameter fast paths (bounds.rs), the members' address tests go first and
+//! of a mask and the first bad member's address and site recorded there, so that a member is two
+//! instructions (its bit and its guard; emit.rs `run_member_tested`): with kernel-parameter fast paths (bounds.rs), the members' address tests go first and
 //! one branch skips every load when all of them pass, so no load is left inside the run. A run of atomics with acquire-release order (Triton's `tl.atomic_add`)
 //! otherwise waits for each atomic's round trip before the next member's shadow load, and the
 //! next atomic for that load: twice the atomics' own time (benches/jit/pair.py, histogram).

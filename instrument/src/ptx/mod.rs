@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 92;
+pub const REVISION: u32 = 93;
 
 /// Instruments a PTX module.
 ///
@@ -898,7 +898,7 @@ impl<'a> Rewriter<'a> {
             emit::run_branch(&mut self.out, &run_preds(first).0);
         }
         if let (Some(members), false) = (plans.coalescing.runs.loaded_ahead.get(&i), self.counting) {
-            self.run_prefetch(plans.module.lines, f, &mut w.tested_runs, i, members);
+            self.run_prefetch(plans, f, &mut w.tested_members, i, members);
         }
         // A next-iteration load needs its preheader's registers; if it cannot be emitted, the
         // access falls back to a full check (never a stale byte).
@@ -979,28 +979,32 @@ impl<'a> Rewriter<'a> {
     /// The shadow bytes of the run of masked accesses whose first member is line `first`, loaded
     /// and tested before it (masked_runs.rs), when every member has a kernel-parameter fast path (one branch
     /// skips all the loads) or some member is an atomic (whose order would otherwise hold each
-    /// later member's load back); its members join `prefetched`. Otherwise each member loads its
-    /// own byte. Whether it was tested ahead is recorded in `tested` (by `first`).
-    fn run_prefetch(&mut self, lines: &[Line<'_>], f: &FuncState, tested: &mut LineSet, first: usize, members: &[usize]) {
+    /// later member's load back). Otherwise each member loads its own byte. The members' sites
+    /// are made here, in member order (the test records the first bad one's), and kept in
+    /// `tested` by member line.
+    fn run_prefetch(&mut self, plans: &Plans<'_, '_>, f: &FuncState, tested: &mut LineMap<u32>, first: usize, members: &[usize]) {
+        let lines = plans.module.lines;
         let mut found = Vec::with_capacity(members.len());
         for &m in members {
             let Some((ins, a)) = lines[m].first_stmt().and_then(ParsedStmt::checked) else { return };
-            found.push((ins, a, fast_path_at(f, a, 0)));
+            let access::Width::Fixed(width) = a.width else { return };
+            found.push((ins, a, width, fast_path_at(f, a, 0)));
         }
         let all_fast = found.iter().all(|(.., fp)| fp.is_some());
-        let any_atomic = found.iter().any(|(_, a, _)| a.kind == crate::abi::AccessKind::Atomic);
+        let any_atomic = found.iter().any(|(_, a, ..)| a.kind == crate::abi::AccessKind::Atomic);
         if !all_fast && !any_atomic {
             return;
         }
         let mut regs: Vec<emit::RunPrefetch<'_>> = Vec::with_capacity(found.len());
-        for (pos, (ins, a, fp)) in found.iter().enumerate() {
-            let access::Width::Fixed(width) = a.width else { return };
+        for (pos, ((ins, a, width, fp), &m)) in found.iter().zip(members).enumerate() {
             let (mask, bit) = run_mask_bit(first, pos);
-            regs.push(emit::RunPrefetch { access: a, guard: ins.guard, width, fast: fp.as_ref(), mask, bit });
+            let site = new_site(&mut self.sites, f, plans.ptx_line(m), plans.module.locs[m], a.kind, *width);
+            tested.insert(m, site);
+            regs.push(emit::RunPrefetch { access: a, guard: ins.guard, width: *width, fast: fp.as_ref(), site, mask, bit });
         }
         let label = lines::numbered("$gasan_runp_", first);
-        emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &label);
-        tested.insert(first);
+        let (pred, ok) = run_preds(first);
+        emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &label, (&pred, &ok));
     }
 
     /// A body line holding a memory access: each statement with its shared/local check and its
@@ -1036,9 +1040,11 @@ impl<'a> Rewriter<'a> {
             coalescing.hoist.get(&i).map(|v| v.iter().map(|&(l, lc)| (plans.module.lines[l].first_stmt(), plans.ptx_line(l), lc)).collect()).unwrap_or_default();
         let prefetched = w.prefetched.contains(&i).then(|| prefetch_reg(i));
         // A member of a run tested before it (emit::run_prefetch): its verdict's mask bit.
-        let run_bit = coalescing.runs.members.get(&i).filter(|first| w.tested_runs.contains(first)).and_then(|&first| {
+        let run_bit = w.tested_members.get(&i).and_then(|&site| {
+            let first = *coalescing.runs.members.get(&i)?;
             let pos = coalescing.runs.loaded_ahead.get(&first)?.binary_search(&i).ok()?;
-            Some(run_mask_bit(first, pos))
+            let (mask, bit) = run_mask_bit(first, pos);
+            Some((mask, bit, site))
         });
         for (parsed, space_check) in stmts.iter().zip(space_checks) {
             let stmt = parsed.text;
@@ -1061,7 +1067,7 @@ impl<'a> Rewriter<'a> {
                 prefetched: prefetched.as_deref(),
                 batched: w.batched.contains(&i),
                 run: coalescing.runs.members.get(&i).map(|&first| (first, first == i)),
-                run_bit: run_bit.as_ref().map(|(mask, bit)| (mask.as_str(), *bit)),
+                run_bit: run_bit.as_ref().map(|(mask, bit, site)| (mask.as_str(), *bit, *site)),
                 in_loop_copy: plans.module.copies.contains(&i),
                 range_tested: plans.module.covered.contains(&i),
             };
@@ -1350,18 +1356,24 @@ impl<'a> Rewriter<'a> {
             debug_assert!(hoisted.is_empty(), "a run holds no coalescing point (masked_runs.rs)");
             // Checked without a branch, the access under its guard and its verdict; the run's
             // branch follows its last member (masked_runs.rs).
-            let site_id = new_site(sites, f, line_no, loc, access.kind, w);
+            // (A member tested before its run has its site from there, in the same order.)
+            let site_id = match run_bit {
+                Some((.., site)) => site,
+                None => new_site(sites, f, line_no, loc, access.kind, w),
+            };
             fstats.checked += 1;
             if !counting {
                 let unguarded = text.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map_or(text, |(_, rest)| rest.trim_start());
                 let (pred, ok) = run_preds(first);
-                // (The fast path's label is not used: a member has no branch.)
-                let fast = if run_bit.is_some() { None } else { fast_path_at(f, access, 0) };
-                let byte = match run_bit {
-                    Some((mask, bit)) => emit::RunByte::Tested { mask, bit },
-                    None => emit::RunByte::Load(fast.as_ref()),
+                let member = match run_bit {
+                    Some((mask, bit, _)) => emit::run_member_tested(ins.guard, unguarded, indent, &ok, mask, bit),
+                    None => {
+                        // (The fast path's label is not used: a member has no branch.)
+                        let fast = fast_path_at(f, access, 0);
+                        emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first, fast.as_ref())
+                    }
                 };
-                prefix.push_str(&emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first, byte));
+                prefix.push_str(&member);
             }
             f.uses_shared_fail = true;
             if let Some(k) = key {
@@ -1655,8 +1667,9 @@ struct Walk<'p> {
     /// batches not yet branched on, by batch point.
     batched: LineSet,
     batch_recheck: LineMap<String>,
-    /// The first lines of the runs of masked accesses tested before the run (emit::run_prefetch).
-    tested_runs: LineSet,
+    /// The members of the runs of masked accesses tested before the run (emit::run_prefetch),
+    /// and the sites made there.
+    tested_members: LineMap<u32>,
 }
 
 /// One statement of an access line and what the plans decided for it.
@@ -1682,8 +1695,9 @@ struct Statement<'s> {
     /// A member of a run of masked accesses checked without branches (masked_runs.rs): the
     /// run's first line, and whether it is this one.
     run: Option<(usize, bool)>,
-    /// A run member whose verdict was tested before its run: its mask register and bit.
-    run_bit: Option<(&'s str, u32)>,
+    /// A run member whose verdict was tested before its run: its mask register and bit, and the
+    /// site made there.
+    run_bit: Option<(&'s str, u32, u32)>,
     /// A statement of a fast loop copy (loops.rs), counted apart from the module's statistics.
     in_loop_copy: bool,
     /// An access of a fast loop copy that its loop's range test covers: no check, no count.
