@@ -708,33 +708,23 @@ pub(super) fn batch_recheck(out: &mut String, form: Form, a: &Access, width: u32
 /// run's first bad member leaves its address and packed site where the report block reads them;
 /// `run`: the run's predicate (some member was bad), declared and set by its `first` member,
 /// branched on after its last ([`run_branch`]). No branch: the run stays one basic block.
-/// With a kernel-parameter fast path (bounds.rs), the shadow byte is loaded only where the
-/// address lies outside its parameter's block: inside, the byte would grant the whole granule,
-/// so the register keeps the byte that does, and no member waits on a load. A run tested before
-/// it has members of [`run_member_tested`]'s form instead.
+/// The byte is loaded even where a kernel-parameter fast path (bounds.rs) would grant the
+/// access: in a member, that address test cost more than the load it spared (REVISION 91 to 93,
+/// Triton's vector add 1.022x native against 1.007x, benches/jit/pair.py on an H100). A run
+/// tested before it has members of [`run_member_tested`]'s form instead.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool, fast: Option<&FastPath>) -> String {
+pub(super) fn run_member(form: Form, ins: &Instr<'_>, a: &Access, stmt: &str, indent: &str, site: u32, width: u32, run: (&str, &str), first: bool) -> String {
     let (pred, ok) = run;
     let mut s = String::with_capacity(1024);
     let mut v = Lines::new(&mut s, indent);
     if first {
         ln!(v; ".reg .pred ", pred, ", ", ok, ";");
     }
-    let preds = if fast.is_some() { ".reg .pred %gsp<4>;" } else { ".reg .pred %gsp<3>;" };
-    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", preds]);
+    v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;", ".reg .pred %gsp<3>;"]);
     address_setup(&mut v, a, "%gsa0");
     run_guard(&mut v, ins.guard);
     let guard = "%gsp2";
-    // The shadow load's guard: the access's, and (with a fast path) outside the block.
-    let load_guard = match fast {
-        Some(fp) => {
-            fast_test(&mut v, "%gsa0", fp);
-            ln!(v; "and.pred %gsp3, %gsp0, ", guard, ";");
-            "%gsp3"
-        }
-        None => guard,
-    };
-    probe_load(&mut v, form, "%gsa0", Some(load_guard), "%gsr0", None);
+    probe_load(&mut v, form, "%gsa0", Some(guard), "%gsr0", None);
     probe_compare(&mut v, form.scale, "%gsr0", "%gsa0", 0, width, Some(guard));
     // %gsp1: bad (and guarded). The access runs where its guard holds and it is not bad.
     ln!(v; "not.pred %gsp0, %gsp1;");

@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 93;
+pub const REVISION: u32 = 94;
 
 /// Instruments a PTX module.
 ///
@@ -1367,11 +1367,7 @@ impl<'a> Rewriter<'a> {
                 let (pred, ok) = run_preds(first);
                 let member = match run_bit {
                     Some((mask, bit, _)) => emit::run_member_tested(ins.guard, unguarded, indent, &ok, mask, bit),
-                    None => {
-                        // (The fast path's label is not used: a member has no branch.)
-                        let fast = fast_path_at(f, access, 0);
-                        emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first, fast.as_ref())
-                    }
+                    None => emit::run_member(opts.form(), ins, access, unguarded, indent, site_id, w, (&pred, &ok), is_first),
                 };
                 prefix.push_str(&member);
             }
