@@ -14,7 +14,11 @@ and `PAIRS geomean <ratio>`. checked_cubin says whether the checked copy's cubin
 control block and the native one does not; a `no` makes the kernel's row meaningless, and the
 exit status 1.
 
-Usage: gasan-run -- python3 pair.py [--reps N] [--only a,b]
+Each launch's time includes the host's launch path where the GPU waits for it (Triton's launcher,
+gasan's launch hook); with --queued, each launch is queued behind a busy-wait on the GPU, so the
+time is the kernel's alone, and the difference between the two is host work per launch.
+
+Usage: gasan-run -- python3 pair.py [--reps N] [--only a,b] [--queued]
 """
 
 import importlib.util
@@ -72,7 +76,7 @@ def first_launch(fn, ptxas):
 
 
 def main():
-    started = B.start(__doc__, 300)
+    started = B.start(__doc__, 300, "--queued")
     if started is None:
         return 77
     a, only = started
@@ -91,9 +95,9 @@ def main():
         for i in range(a.reps):
             # Alternate which goes first, so neither always follows the other.
             if i % 2:
-                c, n = B.event_time(checked), B.event_time(native)
+                c, n = B.event_time(checked, a.queued), B.event_time(native, a.queued)
             else:
-                n, c = B.event_time(native), B.event_time(checked)
+                n, c = B.event_time(native, a.queued), B.event_time(checked, a.queued)
             tn.append(n)
             tc.append(c)
             r.append(c / n)

@@ -44,9 +44,19 @@ def timed(fn, reps):
     return first, statistics.median(event_time(fn) for _ in range(reps))
 
 
-def event_time(fn):
-    """One call of fn in µs, timed by CUDA events around it."""
+# GPU cycles of the busy-wait queued ahead of a timed launch (`queued`): about 0.25 ms on an
+# H100, more than a Triton launch's host path takes, so both events and the kernel are queued
+# before the GPU reaches them.
+QUEUE_CYCLES = 500_000
+
+
+def event_time(fn, queued=False):
+    """One call of fn in µs, timed by CUDA events around it. The time includes the host's launch
+    path where the GPU waits for it; `queued`: behind a busy-wait on the GPU, so that it is the
+    kernel's time alone."""
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if queued:
+        torch.cuda._sleep(QUEUE_CYCLES)
     s.record()
     fn()
     e.record()
