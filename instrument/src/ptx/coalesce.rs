@@ -167,7 +167,7 @@ pub(super) fn plan_range<'l, 'a>(
         let mut members = candidates.clone();
         members.append(&mut atomics);
         members.sort_by_key(|c| c.line);
-        plan.runs = super::masked_runs::plan(lines, &members, &hoist_points);
+        plan.runs = super::masked_runs::plan(lines, defs, &members, &hoist_points);
         candidates.retain(|c| !plan.runs.members.contains_key(&c.line));
     }
     plan.prefetch = super::prefetch::plan(lines, defs, branches, &check_lines, &candidates, batches);

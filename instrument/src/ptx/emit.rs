@@ -792,6 +792,20 @@ pub(super) struct RunPrefetch<'a> {
     pub site: u32,
     pub mask: String,
     pub bit: u32,
+    /// The [`RunSpan`] the member's address is tested in before the branch, if any.
+    pub span: Option<usize>,
+}
+
+/// Run members at `base` plus constants, inside one kernel parameter's block (bounds.rs): before
+/// the branch, the span from the least to the greatest of their addresses is tested once instead
+/// of each member (a Triton tile: one pointer plus the lanes' offsets). Guards are not read there,
+/// so a masked-off lane outside the block sends the run past the branch, where each member is
+/// tested under its guard.
+pub(super) struct RunSpan<'a> {
+    pub base: &'a str,
+    pub first: i64,
+    pub last: i64,
+    pub fast: &'a FastPath,
 }
 
 /// Before a run of masked accesses (masked_runs.rs `loaded_ahead`): each member's test first (its
@@ -804,7 +818,7 @@ pub(super) struct RunPrefetch<'a> {
 /// load, and the run's branch ([`run_branch`]) reads the predicate set here. `run`: the run's
 /// predicates (some member bad; a member's access may run), declared here with the masks in the
 /// current scope, for the members. `label`: unique in the function.
-pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: &[RunPrefetch<'_>], label: &str, run: (&str, &str)) {
+pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: &[RunPrefetch<'_>], spans: &[RunSpan<'_>], label: &str, run: (&str, &str)) {
     let (pred, ok) = run;
     let mut v = Lines::new(out, indent);
     ln!(v; ".reg .pred ", pred, ", ", ok, ";");
@@ -817,23 +831,34 @@ pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: 
     }
     v.texts(&["{", ".reg .b64 %gsa<3>;", ".reg .b32 %gsr<2>;"]);
     ln!(v; ".reg .pred %gsp<3>, %gsq<", members.len(), ">;");
-    for (k, m) in members.iter().enumerate() {
-        address_setup(&mut v, m.access, "%gsa0");
-        run_guard(&mut v, m.guard);
-        match m.fast {
-            Some(fp) => {
-                fast_test(&mut v, "%gsa0", fp);
-                ln!(v; "and.pred %gsq", k, ", %gsp0, %gsp2;");
-            }
-            None => ln!(v; "mov.pred %gsq", k, ", %gsp2;"),
-        }
-        if k == 0 {
-            v.text("mov.pred %gsp1, %gsq0;");
+    // %gsp1: some span, or some member outside every span, needs shadow bytes.
+    let mut any = false;
+    let mut or_into = |v: &mut Lines<'_>, p: &str| {
+        if any {
+            ln!(v; "or.pred %gsp1, %gsp1, ", p, ";");
         } else {
-            ln!(v; "or.pred %gsp1, %gsp1, %gsq", k, ";");
+            ln!(v; "mov.pred %gsp1, ", p, ";");
         }
+        any = true;
+    };
+    for s in spans {
+        // Outside: its least address below the block, its greatest at or past the block's end, or
+        // the two wrapped around (then the members between are not between them).
+        span_address(&mut v, s.base, s.first, "%gsa0");
+        span_address(&mut v, s.base, s.last, "%gsa1");
+        ln!(v; "setp.lt.u64 %gsp0, %gsa0, ", s.fast.lo, ";");
+        ln!(v; "setp.ge.or.u64 %gsp0, %gsa1, ", s.fast.hi, ", %gsp0;");
+        v.text("setp.lt.or.u64 %gsp0, %gsa1, %gsa0, %gsp0;");
+        or_into(&mut v, "%gsp0");
+    }
+    for (k, m) in members.iter().enumerate().filter(|(_, m)| m.span.is_none()) {
+        member_needs_byte(&mut v, m, k);
+        or_into(&mut v, &format!("%gsq{k}"));
     }
     ln!(v; "@!%gsp1 bra ", label, ";");
+    for (k, m) in members.iter().enumerate().filter(|(_, m)| m.span.is_some()) {
+        member_needs_byte(&mut v, m, k);
+    }
     for (k, m) in members.iter().enumerate() {
         let q = format!("%gsq{k}");
         address_setup(&mut v, m.access, "%gsa0");
@@ -845,6 +870,29 @@ pub(super) fn run_prefetch(out: &mut String, form: Form, indent: &str, members: 
     }
     ln!(v; label, ":");
     v.text("}");
+}
+
+/// `%gsq<k>`: run member `k` (of [`run_prefetch`]) needs its shadow byte: its guard holds and its
+/// address lies outside its parameter's block (or it has no fast path).
+fn member_needs_byte(v: &mut Lines<'_>, m: &RunPrefetch<'_>, k: usize) {
+    address_setup(v, m.access, "%gsa0");
+    run_guard(v, m.guard);
+    match m.fast {
+        Some(fp) => {
+            fast_test(v, "%gsa0", fp);
+            ln!(v; "and.pred %gsq", k, ", %gsp0, %gsp2;");
+        }
+        None => ln!(v; "mov.pred %gsq", k, ", %gsp2;"),
+    }
+}
+
+/// `dst` := `base` + `offset` (a [`RunSpan`]'s end).
+fn span_address(v: &mut Lines<'_>, base: &str, offset: i64, dst: &str) {
+    if offset == 0 {
+        ln!(v; "mov.b64 ", dst, ", ", base, ";");
+    } else {
+        ln!(v; "add.s64 ", dst, ", ", base, ", ", offset, ";");
+    }
 }
 
 /// After a run's last member: the report of its first bad member, if any ([`run_member`]).

@@ -1520,6 +1520,12 @@ fn masked_tile_kernel(lanes: usize) -> String {
 /// and an output block of `len_o` elements: the machine, whether it reported, and the address
 /// of the first access (in program order) outside its block under a set mask, if any.
 fn run_masked_tile(opts: super::InstrumentOptions, lanes: usize, (n, off): (u32, u32), (len_x, len_o): (u64, u64), slab: bool) -> (bool, Machine, Option<u64>, [Block; 2]) {
+    run_masked_tile_tagged(opts, lanes, (n, off), (len_x, len_o), slab, false)
+}
+
+/// [`run_masked_tile`]; `tagged`: the pointers launched tagged with their blocks
+/// (crate::abi::param_tag, as the runtime launches them).
+fn run_masked_tile_tagged(opts: super::InstrumentOptions, lanes: usize, (n, off): (u32, u32), (len_x, len_o): (u64, u64), slab: bool, tagged: bool) -> (bool, Machine, Option<u64>, [Block; 2]) {
     let x = Block { start: POOL_BASE + (4 << 21), end: POOL_BASE + (4 << 21) + 4 * len_x, slab };
     let out = Block { start: POOL_BASE + (64 << 21), end: POOL_BASE + (64 << 21) + 4 * len_o, slab };
     let live = |k: u64| u64::from(off) + k < u64::from(n);
@@ -1528,7 +1534,8 @@ fn run_masked_tile(opts: super::InstrumentOptions, lanes: usize, (n, off): (u32,
         .map(|k| x.start + 4 * (u64::from(off) + k))
         .chain((0..lanes as u64).filter(|&k| live(k) && u64::from(off) + k >= len_o).map(|k| out.start + 4 * (u64::from(off) + k)))
         .next();
-    let params = [("k_x", x.start), ("k_out", out.start), ("k_n", u64::from(n)), ("k_off", u64::from(off))];
+    let tag = |blk: &Block| if tagged { crate::abi::param_tag::encode(blk.start, granule_down(blk.end)).expect("taggable") } else { blk.start };
+    let params = [("k_x", tag(&x)), ("k_out", tag(&out)), ("k_n", u64::from(n)), ("k_off", u64::from(off))];
     let (reported, m) = run_traced(&masked_tile_kernel(lanes), opts, &params, vec![x, out], None);
     (reported, m, first_bad, [x, out])
 }
@@ -1541,6 +1548,8 @@ fn masked_tiles_are_checked_as_runs() {
     assert_eq!(ptx.matches("bra $gasan_fail_").count(), ptx.matches(&format!("bra {};", super::emit::SHARED_FAIL)).count(), "no check of its own branches: {ptx}");
     assert_eq!(ptx.matches(" ld.global.b32 {").count() + ptx.matches(" st.global.b32 [").count(), 16);
     assert_eq!(ptx.lines().filter(|l| l.trim_start().starts_with("@%gsg") && l.contains(".global.b32")).count(), 16, "{ptx}");
+    // Tested before the run as one span per pointer (its least and greatest address).
+    assert_eq!(ptx.matches("setp.lt.or.u64 %gsp0, %gsa1, %gsa0, %gsp0;").count(), 2, "{ptx}");
 }
 
 #[test]
@@ -1605,6 +1614,30 @@ proptest! {
         // Recover mode (no runs) reports alike.
         let recover = super::InstrumentOptions { recover: true, ..opts };
         prop_assert_eq!(run_masked_tile(recover, 8, (n, off), (len_x, len_o), slab).0, first_bad.is_some());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    /// A tile's members are one pointer plus constants, so the run is tested as one span per
+    /// pointer before it (masked_runs.rs `span_bases`): with the pointers tagged, tiles ending
+    /// anywhere around their blocks' ends, some lanes masked off, report exactly the live lanes
+    /// outside their blocks, the first of them; a tile inside both blocks loads no shadow byte.
+    #[test]
+    fn spans_of_tagged_tiles_report_exactly_the_live_lanes_outside(back in 0u32..12, extra_x in 0u64..40, extra_o in 0u64..40, masked in 0u32..10) {
+        let unit = crate::abi::param_tag::REACH_UNIT / 4;
+        let (len_x, len_o) = (2 * unit + extra_x, 2 * unit + extra_o);
+        let off = len_x.min(len_o) as u32 - back;
+        let n = off + 8 - masked.min(8);
+        let (reported, m, first_bad, [x, out]) = run_masked_tile_tagged(super::InstrumentOptions::default(), 8, (n, off), (len_x, len_o), false, true);
+        prop_assert_eq!(reported, first_bad.is_some(), "n={} off={} len_x={} len_o={}", n, off, len_x, len_o);
+        if reported {
+            prop_assert_eq!(m.regs.get(super::lines::LAST_ADDR).copied(), first_bad);
+        }
+        prop_assert!(m.accesses.iter().all(|&(_, a, w)| (a >= x.start && a + w <= x.end) || (a >= out.start && a + w <= out.end)), "an access outside: {:x?}", m.accesses);
+        if u64::from(off) + 8 <= 2 * unit {
+            prop_assert!(m.shadow_loads.is_empty(), "a tile inside both tags' reach loaded {} shadow bytes", m.shadow_loads.len());
+        }
     }
 }
 

@@ -32,6 +32,8 @@
 //! nothing but `.loc` of the directives.
 
 use super::access::AddrBase;
+use super::defs::{Defs, ModuleDefs};
+use super::opcode::Op;
 use super::prefetch::Candidate;
 use super::{Line, LineMap, LineSet};
 
@@ -48,11 +50,14 @@ pub(super) struct RunPlan {
     /// A run's first line → its members (in line order), for the runs where no line writes a
     /// register a later member's check reads: their shadow bytes may be loaded before the run.
     pub loaded_ahead: LineMap<Vec<usize>>,
+    /// A member of a run in `loaded_ahead` → its address as a register and a constant
+    /// ([`span_base`]): members with one register are tested as one span before the run.
+    pub span_bases: LineMap<(String, i64)>,
 }
 
 /// The runs among `candidates` (plain single checks and guarded atomics, in line order);
 /// `excluded`: lines that get a check of another kind (coalesce.rs's hoisting points).
-pub(super) fn plan(lines: &[Line<'_>], candidates: &[Candidate], excluded: &LineSet) -> RunPlan {
+pub(super) fn plan(lines: &[Line<'_>], defs: &ModuleDefs<'_, '_>, candidates: &[Candidate], excluded: &LineSet) -> RunPlan {
     let mut out = RunPlan::default();
     let mut run: Vec<usize> = Vec::new();
     // The registers whose values come from the run's own accesses (their destinations, and what
@@ -88,7 +93,51 @@ pub(super) fn plan(lines: &[Line<'_>], candidates: &[Candidate], excluded: &Line
         }
     }
     out.loaded_ahead.retain(|_, m| !m.is_empty());
+    for (&first, members) in &out.loaded_ahead {
+        let Some(body) = defs.bodies().holding(first) else { continue };
+        let d = defs.of(body);
+        for &m in members {
+            if let Some(base) = span_base(&lines[m], &d) {
+                out.span_bases.insert(m, base);
+            }
+        }
+    }
     out
+}
+
+/// How many `add` definitions [`span_base`] follows back.
+const SPAN_DEPTH: usize = 4;
+
+/// A member's address as a register and a constant, following back the registers' one unguarded
+/// definitions of the form `add.s64 %r, %b, imm` (Triton computes a tile's addresses as one
+/// pointer plus the lanes' offsets: `%rd2 = %rd1 + 512`, ...). Each register on the way has one
+/// definition, so it holds the value that definition gave it wherever it is read.
+fn span_base(line: &Line<'_>, d: &Defs<'_, '_>) -> Option<(String, i64)> {
+    let (_, a) = line.first_stmt()?.checked()?;
+    let AddrBase::Reg(r) = &a.base else { return None };
+    let (mut reg, mut offset) = (r.as_str(), a.offset);
+    for _ in 0..SPAN_DEPTH {
+        let Some(w) = d.only_writer(reg) else { break };
+        let int64 = matches!(w.opcode.quals().next(), Some("s64" | "u64")) && w.opcode.quals().nth(1).is_none();
+        let (Op::Add, true, [_, base, imm]) = (w.opcode.op, int64, w.operands.as_slice()) else { break };
+        let Some(add) = parse_int(imm) else { break };
+        if !base.starts_with('%') || d.only_writer(base).is_none() {
+            break;
+        }
+        offset = offset.checked_add(add)?;
+        reg = base;
+    }
+    Some((reg.to_string(), offset))
+}
+
+/// A PTX integer literal (decimal or `0x` hexadecimal, optionally negative).
+fn parse_int(s: &str) -> Option<i64> {
+    let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
+    let v = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        Some(hex) => i64::from_str_radix(hex, 16).ok()?,
+        None => digits.parse().ok()?,
+    };
+    Some(if neg { -v } else { v })
 }
 
 fn finish(out: &mut RunPlan, run: &mut Vec<usize>) {
@@ -140,6 +189,25 @@ mod tests {
         text.split_inclusive('\n').map(Line::read).collect()
     }
 
+    /// [`plan`] of lines outside any body (no register definitions).
+    fn plan_of(l: &[Line<'_>], candidates: &[Candidate], excluded: &LineSet) -> RunPlan {
+        let bodies = super::super::bodies::Bodies::scan(l);
+        plan(l, &ModuleDefs::new(l, &bodies), candidates, excluded)
+    }
+
+    #[test]
+    fn a_members_span_base_follows_single_adds_of_constants() {
+        let src = ".visible .entry k()\n{\n\tld.param.u64 %rd1, [p];\n\tadd.s64 %rd2, %rd1, 512;\n\tadd.s64 %rd3, %rd2, 0x10;\n\t@%p1 ld.global.b32 {%r1}, [ %rd3 + 4 ];\n\tmov.u64 %rd4, %rd1;\n\tadd.s64 %rd4, %rd4, 8;\n\t@%p2 ld.global.b32 {%r2}, [ %rd4 + 0 ];\n\tadd.s64 %rd5, %rd1, %rd2;\n\t@%p3 ld.global.b32 {%r3}, [ %rd5 + 0 ];\n\tadd.s32 %r9, %r8, 4;\n}\n";
+        let l = lines(src);
+        let bodies = super::super::bodies::Bodies::scan(&l);
+        let defs = ModuleDefs::new(&l, &bodies);
+        let d = defs.of(bodies.nth(0));
+        assert_eq!(span_base(&l[5], &d), Some(("%rd1".to_string(), 532)), "through two adds of constants");
+        assert_eq!(span_base(&l[8], &d), Some(("%rd4".to_string(), 0)), "a register defined twice is not followed");
+        assert_eq!(span_base(&l[10], &d), Some(("%rd5".to_string(), 0)), "an add of two registers is not followed");
+        assert_eq!(span_base(&l[11], &d), None, "no access");
+    }
+
     fn cand(line: usize, guarded: bool) -> Candidate {
         Candidate { line, base: String::new(), guarded, loc: None }
     }
@@ -148,7 +216,7 @@ mod tests {
     fn masked_loads_with_moves_between_form_one_run() {
         let src = "\tmov.u16 %rs1, %rs2;\n\t@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];\n\tmov.u16 %rs3, %rs2;\n\t.loc 1 5 3\n\t@%p2 ld.global.b16 { %rs3 }, [ %rd2 + 0 ];\n\t@!%p3 ld.global.b16 { %rs4 }, [ %rd3 + 0 ];\n\tadd.s32 %r1, %r2, 1;";
         let l = lines(src);
-        let p = plan(&l, &[cand(1, true), cand(4, true), cand(5, true)], &LineSet::default());
+        let p = plan_of(&l, &[cand(1, true), cand(4, true), cand(5, true)], &LineSet::default());
         assert_eq!(p.members.len(), 3);
         assert!(p.members.values().all(|&f| f == 1));
         assert_eq!(p.ends.get(&6), Some(&1), "the branch goes after the last member");
@@ -159,12 +227,12 @@ mod tests {
         for between in ["bar.sync 0;", "$L__BB0_2:", "st.shared.b16 [%r4], %rs1;", "@%p9 bra $L__BB0_3;", "call foo, (%r1);", "{", ".reg .b32 %r9;"] {
             let src = format!("\t@%p1 ld.global.b16 {{ %rs1 }}, [ %rd1 + 0 ];\n\t{between}\n\t@%p2 ld.global.b16 {{ %rs3 }}, [ %rd2 + 0 ];");
             let l = lines(&src);
-            let p = plan(&l, &[cand(0, true), cand(2, true)], &LineSet::default());
+            let p = plan_of(&l, &[cand(0, true), cand(2, true)], &LineSet::default());
             assert!(p.members.is_empty(), "{between}: not one run");
         }
         let src = "\t@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];\n\tld.global.b16 %rs3, [%rd2];";
         let l = lines(src);
-        assert!(plan(&l, &[cand(0, true), cand(1, false)], &LineSet::default()).members.is_empty(), "an unguarded access is no member");
+        assert!(plan_of(&l, &[cand(0, true), cand(1, false)], &LineSet::default()).members.is_empty(), "an unguarded access is no member");
     }
 
     #[test]
@@ -173,7 +241,7 @@ mod tests {
         // runs, each of whose members' registers hold from its start.
         let src = "\t@%p1 ld.global.b32 { %r1 }, [ %rd1 + 0 ];\n\t@%p2 ld.global.b32 { %r2 }, [ %rd2 + 0 ];\n\tmad.wide.s32 %rd9, %r1, 4, %rd8;\n\tmad.wide.s32 %rd10, %r2, 4, %rd8;\n\t@%p1 atom.global.add.u32 %r3, [ %rd9 + 0 ], 1;\n\t@%p2 atom.global.add.u32 %r4, [ %rd10 + 0 ], 1;";
         let l = lines(src);
-        let p = plan(&l, &[cand(0, true), cand(1, true), cand(4, true), cand(5, true)], &LineSet::default());
+        let p = plan_of(&l, &[cand(0, true), cand(1, true), cand(4, true), cand(5, true)], &LineSet::default());
         assert_eq!(p.members.get(&4), Some(&4), "the first atomic starts a run");
         assert_eq!(p.members.get(&1), Some(&0));
         assert_eq!(p.loaded_ahead.get(&0), Some(&vec![0, 1]));
@@ -182,7 +250,7 @@ mod tests {
         // bytes cannot load ahead (the second address is not yet computed at its start).
         let src = "\t@%p1 ld.global.f32 %f2, [%rd8];\n\tadd.s64 %rd10, %rd4, %rd9;\n\t@%p1 ld.global.f32 %f3, [%rd10];";
         let l = lines(src);
-        let p = plan(&l, &[cand(0, true), cand(2, true)], &LineSet::default());
+        let p = plan_of(&l, &[cand(0, true), cand(2, true)], &LineSet::default());
         assert_eq!(p.members.len(), 2);
         assert!(p.loaded_ahead.is_empty());
     }
@@ -191,7 +259,7 @@ mod tests {
     fn excluded_lines_split_runs() {
         let src = "\t@%p1 st.global.b32 [ %rd1 + 0 ], { %r1 };\n\t@%p2 st.global.b32 [ %rd2 + 0 ], { %r2 };\n\t@%p3 st.global.b32 [ %rd3 + 0 ], { %r3 };";
         let l = lines(src);
-        let p = plan(&l, &[cand(0, true), cand(1, true), cand(2, true)], &[2].into_iter().collect());
+        let p = plan_of(&l, &[cand(0, true), cand(1, true), cand(2, true)], &[2].into_iter().collect());
         assert_eq!(p.members.keys().copied().collect::<LineSet>(), [0, 1].into_iter().collect());
         assert_eq!(p.ends.get(&2), Some(&0));
     }

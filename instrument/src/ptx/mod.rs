@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 94;
+pub const REVISION: u32 = 95;
 
 /// Instruments a PTX module.
 ///
@@ -995,16 +995,37 @@ impl<'a> Rewriter<'a> {
         if !all_fast && !any_atomic {
             return;
         }
+        // Members at one register plus constants, in one parameter's block: a span, where there
+        // are two or more (one alone keeps its own test, under its guard).
+        let mut groups: Vec<(emit::RunSpan<'_>, Vec<usize>)> = Vec::new();
+        for (k, ((.., fp), m)) in found.iter().zip(members).enumerate() {
+            let (Some(fp), Some((base, offset))) = (fp, plans.coalescing.runs.span_bases.get(m)) else { continue };
+            match groups.iter_mut().find(|(s, _)| s.base == base && s.fast.lo == fp.lo && s.fast.hi == fp.hi) {
+                Some((s, ks)) => {
+                    (s.first, s.last) = (s.first.min(*offset), s.last.max(*offset));
+                    ks.push(k);
+                }
+                None => groups.push((emit::RunSpan { base, first: *offset, last: *offset, fast: fp }, vec![k])),
+            }
+        }
+        groups.retain(|(_, ks)| ks.len() >= 2);
+        let mut span_of: Vec<Option<usize>> = vec![None; found.len()];
+        for (j, (_, ks)) in groups.iter().enumerate() {
+            for &k in ks {
+                span_of[k] = Some(j);
+            }
+        }
+        let spans: Vec<emit::RunSpan<'_>> = groups.into_iter().map(|(s, _)| s).collect();
         let mut regs: Vec<emit::RunPrefetch<'_>> = Vec::with_capacity(found.len());
         for (pos, ((ins, a, width, fp), &m)) in found.iter().zip(members).enumerate() {
             let (mask, bit) = run_mask_bit(first, pos);
             let site = new_site(&mut self.sites, f, plans.ptx_line(m), plans.module.locs[m], a.kind, *width);
             tested.insert(m, site);
-            regs.push(emit::RunPrefetch { access: a, guard: ins.guard, width: *width, fast: fp.as_ref(), site, mask, bit });
+            regs.push(emit::RunPrefetch { access: a, guard: ins.guard, width: *width, fast: fp.as_ref(), site, mask, bit, span: span_of[pos] });
         }
         let label = lines::numbered("$gasan_runp_", first);
         let (pred, ok) = run_preds(first);
-        emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &label, (&pred, &ok));
+        emit::run_prefetch(&mut self.out, self.opts.form(), leading_whitespace(lines[first].raw), &regs, &spans, &label, (&pred, &ok));
     }
 
     /// A body line holding a memory access: each statement with its shared/local check and its

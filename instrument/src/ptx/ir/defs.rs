@@ -225,6 +225,13 @@ impl<'l, 'a> Defs<'l, 'a> {
         })
     }
 
+    /// The instruction of `reg`'s one definition, when it has exactly one and it is unguarded.
+    pub fn only_writer(&self, reg: &str) -> Option<&'l Instr<'a>> {
+        let &id = self.index.ids.get(reg)?;
+        let r = self.index.regs[id as usize];
+        (r.count == 1 && r.guarded == 0).then(|| self.writer(&self.index.defs[self.index.grouped[r.start as usize] as usize]).instr)
+    }
+
     /// The last line in `[start, before)` with a definition of `reg`.
     pub fn last_write(&self, reg: &str, start: usize, before: usize) -> Option<usize> {
         let line = |k: u32| self.index.writers[self.index.defs[k as usize].writer()].line as usize;
