@@ -17,7 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 TORCH = r'''
-import time
+import json, os, time
 class _Event:
     def __init__(self, enable_timing=True): self.t = 0.0
     def record(self): self.t = time.perf_counter()
@@ -27,6 +27,10 @@ class cuda:
     Event = _Event
     @staticmethod
     def is_available(): return True
+    @staticmethod
+    def _sleep(cycles):
+        with open(os.environ["PAIR_TEST_LOG"], "a") as f:
+            f.write(json.dumps(["sleep", cycles]) + "\n")
     @staticmethod
     def synchronize(): pass
 float16 = int32 = None
@@ -78,10 +82,12 @@ class Pair(unittest.TestCase):
             f.write(TRITON)
         self.log = os.path.join(self.d, "log")
 
-    def run_pair(self, **env_extra):
+    def run_pair(self, *args, **env_extra):
+        if os.path.exists(self.log):
+            os.remove(self.log)
         env = {k: v for k, v in os.environ.items() if k not in ("GASAN_REAL_PTXAS", "TRITON_CACHE_DIR", "MARK_BOTH")}
         env.update(PYTHONPATH=os.path.join(self.d, "site"), PAIR_TEST_LOG=self.log, TRITON_PTXAS_PATH="/tools/gasan/ptxas", **env_extra)
-        p = subprocess.run([sys.executable, os.path.join(self.d, "benches", "jit", "pair.py"), "--reps", "4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        p = subprocess.run([sys.executable, os.path.join(self.d, "benches", "jit", "pair.py"), "--reps", "4", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         import json
         with open(self.log) as f:
             launches = [json.loads(line) for line in f]
@@ -108,6 +114,17 @@ class Pair(unittest.TestCase):
             later = [(ptxas, cache) for module, name, ptxas, cache, _ in launches if module == "kernels_native" and name == kernel][1:]
             self.assertTrue(later and all(x == ("/tools/gasan/ptxas", None) for x in later), later)
         self.assertIn("PAIRS geomean", p.stdout)
+
+    def test_queued_launches_wait_behind_a_gpu_busy_wait_and_others_do_not(self):
+        p, launches = self.run_pair("--queued", GASAN_REAL_PTXAS="/real/ptxas")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sleeps = [k for k, x in enumerate(launches) if x[0] == "sleep"]
+        # Each timed launch (4 reps, both copies, 6 kernels) and nothing else follows a busy-wait.
+        self.assertEqual(len(sleeps), 4 * 2 * 6, launches)
+        self.assertTrue(all(k + 1 < len(launches) and launches[k + 1][0] != "sleep" for k in sleeps), launches)
+        p, launches = self.run_pair(GASAN_REAL_PTXAS="/real/ptxas")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse([x for x in launches if x[0] == "sleep"], "no busy-wait without --queued")
 
     def test_a_native_copy_holding_gasans_checks_fails_the_run(self):
         p, _ = self.run_pair(GASAN_REAL_PTXAS="/real/ptxas", MARK_BOTH="1")
