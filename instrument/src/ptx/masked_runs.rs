@@ -31,7 +31,7 @@
 //! barrier or any other statement that ends a check's window ([`Line::kills_checks`]), and
 //! nothing but `.loc` of the directives.
 
-use super::access::AddrBase;
+use super::access::{parse_int, AddrBase};
 use super::defs::{Defs, ModuleDefs};
 use super::opcode::Op;
 use super::prefetch::Candidate;
@@ -128,16 +128,6 @@ fn span_base(line: &Line<'_>, d: &Defs<'_, '_>) -> Option<(String, i64)> {
         reg = base;
     }
     Some((reg.to_string(), offset))
-}
-
-/// A PTX integer literal (decimal or `0x` hexadecimal, optionally negative).
-fn parse_int(s: &str) -> Option<i64> {
-    let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
-    let v = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
-        Some(hex) => i64::from_str_radix(hex, 16).ok()?,
-        None => digits.parse().ok()?,
-    };
-    Some(if neg { -v } else { v })
 }
 
 fn finish(out: &mut RunPlan, run: &mut Vec<usize>) {
