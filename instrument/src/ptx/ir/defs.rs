@@ -219,10 +219,7 @@ impl<'l, 'a> Defs<'l, 'a> {
 
     /// Whether `reg` has exactly one definition, unguarded.
     pub fn defined_once_unguarded(&self, reg: &str) -> bool {
-        self.index.ids.get(reg).is_some_and(|&id| {
-            let r = self.index.regs[id as usize];
-            r.count == 1 && r.guarded == 0
-        })
+        self.only_writer(reg).is_some()
     }
 
     /// The instruction of `reg`'s one definition, when it has exactly one and it is unguarded.
