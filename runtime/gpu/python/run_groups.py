@@ -135,6 +135,8 @@ def judge(case, rc, out):
     if case.get("line") is not None:
         if os.path.basename(str(r.get("file") or "")) != os.path.basename(case["source"]) or r.get("line") != case["line"]:
             bad.append("line (want %s:%d)" % (os.path.basename(case["source"]), case["line"]))
+    if case.get("source_file") and os.path.basename(str(r.get("file") or "")) != case["source_file"]:
+        bad.append("file (want %s)" % case["source_file"])
     if "device" in case and r.get("device") != case["device"]:
         bad.append("device (want %s)" % case["device"])
     return not bad, ("wrong " + ", ".join(bad) + ": " if bad else "") + describe(r)
@@ -252,7 +254,7 @@ def main():
     if a.list:
         for c in rows:
             where = ("in " + c["kernel"]) if c.get("kernel") else ("by host call " + c["call"]) if c.get("call") else ""
-            exp = c["expect"] if c["expect"] == "clean" else "%s %s %s at %s:%s" % ("|".join(c["kind"]) if isinstance(c["kind"], list) else c["kind"], c.get("access", ""), where, c["source"], c.get("line") or "any")
+            exp = c["expect"] if c["expect"] == "clean" else "%s %s %s at %s:%s" % ("|".join(c["kind"]) if isinstance(c["kind"], list) else c["kind"], c.get("access", ""), where, c.get("source_file") or c["source"], c.get("line") or "any")
             print("%-30s %-5s %s%s" % (c["name"], c["group"], exp, ("  [until %s]" % c["until"].split(":")[0]) if c.get("until") else ""))
         return 0
     if not os.access(a.gasan, os.X_OK):

@@ -71,6 +71,13 @@ class Judge(unittest.TestCase):
         self.assertFalse(rg.judge(dict(CASE, device=1), 1, report())[0])
         self.assertTrue(rg.judge(dict(CASE, line=None), 1, report(file="/t/gen.py", line=9))[0])
 
+    def test_a_library_file_without_a_line(self):
+        lib = dict(CASE, line=None, source_file="_triton_ops.py")
+        self.assertTrue(rg.judge(lib, 1, report(file="/site-packages/torch/sparse/_triton_ops.py", line=700))[0])
+        ok, got = rg.judge(lib, 1, report(file="/t/gen.py", line=9))
+        self.assertFalse(ok)
+        self.assertIn("file (want _triton_ops.py)", got)
+
     def test_host_call_reports_are_judged_by_their_call(self):
         case = dict(CASE, kernel="", line=None, access="write", call="ncclAllReduce (recvbuff)")
         host = lambda call: report(kernel=None, file=None, line=None, access="write", call=call)
