@@ -369,8 +369,13 @@ CASES = {
     "numba_overflow_clean": lambda: numba_write(False),
 }
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        sys.exit("usage: jit_cases.py {%s}" % "|".join(CASES))
-    CASES[sys.argv[1]]()
+def run_case(cases, argv):
+    """Runs the case argv[1] names and prints "result ok" when it ran through."""
+    if len(argv) != 2 or argv[1] not in cases:
+        sys.exit("usage: %s {%s}" % (os.path.basename(argv[0]), "|".join(cases)))
+    cases[argv[1]]()
     print("result ok")
+
+
+if __name__ == "__main__":
+    run_case(CASES, sys.argv)

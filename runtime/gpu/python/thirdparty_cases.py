@@ -12,7 +12,7 @@ its entry point is missing. Under gasan a reported case ends with exit status 1 
 
 import sys
 
-from jit_cases import jax_gpu, skip, torch_cuda
+from jit_cases import jax_gpu, run_case, skip, torch_cuda
 
 
 def bsr_dense_mm(over):
@@ -153,7 +153,4 @@ CASES = {
 }
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        sys.exit("usage: thirdparty_cases.py {%s}" % "|".join(CASES))
-    CASES[sys.argv[1]]()
-    print("result ok")
+    run_case(CASES, sys.argv)
