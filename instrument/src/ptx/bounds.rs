@@ -324,9 +324,11 @@ impl ParamBounds {
     pub fn analyze(lines: &[Line<'_>], body: &Body, defs: Defs<'_, '_>, versioned: impl Fn(usize) -> bool, any_in_loop: impl Fn(std::ops::Range<usize>) -> bool) -> Option<ParamBounds> {
         // (A body that opens and closes on one line holds nothing to check.)
         let body_lines = lines.get(body.open + 1..body.close).filter(|_| body.entry)?;
-        if any_in_loop(body.open + 1..body.close) {
-            return None;
-        }
+        // In a body with a loop a definition may reach a use from below it, so a register's root
+        // found in one pass may be another parameter's: the address fast path stays sound (it
+        // passes only addresses in a block live at the kernel's start, whatever parameter they
+        // came from), the index test would not, and is kept to loop-free bodies.
+        let looped = any_in_loop(body.open + 1..body.close);
         let header = FnHeader::text_of(lines, body);
         // The parameters the kernel's header declares, in order.
         let declared: Vec<Param<'_>> = FnHeader::parse(&header).map(|h| h.params.into_iter().filter(|p| p.space == ".param").collect()).unwrap_or_default();
@@ -337,9 +339,9 @@ impl ParamBounds {
             let name = operand.split('+').next().unwrap_or(operand).trim();
             declared.iter().any(|d| d.name == name)
         };
-        // Loop-free (checked above): every definition that reaches a use comes before it in the
-        // text, so one pass in order sees them all. A register defined more than once keeps a
-        // parameter only when every definition agrees.
+        // One pass in text order: loop-free, every definition that reaches a use comes before it
+        // (with a loop, see above). A register defined more than once keeps a parameter only when
+        // every definition agrees.
         let mut regs = Regs { defs, slots: vec![None; defs.reg_count()] };
         let mut operands_of_params: Vec<&str> = Vec::new();
         // The body's instructions that define registers, in order (`seq`: the position, all the
@@ -382,7 +384,7 @@ impl ParamBounds {
                     }
                 }
             };
-            let shape = if single && ins.guard.is_none() { shape_of(ins, param, &regs) } else { Shape::Other };
+            let shape = if single && ins.guard.is_none() && !looped { shape_of(ins, param, &regs) } else { Shape::Other };
             for r in dests {
                 let v = if defs.reg_name(r.reg_id) == d { v } else { Root::Other };
                 match &mut regs.slots[r.reg_id as usize] {
