@@ -118,7 +118,7 @@ fn span_base(line: &Line<'_>, d: &Defs<'_, '_>) -> Option<(String, i64)> {
     let (mut reg, mut offset) = (r.as_str(), a.offset);
     for _ in 0..SPAN_DEPTH {
         let Some(w) = d.only_writer(reg) else { break };
-        let int64 = matches!(w.opcode.quals().next(), Some("s64" | "u64")) && w.opcode.quals().nth(1).is_none();
+        let int64 = matches!(w.opcode.only_qual(), Some("s64" | "u64"));
         let (Op::Add, true, [_, base, imm]) = (w.opcode.op, int64, w.operands.as_slice()) else { break };
         let Some(add) = parse_int(imm) else { break };
         if !base.starts_with('%') || d.only_writer(base).is_none() {

@@ -184,6 +184,12 @@ impl<'a> Opcode<'a> {
     pub fn first_qual(&self) -> Option<&'a str> {
         self.quals().next()
     }
+
+    /// The qualifier, when there is exactly one (`s64` of `add.s64`; none of `add.cc.s64`).
+    pub fn only_qual(&self) -> Option<&'a str> {
+        let mut q = self.quals();
+        q.next().filter(|_| q.next().is_none())
+    }
 }
 
 /// `text.split([A, B])` for two ASCII separators (one given twice: one separator), cut byte by
@@ -255,6 +261,8 @@ mod tests {
         let r = Opcode::parse("ret");
         assert_eq!((r.op, r.parts().next(), r.first_qual(), r.quals().count()), (Op::Ret, Some("ret"), None, 0));
         assert!(r.op.jumps_away() && r.op.transfers_control());
+        let only = |t: &'static str| Opcode::parse(t).only_qual();
+        assert_eq!((only("add.s64"), only("add.cc.s64"), only("ret"), o.only_qual()), (Some("s64"), None, None, None));
         assert!(Op::Call.transfers_control() && !Op::Call.jumps_away());
     }
 
