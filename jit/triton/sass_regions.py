@@ -6,8 +6,8 @@ Blocks that a forward branch skips and that hold a shadow load (LDG.E.U8) are th
 are not counted; a branch that leaves its region (Triton's `n <= 0` test) is not a slow path.
 
 Usage (repository root): PYTHONPATH=$(scripts/triton.sh) python3 jit/triton/sass_regions.py [KERNEL]
-KERNEL defaults to attention_bench: attention_fwd with BM=BN=D=64 and tt.divisibility 16 on its
-pointers, strides and n_ctx, as benches/jit/triton_bench.py launches it.
+KERNEL (a name in kernels.py's KERNELS) defaults to attention_fwd_hinted, the attention forward
+as benches/jit/triton_bench.py launches it.
 """
 import os
 import re
@@ -53,11 +53,7 @@ def regions(ins, addr):
 
 
 def main():
-    name = sys.argv[1] if len(sys.argv) > 1 else "attention_bench"
-    if name == "attention_bench":
-        fn = K.attention_fwd
-        K.KERNELS[name] = (fn, K.KERNELS["attention_fwd"][1], {"BM": 64, "BN": 64, "D": 64},
-                           K.divisible(fn, ["q", "k", "v", "o", "sqm", "skn", "svn", "som", "n_ctx"]))
+    name = sys.argv[1] if len(sys.argv) > 1 else "attention_fwd_hinted"
     cuda = os.environ.get("GASAN_CUDA_ROOT") or subprocess.run([f"{ROOT}/scripts/cuda-toolchain.sh"], check=True, capture_output=True, text=True).stdout.strip()
     objdump = os.path.join(os.path.dirname(K.triton.__file__), "backends/nvidia/bin/cuobjdump")
     with tempfile.TemporaryDirectory() as tmp:
