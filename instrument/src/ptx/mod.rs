@@ -488,6 +488,11 @@ struct FuncState<'p> {
     /// It keeps `wgmma` groups in flight: halt mode's reports rejoin their checks
     /// ([`emit::reports_through_calls`]).
     wgmma: bool,
+    /// Its counts so far, and those of its statements in fast loop copies: added to the module's
+    /// ([`Rewriter::stats`], [`Rewriter::copy_stats`]) when the body closes (a statement's counts
+    /// found no map entry by the function's name).
+    stats: FunctionStats,
+    copy_stats: FunctionStats,
 }
 
 struct Rewriter<'a> {
@@ -630,6 +635,9 @@ impl<'a> Rewriter<'a> {
         let mut walk = Walk::default();
         for i in 0..lines.len() {
             self.walk_line(&plans, &mut walk, i)?;
+        }
+        if let Some(f) = walk.func.take() {
+            self.add_stats(&f);
         }
         if walk.depth != 0 {
             let last = self.src.lines().count();
@@ -818,6 +826,8 @@ impl<'a> Rewriter<'a> {
                     bounds,
                     nested: false,
                     out_start: self.out.len(),
+                    stats: FunctionStats::default(),
+                    copy_stats: FunctionStats::default(),
                     wgmma: self.wgmma
                         && plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)]
                             .iter()
@@ -886,9 +896,19 @@ impl<'a> Rewriter<'a> {
             return Err(PtxError::Unbalanced(line_no));
         }
         if closes_body {
-            w.func = None;
+            if let Some(f) = w.func.take() {
+                self.add_stats(&f);
+            }
         }
         Ok(())
+    }
+
+    /// Adds the counts of function `f` to the module's.
+    fn add_stats(&mut self, f: &FuncState) {
+        self.stats.functions.entry(f.name.clone()).or_default().add(&f.stats);
+        if f.copy_stats != FunctionStats::default() {
+            self.copy_stats.functions.entry(f.name.clone()).or_default().add(&f.copy_stats);
+        }
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
@@ -1049,8 +1069,8 @@ impl<'a> Rewriter<'a> {
         };
         let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
         if found > 0 {
-            let stats = if plans.module.copies.contains(&i) { &mut self.copy_stats } else { &mut self.stats };
-            stats.functions.entry(f.name.clone()).or_default().space_found += found;
+            let stats = if plans.module.copies.contains(&i) { &mut f.copy_stats } else { &mut f.stats };
+            stats.space_found += found;
         }
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = &plans.coalescing;
@@ -1211,11 +1231,11 @@ impl<'a> Rewriter<'a> {
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
-                self.stats.functions.entry(f.name.clone()).or_default().space_checked += 1;
+                f.stats.space_checked += 1;
                 return None;
             }
             Some(spaces::Role::Available) => {
-                self.stats.functions.entry(f.name.clone()).or_default().space_eliminated += 1;
+                f.stats.space_eliminated += 1;
                 return None;
             }
             // Checked at its loop's entry (a fast copy's line): nothing to count, as for
@@ -1243,8 +1263,7 @@ impl<'a> Rewriter<'a> {
             f.fail_blocks.push(stub);
             f.uses_space_fail = true;
         }
-        let fstats = self.stats.functions.entry(f.name.clone()).or_default();
-        fstats.space_checked += 1;
+        f.stats.space_checked += 1;
         Some(inline)
     }
 
@@ -1273,16 +1292,27 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
+        // The function's own counts (in its state while it is walked), taken out for the
+        // statement and put back.
+        fn slot<'f>(f: &'f mut FuncState<'_>, copy: bool) -> &'f mut FunctionStats {
+            if copy {
+                &mut f.copy_stats
+            } else {
+                &mut f.stats
+            }
+        }
+        let mut fstats = std::mem::take(slot(f, s.in_loop_copy));
+        let r = self.rewrite_statement_counted(f, s, &mut fstats);
+        *slot(f, s.in_loop_copy) = fstats;
+        r
+    }
+
+    fn rewrite_statement_counted(&mut self, f: &mut FuncState, s: &Statement<'_>, fstats: &mut FunctionStats) -> Result<String, PtxError> {
         let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, run_bit, in_loop_copy, range_tested } = *s;
         let stmt = parsed.text;
         let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
-        // The entry exists (created when the function opened): no key allocation per statement.
-        let fstats = match stats.functions.get_mut(&f.name) {
-            Some(x) => x,
-            None => stats.functions.entry(f.name.clone()).or_default(),
-        };
         let (Some(ins), Some(class)) = (parsed.instr.as_ref(), parsed.class()) else {
             // A scope brace or a declaration on an access line (one-line inline asm): registers
             // declared in the scope may shadow checked ones, so no earlier check carries over.
