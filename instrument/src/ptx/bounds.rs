@@ -171,18 +171,19 @@ fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
     if !matches!(opcode.op, Op::Ld | Op::Mov | Op::Cvta | Op::Add | Op::Sub | Op::Mad) {
         return Def::Other;
     }
-    let wide64 = wide64(opcode);
+    // (Read only where the opcode and the operand count are right.)
+    let wide64 = || wide64(opcode);
     let src = |i: usize| operands.get(i).copied();
     match opcode.op {
-        Op::Ld if opcode.first_qual() == Some("param") && wide64 => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
+        Op::Ld if opcode.first_qual() == Some("param") && wide64() => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
             Some(a) => Def::Param(a.trim()),
             None => Def::Other,
         },
-        Op::Mov | Op::Cvta if wide64 && operands.len() == 2 => Def::OneOf(&operands[1..2]),
-        Op::Add if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..3]),
-        Op::Sub if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..2]),
+        Op::Mov | Op::Cvta if operands.len() == 2 && wide64() => Def::OneOf(&operands[1..2]),
+        Op::Add if operands.len() == 3 && wide64() => Def::OneOf(&operands[1..3]),
+        Op::Sub if operands.len() == 3 && wide64() => Def::OneOf(&operands[1..2]),
         // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
-        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64) => Def::OneOf(&operands[3..4]),
+        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64()) => Def::OneOf(&operands[3..4]),
         _ => Def::Other,
     }
 }
@@ -404,13 +405,18 @@ impl ParamBounds {
             return None;
         }
         // The parameters checked accesses use, the most used first.
+        // (The same walk keeps every checked access's address register, versioned or not, for
+        // the index tests' limits below.)
         let mut uses = vec![0usize; operands_of_params.len()];
+        let mut bases: Vec<&str> = Vec::new();
         for (i, line) in body_lines.iter().enumerate().map(|(k, l)| (body.open + 1 + k, l)) {
-            if versioned(i) {
-                continue;
-            }
+            let counted = !versioned(i);
             for st in line.stmts() {
                 if let Some(AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
+                    bases.push(r.as_str());
+                    if !counted {
+                        continue;
+                    }
                     if let Some(Root::Param(k)) = regs.get(r.as_str()).and_then(|g| g.root) {
                         uses[k] += 1;
                     }
@@ -447,14 +453,7 @@ impl ParamBounds {
             .collect();
         untag.sort();
         let scaled = scaled_registers(&regs, |j| order.iter().position(|&o| o == j).filter(|&k| tag_ordinal[k].is_some()));
-        let mut limits: Vec<(usize, u32)> = body_lines
-            .iter()
-            .flat_map(|l| l.stmts())
-            .filter_map(|st| match st.checked_access().map(|a| &a.base) {
-                Some(AddrBase::Reg(r)) => scaled.get(r.as_str()).map(|s| (s.k, s.shift)),
-                _ => None,
-            })
-            .collect();
+        let mut limits: Vec<(usize, u32)> = bases.iter().filter_map(|r| scaled.get(*r).map(|s| (s.k, s.shift))).collect();
         limits.sort_unstable();
         limits.dedup();
         Some(ParamBounds { params, of_reg, tag_ordinal, untag, declared_count: declared.len() as u32, scaled, limits })
