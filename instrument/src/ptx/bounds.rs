@@ -27,6 +27,7 @@ use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
 use super::defs::Defs;
 use super::func::{FnHeader, Param};
+use super::line::NameSet;
 use super::lines::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
 use super::Line;
@@ -441,13 +442,18 @@ impl ParamBounds {
                 _ => None,
             })
             .collect();
+        // A parameter may be tagged when it is declared a plain 64-bit scalar and every use of it
+        // is a plain read ([`ParamBounds::plain_reads`], one walk for them all).
+        let ordinals: Vec<Option<usize>> = params.iter().map(|p| declared.iter().position(|d| d.name == *p && d.scalar64())).collect();
+        let candidates: Vec<&str> = params.iter().zip(&ordinals).filter(|(_, o)| o.is_some()).map(|(p, _)| p.as_str()).collect();
+        let mut reads = Self::plain_reads(lines, body, &candidates).into_iter();
         let mut untag = Vec::new();
-        let tag_ordinal: Vec<Option<u32>> = params
+        let tag_ordinal: Vec<Option<u32>> = ordinals
             .iter()
             .enumerate()
-            .map(|(k, p)| {
-                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64())?;
-                untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, r, k)));
+            .map(|(k, ordinal)| {
+                let ordinal = (*ordinal)?;
+                untag.extend(reads.next().flatten()?.into_iter().map(|(l, r)| (l, r, k)));
                 u32::try_from(ordinal).ok()
             })
             .collect();
@@ -459,26 +465,46 @@ impl ParamBounds {
         Some(ParamBounds { params, of_reg, tag_ordinal, untag, declared_count: declared.len() as u32, scaled, limits })
     }
 
-    /// The program's reads of parameter `name` — (line index, destination) — when each is a
-    /// whole 64-bit `ld.param` alone on its line, so that untagging its destination after the
-    /// line covers every use; `None` when any use is another form (a part read, its address
-    /// taken, a guarded read): such a parameter is never tagged.
-    fn plain_reads(lines: &[Line<'_>], body: &Body, name: &str) -> Option<Vec<(usize, String)>> {
-        let operand = format!("[{name}]");
-        let mut reads = Vec::new();
+    /// The program's reads of each parameter of `names` — (line index, destination) — when each
+    /// is a whole 64-bit `ld.param` alone on its line, so that untagging its destination after the
+    /// line covers every use; `None` for a parameter any use of which is another form (a part
+    /// read, its address taken, a guarded read): such a parameter is never tagged. One walk of the
+    /// body for all of them.
+    fn plain_reads(lines: &[Line<'_>], body: &Body, names: &[&str]) -> Vec<Option<Vec<(usize, String)>>> {
+        let mut out: Vec<Option<Vec<(usize, String)>>> = names.iter().map(|_| Some(Vec::new())).collect();
+        if names.is_empty() {
+            return out;
+        }
+        let set = NameSet::new(names);
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if !line.names(name) {
+            let named = line.names_of(&set);
+            if named == 0 {
                 continue;
             }
-            let [st] = line.stmts() else { return None };
-            let ins = st.instr.as_ref().filter(|ins| ins.guard.is_none())?;
-            let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64(ins.opcode) && ins.opcode.quals().count() == 2;
-            match ins.operands.as_slice() {
-                [d, a] if plain && d.starts_with('%') && a.replace(' ', "") == operand => reads.push((i, d.to_string())),
-                _ => return None,
+            // The line's one statement, when it is an unguarded whole 64-bit parameter read: its
+            // destination and address.
+            let read = match line.stmts() {
+                [st] => st.instr.as_ref().filter(|ins| ins.guard.is_none()).and_then(|ins| {
+                    let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64(ins.opcode) && ins.opcode.quals().count() == 2;
+                    match ins.operands.as_slice() {
+                        [d, a] if plain && d.starts_with('%') => Some((*d, a.replace(' ', ""))),
+                        _ => None,
+                    }
+                }),
+                _ => None,
+            };
+            for (k, name) in names.iter().enumerate() {
+                if named & (1 << k) == 0 {
+                    continue;
+                }
+                let Some(reads) = &mut out[k] else { continue };
+                match &read {
+                    Some((d, a)) if a.strip_prefix('[').and_then(|a| a.strip_suffix(']')) == Some(name) => reads.push((i, d.to_string())),
+                    _ => out[k] = None,
+                }
             }
         }
-        Some(reads)
+        out
     }
 
     /// The kernel's entry in the module's [`crate::abi::ParamTagTable`], when some parameter may

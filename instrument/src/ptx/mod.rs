@@ -73,7 +73,7 @@ use ir::header::{self, Directive, Header};
 use ir::line::{find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
 use ir::regs::{type_bits, DeclaredRegs, RegTypes};
 use ir::stmt::kills_checks;
-use ir::{access, bodies, cfg as branches, defs, func, labels, opcode, stmt};
+use ir::{access, bodies, cfg as branches, defs, func, labels, line, opcode, stmt};
 mod lines;
 mod loops;
 #[cfg(test)]
