@@ -1512,7 +1512,7 @@ struct Module<'p, 'l> {
     /// Where the text's lines were in the input ([`labels::LabelLines`]).
     label_lines: Option<&'p labels::LabelLines>,
     locs: &'p [Option<Loc>],
-    versioned_loop: &'p LineSet,
+    versioned_loop: &'p [bool],
     /// The renaming of the driver's heap functions (heap.rs), when the module declares one.
     heap: Option<&'p heap::HeapPlan>,
     /// Halt mode in a module that uses `wgmma` ([`Rewriter::wgmma`]): no batches, whose recheck
@@ -1548,7 +1548,10 @@ impl<'l> Module<'_, 'l> {
         let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.space_covered, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
-            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
+            true => bodies
+                .iter()
+                .map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.get(l).copied().unwrap_or(false), |r| self.branches.any_in_loop(r))))
+                .collect(),
             false => LineMap::default(),
         };
         Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default() }
