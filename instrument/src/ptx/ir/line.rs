@@ -329,7 +329,9 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn directive(&self) -> Option<&'a str> {
         let t = self.code;
         let rest = t.strip_prefix('.')?;
-        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(t.len(), |p| p + 1);
+        // (Byte by byte: the word is ASCII, and a longer character's first byte ends it as the
+        // character would.)
+        let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_')).map_or(t.len(), |p| p + 1);
         Some(&t[..end])
     }
 
