@@ -843,13 +843,12 @@ impl<'a> Rewriter<'a> {
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
         let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { plans.module.lines[i].memory() } else { (false, false) };
-        if let (Some(f), true) = (w.func.as_mut(), in_body) {
-            f.regs.at(plans.module.lines, i);
-        }
-
         if line_has_memory {
             if let Some(f) = w.func.as_mut() {
                 f.nested = w.depth != 1 || opens + closes > 0;
+                // The register types declared down to this line (read here, where they are
+                // asked: the lines between are read on the way, in order, as each was before).
+                f.regs.at(plans.module.lines, i);
             }
             self.access_line(plans, w, i, any_check)?;
         } else {
@@ -927,6 +926,8 @@ impl<'a> Rewriter<'a> {
         let (here, fasts): (Vec<&prefetch::Prefetch>, Vec<Option<bounds::FastPath>>) = if planned.is_empty() {
             (Vec::new(), Vec::new())
         } else {
+            // The register types declared above this line (prefetch_text reads them).
+            f.regs.at(plans.module.lines, i - 1);
             let here: Vec<&prefetch::Prefetch> = planned.iter().filter(|p| p.target != prefetch::Target::NextIteration || w.prefetched.contains(&p.access)).collect();
             let fasts = here.iter().map(|p| fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels)).collect();
             (here, fasts)
