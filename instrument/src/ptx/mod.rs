@@ -913,6 +913,10 @@ impl<'a> Rewriter<'a> {
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
     fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
+        // Nothing planned here and no batch's recheck waiting: nothing to write.
+        if !plans.planned_before.get(i).copied().unwrap_or(true) && w.batch_recheck.is_empty() {
+            return;
+        }
         if let (Some(&first), false) = (plans.coalescing.runs.ends.get(&i), self.counting) {
             emit::run_branch(&mut self.out, &run_preds(first).0);
         }
@@ -1493,6 +1497,10 @@ struct Plans<'p, 'l> {
     bounds: LineMap<Option<bounds::ParamBounds>>,
     /// The provenance of a function `module_spaces` has none for.
     no_spaces: spaces::FnSpaces,
+    /// By line: the coalescing plan places something before it (a run's branch or loads, a
+    /// prefetch, a next-iteration move): what [`Rewriter::before_line`] looks up (most lines have
+    /// nothing, and it asks every line).
+    planned_before: Vec<bool>,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1555,7 +1563,13 @@ impl<'l> Module<'_, 'l> {
                 .collect(),
             false => LineMap::default(),
         };
-        Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default() }
+        let mut planned_before = vec![false; self.lines.len()];
+        for &i in coalescing.runs.ends.keys().chain(coalescing.runs.loaded_ahead.keys()).chain(coalescing.prefetch.at.keys()).chain(coalescing.prefetch.moves.keys()) {
+            if let Some(p) = planned_before.get_mut(i) {
+                *p = true;
+            }
+        }
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default(), planned_before }
     }
 }
 
