@@ -411,6 +411,11 @@ impl ParamBounds {
         let mut uses = vec![0usize; operands_of_params.len()];
         let mut bases: Vec<&str> = Vec::new();
         for (i, line) in body_lines.iter().enumerate().map(|(k, l)| (body.open + 1 + k, l)) {
+            // A checked access names its address in brackets (access.rs parse_address): a line
+            // without any holds none, and its statements need no classifying.
+            if !line.brackets {
+                continue;
+            }
             let counted = !versioned(i);
             for st in line.stmts() {
                 if let Some(AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
