@@ -27,6 +27,7 @@ use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
 use super::defs::Defs;
 use super::func::{FnHeader, Param};
+use super::line::NameSet;
 use super::lines::{ln, Lines, Numbered};
 use super::opcode::{Op, Opcode};
 use super::Line;
@@ -171,18 +172,19 @@ fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
     if !matches!(opcode.op, Op::Ld | Op::Mov | Op::Cvta | Op::Add | Op::Sub | Op::Mad) {
         return Def::Other;
     }
-    let wide64 = wide64(opcode);
+    // (Read only where the opcode and the operand count are right.)
+    let wide64 = || wide64(opcode);
     let src = |i: usize| operands.get(i).copied();
     match opcode.op {
-        Op::Ld if opcode.first_qual() == Some("param") && wide64 => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
+        Op::Ld if opcode.first_qual() == Some("param") && wide64() => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
             Some(a) => Def::Param(a.trim()),
             None => Def::Other,
         },
-        Op::Mov | Op::Cvta if wide64 && operands.len() == 2 => Def::OneOf(&operands[1..2]),
-        Op::Add if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..3]),
-        Op::Sub if wide64 && operands.len() == 3 => Def::OneOf(&operands[1..2]),
+        Op::Mov | Op::Cvta if operands.len() == 2 && wide64() => Def::OneOf(&operands[1..2]),
+        Op::Add if operands.len() == 3 && wide64() => Def::OneOf(&operands[1..3]),
+        Op::Sub if operands.len() == 3 && wide64() => Def::OneOf(&operands[1..2]),
         // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
-        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64) => Def::OneOf(&operands[3..4]),
+        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64()) => Def::OneOf(&operands[3..4]),
         _ => Def::Other,
     }
 }
@@ -404,13 +406,23 @@ impl ParamBounds {
             return None;
         }
         // The parameters checked accesses use, the most used first.
+        // (The same walk keeps every checked access's address register, versioned or not, for
+        // the index tests' limits below.)
         let mut uses = vec![0usize; operands_of_params.len()];
+        let mut bases: Vec<&str> = Vec::new();
         for (i, line) in body_lines.iter().enumerate().map(|(k, l)| (body.open + 1 + k, l)) {
-            if versioned(i) {
+            // A checked access names its address in brackets (access.rs parse_address): a line
+            // without any holds none, and its statements need no classifying.
+            if !line.brackets {
                 continue;
             }
+            let counted = !versioned(i);
             for st in line.stmts() {
                 if let Some(AddrBase::Reg(r)) = st.checked_access().map(|a| &a.base) {
+                    bases.push(r.as_str());
+                    if !counted {
+                        continue;
+                    }
                     if let Some(Root::Param(k)) = regs.get(r.as_str()).and_then(|g| g.root) {
                         uses[k] += 1;
                     }
@@ -435,51 +447,69 @@ impl ParamBounds {
                 _ => None,
             })
             .collect();
+        // A parameter may be tagged when it is declared a plain 64-bit scalar and every use of it
+        // is a plain read ([`ParamBounds::plain_reads`], one walk for them all).
+        let ordinals: Vec<Option<usize>> = params.iter().map(|p| declared.iter().position(|d| d.name == *p && d.scalar64())).collect();
+        let candidates: Vec<&str> = params.iter().zip(&ordinals).filter(|(_, o)| o.is_some()).map(|(p, _)| p.as_str()).collect();
+        let mut reads = Self::plain_reads(lines, body, &candidates).into_iter();
         let mut untag = Vec::new();
-        let tag_ordinal: Vec<Option<u32>> = params
+        let tag_ordinal: Vec<Option<u32>> = ordinals
             .iter()
             .enumerate()
-            .map(|(k, p)| {
-                let ordinal = declared.iter().position(|d| d.name == *p && d.scalar64())?;
-                untag.extend(Self::plain_reads(lines, body, p)?.into_iter().map(|(l, r)| (l, r, k)));
+            .map(|(k, ordinal)| {
+                let ordinal = (*ordinal)?;
+                untag.extend(reads.next().flatten()?.into_iter().map(|(l, r)| (l, r, k)));
                 u32::try_from(ordinal).ok()
             })
             .collect();
         untag.sort();
         let scaled = scaled_registers(&regs, |j| order.iter().position(|&o| o == j).filter(|&k| tag_ordinal[k].is_some()));
-        let mut limits: Vec<(usize, u32)> = body_lines
-            .iter()
-            .flat_map(|l| l.stmts())
-            .filter_map(|st| match st.checked_access().map(|a| &a.base) {
-                Some(AddrBase::Reg(r)) => scaled.get(r.as_str()).map(|s| (s.k, s.shift)),
-                _ => None,
-            })
-            .collect();
+        let mut limits: Vec<(usize, u32)> = bases.iter().filter_map(|r| scaled.get(*r).map(|s| (s.k, s.shift))).collect();
         limits.sort_unstable();
         limits.dedup();
         Some(ParamBounds { params, of_reg, tag_ordinal, untag, declared_count: declared.len() as u32, scaled, limits })
     }
 
-    /// The program's reads of parameter `name` — (line index, destination) — when each is a
-    /// whole 64-bit `ld.param` alone on its line, so that untagging its destination after the
-    /// line covers every use; `None` when any use is another form (a part read, its address
-    /// taken, a guarded read): such a parameter is never tagged.
-    fn plain_reads(lines: &[Line<'_>], body: &Body, name: &str) -> Option<Vec<(usize, String)>> {
-        let operand = format!("[{name}]");
-        let mut reads = Vec::new();
+    /// The program's reads of each parameter of `names` — (line index, destination) — when each
+    /// is a whole 64-bit `ld.param` alone on its line, so that untagging its destination after the
+    /// line covers every use; `None` for a parameter any use of which is another form (a part
+    /// read, its address taken, a guarded read): such a parameter is never tagged. One walk of the
+    /// body for all of them.
+    fn plain_reads(lines: &[Line<'_>], body: &Body, names: &[&str]) -> Vec<Option<Vec<(usize, String)>>> {
+        let mut out: Vec<Option<Vec<(usize, String)>>> = names.iter().map(|_| Some(Vec::new())).collect();
+        if names.is_empty() {
+            return out;
+        }
+        let set = NameSet::new(names);
         for (i, line) in lines.iter().enumerate().take(body.close).skip(body.open + 1) {
-            if !line.names(name) {
+            let named = line.names_of(&set);
+            if named == 0 {
                 continue;
             }
-            let [st] = line.stmts() else { return None };
-            let ins = st.instr.as_ref().filter(|ins| ins.guard.is_none())?;
-            let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64(ins.opcode) && ins.opcode.quals().count() == 2;
-            match ins.operands.as_slice() {
-                [d, a] if plain && d.starts_with('%') && a.replace(' ', "") == operand => reads.push((i, d.to_string())),
-                _ => return None,
+            // The line's one statement, when it is an unguarded whole 64-bit parameter read: its
+            // destination and address.
+            let read = match line.stmts() {
+                [st] => st.instr.as_ref().filter(|ins| ins.guard.is_none()).and_then(|ins| {
+                    let plain = ins.opcode.op == Op::Ld && ins.opcode.first_qual() == Some("param") && wide64(ins.opcode) && ins.opcode.quals().count() == 2;
+                    match ins.operands.as_slice() {
+                        [d, a] if plain && d.starts_with('%') => Some((*d, a.replace(' ', ""))),
+                        _ => None,
+                    }
+                }),
+                _ => None,
+            };
+            for (k, name) in names.iter().enumerate() {
+                if named & (1 << k) == 0 {
+                    continue;
+                }
+                let Some(reads) = &mut out[k] else { continue };
+                match &read {
+                    Some((d, a)) if a.strip_prefix('[').and_then(|a| a.strip_suffix(']')) == Some(name) => reads.push((i, d.to_string())),
+                    _ => out[k] = None,
+                }
             }
         }
-        Some(reads)
+        out
     }
 
     /// The kernel's entry in the module's [`crate::abi::ParamTagTable`], when some parameter may

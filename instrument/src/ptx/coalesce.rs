@@ -139,16 +139,12 @@ pub(super) fn plan_range<'l, 'a>(
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
         for st in line.stmts() {
-            let s = st.text;
             if groups.is_empty() {
                 break;
             }
-            // With few groups open, parse destinations only where a group's register is named at
-            // all (a substring test is far cheaper, and most lines name none); with many, the
-            // destinations are looked up in the register index instead of testing every group.
-            if groups.len() <= SUBSTRING_TEST_GROUPS && !groups.keys().any(|(base, guard)| s.contains(base) || (!guard.is_empty() && s.contains(guard.trim_start_matches('!')))) {
-                continue;
-            }
+            // Each destination looked up in the register index (the statement's destinations are
+            // parsed once, with it: a lookup costs less than testing the text for each open
+            // group's registers, as this did up to eight groups).
             for d in st.dests() {
                 for k in groups.by_register.remove(d).into_iter().flatten() {
                     if let Some(g) = groups.remove(&k) {
@@ -174,12 +170,6 @@ pub(super) fn plan_range<'l, 'a>(
     plan
 }
 
-/// Up to this many open groups, a statement is first tested for naming any of their registers
-/// (a substring test per group) before its destinations are parsed; beyond, the destinations are
-/// always parsed and looked up in [`Groups::by_register`], so a block with a group per access costs
-/// O(accesses), not O(accesses²).
-const SUBSTRING_TEST_GROUPS: usize = 8;
-
 /// The open groups of the current basic block, by (address register, guard), and the groups each
 /// register (address or guard, without `!`) ends when redefined.
 /// Registers and guards are borrowed from the lines' parses: a key a checked access, cloned
@@ -195,12 +185,6 @@ struct Groups<'s> {
 impl<'s> Groups<'s> {
     fn is_empty(&self) -> bool {
         self.open.is_empty()
-    }
-    fn len(&self) -> usize {
-        self.open.len()
-    }
-    fn keys(&self) -> impl Iterator<Item = &(&'s str, &'s str)> {
-        self.open.keys()
     }
     fn push(&mut self, key: (&'s str, &'s str), e: Entry) {
         match self.open.entry(key) {

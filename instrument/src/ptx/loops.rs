@@ -126,10 +126,24 @@ impl<'a> Versioned<'a> {
         (lines, moved_to)
     }
 
-    /// The lines of every versioned loop: its fast copy and its checked original.
-    pub fn loop_lines(&self) -> LineSet {
-        let originals: LineSet = self.copies.iter().map(|&l| self.origin[l]).collect();
-        (0..self.lines.len()).filter(|l| self.copies.contains(l) || (!self.inserted.contains(l) && originals.contains(&self.origin[*l]))).collect()
+    /// The lines of every versioned loop, its fast copy and its checked original: `true` at their
+    /// indexes (flags by line, set from the copies and the inserted lines: no set is searched per
+    /// line).
+    pub fn loop_lines(&self) -> Vec<bool> {
+        let n = self.lines.len();
+        let (mut copy, mut inserted) = (vec![false; n], vec![false; n]);
+        for &l in &self.copies {
+            copy[l] = true;
+        }
+        for &l in &self.inserted {
+            inserted[l] = true;
+        }
+        // (Input lines: each line's origin is one of them.)
+        let mut original = vec![false; self.origin.iter().max().map_or(0, |&m| m + 1)];
+        for &l in &self.copies {
+            original[self.origin[l]] = true;
+        }
+        (0..n).map(|l| copy[l] || (!inserted[l] && original[self.origin[l]])).collect()
     }
 }
 

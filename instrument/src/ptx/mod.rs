@@ -73,7 +73,7 @@ use ir::header::{self, Directive, Header};
 use ir::line::{find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
 use ir::regs::{type_bits, DeclaredRegs, RegTypes};
 use ir::stmt::kills_checks;
-use ir::{access, bodies, cfg as branches, defs, func, labels, opcode, stmt};
+use ir::{access, bodies, cfg as branches, defs, func, labels, line, opcode, stmt};
 mod lines;
 mod loops;
 #[cfg(test)]
@@ -488,6 +488,11 @@ struct FuncState<'p> {
     /// It keeps `wgmma` groups in flight: halt mode's reports rejoin their checks
     /// ([`emit::reports_through_calls`]).
     wgmma: bool,
+    /// Its counts so far, and those of its statements in fast loop copies: added to the module's
+    /// ([`Rewriter::stats`], [`Rewriter::copy_stats`]) when the body closes (a statement's counts
+    /// found no map entry by the function's name).
+    stats: FunctionStats,
+    copy_stats: FunctionStats,
 }
 
 struct Rewriter<'a> {
@@ -630,6 +635,9 @@ impl<'a> Rewriter<'a> {
         let mut walk = Walk::default();
         for i in 0..lines.len() {
             self.walk_line(&plans, &mut walk, i)?;
+        }
+        if let Some(f) = walk.func.take() {
+            self.add_stats(&f);
         }
         if walk.depth != 0 {
             let last = self.src.lines().count();
@@ -818,13 +826,15 @@ impl<'a> Rewriter<'a> {
                     bounds,
                     nested: false,
                     out_start: self.out.len(),
+                    stats: FunctionStats::default(),
+                    copy_stats: FunctionStats::default(),
                     wgmma: self.wgmma
                         && plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)]
                             .iter()
                             .any(|l| l.stmts().iter().any(|s| s.text.starts_with("wgmma.wait_group") && wgmma_in_flight(s.text))),
                 });
+                // (Its entry in the module's counts is made when they are added: add_stats.)
                 opened_now = true;
-                self.stats.functions.entry(name).or_default();
             }
         }
         // A line of a heap statement that spans lines (heap.rs) is part of it, and is written
@@ -833,13 +843,12 @@ impl<'a> Rewriter<'a> {
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
         let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { plans.module.lines[i].memory() } else { (false, false) };
-        if let (Some(f), true) = (w.func.as_mut(), in_body) {
-            f.regs.at(plans.module.lines, i);
-        }
-
         if line_has_memory {
             if let Some(f) = w.func.as_mut() {
                 f.nested = w.depth != 1 || opens + closes > 0;
+                // The register types declared down to this line (read here, where they are
+                // asked: the lines between are read on the way, in order, as each was before).
+                f.regs.at(plans.module.lines, i);
             }
             self.access_line(plans, w, i, any_check)?;
         } else {
@@ -886,14 +895,28 @@ impl<'a> Rewriter<'a> {
             return Err(PtxError::Unbalanced(line_no));
         }
         if closes_body {
-            w.func = None;
+            if let Some(f) = w.func.take() {
+                self.add_stats(&f);
+            }
         }
         Ok(())
+    }
+
+    /// Adds the counts of function `f` to the module's.
+    fn add_stats(&mut self, f: &FuncState) {
+        self.stats.functions.entry(f.name.clone()).or_default().add(&f.stats);
+        if f.copy_stats != FunctionStats::default() {
+            self.copy_stats.functions.entry(f.name.clone()).or_default().add(&f.copy_stats);
+        }
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
     fn before_line(&mut self, plans: &Plans<'_, '_>, w: &mut Walk<'_>, i: usize) {
         let Some(f) = w.func.as_mut() else { return };
+        // Nothing planned here and no batch's recheck waiting: nothing to write.
+        if !plans.planned_before.get(i).copied().unwrap_or(true) && w.batch_recheck.is_empty() {
+            return;
+        }
         if let (Some(&first), false) = (plans.coalescing.runs.ends.get(&i), self.counting) {
             emit::run_branch(&mut self.out, &run_preds(first).0);
         }
@@ -907,6 +930,8 @@ impl<'a> Rewriter<'a> {
         let (here, fasts): (Vec<&prefetch::Prefetch>, Vec<Option<bounds::FastPath>>) = if planned.is_empty() {
             (Vec::new(), Vec::new())
         } else {
+            // The register types declared above this line (prefetch_text reads them).
+            f.regs.at(plans.module.lines, i - 1);
             let here: Vec<&prefetch::Prefetch> = planned.iter().filter(|p| p.target != prefetch::Target::NextIteration || w.prefetched.contains(&p.access)).collect();
             let fasts = here.iter().map(|p| fast_path_of(f, plans.module.lines[p.access].first_stmt().and_then(ParsedStmt::checked_access), &mut self.prefetch_labels)).collect();
             (here, fasts)
@@ -1049,8 +1074,8 @@ impl<'a> Rewriter<'a> {
         };
         let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
         if found > 0 {
-            let stats = if plans.module.copies.contains(&i) { &mut self.copy_stats } else { &mut self.stats };
-            stats.functions.entry(f.name.clone()).or_default().space_found += found;
+            let stats = if plans.module.copies.contains(&i) { &mut f.copy_stats } else { &mut f.stats };
+            stats.space_found += found;
         }
         let verbatim = !any_check && space_checks.iter().all(Option::is_none);
         let coalescing = &plans.coalescing;
@@ -1211,11 +1236,11 @@ impl<'a> Rewriter<'a> {
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
-                self.stats.functions.entry(f.name.clone()).or_default().space_checked += 1;
+                f.stats.space_checked += 1;
                 return None;
             }
             Some(spaces::Role::Available) => {
-                self.stats.functions.entry(f.name.clone()).or_default().space_eliminated += 1;
+                f.stats.space_eliminated += 1;
                 return None;
             }
             // Checked at its loop's entry (a fast copy's line): nothing to count, as for
@@ -1243,8 +1268,7 @@ impl<'a> Rewriter<'a> {
             f.fail_blocks.push(stub);
             f.uses_space_fail = true;
         }
-        let fstats = self.stats.functions.entry(f.name.clone()).or_default();
-        fstats.space_checked += 1;
+        f.stats.space_checked += 1;
         Some(inline)
     }
 
@@ -1273,16 +1297,27 @@ impl<'a> Rewriter<'a> {
     /// The text of one statement of an access line: the statement, preceded by its check and by
     /// the checks hoisted to it, as the plans decided.
     fn rewrite_statement(&mut self, f: &mut FuncState, s: &Statement<'_>) -> Result<String, PtxError> {
+        // The function's own counts (in its state while it is walked), taken out for the
+        // statement and put back.
+        fn slot<'f>(f: &'f mut FuncState<'_>, copy: bool) -> &'f mut FunctionStats {
+            if copy {
+                &mut f.copy_stats
+            } else {
+                &mut f.stats
+            }
+        }
+        let mut fstats = std::mem::take(slot(f, s.in_loop_copy));
+        let r = self.rewrite_statement_counted(f, s, &mut fstats);
+        *slot(f, s.in_loop_copy) = fstats;
+        r
+    }
+
+    fn rewrite_statement_counted(&mut self, f: &mut FuncState, s: &Statement<'_>, fstats: &mut FunctionStats) -> Result<String, PtxError> {
         let Statement { parsed, text, indent, line_no, loc, covered, hoisted, prefetched, batched, run, run_bit, in_loop_copy, range_tested } = *s;
         let stmt = parsed.text;
         let (opts, counting) = (self.opts, self.counting);
         let (sites, next_label) = (&mut self.sites, &mut self.next_label);
         let stats = if in_loop_copy { &mut self.copy_stats } else { &mut self.stats };
-        // The entry exists (created when the function opened): no key allocation per statement.
-        let fstats = match stats.functions.get_mut(&f.name) {
-            Some(x) => x,
-            None => stats.functions.entry(f.name.clone()).or_default(),
-        };
         let (Some(ins), Some(class)) = (parsed.instr.as_ref(), parsed.class()) else {
             // A scope brace or a declaration on an access line (one-line inline asm): registers
             // declared in the scope may shadow checked ones, so no earlier check carries over.
@@ -1462,6 +1497,10 @@ struct Plans<'p, 'l> {
     bounds: LineMap<Option<bounds::ParamBounds>>,
     /// The provenance of a function `module_spaces` has none for.
     no_spaces: spaces::FnSpaces,
+    /// By line: the coalescing plan places something before it (a run's branch or loads, a
+    /// prefetch, a next-iteration move): what [`Rewriter::before_line`] looks up (most lines have
+    /// nothing, and it asks every line).
+    planned_before: Vec<bool>,
 }
 
 /// What every part of a module's rewrite reads: its lines after loop versioning and what was found
@@ -1482,7 +1521,7 @@ struct Module<'p, 'l> {
     /// Where the text's lines were in the input ([`labels::LabelLines`]).
     label_lines: Option<&'p labels::LabelLines>,
     locs: &'p [Option<Loc>],
-    versioned_loop: &'p LineSet,
+    versioned_loop: &'p [bool],
     /// The renaming of the driver's heap functions (heap.rs), when the module declares one.
     heap: Option<&'p heap::HeapPlan>,
     /// Halt mode in a module that uses `wgmma` ([`Rewriter::wgmma`]): no batches, whose recheck
@@ -1518,10 +1557,19 @@ impl<'l> Module<'_, 'l> {
         let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.space_covered, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
-            true => bodies.iter().map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.contains(&l), |r| self.branches.any_in_loop(r)))).collect(),
+            true => bodies
+                .iter()
+                .map(|b| (b.open, bounds::ParamBounds::analyze(self.lines, b, defs.of(b), |l| self.versioned_loop.get(l).copied().unwrap_or(false), |r| self.branches.any_in_loop(r))))
+                .collect(),
             false => LineMap::default(),
         };
-        Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default() }
+        let mut planned_before = vec![false; self.lines.len()];
+        for &i in coalescing.runs.ends.keys().chain(coalescing.runs.loaded_ahead.keys()).chain(coalescing.prefetch.at.keys()).chain(coalescing.prefetch.moves.keys()) {
+            if let Some(p) = planned_before.get_mut(i) {
+                *p = true;
+            }
+        }
+        Plans { module: self, coalescing, module_spaces, space_groups, bounds, no_spaces: spaces::FnSpaces::default(), planned_before }
     }
 }
 

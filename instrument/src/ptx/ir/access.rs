@@ -576,11 +576,11 @@ pub(in crate::ptx) fn type_size(q: &str) -> Option<u32> {
 /// Parses `[reg]`, `[reg+imm]`, `[reg+-imm]`, `[var]`, `[var+imm]`, `[imm]`.
 /// Returns `Err(())` for a module variable.
 pub(in crate::ptx) fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), ()>> {
-    let inner = op.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    let inner = trim(trim(op).strip_prefix('[')?.strip_suffix(']')?);
     let (base, off) = match inner.find('+') {
-        Some(p) => (inner[..p].trim(), inner[p + 1..].trim()),
+        Some(p) => (trim(&inner[..p]), trim(&inner[p + 1..])),
         None => match inner.rfind('-') {
-            Some(p) if p > 0 => (inner[..p].trim(), &inner[p..]),
+            Some(p) if p > 0 => (trim(&inner[..p]), &inner[p..]),
             _ => (inner, ""),
         },
     };
@@ -600,9 +600,9 @@ pub(in crate::ptx) fn parse_address(op: &str) -> Option<Result<(AddrBase, i64), 
 }
 
 pub(crate) fn parse_int(s: &str) -> Option<i64> {
-    let s = s.trim();
+    let s = trim(s);
     let (neg, s) = match s.strip_prefix('-') {
-        Some(r) => (true, r.trim()),
+        Some(r) => (true, trim(r)),
         None => (false, s),
     };
     let s = s.strip_suffix('U').unwrap_or(s);
@@ -618,7 +618,27 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
 /// `setp`'s `%p|%q`, or the one register; never an address or a call's `(%r1)` return list. The
 /// one reading of destinations every pass uses ([`Instr::dests`]).
 fn registers_written(op: &str) -> Dests<'_> {
-    Dests(SplitBytes::new(op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())))
+    Dests(SplitBytes::new(trim_braces(op)))
+}
+
+/// `op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())`: byte by byte while the
+/// bytes are ASCII (as [`trim`]), `str::trim_matches` itself from a first other byte on.
+fn trim_braces(op: &str) -> &str {
+    let trimmed = |b: u8| b == b'{' || b == b'}' || b.is_ascii_whitespace() || b == 0x0b;
+    let b = op.as_bytes();
+    let mut start = 0;
+    while start < b.len() && b[start].is_ascii() && trimmed(b[start]) {
+        start += 1;
+    }
+    let mut end = b.len();
+    while end > start && b[end - 1].is_ascii() && trimmed(b[end - 1]) {
+        end -= 1;
+    }
+    // (A non-ASCII byte where the trims stopped may begin or end a Unicode space.)
+    if (start < b.len() && !b[start].is_ascii()) || (end > start && !b[end - 1].is_ascii()) {
+        return op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace());
+    }
+    &op[start..end]
 }
 
 /// [`registers_written`]: the pieces between `,` and `|`, trimmed, that name a register.
@@ -967,6 +987,12 @@ mod tests {
         #[test]
         fn find_whitespace_is_the_character_search(s in "[a-z. \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é%]{0,24}") {
             proptest::prop_assert_eq!(find_whitespace(&s), s.find(char::is_whitespace));
+        }
+
+        /// A destination's braces and spaces trimmed byte by byte as `str::trim_matches` trims them.
+        #[test]
+        fn trim_braces_is_the_character_trim(s in "[{}a-z%, \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é]{0,24}") {
+            proptest::prop_assert_eq!(trim_braces(&s), s.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()));
         }
     }
 }

@@ -5,6 +5,7 @@
 //! header and prototype with it, and the shared/local provenance (spaces.rs) tells a function's own
 //! parameters from a call's by it.
 
+use super::access::{find_whitespace, trim, trim_end, trim_start};
 use super::bodies::Body;
 use super::line::Line;
 
@@ -49,16 +50,15 @@ pub(in crate::ptx) struct FnHeader<'t> {
 pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
     let mut depth = 0;
     // (Bytes: parentheses are ASCII, and no byte of a longer character is one.)
-    for (k, &c) in s.as_bytes()[open..].iter().enumerate() {
-        match c {
-            b'(' => depth += 1,
-            b')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(open + k);
-                }
+    let b = s.as_bytes();
+    for k in memchr::memchr2_iter(b'(', b')', &b[open..]) {
+        if b[open + k] == b'(' {
+            depth += 1;
+        } else {
+            depth -= 1;
+            if depth == 0 {
+                return Some(open + k);
             }
-            _ => {}
         }
     }
     None
@@ -68,12 +68,14 @@ pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
 fn params(list: &str) -> Vec<Param<'_>> {
     let mut out = Vec::new();
     for piece in list.split(',') {
-        let piece = piece.trim();
-        let Some((space, rest)) = piece.split_once(char::is_whitespace).filter(|(w, _)| matches!(*w, ".param" | ".reg")) else { continue };
+        // (`str::trim`, `split_once` and `rfind` of `char::is_whitespace`, byte by byte where the
+        // text is ASCII: access.rs' trims and [`find_whitespace`], and [`rfind_whitespace`].)
+        let piece = trim(piece);
+        let Some((space, rest)) = find_whitespace(piece).map(|p| (&piece[..p], &piece[p + char_len(piece, p)..])).filter(|(w, _)| matches!(*w, ".param" | ".reg")) else { continue };
         // The name is the last word; the attributes, the words between.
-        let rest = rest.trim_start();
-        let (attrs, last) = match rest.rfind(char::is_whitespace) {
-            Some(p) => (rest[..p].trim_end(), &rest[p + 1..]),
+        let rest = trim_start(rest);
+        let (attrs, last) = match rfind_whitespace(rest) {
+            Some(p) => (trim_end(&rest[..p]), &rest[p + 1..]),
             None => ("", rest),
         };
         if last.is_empty() {
@@ -86,6 +88,26 @@ fn params(list: &str) -> Vec<Param<'_>> {
         out.push(Param { space, attrs, name, array });
     }
     out
+}
+
+/// The length of the character at byte `p` of `s`.
+fn char_len(s: &str, p: usize) -> usize {
+    s[p..].chars().next().map_or(0, char::len_utf8)
+}
+
+/// `s.rfind(char::is_whitespace)`, byte by byte while the bytes are ASCII.
+fn rfind_whitespace(s: &str) -> Option<usize> {
+    for (i, &b) in s.as_bytes().iter().enumerate().rev() {
+        if !b.is_ascii() {
+            return s.rfind(char::is_whitespace);
+        }
+        // The ASCII characters `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the
+        // vertical tab.
+        if b.is_ascii_whitespace() || b == 0x0b {
+            return Some(i);
+        }
+    }
+    None
 }
 
 /// Where a header's name is: `(entry, linkage, name's start, name's end)`.
@@ -103,7 +125,9 @@ fn locate(text: &str) -> Option<(bool, bool, usize, usize)> {
         return None;
     }
     let last = last?;
-    let mut at = text.find(last)? + last.len();
+    // (`text.find(last)`: its first occurrence, found at a `.`, as every directive begins.)
+    let (hay, needle) = (text.as_bytes(), last.as_bytes());
+    let mut at = memchr::memchr_iter(b'.', hay).find(|&i| hay[i..].starts_with(needle))? + last.len();
     at += text[at..].len() - text[at..].trim_start().len();
     if text[at..].starts_with('(') {
         // The return list.
@@ -159,6 +183,37 @@ impl<'t> FnHeader<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// `params` as it read with `str`'s searches (before the byte-by-byte ones).
+    fn params_by_chars(list: &str) -> Vec<Param<'_>> {
+        let mut out = Vec::new();
+        for piece in list.split(',') {
+            let piece = piece.trim();
+            let Some((space, rest)) = piece.split_once(char::is_whitespace).filter(|(w, _)| matches!(*w, ".param" | ".reg")) else { continue };
+            let rest = rest.trim_start();
+            let (attrs, last) = match rest.rfind(char::is_whitespace) {
+                Some(p) => (rest[..p].trim_end(), &rest[p + 1..]),
+                None => ("", rest),
+            };
+            if last.is_empty() {
+                continue;
+            }
+            let (name, array) = match last.find('[') {
+                Some(p) => (&last[..p], true),
+                None => (last, false),
+            };
+            out.push(Param { space, attrs, name, array });
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn params_read_byte_by_byte_as_by_chars(list in "(\\.param|\\.reg|\\.u64|p|\\[|8|\\]| |\t|\u{b}|,|é){0,16}") {
+            prop_assert_eq!(params(&list), params_by_chars(&list));
+        }
+    }
 
     #[test]
     fn headers_and_prototypes() {

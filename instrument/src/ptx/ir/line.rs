@@ -329,7 +329,9 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn directive(&self) -> Option<&'a str> {
         let t = self.code;
         let rest = t.strip_prefix('.')?;
-        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(t.len(), |p| p + 1);
+        // (Byte by byte: the word is ASCII, and a longer character's first byte ends it as the
+        // character would.)
+        let end = rest.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_')).map_or(t.len(), |p| p + 1);
         Some(&t[..end])
     }
 
@@ -414,6 +416,45 @@ impl<'a> Line<'a> {
             return (0..=text.len()).any(|i| text.is_char_boundary(i) && !text[..i].ends_with(word) && !text[i..].starts_with(word));
         };
         memchr::memchr_iter(first, hay).any(|i| hay[i..].starts_with(needle) && !text[..i].ends_with(word) && !text[i + needle.len()..].starts_with(word))
+    }
+
+    /// Which of a set of names the line's code names, as [`Line::names`] finds each: bit `k` for
+    /// the set's `k`th name. One search of the code when the names begin with at most three
+    /// distinct bytes (a kernel's parameters all begin with its name), [`Line::names`] for each
+    /// otherwise.
+    pub(in crate::ptx) fn names_of(&self, set: &NameSet<'_>) -> u32 {
+        let names = set.names;
+        let text = self.code;
+        if set.each {
+            return names.iter().enumerate().filter(|(_, n)| self.names(n)).fold(0, |m, (k, _)| m | 1 << k);
+        }
+        if text.len() < set.shortest {
+            return 0;
+        }
+        // (Byte by byte: a word character is ASCII, and no byte of a longer character is one.)
+        let word = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'%');
+        let hay = text.as_bytes();
+        let mut found = 0u32;
+        let mut from = 0;
+        while let Some(p) = match set.firsts[..] {
+            [a] => memchr::memchr(a, &hay[from..]),
+            [a, b] => memchr::memchr2(a, b, &hay[from..]),
+            [a, b, c] => memchr::memchr3(a, b, c, &hay[from..]),
+            _ => unreachable!("one to three first bytes"),
+        } {
+            let i = from + p;
+            from = i + 1;
+            if i > 0 && word(hay[i - 1]) {
+                continue;
+            }
+            for (k, n) in names.iter().enumerate() {
+                let needle = n.as_bytes();
+                if hay[i..].starts_with(needle) && !hay.get(i + needle.len()).is_some_and(|&b| word(b)) {
+                    found |= 1 << k;
+                }
+            }
+        }
+        found
     }
 
     /// Whether the braces of the line's code pair up within it, each `{` before its `}`: a
@@ -635,6 +676,27 @@ impl std::hash::Hasher for LineHasher {
     }
 }
 
+/// Names a line is searched for at once ([`Line::names_of`]): at most 32.
+pub(in crate::ptx) struct NameSet<'n> {
+    names: &'n [&'n str],
+    /// The names' distinct first bytes (one to three), unless `each`.
+    firsts: Vec<u8>,
+    /// Searched one by one: an empty name, or more than three first bytes.
+    each: bool,
+    shortest: usize,
+}
+
+impl<'n> NameSet<'n> {
+    pub fn new(names: &'n [&'n str]) -> Self {
+        assert!(names.len() <= 32, "at most 32 names");
+        let mut firsts: Vec<u8> = names.iter().filter_map(|n| n.as_bytes().first().copied()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        let each = names.iter().any(|n| n.is_empty()) || !(1..=3).contains(&firsts.len());
+        NameSet { names, firsts, each, shortest: names.iter().map(|n| n.len()).min().unwrap_or(0) }
+    }
+}
+
 #[cfg(test)]
 mod statement_pieces_tests {
     use super::{access, StatementPieces};
@@ -661,6 +723,15 @@ mod statement_pieces_tests {
     }
 
     proptest! {
+        /// A set of names is found in a line as each name is.
+        #[test]
+        fn a_name_set_is_found_as_each_name(code in "[ _a-c%$\\[\\]+,.0-9é]{0,40}", names in proptest::collection::vec("[_a-c%$0-9é]{0,4}", 0..6)) {
+            let line = super::Line::read(&code);
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let each = names.iter().enumerate().filter(|(_, n)| line.names(n)).fold(0, |m, (k, _)| m | 1 << k);
+            prop_assert_eq!(line.names_of(&super::NameSet::new(&names)), each);
+        }
+
         #[test]
         fn ascii_trims_are_trims(t in "[ a-z\t\n\r\u{b}\u{c}\u{85}\u{a0}\u{3000}é.;]{0,12}") {
                 prop_assert_eq!(access::trim(&t), t.trim());
