@@ -61,6 +61,45 @@ fn statements(text: &str) -> Vec<String> {
 
 /// `piece` as its leading labels (`name:`, each on its own: the rewriter writes `a:b:c` as `a:`,
 /// `b:` and `c`) and the rest; else itself.
+/// The output's unmarked lines, and the input, with the accesses a run of masked accesses
+/// re-guards compared up to their guard: masked_runs.rs re-emits such an access as a marked line
+/// under the run's verdict (`@%gsgN ld.global... //gasan`) in place of the input's line. Both
+/// sides get the guard `@§` where the input line's text after its guard is such an access's.
+fn reguarded(out: &str, input: &str) -> (String, String) {
+    let squeeze = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let mut kept = String::new();
+    let mut rests = std::collections::HashSet::new();
+    for l in out.split_inclusive('\n') {
+        if !l.contains(MARKER) {
+            kept.push_str(l);
+        } else if let Some(g) = l.trim_start().strip_prefix("@%gsg") {
+            let rest = g.split_once(char::is_whitespace).map_or("", |(_, r)| r).trim_end();
+            let rest = rest.strip_suffix(MARKER).unwrap_or(rest).trim_end();
+            rests.insert(squeeze(rest));
+            kept.push_str("@\u{a7} ");
+            kept.push_str(rest);
+            kept.push('\n');
+        }
+    }
+    // The same access unmarked elsewhere (outside a run, in a loop's fast copy) is compared up to
+    // its guard too.
+    let rename = |text: &str| {
+        let mut renamed = String::new();
+        for l in text.split_inclusive('\n') {
+            let rest = l.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map(|(_, r)| r);
+            match rest {
+                Some(r) if rests.contains(&squeeze(r)) => {
+                    renamed.push_str("@\u{a7} ");
+                    renamed.push_str(r);
+                }
+                _ => renamed.push_str(l),
+            }
+        }
+        renamed
+    };
+    (rename(&kept), rename(input))
+}
+
 fn split_label(piece: String) -> Vec<String> {
     let b = piece.as_bytes();
     let ident = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$');
@@ -191,9 +230,10 @@ fuzz_target!(|data: &[u8]| {
         // comments, makes undoing the frame tops ambiguous: `// b, %gsct);` would be "undone" too.)
         let own_names = ["%gs", "__gasan_"].iter().any(|n| ptx.contains(n));
         if !ptx.contains(MARKER) && !own_names {
-            let (added, kept): (Vec<&str>, Vec<&str>) = r.ptx.split_inclusive('\n').partition(|l| l.contains(MARKER));
+            let (added, _): (Vec<&str>, Vec<&str>) = r.ptx.split_inclusive('\n').partition(|l| l.contains(MARKER));
+            let (kept, input) = reguarded(&r.ptx, ptx);
             // (Called functions' frame tops, frames.rs, are edits inside input lines: undone.)
-            let (mut want, mut got) = (statements(ptx), statements(&gasan_instrument::ptx::undo_frame_tops(&kept.concat())));
+            let (mut want, mut got) = (statements(&input), statements(&gasan_instrument::ptx::undo_frame_tops(&kept)));
             if heap {
                 // Heap calls and declarations are rewritten in place (renamed, `.extern` dropped,
                 // a site argument for `free`): compare both sides with those changes undone.
