@@ -460,9 +460,7 @@ pub(in crate::ptx) fn trim_start(s: &str) -> &str {
         if !b.is_ascii() {
             return s[i..].trim_start();
         }
-        // The ASCII characters `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the
-        // vertical tab.
-        if !(b.is_ascii_whitespace() || b == 0x0b) {
+        if !ascii_whitespace(b) {
             return &s[i..];
         }
     }
@@ -476,7 +474,7 @@ pub(in crate::ptx) fn trim_end(s: &str) -> &str {
         if !b.is_ascii() {
             return s[..=i].trim_end();
         }
-        if !(b.is_ascii_whitespace() || b == 0x0b) {
+        if !ascii_whitespace(b) {
             return &s[..=i];
         }
     }
@@ -489,6 +487,26 @@ pub(in crate::ptx) fn trim(s: &str) -> &str {
     trim_end(trim_start(s))
 }
 
+/// The ASCII bytes `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the vertical tab.
+#[inline]
+fn ascii_whitespace(b: u8) -> bool {
+    b.is_ascii_whitespace() || b == 0x0b
+}
+
+/// `s.rfind(char::is_whitespace)`, as [`find_whitespace`] from the end.
+#[inline]
+pub(in crate::ptx) fn rfind_whitespace(s: &str) -> Option<usize> {
+    for (i, &b) in s.as_bytes().iter().enumerate().rev() {
+        if !b.is_ascii() {
+            return s.rfind(char::is_whitespace);
+        }
+        if ascii_whitespace(b) {
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// Byte offset of the first whitespace character of `s` (as `s.find(char::is_whitespace)`):
 /// byte by byte while the text is ASCII, as PTX is, decoding characters only from the first
 /// other byte on.
@@ -498,9 +516,7 @@ pub(in crate::ptx) fn find_whitespace(s: &str) -> Option<usize> {
         if !b.is_ascii() {
             return s[i..].find(char::is_whitespace).map(|j| i + j);
         }
-        // The ASCII characters `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the
-        // vertical tab.
-        if b.is_ascii_whitespace() || b == 0x0b {
+        if ascii_whitespace(b) {
             return Some(i);
         }
     }
@@ -624,7 +640,7 @@ fn registers_written(op: &str) -> Dests<'_> {
 /// `op.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())`: byte by byte while the
 /// bytes are ASCII (as [`trim`]), `str::trim_matches` itself from a first other byte on.
 fn trim_braces(op: &str) -> &str {
-    let trimmed = |b: u8| b == b'{' || b == b'}' || b.is_ascii_whitespace() || b == 0x0b;
+    let trimmed = |b: u8| b == b'{' || b == b'}' || ascii_whitespace(b);
     let b = op.as_bytes();
     let mut start = 0;
     while start < b.len() && b[start].is_ascii() && trimmed(b[start]) {

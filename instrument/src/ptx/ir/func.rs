@@ -5,7 +5,7 @@
 //! header and prototype with it, and the shared/local provenance (spaces.rs) tells a function's own
 //! parameters from a call's by it.
 
-use super::access::{find_whitespace, trim, trim_end, trim_start};
+use super::access::{find_whitespace, rfind_whitespace, trim, trim_end, trim_start};
 use super::bodies::Body;
 use super::line::Line;
 
@@ -93,21 +93,6 @@ fn params(list: &str) -> Vec<Param<'_>> {
 /// The length of the character at byte `p` of `s`.
 fn char_len(s: &str, p: usize) -> usize {
     s[p..].chars().next().map_or(0, char::len_utf8)
-}
-
-/// `s.rfind(char::is_whitespace)`, byte by byte while the bytes are ASCII.
-fn rfind_whitespace(s: &str) -> Option<usize> {
-    for (i, &b) in s.as_bytes().iter().enumerate().rev() {
-        if !b.is_ascii() {
-            return s.rfind(char::is_whitespace);
-        }
-        // The ASCII characters `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the
-        // vertical tab.
-        if b.is_ascii_whitespace() || b == 0x0b {
-            return Some(i);
-        }
-    }
-    None
 }
 
 /// Where a header's name is: `(entry, linkage, name's start, name's end)`.
