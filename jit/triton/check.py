@@ -4,6 +4,8 @@ For every kernel compiled both natively (NATIVE_DIR) and through the front end (
 jit/triton/kernels.py:
 * the checked cubin carries gasan's marker (`__gasan_jit`: magic, format 2, this REVISION) and its
   tables (`__gasan_jit_tables`: parameter tags and site table, LZ4), the native one neither;
+* a kernel with parameter bounds takes every one from the launch (its pointers listed in the
+  cubin's tag table, none looked up in the extent table at its entry);
 * the site table has one global site per check that `gasan-ptx stats` counts on Triton's PTX, and
   its sites name the kernel's Python file;
 * every predicated global access in the checked PTX (`gasan-ptx instrument` of Triton's PTX, the
@@ -73,6 +75,32 @@ def tables(path):
     raw = lz4_block(b)
     n, = struct.unpack_from("<I", raw, 0)
     return raw[4:4 + n].decode(), json.loads(raw[4 + n:])
+
+
+def tag_failures(name, tags_text, checked_ptx):
+    """A kernel whose entry finds its parameters' blocks must take every one from the launch:
+    Triton declares its pointers `.ptr .global .align N`, and each must be listed in the tag
+    table the cubin carries (the runtime tags those arguments) and decoded at the entry, none
+    looked up in the extent table (a dependent load before the first check)."""
+    tagged = {}
+    for line in tags_text.splitlines():
+        words = line.split()
+        if words:
+            tagged[words[0]] = [int(w) for w in words[2:]]
+    out = []
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\(", checked_ptx):
+        kernel = m.group(1)
+        body = checked_ptx[m.end():]
+        nxt = re.search(r"\.entry\s+\w+\s*\(", body)
+        body = body[: nxt.start()] if nxt else body
+        if "%gsbl" not in body:
+            continue  # no parameter bounds in this kernel
+        lookups = body.count("ld.global.nc.v2.u64 {%gsbl")
+        if lookups:
+            out.append(f"{name}: {kernel} looks {lookups} parameter block(s) up in the extent table instead of taking them from the launch")
+        if not tagged.get(kernel):
+            out.append(f"{name}: {kernel} has parameter bounds but no tagged parameter in the cubin's tag table ({tags_text!r})")
+    return out
 
 
 def elf_symbol_bytes(path, name):
@@ -298,6 +326,8 @@ def main():
         # (Checks in versioned loops' fast copies have sites of their own: `copy-chk`.)
         if global_sites != st["checked"] + st["copy_checked"]:
             failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks and {st['copy_checked']} in fast loop copies")
+        for failure in tag_failures(name, t[0], open(checked_ptx).read()):
+            failures.append(failure)
         bad, guarded, range_tested = predicate_scan(checked_ptx, ptx)
         for line, text in bad[:5]:
             failures.append(f"{name}: checked PTX line {line}: no check under the access's own guard: {text}")
