@@ -136,6 +136,12 @@ fn parameters_read_whole_are_listed_for_tags_and_untagged_after_each_read() {
     let looped = format!("{STRAIGHT}$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.s32 %p1, %r2, 10;\n\t@%p1 bra $L1;\n");
     let r = instrument_ptx(&module(TWO_PARAMS, &looped), &InstrumentOptions::default()).unwrap();
     assert_eq!(r.param_tags.kernels["k"].tagged, vec![0, 1], "{:?}", r.param_tags);
+    // Declared pointers in a kernel with a loop: looked up, never tagged (ptxas re-moves untagged
+    // pointers to uniform registers in every iteration); loop-free, tagged as plain ones.
+    let r = instrument_ptx(&module(TWO_PTR_PARAMS, &looped), &InstrumentOptions::default()).unwrap();
+    assert!(r.param_tags.kernels.get("k").is_none_or(|k| k.tagged.is_empty()), "{:?}", r.param_tags);
+    assert_eq!(r.ptx.matches("ld.global.nc.v2.u64 {%gsbl").count(), 2, "{}", r.ptx);
+    assert!(!r.ptx.contains("mov.b64 %rd1, %gsbp") && !r.ptx.contains("mov.b64 %rd2, %gsbp"), "{}", r.ptx);
     // No bounds (the option off): nothing listed, nothing untagged.
     let r = instrument_ptx(&module(TWO_PARAMS, STRAIGHT), &InstrumentOptions { param_bounds: false, ..Default::default() }).unwrap();
     assert!(r.param_tags.kernels.is_empty());

@@ -42,6 +42,11 @@ impl Param<'_> {
             _ => false,
         }
     }
+
+    /// Declared a pointer (`.ptr`, with or without a space and an alignment).
+    pub fn declared_pointer(&self) -> bool {
+        self.attrs.split_whitespace().any(|w| w == ".ptr")
+    }
 }
 
 /// A function's header or prototype.
