@@ -17,6 +17,8 @@ fn checked(params: &str, body: &str, opts: InstrumentOptions) -> String {
 
 /// Two parameters, the addresses of both computed from them (cvta, mad.wide, add).
 const TWO_PARAMS: &str = ".param .u64 k_out, .param .u64 k_in, .param .u32 k_n";
+/// The same, declared as Triton declares its pointers.
+const TWO_PTR_PARAMS: &str = ".param .u64 .ptr .global .align 1 k_out, .param .u64 .ptr .global .align 16 k_in, .param .u32 k_n";
 const STRAIGHT: &str = "\tld.param.u64 %rd1, [k_out];\n\tld.param.u64 %rd2, [k_in];\n\tmov.u32 %r1, %tid.x;\n\tcvta.to.global.u64 %rd3, %rd2;\n\tmul.wide.s32 %rd4, %r1, 4;\n\tadd.s64 %rd5, %rd3, %rd4;\n\tld.global.f32 %f1, [%rd5];\n\tld.global.f32 %f2, [%rd5+4096];\n\tadd.f32 %f3, %f1, %f2;\n\tcvta.to.global.u64 %rd6, %rd1;\n\tadd.s64 %rd7, %rd6, %rd4;\n\tst.global.f32 [%rd7], %f3;\n";
 
 fn fast_paths(ptx: &str) -> usize {
@@ -93,7 +95,17 @@ fn the_option_turns_it_off() {
 /// parameter read any other way (in part, its address taken) is never listed.
 #[test]
 fn parameters_read_whole_are_listed_for_tags_and_untagged_after_each_read() {
-    let r = instrument_ptx(&module(TWO_PARAMS, STRAIGHT), &InstrumentOptions::default()).unwrap();
+    // Declared as pointers (`.ptr`, Triton's form) or not, the same table and the same entry.
+    let plain = instrument_ptx(&module(TWO_PARAMS, STRAIGHT), &InstrumentOptions::default()).unwrap();
+    let pointers = instrument_ptx(&module(TWO_PTR_PARAMS, STRAIGHT), &InstrumentOptions::default()).unwrap();
+    assert_eq!(pointers.param_tags, plain.param_tags);
+    let body = |ptx: &str| ptx[ptx.find(")\n{").unwrap()..].to_string();
+    assert_eq!(body(&pointers.ptx), body(&plain.ptx));
+    // A pointer into another space is never tagged: looked up in the extent table.
+    let shared = instrument_ptx(&module(&TWO_PTR_PARAMS.replacen(".ptr .global .align 1 ", ".ptr .shared .align 1 ", 1), STRAIGHT), &InstrumentOptions::default()).unwrap();
+    assert_eq!(shared.param_tags.kernels["k"].tagged, vec![1]);
+    assert_eq!(shared.ptx.matches("ld.global.nc.v2.u64 {%gsbl").count(), 1);
+    let r = plain;
     let k = &r.param_tags.kernels["k"];
     assert_eq!((k.count, k.tagged.clone()), (3, vec![0, 1]), "{:?}", r.param_tags);
     // Each program read is followed by the copy of the untagged pointer the entry kept; the
@@ -124,6 +136,12 @@ fn parameters_read_whole_are_listed_for_tags_and_untagged_after_each_read() {
     let looped = format!("{STRAIGHT}$L1:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.s32 %p1, %r2, 10;\n\t@%p1 bra $L1;\n");
     let r = instrument_ptx(&module(TWO_PARAMS, &looped), &InstrumentOptions::default()).unwrap();
     assert_eq!(r.param_tags.kernels["k"].tagged, vec![0, 1], "{:?}", r.param_tags);
+    // Declared pointers in a kernel with a loop: looked up, never tagged (ptxas re-moves untagged
+    // pointers to uniform registers in every iteration); loop-free, tagged as plain ones.
+    let r = instrument_ptx(&module(TWO_PTR_PARAMS, &looped), &InstrumentOptions::default()).unwrap();
+    assert!(r.param_tags.kernels.get("k").is_none_or(|k| k.tagged.is_empty()), "{:?}", r.param_tags);
+    assert_eq!(r.ptx.matches("ld.global.nc.v2.u64 {%gsbl").count(), 2, "{}", r.ptx);
+    assert!(!r.ptx.contains("mov.b64 %rd1, %gsbp") && !r.ptx.contains("mov.b64 %rd2, %gsbp"), "{}", r.ptx);
     // No bounds (the option off): nothing listed, nothing untagged.
     let r = instrument_ptx(&module(TWO_PARAMS, STRAIGHT), &InstrumentOptions { param_bounds: false, ..Default::default() }).unwrap();
     assert!(r.param_tags.kernels.is_empty());
@@ -132,21 +150,22 @@ fn parameters_read_whole_are_listed_for_tags_and_untagged_after_each_read() {
 
 /// The entry's three shapes assemble: every parameter taggable (decoded with `selp`, no branch),
 /// one never taggable (looked up in the extent table) beside a taggable one, and none taggable;
-/// in halt and recover mode and with the aligned pool's checks.
+/// with the parameters declared plain and as Triton's pointers; in halt and recover mode and with
+/// the aligned pool's checks.
 #[test]
 fn every_entry_shape_assembles() {
     let dir = common::scratch("bounds_entry_shapes");
     let shapes = [("tagged", String::new()), ("mixed", "\tld.param.u32 %r5, [k_out+4];\n".to_string()), ("untagged", "\tmov.u64 %rd9, k_out;\n\tmov.u64 %rd8, k_in;\n".to_string())];
     let opts =
         [("halt", InstrumentOptions::default()), ("recover", InstrumentOptions { recover: true, ..Default::default() }), ("aligned", InstrumentOptions { aligned_pool: true, ..Default::default() })];
-    for (shape, extra) in &shapes {
+    for ((shape, extra), (decl, params)) in shapes.iter().flat_map(|s| [("plain", TWO_PARAMS), ("ptr", TWO_PTR_PARAMS)].map(|p| (s, p))) {
         for (mode, o) in &opts {
-            let r = instrument_ptx(&module(TWO_PARAMS, &format!("{STRAIGHT}{extra}")), o).unwrap();
+            let r = instrument_ptx(&module(params, &format!("{STRAIGHT}{extra}")), o).unwrap();
             let lookups = r.ptx.matches("ld.global.nc.v2.u64 {%gsbl").count();
             let tagged = r.param_tags.kernels.get("k").map_or(0, |k| k.tagged.len());
             assert_eq!(lookups + tagged, 2, "{shape}/{mode}: each parameter decoded or looked up:\n{}", r.ptx);
             assert_eq!(r.ptx.contains("selp.b64 %gsbt7"), tagged > 0, "{shape}/{mode}");
-            common::assemble(&dir, &format!("{shape}_{mode}"), &r.ptx);
+            common::assemble(&dir, &format!("{shape}_{decl}_{mode}"), &r.ptx);
         }
     }
 }

@@ -4,6 +4,9 @@ For every kernel compiled both natively (NATIVE_DIR) and through the front end (
 jit/triton/kernels.py:
 * the checked cubin carries gasan's marker (`__gasan_jit`: magic, format 2, this REVISION) and its
   tables (`__gasan_jit_tables`: parameter tags and site table, LZ4), the native one neither;
+* a loop-free kernel with parameter bounds takes every one from the launch (its pointers listed
+  in the cubin's tag table, none looked up in the extent table at its entry); a kernel with a loop
+  looks its pointers up and lists none (jit/FORMS.md item 6);
 * the site table has one global site per check that `gasan-ptx stats` counts on Triton's PTX, and
   its sites name the kernel's Python file;
 * every predicated global access in the checked PTX (`gasan-ptx instrument` of Triton's PTX, the
@@ -73,6 +76,46 @@ def tables(path):
     raw = lz4_block(b)
     n, = struct.unpack_from("<I", raw, 0)
     return raw[4:4 + n].decode(), json.loads(raw[4 + n:])
+
+
+def has_loop(body):
+    """Whether a kernel body branches back to a label above the branch."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^\s*([$\w]+):", body, re.M)}
+    return any(labels.get(m.group(1), m.start()) < m.start() for m in re.finditer(r"\bbra(?:\.uni)?\s+([$\w]+)\s*;", body))
+
+
+def tag_failures(name, tags_text, checked_ptx):
+    """A loop-free kernel whose entry finds its parameters' blocks must take every one from the
+    launch: Triton declares its pointers `.ptr .global .align N`, and each must be listed in the
+    tag table the cubin carries (the runtime tags those arguments) and decoded at the entry, none
+    looked up in the extent table (a dependent load before the first access). A kernel with a
+    loop must look them up and list none: untagged pointers cost its loop uniform-register moves
+    in every iteration."""
+    tagged = {}
+    for line in tags_text.splitlines():
+        words = line.split()
+        if words:
+            tagged[words[0]] = [int(w) for w in words[2:]]
+    out = []
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\(", checked_ptx):
+        kernel = m.group(1)
+        body = checked_ptx[m.end():]
+        nxt = re.search(r"\.entry\s+\w+\s*\(", body)
+        body = body[: nxt.start()] if nxt else body
+        if "%gsbl" not in body:
+            continue  # no parameter bounds in this kernel
+        lookups = body.count("ld.global.nc.v2.u64 {%gsbl")
+        if has_loop(body):
+            if tagged.get(kernel):
+                out.append(f"{name}: {kernel} has a loop but lists tagged parameters {tagged[kernel]} ({tags_text!r})")
+            if not lookups:
+                out.append(f"{name}: {kernel} has a loop and parameter bounds but looks no parameter block up")
+            continue
+        if lookups:
+            out.append(f"{name}: {kernel} looks {lookups} parameter block(s) up in the extent table instead of taking them from the launch")
+        if not tagged.get(kernel):
+            out.append(f"{name}: {kernel} has parameter bounds but no tagged parameter in the cubin's tag table ({tags_text!r})")
+    return out
 
 
 def elf_symbol_bytes(path, name):
@@ -298,6 +341,8 @@ def main():
         # (Checks in versioned loops' fast copies have sites of their own: `copy-chk`.)
         if global_sites != st["checked"] + st["copy_checked"]:
             failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks and {st['copy_checked']} in fast loop copies")
+        for failure in tag_failures(name, t[0], open(checked_ptx).read()):
+            failures.append(failure)
         bad, guarded, range_tested = predicate_scan(checked_ptx, ptx)
         for line, text in bad[:5]:
             failures.append(f"{name}: checked PTX line {line}: no check under the access's own guard: {text}")

@@ -447,9 +447,15 @@ impl ParamBounds {
                 _ => None,
             })
             .collect();
-        // A parameter may be tagged when it is declared a plain 64-bit scalar and every use of it
-        // is a plain read ([`ParamBounds::plain_reads`], one walk for them all).
-        let ordinals: Vec<Option<usize>> = params.iter().map(|p| declared.iter().position(|d| d.name == *p && d.scalar64())).collect();
+        // A parameter may be tagged when it is declared a 64-bit scalar and every use of it is a
+        // plain read ([`ParamBounds::plain_reads`], one walk for them all). A `.ptr` parameter of
+        // a kernel with a loop is looked up, not tagged: ptxas keeps such a parameter, read as it
+        // is, in uniform registers for the loop's addressing, but moves the untagged copy there
+        // again in every iteration (Triton's hinted matmul: 32 more `R2UR` an iteration,
+        // jit/FORMS.md item 6), while the lookup is paid once. Loop-free kernels would pay the
+        // lookup's latency before their first access.
+        let taggable = |d: &Param<'_>| d.scalar64() && !(looped && d.declared_pointer());
+        let ordinals: Vec<Option<usize>> = params.iter().map(|p| declared.iter().position(|d| d.name == *p && taggable(d))).collect();
         let candidates: Vec<&str> = params.iter().zip(&ordinals).filter(|(_, o)| o.is_some()).map(|(p, _)| p.as_str()).collect();
         let mut reads = Self::plain_reads(lines, body, &candidates).into_iter();
         let mut untag = Vec::new();

@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 96;
+pub const REVISION: u32 = 98;
 
 /// Instruments a PTX module.
 ///

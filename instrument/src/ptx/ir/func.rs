@@ -24,10 +24,28 @@ pub(in crate::ptx) struct Param<'t> {
 }
 
 impl Param<'_> {
-    /// A scalar 64-bit integer, and nothing else said of it (`.param .u64 p`): what a pointer
-    /// argument a launch may tag can be.
+    /// A scalar 64-bit integer, plain or declared a generic or global pointer (`.param .u64 p`,
+    /// `.param .u64 .ptr .global .align 1 p`: Triton declares every pointer so): what a pointer
+    /// argument a launch may tag can be. The attribute only tells ptxas what the program's reads
+    /// may assume of the value, and a tagged parameter's every read is replaced by the pointer
+    /// without its tag (bounds.rs), whose space and alignment are the argument's own. Pointers
+    /// declared into other spaces are left alone.
     pub fn scalar64(&self) -> bool {
-        !self.array && matches!(self.attrs, ".u64" | ".s64" | ".b64")
+        let mut words = self.attrs.split_whitespace();
+        if self.array || !matches!(words.next(), Some(".u64" | ".s64" | ".b64")) {
+            return false;
+        }
+        match (words.next(), words.next(), words.next(), words.next(), words.next()) {
+            (None, ..) => true,
+            (Some(".ptr"), None, ..) | (Some(".ptr"), Some(".global"), None, ..) => true,
+            (Some(".ptr"), Some(".align"), Some(n), None, _) | (Some(".ptr"), Some(".global"), Some(".align"), Some(n), None) => n.parse::<u32>().is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Declared a pointer (`.ptr`, with or without a space and an alignment).
+    pub fn declared_pointer(&self) -> bool {
+        self.attrs.split_whitespace().any(|w| w == ".ptr")
     }
 }
 
@@ -208,7 +226,14 @@ mod tests {
         let h = FnHeader::parse(".func (.param .b64 func_retval0) f(.param .align 8 .b8 f_param_0[16], .param .u64 .ptr .align 1 f_param_1)").unwrap();
         assert_eq!((h.name, h.entry, h.linkage, h.params_last), ("f", false, false, Some(false)));
         assert_eq!(h.params[0], Param { space: ".param", attrs: ".align 8 .b8", name: "f_param_0", array: true });
-        assert!(!h.params[0].scalar64() && !h.params[1].scalar64(), "arrays and attributes are no plain scalars");
+        assert!(!h.params[0].scalar64() && h.params[1].scalar64(), "an array is no scalar; a generic pointer is one");
+        let attrs = |a: &str| Param { space: ".param", attrs: a, name: "p", array: false }.scalar64();
+        for a in [".u64", ".b64", ".s64", ".u64 .ptr", ".u64 .ptr .global", ".u64 .ptr .align 16", ".u64 .ptr .global .align 1"] {
+            assert!(attrs(a), "{a}");
+        }
+        for a in [".u32", ".b8", ".align 8 .b8", ".u64 .ptr .shared .align 16", ".u64 .ptr .const", ".u64 .ptr .global .align", ".u64 .ptr .global .align 1 .x", ".u64 .global"] {
+            assert!(!attrs(a), "{a}");
+        }
         let h = FnHeader::parse(".extern .func (.param .b64 r) malloc (.param .b64 p )").unwrap();
         assert_eq!((h.name, h.linkage, h.params.len(), h.params_last), ("malloc", true, 1, Some(false)));
         assert_eq!(FnHeader::parse(".func g()").unwrap().params_last, Some(true));
