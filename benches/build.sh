@@ -4,7 +4,7 @@
 #   NAME.csan  the same with `-sanitize memcheck` (compute-sanitizer's compile-time mode)
 # and the whole-program benchmarks of benches/startup (benches/run_startup.py) into STARTUP_OUT
 # (default build/startup), stripped: startup1 / kernels100 (kernels.cu with 1 / 100 kernels) and
-# one binary per short program, and benches/diag/kernel_times.
+# one binary per short program, benches/diag/kernel_times and benches/diag/alloc_cost.
 # Set BENCH_ONLY_PLAIN=1 to skip the .csan builds (CI); BENCH_ONLY_STARTUP=1 to build only
 # benches/startup.
 set -euo pipefail
@@ -41,6 +41,8 @@ fi
   # Per-kernel steady state of scan and jacobi2d (benches/diag/cache_variants.py): their sources
   # included with main renamed, whose missing return is then warned about.
   echo "$here/diag/kernel_times.cu kernel_times -diag-suppress 940 -Xcompiler -Wno-return-type"
+  # Host cost of an allocation and its free, by size (gpu-batch.sh alloccost).
+  echo "$here/diag/alloc_cost.cu alloc_cost"
 } | xargs -P "$(nproc)" -L1 bash -c 'build_startup "$@"' _
 echo "$out"
 echo "$sout"
