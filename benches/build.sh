@@ -4,7 +4,7 @@
 #   NAME.csan  the same with `-sanitize memcheck` (compute-sanitizer's compile-time mode)
 # and the whole-program benchmarks of benches/startup (benches/run_startup.py) into STARTUP_OUT
 # (default build/startup), stripped: startup1 / kernels100 (kernels.cu with 1 / 100 kernels) and
-# one binary per short program, benches/diag/kernel_times and benches/diag/alloc_cost.
+# one binary per short program, benches/diag/kernel_times, alloc_cost and vmm_cost.
 # Set BENCH_ONLY_PLAIN=1 to skip the .csan builds (CI); BENCH_ONLY_STARTUP=1 to build only
 # benches/startup.
 set -euo pipefail
@@ -44,5 +44,12 @@ fi
   # Host cost of an allocation and its free, by size (gpu-batch.sh alloccost).
   echo "$here/diag/alloc_cost.cu alloc_cost"
 } | xargs -P "$(nproc)" -L1 bash -c 'build_startup "$@"' _
+# The VMM calls behind a large block, timed (gpu-batch.sh alloccost): a driver-only C program,
+# linked against a stand-in libcuda.
+vtmp=$(mktemp -d)
+gcc -O2 -Wall -I"$cuda/include" -c -o "$vtmp/vmm_cost.o" "$here/diag/vmm_cost.c"
+"$root/scripts/libcuda-stub.sh" "$vtmp/stub" "$vtmp/vmm_cost.o"
+gcc -o "$sout/vmm_cost" "$vtmp/vmm_cost.o" -L"$vtmp/stub" -lcuda
+rm -rf "$vtmp"
 echo "$out"
 echo "$sout"
