@@ -443,13 +443,70 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
         guard = Some(&rest[..end]);
         s = trim_start(&rest[end..]);
     }
-    let end = find_whitespace(s).unwrap_or(s.len());
-    let opcode = &s[..end];
-    if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
+    // The opcode runs to the first whitespace and its name to the opcode's first `.`: both found
+    // in one pass over its bytes, a table lookup a byte (the statement decoder runs on every
+    // statement, and these scans were most of it). A non-ASCII byte hands the rest of the
+    // opcode to the `char` searches ([`find_whitespace`], [`Opcode::parse`]), which decide there.
+    let b = s.as_bytes();
+    if !b.first()?.is_ascii_alphabetic() {
         return None;
     }
-    Some(Instr { guard, opcode: Opcode::parse(opcode), operands: split_operands(&s[end..])? })
+    let (mut end, mut dot) = (b.len(), None);
+    for (i, &c) in b.iter().enumerate().skip(1) {
+        let class = BYTE_CLASS[usize::from(c)];
+        if class & (WHITESPACE | NON_ASCII | DOT) == 0 {
+            continue;
+        }
+        if class & DOT != 0 {
+            dot.get_or_insert(i);
+            continue;
+        }
+        if class & NON_ASCII != 0 {
+            let end = find_whitespace(s).unwrap_or(s.len());
+            return Some(Instr { guard, opcode: Opcode::parse(&s[..end]), operands: split_operands(&s[end..])? });
+        }
+        end = i;
+        break;
+    }
+    let opcode = Opcode { text: &s[..end], op: Op::from_name(&s[..dot.unwrap_or(end)]) };
+    Some(Instr { guard, opcode, operands: split_operands(&s[end..])? })
 }
+
+/// [`BYTE_CLASS`] bits: ASCII whitespace as `char::is_whitespace` sees it ([`ascii_whitespace`]).
+const WHITESPACE: u8 = 1;
+/// A byte of a multi-byte character.
+const NON_ASCII: u8 = 2;
+const DOT: u8 = 4;
+/// `[`, `{`, `(`.
+const OPEN: u8 = 8;
+/// `]`, `}`, `)`.
+const CLOSE: u8 = 16;
+const COMMA: u8 = 32;
+
+/// The class of each byte the statement decoder tells apart ([`split_instr`],
+/// [`split_operands`]): one lookup a byte instead of a chain of compares.
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c >= 0x80 {
+            NON_ASCII
+        } else if c.is_ascii_whitespace() || c == 0x0b {
+            WHITESPACE
+        } else {
+            match c {
+                b'.' => DOT,
+                b'[' | b'{' | b'(' => OPEN,
+                b']' | b'}' | b')' => CLOSE,
+                b',' => COMMA,
+                _ => 0,
+            }
+        };
+        b += 1;
+    }
+    t
+};
 
 /// `s.trim_start()`: byte by byte while the bytes are ASCII, as PTX is (the `char` searcher
 /// behind `str::trim_start` costs several times more per call, and every operand is trimmed);
@@ -528,22 +585,25 @@ pub(in crate::ptx) fn find_whitespace(s: &str) -> Option<usize> {
 /// (Byte by byte: the delimiters are ASCII, and no byte of a multi-byte character is.)
 fn split_operands(s: &str) -> Option<Operands<'_>> {
     let mut out = Operands::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, &b) in s.as_bytes().iter().enumerate() {
-        match b {
-            b'[' | b'{' | b'(' => depth += 1,
-            b']' | b'}' | b')' => {
+    let b = s.as_bytes();
+    let (mut depth, mut start, mut i) = (0i32, 0usize, 0usize);
+    // (An index loop: the iterator's form kept three counters a byte.)
+    while i < b.len() {
+        let class = BYTE_CLASS[usize::from(b[i])];
+        if class & (OPEN | CLOSE | COMMA) != 0 {
+            if class & OPEN != 0 {
+                depth += 1;
+            } else if class & CLOSE != 0 {
                 depth -= 1;
                 if depth < 0 {
                     return None;
                 }
-            }
-            b',' if depth == 0 => {
+            } else if depth == 0 {
                 out.push(trim(&s[start..i]));
                 start = i + 1;
             }
-            _ => {}
         }
+        i += 1;
     }
     if depth != 0 {
         return None;
@@ -998,7 +1058,79 @@ mod tests {
         assert_eq!(spaces(&format!("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%r3], {frag}")), one(Space::Shared));
     }
 
+    /// [`split_instr`] as it was before its table-driven scans: the `char` searches, one pass
+    /// for the opcode's end and another for its name, compares a byte for the delimiters.
+    fn split_instr_by_chars(stmt: &str) -> Option<Instr<'_>> {
+        let mut s = stmt.trim();
+        let mut guard = None;
+        if let Some(rest) = s.strip_prefix('@') {
+            let end = rest.find(char::is_whitespace)?;
+            guard = Some(&rest[..end]);
+            s = rest[end..].trim_start();
+        }
+        let end = s.find(char::is_whitespace).unwrap_or(s.len());
+        let opcode = &s[..end];
+        if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return None;
+        }
+        let rest = &s[end..];
+        let mut out = Operands::new();
+        let (mut depth, mut start) = (0i32, 0usize);
+        for (i, &b) in rest.as_bytes().iter().enumerate() {
+            match b {
+                b'[' | b'{' | b'(' => depth += 1,
+                b']' | b'}' | b')' => {
+                    depth -= 1;
+                    if depth < 0 {
+                        return None;
+                    }
+                }
+                b',' if depth == 0 => {
+                    out.push(rest[start..i].trim());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if depth != 0 {
+            return None;
+        }
+        let last = rest[start..].trim();
+        if !last.is_empty() {
+            out.push(last);
+        }
+        Some(Instr { guard, opcode: Opcode::parse(opcode), operands: out })
+    }
+
+    #[test]
+    fn statements_split_as_the_character_searches_split_them() {
+        for s in [
+            "ld.global.u32 %r1, [%rd1+4]",
+            "@!%p1 bra $L__BB0_2",
+            "ret",
+            "  mov.u32\t%r1 ,  %r2 ",
+            "@%p1",
+            "1add x",
+            "st.v2.f32 [%rd1], {%f1, %f2}",
+            "call.uni (retval0), f, (%r1, %r2)",
+            "ld.é.u32 %r1, [a]",
+            "add.s32 %r1, %r2, ",
+            "]x",
+            "a.b.c",
+            "x(,)",
+        ] {
+            assert_eq!(split_instr(s), split_instr_by_chars(s), "{s:?}");
+        }
+    }
+
     proptest::proptest! {
+        /// The table-driven decoder splits every statement as the `char` searches do, ASCII or
+        /// not.
+        #[test]
+        fn split_instr_is_the_character_split(s in "[@!%a-c.x0-9 \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é\\[\\]{}(),+-]{0,32}") {
+            proptest::prop_assert_eq!(split_instr(&s), split_instr_by_chars(&s));
+        }
+
         /// The byte scan finds what the character search finds, in ASCII and in other text.
         #[test]
         fn find_whitespace_is_the_character_search(s in "[a-z. \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é%]{0,24}") {
