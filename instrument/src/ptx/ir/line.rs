@@ -248,7 +248,8 @@ impl<'a> Line<'a> {
     /// open and a scope brace, which the walk does not check; the passes must not either).
     #[inline]
     pub(in crate::ptx) fn is_lone_statement(&self) -> bool {
-        self.code.strip_suffix(';').is_some_and(|s| !s.contains(';')) && (!self.braces || matches!(self.stmts(), [only] if only.terminated))
+        // (`memchr`: `str::contains` of a `char` cost about twice as much on a line's few bytes.)
+        self.code.strip_suffix(';').is_some_and(|s| memchr::memchr(b';', s.as_bytes()).is_none()) && (!self.braces || matches!(self.stmts(), [only] if only.terminated))
     }
 
     /// The line's statement when the line is exactly one ([`Line::is_lone_statement`]): the
@@ -628,7 +629,7 @@ pub(in crate::ptx) fn count_braces(t: &str) -> (i32, i32) {
 
 /// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
 pub(in crate::ptx) fn has_block_comment_marker(line: &str) -> bool {
-    line.contains('*') && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
+    memchr::memchr(b'*', line.as_bytes()).is_some() && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
 }
 
 /// `(file, line, column)` of a `.loc` directive.
