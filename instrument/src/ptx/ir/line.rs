@@ -341,16 +341,17 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn memory(&self) -> (bool, bool) {
         let line = self;
         let t = line.code;
+        // Every PTX memory access names its address in brackets: most lines are decided here,
+        // without splitting them into operands (asked first: the cheapest test, and every test
+        // below answers the same for a line without a bracket).
+        if !line.brackets {
+            return (false, false);
+        }
         // A directive alone on its line is no access; one followed by statements on the line
         // (`.reg .f32 %f; ld.global.f32 %f, [%rd1];`, as hand-written PTX and inline asm may put
         // it) is read statement by statement below, its directive being none.
         let lone_directive = || t.starts_with('.') && memchr::memchr(b';', t.as_bytes()).is_none_or(|p| p + 1 == t.len());
         if t.is_empty() || lone_directive() || line.label().is_some() {
-            return (false, false);
-        }
-        // Every PTX memory access names its address in brackets: most lines are decided here,
-        // without splitting them into operands.
-        if !line.brackets {
             return (false, false);
         }
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
