@@ -524,6 +524,11 @@ impl<'a> StatementPieces<'a> {
     /// ended it; `None` at the end of the line.
     pub(in crate::ptx) fn cut(&mut self) -> Option<(&'a str, bool)> {
         let rest = self.rest?;
+        if rest.is_empty() {
+            // (The line ended with its `;`, as most do: its empty last piece, not searched.)
+            self.rest = None;
+            return Some(("", false));
+        }
         Some(match memchr::memchr(b';', rest.as_bytes()) {
             Some(p) => {
                 self.rest = Some(&rest[p + 1..]);
