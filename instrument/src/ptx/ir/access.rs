@@ -375,7 +375,9 @@ impl<'a> Operands<'a> {
         Operands::Inline { ops: [""; Self::INLINE], len: 0 }
     }
 
-    #[inline]
+    /// (Always inlined: the statement decoder pushes every operand, and the call cost as much as
+    /// the push.)
+    #[inline(always)]
     pub(in crate::ptx) fn push(&mut self, o: &'a str) {
         match self {
             Operands::Inline { ops, len } if usize::from(*len) < Self::INLINE => {
@@ -451,7 +453,7 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
     if !b.first()?.is_ascii_alphabetic() {
         return None;
     }
-    let (mut end, mut dot) = (b.len(), None);
+    let (mut end, mut dot, mut ascii) = (b.len(), None, true);
     for (i, &c) in b.iter().enumerate().skip(1) {
         let class = BYTE_CLASS[usize::from(c)];
         if class & (WHITESPACE | NON_ASCII | DOT) == 0 {
@@ -461,14 +463,17 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
             dot.get_or_insert(i);
             continue;
         }
-        if class & NON_ASCII != 0 {
-            let end = find_whitespace(s).unwrap_or(s.len());
-            return Some(Instr { guard, opcode: Opcode::parse(&s[..end]), operands: split_operands(&s[end..])? });
-        }
+        ascii = class & NON_ASCII == 0;
         end = i;
         break;
     }
-    let opcode = Opcode { text: &s[..end], op: Op::from_name(&s[..dot.unwrap_or(end)]) };
+    let opcode = if ascii {
+        Opcode { text: &s[..end], op: Op::from_name(&s[..dot.unwrap_or(end)]) }
+    } else {
+        end = find_whitespace(s).unwrap_or(s.len());
+        Opcode::parse(&s[..end])
+    };
+    // (One call: inlined here, the operands are written in place.)
     Some(Instr { guard, opcode, operands: split_operands(&s[end..])? })
 }
 
@@ -599,7 +604,7 @@ fn split_operands(s: &str) -> Option<Operands<'_>> {
                     return None;
                 }
             } else if depth == 0 {
-                out.push(trim(&s[start..i]));
+                out.push(trim_operand(&s[start..i]));
                 start = i + 1;
             }
         }
@@ -608,11 +613,30 @@ fn split_operands(s: &str) -> Option<Operands<'_>> {
     if depth != 0 {
         return None;
     }
-    let last = trim(&s[start..]);
+    let last = trim_operand(&s[start..]);
     if !last.is_empty() {
         out.push(last);
     }
     Some(out)
+}
+
+/// [`trim`] of an operand, its ends found with [`BYTE_CLASS`] (a lookup a byte, inlined: every
+/// operand of every statement is trimmed); a non-ASCII byte at either end hands the operand to
+/// `str::trim` (it may end in a Unicode space).
+#[inline(always)]
+fn trim_operand(s: &str) -> &str {
+    let b = s.as_bytes();
+    let (mut from, mut to) = (0, b.len());
+    while from < to && BYTE_CLASS[usize::from(b[from])] & WHITESPACE != 0 {
+        from += 1;
+    }
+    while to > from && BYTE_CLASS[usize::from(b[to - 1])] & WHITESPACE != 0 {
+        to -= 1;
+    }
+    if from < to && (!b[from].is_ascii() || !b[to - 1].is_ascii()) {
+        return s.trim();
+    }
+    &s[from..to]
 }
 
 /// Instructions that take a bracketed operand but never address global memory (through that
@@ -1135,6 +1159,12 @@ mod tests {
         #[test]
         fn find_whitespace_is_the_character_search(s in "[a-z. \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é%]{0,24}") {
             proptest::prop_assert_eq!(find_whitespace(&s), s.find(char::is_whitespace));
+        }
+
+        /// An operand's trim is `str::trim`, ASCII or not.
+        #[test]
+        fn trim_operand_is_the_character_trim(t in "[ a-z%\t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+            proptest::prop_assert_eq!(trim_operand(&t), t.trim());
         }
 
         /// A destination's braces and spaces trimmed byte by byte as `str::trim_matches` trims them.
