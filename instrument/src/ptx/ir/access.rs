@@ -172,22 +172,52 @@ impl Space {
         matches!(self, Space::Global | Space::Generic)
     }
 
-    /// The space of an `ld`/`ldu`/`st`/`atom`/`red` (`parts`: the opcode's parts).
+    /// The space of an `ld`/`ldu`/`st`/`atom`/`red` (`parts`: the opcode's parts): each part
+    /// looked at once, by its first byte, for what the rules below ask of it (they asked each
+    /// question of every part: a fifth of classifying an access).
     fn of_load_store(parts: &[&str]) -> Space {
-        let is = |s: &str| parts.iter().any(|q| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::")));
-        let not_global = is("shared") || is("local") || is("param") || is("const");
-        if parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) {
+        // Whether `q` is `s` or `s::...`.
+        let family = |q: &str, s: &str| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::"));
+        let (mut shared_family, mut local_family, mut param_family, mut const_family) = (false, false, false, false);
+        let (mut shared, mut local, mut shared_cluster, mut global_like) = (false, false, false, false);
+        for &q in parts {
+            match q.as_bytes().first() {
+                Some(b's') => {
+                    shared_family |= family(q, "shared");
+                    shared |= matches!(q, "shared" | "shared::cta");
+                    shared_cluster |= q == "shared::cluster";
+                    global_like |= q.starts_with("shared::cluster");
+                }
+                Some(b'l') => {
+                    local_family |= family(q, "local");
+                    local |= q == "local";
+                }
+                Some(b'p') => {
+                    param_family |= family(q, "param");
+                    global_like |= q.starts_with("param");
+                }
+                Some(b'c') => {
+                    const_family |= family(q, "const");
+                    global_like |= q.starts_with("const");
+                }
+                Some(b'g') => global_like |= q.starts_with("global"),
+                Some(b't') => global_like |= q.starts_with("tex"),
+                _ => {}
+            }
+        }
+        let not_global = shared_family || local_family || param_family || const_family;
+        if shared {
             Space::Shared
-        } else if parts.contains(&"local") {
+        } else if local {
             Space::Local
-        } else if parts.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+        } else if global_like {
             if !not_global {
                 Space::Global
-            } else if parts.contains(&"shared::cluster") {
+            } else if shared_cluster {
                 Space::SharedCluster
-            } else if is("param") {
+            } else if param_family {
                 Space::Param
-            } else if is("const") {
+            } else if const_family {
                 Space::Const
             } else {
                 Space::Malformed { other_named: true }
@@ -1124,6 +1154,42 @@ mod tests {
             out.push(last);
         }
         Some(Instr { guard, opcode: Opcode::parse(opcode), operands: out })
+    }
+
+    /// [`Space::of_load_store`] as it was before it looked at each part once.
+    fn of_load_store_by_rules(parts: &[&str]) -> Space {
+        let is = |s: &str| parts.iter().any(|q| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::")));
+        let not_global = is("shared") || is("local") || is("param") || is("const");
+        if parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) {
+            Space::Shared
+        } else if parts.contains(&"local") {
+            Space::Local
+        } else if parts.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+            if !not_global {
+                Space::Global
+            } else if parts.contains(&"shared::cluster") {
+                Space::SharedCluster
+            } else if is("param") {
+                Space::Param
+            } else if is("const") {
+                Space::Const
+            } else {
+                Space::Malformed { other_named: true }
+            }
+        } else if not_global {
+            Space::Malformed { other_named: false }
+        } else {
+            Space::Generic
+        }
+    }
+
+    proptest::proptest! {
+        /// The space of a load or store read part by part is the space the rules give.
+        #[test]
+        fn load_store_spaces_are_read_as_by_the_rules(parts in proptest::collection::vec("(ld|st|shared|local|param|const|global|tex|cta|cluster|::|x|nc|v2|u32|s|l|p|c|g|t){0,3}", 0..6)) {
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            proptest::prop_assert_eq!(Space::of_load_store(&parts), of_load_store_by_rules(&parts));
+        }
     }
 
     #[test]
