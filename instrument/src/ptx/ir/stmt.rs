@@ -12,7 +12,7 @@
 //! prefetch.rs).
 
 use super::access::{self, Instr};
-use super::line::{find_pair, Line};
+use super::line::{find_byte, find_pair, Line};
 
 /// The label that a line of code is (`$L__BB0_3:` -> `$L__BB0_3`): code ending in `:` whose name
 /// is one word. (labels.rs put every label on a line of its own before any pass reads the lines.)
@@ -68,7 +68,7 @@ pub(in crate::ptx) fn kills_checks(code: &str) -> bool {
     // (Most lines hold one statement: one `;`, found with `memchr`, at their end.)
     let mut rest = code;
     loop {
-        let (stmt, after) = match memchr::memchr(b';', rest.as_bytes()) {
+        let (stmt, after) = match find_byte(b';', rest.as_bytes()) {
             Some(p) => (&rest[..p], &rest[p + 1..]),
             None => (rest, ""),
         };
