@@ -356,8 +356,7 @@ impl<'a> Line<'a> {
         // A directive alone on its line is no access; one followed by statements on the line
         // (`.reg .f32 %f; ld.global.f32 %f, [%rd1];`, as hand-written PTX and inline asm may put
         // it) is read statement by statement below, its directive being none.
-        let lone_directive = || t.starts_with('.') && find_byte(b';', t.as_bytes()).is_none_or(|p| p + 1 == t.len());
-        if t.is_empty() || lone_directive() || line.label().is_some() {
+        if t.is_empty() || line.is_lone_directive() || line.label().is_some() {
             return (false, false);
         }
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
@@ -378,6 +377,17 @@ impl<'a> Line<'a> {
             }
         }
         (memory, check)
+    }
+
+    /// Whether the line's code is one directive with nothing after it on the line (`.loc 1 5 3`,
+    /// `.reg .b32 %r<5>;`): it starts with `.` and holds no `;` before its last byte. Its
+    /// statements then hold no instruction (each begins with the `.` or is a scope brace split
+    /// off its end), which the passes that read every line's instructions know without
+    /// splitting it.
+    #[inline]
+    pub(in crate::ptx) fn is_lone_directive(&self) -> bool {
+        let t = self.code;
+        t.starts_with('.') && find_byte(b';', t.as_bytes()).is_none_or(|p| p + 1 == t.len())
     }
 
     /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
@@ -783,6 +793,15 @@ mod statement_pieces_tests {
             let mut scanner = super::bodies::Scanner::default();
             let raws: Vec<&str> = super::Line::read_text_scanning(&text, &mut scanner).iter().map(|l| l.raw).collect();
             prop_assert_eq!(raws, text.split_inclusive('\n').collect::<Vec<_>>());
+        }
+
+        /// A lone directive's statements hold no instruction.
+        #[test]
+        fn a_lone_directive_holds_no_instruction(code in "\\.[a-z {};.%@]{0,20}(;|)") {
+            let line = super::Line::read(&code);
+            if line.is_lone_directive() {
+                prop_assert!(line.stmts().iter().all(|st| st.instr.is_none()), "{:?}", code);
+            }
         }
 
         /// The line-length byte search finds what `memchr` finds.
