@@ -163,7 +163,11 @@ enum Def<'s> {
 
 /// Whether an opcode moves a 64-bit integer (what a pointer parameter is read as).
 fn wide64(opcode: Opcode<'_>) -> bool {
-    opcode.quals().any(|q| matches!(q, "u64" | "s64" | "b64"))
+    // A qualifier is the text between a `.` and the next `.` or the end: found on the bytes,
+    // without splitting the opcode into its parts (asked of most instructions of a kernel, where
+    // the split cost more than the test).
+    let b = opcode.text.as_bytes();
+    (0..b.len()).any(|p| b[p] == b'.' && matches!(b.get(p + 1..p + 4), Some(b"u64" | b"s64" | b"b64")) && b.get(p + 4).is_none_or(|&c| c == b'.'))
 }
 
 fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
@@ -655,6 +659,15 @@ mod tests {
     /// What the emitted [`IndexTest`] computes: `i + add` as unsigned 32 bits, below `reach >> shift`.
     fn index_test_passes(i: u32, add: i32, shift: u32, reach: u64) -> bool {
         i.wrapping_add(add as u32) < (reach as u32) >> shift
+    }
+
+    proptest! {
+        /// The byte test finds a 64-bit qualifier where the opcode's qualifiers hold one.
+        #[test]
+        fn wide64_is_a_64_bit_qualifier(text in "(ld|mov|u64|b64)(\\.|u64|s64|b64|u6|64|x|param|::)*") {
+            let o = super::Opcode::parse(&text);
+            prop_assert_eq!(super::wide64(o), o.quals().any(|q| matches!(q, "u64" | "s64" | "b64")), "{:?}", text);
+        }
     }
 
     proptest! {

@@ -249,13 +249,18 @@ fn fast_label(id: usize) -> String {
 }
 
 fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
+    // (The sets sized for what the plans add, and the lines for the copies and the range tests:
+    // grown from empty, a module's loops rehashed them a dozen times.)
+    let copied: usize = plans.iter().map(|p| p.fast_order.len() + 1).sum();
+    let written: usize = plans.iter().map(|p| memchr::memchr_iter(b'\n', p.preheader.as_bytes()).count() + 5).sum();
+    let total = lines.len() + copied + written;
     let mut v = Versioned {
-        lines: Vec::with_capacity(lines.len() + 64),
-        origin: Vec::new(),
-        covered: LineSet::default(),
-        copies: LineSet::default(),
-        inserted: LineSet::default(),
-        space_covered: LineSet::default(),
+        lines: Vec::with_capacity(total),
+        origin: Vec::with_capacity(total),
+        covered: LineSet::with_capacity_and_hasher(plans.iter().map(|p| p.hoisted.len()).sum(), Default::default()),
+        copies: LineSet::with_capacity_and_hasher(copied, Default::default()),
+        inserted: LineSet::with_capacity_and_hasher(written, Default::default()),
+        space_covered: LineSet::with_capacity_and_hasher(plans.iter().map(|p| p.space_covered.len()).sum(), Default::default()),
         sweeps: false,
     };
     let mut next = 0;

@@ -856,7 +856,11 @@ impl<'a> Rewriter<'a> {
                 if let Some(f) = w.func.as_mut() {
                     self.close_body(f, &plans.module.lines[i]);
                 }
-            } else if let Some(f) = w.func.as_mut() {
+            } else if let Some(f) = w.func.as_mut().filter(|f| !f.block_checks.is_empty()) {
+                // (With no check recorded, neither changes what the walk decides: `clear` would
+                // only drop lists of keys already forgotten, and forgetting a key again, when its
+                // register is redefined, removes nothing. So the line's window test, computed on
+                // first use, is not asked of lines the walk passes with no check recorded.)
                 if plans.module.lines[i].kills_checks() {
                     f.block_checks.clear();
                 } else {

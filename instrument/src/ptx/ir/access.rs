@@ -172,22 +172,52 @@ impl Space {
         matches!(self, Space::Global | Space::Generic)
     }
 
-    /// The space of an `ld`/`ldu`/`st`/`atom`/`red` (`parts`: the opcode's parts).
+    /// The space of an `ld`/`ldu`/`st`/`atom`/`red` (`parts`: the opcode's parts): each part
+    /// looked at once, by its first byte, for what the rules below ask of it (they asked each
+    /// question of every part: a fifth of classifying an access).
     fn of_load_store(parts: &[&str]) -> Space {
-        let is = |s: &str| parts.iter().any(|q| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::")));
-        let not_global = is("shared") || is("local") || is("param") || is("const");
-        if parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) {
+        // Whether `q` is `s` or `s::...`.
+        let family = |q: &str, s: &str| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::"));
+        let (mut shared_family, mut local_family, mut param_family, mut const_family) = (false, false, false, false);
+        let (mut shared, mut local, mut shared_cluster, mut global_like) = (false, false, false, false);
+        for &q in parts {
+            match q.as_bytes().first() {
+                Some(b's') => {
+                    shared_family |= family(q, "shared");
+                    shared |= matches!(q, "shared" | "shared::cta");
+                    shared_cluster |= q == "shared::cluster";
+                    global_like |= q.starts_with("shared::cluster");
+                }
+                Some(b'l') => {
+                    local_family |= family(q, "local");
+                    local |= q == "local";
+                }
+                Some(b'p') => {
+                    param_family |= family(q, "param");
+                    global_like |= q.starts_with("param");
+                }
+                Some(b'c') => {
+                    const_family |= family(q, "const");
+                    global_like |= q.starts_with("const");
+                }
+                Some(b'g') => global_like |= q.starts_with("global"),
+                Some(b't') => global_like |= q.starts_with("tex"),
+                _ => {}
+            }
+        }
+        let not_global = shared_family || local_family || param_family || const_family;
+        if shared {
             Space::Shared
-        } else if parts.contains(&"local") {
+        } else if local {
             Space::Local
-        } else if parts.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+        } else if global_like {
             if !not_global {
                 Space::Global
-            } else if parts.contains(&"shared::cluster") {
+            } else if shared_cluster {
                 Space::SharedCluster
-            } else if is("param") {
+            } else if param_family {
                 Space::Param
-            } else if is("const") {
+            } else if const_family {
                 Space::Const
             } else {
                 Space::Malformed { other_named: true }
@@ -375,7 +405,9 @@ impl<'a> Operands<'a> {
         Operands::Inline { ops: [""; Self::INLINE], len: 0 }
     }
 
-    #[inline]
+    /// (Always inlined: the statement decoder pushes every operand, and the call cost as much as
+    /// the push.)
+    #[inline(always)]
     pub(in crate::ptx) fn push(&mut self, o: &'a str) {
         match self {
             Operands::Inline { ops, len } if usize::from(*len) < Self::INLINE => {
@@ -443,13 +475,73 @@ pub fn split_instr(stmt: &str) -> Option<Instr<'_>> {
         guard = Some(&rest[..end]);
         s = trim_start(&rest[end..]);
     }
-    let end = find_whitespace(s).unwrap_or(s.len());
-    let opcode = &s[..end];
-    if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
+    // The opcode runs to the first whitespace and its name to the opcode's first `.`: both found
+    // in one pass over its bytes, a table lookup a byte (the statement decoder runs on every
+    // statement, and these scans were most of it). A non-ASCII byte hands the rest of the
+    // opcode to the `char` searches ([`find_whitespace`], [`Opcode::parse`]), which decide there.
+    let b = s.as_bytes();
+    if !b.first()?.is_ascii_alphabetic() {
         return None;
     }
-    Some(Instr { guard, opcode: Opcode::parse(opcode), operands: split_operands(&s[end..])? })
+    let (mut end, mut dot, mut ascii) = (b.len(), None, true);
+    for (i, &c) in b.iter().enumerate().skip(1) {
+        let class = BYTE_CLASS[usize::from(c)];
+        if class & (WHITESPACE | NON_ASCII | DOT) == 0 {
+            continue;
+        }
+        if class & DOT != 0 {
+            dot.get_or_insert(i);
+            continue;
+        }
+        ascii = class & NON_ASCII == 0;
+        end = i;
+        break;
+    }
+    let opcode = if ascii {
+        Opcode { text: &s[..end], op: Op::from_name(&s[..dot.unwrap_or(end)]) }
+    } else {
+        end = find_whitespace(s).unwrap_or(s.len());
+        Opcode::parse(&s[..end])
+    };
+    // (One call: inlined here, the operands are written in place.)
+    Some(Instr { guard, opcode, operands: split_operands(&s[end..])? })
 }
+
+/// [`BYTE_CLASS`] bits: ASCII whitespace as `char::is_whitespace` sees it ([`ascii_whitespace`]).
+const WHITESPACE: u8 = 1;
+/// A byte of a multi-byte character.
+const NON_ASCII: u8 = 2;
+const DOT: u8 = 4;
+/// `[`, `{`, `(`.
+const OPEN: u8 = 8;
+/// `]`, `}`, `)`.
+const CLOSE: u8 = 16;
+const COMMA: u8 = 32;
+
+/// The class of each byte the statement decoder tells apart ([`split_instr`],
+/// [`split_operands`]): one lookup a byte instead of a chain of compares.
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c >= 0x80 {
+            NON_ASCII
+        } else if c.is_ascii_whitespace() || c == 0x0b {
+            WHITESPACE
+        } else {
+            match c {
+                b'.' => DOT,
+                b'[' | b'{' | b'(' => OPEN,
+                b']' | b'}' | b')' => CLOSE,
+                b',' => COMMA,
+                _ => 0,
+            }
+        };
+        b += 1;
+    }
+    t
+};
 
 /// `s.trim_start()`: byte by byte while the bytes are ASCII, as PTX is (the `char` searcher
 /// behind `str::trim_start` costs several times more per call, and every operand is trimmed);
@@ -528,31 +620,53 @@ pub(in crate::ptx) fn find_whitespace(s: &str) -> Option<usize> {
 /// (Byte by byte: the delimiters are ASCII, and no byte of a multi-byte character is.)
 fn split_operands(s: &str) -> Option<Operands<'_>> {
     let mut out = Operands::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, &b) in s.as_bytes().iter().enumerate() {
-        match b {
-            b'[' | b'{' | b'(' => depth += 1,
-            b']' | b'}' | b')' => {
+    let b = s.as_bytes();
+    let (mut depth, mut start, mut i) = (0i32, 0usize, 0usize);
+    // (An index loop: the iterator's form kept three counters a byte.)
+    while i < b.len() {
+        let class = BYTE_CLASS[usize::from(b[i])];
+        if class & (OPEN | CLOSE | COMMA) != 0 {
+            if class & OPEN != 0 {
+                depth += 1;
+            } else if class & CLOSE != 0 {
                 depth -= 1;
                 if depth < 0 {
                     return None;
                 }
-            }
-            b',' if depth == 0 => {
-                out.push(trim(&s[start..i]));
+            } else if depth == 0 {
+                out.push(trim_operand(&s[start..i]));
                 start = i + 1;
             }
-            _ => {}
         }
+        i += 1;
     }
     if depth != 0 {
         return None;
     }
-    let last = trim(&s[start..]);
+    let last = trim_operand(&s[start..]);
     if !last.is_empty() {
         out.push(last);
     }
     Some(out)
+}
+
+/// [`trim`] of an operand, its ends found with [`BYTE_CLASS`] (a lookup a byte, inlined: every
+/// operand of every statement is trimmed); a non-ASCII byte at either end hands the operand to
+/// `str::trim` (it may end in a Unicode space).
+#[inline(always)]
+fn trim_operand(s: &str) -> &str {
+    let b = s.as_bytes();
+    let (mut from, mut to) = (0, b.len());
+    while from < to && BYTE_CLASS[usize::from(b[from])] & WHITESPACE != 0 {
+        from += 1;
+    }
+    while to > from && BYTE_CLASS[usize::from(b[to - 1])] & WHITESPACE != 0 {
+        to -= 1;
+    }
+    if from < to && (!b[from].is_ascii() || !b[to - 1].is_ascii()) {
+        return s.trim();
+    }
+    &s[from..to]
 }
 
 /// Instructions that take a bracketed operand but never address global memory (through that
@@ -998,11 +1112,125 @@ mod tests {
         assert_eq!(spaces(&format!("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%r3], {frag}")), one(Space::Shared));
     }
 
+    /// [`split_instr`] as it was before its table-driven scans: the `char` searches, one pass
+    /// for the opcode's end and another for its name, compares a byte for the delimiters.
+    fn split_instr_by_chars(stmt: &str) -> Option<Instr<'_>> {
+        let mut s = stmt.trim();
+        let mut guard = None;
+        if let Some(rest) = s.strip_prefix('@') {
+            let end = rest.find(char::is_whitespace)?;
+            guard = Some(&rest[..end]);
+            s = rest[end..].trim_start();
+        }
+        let end = s.find(char::is_whitespace).unwrap_or(s.len());
+        let opcode = &s[..end];
+        if opcode.is_empty() || !opcode.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return None;
+        }
+        let rest = &s[end..];
+        let mut out = Operands::new();
+        let (mut depth, mut start) = (0i32, 0usize);
+        for (i, &b) in rest.as_bytes().iter().enumerate() {
+            match b {
+                b'[' | b'{' | b'(' => depth += 1,
+                b']' | b'}' | b')' => {
+                    depth -= 1;
+                    if depth < 0 {
+                        return None;
+                    }
+                }
+                b',' if depth == 0 => {
+                    out.push(rest[start..i].trim());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if depth != 0 {
+            return None;
+        }
+        let last = rest[start..].trim();
+        if !last.is_empty() {
+            out.push(last);
+        }
+        Some(Instr { guard, opcode: Opcode::parse(opcode), operands: out })
+    }
+
+    /// [`Space::of_load_store`] as it was before it looked at each part once.
+    fn of_load_store_by_rules(parts: &[&str]) -> Space {
+        let is = |s: &str| parts.iter().any(|q| q.strip_prefix(s).is_some_and(|r| r.is_empty() || r.starts_with("::")));
+        let not_global = is("shared") || is("local") || is("param") || is("const");
+        if parts.iter().any(|q| matches!(*q, "shared" | "shared::cta")) {
+            Space::Shared
+        } else if parts.contains(&"local") {
+            Space::Local
+        } else if parts.iter().any(|q| ["global", "param", "const", "shared::cluster", "tex"].iter().any(|s| q.starts_with(s))) {
+            if !not_global {
+                Space::Global
+            } else if parts.contains(&"shared::cluster") {
+                Space::SharedCluster
+            } else if is("param") {
+                Space::Param
+            } else if is("const") {
+                Space::Const
+            } else {
+                Space::Malformed { other_named: true }
+            }
+        } else if not_global {
+            Space::Malformed { other_named: false }
+        } else {
+            Space::Generic
+        }
+    }
+
     proptest::proptest! {
+        /// The space of a load or store read part by part is the space the rules give.
+        #[test]
+        fn load_store_spaces_are_read_as_by_the_rules(parts in proptest::collection::vec("(ld|st|shared|local|param|const|global|tex|cta|cluster|::|x|nc|v2|u32|s|l|p|c|g|t){0,3}", 0..6)) {
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            proptest::prop_assert_eq!(Space::of_load_store(&parts), of_load_store_by_rules(&parts));
+        }
+    }
+
+    #[test]
+    fn statements_split_as_the_character_searches_split_them() {
+        for s in [
+            "ld.global.u32 %r1, [%rd1+4]",
+            "@!%p1 bra $L__BB0_2",
+            "ret",
+            "  mov.u32\t%r1 ,  %r2 ",
+            "@%p1",
+            "1add x",
+            "st.v2.f32 [%rd1], {%f1, %f2}",
+            "call.uni (retval0), f, (%r1, %r2)",
+            "ld.é.u32 %r1, [a]",
+            "add.s32 %r1, %r2, ",
+            "]x",
+            "a.b.c",
+            "x(,)",
+        ] {
+            assert_eq!(split_instr(s), split_instr_by_chars(s), "{s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The table-driven decoder splits every statement as the `char` searches do, ASCII or
+        /// not.
+        #[test]
+        fn split_instr_is_the_character_split(s in "[@!%a-c.x0-9 \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é\\[\\]{}(),+-]{0,32}") {
+            proptest::prop_assert_eq!(split_instr(&s), split_instr_by_chars(&s));
+        }
+
         /// The byte scan finds what the character search finds, in ASCII and in other text.
         #[test]
         fn find_whitespace_is_the_character_search(s in "[a-z. \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é%]{0,24}") {
             proptest::prop_assert_eq!(find_whitespace(&s), s.find(char::is_whitespace));
+        }
+
+        /// An operand's trim is `str::trim`, ASCII or not.
+        #[test]
+        fn trim_operand_is_the_character_trim(t in "[ a-z%\t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é.;]{0,12}") {
+            proptest::prop_assert_eq!(trim_operand(&t), t.trim());
         }
 
         /// A destination's braces and spaces trimmed byte by byte as `str::trim_matches` trims them.

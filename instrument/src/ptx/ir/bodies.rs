@@ -121,7 +121,7 @@ impl Scanner {
             return;
         }
         let t = line.code;
-        if t.starts_with('.') && t.contains('(') {
+        if t.starts_with('.') && memchr::memchr(b'(', t.as_bytes()).is_some() {
             if let Some((name, entry)) = FnHeader::name_on_line(t) {
                 self.pending = Some((name.to_string(), entry, i));
             }

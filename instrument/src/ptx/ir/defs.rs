@@ -101,6 +101,11 @@ impl<'a> DefIndex<'a> {
             grouped: Vec::new(),
         };
         for (line, l) in lines.iter().enumerate().take(end + 1).skip(b.open) {
+            // (A lone directive, `.loc` or `.reg`, defines nothing: not split into statements,
+            // which no other pass asks of it.)
+            if l.is_lone_directive() {
+                continue;
+            }
             for (stmt, st) in l.stmts().iter().enumerate() {
                 let Some(instr) = &st.instr else { continue };
                 let (writer, before) = (index32(d.writers.len()), d.defs.len());

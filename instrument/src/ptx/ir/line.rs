@@ -248,7 +248,8 @@ impl<'a> Line<'a> {
     /// open and a scope brace, which the walk does not check; the passes must not either).
     #[inline]
     pub(in crate::ptx) fn is_lone_statement(&self) -> bool {
-        self.code.strip_suffix(';').is_some_and(|s| !s.contains(';')) && (!self.braces || matches!(self.stmts(), [only] if only.terminated))
+        // (`memchr`: `str::contains` of a `char` cost about twice as much on a line's few bytes.)
+        self.code.strip_suffix(';').is_some_and(|s| find_byte(b';', s.as_bytes()).is_none()) && (!self.braces || matches!(self.stmts(), [only] if only.terminated))
     }
 
     /// The line's statement when the line is exactly one ([`Line::is_lone_statement`]): the
@@ -313,7 +314,13 @@ impl<'a> Line<'a> {
             let i = lines.len() - 1;
             bodies.line(i, &lines[i]);
         };
-        for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
+        // (Each line's end found in the line's first 64 bytes with [`find_byte`], past them with
+        // `memchr`: an iterator's `memchr` per line cost more than the short search.)
+        let bytes = text.as_bytes();
+        while start < bytes.len() {
+            let window = (start + 64).min(bytes.len());
+            let nl = find_byte(b'\n', &bytes[start..window]).map(|p| start + p).or_else(|| memchr::memchr(b'\n', &bytes[window..]).map(|p| window + p));
+            let Some(nl) = nl else { break };
             push(&text[start..=nl]);
             start = nl + 1;
         }
@@ -340,16 +347,16 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn memory(&self) -> (bool, bool) {
         let line = self;
         let t = line.code;
+        // Every PTX memory access names its address in brackets: most lines are decided here,
+        // without splitting them into operands (asked first: the cheapest test, and every test
+        // below answers the same for a line without a bracket).
+        if !line.brackets {
+            return (false, false);
+        }
         // A directive alone on its line is no access; one followed by statements on the line
         // (`.reg .f32 %f; ld.global.f32 %f, [%rd1];`, as hand-written PTX and inline asm may put
         // it) is read statement by statement below, its directive being none.
-        let lone_directive = || t.starts_with('.') && memchr::memchr(b';', t.as_bytes()).is_none_or(|p| p + 1 == t.len());
-        if t.is_empty() || lone_directive() || line.label().is_some() {
-            return (false, false);
-        }
-        // Every PTX memory access names its address in brackets: most lines are decided here,
-        // without splitting them into operands.
-        if !line.brackets {
+        if t.is_empty() || line.is_lone_directive() || line.label().is_some() {
             return (false, false);
         }
         // Only complete statements: a multi-line statement (nvcc's `call` sequences) is never a
@@ -370,6 +377,17 @@ impl<'a> Line<'a> {
             }
         }
         (memory, check)
+    }
+
+    /// Whether the line's code is one directive with nothing after it on the line (`.loc 1 5 3`,
+    /// `.reg .b32 %r<5>;`): it starts with `.` and holds no `;` before its last byte. Its
+    /// statements then hold no instruction (each begins with the `.` or is a scope brace split
+    /// off its end), which the passes that read every line's instructions know without
+    /// splitting it.
+    #[inline]
+    pub(in crate::ptx) fn is_lone_directive(&self) -> bool {
+        let t = self.code;
+        t.starts_with('.') && find_byte(b';', t.as_bytes()).is_none_or(|p| p + 1 == t.len())
     }
 
     /// The line's statements, trimmed and without their `;`, empty ones skipped, scope braces
@@ -483,7 +501,7 @@ impl<'a> Line<'a> {
     #[inline]
     pub(in crate::ptx) fn may_declare(&self, directives: &[&str]) -> bool {
         let t = self.code;
-        let may_declare = t.starts_with('.') || self.braces || memchr::memchr(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
+        let may_declare = t.starts_with('.') || self.braces || find_byte(b';', t.as_bytes()).is_some_and(|p| p + 1 < t.len());
         may_declare && contains_dotted(t, directives)
     }
 
@@ -522,7 +540,12 @@ impl<'a> StatementPieces<'a> {
     /// ended it; `None` at the end of the line.
     pub(in crate::ptx) fn cut(&mut self) -> Option<(&'a str, bool)> {
         let rest = self.rest?;
-        Some(match memchr::memchr(b';', rest.as_bytes()) {
+        if rest.is_empty() {
+            // (The line ended with its `;`, as most do: its empty last piece, not searched.)
+            self.rest = None;
+            return Some(("", false));
+        }
+        Some(match find_byte(b';', rest.as_bytes()) {
             Some(p) => {
                 self.rest = Some(&rest[p + 1..]);
                 (access::trim(&rest[..p]), true)
@@ -605,6 +628,34 @@ pub(in crate::ptx) fn split_scope_braces(piece: &str) -> (&str, &str, &str) {
     (&piece[..start], piece[start..end].trim(), &piece[end..])
 }
 
+/// `memchr::memchr(needle, hay)` for the few dozen bytes of a line: eight bytes at a time in a
+/// `u64` (the classic test for a zero byte, of the bytes XORed with the needle), without
+/// `memchr`'s dispatch and vector setup, which cost more than such a search (the statement
+/// split, the check window and the access tests ask it of every line). Long haystacks go to
+/// `memchr`.
+#[inline]
+pub(in crate::ptx) fn find_byte(needle: u8, hay: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    if hay.len() > 64 {
+        return memchr::memchr(needle, hay);
+    }
+    let splat = ONES * u64::from(needle);
+    let mut chunks = hay.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ splat;
+        // A byte of `x` is zero where the needle is; the lowest flagged byte is the first such
+        // (a borrow only ever flags bytes above a zero one).
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
+        if zero != 0 {
+            return Some(at + (zero.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&b| b == needle).map(|p| at + p)
+}
+
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
 /// first byte is searched with `memchr`, which reads a word or a vector at a time).
 #[inline]
@@ -628,7 +679,7 @@ pub(in crate::ptx) fn count_braces(t: &str) -> (i32, i32) {
 
 /// Does the line open or close a block comment (`/*`, `*/`)? One scan for `*`, which is rare.
 pub(in crate::ptx) fn has_block_comment_marker(line: &str) -> bool {
-    line.contains('*') && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
+    memchr::memchr(b'*', line.as_bytes()).is_some() && (find_pair(line, b'/', b'*').is_some() || find_pair(line, b'*', b'/').is_some())
 }
 
 /// `(file, line, column)` of a `.loc` directive.
@@ -730,6 +781,33 @@ mod statement_pieces_tests {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             let each = names.iter().enumerate().filter(|(_, n)| line.names(n)).fold(0, |m, (k, _)| m | 1 << k);
             prop_assert_eq!(line.names_of(&super::NameSet::new(&names)), each);
+        }
+
+        /// A text is read into the lines `split_inclusive` cuts it into, short lines or long.
+        #[test]
+        fn a_text_is_read_line_by_line(lens in proptest::collection::vec(0usize..150, 0..6), last in any::<bool>()) {
+            let mut text: String = lens.iter().map(|&n| format!("{}\n", "a;".repeat(n / 2))).collect();
+            if last {
+                text.push_str("ret;");
+            }
+            let mut scanner = super::bodies::Scanner::default();
+            let raws: Vec<&str> = super::Line::read_text_scanning(&text, &mut scanner).iter().map(|l| l.raw).collect();
+            prop_assert_eq!(raws, text.split_inclusive('\n').collect::<Vec<_>>());
+        }
+
+        /// A lone directive's statements hold no instruction.
+        #[test]
+        fn a_lone_directive_holds_no_instruction(code in "\\.[a-z {};.%@]{0,20}(;|)") {
+            let line = super::Line::read(&code);
+            if line.is_lone_directive() {
+                prop_assert!(line.stmts().iter().all(|st| st.instr.is_none()), "{:?}", code);
+            }
+        }
+
+        /// The line-length byte search finds what `memchr` finds.
+        #[test]
+        fn find_byte_is_memchr(hay in proptest::collection::vec(prop_oneof![Just(b';'), Just(0u8), Just(0x80u8), Just(0xffu8), Just(b'a'), Just(b':'), any::<u8>()], 0..80), needle in prop_oneof![Just(b';'), Just(0u8), Just(0xffu8), any::<u8>()]) {
+            prop_assert_eq!(super::find_byte(needle, &hay), memchr::memchr(needle, &hay));
         }
 
         #[test]

@@ -12,7 +12,7 @@
 //! prefetch.rs).
 
 use super::access::{self, Instr};
-use super::line::{find_pair, Line};
+use super::line::{find_byte, find_pair, Line};
 
 /// The label that a line of code is (`$L__BB0_3:` -> `$L__BB0_3`): code ending in `:` whose name
 /// is one word. (labels.rs put every label on a line of its own before any pass reads the lines.)
@@ -68,7 +68,7 @@ pub(in crate::ptx) fn kills_checks(code: &str) -> bool {
     // (Most lines hold one statement: one `;`, found with `memchr`, at their end.)
     let mut rest = code;
     loop {
-        let (stmt, after) = match memchr::memchr(b';', rest.as_bytes()) {
+        let (stmt, after) = match find_byte(b';', rest.as_bytes()) {
             Some(p) => (&rest[..p], &rest[p + 1..]),
             None => (rest, ""),
         };
@@ -219,7 +219,32 @@ impl Statements {
             }
             last_code_line = i;
             let mut from = 0;
-            for (b, c) in code.char_indices() {
+            // The code in runs of ordinary text, each copied whole, between the bytes a statement
+            // turns on (`;`, braces, `)`: ASCII, so never inside a longer character): the text
+            // was copied a `char` at a time, the most of reading a module's statements.
+            let bytes = code.as_bytes();
+            let mut at = 0;
+            while at < bytes.len() {
+                let next = bytes[at..].iter().position(|&x| matches!(x, b';' | b'{' | b'}' | b')')).map_or(bytes.len(), |p| at + p);
+                if next > at {
+                    let run = &code[at..next];
+                    if start.is_none() {
+                        // (The run's first character that is not whitespace, as a `char` test
+                        // sees it: a longer character may be a space.)
+                        let first = match run.bytes().position(|x| !x.is_ascii_whitespace() && x != 0x0b) {
+                            Some(p) if run.as_bytes()[p] < 0x80 => Some(p),
+                            Some(p) => run[p..].char_indices().find(|(_, c)| !c.is_whitespace()).map(|(q, _)| p + q),
+                            None => None,
+                        };
+                        start = first.map(|p| (i, at + p));
+                    }
+                    text.push_str(run);
+                }
+                if next == bytes.len() {
+                    break;
+                }
+                let (b, c) = (next, char::from(bytes[next]));
+                at = next + 1;
                 // An initializer's braces (`= {1, 2}`, `= {{1, 2}, {3, 4}}`) are part of its
                 // statement; a `;` ends it all the same (none is inside an initializer).
                 if (c == '{' && (init_depth > 0 || access::trim_end(&text).ends_with('='))) || (c == '}' && init_depth > 0) {
@@ -227,35 +252,31 @@ impl Statements {
                     text.push(c);
                     continue;
                 }
-                match c {
-                    ';' | '{' | '}' if init_depth == 0 || c == ';' => {
-                        init_depth = 0;
-                        let t = access::trim(&text);
-                        if from < b {
-                            segments.push((i, from..b));
-                        }
-                        from = b + 1;
-                        let segments = std::mem::take(&mut segments);
-                        s.list.push(Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
-                        depth += match c {
-                            '{' => 1,
-                            '}' => -1,
-                            _ => 0,
-                        };
-                        text.clear();
-                        start = None;
-                        last_close = None;
+                if c == ')' {
+                    if start.is_none() {
+                        start = Some((i, b));
                     }
-                    _ => {
-                        if start.is_none() && !c.is_whitespace() {
-                            start = Some((i, b));
-                        }
-                        if c == ')' {
-                            last_close = Some((i, b));
-                        }
-                        text.push(c);
-                    }
+                    last_close = Some((i, b));
+                    text.push(c);
+                    continue;
                 }
+                // `;`, or a brace outside an initializer: the statement ends.
+                init_depth = 0;
+                let t = access::trim(&text);
+                if from < b {
+                    segments.push((i, from..b));
+                }
+                from = b + 1;
+                let segments = std::mem::take(&mut segments);
+                s.list.push(Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                text.clear();
+                start = None;
+                last_close = None;
             }
             if from < code.len() {
                 segments.push((i, from..code.len()));
@@ -336,7 +357,100 @@ mod fall_through_tests {
 
 #[cfg(test)]
 mod statements_tests {
-    use super::{Line, Statements};
+    use super::{Line, Pos, Statements};
+
+    /// [`Statements::of`] as it was before it copied runs of text whole: a `char` at a time.
+    fn of_by_chars(lines: &[Line<'_>]) -> Statements {
+        let mut s = Statements::default();
+        let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
+        let (mut init_depth, mut in_comment) = (0i32, false);
+        let mut segments: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut last_code_line = 0;
+        for (i, line) in lines.iter().enumerate() {
+            if line.block_comment_marker() {
+                s.block_comments = true;
+            }
+            if in_comment {
+                in_comment = super::find_pair(line.raw, b'*', b'/').is_none();
+                continue;
+            }
+            let code = line.stripped();
+            if line.slash {
+                if let Some(p) = super::find_pair(code, b'/', b'*') {
+                    in_comment = super::find_pair(&code[p..], b'*', b'/').is_none();
+                    continue;
+                }
+            }
+            let open = !super::access::trim(&text).is_empty();
+            if !open && (line.code.split_whitespace().next().is_some_and(|w| super::ENDS_WITH_ITS_LINE.contains(&w)) || super::label(line.code).is_some()) {
+                continue;
+            }
+            if memchr::memchr(b'"', code.as_bytes()).is_some() {
+                s.strings = true;
+            }
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            last_code_line = i;
+            let mut from = 0;
+            for (b, c) in code.char_indices() {
+                // An initializer's braces (`= {1, 2}`, `= {{1, 2}, {3, 4}}`) are part of its
+                // statement; a `;` ends it all the same (none is inside an initializer).
+                if (c == '{' && (init_depth > 0 || super::access::trim_end(&text).ends_with('='))) || (c == '}' && init_depth > 0) {
+                    init_depth += if c == '{' { 1 } else { -1 };
+                    text.push(c);
+                    continue;
+                }
+                match c {
+                    ';' | '{' | '}' if init_depth == 0 || c == ';' => {
+                        init_depth = 0;
+                        let t = super::access::trim(&text);
+                        if from < b {
+                            segments.push((i, from..b));
+                        }
+                        from = b + 1;
+                        let segments = std::mem::take(&mut segments);
+                        s.list.push(super::Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        text.clear();
+                        start = None;
+                        last_close = None;
+                    }
+                    _ => {
+                        if start.is_none() && !c.is_whitespace() {
+                            start = Some((i, b));
+                        }
+                        if c == ')' {
+                            last_close = Some((i, b));
+                        }
+                        text.push(c);
+                    }
+                }
+            }
+            if from < code.len() {
+                segments.push((i, from..code.len()));
+            }
+        }
+        if let (Some(start), false) = (start, super::access::trim(&text).is_empty()) {
+            let end = (last_code_line, lines[last_code_line].stripped().len());
+            s.list.push(super::Spanning { text: super::access::trim(&text).to_string(), start, end, terminator: None, last_close, depth, segments });
+        }
+        s
+    }
+
+    proptest::proptest! {
+        /// Statements read by runs of text are those read a `char` at a time, whitespace,
+        /// initializers, comments and longer characters included.
+        #[test]
+        fn statements_are_read_as_char_by_char(text in "[ \t\x0b\u{85}\u{a0}\u{3000}é;{}()=a.,/*\n\"]{0,48}") {
+            let lines = Line::read_all(text.split_inclusive('\n'));
+            proptest::prop_assert_eq!(format!("{:?}", Statements::of(&lines)), format!("{:?}", of_by_chars(&lines)));
+        }
+    }
 
     fn of(text: &str) -> Vec<(String, Option<u8>, usize, usize)> {
         let lines = Line::read_all(text.split_inclusive('\n'));
