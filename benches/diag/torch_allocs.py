@@ -5,24 +5,18 @@ pool: the rest), and their bytes: under gasan each is its own pool allocation an
 per-size figures into the step's cost. Run natively (the caching allocator's counters are what
 it reads).   python3 benches/diag/torch_allocs.py [STEPS]
 """
+import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jit"))
+import triton_bench  # noqa: E402
+
 
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.LayerNorm(4096), torch.nn.Linear(4096, 1024)).cuda()
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-    f = torch.compile(net)
-    data = torch.randn(256, 1024, device="cuda")
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        f(data).square().mean().backward()
-        opt.step()
-
+    step = triton_bench.model_step()
     for _ in range(3):
         step()
     torch.cuda.synchronize()
