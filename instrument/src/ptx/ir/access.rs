@@ -527,7 +527,7 @@ static BYTE_CLASS: [u8; 256] = {
         let c = b as u8;
         t[b] = if c >= 0x80 {
             NON_ASCII
-        } else if c.is_ascii_whitespace() || c == 0x0b {
+        } else if ascii_whitespace(c) {
             WHITESPACE
         } else {
             match c {
@@ -581,7 +581,7 @@ pub(in crate::ptx) fn trim(s: &str) -> &str {
 
 /// The ASCII bytes `char::is_whitespace` takes: `u8::is_ascii_whitespace` and the vertical tab.
 #[inline]
-fn ascii_whitespace(b: u8) -> bool {
+pub(in crate::ptx) const fn ascii_whitespace(b: u8) -> bool {
     b.is_ascii_whitespace() || b == 0x0b
 }
 

@@ -632,7 +632,9 @@ pub(in crate::ptx) fn split_scope_braces(piece: &str) -> (&str, &str, &str) {
 /// `u64` (the classic test for a zero byte, of the bytes XORed with the needle), without
 /// `memchr`'s dispatch and vector setup, which cost more than such a search (the statement
 /// split, the check window and the access tests ask it of every line). Long haystacks go to
-/// `memchr`.
+/// `memchr`. (The crate's own portable searcher, `memchr::arch::all::memchr::One`, measured 2%
+/// more instructions on the whole rewrite, corpus and 2.71 MB module alike: it handles
+/// alignment and raw pointers for haystacks of any length.)
 #[inline]
 pub(in crate::ptx) fn find_byte(needle: u8, hay: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;

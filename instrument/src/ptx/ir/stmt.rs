@@ -231,7 +231,7 @@ impl Statements {
                     if start.is_none() {
                         // (The run's first character that is not whitespace, as a `char` test
                         // sees it: a longer character may be a space.)
-                        let first = match run.bytes().position(|x| !x.is_ascii_whitespace() && x != 0x0b) {
+                        let first = match run.bytes().position(|x| !access::ascii_whitespace(x)) {
                             Some(p) if run.as_bytes()[p] < 0x80 => Some(p),
                             Some(p) => run[p..].char_indices().find(|(_, c)| !c.is_whitespace()).map(|(q, _)| p + q),
                             None => None,
