@@ -59,8 +59,6 @@ fn statements(text: &str) -> Vec<String> {
     out.into_iter().flat_map(split_label).collect()
 }
 
-/// `piece` as its leading labels (`name:`, each on its own: the rewriter writes `a:b:c` as `a:`,
-/// `b:` and `c`) and the rest; else itself.
 /// The output's unmarked lines, and the input, with the accesses a run of masked accesses
 /// re-guards compared up to their guard: masked_runs.rs re-emits such an access as a marked line
 /// under the run's verdict (`@%gsgN ld.global... //gasan`) in place of the input's line. Both
@@ -100,6 +98,8 @@ fn reguarded(out: &str, input: &str) -> (String, String) {
     (rename(&kept), rename(input))
 }
 
+/// `piece` as its leading labels (`name:`, each on its own: the rewriter writes `a:b:c` as `a:`,
+/// `b:` and `c`) and the rest; else itself.
 fn split_label(piece: String) -> Vec<String> {
     let b = piece.as_bytes();
     let ident = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$');
@@ -230,7 +230,7 @@ fuzz_target!(|data: &[u8]| {
         // comments, makes undoing the frame tops ambiguous: `// b, %gsct);` would be "undone" too.)
         let own_names = ["%gs", "__gasan_"].iter().any(|n| ptx.contains(n));
         if !ptx.contains(MARKER) && !own_names {
-            let (added, _): (Vec<&str>, Vec<&str>) = r.ptx.split_inclusive('\n').partition(|l| l.contains(MARKER));
+            let added: String = r.ptx.split_inclusive('\n').filter(|l| l.contains(MARKER)).collect();
             let (kept, input) = reguarded(&r.ptx, ptx);
             // (Called functions' frame tops, frames.rs, are edits inside input lines: undone.)
             let (mut want, mut got) = (statements(&input), statements(&gasan_instrument::ptx::undo_frame_tops(&kept)));
@@ -254,7 +254,7 @@ fuzz_target!(|data: &[u8]| {
             } else {
                 assert_eq!(got, want, "{opts:?}: original statements changed");
             }
-            assert_eq!(brace_balance(&added.concat()), 0, "{opts:?}: added lines leave braces open");
+            assert_eq!(brace_balance(&added), 0, "{opts:?}: added lines leave braces open");
         }
         assert_eq!(instrument_ptx(&r.ptx, opts).err(), Some(PtxError::AlreadyInstrumented));
     }
