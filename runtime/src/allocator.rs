@@ -41,6 +41,7 @@ pub const SMALL_MAX: u64 = 256 << 10;
 /// cudaMalloc's alignment guarantee, and the granule allocations start on.
 pub const ALIGN: u64 = 256;
 
+use crate::call_times::{self, CallTimes};
 pub use crate::described::{AddrDescription, AddrKind, AllocInfo, HostStack};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -416,7 +417,8 @@ impl Allocator {
         };
         // Mapped, with real shadow, through the block's own window only: through the others it
         // is unmapped and reads poisoned.
-        if let Err(e) = g.pool.commit_tagged_in(home, len, 1 << tag, kind.memory) {
+        static COMMIT: CallTimes = CallTimes::new("large block: map", call_times::Kind::Own);
+        if let Err(e) = call_times::timed(&COMMIT, || g.pool.commit_tagged_in(home, len, 1 << tag, kind.memory)) {
             self.discard_failed_commit(g, home, len);
             return Err(map_oom(e));
         }
@@ -516,7 +518,8 @@ impl Allocator {
 
     /// Retires a freed large block's chunks for its own window (the other windows may reuse them).
     fn retire_large(&self, g: &mut Inner, a: &AllocInfo) {
-        let _ = g.pool.retire_tagged(self.home(a.start), a.region_end - a.start, 1 << a.tag);
+        static RETIRE: CallTimes = CallTimes::new("large block: unmap", call_times::Kind::Own);
+        let _ = call_times::timed(&RETIRE, || g.pool.retire_tagged(self.home(a.start), a.region_end - a.start, 1 << a.tag));
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -13,6 +13,11 @@ pub struct HostStack(pub Vec<usize>);
 impl HostStack {
     /// Captures up to `depth` frames of the caller, skipping gasan's own frames.
     pub fn capture(depth: u32) -> Self {
+        static TIMES: crate::call_times::CallTimes = crate::call_times::CallTimes::new("host stack capture", crate::call_times::Kind::Own);
+        crate::call_times::timed(&TIMES, || Self::unwind(depth))
+    }
+
+    fn unwind(depth: u32) -> Self {
         let mut v = Vec::with_capacity(depth as usize);
         let mut skip = 3;
         backtrace::trace(|f| {

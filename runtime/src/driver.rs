@@ -130,6 +130,27 @@ macro_rules! entry_points {
             // SAFETY: the type is the export's prototype, checked against cudarc's just above.
             pub static $name: Entry<unsafe extern "C" fn($($t),*) -> CuResult> = unsafe { Entry::new(stringify!($name)) };
         )*
+
+        /// Each entry point of the table, counted as one of gasan's own driver calls
+        /// (`call_times=1`): what the pool backend is given, and the `result` layer calls, while
+        /// counting is on.
+        pub mod counted {
+            use super::*;
+            $(
+                #[allow(non_snake_case)]
+                /// # Safety
+                /// The contract of the driver function of the same name.
+                pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
+                    static TIMES: crate::call_times::CallTimes = crate::call_times::CallTimes::new(stringify!($name), crate::call_times::Kind::OwnDriver);
+                    let Some(f) = super::$name.get() else {
+                        return crate::driver::CUDA_ERROR_UNKNOWN;
+                    };
+                    // SAFETY: `f` is the driver's function of this name and prototype (the
+                    // entry's), called with the arguments our caller passed under its contract.
+                    crate::call_times::timed(&TIMES, || unsafe { f($($arg),*) })
+                }
+            )*
+        }
     };
 }
 
@@ -213,10 +234,15 @@ pub mod sys {
 /// field is the table's entry of the same exact export (a type mismatch does not compile), or
 /// the first one libcuda lacks.
 pub fn vmm_fns() -> Result<gasan_uvm::DriverFns, gasan_uvm::UvmError> {
+    // Counting (`call_times=1`), each field is the entry's counted twin instead of the entry.
+    let counting = crate::call_times::enabled();
     macro_rules! from_table {
         ($($field:ident = $entry:ident,)*) => {
             gasan_uvm::DriverFns {
-                $($field: sys::$entry.get().ok_or_else(|| gasan_uvm::UvmError::Unavailable(format!("driver entry point {} missing", stringify!($field))))?,)*
+                $($field: {
+                    let f = sys::$entry.get().ok_or_else(|| gasan_uvm::UvmError::Unavailable(format!("driver entry point {} missing", stringify!($field))))?;
+                    if counting { sys::counted::$entry } else { f }
+                },)*
             }
         };
     }
@@ -287,7 +313,7 @@ pub mod result {
                 // and every call in this module passes what that function's contract asks for:
                 // out-pointers to live locals, handles the driver gave, buffers of the length
                 // passed (the `unsafe fn`s below state what their callers guarantee).
-                Some(f) => check(unsafe { f($($arg),*) }),
+                Some(f) => check(if crate::call_times::enabled() { unsafe { super::sys::counted::$name($($arg),*) } } else { unsafe { f($($arg),*) } }),
             }
         };
     }

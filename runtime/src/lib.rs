@@ -3,7 +3,8 @@
 //!
 //! Concerns, one module each:
 //! - start-up and options: [`init`] (what runs at load, before `main`), [`options`] (the options
-//!   table, parsed once per process), [`suppressions`] (the suppressions file's format);
+//!   table, parsed once per process), [`suppressions`] (the suppressions file's format),
+//!   [`call_times`] (where a run's host time goes, `call_times=1`);
 //! - the driver: [`driver`] (the real libcuda, its one table of entry points (`sys`), the
 //!   `result` layer for gasan's own calls over it, and the pool backend's functions built from it), [`hook_abi`] (hooks' prototypes checked against cudarc at compile time),
 //!   [`interpose`] (dlsym / cuGetProcAddress / export tables), [`hooks`] (the intercepted calls,
@@ -44,6 +45,7 @@
 pub mod allocator;
 pub mod arg_bounds;
 pub mod cache;
+pub mod call_times;
 pub mod control;
 pub mod copies;
 pub mod described;

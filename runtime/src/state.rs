@@ -487,6 +487,7 @@ impl State {
         if self.opts.verbosity >= 1 {
             self.counters.print(&self.foreign, &self.opts);
         }
+        crate::call_times::print_at_exit();
         self.errors.exit_if_reported();
     }
 }

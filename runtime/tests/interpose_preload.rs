@@ -31,6 +31,18 @@ fn cudart_style_lookup_gets_the_wrapper() {
     assert!(stdout.contains("unknown=1"), "{stdout}");
     assert!(stdout.contains("tma_wrapped=1 tma_rc=0 tma_calls=1"), "dlsym(libcuda, cuTensorMapEncodeTiled), as Triton resolves it, must give gasan's hook, which reaches the driver's: {stdout}");
 
+    // call_times=1: at exit, each call the program made through gasan, with its count, and the
+    // driver's part of its time.
+    let timed = Command::new(&app).env("LD_LIBRARY_PATH", &dir).env("LD_PRELOAD", &lib).env("GASAN_OPTIONS", "call_times=1").output().unwrap();
+    let stderr = String::from_utf8_lossy(&timed.stderr);
+    assert!(timed.status.success(), "{stderr}");
+    assert!(stderr.contains("host time by call"), "{stderr}");
+    for call in ["cuMemcpyHtoD_v2", "cuTensorMapEncodeTiled"] {
+        let row = stderr.lines().find(|l| l.split_whitespace().nth(1) == Some(call)).unwrap_or_else(|| panic!("no row for {call}: {stderr}"));
+        assert_eq!(row.split_whitespace().nth(2), Some("1"), "{call} was called once: {row}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("host time by call"), "nothing is timed by default");
+
     // Without gasan the same program sees the stand-in's own function.
     let plain = Command::new(&app).env("LD_LIBRARY_PATH", &dir).output().unwrap();
     assert!(String::from_utf8_lossy(&plain.stdout).contains("wrapped=0"));

@@ -108,11 +108,13 @@ macro_rules! hook {
             // SAFETY: the hook's signature is the driver function's of the same name (checked
             // against cudarc's prototype by hook_abi::same_parameters!).
             static REAL: crate::driver::Entry<unsafe extern "C" fn($($t),*) -> CuResult> = unsafe { crate::driver::Entry::new(stringify!($name)) };
+            static TIMES: crate::call_times::CallTimes = crate::call_times::CallTimes::new(stringify!($name), crate::call_times::Kind::Program);
             #[allow(unused)]
             let $real = |$($arg: $t),*| -> CuResult {
                 let Some(f) = REAL.get() else {
                     return crate::driver::CUDA_ERROR_UNKNOWN;
                 };
+                let counting = crate::call_times::enabled().then(std::time::Instant::now);
                 // SAFETY: `f` is the driver's function of this hook's exact name. Each hook
                 // calls `real` with its own arguments, which the program passed under that
                 // function's contract (the hook's `# Safety`), except where a hook substitutes
@@ -120,9 +122,13 @@ macro_rules! hook {
                 // kind the function accepts (a link input's type set to match), alive for the
                 // call and after it (leaked once loaded; a link's checked PTX is kept until
                 // cuLinkDestroy).
-                unsafe { f($($arg),*) }
+                let r = unsafe { f($($arg),*) };
+                if let Some(t) = counting {
+                    TIMES.add_driver(t.elapsed());
+                }
+                r
             };
-            guard(stringify!($name), move || $body)
+            crate::call_times::timed(&TIMES, || guard(stringify!($name), move || $body))
         }
     };
 }
