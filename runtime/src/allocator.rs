@@ -158,6 +158,9 @@ struct Inner {
     /// Blocks mapped from another process's export ([`Allocator::import_ipc`]), by block start:
     /// where their chunks are mapped (canonical address, bytes) and through which window.
     imports: HashMap<u64, Imported>,
+    /// Freed large blocks whose free could not poison their shadow (a failed driver call): their
+    /// retirement zeroes it.
+    unpoisoned: std::collections::HashSet<u64>,
 }
 
 /// Where an imported block's chunks are mapped.
@@ -258,6 +261,7 @@ impl Allocator {
                 large_tags: 0,
                 device_heaps: Vec::new(),
                 imports: HashMap::new(),
+                unpoisoned: Default::default(),
             }),
             scale: opts.scale,
             redzone_l: opts.redzone_scale,
@@ -519,7 +523,16 @@ impl Allocator {
     /// Retires a freed large block's chunks for its own window (the other windows may reuse them).
     fn retire_large(&self, g: &mut Inner, a: &AllocInfo) {
         static RETIRE: CallTimes = CallTimes::new("large block: unmap", call_times::Kind::Own);
-        let _ = call_times::timed(&RETIRE, || g.pool.retire_tagged(self.home(a.start), a.region_end - a.start, 1 << a.tag));
+        let (home, len, tags) = (self.home(a.start), a.region_end - a.start, 1 << a.tag);
+        let _ = call_times::timed(&RETIRE, || {
+            if g.unpoisoned.remove(&a.start) {
+                g.pool.retire_tagged(home, len, tags)
+            } else {
+                // Its free poisoned the block's bytes (fill_shadow in free_inner, logged on the
+                // freeing stream); its redzone was never made accessible: the shadow is zero.
+                g.pool.retire_tagged_zeroed(home, len, tags)
+            }
+        });
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -674,7 +687,9 @@ impl Allocator {
             let _ = g.pool.clear_extent(ptr, ptr + info.size, s);
         }
         let granules = self.scale.shadow_len(self.scale.encodable_size(info.size.max(1)));
-        let _ = g.pool.fill_shadow(ptr, granules, 0, s);
+        if g.pool.fill_shadow(ptr, granules, 0, s).is_err() && info.large {
+            g.unpoisoned.insert(ptr);
+        }
         let a = g.allocs.get_mut(&ptr).expect("present");
         a.live = false;
         a.free_stack = Some(stack);

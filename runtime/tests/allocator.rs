@@ -133,6 +133,36 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// A retired large block's shadow reads poisoned over its whole region (bytes and redzone),
+    /// in its own window, though its retirement writes no shadow (the free's poisoning is all):
+    /// with sync and stream-ordered frees, quarantine held or drained, tags on or off, and live
+    /// neighbours keeping the shadow chunk backed.
+    #[test]
+    fn retired_large_blocks_read_poisoned_everywhere(sizes in prop::collection::vec((300_000u64..5_000_000, any::<bool>(), any::<bool>()), 1..10), tags4 in any::<bool>(), quarantine_mb in 0u64..16) {
+        let a = tagged_allocator(Scale::S8, quarantine_mb, if tags4 { 4 } else { 1 });
+        let g = a.scale().granule();
+        let mut freed = Vec::new();
+        for &(n, keep, stream_ordered) in &sizes {
+            let p = a.alloc(n, None).unwrap();
+            if keep {
+                continue;
+            }
+            a.free(p, stream_ordered.then_some(gasan_uvm::Stream::SYNC)).unwrap();
+            freed.push((p, n));
+        }
+        a.drain_quarantine();
+        for (p, n) in freed {
+            let end = p + n + a.redzone(n);
+            for addr in (p..end).step_by(g as usize) {
+                prop_assert_eq!(shadow_of(&a, addr), 0, "granule at +{} of a retired block of {}", addr - p, n);
+            }
+        }
+    }
+}
+
 #[test]
 fn large_blocks_have_guard_gaps_and_retire_on_free() {
     let a = allocator(Scale::S8, 256);

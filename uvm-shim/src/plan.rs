@@ -373,6 +373,15 @@ pub fn plan_release_tagged<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, reti
     Ok(ops)
 }
 
+/// [`plan_release_tagged`] retiring (`retire == true`) a range whose shadow the caller has
+/// already zeroed in every window committed for it, with writes the pool logged (or made
+/// synchronously): no shadow write. The unmaps still wait for those writes, as every unmap does.
+pub fn plan_retire_zeroed<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, retire_tags: u64) -> Result<Vec<Op>, UvmError> {
+    let mut ops = plan_release_tagged(s, va, len, true, retire_tags)?;
+    ops.retain(|o| !matches!(o, Op::ZeroShadow { .. }));
+    Ok(ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +484,31 @@ mod plan_tests {
         let ops = plan_release(&s, b, 4 << 20, false).unwrap();
         assert!(ops.contains(&Op::ReleaseShadow { idx: 0 }));
         assert!(plan_release(&s, b + (4 << 20), 2 << 20, false).is_err(), "decommit of uncommitted");
+    }
+
+    proptest::proptest! {
+        /// A retirement of zeroed shadow is the retirement without its shadow writes: the same
+        /// unmaps, shadow releases and retired marks, in the same order, and the same refusals.
+        #[test]
+        fn retire_zeroed_is_retire_without_shadow_writes(committed in proptest::collection::btree_set(0u64..12, 0..12), retired in proptest::collection::btree_set(0u64..12, 0..4), first in 0u64..12, n in 1u64..6) {
+            let b = 0x1000_0000_0000u64;
+            let g = 2u64 << 20;
+            let retired: BTreeSet<u64> = retired.difference(&committed).map(|c| b + c * g).collect();
+            let committed: BTreeSet<u64> = committed.iter().map(|c| b + c * g).collect();
+            let s = S { refs: [(0, committed.len() as u64)].into(), committed, retired, windows: 1 };
+            let full = plan_release_tagged(&s, b + first * g, n * g, true, u64::MAX);
+            let zeroed = plan_retire_zeroed(&s, b + first * g, n * g, u64::MAX);
+            match (full, zeroed) {
+                (Ok(full), Ok(zeroed)) => {
+                    let writes_shadow = zeroed.iter().any(|o| matches!(o, Op::ZeroShadow { .. }));
+                    proptest::prop_assert!(!writes_shadow);
+                    let without: Vec<Op> = full.into_iter().filter(|o| !matches!(o, Op::ZeroShadow { .. })).collect();
+                    proptest::prop_assert_eq!(without, zeroed);
+                }
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => return Err(proptest::test_runner::TestCaseError::fail(format!("one refused, the other not: {a:?} / {b:?}"))),
+            }
+        }
     }
 
     #[test]

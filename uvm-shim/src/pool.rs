@@ -506,11 +506,25 @@ impl Pool {
     /// into freed memory. Other windows may commit the VA again (for blocks of other tags).
     pub fn retire_tagged(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
         let ops = plan::plan_release_tagged(self, va, len, true, tags)?;
+        self.apply_retirement(&ops, len)
+    }
+
+    /// Applies a retirement's plan of `len` bytes and counts it.
+    fn apply_retirement(&mut self, ops: &[plan::Op], len: u64) -> Result<(), UvmError> {
         let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
-        self.apply(&ops, Memory::Device)?;
+        self.apply(ops, Memory::Device)?;
         self.counters.committed_bytes -= unmapped * self.gran;
         self.counters.retired_bytes += len;
         Ok(())
+    }
+
+    /// [`Self::retire_tagged`] of a range whose shadow the caller has already zeroed in every
+    /// window committed for it (an allocator's free poisons its block's bytes; its redzones and
+    /// gaps stayed zero from commit), with writes made through this pool: the unmaps wait for
+    /// those writes, and no shadow is written again (a synchronous memset per chunk saved).
+    pub fn retire_tagged_zeroed(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
+        let ops = plan::plan_retire_zeroed(self, va, len, tags)?;
+        self.apply_retirement(&ops, len)
     }
 
     /// Forgets the retirement of every chunk of canonical `[va, va+len)` that is not committed,
