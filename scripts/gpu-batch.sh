@@ -25,7 +25,7 @@
 # drvthread: drvapp's thread_clean and thread_overflow (allocation from a thread with no current context) with build/bin-old, then build/bin.
 # mtloop: gpu-check's mt_load_overflow (16 host threads loading and launching at once) MTLOOP_N times (20) with build/bin-old, then build/bin: the first report's kind, counted.
 # alloccost: benches/diag/alloc_cost (built into build/startup by benches/build.sh) natively, with build/bin-old and build/bin: host µs of an allocation and its free by size, cudaMalloc and cudaMallocAsync; vmm_cost (the VMM calls of a 16 MiB block: per chunk or whole); then torch_allocs.py (the compiled model's allocations per step, by size class).
-# hosttimes: the compiled model's step natively (caching allocator on and off) and under build/bin with call_times=1 (default, instrument=0, framework_pools=0, malloc_context_size=0: where the host time goes), full outputs in $OUT/hosttimes-model-*.txt; then alloc_cost with call_times=1.
+# hosttimes: the compiled model's step natively (caching allocator on and off) and under build/bin with call_times=1 (default, unmap_thread=0, framework_pools=0, malloc_context_size=0: where the host time goes), full outputs in $OUT/hosttimes-model-*.txt; then alloc_cost with call_times=1.
 # modelab: the compiled model's training step (triton_bench.py --only model) natively, with build/bin-old and build/bin, three interleaved rounds.
 # diag: the driver-only load experiment (benches/diag, built into build/diag); firstab, costab: first launches and steady state of build/bin against build/bin-old, interleaved in one run.
 set -u
@@ -87,8 +87,9 @@ for spec in "$@"; do
     alloccost) for b in native $BO $B; do c=(); [ $b = native ] || { [ -x $b/gasan-run ] || continue; c=($b/gasan-run --); }; echo "== $b"; timeout $lim "${c[@]}" build/startup/alloc_cost 200; done; timeout $lim build/startup/vmm_cost 100; timeout $lim python3 benches/diag/torch_allocs.py 10 2>&1 | tail -2 ;;
     hosttimes) m() { timeout $lim python3 benches/jit/triton_bench.py --reps 500 --only model "$@" 2>&1; }
              echo "== native: $(m | grep -E '^(STEP|COMPILE) ' | tr '\n' ' ')"; echo "== native, PyTorch's caching allocator off: $(PYTORCH_NO_CUDA_MEMORY_CACHING=1 m | grep -E '^(STEP|COMPILE) ' | tr '\n' ' ')"
-             for o in "" instrument=0 framework_pools=0 malloc_context_size=0; do echo "== gasan call_times=1 $o"; GASAN_OPTIONS="call_times=1 $o" timeout $lim $B/gasan-run -- python3 benches/jit/triton_bench.py --reps 500 --only model > $R/hosttimes-model-${o:-default}.txt 2>&1; grep -E '^(STEP|COMPILE) ' $R/hosttimes-model-${o:-default}.txt; awk '/host time by call/{n++} n==0{next} {print}' $R/hosttimes-model-${o:-default}.txt | tail -45; done
-             echo "== alloc_cost, call_times=1"; GASAN_OPTIONS=call_times=1 timeout $lim $B/gasan-run -- build/startup/alloc_cost 200 2>&1 | tail -60 ;;
+             for o in "" unmap_thread=0 framework_pools=0 malloc_context_size=0; do echo "== gasan call_times=1 $o"; GASAN_OPTIONS="call_times=1 $o" timeout $lim $B/gasan-run -- python3 benches/jit/triton_bench.py --reps 500 --only model > $R/hosttimes-model-${o:-default}.txt 2>&1; grep -E '^(STEP|COMPILE) ' $R/hosttimes-model-${o:-default}.txt; awk '/host time by call/{n++} n==0{next} {print}' $R/hosttimes-model-${o:-default}.txt | tail -45; done
+             echo "== alloc_cost native"; timeout $lim build/startup/alloc_cost 200 2>&1 | tail -20
+             for o in "" unmap_thread=0; do echo "== alloc_cost, call_times=1 $o"; GASAN_OPTIONS="call_times=1 $o" timeout $lim $B/gasan-run -- build/startup/alloc_cost 200 2>&1 | tail -45; done ;;
     modelab) for r in 1 2 3; do for b in native $BO $B; do c=(); [ $b = native ] || c=($b/gasan-run --); echo "round $r $b: $(timeout $lim "${c[@]}" python3 benches/jit/triton_bench.py --reps 25 --only model 2>&1 | grep -E '^(STEP|COMPILE) ' | tr '\n' ' ')"; done; done ;;
     diag)    ROUNDS=8 timeout $lim bash benches/diag/run.sh build/diag ;;
     firstab) timeout $lim python3 benches/cost_split.py --gasan $B/gasan-run --old $BO/gasan-run --bin-dir build/startup --only first --reps 11 --cfgs native,gasan,old ;;

@@ -34,7 +34,7 @@ use crate::options::Options;
 use gasan_instrument::shadow::Scale;
 use gasan_uvm::{Memory, Pool, Stream, UvmError};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Largest small allocation (bigger ones get their own chunks and guard gaps).
 pub const SMALL_MAX: u64 = 256 << 10;
@@ -161,6 +161,13 @@ struct Inner {
     /// Freed large blocks whose free could not poison their shadow (a failed driver call): their
     /// retirement zeroes it.
     unpoisoned: std::collections::HashSet<u64>,
+    /// Freed large blocks (canonical start, bytes, tag mask) waiting for the unmap thread.
+    retiring: VecDeque<(u64, u64, u64)>,
+    /// Retirements the unmap thread took and has not finished.
+    retiring_busy: usize,
+    /// The process whose unmap thread serves `retiring` (0: none started; a forked child starts
+    /// its own).
+    unmap_thread_pid: u32,
 }
 
 /// Where an imported block's chunks are mapped.
@@ -185,7 +192,13 @@ pub struct IpcExport {
 }
 
 pub struct Allocator {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
+    /// Wakes the unmap thread for new retirements, and whoever waits for them to finish.
+    retired: Arc<Condvar>,
+    /// Freed large blocks are unmapped by a thread of gasan's own (`unmap_thread`).
+    unmap_thread: bool,
+    /// Run first on the unmap thread (the runtime makes the device's context current there).
+    unmap_thread_setup: Option<Arc<dyn Fn() + Send + Sync>>,
     scale: Scale,
     redzone_l: u64,
     redzone_b: u64,
@@ -208,6 +221,36 @@ fn round_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
+/// The unmap thread: retires the freed large blocks queued in `retiring`, one at a time, settling
+/// the pool's books under the lock and unmapping outside it (the program's thread waits for the
+/// lock at most for the books), then taking the chunks back. Ends once its allocator is gone.
+fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup: Option<Arc<dyn Fn() + Send + Sync>>) {
+    static UNMAP: CallTimes = CallTimes::new("large block: unmap (gasan's thread)", call_times::Kind::Own);
+    if let Some(s) = setup {
+        s();
+    }
+    loop {
+        let Some(inner) = inner.upgrade() else { return };
+        let mut g = inner.lock().unwrap();
+        let Some((home, len, tags)) = g.retiring.pop_front() else {
+            // Woken by a new retirement; the timeout lets the thread see its allocator dropped.
+            drop(wake.wait_timeout(g, std::time::Duration::from_millis(200)).unwrap());
+            continue;
+        };
+        g.retiring_busy += 1;
+        let detached = g.pool.retire_detached(home, len, tags);
+        drop(g);
+        let unmapped = detached.map(|d| call_times::timed(&UNMAP, || d.unmap()));
+        let mut g = inner.lock().unwrap();
+        if let Ok((back, _)) = unmapped {
+            g.pool.take_back(back);
+        }
+        g.retiring_busy = g.retiring_busy.saturating_sub(1);
+        drop(g);
+        wake.notify_all();
+    }
+}
+
 /// What the allocator takes from the options (compiler-rt's `AllocatorOptions::SetFrom`), built in
 /// one place from the process's [`Options`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,11 +264,13 @@ pub struct AllocatorOptions {
     pub quarantine_bytes: u64,
     /// Host stack frames recorded per allocation.
     pub stack_depth: u32,
+    /// Freed large blocks are unmapped by a thread of gasan's own.
+    pub unmap_thread: bool,
 }
 
 impl From<&Options> for AllocatorOptions {
     fn from(o: &Options) -> Self {
-        AllocatorOptions { scale: o.shadow_scale, redzone_scale: o.redzone, min_redzone: o.min_redzone, quarantine_bytes: o.quarantine_size_mb << 20, stack_depth: o.malloc_context_size }
+        AllocatorOptions { scale: o.shadow_scale, redzone_scale: o.redzone, min_redzone: o.min_redzone, quarantine_bytes: o.quarantine_size_mb << 20, stack_depth: o.malloc_context_size, unmap_thread: o.unmap_thread }
     }
 }
 
@@ -245,7 +290,10 @@ impl Allocator {
         let win = pool.tag_windows();
         let half = base + win.size / 2;
         Allocator {
-            inner: Mutex::new(Inner {
+            retired: Arc::new(Condvar::new()),
+            unmap_thread: opts.unmap_thread,
+            unmap_thread_setup: None,
+            inner: Arc::new(Mutex::new(Inner {
                 pool,
                 small_cursor: base,
                 small_end: base,
@@ -262,7 +310,10 @@ impl Allocator {
                 device_heaps: Vec::new(),
                 imports: HashMap::new(),
                 unpoisoned: Default::default(),
-            }),
+                retiring: VecDeque::new(),
+                retiring_busy: 0,
+                unmap_thread_pid: 0,
+            })),
             scale: opts.scale,
             redzone_l: opts.redzone_scale,
             redzone_b: opts.min_redzone.max(ALIGN),
@@ -380,7 +431,44 @@ impl Allocator {
     }
 
     fn quarantine_held(&self) -> bool {
-        !self.inner.lock().unwrap().quarantine.is_empty()
+        let g = self.inner.lock().unwrap();
+        !g.quarantine.is_empty() || !g.retiring.is_empty() || g.retiring_busy > 0
+    }
+
+    /// Runs `setup` first on the unmap thread, when it starts (the runtime makes the device's
+    /// context current there).
+    pub fn with_unmap_thread_setup(mut self, setup: impl Fn() + Send + Sync + 'static) -> Self {
+        self.unmap_thread_setup = Some(Arc::new(setup));
+        self
+    }
+
+    /// Starts this process's unmap thread unless it runs; false when it cannot be started.
+    fn unmap_thread_running(&self, g: &mut Inner) -> bool {
+        let pid = std::process::id();
+        if g.unmap_thread_pid == pid {
+            return true;
+        }
+        // A forked child inherits the books, not the thread: what that thread had taken is
+        // never unmapped here (its chunks stay out of the cache).
+        g.retiring_busy = 0;
+        let (inner, wake, setup) = (Arc::downgrade(&self.inner), self.retired.clone(), self.unmap_thread_setup.clone());
+        let started = std::thread::Builder::new().name("gasan-unmap".into()).spawn(move || unmap_thread(inner, wake, setup)).is_ok();
+        if started {
+            g.unmap_thread_pid = pid;
+        }
+        started
+    }
+
+    /// Waits until every freed large block handed to the unmap thread is unmapped, doing the
+    /// ones it has not taken here (before out-of-memory, and for callers that count mappings).
+    pub fn settle_unmaps(&self) {
+        let mut g = self.inner.lock().unwrap();
+        while let Some((home, len, tags)) = g.retiring.pop_front() {
+            let _ = g.pool.retire_tagged_zeroed(home, len, tags);
+        }
+        while g.retiring_busy > 0 {
+            g = self.retired.wait(g).unwrap();
+        }
     }
 
     /// One allocation attempt, placed, committed and recorded under one hold of the lock. A failure
@@ -524,15 +612,18 @@ impl Allocator {
     fn retire_large(&self, g: &mut Inner, a: &AllocInfo) {
         static RETIRE: CallTimes = CallTimes::new("large block: unmap", call_times::Kind::Own);
         let (home, len, tags) = (self.home(a.start), a.region_end - a.start, 1 << a.tag);
-        let _ = call_times::timed(&RETIRE, || {
-            if g.unpoisoned.remove(&a.start) {
-                g.pool.retire_tagged(home, len, tags)
-            } else {
-                // Its free poisoned the block's bytes (fill_shadow in free_inner, logged on the
-                // freeing stream); its redzone was never made accessible: the shadow is zero.
-                g.pool.retire_tagged_zeroed(home, len, tags)
-            }
-        });
+        if g.unpoisoned.remove(&a.start) {
+            let _ = call_times::timed(&RETIRE, || g.pool.retire_tagged(home, len, tags));
+            return;
+        }
+        // Its free poisoned the block's bytes (fill_shadow in free_inner, logged on the freeing
+        // stream); its redzone was never made accessible: the shadow is zero.
+        if self.unmap_thread && self.unmap_thread_running(g) {
+            g.retiring.push_back((home, len, tags));
+            self.retired.notify_all();
+            return;
+        }
+        let _ = call_times::timed(&RETIRE, || g.pool.retire_tagged_zeroed(home, len, tags));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -757,10 +848,11 @@ impl Allocator {
         }
     }
 
-    /// Releases everything in quarantine (before reporting out-of-memory).
+    /// Releases everything in quarantine (before reporting out-of-memory), and waits for the
+    /// unmaps of freed large blocks.
     pub fn drain_quarantine(&self) {
-        let mut g = self.inner.lock().unwrap();
-        self.trim_quarantine(&mut g, 0);
+        self.trim_quarantine(&mut self.inner.lock().unwrap(), 0);
+        self.settle_unmaps();
     }
 
     /// The live block containing `addr` (through its own tag), as the runtime's calls need it:
@@ -1107,8 +1199,10 @@ impl Allocator {
     /// 13. Memory kinds: a block's chunks are all of the memory it is said to live in now; a
     ///     managed or host-memory block has chunks of its own, and only a managed block moves.
     ///
-    /// Layout checks (1–7, 10) read canonical addresses: the windows share the memory.
+    /// Layout checks (1–7, 10) read canonical addresses: the windows share the memory. Freed
+    /// large blocks handed to the unmap thread are waited for first: the books are then final.
     pub fn check_invariants(&self) -> Result<(), InvariantViolations> {
+        self.settle_unmaps();
         let g = self.inner.lock().unwrap();
         let mut v = InvariantViolations::default();
         let gran = self.gran;

@@ -460,6 +460,7 @@ options_table! {
     redzone: u64 = 2, Range(0, 64), HOST, "Redzone scale L: redzone = max(L*size/16, min_redzone).";
     min_redzone: u64 = 256, PowerOfTwo(256, 65536), HOST, "Minimum redzone B in bytes.";
     quarantine_size_mb: u64 = 256, Range(0, 1 << 20), HOST, "MiB of stream-ordered frees kept mapped until released (freed ranges are never reused, so they stay detectable).";
+    unmap_thread: bool = true, Any, HOST, "1: a thread of gasan's own unmaps the memory of freed large blocks (over 256 KiB), so the program's thread only records the free; 0: the thread that frees (or whose stream-ordered free leaves the quarantine) unmaps it.";
     detect_leaks: bool = false, Any, HOST, "1: report device allocations still live at exit.";
     print_limit: u32 = 0, Any, HOST, "Recover mode: stop printing after this many reports (0: no limit).";
     malloc_context_size: u32 = 30, Range(0, 256), HOST, "Host stack frames recorded per allocation and printed per host report.";

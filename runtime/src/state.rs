@@ -260,7 +260,15 @@ impl State {
         };
         log(1, || format!("device runtime ready in {:.1} ms (pool, error ring, fault queue)", t.elapsed().as_secs_f64() * 1e3));
         Ok(DeviceRuntime {
-            alloc: Allocator::new(pool, &self.opts),
+            alloc: {
+                // The unmap thread works in the context this device was set up in.
+                let ctx = crate::driver::result::ctx_get_current().map_or(0, |c| c as usize);
+                Allocator::new(pool, &self.opts).with_unmap_thread_setup(move || {
+                    if ctx != 0 {
+                        let _ = crate::driver::result::ctx_set_current(ctx as cudarc::driver::sys::CUcontext);
+                    }
+                })
+            },
             ring: Mutex::new(ring),
             device: dev,
             multi_gpu,

@@ -20,6 +20,7 @@ fn rows() -> Vec<Row> {
         ("redzone", "4", |o| o.redzone == 4, &["-1", "65"]),
         ("min_redzone", "512", |o| o.min_redzone == 512, &["300", "128", "131072"]),
         ("quarantine_size_mb", "64", |o| o.quarantine_size_mb == 64, &["lots", "1048577"]),
+        ("unmap_thread", "0", |o| !o.unmap_thread, &["later"]),
         ("detect_leaks", "1", |o| o.detect_leaks, &["2"]),
         ("print_limit", "5", |o| o.print_limit == 5, &["five"]),
         ("malloc_context_size", "3", |o| o.malloc_context_size == 3, &["3.5", "257"]),
@@ -162,13 +163,13 @@ fn path() -> impl Strategy<Value = Option<PathBuf>> {
 fn options() -> impl Strategy<Value = Options> {
     (
         (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
-        (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>(), any::<bool>()),
+        (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>(), any::<bool>(), any::<bool>()),
         (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
             |(
                 (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
-                (ctx, supp, json, instr, hoist, verb, pool, cache, patch, preload),
+                (ctx, supp, json, instr, hoist, verb, pool, cache, patch, preload, unmap),
                 (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds, prefetch, arg_bounds, outside, times),
             )| {
                 Options {
@@ -179,6 +180,7 @@ fn options() -> impl Strategy<Value = Options> {
                     redzone,
                     min_redzone: 1 << minrz,
                     quarantine_size_mb: q,
+                    unmap_thread: unmap,
                     detect_leaks: leaks,
                     print_limit: limit,
                     malloc_context_size: ctx,

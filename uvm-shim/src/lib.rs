@@ -37,7 +37,7 @@ pub use backend::{Backend, ChunkHandle, Memory, Prot, Stream};
 pub use devices::DeviceSpan;
 pub use host::HostBackend;
 pub use kmod::KmodBackend;
-pub use pool::{Pool, PoolConfig, PoolCounters};
+pub use pool::{Detached, Pool, PoolConfig, PoolCounters, Unmapped};
 pub use vmm::{default_resolver, DriverFns, Resolver, VmmBackend};
 
 /// Errors of pool operations. A failed request changes nothing.

@@ -54,7 +54,8 @@ pub struct PoolCounters {
 }
 
 pub struct Pool {
-    backend: Box<dyn Backend>,
+    /// Shared with [`Detached`] retirements, which unmap outside the pool's owner's lock.
+    backend: Arc<dyn Backend>,
     base: u64,
     size: u64,
     shadow_base: u64,
@@ -68,6 +69,9 @@ pub struct Pool {
     committed: BTreeMap<u64, (ChunkHandle, u64)>,
     /// Canonical chunk address → the windows it is retired for (never mapped through them again).
     retired: BTreeMap<u64, u64>,
+    /// Canonical chunks retired by [`Pool::retire_detached`] and not yet taken back: still mapped
+    /// through their old window, so never released for reuse ([`Pool::unretire`]).
+    detached: HashSet<u64>,
     /// Shadow chunk index → (chunk, number of (committed chunk, window) pairs it describes).
     shadow: HashMap<u64, (ChunkHandle, u64)>,
     cache: Vec<ChunkHandle>,
@@ -188,7 +192,7 @@ impl Pool {
     fn assemble(backend: Box<dyn Backend>, cfg: &PoolConfig, base: u64, size: u64, shadow_base: u64, extent_base: u64, span: Option<(Arc<DeviceSpan>, u32)>) -> Result<Self, UvmError> {
         let gran = backend.granularity();
         let mut pool = Pool {
-            backend,
+            backend: Arc::from(backend),
             base,
             size,
             shadow_base,
@@ -199,6 +203,7 @@ impl Pool {
             zero_chunk: 0,
             committed: BTreeMap::new(),
             retired: BTreeMap::new(),
+            detached: HashSet::new(),
             shadow: HashMap::new(),
             cache: Vec::new(),
             host_cache: Vec::new(),
@@ -509,6 +514,52 @@ impl Pool {
         self.apply_retirement(&ops, len)
     }
 
+    /// [`Self::retire_tagged_zeroed`] in two halves, so that the driver's unmapping can run
+    /// without whatever lock guards the pool: this half settles the pool's books at once (the
+    /// range retired, its chunks no longer committed, shadow chunks left describing nothing
+    /// released) and returns the unmaps as a [`Detached`] to [`Detached::unmap`] anywhere, whose
+    /// chunks then come back with [`Self::take_back`]. Until then the range stays mapped to
+    /// chunks nothing else is given: a stale access through it touches only its own freed memory
+    /// (a checked one reads poisoned shadow, as after the unmap).
+    pub fn retire_detached(&mut self, va: u64, len: u64, tags: u64) -> Result<Detached, UvmError> {
+        let ops = plan::plan_retire_zeroed(self, va, len, tags)?;
+        let mut d = Detached { backend: self.backend.clone(), gran: self.gran, unmaps: Vec::new() };
+        for op in ops {
+            match op {
+                plan::Op::UnmapChunk { va, tags } => {
+                    let (h, _) = self.committed.remove(&va).ok_or(UvmError::NotCommitted(va))?;
+                    let windows: Vec<(u64, u64, u64)> = plan::tag_windows(tags).map(|t| va + t * self.win.size).map(|w| (w, self.shadow_addr(w), self.gran >> self.shift)).collect();
+                    for &(w, _, _) in &windows {
+                        for idx in plan::shadow_chunks(self.base, self.shift, self.gran, w, self.gran) {
+                            if let Some(e) = self.shadow.get_mut(&idx) {
+                                e.1 -= 1;
+                            }
+                        }
+                    }
+                    self.counters.committed_bytes -= self.gran;
+                    self.detached.insert(va);
+                    d.unmaps.push(DetachedUnmap { canonical: va, windows, chunk: h });
+                }
+                // Shadow chunks are released now, not with the unmaps: a commit meanwhile must
+                // find them gone from the books and from the shadow alike.
+                other => {
+                    self.apply_one(other, Memory::Device)?;
+                }
+            }
+        }
+        self.counters.retired_bytes += len;
+        Ok(d)
+    }
+
+    /// The chunks of a [`Detached`] retirement, unmapped now, back in the cache (and their VA
+    /// free to be released for reuse).
+    pub fn take_back(&mut self, unmapped: Unmapped) {
+        for (c, h) in unmapped.0 {
+            self.detached.remove(&c);
+            self.cache_chunk(h);
+        }
+    }
+
     /// Applies a retirement's plan of `len` bytes and counts it.
     fn apply_retirement(&mut self, ops: &[plan::Op], len: u64) -> Result<(), UvmError> {
         let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
@@ -533,7 +584,7 @@ impl Pool {
     /// Returns the number of chunks released.
     pub fn unretire(&mut self, va: u64, len: u64) -> Result<u64, UvmError> {
         self.check_range(va, len)?;
-        let chunks: Vec<u64> = self.retired.range(va..va + len).map(|(&c, _)| c).filter(|c| !self.committed.contains_key(c)).collect();
+        let chunks: Vec<u64> = self.retired.range(va..va + len).map(|(&c, _)| c).filter(|c| !self.committed.contains_key(c) && !self.detached.contains(c)).collect();
         for c in &chunks {
             self.retired.remove(c);
         }
@@ -1103,6 +1154,54 @@ impl plan::PoolState for Pool {
     }
     fn shadow_refs(&self, idx: u64) -> u64 {
         self.shadow.get(&idx).map_or(0, |e| e.1)
+    }
+}
+
+/// The unmaps of a retirement whose books [`Pool::retire_detached`] settled.
+#[must_use = "its chunks stay mapped and out of the cache until unmapped and taken back"]
+pub struct Detached {
+    backend: Arc<dyn Backend>,
+    gran: u64,
+    unmaps: Vec<DetachedUnmap>,
+}
+
+/// The chunks a [`Detached`] retirement unmapped, for [`Pool::take_back`].
+#[must_use = "the chunks stay out of the cache until taken back"]
+pub struct Unmapped(Vec<(u64, ChunkHandle)>);
+
+struct DetachedUnmap {
+    canonical: u64,
+    /// Each window's view of the chunk, with the shadow describing it there (address, bytes).
+    windows: Vec<(u64, u64, u64)>,
+    chunk: ChunkHandle,
+}
+
+impl Detached {
+    /// Chunks to unmap.
+    pub fn len(&self) -> usize {
+        self.unmaps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.unmaps.is_empty()
+    }
+
+    /// Unmaps every chunk, each after the last shadow writes the pool logged for it (a free's
+    /// poisoning, queued after the work that still used the memory), and returns the chunks for
+    /// [`Pool::take_back`]. A chunk whose unmap fails is left out (never reused while mapped);
+    /// the first error is returned beside the chunks.
+    pub fn unmap(self) -> (Unmapped, Result<(), UvmError>) {
+        let mut back = Vec::with_capacity(self.unmaps.len());
+        let mut result = Ok(());
+        for u in self.unmaps {
+            let r = u.windows.iter().try_for_each(|&(_, shadow, n)| self.backend.wait_writes(shadow, n)).and_then(|_| u.windows.iter().try_for_each(|&(w, _, _)| self.backend.unmap(w, self.gran)));
+            match r {
+                Ok(()) => back.push((u.canonical, u.chunk)),
+                Err(e) if result.is_ok() => result = Err(e),
+                Err(_) => {}
+            }
+        }
+        (Unmapped(back), result)
     }
 }
 
