@@ -195,8 +195,9 @@ pub struct Allocator {
     inner: Arc<Mutex<Inner>>,
     /// Wakes the unmap thread for new retirements, and whoever waits for them to finish.
     retired: Arc<Condvar>,
-    /// Freed large blocks are unmapped by a thread of gasan's own (`unmap_thread`).
-    unmap_thread: bool,
+    /// Freed large blocks are unmapped by a thread of gasan's own (`unmap_thread`), until
+    /// [`Self::stop_unmap_thread`].
+    unmap_thread: std::sync::atomic::AtomicBool,
     /// Run first on the unmap thread (the runtime makes the device's context current there).
     unmap_thread_setup: Option<Arc<dyn Fn() + Send + Sync>>,
     scale: Scale,
@@ -270,7 +271,14 @@ pub struct AllocatorOptions {
 
 impl From<&Options> for AllocatorOptions {
     fn from(o: &Options) -> Self {
-        AllocatorOptions { scale: o.shadow_scale, redzone_scale: o.redzone, min_redzone: o.min_redzone, quarantine_bytes: o.quarantine_size_mb << 20, stack_depth: o.malloc_context_size, unmap_thread: o.unmap_thread }
+        AllocatorOptions {
+            scale: o.shadow_scale,
+            redzone_scale: o.redzone,
+            min_redzone: o.min_redzone,
+            quarantine_bytes: o.quarantine_size_mb << 20,
+            stack_depth: o.malloc_context_size,
+            unmap_thread: o.unmap_thread,
+        }
     }
 }
 
@@ -291,7 +299,7 @@ impl Allocator {
         let half = base + win.size / 2;
         Allocator {
             retired: Arc::new(Condvar::new()),
-            unmap_thread: opts.unmap_thread,
+            unmap_thread: opts.unmap_thread.into(),
             unmap_thread_setup: None,
             inner: Arc::new(Mutex::new(Inner {
                 pool,
@@ -459,6 +467,14 @@ impl Allocator {
         started
     }
 
+    /// From now on the freeing thread unmaps freed large blocks itself, and what the unmap thread
+    /// was given is done: at the process's exit, so that no unmap of gasan's own runs while the
+    /// driver tears the process's contexts down.
+    pub fn stop_unmap_thread(&self) {
+        self.unmap_thread.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.settle_unmaps();
+    }
+
     /// Waits until every freed large block handed to the unmap thread is unmapped, doing the
     /// ones it has not taken here (before out-of-memory, and for callers that count mappings).
     pub fn settle_unmaps(&self) {
@@ -618,7 +634,7 @@ impl Allocator {
         }
         // Its free poisoned the block's bytes (fill_shadow in free_inner, logged on the freeing
         // stream); its redzone was never made accessible: the shadow is zero.
-        if self.unmap_thread && self.unmap_thread_running(g) {
+        if self.unmap_thread.load(std::sync::atomic::Ordering::Relaxed) && self.unmap_thread_running(g) {
             g.retiring.push_back((home, len, tags));
             self.retired.notify_all();
             return;
@@ -1181,7 +1197,8 @@ impl Allocator {
     /// 5. Slabs: each slab in the table is committed and holds exactly `refs` blocks that are live
     ///    or held in the quarantine; all but the current one are full, and a full one holds at
     ///    least one. A slab not in the table is retired.
-    /// 6. Large blocks: live or held ones are committed; other freed ones are retired.
+    /// 6. Large blocks: live or held ones (in the quarantine, or waiting for the unmap thread) are
+    ///    committed; other freed ones are retired.
     /// 7. Physical memory: the pool's committed bytes are exactly the slabs' plus the live and held
     ///    large blocks' (a failed operation left nothing mapped behind). Device-heap regions count as
     ///    live large blocks here and in 3, 4, 6 and 9; their shadow is the device's.
@@ -1224,7 +1241,9 @@ impl Allocator {
             })
             .collect();
         canon.sort_by_key(|a| (a.start, a.tag));
-        let holds_memory = |a: &AllocInfo| a.live || held.contains(&g.pool.tagged(a.start, a.tag));
+        // Freed large blocks waiting for the unmap thread still hold their memory (canonical).
+        let unmapping: std::collections::HashSet<u64> = g.retiring.iter().map(|&(home, _, _)| home).collect();
+        let holds_memory = |a: &AllocInfo| a.live || held.contains(&g.pool.tagged(a.start, a.tag)) || unmapping.contains(&a.start);
         if self.win.count > 1 {
             for kind_large in [false, true] {
                 // Large blocks: those holding memory (freed ones may lie under later blocks).
@@ -1440,7 +1459,7 @@ impl Allocator {
         }
 
         // 13.
-        for b in g.allocs.values().filter(|b| b.live || held.contains(&b.start)) {
+        for b in g.allocs.values().filter(|b| b.live || held.contains(&b.start) || unmapping.contains(&self.home(b.start))) {
             let home = self.home(b.start);
             let wrong = (home..self.home(b.region_end)).step_by(gran as usize).find(|&c| g.pool.memory_of(c).is_some_and(|m| m != b.memory));
             if let Some(c) = wrong {

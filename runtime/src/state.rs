@@ -487,6 +487,9 @@ impl State {
     /// reported, the summary, leaks, the counters at `verbosity>=1`, and the exit status after
     /// reported errors.
     fn at_exit(&self) {
+        for (_, d) in self.devices.each() {
+            d.alloc.stop_unmap_thread();
+        }
         self.errors.drain_ring(&self.ring_sources());
         self.errors.print_error_summary();
         if self.opts.detect_leaks {

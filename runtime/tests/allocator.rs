@@ -451,3 +451,36 @@ fn frees_by_the_wrong_call_are_refused() {
     }
     a.check_invariants().unwrap();
 }
+
+/// Freed large blocks are unmapped by gasan's own thread (named `gasan-unmap`); once settled their
+/// VA faults; after `stop_unmap_thread` (the process's exit) the freeing thread unmaps at once.
+#[test]
+fn the_unmap_thread_unmaps_freed_large_blocks_until_stopped() {
+    use gasan_uvm::host::faults_in_child;
+    let a = allocator(Scale::S8, 0);
+    let read = |p: u64| {
+        // SAFETY: reading pool VA (host backend) inside a forked child; a fault ends only the
+        // child.
+        faults_in_child(|| unsafe {
+            std::ptr::read_volatile(p as *const u8);
+        })
+    };
+    let p = a.alloc(3 << 20, None).unwrap();
+    assert!(!read(p));
+    a.free(p, None).unwrap();
+    // Unmapped by the thread, with nobody waiting for it.
+    let t = std::time::Instant::now();
+    while !read(p) {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "the unmap thread never unmapped the block");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let threads: Vec<String> = std::fs::read_dir("/proc/self/task").unwrap().filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok()).collect();
+    assert!(threads.iter().any(|n| n.trim() == "gasan-unmap"), "{threads:?}");
+    a.settle_unmaps();
+    assert!(bad(&a, p, 4));
+    a.stop_unmap_thread();
+    let q = a.alloc(3 << 20, None).unwrap();
+    a.free(q, None).unwrap();
+    assert!(read(q), "unmapped by the freeing thread after the stop");
+    a.check_invariants().unwrap();
+}
