@@ -8,7 +8,7 @@ use super::stmt::{ends_statement, kills_checks, label};
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 pub(in crate::ptx) fn strip_comment(line: &str) -> &str {
     match find_pair(line, b'/', b'/') {
-        Some(p) if memchr::memchr(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
+        Some(p) if find_byte(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
         _ => line,
     }
 }
@@ -659,12 +659,12 @@ pub(in crate::ptx) fn find_byte(needle: u8, hay: &[u8]) -> Option<usize> {
 }
 
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
-/// first byte is searched with `memchr`, which reads a word or a vector at a time).
+/// first byte is searched with [`find_byte`], a word at a time).
 #[inline]
 pub(in crate::ptx) fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut from = 0;
-    while let Some(i) = memchr::memchr(a, &bytes[from..]) {
+    while let Some(i) = find_byte(a, &bytes[from..]) {
         let i = from + i;
         if bytes.get(i + 1) == Some(&b) {
             return Some(i);

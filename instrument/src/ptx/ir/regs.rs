@@ -2,6 +2,7 @@
 //! line of a body ([`DeclaredRegs`], the one rule every pass reads them by), and the width of a
 //! type ([`type_bits`]).
 
+use super::access::{find_whitespace, trim, trim_start};
 use super::line::{find_pair, Line};
 use rustc_hash::FxHashMap as HashMap;
 
@@ -151,16 +152,11 @@ impl RegTypes {
 
     fn declare(&mut self, decl: &str) {
         // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
-        let Some((_, rest)) = decl.trim_start().split_once(char::is_whitespace) else { return }; // .reg
-        let rest = rest.trim_start();
-        let (ty, names) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-        if ty.is_empty() {
-            return;
-        }
+        let Some((ty, names)) = split_declaration(decl) else { return };
         let ty = RegType::new(ty.trim_start_matches('.'));
         for name in names.split(',') {
             // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
-            let name: std::borrow::Cow<'_, str> = match name.trim() {
+            let name: std::borrow::Cow<'_, str> = match trim(name) {
                 n if n.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')) || !n.is_ascii() && n.contains(char::is_whitespace) => {
                     n.split_whitespace().collect::<Vec<_>>().join(" ").into()
                 }
@@ -214,6 +210,20 @@ impl RegTypes {
     }
 }
 
+/// A `.reg` declaration's type (with its `.`) and the names after it: `.reg .b32 %r<5>, %x` is
+/// (`.b32`, `%r<5>, %x`). `None` without a type. (Split and trimmed byte by byte while the text
+/// is ASCII, as `str::split_once(char::is_whitespace)` and `str::trim_start` split it: a body's
+/// declarations are read by each pass that follows its registers, and the `char` searchers'
+/// setup cost most of a declaration.)
+fn split_declaration(decl: &str) -> Option<(&str, &str)> {
+    // `s.split_once(char::is_whitespace)`.
+    let split = |s| find_whitespace(s).map(|w| (&s[..w], &s[w + s[w..].chars().next().map_or(1, char::len_utf8)..]));
+    let (_, rest) = split(trim_start(decl))?; // `.reg`
+    let rest = trim_start(rest);
+    let (ty, names) = split(rest).unwrap_or((rest, ""));
+    (!ty.is_empty()).then_some((ty, names))
+}
+
 pub(in crate::ptx) fn type_bits(ty: &str) -> Option<u32> {
     // The digits after the first character (ASCII: found by bytes, sliced, not collected).
     let rest = ty.chars().next().map_or("", |c| &ty[c.len_utf8()..]);
@@ -265,7 +275,21 @@ mod tests {
         assert_eq!(types_at(text, "%s"), vec![None::<String>; 8]);
     }
 
+    /// The declaration's split as `char` searches make it (what [`split_declaration`] replaced).
+    fn split_declaration_by_chars(decl: &str) -> Option<(&str, &str)> {
+        let (_, rest) = decl.trim_start().split_once(char::is_whitespace)?;
+        let rest = rest.trim_start();
+        let (ty, names) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        (!ty.is_empty()).then_some((ty, names))
+    }
+
     proptest! {
+        /// The byte-level split of a declaration is the `char` searches', ASCII or not.
+        #[test]
+        fn a_declaration_splits_as_the_char_searches_split_it(decl in "[ \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é.a-z%<>0-9,]{0,24}") {
+            prop_assert_eq!(split_declaration(&decl), split_declaration_by_chars(&decl));
+        }
+
         /// Asked in any order, the cursor gives at each line what a fresh read of the body to
         /// that line gives.
         #[test]
