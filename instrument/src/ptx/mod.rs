@@ -70,7 +70,7 @@ mod heap;
 mod heap_functions;
 mod ir;
 use ir::header::{self, Directive, Header};
-use ir::line::{find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
+use ir::line::{find_byte, find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
 use ir::regs::{type_bits, DeclaredRegs, RegTypes};
 use ir::stmt::kills_checks;
 use ir::{access, bodies, cfg as branches, defs, func, labels, line, opcode, stmt};
@@ -374,8 +374,24 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
 /// `(file, line, column)`: the first three numbers of `.loc` operands (without allocating: every
 /// `.loc` line of every module goes through here).
 fn loc_numbers(text: &str) -> Option<Loc> {
-    let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+    // (ASCII text, as a `.loc` is, split and parsed byte by byte: the `char` split and `str::parse`
+    // were most of finding a module's source locations. Other text goes to them, as it did.)
+    if !text.is_ascii() {
+        let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+        return Some((nums.next()?, nums.next()?, nums.next()?));
+    }
+    let mut nums = text.as_bytes().split(|&b| b == b',' || access::ascii_whitespace(b)).filter_map(parse_u32);
     Some((nums.next()?, nums.next()?, nums.next()?))
+}
+
+/// `str::parse::<u32>` of ASCII digits: an optional `+`, then one digit or more, the value
+/// below 2^32.
+fn parse_u32(s: &[u8]) -> Option<u32> {
+    let digits = s.strip_prefix(b"+").unwrap_or(s);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u32, |n, &d| if d.is_ascii_digit() { n.checked_mul(10)?.checked_add(u32::from(d - b'0')) } else { None })
 }
 
 /// Source locations of `.loc` directives, with inlined code placed at the program's own call site,
@@ -397,7 +413,9 @@ impl LocChain {
     /// [`LocChain::INLINED_AT`], built once: a `str` pattern builds its searcher at every call,
     /// which cost more than the rest of a `.loc` line.)
     fn resolve(&mut self, rest: &str, inlined_at: &memchr::memmem::Finder<'_>) -> Option<Loc> {
-        let split = inlined_at.find(rest.as_bytes()).map(|p| (&rest[..p], &rest[p + Self::INLINED_AT.len()..]));
+        // (Most `.loc`s are three numbers: without a `_` they hold no `inlined_at`, which the
+        // searcher's setup would cost more than the line to find.)
+        let split = find_byte(b'_', rest.as_bytes()).and_then(|_| inlined_at.find(rest.as_bytes())).map(|p| (&rest[..p], &rest[p + Self::INLINED_AT.len()..]));
         match split {
             Some((own, at)) => {
                 let (own, at) = (loc_numbers(own)?, loc_numbers(at)?);
@@ -1938,6 +1956,17 @@ impl BlockChecks {
 #[cfg(test)]
 mod loc_tests {
     use super::LocChain;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A `.loc`'s numbers read byte by byte are those the `char` split and `str::parse` read.
+        #[test]
+        fn loc_numbers_are_the_char_splits(text in "[0-9+\\-, \t\x0b\u{a0}a_]{0,24}|( ?[0-9]{1,11},?){0,4}") {
+            let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+            let by_chars = (|| Some((nums.next()?, nums.next()?, nums.next()?)))();
+            prop_assert_eq!(super::loc_numbers(&text), by_chars);
+        }
+    }
 
     /// nvcc's chain for `__pipeline_memcpy_async` called on line 11 of file 1: every level, and
     /// the code after it, is placed on the program's own line until the next plain `.loc`.

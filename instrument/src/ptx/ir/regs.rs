@@ -3,7 +3,7 @@
 //! type ([`type_bits`]).
 
 use super::access::{find_whitespace, trim, trim_start};
-use super::line::{find_pair, Line};
+use super::line::{find_byte, find_pair, Line};
 use rustc_hash::FxHashMap as HashMap;
 
 /// The register types declared above each line of one body, read as a pass goes down the body:
@@ -119,14 +119,29 @@ enum RegType {
 }
 
 impl RegType {
+    #[cfg(test)]
     const COMMON: [&'static str; 22] =
         ["pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128"];
 
     fn new(ty: &str) -> Self {
-        match Self::COMMON.iter().find(|c| **c == ty) {
+        match Self::common(ty) {
             Some(c) => RegType::Common(c),
             None => RegType::Other(ty.into()),
         }
+    }
+
+    /// `ty` when it is one of [`RegType::COMMON`]. (A `match`: its arms compare with constants of
+    /// known length, inlined, where a search of the list called `memcmp` for most names.)
+    fn common(ty: &str) -> Option<&'static str> {
+        macro_rules! one_of {
+            ($($t:literal),*) => {
+                match ty {
+                    $($t => Some($t),)*
+                    _ => None,
+                }
+            };
+        }
+        one_of!("pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128")
     }
 
     fn as_str(&self) -> &str {
@@ -163,7 +178,7 @@ impl RegTypes {
                 n => n.into(),
             };
             let name = name.as_ref();
-            if let Some(p) = memchr::memchr(b'<', name.as_bytes()) {
+            if let Some(p) = find_byte(b'<', name.as_bytes()) {
                 self.set_prefix(&name[..p], ty.clone());
             } else if !name.is_empty() {
                 self.names.insert(name.to_string(), ty.clone());
@@ -284,6 +299,12 @@ mod tests {
     }
 
     proptest! {
+        /// The common types are found as a search of their list finds them.
+        #[test]
+        fn a_common_type_is_one_of_the_list(ty in "(pred|[busf](8|16|32|64|128)|bf16|f16x2|bf16x2|[a-z0-9]{0,6})") {
+            prop_assert_eq!(RegType::common(&ty), RegType::COMMON.iter().find(|c| **c == ty).copied());
+        }
+
         /// The byte-level split of a declaration is the `char` searches', ASCII or not.
         #[test]
         fn a_declaration_splits_as_the_char_searches_split_it(decl in "[ \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é.a-z%<>0-9,]{0,24}") {
