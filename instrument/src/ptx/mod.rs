@@ -275,10 +275,13 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
     // 1. (`memmem`: whole-module searches are serial time of every rewrite, and its vector search
     // reads the text several times faster than `str::contains`.)
-    if memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
+    // (The control block's name begins with gasan's reserved prefix: a module without the prefix,
+    // as nearly all are, is searched once for both.)
+    let gasan_names = memchr::memmem::find(ptx.as_bytes(), RESERVED_PREFIXES[0].as_bytes()).is_some();
+    if gasan_names && memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
         return Err(PtxError::AlreadyInstrumented);
     }
-    if let Some((name, line)) = reserved_name(ptx) {
+    if let Some((name, line)) = reserved_name(ptx, gasan_names) {
         return Err(PtxError::ReservedName { name: excerpt(name), line });
     }
     // 2, 3. Labels and a body brace followed by statements get lines of their own (labels.rs),
@@ -306,11 +309,12 @@ const RESERVED_PREFIXES: [&str; 2] = ["__gasan_", "%gs"];
 /// [`RESERVED_PREFIXES`], and its line number (1-based). A module naming one is refused, not
 /// rewritten: its own `__gasan_top` parameter or `%gsct` register would be taken for gasan's
 /// (frames.rs), and gasan's declarations would clash with its own.
-fn reserved_name(ptx: &str) -> Option<(&str, usize)> {
+/// `gasan_names`: the text holds `RESERVED_PREFIXES[0]` (searched for by the caller).
+fn reserved_name(ptx: &str, gasan_names: bool) -> Option<(&str, usize)> {
     let bytes = ptx.as_bytes();
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
     let mut first: Option<(usize, usize)> = None;
-    for prefix in RESERVED_PREFIXES {
+    for prefix in RESERVED_PREFIXES.iter().skip(usize::from(!gasan_names)) {
         // (A name starting `%gs` needs one more letter: `%gs` alone is no register of gasan's.)
         let letter = prefix.starts_with('%');
         for at in memchr::memmem::find_iter(bytes, prefix.as_bytes()) {
@@ -1986,5 +1990,20 @@ mod loc_tests {
         assert_eq!(c.resolve(" 4 7 1, function_name $x, inlined_at 5 8 2", &f), Some((5, 8, 2)));
         assert_eq!(c.resolve(" 4 7", &f), None);
         assert_eq!(c.resolve(" 4 7 1, inlined_at 5", &f), None);
+    }
+}
+
+#[cfg(test)]
+mod reserved_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Told whether the text holds `__gasan_`, the search for reserved names finds what it
+        /// finds searching for it.
+        #[test]
+        fn reserved_names_are_found_told_of_gasans_prefix(text in "(__gasan_|%gs|[ a-z_%\\n/]){0,16}") {
+            let holds = text.contains(super::RESERVED_PREFIXES[0]);
+            prop_assert_eq!(super::reserved_name(&text, holds), super::reserved_name(&text, true));
+        }
     }
 }

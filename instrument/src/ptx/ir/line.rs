@@ -693,7 +693,17 @@ pub(in crate::ptx) type Loc = (u32, u32, u32);
 pub(in crate::ptx) fn contains_dotted(s: &str, words: &[&str]) -> bool {
     debug_assert!(words.iter().all(|w| w.starts_with('.')));
     let b = s.as_bytes();
-    b.iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| b[i..].starts_with(w.as_bytes())))
+    // (Each `.` found with [`find_byte`], a word of the line at a time: most `.`-led lines are
+    // `.loc` and `.reg` lines, a few dots in a few dozen bytes.)
+    let mut from = 0;
+    while let Some(p) = find_byte(b'.', &b[from..]) {
+        let i = from + p;
+        if words.iter().any(|w| b[i..].starts_with(w.as_bytes())) {
+            return true;
+        }
+        from = i + 1;
+    }
+    false
 }
 
 /// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its
@@ -804,6 +814,14 @@ mod statement_pieces_tests {
             if line.is_lone_directive() {
                 prop_assert!(line.stmts().iter().all(|st| st.instr.is_none()), "{:?}", code);
             }
+        }
+
+        /// The dotted-word test found from each `.` is the test at every byte.
+        #[test]
+        fn contains_dotted_is_a_search_for_the_words(s in "[.a-z ;]{0,24}|\\.(loc|local|shared|sha|lo)[ .a-z]{0,8}", words in proptest::collection::vec("\\.[a-z]{0,6}", 1..3)) {
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            let searched = s.as_bytes().iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| s.as_bytes()[i..].starts_with(w.as_bytes())));
+            prop_assert_eq!(super::contains_dotted(&s, &words), searched);
         }
 
         /// The line-length byte search finds what `memchr` finds.
