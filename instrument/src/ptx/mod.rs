@@ -659,7 +659,7 @@ impl<'a> Rewriter<'a> {
             self.walk_line(&plans, &mut walk, i)?;
         }
         if let Some(f) = walk.func.take() {
-            self.add_stats(&f);
+            self.add_stats(f);
         }
         if walk.depth != 0 {
             let last = self.src.lines().count();
@@ -830,7 +830,7 @@ impl<'a> Rewriter<'a> {
         let mut opened_now = false;
         if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
-                let name = body.name.clone();
+                let name = &body.name;
                 let bounds = plans.bounds.get(&body.open).and_then(Option::as_ref);
                 if let Some(tags) = bounds.and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
@@ -843,7 +843,7 @@ impl<'a> Rewriter<'a> {
                     block_checks: BlockChecks::default(),
                     fail_blocks: Vec::new(),
                     uses_shared_fail: false,
-                    spaces: plans.module_spaces.functions.get(&name).unwrap_or(&plans.no_spaces),
+                    spaces: plans.module_spaces.functions.get(name).unwrap_or(&plans.no_spaces),
                     uses_space_fail: false,
                     bounds,
                     nested: false,
@@ -922,18 +922,19 @@ impl<'a> Rewriter<'a> {
         }
         if closes_body {
             if let Some(f) = w.func.take() {
-                self.add_stats(&f);
+                self.add_stats(f);
             }
         }
         Ok(())
     }
 
-    /// Adds the counts of function `f` to the module's.
-    fn add_stats(&mut self, f: &FuncState) {
-        self.stats.functions.entry(f.name.clone()).or_default().add(&f.stats);
+    /// Adds the counts of function `f` (its body closed) to the module's.
+    fn add_stats(&mut self, f: FuncState) {
         if f.copy_stats != FunctionStats::default() {
             self.copy_stats.functions.entry(f.name.clone()).or_default().add(&f.copy_stats);
         }
+        // (Its name moved into the map, not copied.)
+        self.stats.functions.entry(f.name).or_default().add(&f.stats);
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
