@@ -169,7 +169,7 @@ impl RegTypes {
         // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
         let Some((ty, names)) = split_declaration(decl) else { return };
         let ty = RegType::new(ty.trim_start_matches('.'));
-        for name in names.split(',') {
+        for name in comma_pieces(names) {
             // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
             let name: std::borrow::Cow<'_, str> = match trim(name) {
                 n if n.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')) || !n.is_ascii() && n.contains(char::is_whitespace) => {
@@ -223,6 +223,25 @@ impl RegTypes {
         let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
         self.prefix_at(prefix).map(|k| self.prefixes[k].1.as_str())
     }
+}
+
+/// `s.split(',')`, each `,` found with [`find_byte`] (`str::split` of a `char` sets up a searcher
+/// for each line's few bytes).
+fn comma_pieces(s: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        Some(match find_byte(b',', r.as_bytes()) {
+            Some(p) => {
+                rest = Some(&r[p + 1..]);
+                &r[..p]
+            }
+            None => {
+                rest = None;
+                r
+            }
+        })
+    })
 }
 
 /// A `.reg` declaration's type (with its `.`) and the names after it: `.reg .b32 %r<5>, %x` is
@@ -299,6 +318,12 @@ mod tests {
     }
 
     proptest! {
+        /// Comma pieces are `str::split(',')`'s.
+        #[test]
+        fn comma_pieces_are_a_split(s in "[a,é ]{0,12}") {
+            prop_assert_eq!(comma_pieces(&s).collect::<Vec<_>>(), s.split(',').collect::<Vec<_>>());
+        }
+
         /// The common types are found as a search of their list finds them.
         #[test]
         fn a_common_type_is_one_of_the_list(ty in "(pred|[busf](8|16|32|64|128)|bf16|f16x2|bf16x2|[a-z0-9]{0,6})") {
