@@ -634,7 +634,7 @@ impl<'a> Rewriter<'a> {
             inserted,
             space_covered,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
-            base_line: head.matches('\n').count(),
+            base_line: memchr::memchr_iter(b'\n', head.as_bytes()).count(),
             label_lines: self.label_lines,
             locs: &locs,
             versioned_loop: &versioned_loop,

@@ -7,7 +7,7 @@
 
 use super::access::{ascii_whitespace, find_whitespace, rfind_whitespace, trim, trim_end, trim_start};
 use super::bodies::Body;
-use super::line::Line;
+use super::line::{comma_pieces, Line};
 
 /// One parameter (or return value) a header declares: `.param .align 8 .b8 name[16]`,
 /// `.param .u64 .ptr .align 1 name`, `.reg .b32 name`.
@@ -85,7 +85,7 @@ pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
 /// The declarations of a parameter list's text (between its parentheses), comma separated.
 fn params(list: &str) -> Vec<Param<'_>> {
     let mut out = Vec::new();
-    for piece in list.split(',') {
+    for piece in comma_pieces(list) {
         // (`str::trim`, `split_once` and `rfind` of `char::is_whitespace`, byte by byte where the
         // text is ASCII: access.rs' trims and [`find_whitespace`], and [`rfind_whitespace`].)
         let piece = trim(piece);

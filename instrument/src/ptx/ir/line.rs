@@ -674,6 +674,25 @@ pub(in crate::ptx) fn split_lines(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// `s.split(',')`, each `,` found with [`find_byte`] (`str::split` of a `char` sets up a searcher
+/// for each line's few bytes).
+pub(in crate::ptx) fn comma_pieces(s: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        Some(match find_byte(b',', r.as_bytes()) {
+            Some(p) => {
+                rest = Some(&r[p + 1..]);
+                &r[..p]
+            }
+            None => {
+                rest = None;
+                r
+            }
+        })
+    })
+}
+
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
 /// first byte is searched with [`find_byte`], a word at a time).
 #[inline]
@@ -838,6 +857,12 @@ mod statement_pieces_tests {
             let words: Vec<&str> = words.iter().map(String::as_str).collect();
             let searched = s.as_bytes().iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| s.as_bytes()[i..].starts_with(w.as_bytes())));
             prop_assert_eq!(super::contains_dotted(&s, &words), searched);
+        }
+
+        /// Comma pieces are `str::split(',')`'s.
+        #[test]
+        fn comma_pieces_are_a_split(s in "[a,é ]{0,12}") {
+            prop_assert_eq!(super::comma_pieces(&s).collect::<Vec<_>>(), s.split(',').collect::<Vec<_>>());
         }
 
         /// Lines split with the byte search are `split_inclusive`'s.

@@ -3,7 +3,7 @@
 //! type ([`type_bits`]).
 
 use super::access::{find_whitespace, trim, trim_start};
-use super::line::{find_byte, find_pair, Line};
+use super::line::{comma_pieces, find_byte, find_pair, Line};
 use rustc_hash::FxHashMap as HashMap;
 
 /// The register types declared above each line of one body, read as a pass goes down the body:
@@ -225,25 +225,6 @@ impl RegTypes {
     }
 }
 
-/// `s.split(',')`, each `,` found with [`find_byte`] (`str::split` of a `char` sets up a searcher
-/// for each line's few bytes).
-fn comma_pieces(s: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(s);
-    std::iter::from_fn(move || {
-        let r = rest?;
-        Some(match find_byte(b',', r.as_bytes()) {
-            Some(p) => {
-                rest = Some(&r[p + 1..]);
-                &r[..p]
-            }
-            None => {
-                rest = None;
-                r
-            }
-        })
-    })
-}
-
 /// A `.reg` declaration's type (with its `.`) and the names after it: `.reg .b32 %r<5>, %x` is
 /// (`.b32`, `%r<5>, %x`). `None` without a type. (Split and trimmed byte by byte while the text
 /// is ASCII, as `str::split_once(char::is_whitespace)` and `str::trim_start` split it: a body's
@@ -318,12 +299,6 @@ mod tests {
     }
 
     proptest! {
-        /// Comma pieces are `str::split(',')`'s.
-        #[test]
-        fn comma_pieces_are_a_split(s in "[a,é ]{0,12}") {
-            prop_assert_eq!(comma_pieces(&s).collect::<Vec<_>>(), s.split(',').collect::<Vec<_>>());
-        }
-
         /// The common types are found as a search of their list finds them.
         #[test]
         fn a_common_type_is_one_of_the_list(ty in "(pred|[busf](8|16|32|64|128)|bf16|f16x2|bf16x2|[a-z0-9]{0,6})") {
