@@ -29,6 +29,7 @@ use super::func::{matching_paren, FnHeader};
 use super::ir::decl::space_declaration;
 use super::ir::line::Line;
 use super::ir::stmt::{Pos, Statements};
+use super::line::split_lines;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// The parameter each eligible function gets: the end of its callers' live frames (a local-window
@@ -141,7 +142,7 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     if !may_need_tops(src) {
         return None;
     }
-    let lines: Vec<Line<'_>> = src.split_inclusive('\n').map(Line::read).collect();
+    let lines: Vec<Line<'_>> = split_lines(src).map(Line::read).collect();
     let mut p = plan(&lines)?;
     let functions = std::mem::take(&mut p.functions);
     Some(FrameTops { text: p.apply(&lines), functions })

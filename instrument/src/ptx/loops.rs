@@ -48,6 +48,7 @@ use super::access::{parse_address, parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
 use super::defs::ModuleDefs;
+use super::line::split_lines;
 use super::lines::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
 use super::spaces::{declarations, space_access, SpaceAccess};
@@ -276,7 +277,7 @@ fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
             push(&mut v, Cow::Borrowed(l.raw), k, false);
         }
         v.sweeps |= p.sweeps;
-        for l in p.preheader.split_inclusive('\n') {
+        for l in split_lines(&p.preheader) {
             push(&mut v, Cow::Owned(l.to_string()), p.label_line, true);
         }
         push(&mut v, Cow::Owned(format!("{}: {MARKER}\n", fast_label(p.id))), p.label_line, true);

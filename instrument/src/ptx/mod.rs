@@ -70,7 +70,7 @@ mod heap;
 mod heap_functions;
 mod ir;
 use ir::header::{self, Directive, Header};
-use ir::line::{find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
+use ir::line::{find_byte, find_pair, release_excess, strip_comment, Line, LineMap, LineSet, Loc, ParsedStmt};
 use ir::regs::{type_bits, DeclaredRegs, RegTypes};
 use ir::stmt::kills_checks;
 use ir::{access, bodies, cfg as branches, defs, func, labels, line, opcode, stmt};
@@ -275,10 +275,13 @@ pub fn instrument_ptx(ptx: &str, opts: &InstrumentOptions) -> Result<Instrumente
 pub fn instrument_ptx_threads(ptx: &str, opts: &InstrumentOptions, threads: usize) -> Result<Instrumented, PtxError> {
     // 1. (`memmem`: whole-module searches are serial time of every rewrite, and its vector search
     // reads the text several times faster than `str::contains`.)
-    if memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
+    // (The control block's name begins with gasan's reserved prefix: a module without the prefix,
+    // as nearly all are, is searched once for both.)
+    let gasan_names = memchr::memmem::find(ptx.as_bytes(), RESERVED_PREFIXES[0].as_bytes()).is_some();
+    if gasan_names && memchr::memmem::find(ptx.as_bytes(), crate::abi::CONTROL_BLOCK_SYMBOL.as_bytes()).is_some() {
         return Err(PtxError::AlreadyInstrumented);
     }
-    if let Some((name, line)) = reserved_name(ptx) {
+    if let Some((name, line)) = reserved_name(ptx, gasan_names) {
         return Err(PtxError::ReservedName { name: excerpt(name), line });
     }
     // 2, 3. Labels and a body brace followed by statements get lines of their own (labels.rs),
@@ -306,11 +309,12 @@ const RESERVED_PREFIXES: [&str; 2] = ["__gasan_", "%gs"];
 /// [`RESERVED_PREFIXES`], and its line number (1-based). A module naming one is refused, not
 /// rewritten: its own `__gasan_top` parameter or `%gsct` register would be taken for gasan's
 /// (frames.rs), and gasan's declarations would clash with its own.
-fn reserved_name(ptx: &str) -> Option<(&str, usize)> {
+/// `gasan_names`: the text holds `RESERVED_PREFIXES[0]` (searched for by the caller).
+fn reserved_name(ptx: &str, gasan_names: bool) -> Option<(&str, usize)> {
     let bytes = ptx.as_bytes();
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
     let mut first: Option<(usize, usize)> = None;
-    for prefix in RESERVED_PREFIXES {
+    for prefix in RESERVED_PREFIXES.iter().skip(usize::from(!gasan_names)) {
         // (A name starting `%gs` needs one more letter: `%gs` alone is no register of gasan's.)
         let letter = prefix.starts_with('%');
         for at in memchr::memmem::find_iter(bytes, prefix.as_bytes()) {
@@ -374,8 +378,24 @@ fn parse_header(ptx: &str) -> Result<Header, PtxError> {
 /// `(file, line, column)`: the first three numbers of `.loc` operands (without allocating: every
 /// `.loc` line of every module goes through here).
 fn loc_numbers(text: &str) -> Option<Loc> {
-    let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+    // (ASCII text, as a `.loc` is, split and parsed byte by byte: the `char` split and `str::parse`
+    // were most of finding a module's source locations. Other text goes to them, as it did.)
+    if !text.is_ascii() {
+        let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+        return Some((nums.next()?, nums.next()?, nums.next()?));
+    }
+    let mut nums = text.as_bytes().split(|&b| b == b',' || access::ascii_whitespace(b)).filter_map(parse_u32);
     Some((nums.next()?, nums.next()?, nums.next()?))
+}
+
+/// `str::parse::<u32>` of ASCII digits: an optional `+`, then one digit or more, the value
+/// below 2^32.
+fn parse_u32(s: &[u8]) -> Option<u32> {
+    let digits = s.strip_prefix(b"+").unwrap_or(s);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u32, |n, &d| if d.is_ascii_digit() { n.checked_mul(10)?.checked_add(u32::from(d - b'0')) } else { None })
 }
 
 /// Source locations of `.loc` directives, with inlined code placed at the program's own call site,
@@ -397,7 +417,9 @@ impl LocChain {
     /// [`LocChain::INLINED_AT`], built once: a `str` pattern builds its searcher at every call,
     /// which cost more than the rest of a `.loc` line.)
     fn resolve(&mut self, rest: &str, inlined_at: &memchr::memmem::Finder<'_>) -> Option<Loc> {
-        let split = inlined_at.find(rest.as_bytes()).map(|p| (&rest[..p], &rest[p + Self::INLINED_AT.len()..]));
+        // (Most `.loc`s are three numbers: without a `_` they hold no `inlined_at`, which the
+        // searcher's setup would cost more than the line to find.)
+        let split = find_byte(b'_', rest.as_bytes()).and_then(|_| inlined_at.find(rest.as_bytes())).map(|p| (&rest[..p], &rest[p + Self::INLINED_AT.len()..]));
         match split {
             Some((own, at)) => {
                 let (own, at) = (loc_numbers(own)?, loc_numbers(at)?);
@@ -612,7 +634,7 @@ impl<'a> Rewriter<'a> {
             inserted,
             space_covered,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
-            base_line: head.matches('\n').count(),
+            base_line: memchr::memchr_iter(b'\n', head.as_bytes()).count(),
             label_lines: self.label_lines,
             locs: &locs,
             versioned_loop: &versioned_loop,
@@ -637,7 +659,7 @@ impl<'a> Rewriter<'a> {
             self.walk_line(&plans, &mut walk, i)?;
         }
         if let Some(f) = walk.func.take() {
-            self.add_stats(&f);
+            self.add_stats(f);
         }
         if walk.depth != 0 {
             let last = self.src.lines().count();
@@ -808,7 +830,7 @@ impl<'a> Rewriter<'a> {
         let mut opened_now = false;
         if w.func.is_none() && opens > 0 {
             if let Some(body) = plans.module.bodies.opening_at(i) {
-                let name = body.name.clone();
+                let name = &body.name;
                 let bounds = plans.bounds.get(&body.open).and_then(Option::as_ref);
                 if let Some(tags) = bounds.and_then(bounds::ParamBounds::tags) {
                     self.param_tags.kernels.insert(name.clone(), tags);
@@ -821,7 +843,7 @@ impl<'a> Rewriter<'a> {
                     block_checks: BlockChecks::default(),
                     fail_blocks: Vec::new(),
                     uses_shared_fail: false,
-                    spaces: plans.module_spaces.functions.get(&name).unwrap_or(&plans.no_spaces),
+                    spaces: plans.module_spaces.functions.get(name).unwrap_or(&plans.no_spaces),
                     uses_space_fail: false,
                     bounds,
                     nested: false,
@@ -900,18 +922,19 @@ impl<'a> Rewriter<'a> {
         }
         if closes_body {
             if let Some(f) = w.func.take() {
-                self.add_stats(&f);
+                self.add_stats(f);
             }
         }
         Ok(())
     }
 
-    /// Adds the counts of function `f` to the module's.
-    fn add_stats(&mut self, f: &FuncState) {
-        self.stats.functions.entry(f.name.clone()).or_default().add(&f.stats);
+    /// Adds the counts of function `f` (its body closed) to the module's.
+    fn add_stats(&mut self, f: FuncState) {
         if f.copy_stats != FunctionStats::default() {
             self.copy_stats.functions.entry(f.name.clone()).or_default().add(&f.copy_stats);
         }
+        // (Its name moved into the map, not copied.)
+        self.stats.functions.entry(f.name).or_default().add(&f.stats);
     }
 
     /// The prefetches planned before line `i`, and the branch of a batch whose first access it is.
@@ -1938,6 +1961,17 @@ impl BlockChecks {
 #[cfg(test)]
 mod loc_tests {
     use super::LocChain;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A `.loc`'s numbers read byte by byte are those the `char` split and `str::parse` read.
+        #[test]
+        fn loc_numbers_are_the_char_splits(text in "[0-9+\\-, \t\x0b\u{a0}a_]{0,24}|( ?[0-9]{1,11},?){0,4}") {
+            let mut nums = text.split(|c: char| c == ',' || c.is_whitespace()).filter_map(|s| s.parse().ok());
+            let by_chars = (|| Some((nums.next()?, nums.next()?, nums.next()?)))();
+            prop_assert_eq!(super::loc_numbers(&text), by_chars);
+        }
+    }
 
     /// nvcc's chain for `__pipeline_memcpy_async` called on line 11 of file 1: every level, and
     /// the code after it, is placed on the program's own line until the next plain `.loc`.
@@ -1957,5 +1991,20 @@ mod loc_tests {
         assert_eq!(c.resolve(" 4 7 1, function_name $x, inlined_at 5 8 2", &f), Some((5, 8, 2)));
         assert_eq!(c.resolve(" 4 7", &f), None);
         assert_eq!(c.resolve(" 4 7 1, inlined_at 5", &f), None);
+    }
+}
+
+#[cfg(test)]
+mod reserved_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Told whether the text holds `__gasan_`, the search for reserved names finds what it
+        /// finds searching for it.
+        #[test]
+        fn reserved_names_are_found_told_of_gasans_prefix(text in "(__gasan_|%gs|[ a-z_%\\n/]){0,16}") {
+            let holds = text.contains(super::RESERVED_PREFIXES[0]);
+            prop_assert_eq!(super::reserved_name(&text, holds), super::reserved_name(&text, true));
+        }
     }
 }

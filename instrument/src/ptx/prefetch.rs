@@ -281,6 +281,9 @@ fn pipeline(sc: &mut Scan<'_, '_, '_>, j: usize, base: &str, branches: &Branches
     Some(Pipelined { preheader: label_line, start, back_edge, chain, next_values })
 }
 
+/// Where an address can be had: the anchor line and the chain to recompute there ([`address_at`]).
+type Address = (usize, Vec<usize>);
+
 /// Per-module scan state: each candidate's block start (found walking back to the nearest boundary
 /// or the previous candidate); where registers are written is read from the bodies' one index of
 /// definitions (ir/defs.rs), built once however many candidates look at a body.
@@ -299,11 +302,14 @@ struct Scan<'l, 'a, 'm> {
     /// [`arithmetic_inputs`] of each line asked about: the chains of a block's candidates, and
     /// of one candidate's pipelining, batching and plain placement, pass the same lines.
     inputs: LineMap<Option<Operands<'a>>>,
+    /// [`address_at`] without reads, by the line it is asked before: (register, block start,
+    /// answer).
+    addresses: LineMap<(String, usize, Option<Address>)>,
 }
 
 impl<'l, 'a, 'm> Scan<'l, 'a, 'm> {
     fn new(lines: &'l [Line<'a>], defs: &'l ModuleDefs<'m, 'a>) -> Self {
-        Self { lines, bodies: defs.bodies(), defs, body_defs: None, starts: LineMap::default(), walk: None, inputs: LineMap::default() }
+        Self { lines, bodies: defs.bodies(), defs, body_defs: None, starts: LineMap::default(), walk: None, inputs: LineMap::default(), addresses: LineMap::default() }
     }
 
     /// The first line of `j`'s basic block (at most [`WINDOW`] lines back), or `None` when the block
@@ -451,6 +457,23 @@ fn earliest(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, before: usize, b
 /// chain (in line order) to recompute there; `None` when a chain line would lie above the anchor
 /// (it reads values final only there). Registers read at the anchor go to `reads`, if given.
 fn address_at(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, before: usize, mut reads: Option<&mut Vec<String>>) -> Option<(usize, Vec<usize>)> {
+    // (Without `reads`, a pure function of its arguments: asked again of an access that batching
+    // and then the plain placement both place, it is answered as before.)
+    if reads.is_none() {
+        if let Some((r, s, found)) = sc.addresses.get(&before) {
+            if r == reg && *s == start {
+                return found.clone();
+            }
+        }
+        let found = address_at_uncached(sc, reg, start, before, None);
+        sc.addresses.insert(before, (reg.to_string(), start, found.clone()));
+        return found;
+    }
+    address_at_uncached(sc, reg, start, before, reads.take())
+}
+
+/// [`address_at`], found.
+fn address_at_uncached(sc: &mut Scan<'_, '_, '_>, reg: &str, start: usize, before: usize, mut reads: Option<&mut Vec<String>>) -> Option<(usize, Vec<usize>)> {
     let (mut budget, mut chain) = (MAX_CHAIN, Vec::new());
     let at = earliest(sc, reg, start, before, &mut budget, &mut chain, &mut reads);
     chain.sort_unstable();
@@ -467,4 +490,39 @@ fn place(sc: &mut Scan<'_, '_, '_>, j: usize, base: &str, check_lines: &LineSet)
     }
     let (at, chain) = address_at(sc, base, start, j, None)?;
     (!chain.is_empty() && checks_in(at)).then_some((at, chain))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptx::ir::bodies::Bodies;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// An address asked again, in any order and after others, is the one found afresh.
+        #[test]
+        fn a_remembered_address_is_the_one_found_afresh(
+            body in proptest::collection::vec((0usize..5, 0usize..6, 0usize..6, 0usize..6), 1..14),
+            asks in proptest::collection::vec((0usize..6, 0usize..16), 1..12),
+        ) {
+            let ops = ["add.s64 %rd{a}, %rd{b}, %rd{c};", "mul.wide.s32 %rd{a}, %r{b}, 4;", "ld.global.u64 %rd{a}, [%rd{b}];", "mov.u64 %rd{a}, %rd{c};", "shl.b64 %rd{a}, %rd{b}, 2;"];
+            let mut text = String::from(".visible .entry k()\n{\n");
+            for (op, a, b, c) in &body {
+                text.push_str(&ops[*op].replace("{a}", &a.to_string()).replace("{b}", &b.to_string()).replace("{c}", &c.to_string()));
+                text.push('\n');
+            }
+            text.push_str("ret;\n}\n");
+            let lines = Line::read_all(text.split_inclusive('\n'));
+            let bodies = Bodies::scan(&lines);
+            let defs = ModuleDefs::new(&lines, &bodies);
+            let mut remembering = Scan::new(&lines, &defs);
+            let start = 2;
+            for (reg, before) in asks {
+                let (reg, before) = (format!("%rd{reg}"), start + before % (body.len() + 1));
+                let found = address_at(&mut remembering, &reg, start, before, None);
+                prop_assert_eq!(&found, &address_at_uncached(&mut Scan::new(&lines, &defs), &reg, start, before, None));
+                prop_assert_eq!(found, address_at(&mut remembering, &reg, start, before, None));
+            }
+        }
+    }
 }

@@ -13,7 +13,7 @@
 //! reports the module unbalanced).
 
 use super::func::FnHeader;
-use super::line::{count_braces, find_pair, Line};
+use super::line::{count_braces, find_byte, find_pair, Line};
 
 /// One function body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl Scanner {
             return;
         }
         let t = line.code;
-        if t.starts_with('.') && memchr::memchr(b'(', t.as_bytes()).is_some() {
+        if t.starts_with('.') && find_byte(b'(', t.as_bytes()).is_some() {
             if let Some((name, entry)) = FnHeader::name_on_line(t) {
                 self.pending = Some((name.to_string(), entry, i));
             }

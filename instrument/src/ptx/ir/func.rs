@@ -5,9 +5,9 @@
 //! header and prototype with it, and the shared/local provenance (spaces.rs) tells a function's own
 //! parameters from a call's by it.
 
-use super::access::{find_whitespace, rfind_whitespace, trim, trim_end, trim_start};
+use super::access::{ascii_whitespace, find_whitespace, rfind_whitespace, trim, trim_end, trim_start};
 use super::bodies::Body;
-use super::line::Line;
+use super::line::{comma_pieces, Line};
 
 /// One parameter (or return value) a header declares: `.param .align 8 .b8 name[16]`,
 /// `.param .u64 .ptr .align 1 name`, `.reg .b32 name`.
@@ -85,7 +85,7 @@ pub(in crate::ptx) fn matching_paren(s: &str, open: usize) -> Option<usize> {
 /// The declarations of a parameter list's text (between its parentheses), comma separated.
 fn params(list: &str) -> Vec<Param<'_>> {
     let mut out = Vec::new();
-    for piece in list.split(',') {
+    for piece in comma_pieces(list) {
         // (`str::trim`, `split_once` and `rfind` of `char::is_whitespace`, byte by byte where the
         // text is ASCII: access.rs' trims and [`find_whitespace`], and [`rfind_whitespace`].)
         let piece = trim(piece);
@@ -114,12 +114,34 @@ fn char_len(s: &str, p: usize) -> usize {
     s[p..].chars().next().map_or(0, char::len_utf8)
 }
 
+/// The words of `s` (split at whitespace) up to the first that does not begin with `.`:
+/// `s.split_whitespace().take_while(|w| w.starts_with('.'))`, split byte by byte where `s` is
+/// ASCII (the `char` splitter cost most of finding a header's name, and every body's header is
+/// read by the body scan and the parameter analysis).
+fn leading_directives(s: &str) -> impl Iterator<Item = &str> {
+    let ascii = s.is_ascii().then(|| {
+        let b = s.as_bytes();
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            while at < b.len() && ascii_whitespace(b[at]) {
+                at += 1;
+            }
+            let start = at;
+            while at < b.len() && !ascii_whitespace(b[at]) {
+                at += 1;
+            }
+            (start < at).then(|| &s[start..at])
+        })
+    });
+    let chars = (!s.is_ascii()).then(|| s.split_whitespace());
+    ascii.into_iter().flatten().chain(chars.into_iter().flatten()).take_while(|w| w.starts_with('.'))
+}
+
 /// Where a header's name is: `(entry, linkage, name's start, name's end)`.
 fn locate(text: &str) -> Option<(bool, bool, usize, usize)> {
     let first_paren = memchr::memchr(b'(', text.as_bytes()).unwrap_or(text.len());
-    let mut directives = text[..first_paren].split_whitespace().take_while(|w| w.starts_with('.'));
     let (mut entry, mut func, mut linkage, mut last) = (false, false, false, None);
-    for d in directives.by_ref() {
+    for d in leading_directives(&text[..first_paren]) {
         entry |= d == ".entry";
         func |= d == ".func";
         linkage |= matches!(d, ".visible" | ".weak" | ".extern" | ".common");
@@ -190,6 +212,15 @@ impl<'t> FnHeader<'t> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// A header's leading directives split byte by byte are `split_whitespace`'s.
+        #[test]
+        fn leading_directives_are_the_char_split(s in "[ \t\x0b\x0c\r\n\u{85}\u{a0}é.a-z_]{0,30}") {
+            let by_chars: Vec<&str> = s.split_whitespace().take_while(|w| w.starts_with('.')).collect();
+            prop_assert_eq!(leading_directives(&s).collect::<Vec<_>>(), by_chars);
+        }
+    }
 
     /// `params` as it read with `str`'s searches (before the byte-by-byte ones).
     fn params_by_chars(list: &str) -> Vec<Param<'_>> {

@@ -25,8 +25,10 @@ impl LabelLines {
     pub(in crate::ptx) fn split(ptx: &str) -> Option<Self> {
         // A cheap test first: a `:` followed on its line by more code, at all. Only the lines
         // holding a `:` are looked at (a label's line holds one; most lines hold none), each
-        // found from its `:` with `memchr` rather than by cutting the text into lines.
-        if !lines_with_colon(ptx).any(|l| label_len(l).is_some()) && !header_lines(ptx).any(|l| body_brace_len(l).is_some()) {
+        // found from its `:` with `memchr` rather than by cutting the text into lines; likewise
+        // the lines holding a `{` for a body's brace (a header's line holds one, and a `{` is
+        // rarer than a byte of `.entry`, which a substring search compares at every position).
+        if !lines_with(ptx, b':').any(|l| label_len(l).is_some()) && !lines_with(ptx, b'{').any(|l| body_brace_len(l).is_some()) {
             return None;
         }
         let mut text = String::with_capacity(ptx.len() + 64);
@@ -65,12 +67,12 @@ impl LabelLines {
     }
 }
 
-/// The lines of `text` (as `split_inclusive('\n')` cuts them) that hold a `:`, each once.
-fn lines_with_colon(text: &str) -> impl Iterator<Item = &str> {
+/// The lines of `text` (as `split_inclusive('\n')` cuts them) that hold byte `b`, each once.
+fn lines_with(text: &str, b: u8) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
-    // (The end of the last line given: a line holding several `:` is given once.)
+    // (The end of the last line given: a line holding several is given once.)
     let mut done = 0;
-    memchr::memchr_iter(b':', bytes).filter_map(move |c| {
+    memchr::memchr_iter(b, bytes).filter_map(move |c| {
         if c < done {
             return None;
         }
@@ -82,7 +84,9 @@ fn lines_with_colon(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The line of `text` around each `.entry` and `.func` in it (a line holding both is given twice:
-/// only asked whether any of them is one).
+/// only asked whether any of them is one). (What [`LabelLines::split`] asked before the lines
+/// holding a `{`.)
+#[cfg(test)]
 fn header_lines(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
     [".entry", ".func"].into_iter().flat_map(move |kind| memchr::memmem::find_iter(bytes, kind.as_bytes())).map(move |at| {
@@ -153,7 +157,16 @@ mod tests {
     fn lines_with_a_colon_are_the_lines_that_hold_one() {
         for t in ["", "a\n", "L:\n", "a\nL: x\nb::c:\n\nd:", ":\n:", "x\n\n:\n"] {
             let want: Vec<&str> = t.split_inclusive('\n').filter(|l| l.contains(':')).collect();
-            assert_eq!(lines_with_colon(t).collect::<Vec<_>>(), want, "{t:?}");
+            assert_eq!(lines_with(t, b':').collect::<Vec<_>>(), want, "{t:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A body's brace with code after it is on a line holding a `{` exactly where it is on
+        /// a line holding `.entry` or `.func`.
+        #[test]
+        fn a_body_brace_is_found_on_the_lines_holding_a_brace(text in "(\\.entry|\\.func|[ {};a-z()\n/]|//){0,30}") {
+            proptest::prop_assert_eq!(lines_with(&text, b'{').any(|l| body_brace_len(l).is_some()), header_lines(&text).any(|l| body_brace_len(l).is_some()));
         }
     }
 

@@ -8,7 +8,7 @@ use super::stmt::{ends_statement, kills_checks, label};
 /// The part of a line before a `//` comment (PTX has no string literals outside `.file`/`.section`).
 pub(in crate::ptx) fn strip_comment(line: &str) -> &str {
     match find_pair(line, b'/', b'/') {
-        Some(p) if memchr::memchr(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
+        Some(p) if find_byte(b'"', &line.as_bytes()[..p]).is_none() => &line[..p],
         _ => line,
     }
 }
@@ -658,13 +658,48 @@ pub(in crate::ptx) fn find_byte(needle: u8, hay: &[u8]) -> Option<usize> {
     chunks.remainder().iter().position(|&b| b == needle).map(|p| at + p)
 }
 
+/// `text.split_inclusive('\n')`, each line's end found with [`find_byte`] (the `char`
+/// searcher's setup per line cost more than the search, on the lines the rewriter writes itself
+/// and reads back).
+pub(in crate::ptx) fn split_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = find_byte(b'\n', rest.as_bytes()).map_or(rest.len(), |p| p + 1);
+        let (line, after) = rest.split_at(end);
+        rest = after;
+        Some(line)
+    })
+}
+
+/// `s.split(',')`, each `,` found with [`find_byte`] (`str::split` of a `char` sets up a searcher
+/// for each line's few bytes).
+pub(in crate::ptx) fn comma_pieces(s: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        Some(match find_byte(b',', r.as_bytes()) {
+            Some(p) => {
+                rest = Some(&r[p + 1..]);
+                &r[..p]
+            }
+            None => {
+                rest = None;
+                r
+            }
+        })
+    })
+}
+
 /// Byte offset of the two-byte sequence `ab` (cheaper than a substring searcher per line; the
-/// first byte is searched with `memchr`, which reads a word or a vector at a time).
+/// first byte is searched with [`find_byte`], a word at a time).
 #[inline]
 pub(in crate::ptx) fn find_pair(s: &str, a: u8, b: u8) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut from = 0;
-    while let Some(i) = memchr::memchr(a, &bytes[from..]) {
+    while let Some(i) = find_byte(a, &bytes[from..]) {
         let i = from + i;
         if bytes.get(i + 1) == Some(&b) {
             return Some(i);
@@ -693,7 +728,17 @@ pub(in crate::ptx) type Loc = (u32, u32, u32);
 pub(in crate::ptx) fn contains_dotted(s: &str, words: &[&str]) -> bool {
     debug_assert!(words.iter().all(|w| w.starts_with('.')));
     let b = s.as_bytes();
-    b.iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| b[i..].starts_with(w.as_bytes())))
+    // (Each `.` found with [`find_byte`], a word of the line at a time: most `.`-led lines are
+    // `.loc` and `.reg` lines, a few dots in a few dozen bytes.)
+    let mut from = 0;
+    while let Some(p) = find_byte(b'.', &b[from..]) {
+        let i = from + p;
+        if words.iter().any(|w| b[i..].starts_with(w.as_bytes())) {
+            return true;
+        }
+        from = i + 1;
+    }
+    false
 }
 
 /// Capacity a per-block map keeps once emptied. Emptying a map costs its capacity, not its
@@ -804,6 +849,26 @@ mod statement_pieces_tests {
             if line.is_lone_directive() {
                 prop_assert!(line.stmts().iter().all(|st| st.instr.is_none()), "{:?}", code);
             }
+        }
+
+        /// The dotted-word test found from each `.` is the test at every byte.
+        #[test]
+        fn contains_dotted_is_a_search_for_the_words(s in "[.a-z ;]{0,24}|\\.(loc|local|shared|sha|lo)[ .a-z]{0,8}", words in proptest::collection::vec("\\.[a-z]{0,6}", 1..3)) {
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            let searched = s.as_bytes().iter().enumerate().any(|(i, &c)| c == b'.' && words.iter().any(|w| s.as_bytes()[i..].starts_with(w.as_bytes())));
+            prop_assert_eq!(super::contains_dotted(&s, &words), searched);
+        }
+
+        /// Comma pieces are `str::split(',')`'s.
+        #[test]
+        fn comma_pieces_are_a_split(s in "[a,é ]{0,12}") {
+            prop_assert_eq!(super::comma_pieces(&s).collect::<Vec<_>>(), s.split(',').collect::<Vec<_>>());
+        }
+
+        /// Lines split with the byte search are `split_inclusive`'s.
+        #[test]
+        fn split_lines_is_split_inclusive(text in "[a\n\u{85}é]{0,12}|[a;\n]{60,90}") {
+            prop_assert_eq!(super::split_lines(&text).collect::<Vec<_>>(), text.split_inclusive('\n').collect::<Vec<_>>());
         }
 
         /// The line-length byte search finds what `memchr` finds.

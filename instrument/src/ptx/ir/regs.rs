@@ -2,7 +2,8 @@
 //! line of a body ([`DeclaredRegs`], the one rule every pass reads them by), and the width of a
 //! type ([`type_bits`]).
 
-use super::line::{find_pair, Line};
+use super::access::{find_whitespace, trim, trim_start};
+use super::line::{comma_pieces, find_byte, find_pair, Line};
 use rustc_hash::FxHashMap as HashMap;
 
 /// The register types declared above each line of one body, read as a pass goes down the body:
@@ -118,14 +119,29 @@ enum RegType {
 }
 
 impl RegType {
+    #[cfg(test)]
     const COMMON: [&'static str; 22] =
         ["pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128"];
 
     fn new(ty: &str) -> Self {
-        match Self::COMMON.iter().find(|c| **c == ty) {
+        match Self::common(ty) {
             Some(c) => RegType::Common(c),
             None => RegType::Other(ty.into()),
         }
+    }
+
+    /// `ty` when it is one of [`RegType::COMMON`]. (A `match`: its arms compare with constants of
+    /// known length, inlined, where a search of the list called `memcmp` for most names.)
+    fn common(ty: &str) -> Option<&'static str> {
+        macro_rules! one_of {
+            ($($t:literal),*) => {
+                match ty {
+                    $($t => Some($t),)*
+                    _ => None,
+                }
+            };
+        }
+        one_of!("pred", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "u128", "s128")
     }
 
     fn as_str(&self) -> &str {
@@ -151,23 +167,18 @@ impl RegTypes {
 
     fn declare(&mut self, decl: &str) {
         // `.reg .b32 %r<5>` or `.reg .pred %p, %q`
-        let Some((_, rest)) = decl.trim_start().split_once(char::is_whitespace) else { return }; // .reg
-        let rest = rest.trim_start();
-        let (ty, names) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-        if ty.is_empty() {
-            return;
-        }
+        let Some((ty, names)) = split_declaration(decl) else { return };
         let ty = RegType::new(ty.trim_start_matches('.'));
-        for name in names.split(',') {
+        for name in comma_pieces(names) {
             // (Whitespace inside a name, `%r  <5>`, becomes one space, as it always has.)
-            let name: std::borrow::Cow<'_, str> = match name.trim() {
+            let name: std::borrow::Cow<'_, str> = match trim(name) {
                 n if n.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r')) || !n.is_ascii() && n.contains(char::is_whitespace) => {
                     n.split_whitespace().collect::<Vec<_>>().join(" ").into()
                 }
                 n => n.into(),
             };
             let name = name.as_ref();
-            if let Some(p) = memchr::memchr(b'<', name.as_bytes()) {
+            if let Some(p) = find_byte(b'<', name.as_bytes()) {
                 self.set_prefix(&name[..p], ty.clone());
             } else if !name.is_empty() {
                 self.names.insert(name.to_string(), ty.clone());
@@ -212,6 +223,20 @@ impl RegTypes {
         let prefix = reg.trim_end_matches(|c: char| c.is_ascii_digit());
         self.prefix_at(prefix).map(|k| self.prefixes[k].1.as_str())
     }
+}
+
+/// A `.reg` declaration's type (with its `.`) and the names after it: `.reg .b32 %r<5>, %x` is
+/// (`.b32`, `%r<5>, %x`). `None` without a type. (Split and trimmed byte by byte while the text
+/// is ASCII, as `str::split_once(char::is_whitespace)` and `str::trim_start` split it: a body's
+/// declarations are read by each pass that follows its registers, and the `char` searchers'
+/// setup cost most of a declaration.)
+fn split_declaration(decl: &str) -> Option<(&str, &str)> {
+    // `s.split_once(char::is_whitespace)`.
+    let split = |s| find_whitespace(s).map(|w| (&s[..w], &s[w + s[w..].chars().next().map_or(1, char::len_utf8)..]));
+    let (_, rest) = split(trim_start(decl))?; // `.reg`
+    let rest = trim_start(rest);
+    let (ty, names) = split(rest).unwrap_or((rest, ""));
+    (!ty.is_empty()).then_some((ty, names))
 }
 
 pub(in crate::ptx) fn type_bits(ty: &str) -> Option<u32> {
@@ -265,7 +290,27 @@ mod tests {
         assert_eq!(types_at(text, "%s"), vec![None::<String>; 8]);
     }
 
+    /// The declaration's split as `char` searches make it (what [`split_declaration`] replaced).
+    fn split_declaration_by_chars(decl: &str) -> Option<(&str, &str)> {
+        let (_, rest) = decl.trim_start().split_once(char::is_whitespace)?;
+        let rest = rest.trim_start();
+        let (ty, names) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        (!ty.is_empty()).then_some((ty, names))
+    }
+
     proptest! {
+        /// The common types are found as a search of their list finds them.
+        #[test]
+        fn a_common_type_is_one_of_the_list(ty in "(pred|[busf](8|16|32|64|128)|bf16|f16x2|bf16x2|[a-z0-9]{0,6})") {
+            prop_assert_eq!(RegType::common(&ty), RegType::COMMON.iter().find(|c| **c == ty).copied());
+        }
+
+        /// The byte-level split of a declaration is the `char` searches', ASCII or not.
+        #[test]
+        fn a_declaration_splits_as_the_char_searches_split_it(decl in "[ \t\x0b\x0c\r\n\u{85}\u{a0}\u{3000}é.a-z%<>0-9,]{0,24}") {
+            prop_assert_eq!(split_declaration(&decl), split_declaration_by_chars(&decl));
+        }
+
         /// Asked in any order, the cursor gives at each line what a fresh read of the body to
         /// that line gives.
         #[test]
