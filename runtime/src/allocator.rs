@@ -197,7 +197,7 @@ pub struct Allocator {
     retired: Arc<Condvar>,
     /// Freed large blocks are unmapped by a thread of gasan's own (`unmap_thread`), until
     /// [`Self::stop_unmap_thread`].
-    unmap_thread: std::sync::atomic::AtomicBool,
+    unmap_thread: Arc<std::sync::atomic::AtomicBool>,
     /// Run first on the unmap thread (the runtime makes the device's context current there).
     unmap_thread_setup: Option<Arc<dyn Fn() + Send + Sync>>,
     scale: Scale,
@@ -224,8 +224,9 @@ fn round_up(x: u64, a: u64) -> u64 {
 
 /// The unmap thread: retires the freed large blocks queued in `retiring`, one at a time, settling
 /// the pool's books under the lock and unmapping outside it (the program's thread waits for the
-/// lock at most for the books), then taking the chunks back. Ends once its allocator is gone.
-fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup: Option<Arc<dyn Fn() + Send + Sync>>) {
+/// lock at most for the books), then taking the chunks back. Ends once its allocator is gone. A
+/// failed unmap (its chunks are never reused) turns it off: the freeing threads unmap from then on.
+fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup: Option<Arc<dyn Fn() + Send + Sync>>, on: Arc<std::sync::atomic::AtomicBool>) {
     static UNMAP: CallTimes = CallTimes::new("large block: unmap (gasan's thread)", call_times::Kind::Own);
     if let Some(s) = setup {
         s();
@@ -243,8 +244,17 @@ fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup:
         drop(g);
         let unmapped = detached.map(|d| call_times::timed(&UNMAP, || d.unmap()));
         let mut g = inner.lock().unwrap();
-        if let Ok((back, _)) = unmapped {
-            g.pool.take_back(back);
+        let failed = match unmapped {
+            Ok((back, r)) => {
+                g.pool.take_back(back);
+                r.err()
+            }
+            Err(e) => Some(e),
+        };
+        if let Some(e) = failed {
+            if on.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                crate::log::log(0, || format!("WARNING: gasan's unmap thread could not retire a freed block ({e}); freed large blocks are unmapped by the freeing thread from now on"));
+            }
         }
         g.retiring_busy = g.retiring_busy.saturating_sub(1);
         drop(g);
@@ -299,7 +309,7 @@ impl Allocator {
         let half = base + win.size / 2;
         Allocator {
             retired: Arc::new(Condvar::new()),
-            unmap_thread: opts.unmap_thread.into(),
+            unmap_thread: Arc::new(opts.unmap_thread.into()),
             unmap_thread_setup: None,
             inner: Arc::new(Mutex::new(Inner {
                 pool,
@@ -459,8 +469,8 @@ impl Allocator {
         // A forked child inherits the books, not the thread: what that thread had taken is
         // never unmapped here (its chunks stay out of the cache).
         g.retiring_busy = 0;
-        let (inner, wake, setup) = (Arc::downgrade(&self.inner), self.retired.clone(), self.unmap_thread_setup.clone());
-        let started = std::thread::Builder::new().name("gasan-unmap".into()).spawn(move || unmap_thread(inner, wake, setup)).is_ok();
+        let (inner, wake, setup, on) = (Arc::downgrade(&self.inner), self.retired.clone(), self.unmap_thread_setup.clone(), self.unmap_thread.clone());
+        let started = std::thread::Builder::new().name("gasan-unmap".into()).spawn(move || unmap_thread(inner, wake, setup, on)).is_ok();
         if started {
             g.unmap_thread_pid = pid;
         }
