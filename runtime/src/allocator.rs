@@ -18,7 +18,9 @@
 //!   freed blocks stay poisoned (shadow 0) and described as freed forever. When a full slab has no
 //!   live block left it is retired (physical memory unmapped, VA never handed out again, shadow
 //!   reads 0: checked accesses report use-after-free, unchecked ones fault and are attributed).
-//!   Large blocks are retired when freed.
+//!   Large blocks are retired when freed (or when they leave the quarantine): the books at once,
+//!   the unmapping by a thread of gasan's own (`unmap_thread`; [`Allocator::settle_unmaps`]
+//!   waits for it), so the program's thread does not wait for the driver's unmaps.
 //! * Physical memory is held after a free only for stream-ordered frees (`cuMemFreeAsync`), whose
 //!   unmapping must wait for the stream: those wait in a FIFO bounded by `quarantine_size_mb`.
 //!   Holding memory of synchronous frees would detect nothing more, only use memory.
