@@ -527,16 +527,9 @@ impl Pool {
         for op in ops {
             match op {
                 plan::Op::UnmapChunk { va, tags } => {
-                    let (h, _) = self.committed.remove(&va).ok_or(UvmError::NotCommitted(va))?;
+                    let h = self.forget_commitment(va, tags)?;
                     let windows: Vec<(u64, u64, u64)> = plan::tag_windows(tags).map(|t| va + t * self.win.size).map(|w| (w, self.shadow_addr(w), self.gran >> self.shift)).collect();
-                    for &(w, _, _) in &windows {
-                        for idx in plan::shadow_chunks(self.base, self.shift, self.gran, w, self.gran) {
-                            if let Some(e) = self.shadow.get_mut(&idx) {
-                                e.1 -= 1;
-                            }
-                        }
-                    }
-                    self.counters.committed_bytes -= self.gran;
+                    self.count_retirement(1, 0);
                     self.detached.insert(va);
                     d.unmaps.push(DetachedUnmap { canonical: va, windows, chunk: h });
                 }
@@ -547,7 +540,7 @@ impl Pool {
                 }
             }
         }
-        self.counters.retired_bytes += len;
+        self.count_retirement(0, len);
         Ok(d)
     }
 
@@ -564,9 +557,28 @@ impl Pool {
     fn apply_retirement(&mut self, ops: &[plan::Op], len: u64) -> Result<(), UvmError> {
         let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
         self.apply(ops, Memory::Device)?;
+        self.count_retirement(unmapped, len);
+        Ok(())
+    }
+
+    /// Counts `unmapped` chunks no longer committed and `len` bytes retired.
+    fn count_retirement(&mut self, unmapped: u64, len: u64) {
         self.counters.committed_bytes -= unmapped * self.gran;
         self.counters.retired_bytes += len;
-        Ok(())
+    }
+
+    /// Drops canonical chunk `va` from the books: no longer committed, no longer counted by the
+    /// shadow chunks describing it in the windows of `tags`. Returns its physical chunk.
+    fn forget_commitment(&mut self, va: u64, tags: u64) -> Result<ChunkHandle, UvmError> {
+        let (h, _) = self.committed.remove(&va).ok_or(UvmError::NotCommitted(va))?;
+        for t in plan::tag_windows(tags) {
+            for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.win.size, self.gran) {
+                if let Some(e) = self.shadow.get_mut(&idx) {
+                    e.1 -= 1;
+                }
+            }
+        }
+        Ok(h)
     }
 
     /// [`Self::retire_tagged`] of a range whose shadow the caller has already zeroed in every
@@ -669,15 +681,8 @@ impl Pool {
                 for t in plan::tag_windows(tags) {
                     self.backend.unmap(va + t * self.win.size, self.gran)?;
                 }
-                self.committed.remove(&va);
+                self.forget_commitment(va, tags)?;
                 self.cache_chunk(h);
-                for t in plan::tag_windows(tags) {
-                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.win.size, self.gran) {
-                        if let Some(e) = self.shadow.get_mut(&idx) {
-                            e.1 -= 1;
-                        }
-                    }
-                }
                 return Ok(Some(self.memory_of_chunk(h)));
             }
             Op::ReleaseShadow { idx } => {
