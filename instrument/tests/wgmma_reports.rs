@@ -2,7 +2,9 @@
 //! `matmul` with the alignment hints PyTorch's tensors get, compiled by Triton 3.6.0 for sm_90a:
 //! tests/data/triton_matmul_hinted.ptx) issues its tiles' copies and checks while a `wgmma` group
 //! is in flight. With the checks' branches to report blocks that never come back, ptxas serialized
-//! its `wgmma` (C7518, REVISION 87); reporting through predicated calls it does not.
+//! its `wgmma` (C7518, REVISION 87); reporting through predicated calls it does not. Triton's
+//! attention (tests/data/triton_attention_hinted.ptx) waits for every group and needs that only in
+//! its loop (REVISION 99).
 
 mod common;
 use common::*;
@@ -27,6 +29,31 @@ fn a_pipelined_wgmma_matmul_keeps_its_wgmma_unserialized() {
         assert!(checked.contains("call __gasan_halt_global") && checked.contains("call __gasan_halt_space"), "{name}: reports through calls");
         let report = ptxas_report(&dir, name, &checked);
         assert!(!report.contains("C7518"), "{name}: ptxas serialized the checked kernel's wgmma:\n{report}");
+    }
+}
+
+#[test]
+fn an_attention_waiting_for_every_group_keeps_its_wgmma_unserialized() {
+    // Triton's attention forward (jit/triton/kernels.py `attention_fwd_hinted`, compiled by Triton
+    // 3.6.0 for sm_90a) waits for every group (`wgmma.wait_group 0`), so no group is in flight
+    // outside its loop; with every stub jumping to a report block that never comes back, ptxas
+    // still serialized its `wgmma` (C7518, REVISION 98): its loop's checked copy checks between
+    // an iteration's issue and its wait. Only stubs in loops report through calls.
+    let dir = scratch("wgmma-attention");
+    let native = include_str!("data/triton_attention_hinted.ptx");
+    assert!(native.contains("wgmma.wait_group.sync.aligned 0;") && !native.contains("wgmma.wait_group.sync.aligned 1;"));
+    assert!(!ptxas_report(&dir, "native", native).contains("C7518"));
+    for (name, opts) in [("default", InstrumentOptions::default()), ("scale7", InstrumentOptions { scale: gasan_instrument::shadow::Scale::S7, ..Default::default() })] {
+        let checked = instrument_ptx(native, &opts).unwrap().ptx;
+        let report = ptxas_report(&dir, name, &checked);
+        assert!(!report.contains("C7518"), "{name}: ptxas serialized the checked kernel's wgmma:\n{report}");
+        // The loop's checks rejoin; those before it (the pipeline's prologue) keep their jumps.
+        let first_loop = checked.find("$gasan_loop0:").expect("the K loop is versioned");
+        let calls = checked.match_indices("call __gasan_halt_").count();
+        assert!(calls > 0, "{name}: the loop's stubs report through calls");
+        let before = &checked[..first_loop];
+        let plain_before = before.matches("bra $gasan_fail_").count();
+        assert!(plain_before > 0 && !before.contains("$gasan_rejoin_"), "{name}: checks before the loop keep their plain jumps");
     }
 }
 

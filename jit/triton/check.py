@@ -16,10 +16,13 @@ jit/triton/kernels.py:
   under its check's verdict `@%gsgN` instead, which that block sets from the guard the access has
   in Triton's PTX.
 
+* ptxas (PTXAS) does not serialize the checked kernel's `wgmma` (C7518) where it does not
+  serialize the native one's (jit/FORMS.md item 2 and item 8).
+
 It writes the census of Triton's access forms, with what the rewriter does with each (checked,
 skipped with `stats`'s reason), as Markdown to FORMS_OUT.
 
-Usage: python3 check.py NATIVE_DIR CHECKED_DIR GASAN_PTX REVISION FORMS_OUT
+Usage: python3 check.py NATIVE_DIR CHECKED_DIR GASAN_PTX REVISION FORMS_OUT PTXAS
 """
 
 import collections
@@ -292,6 +295,12 @@ FORMS = [
 ]
 
 
+def serialized(ptxas, ptx):
+    """Whether ptxas (Triton's flags) reports that it serialized `ptx`'s wgmma (C7518)."""
+    out = subprocess.run([ptxas, "-lineinfo", "-v", "--gpu-name=sm_90a", ptx, "-o", os.devnull], check=True, capture_output=True, text=True)
+    return "C7518" in out.stdout + out.stderr
+
+
 def census(ptx):
     counts = collections.Counter()
     for line in open(ptx):
@@ -307,7 +316,7 @@ def census(ptx):
 
 
 def main():
-    native_dir, checked_dir, gasan_ptx, revision, forms_out = sys.argv[1:6]
+    native_dir, checked_dir, gasan_ptx, revision, forms_out, ptxas = sys.argv[1:7]
     revision = int(revision)
     names = sorted(os.path.basename(p)[:-6] for p in glob.glob(os.path.join(checked_dir, "*.cubin")))
     assert names, f"no cubins in {checked_dir}"
@@ -343,6 +352,8 @@ def main():
             failures.append(f"{name}: {global_sites} global sites, gasan-ptx stats counts {st['checked']} checks and {st['copy_checked']} in fast loop copies")
         for failure in tag_failures(name, t[0], open(checked_ptx).read()):
             failures.append(failure)
+        if serialized(ptxas, checked_ptx) and not serialized(ptxas, ptx):
+            failures.append(f"{name}: ptxas serializes the checked kernel's wgmma (C7518), not the native one's")
         bad, guarded, range_tested = predicate_scan(checked_ptx, ptx)
         for line, text in bad[:5]:
             failures.append(f"{name}: checked PTX line {line}: no check under the access's own guard: {text}")

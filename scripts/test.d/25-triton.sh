@@ -11,6 +11,7 @@
 #   `gasan-ptx stats` counts, sites on the kernel's Python lines; native cubins carry neither;
 # - every guarded global access in the checked PTX is checked under its own guard (a masked-off
 #   lane is never reported);
+# - ptxas serializes no checked kernel's wgmma (C7518) where it does not serialize the native one's;
 # - a native run after the checked one gets the same native cubins as before (the shared Triton
 #   cache never hands a checked cubin to a native run, nor the reverse);
 # - under gasan-run, with no real ptxas named, Triton's bundled ptxas runs behind the front end,
@@ -54,7 +55,7 @@ TRITON_PTXAS_PATH="$cuda/bin/ptxas" python3 jit/triton/kernels.py "$tmp/native-a
 for c in "$tmp"/native/*.cubin; do
   cmp -s "$c" "$tmp/native-again/${c##*/}" || { echo "${c##*/}: a native run after the checked one got another cubin"; exit 1; }
 done
-python3 jit/triton/check.py "$tmp/native" "$tmp/checked" target/release/gasan-ptx "$revision" "$tmp/forms.md"
+python3 jit/triton/check.py "$tmp/native" "$tmp/checked" target/release/gasan-ptx "$revision" "$tmp/forms.md" "$cuda/bin/ptxas"
 
 # gasan-run with no real ptxas named: the front end finds the running Triton's bundled ptxas.
 target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 -c '

@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 98;
+pub const REVISION: u32 = 99;
 
 /// Instruments a PTX module.
 ///
@@ -461,17 +461,20 @@ fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<L
     locs
 }
 
-/// Whether `text` waits for `wgmma` groups leaving some in flight (`wgmma.wait_group N`, N > 0):
-/// code between such a wait and the groups' issue runs while they are, and ptxas serializes the
-/// `wgmma` of a function where branches that never come back lie there
-/// ([`emit::reports_through_calls`]).
-fn wgmma_in_flight(text: &str) -> bool {
+/// How `text` waits for `wgmma` groups: `None` where it never does, else whether some wait leaves
+/// groups in flight (`wgmma.wait_group N`, N > 0). ptxas serializes the `wgmma` of a function where
+/// branches that never come back lie while a group is in flight ([`emit::reports_through_calls`]):
+/// with waits for all groups (N = 0) that is only between an issue and its wait, in a loop.
+fn wgmma_waits(text: &str) -> Option<emit::Rejoin> {
     const WAIT: &str = "wgmma.wait_group";
-    memchr::memmem::find_iter(text.as_bytes(), WAIT.as_bytes()).any(|at| {
+    let mut waits = memchr::memmem::find_iter(text.as_bytes(), WAIT.as_bytes()).peekable();
+    waits.peek()?;
+    let in_flight = waits.any(|at| {
         let rest = &text[at + WAIT.len()..];
         let n = rest.trim_start_matches(|c: char| c == '.' || c.is_ascii_alphabetic()).trim_start();
         n.split(|c: char| !c.is_ascii_digit()).next().and_then(|d| d.parse::<u32>().ok()).is_some_and(|n| n > 0)
-    })
+    });
+    Some(if in_flight { emit::Rejoin::All } else { emit::Rejoin::Loops })
 }
 
 /// The whitespace a line starts with: the indent of the lines written for it (borrowed, not
@@ -507,9 +510,9 @@ struct FuncState<'p> {
     bounds: Option<&'p bounds::ParamBounds>,
     /// Where its text begins in the output.
     out_start: usize,
-    /// It keeps `wgmma` groups in flight: halt mode's reports rejoin their checks
+    /// It waits for `wgmma` groups: which of halt mode's reports rejoin their checks
     /// ([`emit::reports_through_calls`]).
-    wgmma: bool,
+    wgmma: Option<emit::Rejoin>,
     /// Its counts so far, and those of its statements in fast loop copies: added to the module's
     /// ([`Rewriter::stats`], [`Rewriter::copy_stats`]) when the body closes (a statement's counts
     /// found no map entry by the function's name).
@@ -540,9 +543,8 @@ struct Rewriter<'a> {
     top_params: rustc_hash::FxHashSet<String>,
     /// Where the text's lines were in the input, when labels were moved to lines of their own.
     label_lines: Option<&'a labels::LabelLines>,
-    /// Halt mode, in a module that keeps `wgmma` groups in flight ([`wgmma_in_flight`]): its
-    /// functions that do report through calls ([`emit::halt_functions`]).
-    /// calls ([`emit::halt_functions`]).
+    /// Halt mode, in a module that waits for `wgmma` groups ([`wgmma_waits`]): its functions that
+    /// do report through calls ([`emit::halt_functions`]).
     wgmma: bool,
 }
 
@@ -564,7 +566,7 @@ impl<'a> Rewriter<'a> {
             counting: false,
             top_params: Default::default(),
             label_lines: None,
-            wgmma: !opts.recover && wgmma_in_flight(src),
+            wgmma: !opts.recover && wgmma_waits(src).is_some(),
         })
     }
 
@@ -850,10 +852,16 @@ impl<'a> Rewriter<'a> {
                     out_start: self.out.len(),
                     stats: FunctionStats::default(),
                     copy_stats: FunctionStats::default(),
-                    wgmma: self.wgmma
-                        && plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)]
+                    wgmma: if self.wgmma {
+                        plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)]
                             .iter()
-                            .any(|l| l.stmts().iter().any(|s| s.text.starts_with("wgmma.wait_group") && wgmma_in_flight(s.text))),
+                            .flat_map(|l| l.stmts())
+                            .filter(|s| s.text.starts_with("wgmma.wait_group"))
+                            .filter_map(|s| wgmma_waits(s.text))
+                            .max()
+                    } else {
+                        None
+                    },
                 });
                 // (Its entry in the module's counts is made when they are added: add_stats.)
                 opened_now = true;
@@ -1167,9 +1175,9 @@ impl<'a> Rewriter<'a> {
         } else {
             invalidate_defs(f, line.dests());
         }
-        if f.wgmma && !self.counting {
+        if let (Some(rejoin), false) = (f.wgmma, self.counting) {
             let mut body = self.out.split_off(f.out_start);
-            let (shared, space) = emit::reports_through_calls(&mut body, &mut f.fail_blocks);
+            let (shared, space) = emit::reports_through_calls(&mut body, &mut f.fail_blocks, rejoin);
             self.out.push_str(&body);
             f.uses_shared_fail &= shared;
             f.uses_space_fail &= space;
