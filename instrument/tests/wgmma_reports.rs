@@ -2,9 +2,10 @@
 //! `matmul` with the alignment hints PyTorch's tensors get, compiled by Triton 3.6.0 for sm_90a:
 //! tests/data/triton_matmul_hinted.ptx) issues its tiles' copies and checks while a `wgmma` group
 //! is in flight. With the checks' branches to report blocks that never come back, ptxas serialized
-//! its `wgmma` (C7518, REVISION 87); reporting through predicated calls it does not. Triton's
-//! attention (tests/data/triton_attention_hinted.ptx) waits for every group and needs that only in
-//! its loop (REVISION 99).
+//! its `wgmma` (C7518, REVISION 87); reporting through calls where a group can be in flight (in
+//! loops, and between an issue and its wait: REVISION 100) it does not. Triton's attention
+//! (tests/data/triton_attention_hinted.ptx), which waits for every group, was serialized until
+//! REVISION 99.
 
 mod common;
 use common::*;
@@ -29,7 +30,16 @@ fn a_pipelined_wgmma_matmul_keeps_its_wgmma_unserialized() {
         assert!(checked.contains("call __gasan_halt_global") && checked.contains("call __gasan_halt_space"), "{name}: reports through calls");
         let report = ptxas_report(&dir, name, &checked);
         assert!(!report.contains("C7518"), "{name}: ptxas serialized the checked kernel's wgmma:\n{report}");
+        checks_before_the_loop_keep_their_jumps(name, &checked);
     }
+}
+
+/// No group is in flight before the K loop's first issue: the checks there (the pipeline's
+/// prologue) keep their plain jumps to report blocks, which cost their fast path nothing.
+fn checks_before_the_loop_keep_their_jumps(name: &str, checked: &str) {
+    let first_loop = checked.find("$gasan_loop0:").expect("the K loop is versioned");
+    let before = &checked[..first_loop];
+    assert!(before.contains("bra $gasan_fail_") && !before.contains("$gasan_rejoin_"), "{name}: checks before the loop keep their plain jumps");
 }
 
 #[test]
@@ -38,7 +48,7 @@ fn an_attention_waiting_for_every_group_keeps_its_wgmma_unserialized() {
     // 3.6.0 for sm_90a) waits for every group (`wgmma.wait_group 0`), so no group is in flight
     // outside its loop; with every stub jumping to a report block that never comes back, ptxas
     // still serialized its `wgmma` (C7518, REVISION 98): its loop's checked copy checks between
-    // an iteration's issue and its wait. Only stubs in loops report through calls.
+    // an iteration's issue and its wait. Stubs in loops report through calls.
     let dir = scratch("wgmma-attention");
     let native = include_str!("data/triton_attention_hinted.ptx");
     assert!(native.contains("wgmma.wait_group.sync.aligned 0;") && !native.contains("wgmma.wait_group.sync.aligned 1;"));
@@ -47,13 +57,8 @@ fn an_attention_waiting_for_every_group_keeps_its_wgmma_unserialized() {
         let checked = instrument_ptx(native, &opts).unwrap().ptx;
         let report = ptxas_report(&dir, name, &checked);
         assert!(!report.contains("C7518"), "{name}: ptxas serialized the checked kernel's wgmma:\n{report}");
-        // The loop's checks rejoin; those before it (the pipeline's prologue) keep their jumps.
-        let first_loop = checked.find("$gasan_loop0:").expect("the K loop is versioned");
-        let calls = checked.match_indices("call __gasan_halt_").count();
-        assert!(calls > 0, "{name}: the loop's stubs report through calls");
-        let before = &checked[..first_loop];
-        let plain_before = before.matches("bra $gasan_fail_").count();
-        assert!(plain_before > 0 && !before.contains("$gasan_rejoin_"), "{name}: checks before the loop keep their plain jumps");
+        assert!(checked.contains("call __gasan_halt_"), "{name}: the loop's stubs report through calls");
+        checks_before_the_loop_keep_their_jumps(name, &checked);
     }
 }
 

@@ -1179,18 +1179,6 @@ fn marked(line: &str) -> Option<&str> {
     line.trim_end().strip_suffix(MARKER).map(str::trim)
 }
 
-/// Which of a function's check stubs report through calls ([`reports_through_calls`]): those in
-/// loops, where a function waiting for every `wgmma` group (`wgmma.wait_group 0`) has groups in
-/// flight between an iteration's issue and its wait (Triton's attention, whose checks before its
-/// loop then keep their plain branches: 1,183 SASS instructions there against 1,388 with every
-/// stub rejoining, native 293); or all, where some wait leaves groups in flight after it (the
-/// pipelined matmul: jumps outside the loop alone serialized it too).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Rejoin {
-    Loops,
-    All,
-}
-
 /// The target of a branch line (`[@P] bra[.uni] LABEL;`, any line of the checked text).
 fn branch_target(line: &str) -> Option<&str> {
     let code = line.split("//").next().unwrap_or("").trim();
@@ -1204,18 +1192,26 @@ fn branch_target(line: &str) -> Option<&str> {
     (!label.is_empty() && !label.contains([' ', ',', '\t'])).then_some(label)
 }
 
-/// The line spans of the checked text's loops: from each label to the last branch back to it.
-fn loop_spans(lines: &[&str]) -> Vec<(usize, usize)> {
+/// The line spans of the checked text where a `wgmma` group can be in flight: each loop (from a
+/// label to a branch back to it), and from each `wgmma.mma_async` to the next `wgmma.wait_group`.
+fn in_flight_spans(lines: &[&str]) -> Vec<(usize, usize)> {
     let mut label_at: HashMap<&str, usize> = HashMap::default();
     let mut spans = Vec::new();
+    let mut issued: Option<usize> = None;
     for (k, line) in lines.iter().enumerate() {
         let code = line.split("//").next().unwrap_or("").trim();
         if let Some(label) = code.strip_suffix(':').filter(|l| !l.contains(char::is_whitespace)) {
             label_at.insert(label, k);
         } else if let Some(&start) = branch_target(line).and_then(|l| label_at.get(l)) {
             spans.push((start, k));
+        } else if code.starts_with("wgmma.mma_async") {
+            issued.get_or_insert(k);
+        } else if code.starts_with("wgmma.wait_group") {
+            spans.extend(issued.take().map(|start| (start, k)));
         }
     }
+    // (Issued and never waited for in the text: in flight to its end.)
+    spans.extend(issued.map(|start| (start, lines.len())));
     spans
 }
 
@@ -1227,8 +1223,10 @@ fn guarded_branch(line: &str) -> Option<(&str, &str)> {
     (label.starts_with("$gasan_") && !label.contains([' ', ','])).then_some((guard, label))
 }
 
-/// Halt mode in a function that uses `wgmma`: each check's out-of-line stub (which names the site
-/// and jumps to the report block, which traps) ends in a call of the block's module function
+/// Halt mode in a function that waits for `wgmma` groups: the out-of-line stub of each check
+/// where a group can be in flight ([`in_flight_spans`]: in a loop, or between an issue and its
+/// wait), which names the site and jumps to the report block (which traps), ends in a call of
+/// the block's module function
 /// ([`halt_functions`]) and a jump back to a label right after the check, instead of its jump to
 /// the block. ptxas serializes a loop's `wgmma` when a branch to code that never comes back lies
 /// where a group is in flight (C7518, "wgmma.mma_async instructions are serialized due to program
@@ -1237,15 +1235,20 @@ fn guarded_branch(line: &str) -> Option<(&str, &str)> {
 /// threads stay converged. The check's own branch is unchanged: its fast path gains only the
 /// rejoin (a predicated call at the check instead made ptxas select the report registers on every
 /// pass: the matmul's fast loop grew from 371 to 702 SASS instructions). The call never returns
-/// (the function traps), so where the stub jumps back to does not matter to the program.
+/// (the function traps), so where the stub jumps back to does not matter to the program. Stubs
+/// of checks where no group is in flight keep their jumps: Triton's attention waits for every
+/// group, and only its loop's checked copy checks between an issue and its wait; with every stub
+/// rejoining, its code before the loop grew from 1,183 to 1,388 SASS instructions on a clean
+/// launch's path (native 293), and the pipelined matmul's from 1,843 to 2,268 (native 429). The
+/// stubs in loops alone keep ptxas from serializing either (ptxas 13.0, sm_90a; jit/FORMS.md).
 ///
 /// Converted: a stub branched to from one line at the body's level or in a check block there (the
 /// jump back needs a label at that level: PTX labels are scoped by block), with no control of its own
 /// (the outside verdict's resume and group rechecks keep their branches), and a branch from such
 /// a line to the report block itself (given a stub of its own). `body`: the function's text so
 /// far, from its opening brace; `stubs`: its out-of-line blocks. Returns whether a jump to each
-/// report block is left. `rejoin`: which of them ([`Rejoin`]).
-pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>, rejoin: Rejoin) -> (bool, bool) {
+/// report block is left.
+pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) -> (bool, bool) {
     // Each stub with no control of its own: its report block.
     let mut plain: HashMap<String, ReportBlock> = HashMap::default();
     for block in stubs.iter() {
@@ -1285,10 +1288,8 @@ pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>, 
             }
         }
     }
-    if rejoin == Rejoin::Loops {
-        let spans = loop_spans(&lines);
-        branches.retain(|&(k, _)| spans.iter().any(|&(s, e)| (s..=e).contains(&k)));
-    }
+    let spans = in_flight_spans(&lines);
+    branches.retain(|&(k, _)| spans.iter().any(|&(s, e)| (s..=e).contains(&k)));
     // Where each converted branch's check block ends (the line after which depth is 1 again).
     // (Several checks of one block rejoin after it: a label each.)
     let mut resume_after: HashMap<usize, Vec<String>> = HashMap::default();
@@ -1374,16 +1375,18 @@ mod rejoin_tests {
     fn every_check_of_a_block_and_every_branch_at_the_body_level_rejoins_at_a_label_of_its_own() {
         // A check block with two probes (each its own stub), a branch at the body's level to the
         // report block itself, and a stub with control of its own (kept).
-        let mut body = String::from("{\n");
+        // All of it while a `wgmma` group is in flight.
+        let mut body = String::from("{\n\twgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1}, %rd8, %rd9, 1, 1, 1, 0, 0;\n");
         for t in ["{", "@%gsp1 bra $gasan_fail_0;", "@%gsp2 bra $gasan_fail_0_last;", "}"] {
             body.push_str(&m(t));
         }
         body.push_str("\tld.global.u32 %r1, [%rd1];\n");
         body.push_str(&m("@%gsb bra $gasan_fail_shared;"));
         body.push_str(&m("@%gsp3 bra $gasan_fail_1;"));
+        body.push_str("\twgmma.wait_group.sync.aligned 0;\n");
         let stub = |label: &str, last: &str| [format!("{label}:"), "mov.b64 %gsx, %rd1;".into(), "mov.b64 %gss, 7;".into(), last.into()].iter().map(|t| m(t)).collect::<String>();
         let mut stubs = vec![stub("$gasan_fail_0", "bra.uni $gasan_fail_shared;") + &stub("$gasan_fail_0_last", "bra.uni $gasan_fail_shared;"), stub("$gasan_fail_1", "trap;")];
-        let (shared, space) = reports_through_calls(&mut body, &mut stubs, Rejoin::All);
+        let (shared, space) = reports_through_calls(&mut body, &mut stubs);
         let all = format!("{body}{}", stubs.concat());
         // Each jump back has its label, once.
         for n in 0..3 {
@@ -1402,43 +1405,53 @@ mod rejoin_tests {
     }
 
     #[test]
-    fn with_every_wait_for_all_groups_only_checks_in_loops_rejoin() {
-        // A check before the loop, one in it (the label, then a branch back to it), one after.
+    fn only_checks_where_a_group_can_be_in_flight_rejoin() {
+        // Checks before any issue (0), in a loop (1), between an issue and its wait (2), after the
+        // wait (3).
         let mut body = String::from("{\n");
         body.push_str(&m("@%gsp0 bra $gasan_fail_0;"));
         body.push_str("$L__BB0_1:\n");
         body.push_str(&m("@%gsp1 bra $gasan_fail_1;"));
         body.push_str("\tld.global.u32 %r1, [%rd1];\n");
         body.push_str("\t@%p1 bra $L__BB0_1;  // back\n");
+        body.push_str("\twgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1}, %rd8, %rd9, 1, 1, 1, 0, 0;\n");
         body.push_str(&m("@%gsp2 bra $gasan_fail_2;"));
+        body.push_str("\twgmma.wait_group.sync.aligned 0;\n");
+        body.push_str(&m("@%gsp3 bra $gasan_fail_3;"));
         body.push_str("\tbra.uni $L__BB0_3;\n$L__BB0_3:\n");
         let stub = |n: usize| [format!("$gasan_fail_{n}:"), "mov.b64 %gsx, %rd1;".into(), "bra.uni $gasan_fail_shared;".into()].iter().map(|t| m(t)).collect::<String>();
-        let fresh = || (body.clone(), (0..3).map(stub).collect::<Vec<_>>());
-        let (mut loops_body, mut loops_stubs) = fresh();
-        let (shared, _) = reports_through_calls(&mut loops_body, &mut loops_stubs, Rejoin::Loops);
-        let all = format!("{loops_body}{}", loops_stubs.concat());
-        assert_eq!(all.matches("call __gasan_halt_global").count(), 1, "{all}");
-        assert!(loops_stubs[1].contains("call __gasan_halt_global") && loops_stubs[1].contains("bra.uni $gasan_rejoin_"), "{all}");
-        for n in [0, 2] {
-            assert!(loops_stubs[n].contains("bra.uni $gasan_fail_shared;"), "the check outside the loop keeps its jump: {all}");
+        let mut stubs: Vec<String> = (0..4).map(stub).collect();
+        let (shared, _) = reports_through_calls(&mut body, &mut stubs);
+        let all = format!("{body}{}", stubs.concat());
+        for n in [1, 2] {
+            assert!(stubs[n].contains("call __gasan_halt_global") && stubs[n].contains("bra.uni $gasan_rejoin_"), "{n} rejoins: {all}");
+        }
+        for n in [0, 3] {
+            assert!(stubs[n].contains("bra.uni $gasan_fail_shared;") && !stubs[n].contains("call"), "{n} keeps its jump: {all}");
         }
         assert!(shared, "a jump to the report block is left");
-        // Every stub rejoins with `Rejoin::All`.
-        let (mut all_body, mut all_stubs) = fresh();
-        let (shared, _) = reports_through_calls(&mut all_body, &mut all_stubs, Rejoin::All);
-        assert_eq!(all_stubs.concat().matches("call __gasan_halt_global").count(), 3);
-        assert!(!shared);
     }
 
     #[test]
-    fn branch_targets_and_loop_spans_are_read_from_any_line() {
+    fn branch_targets_and_in_flight_spans_are_read_from_any_line() {
         assert_eq!(branch_target("\t@%p1 bra $L__BB0_1;  // back"), Some("$L__BB0_1"));
         assert_eq!(branch_target("\t@!%p1 bra.uni \t$L__BB0_1 ;"), Some("$L__BB0_1"));
         assert_eq!(branch_target("\tbra.uni $gasan_loop0_done; //gasan"), Some("$gasan_loop0_done"));
         assert_eq!(branch_target("\tbrev.b32 %r1, %r2;"), None);
         assert_eq!(branch_target("\t// bra $L__BB0_1;"), None);
-        let lines = ["$L0:", "\tadd.s32 %r1, %r1, 1;", "\t@%p bra $L0;", "\tbra $L9;", "$L9:", "\tbra $L9;"];
-        assert_eq!(loop_spans(&lines), vec![(0, 2), (4, 5)]);
+        let lines = [
+            "$L0:",
+            "\tadd.s32 %r1, %r1, 1;",
+            "\t@%p bra $L0;",
+            "\tbra $L9;",
+            "$L9:",
+            "\tbra $L9;",
+            "\twgmma.mma_async.x;",
+            "\twgmma.mma_async.y;",
+            "\twgmma.wait_group.sync.aligned 1;",
+            "\twgmma.mma_async.z;",
+        ];
+        assert_eq!(in_flight_spans(&lines), vec![(0, 2), (4, 5), (6, 8), (9, 10)]);
     }
 }
 

@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 99;
+pub const REVISION: u32 = 100;
 
 /// Instruments a PTX module.
 ///
@@ -461,20 +461,10 @@ fn source_locations(lines: &[Line<'_>], bodies: &bodies::Bodies) -> Vec<Option<L
     locs
 }
 
-/// How `text` waits for `wgmma` groups: `None` where it never does, else whether some wait leaves
-/// groups in flight (`wgmma.wait_group N`, N > 0). ptxas serializes the `wgmma` of a function where
-/// branches that never come back lie while a group is in flight ([`emit::reports_through_calls`]):
-/// with waits for all groups (N = 0) that is only between an issue and its wait, in a loop.
-fn wgmma_waits(text: &str) -> Option<emit::Rejoin> {
-    const WAIT: &str = "wgmma.wait_group";
-    let mut waits = memchr::memmem::find_iter(text.as_bytes(), WAIT.as_bytes()).peekable();
-    waits.peek()?;
-    let in_flight = waits.any(|at| {
-        let rest = &text[at + WAIT.len()..];
-        let n = rest.trim_start_matches(|c: char| c == '.' || c.is_ascii_alphabetic()).trim_start();
-        n.split(|c: char| !c.is_ascii_digit()).next().and_then(|d| d.parse::<u32>().ok()).is_some_and(|n| n > 0)
-    });
-    Some(if in_flight { emit::Rejoin::All } else { emit::Rejoin::Loops })
+/// Whether `text` waits for `wgmma` groups: a function that does reports through calls where a
+/// group can be in flight ([`emit::reports_through_calls`]).
+fn waits_for_wgmma(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"wgmma.wait_group").is_some()
 }
 
 /// The whitespace a line starts with: the indent of the lines written for it (borrowed, not
@@ -510,9 +500,9 @@ struct FuncState<'p> {
     bounds: Option<&'p bounds::ParamBounds>,
     /// Where its text begins in the output.
     out_start: usize,
-    /// It waits for `wgmma` groups: which of halt mode's reports rejoin their checks
-    /// ([`emit::reports_through_calls`]).
-    wgmma: Option<emit::Rejoin>,
+    /// It waits for `wgmma` groups: halt mode's reports where a group can be in flight rejoin
+    /// their checks ([`emit::reports_through_calls`]).
+    wgmma: bool,
     /// Its counts so far, and those of its statements in fast loop copies: added to the module's
     /// ([`Rewriter::stats`], [`Rewriter::copy_stats`]) when the body closes (a statement's counts
     /// found no map entry by the function's name).
@@ -543,8 +533,8 @@ struct Rewriter<'a> {
     top_params: rustc_hash::FxHashSet<String>,
     /// Where the text's lines were in the input, when labels were moved to lines of their own.
     label_lines: Option<&'a labels::LabelLines>,
-    /// Halt mode, in a module that waits for `wgmma` groups ([`wgmma_waits`]): its functions that
-    /// do report through calls ([`emit::halt_functions`]).
+    /// Halt mode, in a module that waits for `wgmma` groups ([`waits_for_wgmma`]): its functions
+    /// that do report through calls ([`emit::halt_functions`]).
     wgmma: bool,
 }
 
@@ -566,7 +556,7 @@ impl<'a> Rewriter<'a> {
             counting: false,
             top_params: Default::default(),
             label_lines: None,
-            wgmma: !opts.recover && wgmma_waits(src).is_some(),
+            wgmma: !opts.recover && waits_for_wgmma(src),
         })
     }
 
@@ -852,16 +842,7 @@ impl<'a> Rewriter<'a> {
                     out_start: self.out.len(),
                     stats: FunctionStats::default(),
                     copy_stats: FunctionStats::default(),
-                    wgmma: if self.wgmma {
-                        plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)]
-                            .iter()
-                            .flat_map(|l| l.stmts())
-                            .filter(|s| s.text.starts_with("wgmma.wait_group"))
-                            .filter_map(|s| wgmma_waits(s.text))
-                            .max()
-                    } else {
-                        None
-                    },
+                    wgmma: self.wgmma && plans.module.lines[body.open..=body.close.min(plans.module.lines.len() - 1)].iter().any(|l| l.stmts().iter().any(|s| s.text.starts_with("wgmma.wait_group"))),
                 });
                 // (Its entry in the module's counts is made when they are added: add_stats.)
                 opened_now = true;
@@ -1175,9 +1156,9 @@ impl<'a> Rewriter<'a> {
         } else {
             invalidate_defs(f, line.dests());
         }
-        if let (Some(rejoin), false) = (f.wgmma, self.counting) {
+        if f.wgmma && !self.counting {
             let mut body = self.out.split_off(f.out_start);
-            let (shared, space) = emit::reports_through_calls(&mut body, &mut f.fail_blocks, rejoin);
+            let (shared, space) = emit::reports_through_calls(&mut body, &mut f.fail_blocks);
             self.out.push_str(&body);
             f.uses_shared_fail &= shared;
             f.uses_space_fail &= space;
