@@ -1193,7 +1193,8 @@ fn branch_target(line: &str) -> Option<&str> {
 }
 
 /// The line spans of the checked text where a `wgmma` group can be in flight: each loop (from a
-/// label to a branch back to it), and from each `wgmma.mma_async` to the next `wgmma.wait_group`.
+/// label to a branch back to it), and from each `wgmma.mma_async` to the next wait for every
+/// group (`wgmma.wait_group 0`).
 fn in_flight_spans(lines: &[&str]) -> Vec<(usize, usize)> {
     let mut label_at: HashMap<&str, usize> = HashMap::default();
     let mut spans = Vec::new();
@@ -1206,8 +1207,12 @@ fn in_flight_spans(lines: &[&str]) -> Vec<(usize, usize)> {
             spans.push((start, k));
         } else if code.starts_with("wgmma.mma_async") {
             issued.get_or_insert(k);
-        } else if code.starts_with("wgmma.wait_group") {
-            spans.extend(issued.take().map(|start| (start, k)));
+        } else if let Some(wait) = code.strip_prefix("wgmma.wait_group") {
+            // (`wait_group N` with N > 0 leaves groups in flight past it.)
+            let n = wait.trim_end_matches(';').rsplit(|c: char| c.is_whitespace() || c == '.').next().and_then(|n| n.trim().parse::<u32>().ok());
+            if n == Some(0) {
+                spans.extend(issued.take().map(|start| (start, k)));
+            }
         }
     }
     // (Issued and never waited for in the text: in flight to its end.)
@@ -1449,9 +1454,11 @@ mod rejoin_tests {
             "\twgmma.mma_async.x;",
             "\twgmma.mma_async.y;",
             "\twgmma.wait_group.sync.aligned 1;",
+            "\tadd.s32 %r1, %r1, 1;",
+            "\twgmma.wait_group.sync.aligned 0; // all",
             "\twgmma.mma_async.z;",
         ];
-        assert_eq!(in_flight_spans(&lines), vec![(0, 2), (4, 5), (6, 8), (9, 10)]);
+        assert_eq!(in_flight_spans(&lines), vec![(0, 2), (4, 5), (6, 10), (11, 12)]);
     }
 }
 
