@@ -210,12 +210,17 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn stmts(&self) -> &[ParsedStmt<'a>] {
         self.parsed
             .get_or_init(|| {
-                let mut pieces = StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
-                let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
-                let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
-                let mut stmts = vec![first, second];
-                stmts.extend(pieces);
-                Stmts::Many(stmts.into_boxed_slice())
+                // Most lines: one statement ended by the line's only `;`, no brace. Its piece is
+                // the text before the `;`, trimmed (what [`StatementPieces`] cuts first; it cuts
+                // nothing after the last byte), parsed without the pieces' iterator.
+                let b = self.code.as_bytes();
+                if !self.braces && b.last() == Some(&b';') && find_byte(b';', &b[..b.len() - 1]).is_none() {
+                    let text = access::trim(&self.code[..b.len() - 1]);
+                    if !text.is_empty() {
+                        return Stmts::One(Box::new(ParsedStmt { text, terminated: true, instr: split_instr(text), class: std::sync::OnceLock::new() }));
+                    }
+                }
+                parse_pieces(self.code, self.braces)
             })
             .as_slice()
     }
@@ -509,6 +514,17 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn reg_declarations(&self) -> impl Iterator<Item = &'a str> {
         self.statements().filter(|s| s.starts_with(".reg"))
     }
+}
+
+/// The statements of `code` (a line's, `braces`: it holds a brace), each piece of
+/// [`StatementPieces`] parsed: what [`Line::stmts`] gives every line.
+fn parse_pieces(code: &str, braces: bool) -> Stmts<'_> {
+    let mut pieces = StatementPieces::of(code, braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
+    let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
+    let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
+    let mut stmts = vec![first, second];
+    stmts.extend(pieces);
+    Stmts::Many(stmts.into_boxed_slice())
 }
 
 /// A line's statements: its text cut at each `;`, each piece trimmed (empty ones skipped), with
@@ -898,6 +914,21 @@ mod statement_pieces_tests {
 #[cfg(test)]
 mod tests {
     use super::Line;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A line's statements, parsed on its one-statement path or not, are those of its
+        /// pieces ([`super::parse_pieces`]).
+        #[test]
+        fn a_lines_statements_are_its_pieces_parsed(raw in r"[ \t]{0,2}(@!?%p[0-9] )?[a-z.0-9]{0,10}[ \t]{0,2}[%a-z0-9, \[\]{}();:+\u{a0}é]{0,24}(;[ \t]*)?(// [a-z;{]{0,6})?\n?") {
+            let line = Line::read(&raw);
+            let pieces = super::parse_pieces(line.code, line.braces);
+            let got: Vec<_> = line.stmts().iter().map(|s| (s.text, s.terminated, s.instr.clone())).collect();
+            let want: Vec<_> = pieces.as_slice().iter().map(|s| (s.text, s.terminated, s.instr.clone())).collect();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(matches!(line.parsed.get(), Some(super::Stmts::One(_))), matches!(pieces, super::Stmts::One(_)));
+        }
+    }
 
     #[test]
     fn a_lone_statement_is_one_statement_ended_by_the_lines_only_semicolon() {
