@@ -225,6 +225,25 @@ impl<'a> Line<'a> {
             .as_slice()
     }
 
+    /// The line's one piece when it holds no brace and no `;` but as its last byte (most
+    /// lines: a statement ended by its only `;`, a label, a directive without one), and the piece
+    /// is not blank: the text before that `;`, trimmed, and whether the `;` ended it. That is the
+    /// one piece [`StatementPieces`] cuts of such a line (it cuts nothing after the last byte).
+    /// `None` for any other line.
+    #[inline]
+    pub(in crate::ptx) fn sole_piece(&self) -> Option<(&'a str, bool)> {
+        if self.braces {
+            return None;
+        }
+        let b = self.code.as_bytes();
+        let (text, terminated) = match find_byte(b';', b) {
+            None => (self.code, false),
+            Some(p) if p + 1 == b.len() => (access::trim(&self.code[..p]), true),
+            Some(_) => return None,
+        };
+        (!text.is_empty()).then_some((text, terminated))
+    }
+
     /// Drops the parsed statements (a line list dropped on several threads drops each line's
     /// parse where it is, not all on one thread).
     pub(in crate::ptx) fn drop_parse(&mut self) {
@@ -927,6 +946,10 @@ mod tests {
             let want: Vec<_> = pieces.as_slice().iter().map(|s| (s.text, s.terminated, s.instr.clone())).collect();
             prop_assert_eq!(got, want);
             prop_assert_eq!(matches!(line.parsed.get(), Some(super::Stmts::One(_))), matches!(pieces, super::Stmts::One(_)));
+            // The one piece, where the line has one by its shape, is the pieces' only one.
+            if let Some(one) = line.sole_piece() {
+                prop_assert_eq!(super::StatementPieces::of(line.code, line.braces).collect::<Vec<_>>(), vec![one]);
+            }
         }
     }
 
