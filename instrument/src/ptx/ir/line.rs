@@ -121,9 +121,15 @@ impl<'a> Stmts<'a> {
 }
 
 impl<'a> ParsedStmt<'a> {
-    /// The registers it writes ([`Instr::dests`]; none when it is no instruction).
-    pub(in crate::ptx) fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.instr.iter().flat_map(Instr::dests)
+    /// The registers it writes ([`Instr::dests`]; none when it is no instruction). (The
+    /// instruction's own iterator, not a flat map of the `Option`: its state was copied at each
+    /// step, and the passes ask this of every statement that may end a check's reach.)
+    #[inline]
+    pub(in crate::ptx) fn dests(&self) -> access::Dests<'a> {
+        match &self.instr {
+            Some(ins) => ins.dests(),
+            None => access::Dests::none(),
+        }
     }
 
     /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
