@@ -252,7 +252,7 @@ impl<'a> PlainParser<'a> {
     fn source_name(&mut self) -> Option<&'a str> {
         let len: usize = self.digits()?.parse().ok()?;
         let ident = self.s.get(self.at..self.at.checked_add(len)?)?;
-        if !ident.first().is_some_and(|b| !b.is_ascii_digit()) || !ident.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_') || ident.starts_with(b"_GLOBAL_") {
+        if ident.first().is_none_or(|b| b.is_ascii_digit()) || !ident.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_') || ident.starts_with(b"_GLOBAL_") {
             return None;
         }
         self.at += len;
