@@ -146,7 +146,8 @@ pub(super) fn plan_range<'l, 'a>(
             // parsed once, with it: a lookup costs less than testing the text for each open
             // group's registers, as this did up to eight groups).
             for d in st.dests() {
-                for k in groups.by_register.remove(d).into_iter().flatten() {
+                let Some(keys) = groups.by_register.remove(d) else { continue };
+                for k in keys {
                     if let Some(g) = groups.remove(&k) {
                         finish(g, &mut plan);
                     }

@@ -775,6 +775,13 @@ fn trim_braces(op: &str) -> &str {
 #[derive(Clone, Debug)]
 pub struct Dests<'a>(SplitBytes<'a, b',', b'|'>);
 
+impl Dests<'_> {
+    /// No registers (a statement that is no instruction).
+    pub(in crate::ptx) fn none() -> Self {
+        Dests(SplitBytes::none())
+    }
+}
+
 impl<'a> Iterator for Dests<'a> {
     type Item = &'a str;
 

@@ -121,9 +121,15 @@ impl<'a> Stmts<'a> {
 }
 
 impl<'a> ParsedStmt<'a> {
-    /// The registers it writes ([`Instr::dests`]; none when it is no instruction).
-    pub(in crate::ptx) fn dests(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.instr.iter().flat_map(Instr::dests)
+    /// The registers it writes ([`Instr::dests`]; none when it is no instruction). (The
+    /// instruction's own iterator, not a flat map of the `Option`: its state was copied at each
+    /// step, and the passes ask this of every statement that may end a check's reach.)
+    #[inline]
+    pub(in crate::ptx) fn dests(&self) -> access::Dests<'a> {
+        match &self.instr {
+            Some(ins) => ins.dests(),
+            None => access::Dests::none(),
+        }
     }
 
     /// What kind of access the instruction is ([`classify`]); `None` when it is no instruction.
@@ -210,14 +216,38 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn stmts(&self) -> &[ParsedStmt<'a>] {
         self.parsed
             .get_or_init(|| {
-                let mut pieces = StatementPieces::of(self.code, self.braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
-                let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
-                let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
-                let mut stmts = vec![first, second];
-                stmts.extend(pieces);
-                Stmts::Many(stmts.into_boxed_slice())
+                // Most lines: one statement ended by the line's only `;`, no brace. Its piece is
+                // the text before the `;`, trimmed (what [`StatementPieces`] cuts first; it cuts
+                // nothing after the last byte), parsed without the pieces' iterator.
+                let b = self.code.as_bytes();
+                if !self.braces && b.last() == Some(&b';') && find_byte(b';', &b[..b.len() - 1]).is_none() {
+                    let text = access::trim(&self.code[..b.len() - 1]);
+                    if !text.is_empty() {
+                        return Stmts::One(Box::new(ParsedStmt { text, terminated: true, instr: split_instr(text), class: std::sync::OnceLock::new() }));
+                    }
+                }
+                parse_pieces(self.code, self.braces)
             })
             .as_slice()
+    }
+
+    /// The line's one piece when it holds no brace and no `;` but as its last byte (most
+    /// lines: a statement ended by its only `;`, a label, a directive without one), and the piece
+    /// is not blank: the text before that `;`, trimmed, and whether the `;` ended it. That is the
+    /// one piece [`StatementPieces`] cuts of such a line (it cuts nothing after the last byte).
+    /// `None` for any other line.
+    #[inline]
+    pub(in crate::ptx) fn sole_piece(&self) -> Option<(&'a str, bool)> {
+        if self.braces {
+            return None;
+        }
+        let b = self.code.as_bytes();
+        let (text, terminated) = match find_byte(b';', b) {
+            None => (self.code, false),
+            Some(p) if p + 1 == b.len() => (access::trim(&self.code[..p]), true),
+            Some(_) => return None,
+        };
+        (!text.is_empty()).then_some((text, terminated))
     }
 
     /// Drops the parsed statements (a line list dropped on several threads drops each line's
@@ -509,6 +539,17 @@ impl<'a> Line<'a> {
     pub(in crate::ptx) fn reg_declarations(&self) -> impl Iterator<Item = &'a str> {
         self.statements().filter(|s| s.starts_with(".reg"))
     }
+}
+
+/// The statements of `code` (a line's, `braces`: it holds a brace), each piece of
+/// [`StatementPieces`] parsed: what [`Line::stmts`] gives every line.
+fn parse_pieces(code: &str, braces: bool) -> Stmts<'_> {
+    let mut pieces = StatementPieces::of(code, braces).map(|(text, terminated)| ParsedStmt { text, terminated, instr: split_instr(text), class: std::sync::OnceLock::new() });
+    let Some(first) = pieces.next() else { return Stmts::Many(Box::default()) };
+    let Some(second) = pieces.next() else { return Stmts::One(Box::new(first)) };
+    let mut stmts = vec![first, second];
+    stmts.extend(pieces);
+    Stmts::Many(stmts.into_boxed_slice())
 }
 
 /// A line's statements: its text cut at each `;`, each piece trimmed (empty ones skipped), with
@@ -898,6 +939,25 @@ mod statement_pieces_tests {
 #[cfg(test)]
 mod tests {
     use super::Line;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A line's statements, parsed on its one-statement path or not, are those of its
+        /// pieces ([`super::parse_pieces`]).
+        #[test]
+        fn a_lines_statements_are_its_pieces_parsed(raw in r"[ \t]{0,2}(@!?%p[0-9] )?[a-z.0-9]{0,10}[ \t]{0,2}[%a-z0-9, \[\]{}();:+\u{a0}é]{0,24}(;[ \t]*)?(// [a-z;{]{0,6})?\n?") {
+            let line = Line::read(&raw);
+            let pieces = super::parse_pieces(line.code, line.braces);
+            let got: Vec<_> = line.stmts().iter().map(|s| (s.text, s.terminated, s.instr.clone())).collect();
+            let want: Vec<_> = pieces.as_slice().iter().map(|s| (s.text, s.terminated, s.instr.clone())).collect();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(matches!(line.parsed.get(), Some(super::Stmts::One(_))), matches!(pieces, super::Stmts::One(_)));
+            // The one piece, where the line has one by its shape, is the pieces' only one.
+            if let Some(one) = line.sole_piece() {
+                prop_assert_eq!(super::StatementPieces::of(line.code, line.braces).collect::<Vec<_>>(), vec![one]);
+            }
+        }
+    }
 
     #[test]
     fn a_lone_statement_is_one_statement_ended_by_the_lines_only_semicolon() {

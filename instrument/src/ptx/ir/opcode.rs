@@ -205,6 +205,11 @@ impl<'a, const A: u8, const B: u8> SplitBytes<'a, A, B> {
     pub fn new(text: &'a str) -> Self {
         Self { rest: Some(text) }
     }
+
+    /// No pieces at all.
+    pub fn none() -> Self {
+        Self { rest: None }
+    }
 }
 
 impl<'a, const A: u8, const B: u8> Iterator for SplitBytes<'a, A, B> {

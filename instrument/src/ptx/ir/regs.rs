@@ -159,6 +159,11 @@ impl RegTypes {
     /// Declares what the line declares, when it is a `.reg` line (read by [`DeclaredRegs`] only).
     fn declare_line(&mut self, line: &Line<'_>) {
         if line.code.starts_with(".reg") {
+            // (Most `.reg` lines are one declaration: its text, without the pieces' iterator.)
+            if let Some((decl, _)) = line.sole_piece() {
+                self.declare(decl);
+                return;
+            }
             for decl in line.reg_declarations() {
                 self.declare(decl);
             }
