@@ -179,7 +179,7 @@ GLOBAL_ACCESS = re.compile(r"^\s*(?:@(!?%p\d+)\s+)?((?:ld|st|atom|red)\.global[^
 
 # Loop versioning (instrument/src/ptx/loops.rs): a range test whose failure branches to the
 # original loop's label, then the fast copy from `$gasan_loopN:` to `bra $gasan_loopN_done;`.
-RANGE_TEST_EXIT = re.compile(r"^\s*@!%gsh\d+_\d+ bra (\$\w+); //gasan")
+RANGE_TEST_EXIT = re.compile(r"^\s*@!%gsh\d+_\d+ bra(?:\.uni)? (\$\w+); //gasan")
 FAST_COPY_START = re.compile(r"^\$gasan_loop(\d+): //gasan")
 FAST_COPY_END = re.compile(r"^\s*bra \$gasan_loop\d+_done; //gasan")
 

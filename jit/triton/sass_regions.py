@@ -1,7 +1,8 @@
 """Where a checked Triton kernel with one loop spends its instructions, no GPU needed (jit/FORMS.md,
 item 7): compiles a kernel of kernels.py (optionally in the shape a launch specialises it to),
 checks its PTX with gasan-ptx's default options, assembles both with the pinned ptxas, and counts
-each SASS region on a clean launch's path: before the loop, the fast loop once, after the loop.
+each SASS region on a clean launch's path: before the loop, the fast loop once (with its spill
+reloads and its moves to uniform registers, `R2UR`, which native loops keep in them), after the loop.
 Blocks that a forward branch skips and that hold a shadow load (LDG.E.U8) are the slow paths and
 are not counted; a branch that leaves its region (Triton's `n <= 0` test) is not a slow path.
 
@@ -49,7 +50,8 @@ def regions(ins, addr):
             loops.append((index[int(m.group(1), 16)], i))
     fast, last = loops[0], loops[-1]
     end = next(i for i, t in enumerate(ins) if "EXIT" in t and i > last[1])
-    return path(ins, addr, 0, fast[0]), fast[1] - fast[0] + 1, sum("LDL" in t for t in ins[fast[0]:fast[1] + 1]), path(ins, addr, last[1] + 1, end + 1)
+    body = ins[fast[0]:fast[1] + 1]
+    return path(ins, addr, 0, fast[0]), fast[1] - fast[0] + 1, sum("LDL" in t for t in body), sum("R2UR" in t for t in body), path(ins, addr, last[1] + 1, end + 1)
 
 
 def main():
@@ -63,12 +65,12 @@ def main():
         native = f"{tmp}/{name}.ptx"
         checked = f"{tmp}/{name}.checked.ptx"
         subprocess.run([f"{ROOT}/target/release/gasan-ptx", "instrument", "-o", checked, native], check=True, capture_output=True)
-        print("| build | before the loop | fast loop | local loads in it | after the loop |")
-        print("|---|---:|---:|---:|---:|")
+        print("| build | before the loop | fast loop | local loads in it | R2UR in it | after the loop |")
+        print("|---|---:|---:|---:|---:|---:|")
         for label, ptx in (("native", native), ("checked", checked)):
             ins, addr = sass(cuda, objdump, ptx, ptx)
-            pre, loop, ldl, post = regions(ins, addr)
-            print(f"| {label} | {pre} | {loop} | {ldl} | {post} |")
+            pre, loop, ldl, r2ur, post = regions(ins, addr)
+            print(f"| {label} | {pre} | {loop} | {ldl} | {r2ur} | {post} |")
 
 
 if __name__ == "__main__":

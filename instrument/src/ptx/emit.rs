@@ -113,6 +113,11 @@ pub(super) struct Form {
     pub aligned: bool,
     /// [`super::InstrumentOptions::outside_checks`].
     pub outside: bool,
+    /// A check's branch to its report comes after its kernel-parameter fast path has joined
+    /// ([`probe_branch`]): in functions that wait for `wgmma` groups, where ptxas keeps the
+    /// descriptors and stage counters in uniform registers only when no branch leaves such a
+    /// skip from inside it.
+    pub fails_after_joins: bool,
 }
 
 /// `LAST_SITE`'s value for a failing access: `site | width << 32 | kind << 56`.
@@ -491,8 +496,20 @@ fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str
 /// of at most a granule that starts inside the whole granules of a live block lies in one of
 /// them, which grants all its bytes (three fewer instructions and one fewer predicate per check
 /// on the path nearly every access takes).
+///
+/// With [`Form::fails_after_joins`] the fast path skips only the shadow load and the branch to the
+/// report comes after it has joined: a branch out of the skip from inside it made ptxas give up
+/// the uniform registers of a `wgmma` loop after it, even a loop with no check (the pipelined
+/// matmul's fast loop: 209 SASS instructions an iteration, 32 of them `R2UR`, against 172 with
+/// its range test's vote, native 167). The encoding test then runs on every pass (the fast path
+/// leaves a shadow byte that grants the access).
 fn probe_branch(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Option<&FastPath>, at: (u32, &str)) {
     let (label, suffix) = at;
+    if form.fails_after_joins {
+        probe_test(out, form, addr_reg, check_width, guard, fast.map(|fp| (fp, suffix)));
+        ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
+        return;
+    }
     if let Some(fp) = fast {
         fast_test(out, addr_reg, fp);
         ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");

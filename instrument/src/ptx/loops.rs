@@ -149,8 +149,10 @@ impl<'a> Versioned<'a> {
 }
 
 /// Versions the single-block loops of `lines` that have hoistable accesses; `None` when none has.
-/// The candidates are `branches`' back edges that are guarded branches with one target.
-pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>, scale: Scale) -> Option<Versioned<'a>> {
+/// The candidates are `branches`' back edges that are guarded branches with one target. `vote`:
+/// the module's PTX has `activemask` (6.2 and later), so range tests vote over the warp
+/// ([`Emitter::leave_unless_ok`]).
+pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branches<'_>, scale: Scale, vote: bool) -> Option<Versioned<'a>> {
     let mut plans = Vec::new();
     // The current function's register types, read down its body as its loops need them.
     let mut declared: Option<DeclaredRegs> = None;
@@ -166,7 +168,7 @@ pub(super) fn version<'a>(lines: &[Line<'a>], bodies: &Bodies, branches: &Branch
         let Some(lp) = branches.single_block_loop(lines, bodies, s, k).filter(|lp| lp.guarded) else { continue };
         if k - s <= MAX_BODY {
             let branched_to = |at: usize, label: &str| branches.refs(bodies, at, label) > 0;
-            if let Some(p) = analyze(&facts, lp.label, (s, k), declared, plans.len(), scale, &branched_to) {
+            if let Some(p) = analyze(&facts, lp.label, (s, k), declared, plans.len(), scale, vote, &branched_to) {
                 plans.push(p);
             }
         }
@@ -717,7 +719,17 @@ impl Cmp {
 
 /// The plan for the loop from its label's line `s` to its back edge `e`; `branched_to(line,
 /// label)`: whether some branch targets the label on that line.
-fn analyze(facts: &ModuleFacts<'_, '_>, label: &str, (s, e): (usize, usize), declared: &mut DeclaredRegs, id: usize, scale: Scale, branched_to: &dyn Fn(usize, &str) -> bool) -> Option<LoopPlan> {
+#[allow(clippy::too_many_arguments)]
+fn analyze(
+    facts: &ModuleFacts<'_, '_>,
+    label: &str,
+    (s, e): (usize, usize),
+    declared: &mut DeclaredRegs,
+    id: usize,
+    scale: Scale,
+    vote: bool,
+    branched_to: &dyn Fn(usize, &str) -> bool,
+) -> Option<LoopPlan> {
     let lines = facts.lines;
     let label = label.to_string();
     // The body: plain statements only, one per line.
@@ -826,7 +838,7 @@ fn analyze(facts: &ModuleFacts<'_, '_>, label: &str, (s, e): (usize, usize), dec
         return None;
     }
     let shared = shared_test(facts, (s, e), &body, &carried, regs);
-    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale).range_test(&exit, &ranges, shared.as_ref(), &label)?;
+    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale, vote).range_test(&exit, &ranges, shared.as_ref(), &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
     let mut fast_order = fast_order(s, e, &body, &hoisted);
@@ -926,6 +938,8 @@ struct Emitter<'b, 'a> {
     /// 32-bit values the recomputed addresses widen to 64 bits (their defining statements, and
     /// whether they are sign-extended): each must not wrap over the loop ([`Emitter::no_wrap`]).
     widened: Vec<(usize, bool)>,
+    /// The warp votes on the verdict ([`Emitter::leave_unless_ok`]).
+    vote: bool,
 }
 
 /// Recomputed values: (iteration, statement) -> the temporary holding it.
@@ -941,8 +955,8 @@ enum At {
 }
 
 impl<'b, 'a> Emitter<'b, 'a> {
-    fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale) -> Self {
-        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new() }
+    fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale, vote: bool) -> Self {
+        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new(), vote }
     }
 
     /// A new register of type `ty`, declared in the test's scope.
@@ -1074,12 +1088,12 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
             self.shared_conditions(shared);
             self.no_wrap(&tm1, &steps, &mut memo)?;
-            ln!(self; "@!", ok, " bra ", label, ";");
+            self.leave_unless_ok(label);
             return Some((self.finish(), false));
         }
         // The conditions so far (count, no wrapping) hold for every range: without them no first
         // or last address means anything.
-        ln!(self; "@!", ok, " bra ", label, ";");
+        self.leave_unless_ok(label);
         // Each hoisted address: first and last value, the span, then the extent lookup, all
         // lookups issued before any result is waited for (their latencies overlap). A range whose
         // extent entry proves nothing (blocks in shared slabs have none) then has its shadow swept
@@ -1123,8 +1137,28 @@ impl<'b, 'a> Emitter<'b, 'a> {
         }
         self.shared_conditions(shared);
         self.no_wrap(&tm1, &steps, &mut memo)?;
-        ln!(self; "@!", ok, " bra ", label, ";");
+        self.leave_unless_ok(label);
         Some((self.finish(), true))
+    }
+
+    /// The test's exit to the checked loop `label` unless its predicate holds. With `vote` (PTX
+    /// 6.2 and later: `activemask`) the lanes' verdicts are first and-ed over the warp's active
+    /// lanes, so that the whole warp takes one loop and the branch is uniform (`bra.uni`). A
+    /// branch on each lane's own verdict made ptxas treat everything after it as divergent: the
+    /// pipelined matmul's fast loop lost the uniform registers its `wgmma` descriptors and stage
+    /// counters live in (209 SASS instructions an iteration, 32 of them `R2UR`, against native's
+    /// 167; 172 with the vote and joined checks, [`super::emit::Form::fails_after_joins`]). A warp
+    /// with one lane whose range fails runs the checked loop, which checks every lane.
+    fn leave_unless_ok(&mut self, label: &str) {
+        let ok = self.ok.clone();
+        if self.vote {
+            let active = self.temp("b32");
+            ln!(self; "activemask.b32 ", active, ";");
+            ln!(self; "vote.sync.all.pred ", ok, ", ", ok, ", ", active, ";");
+            ln!(self; "@!", ok, " bra.uni ", label, ";");
+        } else {
+            ln!(self; "@!", ok, " bra ", label, ";");
+        }
     }
 
     /// The conditions under which [`SharedTest`]'s accesses stay inside their variable, and'ed

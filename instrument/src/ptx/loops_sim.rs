@@ -185,6 +185,14 @@ impl Machine {
         match parts[0] {
             "bra" => return Flow::Branch(o[0].to_string()),
             "ret" => return Flow::Ret,
+            // One lane: the warp's active lanes are this one, and a vote over them is its own
+            // predicate (range tests' `vote.sync.all.pred`).
+            "activemask" => self.set(o[0], 1),
+            "vote" => {
+                assert!(parts.get(1) == Some(&"sync") && parts.get(2) == Some(&"all") && ty == "pred", "vote form {stmt}");
+                let v = self.pred(o[1]);
+                self.preds.insert(o[0].to_string(), v);
+            }
             "call" => {
                 // `(ret), func, (a, b, c)`: the names inside the two parenthesized lists.
                 let groups: Vec<Vec<String>> = stmt.split('(').skip(1).map(|g| g.split(')').next().unwrap().split(',').map(|x| x.trim().to_string()).collect()).collect();
@@ -447,7 +455,7 @@ fn cases(v: &Versioned<'_>) -> Vec<Case> {
                 j += 1;
             }
             // The original loop's label: the target of the test's first failure branch.
-            let label = test.iter().find(|b| b.starts_with("@!") && b.contains(" bra ")).and_then(|b| b.rsplit(' ').next()).unwrap().to_string();
+            let label = test.iter().find(|b| b.starts_with("@!") && (b.contains(" bra ") || b.contains(" bra.uni "))).and_then(|b| b.rsplit(' ').next()).unwrap().to_string();
             let fast_label = strip_comment(lines[j + 1]).trim().trim_end_matches(':').to_string();
             let fast: Vec<(String, usize)> = (j + 2..lines.len())
                 .take_while(|&i| !lines[i].contains("_done;"))
@@ -541,7 +549,7 @@ fn run_body(body: &[(String, usize)], label: &str, entry: &Machine) -> (Machine,
 fn versioned_cases(src: &str) -> Vec<Case> {
     let lines = super::Line::read_all(src.split_inclusive('\n'));
     let bodies = super::bodies::Bodies::scan(&lines);
-    cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("the module has versionable loops"))
+    cases(&version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE, true).expect("the module has versionable loops"))
 }
 
 /// The versioned loops of tests/data/loops.ptx (nvcc's) and tests/data/loops_triton.ptx
@@ -1081,7 +1089,7 @@ proptest! {
         let text = st.module();
         let lines = Line::read_all(text.split_inclusive('\n'));
         let bodies = super::bodies::Bodies::scan(&lines);
-        let v = version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("the loop is versioned");
+        let v = version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE, true).expect("the loop is versioned");
         let case = &cases(&v)[0];
         let covered: Vec<usize> = case.fast.iter().map(|(_, l)| *l).filter(|l| v.space_covered.contains(l)).collect();
         // Every generated form is one the analysis reads: only a negative offset leaves the
@@ -1124,7 +1132,7 @@ fn a_counter_read_before_its_loop_bounds_nothing() {
     let covered = |text: &str| {
         let lines = Line::read_all(text.split_inclusive('\n'));
         let bodies = super::bodies::Bodies::scan(&lines);
-        version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE).expect("versioned").space_covered.len()
+        version(&lines, &bodies, &super::branches::Branches::scan(&lines, &bodies), SCALE, true).expect("versioned").space_covered.len()
     };
     let st = Staged { c: 2, entry: 1, shift: 12, swizzle: 0, m1: 127, m2: 0, a: 0, b: 0, off: 0, copy: false };
     let plain = st.module();

@@ -136,7 +136,7 @@ impl Default for InstrumentOptions {
 
 impl InstrumentOptions {
     fn form(&self) -> emit::Form {
-        emit::Form { scale: self.scale, aligned: self.aligned_pool, outside: self.outside_checks }
+        emit::Form { scale: self.scale, aligned: self.aligned_pool, outside: self.outside_checks, fails_after_joins: false }
     }
 }
 
@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 100;
+pub const REVISION: u32 = 101;
 
 /// Instruments a PTX module.
 ///
@@ -586,7 +586,7 @@ impl<'a> Rewriter<'a> {
             let early = spare.then(|| (s.spawn(|| source_locations(&input, &input_bodies)), s.spawn(|| spaces::declarations(&input))));
             // 6. (Kernel-parameter bounds ask which lines are in loops, in every mode.)
             let input_branches = if planned || self.opts.param_bounds { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
-            let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale) } else { None };
+            let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale, self.header.version >= (6, 2)) } else { None };
             let early = early.map(|(locs, declared)| (locs.join().expect("finding source locations panicked"), declared.join().expect("scanning declarations panicked")));
             (input_branches, versioned, early)
         });
@@ -1419,7 +1419,7 @@ impl<'a> Rewriter<'a> {
             }
             // No statement of its own: the access it stands for comes later.
             let fast = fast_path_at(f, h_acc, label);
-            let (inline, fail) = emit::checked_statement_halt(opts.form(), h_ins, h_acc, "", indent, h_site, label, None, fast.as_ref(), f.nested);
+            let (inline, fail) = emit::checked_statement_halt(halt_form(&opts, f), h_ins, h_acc, "", indent, h_site, label, None, fast.as_ref(), f.nested);
             f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             prefix.push_str(&inline);
@@ -1483,7 +1483,7 @@ impl<'a> Rewriter<'a> {
         } else if opts.recover {
             emit::checked_statement(opts.form(), ins, access, &dest_types, text, indent, site_id, label, fast.as_ref())
         } else {
-            let (inline, fail) = emit::checked_statement_halt(opts.form(), ins, access, text, indent, site_id, label, prefetched, fast.as_ref(), f.nested);
+            let (inline, fail) = emit::checked_statement_halt(halt_form(&opts, f), ins, access, text, indent, site_id, label, prefetched, fast.as_ref(), f.nested);
             f.uses_shared_fail = true;
             f.fail_blocks.push(fail);
             inline
@@ -1794,6 +1794,12 @@ struct SpaceAt<'g> {
     loc: Option<Loc>,
     groups: &'g HashMap<(usize, usize), spaces::Role>,
     ptx_line: &'g dyn Fn(usize) -> usize,
+}
+
+/// Halt mode's check form in function `f`: its branches to reports come after its fast paths
+/// join where it waits for `wgmma` groups ([`emit::Form::fails_after_joins`]).
+fn halt_form(opts: &InstrumentOptions, f: &FuncState) -> emit::Form {
+    emit::Form { fails_after_joins: f.wgmma, ..opts.form() }
 }
 
 /// The kernel-parameter fast path ([`bounds`]) of a check of `a` whose label number is `label`.
