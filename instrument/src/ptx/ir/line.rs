@@ -361,7 +361,17 @@ impl<'a> Line<'a> {
         'a: 's,
     {
         let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped_len: self.stripped_len, code: self.code, parsed, kills_checks: self.kills_checks, braces: self.braces, brackets: self.brackets, slash: self.slash, generated: self.generated }
+        Line {
+            raw: self.raw,
+            stripped_len: self.stripped_len,
+            code: self.code,
+            parsed,
+            kills_checks: self.kills_checks,
+            braces: self.braces,
+            brackets: self.brackets,
+            slash: self.slash,
+            generated: self.generated,
+        }
     }
 
     /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
