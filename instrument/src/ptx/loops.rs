@@ -112,7 +112,7 @@ impl<'a> Versioned<'a> {
         let lines = (0..self.lines.len())
             .map(|j| {
                 if self.inserted.contains(&j) {
-                    return Line::read(&self.lines[j]);
+                    return Line::read_generated(&self.lines[j]);
                 }
                 let k = self.origin[j];
                 let line = if self.copies.contains(&j) {

@@ -124,8 +124,9 @@ pub(super) fn analyze<'a>(lines: &[Line<'a>], bodies: &Bodies, defs: &ModuleDefs
 /// The module's shared/local declarations (no function analyzed yet).
 pub(super) fn declarations(lines: &[Line<'_>]) -> ModuleSpaces {
     let mut m = ModuleSpaces::default();
+    // (A line the rewriter wrote declares only registers and call parameters: not searched.)
     for line in lines {
-        if line.may_declare(&[".shared", ".local"]) {
+        if !line.generated && line.may_declare(&[".shared", ".local"]) {
             for s in line.statements() {
                 if s.starts_with('.') {
                     if let Some((name, v)) = parse_declaration(s) {

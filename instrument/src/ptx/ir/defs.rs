@@ -106,6 +106,11 @@ impl<'a> DefIndex<'a> {
             if l.is_lone_directive() {
                 continue;
             }
+            // (A line the rewriter wrote, [`Line::generated`], defines only gasan's own
+            // registers, which no input line reads: no register an analysis follows.)
+            if l.generated {
+                continue;
+            }
             for (stmt, st) in l.stmts().iter().enumerate() {
                 let Some(instr) = &st.instr else { continue };
                 let (writer, before) = (index32(d.writers.len()), d.defs.len());

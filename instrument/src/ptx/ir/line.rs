@@ -31,6 +31,24 @@ pub(in crate::ptx) fn byte_flags(s: &[u8]) -> (bool, bool, bool) {
     (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH != 0)
 }
 
+/// [`byte_flags`] with `"` flagged with `/`: (brace, bracket, `/` or `"`).
+fn code_flags(s: &[u8]) -> (bool, bool, bool) {
+    const BRACE: u8 = 1;
+    const BRACKET: u8 = 2;
+    const SLASH_OR_QUOTE: u8 = 4;
+    const CLASS: [u8; 256] = {
+        let mut t = [0; 256];
+        t[b'{' as usize] = BRACE;
+        t[b'}' as usize] = BRACE;
+        t[b'[' as usize] = BRACKET;
+        t[b'/' as usize] = SLASH_OR_QUOTE;
+        t[b'"' as usize] = SLASH_OR_QUOTE;
+        t
+    };
+    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
+    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH_OR_QUOTE != 0)
+}
+
 /// A line of the module body as every pass reads it: split from its `//` comment and trimmed
 /// once, not by each pass again; its statements split into their parts once, on first use
 /// ([`Line::stmts`]).
@@ -57,6 +75,10 @@ pub(in crate::ptx) struct Line<'a> {
     /// `code` holds a `/`: a line without one neither opens nor closes a block comment (the
     /// module-wide body scan asks this of every line).
     pub(in crate::ptx) slash: bool,
+    /// The rewriter wrote the line (loop versioning's range tests, labels and branches:
+    /// [`Line::read_generated`]): it names only gasan's own registers, which no input line can
+    /// name (the reserved prefixes), so it declares no register any pass asks about.
+    pub(in crate::ptx) generated: bool,
 }
 
 /// A `bool` computed on first use and kept, shared between threads: a pure function of what it
@@ -165,7 +187,24 @@ impl<'a> Line<'a> {
         if slash {
             (braces, brackets, slash) = byte_flags(code.as_bytes());
         }
-        Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), kills_checks: LazyFlag::default(), braces, brackets, slash }
+        Line { raw, stripped_len: stripped.len(), code, parsed: std::sync::OnceLock::new(), kills_checks: LazyFlag::default(), braces, brackets, slash, generated: false }
+    }
+
+    /// A line the rewriter wrote ([`Line::generated`]), read as [`Line::read`] reads it. Its
+    /// lines end in ` //gasan` ([`crate::ptx::MARKER`]): where the text before the marker holds
+    /// no `/` and no `"`, the marker is the line's comment and the text before it its code, and
+    /// the line is read in one pass over that text (the comment search and a second pass over
+    /// the code cost twice as much, on some 10,000 such lines of the corpus).
+    pub(in crate::ptx) fn read_generated(raw: &'a str) -> Self {
+        const MARKED_END: &str = "//gasan\n";
+        if let Some(head) = raw.strip_suffix(MARKED_END) {
+            let (braces, brackets, slash_or_quote) = code_flags(head.as_bytes());
+            if !slash_or_quote {
+                let code = access::trim(head);
+                return Line { raw, stripped_len: head.len(), code, parsed: std::sync::OnceLock::new(), kills_checks: LazyFlag::default(), braces, brackets, slash: false, generated: true };
+            }
+        }
+        Line { generated: true, ..Line::read(raw) }
     }
 
     /// [`has_block_comment_marker`] of the whole line, skipping the search where the line holds
@@ -322,7 +361,17 @@ impl<'a> Line<'a> {
         'a: 's,
     {
         let parsed = self.parsed.into_inner().map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from);
-        Line { raw: self.raw, stripped_len: self.stripped_len, code: self.code, parsed, kills_checks: self.kills_checks, braces: self.braces, brackets: self.brackets, slash: self.slash }
+        Line {
+            raw: self.raw,
+            stripped_len: self.stripped_len,
+            code: self.code,
+            parsed,
+            kills_checks: self.kills_checks,
+            braces: self.braces,
+            brackets: self.brackets,
+            slash: self.slash,
+            generated: self.generated,
+        }
     }
 
     /// (The tests' reader; the rewriter reads whole texts with [`Line::read_text_scanning`].)
@@ -881,6 +930,16 @@ mod statement_pieces_tests {
             let mut scanner = super::bodies::Scanner::default();
             let raws: Vec<&str> = super::Line::read_text_scanning(&text, &mut scanner).iter().map(|l| l.raw).collect();
             prop_assert_eq!(raws, text.split_inclusive('\n').collect::<Vec<_>>());
+        }
+
+        /// A line the rewriter wrote is read as [`super::Line::read`] reads it, the marker's
+        /// fast path (no `/` or `"` before it) or not.
+        #[test]
+        fn a_generated_line_is_read_as_any_line(head in "[ \t{}\\[\\]/\"*;a-z%.,0-9é\u{a0}]{0,30}", marked in any::<bool>(), tail in prop_oneof![Just("//gasan\n"), Just(" //gasan\n"), Just("//gasan"), Just("\n"), Just("/gasan\n")]) {
+            let raw = if marked { format!("{head}{tail}") } else { head.clone() };
+            let (a, b) = (super::Line::read_generated(&raw), super::Line::read(&raw));
+            prop_assert!(a.generated && !b.generated);
+            prop_assert_eq!((a.raw, a.stripped(), a.code, a.braces, a.brackets, a.slash), (b.raw, b.stripped(), b.code, b.braces, b.brackets, b.slash));
         }
 
         /// A lone directive's statements hold no instruction.
