@@ -609,7 +609,7 @@ impl<'a> Rewriter<'a> {
             None => (input, input_bodies, input_branches),
         };
         let none = LineSet::default();
-        let (covered, copies, inserted, space_covered) = versioned.as_ref().map_or((&none, &none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted, &v.space_covered));
+        let (covered, copies, space_covered) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.space_covered));
         let (locs, declared) = match early {
             Some((locs, declared)) => (locs, Some(declared)),
             None => (source_locations(&lines, &bodies), None),
@@ -623,7 +623,6 @@ impl<'a> Rewriter<'a> {
             branches: &branches,
             covered,
             copies,
-            inserted,
             space_covered,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: memchr::memchr_iter(b'\n', head.as_bytes()).count(),
@@ -853,7 +852,7 @@ impl<'a> Rewriter<'a> {
         let held = w.heap.held() || plans.module.heap.is_some_and(|h| h.holds_from(i));
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
-        let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { plans.module.lines[i].memory() } else { (false, false) };
+        let (line_has_memory, any_check) = if in_body && !plans.module.lines[i].generated && !held { plans.module.lines[i].memory() } else { (false, false) };
         if line_has_memory {
             if let Some(f) = w.func.as_mut() {
                 f.nested = w.depth != 1 || opens + closes > 0;
@@ -874,7 +873,9 @@ impl<'a> Rewriter<'a> {
                 // first use, is not asked of lines the walk passes with no check recorded.)
                 if plans.module.lines[i].kills_checks() {
                     f.block_checks.clear();
-                } else {
+                } else if !plans.module.lines[i].generated {
+                    // (Loop versioning's lines write only gasan's own registers, which no
+                    // recorded check names: their statements are not read.)
                     invalidate_defs(f, plans.module.lines[i].stmts());
                 }
             }
@@ -1525,11 +1526,10 @@ struct Module<'p, 'l> {
     lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
     branches: &'p branches::Branches<'l>,
-    /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
-    /// wrote ([`loops::Versioned`]).
+    /// Accesses covered by a loop's range test, lines of fast loop copies ([`loops::Versioned`];
+    /// the lines it wrote are `Line::generated`).
     covered: &'p LineSet,
     copies: &'p LineSet,
-    inserted: &'p LineSet,
     /// Lines of fast loop copies whose shared-memory check the loop's range test covers.
     space_covered: &'p LineSet,
     origin: Option<&'p [usize]>,
@@ -1564,13 +1564,13 @@ impl<'l> Module<'_, 'l> {
         let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
         let coalescing =
-            if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
+            if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);
         spaces::analyze_functions(self.lines, bodies, &defs, &mut module_spaces);
         // 10. Shared/local checks grouped or proven needless.
-        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.space_covered, self.locs) } else { HashMap::default() };
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.space_covered, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
             true => bodies

@@ -940,7 +940,6 @@ pub(super) fn group_accesses<'a>(
     bodies: &Bodies,
     defs: &ModuleDefs<'_, 'a>,
     m: &ModuleSpaces,
-    skip: &super::LineSet,
     range_tested: &super::LineSet,
     locs: &[Option<super::Loc>],
 ) -> HashMap<(usize, usize), Role> {
@@ -979,11 +978,13 @@ pub(super) fn group_accesses<'a>(
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let loc = locs[i];
             let regs = declared.at(lines, i);
-            let memory = !skip.contains(&i) && line.memory().0;
+            // (Loop versioning's lines, `Line::generated`, hold no access to check, and write only
+            // gasan's own registers, which no group is keyed by: their statements are not read.)
+            let memory = !line.generated && line.memory().0;
             if !memory {
                 if line.kills_checks() {
                     close(&mut open, &mut roles, None);
-                } else {
+                } else if !line.generated {
                     for d in line.dests() {
                         close(&mut open, &mut roles, Some(d));
                     }
@@ -1443,7 +1444,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1481,7 +1482,7 @@ mod group_tests {
         let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &tops);
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1527,7 +1528,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
             matches!(roles.get(&(i, 0)), Some(Role::Available))
@@ -1604,7 +1605,7 @@ mod group_tests {
             let bodies = Bodies::scan(&lines);
             let defs = ModuleDefs::new(&lines, &bodies);
             let m = analyze(&lines, &bodies, &defs, &Default::default());
-            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;
             let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();
