@@ -1081,15 +1081,25 @@ impl<'a> Rewriter<'a> {
         let trailing_comment = &line[code.len()..];
         // Each statement split once (Line::stmts), for its shared/local check and its global one.
         let stmts = plans.module.lines[i].stmts();
-        // Shared/local checks (spaces.rs), by statement.
+        // Shared/local checks (spaces.rs), by statement, and the shared/local accesses the
+        // statements name (each statement's access decoded once, for both).
+        let fn_spaces = f.spaces;
+        let access_of = |st: &ParsedStmt<'_>| st.instr.as_ref().and_then(|ins| spaces::access_in(ins, fn_spaces));
+        let mut found = 0u32;
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
+            found = stmts.iter().filter_map(access_of).filter(|a| a.named_space().is_some()).count() as u32;
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
-            stmts.iter().enumerate().map(|(j, st)| self.space_check(&plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
+            let mut checks = Vec::with_capacity(stmts.len());
+            for (j, st) in stmts.iter().enumerate() {
+                let a = access_of(st);
+                found += u32::from(a.as_ref().is_some_and(|a| a.named_space().is_some()));
+                checks.push(self.space_check(&plans.module_spaces, f, st.instr.as_ref().zip(a), indent, SpaceAt { key: (i, j), ..at }));
+            }
+            checks
         };
-        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
         if found > 0 {
             let stats = if plans.module.copies.contains(&i) { &mut f.copy_stats } else { &mut f.stats };
             stats.space_found += found;
@@ -1246,10 +1256,10 @@ impl<'a> Rewriter<'a> {
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
     /// gets none.
-    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, ins: Option<&Instr<'_>>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
-        let ins = ins?;
+    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, access: Option<(&Instr<'_>, spaces::SpaceAccess)>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
+        let (ins, sa) = access?;
         let reg_bits = |r: &str| f.regs.types().type_of(r).and_then(type_bits);
-        let c = spaces::plan(ins, m, f.spaces, &reg_bits)?;
+        let c = spaces::plan_access(sa, ins, m, f.spaces, &reg_bits)?;
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {

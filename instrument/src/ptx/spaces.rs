@@ -486,10 +486,18 @@ pub(super) struct SpaceAccess {
     pub width_reg: Option<String>,
 }
 
-/// The state space (shared or local) an instruction names for its memory access, when it makes
-/// one this module checks: what `gasan-ptx stats` counts as shared/local accesses, checked or not.
-pub(super) fn named_space(ins: &Instr<'_>, f: &FnSpaces) -> Option<MemorySpace> {
-    space_access(ins, &|r: &str| f.consts.get(r).copied())?.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
+impl SpaceAccess {
+    /// The state space (shared or local) the instruction names for its memory access, when it
+    /// makes one this module checks: what `gasan-ptx stats` counts as shared/local accesses,
+    /// checked or not.
+    pub(super) fn named_space(&self) -> Option<MemorySpace> {
+        self.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
+    }
+}
+
+/// [`space_access`] in function `f` (its registers that hold one constant).
+pub(super) fn access_in(ins: &Instr<'_>, f: &FnSpaces) -> Option<SpaceAccess> {
+    space_access(ins, &|r: &str| f.consts.get(r).copied())
 }
 
 /// The shared/local (or generic) access of an instruction, as the one decoder
@@ -536,7 +544,12 @@ pub(super) fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i6
 
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
 pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
-    let SpaceAccess { addr_idx, kind, width, space, lanes, width_reg } = space_access(ins, &|r: &str| f.consts.get(r).copied())?;
+    plan_access(access_in(ins, f)?, ins, m, f, reg_bits)
+}
+
+/// [`plan`] of an access already decoded ([`access_in`]).
+pub(super) fn plan_access(sa: SpaceAccess, ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
+    let SpaceAccess { addr_idx, kind, width, space, lanes, width_reg } = sa;
     let op = ins.operands.get(addr_idx)?;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
