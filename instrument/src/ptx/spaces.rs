@@ -186,7 +186,10 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
     // is one, of unknown provenance: [`evaluate`] knows no `call`).
     let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().map(|d| (index.reg_name(d.reg_id), index.writer(d).instr)).collect();
     // Constants: registers every definition of which moves the same immediate, unguarded.
-    let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
+    // (This map and `readers` below are sized for the registers the body defines: grown from
+    // empty, they were rehashed a dozen times in a large body. Their order reaches nothing
+    // written: `FnSpaces::consts` is only looked up.)
+    let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::with_capacity_and_hasher(index.reg_count(), Default::default());
     for &(d, ins) in &defs {
         let value = (ins.guard.is_none() && ins.opcode.op == Op::Mov && ins.opcode.first_qual().is_some() && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
         let entry = consts.entry(d).or_insert(value);
@@ -199,7 +202,7 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
     // register, transitively. Only their definitions enter the fixed point below (most of a
     // function's registers never touch a variable); every other register is unknown to it. Found
     // by a walk from the definitions naming a variable along "register read by definition".
-    let mut readers: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
+    let mut readers: FxHashMap<&str, Vec<usize>> = FxHashMap::with_capacity_and_hasher(index.reg_count(), Default::default());
     let mut work: Vec<usize> = Vec::new();
     for (k, &(_, ins)) in defs.iter().enumerate() {
         for op in ins.operands.iter().skip(1) {
