@@ -399,7 +399,8 @@ struct Body<'b, 'a> {
 
 fn walk<'b, 'a>(body: &'b [BodyStmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> Body<'b, 'a> {
     let mut stmts: Vec<Stmt<'a>> = Vec::with_capacity(body.len());
-    let mut last_def: HashMap<&'a str, usize> = HashMap::default();
+    // (Sized for a destination a statement: only looked up, so its order reaches nothing.)
+    let mut last_def: HashMap<&'a str, usize> = HashMap::with_capacity_and_hasher(body.len(), Default::default());
     for (idx, b) in body.iter().enumerate() {
         let sources = b.sources();
         let (srcs, src_vals): (Vec<_>, Vec<_>) = sources.iter().map(|op| operand(op, &last_def, &stmts, candidates, written, regs)).unzip();
@@ -791,7 +792,9 @@ fn analyze(
     };
 
     // Loop-carried registers: written in the body and read before their first write.
-    let mut written: HashSet<&str> = HashSet::default();
+    // (`written` is only looked up: sized for a destination a statement. `carried` is iterated,
+    // into the shared test's counters: grown as before.)
+    let mut written: HashSet<&str> = HashSet::with_capacity_and_hasher(body.len(), Default::default());
     let mut carried: HashSet<&str> = HashSet::default();
     for b in &body {
         carried.extend(b.reads.iter().filter(|r| !written.contains(*r)));
