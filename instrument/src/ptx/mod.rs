@@ -1573,8 +1573,7 @@ impl<'l> Module<'_, 'l> {
         // when it ends, before the walk writes the text.
         let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
-        let coalescing =
-            if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
+        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);
