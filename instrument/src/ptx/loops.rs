@@ -935,7 +935,8 @@ fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {
 
 /// Writes the range test of one loop.
 struct Emitter<'b, 'a> {
-    id: usize,
+    /// The start of its temporaries' names, `%gsh{id}_` (the loop's number written once).
+    stem: String,
     body: &'b Body<'b, 'a>,
     bivs: &'b HashSet<&'a str>,
     regs: &'b RegTypes,
@@ -969,13 +970,15 @@ enum At {
 
 impl<'b, 'a> Emitter<'b, 'a> {
     fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale, vote: bool) -> Self {
-        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new(), vote }
+        let mut stem = numbered("%gsh", id);
+        stem.push('_');
+        Self { stem, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new(), vote }
     }
 
     /// A new register of type `ty`, declared in the test's scope.
     fn temp(&mut self, ty: &str) -> String {
-        let mut name = numbered("%gsh", self.id);
-        name.push('_');
+        let mut name = String::with_capacity(self.stem.len() + 8);
+        name.push_str(&self.stem);
         self.next.put(&mut name);
         self.next += 1;
         ln!(Lines::new(&mut self.decls, "\t"); ".reg .", ty, " ", name, ";");
