@@ -137,6 +137,11 @@ pub(super) fn plan_range<'l, 'a>(
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
+        // (Loop versioning's lines, `Line::generated`, write only gasan's own registers, which
+        // no group's address or guard names: their statements are not read.)
+        if line.generated {
+            continue;
+        }
         for st in line.stmts() {
             if groups.is_empty() {
                 break;
