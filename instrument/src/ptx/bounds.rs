@@ -416,8 +416,10 @@ impl ParamBounds {
         let mut bases: Vec<&str> = Vec::new();
         for (i, line) in body_lines.iter().enumerate().map(|(k, l)| (body.open + 1 + k, l)) {
             // A checked access names its address in brackets (access.rs parse_address): a line
-            // without any holds none, and its statements need no classifying.
-            if !line.brackets {
+            // without any holds none, and its statements need no classifying. Nor do loop
+            // versioning's lines (`Line::generated`): their loads' registers are gasan's own,
+            // which the definition index skips, so they would count no use and give no limit.
+            if !line.brackets || line.generated {
                 continue;
             }
             let counted = !versioned(i);

@@ -39,9 +39,9 @@ struct Entry {
 /// The coalescing plan of the lines of `range`, the whole module or a range beginning and ending
 /// outside bodies (the lines keep their module numbering): the plans of a module's bodies, made
 /// in parts. `defs`: the module's bodies and their register definitions; `covered`: accesses
-/// already covered by a loop range test (loops.rs; they count as checked, as hoisted ones do);
-/// `inserted`: lines the loop versioning wrote (its own loads are not accesses to check); `locs`:
-/// the source location at each line; `runs`: plan masked_runs.rs's runs (not with outside checks,
+/// already covered by a loop range test (loops.rs; they count as checked, as hoisted ones do;
+/// the lines the loop versioning wrote, `Line::generated`, hold no access to check); `locs`: the
+/// source location at each line; `runs`: plan masked_runs.rs's runs (not with outside checks,
 /// whose failed checks may resume); `batches`: batch checks (prefetch.rs).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn plan_range<'l, 'a>(
@@ -50,7 +50,6 @@ pub(super) fn plan_range<'l, 'a>(
     defs: &ModuleDefs<'_, 'a>,
     branches: &super::branches::Branches<'_>,
     covered: &LineSet,
-    inserted: &LineSet,
     locs: &[Option<super::Loc>],
     runs: bool,
     batches: bool,
@@ -104,7 +103,7 @@ pub(super) fn plan_range<'l, 'a>(
         if line.is_blank() {
             continue;
         }
-        let has_address = line.brackets && !covered.contains(&i) && !inserted.contains(&i);
+        let has_address = line.brackets && !covered.contains(&i) && !line.generated;
         if line.code_opens_block_comment() || line.kills_checks() || matches!(line.directive(), Some(".entry" | ".func")) {
             finish_all(&mut groups, &mut plan);
             if has_address && runs && line.is_lone_statement() {
@@ -138,6 +137,11 @@ pub(super) fn plan_range<'l, 'a>(
             check_lines.insert(i);
         }
         // Groups whose address or guard register a statement redefines end before it takes effect.
+        // (Loop versioning's lines, `Line::generated`, write only gasan's own registers, which
+        // no group's address or guard names: their statements are not read.)
+        if line.generated {
+            continue;
+        }
         for st in line.stmts() {
             if groups.is_empty() {
                 break;

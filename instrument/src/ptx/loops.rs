@@ -309,24 +309,24 @@ fn assemble<'a>(lines: &[Line<'a>], plans: Vec<LoopPlan>) -> Versioned<'a> {
 }
 
 /// What a register holds, as a function of the iteration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Val {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Val<'a> {
     /// The same in every iteration.
     Inv,
     /// Affine in the iteration number.
     Lin,
     /// The entry value of induction candidate `reg` plus an invariant (`off`: that invariant when
     /// it is a known constant).
-    Biv { reg: String, off: Option<i64> },
+    Biv { reg: &'a str, off: Option<i64> },
     /// Anything else.
     Opaque,
 }
 
-impl Val {
+impl<'a> Val<'a> {
     fn affine(&self) -> bool {
         !matches!(self, Val::Opaque)
     }
-    fn demote(self) -> Val {
+    fn demote(self) -> Val<'a> {
         match self {
             Val::Biv { .. } => Val::Lin,
             v => v,
@@ -341,21 +341,31 @@ struct BodyStmt<'a> {
     ins: Instr<'a>,
     dests: Vec<&'a str>,
     reads: Vec<&'a str>,
+    /// Where [`Instr::sources`] start in the operands (1 after a destination): the walk and the
+    /// range test ask for a statement's sources many times.
+    src_from: usize,
 }
 
 impl<'a> BodyStmt<'a> {
     fn new(line: usize, ins: Instr<'a>) -> Self {
-        BodyStmt { line, dests: ins.dests().collect(), reads: ins.registers_read().collect(), ins }
+        let dests: Vec<&'a str> = ins.dests().collect();
+        let src_from = usize::from(!dests.is_empty());
+        BodyStmt { line, dests, reads: ins.registers_read().collect(), ins, src_from }
+    }
+
+    /// [`Instr::sources`].
+    fn sources(&self) -> &[&'a str] {
+        &self.ins.operands[self.src_from..]
     }
 }
 
 /// The symbolic value of one body statement: for each source operand, the statement defining it
 /// in this iteration (`None`: its value at the iteration's start, or not a register) and its
 /// value; and the value it computes.
-struct Stmt {
+struct Stmt<'a> {
     srcs: Vec<Option<usize>>,
-    src_vals: Vec<Val>,
-    val: Val,
+    src_vals: Vec<Val<'a>>,
+    val: Val<'a>,
 }
 
 /// Integer type suffixes the affine rules accept.
@@ -382,16 +392,17 @@ fn pure_op(op: Op) -> bool {
 /// The symbolic walk over a loop body.
 struct Body<'b, 'a> {
     body: &'b [BodyStmt<'a>],
-    stmts: Vec<Stmt>,
+    stmts: Vec<Stmt<'a>>,
     /// Last definition (statement) of each register at the end of the body.
     last_def: HashMap<&'a str, usize>,
 }
 
 fn walk<'b, 'a>(body: &'b [BodyStmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> Body<'b, 'a> {
-    let mut stmts: Vec<Stmt> = Vec::with_capacity(body.len());
-    let mut last_def: HashMap<&'a str, usize> = HashMap::default();
+    let mut stmts: Vec<Stmt<'a>> = Vec::with_capacity(body.len());
+    // (Sized for a destination a statement: only looked up, so its order reaches nothing.)
+    let mut last_def: HashMap<&'a str, usize> = HashMap::with_capacity_and_hasher(body.len(), Default::default());
     for (idx, b) in body.iter().enumerate() {
-        let sources = b.ins.sources();
+        let sources = b.sources();
         let (srcs, src_vals): (Vec<_>, Vec<_>) = sources.iter().map(|op| operand(op, &last_def, &stmts, candidates, written, regs)).unzip();
         let val = if b.ins.guard.is_some() || b.dests.len() != 1 { Val::Opaque } else { eval(&b.ins, sources, &src_vals, regs) };
         stmts.push(Stmt { srcs, src_vals, val });
@@ -403,7 +414,7 @@ fn walk<'b, 'a>(body: &'b [BodyStmt<'a>], candidates: &HashSet<&'a str>, written
 }
 
 /// The value of a source operand at this point of the walk, and its defining statement.
-fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> (Option<usize>, Val) {
+fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt<'a>], candidates: &HashSet<&'a str>, written: &HashSet<&'a str>, regs: &RegTypes) -> (Option<usize>, Val<'a>) {
     if let Some(inner) = op.strip_prefix('[') {
         // A memory operand stands for its address register (no rule computes with it as a value:
         // memory statements are opaque).
@@ -416,14 +427,14 @@ fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt], 
         return (None, if plain { Val::Inv } else { Val::Opaque });
     }
     if let Some(&d) = last_def.get(op) {
-        return (Some(d), stmts[d].val.clone());
+        return (Some(d), stmts[d].val);
     }
     let declared = regs.type_of(op);
     let val = match declared {
         None if volatile_special(op) => Val::Opaque,
         None => Val::Inv,
         Some("pred") => Val::Opaque,
-        Some(_) if candidates.contains(op) => Val::Biv { reg: op.to_string(), off: Some(0) },
+        Some(_) if candidates.contains(op) => Val::Biv { reg: op, off: Some(0) },
         Some(_) if written.contains(op) => Val::Opaque,
         Some(_) => Val::Inv,
     };
@@ -431,7 +442,7 @@ fn operand<'a>(op: &'a str, last_def: &HashMap<&'a str, usize>, stmts: &[Stmt], 
 }
 
 /// The value an unguarded single-destination statement computes.
-fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
+fn eval<'a>(ins: &Instr<'_>, srcs: &[&str], vals: &[Val<'a>], regs: &RegTypes) -> Val<'a> {
     let parts: Operands<'_> = ins.opcode.parts().collect();
     let op = ins.opcode.op;
     let ty = *parts.last().unwrap_or(&"");
@@ -444,23 +455,23 @@ fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
     }
     let int = int_bits(ty).is_some();
     match (op, parts.len(), vals) {
-        (Op::Mov, 2, [v]) => v.clone(),
+        (Op::Mov, 2, [v]) => *v,
         (Op::Add, 2, [a, b]) | (Op::Sub, 2, [a, b]) if int => {
             let sub = op == Op::Sub;
             match (a, b) {
                 (Val::Inv, Val::Inv) => Val::Inv,
                 (Val::Biv { reg, off }, Val::Inv) => {
                     let k = parse_int(srcs[1]).map(|k| if sub { k.wrapping_neg() } else { k });
-                    Val::Biv { reg: reg.clone(), off: off.zip(k).map(|(o, k)| o.wrapping_add(k)) }
+                    Val::Biv { reg, off: off.zip(k).map(|(o, k)| o.wrapping_add(k)) }
                 }
-                (Val::Inv, Val::Biv { reg, off }) if !sub => Val::Biv { reg: reg.clone(), off: off.zip(parse_int(srcs[0])).map(|(o, k)| o.wrapping_add(k)) },
+                (Val::Inv, Val::Biv { reg, off }) if !sub => Val::Biv { reg, off: off.zip(parse_int(srcs[0])).map(|(o, k)| o.wrapping_add(k)) },
                 _ => Val::Lin,
             }
         }
         (Op::Mul, 3, [a, b]) | (Op::Mad, 3, [a, b, _]) if int && (parts[1] == "lo" || parts[1] == "wide") => {
             let product = match (a, b) {
                 (Val::Inv, Val::Inv) => Val::Inv,
-                (x, Val::Inv) | (Val::Inv, x) => x.clone().demote(),
+                (x, Val::Inv) | (Val::Inv, x) => x.demote(),
                 _ => return Val::Opaque,
             };
             match (op, product, vals.get(2)) {
@@ -469,10 +480,10 @@ fn eval(ins: &Instr<'_>, srcs: &[&str], vals: &[Val], regs: &RegTypes) -> Val {
                 (_, p, _) => p,
             }
         }
-        (Op::Shl, 2, [a, Val::Inv]) if int => a.clone().demote(),
-        (Op::Neg, 2, [a]) if int => a.clone().demote(),
-        (Op::Cvt, 3, [a]) if int_bits(parts[1]).is_some() && int_bits(parts[2]).is_some() && int_bits(parts[1]) >= int_bits(parts[2]) => a.clone().demote(),
-        (Op::Cvta, _, [a]) if parts.contains(&"global") => a.clone().demote(),
+        (Op::Shl, 2, [a, Val::Inv]) if int => a.demote(),
+        (Op::Neg, 2, [a]) if int => a.demote(),
+        (Op::Cvt, 3, [a]) if int_bits(parts[1]).is_some() && int_bits(parts[2]).is_some() && int_bits(parts[1]) >= int_bits(parts[2]) => a.demote(),
+        (Op::Cvta, _, [a]) if parts.contains(&"global") => a.demote(),
         _ if all_inv && pure_op(op) => Val::Inv,
         _ => Val::Opaque,
     }
@@ -521,7 +532,7 @@ fn clip_of(body: &[BodyStmt<'_>], walked: &Body<'_, '_>, j: usize, size_reg: Opt
         preds.extend(def_before(body, j, p).map(|d| (d, negated)));
     }
     // The source size's definition: a `selp` keeps it 0 unless its predicate says otherwise.
-    let mut size = size_reg.and_then(|r| body[j].ins.sources().iter().position(|o| o.trim() == r)).and_then(|i| walked.stmts[j].srcs[i]);
+    let mut size = size_reg.and_then(|r| body[j].sources().iter().position(|o| o.trim() == r)).and_then(|i| walked.stmts[j].srcs[i]);
     while let Some(d) = size.take() {
         let ins = &body[d].ins;
         if ins.opcode.op != Op::Selp || ins.guard.is_some() || ins.operands.len() != 4 {
@@ -781,7 +792,9 @@ fn analyze(
     };
 
     // Loop-carried registers: written in the body and read before their first write.
-    let mut written: HashSet<&str> = HashSet::default();
+    // (`written` is only looked up: sized for a destination a statement. `carried` is iterated,
+    // into the shared test's counters: grown as before.)
+    let mut written: HashSet<&str> = HashSet::with_capacity_and_hasher(body.len(), Default::default());
     let mut carried: HashSet<&str> = HashSet::default();
     for b in &body {
         carried.extend(b.reads.iter().filter(|r| !written.contains(*r)));
@@ -812,7 +825,7 @@ fn analyze(
         let Some(a) = lines[b.line].first_stmt().and_then(|st| st.checked_access()) else { continue };
         let (AddrBase::Reg(r), Width::Fixed(w), false) = (&a.base, &a.width, a.bulk) else { continue };
         // The address register's definition and value as this statement sees them.
-        let Some(i) = b.ins.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };
+        let Some(i) = b.sources().iter().position(|o| o.starts_with('[') && o.contains(r.as_str())) else { continue };
         let (def, val) = (st.srcs[i], &st.src_vals[i]);
         if !val.affine() {
             continue;
@@ -828,7 +841,7 @@ fn analyze(
             g.lines.push(line);
         } else if ranges.len() < MAX_RANGES {
             let walks = match val {
-                Val::Biv { reg, off: Some(_) } => Some(reg.clone()),
+                Val::Biv { reg, off: Some(_) } => Some(reg.to_string()),
                 _ => None,
             };
             ranges.push(Range { reg: r.clone(), def, lo, hi_end, lines: vec![line], walks, clip });
@@ -922,7 +935,8 @@ fn exit_of(ins: &Instr<'_>, idx: usize, negated: bool) -> Option<Exit> {
 
 /// Writes the range test of one loop.
 struct Emitter<'b, 'a> {
-    id: usize,
+    /// The start of its temporaries' names, `%gsh{id}_` (the loop's number written once).
+    stem: String,
     body: &'b Body<'b, 'a>,
     bivs: &'b HashSet<&'a str>,
     regs: &'b RegTypes,
@@ -956,13 +970,15 @@ enum At {
 
 impl<'b, 'a> Emitter<'b, 'a> {
     fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale, vote: bool) -> Self {
-        Self { id, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new(), vote }
+        let mut stem = numbered("%gsh", id);
+        stem.push('_');
+        Self { stem, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new(), vote }
     }
 
     /// A new register of type `ty`, declared in the test's scope.
     fn temp(&mut self, ty: &str) -> String {
-        let mut name = numbered("%gsh", self.id);
-        name.push('_');
+        let mut name = String::with_capacity(self.stem.len() + 8);
+        name.push_str(&self.stem);
         self.next.put(&mut name);
         self.next += 1;
         ln!(Lines::new(&mut self.decls, "\t"); ".reg .", ty, " ", name, ";");
@@ -971,7 +987,12 @@ impl<'b, 'a> Emitter<'b, 'a> {
 
     /// A `.b{bits}` [`Emitter::temp`].
     fn temp_bits(&mut self, bits: u32) -> String {
-        self.temp(&numbered("b", bits))
+        // (The widths the walk types have, named without a string built for each.)
+        match bits {
+            32 => self.temp("b32"),
+            64 => self.temp("b64"),
+            _ => self.temp(&numbered("b", bits)),
+        }
     }
 
     /// The test's statements ([`ln!`] writes through [`Emitter::line`]).
@@ -1260,7 +1281,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 continue;
             }
             let st = &self.body.stmts[d];
-            for (op, src) in self.body.body[d].ins.sources().iter().zip(&st.srcs) {
+            for (op, src) in self.body.body[d].sources().iter().zip(&st.srcs) {
                 match src {
                     Some(s) => stack.push(*s),
                     None => {
@@ -1311,7 +1332,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
         }
         let mut srcs = Vec::new();
-        for (op, src) in b.ins.sources().iter().zip(&st.srcs) {
+        for (op, src) in b.sources().iter().zip(&st.srcs) {
             srcs.push(match src {
                 Some(s) => self.value_of_stmt(*s, at, memo, last)?,
                 None if op.starts_with('%') => self.entry(op, at, last),
@@ -1440,7 +1461,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
     /// prefix of the loop's iterations).
     fn trip_count(&mut self, exit: &Exit, steps: &HashMap<&'a str, (String, u32)>, memo: &mut HashMap<(At, usize), String>, over: Option<&str>) -> Option<String> {
         let st = &self.body.stmts[exit.setp];
-        let ops = self.body.body[exit.setp].ins.sources();
+        let ops = self.body.body[exit.setp].sources();
         let vals = &st.src_vals;
         // One side moves, the other is the bound.
         let (c_src, b_src, cmp) = match (&vals[0], &vals[1]) {
@@ -1460,7 +1481,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
         };
         // The compared value's step per iteration.
         let step: String = match &vals[c_src] {
-            Val::Biv { reg, .. } => steps.get(reg.as_str())?.0.clone(),
+            Val::Biv { reg, .. } => steps.get(reg)?.0.clone(),
             _ => {
                 // c at the second iteration minus c at the first: recompute with each induction
                 // variable advanced by its step.

@@ -609,7 +609,7 @@ impl<'a> Rewriter<'a> {
             None => (input, input_bodies, input_branches),
         };
         let none = LineSet::default();
-        let (covered, copies, inserted, space_covered) = versioned.as_ref().map_or((&none, &none, &none, &none), |v| (&v.covered, &v.copies, &v.inserted, &v.space_covered));
+        let (covered, copies, space_covered) = versioned.as_ref().map_or((&none, &none, &none), |v| (&v.covered, &v.copies, &v.space_covered));
         let (locs, declared) = match early {
             Some((locs, declared)) => (locs, Some(declared)),
             None => (source_locations(&lines, &bodies), None),
@@ -623,7 +623,6 @@ impl<'a> Rewriter<'a> {
             branches: &branches,
             covered,
             copies,
-            inserted,
             space_covered,
             origin: versioned.as_ref().map(|v| v.origin.as_slice()),
             base_line: memchr::memchr_iter(b'\n', head.as_bytes()).count(),
@@ -853,7 +852,7 @@ impl<'a> Rewriter<'a> {
         let held = w.heap.held() || plans.module.heap.is_some_and(|h| h.holds_from(i));
         // The body's lines after its opening line (the closing one included).
         let in_body = w.func.is_some() && !opened_now;
-        let (line_has_memory, any_check) = if in_body && !plans.module.inserted.contains(&i) && !held { plans.module.lines[i].memory() } else { (false, false) };
+        let (line_has_memory, any_check) = if in_body && !plans.module.lines[i].generated && !held { plans.module.lines[i].memory() } else { (false, false) };
         if line_has_memory {
             if let Some(f) = w.func.as_mut() {
                 f.nested = w.depth != 1 || opens + closes > 0;
@@ -874,7 +873,9 @@ impl<'a> Rewriter<'a> {
                 // first use, is not asked of lines the walk passes with no check recorded.)
                 if plans.module.lines[i].kills_checks() {
                     f.block_checks.clear();
-                } else {
+                } else if !plans.module.lines[i].generated {
+                    // (Loop versioning's lines write only gasan's own registers, which no
+                    // recorded check names: their statements are not read.)
                     invalidate_defs(f, plans.module.lines[i].stmts());
                 }
             }
@@ -1080,15 +1081,25 @@ impl<'a> Rewriter<'a> {
         let trailing_comment = &line[code.len()..];
         // Each statement split once (Line::stmts), for its shared/local check and its global one.
         let stmts = plans.module.lines[i].stmts();
-        // Shared/local checks (spaces.rs), by statement.
+        // Shared/local checks (spaces.rs), by statement, and the shared/local accesses the
+        // statements name (each statement's access decoded once, for both).
+        let fn_spaces = f.spaces;
+        let access_of = |st: &ParsedStmt<'_>| st.instr.as_ref().and_then(|ins| spaces::access_in(ins, fn_spaces));
+        let mut found = 0u32;
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
+            found = stmts.iter().filter_map(access_of).filter(|a| a.named_space().is_some()).count() as u32;
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);
             let at = SpaceAt { key: (i, 0), line_no, loc, groups: &plans.space_groups, ptx_line: &ptx_line };
-            stmts.iter().enumerate().map(|(j, st)| self.space_check(&plans.module_spaces, f, st.instr.as_ref(), indent, SpaceAt { key: (i, j), ..at })).collect()
+            let mut checks = Vec::with_capacity(stmts.len());
+            for (j, st) in stmts.iter().enumerate() {
+                let a = access_of(st);
+                found += u32::from(a.as_ref().is_some_and(|a| a.named_space().is_some()));
+                checks.push(self.space_check(&plans.module_spaces, f, st.instr.as_ref().zip(a), indent, SpaceAt { key: (i, j), ..at }));
+            }
+            checks
         };
-        let found = stmts.iter().filter_map(|st| st.instr.as_ref()).filter(|ins| spaces::named_space(ins, f.spaces).is_some()).count() as u32;
         if found > 0 {
             let stats = if plans.module.copies.contains(&i) { &mut f.copy_stats } else { &mut f.stats };
             stats.space_found += found;
@@ -1245,10 +1256,10 @@ impl<'a> Rewriter<'a> {
 
     /// The shared/local check of one statement (spaces.rs), recording its site; `None` when it
     /// gets none.
-    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, ins: Option<&Instr<'_>>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
-        let ins = ins?;
+    fn space_check(&mut self, m: &spaces::ModuleSpaces, f: &mut FuncState, access: Option<(&Instr<'_>, spaces::SpaceAccess)>, indent: &str, at: SpaceAt<'_>) -> Option<String> {
+        let (ins, sa) = access?;
         let reg_bits = |r: &str| f.regs.types().type_of(r).and_then(type_bits);
-        let c = spaces::plan(ins, m, f.spaces, &reg_bits)?;
+        let c = spaces::plan_access(sa, ins, m, f.spaces, &reg_bits)?;
         let label = self.next_label;
         let (inline, stub) = match at.groups.get(&at.key) {
             Some(spaces::Role::Covered) => {
@@ -1525,11 +1536,10 @@ struct Module<'p, 'l> {
     lines: &'p [Line<'l>],
     bodies: &'p bodies::Bodies,
     branches: &'p branches::Branches<'l>,
-    /// Accesses covered by a loop's range test, lines of fast loop copies, lines loop versioning
-    /// wrote ([`loops::Versioned`]).
+    /// Accesses covered by a loop's range test, lines of fast loop copies ([`loops::Versioned`];
+    /// the lines it wrote are `Line::generated`).
     covered: &'p LineSet,
     copies: &'p LineSet,
-    inserted: &'p LineSet,
     /// Lines of fast loop copies whose shared-memory check the loop's range test covers.
     space_covered: &'p LineSet,
     origin: Option<&'p [usize]>,
@@ -1563,14 +1573,13 @@ impl<'l> Module<'_, 'l> {
         // when it ends, before the walk writes the text.
         let defs = defs::ModuleDefs::new(self.lines, bodies);
         // 8. Coalescing and prefetching of the global checks of each block (halt mode, optimized).
-        let coalescing =
-            if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.inserted, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
+        let coalescing = if planned { coalesce::plan_range(self.lines, range, &defs, self.branches, self.covered, self.locs, !opts.outside_checks, !self.wgmma) } else { coalesce::Plan::default() };
         // 9. Shared/local provenance of each function's registers.
         let mut module_spaces = declared;
         module_spaces.top_params.clone_from(top_params);
         spaces::analyze_functions(self.lines, bodies, &defs, &mut module_spaces);
         // 10. Shared/local checks grouped or proven needless.
-        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.inserted, self.space_covered, self.locs) } else { HashMap::default() };
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.space_covered, self.locs) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
             true => bodies

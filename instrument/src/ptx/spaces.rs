@@ -186,7 +186,10 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
     // is one, of unknown provenance: [`evaluate`] knows no `call`).
     let defs: Vec<(&'a str, &Instr<'a>)> = index.defs().iter().map(|d| (index.reg_name(d.reg_id), index.writer(d).instr)).collect();
     // Constants: registers every definition of which moves the same immediate, unguarded.
-    let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::default();
+    // (This map and `readers` below are sized for the registers the body defines: grown from
+    // empty, they were rehashed a dozen times in a large body. Their order reaches nothing
+    // written: `FnSpaces::consts` is only looked up.)
+    let mut consts: FxHashMap<&str, Option<i64>> = FxHashMap::with_capacity_and_hasher(index.reg_count(), Default::default());
     for &(d, ins) in &defs {
         let value = (ins.guard.is_none() && ins.opcode.op == Op::Mov && ins.opcode.first_qual().is_some() && ins.operands.len() == 2).then(|| parse_int(ins.operands[1].trim())).flatten();
         let entry = consts.entry(d).or_insert(value);
@@ -199,7 +202,7 @@ fn analyze_function<'a>(stmts: &[&ParsedStmt<'a>], index: Defs<'_, 'a>, vars: &H
     // register, transitively. Only their definitions enter the fixed point below (most of a
     // function's registers never touch a variable); every other register is unknown to it. Found
     // by a walk from the definitions naming a variable along "register read by definition".
-    let mut readers: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
+    let mut readers: FxHashMap<&str, Vec<usize>> = FxHashMap::with_capacity_and_hasher(index.reg_count(), Default::default());
     let mut work: Vec<usize> = Vec::new();
     for (k, &(_, ins)) in defs.iter().enumerate() {
         for op in ins.operands.iter().skip(1) {
@@ -486,10 +489,18 @@ pub(super) struct SpaceAccess {
     pub width_reg: Option<String>,
 }
 
-/// The state space (shared or local) an instruction names for its memory access, when it makes
-/// one this module checks: what `gasan-ptx stats` counts as shared/local accesses, checked or not.
-pub(super) fn named_space(ins: &Instr<'_>, f: &FnSpaces) -> Option<MemorySpace> {
-    space_access(ins, &|r: &str| f.consts.get(r).copied())?.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
+impl SpaceAccess {
+    /// The state space (shared or local) the instruction names for its memory access, when it
+    /// makes one this module checks: what `gasan-ptx stats` counts as shared/local accesses,
+    /// checked or not.
+    pub(super) fn named_space(&self) -> Option<MemorySpace> {
+        self.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
+    }
+}
+
+/// [`space_access`] in function `f` (its registers that hold one constant).
+pub(super) fn access_in(ins: &Instr<'_>, f: &FnSpaces) -> Option<SpaceAccess> {
+    space_access(ins, &|r: &str| f.consts.get(r).copied())
 }
 
 /// The shared/local (or generic) access of an instruction, as the one decoder
@@ -536,7 +547,12 @@ pub(super) fn space_access(ins: &Instr<'_>, constant: &dyn Fn(&str) -> Option<i6
 
 /// The check an access gets here, if any. `reg_bits` gives a register's declared width.
 pub(super) fn plan(ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
-    let SpaceAccess { addr_idx, kind, width, space, lanes, width_reg } = space_access(ins, &|r: &str| f.consts.get(r).copied())?;
+    plan_access(access_in(ins, f)?, ins, m, f, reg_bits)
+}
+
+/// [`plan`] of an access already decoded ([`access_in`]).
+pub(super) fn plan_access(sa: SpaceAccess, ins: &Instr<'_>, m: &ModuleSpaces, f: &FnSpaces, reg_bits: &dyn Fn(&str) -> Option<u32>) -> Option<SpaceCheck> {
+    let SpaceAccess { addr_idx, kind, width, space, lanes, width_reg } = sa;
     let op = ins.operands.get(addr_idx)?;
     let traced = |var: &str, base: Base, offset: i64| -> Option<SpaceCheck> {
         let v = m.vars.get(var)?;
@@ -940,7 +956,6 @@ pub(super) fn group_accesses<'a>(
     bodies: &Bodies,
     defs: &ModuleDefs<'_, 'a>,
     m: &ModuleSpaces,
-    skip: &super::LineSet,
     range_tested: &super::LineSet,
     locs: &[Option<super::Loc>],
 ) -> HashMap<(usize, usize), Role> {
@@ -979,11 +994,13 @@ pub(super) fn group_accesses<'a>(
         for (i, line) in body_lines(lines, b, b.open + 1) {
             let loc = locs[i];
             let regs = declared.at(lines, i);
-            let memory = !skip.contains(&i) && line.memory().0;
+            // (Loop versioning's lines, `Line::generated`, hold no access to check, and write only
+            // gasan's own registers, which no group is keyed by: their statements are not read.)
+            let memory = !line.generated && line.memory().0;
             if !memory {
                 if line.kills_checks() {
                     close(&mut open, &mut roles, None);
-                } else {
+                } else if !line.generated {
                     for d in line.dests() {
                         close(&mut open, &mut roles, Some(d));
                     }
@@ -1443,7 +1460,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1481,7 +1498,7 @@ mod group_tests {
         let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &tops);
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1527,7 +1544,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
             matches!(roles.get(&(i, 0)), Some(Role::Available))
@@ -1604,7 +1621,7 @@ mod group_tests {
             let bodies = Bodies::scan(&lines);
             let defs = ModuleDefs::new(&lines, &bodies);
             let m = analyze(&lines, &bodies, &defs, &Default::default());
-            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &Default::default(), &vec![None; lines.len()]);
+            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;
             let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();
