@@ -13,40 +13,37 @@ pub(in crate::ptx) fn strip_comment(line: &str) -> &str {
     }
 }
 
+/// The byte classes the line scans look up: brace 1, `[` 2, `/` 4, and `"` 4 too when `quote`.
+const fn flag_table(quote: bool) -> [u8; 256] {
+    let mut t = [0; 256];
+    t[b'{' as usize] = 1;
+    t[b'}' as usize] = 1;
+    t[b'[' as usize] = 2;
+    t[b'/' as usize] = 4;
+    if quote {
+        t[b'"' as usize] = 4;
+    }
+    t
+}
+
+/// (class 1, class 2, class 4) seen in `s` under `table`: one lookup a byte.
+#[inline]
+fn flags_in(s: &[u8], table: &[u8; 256]) -> (bool, bool, bool) {
+    let seen = s.iter().fold(0, |m, &b| m | table[usize::from(b)]);
+    (seen & 1 != 0, seen & 2 != 0, seen & 4 != 0)
+}
+
 /// Whether `s` holds a brace, a `[`, a `/`: one pass over a line for all three, a table lookup
 /// a byte (three compares a byte were a fifth of reading a module).
 pub(in crate::ptx) fn byte_flags(s: &[u8]) -> (bool, bool, bool) {
-    const BRACE: u8 = 1;
-    const BRACKET: u8 = 2;
-    const SLASH: u8 = 4;
-    const CLASS: [u8; 256] = {
-        let mut t = [0; 256];
-        t[b'{' as usize] = BRACE;
-        t[b'}' as usize] = BRACE;
-        t[b'[' as usize] = BRACKET;
-        t[b'/' as usize] = SLASH;
-        t
-    };
-    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
-    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH != 0)
+    const CLASS: [u8; 256] = flag_table(false);
+    flags_in(s, &CLASS)
 }
 
 /// [`byte_flags`] with `"` flagged with `/`: (brace, bracket, `/` or `"`).
 fn code_flags(s: &[u8]) -> (bool, bool, bool) {
-    const BRACE: u8 = 1;
-    const BRACKET: u8 = 2;
-    const SLASH_OR_QUOTE: u8 = 4;
-    const CLASS: [u8; 256] = {
-        let mut t = [0; 256];
-        t[b'{' as usize] = BRACE;
-        t[b'}' as usize] = BRACE;
-        t[b'[' as usize] = BRACKET;
-        t[b'/' as usize] = SLASH_OR_QUOTE;
-        t[b'"' as usize] = SLASH_OR_QUOTE;
-        t
-    };
-    let seen = s.iter().fold(0, |m, &b| m | CLASS[usize::from(b)]);
-    (seen & BRACE != 0, seen & BRACKET != 0, seen & SLASH_OR_QUOTE != 0)
+    const CLASS: [u8; 256] = flag_table(true);
+    flags_in(s, &CLASS)
 }
 
 /// A line of the module body as every pass reads it: split from its `//` comment and trimmed
