@@ -254,7 +254,9 @@ fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup:
             Err(e) => Some(e),
         };
         if let Some(e) = failed {
-            if on.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            // A driver shut down under the thread (the program's exit ran the driver's teardown
+            // first) leaves nothing to retire: the process's memory goes with it, so no warning.
+            if on.swap(false, std::sync::atomic::Ordering::Relaxed) && !e.driver_shut_down() {
                 crate::log::log(0, || format!("WARNING: gasan's unmap thread could not retire a freed block ({e}); freed large blocks are unmapped by the freeing thread from now on"));
             }
         }

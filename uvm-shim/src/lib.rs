@@ -76,3 +76,23 @@ pub enum UvmError {
     #[error("bad gasan IPC handle: {0}")]
     BadIpcHandle(String),
 }
+
+impl UvmError {
+    /// Whether the driver has shut down (`CUDA_ERROR_DEINITIALIZED`): the process is exiting and
+    /// its driver state, the pool's memory with it, is already gone, so nothing is left to undo.
+    pub fn driver_shut_down(&self) -> bool {
+        matches!(self, UvmError::Cuda { code, .. } if *code == cudarc::driver::sys::CUresult::CUDA_ERROR_DEINITIALIZED as i32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UvmError;
+
+    #[test]
+    fn driver_shut_down_is_only_cuda_error_deinitialized() {
+        assert!(UvmError::Cuda { call: "cuMemUnmap", code: 4 }.driver_shut_down());
+        assert!(!UvmError::Cuda { call: "cuMemUnmap", code: 2 }.driver_shut_down());
+        assert!(!UvmError::Kmod { call: "unmap", status: 4 }.driver_shut_down());
+    }
+}
