@@ -11,6 +11,7 @@ use crate::report::{ModuleRegistry, Report, Reporter};
 use crate::ring::RingTally;
 use crate::side_table::SideTable;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 /// What errors follow of the options.
 #[derive(Clone, Copy, Debug)]
@@ -45,11 +46,23 @@ pub struct Errors {
     opts: ErrorOptions,
     summary_printed: AtomicBool,
     device_error_handled: AtomicBool,
+    /// Held over a whole drain (records taken and reported), so a drain that finds nothing knows
+    /// no other thread holds a record it took and has not reported yet.
+    drain_lock: Mutex<()>,
+}
+
+/// Whether a drain settles the rings: counts what is still unpublished after a bounded wait as
+/// lost (after a sticky device error, at exit), or leaves it for the next drain (after a
+/// successful sync: the writer may be a kernel still running on another stream or thread).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settle {
+    No,
+    Yes,
 }
 
 impl Errors {
     pub fn new(reporter: Reporter, opts: ErrorOptions) -> Self {
-        Errors { reporter, ring_tally: RingTally::default(), opts, summary_printed: AtomicBool::new(false), device_error_handled: AtomicBool::new(false) }
+        Errors { reporter, ring_tally: RingTally::default(), opts, summary_printed: AtomicBool::new(false), device_error_handled: AtomicBool::new(false), drain_lock: Mutex::new(()) }
     }
 
     /// Reports what the error rings hold. Returns the number of reports. In halt mode only the
@@ -59,10 +72,14 @@ impl Errors {
     /// Every device's ring is drained (each GPU's kernels write their own); a report names the
     /// GPU whose kernel made the access and describes the address from the pool that holds it,
     /// whichever GPU's.
-    pub fn drain_ring(&self, from: &RingSources) -> usize {
+    pub fn drain_ring(&self, from: &RingSources, settle: Settle) -> usize {
+        let _drain = self.drain_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
         for (_, d) in from.devices.each() {
-            let drained = d.ring.lock().unwrap().drain();
+            let drained = match settle {
+                Settle::No => d.ring.lock().unwrap().drain(),
+                Settle::Yes => d.ring.lock().unwrap().drain_settled(crate::ring::SETTLE_WAIT),
+            };
             self.ring_tally.add_lost(drained.lost);
             for rec in drained.records {
                 if !self.ring_tally.admit(&rec, self.opts.halt_on_error && n > 0) {
@@ -96,17 +113,23 @@ impl Errors {
 
     /// After a synchronizing call: report ring records, and stop in halt mode.
     pub fn check_after_sync(&self, from: &RingSources) {
-        if self.drain_ring(from) > 0 && self.opts.halt_on_error {
+        if self.drain_ring(from, Settle::No) > 0 && self.opts.halt_on_error {
             self.exit_with_error();
         }
     }
 
-    /// A call returned a sticky device error (a `trap` or an MMU fault).
+    /// A call returned a sticky device error (a `trap` or an MMU fault). The rings are settled
+    /// first: a record another thread's drain saw claimed but not yet published is taken now.
+    /// Nothing found, the fault is reported as one no check saw, unless in halt mode another
+    /// thread's drain already reported the record of this `trap` and is ending the process.
     pub fn on_device_error(&self, from: &RingSources, code: CuResult, call: &str) {
         if self.device_error_handled.swap(true, Ordering::SeqCst) {
             return;
         }
-        if self.drain_ring(from) == 0 {
+        let n = self.drain_ring(from, Settle::Yes);
+        // In halt mode every report ends the process: one counted already is being ended with.
+        let reported_by_another = self.opts.halt_on_error && self.reporter.errors_reported() > 0;
+        if n == 0 && !reported_by_another {
             let fault = from.devices.first().and_then(|d| {
                 let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
                 Some((f, d.alloc.describe(f.address)))

@@ -490,7 +490,7 @@ impl State {
         for (_, d) in self.devices.each() {
             d.alloc.stop_unmap_thread();
         }
-        self.errors.drain_ring(&self.ring_sources());
+        self.errors.drain_ring(&self.ring_sources(), crate::errors::Settle::Yes);
         self.errors.print_error_summary();
         if self.opts.detect_leaks {
             self.errors.report_leaks(&self.devices);
