@@ -575,6 +575,91 @@ mod plan_tests {
     }
 
     #[test]
+    fn run_pieces_are_the_binary_digits() {
+        let pieces = |n| run_pieces(n).collect::<Vec<u64>>();
+        assert_eq!(pieces(13), vec![8, 4, 1]);
+        assert_eq!(pieces(1), vec![1]);
+        assert_eq!(pieces(8), vec![8]);
+        assert_eq!(pieces(2 * MAX_RUN_SLOTS + 3), vec![MAX_RUN_SLOTS, MAX_RUN_SLOTS, 2, 1]);
+    }
+
+    proptest::proptest! {
+        /// A widened commit backs the same shadow in the same order and maps every chunk once, in
+        /// address order, with runs of powers of two from 2 to MAX_RUN_SLOTS.
+        #[test]
+        fn widen_maps_each_chunk_once(n in 1u64..700, windows in 0u32..3) {
+            let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new(), windows: 1 << windows };
+            let (b, g) = (s.base(), s.gran());
+            let ops = plan_commit(&s, b, n * g, 1 << windows).unwrap();
+            let wide = widen(ops.clone(), g);
+            let shadow = |o: &Vec<Op>| o.iter().filter(|o| matches!(o, Op::BackShadow { .. })).copied().collect::<Vec<_>>();
+            proptest::prop_assert_eq!(shadow(&ops), shadow(&wide));
+            let mut at = b;
+            for o in wide.iter().filter(|o| !matches!(o, Op::BackShadow { .. })) {
+                match *o {
+                    Op::MapChunk { va, tags } => {
+                        proptest::prop_assert_eq!((va, tags), (at, 1 << windows));
+                        at += g;
+                    }
+                    Op::MapRun { va, slots, tags } => {
+                        proptest::prop_assert_eq!((va, tags), (at, 1 << windows));
+                        proptest::prop_assert!(slots.is_power_of_two() && (2..=MAX_RUN_SLOTS).contains(&slots));
+                        at += slots * g;
+                    }
+                    other => return Err(proptest::test_runner::TestCaseError::fail(format!("{other:?} in a commit"))),
+                }
+            }
+            proptest::prop_assert_eq!(at, b + n * g);
+        }
+    }
+
+    /// [`S`] with one wide run.
+    struct WithRun(S, u64, u64);
+    impl PoolState for WithRun {
+        fn base(&self) -> u64 {
+            self.0.base()
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn shift(&self) -> u32 {
+            self.0.shift()
+        }
+        fn gran(&self) -> u64 {
+            self.0.gran()
+        }
+        fn window_size(&self) -> u64 {
+            self.0.window_size()
+        }
+        fn committed_tags(&self, c: u64) -> Option<u64> {
+            self.0.committed_tags(c)
+        }
+        fn retired_tags(&self, c: u64) -> u64 {
+            self.0.retired_tags(c)
+        }
+        fn shadow_refs(&self, i: u64) -> u64 {
+            self.0.shadow_refs(i)
+        }
+        fn wide_run(&self, c: u64) -> Option<(u64, u64)> {
+            (self.1..self.1 + self.2 * self.gran()).contains(&c).then_some((self.1, self.2))
+        }
+    }
+
+    #[test]
+    fn a_run_is_released_whole_or_not_at_all() {
+        let (b, g) = (0x1000_0000_0000u64, 2u64 << 20);
+        let s = WithRun(S { committed: (0..5).map(|i| b + i * g).collect(), retired: BTreeSet::new(), refs: [(0, 5)].into(), windows: 1 }, b + g, 4);
+        let ops = plan_release(&s, b, 5 * g, true).unwrap();
+        let unmaps: Vec<Op> = ops.iter().filter(|o| matches!(o, Op::UnmapChunk { .. } | Op::UnmapRun { .. })).copied().collect();
+        assert_eq!(unmaps, vec![Op::UnmapChunk { va: b, tags: 1 }, Op::UnmapRun { va: b + g, slots: 4, tags: 1 }]);
+        assert!(ops.contains(&Op::ZeroShadow { va: b + g, len: 4 * g }));
+        assert_eq!(ops.iter().filter(|o| matches!(o, Op::Retire { .. })).count(), 5);
+        assert_eq!(ops.iter().filter(|o| matches!(o, Op::ReleaseShadow { idx: 0 })).count(), 1, "the shadow chunk's five references dropped");
+        assert_eq!(plan_release(&s, b, 2 * g, false), Err(UvmError::PartOfRun(b + g)));
+        assert_eq!(plan_release(&s, b + 2 * g, g, true), Err(UvmError::PartOfRun(b + 2 * g)));
+    }
+
+    #[test]
     fn commit_backs_the_shadow_of_each_window_asked_for() {
         let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new(), windows: 4 };
         let b = s.base();
