@@ -951,6 +951,18 @@ impl Allocator {
         g.allocs.values().filter(|a| a.live && !g.imports.contains_key(&a.start)).cloned().collect()
     }
 
+    /// Whether exporting the live block holding `ptr` ([`Self::export_ipc`]) copies its bytes: a
+    /// block backed by wide runs is shared as chunks, which `Pool::export` makes by copying, so
+    /// the caller first waits for the device's work (a kernel writing the block meanwhile would
+    /// lose its writes).
+    pub fn export_copies(&self, ptr: u64) -> bool {
+        let g = self.inner.lock().unwrap();
+        let Some(a) = self.block_containing(&g, ptr).filter(|a| a.live) else { return false };
+        let home = self.home(a.start);
+        let end = round_up(home + self.scale.encodable_size(a.size.max(1)), self.gran);
+        ((home & !(self.gran - 1))..end).step_by(self.gran as usize).any(|c| g.pool.wide_run(c).is_some())
+    }
+
     /// The chunks of the live block holding `ptr`, for another process to map
     /// (`cuIpcGetMemHandle`): the pool exports every chunk under the block (a small block's slab
     /// chunk holds other blocks too: the importer's shadow makes only this block accessible).

@@ -432,6 +432,11 @@ impl State {
     /// business); `Err`: it could not be offered.
     pub fn ipc_export(&self, ptr: u64) -> Option<Result<[u8; gasan_uvm::ipc::IPC_HANDLE_SIZE], String>> {
         let d = self.runtime_owning(ptr)?;
+        if d.alloc.export_copies(ptr) {
+            // The export copies the block into chunks: work still writing it must be done first
+            // (as a managed block's move waits, managed.rs).
+            let _ = crate::driver::result::ctx_synchronize();
+        }
         let e = match d.alloc.export_ipc(ptr)? {
             Ok(e) => e,
             Err(err) => return Some(Err(err.to_string())),

@@ -46,8 +46,11 @@ fn an_opened_block_shares_the_bytes_and_keeps_the_exporters_bounds() {
         let p = a.alloc(size, None).unwrap();
         poke(p, 0x5a);
         poke(p + size - 1, 0xa5);
+        // A large block is backed by wide runs, shared as chunks copied from them (once).
+        assert_eq!(a.export_copies(p), size > 1000);
         // Any pointer into the block names it.
         let e = a.export_ipc(p + 10).expect("a live block").unwrap();
+        assert!(!a.export_copies(p), "chunks now");
         assert_eq!((e.start, e.size), (p, size));
         let h = exporter.export(e.fds, 0, e.gran, e.offset, e.size).unwrap();
         let wire = h.to_bytes();

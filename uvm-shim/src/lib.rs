@@ -73,6 +73,8 @@ pub enum UvmError {
     BadExtent { start: u64, end: u64 },
     #[error("device {device} may not access {va:#x}")]
     NoAccess { device: i32, va: u64 },
+    #[error("chunk {0:#x} is part of a wide run the request does not cover whole")]
+    PartOfRun(u64),
     #[error("bad gasan IPC handle: {0}")]
     BadIpcHandle(String),
 }

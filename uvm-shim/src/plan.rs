@@ -252,6 +252,47 @@ pub enum Op {
     /// Mark the chunk at `va` retired for the windows in `tags`: never mapped through them again
     /// (a pointer into it through one of them stays a pointer into freed memory).
     Retire { va: u64, tags: u64 },
+    /// [`Op::MapChunk`] of the `slots` chunks from `va` with one physical handle `slots` chunks
+    /// long (a wide run: from the cache of its size, else new), mapped whole in each window.
+    MapRun { va: u64, slots: u64, tags: u64 },
+    /// [`Op::UnmapChunk`] of the wide run of `slots` chunks at `va`, whole: its handle goes back to
+    /// the cache of its size.
+    UnmapRun { va: u64, slots: u64, tags: u64 },
+}
+
+/// Longest wide run, in chunks (512 MiB of 2 MiB chunks): longer commits take several. Bounds
+/// the memory one cached handle strands for other sizes.
+pub const MAX_RUN_SLOTS: u64 = 256;
+
+/// The pieces a commit of `slots` chunks is backed by, in address order, each a power of two of
+/// at most [`MAX_RUN_SLOTS`] chunks, largest first (its binary digits): a piece of one chunk is a
+/// chunk handle, a longer one a wide run. Powers of two make few size classes, so a cached handle
+/// serves every block whose size has that digit (a 13-chunk block's 8 + 4 + 1 serve a 12- or
+/// 9-chunk block), with no memory beyond the block's own: a handle maps only whole, so a
+/// size class rounded up would map into the block's guard gap.
+pub fn run_pieces(slots: u64) -> impl Iterator<Item = u64> {
+    let whole = slots / MAX_RUN_SLOTS;
+    let rest = slots % MAX_RUN_SLOTS;
+    std::iter::repeat_n(MAX_RUN_SLOTS, whole as usize).chain((0..MAX_RUN_SLOTS.trailing_zeros()).rev().map(|b| 1u64 << b).filter(move |&p| rest & p != 0))
+}
+
+/// A commit plan with its chunks backed by wide runs ([`run_pieces`] of each stretch of
+/// consecutive [`Op::MapChunk`]s of the same windows): the shadow backing first, in its order,
+/// then the mappings in address order. Pieces of one chunk stay [`Op::MapChunk`].
+pub fn widen(ops: Vec<Op>, gran: u64) -> Vec<Op> {
+    let (maps, mut out): (Vec<Op>, Vec<Op>) = ops.into_iter().partition(|o| matches!(o, Op::MapChunk { .. }));
+    let mut i = 0;
+    while i < maps.len() {
+        let Op::MapChunk { va, tags } = maps[i] else { unreachable!("partitioned") };
+        let n = maps[i..].iter().enumerate().take_while(|&(k, o)| *o == Op::MapChunk { va: va + k as u64 * gran, tags }).count() as u64;
+        let mut at = va;
+        for p in run_pieces(n) {
+            out.push(if p == 1 { Op::MapChunk { va: at, tags } } else { Op::MapRun { va: at, slots: p, tags } });
+            at += p * gran;
+        }
+        i += n as usize;
+    }
+    out
 }
 
 /// What the planner needs to know about the pool's current state.
@@ -272,6 +313,10 @@ pub trait PoolState {
     fn retired_tags(&self, chunk_va: u64) -> u64;
     /// (Committed pool chunk, window) pairs currently described by shadow chunk `idx`.
     fn shadow_refs(&self, idx: u64) -> u64;
+    /// The wide run committed chunk `chunk_va` is part of: (its first chunk, its chunks).
+    fn wide_run(&self, _chunk_va: u64) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// Requests name canonical ranges: inside tag window 0.
@@ -350,14 +395,25 @@ pub fn plan_release_tagged<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, reti
             None if !retire => return Err(UvmError::NotCommitted(c)),
             None => {}
             Some(tags) => {
-                for t in tag_windows(tags) {
-                    ops.push(Op::ZeroShadow { va: c + t * s.window_size(), len: g });
+                // A wide run is released whole, with its first chunk; a request must cover it.
+                let (first, slots) = match s.wide_run(c) {
+                    Some((start, slots)) if start < va || start + slots * g > va + len => return Err(UvmError::PartOfRun(c)),
+                    Some((start, _)) if start != c => (c, 0),
+                    Some(run) => run,
+                    None => (c, 1),
+                };
+                for t in tag_windows(tags).filter(|_| slots > 0) {
+                    ops.push(Op::ZeroShadow { va: first + t * s.window_size(), len: slots * g });
                 }
-                ops.push(Op::UnmapChunk { va: c, tags });
-                for t in tag_windows(tags) {
-                    for idx in shadow_chunks(s.base(), s.shift(), g, c + t * s.window_size(), g) {
+                match slots {
+                    0 => {}
+                    1 => ops.push(Op::UnmapChunk { va: c, tags }),
+                    _ => ops.push(Op::UnmapRun { va: first, slots, tags }),
+                }
+                for t in tag_windows(tags).filter(|_| slots > 0) {
+                    for idx in shadow_chunks(s.base(), s.shift(), g, first + t * s.window_size(), slots * g) {
                         let r = refs.entry(idx).or_insert_with(|| s.shadow_refs(idx));
-                        *r -= 1;
+                        *r -= shadow_chunk_refs(s, idx, first + t * s.window_size(), slots);
                         if *r == 0 {
                             ops.push(Op::ReleaseShadow { idx });
                         }
@@ -371,6 +427,13 @@ pub fn plan_release_tagged<S: PoolState + ?Sized>(s: &S, va: u64, len: u64, reti
         }
     }
     Ok(ops)
+}
+
+/// How many of the `slots` chunks from pool address `va` (one window's) shadow chunk `idx`
+/// describes: the references a release of them takes from it.
+fn shadow_chunk_refs<S: PoolState + ?Sized>(s: &S, idx: u64, va: u64, slots: u64) -> u64 {
+    let g = s.gran();
+    (0..slots).filter(|i| shadow_chunks(s.base(), s.shift(), g, va + i * g, g).contains(&idx)).count() as u64
 }
 
 /// [`plan_release_tagged`] retiring (`retire == true`) a range whose shadow the caller has
@@ -509,6 +572,91 @@ mod plan_tests {
                 (a, b) => return Err(proptest::test_runner::TestCaseError::fail(format!("one refused, the other not: {a:?} / {b:?}"))),
             }
         }
+    }
+
+    #[test]
+    fn run_pieces_are_the_binary_digits() {
+        let pieces = |n| run_pieces(n).collect::<Vec<u64>>();
+        assert_eq!(pieces(13), vec![8, 4, 1]);
+        assert_eq!(pieces(1), vec![1]);
+        assert_eq!(pieces(8), vec![8]);
+        assert_eq!(pieces(2 * MAX_RUN_SLOTS + 3), vec![MAX_RUN_SLOTS, MAX_RUN_SLOTS, 2, 1]);
+    }
+
+    proptest::proptest! {
+        /// A widened commit backs the same shadow in the same order and maps every chunk once, in
+        /// address order, with runs of powers of two from 2 to MAX_RUN_SLOTS.
+        #[test]
+        fn widen_maps_each_chunk_once(n in 1u64..700, windows in 0u32..3) {
+            let s = S { committed: BTreeSet::new(), retired: BTreeSet::new(), refs: HashMap::new(), windows: 1 << windows };
+            let (b, g) = (s.base(), s.gran());
+            let ops = plan_commit(&s, b, n * g, 1 << windows).unwrap();
+            let wide = widen(ops.clone(), g);
+            let shadow = |o: &Vec<Op>| o.iter().filter(|o| matches!(o, Op::BackShadow { .. })).copied().collect::<Vec<_>>();
+            proptest::prop_assert_eq!(shadow(&ops), shadow(&wide));
+            let mut at = b;
+            for o in wide.iter().filter(|o| !matches!(o, Op::BackShadow { .. })) {
+                match *o {
+                    Op::MapChunk { va, tags } => {
+                        proptest::prop_assert_eq!((va, tags), (at, 1 << windows));
+                        at += g;
+                    }
+                    Op::MapRun { va, slots, tags } => {
+                        proptest::prop_assert_eq!((va, tags), (at, 1 << windows));
+                        proptest::prop_assert!(slots.is_power_of_two() && (2..=MAX_RUN_SLOTS).contains(&slots));
+                        at += slots * g;
+                    }
+                    other => return Err(proptest::test_runner::TestCaseError::fail(format!("{other:?} in a commit"))),
+                }
+            }
+            proptest::prop_assert_eq!(at, b + n * g);
+        }
+    }
+
+    /// [`S`] with one wide run.
+    struct WithRun(S, u64, u64);
+    impl PoolState for WithRun {
+        fn base(&self) -> u64 {
+            self.0.base()
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn shift(&self) -> u32 {
+            self.0.shift()
+        }
+        fn gran(&self) -> u64 {
+            self.0.gran()
+        }
+        fn window_size(&self) -> u64 {
+            self.0.window_size()
+        }
+        fn committed_tags(&self, c: u64) -> Option<u64> {
+            self.0.committed_tags(c)
+        }
+        fn retired_tags(&self, c: u64) -> u64 {
+            self.0.retired_tags(c)
+        }
+        fn shadow_refs(&self, i: u64) -> u64 {
+            self.0.shadow_refs(i)
+        }
+        fn wide_run(&self, c: u64) -> Option<(u64, u64)> {
+            (self.1..self.1 + self.2 * self.gran()).contains(&c).then_some((self.1, self.2))
+        }
+    }
+
+    #[test]
+    fn a_run_is_released_whole_or_not_at_all() {
+        let (b, g) = (0x1000_0000_0000u64, 2u64 << 20);
+        let s = WithRun(S { committed: (0..5).map(|i| b + i * g).collect(), retired: BTreeSet::new(), refs: [(0, 5)].into(), windows: 1 }, b + g, 4);
+        let ops = plan_release(&s, b, 5 * g, true).unwrap();
+        let unmaps: Vec<Op> = ops.iter().filter(|o| matches!(o, Op::UnmapChunk { .. } | Op::UnmapRun { .. })).copied().collect();
+        assert_eq!(unmaps, vec![Op::UnmapChunk { va: b, tags: 1 }, Op::UnmapRun { va: b + g, slots: 4, tags: 1 }]);
+        assert!(ops.contains(&Op::ZeroShadow { va: b + g, len: 4 * g }));
+        assert_eq!(ops.iter().filter(|o| matches!(o, Op::Retire { .. })).count(), 5);
+        assert_eq!(ops.iter().filter(|o| matches!(o, Op::ReleaseShadow { idx: 0 })).count(), 1, "the shadow chunk's five references dropped");
+        assert_eq!(plan_release(&s, b, 2 * g, false), Err(UvmError::PartOfRun(b + g)));
+        assert_eq!(plan_release(&s, b + 2 * g, g, true), Err(UvmError::PartOfRun(b + 2 * g)));
     }
 
     #[test]

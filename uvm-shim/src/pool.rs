@@ -51,7 +51,38 @@ pub struct PoolCounters {
     pub retired_bytes: u64,
     /// Extent-table memory backed by real chunks (held until the pool is dropped).
     pub extent_bytes: u64,
+    /// Wide-run handles ([`WideRun`]) created, and taken from the cache of their size.
+    pub runs_created: u64,
+    pub runs_from_cache: u64,
+    /// Wide runs split into chunk handles, for an operation on part of one.
+    pub runs_split: u64,
+    /// Freed wide-run handles released instead of cached: over the cache's limit, or to make
+    /// room when creating memory failed.
+    pub runs_released: u64,
 }
+
+/// A wide run: `slots` consecutive canonical chunks of one device commit backed by one physical
+/// handle that long ([`plan::run_pieces`] says how a commit is cut into runs). The driver's cost is
+/// per handle, not per byte: on an H100 mapping and giving access to one 16 MiB handle takes
+/// 37 µs, eight 2 MiB chunks 179 µs (unmapping 21 µs against 115 µs).
+///
+/// Invariant: **a wide run is mapped, unmapped, protected, granted to peers, retired and cached
+/// only whole**, in every window it is committed for (CUDA maps a handle only whole, at offset 0,
+/// and unmaps and sets access only on whole mappings); each of its chunks' `committed` entries
+/// names its handle and the same windows. An operation on part of a run first splits it into one
+/// chunk handle per slot, bytes copied ([`Pool::split_run`]); the planner refuses a release of
+/// part of one ([`UvmError::PartOfRun`]), which the pool never asks for. Host memory, imported
+/// chunks, slabs and single-chunk blocks keep chunk handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WideRun {
+    handle: ChunkHandle,
+    slots: u64,
+}
+
+/// Default bound on the bytes of freed wide-run handles kept for reuse ([`Pool::set_run_cache_limit`]).
+/// A cached run serves only blocks with a piece of its size, so unlike cached chunks it can strand
+/// memory: it is bounded, and released whenever creating memory fails.
+pub const RUN_CACHE_BYTES: u64 = 2 << 30;
 
 pub struct Pool {
     /// Shared with [`Detached`] retirements, which unmap outside the pool's owner's lock.
@@ -117,6 +148,15 @@ pub struct Pool {
     /// Start of each shadow run still mapped to `wide_zero`. A run is split into single zero-chunk
     /// mappings before any of its slots is backed by real memory (mappings unmap only whole).
     wide_runs: BTreeSet<u64>,
+    /// Canonical first chunk → the wide run of pool chunks starting there.
+    runs: BTreeMap<u64, WideRun>,
+    /// Freed wide-run handles by length in chunks, for the next run of that length.
+    run_cache: BTreeMap<u64, Vec<ChunkHandle>>,
+    /// Bytes of the handles in `run_cache`, at most `run_cache_limit`.
+    run_cache_bytes: u64,
+    run_cache_limit: u64,
+    /// Device commits of two chunks or more are backed by wide runs ([`Pool::set_wide_commits`]).
+    wide_commits: bool,
 }
 
 /// Chunks per wide zero mapping: 8 × 2 MiB maps a 1 TiB pool's 4 GiB shadow in 256 driver calls
@@ -223,6 +263,11 @@ impl Pool {
             extent_chunks: BTreeMap::new(),
             wide_zero: None,
             wide_runs: BTreeSet::new(),
+            runs: BTreeMap::new(),
+            run_cache: BTreeMap::new(),
+            run_cache_bytes: 0,
+            run_cache_limit: RUN_CACHE_BYTES,
+            wide_commits: true,
         };
         pool.setup_zero_chunk()?;
         Ok(pool)
@@ -392,7 +437,8 @@ impl Pool {
         }
         self.counters.chunks_created += 1;
         match mem {
-            Memory::Device => self.backend.create_chunk(),
+            // Cached runs may hold the memory a chunk needs.
+            Memory::Device => self.backend.create_chunk().or_else(|e| if self.release_cached_runs() > 0 { self.backend.create_chunk() } else { Err(e) }),
             Memory::Host => {
                 let h = self.backend.create_host_chunk()?;
                 self.host_chunks.insert(h);
@@ -424,10 +470,12 @@ impl Pool {
         let va = self.canonical(va);
         self.check_range(va, len)?;
         self.require_committed(va, len)?;
-        let scratch = match self.scratch {
-            Some(v) => v,
-            None => *self.scratch.insert(self.backend.reserve(self.gran, 0)?),
-        };
+        // Runs are device memory: moved chunk by chunk to host memory, already where device
+        // memory is asked for.
+        if to == Memory::Host {
+            self.split_runs(va, len, true)?;
+        }
+        let scratch = self.scratch()?;
         let mut moved = 0;
         for c in (va..va + len).step_by(self.gran as usize) {
             let (old, tags) = self.committed[&c];
@@ -465,6 +513,177 @@ impl Pool {
         Ok(moved)
     }
 
+    /// The chunk of VA outside the pool that copies go through, reserved when first needed.
+    fn scratch(&mut self) -> Result<u64, UvmError> {
+        match self.scratch {
+            Some(v) => Ok(v),
+            None => Ok(*self.scratch.insert(self.backend.reserve(self.gran, 0)?)),
+        }
+    }
+
+    /// Whether device commits of two chunks or more are backed by wide runs (default: yes). Off,
+    /// every chunk has its own handle (the cost the runs save, for benchmarks); runs committed
+    /// meanwhile stay runs.
+    pub fn set_wide_commits(&mut self, on: bool) {
+        self.wide_commits = on;
+    }
+
+    /// Bounds the bytes of freed wide-run handles kept for reuse (default [`RUN_CACHE_BYTES`]);
+    /// handles over it are released now.
+    pub fn set_run_cache_limit(&mut self, bytes: u64) {
+        self.run_cache_limit = bytes;
+        while self.run_cache_bytes > bytes {
+            let Some(mut e) = self.run_cache.last_entry() else { break };
+            let slots = *e.key();
+            if let Some(h) = e.get_mut().pop() {
+                let _ = self.backend.release_chunk(h);
+                self.run_cache_bytes -= slots * self.gran;
+                self.counters.runs_released += 1;
+            }
+            if e.get().is_empty() {
+                e.remove();
+            }
+        }
+    }
+
+    /// Bytes of freed wide-run handles kept for reuse.
+    pub fn cached_run_bytes(&self) -> u64 {
+        self.run_cache_bytes
+    }
+
+    /// Releases every cached wide-run handle (memory pressure: creating memory failed). Returns
+    /// how many.
+    pub fn release_cached_runs(&mut self) -> u64 {
+        let (n, limit) = (self.counters.runs_released, self.run_cache_limit);
+        self.set_run_cache_limit(0);
+        self.run_cache_limit = limit;
+        self.counters.runs_released - n
+    }
+
+    /// The wide run the chunk behind `va` (any window) is part of: (its canonical first chunk, its
+    /// bytes).
+    pub fn wide_run(&self, va: u64) -> Option<(u64, u64)> {
+        self.run_at(self.canonical(va) & !(self.gran - 1)).map(|(s, r)| (s, r.slots * self.gran))
+    }
+
+    /// The wide run holding canonical chunk `c`, with its first chunk.
+    fn run_at(&self, c: u64) -> Option<(u64, WideRun)> {
+        self.runs.range(..=c).next_back().filter(|(&s, r)| c < s + r.slots * self.gran).map(|(&s, &r)| (s, r))
+    }
+
+    /// A handle for a wide run of `slots` chunks: cached, else new (after releasing the cached
+    /// ones, should creating it fail).
+    fn take_run(&mut self, slots: u64) -> Result<ChunkHandle, UvmError> {
+        if let Some(h) = self.run_cache.get_mut(&slots).and_then(Vec::pop) {
+            self.run_cache_bytes -= slots * self.gran;
+            self.counters.runs_from_cache += 1;
+            return Ok(h);
+        }
+        let h = match self.backend.create_wide_chunk(slots) {
+            Ok(h) => h,
+            Err(e) if self.release_cached_runs() > 0 => self.backend.create_wide_chunk(slots).map_err(|_| e)?,
+            Err(e) => return Err(e),
+        };
+        self.counters.runs_created += 1;
+        Ok(h)
+    }
+
+    /// Puts the handle of a wide run no longer mapped in the cache of its length, or releases it
+    /// when the cache would grow past its limit.
+    fn cache_run(&mut self, h: ChunkHandle, slots: u64) {
+        let bytes = slots * self.gran;
+        if self.run_cache_bytes + bytes > self.run_cache_limit {
+            let _ = self.backend.release_chunk(h);
+            self.counters.runs_released += 1;
+            return;
+        }
+        self.run_cache_bytes += bytes;
+        self.run_cache.entry(slots).or_default().push(h);
+    }
+
+    /// Splits the wide runs meeting canonical `[va, va+len)` into chunk handles: every one with
+    /// `all`, else those the range cuts (an operation on part of a run). A bad range splits
+    /// nothing (the operation then refuses it).
+    fn split_runs(&mut self, va: u64, len: u64, all: bool) -> Result<(), UvmError> {
+        if self.check_range(va, len).is_err() {
+            return Ok(());
+        }
+        let g = self.gran;
+        let end = va + len;
+        let met: Vec<u64> = self.runs.range(..end).rev().take_while(|(&s, r)| s + r.slots * g > va).filter(|(&s, r)| all || s < va || s + r.slots * g > end).map(|(&s, _)| s).collect();
+        met.into_iter().try_for_each(|s| self.split_run(s))
+    }
+
+    /// Replaces wide run `start` by one new chunk handle per slot, mapped in each window the run
+    /// is, with its bytes (copied through the scratch chunk), rights and peers' rights. The caller
+    /// makes sure nothing writes the run meanwhile (the copy would miss the write), as
+    /// [`Self::migrate`]'s does; an alias of the run keeps the old bytes. A failed split changes
+    /// nothing.
+    fn split_run(&mut self, start: u64) -> Result<(), UvmError> {
+        let (g, ws) = (self.gran, self.win.size);
+        let WideRun { handle: wide, slots } = self.runs[&start];
+        let len = slots * g;
+        let tags = self.committed[&start].1;
+        let first = start + plan::tag_windows(tags).next().unwrap_or(0) * ws;
+        let scratch = self.scratch()?;
+        let mut chunks: Vec<ChunkHandle> = Vec::with_capacity(slots as usize);
+        let mut copied = Ok(());
+        for i in 0..slots {
+            let h = match self.take_chunk() {
+                Ok(h) => h,
+                Err(e) => {
+                    copied = Err(e);
+                    break;
+                }
+            };
+            chunks.push(h);
+            copied = self.backend.map(scratch, h, Prot::ReadWrite).and_then(|_| {
+                let r = self.backend.copy(scratch, first + i * g, g);
+                self.backend.unmap(scratch, g).and(r)
+            });
+            if copied.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = copied {
+            chunks.into_iter().for_each(|h| self.cache_chunk(h));
+            return Err(e);
+        }
+        // Rights are the run's as a whole (it is protected only whole).
+        let prot = if self.any_protected { self.backend.access(first, self.device()).unwrap_or(Prot::ReadWrite) } else { Prot::ReadWrite };
+        for (k, t) in plan::tag_windows(tags).enumerate() {
+            let w = start + t * ws;
+            let swapped = self.backend.unmap(w, len).and_then(|_| {
+                for (i, &h) in chunks.iter().enumerate() {
+                    self.map_in_window(w + i as u64 * g, h)?;
+                }
+                if prot != Prot::ReadWrite {
+                    self.backend.protect(w, len, prot)?;
+                    self.grant_peers(w, len, prot, false)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = swapped {
+                // The run back in every window already swapped and this one.
+                for u in plan::tag_windows(tags).take(k + 1) {
+                    let w = start + u * ws;
+                    let _ = self.backend.unmap(w, len);
+                    let _ = self.backend.map_wide(w, wide, slots, prot);
+                    let _ = self.grant_peers(w, len, prot, false);
+                }
+                chunks.into_iter().for_each(|h| self.cache_chunk(h));
+                return Err(e);
+            }
+        }
+        for (i, h) in chunks.into_iter().enumerate() {
+            self.committed.insert(start + i as u64 * g, (h, tags));
+        }
+        self.runs.remove(&start);
+        self.cache_run(wide, slots);
+        self.counters.runs_split += 1;
+        Ok(())
+    }
+
     /// The memory behind committed canonical chunk `va`.
     pub fn memory_of(&self, va: u64) -> Option<Memory> {
         let &(h, _) = self.committed.get(&self.canonical(va & !(self.gran - 1)))?;
@@ -486,14 +705,19 @@ impl Pool {
 
     /// [`Self::commit_tagged`] with chunks of memory `mem`.
     pub fn commit_tagged_in(&mut self, va: u64, len: u64, tags: u64, mem: Memory) -> Result<(), UvmError> {
-        let ops = plan::plan_commit(self, va, len, tags)?;
+        let mut ops = plan::plan_commit(self, va, len, tags)?;
+        if mem == Memory::Device && self.wide_commits {
+            ops = plan::widen(ops, self.gran);
+        }
         self.apply(&ops, mem)?;
         self.counters.committed_bytes += len;
         Ok(())
     }
 
     /// Unmaps `[va, va+len)`; the chunks go back to the cache and the VA may be committed again.
+    /// Wide runs it covers in part are split first (which a refusal leaves split).
     pub fn decommit(&mut self, va: u64, len: u64) -> Result<(), UvmError> {
+        self.split_runs(va, len, false)?;
         let ops = plan::plan_release(self, va, len, false)?;
         self.apply(&ops, Memory::Device)?;
         self.counters.committed_bytes -= len;
@@ -510,6 +734,7 @@ impl Pool {
     /// committed for: never mapped through them again, so a pointer through them stays a pointer
     /// into freed memory. Other windows may commit the VA again (for blocks of other tags).
     pub fn retire_tagged(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
+        self.split_runs(va, len, false)?;
         let ops = plan::plan_release_tagged(self, va, len, true, tags)?;
         self.apply_retirement(&ops, len)
     }
@@ -522,16 +747,26 @@ impl Pool {
     /// chunks nothing else is given: a stale access through it touches only its own freed memory
     /// (a checked one reads poisoned shadow, as after the unmap).
     pub fn retire_detached(&mut self, va: u64, len: u64, tags: u64) -> Result<Detached, UvmError> {
+        self.split_runs(va, len, false)?;
         let ops = plan::plan_retire_zeroed(self, va, len, tags)?;
         let mut d = Detached { backend: self.backend.clone(), gran: self.gran, unmaps: Vec::new() };
         for op in ops {
             match op {
-                plan::Op::UnmapChunk { va, tags } => {
-                    let h = self.forget_commitment(va, tags)?;
-                    let windows: Vec<(u64, u64, u64)> = plan::tag_windows(tags).map(|t| va + t * self.win.size).map(|w| (w, self.shadow_addr(w), self.gran >> self.shift)).collect();
-                    self.count_retirement(1, 0);
-                    self.detached.insert(va);
-                    d.unmaps.push(DetachedUnmap { canonical: va, windows, chunk: h });
+                plan::Op::UnmapChunk { va, tags } | plan::Op::UnmapRun { va, tags, .. } => {
+                    let slots = match op {
+                        plan::Op::UnmapRun { slots, .. } => slots,
+                        _ => 1,
+                    };
+                    let bytes = slots * self.gran;
+                    let h = self.committed.get(&va).ok_or(UvmError::NotCommitted(va))?.0;
+                    for c in plan::chunk_spans(va, bytes, self.gran) {
+                        self.forget_commitment(c, tags)?;
+                        self.detached.insert(c);
+                    }
+                    self.runs.remove(&va);
+                    let windows: Vec<(u64, u64, u64)> = plan::tag_windows(tags).map(|t| va + t * self.win.size).map(|w| (w, self.shadow_addr(w), bytes >> self.shift)).collect();
+                    self.count_retirement(slots, 0);
+                    d.unmaps.push(DetachedUnmap { canonical: va, len: bytes, windows, chunk: h });
                 }
                 // Shadow chunks are released now, not with the unmaps: a commit meanwhile must
                 // find them gone from the books and from the shadow alike.
@@ -547,15 +782,27 @@ impl Pool {
     /// The chunks of a [`Detached`] retirement, unmapped now, back in the cache (and their VA
     /// free to be released for reuse).
     pub fn take_back(&mut self, unmapped: Unmapped) {
-        for (c, h) in unmapped.0 {
-            self.detached.remove(&c);
-            self.cache_chunk(h);
+        for (c, len, h) in unmapped.0 {
+            for chunk in plan::chunk_spans(c, len, self.gran) {
+                self.detached.remove(&chunk);
+            }
+            match len / self.gran {
+                1 => self.cache_chunk(h),
+                slots => self.cache_run(h, slots),
+            }
         }
     }
 
     /// Applies a retirement's plan of `len` bytes and counts it.
     fn apply_retirement(&mut self, ops: &[plan::Op], len: u64) -> Result<(), UvmError> {
-        let unmapped = ops.iter().filter(|o| matches!(o, plan::Op::UnmapChunk { .. })).count() as u64;
+        let unmapped = ops
+            .iter()
+            .map(|o| match o {
+                plan::Op::UnmapChunk { .. } => 1,
+                plan::Op::UnmapRun { slots, .. } => *slots,
+                _ => 0,
+            })
+            .sum();
         self.apply(ops, Memory::Device)?;
         self.count_retirement(unmapped, len);
         Ok(())
@@ -586,6 +833,7 @@ impl Pool {
     /// gaps stayed zero from commit), with writes made through this pool: the unmaps wait for
     /// those writes, and no shadow is written again (a synchronous memset per chunk saved).
     pub fn retire_tagged_zeroed(&mut self, va: u64, len: u64, tags: u64) -> Result<(), UvmError> {
+        self.split_runs(va, len, false)?;
         let ops = plan::plan_retire_zeroed(self, va, len, tags)?;
         self.apply_retirement(&ops, len)
     }
@@ -699,6 +947,77 @@ impl Pool {
             Op::Retire { va, tags } => {
                 *self.retired.entry(va).or_insert(0) |= tags;
             }
+            Op::MapRun { va, slots, tags } => {
+                let len = slots * self.gran;
+                let h = match self.take_run(slots) {
+                    Ok(h) => h,
+                    // No memory for a run this long (or no wide handles): chunk by chunk.
+                    Err(_) => return self.map_chunks(va, slots, tags, mem),
+                };
+                for t in plan::tag_windows(tags) {
+                    let w = va + t * self.win.size;
+                    let mapped = self.backend.map_wide(w, h, slots, Prot::ReadWrite).and_then(|_| {
+                        self.grant_peers(w, len, Prot::ReadWrite, false).inspect_err(|_| {
+                            let _ = self.backend.unmap(w, len);
+                        })
+                    });
+                    if let Err(e) = mapped {
+                        for done in plan::tag_windows(tags).take_while(|&d| d < t) {
+                            let _ = self.backend.unmap(va + done * self.win.size, len);
+                        }
+                        self.cache_run(h, slots);
+                        return Err(e);
+                    }
+                }
+                for c in plan::chunk_spans(va, len, self.gran) {
+                    self.committed.insert(c, (h, tags));
+                }
+                self.runs.insert(va, WideRun { handle: h, slots });
+                for t in plan::tag_windows(tags) {
+                    for idx in plan::shadow_chunks(self.base, self.shift, self.gran, va + t * self.win.size, len) {
+                        if let Some(e) = self.shadow.get_mut(&idx) {
+                            e.1 += plan::chunk_spans(va + t * self.win.size, len, self.gran).filter(|&c| plan::shadow_chunks(self.base, self.shift, self.gran, c, self.gran).contains(&idx)).count()
+                                as u64;
+                        }
+                    }
+                }
+            }
+            Op::UnmapRun { va, slots, tags } => {
+                let len = slots * self.gran;
+                let Some(WideRun { handle: h, .. }) = self.runs.get(&va).copied().filter(|r| r.slots == slots) else {
+                    // Undoing a MapRun that fell back to chunks.
+                    for c in plan::chunk_spans(va, len, self.gran) {
+                        self.apply_one(Op::UnmapChunk { va: c, tags }, mem)?;
+                    }
+                    return Ok(Some(Memory::Device));
+                };
+                for t in plan::tag_windows(tags) {
+                    self.backend.wait_writes(self.shadow_addr(va + t * self.win.size), len >> self.shift)?;
+                }
+                for t in plan::tag_windows(tags) {
+                    self.backend.unmap(va + t * self.win.size, len)?;
+                }
+                for c in plan::chunk_spans(va, len, self.gran) {
+                    self.forget_commitment(c, tags)?;
+                }
+                self.runs.remove(&va);
+                self.cache_run(h, slots);
+                return Ok(Some(Memory::Device));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Maps the `slots` chunks from `va` one chunk handle each (a run for which no wide handle
+    /// could be had); on failure unmaps those mapped.
+    fn map_chunks(&mut self, va: u64, slots: u64, tags: u64, mem: Memory) -> Result<Option<Memory>, UvmError> {
+        for (i, c) in plan::chunk_spans(va, slots * self.gran, self.gran).enumerate() {
+            if let Err(e) = self.apply_one(plan::Op::MapChunk { va: c, tags }, mem) {
+                for done in plan::chunk_spans(va, i as u64 * self.gran, self.gran) {
+                    let _ = self.apply_one(plan::Op::UnmapChunk { va: done, tags }, mem);
+                }
+                return Err(e);
+            }
         }
         Ok(None)
     }
@@ -745,6 +1064,8 @@ impl Pool {
             Op::MapChunk { va, tags } => self.apply_one(Op::UnmapChunk { va, tags }, mem).map(drop),
             Op::UnmapChunk { va, tags } => self.apply_one(Op::MapChunk { va, tags }, mem).map(drop),
             Op::ReleaseShadow { idx } => self.apply_one(Op::BackShadow { idx }, mem).map(drop),
+            Op::MapRun { va, slots, tags } => self.apply_one(Op::UnmapRun { va, slots, tags }, mem).map(drop),
+            Op::UnmapRun { va, slots, tags } => self.apply_one(Op::MapRun { va, slots, tags }, mem).map(drop),
             Op::ZeroShadow { .. } => Ok(()),
             Op::Retire { va, tags } => {
                 if let Some(m) = self.retired.get_mut(&va) {
@@ -779,6 +1100,8 @@ impl Pool {
         }
         let (first, last) = (va - va % self.gran, (va + len - 1) - (va + len - 1) % self.gran);
         self.require_committed(first, last + self.gran - first)?;
+        // Access is set on whole mappings: a run protected in part becomes chunks.
+        self.split_runs(self.canonical(first), last + self.gran - first, false)?;
         self.backend.protect(va, len, prot)?;
         self.any_protected |= prot != Prot::ReadWrite;
         // Peers get the same rights. Finer ranges are the patched module's, which protects in
@@ -899,10 +1222,15 @@ impl Pool {
         let per_chunk = on && self.any_protected;
         for t in 0..self.win.count {
             let mut run: Option<(u64, u64)> = None;
-            let chunks = self.committed.iter().filter(|(_, &(_, tags))| tags >> t & 1 == 1).map(|(&c, _)| c + t * self.win.size);
-            for va in chunks.chain(std::iter::once(u64::MAX)) {
+            // One piece per chunk handle; a wide run is one piece (access is set on whole mappings).
+            let pieces = self.committed.iter().filter(|(_, &(_, tags))| tags >> t & 1 == 1).filter_map(|(&c, _)| match self.run_at(c) {
+                Some((s, r)) if s == c => Some((c + t * self.win.size, r.slots * self.gran)),
+                Some(_) => None,
+                None => Some((c + t * self.win.size, self.gran)),
+            });
+            for (va, piece) in pieces.chain(std::iter::once((u64::MAX, 0))) {
                 match run {
-                    Some((s, l)) if s + l == va && !per_chunk => run = Some((s, l + self.gran)),
+                    Some((s, l)) if s + l == va && !per_chunk => run = Some((s, l + piece)),
                     _ => {
                         if let Some((s, l)) = run {
                             let p = match (on, per_chunk) {
@@ -912,7 +1240,7 @@ impl Pool {
                             };
                             b.set_peer_access(s, l, peer, p)?;
                         }
-                        run = (va != u64::MAX).then_some((va, self.gran));
+                        run = (va != u64::MAX).then_some((va, piece));
                     }
                 }
             }
@@ -951,6 +1279,8 @@ impl Pool {
     /// exported chunk is never reused here once unmapped: importers may still map it.
     pub fn export(&mut self, va: u64, len: u64) -> Result<Vec<OwnedFd>, UvmError> {
         self.require_committed(va, len)?;
+        // Shared as chunks, whatever backs them here (an importer maps chunk handles).
+        self.split_runs(self.canonical(va), len, true)?;
         let mut fds = Vec::with_capacity((len / self.gran) as usize);
         for c in plan::chunk_spans(va, len, self.gran) {
             let (h, _) = self.committed[&self.canonical(c)];
@@ -998,14 +1328,23 @@ impl Pool {
     /// Maps the chunks under committed `[src, src+len)` at a new VA range; returns its address.
     pub fn alias(&mut self, src: u64, len: u64) -> Result<u64, UvmError> {
         self.require_committed(src, len)?;
+        // A run mirrored in part becomes chunks; one mirrored whole is mapped whole.
+        self.split_runs(self.canonical(src), len, false)?;
         let a = self.backend.reserve(len, 0)?;
-        for (i, c) in plan::chunk_spans(src, len, self.gran).enumerate() {
-            let (h, _) = self.committed[&self.canonical(c)];
-            if let Err(e) = self.backend.map(a + i as u64 * self.gran, h, Prot::ReadWrite) {
-                let _ = self.backend.unmap(a, i as u64 * self.gran);
+        let mut off = 0;
+        while off < len {
+            let c = self.canonical(src + off);
+            let (h, _) = self.committed[&c];
+            let (mapped, step) = match self.run_at(c) {
+                Some((_, r)) => (self.backend.map_wide(a + off, h, r.slots, Prot::ReadWrite), r.slots * self.gran),
+                None => (self.backend.map(a + off, h, Prot::ReadWrite), self.gran),
+            };
+            if let Err(e) = mapped {
+                let _ = self.backend.unmap(a, off);
                 let _ = self.backend.free_va(a, len);
                 return Err(e);
             }
+            off += step;
         }
         if let Err(e) = self.grant_peers(a, len, Prot::ReadWrite, false) {
             let _ = self.backend.unmap(a, len);
@@ -1160,6 +1499,9 @@ impl plan::PoolState for Pool {
     fn shadow_refs(&self, idx: u64) -> u64 {
         self.shadow.get(&idx).map_or(0, |e| e.1)
     }
+    fn wide_run(&self, chunk_va: u64) -> Option<(u64, u64)> {
+        self.run_at(chunk_va).map(|(s, r)| (s, r.slots))
+    }
 }
 
 /// The unmaps of a retirement whose books [`Pool::retire_detached`] settled.
@@ -1172,19 +1514,22 @@ pub struct Detached {
 
 /// The chunks a [`Detached`] retirement unmapped, for [`Pool::take_back`].
 #[must_use = "the chunks stay out of the cache until taken back"]
-pub struct Unmapped(Vec<(u64, ChunkHandle)>);
+pub struct Unmapped(Vec<(u64, u64, ChunkHandle)>);
 
+/// One handle's unmaps: a chunk, or a wide run whole.
 struct DetachedUnmap {
     canonical: u64,
+    /// Bytes: the chunk's, or the run's.
+    len: u64,
     /// Each window's view of the chunk, with the shadow describing it there (address, bytes).
     windows: Vec<(u64, u64, u64)>,
     chunk: ChunkHandle,
 }
 
 impl Detached {
-    /// Chunks to unmap.
+    /// Chunks to unmap (each of a wide run's counted).
     pub fn len(&self) -> usize {
-        self.unmaps.len()
+        self.unmaps.iter().map(|u| (u.len / self.gran) as usize).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -1199,9 +1544,9 @@ impl Detached {
         let mut back = Vec::with_capacity(self.unmaps.len());
         let mut result = Ok(());
         for u in self.unmaps {
-            let r = u.windows.iter().try_for_each(|&(_, shadow, n)| self.backend.wait_writes(shadow, n)).and_then(|_| u.windows.iter().try_for_each(|&(w, _, _)| self.backend.unmap(w, self.gran)));
+            let r = u.windows.iter().try_for_each(|&(_, shadow, n)| self.backend.wait_writes(shadow, n)).and_then(|_| u.windows.iter().try_for_each(|&(w, _, _)| self.backend.unmap(w, u.len)));
             match r {
-                Ok(()) => back.push((u.canonical, u.chunk)),
+                Ok(()) => back.push((u.canonical, u.len, u.chunk)),
                 Err(e) if result.is_ok() => result = Err(e),
                 Err(_) => {}
             }
@@ -1218,9 +1563,18 @@ impl Drop for Pool {
             let _ = b.free_va(a, len);
         }
         for (&c, &(h, tags)) in &self.committed {
+            // A wide run once, whole, with its first chunk.
+            let len = match self.run_at(c) {
+                Some((s, r)) if s == c => r.slots * self.gran,
+                Some(_) => continue,
+                None => self.gran,
+            };
             for t in plan::tag_windows(tags) {
-                let _ = b.unmap(c + t * self.win.size, self.gran);
+                let _ = b.unmap(c + t * self.win.size, len);
             }
+            let _ = b.release_chunk(h);
+        }
+        for &h in self.run_cache.values().flatten() {
             let _ = b.release_chunk(h);
         }
         let _ = b.unmap(self.shadow_base, self.shadow_size);
