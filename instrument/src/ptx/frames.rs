@@ -143,15 +143,23 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
         return None;
     }
     let lines: Vec<Line<'_>> = split_lines(src).map(Line::read).collect();
-    let mut p = plan(&lines)?;
+    let mut p = plan(&lines, STACK_BUILTINS.iter().any(|w| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some()))?;
     let functions = std::mem::take(&mut p.functions);
     Some(FrameTops { text: p.apply(&lines), functions })
 }
 
+/// Names that leave a module without frame tops when a body statement holds one (`alloca` and the
+/// stack save and restore builtins move a frame's end as it runs).
+const STACK_BUILTINS: [&str; 3] = ["alloca", "stacksave", "stackrestore"];
+
 /// The edits giving the module's functions and calls [`TOP_PARAM`], when the module has local
 /// frames and calls and none of the shapes the module doc lists; `None` otherwise. Its statements
-/// are the IR's ([`Statements`]: a call or a header spans lines).
-pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
+/// are the IR's ([`Statements`]: a call or a header spans lines). `stack_builtins`: the module's
+/// text holds one of [`STACK_BUILTINS`] somewhere. Without one, no statement holds one (a
+/// statement's text is its lines' code joined by spaces, and none of the names holds a space), so
+/// no statement is searched for them (three substring searches a statement were a sixth of this
+/// pass).
+pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan> {
     let all = Statements::of(lines);
     if all.block_comments || all.strings {
         return None;
@@ -191,7 +199,7 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
         }
         let f = current.as_deref()?;
         let t = s.text.as_str();
-        if t.starts_with(".callprototype") || t.contains("alloca") || t.contains("stacksave") || t.contains("stackrestore") {
+        if t.starts_with(".callprototype") || (stack_builtins && STACK_BUILTINS.iter().any(|w| t.contains(w))) {
             return None;
         }
         if t.starts_with(".local") && t.contains("__local_depot") {
