@@ -174,11 +174,11 @@ pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan
     // the callee a call names.
     let mut others: Vec<(&str, Option<&str>)> = Vec::new();
     for (k, s) in stmts.iter().enumerate() {
-        if s.text.is_empty() && s.terminator == Some(b';') {
+        if all.text(s).is_empty() && s.terminator == Some(b';') {
             continue; // an empty statement (`;;`)
         }
         if s.depth == 0 {
-            if let Some(h) = (s.terminator != Some(b'}')).then(|| FnHeader::parse(&s.text)).flatten() {
+            if let Some(h) = (s.terminator != Some(b'}')).then(|| FnHeader::parse(all.text(s))).flatten() {
                 if s.terminator == Some(b'{') {
                     defined.insert(h.name.to_string(), (h.entry, h.linkage));
                     current = Some(h.name.to_string());
@@ -190,7 +190,7 @@ pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan
             if s.terminator != Some(b';') {
                 return None; // a brace at module scope that opens no function
             }
-            others.push((&s.text, None)); // module scope: initializers may name functions
+            others.push((all.text(s), None)); // module scope: initializers may name functions
             continue;
         }
         if s.depth == 1 && s.terminator == Some(b'}') {
@@ -198,7 +198,7 @@ pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan
             continue;
         }
         let f = current.as_deref()?;
-        let t = s.text.as_str();
+        let t = all.text(s);
         if t.starts_with(".callprototype") || (stack_builtins && STACK_BUILTINS.iter().any(|w| t.contains(w))) {
             return None;
         }

@@ -137,7 +137,7 @@ impl<'a> Run<'a> {
         let mut runs = Vec::new();
         let mut code = Vec::new();
         for s in &stmts.list {
-            code.extend(s.segments.iter().map(|(l, r)| (*l, &lines[*l].stripped()[r.clone()], r.start)));
+            code.extend(stmts.segments_of(s).iter().map(|(l, r)| (*l, &lines[*l].stripped()[r.clone()], r.start)));
             if s.terminator == Some(b';') || s.terminator.is_none() {
                 runs.push(Run { code: std::mem::take(&mut code), end: (s.terminator == Some(b';')).then_some(s.end.0) });
             }
