@@ -220,7 +220,14 @@ impl Statements {
     }
 
     pub(in crate::ptx) fn of(lines: &[Line<'_>]) -> Statements {
-        let mut s = Statements::default();
+        // (Sized for a statement and a segment a line and the code's bytes, about what a module
+        // holds: grown by doubling, their copies cost more than the one pass over the lines.)
+        let mut s = Statements {
+            list: Vec::with_capacity(lines.len()),
+            texts: String::with_capacity(lines.iter().map(|l| l.code.len()).sum()),
+            segments: Vec::with_capacity(lines.len()),
+            ..Statements::default()
+        };
         let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
         let (mut init_depth, mut in_comment) = (0i32, false);
         let mut first_segment = 0;
