@@ -1098,7 +1098,9 @@ impl<'a> Rewriter<'a> {
         let access_of = |st: &ParsedStmt<'_>| st.instr.as_ref().and_then(|ins| spaces::access_in(ins, fn_spaces));
         let mut found = 0u32;
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
-            found = stmts.iter().filter_map(access_of).filter(|a| a.named_space().is_some()).count() as u32;
+            // (Only the accesses whose opcode names the space can count: the others are not
+            // decoded.)
+            found = stmts.iter().filter(|st| st.instr.as_ref().is_some_and(spaces::may_name_space)).filter_map(access_of).filter(|a| a.named_space().is_some()).count() as u32;
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);

@@ -47,6 +47,7 @@ use super::bodies::{Bodies, Body};
 use super::defs::{Defs, ModuleDefs};
 use super::func::FnHeader;
 use super::ir::decl::{space_declaration as parse_declaration, SpaceVar};
+use super::ir::line::contains_dotted;
 use super::lines::{ln, Lines, Piece};
 use super::opcode::Op;
 pub(super) use super::space_check::{Base, SpaceCheck};
@@ -509,6 +510,15 @@ impl SpaceAccess {
     pub(super) fn named_space(&self) -> Option<MemorySpace> {
         self.space.filter(|s| matches!(s, MemorySpace::Shared | MemorySpace::Local))
     }
+}
+
+/// Whether the instruction may make an access [`SpaceAccess::named_space`] finds: its opcode names
+/// `.shared` or `.local` (the decoder's shared and local spaces, a copy's shared operands
+/// included, come only from an opcode part `shared`, `shared::cta`, `shared::cluster` or
+/// `local`). A filter before decoding where only those accesses are counted: most accesses are
+/// global, and decoding one costs some 500 instructions.
+pub(super) fn may_name_space(ins: &Instr<'_>) -> bool {
+    contains_dotted(ins.opcode.text, &[".shared", ".local"])
 }
 
 /// [`space_access`] in function `f` (its registers that hold one constant).
@@ -1337,6 +1347,25 @@ pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label:
 mod tests {
     use super::super::access::split_instr;
     use super::*;
+
+    proptest::proptest! {
+        /// An access whose shared/local space is counted names `.shared` or `.local` in its
+        /// opcode ([`may_name_space`], the filter before the count).
+        #[test]
+        fn a_named_space_is_named_in_the_opcode(
+            op in proptest::sample::select(vec!["ld", "st", "atom", "red", "ldu", "cp", "ldmatrix", "stmatrix", "wmma", "prefetch", "mov"]),
+            quals in proptest::collection::vec(proptest::sample::select(vec!["shared", "shared::cta", "shared::cluster", "local", "global", "param", "const", "async", "bulk", "ca", "cg", "sync", "aligned", "m8n8", "x1", "x4", "b16", "u32", "v2", "f32", "load", "store", "a", "d", "row", "m16n16k16", "tensor", "reduce", "add", "global::L2"]), 0..6),
+            operands in proptest::sample::select(vec!["%r1, [%r2]", "[%r1], %r2", "[%r1], [%rd1], 16", "[%r1], [%rd1], %r3", "{%f1, %f2}, [%r1], 16", "[%r1], {%f1, %f2}, %r4"]),
+        ) {
+            let text = std::iter::once(op).chain(quals.iter().copied()).collect::<Vec<_>>().join(".");
+            let stmt = format!("{text} {operands}");
+            let ins = split_instr(&stmt).expect("an instruction");
+            let consts = |_: &str| Some(16);
+            if space_access(&ins, &consts).is_some_and(|a| a.named_space().is_some()) {
+                proptest::prop_assert!(may_name_space(&ins), "{}", text);
+            }
+        }
+    }
 
     #[test]
     fn declarations() {
