@@ -142,7 +142,10 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     if !may_need_tops(src) {
         return None;
     }
-    let lines: Vec<Line<'_>> = split_lines(src).map(Line::read).collect();
+    // (The vector sized first, its lines counted with `memchr`: collected, it grew by doubling
+    // and copied every line it held each time.)
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(memchr::memchr_iter(b'\n', src.as_bytes()).count() + 1);
+    lines.extend(split_lines(src).map(Line::read));
     let mut p = plan(&lines, STACK_BUILTINS.iter().any(|w| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some()))?;
     let functions = std::mem::take(&mut p.functions);
     Some(FrameTops { text: p.apply(&lines), functions })
