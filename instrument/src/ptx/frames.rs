@@ -142,16 +142,27 @@ pub(super) fn pass_tops(src: &str) -> Option<FrameTops> {
     if !may_need_tops(src) {
         return None;
     }
-    let lines: Vec<Line<'_>> = split_lines(src).map(Line::read).collect();
-    let mut p = plan(&lines)?;
+    // (The vector sized first, its lines counted with `memchr`: collected, it grew by doubling
+    // and copied every line it held each time.)
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(memchr::memchr_iter(b'\n', src.as_bytes()).count() + 1);
+    lines.extend(split_lines(src).map(Line::read));
+    let mut p = plan(&lines, STACK_BUILTINS.iter().any(|w| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some()))?;
     let functions = std::mem::take(&mut p.functions);
     Some(FrameTops { text: p.apply(&lines), functions })
 }
 
+/// Names that leave a module without frame tops when a body statement holds one (`alloca` and the
+/// stack save and restore builtins move a frame's end as it runs).
+const STACK_BUILTINS: [&str; 3] = ["alloca", "stacksave", "stackrestore"];
+
 /// The edits giving the module's functions and calls [`TOP_PARAM`], when the module has local
 /// frames and calls and none of the shapes the module doc lists; `None` otherwise. Its statements
-/// are the IR's ([`Statements`]: a call or a header spans lines).
-pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
+/// are the IR's ([`Statements`]: a call or a header spans lines). `stack_builtins`: the module's
+/// text holds one of [`STACK_BUILTINS`] somewhere. Without one, no statement holds one (a
+/// statement's text is its lines' code joined by spaces, and none of the names holds a space), so
+/// no statement is searched for them (three substring searches a statement were a sixth of this
+/// pass).
+pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan> {
     let all = Statements::of(lines);
     if all.block_comments || all.strings {
         return None;
@@ -166,11 +177,11 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
     // the callee a call names.
     let mut others: Vec<(&str, Option<&str>)> = Vec::new();
     for (k, s) in stmts.iter().enumerate() {
-        if s.text.is_empty() && s.terminator == Some(b';') {
+        if all.text(s).is_empty() && s.terminator == Some(b';') {
             continue; // an empty statement (`;;`)
         }
         if s.depth == 0 {
-            if let Some(h) = (s.terminator != Some(b'}')).then(|| FnHeader::parse(&s.text)).flatten() {
+            if let Some(h) = (s.terminator != Some(b'}')).then(|| FnHeader::parse(all.text(s))).flatten() {
                 if s.terminator == Some(b'{') {
                     defined.insert(h.name.to_string(), (h.entry, h.linkage));
                     current = Some(h.name.to_string());
@@ -182,7 +193,7 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
             if s.terminator != Some(b';') {
                 return None; // a brace at module scope that opens no function
             }
-            others.push((&s.text, None)); // module scope: initializers may name functions
+            others.push((all.text(s), None)); // module scope: initializers may name functions
             continue;
         }
         if s.depth == 1 && s.terminator == Some(b'}') {
@@ -190,8 +201,8 @@ pub(super) fn plan(lines: &[Line<'_>]) -> Option<FramePlan> {
             continue;
         }
         let f = current.as_deref()?;
-        let t = s.text.as_str();
-        if t.starts_with(".callprototype") || t.contains("alloca") || t.contains("stacksave") || t.contains("stackrestore") {
+        let t = all.text(s);
+        if t.starts_with(".callprototype") || (stack_builtins && STACK_BUILTINS.iter().any(|w| t.contains(w))) {
             return None;
         }
         if t.starts_with(".local") && t.contains("__local_depot") {

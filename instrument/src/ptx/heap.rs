@@ -137,7 +137,7 @@ impl<'a> Run<'a> {
         let mut runs = Vec::new();
         let mut code = Vec::new();
         for s in &stmts.list {
-            code.extend(s.segments.iter().map(|(l, r)| (*l, &lines[*l].stripped()[r.clone()], r.start)));
+            code.extend(stmts.segments_of(s).iter().map(|(l, r)| (*l, &lines[*l].stripped()[r.clone()], r.start)));
             if s.terminator == Some(b';') || s.terminator.is_none() {
                 runs.push(Run { code: std::mem::take(&mut code), end: (s.terminator == Some(b';')).then_some(s.end.0) });
             }
@@ -156,11 +156,19 @@ impl<'a> Run<'a> {
     }
 }
 
-/// The text of `code` (of its first line only, with `first_line`), trimmed.
-fn text(code: &[(usize, &str, usize)], first_line: bool) -> String {
+/// The text of `code` (of its first line only, with `first_line`): its pieces joined by a space,
+/// trimmed, written in `buf` (one buffer for the plan, not three allocations a question: the
+/// plan asks this of every statement of the module).
+fn text<'b>(code: &[(usize, &str, usize)], first_line: bool, buf: &'b mut String) -> &'b str {
+    buf.clear();
     let line = code.first().map_or(0, |c| c.0);
-    let parts: Vec<&str> = code.iter().take_while(|c| !first_line || c.0 == line).map(|c| c.1).collect();
-    parts.join(" ").trim().to_string()
+    for (k, c) in code.iter().take_while(|c| !first_line || c.0 == line).enumerate() {
+        if k > 0 {
+            buf.push(' ');
+        }
+        buf.push_str(c.1);
+    }
+    buf.trim()
 }
 
 /// The walk's place in applying a [`HeapPlan`].
@@ -190,11 +198,12 @@ impl HeapPlan {
             return None;
         }
         let runs = Run::all(lines, &Statements::of(lines));
+        let mut buf = String::new();
         // (A declaration anywhere.)
         let declares = runs.iter().any(|r| {
             r.starts().any(|j| {
                 let rest = &r.code[j..];
-                text(rest, false).starts_with(".extern") && rest.iter().any(|s| s.1.contains(".func")) && rest.iter().any(|s| callees_named(s.1).next().is_some())
+                text(rest, false, &mut buf).starts_with(".extern") && rest.iter().any(|s| s.1.contains(".func")) && rest.iter().any(|s| callees_named(s.1).next().is_some())
             })
         });
         if !declares {
@@ -204,14 +213,14 @@ impl HeapPlan {
         for r in &runs {
             // A statement begins at its run's start or, where the one begun before is none of
             // the heap rewrite's, at the next line's start: that one was let go at its line's end.
-            let Some(j) = r.starts().find(|&j| starts_heap_statement(&text(&r.code[j..], true), in_function(r.code[j].0))) else { continue };
+            let Some(j) = r.starts().find(|&j| starts_heap_statement(text(&r.code[j..], true, &mut buf), in_function(r.code[j].0))) else { continue };
             let code = &r.code[j..];
             let start = code[0].0;
             let end = r.end.unwrap_or(usize::MAX);
             if end != start {
                 plan.holds.insert(start, end);
             }
-            if r.end.is_none() || !starts_heap_statement(&text(code, false), in_function(end)) {
+            if r.end.is_none() || !starts_heap_statement(text(code, false, &mut buf), in_function(end)) {
                 continue;
             }
             let is_decl = !in_function(end);

@@ -972,7 +972,10 @@ impl<'b, 'a> Emitter<'b, 'a> {
     fn new(id: usize, body: &'b Body<'b, 'a>, bivs: &'b HashSet<&'a str>, regs: &'b RegTypes, scale: Scale, vote: bool) -> Self {
         let mut stem = numbered("%gsh", id);
         stem.push('_');
-        Self { stem, body, bivs, regs, scale, decls: String::new(), code: String::new(), next: 0, ok: String::new(), widened: Vec::new(), vote }
+        // (Sized for most tests: the corpus's 81 have declarations of 1.2 kB and statements of
+        // 3 kB at the median, 1.7 and 5.1 kB at the 90th percentile. Grown from empty, each was
+        // reallocated some ten times.)
+        Self { stem, body, bivs, regs, scale, decls: String::with_capacity(2048), code: String::with_capacity(8192), next: 0, ok: String::new(), widened: Vec::new(), vote }
     }
 
     /// A new register of type `ty`, declared in the test's scope.

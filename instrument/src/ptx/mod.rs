@@ -582,13 +582,21 @@ impl<'a> Rewriter<'a> {
         // and versions loops: serial passes of the whole module, run side by side. Versioning
         // moves the lines, and then both are found again from the new lines.
         let spare = read_threads(body.len(), threads) > 1;
-        let (input_branches, versioned, early) = std::thread::scope(|s| {
+        let (input_branches, quiet_input, versioned, early) = std::thread::scope(|s| {
             let early = spare.then(|| (s.spawn(|| source_locations(&input, &input_bodies)), s.spawn(|| spaces::declarations(&input))));
             // 6. (Kernel-parameter bounds ask which lines are in loops, in every mode.)
-            let input_branches = if planned || self.opts.param_bounds { branches::Branches::scan(&input, &input_bodies) } else { branches::Branches::default() };
+            // (Where loops may be versioned, the lines found neither labels nor branches, which
+            // the scan of the versioned lines passes over.)
+            let (input_branches, quiet) = if planned && self.opts.hoist_loops {
+                branches::Branches::scan_noting_quiet(&input, &input_bodies)
+            } else if planned || self.opts.param_bounds {
+                (branches::Branches::scan(&input, &input_bodies), Vec::new())
+            } else {
+                (branches::Branches::default(), Vec::new())
+            };
             let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale, self.header.version >= (6, 2)) } else { None };
             let early = early.map(|(locs, declared)| (locs.join().expect("finding source locations panicked"), declared.join().expect("scanning declarations panicked")));
-            (input_branches, versioned, early)
+            (input_branches, quiet, versioned, early)
         });
         let early = early.filter(|_| versioned.is_none());
         if versioned.as_ref().is_some_and(|v| v.sweeps) {
@@ -603,7 +611,10 @@ impl<'a> Rewriter<'a> {
                 let (lines, moved_to) = v.take_lines(input);
                 let bodies = input_bodies.moved(&moved_to);
                 debug_assert_eq!(bodies, bodies::Bodies::scan(&lines));
-                let branches = branches::Branches::scan(&lines, &bodies);
+                // (A line moved or copied from the input, `origin` its input line, has the text
+                // the first scan read: one it found quiet is passed over. Lines versioning wrote
+                // are all read.)
+                let branches = branches::Branches::scan_skipping(&lines, &bodies, |j| !lines[j].generated && quiet_input[v.origin[j]]);
                 (lines, bodies, branches)
             }
             None => (input, input_bodies, input_branches),
@@ -1087,7 +1098,9 @@ impl<'a> Rewriter<'a> {
         let access_of = |st: &ParsedStmt<'_>| st.instr.as_ref().and_then(|ins| spaces::access_in(ins, fn_spaces));
         let mut found = 0u32;
         let space_checks: Vec<Option<String>> = if plans.module_spaces.is_empty() {
-            found = stmts.iter().filter_map(access_of).filter(|a| a.named_space().is_some()).count() as u32;
+            // (Only the accesses whose opcode names the space can count: the others are not
+            // decoded.)
+            found = stmts.iter().filter(|st| st.instr.as_ref().is_some_and(spaces::may_name_space)).filter_map(access_of).filter(|a| a.named_space().is_some()).count() as u32;
             vec![None; stmts.len()]
         } else {
             let ptx_line = |l: usize| plans.ptx_line(l);

@@ -33,11 +33,35 @@ impl<'a> Branches<'a> {
     /// Lines strictly inside a body only (the planners place nothing elsewhere). A label is a line
     /// of code ending in `:`; the latest one of a name counts (PTX forbids repeating it).
     pub fn scan(lines: &[Line<'a>], bodies: &Bodies) -> Self {
+        Self::scan_with(lines, bodies, |_| false, |_| {})
+    }
+
+    /// [`Branches::scan`], and which lines it found to be neither a label nor a line naming a
+    /// branch (`true` at their indexes; lines outside the bodies' insides are not read, `false`):
+    /// lines [`Branches::scan_skipping`] can pass over when the same text is read again.
+    pub fn scan_noting_quiet(lines: &[Line<'a>], bodies: &Bodies) -> (Self, Vec<bool>) {
+        let mut quiet = vec![false; lines.len()];
+        let b = Self::scan_with(lines, bodies, |_| false, |k| quiet[k] = true);
+        (b, quiet)
+    }
+
+    /// [`Branches::scan`] of lines of which those where `quiet(k)` is known to be neither a label
+    /// nor a line naming a branch (the same text [`Branches::scan_noting_quiet`] found so: loop
+    /// versioning's lines moved from the input) are not read again. The scan passes over such a
+    /// line without changing anything, so skipping it finds the same branches.
+    pub fn scan_skipping(lines: &[Line<'a>], bodies: &Bodies, quiet: impl Fn(usize) -> bool) -> Self {
+        Self::scan_with(lines, bodies, quiet, |_| {})
+    }
+
+    fn scan_with(lines: &[Line<'a>], bodies: &Bodies, skip: impl Fn(usize) -> bool, mut found_quiet: impl FnMut(usize)) -> Self {
         let mut b = Branches::default();
         for body in bodies.iter() {
             let mut labels: HashMap<&'a str, usize> = HashMap::default();
             let end = body.close.min(lines.len());
             for (k, line) in lines.iter().enumerate().take(end).skip(body.open + 1) {
+                if skip(k) {
+                    continue;
+                }
                 let code = line.code;
                 if let Some(name) = line.label() {
                     labels.insert(name, k);
@@ -45,6 +69,7 @@ impl<'a> Branches<'a> {
                 }
                 // Only labels and branches matter: this runs over every line.
                 if !names_branch(code) {
+                    found_quiet(k);
                     continue;
                 }
                 // Each statement of the line (Line::stmts): a `bra` names its target, other

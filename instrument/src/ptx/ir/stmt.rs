@@ -149,7 +149,8 @@ pub(in crate::ptx) type Pos = (usize, usize);
 /// starts and where its terminator is, and where its last `)` is.
 #[derive(Debug)]
 pub(in crate::ptx) struct Spanning {
-    pub text: String,
+    /// Its text's place in [`Statements::texts`] ([`Statements::text`]).
+    text: std::ops::Range<usize>,
     /// Its first character (a statement of no text: its terminator).
     pub start: Pos,
     /// Its terminator; for the statement the module ends inside, the end of its last line.
@@ -159,14 +160,21 @@ pub(in crate::ptx) struct Spanning {
     pub last_close: Option<Pos>,
     /// Brace depth before it.
     pub depth: i32,
-    /// The code it is made of: (line, byte range of the line), in order (its terminator and the
-    /// comments between are not part of it).
-    pub segments: Vec<(usize, std::ops::Range<usize>)>,
+    /// Its segments' place in [`Statements::segments`] ([`Statements::segments_of`]).
+    segments: std::ops::Range<usize>,
 }
 
 /// Directives that end with their line, without a `;`: a line starting one (while no statement
 /// is open) is no part of the statements.
 const ENDS_WITH_ITS_LINE: &[&str] = &[".version", ".target", ".address_size", ".file", ".loc", ".pragma"];
+
+/// Whether a line's code (trimmed: its first character is no whitespace) starts with one of
+/// [`ENDS_WITH_ITS_LINE`]: its first word, `code.split_whitespace().next()`, is one. All begin
+/// with `.`, so a line that does not (most of a body's) is told by its first byte, and the word of
+/// one that does is found byte by byte ([`split_at_whitespace`]), not by a `char` search.
+fn ends_with_its_line(code: &str) -> bool {
+    code.starts_with('.') && ENDS_WITH_ITS_LINE.contains(&split_at_whitespace(code).map_or(code, |(word, _)| word))
+}
 
 /// The module's statements as written, across lines: the one reading of statements that span
 /// lines (frames.rs, heap.rs). A statement ends at a `;`, or at a brace outside an initializer
@@ -183,14 +191,46 @@ pub(in crate::ptx) struct Statements {
     pub block_comments: bool,
     /// Some line read as code holds a `"` (a string: only `.file` and `.section` have them).
     pub strings: bool,
+    /// The statements' texts, one after another (the code of a statement's lines joined by a
+    /// space, trimmed): one buffer, not a `String` a statement, as [`Statements::segments`] is
+    /// one vector, not one a statement (their allocations were a fifth of reading statements).
+    texts: String,
+    /// The code each statement is made of: (line, byte range of the line), statement by
+    /// statement, each's in order (its terminator and the comments between are not part of it).
+    segments: Vec<(usize, std::ops::Range<usize>)>,
 }
 
 impl Statements {
+    /// A statement's text (the code of its lines joined by a space, trimmed).
+    pub(in crate::ptx) fn text(&self, s: &Spanning) -> &str {
+        &self.texts[s.text.clone()]
+    }
+
+    /// The code a statement is made of: (line, byte range of the line), in order.
+    pub(in crate::ptx) fn segments_of(&self, s: &Spanning) -> &[(usize, std::ops::Range<usize>)] {
+        &self.segments[s.segments.clone()]
+    }
+
+    /// Ends a statement of text `text` whose segments are those pushed since `first_segment`.
+    #[allow(clippy::too_many_arguments)]
+    fn end_statement(&mut self, text: &str, first_segment: usize, start: Pos, end: Pos, terminator: Option<u8>, last_close: Option<Pos>, depth: i32) {
+        let at = self.texts.len();
+        self.texts.push_str(text);
+        self.list.push(Spanning { text: at..self.texts.len(), start, end, terminator, last_close, depth, segments: first_segment..self.segments.len() });
+    }
+
     pub(in crate::ptx) fn of(lines: &[Line<'_>]) -> Statements {
-        let mut s = Statements::default();
+        // (Sized for a statement and a segment a line and the code's bytes, about what a module
+        // holds: grown by doubling, their copies cost more than the one pass over the lines.)
+        let mut s = Statements {
+            list: Vec::with_capacity(lines.len()),
+            texts: String::with_capacity(lines.iter().map(|l| l.code.len()).sum()),
+            segments: Vec::with_capacity(lines.len()),
+            ..Statements::default()
+        };
         let (mut text, mut start, mut last_close, mut depth) = (String::new(), None::<Pos>, None::<Pos>, 0i32);
         let (mut init_depth, mut in_comment) = (0i32, false);
-        let mut segments: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut first_segment = 0;
         let mut last_code_line = 0;
         for (i, line) in lines.iter().enumerate() {
             if line.block_comment_marker() {
@@ -208,7 +248,7 @@ impl Statements {
                 }
             }
             let open = !access::trim(&text).is_empty();
-            if !open && (line.code.split_whitespace().next().is_some_and(|w| ENDS_WITH_ITS_LINE.contains(&w)) || label(line.code).is_some()) {
+            if !open && (ends_with_its_line(line.code) || label(line.code).is_some()) {
                 continue;
             }
             if memchr::memchr(b'"', code.as_bytes()).is_some() {
@@ -262,13 +302,12 @@ impl Statements {
                 }
                 // `;`, or a brace outside an initializer: the statement ends.
                 init_depth = 0;
-                let t = access::trim(&text);
                 if from < b {
-                    segments.push((i, from..b));
+                    s.segments.push((i, from..b));
                 }
                 from = b + 1;
-                let segments = std::mem::take(&mut segments);
-                s.list.push(Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
+                s.end_statement(access::trim(&text), first_segment, start.unwrap_or((i, b)), (i, b), Some(c as u8), last_close, depth);
+                first_segment = s.segments.len();
                 depth += match c {
                     '{' => 1,
                     '}' => -1,
@@ -279,12 +318,15 @@ impl Statements {
                 last_close = None;
             }
             if from < code.len() {
-                segments.push((i, from..code.len()));
+                s.segments.push((i, from..code.len()));
             }
         }
         if let (Some(start), false) = (start, access::trim(&text).is_empty()) {
             let end = (last_code_line, lines[last_code_line].stripped().len());
-            s.list.push(Spanning { text: access::trim(&text).to_string(), start, end, terminator: None, last_close, depth, segments });
+            s.end_statement(access::trim(&text), first_segment, start, end, None, last_close, depth);
+        } else {
+            // (Code after the last statement that makes none, whitespace: no statement's.)
+            s.segments.truncate(first_segment);
         }
         s
     }
@@ -366,6 +408,12 @@ mod statements_tests {
         let (mut init_depth, mut in_comment) = (0i32, false);
         let mut segments: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
         let mut last_code_line = 0;
+        // (Each statement's segments go to the shared list when it ends.)
+        let end = |s: &mut Statements, text: &str, segments: &mut Vec<_>, start, end, terminator, last_close, depth| {
+            let first = s.segments.len();
+            s.segments.append(segments);
+            s.end_statement(text, first, start, end, terminator, last_close, depth);
+        };
         for (i, line) in lines.iter().enumerate() {
             if line.block_comment_marker() {
                 s.block_comments = true;
@@ -409,8 +457,7 @@ mod statements_tests {
                             segments.push((i, from..b));
                         }
                         from = b + 1;
-                        let segments = std::mem::take(&mut segments);
-                        s.list.push(super::Spanning { text: t.to_string(), start: start.unwrap_or((i, b)), end: (i, b), terminator: Some(c as u8), last_close, depth, segments });
+                        end(&mut s, t, &mut segments, start.unwrap_or((i, b)), (i, b), Some(c as u8), last_close, depth);
                         depth += match c {
                             '{' => 1,
                             '}' => -1,
@@ -436,8 +483,8 @@ mod statements_tests {
             }
         }
         if let (Some(start), false) = (start, super::access::trim(&text).is_empty()) {
-            let end = (last_code_line, lines[last_code_line].stripped().len());
-            s.list.push(super::Spanning { text: super::access::trim(&text).to_string(), start, end, terminator: None, last_close, depth, segments });
+            let at = (last_code_line, lines[last_code_line].stripped().len());
+            end(&mut s, super::access::trim(&text), &mut segments, start, at, None, last_close, depth);
         }
         s
     }
@@ -455,7 +502,8 @@ mod statements_tests {
     fn of(text: &str) -> Vec<(String, Option<u8>, usize, usize)> {
         let lines = Line::read_all(text.split_inclusive('\n'));
         // (Its text keeps the lines' whitespace: compared here a space for each run of it.)
-        Statements::of(&lines).list.into_iter().map(|s| (s.text.split_whitespace().collect::<Vec<_>>().join(" "), s.terminator, s.start.0, s.end.0)).collect()
+        let all = Statements::of(&lines);
+        all.list.iter().map(|s| (all.text(s).split_whitespace().collect::<Vec<_>>().join(" "), s.terminator, s.start.0, s.end.0)).collect()
     }
 
     #[test]
