@@ -19,8 +19,9 @@
 //!   live block left it is retired (physical memory unmapped, VA never handed out again, shadow
 //!   reads 0: checked accesses report use-after-free, unchecked ones fault and are attributed).
 //!   Large blocks are retired when freed (or when they leave the quarantine): the books at once,
-//!   the unmapping by a thread of gasan's own (`unmap_thread`; [`Allocator::settle_unmaps`]
-//!   waits for it), so the program's thread does not wait for the driver's unmaps.
+//!   by the freeing thread, the unmapping by a thread of gasan's own (`unmap_thread`, fed through
+//!   a [`Handoff`] it never needs the allocator's lock for; [`Allocator::settle_unmaps`] waits for
+//!   it), so the program's thread does not wait for the driver's unmaps.
 //! * Physical memory is held after a free only for stream-ordered frees (`cuMemFreeAsync`), whose
 //!   unmapping must wait for the stream: those wait in a FIFO bounded by `quarantine_size_mb`.
 //!   Holding memory of synchronous frees would detect nothing more, only use memory.
@@ -163,14 +164,32 @@ struct Inner {
     /// Freed large blocks whose free could not poison their shadow (a failed driver call): their
     /// retirement zeroes it.
     unpoisoned: std::collections::HashSet<u64>,
-    /// Freed large blocks (canonical start, bytes, tag mask) waiting for the unmap thread.
-    retiring: VecDeque<(u64, u64, u64)>,
-    /// Retirements the unmap thread took and has not finished.
-    retiring_busy: usize,
-    /// The process whose unmap thread serves `retiring` (0: none started; a forked child starts
+    /// The process whose unmap thread serves [`Handoff`] (0: none started; a forked child starts
     /// its own).
     unmap_thread_pid: u32,
 }
+
+/// Freed large blocks between the freeing thread and the unmap thread. The freeing thread settles
+/// a block's books itself ([`Pool::retire_detached`], under the allocator's lock it holds anyway)
+/// and queues the unmaps here; the unmap thread takes only this lock, never the allocator's, so a
+/// program that allocates and frees in a loop (holding the allocator's lock most of the time)
+/// cannot starve it. Lock order: the allocator's, then this one.
+#[derive(Default)]
+struct Handoff {
+    /// Unmaps of freed large blocks whose books are settled, oldest first.
+    queue: VecDeque<gasan_uvm::Detached>,
+    /// Unmaps the thread took and has not finished.
+    busy: usize,
+    /// Chunks the thread unmapped, for the pool's cache at the allocator's next lock
+    /// ([`Allocator::take_back_unmapped`]).
+    returned: Vec<gasan_uvm::Unmapped>,
+}
+
+/// Most freed large blocks waiting in [`Handoff::queue`]: past it the freeing thread unmaps the
+/// oldest itself. Each waiting block holds its physical memory, and a handle not back in the cache
+/// makes the next block of its size create one (on an H100 a churn of 4 and 16 MiB blocks created
+/// a handle per block when the queue had no bound and the thread fell behind).
+const HANDOFF_MAX: usize = 4;
 
 /// Where an imported block's chunks are mapped.
 #[derive(Clone, Copy)]
@@ -195,8 +214,8 @@ pub struct IpcExport {
 
 pub struct Allocator {
     inner: Arc<Mutex<Inner>>,
-    /// Wakes the unmap thread for new retirements, and whoever waits for them to finish.
-    retired: Arc<Condvar>,
+    /// Freed large blocks for the unmap thread ([`Handoff`]).
+    handoff: Arc<(Mutex<Handoff>, Condvar)>,
     /// Freed large blocks are unmapped by a thread of gasan's own (`unmap_thread`), until
     /// [`Self::stop_unmap_thread`].
     unmap_thread: Arc<std::sync::atomic::AtomicBool>,
@@ -224,35 +243,37 @@ fn round_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-/// The unmap thread: retires the freed large blocks queued in `retiring`, one at a time, settling
-/// the pool's books under the lock and unmapping outside it (the program's thread waits for the
-/// lock at most for the books), then taking the chunks back. Ends once its allocator is gone. A
-/// failed unmap (its chunks are never reused) turns it off: the freeing threads unmap from then on.
-fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup: Option<Arc<dyn Fn() + Send + Sync>>, on: Arc<std::sync::atomic::AtomicBool>) {
+/// The unmap thread: unmaps the freed large blocks queued in [`Handoff`] (books already settled by
+/// the freeing thread), all those queued at once, taking only the handoff's lock, and hands the
+/// chunks back for the pool's cache. Ends once its allocator is gone. A failed unmap (its chunks
+/// are never reused) turns it off: the freeing threads unmap from then on.
+fn unmap_thread(handoff: std::sync::Weak<(Mutex<Handoff>, Condvar)>, setup: Option<Arc<dyn Fn() + Send + Sync>>, on: Arc<std::sync::atomic::AtomicBool>) {
     static UNMAP: CallTimes = CallTimes::new("large block: unmap (gasan's thread)", call_times::Kind::Own);
     if let Some(s) = setup {
         s();
     }
     loop {
-        let Some(inner) = inner.upgrade() else { return };
-        let mut g = inner.lock().unwrap();
-        let Some((home, len, tags)) = g.retiring.pop_front() else {
+        let Some(handoff) = handoff.upgrade() else { return };
+        let (lock, wake) = &*handoff;
+        let mut h = lock.lock().unwrap();
+        if h.queue.is_empty() {
             // Woken by a new retirement; the timeout lets the thread see its allocator dropped.
-            drop(wake.wait_timeout(g, std::time::Duration::from_millis(200)).unwrap());
+            drop(wake.wait_timeout(h, std::time::Duration::from_millis(200)).unwrap());
             continue;
-        };
-        g.retiring_busy += 1;
-        let detached = g.pool.retire_detached(home, len, tags);
-        drop(g);
-        let unmapped = detached.map(|d| call_times::timed(&UNMAP, || d.unmap()));
-        let mut g = inner.lock().unwrap();
-        let failed = match unmapped {
-            Ok((back, r)) => {
-                g.pool.take_back(back);
-                r.err()
+        }
+        let batch: Vec<gasan_uvm::Detached> = h.queue.drain(..).collect();
+        h.busy += batch.len();
+        drop(h);
+        let mut failed = None;
+        let mut back = Vec::with_capacity(batch.len());
+        let n = batch.len();
+        for d in batch {
+            let (unmapped, r) = call_times::timed(&UNMAP, || d.unmap());
+            back.push(unmapped);
+            if let Err(e) = r {
+                failed.get_or_insert(e);
             }
-            Err(e) => Some(e),
-        };
+        }
         if let Some(e) = failed {
             // A driver shut down under the thread (the program's exit ran the driver's teardown
             // first) leaves nothing to retire: the process's memory goes with it, so no warning.
@@ -260,8 +281,10 @@ fn unmap_thread(inner: std::sync::Weak<Mutex<Inner>>, wake: Arc<Condvar>, setup:
                 crate::log::log(0, || format!("WARNING: gasan's unmap thread could not retire a freed block ({e}); freed large blocks are unmapped by the freeing thread from now on"));
             }
         }
-        g.retiring_busy = g.retiring_busy.saturating_sub(1);
-        drop(g);
+        let mut h = lock.lock().unwrap();
+        h.returned.extend(back);
+        h.busy = h.busy.saturating_sub(n);
+        drop(h);
         wake.notify_all();
     }
 }
@@ -312,7 +335,7 @@ impl Allocator {
         let win = pool.tag_windows();
         let half = base + win.size / 2;
         Allocator {
-            retired: Arc::new(Condvar::new()),
+            handoff: Arc::default(),
             unmap_thread: Arc::new(opts.unmap_thread.into()),
             unmap_thread_setup: None,
             inner: Arc::new(Mutex::new(Inner {
@@ -332,8 +355,6 @@ impl Allocator {
                 device_heaps: Vec::new(),
                 imports: HashMap::new(),
                 unpoisoned: Default::default(),
-                retiring: VecDeque::new(),
-                retiring_busy: 0,
                 unmap_thread_pid: 0,
             })),
             scale: opts.scale,
@@ -439,7 +460,11 @@ impl Allocator {
             Memory::Device => self.try_alloc(g, size, size_enc, &stack, stream),
             Memory::Host => self.alloc_large(g, size, size_enc, &stack, stream, kind),
         };
-        let first = attempt(&mut self.inner.lock().unwrap());
+        let first = {
+            let mut g = self.inner.lock().unwrap();
+            self.take_back_unmapped(&mut g);
+            attempt(&mut g)
+        };
         match first {
             Err(AllocError::OutOfMemory | AllocError::Pool(_)) if self.quarantine_held() => {
                 // Out of physical memory: release quarantined memory and try once more. Draining
@@ -454,7 +479,17 @@ impl Allocator {
 
     fn quarantine_held(&self) -> bool {
         let g = self.inner.lock().unwrap();
-        !g.quarantine.is_empty() || !g.retiring.is_empty() || g.retiring_busy > 0
+        let h = self.handoff.0.lock().unwrap();
+        !g.quarantine.is_empty() || !h.queue.is_empty() || h.busy > 0 || !h.returned.is_empty()
+    }
+
+    /// Puts the chunks the unmap thread has unmapped back in the pool's cache (before an
+    /// allocation: the block just freed may be the one whose handle it needs).
+    fn take_back_unmapped(&self, g: &mut Inner) {
+        let returned = std::mem::take(&mut self.handoff.0.lock().unwrap().returned);
+        for u in returned {
+            g.pool.take_back(u);
+        }
     }
 
     /// Runs `setup` first on the unmap thread, when it starts (the runtime makes the device's
@@ -472,9 +507,9 @@ impl Allocator {
         }
         // A forked child inherits the books, not the thread: what that thread had taken is
         // never unmapped here (its chunks stay out of the cache).
-        g.retiring_busy = 0;
-        let (inner, wake, setup, on) = (Arc::downgrade(&self.inner), self.retired.clone(), self.unmap_thread_setup.clone(), self.unmap_thread.clone());
-        let started = std::thread::Builder::new().name("gasan-unmap".into()).spawn(move || unmap_thread(inner, wake, setup, on)).is_ok();
+        self.handoff.0.lock().unwrap().busy = 0;
+        let (handoff, setup, on) = (Arc::downgrade(&self.handoff), self.unmap_thread_setup.clone(), self.unmap_thread.clone());
+        let started = std::thread::Builder::new().name("gasan-unmap".into()).spawn(move || unmap_thread(handoff, setup, on)).is_ok();
         if started {
             g.unmap_thread_pid = pid;
         }
@@ -493,11 +528,25 @@ impl Allocator {
     /// ones it has not taken here (before out-of-memory, and for callers that count mappings).
     pub fn settle_unmaps(&self) {
         let mut g = self.inner.lock().unwrap();
-        while let Some((home, len, tags)) = g.retiring.pop_front() {
-            let _ = g.pool.retire_tagged_zeroed(home, len, tags);
+        let (lock, wake) = &*self.handoff;
+        let mut h = lock.lock().unwrap();
+        loop {
+            if let Some(d) = h.queue.pop_front() {
+                // Unmapped here, without the handoff's lock (the thread may finish meanwhile).
+                drop(h);
+                let (back, _) = d.unmap();
+                g.pool.take_back(back);
+                h = lock.lock().unwrap();
+            } else if h.busy > 0 {
+                h = wake.wait(h).unwrap();
+            } else {
+                break;
+            }
         }
-        while g.retiring_busy > 0 {
-            g = self.retired.wait(g).unwrap();
+        let returned = std::mem::take(&mut h.returned);
+        drop(h);
+        for u in returned {
+            g.pool.take_back(u);
         }
     }
 
@@ -649,8 +698,27 @@ impl Allocator {
         // Its free poisoned the block's bytes (fill_shadow in free_inner, logged on the freeing
         // stream); its redzone was never made accessible: the shadow is zero.
         if self.unmap_thread.load(std::sync::atomic::Ordering::Relaxed) && self.unmap_thread_running(g) {
-            g.retiring.push_back((home, len, tags));
-            self.retired.notify_all();
+            // The books now (a few map lookups, under the lock held anyway), the driver's unmaps
+            // on the thread.
+            let detached = match g.pool.retire_detached(home, len, tags) {
+                Ok(d) => d,
+                Err(_) => {
+                    let _ = call_times::timed(&RETIRE, || g.pool.retire_tagged_zeroed(home, len, tags));
+                    return;
+                }
+            };
+            let (lock, wake) = &*self.handoff;
+            let mut h = lock.lock().unwrap();
+            h.queue.push_back(detached);
+            let oldest = (h.queue.len() > HANDOFF_MAX).then(|| h.queue.pop_front()).flatten();
+            drop(h);
+            wake.notify_all();
+            // The thread is behind: this thread unmaps the oldest block itself, so that the
+            // blocks waiting (and their memory) stay bounded.
+            if let Some(d) = oldest {
+                let (back, _) = call_times::timed(&RETIRE, || d.unmap());
+                g.pool.take_back(back);
+            }
             return;
         }
         let _ = call_times::timed(&RETIRE, || g.pool.retire_tagged_zeroed(home, len, tags));
@@ -863,6 +931,11 @@ impl Allocator {
     /// Bytes of pool memory currently mapped (slabs, large blocks, held stream-ordered frees).
     pub fn mapped_bytes(&self) -> u64 {
         self.inner.lock().unwrap().pool.counters().committed_bytes
+    }
+
+    /// The pool's counters (chunks and wide runs created and reused), for tests and benchmarks.
+    pub fn pool_counters(&self) -> gasan_uvm::PoolCounters {
+        self.inner.lock().unwrap().pool.counters()
     }
 
     fn trim_quarantine(&self, g: &mut Inner, max: u64) {
@@ -1166,6 +1239,14 @@ impl Allocator {
     }
 }
 
+impl Drop for Allocator {
+    /// Freed blocks still queued for the unmap thread are retired in the pool's books only: unmapped
+    /// here, the pool (dropped next) releases their chunks with its cache.
+    fn drop(&mut self) {
+        self.settle_unmaps();
+    }
+}
+
 fn map_oom(e: UvmError) -> AllocError {
     match e {
         UvmError::Cuda { code: 2, .. } => AllocError::OutOfMemory,
@@ -1267,9 +1348,9 @@ impl Allocator {
             })
             .collect();
         canon.sort_by_key(|a| (a.start, a.tag));
-        // Freed large blocks waiting for the unmap thread still hold their memory (canonical).
-        let unmapping: std::collections::HashSet<u64> = g.retiring.iter().map(|&(home, _, _)| home).collect();
-        let holds_memory = |a: &AllocInfo| a.live || held.contains(&g.pool.tagged(a.start, a.tag)) || unmapping.contains(&a.start);
+        // Freed large blocks handed to the unmap thread are retired in the pool's books (the
+        // freeing thread settled them) and were waited for above.
+        let holds_memory = |a: &AllocInfo| a.live || held.contains(&g.pool.tagged(a.start, a.tag));
         if self.win.count > 1 {
             for kind_large in [false, true] {
                 // Large blocks: those holding memory (freed ones may lie under later blocks).
@@ -1485,7 +1566,7 @@ impl Allocator {
         }
 
         // 13.
-        for b in g.allocs.values().filter(|b| b.live || held.contains(&b.start) || unmapping.contains(&self.home(b.start))) {
+        for b in g.allocs.values().filter(|b| b.live || held.contains(&b.start)) {
             let home = self.home(b.start);
             let wrong = (home..self.home(b.region_end)).step_by(gran as usize).find(|&c| g.pool.memory_of(c).is_some_and(|m| m != b.memory));
             if let Some(c) = wrong {

@@ -79,6 +79,10 @@ struct WideRun {
     slots: u64,
 }
 
+/// Default bound on the shadow chunks kept backed while they describe nothing ([`Pool::set_idle_shadow_limit`]):
+/// 16 MiB of memory, one per tag window for up to 8 windows (blocks in turn take every tag).
+pub const IDLE_SHADOW_CHUNKS: usize = 8;
+
 /// Default bound on the bytes of freed wide-run handles kept for reuse ([`Pool::set_run_cache_limit`]).
 /// A cached run serves only blocks with a piece of its size, so unlike cached chunks it can strand
 /// memory: it is bounded, and released whenever creating memory fails.
@@ -103,8 +107,17 @@ pub struct Pool {
     /// Canonical chunks retired by [`Pool::retire_detached`] and not yet taken back: still mapped
     /// through their old window, so never released for reuse ([`Pool::unretire`]).
     detached: HashSet<u64>,
-    /// Shadow chunk index → (chunk, number of (committed chunk, window) pairs it describes).
+    /// Shadow chunk index → (chunk, number of (committed chunk, window) pairs it describes). An
+    /// entry describing nothing is idle (in `idle_shadow`).
     shadow: HashMap<u64, (ChunkHandle, u64)>,
+    /// Shadow chunks still backed by real memory though they describe no committed chunk, oldest
+    /// first, at most `idle_shadow_limit` ([`Pool::set_idle_shadow_limit`]). Their bytes are all
+    /// zero, as the zero chunk's (a release zeroes the shadow of what it unmaps, and no shadow is
+    /// written where nothing is committed), so they read as it would: the next commit they
+    /// describe takes them as they are, instead of a map, access and memset now and an unmap
+    /// and map at the release (a churn of large blocks remapped the shadow chunk under each).
+    idle_shadow: VecDeque<u64>,
+    idle_shadow_limit: usize,
     cache: Vec<ChunkHandle>,
     /// Freed [`Memory::Host`] chunks, kept for the next host commit (creating one pins its pages,
     /// about 0.9 ms on an H100).
@@ -245,6 +258,8 @@ impl Pool {
             retired: BTreeMap::new(),
             detached: HashSet::new(),
             shadow: HashMap::new(),
+            idle_shadow: VecDeque::new(),
+            idle_shadow_limit: IDLE_SHADOW_CHUNKS,
             cache: Vec::new(),
             host_cache: Vec::new(),
             host_chunks: HashSet::new(),
@@ -888,6 +903,10 @@ impl Pool {
     fn apply_one(&mut self, op: plan::Op, mem: Memory) -> Result<Option<Memory>, UvmError> {
         use plan::Op;
         match op {
+            Op::BackShadow { idx } if self.shadow.contains_key(&idx) => {
+                // Idle: still backed, and all zero.
+                self.idle_shadow.retain(|&i| i != idx);
+            }
             Op::BackShadow { idx } => {
                 self.split_wide_run(self.shadow_va(idx))?;
                 let h = self.back_real(self.shadow_va(idx), Stream::SYNC)?;
@@ -934,15 +953,10 @@ impl Pool {
                 return Ok(Some(self.memory_of_chunk(h)));
             }
             Op::ReleaseShadow { idx } => {
-                let sva = self.shadow_va(idx);
-                if let Some(&(h, _)) = self.shadow.get(&idx) {
-                    self.backend.wait_writes(sva, self.gran)?;
-                    self.backend.unmap(sva, self.gran)?;
-                    self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
-                    self.shadow.remove(&idx);
-                    self.cache.push(h);
-                    self.grant_peers(sva, self.gran, Prot::ReadOnly, true)?;
+                if self.shadow.contains_key(&idx) && !self.idle_shadow.contains(&idx) {
+                    self.idle_shadow.push_back(idx);
                 }
+                self.trim_idle_shadow(self.idle_shadow_limit)?;
             }
             Op::Retire { va, tags } => {
                 *self.retired.entry(va).or_insert(0) |= tags;
@@ -1006,6 +1020,39 @@ impl Pool {
             }
         }
         Ok(None)
+    }
+
+    /// Puts the zero chunk back under the oldest idle shadow chunks until at most `keep` are left.
+    /// One whose unmap fails stays idle (and backed).
+    fn trim_idle_shadow(&mut self, keep: usize) -> Result<(), UvmError> {
+        while self.idle_shadow.len() > keep {
+            let idx = self.idle_shadow.pop_front().expect("longer than keep");
+            let sva = self.shadow_va(idx);
+            let Some(&(h, _)) = self.shadow.get(&idx) else { continue };
+            // Writes still queued on it (a free's poisoning) must land before the unmap.
+            if let Err(e) = self.backend.wait_writes(sva, self.gran).and_then(|_| self.backend.unmap(sva, self.gran)) {
+                self.idle_shadow.push_front(idx);
+                return Err(e);
+            }
+            self.shadow.remove(&idx);
+            self.cache.push(h);
+            self.backend.map(sva, self.zero_chunk, Prot::ReadOnly)?;
+            self.grant_peers(sva, self.gran, Prot::ReadOnly, true)?;
+        }
+        Ok(())
+    }
+
+    /// Bounds the shadow chunks kept backed while they describe no committed chunk (default
+    /// [`IDLE_SHADOW_CHUNKS`]; 0: the zero chunk goes back under a shadow chunk as soon as its last
+    /// chunk is released); those over it are released now.
+    pub fn set_idle_shadow_limit(&mut self, chunks: usize) -> Result<(), UvmError> {
+        self.idle_shadow_limit = chunks;
+        self.trim_idle_shadow(chunks)
+    }
+
+    /// Shadow chunks kept backed while they describe nothing.
+    pub fn idle_shadow_chunks(&self) -> usize {
+        self.idle_shadow.len()
     }
 
     /// Maps the `slots` chunks from `va` one chunk handle each (a run for which no wide handle
