@@ -582,13 +582,13 @@ impl<'a> Rewriter<'a> {
         // and versions loops: serial passes of the whole module, run side by side. Versioning
         // moves the lines, and then both are found again from the new lines.
         let spare = read_threads(body.len(), threads) > 1;
-        let (input_branches, quiet_input, versioned, early) = std::thread::scope(|s| {
+        let (input_branches, loud_input, versioned, early) = std::thread::scope(|s| {
             let early = spare.then(|| (s.spawn(|| source_locations(&input, &input_bodies)), s.spawn(|| spaces::declarations(&input))));
             // 6. (Kernel-parameter bounds ask which lines are in loops, in every mode.)
-            // (Where loops may be versioned, the lines found neither labels nor branches, which
-            // the scan of the versioned lines passes over.)
-            let (input_branches, quiet) = if planned && self.opts.hoist_loops {
-                branches::Branches::scan_noting_quiet(&input, &input_bodies)
+            // (Where loops may be versioned, the lines found to be labels or to name branches:
+            // the others the scan of the versioned lines passes over.)
+            let (input_branches, loud) = if planned && self.opts.hoist_loops {
+                branches::Branches::scan_noting_loud(&input, &input_bodies)
             } else if planned || self.opts.param_bounds {
                 (branches::Branches::scan(&input, &input_bodies), Vec::new())
             } else {
@@ -596,7 +596,7 @@ impl<'a> Rewriter<'a> {
             };
             let versioned = if planned && self.opts.hoist_loops { loops::version(&input, &input_bodies, &input_branches, self.opts.scale, self.header.version >= (6, 2)) } else { None };
             let early = early.map(|(locs, declared)| (locs.join().expect("finding source locations panicked"), declared.join().expect("scanning declarations panicked")));
-            (input_branches, quiet, versioned, early)
+            (input_branches, loud, versioned, early)
         });
         let early = early.filter(|_| versioned.is_none());
         if versioned.as_ref().is_some_and(|v| v.sweeps) {
@@ -608,6 +608,7 @@ impl<'a> Rewriter<'a> {
         // again.
         let (lines, bodies, branches) = match &versioned {
             Some(v) => {
+                let quiet_input = branches::quiet_lines(&loud_input, &input_bodies, input.len());
                 let (lines, moved_to) = v.take_lines(input);
                 let bodies = input_bodies.moved(&moved_to);
                 debug_assert_eq!(bodies, bodies::Bodies::scan(&lines));

@@ -36,13 +36,16 @@ impl<'a> Branches<'a> {
         Self::scan_with(lines, bodies, |_| false, |_| {})
     }
 
-    /// [`Branches::scan`], and which lines it found to be neither a label nor a line naming a
-    /// branch (`true` at their indexes; lines outside the bodies' insides are not read, `false`):
-    /// lines [`Branches::scan_skipping`] can pass over when the same text is read again.
-    pub fn scan_noting_quiet(lines: &[Line<'a>], bodies: &Bodies) -> (Self, Vec<bool>) {
-        let mut quiet = vec![false; lines.len()];
-        let b = Self::scan_with(lines, bodies, |_| false, |k| quiet[k] = true);
-        (b, quiet)
+    /// [`Branches::scan`], and the lines it found to be a label or a line naming a branch (its
+    /// "loud" lines, in the order read): the others of the bodies' insides are the lines
+    /// [`Branches::scan_skipping`] can pass over when the same text is read again
+    /// ([`quiet_lines`] maps them, where loops were versioned). (Only the few loud lines are
+    /// written down: a flag written for every line cost the modules that version no loop, most.)
+    pub fn scan_noting_loud(lines: &[Line<'a>], bodies: &Bodies) -> (Self, Vec<usize>) {
+        // (Sized for a loud line in eight, more than most modules hold: not grown by copying.)
+        let mut loud = Vec::with_capacity(lines.len() / 8);
+        let b = Self::scan_with(lines, bodies, |_| false, |k| loud.push(k));
+        (b, loud)
     }
 
     /// [`Branches::scan`] of lines of which those where `quiet(k)` is known to be neither a label
@@ -53,7 +56,7 @@ impl<'a> Branches<'a> {
         Self::scan_with(lines, bodies, quiet, |_| {})
     }
 
-    fn scan_with(lines: &[Line<'a>], bodies: &Bodies, skip: impl Fn(usize) -> bool, mut found_quiet: impl FnMut(usize)) -> Self {
+    fn scan_with(lines: &[Line<'a>], bodies: &Bodies, skip: impl Fn(usize) -> bool, mut found_loud: impl FnMut(usize)) -> Self {
         let mut b = Branches::default();
         for body in bodies.iter() {
             let mut labels: HashMap<&'a str, usize> = HashMap::default();
@@ -65,13 +68,14 @@ impl<'a> Branches<'a> {
                 let code = line.code;
                 if let Some(name) = line.label() {
                     labels.insert(name, k);
+                    found_loud(k);
                     continue;
                 }
                 // Only labels and branches matter: this runs over every line.
                 if !names_branch(code) {
-                    found_quiet(k);
                     continue;
                 }
+                found_loud(k);
                 // Each statement of the line (Line::stmts): a `bra` names its target, other
                 // statements (`brx.idx`, `.branchtargets` lists) are read word by word.
                 let mut count = |t: &'a str| {
@@ -177,6 +181,24 @@ fn names_branch(code: &str) -> bool {
     false
 }
 
+/// Which of `len` lines [`Branches::scan_noting_loud`] found to be neither a label nor a line
+/// naming a branch, from its loud lines: `true` for the lines strictly inside a body (those the
+/// scan reads, below a body's closing line and the lines' end) that are not loud, `false` for the
+/// rest (lines outside the bodies' insides are not read).
+pub(in crate::ptx) fn quiet_lines(loud: &[usize], bodies: &Bodies, len: usize) -> Vec<bool> {
+    let mut quiet = vec![false; len];
+    for body in bodies.iter() {
+        let end = body.close.min(len);
+        if body.open + 1 < end {
+            quiet[body.open + 1..end].fill(true);
+        }
+    }
+    for &k in loud {
+        quiet[k] = false;
+    }
+    quiet
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +213,27 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The quiet lines mapped from the scan's loud ones are those it reads (strictly inside a
+        /// body) that are neither a label nor a line naming a branch, as a flag written for each
+        /// line read found them.
+        #[test]
+        fn quiet_lines_are_the_lines_read_that_are_neither_label_nor_branch(picks in proptest::collection::vec(0usize..12, 0..40)) {
+            const PIECES: [&str; 12] = [".entry f()\n", "{\n", "}\n", "$L1:\n", "@%p1 bra $L1;\n", "bra.uni $L2;\n", "add.s32 %r1, %r1, 1;\n", "ret;\n", "\n", "$L2:\n", "// bra\n", "brx.idx %r1, $T;\n"];
+            let text: String = picks.iter().map(|&k| PIECES[k]).collect();
+            let lines = Line::read_all(text.split_inclusive('\n'));
+            let bodies = Bodies::scan(&lines);
+            let mut noted = vec![false; lines.len()];
+            let flagged = Branches::scan_with(&lines, &bodies, |_| false, |_| {});
+            let (found, loud) = Branches::scan_noting_loud(&lines, &bodies);
+            for body in bodies.iter() {
+                for k in body.open + 1..body.close.min(lines.len()) {
+                    noted[k] = lines[k].label().is_none() && !names_branch(lines[k].code);
+                }
+            }
+            proptest::prop_assert_eq!(quiet_lines(&loud, &bodies, lines.len()), noted);
+            proptest::prop_assert_eq!(found.back_edges(), flagged.back_edges());
+        }
+
         /// A line names a branch where `br` and `a` or `x` follow one another in it.
         #[test]
         fn names_branch_is_a_substring_test(code in "[bra x.;é]{0,40}") {

@@ -76,11 +76,64 @@ struct DefIndex<'a> {
     writers: Vec<WriterAt>,
     defs: Vec<Def>,
     /// Each register's number.
-    ids: FxHashMap<&'a str, u32>,
+    ids: RegIds<'a>,
     regs: Vec<RegDefs<'a>>,
     /// Positions in `defs`, grouped by register, each register's in text order: a register's
     /// definitions are one slice, searched by line.
     grouped: Vec<u32>,
+}
+
+/// The registers' numbers, by name: a name of at most seven bytes (nearly every register's:
+/// `%rd123`) keyed by its bytes packed into a `u64` ([`short_key`]: hashed with one multiply and
+/// compared as an integer, where a string key was hashed byte by byte and compared with
+/// `memcmp`), a longer one by its text.
+struct RegIds<'a> {
+    short: FxHashMap<u64, u32>,
+    long: FxHashMap<&'a str, u32>,
+}
+
+impl<'a> RegIds<'a> {
+    fn with_capacity(n: usize) -> Self {
+        RegIds { short: FxHashMap::with_capacity_and_hasher(n, Default::default()), long: FxHashMap::default() }
+    }
+
+    /// `name`'s number, given `next` when it has none yet.
+    #[inline]
+    fn get_or_insert(&mut self, name: &'a str, next: u32) -> u32 {
+        match short_key(name) {
+            Some(k) => *self.short.entry(k).or_insert(next),
+            None => *self.long.entry(name).or_insert(next),
+        }
+    }
+
+    #[inline]
+    fn get(&self, name: &str) -> Option<u32> {
+        match short_key(name) {
+            Some(k) => self.short.get(&k).copied(),
+            None => self.long.get(name).copied(),
+        }
+    }
+}
+
+/// A name of at most seven bytes as one `u64`: its bytes in order from the lowest, the rest zero,
+/// and its length in the top byte (so `a` and `a\0` differ); `None` for a longer name. Distinct
+/// names get distinct keys: the key gives the bytes back. (Read with overlapping loads, no loop: a
+/// byte where two loads overlap is the same byte in both.)
+#[inline]
+fn short_key(name: &str) -> Option<u64> {
+    let b = name.as_bytes();
+    let n = b.len();
+    let bytes = match n {
+        0 => 0,
+        1..=3 => u64::from(b[0]) | u64::from(b[n / 2]) << (8 * (n / 2)) | u64::from(b[n - 1]) << (8 * (n - 1)),
+        4..=7 => {
+            let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let hi = u32::from_le_bytes([b[n - 4], b[n - 3], b[n - 2], b[n - 1]]);
+            u64::from(lo) | u64::from(hi) << (8 * (n - 4))
+        }
+        _ => return None,
+    };
+    Some(bytes | (n as u64) << 56)
 }
 
 fn index32(k: usize) -> u32 {
@@ -96,7 +149,7 @@ impl<'a> DefIndex<'a> {
         let mut d = DefIndex {
             writers: Vec::with_capacity(lines_in),
             defs: Vec::with_capacity(lines_in),
-            ids: FxHashMap::with_capacity_and_hasher(lines_in / 2, Default::default()),
+            ids: RegIds::with_capacity(lines_in / 2),
             regs: Vec::with_capacity(lines_in / 2),
             grouped: Vec::new(),
         };
@@ -149,7 +202,7 @@ impl<'a> DefIndex<'a> {
 
     fn push(&mut self, reg: &'a str, writer: u32, call_result: bool, guarded: bool) {
         let next_id = index32(self.regs.len());
-        let reg_id = *self.ids.entry(reg).or_insert(next_id);
+        let reg_id = self.ids.get_or_insert(reg, next_id);
         if reg_id == next_id {
             self.regs.push(RegDefs { name: reg, count: 0, guarded: 0, start: 0 });
         }
@@ -163,7 +216,7 @@ impl<'a> DefIndex<'a> {
     /// The positions in `defs` of `reg`'s definitions, in text order.
     fn of(&self, reg: &str) -> &[u32] {
         match self.ids.get(reg) {
-            Some(&id) => {
+            Some(id) => {
                 let r = self.regs[id as usize];
                 &self.grouped[r.start as usize..(r.start + r.count) as usize]
             }
@@ -219,7 +272,7 @@ impl<'l, 'a> Defs<'l, 'a> {
 
     /// The number of a register the body defines.
     pub fn reg_id(&self, reg: &str) -> Option<u32> {
-        self.index.ids.get(reg).copied()
+        self.index.ids.get(reg)
     }
 
     /// The name of register number `id`.
@@ -234,7 +287,7 @@ impl<'l, 'a> Defs<'l, 'a> {
 
     /// The instruction of `reg`'s one definition, when it has exactly one and it is unguarded.
     pub fn only_writer(&self, reg: &str) -> Option<&'l Instr<'a>> {
-        let &id = self.index.ids.get(reg)?;
+        let id = self.index.ids.get(reg)?;
         let r = self.index.regs[id as usize];
         (r.count == 1 && r.guarded == 0).then(|| self.writer(&self.index.defs[self.index.grouped[r.start as usize] as usize]).instr)
     }
@@ -287,6 +340,30 @@ impl<'l, 'a> ModuleDefs<'l, 'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// A short name's key gives its bytes back (distinct names, distinct keys), and the
+        /// numbers kept by key are those a map by name keeps.
+        #[test]
+        fn register_keys_are_the_names(names in proptest::collection::vec("[%rdf0-9\\x00é]{0,9}", 0..24)) {
+            for n in &names {
+                match short_key(n) {
+                    Some(k) => {
+                        let len = (k >> 56) as usize;
+                        proptest::prop_assert_eq!(&k.to_le_bytes()[..len], n.as_bytes());
+                        proptest::prop_assert_eq!((k & ((1 << 56) - 1)) >> (8 * len), 0);
+                    }
+                    None => proptest::prop_assert!(n.len() > 7),
+                }
+            }
+            let (mut ids, mut reference) = (RegIds::with_capacity(4), std::collections::HashMap::new());
+            for (k, n) in names.iter().enumerate() {
+                let next = u32::try_from(k).unwrap();
+                proptest::prop_assert_eq!(ids.get(n), reference.get(n.as_str()).copied());
+                proptest::prop_assert_eq!(ids.get_or_insert(n, next), *reference.entry(n.as_str()).or_insert(next));
+            }
+        }
+    }
 
     fn defs_of(body: &str, f: impl FnOnce(&Defs<'_, '_>)) {
         let text = format!(".visible .entry k()\n{{\n{body}\n}}\n");
