@@ -6,101 +6,32 @@
 
 use gasan_runtime::allocator::Allocator;
 use gasan_runtime::options::Options;
-use gasan_uvm::{Backend, ChunkHandle, HostBackend, Pool, PoolConfig, PoolCounters, Prot, Stream, UvmError};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use gasan_uvm::{BackendCall, CountedBackend, HostBackend, Pool, PoolConfig, PoolCounters, Stream};
 
 const G: u64 = 2 << 20;
-
-/// The Host backend with its calls counted.
-struct Counted {
-    host: HostBackend,
-    calls: Arc<Mutex<BTreeMap<&'static str, u64>>>,
-}
-
-impl Counted {
-    fn count(&self, call: &'static str) {
-        *self.calls.lock().unwrap().entry(call).or_default() += 1;
-    }
-}
-
-impl Backend for Counted {
-    fn name(&self) -> &'static str {
-        "counted-host"
-    }
-    fn granularity(&self) -> u64 {
-        self.host.granularity()
-    }
-    fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError> {
-        self.host.reserve(size, hint)
-    }
-    fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError> {
-        self.host.free_va(va, size)
-    }
-    fn create_chunk(&self) -> Result<ChunkHandle, UvmError> {
-        self.count("create");
-        self.host.create_chunk()
-    }
-    fn create_wide_chunk(&self, slots: u64) -> Result<ChunkHandle, UvmError> {
-        self.count("create");
-        self.host.create_wide_chunk(slots)
-    }
-    fn release_chunk(&self, h: ChunkHandle) -> Result<(), UvmError> {
-        self.count("release");
-        self.host.release_chunk(h)
-    }
-    fn map(&self, va: u64, h: ChunkHandle, prot: Prot) -> Result<(), UvmError> {
-        self.count("map");
-        self.host.map(va, h, prot)
-    }
-    fn map_wide(&self, va: u64, h: ChunkHandle, slots: u64, prot: Prot) -> Result<(), UvmError> {
-        self.count("map");
-        self.host.map_wide(va, h, slots, prot)
-    }
-    fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
-        self.count("unmap");
-        self.host.unmap(va, len)
-    }
-    fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
-        self.count("access");
-        self.host.protect(va, len, prot)
-    }
-    fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
-        self.host.write(va, data, stream)
-    }
-    fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
-        self.host.fill(va, len, byte, stream)
-    }
-    fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
-        self.host.read(va, out)
-    }
-    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), UvmError> {
-        self.count("copy");
-        self.host.copy(dst, src, len)
-    }
-}
 
 /// Per-pair backend calls and pool counters of `pairs` alloc/free pairs of `size` bytes, after
 /// `warm` untimed ones.
 struct Churn {
-    calls: BTreeMap<&'static str, u64>,
+    /// Backend calls over the pairs, by [`BackendCall`] (in `BackendCall::ALL`'s order).
+    calls: [u64; BackendCall::ALL.len()],
     counters: PoolCounters,
     pairs: u64,
 }
 
 impl std::fmt::Display for Churn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let per = |k: &str| self.calls.get(k).copied().unwrap_or(0) as f64 / self.pairs as f64;
+        let per = |c: BackendCall| self.calls[c as usize] as f64 / self.pairs as f64;
         let c = &self.counters;
         write!(
             f,
             "per pair: create {:.2} map {:.2} access {:.2} unmap {:.2} release {:.2} copy {:.2}; in all: runs created {} from cache {} split {} released {}, chunks created {} from cache {}",
-            per("create"),
-            per("map"),
-            per("access"),
-            per("unmap"),
-            per("release"),
-            per("copy"),
+            per(BackendCall::Create),
+            per(BackendCall::Map),
+            per(BackendCall::Access),
+            per(BackendCall::Unmap),
+            per(BackendCall::Release),
+            per(BackendCall::Copy),
             c.runs_created,
             c.runs_from_cache,
             c.runs_split,
@@ -112,8 +43,7 @@ impl std::fmt::Display for Churn {
 }
 
 fn churn(size: u64, stream: Option<Stream>, unmap_thread: bool, warm: u64, pairs: u64) -> Churn {
-    let calls: Arc<Mutex<BTreeMap<&'static str, u64>>> = Arc::default();
-    let backend = Counted { host: HostBackend::new(G), calls: calls.clone() };
+    let (backend, calls) = CountedBackend::new(Box::new(HostBackend::new(G)));
     let pool = Pool::new(Box::new(backend), &PoolConfig { size: 64 << 30, shift: 8, hints: vec![], max_size: 0, tags: 1 }).unwrap();
     let a = Allocator::new(pool, &Options { malloc_context_size: 1, unmap_thread, ..Options::default() });
     let pair = || {
@@ -123,13 +53,14 @@ fn churn(size: u64, stream: Option<Stream>, unmap_thread: bool, warm: u64, pairs
     for _ in 0..warm {
         pair();
     }
-    let (calls0, c0) = (calls.lock().unwrap().clone(), a.pool_counters());
+    let (calls0, c0) = (calls.snapshot(), a.pool_counters());
     for _ in 0..pairs {
         pair();
     }
     a.settle_unmaps();
     let c1 = a.pool_counters();
-    let calls = calls.lock().unwrap().iter().map(|(&k, &v)| (k, v - calls0.get(k).copied().unwrap_or(0))).collect();
+    let calls1 = calls.snapshot();
+    let calls = std::array::from_fn(|i| calls1[i] - calls0[i]);
     let counters = PoolCounters {
         chunks_created: c1.chunks_created - c0.chunks_created,
         chunks_from_cache: c1.chunks_from_cache - c0.chunks_from_cache,

@@ -23,6 +23,7 @@
 //! [`plan`] holds all mapping arithmetic as pure functions.
 
 pub mod backend;
+pub mod counted;
 pub mod devices;
 pub mod host;
 pub mod ipc;
@@ -34,6 +35,7 @@ pub mod tools;
 pub mod vmm;
 
 pub use backend::{Backend, ChunkHandle, Memory, Prot, Stream};
+pub use counted::{BackendCall, CallCounts, CountedBackend};
 pub use devices::DeviceSpan;
 pub use host::HostBackend;
 pub use kmod::KmodBackend;

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use gasan_uvm::host::faults_in_child;
 use gasan_uvm::ipc::{Exporter, IpcHandle};
-use gasan_uvm::{Backend, HostBackend, Pool, PoolConfig, Prot, Stream, UvmError, VmmBackend};
+use gasan_uvm::{Backend, BackendCall, CountedBackend, HostBackend, Pool, PoolConfig, Prot, Stream, UvmError, VmmBackend};
 use std::ffi::c_void;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -613,124 +613,16 @@ fn bench(kind: BackendKind, scale: u32, iters: u32, tags: u64) -> Result<(), Str
     Ok(())
 }
 
-/// Backend calls counted by [`Counted`].
-#[derive(Clone, Copy)]
-enum Call {
-    Create,
-    Release,
-    /// A mapping made (with its access set: `cuMemMap` + `cuMemSetAccess` on the CUDA VMM).
-    Map,
-    Unmap,
-    /// Access changed on mappings already made (`cuMemSetAccess`).
-    Access,
-}
-
-/// A backend whose calls are counted, for [`bench_blocks`].
-struct Counted {
-    inner: Box<dyn Backend>,
-    calls: std::sync::Arc<[std::sync::atomic::AtomicU64; 5]>,
-}
-
-impl Counted {
-    fn count(&self, c: Call) {
-        self.calls[c as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Backend for Counted {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn granularity(&self) -> u64 {
-        self.inner.granularity()
-    }
-    fn guard_granularity(&self) -> u64 {
-        self.inner.guard_granularity()
-    }
-    fn reserve(&self, size: u64, hint: u64) -> Result<u64, UvmError> {
-        self.inner.reserve(size, hint)
-    }
-    fn free_va(&self, va: u64, size: u64) -> Result<(), UvmError> {
-        self.inner.free_va(va, size)
-    }
-    fn create_chunk(&self) -> Result<gasan_uvm::ChunkHandle, UvmError> {
-        self.count(Call::Create);
-        self.inner.create_chunk()
-    }
-    fn create_host_chunk(&self) -> Result<gasan_uvm::ChunkHandle, UvmError> {
-        self.count(Call::Create);
-        self.inner.create_host_chunk()
-    }
-    fn create_wide_chunk(&self, slots: u64) -> Result<gasan_uvm::ChunkHandle, UvmError> {
-        self.count(Call::Create);
-        self.inner.create_wide_chunk(slots)
-    }
-    fn release_chunk(&self, h: gasan_uvm::ChunkHandle) -> Result<(), UvmError> {
-        self.count(Call::Release);
-        self.inner.release_chunk(h)
-    }
-    fn map(&self, va: u64, h: gasan_uvm::ChunkHandle, prot: Prot) -> Result<(), UvmError> {
-        self.count(Call::Map);
-        self.inner.map(va, h, prot)
-    }
-    fn map_host(&self, va: u64, h: gasan_uvm::ChunkHandle, prot: Prot) -> Result<(), UvmError> {
-        self.count(Call::Map);
-        self.inner.map_host(va, h, prot)
-    }
-    fn map_run(&self, va: u64, count: u64, h: gasan_uvm::ChunkHandle, prot: Prot) -> Result<(), UvmError> {
-        self.calls[Call::Map as usize].fetch_add(count, std::sync::atomic::Ordering::Relaxed);
-        self.inner.map_run(va, count, h, prot)
-    }
-    fn map_wide(&self, va: u64, h: gasan_uvm::ChunkHandle, slots: u64, prot: Prot) -> Result<(), UvmError> {
-        self.count(Call::Map);
-        self.inner.map_wide(va, h, slots, prot)
-    }
-    fn unmap(&self, va: u64, len: u64) -> Result<(), UvmError> {
-        self.count(Call::Unmap);
-        self.inner.unmap(va, len)
-    }
-    fn protect(&self, va: u64, len: u64, prot: Prot) -> Result<(), UvmError> {
-        self.count(Call::Access);
-        self.inner.protect(va, len, prot)
-    }
-    fn write(&self, va: u64, data: &[u8], stream: Stream) -> Result<(), UvmError> {
-        self.inner.write(va, data, stream)
-    }
-    fn fill(&self, va: u64, len: u64, byte: u8, stream: Stream) -> Result<(), UvmError> {
-        self.inner.fill(va, len, byte, stream)
-    }
-    fn read(&self, va: u64, out: &mut [u8]) -> Result<(), UvmError> {
-        self.inner.read(va, out)
-    }
-    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), UvmError> {
-        self.inner.copy(dst, src, len)
-    }
-    fn wait_writes(&self, va: u64, len: u64) -> Result<(), UvmError> {
-        self.inner.wait_writes(va, len)
-    }
-    fn device(&self) -> i32 {
-        self.inner.device()
-    }
-    fn set_peer_access(&self, va: u64, len: u64, peer: i32, prot: Prot) -> Result<(), UvmError> {
-        self.count(Call::Access);
-        self.inner.set_peer_access(va, len, peer, prot)
-    }
-    fn access(&self, va: u64, device: i32) -> Result<Prot, UvmError> {
-        self.inner.access(va, device)
-    }
-}
-
 /// Commit + retirement of whole blocks (as the allocator does a large block's: `commit_tagged`,
 /// then `retire_tagged_zeroed`, each block at new VA), each chunk its own handle against wide
 /// runs: µs per block and backend calls per block, once the caches hold what a block needs (the
 /// first block of each size is left out: it creates its handles).
 fn bench_blocks(kind: BackendKind, iters: u32) -> Result<(), String> {
-    let calls: std::sync::Arc<[std::sync::atomic::AtomicU64; 5]> = Default::default();
-    let backend = Counted { inner: make_backend(kind)?, calls: calls.clone() };
+    let (backend, calls) = CountedBackend::new(make_backend(kind)?);
     let mut pool = Pool::new(Box::new(backend), &PoolConfig { tags: 1, ..Default::default() }).map_err(|e| e.to_string())?;
     let g = pool.granularity();
     let e = |x: UvmError| x.to_string();
-    let snapshot = || calls.iter().map(|c| c.load(std::sync::atomic::Ordering::Relaxed)).collect::<Vec<u64>>();
+    let snapshot = || calls.snapshot();
     let n = u64::from(iters.max(1));
     println!("gasan-uvm bench-blocks --backend {} (chunks of {} KiB, {n} blocks each after one to warm the caches)", pool.backend().name(), g >> 10);
     println!("{:>8} {:<7} {:>10} {:>10} {:>7} {:>7} {:>7} {:>7} {:>7}", "block", "handles", "commit µs", "retire µs", "create", "map", "access", "unmap", "release");
@@ -757,18 +649,18 @@ fn bench_blocks(kind: BackendKind, iters: u32) -> Result<(), String> {
                 commit += c;
                 retire += r;
             }
-            let per = |i: usize| (snapshot()[i] - before[i]) as f64 / n as f64;
+            let per = |c: BackendCall| (snapshot()[c as usize] - before[c as usize]) as f64 / n as f64;
             println!(
                 "{:>6}Mi {:<7} {:>10.1} {:>10.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1}",
                 size >> 20,
                 if wide { "wide" } else { "chunks" },
                 commit * 1e6 / n as f64,
                 retire * 1e6 / n as f64,
-                per(Call::Create as usize),
-                per(Call::Map as usize),
-                per(Call::Access as usize),
-                per(Call::Unmap as usize),
-                per(Call::Release as usize)
+                per(BackendCall::Create),
+                per(BackendCall::Map),
+                per(BackendCall::Access),
+                per(BackendCall::Unmap),
+                per(BackendCall::Release)
             );
         }
     }
