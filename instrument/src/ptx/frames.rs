@@ -290,7 +290,21 @@ pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan
 /// The module [`pass_tops`] was given, from its output (or from a checked module with gasan's
 /// own lines dropped): every edit undone, line by line.
 pub fn undo(text: &str) -> String {
-    text.split_inclusive('\n').map(|l| if l.contains(TOP_PARAM) || l.contains("%gsct") { undo_line(l) } else { l.to_string() }).collect()
+    let mut s: String = text.split_inclusive('\n').map(|l| if l.contains(TOP_PARAM) || l.contains("%gsct") { undo_line(l) } else { l.to_string() }).collect();
+    // A call's end: the argument before its `)` and the scope's close right after its `;`. Whatever
+    // the input had between the two (a line break, a `\r`) stays, so this works on the whole text.
+    let mut from = 0;
+    while let Some(i) = s[from..].find("%gsct)") {
+        let at = from + i;
+        let start = if s[..at].ends_with(", ") { at - 2 } else { at };
+        s.replace_range(start..at + "%gsct".len(), "");
+        if let Some(j) = s[start..].find("; }") {
+            let close = start + j + 1;
+            s.replace_range(close..close + 2, "");
+        }
+        from = start;
+    }
+    s
 }
 
 fn undo_line(line: &str) -> String {
@@ -313,13 +327,6 @@ fn undo_line(line: &str) -> String {
             }
         }
         s.replace_range(at..end, "");
-    }
-    // A call's end: the argument and the scope's close.
-    for (added, kept) in [(", %gsct); }", ");"), ("%gsct); }", ");")] {
-        if let Some(at) = s.find(added) {
-            s.replace_range(at..at + added.len(), kept);
-            break;
-        }
     }
     s
 }
@@ -426,6 +433,22 @@ mod tests {
         assert!(t.text.contains("\t{ .reg .b64 %gsct; mov.u64 %gsct, __local_depot2; add.u64 %gsct, %gsct, 32; call.uni (retval0), \n"));
         assert!(t.text.contains("\tparam1\n\t, %gsct); }\n"));
         assert!(t.text.contains("\t{ .reg .b64 %gsct; ld.param.u64 %gsct, [__gasan_top]; call.uni\n\tleaf,\n\t(\n\t%gsct); }\n"), "{}", t.text);
+    }
+
+    /// What the input has between a call's `)` and its `;` (a `\r`, a line break) stays there,
+    /// and `undo` still finds both edits (a fuzz find: `)\r;` was left with its argument added).
+    #[test]
+    fn undo_gives_the_module_back_with_bytes_between_a_calls_close_and_its_end() {
+        for between in ["\r", "\n\t", " "] {
+            let m = MODULE.replace("\tparam1\n\t);", &format!("\tparam1\n\t){between};"));
+            assert_ne!(m, MODULE);
+            let t = pass_tops(&m).expect("eligible");
+            // (A `;` on a later line than its `)` is a call the statement model does not follow:
+            // its callee is left as it was, and so is the call.)
+            let rewritten = t.text.contains(&format!("\tparam1\n\t, %gsct){between}; }}"));
+            assert_eq!(rewritten, !between.contains('\n'), "{between:?}: {}", t.text);
+            assert_eq!(undo(&t.text), m, "{between:?}");
+        }
     }
 
     #[test]
