@@ -80,13 +80,14 @@ fn reguarded(out: &str, input: &str) -> (String, String) {
         }
     }
     // The same access unmarked elsewhere (outside a run, in a loop's fast copy) is compared up to
-    // its guard too.
+    // its guard too, the access told by its code alone (a run's member comes back as its
+    // statement, any comment after it on a line of its own).
     let rename = |text: &str| {
         let mut renamed = String::new();
         for l in text.split_inclusive('\n') {
             let rest = l.trim_start().strip_prefix('@').and_then(|g| g.split_once(char::is_whitespace)).map(|(_, r)| r);
             match rest {
-                Some(r) if rests.contains(&squeeze(r)) => {
+                Some(r) if rests.contains(&squeeze(r.split("//").next().unwrap_or(r))) => {
                     renamed.push_str("@\u{a7} ");
                     renamed.push_str(r);
                 }
