@@ -185,6 +185,16 @@ struct Handoff {
     returned: Vec<gasan_uvm::Unmapped>,
 }
 
+/// The [`Handoff`] with what the two sides wait on and test without its lock.
+#[derive(Default)]
+struct HandoffShared {
+    state: Mutex<Handoff>,
+    /// Wakes the thread for new unmaps, and whoever waits for them to finish.
+    wake: Condvar,
+    /// Set when [`Handoff::returned`] gained chunks: lets an allocation skip the lock otherwise.
+    returned_any: std::sync::atomic::AtomicBool,
+}
+
 /// Most freed large blocks waiting in [`Handoff::queue`]: past it the freeing thread unmaps the
 /// oldest itself. Each waiting block holds its physical memory, and a handle not back in the cache
 /// makes the next block of its size create one (on an H100 a churn of 4 and 16 MiB blocks created
@@ -215,7 +225,7 @@ pub struct IpcExport {
 pub struct Allocator {
     inner: Arc<Mutex<Inner>>,
     /// Freed large blocks for the unmap thread ([`Handoff`]).
-    handoff: Arc<(Mutex<Handoff>, Condvar)>,
+    handoff: Arc<HandoffShared>,
     /// Freed large blocks are unmapped by a thread of gasan's own (`unmap_thread`), until
     /// [`Self::stop_unmap_thread`].
     unmap_thread: Arc<std::sync::atomic::AtomicBool>,
@@ -247,14 +257,14 @@ fn round_up(x: u64, a: u64) -> u64 {
 /// the freeing thread), all those queued at once, taking only the handoff's lock, and hands the
 /// chunks back for the pool's cache. Ends once its allocator is gone. A failed unmap (its chunks
 /// are never reused) turns it off: the freeing threads unmap from then on.
-fn unmap_thread(handoff: std::sync::Weak<(Mutex<Handoff>, Condvar)>, setup: Option<Arc<dyn Fn() + Send + Sync>>, on: Arc<std::sync::atomic::AtomicBool>) {
+fn unmap_thread(handoff: std::sync::Weak<HandoffShared>, setup: Option<Arc<dyn Fn() + Send + Sync>>, on: Arc<std::sync::atomic::AtomicBool>) {
     static UNMAP: CallTimes = CallTimes::new("large block: unmap (gasan's thread)", call_times::Kind::Own);
     if let Some(s) = setup {
         s();
     }
     loop {
         let Some(handoff) = handoff.upgrade() else { return };
-        let (lock, wake) = &*handoff;
+        let (lock, wake) = (&handoff.state, &handoff.wake);
         let mut h = lock.lock().unwrap();
         if h.queue.is_empty() {
             // Woken by a new retirement; the timeout lets the thread see its allocator dropped.
@@ -283,6 +293,7 @@ fn unmap_thread(handoff: std::sync::Weak<(Mutex<Handoff>, Condvar)>, setup: Opti
         }
         let mut h = lock.lock().unwrap();
         h.returned.extend(back);
+        handoff.returned_any.store(true, std::sync::atomic::Ordering::Release);
         h.busy = h.busy.saturating_sub(n);
         drop(h);
         wake.notify_all();
@@ -479,14 +490,18 @@ impl Allocator {
 
     fn quarantine_held(&self) -> bool {
         let g = self.inner.lock().unwrap();
-        let h = self.handoff.0.lock().unwrap();
+        let h = self.handoff.state.lock().unwrap();
         !g.quarantine.is_empty() || !h.queue.is_empty() || h.busy > 0 || !h.returned.is_empty()
     }
 
     /// Puts the chunks the unmap thread has unmapped back in the pool's cache (before an
     /// allocation: the block just freed may be the one whose handle it needs).
     fn take_back_unmapped(&self, g: &mut Inner) {
-        let returned = std::mem::take(&mut self.handoff.0.lock().unwrap().returned);
+        // Every allocation asks: the handoff's lock only when the thread has handed chunks back.
+        if !self.handoff.returned_any.swap(false, std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let returned = std::mem::take(&mut self.handoff.state.lock().unwrap().returned);
         for u in returned {
             g.pool.take_back(u);
         }
@@ -507,7 +522,7 @@ impl Allocator {
         }
         // A forked child inherits the books, not the thread: what that thread had taken is
         // never unmapped here (its chunks stay out of the cache).
-        self.handoff.0.lock().unwrap().busy = 0;
+        self.handoff.state.lock().unwrap().busy = 0;
         let (handoff, setup, on) = (Arc::downgrade(&self.handoff), self.unmap_thread_setup.clone(), self.unmap_thread.clone());
         let started = std::thread::Builder::new().name("gasan-unmap".into()).spawn(move || unmap_thread(handoff, setup, on)).is_ok();
         if started {
@@ -528,7 +543,7 @@ impl Allocator {
     /// ones it has not taken here (before out-of-memory, and for callers that count mappings).
     pub fn settle_unmaps(&self) {
         let mut g = self.inner.lock().unwrap();
-        let (lock, wake) = &*self.handoff;
+        let (lock, wake) = (&self.handoff.state, &self.handoff.wake);
         let mut h = lock.lock().unwrap();
         loop {
             if let Some(d) = h.queue.pop_front() {
@@ -707,7 +722,7 @@ impl Allocator {
                     return;
                 }
             };
-            let (lock, wake) = &*self.handoff;
+            let (lock, wake) = (&self.handoff.state, &self.handoff.wake);
             let mut h = lock.lock().unwrap();
             h.queue.push_back(detached);
             let oldest = (h.queue.len() > HANDOFF_MAX).then(|| h.queue.pop_front()).flatten();
