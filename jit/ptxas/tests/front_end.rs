@@ -290,3 +290,74 @@ fn xlas_command_line_and_the_blackwell_name_are_checked_too() {
         .unwrap();
     assert_eq!(out.status.code(), Some(99), "{}", text(&out.stderr));
 }
+
+/// Triton 3.6's attention forward as the benchmark launches it (`BM = BN = D = 64`, 128 threads):
+/// 123 registers native, 168 checked (jit/FORMS.md, item 10).
+const ATTENTION: &str = include_str!("../../../instrument/tests/data/triton_attention_hinted.ptx");
+const LAYERNORM: &str = include_str!("fixtures/triton_layernorm.ptx");
+
+/// The registers of kernel `name` in the cubin at `path`.
+fn registers(path: &Path, name: &str) -> u32 {
+    let regs = gasan_jit::occupancy::resources_of(&std::fs::read(path).unwrap()).unwrap();
+    regs.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} in {regs:?}")).1.registers
+}
+
+#[test]
+fn a_checked_kernel_keeps_its_native_blocks_per_sm() {
+    let d = scratch("occupancy");
+    let input = d.join("attention.ptx");
+    std::fs::write(&input, ATTENTION).unwrap();
+    let sm = gasan_jit::occupancy::Sm::of("sm_90a").unwrap();
+
+    let native = Command::new(real_ptxas()).args(["-lineinfo", "-v", "--gpu-name=sm_90a"]).arg(&input).arg("-o").arg(d.join("native.cubin")).output().unwrap();
+    assert!(native.status.success());
+    let native = registers(&d.join("native.cubin"), "attention_fwd");
+
+    let free = triton_compile(&mut front_end(&d, "match_occupancy=0"), &input, &d.join("free.cubin"));
+    assert!(free.status.success(), "{}", text(&free.stderr));
+    let free = registers(&d.join("free.cubin"), "attention_fwd");
+    assert!(sm.blocks(128, free) < sm.blocks(128, native), "the case this handles: {free} checked against {native} native registers");
+
+    let out = triton_compile(&mut front_end(&d, "verbosity=1"), &input, &d.join("kept.cubin"));
+    let log = text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let kept = registers(&d.join("kept.cubin"), "attention_fwd");
+    assert_eq!(sm.blocks(128, kept), sm.blocks(128, native), "{kept} registers checked against {native} native\n{log}");
+    assert!(log.contains(&format!("attention_fwd: {free} registers checked, {native} native")), "{log}");
+    // Triton reads ptxas's -v lines of the cubin it gets: the second compile's.
+    assert!(log.contains(&format!("Used {kept} registers")) && !log.contains(&format!("Used {free} registers")), "{log}");
+    // The cubin is checked and marked like any other, and as readable as the output it replaced.
+    let cubin = std::fs::read(d.join("kept.cubin")).unwrap();
+    assert!(find_in_cubin(&cubin).unwrap().is_some() && tables_in_cubin(&cubin).unwrap().is_some());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str| std::fs::metadata(d.join(p)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("kept.cubin"), mode("free.cubin"));
+    assert!(std::fs::read_dir(&d).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().starts_with("gasan-")), "no temporary file left beside the output");
+
+    // A command line that sets registers itself is the caller's choice.
+    let mut c = front_end(&d, "");
+    let out = c.args(["-lineinfo", "-v", "--gpu-name=sm_90a", "-maxrregcount", "200"]).arg(&input).arg("-o").arg(d.join("own.cubin")).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(registers(&d.join("own.cubin"), "attention_fwd"), free);
+
+    // A kernel whose checked registers stay within the native step (warps bound it: 16 blocks of
+    // 128 threads, native or checked) compiles once, as with the match off.
+    let small = d.join("copy.ptx");
+    std::fs::write(&small, ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry copy(.param .u64 p, .param .u64 q)\n.reqntid 128\n{\n.reg .b64 %rd<4>;\n.reg .b32 %r<2>;\nld.param.u64 %rd1, [p];\nld.param.u64 %rd2, [q];\nld.global.u32 %r1, [%rd1];\nst.global.u32 [%rd2], %r1;\nret;\n}\n").unwrap();
+    for (o, name) in [("match_occupancy=0", "c0.cubin"), ("verbosity=1", "c1.cubin")] {
+        let out = triton_compile(&mut front_end(&d, o), &small, &d.join(name));
+        assert!(out.status.success() && !text(&out.stderr).contains("registers checked"), "{}", text(&out.stderr));
+    }
+    assert_eq!(std::fs::read(d.join("c0.cubin")).unwrap(), std::fs::read(d.join("c1.cubin")).unwrap());
+
+    // layernorm (Triton 3.6, kernels.py): 40 registers native, 86 checked; at the native twelve
+    // blocks an SM its frame grows by 240 bytes of spills, past the budget: the first compile stays.
+    let ln = d.join("layernorm.ptx");
+    std::fs::write(&ln, LAYERNORM).unwrap();
+    let out = triton_compile(&mut front_end(&d, "verbosity=1"), &ln, &d.join("ln.cubin"));
+    let log = text(&out.stderr);
+    assert!(out.status.success() && log.contains("its frame grew past the budget"), "{log}");
+    let out = triton_compile(&mut front_end(&d, "match_occupancy=0"), &ln, &d.join("ln0.cubin"));
+    assert!(out.status.success());
+    assert_eq!(std::fs::read(d.join("ln.cubin")).unwrap(), std::fs::read(d.join("ln0.cubin")).unwrap());
+}
