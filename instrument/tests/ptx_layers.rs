@@ -22,7 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("lines", &["lines"]),
     ("plan", &["frames", "heap", "coalesce", "masked_runs", "prefetch", "loops", "bounds", "spaces", "space_check", "thread_ranges"]),
     ("emit", &["emit", "outside", "heap_functions"]),
-    ("rewrite", &["mod", "sites", "occupancy"]),
+    ("rewrite", &["mod", "sites"]),
 ];
 
 /// `text` without its `#[cfg(test)]` items and its comments.

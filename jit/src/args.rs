@@ -80,16 +80,9 @@ fn option_name(word: &str) -> Option<&str> {
     Some(name.split_once('=').map_or(name, |(n, _)| n))
 }
 
-/// An option word of a command line: its name, and where its value is (the word and the byte it
-/// starts at: `-o out` is word `i + 1` from 0, `--output-file=out` word `i` after the `=`).
-struct OptionWord<'a> {
-    name: &'a str,
-    value: Option<(usize, usize)>,
-}
-
-/// The command line's option words and its input words (indices), in order.
-fn words(args: &[String]) -> (Vec<OptionWord<'_>>, Vec<usize>) {
-    let (mut options, mut inputs) = (Vec::new(), Vec::new());
+/// The plan for `args` (the arguments after the program name).
+pub fn plan(args: &[String]) -> Plan {
+    let mut inputs = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let word = &args[i];
@@ -97,71 +90,24 @@ fn words(args: &[String]) -> (Vec<OptionWord<'_>>, Vec<usize>) {
             // A lone "-" is no option (ptxas reads no standard input): an input word.
             Some("") | None => inputs.push(i),
             Some(name) => {
-                let value = if let Some(eq) = word.find('=') {
-                    Some((i, eq + 1))
-                } else if TAKES_VALUE.contains(&name) {
+                if name == "version" || name == "V" {
+                    return Plan::Version;
+                }
+                if let Some((_, why)) = PASS_THROUGH.iter().find(|(names, _)| names.contains(&name)) {
+                    return Plan::PassThrough((*why).to_string());
+                }
+                if !word.contains('=') && TAKES_VALUE.contains(&name) {
                     i += 1;
-                    (i < args.len()).then_some((i, 0))
-                } else {
-                    None
-                };
-                options.push(OptionWord { name, value });
+                }
             }
         }
         i += 1;
-    }
-    (options, inputs)
-}
-
-/// The plan for `args` (the arguments after the program name).
-pub fn plan(args: &[String]) -> Plan {
-    let (options, inputs) = words(args);
-    for o in &options {
-        if o.name == "version" || o.name == "V" {
-            return Plan::Version;
-        }
-    }
-    if let Some((_, why)) = options.iter().find_map(|o| PASS_THROUGH.iter().find(|(names, _)| names.contains(&o.name))) {
-        return Plan::PassThrough((*why).to_string());
     }
     match inputs.as_slice() {
         [one] => Plan::Check { input: *one },
         [] => Plan::PassThrough("no input file".into()),
         _ => Plan::PassThrough(format!("{} input files (the front end checks one PTX file at a time)", inputs.len())),
     }
-}
-
-/// What a compile's command line says of its output, as the occupancy match needs it
-/// ([`crate::occupancy`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Compile {
-    /// The output file's word and the byte its path starts at (`-o out`, `--output-file=out`).
-    pub output: Option<(usize, usize)>,
-    /// `--gpu-name` / `-arch`.
-    pub gpu_name: Option<String>,
-    /// The command line sets registers or blocks per SM itself (`-maxrregcount`,
-    /// `--minnctapersm`, `--maxntid`): the caller's choice, left alone.
-    pub registers_set: bool,
-}
-
-/// [`Compile`] of `args`.
-pub fn compile(args: &[String]) -> Compile {
-    let (options, _) = words(args);
-    let value = |names: &[&str]| options.iter().rev().find(|o| names.contains(&o.name)).and_then(|o| o.value);
-    Compile {
-        output: value(&["output-file", "o"]),
-        gpu_name: value(&["gpu-name", "arch"]).map(|(w, at)| args[w][at..].to_string()),
-        registers_set: options.iter().any(|o| matches!(o.name, "maxrregcount" | "minnctapersm" | "maxntid")),
-    }
-}
-
-/// `args` with word `at.0` from byte `at.1` on replaced by `with` (an input or output path).
-pub fn replaced(args: &[std::ffi::OsString], at: (usize, usize), with: &std::path::Path) -> Vec<std::ffi::OsString> {
-    let mut out = args.to_vec();
-    let mut word = std::ffi::OsString::from(args[at.0].to_string_lossy()[..at.1].to_string());
-    word.push(with.as_os_str());
-    out[at.0] = word;
-    out
 }
 
 #[cfg(test)]
@@ -209,18 +155,5 @@ mod tests {
         // A value-taking option at the end, without its value: no input found, so nothing checked.
         assert!(matches!(plan(&words("a.ptx -o")), Plan::Check { input: 0 }));
         assert!(matches!(plan(&words("-o a.ptx")), Plan::PassThrough(_)));
-    }
-
-    #[test]
-    fn the_output_the_gpu_and_register_options_are_found() {
-        let triton = words("-lineinfo -v --gpu-name=sm_90a /tmp/k.ptx -o /tmp/k.ptx.o");
-        assert_eq!(compile(&triton), Compile { output: Some((5, 0)), gpu_name: Some("sm_90a".into()), registers_set: false });
-        let xla = words("/tmp/x.ptx --output-file=/tmp/x.cubin -arch sm_80 -O3 -maxrregcount 64");
-        assert_eq!(compile(&xla), Compile { output: Some((1, 14)), gpu_name: Some("sm_80".into()), registers_set: true });
-        assert_eq!(compile(&words("k.ptx -o")), Compile { output: None, gpu_name: None, registers_set: false }, "no value after -o");
-        let os: Vec<std::ffi::OsString> = xla.iter().map(Into::into).collect();
-        let r = replaced(&os, (1, 14), std::path::Path::new("/t/y.cubin"));
-        assert_eq!(r[1], "--output-file=/t/y.cubin");
-        assert_eq!(replaced(&os, (0, 0), std::path::Path::new("c.ptx"))[0], "c.ptx");
     }
 }

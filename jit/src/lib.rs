@@ -18,7 +18,6 @@
 pub mod args;
 pub mod marker;
 pub mod nvrtc;
-pub mod occupancy;
 pub mod real;
 
 use gasan_instrument::abi::{CONTROL_BLOCK_SYMBOL, SLOW_PATH_SYMBOL};
@@ -80,22 +79,15 @@ pub fn check_link_input(ptx: &str, opts: &InstrumentOptions, code_key: &str, n: 
 
 /// The front end's answer to `--version`: the real ptxas's answer unchanged (Triton reads the
 /// CUDA release from its first `release N.N`, XLA the version from its first `VN.N.N`), then one
-/// line naming gasan, `REVISION`, the checks' options, the marker's format and whether checked
-/// kernels are held to their native twins' blocks per SM ([`occupancy`]). Triton's cache key
+/// line naming gasan, `REVISION`, the checks' options and the marker's format. Triton's cache key
 /// holds the whole answer (`backend.hash()`), so checked and native cubins never share an entry,
 /// and a change of any of these compiles again.
-pub fn version_answer(real: &str, opts: &InstrumentOptions, match_occupancy: bool) -> String {
+pub fn version_answer(real: &str, opts: &InstrumentOptions) -> String {
     let mut s = real.to_string();
     if !s.is_empty() && !s.ends_with('\n') {
         s.push('\n');
     }
-    s.push_str(&format!(
-        "gasan ptxas front end: gasan {}, checks REVISION {REVISION}, options {:#06x}, marker format {}, native occupancy {}\n",
-        env!("CARGO_PKG_VERSION"),
-        marker::encode_options(opts),
-        marker::FORMAT,
-        if match_occupancy { "kept" } else { "not kept" }
-    ));
+    s.push_str(&format!("gasan ptxas front end: gasan {}, checks REVISION {REVISION}, options {:#06x}, marker format {}\n", env!("CARGO_PKG_VERSION"), marker::encode_options(opts), marker::FORMAT));
     s
 }
 
@@ -166,7 +158,7 @@ mod tests {
     #[test]
     fn the_version_answer_keeps_the_real_one_and_differs_by_options() {
         let o = InstrumentOptions::default();
-        let a = version_answer(REAL, &o, true);
+        let a = version_answer(REAL, &o);
         assert!(a.starts_with(REAL));
         assert_ne!(a, REAL);
         // What Triton's and XLA's parsers find first is the real release and version.
@@ -174,8 +166,7 @@ mod tests {
         assert_eq!(first_release.as_deref(), Some("13.0"));
         assert_eq!(a.matches("release").count(), 1);
         assert_eq!(a.matches(", V").count(), 1);
-        assert_ne!(a, version_answer(REAL, &InstrumentOptions { recover: true, ..o }, true));
-        assert_ne!(a, version_answer(REAL, &o, false));
+        assert_ne!(a, version_answer(REAL, &InstrumentOptions { recover: true, ..o }));
     }
 
     #[test]

@@ -32,7 +32,6 @@ fn rows() -> Vec<Row> {
         ("outside_checks", "1", |o| o.outside_checks, &["2"]),
         ("arg_bounds", "0", |o| !o.arg_bounds, &["tagged"]),
         ("call_times", "1", |o| o.call_times, &["2"]),
-        ("match_occupancy", "0", |o| !o.match_occupancy, &["2"]),
         ("verbosity", "2", |o| o.verbosity == 2, &["loud"]),
         ("tags", "16", |o| o.tags == 16, &["3", "128", "many"]),
         ("pool_size", "1073741824", |o| o.pool_size == Some(1 << 30), &["1G", "0"]),
@@ -166,14 +165,12 @@ fn options() -> impl Strategy<Value = Options> {
         (any::<bool>(), 1i32..=255, path(), any::<bool>(), 0u64..=64, 8u32..=16, 0u64..=(1 << 20), any::<bool>(), any::<u32>()),
         (0u32..=256, path(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>(), prop::option::of(1u64..), path(), any::<bool>(), any::<bool>(), any::<bool>()),
         (1u64..=(1 << 22), any::<bool>(), path(), any::<bool>(), 0u32..=6, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
-        any::<bool>(),
     )
         .prop_map(
             |(
                 (halt, exitcode, log, s7, redzone, minrz, q, leaks, limit),
                 (ctx, supp, json, instr, hoist, verb, pool, cache, patch, preload, unmap),
                 (cache_mb, sass, ptxas, pools, tags_log, managed, host, bounds, prefetch, arg_bounds, outside, times),
-                match_occupancy,
             )| {
                 Options {
                     halt_on_error: halt,
@@ -195,7 +192,6 @@ fn options() -> impl Strategy<Value = Options> {
                     outside_checks: outside,
                     arg_bounds,
                     call_times: times,
-                    match_occupancy,
                     verbosity: verb,
                     pool_size: pool,
                     cache_dir: cache,

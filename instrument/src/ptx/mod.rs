@@ -57,8 +57,7 @@
 //! - `lines` (lines.rs): how a line of checked PTX is written, emission's leaf;
 //! - `plan`: frames, heap, coalesce, prefetch, loops, bounds, spaces, space_check, thread_ranges;
 //! - `emit`: emit.rs (checks, report blocks, the prelude), outside.rs, heap_functions.rs;
-//! - `rewrite`: mod.rs (the pipeline, the walk, its threads), sites.rs, and occupancy.rs (a
-//!   checked kernel's blocks per SM, for the ptxas front end).
+//! - `rewrite`: mod.rs (the pipeline, the walk, its threads) and sites.rs.
 //!
 //! (bounds.rs, loops.rs and spaces.rs still write some text of their own, through `lines` only;
 //! moving it into `emit` is what is left of issue 37's emission split.)
@@ -80,7 +79,6 @@ mod loops;
 #[cfg(test)]
 mod loops_sim;
 mod masked_runs;
-mod occupancy;
 mod outside;
 mod prefetch;
 mod sites;
@@ -93,7 +91,6 @@ pub use frames::{undo as undo_frame_tops, TOP_PARAM as FRAME_TOP_PARAM};
 pub use ir::header::PtxHeader;
 pub use lines::MARKER;
 use lines::{indented, push_indented};
-pub use occupancy::{kernel_bounds, with_min_blocks, KernelBounds};
 pub use sites::{Site, SiteTable, SourceLoc, SpaceSite};
 pub use spaces::NO_FRAME as FRAMELESS_KERNEL_VARIABLE;
 

@@ -23,7 +23,6 @@
 
 use gasan_instrument::ptx::InstrumentOptions;
 use gasan_jit::args::{plan, Plan};
-use gasan_jit::occupancy;
 use gasan_jit::real::{self, Role};
 use gasan_runtime::options::Options;
 use std::ffi::OsString;
@@ -75,7 +74,7 @@ fn version(real: &Path, args: &[OsString], opts: Option<&Options>) -> ExitCode {
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let answer = match (opts, out.status.success()) {
-        (Some(o), true) => gasan_jit::version_answer(&text, &instrument_options(o), o.match_occupancy),
+        (Some(o), true) => gasan_jit::version_answer(&text, &instrument_options(o)),
         _ => text.into_owned(),
     };
     let _ = std::io::stdout().write_all(answer.as_bytes());
@@ -112,8 +111,6 @@ fn check(real: &Path, args: &[OsString], input: usize, ptx: &str, opts: &Options
     };
     let mut checked_args = args.to_vec();
     checked_args[input] = tmp.path().as_os_str().to_owned();
-    // The native twin compiles alongside the checked copy, for its register counts.
-    let native = if opts.match_occupancy { NativeTwin::start(real, args) } else { None };
     // Its messages are shown only when it succeeds: on failure the original's are the ones to see.
     let out = match Command::new(real).args(&checked_args).stdout(Stdio::inherit()).stderr(Stdio::piped()).output() {
         Ok(o) => o,
@@ -123,8 +120,7 @@ fn check(real: &Path, args: &[OsString], input: usize, ptx: &str, opts: &Options
         }
     };
     if out.status.success() {
-        let matched = native.and_then(|n| n.match_occupancy(real, &checked_args, input, &checked.text, opts.verbosity));
-        let _ = std::io::stderr().write_all(matched.as_deref().unwrap_or(&out.stderr));
+        let _ = std::io::stderr().write_all(&out.stderr);
         return ExitCode::SUCCESS;
     }
     // The original, with its messages: if it fails too, the fault is not gasan's (a bad argument,
@@ -143,136 +139,6 @@ fn check(real: &Path, args: &[OsString], input: usize, ptx: &str, opts: &Options
     }
     let _ = std::io::stderr().write_all(&original.stderr);
     exit_code(original.status)
-}
-
-/// The original PTX compiled beside the checked copy, into a file of its own, for its kernels'
-/// registers ([`gasan_jit::occupancy`]).
-struct NativeTwin {
-    child: std::process::Child,
-    cubin: tempfile::TempPath,
-    /// Where the compile's output path is in its arguments, and the SM it compiles for.
-    output: (usize, usize),
-    sm: occupancy::Sm,
-}
-
-impl NativeTwin {
-    /// Starts the native compile, where the command line allows a match: it names its output and
-    /// a GPU the occupancy table knows, and sets no registers or blocks per SM itself.
-    fn start(real: &Path, args: &[OsString]) -> Option<NativeTwin> {
-        let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        let c = gasan_jit::args::compile(&words);
-        let sm = occupancy::Sm::of(c.gpu_name.as_deref()?)?;
-        let output = c.output.filter(|_| !c.registers_set)?;
-        let cubin = tempfile::Builder::new().prefix("gasan-native-").suffix(".cubin").tempfile().ok()?.into_temp_path();
-        let child = Command::new(real).args(gasan_jit::args::replaced(args, output, &cubin)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
-        Some(NativeTwin { child, cubin, output, sm })
-    }
-
-    /// After the checked copy compiled (`checked_args`, `text`): where a checked kernel fits fewer
-    /// blocks on an SM than its native twin, compiles the checked text again asking for the
-    /// native count and, where that succeeds, puts its cubin in the output's place. Returns that
-    /// compile's messages (to show instead of the first's), `None` where nothing changed.
-    fn match_occupancy(mut self, real: &Path, checked_args: &[OsString], input: usize, text: &str, verbosity: u32) -> Option<Vec<u8>> {
-        let native_ok = self.child.wait().ok()?.success();
-        let output = PathBuf::from(checked_args[self.output.0].to_string_lossy()[self.output.1..].to_string());
-        if !native_ok {
-            return None;
-        }
-        let resources = |path: &Path| std::fs::read(path).map_err(|e| e.to_string()).and_then(|b| occupancy::resources_of(&b));
-        let (native, checked) = match (resources(&self.cubin), resources(&output)) {
-            (Ok(n), Ok(c)) => (n, c),
-            (Err(e), _) | (_, Err(e)) => {
-                warn(format!("cannot read the registers of {}: {e}; its occupancy is not matched", output.display()));
-                return None;
-            }
-        };
-        let of = |list: &[(String, occupancy::Resources)], name: &str| list.iter().find(|(n, _)| n == name).map(|(_, r)| *r);
-        let mut wanted = Vec::new();
-        for k in gasan_instrument::ptx::kernel_bounds(text) {
-            let (Some(threads), false, Some(n), Some(c)) = (k.threads, k.occupancy_set, of(&native, &k.name), of(&checked, &k.name)) else { continue };
-            if let Some(blocks) = occupancy::blocks_to_keep(&self.sm, threads, n.registers, c.registers) {
-                if verbosity >= 1 {
-                    eprintln!(
-                        "gasan-ptxas: {}: {} registers checked, {} native: {} blocks of {threads} threads an SM, native {blocks}; compiling it for {blocks}",
-                        k.name,
-                        c.registers,
-                        n.registers,
-                        self.sm.blocks(threads, c.registers)
-                    );
-                }
-                wanted.push((k.name, blocks));
-            }
-        }
-        // A kernel whose frame grows past the budget keeps its first compile; the others are
-        // compiled again without it (a module's kernels are compiled together).
-        while !wanted.is_empty() {
-            let (out, cubin) = match self.compile_with(real, checked_args, input, text, &wanted, &output) {
-                Ok(r) => r,
-                Err(e) => {
-                    warn(format!("cannot compile the checked copy with native occupancy ({e}); keeping it as first compiled"));
-                    return None;
-                }
-            };
-            if !out.status.success() {
-                warn(format!("{} refused the checked copy with native occupancy ({}); keeping it as first compiled", real.display(), out.status));
-                return None;
-            }
-            let matched = match std::fs::read(&cubin).map_err(|e| e.to_string()).and_then(|b| occupancy::resources_of(&b)) {
-                Ok(m) => m,
-                Err(e) => {
-                    warn(format!("cannot read the registers of the checked copy with native occupancy ({e}); keeping it as first compiled"));
-                    return None;
-                }
-            };
-            let before = wanted.len();
-            wanted.retain(|(name, _)| {
-                let (Some(m), Some(c)) = (of(&matched, name), of(&checked, name)) else { return false };
-                let fits = m.frame <= c.frame + occupancy::FRAME_BUDGET;
-                if verbosity >= 1 {
-                    eprintln!(
-                        "gasan-ptxas: {name}: {} registers and a frame of {} bytes (was {}): {}",
-                        m.registers,
-                        m.frame,
-                        c.frame,
-                        if fits { "kept" } else { "the first compile kept: its frame grew past the budget" }
-                    );
-                }
-                fits
-            });
-            if wanted.len() == before {
-                return match std::fs::metadata(&output).and_then(|m| cubin.as_file().set_permissions(m.permissions())).and_then(|()| cubin.persist(&output).map_err(|e| e.error)) {
-                    Ok(_) => Some(out.stderr),
-                    Err(e) => {
-                        warn(format!("cannot write {} ({e}); keeping the checked cubin as first compiled", output.display()));
-                        None
-                    }
-                };
-            }
-        }
-        None
-    }
-
-    /// Compiles `text` with `.minnctapersm` for the kernels `wanted` names, into a file beside
-    /// `output` (so that it can replace it in one rename).
-    fn compile_with(
-        &self,
-        real: &Path,
-        checked_args: &[OsString],
-        input: usize,
-        text: &str,
-        wanted: &[(String, u32)],
-        output: &Path,
-    ) -> std::io::Result<(std::process::Output, tempfile::NamedTempFile)> {
-        let mut ptx = tempfile::Builder::new().prefix("gasan-checked-").suffix(".ptx").tempfile()?;
-        ptx.write_all(gasan_instrument::ptx::with_min_blocks(text, wanted).as_bytes())?;
-        ptx.flush()?;
-        let dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let cubin = tempfile::Builder::new().prefix("gasan-matched-").suffix(".cubin").tempfile_in(dir)?;
-        let mut args = gasan_jit::args::replaced(checked_args, self.output, cubin.path());
-        args[input] = ptx.path().as_os_str().to_owned();
-        let out = Command::new(real).args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).output()?;
-        Ok((out, cubin))
-    }
 }
 
 fn main() -> ExitCode {

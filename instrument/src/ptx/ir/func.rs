@@ -62,40 +62,6 @@ pub(in crate::ptx) struct FnHeader<'t> {
     /// The parameter list, when it is the text's last parenthesis (only whitespace after its
     /// `)`, so a parameter can be added before it): whether it is empty.
     pub params_last: Option<bool>,
-    /// The threads a block of the kernel may have at most, as its performance directives bound
-    /// them (`.reqntid` or `.maxntid`: the product of the dimensions given; the smaller where
-    /// both are), which is what ptxas allocates registers for.
-    pub threads: Option<u32>,
-    /// A directive that sets the kernel's registers or blocks per SM itself (`.maxnreg`,
-    /// `.minnctapersm`): the author's choice, which gasan leaves alone.
-    pub occupancy_set: bool,
-}
-
-/// The performance directives after a header's parameter list (`.reqntid 128, 1, 1 .maxnreg
-/// 64`): the block's thread bound and whether registers or blocks per SM are set.
-fn performance_directives(after: &str) -> (Option<u32>, bool) {
-    let (mut threads, mut set) = (None::<u32>, false);
-    let mut words = after.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()).peekable();
-    while let Some(w) = words.next() {
-        match w {
-            ".reqntid" | ".maxntid" => {
-                let mut product = 1u64;
-                let mut dims = 0;
-                while let Some(n) = words.peek().and_then(|v| v.parse::<u64>().ok()) {
-                    product = product.saturating_mul(n);
-                    dims += 1;
-                    words.next();
-                }
-                if dims > 0 {
-                    let p = u32::try_from(product).unwrap_or(u32::MAX);
-                    threads = Some(threads.map_or(p, |t| t.min(p)));
-                }
-            }
-            ".maxnreg" | ".minnctapersm" => set = true,
-            _ => {}
-        }
-    }
-    (threads, set)
 }
 
 /// The byte index of the `)` matching the `(` at `open` in `s`.
@@ -205,15 +171,12 @@ impl<'t> FnHeader<'t> {
         let after = &text[end..];
         let open = end + (after.len() - trim_start(after).len());
         let list = text[open..].starts_with('(').then(|| matching_paren(text, open).map(|close| (open, close))).flatten();
-        let (threads, occupancy_set) = if entry { performance_directives(list.map_or(&text[end..], |(_, close)| &text[close + 1..])) } else { (None, false) };
         Some(FnHeader {
             name: &text[start..end],
             entry,
             linkage,
             params: list.map_or_else(Vec::new, |(open, close)| params(&text[open + 1..close])),
             params_last: list.and_then(|(open, close)| text[close + 1..].trim().is_empty().then(|| text[open + 1..close].trim().is_empty())),
-            threads,
-            occupancy_set,
         })
     }
 
@@ -293,7 +256,6 @@ mod tests {
     fn headers_and_prototypes() {
         let h = FnHeader::parse(".visible .entry _Z1kPfi( .param .u64 _Z1kPfi_param_0, .param .u32 _Z1kPfi_param_1 ) .maxntid 256, 1, 1").unwrap();
         assert_eq!((h.name, h.entry, h.linkage, h.params_last), ("_Z1kPfi", true, true, None));
-        assert_eq!((h.threads, h.occupancy_set), (Some(256), false));
         assert_eq!(h.params.iter().map(|p| (p.name, p.scalar64())).collect::<Vec<_>>(), [("_Z1kPfi_param_0", true), ("_Z1kPfi_param_1", false)]);
         let h = FnHeader::parse(".func (.param .b64 func_retval0) f(.param .align 8 .b8 f_param_0[16], .param .u64 .ptr .align 1 f_param_1)").unwrap();
         assert_eq!((h.name, h.entry, h.linkage, h.params_last), ("f", false, false, Some(false)));
@@ -306,10 +268,6 @@ mod tests {
         for a in [".u32", ".b8", ".align 8 .b8", ".u64 .ptr .shared .align 16", ".u64 .ptr .const", ".u64 .ptr .global .align", ".u64 .ptr .global .align 1 .x", ".u64 .global"] {
             assert!(!attrs(a), "{a}");
         }
-        let h = FnHeader::parse(".entry t(.param .u64 p) .reqntid 32, 4 .maxntid 256 .maxnreg 64").unwrap();
-        assert_eq!((h.threads, h.occupancy_set), (Some(128), true), "the smaller bound, and registers set");
-        let h = FnHeader::parse(".entry t(.param .u64 p) .minnctapersm 2").unwrap();
-        assert_eq!((h.threads, h.occupancy_set), (None, true), "no thread bound");
         let h = FnHeader::parse(".extern .func (.param .b64 r) malloc (.param .b64 p )").unwrap();
         assert_eq!((h.name, h.linkage, h.params.len(), h.params_last), ("malloc", true, 1, Some(false)));
         assert_eq!(FnHeader::parse(".func g()").unwrap().params_last, Some(true));
