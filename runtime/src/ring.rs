@@ -206,21 +206,30 @@ impl Ring {
     /// Slot `slot`'s record, or a record with `seq` 0 when it changed while being read (a running
     /// kernel reusing the slot: the caller reads it again or counts it lost).
     fn read_slot(&self, slot: u32) -> ErrorRecord {
-        let off = abi::RING_RECORDS_OFFSET + slot as usize * abi::ERROR_RECORD_SIZE;
-        assert!(slot < self.capacity && off + abi::ERROR_RECORD_SIZE <= self.bytes);
-        let seq_at = off + abi::record_offset::SEQ;
+        let seq_at = Self::slot_offset(slot) + abi::record_offset::SEQ;
         let seq_before = self.word(seq_at);
-        let mut b = [0u8; abi::ERROR_RECORD_SIZE];
-        for (k, w) in b.chunks_exact_mut(4).enumerate() {
-            w.copy_from_slice(&self.word(off + 4 * k).to_le_bytes());
-        }
+        let mut rec = self.slot_bytes(slot);
         fence(Ordering::Acquire);
         let seq_after = self.word(seq_at);
-        let mut rec = ErrorRecord::from_bytes(&b);
         if seq_before != seq_after || rec.seq != seq_after {
             rec.seq = 0;
         }
         rec
+    }
+
+    fn slot_offset(slot: u32) -> usize {
+        abi::RING_RECORDS_OFFSET + slot as usize * abi::ERROR_RECORD_SIZE
+    }
+
+    /// Slot `slot`'s bytes as they are now, complete or not.
+    fn slot_bytes(&self, slot: u32) -> ErrorRecord {
+        let off = Self::slot_offset(slot);
+        assert!(slot < self.capacity && off + abi::ERROR_RECORD_SIZE <= self.bytes);
+        let mut b = [0u8; abi::ERROR_RECORD_SIZE];
+        for (k, w) in b.chunks_exact_mut(4).enumerate() {
+            w.copy_from_slice(&self.word(off + 4 * k).to_le_bytes());
+        }
+        ErrorRecord::from_bytes(&b)
     }
 
     fn take(&mut self, incomplete: Incomplete) -> Drained {
@@ -256,6 +265,12 @@ impl Ring {
             all.merge(self.take(Incomplete::Keep));
         }
         let unpublished = self.cursor.open.len();
+        // What a writer that never published left in its slot tells how far it got: its fields
+        // (it was stopped while writing them) or, in the release-store form, the old seq it
+        // stores after its seq's exchange (the exchange was performed and its seq lost).
+        for &i in self.cursor.open() {
+            crate::log::log(2, || format!("error ring: index {i} never published; its slot holds {:?}", self.slot_bytes(i & (self.capacity - 1))));
+        }
         all.merge(self.take(Incomplete::Lose));
         if open_before + open_then > 0 {
             crate::log::log(2, || {
