@@ -13,6 +13,7 @@
 // Prints "BENCH mt_load threads=T rounds=R modules_per_s=X" and "result ok", and exits 0, only if
 // every call succeeded and every result checked; otherwise it prints what failed (the first 20)
 // and exits 4. --print-ptx [K] writes the PTX text addk is loaded from (K defaults to 1) and exits.
+// MT_LOAD_PTX_VERSION=X.Y loads addk as PTX X.Y instead of 8.0.
 //   usage: mt_load [clean|overflow] [THREADS [ROUNDS]]
 //          mt_load --print-ptx [K]
 // Built by runtime/gpu/build.sh with the pinned nvcc, linked with -lcuda.
@@ -73,6 +74,13 @@ static std::string make_ptx(uint32_t k) {
     std::string s = kPtxTemplate;
     size_t at = s.find("KVAL");
     s.replace(at, 4, std::to_string(k));
+    // MT_LOAD_PTX_VERSION (e.g. 8.6) replaces the module's PTX version: gasan's error record
+    // ends with a release fence from PTX 8.6 on and with a release exchange before it, so the
+    // two forms can be compared on the same program.
+    if (const char* v = getenv("MT_LOAD_PTX_VERSION")) {
+        size_t vat = s.find(".version 8.0");
+        if (vat != std::string::npos) s.replace(vat, 12, std::string(".version ") + v);
+    }
     return s;
 }
 
