@@ -65,22 +65,24 @@ impl Errors {
         Errors { reporter, ring_tally: RingTally::default(), opts, summary_printed: AtomicBool::new(false), device_error_handled: AtomicBool::new(false), drain_lock: Mutex::new(()) }
     }
 
-    /// Reports what the error rings hold. Returns the number of reports. In halt mode only the
+    /// Reports what the error rings hold. Returns the number of reports, and of the claimed
+    /// records a settling drain gave up on ([`crate::ring::Drained::unfinished`]). In halt mode only the
     /// first record is reported; in recover mode each site is reported once (ASan's
     /// `suppress_equal_pcs`). Everything else is counted for [`Errors::print_error_summary`].
     ///
     /// Every device's ring is drained (each GPU's kernels write their own); a report names the
     /// GPU whose kernel made the access and describes the address from the pool that holds it,
     /// whichever GPU's.
-    pub fn drain_ring(&self, from: &RingSources, settle: Settle) -> usize {
+    pub fn drain_ring(&self, from: &RingSources, settle: Settle) -> (usize, u64) {
         let _drain = self.drain_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut n = 0;
+        let (mut n, mut unfinished) = (0, 0);
         for (_, d) in from.devices.each() {
             let drained = match settle {
                 Settle::No => d.ring.lock().unwrap().drain(),
                 Settle::Yes => d.ring.lock().unwrap().drain_settled(crate::ring::SETTLE_WAIT),
             };
             self.ring_tally.add_lost(drained.lost);
+            unfinished += drained.unfinished;
             for rec in drained.records {
                 if !self.ring_tally.admit(&rec, self.opts.halt_on_error && n > 0) {
                     continue;
@@ -98,7 +100,7 @@ impl Errors {
                 }
             }
         }
-        n
+        (n, unfinished)
     }
 
     /// One line counting the device errors that got no report of their own (once per process).
@@ -108,12 +110,12 @@ impl Errors {
             return;
         }
         let why = if self.opts.halt_on_error { "halt_on_error=1 reports the first" } else { "each site is reported once" };
-        eprintln!("==gasan== {} more bad device access(es) not reported ({why}; {lost} of them overwritten in the error ring before they were read)", more + lost);
+        eprintln!("==gasan== {} more bad device access(es) not reported ({why}; {lost} of them lost from the error ring: overwritten before they were read, or never finished)", more + lost);
     }
 
     /// After a synchronizing call: report ring records, and stop in halt mode.
     pub fn check_after_sync(&self, from: &RingSources) {
-        if self.drain_ring(from, Settle::No) > 0 && self.opts.halt_on_error {
+        if self.drain_ring(from, Settle::No).0 > 0 && self.opts.halt_on_error {
             self.exit_with_error();
         }
     }
@@ -121,20 +123,27 @@ impl Errors {
     /// A call returned a sticky device error (a `trap` or an MMU fault). The rings are settled
     /// first: a record another thread's drain saw claimed but not yet published is taken now.
     /// Nothing found, the fault is reported as one no check saw, unless in halt mode another
-    /// thread's drain already reported the record of this `trap` and is ending the process.
+    /// thread's drain already reported the record of this `trap` and is ending the process, or
+    /// a slot was claimed and never finished: in halt mode a check failed and its `trap` ended
+    /// the kernel before its record reached the host ([`Report::Unfinished`]).
     pub fn on_device_error(&self, from: &RingSources, code: CuResult, call: &str) {
         if self.device_error_handled.swap(true, Ordering::SeqCst) {
             return;
         }
-        let n = self.drain_ring(from, Settle::Yes);
-        // In halt mode every report ends the process: one counted already is being ended with.
-        let reported_by_another = self.opts.halt_on_error && self.reporter.errors_reported() > 0;
-        if n == 0 && !reported_by_another {
-            let fault = from.devices.first().and_then(|d| {
-                let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
-                Some((f, d.alloc.describe(f.address)))
-            });
-            self.reporter.report(&Report::Fault { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.stack_depth), fault });
+        let (n, unfinished) = self.drain_ring(from, Settle::Yes);
+        let reported_before = self.reporter.errors_reported() > 0;
+        match after_settle(n, unfinished, self.opts.halt_on_error, reported_before) {
+            AfterSettle::Done => {}
+            AfterSettle::Unfinished => {
+                self.reporter.report(&Report::Unfinished { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.stack_depth), claimed: unfinished });
+            }
+            AfterSettle::Fault => {
+                let fault = from.devices.first().and_then(|d| {
+                    let f = d.faults.lock().unwrap().as_mut()?.wait_drain(200).into_iter().next()?;
+                    Some((f, d.alloc.describe(f.address)))
+                });
+                self.reporter.report(&Report::Fault { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.stack_depth), fault });
+            }
         }
         if self.opts.halt_on_error {
             self.exit_with_error();
@@ -175,5 +184,53 @@ impl Errors {
                 libc::_exit(self.opts.exitcode)
             };
         }
+    }
+}
+
+/// What a sticky device error still needs reported once the rings are settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterSettle {
+    /// The settle reported its records, or (halt mode) another thread's report is ending the
+    /// process.
+    Done,
+    /// A check failed and its record never finished ([`Report::Unfinished`]).
+    Unfinished,
+    /// A fault no check saw ([`Report::Fault`]).
+    Fault,
+}
+
+/// The report a sticky device error needs after a settling drain that made `reported` reports
+/// and gave up on `unfinished` claimed slots. Only a failed check claims a slot, and in halt mode
+/// it traps after its record: the kernel stopped at a failed check, not at code no check saw. In
+/// recover mode a writer goes on after its record, so one left unfinished was stopped by
+/// something else, which the fault report describes.
+fn after_settle(reported: usize, unfinished: u64, halt: bool, reported_before: bool) -> AfterSettle {
+    // In halt mode every report ends the process: one counted already is being ended with.
+    if reported > 0 || (halt && reported_before) {
+        AfterSettle::Done
+    } else if halt && unfinished > 0 {
+        AfterSettle::Unfinished
+    } else {
+        AfterSettle::Fault
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sticky_error_is_reported_once_as_what_it_was() {
+        // Records were read: they are the report.
+        assert_eq!(after_settle(1, 1, true, false), AfterSettle::Done);
+        // Halt mode, another thread reported the trap's record and is ending the process.
+        assert_eq!(after_settle(0, 0, true, true), AfterSettle::Done);
+        // Halt mode, a claimed slot never finished: a failed check, not uninstrumented code.
+        assert_eq!(after_settle(0, 1, true, false), AfterSettle::Unfinished);
+        // Nothing claimed: a fault no check saw.
+        assert_eq!(after_settle(0, 0, true, false), AfterSettle::Fault);
+        // Recover mode: a writer stopped mid-record was stopped by the fault itself.
+        assert_eq!(after_settle(0, 1, false, false), AfterSettle::Fault);
+        assert_eq!(after_settle(0, 0, false, true), AfterSettle::Fault, "recover mode goes on after reports: a later fault is its own");
     }
 }

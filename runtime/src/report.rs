@@ -44,6 +44,14 @@ pub enum Report {
         stack: HostStack,
         fault: Option<(FatalFault, AddrDescription)>,
     },
+    /// A kernel stopped at a failed check whose error record never reached the host: `claimed`
+    /// ring slots were taken and not one finished (the writer was stopped while writing it).
+    Unfinished {
+        cuda_error: i32,
+        call: String,
+        stack: HostStack,
+        claimed: u64,
+    },
     Leaks(Vec<AllocInfo>),
 }
 
@@ -68,6 +76,9 @@ impl Report {
             // The allocator knows what the faulting address was: name the bug as for checked accesses.
             Report::Fault { fault: Some((_, desc)), .. } if matches!(desc.kind, AddrKind::OverflowLeft { .. } | AddrKind::OverflowRight { .. } | AddrKind::UseAfterFree { .. }) => desc_kind(desc),
             Report::Fault { .. } => "gpu-fault-in-uninstrumented-code",
+            // A check failed, and what it found is not known: ASan's name for a bad access of
+            // unknown kind.
+            Report::Unfinished { .. } => "unknown-crash",
             Report::Leaks(_) => "detected-memory-leaks",
         }
     }
@@ -596,6 +607,19 @@ pub fn describe(r: &Report) -> Description {
                     "access": fault.as_ref().map(|(f, _)| f.access_word().to_lowercase()),
                     "location": fault.as_ref().map(|(_, d)| desc_json(d)),
                 })),
+            )
+        }
+        Report::Unfinished { cuda_error, call, stack, claimed } => {
+            let _ = writeln!(
+                o,
+                "A kernel stopped at a failed gasan check, but the check's error record did not reach the host before the kernel ended ({claimed} claimed, none finished), so the access's address, kind and place are not known. Running the program again usually shows them."
+            );
+            let _ = writeln!(o, "host call:");
+            stack_text(stack, o);
+            (
+                format!("{kind}: a checked access failed in a kernel (CUDA error {cuda_error} reported by {call})"),
+                format!("{kind} (CUDA error {cuda_error})"),
+                fields(json!({"cuda_error": cuda_error, "call": call, "unfinished_records": claimed})),
             )
         }
         Report::Leaks(v) => {

@@ -50,14 +50,18 @@ pub struct Drained {
     /// Complete records, oldest first.
     pub records: Vec<ErrorRecord>,
     /// Errors whose records are gone: overwritten by later errors before this drain, or never
-    /// completed (their writer was killed by another thread's `trap`) by a settling drain.
+    /// completed (their writer was killed by a `trap`) by a settling drain.
     pub lost: u64,
+    /// Of `lost`, the claimed slots a settling drain gave up on: each a check that failed and
+    /// whose record never finished.
+    pub unfinished: u64,
 }
 
 impl Drained {
     fn merge(&mut self, later: Drained) {
         self.records.extend(later.records);
         self.lost += later.lost;
+        self.unfinished += later.unfinished;
     }
 }
 
@@ -113,7 +117,10 @@ impl Cursor {
         let mut open = Vec::new();
         let mut left_open = |i: u32, out: &mut Drained| match incomplete {
             Incomplete::Keep => open.push(i),
-            Incomplete::Lose => out.lost += 1,
+            Incomplete::Lose => {
+                out.lost += 1;
+                out.unfinished += 1;
+            }
         };
         // The indices left open before: each taken once complete in its own slot; lost once a
         // later index claimed the slot (that index is read below or was, as a new one).
@@ -360,6 +367,7 @@ mod tests {
         let d = settle(6, 8, &mut c, &slots);
         assert_eq!(d.records.iter().map(|r| r.seq - 1).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
         assert_eq!((d.lost, c), (2, 6));
+        assert_eq!(d.unfinished, 2, "both killed writers claimed their slots: failed checks whose records never finished");
     }
 
     #[test]
@@ -371,6 +379,7 @@ mod tests {
         let d = settle(20, 8, &mut c, &slots);
         assert_eq!(d.records.iter().map(|r| r.seq - 1).collect::<Vec<_>>(), vec![4, 5, 6, 7, 8, 9, 10, 11]);
         assert_eq!(d.lost, 12);
+        assert_eq!(d.unfinished, 8, "0..4 were overwritten (lost, finished); 12..20 never finished");
         // Read already: not taken twice.
         let d = settle(21, 8, &mut c, &slots);
         assert_eq!((d.records.len(), d.lost), (0, 1));
@@ -385,6 +394,7 @@ mod tests {
         assert_eq!(d.records.len(), 8);
         assert_eq!(d.records[0].seq, 16384 - 8 + 1);
         assert_eq!(d.lost, 16384 - 8);
+        assert_eq!(d.unfinished, 0, "every record finished; the lost ones were overwritten");
         // Reusable: the next errors are read again after the ring filled.
         let slots = image(8, 16384, 3, &[]);
         let d = settle(16387, 8, &mut c, &slots);

@@ -119,6 +119,7 @@ fn reports() -> Vec<(&'static str, Report)> {
         ),
         ("fault wild", Report::Fault { cuda_error: 700, call: "cuStreamSynchronize".into(), stack: stack(), fault: Some((fault, desc(AddrKind::Wild, 0x1000_0020_1400, None))) }),
         ("fault no address", Report::Fault { cuda_error: 719, call: "cuCtxSynchronize".into(), stack: stack(), fault: None }),
+        ("unfinished record", Report::Unfinished { cuda_error: 719, call: "cuMemAlloc_v2".into(), stack: stack(), claimed: 1 }),
         ("leaks", Report::Leaks(vec![region(true, false, None), AllocInfo { start: 0x1000_0040_0000, size: 100, ..region(true, false, None) }])),
     ]
 }
