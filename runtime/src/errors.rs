@@ -65,15 +65,15 @@ impl Errors {
         Errors { reporter, ring_tally: RingTally::default(), opts, summary_printed: AtomicBool::new(false), device_error_handled: AtomicBool::new(false), drain_lock: Mutex::new(()) }
     }
 
-    /// Reports what the error rings hold. Returns the number of reports, and of the claimed
-    /// records a settling drain gave up on ([`crate::ring::Drained::unfinished`]). In halt mode only the
+    /// Reports what the error rings hold, and says how many reports it made and how many claimed
+    /// records a settling drain gave up on. In halt mode only the
     /// first record is reported; in recover mode each site is reported once (ASan's
     /// `suppress_equal_pcs`). Everything else is counted for [`Errors::print_error_summary`].
     ///
     /// Every device's ring is drained (each GPU's kernels write their own); a report names the
     /// GPU whose kernel made the access and describes the address from the pool that holds it,
     /// whichever GPU's.
-    pub fn drain_ring(&self, from: &RingSources, settle: Settle) -> (usize, u64) {
+    pub fn drain_ring(&self, from: &RingSources, settle: Settle) -> DrainOutcome {
         let _drain = self.drain_lock.lock().unwrap_or_else(|e| e.into_inner());
         let (mut n, mut unfinished) = (0, 0);
         for (_, d) in from.devices.each() {
@@ -100,7 +100,7 @@ impl Errors {
                 }
             }
         }
-        (n, unfinished)
+        DrainOutcome { reported: n, unfinished }
     }
 
     /// One line counting the device errors that got no report of their own (once per process).
@@ -115,7 +115,7 @@ impl Errors {
 
     /// After a synchronizing call: report ring records, and stop in halt mode.
     pub fn check_after_sync(&self, from: &RingSources) {
-        if self.drain_ring(from, Settle::No).0 > 0 && self.opts.halt_on_error {
+        if self.drain_ring(from, Settle::No).reported > 0 && self.opts.halt_on_error {
             self.exit_with_error();
         }
     }
@@ -130,12 +130,12 @@ impl Errors {
         if self.device_error_handled.swap(true, Ordering::SeqCst) {
             return;
         }
-        let (n, unfinished) = self.drain_ring(from, Settle::Yes);
+        let drained = self.drain_ring(from, Settle::Yes);
         let reported_before = self.reporter.errors_reported() > 0;
-        match after_settle(n, unfinished, self.opts.halt_on_error, reported_before) {
+        match after_settle(drained.reported, drained.unfinished, self.opts.halt_on_error, reported_before) {
             AfterSettle::Done => {}
             AfterSettle::Unfinished => {
-                self.reporter.report(&Report::Unfinished { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.stack_depth), claimed: unfinished });
+                self.reporter.report(&Report::Unfinished { cuda_error: code, call: call.to_string(), stack: HostStack::capture(self.opts.stack_depth), claimed: drained.unfinished });
             }
             AfterSettle::Fault => {
                 let fault = from.devices.first().and_then(|d| {
@@ -185,6 +185,15 @@ impl Errors {
             };
         }
     }
+}
+
+/// What [`Errors::drain_ring`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainOutcome {
+    /// Reports made.
+    pub reported: usize,
+    /// Claimed records a settling drain gave up on ([`crate::ring::Drained::unfinished`]).
+    pub unfinished: u64,
 }
 
 /// What a sticky device error still needs reported once the rings are settled.
