@@ -15,7 +15,8 @@
 # - a native run after the checked one gets the same native cubins as before (the shared Triton
 #   cache never hands a checked cubin to a native run, nor the reverse);
 # - under gasan-run, with no real ptxas named, Triton's bundled ptxas runs behind the front end,
-#   and its bundled ptxas-blackwell behind the front end's other name (sm_100a).
+#   and its bundled ptxas-blackwell behind the front end's other name (sm_100a), which checks
+#   every kernel of kernels.py compiled for sm_100a (tcgen05 matmuls, TMA) into a marked cubin.
 # Prints the census of Triton's access forms and what the rewriter does with them (jit/FORMS.md).
 set -euo pipefail
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -66,16 +67,17 @@ for t in (knobs.nvidia.ptxas, knobs.nvidia.ptxas_blackwell):
     print(t.version, end=" ")' >"$tmp/bundled-release"
 [ "$(cat "$tmp/bundled-release")" = "12.8 12.9 " ] || { echo "under gasan-run Triton saw CUDA releases $(cat "$tmp/bundled-release"), not its bundled 12.8 and 12.9"; exit 1; }
 target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 jit/triton/kernels.py "$tmp/bundled" vector_add softmax >/dev/null
-target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 jit/triton/kernels.py --arch 100 "$tmp/blackwell" vector_add softmax >/dev/null
+target/release/gasan-run --cache-dir "$tmp/gasan-cache" -- python3 jit/triton/kernels.py --arch 100 "$tmp/blackwell" >/dev/null
 python3 - "$tmp" <<'PY'
 import sys
 sys.path.insert(0, "jit/triton")
 import check
-for d in ("bundled", "blackwell"):
-    for name in ("vector_add", "softmax"):
+import kernels
+for d, names in (("bundled", ["vector_add", "softmax"]), ("blackwell", list(kernels.KERNELS))):
+    for name in names:
         cubin = f"{sys.argv[1]}/{d}/{name}.cubin"
         assert check.marker(cubin) is not None and check.tables(cubin) is not None, f"{d}/{name}: not checked under gasan-run"
-print("gasan-run: Triton's bundled ptxas 12.8 (sm_90a) and ptxas-blackwell 12.9 (sm_100a) behind the front end; vector_add and softmax checked for both")
+print(f"gasan-run: Triton's bundled ptxas 12.8 (sm_90a: vector_add, softmax) and ptxas-blackwell 12.9 (sm_100a: all {len(kernels.KERNELS)} kernels, tcgen05 matmuls and TMA among them) behind the front end; every cubin checked")
 PY
 # The GPU tests' Triton bug cases (runtime/gpu/python/triton_bugs.py): each case's marked Python line
 # has a checked site of the expected access in the expected kernel.
