@@ -78,8 +78,9 @@ static std::string make_ptx(uint32_t k) {
     // ends with a release fence from PTX 8.6 on and with a release exchange before it, so the
     // two forms can be compared on the same program.
     if (const char* v = getenv("MT_LOAD_PTX_VERSION")) {
-        size_t vat = s.find(".version 8.0");
-        if (vat != std::string::npos) s.replace(vat, 12, std::string(".version ") + v);
+        static const std::string kVersion = ".version 8.0";
+        size_t vat = s.find(kVersion);
+        if (vat != std::string::npos) s.replace(vat, kVersion.size(), ".version " + std::string(v));
     }
     return s;
 }

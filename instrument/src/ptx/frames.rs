@@ -290,21 +290,23 @@ pub(super) fn plan(lines: &[Line<'_>], stack_builtins: bool) -> Option<FramePlan
 /// The module [`pass_tops`] was given, from its output (or from a checked module with gasan's
 /// own lines dropped): every edit undone, line by line.
 pub fn undo(text: &str) -> String {
-    let mut s: String = text.split_inclusive('\n').map(|l| if l.contains(TOP_PARAM) || l.contains("%gsct") { undo_line(l) } else { l.to_string() }).collect();
+    let s: String = text.split_inclusive('\n').map(|l| if l.contains(TOP_PARAM) || l.contains("%gsct") { undo_line(l) } else { l.to_string() }).collect();
     // A call's end: the argument before its `)` and the scope's close right after its `;`. Whatever
-    // the input had between the two (a line break, a `\r`) stays, so this works on the whole text.
-    let mut from = 0;
-    while let Some(i) = s[from..].find("%gsct)") {
-        let at = from + i;
-        let start = if s[..at].ends_with(", ") { at - 2 } else { at };
-        s.replace_range(start..at + "%gsct".len(), "");
-        if let Some(j) = s[start..].find("; }") {
-            let close = start + j + 1;
-            s.replace_range(close..close + 2, "");
+    // the input had between the two (a line break, a `\r`) stays, so this works on the whole text,
+    // in one pass.
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(i) = rest.find("%gsct)") {
+        let head = &rest[..i];
+        out.push_str(head.strip_suffix(", ").unwrap_or(head));
+        rest = &rest[i + "%gsct".len()..];
+        if let Some(j) = rest.find("; }") {
+            out.push_str(&rest[..=j]);
+            rest = &rest[j + "; }".len()..];
         }
-        from = start;
     }
-    s
+    out.push_str(rest);
+    out
 }
 
 fn undo_line(line: &str) -> String {
