@@ -497,8 +497,11 @@ impl Allocator {
     /// Puts the chunks the unmap thread has unmapped back in the pool's cache (before an
     /// allocation: the block just freed may be the one whose handle it needs).
     fn take_back_unmapped(&self, g: &mut Inner) {
-        // Every allocation asks: the handoff's lock only when the thread has handed chunks back.
-        if !self.handoff.returned_any.swap(false, std::sync::atomic::Ordering::Acquire) {
+        // Every allocation asks: the handoff's lock only when the thread has handed chunks back,
+        // and a write to the flag's line only then (a load first: host threads allocating at
+        // once would otherwise pass the line between them on every allocation).
+        let flag = &self.handoff.returned_any;
+        if !flag.load(std::sync::atomic::Ordering::Relaxed) || !flag.swap(false, std::sync::atomic::Ordering::Acquire) {
             return;
         }
         let returned = std::mem::take(&mut self.handoff.state.lock().unwrap().returned);
