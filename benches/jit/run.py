@@ -102,15 +102,34 @@ def main():
             ap.error("unknown configuration(s): " + ", ".join(unknown))
         plan = [p for p in plan if p[0] in want]
     results, status = {}, {}
+    samples = {name: [] for name, *_ in plan}
+
+    def measure(name, cmd, env, r):
+        rc, vals = run(cmd, env, a.timeout, os.path.join(a.out, "%s.%d.log" % (name, r)))
+        status[name] = rc
+        samples[name].append(vals)
+        print("%-15s round %d rc=%d wall %.1fs" % (name, r, rc, vals["wall"]), flush=True)
+
+    # Cold runs first, on empty caches; then one unmeasured run fills the caches of any warm
+    # configuration whose cold twin is not in the plan (else its first round would be cold); then
+    # the warm rounds interleaved, so that a drift of the machine falls on every configuration alike.
+    filled = set()
     for name, cmd, env, rounds in plan:
-        runs = []
-        for r in range(rounds):
-            rc, vals = run(cmd, env, a.timeout, os.path.join(a.out, "%s.%d.log" % (name, r)))
-            status[name] = rc
-            runs.append(vals)
-            print("%-15s round %d rc=%d wall %.1fs" % (name, r, rc, vals["wall"]), flush=True)
+        if name.endswith("-cold"):
+            measure(name, cmd, env, 0)
+            filled.add(env["TRITON_CACHE_DIR"])
+    for name, cmd, env, rounds in plan:
+        if not name.endswith("-cold") and name != "cs" and env["TRITON_CACHE_DIR"] not in filled:
+            run(cmd, env, a.timeout, os.path.join(a.out, "%s.fill.log" % name))
+            filled.add(env["TRITON_CACHE_DIR"])
+            print("%-15s filled its caches (not measured)" % name, flush=True)
+    for r in range(max(rounds for *_, rounds in plan)):
+        for name, cmd, env, rounds in plan:
+            if not name.endswith("-cold") and r < rounds:
+                measure(name, cmd, env, r)
+    for name, runs in samples.items():
         keys = set().union(*runs)
-        results[name] = {k: sorted(v[k] for v in runs if k in v)[len([v for v in runs if k in v]) // 2] for k in keys}
+        results[name] = {k: sorted(v[k] for v in runs if k in v)[(len([v for v in runs if k in v]) - 1) // 2] for k in keys}
     cols = [n for n, *_ in plan]
     keys = sorted({k for r in results.values() for k in r}, key=lambda k: (k.split(" ")[0] != "STEADY", k))
     unit = {"FIRST": "s", "STEADY": "µs", "COMPILE": "s", "STEP": "ms", "TOTAL": "s", "wall": "s"}
