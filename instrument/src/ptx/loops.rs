@@ -1104,37 +1104,62 @@ impl<'b, 'a> Emitter<'b, 'a> {
             }
             None => e.span(g, &mut memo, &last),
         };
+        // Ranges off one loop-invariant pointer share a lookup of their union: a block is
+        // contiguous, so the union inside one live block puts each of them inside it (each span's
+        // own order is tested too: a wrapped span is not inside the union). Swept ranges keep
+        // lookups of their own. (The benchmark's attention read its K and V tiles in eight
+        // rows, eight lookups before the loop; two with this.)
+        let roots: Vec<Option<&'a str>> = ranges.iter().zip(&sweepable).map(|(g, &sw)| if sw { None } else { self.root_of(g) }).collect();
+        let mut units: Vec<Vec<usize>> = Vec::with_capacity(ranges.len());
+        for (i, root) in roots.iter().enumerate() {
+            match units.iter_mut().find(|u| root.is_some() && roots[u[0]] == *root) {
+                Some(u) => u.push(i),
+                None => units.push(vec![i]),
+            }
+        }
+        if sweeping {
+            // The conditions so far (count, no wrapping) hold for every range: without them no
+            // first or last address means anything.
+            self.leave_unless_ok(label);
+        }
+        // Each hoisted address: first and last value, the span, then the extent lookup, each
+        // with a predicate of its own, and'ed into the test's after the last is issued (a
+        // lookup guarded by the test's running predicate waited for the previous one's load).
+        // A range whose extent entry proves nothing (blocks in shared slabs have none) then has
+        // its shadow swept by a predicated call: no branch, so the test stays one block ending
+        // in one branch, as without sweeps (with branches here ptxas no longer unrolled the fast
+        // loop: gemm ran 1.25x slower). Spans are computed again for the calls rather than kept
+        // live through the lookups (live spans cost ptxas registers in the whole loop).
+        let mut passed = Vec::with_capacity(units.len());
+        for unit in &units {
+            let r = self.temp("pred");
+            ln!(self; "setp.ne.u64 ", r, ", ", table, ", 0;");
+            let (lo, hi) = span_of(&mut self, &ranges[unit[0]], which[unit[0]])?;
+            if unit.len() > 1 {
+                ln!(self; "setp.le.and.u64 ", r, ", ", lo, ", ", hi, ", ", r, ";");
+            }
+            for &i in &unit[1..] {
+                let (l, h) = span_of(&mut self, &ranges[i], which[i])?;
+                ln!(self; "setp.le.and.u64 ", r, ", ", l, ", ", h, ", ", r, ";");
+                ln!(self; "min.u64 ", lo, ", ", lo, ", ", l, ";");
+                ln!(self; "max.u64 ", hi, ", ", hi, ", ", h, ";");
+            }
+            self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
+            passed.push(r);
+        }
         if !sweeping {
-            // Every range must pass its extent lookup: one predicate, one branch.
-            for (g, which) in ranges.iter().zip(&which) {
-                let (lo, hi) = span_of(&mut self, g, *which)?;
-                self.extent_lookup(&lo, &hi, &ok, [&base, &size, &shift, &table]);
+            // Every range must pass its lookup: one predicate, one branch.
+            for r in &passed {
+                ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
             }
             self.shared_conditions(shared);
             self.no_wrap(&tm1, &steps, &mut memo)?;
             self.leave_unless_ok(label);
             return Some((self.finish(), false));
         }
-        // The conditions so far (count, no wrapping) hold for every range: without them no first
-        // or last address means anything.
-        self.leave_unless_ok(label);
-        // Each hoisted address: first and last value, the span, then the extent lookup, all
-        // lookups issued before any result is waited for (their latencies overlap). A range whose
-        // extent entry proves nothing (blocks in shared slabs have none) then has its shadow swept
-        // by a predicated call: no branch, so the test stays one block ending in one branch, as
-        // without sweeps (with branches here ptxas no longer unrolled the fast loop: gemm ran
-        // 1.25x slower). Spans are computed again for the calls rather than kept live through the
-        // lookups (live spans cost ptxas registers in the whole loop).
-        let mut passed = Vec::with_capacity(ranges.len());
-        for (g, which) in ranges.iter().zip(&which) {
-            let (lo, hi) = span_of(&mut self, g, *which)?;
-            let r = self.temp("pred");
-            ln!(self; "setp.ne.u64 ", r, ", ", table, ", 0;");
-            self.extent_lookup(&lo, &hi, &r, [&base, &size, &shift, &table]);
-            passed.push(r);
-        }
-        for (((g, r), sweepable), which) in ranges.iter().zip(&passed).zip(sweepable).zip(&which) {
-            if !sweepable {
+        for (unit, r) in units.iter().zip(&passed) {
+            let (g, which) = (&ranges[unit[0]], which[unit[0]]);
+            if !sweepable[unit[0]] {
                 ln!(self; "and.pred ", ok, ", ", ok, ", ", r, ";");
                 continue;
             }
@@ -1227,6 +1252,34 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 k != 0 && k.unsigned_abs() <= self.scale.granule()
             }
             _ => false,
+        }
+    }
+
+    /// The loop-invariant pointer `g`'s addresses are offsets from: followed from the address
+    /// through `mad.wide` (to its addend) and 64-bit `add`s of a constant or of a value computed
+    /// in the body. `None` where no such pointer is found (a pointer that walks, a sum of two
+    /// invariants): such a range is looked up alone. A wrong answer costs only speed: ranges
+    /// off different blocks that share a lookup fail it, and the checked loop runs.
+    fn root_of(&self, g: &Range) -> Option<&'a str> {
+        let mut d = g.def?;
+        loop {
+            let (b, st) = (&self.body.body[d], &self.body.stmts[d]);
+            let (text, srcs) = (b.ins.opcode.text, b.sources());
+            let k = if text.starts_with("mad.wide.") && srcs.len() == 3 {
+                2
+            } else if matches!(text, "add.s64" | "add.u64") && srcs.len() == 2 {
+                match [0, 1].map(|k| (parse_int(srcs[k]).is_some(), st.srcs[k].is_some())) {
+                    [(false, _), (true, _)] | [(false, false), (false, true)] => 0,
+                    [(true, _), (false, _)] | [(false, true), (false, false)] => 1,
+                    _ => return None,
+                }
+            } else {
+                return None;
+            };
+            match st.srcs[k] {
+                Some(next) => d = next,
+                None => return (st.src_vals[k] == Val::Inv && srcs[k].starts_with('%')).then_some(srcs[k]),
+            }
         }
     }
 

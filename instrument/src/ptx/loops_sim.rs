@@ -903,6 +903,92 @@ fn ranges_that_fit_pass_the_test() {
     assert!(slab_passed * 10 >= slab_total * 9, "{slab_passed} of {slab_total} fitting slab blocks passed the range test");
 }
 
+/// A loop in the form of Triton's attention reading its K tile: rows of one tensor at constant
+/// offsets from each other (`a` at `off + k*stride` and `off + k*stride + 64`, each row its own
+/// address register off the same pointer), and a row of another tensor (`b`).
+const TWO_TENSORS: &str = "
+.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry two_tensors(
+	.param .u64 two_tensors_param_0,
+	.param .u64 two_tensors_param_1,
+	.param .u32 two_tensors_param_2,
+	.param .u32 two_tensors_param_3,
+	.param .u32 two_tensors_param_4
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<12>;
+	.reg .b64 	%rd<8>;
+	.reg .f32 	%f<6>;
+
+	ld.param.u64 	%rd1, [two_tensors_param_0];
+	ld.param.u64 	%rd2, [two_tensors_param_1];
+	ld.param.u32 	%r1, [two_tensors_param_2];
+	ld.param.u32 	%r2, [two_tensors_param_3];
+	ld.param.u32 	%r5, [two_tensors_param_4];
+	mov.u32 	%r3, 0;
+	mov.u32 	%r6, 0;
+$L__BB0_1:
+	add.s32 	%r4, %r1, %r3;
+	mad.wide.s32 	%rd3, %r4, 4, %rd1;
+	ld.global.f32 	%f1, [%rd3];
+	add.s32 	%r7, %r4, 64;
+	mad.wide.s32 	%rd5, %r7, 4, %rd1;
+	ld.global.f32 	%f2, [%rd5];
+	add.f32 	%f3, %f1, %f2;
+	mad.wide.s32 	%rd4, %r4, 4, %rd2;
+	st.global.f32 	[%rd4], %f3;
+	add.s32 	%r3, %r3, %r5;
+	add.s32 	%r6, %r6, 1;
+	setp.lt.s32 	%p2, %r6, %r2;
+	@%p2 bra 	$L__BB0_1;
+	ret;
+}
+";
+
+#[test]
+fn rows_off_one_pointer_share_a_lookup_and_other_pointers_keep_theirs() {
+    // `a`'s two rows are looked up as one range (their union), `b`'s alone: two lookups. With
+    // each tensor its own block, exactly what the loop touches in it, the test passes (the
+    // union of ranges off different pointers would span both blocks and fail it); with either
+    // block one byte short at either end it fails.
+    let cases = versioned_cases(TWO_TENSORS);
+    let case = &cases[0];
+    assert_eq!(case.covered_lines.len(), 3);
+    assert_eq!(case.test.iter().filter(|t| t.contains("ld.global.v2.u64")).count(), 2, "one lookup for a's rows, one for b's");
+    let (a, b) = (POOL_BASE + (1 << 34), POOL_BASE + (2 << 34));
+    for (off, n, stride) in [(0u32, 1u32, 7i32), (1000, 5, 33), (3, 40, 100), (2000, 17, 9), (64, 9, 1)] {
+        let mut entry = entry_state(case, &[0]);
+        for (reg, v) in [("%rd1", a), ("%rd2", b), ("%r1", u64::from(off)), ("%r2", u64::from(n)), ("%r5", u64::from(stride as u32)), ("%r3", 0), ("%r6", 0)] {
+            entry.set(reg, v);
+        }
+        let (accesses, ended) = run_loop(case, &entry);
+        assert!(ended && accesses.len() == 3 * n as usize);
+        let block_of = |base: u64| {
+            let mine = accesses.iter().filter(|x| (x.1 >> 34) == (base >> 34));
+            let lo = mine.clone().map(|x| x.1).min().unwrap();
+            (lo, mine.map(|x| x.1 + x.2).max().unwrap())
+        };
+        let spans = [block_of(a), block_of(b)];
+        let blocks = |short: Option<(usize, bool)>| -> Vec<Block> {
+            let shorten = |i: usize, (lo, hi): (u64, u64)| match short {
+                Some((j, true)) if j == i => (lo + 1, hi),
+                Some((j, false)) if j == i => (lo, hi - 1),
+                _ => (lo, hi),
+            };
+            spans.iter().enumerate().map(|(i, &s)| shorten(i, s)).map(|(start, end)| Block { start, end, slab: false }).collect()
+        };
+        assert!(range_test_blocks(case, &entry, blocks(None)), "off {off} n {n} stride {stride}: {spans:#x?}");
+        for j in 0..2 {
+            for at_start in [true, false] {
+                assert!(!range_test_blocks(case, &entry, blocks(Some((j, at_start)))), "off {off} n {n} stride {stride}: block {j} short at its {}", if at_start { "start" } else { "end" });
+            }
+        }
+    }
+}
+
 #[test]
 fn mixed_loops_sweep_their_slab_ranges() {
     // Loops whose ranges walk different blocks, some by a small constant step (swept when their
