@@ -150,6 +150,9 @@ def main():
         cr = [results["cs"][k] / results["native-warm"][k] for k in results["cs"] if k.startswith("STEADY") and results.get("native-warm", {}).get(k)]
         print("steady-state geomean compute-sanitizer/native: %.3f× over %d kernels" % (geomean(cr), len(cr)))
     for w in ("TOTAL", "wall"):
+        each = ["%s %s" % (n, "/".join("%.2f" % v[w] for v in samples[n] if w in v)) for n in cols if any(w in v for v in samples[n])]
+        print("%s each round (s): %s" % (w, "; ".join(each)))
+    for w in ("TOTAL", "wall"):
         n, gw = results.get("native-warm", {}).get(w), results.get("gasan-warm", {}).get(w)
         if n and gw:
             print("whole program (%s) warm: native %.2fs, gasan %.2fs (%.2f×); cold: native %.2fs, gasan %.2fs" % (w, n, gw, gw / n, results.get("native-cold", {}).get(w, float("nan")), results.get("gasan-cold", {}).get(w, float("nan"))))
