@@ -47,7 +47,7 @@
 use super::access::{parse_address, parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
-use super::defs::ModuleDefs;
+use super::defs::{Defs, ModuleDefs};
 use super::line::split_lines;
 use super::lines::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
@@ -728,6 +728,53 @@ impl Cmp {
     }
 }
 
+/// The loop-invariant register `g`'s addresses are offsets from: followed from the address
+/// through `mad.wide` (to its addend) and 64-bit `add`s of a constant or of a value computed in
+/// the body. `None` where there is none (a pointer that walks, a sum of two invariants).
+fn root_in_body<'a>(body: &Body<'_, 'a>, g: &Range) -> Option<&'a str> {
+    let mut d = g.def?;
+    loop {
+        let (b, st) = (&body.body[d], &body.stmts[d]);
+        let (text, srcs) = (b.ins.opcode.text, b.sources());
+        let k = if text.starts_with("mad.wide.") && srcs.len() == 3 {
+            2
+        } else if matches!(text, "add.s64" | "add.u64") && srcs.len() == 2 {
+            match [0, 1].map(|k| (parse_int(srcs[k]).is_some(), st.srcs[k].is_some())) {
+                [(false, _), (true, _)] | [(false, false), (false, true)] => 0,
+                [(true, _), (false, _)] | [(false, true), (false, false)] => 1,
+                _ => return None,
+            }
+        } else {
+            return None;
+        };
+        match st.srcs[k] {
+            Some(next) => d = next,
+            None => return (st.src_vals[k] == Val::Inv && srcs[k].starts_with('%')).then_some(srcs[k]),
+        }
+    }
+}
+
+/// The kernel parameter an invariant pointer `reg` was computed from before the loop, through
+/// each register's one definition: `ld.param` (the parameter's value), `cvta.to.global`,
+/// `mad.wide`'s addend, a 64-bit `add` of a constant or of a value that reaches no parameter
+/// (Triton's row pointers: `mad.wide.s32 %rd5, %r9, 2, %rd1`). `None` where it reaches none, or
+/// two (a sum of two parameters).
+fn parameter_of(defs: &Defs<'_, '_>, reg: &str, depth: u32) -> Option<String> {
+    let ins = defs.only_writer(reg)?;
+    let (text, ops) = (ins.opcode.text, &ins.operands[..]);
+    let follow = |r: &str| if depth < 16 && r.starts_with('%') { parameter_of(defs, r, depth + 1) } else { None };
+    match (text, ops.len()) {
+        (t, 2) if t.starts_with("ld.param.") && (t.ends_with(".u64") || t.ends_with(".b64") || t.ends_with(".s64")) => Some(reg.to_string()),
+        ("cvta.to.global.u64", 2) | ("mov.u64" | "mov.b64", 2) => follow(ops[1]),
+        (t, 4) if t.starts_with("mad.wide.") => follow(ops[3]),
+        ("add.s64" | "add.u64", 3) => match (follow(ops[1]), follow(ops[2])) {
+            (Some(p), None) | (None, Some(p)) => Some(p),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The plan for the loop from its label's line `s` to its back edge `e`; `branched_to(line,
 /// label)`: whether some branch targets the label on that line.
 #[allow(clippy::too_many_arguments)]
@@ -851,7 +898,11 @@ fn analyze(
         return None;
     }
     let shared = shared_test(facts, (s, e), &body, &carried, regs);
-    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale, vote).range_test(&exit, &ranges, shared.as_ref(), &label)?;
+    // Which ranges are off one pointer (they share a lookup, [`Emitter::range_test`]): the
+    // kernel parameter their invariant pointer was computed from, else that register.
+    let defs = facts.bodies.holding(s).map(|f| facts.defs().of(f));
+    let roots: Vec<Option<String>> = ranges.iter().map(|g| root_in_body(&walked, g).map(|r| defs.as_ref().and_then(|d| parameter_of(d, r, 0)).unwrap_or_else(|| r.to_string()))).collect();
+    let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale, vote).range_test(&exit, &ranges, &roots, shared.as_ref(), &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();
     let mut fast_order = fast_order(s, e, &body, &hoisted);
@@ -1009,7 +1060,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
 
     /// The range test, and whether it calls the sweep; `None` when something in it cannot be
     /// written (the loop stays as it is).
-    fn range_test(mut self, exit: &Exit, ranges: &[Range], shared: Option<&SharedTest>, label: &str) -> Option<(String, bool)> {
+    fn range_test(mut self, exit: &Exit, ranges: &[Range], roots: &[Option<String>], shared: Option<&SharedTest>, label: &str) -> Option<(String, bool)> {
         let ctl = CONTROL_BLOCK_SYMBOL;
         let (base, size, table, shift, ok) = (self.temp("b64"), self.temp("b64"), self.temp("b64"), self.temp("b32"), self.temp("pred"));
         ln!(self; "ld.const.u64 ", base, ", [", ctl, "+", ctl_offset::POOL_BASE, "];");
@@ -1109,7 +1160,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
         // own order is tested too: a wrapped span is not inside the union). Swept ranges keep
         // lookups of their own. (The benchmark's attention read its K and V tiles in eight
         // rows, eight lookups before the loop; two with this.)
-        let roots: Vec<Option<&'a str>> = ranges.iter().zip(&sweepable).map(|(g, &sw)| if sw { None } else { self.root_of(g) }).collect();
+        let roots: Vec<Option<&str>> = roots.iter().zip(&sweepable).map(|(r, &sw)| if sw { None } else { r.as_deref() }).collect();
         let mut units: Vec<Vec<usize>> = Vec::with_capacity(ranges.len());
         for (i, root) in roots.iter().enumerate() {
             match units.iter_mut().find(|u| root.is_some() && roots[u[0]] == *root) {
@@ -1252,34 +1303,6 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 k != 0 && k.unsigned_abs() <= self.scale.granule()
             }
             _ => false,
-        }
-    }
-
-    /// The loop-invariant pointer `g`'s addresses are offsets from: followed from the address
-    /// through `mad.wide` (to its addend) and 64-bit `add`s of a constant or of a value computed
-    /// in the body. `None` where no such pointer is found (a pointer that walks, a sum of two
-    /// invariants): such a range is looked up alone. A wrong answer costs only speed: ranges
-    /// off different blocks that share a lookup fail it, and the checked loop runs.
-    fn root_of(&self, g: &Range) -> Option<&'a str> {
-        let mut d = g.def?;
-        loop {
-            let (b, st) = (&self.body.body[d], &self.body.stmts[d]);
-            let (text, srcs) = (b.ins.opcode.text, b.sources());
-            let k = if text.starts_with("mad.wide.") && srcs.len() == 3 {
-                2
-            } else if matches!(text, "add.s64" | "add.u64") && srcs.len() == 2 {
-                match [0, 1].map(|k| (parse_int(srcs[k]).is_some(), st.srcs[k].is_some())) {
-                    [(false, _), (true, _)] | [(false, false), (false, true)] => 0,
-                    [(true, _), (false, _)] | [(false, true), (false, false)] => 1,
-                    _ => return None,
-                }
-            } else {
-                return None;
-            };
-            match st.srcs[k] {
-                Some(next) => d = next,
-                None => return (st.src_vals[k] == Val::Inv && srcs[k].starts_with('%')).then_some(srcs[k]),
-            }
         }
     }
 

@@ -903,9 +903,10 @@ fn ranges_that_fit_pass_the_test() {
     assert!(slab_passed * 10 >= slab_total * 9, "{slab_passed} of {slab_total} fitting slab blocks passed the range test");
 }
 
-/// A loop in the form of Triton's attention reading its K tile: rows of one tensor at constant
-/// offsets from each other (`a` at `off + k*stride` and `off + k*stride + 64`, each row its own
-/// address register off the same pointer), and a row of another tensor (`b`).
+/// A loop in the forms of Triton's attention and matmul reading their tiles: rows of one tensor
+/// at constant offsets from each other (`a` at `off + k*stride` and `+ 64`, each row its own
+/// address register off the parameter; `+ 128` off a row pointer computed before the loop), and
+/// a row of another tensor (`b`).
 const TWO_TENSORS: &str = "
 .version 8.7
 .target sm_90a
@@ -928,6 +929,8 @@ const TWO_TENSORS: &str = "
 	ld.param.u32 	%r1, [two_tensors_param_2];
 	ld.param.u32 	%r2, [two_tensors_param_3];
 	ld.param.u32 	%r5, [two_tensors_param_4];
+	add.s32 	%r8, %r1, 128;
+	mad.wide.s32 	%rd6, %r8, 4, %rd1;
 	mov.u32 	%r3, 0;
 	mov.u32 	%r6, 0;
 $L__BB0_1:
@@ -937,7 +940,11 @@ $L__BB0_1:
 	add.s32 	%r7, %r4, 64;
 	mad.wide.s32 	%rd5, %r7, 4, %rd1;
 	ld.global.f32 	%f2, [%rd5];
-	add.f32 	%f3, %f1, %f2;
+	mul.wide.s32 	%rd7, %r3, 4;
+	add.s64 	%rd8, %rd6, %rd7;
+	ld.global.f32 	%f4, [%rd8];
+	add.f32 	%f5, %f1, %f2;
+	add.f32 	%f3, %f5, %f4;
 	mad.wide.s32 	%rd4, %r4, 4, %rd2;
 	st.global.f32 	[%rd4], %f3;
 	add.s32 	%r3, %r3, %r5;
@@ -950,22 +957,23 @@ $L__BB0_1:
 
 #[test]
 fn rows_off_one_pointer_share_a_lookup_and_other_pointers_keep_theirs() {
-    // `a`'s two rows are looked up as one range (their union), `b`'s alone: two lookups. With
+    // `a`'s three rows are looked up as one range (their union), `b`'s alone: two lookups. With
     // each tensor its own block, exactly what the loop touches in it, the test passes (the
     // union of ranges off different pointers would span both blocks and fail it); with either
     // block one byte short at either end it fails.
     let cases = versioned_cases(TWO_TENSORS);
     let case = &cases[0];
-    assert_eq!(case.covered_lines.len(), 3);
+    assert_eq!(case.covered_lines.len(), 4);
     assert_eq!(case.test.iter().filter(|t| t.contains("ld.global.v2.u64")).count(), 2, "one lookup for a's rows, one for b's");
     let (a, b) = (POOL_BASE + (1 << 34), POOL_BASE + (2 << 34));
     for (off, n, stride) in [(0u32, 1u32, 7i32), (1000, 5, 33), (3, 40, 100), (2000, 17, 9), (64, 9, 1)] {
         let mut entry = entry_state(case, &[0]);
-        for (reg, v) in [("%rd1", a), ("%rd2", b), ("%r1", u64::from(off)), ("%r2", u64::from(n)), ("%r5", u64::from(stride as u32)), ("%r3", 0), ("%r6", 0)] {
+        let row = a + (u64::from(off) + 128) * 4;
+        for (reg, v) in [("%rd1", a), ("%rd2", b), ("%rd6", row), ("%r1", u64::from(off)), ("%r2", u64::from(n)), ("%r5", u64::from(stride as u32)), ("%r3", 0), ("%r6", 0)] {
             entry.set(reg, v);
         }
         let (accesses, ended) = run_loop(case, &entry);
-        assert!(ended && accesses.len() == 3 * n as usize);
+        assert!(ended && accesses.len() == 4 * n as usize);
         let block_of = |base: u64| {
             let mine = accesses.iter().filter(|x| (x.1 >> 34) == (base >> 34));
             let lo = mine.clone().map(|x| x.1).min().unwrap();
