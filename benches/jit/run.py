@@ -16,6 +16,11 @@ Configurations (each a fresh process):
                   without the other frameworks' switches)
     cs            compute-sanitizer memcheck, warm native caches (fewer reps)
 
+Cold configurations run first, once each; the warm ones then run --rounds times, interleaved (one
+round of every configuration, then the next), after an unmeasured run that fills their caches
+where their cold run is not in the plan. Medians (the lower of an even count); every round's
+whole-program times are printed too.
+
 Usage (GPU machine): python3 benches/jit/run.py --gasan build/bin/gasan-run [--rounds N] [--no-sanitizer] [--out DIR]
 """
 
