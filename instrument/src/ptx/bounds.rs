@@ -25,7 +25,7 @@
 
 use super::access::{Access, AddrBase, Width};
 use super::bodies::Body;
-use super::defs::Defs;
+use super::defs::{pointer_flow, wide64, Defs, PointerFlow};
 use super::func::{FnHeader, Param};
 use super::line::NameSet;
 use super::lines::{ln, Lines, Numbered};
@@ -150,47 +150,6 @@ pub(super) struct ParamBounds {
     scaled: HashMap<String, Scaled>,
     /// The (parameter, shift) pairs whose limits the entry decodes, ascending.
     limits: Vec<(usize, u32)>,
-}
-
-/// How an instruction's destination derives from its sources.
-enum Def<'s> {
-    Param(&'s str),
-    /// The destination is the one operand (of these) that derives from a parameter, when exactly
-    /// one does and the others derive from none.
-    OneOf(&'s [&'s str]),
-    Other,
-}
-
-/// Whether an opcode moves a 64-bit integer (what a pointer parameter is read as).
-fn wide64(opcode: Opcode<'_>) -> bool {
-    // A qualifier is the text between a `.` and the next `.` or the end: found on the bytes,
-    // without splitting the opcode into its parts (asked of most instructions of a kernel, where
-    // the split cost more than the test).
-    let b = opcode.text.as_bytes();
-    (0..b.len()).any(|p| b[p] == b'.' && matches!(b.get(p + 1..p + 4), Some(b"u64" | b"s64" | b"b64")) && b.get(p + 4).is_none_or(|&c| c == b'.'))
-}
-
-fn def_of<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> Def<'s> {
-    // (Asked of every instruction of a kernel: the qualifiers are read only for the opcodes that
-    // can define a parameter's register.)
-    if !matches!(opcode.op, Op::Ld | Op::Mov | Op::Cvta | Op::Add | Op::Sub | Op::Mad) {
-        return Def::Other;
-    }
-    // (Read only where the opcode and the operand count are right.)
-    let wide64 = || wide64(opcode);
-    let src = |i: usize| operands.get(i).copied();
-    match opcode.op {
-        Op::Ld if opcode.first_qual() == Some("param") && wide64() => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
-            Some(a) => Def::Param(a.trim()),
-            None => Def::Other,
-        },
-        Op::Mov | Op::Cvta if operands.len() == 2 && wide64() => Def::OneOf(&operands[1..2]),
-        Op::Add if operands.len() == 3 && wide64() => Def::OneOf(&operands[1..3]),
-        Op::Sub if operands.len() == 3 && wide64() => Def::OneOf(&operands[1..2]),
-        // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
-        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64()) => Def::OneOf(&operands[3..4]),
-        _ => Def::Other,
-    }
 }
 
 /// What a register's one definition computes, as far as [`Scaled`] needs.
@@ -368,8 +327,8 @@ impl ParamBounds {
             let v = if !single {
                 Root::Other
             } else {
-                match def_of(ins.opcode, &ins.operands) {
-                    Def::Param(p) if is_declared(p) => {
+                match pointer_flow(ins.opcode, &ins.operands) {
+                    PointerFlow::Param(p) if is_declared(p) => {
                         let k = operands_of_params.iter().position(|q| *q == p).unwrap_or_else(|| {
                             operands_of_params.push(p);
                             operands_of_params.len() - 1
@@ -377,8 +336,8 @@ impl ParamBounds {
                         param = Some(k);
                         Root::Param(k)
                     }
-                    Def::Param(_) | Def::Other => Root::Other,
-                    Def::OneOf(ops) => {
+                    PointerFlow::Param(_) | PointerFlow::Other => Root::Other,
+                    PointerFlow::OneOf(ops) => {
                         let mut derived = ops.iter().filter_map(|o| match regs.get(o).and_then(|g| g.root) {
                             Some(Root::Param(k)) => Some(k),
                             _ => None,

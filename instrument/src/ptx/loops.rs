@@ -47,7 +47,7 @@
 use super::access::{parse_address, parse_int, AddrBase, Instr, Operands, Width};
 use super::bodies::Bodies;
 use super::branches::Branches;
-use super::defs::{Defs, ModuleDefs};
+use super::defs::{pointer_flow, Defs, ModuleDefs, PointerFlow};
 use super::line::split_lines;
 use super::lines::{ln, numbered, Lines, Piece};
 use super::opcode::Op;
@@ -728,49 +728,57 @@ impl Cmp {
     }
 }
 
-/// The loop-invariant register `g`'s addresses are offsets from: followed from the address
-/// through `mad.wide` (to its addend) and 64-bit `add`s of a constant or of a value computed in
-/// the body. `None` where there is none (a pointer that walks, a sum of two invariants).
-fn root_in_body<'a>(body: &Body<'_, 'a>, g: &Range) -> Option<&'a str> {
-    let mut d = g.def?;
-    loop {
-        let (b, st) = (&body.body[d], &body.stmts[d]);
-        let (text, srcs) = (b.ins.opcode.text, b.sources());
-        let k = if text.starts_with("mad.wide.") && srcs.len() == 3 {
-            2
-        } else if matches!(text, "add.s64" | "add.u64") && srcs.len() == 2 {
-            match [0, 1].map(|k| (parse_int(srcs[k]).is_some(), st.srcs[k].is_some())) {
-                [(false, _), (true, _)] | [(false, false), (false, true)] => 0,
-                [(true, _), (false, _)] | [(false, true), (false, false)] => 1,
-                _ => return None,
-            }
-        } else {
-            return None;
-        };
-        match st.srcs[k] {
-            Some(next) => d = next,
-            None => return (st.src_vals[k] == Val::Inv && srcs[k].starts_with('%')).then_some(srcs[k]),
-        }
-    }
+/// What a body statement's value carries of a pointer, followed through the operands that can
+/// carry one ([`pointer_flow`], as parameter bounds follow them).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Carried<'a> {
+    /// No pointer (an offset: `mul.wide`, a constant).
+    Nothing,
+    /// This loop-invariant register, plus offsets.
+    Invariant(&'a str),
+    /// A value that changes from one iteration to the next (a walking pointer), or more than one
+    /// candidate.
+    Unknown,
 }
 
-/// The kernel parameter an invariant pointer `reg` was computed from before the loop, through
-/// each register's one definition: `ld.param` (the parameter's value), `cvta.to.global`,
-/// `mad.wide`'s addend, a 64-bit `add` of a constant or of a value that reaches no parameter
-/// (Triton's row pointers: `mad.wide.s32 %rd5, %r9, 2, %rd1`). `None` where it reaches none, or
-/// two (a sum of two parameters).
+fn pointer_carried<'a>(body: &Body<'_, 'a>, d: usize) -> Carried<'a> {
+    let (b, st) = (&body.body[d], &body.stmts[d]);
+    let carriers = match pointer_flow(b.ins.opcode, &b.ins.operands) {
+        PointerFlow::OneOf(carriers) => carriers,
+        PointerFlow::Other => return Carried::Nothing,
+        PointerFlow::Param(_) => return Carried::Unknown,
+    };
+    let mut found = Carried::Nothing;
+    for (k, s) in b.sources().iter().enumerate().filter(|(_, s)| carriers.contains(*s)) {
+        let c = match st.srcs[k] {
+            Some(def) => pointer_carried(body, def),
+            None if !s.starts_with('%') => Carried::Nothing,
+            None if st.src_vals[k] == Val::Inv => Carried::Invariant(s),
+            None => Carried::Unknown,
+        };
+        found = match (found, c) {
+            (Carried::Nothing, c) | (c, Carried::Nothing) => c,
+            _ => Carried::Unknown,
+        };
+    }
+    found
+}
+
+/// The kernel parameter (its `ld.param` operand) an invariant pointer `reg` was computed from
+/// before the loop, through each register's one definition and the operands that can carry a
+/// pointer ([`pointer_flow`]; Triton's row pointers: `mad.wide.s32 %rd5, %r9, 2, %rd1`). `None` where
+/// it reaches none, or two.
 fn parameter_of(defs: &Defs<'_, '_>, reg: &str, depth: u32) -> Option<String> {
     let ins = defs.only_writer(reg)?;
-    let (text, ops) = (ins.opcode.text, &ins.operands[..]);
-    let follow = |r: &str| if depth < 16 && r.starts_with('%') { parameter_of(defs, r, depth + 1) } else { None };
-    match (text, ops.len()) {
-        (t, 2) if t.starts_with("ld.param.") && (t.ends_with(".u64") || t.ends_with(".b64") || t.ends_with(".s64")) => Some(reg.to_string()),
-        ("cvta.to.global.u64", 2) | ("mov.u64" | "mov.b64", 2) => follow(ops[1]),
-        (t, 4) if t.starts_with("mad.wide.") => follow(ops[3]),
-        ("add.s64" | "add.u64", 3) => match (follow(ops[1]), follow(ops[2])) {
-            (Some(p), None) | (None, Some(p)) => Some(p),
-            _ => None,
-        },
+    match pointer_flow(ins.opcode, &ins.operands) {
+        PointerFlow::Param(p) => Some(p.to_string()),
+        PointerFlow::OneOf(carriers) if depth < 16 => {
+            let mut params = carriers.iter().filter(|r| r.starts_with('%')).filter_map(|r| parameter_of(defs, r, depth + 1));
+            match (params.next(), params.next()) {
+                (Some(p), None) => Some(p),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -899,9 +907,17 @@ fn analyze(
     }
     let shared = shared_test(facts, (s, e), &body, &carried, regs);
     // Which ranges are off one pointer (they share a lookup, [`Emitter::range_test`]): the
-    // kernel parameter their invariant pointer was computed from, else that register.
+    // kernel parameter the one loop-invariant pointer their address carries was computed from.
+    // (Only a parameter: an invariant reached otherwise may be an offset both tensors add, as
+    // nvcc's column walks add one stride.)
     let defs = facts.bodies.holding(s).map(|f| facts.defs().of(f));
-    let roots: Vec<Option<String>> = ranges.iter().map(|g| root_in_body(&walked, g).map(|r| defs.as_ref().and_then(|d| parameter_of(d, r, 0)).unwrap_or_else(|| r.to_string()))).collect();
+    let roots: Vec<Option<String>> = ranges
+        .iter()
+        .map(|g| match (g.def.map(|d| pointer_carried(&walked, d)), &defs) {
+            (Some(Carried::Invariant(r)), Some(defs)) => parameter_of(defs, r, 0),
+            _ => None,
+        })
+        .collect();
     let (preheader, sweeps) = Emitter::new(id, &walked, &candidates, regs, scale, vote).range_test(&exit, &ranges, &roots, shared.as_ref(), &label)?;
     let fast_back_edge = format!("\t@{edge_guard} bra {}; {MARKER}\n", fast_label(id));
     let hoisted: Vec<usize> = ranges.iter().flat_map(|g| g.lines.iter().copied()).collect();

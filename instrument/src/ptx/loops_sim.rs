@@ -997,6 +997,75 @@ fn rows_off_one_pointer_share_a_lookup_and_other_pointers_keep_theirs() {
     }
 }
 
+/// Two tensors' columns walked as nvcc walks them: each a pointer advanced by a stride computed
+/// before the loop, its rows that pointer plus the stride, once and twice (`add.s64` of the
+/// previous row and the stride). The stride is the one invariant both tensors' rows add.
+const TWO_COLUMNS: &str = "
+.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry two_columns(
+	.param .u64 two_columns_param_0,
+	.param .u64 two_columns_param_1,
+	.param .u32 two_columns_param_2,
+	.param .u32 two_columns_param_3
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<12>;
+	.reg .f32 	%f<8>;
+
+	ld.param.u64 	%rd1, [two_columns_param_0];
+	ld.param.u64 	%rd2, [two_columns_param_1];
+	ld.param.u32 	%r1, [two_columns_param_2];
+	ld.param.u32 	%r2, [two_columns_param_3];
+	mul.wide.s32 	%rd5, %r2, 4;
+	mov.u32 	%r3, 0;
+$L__BB0_1:
+	add.s64 	%rd6, %rd1, %rd5;
+	add.s64 	%rd7, %rd6, %rd5;
+	ld.global.f32 	%f1, [%rd7];
+	add.s64 	%rd8, %rd2, %rd5;
+	add.s64 	%rd9, %rd8, %rd5;
+	ld.global.f32 	%f2, [%rd9];
+	add.f32 	%f3, %f1, %f2;
+	st.global.f32 	[%rd9], %f3;
+	add.s64 	%rd1, %rd7, %rd5;
+	add.s64 	%rd2, %rd9, %rd5;
+	add.s32 	%r3, %r3, 1;
+	setp.lt.s32 	%p2, %r3, %r1;
+	@%p2 bra 	$L__BB0_1;
+	ret;
+}
+";
+
+#[test]
+fn rows_off_a_shared_stride_are_not_taken_for_one_pointer() {
+    // Both tensors' rows add the same invariant (the stride), which is no pointer: each tensor
+    // keeps a lookup of its own, and with a block per tensor, exactly what the loop touches in
+    // it, the test passes.
+    let cases = versioned_cases(TWO_COLUMNS);
+    let case = &cases[0];
+    let (a, b) = (POOL_BASE + (1 << 34), POOL_BASE + (2 << 34));
+    for (n, stride) in [(1u32, 3u32), (4, 16), (9, 100)] {
+        let mut entry = entry_state(case, &[0]);
+        for (reg, v) in [("%rd1", a), ("%rd2", b), ("%rd5", u64::from(stride) * 4), ("%r1", u64::from(n)), ("%r2", u64::from(stride)), ("%r3", 0)] {
+            entry.set(reg, v);
+        }
+        let (accesses, ended) = run_loop(case, &entry);
+        assert!(ended && accesses.len() == 3 * n as usize);
+        let blocks: Vec<Block> = [a, b]
+            .iter()
+            .map(|&base| {
+                let mine = accesses.iter().filter(|x| (x.1 >> 34) == (base >> 34));
+                Block { start: mine.clone().map(|x| x.1).min().unwrap(), end: mine.map(|x| x.1 + x.2).max().unwrap(), slab: false }
+            })
+            .collect();
+        assert!(range_test_blocks(case, &entry, blocks), "n {n} stride {stride}: the two tensors' rows were looked up as one range");
+    }
+}
+
 #[test]
 fn mixed_loops_sweep_their_slab_ranges() {
     // Loops whose ranges walk different blocks, some by a small constant step (swept when their

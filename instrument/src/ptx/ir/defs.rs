@@ -14,7 +14,7 @@
 use super::access::Instr;
 use super::bodies::{Bodies, Body};
 use super::line::Line;
-use super::opcode::Op;
+use super::opcode::{Op, Opcode};
 use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
@@ -334,6 +334,50 @@ impl<'l, 'a> ModuleDefs<'l, 'a> {
             Ok(k) => Defs { lines: self.lines, index: self.slots[k].get_or_init(|| DefIndex::build(self.lines, b)) },
             Err(_) => panic!("body at line {} is not one of the module's", b.open),
         }
+    }
+}
+
+/// How an instruction's destination derives from its sources (the pointer it carries).
+pub enum PointerFlow<'s> {
+    Param(&'s str),
+    /// The destination is the one operand (of these) that derives from a parameter, when exactly
+    /// one does and the others derive from none.
+    OneOf(&'s [&'s str]),
+    Other,
+}
+
+/// Whether an opcode moves a 64-bit integer (what a pointer parameter is read as).
+pub fn wide64(opcode: Opcode<'_>) -> bool {
+    // A qualifier is the text between a `.` and the next `.` or the end: found on the bytes,
+    // without splitting the opcode into its parts (asked of most instructions of a kernel, where
+    // the split cost more than the test).
+    let b = opcode.text.as_bytes();
+    (0..b.len()).any(|p| b[p] == b'.' && matches!(b.get(p + 1..p + 4), Some(b"u64" | b"s64" | b"b64")) && b.get(p + 4).is_none_or(|&c| c == b'.'))
+}
+
+/// Which of an instruction's operands can carry a pointer parameter into its destination:
+/// parameter bounds' derivations (bounds.rs), and loop versioning's choice of the ranges that share
+/// a lookup.
+pub fn pointer_flow<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> PointerFlow<'s> {
+    // (Asked of every instruction of a kernel: the qualifiers are read only for the opcodes that
+    // can define a parameter's register.)
+    if !matches!(opcode.op, Op::Ld | Op::Mov | Op::Cvta | Op::Add | Op::Sub | Op::Mad) {
+        return PointerFlow::Other;
+    }
+    // (Read only where the opcode and the operand count are right.)
+    let wide64 = || wide64(opcode);
+    let src = |i: usize| operands.get(i).copied();
+    match opcode.op {
+        Op::Ld if opcode.first_qual() == Some("param") && wide64() => match src(1).and_then(|a| a.strip_prefix('[')).and_then(|a| a.strip_suffix(']')) {
+            Some(a) => PointerFlow::Param(a.trim()),
+            None => PointerFlow::Other,
+        },
+        Op::Mov | Op::Cvta if operands.len() == 2 && wide64() => PointerFlow::OneOf(&operands[1..2]),
+        Op::Add if operands.len() == 3 && wide64() => PointerFlow::OneOf(&operands[1..3]),
+        Op::Sub if operands.len() == 3 && wide64() => PointerFlow::OneOf(&operands[1..2]),
+        // mad.wide.{s,u}32 d, a, b, c / mad.lo.{s,u}64 d, a, b, c: the 64-bit addend.
+        Op::Mad if operands.len() == 4 && (opcode.quals().any(|q| q == "wide") || wide64()) => PointerFlow::OneOf(&operands[3..4]),
+        _ => PointerFlow::Other,
     }
 }
 
