@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""A ptxas stand-in for diagnosing what a checked Triton kernel's steady state pays for: it takes
+ptxas's command line, and when the PTX file it is handed is checked (declares gasan's control
+block), it takes parts of the checks out before running the real ptxas with the same arguments.
+The result is unsound on purpose: a measurement, never a build to run programs under.
+
+Set as gasan-ptxas's real ptxas (`GASAN_REAL_PTXAS=benches/diag/ptx_variant.py`), with the
+variant in `GASAN_PTX_VARIANT` (parts joined by commas) and the real tool in `PTX_VARIANT_PTXAS`
+(default: Triton's bundled ptxas). Unchecked PTX and every other command line pass through as
+they are. Parts, in each kernel (`.entry`) of the module:
+
+  norange  a loop's range test (the block that ends `@!%gshN_M bra.uni`) has no instructions left,
+           so the fast copy of the loop always runs and the checked copy is unreachable;
+  nopre    the checks between the entry's parameter-bounds prologue and the first range test
+           lose their instructions (their register declarations and labels stay);
+  nopost   likewise for the checks after the last versioned loop (`$gasan_loopN_done:`) up to
+           the kernel's first `ret`.
+
+The entry's parameter-bounds lookups stay in every variant: the checks left use them.
+Used by scripts/gpu-batch.sh's `variants` step (benches/jit/pair.py under each variant).
+"""
+import os
+import re
+import subprocess
+import sys
+
+GASAN = "//gasan"
+RANGE_BRANCH = re.compile(r"@!%gsh\d+_\d+ bra\.uni ")
+
+
+def real_ptxas():
+    if os.environ.get("PTX_VARIANT_PTXAS"):
+        return os.environ["PTX_VARIANT_PTXAS"]
+    import triton  # the image's Triton: its bundled ptxas
+
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+
+def is_instruction(line):
+    """A line of gasan's that does something: not a declaration, a label or a brace."""
+    s = line.split(GASAN)[0].strip()
+    return bool(s) and not s.startswith(".reg") and not s.endswith(":") and s not in ("{", "}")
+
+
+def blocks(lines, lo, hi):
+    """The `{ //gasan` ... `} //gasan` blocks opened in lines[lo:hi], outermost, as (open, close)."""
+    out, depth, start = [], 0, None
+    for i in range(lo, hi):
+        s = lines[i].strip()
+        if s == "{ " + GASAN or s == "{" + GASAN:
+            if depth == 0:
+                start = i
+            depth += 1
+        elif (s == "} " + GASAN or s == "}" + GASAN) and depth:
+            depth -= 1
+            if depth == 0:
+                out.append((start, i))
+    return out
+
+
+def strip(lines, lo, hi, keep):
+    """Blanks gasan's instructions in lines[lo:hi] except the lines of `keep`."""
+    n = 0
+    for i in range(lo, hi):
+        if i not in keep and lines[i].rstrip().endswith(GASAN) and is_instruction(lines[i]):
+            lines[i] = ""
+            n += 1
+    return n
+
+
+def vary(text, parts):
+    lines = text.split("\n")
+    entries = [i for i, l in enumerate(lines) if re.match(r"\s*(\.visible\s+)?\.entry\s", l)]
+    counts = {p: 0 for p in parts}
+    for k, e in enumerate(entries):
+        end = entries[k + 1] if k + 1 < len(entries) else len(lines)
+        bl = blocks(lines, e, end)
+        prologue = next(((a, b) for a, b in bl if any("%gsbt" in lines[j] for j in range(a, b))), None)
+        ranges = [(a, b) for a, b in bl if any(RANGE_BRANCH.search(lines[j]) for j in range(a, b + 1))]
+        done = [i for i in range(e, end) if re.match(r"\s*\$gasan_loop\d+_done:", lines[i])]
+        ret = next((i for i in range(done[-1] if done else e, end) if re.match(r"\s*ret;", lines[i]) and GASAN not in lines[i]), end)
+        body_start = prologue[1] + 1 if prologue else e
+        if "norange" in parts:
+            for a, b in ranges:
+                counts["norange"] += strip(lines, a, b + 1, set())
+        if "nopre" in parts and ranges:
+            counts["nopre"] += strip(lines, body_start, ranges[0][0], set())
+        if "nopost" in parts and done:
+            counts["nopost"] += strip(lines, done[-1], ret, set())
+    return "\n".join(lines), counts
+
+
+def main():
+    args = sys.argv[1:]
+    parts = [p for p in os.environ.get("GASAN_PTX_VARIANT", "").split(",") if p]
+    unknown = [p for p in parts if p not in ("norange", "nopre", "nopost")]
+    if unknown:
+        sys.exit(f"ptx_variant: unknown part(s) {unknown}")
+    ptx = [i for i, a in enumerate(args) if a.endswith(".ptx") and os.path.isfile(a)]
+    if parts and len(ptx) == 1:
+        text = open(args[ptx[0]]).read()
+        if "__gasan_ctl" in text:
+            varied, counts = vary(text, parts)
+            out = args[ptx[0]][:-4] + ".variant.ptx"
+            with open(out, "w") as f:
+                f.write(varied)
+            args[ptx[0]] = out
+            sys.stderr.write(f"ptx_variant: {counts}\n")
+    sys.exit(subprocess.run([real_ptxas()] + args).returncode)
+
+
+if __name__ == "__main__":
+    main()
