@@ -13,6 +13,8 @@ they are. Parts, in each kernel (`.entry`) of the module:
            so the fast copy of the loop always runs and the checked copy is unreachable;
   nopre    the checks between the entry's parameter-bounds prologue and the first range test
            lose their instructions (their register declarations and labels stay);
+  nopreshared, npreglobal
+           nopre's shared/local checks only (blocks declaring `%gso` registers), or all but them;
   nopost   likewise for the checks after the last versioned loop (`$gasan_loopN_done:`) up to
            the kernel's first `ret`.
 
@@ -85,6 +87,13 @@ def vary(text, parts):
                 counts["norange"] += strip(lines, a, b + 1, set())
         if "nopre" in parts and ranges:
             counts["nopre"] += strip(lines, body_start, ranges[0][0], set())
+        for part, shared in (("nopreshared", True), ("nopreglobal", False)):
+            if part in parts and ranges:
+                for a, b in blocks(lines, body_start, ranges[0][0]):
+                    if any("%gso" in lines[j] and ".reg" in lines[j] for j in range(a, b)) == shared:
+                        counts[part] += strip(lines, a, b + 1, set())
+                if not shared:
+                    counts[part] += strip(lines, body_start, ranges[0][0], {j for a, b in blocks(lines, body_start, ranges[0][0]) for j in range(a, b + 1)})
         if "nopost" in parts and done:
             counts["nopost"] += strip(lines, done[-1], ret, set())
     return "\n".join(lines), counts
@@ -93,7 +102,7 @@ def vary(text, parts):
 def main():
     args = sys.argv[1:]
     parts = [p for p in os.environ.get("GASAN_PTX_VARIANT", "").split(",") if p]
-    unknown = [p for p in parts if p not in ("norange", "nopre", "nopost")]
+    unknown = [p for p in parts if p not in ("norange", "nopre", "nopreshared", "nopreglobal", "nopost")]
     if unknown:
         sys.exit(f"ptx_variant: unknown part(s) {unknown}")
     ptx = [i for i, a in enumerate(args) if a.endswith(".ptx") and os.path.isfile(a)]
