@@ -257,7 +257,7 @@ pub struct Instrumented {
 }
 
 /// Changes whenever the same input and options produce different checked PTX (cache keys use it).
-pub const REVISION: u32 = 103;
+pub const REVISION: u32 = 104;
 
 /// Instruments a PTX module.
 ///
