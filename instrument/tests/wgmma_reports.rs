@@ -89,3 +89,32 @@ fn the_fast_loop_leaves_the_staged_shared_copies_to_the_range_test() {
     assert!(test.contains("%r454, 0;") && test.contains("%r454, 2,"), "the stage counter's entry is tested:\n{test}");
     assert!(!test.contains("%r453"), "a counter no covered copy uses is not tested");
 }
+
+#[test]
+fn a_fast_path_in_a_wgmma_kernel_skips_the_whole_test_and_reports_after_its_join() {
+    // In a kernel that uses `wgmma`, a check's branch to its report comes after its
+    // kernel-parameter fast path has joined; the verdict is "good" before the skip, so the shadow
+    // load and the encoding test are both inside it, and nothing of the test runs on the path
+    // nearly every access takes.
+    for (name, native) in [("matmul", include_str!("data/triton_matmul_hinted.ptx")), ("attention", include_str!("data/triton_attention_hinted.ptx"))] {
+        let checked = instrument_ptx(native, &InstrumentOptions::default()).unwrap().ptx;
+        let lines: Vec<&str> = checked.lines().map(|l| l.split("//gasan").next().unwrap().trim()).collect();
+        let mut fast_paths = 0;
+        for (k, l) in lines.iter().enumerate() {
+            let Some(label) = l.strip_prefix("@!%gsp0 bra ").and_then(|t| t.strip_suffix(';')).filter(|t| t.starts_with("$gasan_inb_")) else { continue };
+            let join = k + lines[k..].iter().position(|m| *m == format!("{label}:")).expect("the skip joins");
+            let verdict_set = lines[..k].iter().rposition(|m| *m == "setp.ne.u32 %gsp1, 0, 0;").expect("a verdict before the skip");
+            assert!(!lines[verdict_set + 1..k].iter().any(|m| m.contains("%gsp1")), "{name}: the verdict stands until the skip:\n{}", lines[verdict_set..=join + 1].join("\n"));
+            let skipped = &lines[k + 1..join];
+            assert!(
+                skipped.iter().any(|m| m.starts_with("@%gsp0 ld.global.nc.u8")) && skipped.iter().any(|m| m.starts_with("setp.le.u32 %gsp1,")),
+                "{name}: load and test are skipped:\n{}",
+                skipped.join("\n")
+            );
+            assert!(!skipped.iter().any(|m| m.contains(" bra ")), "{name}: no branch leaves the skip");
+            assert!(lines[join + 1].starts_with("@%gsp1 bra $gasan_fail_"), "{name}: the report's branch follows the join");
+            fast_paths += 1;
+        }
+        assert!(fast_paths >= 16, "{name}: {fast_paths} fast paths");
+    }
+}

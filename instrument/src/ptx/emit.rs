@@ -497,16 +497,28 @@ fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str
 /// them, which grants all its bytes (three fewer instructions and one fewer predicate per check
 /// on the path nearly every access takes).
 ///
-/// With [`Form::fails_after_joins`] the fast path skips only the shadow load and the branch to the
-/// report comes after it has joined: a branch out of the skip from inside it made ptxas give up
-/// the uniform registers of a `wgmma` loop after it, even a loop with no check (the pipelined
-/// matmul's fast loop: 209 SASS instructions an iteration, 32 of them `R2UR`, against 172 with
-/// its range test's vote, native 167). The encoding test then runs on every pass (the fast path
-/// leaves a shadow byte that grants the access).
+/// With [`Form::fails_after_joins`] the branch to the report comes after the fast path has
+/// joined: a branch out of the skip from inside it made ptxas give up the uniform registers of a
+/// `wgmma` loop after it, even a loop with no check (the pipelined matmul's fast loop: 209 SASS
+/// instructions an iteration, 32 of them `R2UR`, against 172 with its range test's vote, native
+/// 167). The verdict is set "good" before the skip, so the encoding test stays inside it (up to
+/// REVISION 104 it ran on every pass, on a shadow byte the fast path left granting the access:
+/// four more instructions a check on the path nearly every access takes).
 fn probe_branch(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Option<&FastPath>, at: (u32, &str)) {
     let (label, suffix) = at;
     if form.fails_after_joins {
-        probe_test(out, form, addr_reg, check_width, guard, fast.map(|fp| (fp, suffix)));
+        match fast {
+            // The fast path leaves the verdict "good" and skips the whole test, shadow load and
+            // encoding test both; only the branch to the report, after the join, is on it.
+            Some(fp) => {
+                out.text("setp.ne.u32 %gsp1, 0, 0;");
+                fast_test(out, addr_reg, fp);
+                ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");
+                probe_test(out, form, addr_reg, check_width, guard, None);
+                ln!(out; fp.label, suffix, ":");
+            }
+            None => probe_test(out, form, addr_reg, check_width, guard, None),
+        }
         ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
         return;
     }
