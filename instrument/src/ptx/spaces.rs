@@ -974,6 +974,9 @@ pub(super) enum Role {
 /// The groups of the module's shared/local accesses, by (line index, statement index in line).
 /// Lines in `skip` (loop versioning's own lines) are never accesses; the accesses on lines in
 /// `range_tested` are [`Role::RangeTested`]. `locs`: the source location at each line.
+/// Largest offset from its root register an access is grouped at ([`Sums::rebased`]).
+const MAX_SUM_OFFSET: i64 = 1 << 24;
+
 /// Registers that hold another register plus a constant, from an unguarded `add` of an integer
 /// (`%r46 = %r44 + 2048`: Triton's pipelined loads write each stage's shared destination so),
 /// known along a straight line of code: forgotten at a label or any statement that ends the
@@ -1017,6 +1020,8 @@ impl<'a> Sums<'a> {
                 Some(_) => return None,
                 None => (*base, add),
             };
+            // A 32-bit sum wraps: `0xFFFFFFF0` adds -16.
+            let k = if bits == 32 { i64::from(k as i32) } else { k };
             Some((*dst, root, k, bits))
         });
         for d in dests {
@@ -1041,7 +1046,10 @@ impl<'a> Sums<'a> {
             _ => Base::Generic(root.to_string()),
         };
         (b == bits).then_some(())?;
-        Some(SpaceCheck { base, offset: c.offset.checked_add(k)?, ..c.clone() })
+        // Offsets stay far from wrapping: a group's range is one interval of the variable only
+        // while its members' offsets are (shared and local variables are far smaller).
+        let offset = c.offset.checked_add(k).filter(|o| o.abs() < MAX_SUM_OFFSET)?;
+        Some(SpaceCheck { base, offset, ..c.clone() })
     }
 }
 
@@ -1621,7 +1629,9 @@ mod group_tests {
                     add.s32 %r3, %r2, 16;\nst.shared.f32 [%r3], %f3;\n\
                     add.s32 %r1, %r1, %r8;\nst.shared.f32 [%r2], %f4;\nst.shared.f32 [%r3+4], %f5;\n\
                     add.s32 %r4, %r1, 64;\n$L1:\nst.shared.f32 [%r1], %f6;\nst.shared.f32 [%r4], %f7;\n\
-                    bar.sync 0;\nadd.s32 %r5, %r1, 64;\nmov.u32 %r5, %r9;\nst.shared.f32 [%r1+4], %f8;\nst.shared.f32 [%r5], %f1;\n}\n";
+                    bar.sync 0;\nadd.s32 %r5, %r1, 64;\nmov.u32 %r5, %r9;\nst.shared.f32 [%r1+4], %f8;\nst.shared.f32 [%r5], %f1;\n\
+                    bar.sync 0;\nadd.u32 %r6, %r1, 0xFFFFFFF0;\nst.shared.f32 [%r1+16], %f2;\nst.shared.f32 [%r6], %f3;\n\
+                    add.s32 %r7, %r1, 33554432;\nst.shared.f32 [%r7], %f4;\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
@@ -1653,6 +1663,14 @@ mod group_tests {
         assert!(!roles.contains_key(&(at("%f6;"), 0)) && !roles.contains_key(&(at("%f7;"), 0)));
         // %r5 overwritten after its sum.
         assert!(!roles.contains_key(&(at("%f8;"), 0)));
+        // A 32-bit sum wraps: %r6 is %r1 - 16, grouped at offset -16 with the access at +16; one
+        // 32 MiB away is not grouped.
+        match roles.get(&(at("[%r1+16]"), 0)) {
+            Some(Role::Leader(members)) => assert_eq!(members.iter().map(|mb| mb.check.offset).collect::<Vec<_>>(), vec![16, -16]),
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(roles.get(&(at("[%r6]"), 0)), Some(Role::Covered)));
+        assert!(!roles.contains_key(&(at("[%r7]"), 0)));
     }
 
     #[test]
