@@ -1300,9 +1300,7 @@ pub(super) fn reports_through_calls(body: &mut String, stubs: &mut Vec<String>) 
             if let Some(report) = t.strip_prefix("bra.uni ").and_then(|r| r.strip_suffix(';')).and_then(ReportBlock::of_label) {
                 plain.insert(label.clone(), report);
                 current = None;
-            } else if t.contains("bra") || t.contains("trap") || t.contains("call") || t.contains("ret;") || t.contains("exit") || t.ends_with(':') {
-                // (A guarded statement that is not control, a predicated move of the report's
-                // address or site, leaves the stub plain.)
+            } else if t.starts_with('@') || t.contains("bra") || t.starts_with("trap") || t.starts_with("call") || t.ends_with(':') {
                 current = None;
             }
         }

@@ -1593,7 +1593,11 @@ impl<'l> Module<'_, 'l> {
         module_spaces.top_params.clone_from(top_params);
         spaces::analyze_functions(self.lines, bodies, &defs, &mut module_spaces);
         // 10. Shared/local checks grouped or proven needless.
-        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.space_covered, self.locs) } else { HashMap::default() };
+        // (Not through sums in a `wgmma` kernel's loops: there a group's stub, whose jumps never
+        // come back, made ptxas serialize attention's `wgmma` (C7518), and one that comes back,
+        // through a call, cost the unhinted matmul's fast loop 1,197 → 1,748 SASS instructions.)
+        let sums_at = |i: usize| !(self.wgmma && self.branches.in_loop(i));
+        let space_groups = if planned { spaces::group_accesses(self.lines, bodies, &defs, &module_spaces, self.space_covered, self.locs, &sums_at) } else { HashMap::default() };
         // 11. Each kernel's pointer parameters looked up at its entry.
         let bounds = match opts.param_bounds {
             true => bodies

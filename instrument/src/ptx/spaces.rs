@@ -1060,6 +1060,7 @@ pub(super) fn group_accesses<'a>(
     m: &ModuleSpaces,
     range_tested: &super::LineSet,
     locs: &[Option<super::Loc>],
+    sums_at: &dyn Fn(usize) -> bool,
 ) -> HashMap<(usize, usize), Role> {
     let mut roles = HashMap::default();
     if m.is_empty() {
@@ -1139,7 +1140,7 @@ pub(super) fn group_accesses<'a>(
                     };
                     // (Lane-limited checks stand alone: a range check is every lane's.)
                     if let Some((c, true)) = check.filter(|(c, _)| c.lanes == 32 && c.width_reg.is_none()) {
-                        let c = sums.rebased(&c).unwrap_or(c);
+                        let c = if sums_at(i) { sums.rebased(&c).unwrap_or(c) } else { c };
                         let reg = match &c.base {
                             Base::Window(r, _) | Base::Generic(r) => Some(r.clone()),
                             // A called function's accesses through a pointer its caller made: each
@@ -1417,19 +1418,16 @@ pub(super) fn emit_group(members: &[Member], sites: &[u32], indent: &str, label:
     v.text("}");
     let mut s = Lines::new(&mut stub, indent);
     ln!(s; "$gasan_sfail_", label, ":");
-    // The range failed, so one end's member fails. Each failing member records its address and
-    // site, the last ones first, so that the first failing member's are what is reported, and one
-    // jump leaves for the report: a stub with no branch of its own, which halt mode's calls can
-    // turn into a report that comes back (emit.rs `reports_through_calls`), where a jump to code
-    // that never comes back would make ptxas serialize a loop's `wgmma` (C7518).
-    for (mb, &site) in members.iter().zip(sites).rev() {
+    for (mb, &site) in members.iter().zip(sites) {
         s.text("{");
         let bits = check_body(&mut s, &mb.check, None);
         offset_to_b64(&mut s, "@%gsq0 ", bits, LAST_ADDR);
         ln!(s; "@%gsq0 mov.b64 ", LAST_SITE, ", ", packed_site(&mb.check, site), ";");
+        ln!(s; "@%gsq0 bra.uni ", SPACE_FAIL, ";");
         s.text("}");
     }
-    ln!(s; "bra.uni ", SPACE_FAIL, ";");
+    // The range failed, so one end's member fails: never reached.
+    s.text("trap;");
     (inline, stub)
 }
 
@@ -1592,7 +1590,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1601,10 +1599,7 @@ mod group_tests {
                 let (sites, label) = ([0, 1, 2], 7);
                 let (inline, stub) = emit_group(members, &sites, "\t", label);
                 assert!(inline.contains("setp.gt.u32 %gsq0, %gso0, 116;"), "{inline}");
-                // One jump to the report, after every member has recorded itself when it fails.
-                assert_eq!(stub.matches("bra").count(), 1, "{stub}");
-                assert!(stub.lines().last().is_some_and(|l| l.contains("bra.uni $gasan_fail_space;")), "{stub}");
-                assert_eq!(stub.matches("@%gsq0 mov.b64 %gss, ").count(), 3, "{stub}");
+                assert_eq!(stub.matches("bra.uni $gasan_fail_space;").count(), 3, "{stub}");
             }
             o => panic!("{o:?}"),
         }
@@ -1636,7 +1631,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1;"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1648,10 +1643,9 @@ mod group_tests {
                 // The stub's recheck is through %r1 too: %r2 and %r3 may not hold their values
                 // yet at the leader, where it runs.
                 assert!(!stub.contains("%r2") && !stub.contains("%r3"), "{stub}");
-                // The first member's record is made last: it is the one reported.
+                // Rechecked in order, each failing member reported at once: the first one is.
                 let record = |k: usize| format!("mov.b64 %gss, {};", packed_site(&members[k].check, k as u32));
-                let first = stub.find(&record(0)).expect("site 0");
-                assert!(stub.find(&record(2)).expect("site 2") < first, "{stub}");
+                assert!(stub.find(&record(0)).expect("site 0") < stub.find(&record(2)).expect("site 2"), "{stub}");
             }
             o => panic!("{o:?}"),
         }
@@ -1688,7 +1682,7 @@ mod group_tests {
         let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &tops);
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1698,7 +1692,7 @@ mod group_tests {
                 // [0, 32) from %rd2: bad when %rd2 + 31 reaches the top, in 32 bits.
                 assert!(inline.contains("cvt.u32.u64 %gso0, %rd2;") && inline.contains("sub.s32 %gso0, %gso0, %gso1;"), "{inline}");
                 assert!(inline.contains("setp.ge.s32 %gsq0, %gso0, -31;"), "{inline}");
-                assert_eq!(stub.matches("bra").count(), 1, "{stub}");
+                assert_eq!(stub.matches("bra.uni $gasan_fail_space;").count(), 4, "{stub}");
             }
             o => panic!("{o:?}"),
         }
@@ -1734,7 +1728,7 @@ mod group_tests {
         let bodies = Bodies::scan(&lines);
         let defs = ModuleDefs::new(&lines, &bodies);
         let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
             matches!(roles.get(&(i, 0)), Some(Role::Available))
@@ -1811,7 +1805,7 @@ mod group_tests {
             let bodies = Bodies::scan(&lines);
             let defs = ModuleDefs::new(&lines, &bodies);
             let m = analyze(&lines, &bodies, &defs, &Default::default());
-            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()]);
+            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;
             let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();
