@@ -971,9 +971,6 @@ pub(super) enum Role {
     RangeTested,
 }
 
-/// The groups of the module's shared/local accesses, by (line index, statement index in line).
-/// Lines in `skip` (loop versioning's own lines) are never accesses; the accesses on lines in
-/// `range_tested` are [`Role::RangeTested`]. `locs`: the source location at each line.
 /// Largest offset from its root register an access is grouped at ([`Sums::rebased`]).
 const MAX_SUM_OFFSET: i64 = 1 << 24;
 
@@ -1040,12 +1037,11 @@ impl<'a> Sums<'a> {
             Base::Generic(r) => (r, 64),
             _ => return None,
         };
-        let &(root, k, b) = self.of.get(reg.as_str())?;
+        let &(root, k, b) = self.of.get(reg.as_str()).filter(|&&(_, _, b)| b == bits)?;
         let base = match &c.base {
-            Base::Window(_, bits) => Base::Window(root.to_string(), *bits),
+            Base::Window(..) => Base::Window(root.to_string(), b),
             _ => Base::Generic(root.to_string()),
         };
-        (b == bits).then_some(())?;
         // Offsets stay far from wrapping: a group's range is one interval of the variable only
         // while its members' offsets are (shared and local variables are far smaller).
         let offset = c.offset.checked_add(k).filter(|o| o.abs() < MAX_SUM_OFFSET)?;
@@ -1053,6 +1049,10 @@ impl<'a> Sums<'a> {
     }
 }
 
+/// The groups of the module's shared/local accesses, by (line index, statement index in line).
+/// Lines in `skip` (loop versioning's own lines) are never accesses; the accesses on lines in
+/// `range_tested` are [`Role::RangeTested`]. `locs`: the source location at each line.
+/// `sums_at`: whether an access on that line may be grouped through a sum ([`Sums`]).
 pub(super) fn group_accesses<'a>(
     lines: &[Line<'a>],
     bodies: &Bodies,
