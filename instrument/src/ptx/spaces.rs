@@ -1575,6 +1575,16 @@ mod tests {
 mod group_tests {
     use super::*;
 
+    /// The module's provenance and the groups of `lines`' accesses (`tops`: the functions
+    /// called with their callers' frame top), every line free to group through sums.
+    fn roles_of(lines: &[Line<'_>], tops: &FxHashSet<String>) -> (ModuleSpaces, HashMap<(usize, usize), Role>) {
+        let bodies = Bodies::scan(lines);
+        let defs = ModuleDefs::new(lines, &bodies);
+        let m = analyze(lines, &bodies, &defs, tops);
+        let roles = group_accesses(lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
+        (m, roles)
+    }
+
     #[test]
     fn same_register_accesses_of_one_block_form_one_range_check_until_redefined() {
         // (%r1 defined twice: thread_ranges.rs proves nothing from it, so its constant offsets stay
@@ -1587,10 +1597,7 @@ mod group_tests {
                     @%p1 ld.shared.f32 %f5, [%r1+4];\n\
                     bar.sync 0;\nld.shared.f32 %f6, [%r1];\nld.shared.f32 %f7, [%r1+124];\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
-        let bodies = Bodies::scan(&lines);
-        let defs = ModuleDefs::new(&lines, &bodies);
-        let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
+        let (_, roles) = roles_of(&lines, &Default::default());
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("[%r2];"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1628,10 +1635,7 @@ mod group_tests {
                     bar.sync 0;\nadd.u32 %r6, %r1, 0xFFFFFFF0;\nst.shared.f32 [%r1+16], %f2;\nst.shared.f32 [%r6], %f3;\n\
                     add.s32 %r7, %r1, 33554432;\nst.shared.f32 [%r7], %f4;\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
-        let bodies = Bodies::scan(&lines);
-        let defs = ModuleDefs::new(&lines, &bodies);
-        let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
+        let (_, roles) = roles_of(&lines, &Default::default());
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1;"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1678,11 +1682,8 @@ mod group_tests {
                     ld.local.f32 %f1, [%rd2];\nld.local.f32 %f2, [%rd2+28];\nld.local.f32 %f3, [%rd2+4];\n\
                     ld.local.u64 %rd3, [%rd2+8];\nld.local.f32 %f4, [%rd3];\nld.local.f32 %f5, [%rd3+4];\nret;\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
-        let bodies = Bodies::scan(&lines);
         let tops: FxHashSet<String> = ["f".to_string()].into_iter().collect();
-        let defs = ModuleDefs::new(&lines, &bodies);
-        let m = analyze(&lines, &bodies, &defs, &tops);
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
+        let (m, roles) = roles_of(&lines, &tops);
         let at = |needle: &str| lines.iter().position(|l| l.raw.contains(needle)).unwrap();
         match roles.get(&(at("%f1"), 0)) {
             Some(Role::Leader(members)) => {
@@ -1725,10 +1726,7 @@ mod group_tests {
                     $L3:\nld.shared.f32 %f5, [%r2+0];\nadd.s32 %r2, %r2, 4;\n@%p3 bra $L3;\nld.shared.f32 %f6, [%r2];\n\
                     @%p1 ld.shared.f32 %f7, [%r4];\nld.shared.f32 %f8, [%r4];\nret;\n}\n";
         let lines = Line::read_all(body.split_inclusive('\n'));
-        let bodies = Bodies::scan(&lines);
-        let defs = ModuleDefs::new(&lines, &bodies);
-        let m = analyze(&lines, &bodies, &defs, &Default::default());
-        let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
+        let (_, roles) = roles_of(&lines, &Default::default());
         let available = |needle: &str| {
             let i = lines.iter().position(|l| l.raw.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
             matches!(roles.get(&(i, 0)), Some(Role::Available))
@@ -1802,10 +1800,7 @@ mod group_tests {
             }
             body.push_str("ret;\n}\n");
             let lines = Line::read_all(body.split_inclusive('\n'));
-            let bodies = Bodies::scan(&lines);
-            let defs = ModuleDefs::new(&lines, &bodies);
-            let m = analyze(&lines, &bodies, &defs, &Default::default());
-            let roles = group_accesses(&lines, &bodies, &defs, &m, &Default::default(), &vec![None; lines.len()], &|_| true);
+            let (_, roles) = roles_of(&lines, &Default::default());
             // Line index of each item (items are one per line, after the set-up lines).
             let at = |k: usize| first_line + k;
             let label_at: std::collections::HashMap<u8, usize> = items.iter().enumerate().filter_map(|(k, g)| match g { Gen::Label(l) => Some((*l, k)), _ => None }).collect();
