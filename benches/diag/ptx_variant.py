@@ -60,11 +60,28 @@ def blocks(lines, lo, hi):
     return out
 
 
-def strip(lines, lo, hi, keep):
-    """Blanks gasan's instructions in lines[lo:hi] except the lines of `keep`."""
+# A masked run's access (masked_runs.rs) runs under gasan's verdict, `@%gsgN`, set by
+# `setp.eq.and.u32 %gsgN, <mask bit>, 0, <the access's own guard>;`: the program's statement,
+# marked as gasan's. Stripped, it gets its own guard back.
+RUN_GUARD = re.compile(r"^(\s*)@(%gsg\d+)\s+(.*?)\s*" + re.escape(GASAN) + r"\s*$")
+RUN_VERDICT = re.compile(r"setp\.eq\.and\.u32\s+(%gsg\d+),\s*[^,]+,\s*[^,]+,\s*(!?%\w+)\s*;")
+
+
+def strip(lines, lo, hi, keep, guards):
+    """Blanks gasan's instructions in lines[lo:hi] except the lines of `keep`; a masked run's
+    access keeps its statement under its own guard (`guards`: run verdict -> the guard)."""
     n = 0
     for i in range(lo, hi):
-        if i not in keep and lines[i].rstrip().endswith(GASAN) and is_instruction(lines[i]):
+        access = RUN_GUARD.match(lines[i])
+        if i in keep:
+            continue
+        if access:
+            own = guards.get(access.group(2))
+            if own is None:
+                sys.exit(f"ptx_variant: no guard found for the run access at line {i + 1}: {lines[i].strip()}")
+            lines[i] = f"{access.group(1)}@{own} {access.group(3)}"
+            continue
+        if lines[i].rstrip().endswith(GASAN) and is_instruction(lines[i]):
             lines[i] = ""
             n += 1
     return n
@@ -74,6 +91,7 @@ def vary(text, parts):
     lines = text.split("\n")
     entries = [i for i, l in enumerate(lines) if re.match(r"\s*(\.visible\s+)?\.entry\s", l)]
     counts = {p: 0 for p in parts}
+    guards = {m.group(1): m.group(2) for m in RUN_VERDICT.finditer(text)}
     for k, e in enumerate(entries):
         end = entries[k + 1] if k + 1 < len(entries) else len(lines)
         bl = blocks(lines, e, end)
@@ -84,18 +102,18 @@ def vary(text, parts):
         body_start = prologue[1] + 1 if prologue else e
         if "norange" in parts:
             for a, b in ranges:
-                counts["norange"] += strip(lines, a, b + 1, set())
+                counts["norange"] += strip(lines, a, b + 1, set(), guards)
         if "nopre" in parts and ranges:
-            counts["nopre"] += strip(lines, body_start, ranges[0][0], set())
+            counts["nopre"] += strip(lines, body_start, ranges[0][0], set(), guards)
         for part, shared in (("nopreshared", True), ("nopreglobal", False)):
             if part in parts and ranges:
                 for a, b in blocks(lines, body_start, ranges[0][0]):
                     if any("%gso" in lines[j] and ".reg" in lines[j] for j in range(a, b)) == shared:
-                        counts[part] += strip(lines, a, b + 1, set())
+                        counts[part] += strip(lines, a, b + 1, set(), guards)
                 if not shared:
-                    counts[part] += strip(lines, body_start, ranges[0][0], {j for a, b in blocks(lines, body_start, ranges[0][0]) for j in range(a, b + 1)})
+                    counts[part] += strip(lines, body_start, ranges[0][0], {j for a, b in blocks(lines, body_start, ranges[0][0]) for j in range(a, b + 1)}, guards)
         if "nopost" in parts and done:
-            counts["nopost"] += strip(lines, done[-1], ret, set())
+            counts["nopost"] += strip(lines, done[-1], ret, set(), guards)
     return "\n".join(lines), counts
 
 
