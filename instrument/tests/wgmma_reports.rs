@@ -124,3 +124,16 @@ fn a_fast_path_in_a_wgmma_kernel_skips_the_whole_test_and_reports_after_its_join
         assert!(fast_paths >= 16, "{name}: {fast_paths} fast paths");
     }
 }
+
+#[test]
+fn range_tests_divide_by_a_power_of_two_with_shifts() {
+    // Triton's K loops step by a power of two (BN = 64, BK = 32). ptxas 13.0 calls a division
+    // subroutine for `div.u64` even by a constant: five calls on the path before attention's
+    // loop, six before the matmul's. The trip counts are shifts instead.
+    for (name, native) in [("matmul", include_str!("data/triton_matmul_hinted.ptx")), ("attention", include_str!("data/triton_attention_hinted.ptx"))] {
+        let checked = instrument_ptx(native, &InstrumentOptions::default()).unwrap().ptx;
+        let test = &checked[..checked.find("$gasan_loop0:").expect("the loop is versioned")];
+        assert!(!test.contains("div.u64") && !test.contains("rem.u64"), "{name}: a division left in the range test");
+        assert!(test.contains("shr.u64 %gsh0_"), "{name}: the trip count is a shift");
+    }
+}

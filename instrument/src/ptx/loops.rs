@@ -1065,6 +1065,26 @@ impl<'b, 'a> Emitter<'b, 'a> {
         }
     }
 
+    /// `dst = n / d` and, with `rem`, `rem = n % d`, unsigned 64-bit. A power of two divides by a
+    /// shift and a mask: ptxas 13.0 calls a division subroutine for `div.u64` even by a
+    /// constant (five calls before attention's loop, each on the path every launch takes).
+    fn divide_u64(&mut self, dst: &str, n: &str, d: &str, rem: Option<&str>) {
+        match d.parse::<u64>().ok().filter(|k| k.is_power_of_two()) {
+            Some(k) => {
+                ln!(self; "shr.u64 ", dst, ", ", n, ", ", k.trailing_zeros(), ";");
+                if let Some(r) = rem {
+                    ln!(self; "and.b64 ", r, ", ", n, ", ", k - 1, ";");
+                }
+            }
+            None => {
+                ln!(self; "div.u64 ", dst, ", ", n, ", ", d, ";");
+                if let Some(r) = rem {
+                    ln!(self; "rem.u64 ", r, ", ", n, ", ", d, ";");
+                }
+            }
+        }
+    }
+
     /// The test's statements ([`ln!`] writes through [`Emitter::line`]).
     fn lines(&mut self) -> Lines<'_> {
         Lines::new(&mut self.code, "\t")
@@ -1609,8 +1629,7 @@ impl<'b, 'a> Emitter<'b, 'a> {
                 }
                 let n = self.widen(&d, bits, false);
                 let (r, a) = (self.temp("b64"), k.unsigned_abs());
-                ln!(self; "div.u64 ", tm1, ", ", n, ", ", a, ";");
-                ln!(self; "rem.u64 ", r, ", ", n, ", ", a, ";");
+                self.divide_u64(&tm1, &n, &a.to_string(), Some(&r));
                 ln!(self; "setp.eq.u64 ", q, ", ", r, ", 0;");
                 ln!(self; "and.pred ", ok, ", ", ok, ", ", q, ";");
             }
@@ -1658,9 +1677,9 @@ impl<'b, 'a> Emitter<'b, 'a> {
                     // ceil(dist / |step|)
                     ln!(self; "add.s64 ", dist, ", ", dist, ", ", div, ";");
                     ln!(self; "sub.s64 ", dist, ", ", dist, ", 1;");
-                    ln!(self; "div.u64 ", cnt, ", ", dist, ", ", div, ";");
+                    self.divide_u64(&cnt, &dist, &div, None);
                 } else {
-                    ln!(self; "div.u64 ", cnt, ", ", dist, ", ", div, ";");
+                    self.divide_u64(&cnt, &dist, &div, None);
                     ln!(self; "add.s64 ", cnt, ", ", cnt, ", 1;");
                 }
                 ln!(self; "selp.b64 ", tm1, ", 0, ", cnt, ", ", done, ";");
