@@ -18,7 +18,10 @@ they are. Parts, in each kernel (`.entry`) of the module:
   nopost   likewise for the checks after the last versioned loop (`$gasan_loopN_done:`) up to
            the kernel's first `ret`.
 
-The entry's parameter-bounds lookups stay in every variant: the checks left use them.
+The entry's parameter-bounds lookups stay in every variant: the checks left use them. The
+program's own accesses stay in every variant too: a masked run's access, which gasan rewrites
+under its verdict and marks as its own line, gets the access's guard back (its output stores
+and loads were blanked with the checks up to c3a952e).
 Used by scripts/gpu-batch.sh's `variants` step (benches/jit/pair.py under each variant).
 """
 import os
