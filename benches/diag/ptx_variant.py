@@ -20,8 +20,8 @@ they are. Parts, in each kernel (`.entry`) of the module:
 
 The entry's parameter-bounds lookups stay in every variant: the checks left use them. The
 program's own accesses stay in every variant too: a masked run's access, which gasan rewrites
-under its verdict and marks as its own line, gets the access's guard back (its output stores
-and loads were blanked with the checks up to c3a952e).
+under its verdict and marks as its own line, gets the access's guard back (before c3a952e such
+loads and stores were blanked with the checks).
 Used by scripts/gpu-batch.sh's `variants` step (benches/jit/pair.py under each variant).
 """
 import os
