@@ -1065,23 +1065,42 @@ impl<'b, 'a> Emitter<'b, 'a> {
         }
     }
 
-    /// `dst = n / d` and, with `rem`, `rem = n % d`, unsigned 64-bit. A power of two divides by a
-    /// shift and a mask: ptxas 13.0 calls a division subroutine for `div.u64` even by a
-    /// constant (five calls before attention's loop, each on the path every launch takes).
+    /// `dst = n / d` and, with `rem`, `rem = n % d`, unsigned 64-bit (`d` at least 1). ptxas 13.0
+    /// calls a division subroutine for `div.u64`, even by a constant (five calls before
+    /// attention's loop, each on the path every launch takes), and inlines `div.u32`. So a power
+    /// of two divides by a shift and a mask, and a register divides in 32 bits when both operands
+    /// are below 2^32 (a grid-stride loop's step and distance), in 64 otherwise.
     fn divide_u64(&mut self, dst: &str, n: &str, d: &str, rem: Option<&str>) {
-        match d.parse::<u64>().ok().filter(|k| k.is_power_of_two()) {
-            Some(k) => {
-                ln!(self; "shr.u64 ", dst, ", ", n, ", ", k.trailing_zeros(), ";");
-                if let Some(r) = rem {
-                    ln!(self; "and.b64 ", r, ", ", n, ", ", k - 1, ";");
-                }
+        if let Some(k) = d.parse::<u64>().ok().filter(|k| k.is_power_of_two()) {
+            ln!(self; "shr.u64 ", dst, ", ", n, ", ", k.trailing_zeros(), ";");
+            if let Some(r) = rem {
+                ln!(self; "and.b64 ", r, ", ", n, ", ", k - 1, ";");
             }
-            None => {
-                ln!(self; "div.u64 ", dst, ", ", n, ", ", d, ";");
-                if let Some(r) = rem {
-                    ln!(self; "rem.u64 ", r, ", ", n, ", ", d, ";");
-                }
+            return;
+        }
+        if !d.starts_with('%') {
+            ln!(self; "div.u64 ", dst, ", ", n, ", ", d, ";");
+            if let Some(r) = rem {
+                ln!(self; "rem.u64 ", r, ", ", n, ", ", d, ";");
             }
+            return;
+        }
+        let (high, small) = (self.temp("b64"), self.temp("pred"));
+        let (n32, d32, q32) = (self.temp("b32"), self.temp("b32"), self.temp("b32"));
+        ln!(self; "or.b64 ", high, ", ", n, ", ", d, ";");
+        ln!(self; "shr.u64 ", high, ", ", high, ", 32;");
+        ln!(self; "setp.eq.u64 ", small, ", ", high, ", 0;");
+        ln!(self; "cvt.u32.u64 ", n32, ", ", n, ";");
+        ln!(self; "cvt.u32.u64 ", d32, ", ", d, ";");
+        // (A large divisor's low half may be 0: it divides in 64 bits below.)
+        ln!(self; "selp.b32 ", d32, ", ", d32, ", 1, ", small, ";");
+        ln!(self; "div.u32 ", q32, ", ", n32, ", ", d32, ";");
+        ln!(self; "cvt.u64.u32 ", dst, ", ", q32, ";");
+        ln!(self; "@!", small, " div.u64 ", dst, ", ", n, ", ", d, ";");
+        if let Some(r) = rem {
+            ln!(self; "rem.u32 ", q32, ", ", n32, ", ", d32, ";");
+            ln!(self; "cvt.u64.u32 ", r, ", ", q32, ";");
+            ln!(self; "@!", small, " rem.u64 ", r, ", ", n, ", ", d, ";");
         }
     }
 
