@@ -506,30 +506,24 @@ fn probe_compare(out: &mut Lines<'_>, scale: Scale, shadow: &str, addr_reg: &str
 /// four more instructions a check on the path nearly every access takes).
 fn probe_branch(out: &mut Lines<'_>, form: Form, addr_reg: &str, check_width: u32, guard: Option<&str>, fast: Option<&FastPath>, at: (u32, &str)) {
     let (label, suffix) = at;
-    if form.fails_after_joins {
-        match fast {
-            // The fast path leaves the verdict "good" and skips the whole test, shadow load and
-            // encoding test both; only the branch to the report, after the join, is on it.
-            Some(fp) => {
-                out.text("setp.ne.u32 %gsp1, 0, 0;");
-                fast_test(out, addr_reg, fp);
-                ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");
-                probe_test(out, form, addr_reg, check_width, guard, None);
-                ln!(out; fp.label, suffix, ":");
-            }
-            None => probe_test(out, form, addr_reg, check_width, guard, None),
-        }
-        ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
-        return;
-    }
+    let joins_first = form.fails_after_joins;
     if let Some(fp) = fast {
+        if joins_first {
+            // The fast path leaves the verdict "good": only the branch after the join is on it.
+            out.text("setp.ne.u32 %gsp1, 0, 0;");
+        }
         fast_test(out, addr_reg, fp);
         ln!(out; "@!%gsp0 bra ", fp.label, suffix, ";");
     }
     probe_test(out, form, addr_reg, check_width, guard, None);
-    ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
+    if !joins_first {
+        ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
+    }
     if let Some(fp) = fast {
         ln!(out; fp.label, suffix, ":");
+    }
+    if joins_first {
+        ln!(out; "@%gsp1 bra $gasan_fail_", label, suffix, ";");
     }
 }
 

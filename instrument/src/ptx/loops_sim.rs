@@ -903,6 +903,13 @@ fn ranges_that_fit_pass_the_test() {
     assert!(slab_passed * 10 >= slab_total * 9, "{slab_passed} of {slab_total} fitting slab blocks passed the range test");
 }
 
+/// The bytes `[lo, hi)` the loop's `accesses` (line, address, width) touch in the tensor at
+/// `base`: each test tensor has 16 GiB of the pool to itself.
+fn touched(accesses: &[(usize, u64, u64)], base: u64) -> (u64, u64) {
+    let mine = accesses.iter().filter(|x| (x.1 >> 34) == (base >> 34));
+    (mine.clone().map(|x| x.1).min().expect("an access"), mine.map(|x| x.1 + x.2).max().expect("an access"))
+}
+
 /// A loop in the forms of Triton's attention and matmul reading their tiles: rows of one tensor
 /// at constant offsets from each other (`a` at `off + k*stride` and `+ 64`, each row its own
 /// address register off the parameter; `+ 128` off a row pointer computed before the loop), and
@@ -974,12 +981,7 @@ fn rows_off_one_pointer_share_a_lookup_and_other_pointers_keep_theirs() {
         }
         let (accesses, ended) = run_loop(case, &entry);
         assert!(ended && accesses.len() == 4 * n as usize);
-        let block_of = |base: u64| {
-            let mine = accesses.iter().filter(|x| (x.1 >> 34) == (base >> 34));
-            let lo = mine.clone().map(|x| x.1).min().unwrap();
-            (lo, mine.map(|x| x.1 + x.2).max().unwrap())
-        };
-        let spans = [block_of(a), block_of(b)];
+        let spans = [touched(&accesses, a), touched(&accesses, b)];
         let blocks = |short: Option<(usize, bool)>| -> Vec<Block> {
             let shorten = |i: usize, (lo, hi): (u64, u64)| match short {
                 Some((j, true)) if j == i => (lo + 1, hi),
@@ -1058,8 +1060,8 @@ fn rows_off_a_shared_stride_are_not_taken_for_one_pointer() {
         let blocks: Vec<Block> = [a, b]
             .iter()
             .map(|&base| {
-                let mine = accesses.iter().filter(|x| (x.1 >> 34) == (base >> 34));
-                Block { start: mine.clone().map(|x| x.1).min().unwrap(), end: mine.map(|x| x.1 + x.2).max().unwrap(), slab: false }
+                let (start, end) = touched(&accesses, base);
+                Block { start, end, slab: false }
             })
             .collect();
         assert!(range_test_blocks(case, &entry, blocks), "n {n} stride {stride}: the two tensors' rows were looked up as one range");

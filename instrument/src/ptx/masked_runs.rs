@@ -31,9 +31,8 @@
 //! barrier or any other statement that ends a check's window ([`Line::kills_checks`]), and
 //! nothing but `.loc` of the directives.
 
-use super::access::{parse_int, AddrBase};
-use super::defs::{Defs, ModuleDefs};
-use super::opcode::Op;
+use super::access::AddrBase;
+use super::defs::{constant_add, Defs, ModuleDefs};
 use super::prefetch::Candidate;
 use super::{Line, LineMap, LineSet};
 
@@ -117,11 +116,8 @@ fn span_base(line: &Line<'_>, d: &Defs<'_, '_>) -> Option<(String, i64)> {
     let AddrBase::Reg(r) = &a.base else { return None };
     let (mut reg, mut offset) = (r.as_str(), a.offset);
     for _ in 0..SPAN_DEPTH {
-        let Some(w) = d.only_writer(reg) else { break };
-        let int64 = matches!(w.opcode.only_qual(), Some("s64" | "u64"));
-        let (Op::Add, true, [_, base, imm]) = (w.opcode.op, int64, w.operands.as_slice()) else { break };
-        let Some(add) = parse_int(imm) else { break };
-        if !base.starts_with('%') || d.only_writer(base).is_none() {
+        let Some((_, base, add, 64)) = d.only_writer(reg).and_then(constant_add) else { break };
+        if d.only_writer(base).is_none() {
             break;
         }
         offset = offset.checked_add(add)?;

@@ -44,7 +44,7 @@
 
 use super::access::{self, parse_address, parse_int, AddrBase, Extent, Instr, Operands, Space, Width};
 use super::bodies::{Bodies, Body};
-use super::defs::{Defs, ModuleDefs};
+use super::defs::{constant_add, Defs, ModuleDefs};
 use super::func::FnHeader;
 use super::ir::decl::{space_declaration as parse_declaration, SpaceVar};
 use super::ir::line::contains_dotted;
@@ -993,33 +993,22 @@ impl<'a> Sums<'a> {
 
     /// `reg` is written: what it held and what was computed from it are forgotten.
     fn written(&mut self, reg: &str) {
-        if self.of.remove(reg).is_some() || self.of.values().any(|&(root, _, _)| root == reg) {
-            self.of.retain(|_, (root, _, _)| *root != reg);
-        }
+        self.of.remove(reg);
+        self.of.retain(|_, (root, _, _)| *root != reg);
     }
 
     /// Records a statement after the checks before it were planned: its writes, and the sum it
     /// makes when it is an unguarded `add` of a register and an integer.
     fn record(&mut self, ins: Option<&Instr<'a>>, dests: impl Iterator<Item = &'a str>) {
-        let sum = ins.and_then(|ins| {
-            let bits = match ins.opcode.only_qual()? {
-                "s32" | "u32" => 32,
-                "s64" | "u64" => 64,
-                _ => return None,
-            };
-            let (Op::Add, None, [dst, base, imm]) = (ins.opcode.op, ins.guard, ins.operands.as_slice()) else { return None };
-            let add = parse_int(imm)?;
-            if !base.starts_with('%') {
-                return None;
-            }
+        let sum = ins.and_then(constant_add).and_then(|(dst, base, add, bits)| {
             let (root, k) = match self.of.get(base) {
                 Some(&(root, k, b)) if b == bits => (root, k.checked_add(add)?),
                 Some(_) => return None,
-                None => (*base, add),
+                None => (base, add),
             };
             // A 32-bit sum wraps: `0xFFFFFFF0` adds -16.
             let k = if bits == 32 { i64::from(k as i32) } else { k };
-            Some((*dst, root, k, bits))
+            Some((dst, root, k, bits))
         });
         for d in dests {
             self.written(d);

@@ -381,6 +381,20 @@ pub fn pointer_flow<'s>(opcode: Opcode<'_>, operands: &'s [&'s str]) -> PointerF
     }
 }
 
+/// An unguarded integer `add` of a register and a constant, `add.{s,u}{32,64} %d, %base, imm`:
+/// its destination, base register, constant and bits (Triton computes a tile's addresses so:
+/// `%rd2 = %rd1 + 512`, `%r46 = %r44 + 2048`).
+pub fn constant_add<'a>(ins: &Instr<'a>) -> Option<(&'a str, &'a str, i64, u32)> {
+    let bits = match ins.opcode.only_qual()? {
+        "s32" | "u32" => 32,
+        "s64" | "u64" => 64,
+        _ => return None,
+    };
+    let (Op::Add, None, &[dst, base, imm]) = (ins.opcode.op, ins.guard, ins.operands.as_slice()) else { return None };
+    let add = super::access::parse_int(imm)?;
+    base.starts_with('%').then_some((dst, base, add, bits))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
