@@ -9,10 +9,12 @@ speed during the run (clocks, a neighbour) moves both alike. run.py's steady sta
 native and gasan in separate processes, cannot tell such a change from gasan's cost.
 
 Prints, one per kernel:
-    PAIR <name> native <µs> checked <µs> ratio <median of the per-pair ratios> checked_cubin <yes|no>
+    PAIR <name> native <µs> checked <µs> ratio <median of the per-pair ratios> checked_cubin <yes|no> outputs <same|differ>
 and `PAIRS geomean <ratio>`. checked_cubin says whether the checked copy's cubin holds gasan's
-control block and the native one does not; a `no` makes the kernel's row meaningless, and the
-exit status 1.
+control block and the native one does not; outputs whether one launch of each, from outputs
+filled with NaN (zeros for integers), wrote the same values (within float tolerance: ptxas may
+contract a multiply and an add differently in the two copies). Either `no` or `differ` makes the
+kernel's row meaningless (a checked kernel that skips its work is fast), and the exit status 1.
 
 Each launch's time includes the host's launch path where the GPU waits for it (Triton's launcher,
 gasan's launch hook); with --queued, each launch is queued behind a busy-wait on the GPU, so the
@@ -75,6 +77,22 @@ def first_launch(fn, ptxas):
     return kernel.asm.get("cubin", b"") if kernel is not None and hasattr(kernel, "asm") else b""
 
 
+def outputs_agree(outputs, checked, native):
+    """Whether one launch of `checked` and one of `native` write the same `outputs`, each launch
+    starting from outputs filled with NaN (integers: zero, so that an accumulating kernel counts
+    from the same start)."""
+
+    def launch(fn):
+        for t in outputs:
+            t.fill_(float("nan") if t.is_floating_point() else 0)
+        fn()
+        torch.cuda.synchronize()
+        return [t.clone() for t in outputs]
+
+    want, got = launch(native), launch(checked)
+    return all(torch.allclose(w.float(), g.float(), rtol=1e-2, atol=1e-2) for w, g in zip(want, got))
+
+
 def main():
     started = B.start(__doc__, 300, "--queued")
     if started is None:
@@ -87,7 +105,8 @@ def main():
         if only and name not in only:
             continue
         good = CONTROL_BLOCK in first_launch(checked, None) and CONTROL_BLOCK not in first_launch(native, real_ptxas())
-        ok &= good
+        same = outputs_agree(B.WRITES[name], checked, native)
+        ok &= good and same
         for _ in range(5):
             checked()
             native()
@@ -103,7 +122,11 @@ def main():
             r.append(c / n)
         ratio = statistics.median(r)
         ratios.append(ratio)
-        print("PAIR %s native %.1f checked %.1f ratio %.3f checked_cubin %s" % (name, statistics.median(tn), statistics.median(tc), ratio, "yes" if good else "no"), flush=True)
+        print(
+            "PAIR %s native %.1f checked %.1f ratio %.3f checked_cubin %s outputs %s"
+            % (name, statistics.median(tn), statistics.median(tc), ratio, "yes" if good else "no", "same" if same else "differ"),
+            flush=True,
+        )
     if ratios:
         print("PAIRS geomean %.3f over %d kernels" % (math.exp(sum(map(math.log, ratios)) / len(ratios)), len(ratios)), flush=True)
     return 0 if ok else 1

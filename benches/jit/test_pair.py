@@ -2,7 +2,8 @@
 with the real ptxas in a Triton cache directory of its own (Triton keys its disk cache on the
 ptxas version once per process, so a shared cache would hand it the checked cubin), the process's
 own settings come back afterwards, both copies launch on the same tensors, and a cubin that is not
-what it should be makes the exit status 1.
+what it should be, or a checked copy that does not write what the native one writes, makes the
+exit status 1.
 
 Run: cd benches/jit && python3 -m unittest -v test_pair
 """
@@ -33,11 +34,19 @@ class cuda:
             f.write(json.dumps(["sleep", cycles]) + "\n")
     @staticmethod
     def synchronize(): pass
-float16 = int32 = None
+float16 = None
+int32 = "int32"
 class _Tensor:
+    """One value stands for the whole tensor."""
+    def __init__(self, floating=True, v=0.0): self.floating, self.v = floating, v
     def stride(self, i): return 1
-def _t(*a, **k): return _Tensor()
+    def is_floating_point(self): return self.floating
+    def fill_(self, v): self.v = v
+    def clone(self): return _Tensor(self.floating, self.v)
+    def float(self): return self
+def _t(*a, **k): return _Tensor(k.get("dtype") != int32)
 randn = empty_like = empty = randint = zeros = _t
+def allclose(a, b, rtol, atol): return abs(a.v - b.v) <= atol + rtol * abs(b.v)  # NaN: False
 '''
 
 TRITON = r'''
@@ -45,8 +54,10 @@ def cdiv(a, b): return (a + b - 1) // b
 def jit(f): return f
 '''
 
-# Each launch logs (module, kernel, ptxas, cache dir, tensor ids) and returns a kernel whose cubin
-# holds gasan's control block when the ptxas that "compiled" it was gasan's (MARK_BOTH: always).
+# Each launch logs (module, kernel, ptxas, cache dir, tensor ids), writes 1 into every tensor it
+# is given (the checked copy, module `kernels`, writes nothing with SKIP_WORK=1) and returns a
+# kernel whose cubin holds gasan's control block when the ptxas that "compiled" it was gasan's
+# (MARK_BOTH: always).
 KERNELS = r'''
 import json, os
 LOG = os.environ["PAIR_TEST_LOG"]
@@ -59,6 +70,10 @@ class _Kernel:
             ptxas = os.environ.get("TRITON_PTXAS_PATH", "")
             with open(LOG, "a") as f:
                 f.write(json.dumps([__name__, self.name, ptxas, os.environ.get("TRITON_CACHE_DIR"), [id(a) for a in args[:2]]]) + "\n")
+            if not (__name__ == "kernels" and os.environ.get("SKIP_WORK") == "1"):
+                for a in args:
+                    if hasattr(a, "fill_"):
+                        a.fill_(1.0)
             return _Compiled("gasan" in ptxas or os.environ.get("MARK_BOTH") == "1")
         return launch
 vector_add, softmax, layernorm, matmul, attention_fwd, histogram = (_Kernel(n) for n in ("vector_add", "softmax", "layernorm", "matmul", "attention_fwd", "histogram"))
@@ -85,7 +100,7 @@ class Pair(unittest.TestCase):
     def run_pair(self, *args, **env_extra):
         if os.path.exists(self.log):
             os.remove(self.log)
-        env = {k: v for k, v in os.environ.items() if k not in ("GASAN_REAL_PTXAS", "TRITON_CACHE_DIR", "MARK_BOTH")}
+        env = {k: v for k, v in os.environ.items() if k not in ("GASAN_REAL_PTXAS", "TRITON_CACHE_DIR", "MARK_BOTH", "SKIP_WORK")}
         env.update(PYTHONPATH=os.path.join(self.d, "site"), PAIR_TEST_LOG=self.log, TRITON_PTXAS_PATH="/tools/gasan/ptxas", **env_extra)
         p = subprocess.run([sys.executable, os.path.join(self.d, "benches", "jit", "pair.py"), "--reps", "4", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         import json
@@ -98,7 +113,7 @@ class Pair(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = [line for line in p.stdout.splitlines() if line.startswith("PAIR ")]
         self.assertEqual(len(rows), 6, p.stdout)
-        self.assertTrue(all(r.endswith("checked_cubin yes") for r in rows), p.stdout)
+        self.assertTrue(all(r.endswith("checked_cubin yes outputs same") for r in rows), p.stdout)
         for kernel in ("vector_add", "histogram"):
             first = {}
             for module, name, ptxas, cache, tensors in launches:
@@ -130,6 +145,13 @@ class Pair(unittest.TestCase):
         p, _ = self.run_pair(GASAN_REAL_PTXAS="/real/ptxas", MARK_BOTH="1")
         self.assertEqual(p.returncode, 1, p.stdout)
         self.assertIn("checked_cubin no", p.stdout)
+
+    def test_a_checked_copy_that_skips_its_work_fails_the_run(self):
+        p, _ = self.run_pair(GASAN_REAL_PTXAS="/real/ptxas", SKIP_WORK="1")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        rows = [line for line in p.stdout.splitlines() if line.startswith("PAIR ")]
+        self.assertEqual(len(rows), 6, p.stdout)
+        self.assertTrue(all(r.endswith("checked_cubin yes outputs differ") for r in rows), p.stdout)
 
 
 if __name__ == "__main__":

@@ -64,21 +64,28 @@ def event_time(fn, queued=False):
     return s.elapsed_time(e) * 1000.0
 
 
+# name -> the tensors that case's kernel writes, filled by cases() (pair.py compares what the
+# checked and the native copy write).
+WRITES = {}
+
+
 def cases(*mods):
     """name -> one closure per kernels module in `mods` (default: this one; pair.py passes a
     second copy), each launching that module's kernel on the same tensors, sized as real uses
-    size them."""
+    size them. Records each kernel's output tensors in WRITES."""
     mods = mods or (K,)
     dev = "cuda"
     out = {}
     n = 1 << 24
     x, y, z = (torch.randn(n, device=dev) for _ in range(3))
     out["vector_add"] = [lambda k=k: k.vector_add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024) for k in mods]
+    WRITES["vector_add"] = [z]
 
     rows, cols = 4096, 1000
     a = torch.randn(rows, cols, device=dev)
     sm = torch.empty_like(a)
     out["softmax"] = [lambda k=k: k.softmax[(rows,)](sm, a, a.stride(0), sm.stride(0), cols, BLOCK=1024) for k in mods]
+    WRITES["softmax"] = [sm]
 
     ln_n = 4096
     lx = torch.randn(rows, ln_n, device=dev)
@@ -86,6 +93,7 @@ def cases(*mods):
     w, b = torch.randn(ln_n, device=dev), torch.randn(ln_n, device=dev)
     mean, rstd = torch.empty(rows, device=dev), torch.empty(rows, device=dev)
     out["layernorm"] = [lambda k=k: k.layernorm[(rows,)](lx, ly, w, b, mean, rstd, lx.stride(0), ln_n, 1e-5, BLOCK=1024) for k in mods]
+    WRITES["layernorm"] = [ly, mean, rstd]
 
     M = N = Kd = 2048
     ma = torch.randn(M, Kd, device=dev, dtype=torch.float16)
@@ -93,15 +101,18 @@ def cases(*mods):
     mc = torch.empty(M, N, device=dev, dtype=torch.float16)
     grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))
     out["matmul"] = [lambda k=k: k.matmul[grid](ma, mb, mc, M, N, Kd, ma.stride(0), ma.stride(1), mb.stride(0), mb.stride(1), mc.stride(0), mc.stride(1), BM=128, BN=128, BK=32) for k in mods]
+    WRITES["matmul"] = [mc]
 
     bh, ctx, d = 16, 1024, 64
     q, kk, v = (torch.randn(bh, ctx, d, device=dev, dtype=torch.float16) for _ in range(3))
     o = torch.empty_like(q)
     out["attention_fwd"] = [lambda k=k: k.attention_fwd[(triton.cdiv(ctx, 64), bh)](q, kk, v, o, d, d, d, d, ctx, 0.125, BM=64, BN=64, D=d) for k in mods]
+    WRITES["attention_fwd"] = [o]
 
     hx = torch.randint(0, 256, (n,), device=dev, dtype=torch.int32)
     bins = torch.zeros(256, device=dev, dtype=torch.int32)
     out["histogram"] = [lambda k=k: k.histogram[(triton.cdiv(n, 1024),)](hx, bins, n, 256, BLOCK=1024) for k in mods]
+    WRITES["histogram"] = [bins]
     return out
 
 
