@@ -13,10 +13,11 @@ they are. Parts, in each kernel (`.entry`) of the module:
            so the fast copy of the loop always runs and the checked copy is unreachable;
   nopre    the checks between the entry's parameter-bounds prologue and the first range test
            lose their instructions (their register declarations and labels stay);
-  nopreshared, npreglobal
-           nopre's shared/local checks only (blocks declaring `%gso` registers), or all but them;
   nopost   likewise for the checks after the last versioned loop (`$gasan_loopN_done:`) up to
-           the kernel's first `ret`.
+           the kernel's first `ret`;
+  nopreshared, nopreglobal, nopostshared, nopostglobal
+           that region's shared/local checks only (blocks declaring `%gso` registers), or all
+           but them.
 
 The entry's parameter-bounds lookups stay in every variant: the checks left use them. The
 program's own accesses stay in every variant too: a masked run's access, which gasan rewrites
@@ -106,24 +107,33 @@ def vary(text, parts):
         if "norange" in parts:
             for a, b in ranges:
                 counts["norange"] += strip(lines, a, b + 1, set(), guards)
-        if "nopre" in parts and ranges:
-            counts["nopre"] += strip(lines, body_start, ranges[0][0], set(), guards)
-        for part, shared in (("nopreshared", True), ("nopreglobal", False)):
-            if part in parts and ranges:
-                for a, b in blocks(lines, body_start, ranges[0][0]):
+        regions = {}
+        if ranges:
+            regions["pre"] = (body_start, ranges[0][0])
+        if done:
+            regions["post"] = (done[-1], ret)
+        for name, (lo, hi) in regions.items():
+            if "no" + name in parts:
+                counts["no" + name] += strip(lines, lo, hi, set(), guards)
+            for part, shared in (("no%sshared" % name, True), ("no%sglobal" % name, False)):
+                if part not in parts:
+                    continue
+                for a, b in blocks(lines, lo, hi):
                     if any("%gso" in lines[j] and ".reg" in lines[j] for j in range(a, b)) == shared:
                         counts[part] += strip(lines, a, b + 1, set(), guards)
                 if not shared:
-                    counts[part] += strip(lines, body_start, ranges[0][0], {j for a, b in blocks(lines, body_start, ranges[0][0]) for j in range(a, b + 1)}, guards)
-        if "nopost" in parts and done:
-            counts["nopost"] += strip(lines, done[-1], ret, set(), guards)
+                    # The region's checks outside any block (a masked run's lines) go too.
+                    counts[part] += strip(lines, lo, hi, {j for a, b in blocks(lines, lo, hi) for j in range(a, b + 1)}, guards)
     return "\n".join(lines), counts
+
+
+PARTS = ("norange", "nopre", "nopost", "nopreshared", "nopreglobal", "nopostshared", "nopostglobal")
 
 
 def main():
     args = sys.argv[1:]
     parts = [p for p in os.environ.get("GASAN_PTX_VARIANT", "").split(",") if p]
-    unknown = [p for p in parts if p not in ("norange", "nopre", "nopreshared", "nopreglobal", "nopost")]
+    unknown = [p for p in parts if p not in PARTS]
     if unknown:
         sys.exit(f"ptx_variant: unknown part(s) {unknown}")
     ptx = [i for i, a in enumerate(args) if a.endswith(".ptx") and os.path.isfile(a)]
