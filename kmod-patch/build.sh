@@ -84,7 +84,8 @@ else
   extra=()
 fi
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+versions=$(mktemp)
+trap 'rm -f "$log" "$versions"' EXIT
 echo "build.sh: building nvidia-uvm.ko in $tree against $kdir"
 if ! make -C "$kdir" M="$tree" NV_KERNEL_SOURCES="$ksrc" NV_KERNEL_OUTPUT="$kdir" NV_KERNEL_MODULES="$modules" \
      ${extra[@]+"${extra[@]}"} -j"$jobs" modules >"$log" 2>&1; then
@@ -112,7 +113,10 @@ fi
 # With modversions, every nvidia.ko import must carry a CRC (else the kernel refuses to load it).
 if grep -q '^CONFIG_MODVERSIONS=y' "$kdir/include/config/auto.conf" 2>/dev/null && command -v objcopy >/dev/null; then
   imports=$(nm -u "$ko" | awk '{print $2}' | grep -c '^nvUvmInterface' || true)
-  versioned=$(objcopy -O binary --only-section=__versions "$ko" /dev/stdout 2>/dev/null | strings | grep -c '^nvUvmInterface' || true)
+  # Into a file: objcopy seeks in its output, and written to a pipe the section comes out empty
+  # (binutils 2.40), which read as "no import versioned".
+  objcopy -O binary --only-section=__versions "$ko" "$versions" 2>/dev/null || : >"$versions"
+  versioned=$(strings "$versions" | grep -c '^nvUvmInterface' || true)
   if [ "$imports" != "$versioned" ]; then
     echo "build.sh: $versioned of $imports nvUvmInterface* imports carry a symbol version: the module would not load" >&2
     exit 1
