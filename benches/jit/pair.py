@@ -101,11 +101,12 @@ def main():
     ratios, ok = [], True
     # The two copies launch on the same tensors: where a buffer lies can move a kernel's time
     # (the histogram's atomics), and must not be taken for the checks' cost.
-    for name, (checked, native) in B.cases(B.K, native_copy()).items():
+    for name, case in B.cases(B.K, native_copy()).items():
+        checked, native = case.launches
         if only and name not in only:
             continue
         good = CONTROL_BLOCK in first_launch(checked, None) and CONTROL_BLOCK not in first_launch(native, real_ptxas())
-        same = outputs_agree(B.WRITES[name], checked, native)
+        same = outputs_agree(case.writes, checked, native)
         ok &= good and same
         for _ in range(5):
             checked()

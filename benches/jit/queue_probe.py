@@ -15,7 +15,8 @@ import torch  # noqa: E402
 import triton_bench as B  # noqa: E402
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
-for name, (fn,) in B.cases().items():
+for name, case in B.cases().items():
+    (fn,) = case.launches
     fn()
     torch.cuda.synchronize()
     singles = []

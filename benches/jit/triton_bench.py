@@ -16,6 +16,7 @@ Usage: python3 triton_bench.py [--reps N] [--only a,b] [--no-model]
 """
 
 import argparse
+import collections
 import os
 import statistics
 import sys
@@ -64,55 +65,49 @@ def event_time(fn, queued=False):
     return s.elapsed_time(e) * 1000.0
 
 
-# name -> the tensors that case's kernel writes, filled by cases() (pair.py compares what the
-# checked and the native copy write).
-WRITES = {}
+# One benchmark kernel: a launch per kernels module, and the tensors the kernel writes (pair.py
+# compares what the checked and the native copy write).
+Case = collections.namedtuple("Case", "launches writes")
 
 
 def cases(*mods):
-    """name -> one closure per kernels module in `mods` (default: this one; pair.py passes a
-    second copy), each launching that module's kernel on the same tensors, sized as real uses
-    size them. Records each kernel's output tensors in WRITES."""
+    """name -> Case: one closure per kernels module in `mods` (default: this one; pair.py passes
+    a second copy), each launching that module's kernel on the same tensors, sized as real uses
+    size them, and the kernel's output tensors."""
     mods = mods or (K,)
     dev = "cuda"
     out = {}
     n = 1 << 24
     x, y, z = (torch.randn(n, device=dev) for _ in range(3))
-    out["vector_add"] = [lambda k=k: k.vector_add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024) for k in mods]
-    WRITES["vector_add"] = [z]
+    out["vector_add"] = Case([lambda k=k: k.vector_add[(triton.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024) for k in mods], [z])
 
     rows, cols = 4096, 1000
     a = torch.randn(rows, cols, device=dev)
     sm = torch.empty_like(a)
-    out["softmax"] = [lambda k=k: k.softmax[(rows,)](sm, a, a.stride(0), sm.stride(0), cols, BLOCK=1024) for k in mods]
-    WRITES["softmax"] = [sm]
+    out["softmax"] = Case([lambda k=k: k.softmax[(rows,)](sm, a, a.stride(0), sm.stride(0), cols, BLOCK=1024) for k in mods], [sm])
 
     ln_n = 4096
     lx = torch.randn(rows, ln_n, device=dev)
     ly = torch.empty_like(lx)
     w, b = torch.randn(ln_n, device=dev), torch.randn(ln_n, device=dev)
     mean, rstd = torch.empty(rows, device=dev), torch.empty(rows, device=dev)
-    out["layernorm"] = [lambda k=k: k.layernorm[(rows,)](lx, ly, w, b, mean, rstd, lx.stride(0), ln_n, 1e-5, BLOCK=1024) for k in mods]
-    WRITES["layernorm"] = [ly, mean, rstd]
+    out["layernorm"] = Case([lambda k=k: k.layernorm[(rows,)](lx, ly, w, b, mean, rstd, lx.stride(0), ln_n, 1e-5, BLOCK=1024) for k in mods], [ly, mean, rstd])
 
     M = N = Kd = 2048
     ma = torch.randn(M, Kd, device=dev, dtype=torch.float16)
     mb = torch.randn(Kd, N, device=dev, dtype=torch.float16)
     mc = torch.empty(M, N, device=dev, dtype=torch.float16)
     grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))
-    out["matmul"] = [lambda k=k: k.matmul[grid](ma, mb, mc, M, N, Kd, ma.stride(0), ma.stride(1), mb.stride(0), mb.stride(1), mc.stride(0), mc.stride(1), BM=128, BN=128, BK=32) for k in mods]
-    WRITES["matmul"] = [mc]
+    out["matmul"] = Case([lambda k=k: k.matmul[grid](ma, mb, mc, M, N, Kd, ma.stride(0), ma.stride(1), mb.stride(0), mb.stride(1), mc.stride(0), mc.stride(1), BM=128, BN=128, BK=32) for k in mods], [mc])
 
     bh, ctx, d = 16, 1024, 64
     q, kk, v = (torch.randn(bh, ctx, d, device=dev, dtype=torch.float16) for _ in range(3))
     o = torch.empty_like(q)
-    out["attention_fwd"] = [lambda k=k: k.attention_fwd[(triton.cdiv(ctx, 64), bh)](q, kk, v, o, d, d, d, d, ctx, 0.125, BM=64, BN=64, D=d) for k in mods]
-    WRITES["attention_fwd"] = [o]
+    out["attention_fwd"] = Case([lambda k=k: k.attention_fwd[(triton.cdiv(ctx, 64), bh)](q, kk, v, o, d, d, d, d, ctx, 0.125, BM=64, BN=64, D=d) for k in mods], [o])
 
     hx = torch.randint(0, 256, (n,), device=dev, dtype=torch.int32)
     bins = torch.zeros(256, device=dev, dtype=torch.int32)
-    out["histogram"] = [lambda k=k: k.histogram[(triton.cdiv(n, 1024),)](hx, bins, n, 256, BLOCK=1024) for k in mods]
-    WRITES["histogram"] = [bins]
+    out["histogram"] = Case([lambda k=k: k.histogram[(triton.cdiv(n, 1024),)](hx, bins, n, 256, BLOCK=1024) for k in mods], [bins])
     return out
 
 
@@ -158,7 +153,8 @@ def main():
     if started is None:
         return 77
     a, only = started
-    for name, (fn,) in cases().items():
+    for name, case in cases().items():
+        (fn,) = case.launches
         if only and name not in only:
             continue
         first, steady = timed(fn, a.reps)
